@@ -1,0 +1,103 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer, Socket } from "node:net";
+import { Redis, type RedisOptions } from "ioredis";
+
+/** Options BullMQ needs on every connection it blocks on. */
+export const bullConnectionOptions: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true };
+
+export function connectRedis(url: string, extra: RedisOptions = {}): Redis {
+  return new Redis(url, { ...bullConnectionOptions, lazyConnect: false, ...extra });
+}
+
+/** Answers true when something speaking RESP replies +PONG on host:port within the deadline. */
+export function redisAnswers(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    let reply = "";
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once("error", () => done(false));
+    socket.connect(port, host, () => socket.write("PING\r\n"));
+    socket.on("data", (chunk) => {
+      reply += chunk.toString();
+      if (reply.includes("\r\n")) done(reply.startsWith("+PONG"));
+    });
+  });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface EmbeddedRedis {
+  url: string;
+  /** Where the URL came from, for the start-up screen. */
+  origin: "REDIS_URL" | "local" | "private";
+  stop(): Promise<void>;
+}
+
+export class RedisUnavailableError extends Error {}
+
+/**
+ * The embedded-default rule: REDIS_URL if set; else 127.0.0.1:6379 if it answers; else a private
+ * redis-server from PATH on a free port without persistence, stopped with the returned handle.
+ */
+export async function resolveEmbeddedRedis(env: NodeJS.ProcessEnv = process.env): Promise<EmbeddedRedis> {
+  const fromEnv = env.REDIS_URL?.trim();
+  if (fromEnv) return { url: fromEnv, origin: "REDIS_URL", stop: async () => {} };
+  if (await redisAnswers("127.0.0.1", 6379)) {
+    return { url: "redis://127.0.0.1:6379", origin: "local", stop: async () => {} };
+  }
+  const port = await freePort();
+  const child = await startRedisServer(port);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    origin: "private",
+    stop: () => stopChild(child),
+  };
+}
+
+async function startRedisServer(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"],
+    { stdio: "ignore" },
+  );
+  const spawned = await new Promise<boolean>((resolve) => {
+    child.once("error", () => resolve(false));
+    child.once("spawn", () => resolve(true));
+  });
+  if (!spawned) {
+    throw new RedisUnavailableError(
+      "no Redis: set REDIS_URL, run one on 127.0.0.1:6379, or install redis-server (apt-get install -y redis-server)",
+    );
+  }
+  // A private server must not outlive us, even when we are killed without a chance to stop it.
+  process.once("exit", () => child.kill("SIGKILL"));
+  for (let i = 0; i < 100; i++) {
+    if (await redisAnswers("127.0.0.1", port, 200)) return child;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill("SIGKILL");
+  throw new RedisUnavailableError(`redis-server did not answer on port ${port} within 5 s`);
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once("exit", () => resolve());
+    child.kill("SIGTERM");
+    setTimeout(() => child.kill("SIGKILL"), 3000).unref();
+  });
+}
