@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { createServer, Socket } from "node:net";
 import { Redis, type RedisOptions } from "ioredis";
 

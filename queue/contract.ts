@@ -1,0 +1,265 @@
+/**
+ * The contract every component depends on: queue names, the shapes of the jobs and records that
+ * cross process boundaries, and the key of a repository branch. Schemas are zod so that every
+ * boundary validates what it receives and names the bad field.
+ */
+import { z } from "zod";
+
+/** BullMQ queue names (BullMQ forbids ':' in names). The Redis prefix is configured separately. */
+export const QUEUES = {
+  /** Push and refusal notices from the gateway; job id derived from the delivery, so redelivery is idempotent. */
+  notices: "notices",
+  /** "This branch has work" signals, deduplicated per branch key (at most one active and one waiting). */
+  branches: "branches",
+  /** Reports from executors (sidecars) back to the branch worker. */
+  reports: "reports",
+} as const;
+
+export const APPLIER_KINDS = ["flux", "argocd", "webhook"] as const;
+export type ApplierKind = (typeof APPLIER_KINDS)[number];
+
+/** Apply attempts for one applier kind, consumed by that kind's executors. */
+export function attemptsQueue(kind: ApplierKind): string {
+  return `attempts-${kind}`;
+}
+
+export const DEFAULT_REDIS_PREFIX = "applygate";
+
+// ---------------------------------------------------------------------------------------------
+// Repository and branch identity
+
+/**
+ * Normalises a repository URL so that every form a Git host reports matches: lower-case host,
+ * no credentials, no port for the default schemes, no trailing `.git` or `/`, and ssh forms
+ * (`git@host:owner/repo`, `ssh://git@host/owner/repo`) mapped to the same `host/owner/repo`.
+ */
+export function normalizeRepoUrl(url: string): string {
+  let s = url.trim();
+  const scp = /^[\w.-]+@([^:/]+):(.+)$/.exec(s);
+  let host: string;
+  let path: string;
+  if (scp && !s.includes("://")) {
+    host = scp[1]!;
+    path = scp[2]!;
+  } else {
+    if (!s.includes("://")) s = `https://${s}`;
+    const u = new URL(s);
+    host = u.hostname;
+    const defaultPort = u.port === "" || u.port === "443" || u.port === "80" || u.port === "22";
+    if (!defaultPort) host = `${host}:${u.port}`;
+    path = decodeURIComponent(u.pathname);
+  }
+  path = path
+    .replace(/^\/+/, "")
+    .replace(/\/+$/, "")
+    .replace(/\.git$/, "");
+  return `${host.toLowerCase()}/${path}`;
+}
+
+/** The key of one repository branch: the unit one branch worker owns. */
+export function branchKey(repoUrl: string, branch: string): string {
+  return `${normalizeRepoUrl(repoUrl)}@${branch}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared small shapes
+
+export const ObjectRef = z.object({
+  apiVersion: z.string().min(1),
+  kind: z.string().min(1),
+  namespace: z.string().optional(),
+  name: z.string().min(1),
+});
+export type ObjectRef = z.infer<typeof ObjectRef>;
+
+export const NamespacedName = z.object({ namespace: z.string().min(1), name: z.string().min(1) });
+export type NamespacedName = z.infer<typeof NamespacedName>;
+
+export const Author = z.object({ name: z.string().min(1), email: z.string().min(1) });
+export type Author = z.infer<typeof Author>;
+
+export const Sha = z.string().regex(/^[0-9a-f]{40}$/, "a 40-hex commit id");
+
+const KubeObject = z
+  .object({
+    apiVersion: z.string().min(1),
+    kind: z.string().min(1),
+    metadata: z.object({ name: z.string().min(1), namespace: z.string().optional() }).passthrough(),
+  })
+  .passthrough();
+
+// ---------------------------------------------------------------------------------------------
+// Intake: writes (API-side edits to be mirrored into a GitTarget's folder)
+
+export const WriteChange = z.discriminatedUnion("op", [
+  z.object({ op: z.literal("upsert"), object: KubeObject }),
+  z.object({ op: z.literal("delete"), ref: ObjectRef }),
+]);
+export type WriteChange = z.infer<typeof WriteChange>;
+
+/** What a tool posts to `/v1/targets/{ns}/{name}/writes`. */
+export const WriteRequest = z.object({
+  changes: z.array(WriteChange).min(1).max(1000),
+  author: Author,
+  message: z.string().max(4000).optional(),
+  /** Closes the target's commit window at once: a commit boundary. */
+  save: z.boolean().optional(),
+  /** When the edit happened on the cluster (RFC 3339); defaults to the time the gateway accepted it. */
+  editedAt: z.string().datetime({ offset: true }).optional(),
+});
+export type WriteRequest = z.infer<typeof WriteRequest>;
+
+/** A write as it is held durably in its branch's inbox until a push carrying it lands. */
+export const AcceptedWrite = WriteRequest.extend({
+  id: z.string().min(1),
+  target: NamespacedName.extend({ uid: z.string().optional() }),
+  branchKey: z.string().min(1),
+  path: z.string(),
+  acceptedAt: z.string(),
+});
+export type AcceptedWrite = z.infer<typeof AcceptedWrite>;
+
+// ---------------------------------------------------------------------------------------------
+// Notices
+
+export const PushNotice = z.object({
+  type: z.literal("push"),
+  provider: NamespacedName,
+  deliveryId: z.string().min(1),
+  /** Every repository URL the host gave, normalised with normalizeRepoUrl. */
+  repository: z.array(z.string()).min(1),
+  branch: z.string().min(1),
+  before: z.string(),
+  after: z.string(),
+  deleted: z.boolean(),
+  forced: z.boolean(),
+  receivedAt: z.string(),
+  /** The branch keys of GitTargets that write this repository and branch. */
+  branchKeys: z.array(z.string()).default([]),
+});
+export type PushNotice = z.infer<typeof PushNotice>;
+
+/** What a tool posts to `/v1/targets/{ns}/{name}/refusals`. */
+export const RefusalRequest = z.object({
+  object: ObjectRef,
+  reason: z.string().min(1).max(4000),
+  author: Author.partial().optional(),
+  refusedAt: z.string().datetime({ offset: true }).optional(),
+});
+export type RefusalRequest = z.infer<typeof RefusalRequest>;
+
+export const RefusalNotice = RefusalRequest.extend({
+  type: z.literal("refusal"),
+  id: z.string().min(1),
+  target: NamespacedName.extend({ uid: z.string().optional() }),
+  branchKey: z.string().min(1),
+  receivedAt: z.string(),
+});
+export type RefusalNotice = z.infer<typeof RefusalNotice>;
+
+export const Notice = z.discriminatedUnion("type", [PushNotice, RefusalNotice]);
+export type Notice = z.infer<typeof Notice>;
+
+/** Data of a `branches` job: only the key; the work itself waits in the branch's inbox. */
+export const BranchSignal = z.object({ branchKey: z.string().min(1) });
+export type BranchSignal = z.infer<typeof BranchSignal>;
+
+// ---------------------------------------------------------------------------------------------
+// Apply attempts and reports
+
+export const REASONS = ["ForeignCommit", "Repair", "Refusal", "CatchUp"] as const;
+export const Reason = z.enum(REASONS);
+export type Reason = z.infer<typeof Reason>;
+
+export const ClaimRef = z.object({
+  kind: z.enum(["FluxClaim", "ArgoCDClaim", "WebhookClaim"]),
+  namespace: z.string().min(1),
+  name: z.string().min(1),
+});
+export type ClaimRef = z.infer<typeof ClaimRef>;
+
+export const ApplierRef = z.object({
+  kind: z.enum(APPLIER_KINDS),
+  namespace: z.string().min(1),
+  name: z.string().min(1),
+});
+export type ApplierRef = z.infer<typeof ApplierRef>;
+
+/** One apply attempt for one applier, for one checked commit. The executor carries out exactly one. */
+export const Attempt = z.object({
+  token: z.string().min(1),
+  claim: ClaimRef,
+  applier: ApplierRef,
+  branchKey: z.string().min(1),
+  repository: z.string().min(1),
+  branch: z.string().min(1),
+  commit: Sha,
+  targets: z
+    .array(z.object({ uid: z.string(), namespace: z.string(), name: z.string(), reason: Reason }))
+    .min(1),
+  sentAt: z.string(),
+});
+export type Attempt = z.infer<typeof Attempt>;
+
+export const OPERATION_PHASES = [
+  "Requested",
+  "Running",
+  "Settling",
+  "Unresolved",
+  "Succeeded",
+  "Failed",
+] as const;
+/** Phases an executor reports: the operation's phases plus the outcomes of an attempt that started nothing. */
+export const REPORT_PHASES = [...OPERATION_PHASES, "RequestFailed", "Rejected", "Dropped", "Stale"] as const;
+export const ReportPhase = z.enum(REPORT_PHASES);
+export type ReportPhase = z.infer<typeof ReportPhase>;
+export const TERMINAL_PHASES: readonly ReportPhase[] = [
+  "Succeeded",
+  "Failed",
+  "RequestFailed",
+  "Rejected",
+  "Dropped",
+  "Stale",
+];
+
+export const PhaseReport = z.object({
+  type: z.literal("phase"),
+  token: z.string().min(1),
+  claim: ClaimRef,
+  branchKey: z.string().min(1),
+  phase: ReportPhase,
+  at: z.string(),
+  commit: z.string().optional(),
+  /** Machine reason (e.g. DependencyNotReady, OperationUnfollowed). */
+  reason: z.string().optional(),
+  message: z.string().optional(),
+  /** Flux: the Kustomization applied another revision than the one asked for. */
+  revisionMismatch: z.boolean().optional(),
+});
+export type PhaseReport = z.infer<typeof PhaseReport>;
+
+/** The window observer saw an applier's own field manager write an object while the apply window was open. */
+export const ApplierWriteReport = z.object({
+  type: z.literal("applierWrite"),
+  token: z.string().min(1),
+  claim: ClaimRef,
+  branchKey: z.string().min(1),
+  object: ObjectRef,
+  manager: z.string(),
+  /** managedFields time of the applier's entry (RFC 3339, whole seconds). */
+  writtenAt: z.string(),
+  resourceVersion: z.string(),
+  observedAt: z.string(),
+});
+export type ApplierWriteReport = z.infer<typeof ApplierWriteReport>;
+
+export const Report = z.discriminatedUnion("type", [PhaseReport, ApplierWriteReport]);
+export type Report = z.infer<typeof Report>;
+
+/** Field manager applygate writes with; appliers' own managers, for the apply window. */
+export const FIELD_MANAGER = "applygate";
+export const APPLIER_FIELD_MANAGERS: Record<ApplierKind, readonly string[]> = {
+  flux: ["kustomize-controller"],
+  argocd: ["argocd-controller", "argocd-application-controller"],
+  webhook: [],
+};
