@@ -1,0 +1,29 @@
+/**
+ * Redis key layout shared by the gateway (which appends) and the worker (which drains and owns).
+ * Every key starts with the configured prefix, so tests isolate themselves with a unique one.
+ */
+export const branchKeys = (prefix: string, branchKey: string) => {
+  const base = `${prefix}:branch:${branchKey}`;
+  return {
+    /** Stream of everything a branch worker must handle, in arrival order: fields `kind` and `data` (JSON). */
+    inbox: `${base}:inbox`,
+    /** Hash the worker keeps: `paused` ("1" while intake is paused), `retryAfter` (seconds). */
+    intake: `${base}:intake`,
+    /** Ownership lease and fencing number of the branch. */
+    lease: `${base}:lease`,
+    fence: `${base}:fence`,
+  };
+};
+
+/** Kinds of inbox entries. */
+export type InboxKind = "write" | "push" | "refusal" | "report";
+
+/** Set of every branch key that has ever had work, so a worker can sweep them after a restart. */
+export const knownBranchesKey = (prefix: string) => `${prefix}:branches`;
+
+/** BullMQ job options for a branch signal: at most one active and one waiting job per branch. */
+export const branchSignalOptions = (branchKey: string) => ({
+  deduplication: { id: branchKey, keepLastIfActive: true },
+  removeOnComplete: { count: 1000 },
+  removeOnFail: { count: 1000 },
+});
