@@ -1,7 +1,8 @@
 /**
  * Kubernetes-only facts that a zod schema cannot carry by itself (CEL rules, list types, formats,
- * unknown-field preservation). They are attached to a schema instance and read by the converter in
- * `openapi.ts`, so the zod schema stays the one place a field is described.
+ * unknown-field preservation). They ride in the schema's `_def`, which zod copies into every derived
+ * instance (`.describe()`, `.min()`, ...), and are read by the converter in `openapi.ts`, so the zod
+ * schema stays the one place a field is described.
  */
 import type { ZodTypeAny, z } from "zod";
 
@@ -20,21 +21,21 @@ export interface K8sExtension {
   preserveUnknownFields?: boolean;
 }
 
-const extensions = new WeakMap<ZodTypeAny, K8sExtension>();
+const KEY = "applygateK8s";
+type WithExt = { _def: { [KEY]?: K8sExtension } };
 
-/** Attaches Kubernetes extensions to a schema instance (call last: zod methods return new instances). */
+/** Returns a copy of `schema` carrying the Kubernetes extensions (merged with any it had). */
 export function k8s<T extends ZodTypeAny>(schema: T, ext: K8sExtension): T {
-  const previous = extensions.get(schema) ?? {};
-  extensions.set(schema, {
-    ...previous,
-    ...ext,
-    validations: [...(previous.validations ?? []), ...(ext.validations ?? [])],
-  });
-  return schema;
+  const previous = k8sExtensionOf(schema) ?? {};
+  const merged: K8sExtension = { ...previous, ...ext };
+  const validations = [...(previous.validations ?? []), ...(ext.validations ?? [])];
+  if (validations.length > 0) merged.validations = validations;
+  const Ctor = schema.constructor as new (def: unknown) => T;
+  return new Ctor({ ...schema._def, [KEY]: merged });
 }
 
 export function k8sExtensionOf(schema: ZodTypeAny): K8sExtension | undefined {
-  return extensions.get(schema);
+  return (schema as unknown as WithExt)._def[KEY];
 }
 
 export const IMMUTABLE_RULE = "self == oldSelf";

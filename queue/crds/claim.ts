@@ -1,0 +1,86 @@
+/** What FluxClaim and ArgoCDClaim share: the applier reference shape, the operation, the status. */
+import { z } from "zod";
+import {
+  ageColumn,
+  conditions,
+  namespaceName,
+  objectName,
+  observedGeneration,
+  type PrinterColumn,
+  readyColumn,
+  timestamp,
+} from "./common.js";
+import { immutable } from "./k8s-ext.js";
+
+/** Condition types a claim reports. */
+export const CLAIM_CONDITIONS = ["Ready", "InControl", "Configured"] as const;
+
+export const OPERATION_PHASES = [
+  "Requested",
+  "Running",
+  "Settling",
+  "Unresolved",
+  "Succeeded",
+  "Failed",
+] as const;
+export const operationPhase = z.enum(OPERATION_PHASES);
+export type OperationPhase = z.infer<typeof operationPhase>;
+
+/** Why an apply is due, in precedence order within one attempt. */
+export const APPLY_REASONS = ["ForeignCommit", "Repair", "Refusal", "CatchUp"] as const;
+export const applyReason = z.enum(APPLY_REASONS);
+export type ApplyReason = z.infer<typeof applyReason>;
+
+/** A reference to the applier object a claim holds; never changes after creation. */
+export function applierRef(what: string, description: string) {
+  return immutable(z.object({ name: objectName, namespace: namespaceName }).describe(description), what);
+}
+
+export const operationTarget = z.object({
+  uid: z.string().min(1).describe("UID of a GitTarget this apply serves."),
+  reason: applyReason,
+});
+export type OperationTarget = z.infer<typeof operationTarget>;
+
+export const operation = z
+  .object({
+    token: z.string().min(1).describe("Identifies this apply; written before the write that starts it."),
+    phase: operationPhase,
+    commit: z.string().min(1).describe("The commit this apply is for."),
+    targets: z.array(operationTarget),
+    requestedAt: timestamp,
+    startedAt: timestamp.optional(),
+    completedAt: timestamp.optional(),
+    resumeToken: z.string().optional(),
+    suspendToken: z.string().optional(),
+    message: z.string().optional(),
+    outcome: z.string().optional(),
+  })
+  .describe("The current or last apply, followed until the applier's own status proves it ended.");
+export type Operation = z.infer<typeof operation>;
+
+/** Builds a claim status schema for the applier kind's own previous-state values. */
+export function claimStatus<const S extends readonly [string, ...string[]]>(previousStates: S) {
+  return z.object({
+    conditions: conditions.optional(),
+    observedGeneration: observedGeneration.optional(),
+    previousSuspendState: z
+      .enum(previousStates)
+      .optional()
+      .describe("How the applier was set before the claim took hold; restored when it lets go."),
+    lastAppliedCommit: z.string().optional(),
+    repairPending: z.boolean().optional(),
+    operation: operation.optional(),
+  });
+}
+
+export const claimAccessFromDescription =
+  "GitTargets in these namespaces (besides the claim's own) may name this claim.";
+
+export const claimPrinterColumns: PrinterColumn[] = [
+  readyColumn,
+  { name: "InControl", type: "string", jsonPath: '.status.conditions[?(@.type=="InControl")].status' },
+  { name: "Phase", type: "string", jsonPath: ".status.operation.phase" },
+  { name: "Commit", type: "string", jsonPath: ".status.operation.commit" },
+  ageColumn,
+];

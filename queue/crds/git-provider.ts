@@ -1,0 +1,83 @@
+/** GitProvider: a repository, its credentials and its webhook secret. */
+import { z } from "zod";
+import {
+  accessFrom,
+  ageColumn,
+  conditions,
+  type KindInfo,
+  kindObject,
+  localSecretRef,
+  observedGeneration,
+  readyColumn,
+} from "./common.js";
+import { checked } from "./k8s-ext.js";
+
+export const GIT_PROVIDER_KIND = "GitProvider";
+export const GIT_PROVIDER_PLURAL = "gitproviders";
+
+export const GIT_PROVIDER_TYPES = ["github", "gitea", "gitlab", "generic-hmac"] as const;
+export const gitProviderType = z.enum(GIT_PROVIDER_TYPES);
+export type GitProviderType = z.infer<typeof gitProviderType>;
+
+/** Secret keys the products reads from the Secrets a GitProvider names. */
+export const WEBHOOK_SECRET_TOKEN_KEY = "token";
+export const CREDENTIALS_USERNAME_KEY = "username";
+export const CREDENTIALS_PASSWORD_KEY = "password";
+export const CREDENTIALS_TOKEN_KEY = "token";
+
+export const gitProviderSpec = checked(
+  z.object({
+    url: z
+      .string()
+      .min(1)
+      .regex(/^https?:\/\/[^\s]+$/)
+      .describe("Clone URL of the repository (https; plain http only for local development)."),
+    type: gitProviderType.describe("Which Git host sends the push webhooks: decides how they are verified."),
+    allowSha1Signature: z
+      .boolean()
+      .default(false)
+      .describe("Accept the legacy SHA-1 webhook signature (github and gitea only)."),
+    webhookSecretRef: localSecretRef.describe(
+      "Secret whose key `token` names the receiver path (/hook/<hex sha256(token+name+namespace)>) " +
+        "and is the HMAC secret or GitLab token.",
+    ),
+    credentialsSecretRef: localSecretRef
+      .optional()
+      .describe("Secret with `username` and `password` (or `token`) used to fetch and push."),
+    accessFrom: accessFrom.optional(),
+  }),
+  {
+    rule: "!self.allowSha1Signature || self.type in ['github', 'gitea']",
+    message: "allowSha1Signature is only meaningful for type github or gitea",
+    fieldPath: ".allowSha1Signature",
+    check: (spec) => !spec.allowSha1Signature || spec.type === "github" || spec.type === "gitea",
+  },
+);
+export type GitProviderSpec = z.infer<typeof gitProviderSpec>;
+export type GitProviderSpecInput = z.input<typeof gitProviderSpec>;
+
+export const gitProviderStatus = z.object({
+  conditions: conditions.optional(),
+  webhookPath: z.string().optional().describe("Path on the gateway that receives this repository's pushes."),
+  observedGeneration: observedGeneration.optional(),
+});
+export type GitProviderStatus = z.infer<typeof gitProviderStatus>;
+
+export const gitProvider = kindObject(GIT_PROVIDER_KIND, gitProviderSpec, gitProviderStatus);
+export type GitProvider = z.infer<typeof gitProvider>;
+
+export const gitProviderInfo: KindInfo = {
+  kind: GIT_PROVIDER_KIND,
+  plural: GIT_PROVIDER_PLURAL,
+  singular: "gitprovider",
+  shortNames: ["gp"],
+  description: "A Git repository, its credentials and the secret that authenticates its push webhooks.",
+  spec: gitProviderSpec,
+  status: gitProviderStatus,
+  printerColumns: [
+    readyColumn,
+    { name: "Type", type: "string", jsonPath: ".spec.type" },
+    { name: "URL", type: "string", jsonPath: ".spec.url" },
+    ageColumn,
+  ],
+};

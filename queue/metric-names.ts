@@ -1,0 +1,40 @@
+/**
+ * Names of the metrics the gateway and the worker export and the alerts in
+ * `manifests/monitoring/` watch. Register metrics with these constants (never a literal), so a
+ * renamed metric breaks the build of the alerts' test instead of silently silencing an alert.
+ */
+export const METRIC_NAMES = {
+  /** Gauge {queue}: age in seconds of the oldest job waiting in the queue (0 when none). */
+  queueOldestWaitingSeconds: "applygate_queue_oldest_waiting_seconds",
+  /** Gauge {queue}: jobs active past their deadline. */
+  queueStuckJobs: "applygate_queue_stuck_jobs",
+  /** Gauge {queue,state}: jobs per BullMQ state (waiting, active, delayed, failed, completed). */
+  queueJobs: "applygate_queue_jobs",
+  /** Counter {queue}: jobs that ended failed. */
+  jobsFailedTotal: "applygate_jobs_failed_total",
+  /** Gauge {applier_kind}: operations currently in phase Unresolved. */
+  operationsUnresolved: "applygate_operations_unresolved",
+  /** Gauge {branch}: 1 while a branch refuses new writes until retained ones are published. */
+  branchIntakePaused: "applygate_branch_intake_paused",
+  /** Gauge {branch}: seconds since publication of the branch started retrying (0 when published). */
+  branchRetryingSeconds: "applygate_branch_retrying_seconds",
+  /** Gauge {kind,namespace,name}: 1 when the claim's Ready condition is True, else 0. */
+  claimReady: "applygate_claim_ready",
+} as const;
+
+export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];
+
+/** Label names each metric carries, for registration and for the alerts' test. */
+export const METRIC_LABELS = {
+  [METRIC_NAMES.queueOldestWaitingSeconds]: ["queue"],
+  [METRIC_NAMES.queueStuckJobs]: ["queue"],
+  [METRIC_NAMES.queueJobs]: ["queue", "state"],
+  [METRIC_NAMES.jobsFailedTotal]: ["queue"],
+  [METRIC_NAMES.operationsUnresolved]: ["applier_kind"],
+  [METRIC_NAMES.branchIntakePaused]: ["branch"],
+  [METRIC_NAMES.branchRetryingSeconds]: ["branch"],
+  [METRIC_NAMES.claimReady]: ["kind", "namespace", "name"],
+} as const satisfies Record<MetricName, readonly string[]>;
+
+/** All metric names, for membership checks. */
+export const ALL_METRIC_NAMES: readonly MetricName[] = Object.values(METRIC_NAMES);
