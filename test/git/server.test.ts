@@ -1,0 +1,146 @@
+import * as fs from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as isogit from "isomorphic-git";
+import http from "isomorphic-git/http/node";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { git, gitOk } from "./cli.js";
+import { GitPeer } from "./peer.js";
+import { type GitServer, startGitServer } from "./server.js";
+
+describe("the Git smart-HTTP test server", () => {
+  let server: GitServer;
+  let url: string;
+  const cleanup: Array<() => Promise<void>> = [];
+
+  beforeEach(async () => {
+    server = await startGitServer();
+    url = await server.createRepo("demo", { "app/config.yaml": "a: 1\n" });
+  });
+  afterEach(async () => {
+    for (const c of cleanup.splice(0)) await c();
+    await server.close();
+  });
+
+  async function peer(): Promise<GitPeer> {
+    const p = await GitPeer.clone(url);
+    cleanup.push(() => p.remove());
+    return p;
+  }
+
+  it("serves a clone and a push from the real git CLI", async () => {
+    const a = await peer();
+    expect(await a.readFile("app/config.yaml")).toBe("a: 1\n");
+    await a.writeFile("app/config.yaml", "a: 2\n");
+    const sha = await a.commit("change a");
+    expect((await a.push()).ok).toBe(true);
+    expect(await server.tip("demo")).toBe(sha);
+  });
+
+  it("rejects a non-fast-forward push from the real git CLI", async () => {
+    const a = await peer();
+    const b = await peer();
+    await a.commitAndPush("x.yaml", "x\n", "a's change");
+    await b.writeFile("y.yaml", "y\n");
+    await b.commit("b's change");
+    const out = await b.push();
+    expect(out.ok).toBe(false);
+    expect(out.rejected).toBe(true);
+  });
+
+  it("serves isomorphic-git clone and push", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "iso-"));
+    cleanup.push(() => rm(dir, { recursive: true, force: true }));
+    await isogit.clone({ fs, http, dir, url, singleBranch: true, ref: "main" });
+    fs.writeFileSync(join(dir, "new.yaml"), "n: 1\n");
+    await isogit.add({ fs, dir, filepath: "new.yaml" });
+    const sha = await isogit.commit({ fs, dir, message: "new", author: { name: "t", email: "t@x" } });
+    const res = await isogit.push({ fs, http, dir, ref: "main" });
+    expect(res.ok).toBe(true);
+    expect(await server.tip("demo")).toBe(sha);
+  });
+
+  it("counts requests by kind", async () => {
+    server.resetCounts();
+    const a = await peer();
+    // The CLI speaks protocol v2: ls-refs and the fetch are two upload-pack posts.
+    expect(server.counts()).toMatchObject({ advertisement: 1, fetch: 2, push: 0 });
+    await a.writeFile("z.yaml", "z\n");
+    await a.commit("z");
+    await a.push();
+    expect(server.counts()).toMatchObject({ advertisement: 2, fetch: 2, push: 1 });
+  });
+
+  it("answers an injected 5xx and then serves again", async () => {
+    server.faults.failNext(1, "advertisement", 502);
+    const dir = await mkdtemp(join(tmpdir(), "fail-"));
+    cleanup.push(() => rm(dir, { recursive: true, force: true }));
+    const first = await git(["clone", "-q", url, dir]);
+    expect(first.code).not.toBe(0);
+    expect(first.stderr).toMatch(/502|error/i);
+    await rm(dir, { recursive: true, force: true });
+    expect((await git(["clone", "-q", url, dir])).code).toBe(0);
+  });
+
+  it("is unreachable for every request while down", async () => {
+    server.faults.setDown(true);
+    const r = await git(["ls-remote", url]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/503/);
+    server.faults.setDown(false);
+    expect((await git(["ls-remote", url])).code).toBe(0);
+  });
+
+  it("stalls a request until released", async () => {
+    const stall = server.faults.stallNext(1, "advertisement");
+    let done = false;
+    const pending = git(["ls-remote", url]).then((r) => {
+      done = true;
+      return r;
+    });
+    await waitFor(() => server.counts().advertisement > 0);
+    expect(done).toBe(false);
+    stall.release();
+    expect((await pending).code).toBe(0);
+  });
+
+  it("drops a push's reply after the push landed", async () => {
+    const a = await peer();
+    await a.writeFile("lost.yaml", "l\n");
+    const sha = await a.commit("reply lost");
+    server.faults.dropPushReply(1);
+    const out = await a.push();
+    expect(out.ok).toBe(false);
+    expect(await server.tip("demo")).toBe(sha);
+  });
+
+  it("refuses pushes while told to", async () => {
+    server.faults.refusePushes(true);
+    const a = await peer();
+    await a.writeFile("r.yaml", "r\n");
+    await a.commit("refused");
+    const out = await a.push();
+    expect(out.ok).toBe(false);
+    expect(out.stderr).toMatch(/403/);
+  });
+
+  it("requires basic auth when configured", async () => {
+    const secured = await startGitServer({ auth: { username: "u", password: "p" } });
+    try {
+      await secured.createRepo("s", { "f.yaml": "f\n" });
+      expect((await git(["ls-remote", secured.repoUrl("s")])).code).not.toBe(0);
+      expect((await gitOk(["ls-remote", secured.repoUrl("s", true)])).length).toBeGreaterThan(0);
+    } finally {
+      await secured.close();
+    }
+  });
+});
+
+async function waitFor(pred: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const start = Date.now();
+  while (!pred()) {
+    if (Date.now() - start > timeoutMs) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
