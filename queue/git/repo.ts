@@ -1,0 +1,297 @@
+/**
+ * The worker's persistent bare clone of one repository: no worktree and no index. Commits are
+ * written as trees (blobs, the trees along each changed path, the commit), so a commit costs in
+ * proportion to the change; each commit remembers the objects it added, so a push sends a pack
+ * of just those.
+ */
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import git from "isomorphic-git";
+import { advertise, type Remote, receivePack, uploadPack, ZERO_OID } from "./smart-http.js";
+
+export interface FileChange {
+  /** Path from the repository root, `/`-separated. */
+  path: string;
+  /** New content, or null to remove the file. */
+  content: string | Buffer | null;
+}
+
+export interface Signature {
+  name: string;
+  email: string;
+  /** Seconds since the epoch. */
+  timestamp: number;
+}
+
+export interface CommitSpec {
+  message: string;
+  author: Signature;
+  committer?: Signature;
+}
+
+export interface WrittenCommit {
+  commit: string;
+  tree: string;
+  /** Every object this commit added (blobs, trees, the commit): what a push must carry. */
+  newOids: string[];
+}
+
+interface TreeEntry {
+  mode: string;
+  path: string;
+  oid: string;
+  type: "blob" | "tree" | "commit";
+}
+
+export class BareRepo {
+  /** isomorphic-git's cache of pack indexes: shared by every call on this clone. */
+  readonly cache: object = {};
+  /** Trees are immutable by id, so parsed ones are kept (bounded, oldest dropped). */
+  private readonly trees = new Map<string, TreeEntry[]>();
+
+  private constructor(readonly gitdir: string) {}
+
+  /** Opens the bare clone in `gitdir`, creating an empty one when absent. */
+  static async open(gitdir: string): Promise<BareRepo> {
+    await mkdir(gitdir, { recursive: true });
+    if (!fs.existsSync(join(gitdir, "HEAD")))
+      await git.init({ fs, gitdir, bare: true, defaultBranch: "main" });
+    await mkdir(join(gitdir, "objects", "pack"), { recursive: true });
+    return new BareRepo(gitdir);
+  }
+
+  async hasObject(oid: string): Promise<boolean> {
+    try {
+      await git.readObject({ fs, gitdir: this.gitdir, oid, format: "deflated", cache: this.cache });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Local ref value (`refs/heads/<b>` mirrors the remote tip as last seen), or undefined. */
+  async readRef(ref: string): Promise<string | undefined> {
+    try {
+      return await git.resolveRef({ fs, gitdir: this.gitdir, ref });
+    } catch {
+      return undefined;
+    }
+  }
+
+  async writeRef(ref: string, oid: string): Promise<void> {
+    await git.writeRef({ fs, gitdir: this.gitdir, ref, value: oid, force: true });
+  }
+
+  /**
+   * Reads the branch tip from the server (one advertisement) and, only when this clone lacks it,
+   * downloads the missing objects (one upload-pack). Returns the tip, or undefined when the branch
+   * does not exist. `haves` are commits we hold that the server may share with the tip.
+   */
+  async fetchBranch(
+    remote: Remote,
+    branch: string,
+    haves: string[] = [],
+  ): Promise<{ tip: string | undefined; downloaded: boolean }> {
+    const ad = await advertise(remote, "git-upload-pack");
+    const tip = ad.refs.get(`refs/heads/${branch}`);
+    if (!tip) return { tip: undefined, downloaded: false };
+    if (await this.hasObject(tip)) return { tip, downloaded: false };
+    const known = await this.knownTips(haves);
+    const pack = await uploadPack(remote, [tip], known);
+    await this.storePack(pack);
+    return { tip, downloaded: true };
+  }
+
+  /** Reads only the advertisement: the server's tip of the branch. */
+  async remoteTip(remote: Remote, branch: string): Promise<string | undefined> {
+    const ad = await advertise(remote, "git-upload-pack");
+    return ad.refs.get(`refs/heads/${branch}`);
+  }
+
+  private async knownTips(extra: string[]): Promise<string[]> {
+    const out = new Set<string>();
+    for (const oid of extra) if (oid && (await this.hasObject(oid))) out.add(oid);
+    for (const ref of await git.listBranches({ fs, gitdir: this.gitdir })) {
+      const oid = await this.readRef(`refs/heads/${ref}`);
+      if (oid) out.add(oid);
+    }
+    return [...out].slice(0, 32);
+  }
+
+  private async storePack(pack: Buffer): Promise<void> {
+    const name = `pack-${pack.subarray(pack.length - 20).toString("hex")}`;
+    const dir = join(this.gitdir, "objects", "pack");
+    const tmp = join(dir, `tmp-${name}.pack`);
+    await writeFile(tmp, pack);
+    await rename(tmp, join(dir, `${name}.pack`));
+    await git.indexPack({
+      fs,
+      dir: this.gitdir,
+      gitdir: this.gitdir,
+      filepath: `objects/pack/${name}.pack`,
+      cache: this.cache,
+    });
+  }
+
+  private async readTreeEntries(oid: string): Promise<TreeEntry[]> {
+    const hit = this.trees.get(oid);
+    if (hit) return hit;
+    const { tree } = await git.readTree({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+    const entries = tree as TreeEntry[];
+    if (this.trees.size > 20_000) this.trees.delete(this.trees.keys().next().value as string);
+    this.trees.set(oid, entries);
+    return entries;
+  }
+
+  async treeOf(commit: string): Promise<string> {
+    const { commit: c } = await git.readCommit({ fs, gitdir: this.gitdir, oid: commit, cache: this.cache });
+    return c.tree;
+  }
+
+  async readCommit(
+    oid: string,
+  ): Promise<{ message: string; parents: string[]; tree: string; timestamp: number }> {
+    const { commit } = await git.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+    return {
+      message: commit.message,
+      parents: commit.parent,
+      tree: commit.tree,
+      timestamp: commit.committer.timestamp,
+    };
+  }
+
+  /** Content of a file at a commit, or undefined when absent. */
+  async readFile(commit: string, path: string): Promise<Buffer | undefined> {
+    let oid = await this.treeOf(commit);
+    const parts = path.split("/");
+    for (let i = 0; i < parts.length; i++) {
+      const entry = (await this.readTreeEntries(oid)).find((e) => e.path === parts[i]);
+      if (!entry) return undefined;
+      if (i < parts.length - 1 && entry.type !== "tree") return undefined;
+      oid = entry.oid;
+    }
+    const { blob } = await git.readBlob({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+    return Buffer.from(blob);
+  }
+
+  /**
+   * Writes one commit on `parent` (undefined for a first commit) with the changes applied to its
+   * tree. Returns undefined when the changes leave the tree as it was: empty changes make no commit.
+   */
+  async commitChanges(
+    parent: string | undefined,
+    changes: FileChange[],
+    spec: CommitSpec,
+  ): Promise<WrittenCommit | undefined> {
+    const baseTree = parent ? await this.treeOf(parent) : undefined;
+    const newOids: string[] = [];
+    const nested = new Map<string, FileChange[]>();
+    for (const c of changes) nested.set(c.path, [...(nested.get(c.path) ?? []), c]);
+    // The last change to a path wins within one commit.
+    const last = [...nested.values()].map((cs) => cs[cs.length - 1] as FileChange);
+    const tree = (await this.updateTree(baseTree, last, newOids)) ?? (await this.emptyTree(newOids));
+    if (tree === baseTree) return undefined;
+    const committer = spec.committer ?? spec.author;
+    const commit = await git.writeCommit({
+      fs,
+      gitdir: this.gitdir,
+      commit: {
+        message: spec.message.endsWith("\n") ? spec.message : `${spec.message}\n`,
+        tree,
+        parent: parent ? [parent] : [],
+        author: { ...spec.author, timezoneOffset: 0 },
+        committer: { ...committer, timezoneOffset: 0 },
+      },
+    });
+    newOids.push(commit);
+    return { commit, tree, newOids };
+  }
+
+  private async emptyTree(newOids: string[]): Promise<string> {
+    const oid = await git.writeTree({ fs, gitdir: this.gitdir, tree: [] });
+    newOids.push(oid);
+    return oid;
+  }
+
+  /** Rewrites the tree `oid` with changes relative to it; undefined when the result is empty. */
+  private async updateTree(
+    oid: string | undefined,
+    changes: FileChange[],
+    newOids: string[],
+  ): Promise<string | undefined> {
+    const entries = new Map<string, TreeEntry>();
+    if (oid) for (const e of await this.readTreeEntries(oid)) entries.set(e.path, e);
+    const sub = new Map<string, FileChange[]>();
+    let changed = false;
+    for (const c of changes) {
+      const slash = c.path.indexOf("/");
+      if (slash >= 0) {
+        const head = c.path.slice(0, slash);
+        sub.set(head, [...(sub.get(head) ?? []), { path: c.path.slice(slash + 1), content: c.content }]);
+        continue;
+      }
+      const before = entries.get(c.path);
+      if (c.content === null) {
+        if (before) {
+          entries.delete(c.path);
+          changed = true;
+        }
+        continue;
+      }
+      const blob = await this.writeBlob(c.content);
+      if (before && before.oid === blob && before.type === "blob") continue;
+      // Sent even when we held it already: it may come from a commit that was never pushed.
+      newOids.push(blob);
+      entries.set(c.path, { mode: "100644", path: c.path, oid: blob, type: "blob" });
+      changed = true;
+    }
+    for (const [name, subChanges] of sub) {
+      const before = entries.get(name);
+      const beforeTree = before?.type === "tree" ? before.oid : undefined;
+      const after = await this.updateTree(beforeTree, subChanges, newOids);
+      if (after === beforeTree) continue;
+      changed = true;
+      if (after === undefined) entries.delete(name);
+      else entries.set(name, { mode: "040000", path: name, oid: after, type: "tree" });
+    }
+    if (!changed) return oid;
+    if (entries.size === 0) return undefined;
+    const tree = [...entries.values()];
+    const written = await git.writeTree({ fs, gitdir: this.gitdir, tree });
+    if (written !== oid) newOids.push(written);
+    this.trees.set(written, tree);
+    return written;
+  }
+
+  /** Writes a blob unless one with its id is here already; returns the id. */
+  private async writeBlob(content: string | Buffer): Promise<string> {
+    const buf = typeof content === "string" ? Buffer.from(content) : content;
+    const oid = createHash("sha1").update(`blob ${buf.length}\0`).update(buf).digest("hex");
+    if (!(await this.hasObject(oid))) await git.writeBlob({ fs, gitdir: this.gitdir, blob: buf });
+    return oid;
+  }
+
+  /** A pack (no deltas) of exactly these objects. */
+  async packOf(oids: string[]): Promise<Buffer> {
+    const unique = [...new Set(oids)];
+    const { packfile } = await git.packObjects({ fs, gitdir: this.gitdir, oids: unique, cache: this.cache });
+    return Buffer.from(packfile as Uint8Array);
+  }
+
+  /**
+   * Compare-and-swap push: moves `refs/heads/<branch>` from `oldOid` (undefined: the branch does
+   * not exist yet) to `newOid`, sending only `oids`. One request.
+   */
+  async push(
+    remote: Remote,
+    branch: string,
+    oldOid: string | undefined,
+    newOid: string,
+    oids: string[],
+  ): Promise<void> {
+    const pack = await this.packOf(oids);
+    await receivePack(remote, { ref: `refs/heads/${branch}`, oldOid: oldOid ?? ZERO_OID, newOid }, pack);
+  }
+}

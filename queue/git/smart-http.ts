@@ -1,0 +1,223 @@
+/**
+ * A small smart-HTTP client (protocol v1) for the three calls the branch worker makes: read the
+ * advertisement, fetch a pack, and push a pack with a compare-and-swap ref update. Written here
+ * rather than taken from isomorphic-git so that each call costs exactly one request, carries its
+ * own deadline, and a push sends only the objects the worker knows it added.
+ */
+import { FLUSH, lineText, pktLine, readPktLines } from "./pktline.js";
+
+export const ZERO_OID = "0".repeat(40);
+/** Deadline of one Git network call. */
+export const DEFAULT_CALL_TIMEOUT_MS = 120_000;
+
+export interface RemoteAuth {
+  username: string;
+  password: string;
+}
+
+export interface Remote {
+  /** Clone URL (https or, for local development, http). */
+  url: string;
+  auth?: RemoteAuth;
+  /** Deadline of each call in milliseconds. */
+  timeoutMs?: number;
+}
+
+export type RemoteErrorKind =
+  | "unreachable"
+  | "timeout"
+  | "server"
+  | "auth"
+  | "notFound"
+  | "refused"
+  | "protocol";
+
+/** A Git call that did not do its work. Every kind keeps the pending writes for the retry. */
+export class GitRemoteError extends Error {
+  override name = "GitRemoteError";
+  constructor(
+    readonly kind: RemoteErrorKind,
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The server refused the ref update because the branch is no longer where we said it was: the
+ * ordinary outcome of concurrent writers. Answered by fetching and replaying, never by forcing.
+ */
+export class PushRejectedError extends Error {
+  override name = "PushRejectedError";
+  constructor(
+    readonly ref: string,
+    readonly reason: string,
+  ) {
+    super(`push of ${ref} rejected: ${reason}`);
+  }
+}
+
+/** Narrow on purpose (seed 003): only a moved branch or its ref lock is contention. */
+export function isContention(reason: string): boolean {
+  return /failed to update ref|cannot lock ref|is at [0-9a-f]+ but expected|non-fast-forward|fetch first|stale info|failed to lock/i.test(
+    reason,
+  );
+}
+
+export interface Advertisement {
+  refs: Map<string, string>;
+  capabilities: Set<string>;
+}
+
+type Service = "git-upload-pack" | "git-receive-pack";
+
+function authHeader(remote: Remote): Record<string, string> {
+  if (!remote.auth) return {};
+  const token = Buffer.from(`${remote.auth.username}:${remote.auth.password}`).toString("base64");
+  return { authorization: `Basic ${token}` };
+}
+
+function endpoint(remote: Remote, path: string): string {
+  return `${remote.url.replace(/\/+$/, "")}/${path}`;
+}
+
+async function call(remote: Remote, url: string, init: RequestInit): Promise<Buffer> {
+  const timeout = remote.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  let res: Response;
+  let body: ArrayBuffer;
+  try {
+    res = await fetch(url, { ...init, signal: AbortSignal.timeout(timeout) });
+    body = await res.arrayBuffer();
+  } catch (err) {
+    const e = err as Error;
+    if (e.name === "TimeoutError" || e.name === "AbortError")
+      throw new GitRemoteError("timeout", `no answer from ${redact(url)} within ${timeout} ms`);
+    const cause = (e as { cause?: Error }).cause?.message ?? e.message;
+    throw new GitRemoteError("unreachable", `${redact(url)}: ${cause}`);
+  }
+  if (res.status === 401 || res.status === 403)
+    throw new GitRemoteError("auth", `${redact(url)} answered ${res.status}`, res.status);
+  if (res.status === 404) throw new GitRemoteError("notFound", `${redact(url)} answered 404`, 404);
+  if (res.status >= 500)
+    throw new GitRemoteError("server", `${redact(url)} answered ${res.status}`, res.status);
+  if (res.status !== 200)
+    throw new GitRemoteError("protocol", `${redact(url)} answered ${res.status}`, res.status);
+  return Buffer.from(body);
+}
+
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = "";
+    u.password = "";
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+/** One GET of `info/refs`: the branch tips the server holds right now. */
+export async function advertise(
+  remote: Remote,
+  service: Service = "git-upload-pack",
+): Promise<Advertisement> {
+  const buf = await call(remote, endpoint(remote, `info/refs?service=${service}`), {
+    method: "GET",
+    headers: { ...authHeader(remote), accept: `application/x-${service}-advertisement` },
+  });
+  const { lines } = readPktLines(buf);
+  const refs = new Map<string, string>();
+  let capabilities = new Set<string>();
+  let first = true;
+  for (const line of lines) {
+    if (!line) continue;
+    const text = lineText(line);
+    if (text.startsWith("# service=")) continue;
+    let refPart = text;
+    if (first) {
+      const nul = text.indexOf("\0");
+      if (nul >= 0) {
+        capabilities = new Set(
+          text
+            .slice(nul + 1)
+            .split(" ")
+            .filter(Boolean),
+        );
+        refPart = text.slice(0, nul);
+      }
+      first = false;
+    }
+    const [oid, name] = refPart.split(" ");
+    if (!oid || !name || name === "capabilities^{}") continue;
+    refs.set(name, oid);
+  }
+  return { refs, capabilities };
+}
+
+/**
+ * One upload-pack POST: asks for `wants` telling the server we hold `haves`, and returns the pack
+ * (no side band, no thin pack, so the pack stands on its own).
+ */
+export async function uploadPack(remote: Remote, wants: string[], haves: string[]): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  wants.forEach((oid, i) => {
+    parts.push(pktLine(i === 0 ? `want ${oid} ofs-delta agent=applygate\n` : `want ${oid}\n`));
+  });
+  parts.push(FLUSH);
+  for (const oid of haves) parts.push(pktLine(`have ${oid}\n`));
+  parts.push(pktLine("done\n"));
+  const buf = await call(remote, endpoint(remote, "git-upload-pack"), {
+    method: "POST",
+    headers: {
+      ...authHeader(remote),
+      "content-type": "application/x-git-upload-pack-request",
+      accept: "application/x-git-upload-pack-result",
+    },
+    body: Buffer.concat(parts),
+  });
+  const { lines, rest } = readPktLines(buf, 0, true);
+  for (const line of lines) {
+    if (line && lineText(line).startsWith("ERR "))
+      throw new GitRemoteError("protocol", `upload-pack: ${lineText(line).slice(4)}`);
+  }
+  const pack = buf.subarray(rest);
+  if (pack.subarray(0, 4).toString("latin1") !== "PACK")
+    throw new GitRemoteError("protocol", "upload-pack answered without a pack");
+  return pack;
+}
+
+export interface RefUpdate {
+  ref: string;
+  /** Where we say the branch is now (ZERO_OID when it does not exist): the compare in compare-and-swap. */
+  oldOid: string;
+  newOid: string;
+}
+
+/**
+ * One receive-pack POST: the ref update plus a pack of just the new objects. Resolves when the
+ * server reports the ref updated; throws PushRejectedError when the compare failed.
+ */
+export async function receivePack(remote: Remote, update: RefUpdate, pack: Buffer): Promise<void> {
+  const command = `${update.oldOid} ${update.newOid} ${update.ref}\0report-status agent=applygate\n`;
+  const buf = await call(remote, endpoint(remote, "git-receive-pack"), {
+    method: "POST",
+    headers: {
+      ...authHeader(remote),
+      "content-type": "application/x-git-receive-pack-request",
+      accept: "application/x-git-receive-pack-result",
+    },
+    body: Buffer.concat([pktLine(command), FLUSH, pack]),
+  });
+  const { lines } = readPktLines(buf);
+  const texts = lines.filter((l): l is Buffer => l !== null).map(lineText);
+  const unpack = texts.find((t) => t.startsWith("unpack "));
+  if (!unpack) throw new GitRemoteError("protocol", `receive-pack gave no report: ${texts.join(" | ")}`);
+  if (unpack !== "unpack ok") throw new GitRemoteError("protocol", `receive-pack: ${unpack}`);
+  const status = texts.find((t) => t.startsWith(`ok ${update.ref}`) || t.startsWith(`ng ${update.ref}`));
+  if (!status) throw new GitRemoteError("protocol", `receive-pack did not report ${update.ref}`);
+  if (status.startsWith("ok ")) return;
+  const reason = status.slice(`ng ${update.ref} `.length);
+  if (isContention(reason)) throw new PushRejectedError(update.ref, reason);
+  throw new GitRemoteError("refused", `push of ${update.ref} refused: ${reason}`);
+}
