@@ -1,0 +1,8 @@
+/** The branch worker's pure decision core. See docs/design/decisions.md. */
+export * from "./backoff.js";
+export * from "./due.js";
+export * from "./model.js";
+export * from "./reasons.js";
+export * from "./refusal.js";
+export * from "./step.js";
+export * from "./window.js";

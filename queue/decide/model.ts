@@ -1,0 +1,245 @@
+/**
+ * The branch worker's decision state, the events it is fed and the actions it returns.
+ *
+ * Everything here is plain data (records, arrays, strings, numbers): a state can be written to
+ * Redis as JSON and read back, and nothing in it depends on the process that made it. Times are
+ * epoch milliseconds and always come in with the event; the core never reads a clock.
+ */
+import type {
+  ApplierRef,
+  ApplierWriteReport,
+  Attempt,
+  ClaimRef,
+  ObjectRef,
+  PhaseReport,
+  ReportPhase,
+} from "../contract.js";
+
+/**
+ * Why an apply is due, as the core tracks it. `Adopt` and `Converge` are both sent as the
+ * contract's `CatchUp`; they are kept apart because a converge of the commit the applier last
+ * applied asks nothing, while an adopt is never skipped.
+ */
+export type PendingKind = "ForeignCommit" | "Repair" | "Refusal" | "Adopt" | "Converge";
+
+/** Pending reasons of one applier: for every target it covers, and per target uid. */
+export interface PendingReasons {
+  /** Reasons that hold for every target naming the applier when the attempt is sent. */
+  all: PendingKind[];
+  /** Reasons that hold for one target, by uid. */
+  byTarget: Record<string, PendingKind[]>;
+}
+
+/** An edit decided into Git that an apply window must guard (it is not in the window's commit). */
+export interface GuardedEdit {
+  object: string;
+  targetUid: string;
+  /** Whole seconds since the epoch: managedFields resolve to the second. */
+  editedAtSec: number;
+}
+
+/** One apply window: from the send of an attempt until its operation completed, plus the grace. */
+export interface ApplyWindow {
+  token: string;
+  commit: string;
+  sentAt: number;
+  /** When the worker learned the operation completed; null while it is out. */
+  completedAt: number | null;
+  edits: GuardedEdit[];
+}
+
+/** The one operation out for an applier: what its attempt carried away. */
+export interface OperationOut {
+  token: string;
+  commit: string;
+  sentAt: number;
+  /** "Sent" until the executor's first report. */
+  phase: ReportPhase | "Sent";
+  carried: PendingReasons;
+}
+
+/** The applier unit: held by one claim; key is `claimKey(claim)`. */
+export interface ApplierState {
+  claim: ClaimRef;
+  applier: ApplierRef;
+  /** The source it reads (a GitRepository, an Argo CD repo); appliers sharing it take turns. */
+  source: string;
+  pending: PendingReasons;
+  operation: OperationOut | null;
+  /** Commit the last succeeded operation applied. */
+  lastAppliedCommit: string | null;
+  /** Consecutive non-success outcomes (Stale excluded); 0 after a success. */
+  failures: number;
+  /** Not due before this time (backoff). */
+  notBefore: number;
+  /** When it was last sent an attempt; the oldest turn on a shared source goes first. */
+  lastTurnAt: number;
+  windows: ApplyWindow[];
+  /** What the claim's status was last told about repairPending. */
+  repairRecorded: boolean;
+}
+
+/** The GitTarget unit, by uid. */
+export interface TargetState {
+  uid: string;
+  namespace: string;
+  name: string;
+  /** Key of the claim it names now, or null. */
+  claim: string | null;
+  onRefusal: "Ignore" | "Reapply";
+  suspended: boolean;
+  /** Claims this incarnation has named: a first naming converges once. */
+  named: string[];
+  /** Its first write path is in Git: until then its applier is asked for nothing. */
+  published: boolean;
+  /** When a Refusal was last made pending for it (at most one a minute). */
+  lastRefusalAt: number | null;
+  /** A refusal inside the minute waits for this time, carried by one trailing request. */
+  trailingRefusalAt: number | null;
+}
+
+/** A write decided but not yet known published. */
+export interface UnpublishedWrite {
+  writeId: string;
+  seq: number;
+  targetUid: string;
+  /** It created objects: an adopt is due once it is published. */
+  created: boolean;
+  edits: GuardedEdit[];
+}
+
+export interface BranchIdentity {
+  key: string;
+  repository: string;
+  branch: string;
+}
+
+/** The branch unit and everything the worker decides with. */
+export interface DecisionState {
+  branch: BranchIdentity;
+  /** Tokens are `${tokenPrefix}-${nextToken}`: the shell picks a prefix unique to the process start. */
+  tokenPrefix: string;
+  nextToken: number;
+  /** The first observation after a start has been seen (the baseline). */
+  observed: boolean;
+  /** The remote tip as last observed or published; null for an empty branch. */
+  tip: string | null;
+  writeSeq: number;
+  unpublished: UnpublishedWrite[];
+  /** Save ids whose commit boundary has not been reached yet. */
+  saves: string[];
+  /** A failed write left the checkout dirty: the worker cannot say what is published. */
+  dirty: boolean;
+  /** The flush in progress: the worker waits for its publication before sending. */
+  flush: { id: number; mark: string | null; startedAt: number } | null;
+  nextFlushId: number;
+  flushFailures: number;
+  flushNotBefore: number;
+  /** Raised at every send of an attempt and every end of one. */
+  epoch: number;
+  targets: Record<string, TargetState>;
+  appliers: Record<string, ApplierState>;
+  /** The earliest wake asked of the shell, to avoid repeating it. */
+  wakeAt: number | null;
+  /** Collisions seen (withheld late applies), for the metric. */
+  collisions: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+
+export interface ListedTarget {
+  uid: string;
+  namespace: string;
+  name: string;
+  /** The claim the GitTarget names, or null. */
+  claim: ClaimRef | null;
+  /** The applier that claim holds (known from the claim's spec). */
+  applier: ApplierRef | null;
+  /** Key of the source the applier reads, e.g. `flux/ns/gitrepository-name`. */
+  source: string | null;
+  onRefusal: "Ignore" | "Reapply";
+  suspended: boolean;
+  /** Its folder is already in Git (status.publication.commit is set). */
+  published?: boolean;
+}
+
+/** The status of one claim, as read back after a start. */
+export interface ClaimStatusSnapshot {
+  claim: ClaimRef;
+  applier: ApplierRef;
+  source: string;
+  lastAppliedCommit?: string;
+  repairPending?: boolean;
+  operation?: {
+    token: string;
+    phase: ReportPhase;
+    commit: string;
+    targets: { uid: string; reason: string }[];
+  };
+}
+
+export type DecisionEvent =
+  /** News of the remote tip. `pushedByUs`: the tip is a push of this worker's. */
+  | { type: "Observed"; tip: string | null; pushedByUs: boolean }
+  /** The complete list of GitTargets writing this branch. */
+  | { type: "TargetsListed"; targets: ListedTarget[] }
+  /** A write was decided (a window closed, a save): it joins the pending writes in this order. */
+  | {
+      type: "WriteDecided";
+      writeId: string;
+      targetUid: string;
+      /** Objects the write created in the target's folder: an adopt is due for its applier. */
+      createdObjects: ObjectRef[];
+      /** Every object the write changed, with when the edit happened on the cluster (RFC 3339). */
+      editedObjects: { ref: ObjectRef; editedAt: string }[];
+    }
+  | { type: "SaveStarted"; saveId: string }
+  | { type: "SaveCommitted"; saveId: string }
+  | { type: "CheckoutDirty" }
+  | { type: "CheckoutClean" }
+  | { type: "RefusalReceived"; targetUid: string }
+  /**
+   * Pending writes up to `upToMark` (inclusive, in decided order) are in Git and `tip` is the
+   * branch now, a push of ours. `flush` names the flush this publication answers, if any.
+   */
+  | { type: "Published"; upToMark: string | null; tip: string; flush?: number }
+  /** The flush could not publish (remote down, rejected until the retry budget ran out). */
+  | { type: "FlushFailed"; flush: number }
+  | { type: "Report"; report: PhaseReport }
+  | { type: "ApplierWrite"; report: ApplierWriteReport }
+  | { type: "Tick" }
+  /** The worker (re)started: a fresh baseline, operations and repairPending from claim status. */
+  | { type: "Restarted"; tokenPrefix: string; claims: ClaimStatusSnapshot[]; saved?: DecisionState };
+
+// ---------------------------------------------------------------------------------------------
+// Actions
+
+export type DecisionAction =
+  /**
+   * Close the open commit window, take the flush mark (the last write decided, at least `mark`),
+   * publish every pending write up to it now, without the cooldown, and answer with
+   * `Published {flush}` (or `FlushFailed`).
+   */
+  | { type: "Flush"; flush: number; mark: string | null }
+  /** Enqueue this attempt on the applier kind's queue. */
+  | { type: "SendAttempt"; attempt: Attempt }
+  /** Write `status.repairPending` on the claim. */
+  | { type: "RecordRepairPending"; claim: ClaimRef; pending: boolean }
+  /** A late apply over a newer edit was withheld: log it and count it. */
+  | {
+      type: "LogCollision";
+      object: ObjectRef;
+      claim: ClaimRef;
+      applier: ApplierRef;
+      commit: string;
+      token: string;
+      targetUid: string;
+    }
+  /** Feed a `Tick` at (or after) this time. Replaces any earlier wake. */
+  | { type: "ScheduleWake"; at: number };
+
+export interface StepResult {
+  state: DecisionState;
+  actions: DecisionAction[];
+}

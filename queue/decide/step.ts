@@ -1,0 +1,546 @@
+/**
+ * The branch worker's decision core: `step(state, event, now)` returns the next state and the
+ * actions the shell carries out. Pure: the input state is never changed, no clock is read, and
+ * tokens come from a counter in the state.
+ */
+import {
+  APPLIER_FIELD_MANAGERS,
+  type ApplierRef,
+  type Attempt,
+  type ClaimRef,
+  TERMINAL_PHASES,
+} from "../contract.js";
+import { backoffDelay } from "./backoff.js";
+import { claimKey, dueAppliers, targetsNaming } from "./due.js";
+import type {
+  ApplierState,
+  BranchIdentity,
+  ClaimStatusSnapshot,
+  DecisionAction,
+  DecisionEvent,
+  DecisionState,
+  ListedTarget,
+  PendingKind,
+  PendingReasons,
+  StepResult,
+} from "./model.js";
+import {
+  addPending,
+  dropKind,
+  dropTarget,
+  emptyPending,
+  giveBack,
+  hasPending,
+  kindsPending,
+  reasonForTarget,
+} from "./reasons.js";
+import { admitRefusal, consentsToRefusal, trailingRefusalDue } from "./refusal.js";
+import { judgeApplierWrite, objectKey, toSeconds, windowClosesAt, windowOpen } from "./window.js";
+
+export function initialState(branch: BranchIdentity, tokenPrefix: string): DecisionState {
+  return {
+    branch,
+    tokenPrefix,
+    nextToken: 0,
+    observed: false,
+    tip: null,
+    writeSeq: 0,
+    unpublished: [],
+    saves: [],
+    dirty: false,
+    flush: null,
+    nextFlushId: 0,
+    flushFailures: 0,
+    flushNotBefore: 0,
+    epoch: 0,
+    targets: {},
+    appliers: {},
+    wakeAt: null,
+    collisions: 0,
+  };
+}
+
+function newApplier(claim: ClaimRef, applier: ApplierRef, source: string): ApplierState {
+  return {
+    claim,
+    applier,
+    source,
+    pending: emptyPending(),
+    operation: null,
+    lastAppliedCommit: null,
+    failures: 0,
+    notBefore: 0,
+    lastTurnAt: -1,
+    windows: [],
+    repairRecorded: false,
+  };
+}
+
+/** Applies one event at `now` (epoch ms). */
+export function step(state: DecisionState, event: DecisionEvent, now: number): StepResult {
+  const s = structuredClone(state);
+  const actions: DecisionAction[] = [];
+  switch (event.type) {
+    case "Observed":
+      observe(s, event.tip, event.pushedByUs);
+      break;
+    case "TargetsListed":
+      listTargets(s, event.targets);
+      break;
+    case "WriteDecided":
+      decideWrite(s, event, now);
+      break;
+    case "SaveStarted":
+      if (!s.saves.includes(event.saveId)) s.saves.push(event.saveId);
+      break;
+    case "SaveCommitted":
+      s.saves = s.saves.filter((id) => id !== event.saveId);
+      break;
+    case "CheckoutDirty":
+      s.dirty = true;
+      break;
+    case "CheckoutClean":
+      s.dirty = false;
+      break;
+    case "RefusalReceived":
+      receiveRefusal(s, event.targetUid, now);
+      break;
+    case "Published":
+      publish(s, event, now, actions);
+      break;
+    case "FlushFailed":
+      if (s.flush?.id === event.flush) {
+        s.flush = null;
+        s.flushFailures += 1;
+        s.flushNotBefore = now + backoffDelay(s.flushFailures, false);
+      }
+      break;
+    case "Report":
+      settleReport(s, event.report, now);
+      break;
+    case "ApplierWrite":
+      judgeWrite(s, event.report, now, actions);
+      break;
+    case "Tick":
+      break;
+    case "Restarted":
+      return finish(restart(s, event, now), now, actions);
+  }
+  return finish(s, now, actions);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Observing
+
+/** Appliers a GitTarget names now: the appliers "on the branch". */
+function namedAppliers(s: DecisionState): ApplierState[] {
+  return Object.entries(s.appliers)
+    .filter(([key]) => Object.values(s.targets).some((t) => t.claim === key))
+    .map(([, a]) => a);
+}
+
+/**
+ * The first observation after a start is a baseline: a converge is pending for every applier, never
+ * a ForeignCommit, which would revert edits made while the worker was down. A tip we pushed leaves
+ * nothing pending; any other new tip is a ForeignCommit for every applier on the branch. An empty
+ * branch asks nothing.
+ */
+export function observe(s: DecisionState, tip: string | null, pushedByUs: boolean): void {
+  if (!s.observed) {
+    s.observed = true;
+    s.tip = tip;
+    for (const a of Object.values(s.appliers)) addPending(a.pending, "Converge");
+    return;
+  }
+  if (tip === s.tip) return;
+  s.tip = tip;
+  if (tip === null || pushedByUs) return;
+  for (const a of namedAppliers(s)) addPending(a.pending, "ForeignCommit");
+}
+
+/**
+ * GitTargets by uid: configuration, consent, the claim named. A claim named for the first time by
+ * a uid gets a converge for that target. A target gone takes its reasons with it; an applier no
+ * GitTarget names anymore keeps nothing pending.
+ */
+export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
+  const namedBefore = new Set(Object.values(s.targets).flatMap((t) => (t.claim === null ? [] : [t.claim])));
+  const uids = new Set(listed.map((t) => t.uid));
+  for (const uid of Object.keys(s.targets)) {
+    if (uids.has(uid)) continue;
+    delete s.targets[uid];
+    for (const a of Object.values(s.appliers)) dropTarget(a.pending, uid);
+  }
+  for (const l of listed) {
+    const key = l.claim !== null && l.applier !== null ? claimKey(l.claim) : null;
+    const prev = s.targets[l.uid];
+    if (prev?.claim && prev.claim !== key) {
+      const old = s.appliers[prev.claim];
+      if (old) dropTarget(old.pending, l.uid);
+    }
+    const t = prev ?? {
+      uid: l.uid,
+      namespace: l.namespace,
+      name: l.name,
+      claim: null,
+      onRefusal: l.onRefusal,
+      suspended: l.suspended,
+      named: [],
+      published: false,
+      lastRefusalAt: null,
+      trailingRefusalAt: null,
+    };
+    Object.assign(t, {
+      namespace: l.namespace,
+      name: l.name,
+      claim: key,
+      onRefusal: l.onRefusal,
+      suspended: l.suspended,
+    });
+    t.published ||= l.published === true;
+    s.targets[l.uid] = t;
+    if (key === null || l.claim === null || l.applier === null) continue;
+    const a = s.appliers[key] ?? newApplier(l.claim, l.applier, l.source ?? key);
+    a.applier = l.applier;
+    a.source = l.source ?? key;
+    s.appliers[key] = a;
+    if (!t.named.includes(key)) {
+      t.named.push(key);
+      addPending(a.pending, "Converge", t.uid);
+    }
+    if (!consentsToRefusal(t)) {
+      const mine = a.pending.byTarget[t.uid];
+      if (mine) a.pending.byTarget[t.uid] = mine.filter((k) => k !== "Refusal");
+      t.trailingRefusalAt = null;
+    }
+  }
+  for (const key of namedBefore) {
+    const a = s.appliers[key];
+    if (a && targetsNaming(s, key).length === 0) a.pending = emptyPending();
+  }
+}
+
+/**
+ * A decided write joins the pending writes. Its edits are recorded in every apply window of the
+ * target's applier still open (their commits cannot hold it). A write that created objects asks
+ * its applier for an adopt once it is published.
+ */
+function decideWrite(
+  s: DecisionState,
+  e: Extract<DecisionEvent, { type: "WriteDecided" }>,
+  now: number,
+): void {
+  s.writeSeq += 1;
+  const edits = e.editedObjects.map((o) => {
+    const sec = toSeconds(o.editedAt);
+    return {
+      object: objectKey(o.ref),
+      targetUid: e.targetUid,
+      editedAtSec: Number.isFinite(sec) ? sec : Math.floor(now / 1000),
+    };
+  });
+  s.unpublished.push({
+    writeId: e.writeId,
+    seq: s.writeSeq,
+    targetUid: e.targetUid,
+    created: e.createdObjects.length > 0,
+    edits,
+  });
+  const key = s.targets[e.targetUid]?.claim;
+  const a = key ? s.appliers[key] : undefined;
+  if (!a) return;
+  for (const w of a.windows) if (windowOpen(w, now)) w.edits.push(...edits);
+}
+
+/** Refusal only with consent; at most one request a minute per target, the rest trailing. */
+function receiveRefusal(s: DecisionState, uid: string, now: number): void {
+  const t = s.targets[uid];
+  if (!t || !consentsToRefusal(t) || t.claim === null) return;
+  const a = s.appliers[t.claim];
+  if (a && admitRefusal(t, now)) addPending(a.pending, "Refusal", uid);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flush, then send
+
+/**
+ * The writes up to the mark are in Git and `tip` is the branch now. Targets whose writes landed are
+ * past the barrier, created objects become adopts, and if this answers the flush in progress, every
+ * due applier gets one attempt for that tip.
+ */
+function publish(
+  s: DecisionState,
+  e: Extract<DecisionEvent, { type: "Published" }>,
+  now: number,
+  actions: DecisionAction[],
+): void {
+  if (!s.observed) observe(s, e.tip, true);
+  const markSeq = e.upToMark === null ? 0 : (s.unpublished.find((w) => w.writeId === e.upToMark)?.seq ?? 0);
+  const landed = s.unpublished.filter((w) => w.seq <= markSeq);
+  s.unpublished = s.unpublished.filter((w) => w.seq > markSeq);
+  for (const w of landed) {
+    const t = s.targets[w.targetUid];
+    if (!t) continue;
+    t.published = true;
+    const a = t.claim ? s.appliers[t.claim] : undefined;
+    if (a && w.created) addPending(a.pending, "Adopt", t.uid);
+  }
+  observe(s, e.tip, true);
+  if (e.flush === undefined || s.flush?.id !== e.flush) return;
+  s.flush = null;
+  s.flushFailures = 0;
+  s.flushNotBefore = 0;
+  for (const key of dueAppliers(s, now)) sendAttempt(s, key, now, actions);
+}
+
+/**
+ * One attempt for a due applier, for the tip the flush produced. It carries away every reason
+ * pending; each target names its own, by precedence. Edits decided after the mark (still
+ * unpublished) are recorded in the window it opens, from the start.
+ */
+export function sendAttempt(s: DecisionState, key: string, now: number, actions: DecisionAction[]): void {
+  const a = s.appliers[key];
+  if (!a || s.tip === null) return;
+  const named = targetsNaming(s, key);
+  const targets: Attempt["targets"] = [];
+  for (const t of named) {
+    const reason = reasonForTarget(a.pending, t.uid);
+    if (reason) targets.push({ uid: t.uid, namespace: t.namespace, name: t.name, reason });
+  }
+  if (targets.length === 0) {
+    a.pending = emptyPending();
+    return;
+  }
+  s.nextToken += 1;
+  const token = `${s.tokenPrefix}-${s.nextToken}`;
+  const namedUids = new Set(named.map((t) => t.uid));
+  a.operation = { token, commit: s.tip, sentAt: now, phase: "Sent", carried: a.pending };
+  a.pending = emptyPending();
+  a.lastTurnAt = now;
+  const edits = s.unpublished.filter((w) => namedUids.has(w.targetUid)).flatMap((w) => w.edits);
+  a.windows.push({ token, commit: s.tip, sentAt: now, completedAt: null, edits: structuredClone(edits) });
+  s.epoch += 1;
+  actions.push({
+    type: "SendAttempt",
+    attempt: {
+      token,
+      claim: a.claim,
+      applier: a.applier,
+      branchKey: s.branch.key,
+      repository: s.branch.repository,
+      branch: s.branch.branch,
+      commit: s.tip,
+      targets,
+      sentAt: new Date(now).toISOString(),
+    },
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports
+
+/** Whether a reason given back still holds: its target is still here, names the applier, and for a refusal still consents. */
+function stillStands(s: DecisionState, key: string, kind: PendingKind, uid?: string): boolean {
+  if (uid === undefined) return true;
+  const t = s.targets[uid];
+  if (!t || t.claim !== key) return false;
+  return kind !== "Refusal" || consentsToRefusal(t);
+}
+
+/**
+ * An executor's report. Only the operation out, by token, moves; late and duplicate reports find
+ * no operation and change nothing. Succeeded answers what the attempt carried and records the
+ * commit; Stale gives it back and is decided again at once; anything else gives it back (a
+ * refusal only if it still stands) and starts the backoff.
+ */
+export function settleReport(
+  s: DecisionState,
+  r: { token: string; claim: ClaimRef; phase: string; commit?: string },
+  now: number,
+): void {
+  const key = claimKey(r.claim);
+  const a = s.appliers[key];
+  const op = a?.operation;
+  if (!a || !op || op.token !== r.token) return;
+  const phase = r.phase as (typeof TERMINAL_PHASES)[number];
+  if (!TERMINAL_PHASES.includes(phase)) {
+    op.phase = phase;
+    return;
+  }
+  a.operation = null;
+  for (const w of a.windows) if (w.token === op.token && w.completedAt === null) w.completedAt = now;
+  s.epoch += 1;
+  if (phase === "Succeeded") {
+    a.lastAppliedCommit = r.commit ?? op.commit;
+    a.failures = 0;
+    a.notBefore = 0;
+    return;
+  }
+  giveBack(a.pending, op.carried, (kind, uid) => stillStands(s, key, kind, uid));
+  if (phase === "Stale") return;
+  a.failures += 1;
+  a.notBefore = now + backoffDelay(a.failures, phase === "Rejected");
+}
+
+/**
+ * A write of the applier's own field managers seen while a window is open. Over a newer edit
+ * recorded in the window, it is a late apply: a Repair is due for that applier and the collision
+ * is logged.
+ */
+function judgeWrite(
+  s: DecisionState,
+  r: Extract<DecisionEvent, { type: "ApplierWrite" }>["report"],
+  now: number,
+  actions: DecisionAction[],
+): void {
+  const key = claimKey(r.claim);
+  const a = s.appliers[key];
+  if (!a || !APPLIER_FIELD_MANAGERS[a.applier.kind].includes(r.manager)) return;
+  const hit = judgeApplierWrite(a.windows, objectKey(r.object), toSeconds(r.writtenAt), now);
+  if (!hit) return;
+  const t = s.targets[hit.edit.targetUid];
+  addPending(a.pending, "Repair", t?.claim === key ? t.uid : undefined);
+  s.collisions += 1;
+  actions.push({
+    type: "LogCollision",
+    object: r.object,
+    claim: a.claim,
+    applier: a.applier,
+    commit: hit.window.commit,
+    token: hit.window.token,
+    targetUid: hit.edit.targetUid,
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Restart
+
+function carriedFromStatus(targets: { uid: string; reason: string }[]): PendingReasons {
+  const p = emptyPending();
+  for (const t of targets) {
+    // A CatchUp on the status cannot say adopt or converge: adopt is never skipped, so it is the safe reading.
+    const kind: PendingKind =
+      t.reason === "ForeignCommit" || t.reason === "Repair" || t.reason === "Refusal" ? t.reason : "Adopt";
+    addPending(p, kind, t.uid);
+  }
+  return p;
+}
+
+/**
+ * A start (or a move of the branch to another replica). What was saved keeps its reasons and
+ * backoffs; operations come only from the claims' status (an attempt no executor recorded gives
+ * its reasons back), repairPending is restored, and the next observation is a baseline.
+ */
+export function restart(
+  prev: DecisionState,
+  e: Extract<DecisionEvent, { type: "Restarted" }>,
+  now: number,
+): DecisionState {
+  const s = e.saved ? structuredClone(e.saved) : initialState(prev.branch, e.tokenPrefix);
+  s.tokenPrefix = e.tokenPrefix;
+  s.nextToken = 0;
+  s.observed = false;
+  s.flush = null;
+  s.flushFailures = 0;
+  s.flushNotBefore = 0;
+  s.saves = [];
+  s.dirty = false;
+  s.wakeAt = null;
+  for (const [key, a] of Object.entries(s.appliers)) {
+    if (a.operation) giveBack(a.pending, a.operation.carried, (kind, uid) => stillStands(s, key, kind, uid));
+    a.operation = null;
+    a.windows = [];
+  }
+  for (const c of e.claims) restoreClaim(s, c, now);
+  return s;
+}
+
+function restoreClaim(s: DecisionState, c: ClaimStatusSnapshot, now: number): void {
+  const key = claimKey(c.claim);
+  const a = s.appliers[key] ?? newApplier(c.claim, c.applier, c.source);
+  s.appliers[key] = a;
+  const op = c.operation;
+  if (op?.phase === "Succeeded") a.lastAppliedCommit = op.commit;
+  if (c.lastAppliedCommit) a.lastAppliedCommit = c.lastAppliedCommit;
+  a.repairRecorded = c.repairPending === true;
+  if (c.repairPending) addPending(a.pending, "Repair");
+  if (op && !TERMINAL_PHASES.includes(op.phase)) {
+    a.operation = {
+      token: op.token,
+      commit: op.commit,
+      sentAt: now,
+      phase: op.phase,
+      carried: carriedFromStatus(op.targets),
+    };
+    a.windows.push({ token: op.token, commit: op.commit, sentAt: now, completedAt: null, edits: [] });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// End of every step
+
+/**
+ * At the end of every step: trailing refusals whose minute is up, windows past their grace, a
+ * converge of the commit an applier last applied answered without an apply, the flush when an
+ * applier is due and nothing holds it, repairPending written through, and the next wake.
+ */
+function finish(s: DecisionState, now: number, actions: DecisionAction[]): StepResult {
+  for (const t of Object.values(s.targets)) {
+    if (!trailingRefusalDue(t, now)) continue;
+    const a = t.claim && consentsToRefusal(t) ? s.appliers[t.claim] : undefined;
+    if (a) addPending(a.pending, "Refusal", t.uid);
+  }
+  for (const a of Object.values(s.appliers)) {
+    a.windows = a.windows.filter((w) => windowOpen(w, now));
+    answerConvergeAtLastApplied(s, a);
+  }
+  maybeFlush(s, now, actions);
+  for (const a of Object.values(s.appliers)) {
+    const want =
+      kindsPending(a.pending).includes("Repair") ||
+      kindsPending(a.operation?.carried ?? emptyPending()).includes("Repair");
+    if (want !== a.repairRecorded) {
+      a.repairRecorded = want;
+      actions.push({ type: "RecordRepairPending", claim: a.claim, pending: want });
+    }
+  }
+  scheduleWake(s, now, actions);
+  return { state: s, actions };
+}
+
+/** A converge alone, of the commit the applier last applied, asks nothing and is answered. */
+export function answerConvergeAtLastApplied(s: DecisionState, a: ApplierState): void {
+  if (a.operation !== null || s.tip === null || a.lastAppliedCommit !== s.tip) return;
+  const kinds = kindsPending(a.pending);
+  if (kinds.length > 0 && kinds.every((k) => k === "Converge")) dropKind(a.pending, "Converge");
+}
+
+/**
+ * Starts a flush when an applier is due and nothing holds the apply: the first observation seen,
+ * a commit on the branch, no flush in progress or backing off, no save in progress, a clean checkout.
+ */
+export function maybeFlush(s: DecisionState, now: number, actions: DecisionAction[]): void {
+  if (!s.observed || s.tip === null || s.flush !== null) return;
+  if (s.saves.length > 0 || s.dirty || now < s.flushNotBefore) return;
+  if (dueAppliers(s, now).length === 0) return;
+  s.nextFlushId += 1;
+  const mark = s.unpublished.at(-1)?.writeId ?? null;
+  s.flush = { id: s.nextFlushId, mark, startedAt: now };
+  actions.push({ type: "Flush", flush: s.flush.id, mark });
+}
+
+function scheduleWake(s: DecisionState, now: number, actions: DecisionAction[]): void {
+  const times: number[] = [];
+  for (const a of Object.values(s.appliers)) {
+    if (hasPending(a.pending) && a.notBefore > now) times.push(a.notBefore);
+    for (const w of a.windows) {
+      const closes = windowClosesAt(w);
+      if (closes !== null) times.push(closes);
+    }
+  }
+  for (const t of Object.values(s.targets)) if (t.trailingRefusalAt !== null) times.push(t.trailingRefusalAt);
+  if (s.flush === null && s.flushNotBefore > now) times.push(s.flushNotBefore);
+  const at = times.length === 0 ? null : Math.min(...times);
+  if (at !== null && at !== s.wakeAt) actions.push({ type: "ScheduleWake", at });
+  s.wakeAt = at;
+}
