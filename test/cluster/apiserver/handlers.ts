@@ -1,0 +1,327 @@
+/** HTTP routing: discovery, the REST verbs, auth, faults, Status bodies for errors. */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { allowed, type User, type Users } from "./auth.js";
+import { ApiError, errors } from "./errors.js";
+import { type Faults, reasonFor } from "./faults.js";
+import type { Objects, PatchKind, Target, WriteOptions } from "./objects.js";
+import { type Registry, typeKeyOf } from "./registry.js";
+import { fieldSelector, labelSelector } from "./selectors.js";
+import type { Store } from "./store.js";
+import { toTable, wantsTable } from "./table.js";
+import { apiVersionOf, type KObject } from "./types.js";
+import { serveWatch } from "./watch.js";
+
+export interface Context {
+  store: Store;
+  registry: Registry;
+  objects: Objects;
+  users: Users;
+  faults: Faults;
+  anonymous: User | undefined;
+  bookmarkIntervalMs: number;
+  now: () => number;
+  gitVersion: string;
+}
+
+const patchKinds: Record<string, PatchKind> = {
+  "application/merge-patch+json": "merge",
+  "application/json-patch+json": "json",
+  "application/strategic-merge-patch+json": "strategic",
+  "application/apply-patch+yaml": "apply",
+  "application/apply-patch+cbor": "apply",
+};
+
+function sendJson(res: ServerResponse, code: number, body: unknown, warnings: string[] = []): void {
+  const headers: Record<string, string | string[]> = {
+    "Content-Type": "application/json",
+    "Cache-Control": "no-cache, private",
+  };
+  if (warnings.length) headers.Warning = warnings.map((w) => `299 - ${JSON.stringify(w)}`);
+  res.writeHead(code, headers);
+  res.end(JSON.stringify(body));
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+interface Route extends Target {
+  group: string;
+  version: string;
+  plural: string;
+}
+
+/** /api/v1/… or /apis/<g>/<v>/… → group, version and the rest. */
+function splitPath(path: string): { group: string; version: string; rest: string[] } | undefined {
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "api" && parts[1]) return { group: "", version: parts[1], rest: parts.slice(2) };
+  if (parts[0] === "apis" && parts[1] && parts[2])
+    return { group: parts[1], version: parts[2], rest: parts.slice(3) };
+  return undefined;
+}
+
+function route(registry: Registry, path: string): Route | undefined {
+  const s = splitPath(path);
+  if (!s || s.rest.length === 0) return undefined;
+  const { group, version, rest } = s;
+  let namespace: string | undefined;
+  let parts = rest;
+  if (rest[0] === "namespaces" && rest.length >= 3) {
+    const candidate = registry.find(group, version, rest[2]!);
+    if (candidate?.namespaced) {
+      namespace = rest[1];
+      parts = rest.slice(2);
+    }
+  }
+  const type = registry.find(group, version, parts[0]!);
+  if (!type) return undefined;
+  if (type.namespaced && namespace === undefined && parts.length > 1) return undefined;
+  return { type, group, version, plural: type.plural, namespace, name: parts[1], subresource: parts[2] };
+}
+
+function verbOf(method: string, r: Route, watch: boolean): string {
+  switch (method) {
+    case "GET":
+      return r.name ? "get" : watch ? "watch" : "list";
+    case "POST":
+      return "create";
+    case "PUT":
+      return "update";
+    case "PATCH":
+      return "patch";
+    case "DELETE":
+      return r.name ? "delete" : "deletecollection";
+    default:
+      return method.toLowerCase();
+  }
+}
+
+function discovery(ctx: Context, path: string): unknown {
+  const clean = path.replace(/\/+$/, "") || "/";
+  if (clean === "/version")
+    return {
+      major: "1",
+      minor: "32",
+      gitVersion: ctx.gitVersion,
+      gitCommit: "0000000000000000000000000000000000000000",
+      gitTreeState: "clean",
+      buildDate: "2025-01-01T00:00:00Z",
+      goVersion: "go1.23.0",
+      compiler: "gc",
+      platform: "linux/amd64",
+    };
+  if (clean === "/api") return ctx.registry.apiVersions();
+  if (clean === "/apis") return ctx.registry.apiGroupList();
+  if (clean === "/healthz" || clean === "/readyz" || clean === "/livez") return "ok";
+  const parts = clean.split("/").filter(Boolean);
+  if (parts[0] === "api" && parts.length === 2) return ctx.registry.resourceList("", parts[1]!);
+  if (parts[0] === "apis" && parts.length === 2) return ctx.registry.apiGroup(parts[1]!);
+  if (parts[0] === "apis" && parts.length === 3) return ctx.registry.resourceList(parts[1]!, parts[2]!);
+  return undefined;
+}
+
+export async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? "/", "http://localhost");
+  const method = req.method ?? "GET";
+  try {
+    const latency = ctx.faults.latencyFor(method, url.pathname);
+    if (latency > 0) await new Promise((r) => setTimeout(r, latency));
+    const user = ctx.users.fromAuthorization(req.headers.authorization, ctx.anonymous);
+    if (!user) throw errors.unauthorized();
+    const fail = ctx.faults.take(method, url.pathname);
+    if (fail) {
+      const reason = fail.reason ?? reasonFor(fail.status);
+      throw new ApiError(fail.status, reason, fail.message ?? `injected failure (${reason})`);
+    }
+    if (method === "GET") {
+      const doc = discovery(ctx, url.pathname);
+      if (doc !== undefined) {
+        if (typeof doc === "string") {
+          res.writeHead(200, { "Content-Type": "text/plain" });
+          res.end(doc);
+        } else sendJson(res, 200, doc);
+        return;
+      }
+    }
+    const r = route(ctx.registry, url.pathname);
+    if (!r) throw new ApiError(404, "NotFound", "the server could not find the requested resource");
+    const q = url.searchParams;
+    const watch = q.get("watch") === "true" || q.get("watch") === "1";
+    const verb = verbOf(method, r, watch);
+    if (
+      !allowed(user, {
+        verb,
+        group: r.group,
+        resource: r.plural,
+        subresource: r.subresource,
+        namespace: r.namespace,
+      })
+    )
+      throw errors.forbidden(
+        user.name,
+        verb,
+        { group: r.group, plural: r.plural, name: r.name },
+        r.namespace,
+      );
+    await dispatch(ctx, req, res, r, verb, url);
+  } catch (e) {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const err = e instanceof ApiError ? e : errors.internal((e as Error).message);
+    sendJson(res, err.code, err.toStatus());
+  }
+}
+
+async function dispatch(
+  ctx: Context,
+  req: IncomingMessage,
+  res: ServerResponse,
+  r: Route,
+  verb: string,
+  url: URL,
+): Promise<void> {
+  const q = url.searchParams;
+  const accept = req.headers.accept;
+  const table = wantsTable(accept);
+  const include = q.get("includeObject");
+  const render = (o: KObject) =>
+    table ? toTable(r.type, [o], { resourceVersion: o.metadata.resourceVersion }, include, ctx.now()) : o;
+  const opts: WriteOptions = {
+    fieldManager: q.get("fieldManager") ?? undefined,
+    fieldValidation: q.get("fieldValidation") ?? undefined,
+    dryRun: q.getAll("dryRun").includes("All"),
+    force: q.get("force") === "true",
+    userAgent: req.headers["user-agent"],
+  };
+  switch (verb) {
+    case "get":
+      if (r.subresource && !(r.subresource === "status" && r.type.statusSubresource))
+        throw errors.notFound({ ...r.type, name: `${r.name}/${r.subresource}` });
+      sendJson(res, 200, render(ctx.objects.get(r)));
+      return;
+    case "list":
+    case "watch": {
+      const labels = labelSelector(q.get("labelSelector"));
+      const fields = fieldSelector(q.get("fieldSelector"));
+      const matches = (o: KObject) => labels(o) && fields(o);
+      if (verb === "watch") {
+        serveWatch(res, ctx.store, ctx.faults, {
+          type: r.type,
+          typeKey: typeKeyOf(r.type),
+          namespace: r.namespace,
+          matches,
+          resourceVersion: q.get("resourceVersion") ?? undefined,
+          bookmarks: q.get("allowWatchBookmarks") === "true",
+          bookmarkIntervalMs: ctx.bookmarkIntervalMs,
+          timeoutSeconds: q.get("timeoutSeconds") ? Number(q.get("timeoutSeconds")) : undefined,
+          path: url.pathname,
+          render,
+        });
+        return;
+      }
+      sendJson(res, 200, list(ctx, r, matches, q, table, include));
+      return;
+    }
+    case "create": {
+      const body = parseJson(await readBody(req));
+      const out = ctx.objects.create(r, body, opts);
+      sendJson(res, 201, out.object, out.warnings);
+      return;
+    }
+    case "update": {
+      const body = parseJson(await readBody(req));
+      const out = ctx.objects.update(r, body, opts);
+      sendJson(res, 200, out.object, out.warnings);
+      return;
+    }
+    case "patch": {
+      const contentType = (req.headers["content-type"] ?? "").split(";")[0]!.trim();
+      const kind = patchKinds[contentType];
+      if (!kind) throw errors.unsupportedMediaType(contentType);
+      const out = ctx.objects.patch(r, kind, await readBody(req), opts);
+      sendJson(res, out.created ? 201 : 200, out.object, out.warnings);
+      return;
+    }
+    case "delete": {
+      const raw = await readBody(req);
+      const out = ctx.objects.delete(r, raw ? parseJson(raw) : {}, {
+        ...opts,
+        propagationPolicy: q.get("propagationPolicy") ?? undefined,
+      });
+      sendJson(res, 200, out.object);
+      return;
+    }
+    case "deletecollection": {
+      const labels = labelSelector(q.get("labelSelector"));
+      const fields = fieldSelector(q.get("fieldSelector"));
+      const raw = await readBody(req);
+      const body = raw ? parseJson(raw) : {};
+      const items = ctx.objects.list(r.type, r.namespace).filter((o) => labels(o) && fields(o));
+      const deleted = items.map(
+        (o) =>
+          ctx.objects.delete({ ...r, namespace: o.metadata.namespace, name: o.metadata.name }, body, opts)
+            .object,
+      );
+      sendJson(res, 200, {
+        kind: r.type.listKind,
+        apiVersion: apiVersionOf(r.type),
+        metadata: { resourceVersion: String(ctx.store.currentRv()) },
+        items: deleted,
+      });
+      return;
+    }
+    default:
+      throw errors.methodNotAllowed(`the server does not allow this method on the requested resource`);
+  }
+}
+
+function parseJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch (e) {
+    throw errors.badRequest(`error decoding request body: ${(e as Error).message}`);
+  }
+}
+
+function list(
+  ctx: Context,
+  r: Route,
+  matches: (o: KObject) => boolean,
+  q: URLSearchParams,
+  table: boolean,
+  include: string | null,
+) {
+  const all = ctx.objects.list(r.type, r.namespace).filter(matches);
+  const rv = String(ctx.store.currentRv());
+  let start = 0;
+  const cont = q.get("continue");
+  if (cont) {
+    try {
+      const token = JSON.parse(Buffer.from(cont, "base64url").toString("utf8")) as { after: string };
+      start = all.findIndex((o) => `${o.metadata.namespace ?? ""}/${o.metadata.name}` > token.after);
+      if (start < 0) start = all.length;
+    } catch {
+      throw errors.badRequest("invalid continue token");
+    }
+  }
+  const limit = Number(q.get("limit") ?? "0");
+  const page = limit > 0 ? all.slice(start, start + limit) : all.slice(start);
+  const metadata: Record<string, unknown> = { resourceVersion: rv };
+  const remaining = all.length - start - page.length;
+  if (limit > 0 && remaining > 0) {
+    const last = page[page.length - 1]!;
+    metadata.continue = Buffer.from(
+      JSON.stringify({ after: `${last.metadata.namespace ?? ""}/${last.metadata.name}` }),
+    ).toString("base64url");
+    metadata.remainingItemCount = remaining;
+  }
+  if (table) return toTable(r.type, page, metadata, include, ctx.now());
+  return { kind: r.type.listKind, apiVersion: apiVersionOf(r.type), metadata, items: page };
+}

@@ -1,0 +1,156 @@
+/**
+ * The simulated Kubernetes API server: plain node:http, in-process, in memory. It speaks the REST
+ * protocol the real client and kubectl use (see docs/testing.md for what it does and does not do).
+ */
+import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { parseAllDocuments } from "yaml";
+import { makeKubeConfig, writeKubeconfigFile } from "../kubeconfig.js";
+import { type AuthRule, Users } from "./auth.js";
+import { type FailSpec, Faults } from "./faults.js";
+import { type Context, handle } from "./handlers.js";
+import { Objects } from "./objects.js";
+import { Registry } from "./registry.js";
+import { Store } from "./store.js";
+
+export type { AuthRule } from "./auth.js";
+export type { FailSpec } from "./faults.js";
+export type { KObject } from "./types.js";
+
+export interface ApiServerOptions {
+  port?: number;
+  host?: string;
+  /** Interval between BOOKMARK events on watches that allow them (default 1000 ms). */
+  bookmarkIntervalMs?: number;
+  /** How many changes watches can resume from before a resourceVersion is too old (default 10000). */
+  watchCacheSize?: number;
+  /** Requests without a token act as this (default: allowed everything, like the admin). Use "deny" for 401. */
+  anonymous?: "allow" | "deny";
+  /** Clock for timestamps (creationTimestamp, managedFields time, deletionTimestamp). */
+  now?: () => number;
+}
+
+export interface ApiServerFaults {
+  /** Delay every request, or those matching method/pathPrefix, by this many milliseconds (0 to stop). */
+  latency(ms: number, scope?: { method?: string; pathPrefix?: string }): void;
+  /** The next n requests matching method/pathPrefix fail with the status given. */
+  failNext(n: number, spec: FailSpec): void;
+  /**
+   * End every open watch whose path starts with the prefix; returns how many. Clean end by
+   * default (clients re-watch from their last resourceVersion); `abrupt` breaks the connection.
+   */
+  dropWatches(pathPrefix?: string, abrupt?: boolean): number;
+  /** Forget the change history: watches from any earlier resourceVersion get 410 Gone. */
+  expireHistory(): void;
+  reset(): void;
+}
+
+export interface ApiServer {
+  url: string;
+  kubeConfig(user?: string): KubeConfig;
+  writeKubeconfig(path: string, user?: string): Promise<void>;
+  addUser(name: string, token: string, rules: AuthRule[] | "all"): void;
+  installCrdFile(path: string): Promise<void>;
+  /** Applies every document of a YAML text through the API (server-side apply, manager "applygate-sim"). */
+  applyYaml(text: string): Promise<void>;
+  faults: ApiServerFaults;
+  /** Current global resourceVersion. */
+  resourceVersion(): number;
+  close(): Promise<void>;
+}
+
+export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiServer> {
+  const now = opts.now ?? Date.now;
+  const store = new Store(opts.watchCacheSize ?? 10_000);
+  const registry = new Registry();
+  const objects = new Objects(store, registry, now);
+  objects.bootstrap();
+  const users = new Users();
+  const adminToken = randomBytes(16).toString("hex");
+  users.add("admin", adminToken, "all");
+  const faults = new Faults();
+  const ctx: Context = {
+    store,
+    registry,
+    objects,
+    users,
+    faults,
+    anonymous: opts.anonymous === "deny" ? undefined : { name: "system:anonymous", rules: "all" },
+    bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
+    now,
+    gitVersion: "v1.32.0-applygate-sim",
+  };
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((req, res) => {
+    void handle(ctx, req, res);
+  });
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1", () => resolve());
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+  const url = `http://${host}:${addr.port}`;
+
+  const identity = (user = "admin") => {
+    const token = users.tokenOf(user);
+    if (!token) throw new Error(`no user named ${user}`);
+    return { server: url, user, token };
+  };
+
+  const applyYaml = async (text: string) => {
+    for (const doc of parseAllDocuments(text)) {
+      const o = doc.toJSON() as {
+        apiVersion?: string;
+        kind?: string;
+        metadata?: { name?: string; namespace?: string };
+      } | null;
+      if (!o?.kind) continue;
+      const type = registry
+        .all()
+        .find((t) => t.kind === o.kind && (t.group ? `${t.group}/${t.version}` : t.version) === o.apiVersion);
+      if (!type) throw new Error(`no resource serves ${o.apiVersion} ${o.kind}`);
+      const base = type.group ? `/apis/${type.group}/${type.version}` : `/api/${type.version}`;
+      const ns = type.namespaced ? `/namespaces/${o.metadata?.namespace ?? "default"}` : "";
+      const res = await fetch(
+        `${url}${base}${ns}/${type.plural}/${o.metadata?.name}?fieldManager=applygate-sim&force=true`,
+        {
+          method: "PATCH",
+          headers: { "Content-Type": "application/apply-patch+yaml", Authorization: `Bearer ${adminToken}` },
+          body: JSON.stringify(o),
+        },
+      );
+      if (!res.ok)
+        throw new Error(`applying ${o.kind} ${o.metadata?.name}: ${res.status} ${await res.text()}`);
+    }
+  };
+
+  return {
+    url,
+    kubeConfig: (user) => makeKubeConfig(identity(user)),
+    writeKubeconfig: (path, user) => writeKubeconfigFile(path, identity(user)),
+    addUser: (name, token, rules) => users.add(name, token, rules),
+    installCrdFile: async (path) => applyYaml(await readFile(path, "utf8")),
+    applyYaml,
+    faults: {
+      latency: (ms, scope) => faults.latency(ms, scope),
+      failNext: (n, spec) => faults.failNext(n, spec),
+      dropWatches: (prefix, abrupt) => faults.dropWatches(prefix, abrupt),
+      expireHistory: () => store.compact(),
+      reset: () => faults.reset(),
+    },
+    resourceVersion: () => store.currentRv(),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,200 @@
+/**
+ * managedFields bookkeeping: who owns which field, how an Update takes ownership, how an Apply
+ * merges, conflicts and drops fields. Pure functions over objects and the clock value given.
+ */
+import { ApiError } from "./errors.js";
+import {
+  appliedFieldSet,
+  deepEqual,
+  describePath,
+  type FieldSet,
+  fromFieldsV1,
+  getAt,
+  isUnder,
+  mergeApplied,
+  type PathKey,
+  pathOf,
+  removeAt,
+  toFieldsV1,
+  updateDiff,
+  type WalkOptions,
+} from "./fieldset.js";
+import type { KObject, ManagedFieldsEntry, ResourceType } from "./types.js";
+
+export interface Owner {
+  manager: string;
+  operation: "Apply" | "Update";
+  apiVersion: string;
+  time: string;
+  subresource?: string;
+  fields: FieldSet;
+}
+
+/** The server keeps one entry per manager, operation and subresource (and version for Update). */
+function sameEntry(a: Omit<Owner, "fields" | "time">, b: Omit<Owner, "fields" | "time">): boolean {
+  return (
+    a.manager === b.manager &&
+    a.operation === b.operation &&
+    (a.subresource ?? "") === (b.subresource ?? "") &&
+    (a.operation === "Apply" || a.apiVersion === b.apiVersion)
+  );
+}
+
+export function readOwners(obj: KObject): Owner[] {
+  return (obj.metadata.managedFields ?? []).map((e) => ({
+    manager: e.manager,
+    operation: e.operation,
+    apiVersion: e.apiVersion,
+    time: e.time,
+    ...(e.subresource ? { subresource: e.subresource } : {}),
+    fields: fromFieldsV1(e.fieldsV1),
+  }));
+}
+
+export function writeOwners(owners: Owner[]): ManagedFieldsEntry[] {
+  return owners
+    .filter((o) => o.fields.size > 0)
+    .map((o) => {
+      const entry: ManagedFieldsEntry = {
+        manager: o.manager,
+        operation: o.operation,
+        apiVersion: o.apiVersion,
+        time: o.time,
+        fieldsType: "FieldsV1",
+        fieldsV1: toFieldsV1(o.fields),
+      };
+      if (o.subresource) entry.subresource = o.subresource;
+      return entry;
+    });
+}
+
+/** The part of an object a request may touch: the status stanza, or everything but status. */
+export function scopeOf(type: ResourceType, subresource: string | undefined): WalkOptions {
+  if (subresource === "status") return { only: "status" };
+  return type.statusSubresource ? { skip: ["status"] } : {};
+}
+
+function upsert(owners: Owner[], who: Omit<Owner, "fields">): Owner {
+  const found = owners.find((o) => sameEntry(o, who));
+  if (found) {
+    found.time = who.time;
+    found.apiVersion = who.apiVersion;
+    return found;
+  }
+  const created: Owner = { ...who, fields: new Set() };
+  owners.push(created);
+  return created;
+}
+
+export interface Actor {
+  manager: string;
+  apiVersion: string;
+  subresource?: string;
+  /** RFC 3339 with seconds, as the server stamps managedFields. */
+  time: string;
+}
+
+/**
+ * Ownership after an Update (create, put, or any non-apply patch): the manager takes every field
+ * it changed, away from everybody else; removed fields leave every set.
+ */
+export function ownersAfterUpdate(
+  type: ResourceType,
+  before: KObject | undefined,
+  after: KObject,
+  who: Actor,
+): Owner[] {
+  const owners = before ? readOwners(before) : [];
+  const scope = scopeOf(type, who.subresource);
+  const { changed, removed } = updateDiff(before ?? {}, after, type.schema, scope);
+  for (const o of owners) {
+    for (const f of [...o.fields]) {
+      if ([...removed].some((r) => isUnder(f, r))) o.fields.delete(f);
+      else if (changed.has(f)) o.fields.delete(f);
+    }
+  }
+  if (changed.size > 0) {
+    const mine = upsert(owners, { ...who, operation: "Update" });
+    for (const f of changed) mine.fields.add(f);
+  }
+  return owners.filter((o) => o.fields.size > 0);
+}
+
+export interface ApplyResult {
+  object: KObject;
+  owners: Owner[];
+}
+
+function conflictText(o: Owner): string {
+  let s = `conflict with "${o.manager}"`;
+  if (o.subresource) s += ` with subresource "${o.subresource}"`;
+  if (o.operation === "Update") s += ` using ${o.apiVersion}`;
+  return s;
+}
+
+/**
+ * Server-side apply of `applied` onto `live` (undefined when the object does not exist yet).
+ * Throws a 409 listing the managers and fields in conflict unless `force`.
+ */
+export function serverSideApply(
+  type: ResourceType,
+  live: KObject | undefined,
+  applied: KObject,
+  who: Actor,
+  force: boolean,
+): ApplyResult {
+  const scope = scopeOf(type, who.subresource);
+  const owners = live ? readOwners(live) : [];
+  const appliedSet = appliedFieldSet(applied, type.schema, scope);
+  const me = { ...who, operation: "Apply" as const };
+  const previous = owners.find((o) => sameEntry(o, me))?.fields ?? new Set<PathKey>();
+
+  // Conflicts: a field another entry owns, whose live value differs from the applied one.
+  const conflicts: { owner: Owner; field: PathKey }[] = [];
+  if (live) {
+    for (const field of appliedSet) {
+      const now = getAt(live, field);
+      const want = getAt(applied, field);
+      if (!now.found || deepEqual(now.value, want.value)) continue;
+      if (pathOf(field).pop()?.startsWith("k:")) continue; // items are compared field by field
+      for (const o of owners) {
+        if (!sameEntry(o, me) && o.fields.has(field)) conflicts.push({ owner: o, field });
+      }
+    }
+  }
+  if (conflicts.length > 0 && !force) {
+    const name = live?.metadata.name ?? "";
+    const byOwner = conflicts.map((c) => `${conflictText(c.owner)}: ${describePath(c.field)}`);
+    const message =
+      conflicts.length === 1
+        ? `Apply failed with 1 conflict: ${byOwner[0]}`
+        : `Apply failed with ${conflicts.length} conflicts: ${byOwner.join("\n")}`;
+    throw new ApiError(409, "Conflict", message, {
+      name,
+      group: type.group,
+      kind: type.plural,
+      causes: conflicts.map((c) => ({
+        reason: "FieldManagerConflict",
+        message: conflictText(c.owner),
+        field: describePath(c.field),
+      })),
+    });
+  }
+  for (const c of conflicts) c.owner.fields.delete(c.field);
+
+  // Fields this manager applied last time and not now go away unless somebody else owns them.
+  let base: KObject = structuredClone(live ?? applied);
+  for (const field of previous) {
+    if (appliedSet.has(field)) continue;
+    const ownedElsewhere = owners.some(
+      (o) => !sameEntry(o, me) && [...o.fields].some((f) => isUnder(f, field) || isUnder(field, f)),
+    );
+    if (!ownedElsewhere) removeAt(base, field);
+  }
+  if (!live) base = { apiVersion: applied.apiVersion, kind: applied.kind, metadata: { ...applied.metadata } };
+  const merged = mergeApplied(base, applied, type.schema) as KObject;
+
+  const mine = upsert(owners, me);
+  mine.fields = new Set(appliedSet);
+  return { object: merged, owners: owners.filter((o) => o.fields.size > 0) };
+}

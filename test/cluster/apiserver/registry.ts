@@ -1,0 +1,257 @@
+/**
+ * The resources the server serves: built-in kinds, plus whatever installed CRDs declare. Also the
+ * legacy discovery documents built from them.
+ */
+import { errors } from "./errors.js";
+import type { KObject, PrinterColumn, ResourceType, SchemaNode } from "./types.js";
+import { apiVersionOf } from "./types.js";
+
+const allVerbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+function builtin(
+  t: Partial<ResourceType> & Pick<ResourceType, "group" | "version" | "plural" | "kind">,
+): ResourceType {
+  return {
+    singular: t.kind.toLowerCase(),
+    listKind: `${t.kind}List`,
+    namespaced: true,
+    shortNames: [],
+    categories: [],
+    verbs: allVerbs,
+    statusSubresource: false,
+    hasGeneration: false,
+    printerColumns: [],
+    ...t,
+  };
+}
+
+const builtins: ResourceType[] = [
+  builtin({
+    group: "",
+    version: "v1",
+    plural: "namespaces",
+    kind: "Namespace",
+    namespaced: false,
+    shortNames: ["ns"],
+    statusSubresource: true,
+    verbs: ["create", "delete", "get", "list", "patch", "update", "watch"],
+    printerColumns: [{ name: "Status", type: "string", jsonPath: ".status.phase" }],
+  }),
+  builtin({ group: "", version: "v1", plural: "configmaps", kind: "ConfigMap", shortNames: ["cm"] }),
+  builtin({
+    group: "",
+    version: "v1",
+    plural: "secrets",
+    kind: "Secret",
+    printerColumns: [{ name: "Type", type: "string", jsonPath: ".type" }],
+  }),
+  builtin({
+    group: "",
+    version: "v1",
+    plural: "serviceaccounts",
+    kind: "ServiceAccount",
+    shortNames: ["sa"],
+  }),
+  builtin({
+    group: "",
+    version: "v1",
+    plural: "events",
+    kind: "Event",
+    shortNames: ["ev"],
+    printerColumns: [
+      { name: "Type", type: "string", jsonPath: ".type" },
+      { name: "Reason", type: "string", jsonPath: ".reason" },
+      { name: "Message", type: "string", jsonPath: ".message" },
+    ],
+  }),
+  builtin({
+    group: "events.k8s.io",
+    version: "v1",
+    plural: "events",
+    kind: "Event",
+    shortNames: ["ev"],
+    printerColumns: [
+      { name: "Type", type: "string", jsonPath: ".type" },
+      { name: "Reason", type: "string", jsonPath: ".reason" },
+      { name: "Note", type: "string", jsonPath: ".note" },
+    ],
+  }),
+  builtin({
+    group: "coordination.k8s.io",
+    version: "v1",
+    plural: "leases",
+    kind: "Lease",
+    printerColumns: [{ name: "Holder", type: "string", jsonPath: ".spec.holderIdentity" }],
+  }),
+  builtin({
+    group: "apiextensions.k8s.io",
+    version: "v1",
+    plural: "customresourcedefinitions",
+    kind: "CustomResourceDefinition",
+    namespaced: false,
+    shortNames: ["crd", "crds"],
+    categories: ["api-extensions"],
+    statusSubresource: true,
+    hasGeneration: true,
+    printerColumns: [{ name: "Created At", type: "date", jsonPath: ".metadata.creationTimestamp" }],
+  }),
+];
+
+export const typeKeyOf = (t: Pick<ResourceType, "group" | "plural">) => `${t.group}/${t.plural}`;
+
+interface CrdSpec {
+  group: string;
+  scope: "Namespaced" | "Cluster";
+  names: {
+    plural: string;
+    singular?: string;
+    kind: string;
+    listKind?: string;
+    shortNames?: string[];
+    categories?: string[];
+  };
+  versions: {
+    name: string;
+    served: boolean;
+    storage?: boolean;
+    schema?: { openAPIV3Schema?: SchemaNode };
+    subresources?: { status?: object; scale?: object };
+    additionalPrinterColumns?: PrinterColumn[];
+  }[];
+}
+
+/** The resource types a CRD object declares (one per served version). */
+export function typesFromCrd(crd: KObject): ResourceType[] {
+  const spec = crd.spec as CrdSpec;
+  return spec.versions
+    .filter((v) => v.served)
+    .map((v) => ({
+      group: spec.group,
+      version: v.name,
+      plural: spec.names.plural,
+      singular: spec.names.singular ?? spec.names.kind.toLowerCase(),
+      kind: spec.names.kind,
+      listKind: spec.names.listKind ?? `${spec.names.kind}List`,
+      namespaced: spec.scope === "Namespaced",
+      shortNames: spec.names.shortNames ?? [],
+      categories: spec.names.categories ?? [],
+      verbs: allVerbs,
+      statusSubresource: v.subresources?.status !== undefined,
+      hasGeneration: true,
+      schema: v.schema?.openAPIV3Schema,
+      printerColumns: v.additionalPrinterColumns ?? [
+        { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+      ],
+      crdName: crd.metadata.name,
+    }));
+}
+
+/** Checks the parts of a CRD we rely on; a bad one is refused like the real server would. */
+export function validateCrd(crd: KObject): void {
+  const spec = crd.spec as Partial<CrdSpec> | undefined;
+  const causes: { field: string; message: string }[] = [];
+  if (!spec?.group) causes.push({ field: "spec.group", message: "Required value" });
+  if (!spec?.names?.plural) causes.push({ field: "spec.names.plural", message: "Required value" });
+  if (!spec?.names?.kind) causes.push({ field: "spec.names.kind", message: "Required value" });
+  if (spec?.scope !== "Namespaced" && spec?.scope !== "Cluster")
+    causes.push({ field: "spec.scope", message: 'Unsupported value: must be "Namespaced" or "Cluster"' });
+  if (!spec?.versions?.length) causes.push({ field: "spec.versions", message: "Required value" });
+  if (spec?.group && spec.names?.plural && crd.metadata.name !== `${spec.names.plural}.${spec.group}`)
+    causes.push({ field: "metadata.name", message: `must be spec.names.plural+"."+spec.group` });
+  if (causes.length)
+    throw errors.invalid(
+      {
+        group: "apiextensions.k8s.io",
+        plural: "customresourcedefinitions",
+        kind: "CustomResourceDefinition",
+        name: crd.metadata.name ?? "",
+      },
+      causes,
+    );
+}
+
+export class Registry {
+  private types: ResourceType[] = [...builtins];
+
+  all(): ResourceType[] {
+    return this.types;
+  }
+
+  find(group: string, version: string, plural: string): ResourceType | undefined {
+    return this.types.find((t) => t.group === group && t.version === version && t.plural === plural);
+  }
+
+  /** Replaces whatever a CRD served before with what it declares now. */
+  setCrd(crd: KObject): void {
+    this.removeCrd(crd.metadata.name!);
+    this.types.push(...typesFromCrd(crd));
+  }
+
+  removeCrd(name: string): void {
+    this.types = this.types.filter((t) => t.crdName !== name);
+  }
+
+  groupVersions(): Map<string, string[]> {
+    const byGroup = new Map<string, string[]>();
+    for (const t of this.types) {
+      if (t.group === "") continue;
+      const versions = byGroup.get(t.group) ?? [];
+      if (!versions.includes(t.version)) versions.push(t.version);
+      byGroup.set(t.group, versions);
+    }
+    return byGroup;
+  }
+
+  apiVersions() {
+    return {
+      kind: "APIVersions",
+      versions: ["v1"],
+      serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: "127.0.0.1" }],
+    };
+  }
+
+  apiGroupList() {
+    return {
+      kind: "APIGroupList",
+      apiVersion: "v1",
+      groups: [...this.groupVersions()].map(([name, versions]) => this.apiGroup(name, versions)),
+    };
+  }
+
+  apiGroup(name: string, versions = this.groupVersions().get(name)) {
+    if (!versions) return undefined;
+    const gv = versions.map((v) => ({ groupVersion: `${name}/${v}`, version: v }));
+    return { kind: "APIGroup", apiVersion: "v1", name, versions: gv, preferredVersion: gv[0] };
+  }
+
+  resourceList(group: string, version: string) {
+    const served = this.types.filter((t) => t.group === group && t.version === version);
+    if (served.length === 0) return undefined;
+    const resources: object[] = [];
+    for (const t of served) {
+      resources.push({
+        name: t.plural,
+        singularName: t.singular,
+        namespaced: t.namespaced,
+        kind: t.kind,
+        verbs: t.verbs,
+        ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
+        ...(t.categories.length ? { categories: t.categories } : {}),
+      });
+      if (t.statusSubresource)
+        resources.push({
+          name: `${t.plural}/status`,
+          singularName: "",
+          namespaced: t.namespaced,
+          kind: t.kind,
+          verbs: ["get", "patch", "update"],
+        });
+    }
+    return {
+      kind: "APIResourceList",
+      apiVersion: "v1",
+      groupVersion: apiVersionOf({ group, version }),
+      resources,
+    };
+  }
+}

@@ -1,0 +1,104 @@
+/** Shapes shared by the simulated API server's modules. */
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+/** A stored Kubernetes object: plain JSON with the usual metadata. */
+export interface KObject {
+  apiVersion: string;
+  kind: string;
+  metadata: ObjectMeta;
+  [key: string]: unknown;
+}
+
+export interface ObjectMeta {
+  name?: string;
+  generateName?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  deletionGracePeriodSeconds?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+  ownerReferences?: OwnerReference[];
+  managedFields?: ManagedFieldsEntry[];
+  [key: string]: unknown;
+}
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+export interface ManagedFieldsEntry {
+  manager: string;
+  operation: "Apply" | "Update";
+  apiVersion: string;
+  time: string;
+  fieldsType: "FieldsV1";
+  fieldsV1: JsonObject;
+  subresource?: string;
+}
+
+/** A structural schema node (the subset of OpenAPI v3 that CRDs use and we read). */
+export interface SchemaNode {
+  type?: string;
+  properties?: Record<string, SchemaNode>;
+  additionalProperties?: SchemaNode | boolean;
+  items?: SchemaNode;
+  "x-kubernetes-preserve-unknown-fields"?: boolean;
+  "x-kubernetes-list-type"?: "atomic" | "set" | "map";
+  "x-kubernetes-list-map-keys"?: string[];
+  "x-kubernetes-map-type"?: "atomic" | "granular";
+  "x-kubernetes-int-or-string"?: boolean;
+  "x-kubernetes-embedded-resource"?: boolean;
+  [key: string]: unknown;
+}
+
+export interface PrinterColumn {
+  name: string;
+  type: string;
+  jsonPath: string;
+  description?: string;
+  priority?: number;
+  format?: string;
+}
+
+/** Everything the server knows about one served resource (one group/version/plural). */
+export interface ResourceType {
+  group: string; // "" for core
+  version: string;
+  plural: string;
+  singular: string;
+  kind: string;
+  listKind: string;
+  namespaced: boolean;
+  shortNames: string[];
+  categories: string[];
+  verbs: string[];
+  /** The status subresource is served and status is split from the main resource. */
+  statusSubresource: boolean;
+  /** metadata.generation is kept (custom resources and a few built-ins). */
+  hasGeneration: boolean;
+  /** undefined: no schema (built-in kinds we accept loosely). */
+  schema?: SchemaNode;
+  printerColumns: PrinterColumn[];
+  /** Set for resources that come from a CRD (the CRD's name). */
+  crdName?: string;
+}
+
+export function apiVersionOf(t: Pick<ResourceType, "group" | "version">): string {
+  return t.group === "" ? t.version : `${t.group}/${t.version}`;
+}
+
+export function groupResource(t: Pick<ResourceType, "group" | "plural">): string {
+  return t.group === "" ? t.plural : `${t.plural}.${t.group}`;
+}

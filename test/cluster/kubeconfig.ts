@@ -1,0 +1,55 @@
+/** Kubeconfigs for the simulated API server: a client-node KubeConfig, or a YAML file for kubectl. */
+import { writeFile } from "node:fs/promises";
+import { KubeConfig } from "@kubernetes/client-node";
+import { stringify } from "yaml";
+
+export interface Identity {
+  server: string;
+  user: string;
+  token: string;
+  namespace?: string;
+}
+
+/**
+ * client-node 1.4.0 refuses an http:// server unless skipTLSVerify is set (it then uses a plain
+ * http.Agent), so the cluster entry carries it even though there is no TLS at all.
+ */
+export function makeKubeConfig(id: Identity): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "applygate-sim", server: id.server, skipTLSVerify: true }],
+    users: [{ name: id.user, token: id.token }],
+    contexts: [
+      {
+        name: `${id.user}@applygate-sim`,
+        cluster: "applygate-sim",
+        user: id.user,
+        namespace: id.namespace ?? "default",
+      },
+    ],
+    currentContext: `${id.user}@applygate-sim`,
+  });
+  return kc;
+}
+
+/** The same identity as a kubeconfig file; kubectl sends the bearer token over plain http too. */
+export function kubeconfigYaml(id: Identity): string {
+  return stringify({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "applygate-sim", cluster: { server: id.server } }],
+    users: [{ name: id.user, user: { token: id.token } }],
+    contexts: [
+      {
+        name: `${id.user}@applygate-sim`,
+        context: { cluster: "applygate-sim", user: id.user, namespace: id.namespace ?? "default" },
+      },
+    ],
+    "current-context": `${id.user}@applygate-sim`,
+    preferences: {},
+  });
+}
+
+export async function writeKubeconfigFile(path: string, id: Identity): Promise<void> {
+  await writeFile(path, kubeconfigYaml(id), { mode: 0o600 });
+}
