@@ -27,3 +27,12 @@ export const branchSignalOptions = (branchKey: string) => ({
   removeOnComplete: { count: 1000 },
   removeOnFail: { count: 1000 },
 });
+
+/**
+ * Publication of an accepted write, recorded by the worker once the push carrying it has landed:
+ * a string holding the commit SHA (TTL `PUBLISHED_TTL_SECONDS`), and a pub/sub message
+ * `{id, commit}` on `publishedChannel`, so an intake call with `wait=published` can answer.
+ */
+export const writePublishedKey = (prefix: string, writeId: string) => `${prefix}:write:${writeId}:published`;
+export const publishedChannel = (prefix: string) => `${prefix}:published`;
+export const PUBLISHED_TTL_SECONDS = 3600;

@@ -1,0 +1,202 @@
+/**
+ * Assembles the gateway: receivers, intake, dashboard, metrics and health on one fastify app.
+ * `createGateway` builds it without listening (for tests and the playground); `startGateway`
+ * listens and returns its URL.
+ */
+import { Queue } from "bullmq";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  LogController,
+} from "fastify";
+import metricsModule from "fastify-metrics";
+import type { Redis } from "ioredis";
+import { APPLIER_KINDS, attemptsQueue, QUEUES } from "../queue/contract.js";
+import { type Logger, silentLogger } from "../queue/log.js";
+import { registerQueueMetrics } from "../queue/queue-metrics.js";
+import { connectRedis } from "../queue/redis.js";
+import { MISS_BODY, MISS_STATUS, sendMiss, withTimeout } from "./answers.js";
+import type { Catalog } from "./catalog.js";
+import { type DashboardAuth, dashboardRoutes } from "./dashboard.js";
+import { intakeRoutes } from "./intake.js";
+import { createGatewayMetrics, type GatewayMetrics } from "./metrics.js";
+import { PublicationWaiter } from "./publications.js";
+import { receiverRoutes } from "./receivers.js";
+
+// fastify-metrics is CommonJS with a `default` export.
+const fastifyMetrics = metricsModule.default ?? metricsModule;
+
+export const DEFAULT_BODY_LIMIT = 3 * 1024 * 1024;
+
+export interface GatewayOptions {
+  redisUrl: string;
+  prefix: string;
+  catalog: Catalog;
+  logger?: Logger;
+  /** Largest accepted body in bytes; larger ones get 413 before any work. */
+  bodyLimit?: number;
+  /** Dashboard at /queues; `false` leaves it out. */
+  dashboard?: { auth: DashboardAuth; readOnly: boolean } | false;
+  /** Longest a `wait=published` write is held (default 30 s). */
+  maxWaitMs?: number;
+  /** Longest any Redis call may take before the request answers 503 (default 2 s). */
+  redisTimeoutMs?: number;
+  /** Jobs active longer than this count as stuck (default 5 min). */
+  stuckAfterMs?: number;
+  /** Collect Node process metrics (default true). */
+  processMetrics?: boolean;
+  /** Subscribe to QueueEvents for failure and stall counters (default true). */
+  queueEvents?: boolean;
+  now?: () => Date;
+}
+
+export interface Gateway {
+  app: FastifyInstance;
+  metrics: GatewayMetrics;
+  close(): Promise<void>;
+}
+
+/** Every queue the dashboard and the metrics show. */
+export function applygateQueueNames(): string[] {
+  return [QUEUES.notices, QUEUES.branches, QUEUES.reports, ...APPLIER_KINDS.map(attemptsQueue)];
+}
+
+/**
+ * Connection for request-path commands: fail at once while disconnected instead of queueing the
+ * command, so a request answers 503 rather than hanging.
+ */
+function requestConnection(url: string): Redis {
+  const redis = connectRedis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    retryStrategy: (times) => Math.min(100 * times, 2000),
+  });
+  redis.on("error", () => {});
+  return redis;
+}
+
+export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
+  const log = opts.logger ?? silentLogger();
+  const now = opts.now ?? (() => new Date());
+  const redisTimeoutMs = opts.redisTimeoutMs ?? 2000;
+  const redis = requestConnection(opts.redisUrl);
+  const queues = new Map(
+    applygateQueueNames().map((name) => [name, new Queue(name, { connection: redis, prefix: opts.prefix })]),
+  );
+  for (const q of queues.values()) q.on("error", (err) => log.debug({ err: err.message }, "queue error"));
+  const notices = queues.get(QUEUES.notices)!;
+  const branches = queues.get(QUEUES.branches)!;
+  const metrics = createGatewayMetrics();
+  const publications = new PublicationWaiter(redis, opts.prefix, () => {
+    const sub = connectRedis(opts.redisUrl, { maxRetriesPerRequest: 1 });
+    sub.on("error", () => {});
+    return sub;
+  });
+  const eventConnections: Redis[] = [];
+  const queueMetrics = registerQueueMetrics({
+    registry: metrics.registry,
+    queues: [...queues.values()],
+    stuckAfterMs: opts.stuckAfterMs ?? 5 * 60_000,
+    ...(opts.queueEvents === false
+      ? {}
+      : {
+          eventsConnection: () => {
+            const c = connectRedis(opts.redisUrl);
+            c.on("error", () => {});
+            eventConnections.push(c);
+            return c;
+          },
+        }),
+    onError: (err) => log.debug({ err: (err as Error).message }, "queue metrics unavailable"),
+  });
+
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: opts.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    // Flux matches receivers on the full URI; we match on the path segment only, so trailing
+    // slashes and queries do not turn one provider into a miss with a different answer.
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  await app.register(fastifyMetrics, {
+    endpoint: null,
+    defaultMetrics: { enabled: opts.processMetrics !== false, register: metrics.registry },
+    routeMetrics: {
+      enabled: { histogram: true, summary: false },
+      overrides: { histogram: { registers: [metrics.registry] } },
+      routeBlacklist: ["/metrics", "/healthz", "/readyz"],
+    },
+  });
+
+  app.setNotFoundHandler((_req, reply) => sendMiss(reply));
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE" || err.statusCode === 413) {
+      return reply.code(413).send({ error: "body too large" });
+    }
+    if (req.url.startsWith("/hook/")) return sendMiss(reply);
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    if (status === 500) log.error({ err }, "request failed");
+    return reply.code(status).send({ error: status === 500 ? "internal error" : err.message });
+  });
+
+  const deps = { catalog: opts.catalog, metrics, log, redisTimeoutMs, now };
+  await app.register(receiverRoutes({ ...deps, notices }));
+  await app.register(
+    intakeRoutes({
+      ...deps,
+      redis,
+      prefix: opts.prefix,
+      notices,
+      branches,
+      publications,
+      maxWaitMs: opts.maxWaitMs ?? 30_000,
+    }),
+  );
+  if (opts.dashboard) {
+    await app.register(dashboardRoutes({ queues: [...queues.values()], ...opts.dashboard }));
+  }
+
+  app.get("/metrics", { config: { disableMetrics: true } }, async (_req, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.type(metrics.registry.contentType).send(text);
+  });
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_req, reply) => {
+    const loaded = opts.catalog.loaded();
+    const redisOk = await withTimeout(redis.ping(), redisTimeoutMs, "ping").then(
+      (r) => r === "PONG",
+      () => false,
+    );
+    const body = { redis: redisOk, catalog: loaded };
+    return reply.code(redisOk && loaded ? 200 : 503).send(body);
+  });
+
+  return {
+    app,
+    metrics,
+    async close() {
+      await app.close();
+      publications.close();
+      await queueMetrics.close();
+      await Promise.all([...queues.values()].map((q) => q.close().catch(() => {})));
+      for (const c of eventConnections) c.disconnect();
+      redis.disconnect();
+    },
+  };
+}
+
+export interface StartedGateway extends Gateway {
+  url: string;
+}
+
+export async function startGateway(
+  opts: GatewayOptions & { host?: string; port?: number },
+): Promise<StartedGateway> {
+  const gw = await createGateway(opts);
+  const address = await gw.app.listen({ host: opts.host ?? "127.0.0.1", port: opts.port ?? 0 });
+  return { ...gw, url: address };
+}
+
+export { MISS_BODY, MISS_STATUS };

@@ -1,0 +1,63 @@
+/**
+ * bull-board at `/queues` over every applygate queue, inside its own fastify scope guarded by
+ * basic auth or a bearer token. bull-board has no authentication of its own.
+ */
+import { createBullBoard } from "@bull-board/api";
+import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
+import { FastifyAdapter } from "@bull-board/fastify";
+import type { Queue } from "bullmq";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { header, stringsEqual } from "./verify.js";
+
+export const DASHBOARD_PATH = "/queues";
+
+export type DashboardAuth =
+  | { basic: { user: string; password: string }; bearer?: string }
+  | { bearer: string; basic?: undefined }
+  | "insecure";
+
+export interface DashboardOptions {
+  queues: Queue[];
+  auth: DashboardAuth;
+  readOnly: boolean;
+}
+
+/** True when the request carries the dashboard's credentials. */
+export function dashboardAllows(auth: DashboardAuth, authorization: string | undefined): boolean {
+  if (auth === "insecure") return true;
+  if (!authorization) return false;
+  const space = authorization.indexOf(" ");
+  const scheme = authorization.slice(0, space).toLowerCase();
+  const value = authorization.slice(space + 1).trim();
+  if (scheme === "bearer" && auth.bearer !== undefined) return stringsEqual(value, auth.bearer);
+  if (scheme === "basic" && auth.basic) {
+    const decoded = Buffer.from(value, "base64").toString("utf8");
+    const colon = decoded.indexOf(":");
+    if (colon < 0) return false;
+    const userOk = stringsEqual(decoded.slice(0, colon), auth.basic.user);
+    const passOk = stringsEqual(decoded.slice(colon + 1), auth.basic.password);
+    return userOk && passOk;
+  }
+  return false;
+}
+
+export function dashboardRoutes(opts: DashboardOptions) {
+  return async function dashboard(app: FastifyInstance): Promise<void> {
+    app.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
+      if (dashboardAllows(opts.auth, header(req.headers, "authorization"))) return;
+      const challenge =
+        opts.auth !== "insecure" && opts.auth.basic ? 'Basic realm="queues"' : 'Bearer realm="queues"';
+      return reply.code(401).header("www-authenticate", challenge).send({ error: "unauthorized" });
+    });
+    const adapter = new FastifyAdapter();
+    adapter.setBasePath(DASHBOARD_PATH);
+    createBullBoard({
+      queues: opts.queues.map(
+        (q) => new BullMQAdapter(q, { readOnlyMode: opts.readOnly, allowRetries: !opts.readOnly }),
+      ),
+      serverAdapter: adapter,
+      options: { uiConfig: { boardTitle: "applygate queues" } },
+    });
+    await app.register(adapter.registerPlugin(), { prefix: DASHBOARD_PATH });
+  };
+}

@@ -1,0 +1,208 @@
+/**
+ * The intake API for API-side tools: `POST /v1/targets/{namespace}/{name}/writes` and
+ * `.../refusals`. Authenticated per GitTarget by a bearer token or an HMAC of the body (keys from
+ * the target's intake Secret), validated with the contract's zod schemas, acknowledged only once
+ * Redis holds the write or notice.
+ */
+import { createHash, randomUUID } from "node:crypto";
+import type { Queue } from "bullmq";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Redis } from "ioredis";
+import type { ZodError } from "zod";
+import { type AcceptedWrite, RefusalNotice, RefusalRequest, WriteRequest } from "../queue/contract.js";
+import { acceptWrite, enqueueNotice } from "../queue/intake.js";
+import type { Logger } from "../queue/log.js";
+import { sendUnavailable, withTimeout } from "./answers.js";
+import type { Catalog, TargetEntry } from "./catalog.js";
+import type { GatewayMetrics, IntakeOutcome } from "./metrics.js";
+import type { PublicationWaiter } from "./publications.js";
+import { header, prefixedHmacMatches, stringsEqual } from "./verify.js";
+
+export interface IntakeDeps {
+  catalog: Catalog;
+  redis: Redis;
+  prefix: string;
+  notices: Queue;
+  branches: Queue;
+  publications: PublicationWaiter;
+  metrics: GatewayMetrics;
+  log: Logger;
+  redisTimeoutMs: number;
+  /** Longest `wait=published` may hold a request; also its default. */
+  maxWaitMs: number;
+  now: () => Date;
+}
+
+type TargetParams = { namespace: string; name: string };
+type Req = FastifyRequest<{ Params: TargetParams; Querystring: Record<string, string | undefined> }>;
+
+export function intakeRoutes(deps: IntakeDeps) {
+  return async function intake(app: FastifyInstance): Promise<void> {
+    // Raw bytes: an HMAC-authenticated call is signed over the body as sent.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
+    app.post("/v1/targets/:namespace/:name/writes", (req: Req, reply) => writes(deps, req, reply));
+    app.post("/v1/targets/:namespace/:name/refusals", (req: Req, reply) => refusals(deps, req, reply));
+  };
+}
+
+/** Names the first bad field: `changes.0.object.kind: Required`. */
+export function describeZodError(err: ZodError): string {
+  const issue = err.issues[0];
+  if (!issue) return "invalid request";
+  return `${issue.path.length ? issue.path.join(".") : "body"}: ${issue.message}`;
+}
+
+/** Is the caller allowed to write to this target? Bearer token or `X-Signature: sha256=<hex>`. */
+export function authorized(target: TargetEntry | undefined, body: Buffer, headers: Req["headers"]): boolean {
+  const auth = header(headers, "authorization");
+  const bearer = auth?.toLowerCase().startsWith("bearer ") ? auth.slice(7).trim() : undefined;
+  const signature = header(headers, "x-signature");
+  if (bearer !== undefined) {
+    const ok = stringsEqual(bearer, target?.intakeToken ?? "\u0000no-token");
+    return ok && target?.intakeToken !== undefined;
+  }
+  if (signature !== undefined) {
+    const ok = prefixedHmacMatches(target?.intakeHmacKey ?? "\u0000no-key", body, signature, ["sha256"]);
+    return ok && target?.intakeHmacKey !== undefined;
+  }
+  return false;
+}
+
+type Prepared =
+  | { ok: true; target: TargetEntry & { branchKey: string }; json: unknown }
+  | { ok: false; reply: FastifyReply };
+
+function prepare(deps: IntakeDeps, kind: string, req: Req, reply: FastifyReply): Prepared {
+  const count = (outcome: IntakeOutcome) => deps.metrics.intake.inc({ kind, outcome });
+  const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+  const target = deps.catalog.snapshot().target(req.params.namespace, req.params.name);
+  if (!authorized(target, body, req.headers) || !target) {
+    count("unauthorized");
+    return {
+      ok: false,
+      reply: reply
+        .code(401)
+        .header("www-authenticate", 'Bearer realm="applygate"')
+        .send({ error: "unauthorized" }),
+    };
+  }
+  if (!target.branchKey) {
+    count("unavailable");
+    return { ok: false, reply: reply.code(409).send({ error: `target not ready: ${target.problem}` }) };
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString("utf8"));
+  } catch {
+    count("invalid");
+    return { ok: false, reply: reply.code(400).send({ error: "body: not valid JSON" }) };
+  }
+  return { ok: true, target: target as TargetEntry & { branchKey: string }, json };
+}
+
+async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<FastifyReply> {
+  const count = (outcome: IntakeOutcome) => deps.metrics.intake.inc({ kind: "write", outcome });
+  const p = prepare(deps, "write", req, reply);
+  if (!p.ok) return p.reply;
+  const parsed = WriteRequest.safeParse(p.json);
+  if (!parsed.success) {
+    count("invalid");
+    return reply.code(400).send({ error: describeZodError(parsed.error) });
+  }
+  const wait = req.query.wait;
+  if (wait !== undefined && wait !== "published") {
+    count("invalid");
+    return reply.code(400).send({ error: 'wait: expected "published"' });
+  }
+  let waitMs = deps.maxWaitMs;
+  if (req.query.timeout !== undefined) {
+    const seconds = Number(req.query.timeout);
+    if (!Number.isFinite(seconds) || seconds <= 0) {
+      count("invalid");
+      return reply.code(400).send({ error: "timeout: expected a positive number of seconds" });
+    }
+    waitMs = Math.min(deps.maxWaitMs, seconds * 1000);
+  }
+  const { target } = p;
+  const write: AcceptedWrite = {
+    ...parsed.data,
+    id: `w-${randomUUID()}`,
+    target: { namespace: target.namespace, name: target.name, ...(target.uid ? { uid: target.uid } : {}) },
+    branchKey: target.branchKey,
+    path: target.path,
+    acceptedAt: deps.now().toISOString(),
+  };
+  const log = deps.log.child({ branch: target.branchKey, target: `${target.namespace}/${target.name}` });
+  const started = performance.now();
+  let result: Awaited<ReturnType<typeof acceptWrite>>;
+  try {
+    // Subscribe before accepting, so the publication cannot slip past between the two.
+    if (wait) await withTimeout(deps.publications.ready(), deps.redisTimeoutMs, "subscribe");
+    result = await withTimeout(
+      acceptWrite(deps.redis, deps.prefix, write, deps.branches, (err) =>
+        log.warn(
+          { err: (err as Error).message, writeId: write.id },
+          "branch signal failed; the write waits for the owner's sweep",
+        ),
+      ),
+      deps.redisTimeoutMs,
+      "accept write",
+    );
+  } catch (err) {
+    count("unavailable");
+    log.warn({ err: (err as Error).message }, "write not accepted: Redis unavailable");
+    return sendUnavailable(reply);
+  }
+  deps.metrics.enqueueSeconds.observe({ kind: "write" }, (performance.now() - started) / 1000);
+  if (!result.accepted) {
+    count("paused");
+    return reply
+      .code(429)
+      .header("retry-after", String(result.retryAfterSeconds))
+      .send({ error: "intake paused for this branch until retained writes are published" });
+  }
+  count("accepted");
+  log.info({ writeId: write.id, changes: write.changes.length, save: write.save === true }, "write accepted");
+  const answer = { id: write.id, branchKey: target.branchKey };
+  if (!wait) return reply.code(202).send(answer);
+  const commit = await deps.publications.wait(write.id, waitMs);
+  if (commit) return reply.code(200).send({ ...answer, published: true, commit });
+  return reply.code(202).send({ ...answer, published: false });
+}
+
+async function refusals(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<FastifyReply> {
+  const count = (outcome: IntakeOutcome) => deps.metrics.intake.inc({ kind: "refusal", outcome });
+  const p = prepare(deps, "refusal", req, reply);
+  if (!p.ok) return p.reply;
+  const parsed = RefusalRequest.safeParse(p.json);
+  if (!parsed.success) {
+    count("invalid");
+    return reply.code(400).send({ error: describeZodError(parsed.error) });
+  }
+  const { target } = p;
+  // A client retrying with the same Idempotency-Key gets the same notice id, hence one job.
+  const key = header(req.headers, "idempotency-key");
+  const id = key
+    ? `refusal-${createHash("sha256").update(`${target.namespace}/${target.name}\n${key}`).digest("hex")}`
+    : `refusal-${randomUUID()}`;
+  const notice = RefusalNotice.parse({
+    ...parsed.data,
+    type: "refusal",
+    id,
+    target: { namespace: target.namespace, name: target.name, ...(target.uid ? { uid: target.uid } : {}) },
+    branchKey: target.branchKey,
+    receivedAt: deps.now().toISOString(),
+  });
+  const started = performance.now();
+  try {
+    await withTimeout(enqueueNotice(deps.notices, notice), deps.redisTimeoutMs, "enqueue");
+  } catch (err) {
+    count("unavailable");
+    deps.log.warn({ err: (err as Error).message, branch: target.branchKey }, "refusal not queued");
+    return sendUnavailable(reply);
+  }
+  deps.metrics.enqueueSeconds.observe({ kind: "refusal" }, (performance.now() - started) / 1000);
+  count("accepted");
+  return reply.code(202).send({ id, branchKey: target.branchKey });
+}

@@ -1,0 +1,111 @@
+/**
+ * `POST /hook/<hex>`: one receiver path per GitProvider. Verify first (against a dummy secret when
+ * the path is unknown), then read the event, then the payload; every miss answers the same bytes
+ * after the same work. A verified push for a branch some GitTarget writes becomes a push notice,
+ * acknowledged only once Redis holds it.
+ */
+import { createHash } from "node:crypto";
+import type { Queue } from "bullmq";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { PushNotice } from "../queue/contract.js";
+import { enqueueNotice } from "../queue/intake.js";
+import type { Logger } from "../queue/log.js";
+import { sendMiss, sendUnavailable, withTimeout } from "./answers.js";
+import type { Catalog } from "./catalog.js";
+import type { GatewayMetrics } from "./metrics.js";
+import { deliveryEvent, deliveryIdOf, parsePayload, readPush } from "./push.js";
+import { verifyDelivery, verifyUnknown } from "./verify.js";
+
+export interface ReceiverDeps {
+  catalog: Catalog;
+  notices: Queue;
+  metrics: GatewayMetrics;
+  log: Logger;
+  redisTimeoutMs: number;
+  now: () => Date;
+}
+
+export function receiverRoutes(deps: ReceiverDeps) {
+  return async function receivers(app: FastifyInstance): Promise<void> {
+    // The HMAC is over the bytes as sent, so every body arrives unparsed.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
+    app.post<{ Params: { id: string } }>("/hook/:id", (req, reply) => receive(deps, req, reply));
+  };
+}
+
+async function receive(
+  deps: ReceiverDeps,
+  req: FastifyRequest<{ Params: { id: string } }>,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
+  const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+  const provider = deps.catalog.snapshot().providerByHookPath(`/hook/${req.params.id}`);
+  const providerType = provider?.type ?? "unknown";
+  const miss = () => {
+    deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "miss" });
+    return sendMiss(reply);
+  };
+  const verified =
+    provider?.secret !== undefined
+      ? await verifyDelivery({
+          type: provider.type,
+          secret: provider.secret,
+          allowSha1: provider.allowSha1,
+          body,
+          headers: req.headers,
+        })
+      : await verifyUnknown(body, req.headers);
+  if (!verified || !provider) return miss();
+
+  const event = deliveryEvent(provider.type, req.headers);
+  if (event === "other") return miss();
+  const log = deps.log.child({ provider: `${provider.namespace}/${provider.name}` });
+  const ignored = (code: number, status: string, detail?: string) => {
+    deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "ignored" });
+    log.debug({ status, detail }, "delivery ignored");
+    return reply.code(code).send(detail ? { status, detail } : { status });
+  };
+  if (event === "ping") return ignored(200, "pong");
+
+  const payload = parsePayload(body, req.headers["content-type"]);
+  const reading = readPush(payload);
+  if (reading.kind === "invalid") {
+    deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "ignored" });
+    return reply.code(400).send({ error: `unreadable push: ${reading.reason}` });
+  }
+  if (reading.kind === "other-ref") return ignored(200, "ignored", `${reading.ref} is not a branch`);
+  if (!reading.repository.includes(provider.repository)) {
+    return ignored(202, "ignored", "repository is not this provider's");
+  }
+  const targets = deps.catalog.snapshot().targetsWriting(provider, reading.branch);
+  if (targets.length === 0) return ignored(202, "ignored", `no GitTarget writes branch ${reading.branch}`);
+
+  const notice: PushNotice = {
+    type: "push",
+    provider: { namespace: provider.namespace, name: provider.name },
+    deliveryId: deliveryIdOf(req.headers) ?? `body-${createHash("sha256").update(body).digest("hex")}`,
+    repository: reading.repository,
+    branch: reading.branch,
+    before: reading.before,
+    after: reading.after,
+    deleted: reading.deleted,
+    forced: reading.forced,
+    receivedAt: deps.now().toISOString(),
+    branchKeys: [...new Set(targets.map((t) => t.branchKey!))],
+  };
+  const started = performance.now();
+  try {
+    const { jobId } = await withTimeout(enqueueNotice(deps.notices, notice), deps.redisTimeoutMs, "enqueue");
+    deps.metrics.enqueueSeconds.observe({ kind: "push" }, (performance.now() - started) / 1000);
+    deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "accepted" });
+    log.info(
+      { branch: notice.branchKeys[0], commit: notice.after, deliveryId: notice.deliveryId, jobId },
+      "push notice queued",
+    );
+    return reply.code(202).send({ status: "queued", id: jobId });
+  } catch (err) {
+    log.warn({ err: (err as Error).message, deliveryId: notice.deliveryId }, "push notice not queued");
+    return sendUnavailable(reply);
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * How the gateway hands work to the worker. Writes go to their branch's inbox in one Redis script
+ * (refused while the worker has paused the branch's intake), then a deduplicated `branches`
+ * signal wakes the branch's owner. Notices go to the `notices` queue with a job id derived from
+ * the delivery, so a redelivered webhook or a retried refusal is queued once.
+ */
+import { createHash } from "node:crypto";
+import type { Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import type { AcceptedWrite, Notice } from "./contract.js";
+import { branchKeys, branchSignalOptions, knownBranchesKey } from "./keys.js";
+
+/** Seconds a client is told to wait when the worker paused intake without saying for how long. */
+export const DEFAULT_PAUSED_RETRY_AFTER_SECONDS = 5;
+
+export type AcceptWriteResult =
+  | { accepted: true; id: string; entryId: string }
+  | { accepted: false; retryAfterSeconds: number };
+
+// KEYS: intake hash, inbox stream, known-branches set. ARGV: branch key, write JSON, default retry.
+const ACCEPT_WRITE_LUA = `
+if redis.call('HGET', KEYS[1], 'paused') == '1' then
+  local after = tonumber(redis.call('HGET', KEYS[1], 'retryAfter'))
+  if after == nil or after < 1 then after = tonumber(ARGV[3]) end
+  return {0, tostring(math.ceil(after))}
+end
+local entry = redis.call('XADD', KEYS[2], '*', 'kind', 'write', 'data', ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[1])
+return {1, entry}
+`;
+
+type WithAcceptWrite = Redis & {
+  applygateAcceptWrite(
+    intake: string,
+    inbox: string,
+    known: string,
+    branchKey: string,
+    data: string,
+    retryAfter: string,
+  ): Promise<[number, string]>;
+};
+
+function withScript(redis: Redis): WithAcceptWrite {
+  const r = redis as WithAcceptWrite;
+  if (typeof r.applygateAcceptWrite !== "function") {
+    redis.defineCommand("applygateAcceptWrite", { numberOfKeys: 3, lua: ACCEPT_WRITE_LUA });
+  }
+  return r;
+}
+
+/**
+ * Appends an accepted write to its branch's inbox unless the branch's intake is paused, then
+ * signals the branch. Once the script has run the write is durable: a failed signal is not an
+ * error for the caller (the owner finds the branch in the known-branches set when it sweeps), so
+ * the caller never answers "failed" for a write Redis already holds. Throws only when Redis did
+ * not take the write, in which case nothing was written.
+ */
+export async function acceptWrite(
+  redis: Redis,
+  prefix: string,
+  write: AcceptedWrite,
+  branches: Queue,
+  onSignalError: (err: unknown) => void = () => {},
+): Promise<AcceptWriteResult> {
+  const keys = branchKeys(prefix, write.branchKey);
+  const [ok, value] = await withScript(redis).applygateAcceptWrite(
+    keys.intake,
+    keys.inbox,
+    knownBranchesKey(prefix),
+    write.branchKey,
+    JSON.stringify(write),
+    String(DEFAULT_PAUSED_RETRY_AFTER_SECONDS),
+  );
+  if (ok !== 1) return { accepted: false, retryAfterSeconds: Number(value) };
+  try {
+    await signalBranch(branches, write.branchKey);
+  } catch (err) {
+    onSignalError(err);
+  }
+  return { accepted: true, id: write.id, entryId: value };
+}
+
+/** Adds the deduplicated "this branch has work" job. */
+export async function signalBranch(branches: Queue, branchKey: string): Promise<void> {
+  await branches.add("work", { branchKey }, branchSignalOptions(branchKey));
+}
+
+/** Job id of a notice: stable for a delivery, so BullMQ keeps one job however often it arrives. */
+export function noticeJobId(notice: Notice): string {
+  if (notice.type === "refusal") return notice.id;
+  const digest = createHash("sha256")
+    .update(`${notice.provider.namespace}/${notice.provider.name}`)
+    .update(notice.deliveryId)
+    .digest("hex");
+  return `push-${digest}`;
+}
+
+/** How long finished notice jobs (and so their idempotency) are kept. */
+export const NOTICE_RETENTION = { age: 24 * 3600, count: 50_000 };
+
+/** Queues a notice; resolves once Redis holds the job (or already held one with this id). */
+export async function enqueueNotice(notices: Queue, notice: Notice): Promise<{ jobId: string }> {
+  const jobId = noticeJobId(notice);
+  await notices.add(notice.type, notice, {
+    jobId,
+    removeOnComplete: NOTICE_RETENTION,
+    removeOnFail: NOTICE_RETENTION,
+  });
+  return { jobId };
+}

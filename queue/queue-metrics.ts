@@ -1,0 +1,137 @@
+/**
+ * Queue health as Prometheus metrics, read from Redis at scrape time: jobs per state, age of the
+ * oldest waiting job, jobs active past their deadline (a hung processor keeps its lock, so only
+ * age shows it), and counters of failures and stalled-job recoveries fed by QueueEvents. Shared by
+ * the gateway and the worker; each process registers it once on its own registry.
+ */
+import { type Queue, QueueEvents } from "bullmq";
+import type { Redis } from "ioredis";
+import { Counter, Gauge, type Registry } from "prom-client";
+import { METRIC_NAMES } from "./metric-names.js";
+
+/** Counter {queue}: stalled jobs BullMQ moved back to waiting (a worker lost its lock). */
+export const QUEUE_STALLED_TOTAL = "applygate_queue_stalled_total";
+
+export const JOB_STATES = ["waiting", "active", "delayed", "failed", "completed"] as const;
+
+export interface QueueSample {
+  queue: string;
+  counts: Record<(typeof JOB_STATES)[number], number>;
+  oldestWaitingSeconds: number;
+  stuck: number;
+}
+
+export interface QueueMetricsOptions {
+  registry: Registry;
+  queues: Queue[];
+  /** How long a job may stay active before it counts as stuck; per queue name or one for all. */
+  stuckAfterMs: number | ((queue: string) => number);
+  /** Opens a dedicated connection for each queue's QueueEvents; omit to skip the event counters. */
+  eventsConnection?: () => Redis;
+  now?: () => number;
+  onError?: (err: unknown) => void;
+}
+
+/** Reads one queue's figures. Looks at no more than `maxActive` active jobs. */
+export async function sampleQueue(
+  queue: Queue,
+  stuckAfterMs: number,
+  now: number,
+  maxActive = 1000,
+): Promise<QueueSample> {
+  const counts = await queue.getJobCounts(...JOB_STATES);
+  const [oldest] = await queue.getJobs(["waiting"], 0, 0, true);
+  const active = (counts.active ?? 0) > 0 ? await queue.getJobs(["active"], 0, maxActive - 1) : [];
+  const stuck = active.filter(
+    (j) => j?.processedOn !== undefined && now - j.processedOn > stuckAfterMs,
+  ).length;
+  return {
+    queue: queue.name,
+    counts: Object.fromEntries(JOB_STATES.map((s) => [s, counts[s] ?? 0])) as QueueSample["counts"],
+    oldestWaitingSeconds: oldest ? Math.max(0, (now - oldest.timestamp) / 1000) : 0,
+    stuck,
+  };
+}
+
+export function registerQueueMetrics(opts: QueueMetricsOptions): { close(): Promise<void> } {
+  const now = opts.now ?? Date.now;
+  const deadline = (q: string) =>
+    typeof opts.stuckAfterMs === "number" ? opts.stuckAfterMs : opts.stuckAfterMs(q);
+  // One Redis read per scrape, shared by the three gauges.
+  let pending: { at: number; samples: Promise<QueueSample[]> } | undefined;
+  const samples = () => {
+    const t = now();
+    if (!pending || t - pending.at > 500) {
+      pending = {
+        at: t,
+        samples: Promise.all(opts.queues.map((q) => sampleQueue(q, deadline(q.name), t))).catch((err) => {
+          opts.onError?.(err);
+          return [];
+        }),
+      };
+    }
+    return pending.samples;
+  };
+
+  new Gauge({
+    name: METRIC_NAMES.queueJobs,
+    help: "Jobs per queue and BullMQ state.",
+    labelNames: ["queue", "state"],
+    registers: [opts.registry],
+    async collect() {
+      this.reset();
+      for (const s of await samples())
+        for (const state of JOB_STATES) this.set({ queue: s.queue, state }, s.counts[state]);
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.queueOldestWaitingSeconds,
+    help: "Age in seconds of the oldest job waiting in the queue (0 when none).",
+    labelNames: ["queue"],
+    registers: [opts.registry],
+    async collect() {
+      this.reset();
+      for (const s of await samples()) this.set({ queue: s.queue }, s.oldestWaitingSeconds);
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.queueStuckJobs,
+    help: "Jobs active for longer than their queue's deadline.",
+    labelNames: ["queue"],
+    registers: [opts.registry],
+    async collect() {
+      this.reset();
+      for (const s of await samples()) this.set({ queue: s.queue }, s.stuck);
+    },
+  });
+  const failed = new Counter({
+    name: METRIC_NAMES.jobsFailedTotal,
+    help: "Jobs that ended failed.",
+    labelNames: ["queue"],
+    registers: [opts.registry],
+  });
+  const stalled = new Counter({
+    name: QUEUE_STALLED_TOTAL,
+    help: "Stalled jobs moved back to waiting after their worker lost the lock.",
+    labelNames: ["queue"],
+    registers: [opts.registry],
+  });
+
+  const events: QueueEvents[] = [];
+  if (opts.eventsConnection) {
+    for (const q of opts.queues) {
+      failed.inc({ queue: q.name }, 0);
+      stalled.inc({ queue: q.name }, 0);
+      const ev = new QueueEvents(q.name, { connection: opts.eventsConnection(), prefix: q.opts.prefix });
+      ev.on("failed", () => failed.inc({ queue: q.name }));
+      ev.on("stalled", () => stalled.inc({ queue: q.name }));
+      ev.on("error", (err) => opts.onError?.(err));
+      events.push(ev);
+    }
+  }
+  return {
+    async close() {
+      await Promise.all(events.map((e) => e.close().catch(() => {})));
+    },
+  };
+}
