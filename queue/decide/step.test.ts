@@ -1,0 +1,562 @@
+import { describe, expect, it } from "vitest";
+import type { ApplierWriteReport } from "../contract.js";
+import { BACKOFF_MAX_MS, backoffDelay } from "./backoff.js";
+import { isGitAhead } from "./due.js";
+import { cm, Driver, flushes, fluxClaim, listed, report, sends, sha } from "./testing.js";
+
+const A = sha("a");
+const B = sha("b");
+const C = sha("c");
+
+function applierWrite(
+  claimName: string,
+  object: string,
+  writtenAt: string,
+  manager = "kustomize-controller",
+) {
+  const r: ApplierWriteReport = {
+    type: "applierWrite",
+    token: "any",
+    claim: fluxClaim(claimName).claim,
+    branchKey: "k",
+    object: cm(object),
+    manager,
+    writtenAt,
+    resourceVersion: "1",
+    observedAt: writtenAt,
+  };
+  return { type: "ApplierWrite" as const, report: r };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+describe("observing", () => {
+  it("the first observation after a start is a baseline: converge pending, never ForeignCommit", () => {
+    const d = new Driver();
+    d.on({ type: "TargetsListed", targets: [listed("u1", "app")] });
+    const out = d.on({ type: "Observed", tip: A, pushedByUs: false });
+    expect(flushes(out)).toHaveLength(1);
+    const [attempt] = sends(d.publish(out, A));
+    expect(attempt?.targets).toEqual([{ uid: "u1", namespace: "apps", name: "gt-u1", reason: "CatchUp" }]);
+    expect(attempt?.commit).toBe(A);
+  });
+
+  it("a tip we pushed leaves nothing pending", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    expect(d.on({ type: "Observed", tip: B, pushedByUs: true })).toEqual([]);
+    expect(d.state.appliers["FluxClaim/apps/app"]?.pending).toEqual({ all: [], byTarget: {} });
+  });
+
+  it("another tip is a ForeignCommit for every applier on the branch", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app"), listed("u2", "infra")], A);
+    const sent = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    expect(sent.map((a) => [a.claim.name, a.targets[0]?.reason])).toEqual([
+      ["app", "ForeignCommit"],
+      ["infra", "ForeignCommit"],
+    ]);
+  });
+
+  it("an empty branch asks nothing", () => {
+    const d = new Driver();
+    d.on({ type: "TargetsListed", targets: [listed("u1", "app")] });
+    expect(d.on({ type: "Observed", tip: null, pushedByUs: false })).toEqual([]);
+    expect(d.advance(60_000).filter((a) => a.type !== "ScheduleWake")).toEqual([]);
+    // The reason stays pending until there is a commit to apply.
+    expect(flushes(d.on({ type: "Observed", tip: A, pushedByUs: true }))).toHaveLength(1);
+  });
+
+  it("no attempt before the first observation", () => {
+    const d = new Driver();
+    d.on({ type: "TargetsListed", targets: [listed("u1", "app")] });
+    d.on({ type: "RefusalReceived", targetUid: "u1" });
+    expect(d.advance(10 * 60_000).filter((a) => a.type === "Flush" || a.type === "SendAttempt")).toEqual([]);
+  });
+});
+
+describe("reasons", () => {
+  it("reasons and precedence: ForeignCommit > Repair > Refusal > CatchUp, one reason per target per attempt", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app", { onRefusal: "Reapply" }), listed("u2", "app"), listed("u3", "app")], A);
+    d.advance(61_000);
+    // u1: Refusal and adopt pending; u2: adopt pending; u3 nothing of its own.
+    d.on({ type: "SaveStarted", saveId: "s" });
+    d.on({ type: "RefusalReceived", targetUid: "u1" });
+    d.on({
+      type: "WriteDecided",
+      writeId: "w1",
+      targetUid: "u1",
+      createdObjects: [cm("x")],
+      editedObjects: [],
+    });
+    d.on({
+      type: "WriteDecided",
+      writeId: "w2",
+      targetUid: "u2",
+      createdObjects: [cm("y")],
+      editedObjects: [],
+    });
+    d.on({ type: "Published", upToMark: "w2", tip: B });
+    let sent = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "s" }), B));
+    expect(sent[0]?.targets.map((t) => [t.uid, t.reason])).toEqual([
+      ["u1", "Refusal"],
+      ["u2", "CatchUp"],
+    ]);
+    d.on(report(sent[0]?.token ?? "", "app", "Succeeded", B));
+    // A ForeignCommit outranks everything, for every target; a Repair outranks a Refusal.
+    d.advance(61_000);
+    d.on({ type: "SaveStarted", saveId: "s2" });
+    d.on({ type: "RefusalReceived", targetUid: "u1" });
+    d.on({ type: "Observed", tip: C, pushedByUs: false });
+    d.state.appliers["FluxClaim/apps/app"]?.pending.byTarget.u2?.push("Repair");
+    sent = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "s2" }), C));
+    expect(sent[0]?.targets.map((t) => t.reason)).toEqual([
+      "ForeignCommit",
+      "ForeignCommit",
+      "ForeignCommit",
+    ]);
+  });
+
+  it("a Repair outranks a Refusal, which outranks a CatchUp", async () => {
+    const { reasonForTarget } = await import("./reasons.js");
+    expect(reasonForTarget({ all: ["Converge"], byTarget: { u: ["Refusal", "Repair"] } }, "u")).toBe(
+      "Repair",
+    );
+    expect(reasonForTarget({ all: ["Converge"], byTarget: { u: ["Refusal"] } }, "u")).toBe("Refusal");
+    expect(reasonForTarget({ all: ["Converge"], byTarget: {} }, "u")).toBe("CatchUp");
+  });
+
+  it("any Succeeded answers every pending reason", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app", { onRefusal: "Reapply" })], A);
+    d.on({ type: "SaveStarted", saveId: "s" });
+    d.advance(61_000);
+    d.on({ type: "RefusalReceived", targetUid: "u1" });
+    d.on({ type: "Observed", tip: B, pushedByUs: false });
+    d.on({
+      type: "WriteDecided",
+      writeId: "w1",
+      targetUid: "u1",
+      createdObjects: [cm("x")],
+      editedObjects: [],
+    });
+    const [att] = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "s" }), C));
+    expect(att?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    expect(d.state.appliers["FluxClaim/apps/app"]?.operation?.carried.byTarget.u1).toEqual([
+      "Refusal",
+      "Adopt",
+    ]);
+    d.on(report(att?.token ?? "", "app", "Succeeded", C));
+    const a = d.state.appliers["FluxClaim/apps/app"];
+    expect(a?.pending).toEqual({ all: [], byTarget: {} });
+    expect(a?.lastAppliedCommit).toBe(C);
+    expect(d.advance(10 * 60_000).filter((x) => x.type === "Flush")).toEqual([]);
+  });
+
+  it("a reason raised while an attempt is out stays pending after it succeeds", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    d.on({ type: "Observed", tip: C, pushedByUs: false });
+    const out = d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    const [next] = sends(d.publish(out, C));
+    expect(next?.commit).toBe(C);
+    expect(next?.targets[0]?.reason).toBe("ForeignCommit");
+  });
+
+  it("converge of the last applied commit asks nothing", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    // A restart with the claim's status at A: the baseline converge asks nothing.
+    d.on({
+      type: "Restarted",
+      tokenPrefix: "r",
+      claims: [{ ...fluxClaim("app"), source: "flux-system/app", lastAppliedCommit: A }],
+      saved: d.state,
+    });
+    expect(d.on({ type: "Observed", tip: A, pushedByUs: false })).toEqual([]);
+    // A GitTarget newly naming the claim converges only if the applier is not at the tip.
+    expect(d.on({ type: "TargetsListed", targets: [listed("u1", "app"), listed("u2", "app")] })).toEqual([]);
+    d.on({ type: "Observed", tip: B, pushedByUs: true });
+    d.on({ type: "TargetsListed", targets: [listed("u1", "app"), listed("u2", "app"), listed("u3", "app")] });
+    const [att] = sends(d.publish(d.log.slice(-1), B));
+    expect(att?.targets).toEqual([{ uid: "u3", namespace: "apps", name: "gt-u3", reason: "CatchUp" }]);
+  });
+
+  it("an adopt is never skipped as already applied, and waits for the write that created the object", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const decided = d.on({
+      type: "WriteDecided",
+      writeId: "w1",
+      targetUid: "u1",
+      createdObjects: [cm("new")],
+      editedObjects: [{ ref: cm("new"), editedAt: iso(d.now) }],
+    });
+    expect(flushes(decided)).toEqual([]);
+    // Published by the ordinary path (no flush): our own push, so the applier at A has an adopt.
+    const out = d.on({ type: "Published", upToMark: "w1", tip: B });
+    const [att] = sends(d.publish(out, B));
+    expect(att?.targets[0]?.reason).toBe("CatchUp");
+    d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    // Same commit again: still adopted.
+    d.on({
+      type: "WriteDecided",
+      writeId: "w2",
+      targetUid: "u1",
+      createdObjects: [cm("n2")],
+      editedObjects: [],
+    });
+    const again = sends(d.publish(d.on({ type: "Published", upToMark: "w2", tip: B }), B));
+    expect(again[0]?.commit).toBe(B);
+  });
+
+  it("first naming of a claim per uid converges; a recreated target converges again", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    d.on({ type: "Observed", tip: B, pushedByUs: true });
+    expect(d.on({ type: "TargetsListed", targets: [listed("u1", "app")] })).toEqual([]);
+    const [att] = sends(d.publish(d.on({ type: "TargetsListed", targets: [listed("u1b", "app")] }), B));
+    expect(att?.targets).toEqual([{ uid: "u1b", namespace: "apps", name: "gt-u1b", reason: "CatchUp" }]);
+  });
+});
+
+describe("refusals", () => {
+  it("a Refusal is due only with onRefusal Reapply on a target that is not suspended", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app"), listed("u2", "app2", { onRefusal: "Reapply", suspended: true })], A);
+    expect(d.on({ type: "RefusalReceived", targetUid: "u1" })).toEqual([]);
+    expect(d.on({ type: "RefusalReceived", targetUid: "u2" })).toEqual([]);
+  });
+
+  it("at most one Refusal request a minute per target, a refusal inside the minute carried by a trailing one", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app", { onRefusal: "Reapply" })], A);
+    const [first] = sends(d.publish(d.on({ type: "RefusalReceived", targetUid: "u1" }), A));
+    expect(first?.targets[0]?.reason).toBe("Refusal");
+    d.on(report(first?.token ?? "", "app", "Succeeded", A));
+    d.advance(10_000);
+    const inside = d.on({ type: "RefusalReceived", targetUid: "u1" });
+    expect(flushes(inside)).toEqual([]);
+    expect(inside).toContainEqual({ type: "ScheduleWake", at: d.now - 10_000 + 60_000 });
+    d.advance(5_000);
+    d.on({ type: "RefusalReceived", targetUid: "u1" });
+    expect(flushes(d.advance(44_000))).toEqual([]);
+    const trailing = d.advance(1_000);
+    expect(sends(d.publish(trailing, A))[0]?.targets[0]?.reason).toBe("Refusal");
+  });
+});
+
+describe("due", () => {
+  it("due = reason pending ∧ no operation out ∧ no source-sharer with one out ∧ past backoff", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app", { sourceName: "repo" }), listed("u2", "infra", { sourceName: "repo" })], A);
+    d.on({ type: "SaveStarted", saveId: "hold" });
+    d.on({ type: "Observed", tip: B, pushedByUs: false });
+    // One operation out per source: only one of the two sharing "repo" goes.
+    const first = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "hold" }), B));
+    expect(first).toHaveLength(1);
+    expect(d.advance(1_000).filter((a) => a.type === "Flush")).toEqual([]);
+    const done = d.on(report(first[0]?.token ?? "", first[0]?.claim.name ?? "", "Failed"));
+    const second = sends(d.publish(done, B));
+    expect(second).toHaveLength(1);
+    expect(second[0]?.claim.name).not.toBe(first[0]?.claim.name);
+    d.on(report(second[0]?.token ?? "", second[0]?.claim.name ?? "", "Succeeded", B));
+    // The failed one waits out its backoff (2 s) before it is due again.
+    expect(d.advance(1_000).filter((a) => a.type === "Flush")).toEqual([]);
+    const third = sends(d.publish(d.advance(1_000), B));
+    expect(third.map((a) => a.claim.name)).toEqual([first[0]?.claim.name]);
+  });
+
+  it("appliers sharing a source take turns, oldest turn first", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "a", { sourceName: "repo" }), listed("u2", "b", { sourceName: "repo" })], A);
+    // "a" got the first turn at settle, "b" the second; on the next push "a" goes first again.
+    const turns: string[] = [];
+    for (const tip of [B, C]) {
+      let out = d.on({ type: "Observed", tip, pushedByUs: false });
+      for (let i = 0; i < 2; i++) {
+        const [att] = sends(d.publish(out, tip));
+        turns.push(att?.claim.name ?? "");
+        out = d.on(report(att?.token ?? "", att?.claim.name ?? "", "Succeeded", tip));
+      }
+    }
+    expect(turns).toEqual(["a", "b", "a", "b"]);
+  });
+
+  it("an applier is asked nothing until every GitTarget naming it has its first write path published", () => {
+    const d = new Driver();
+    d.on({ type: "TargetsListed", targets: [listed("u1", "app", { published: false })] });
+    expect(d.on({ type: "Observed", tip: A, pushedByUs: false })).toEqual([]);
+    d.on({ type: "WriteDecided", writeId: "w1", targetUid: "u1", createdObjects: [], editedObjects: [] });
+    const out = d.on({ type: "Published", upToMark: "w1", tip: B });
+    expect(sends(d.publish(out, B))[0]?.commit).toBe(B);
+  });
+
+  it("Git is ahead while a reason other than an adopt is pending or an attempt is out", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    expect(isGitAhead(d.state)).toBe(false);
+    const epoch = d.state.epoch;
+    const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    expect(isGitAhead(d.state)).toBe(true);
+    const [att] = sends(d.publish(out, B));
+    d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    expect(isGitAhead(d.state)).toBe(false);
+    expect(d.state.epoch).toBe(epoch + 2);
+  });
+});
+
+describe("flush, then apply", () => {
+  it("flush then send", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    d.on({ type: "WriteDecided", writeId: "w1", targetUid: "u1", createdObjects: [], editedObjects: [] });
+    const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    expect(out).toEqual([{ type: "Flush", flush: 2, mark: "w1" }]);
+    // Nothing is sent until the publication of the flush answers, and then for the tip it produced.
+    expect(sends(d.on({ type: "Published", upToMark: null, tip: B }))).toEqual([]);
+    const sent = sends(d.on({ type: "Published", upToMark: "w1", tip: C, flush: 2 }));
+    expect(sent.map((a) => a.commit)).toEqual([C]);
+  });
+
+  it("writes decided after the mark never hold the send, and are recorded in the window", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    d.on({
+      type: "WriteDecided",
+      writeId: "late",
+      targetUid: "u1",
+      createdObjects: [],
+      editedObjects: [{ ref: cm("x"), editedAt: iso(d.now) }],
+    });
+    const [att] = sends(d.publish(out, B));
+    expect(att?.commit).toBe(B);
+    const w = d.state.appliers["FluxClaim/apps/app"]?.windows.at(-1);
+    expect(w?.edits.map((e) => e.object)).toEqual(["v1/ConfigMap/apps/x"]);
+  });
+
+  it("a save in progress holds the apply", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    d.on({ type: "SaveStarted", saveId: "s1" });
+    expect(d.on({ type: "Observed", tip: B, pushedByUs: false })).toEqual([]);
+    expect(flushes(d.on({ type: "SaveCommitted", saveId: "s1" }))).toHaveLength(1);
+  });
+
+  it("a dirty checkout holds the apply", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    d.on({ type: "CheckoutDirty" });
+    expect(d.on({ type: "Observed", tip: B, pushedByUs: false })).toEqual([]);
+    expect(flushes(d.on({ type: "CheckoutClean" }))).toHaveLength(1);
+  });
+
+  it("a flush that could not publish is tried again after a backoff", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const [f] = flushes(d.on({ type: "Observed", tip: B, pushedByUs: false }));
+    const failed = d.on({ type: "FlushFailed", flush: f?.type === "Flush" ? f.flush : -1 });
+    expect(failed).toEqual([{ type: "ScheduleWake", at: d.now + 2_000 }]);
+    expect(flushes(d.advance(2_000))).toHaveLength(1);
+  });
+});
+
+describe("attempts and reports", () => {
+  it("Stale gives back and re-decides at once at the current tip with no backoff", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    const out = d.on(report(att?.token ?? "", "app", "Stale"));
+    expect(flushes(out)).toHaveLength(1);
+    const [again] = sends(d.publish(out, C));
+    expect(again?.commit).toBe(C);
+    expect(again?.targets[0]?.reason).toBe("ForeignCommit");
+  });
+
+  it("any other non-success gives back (refusal only if still standing) and starts backoff", () => {
+    const d = new Driver();
+    d.settle(
+      [listed("u1", "app", { onRefusal: "Reapply" }), listed("u2", "app", { onRefusal: "Reapply" })],
+      A,
+    );
+    d.on({ type: "SaveStarted", saveId: "s" });
+    d.on({ type: "RefusalReceived", targetUid: "u1" });
+    d.on({ type: "RefusalReceived", targetUid: "u2" });
+    const [att] = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "s" }), A));
+    expect(att?.targets.map((t) => t.reason)).toEqual(["Refusal", "Refusal"]);
+    // u2 withdraws its consent while the attempt is out: its refusal no longer stands.
+    d.on({
+      type: "TargetsListed",
+      targets: [listed("u1", "app", { onRefusal: "Reapply" }), listed("u2", "app")],
+    });
+    const out = d.on(report(att?.token ?? "", "app", "Failed"));
+    expect(flushes(out)).toEqual([]);
+    expect(out).toContainEqual({ type: "ScheduleWake", at: d.now + 2_000 });
+    expect(d.state.appliers["FluxClaim/apps/app"]?.pending.byTarget).toEqual({ u1: ["Refusal"] });
+    const [retry] = sends(d.publish(d.advance(2_000), A));
+    expect(retry?.targets.map((t) => t.uid)).toEqual(["u1"]);
+  });
+
+  it("backoff is 2 s doubling to 5 min, and at least 15 s after Rejected", () => {
+    expect([1, 2, 3, 4, 8, 9, 20].map((n) => backoffDelay(n, false))).toEqual([
+      2_000,
+      4_000,
+      8_000,
+      16_000,
+      256_000,
+      BACKOFF_MAX_MS,
+      BACKOFF_MAX_MS,
+    ]);
+    expect(backoffDelay(1, true)).toBe(15_000);
+    expect(backoffDelay(5, true)).toBe(32_000);
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    d.on(report(att?.token ?? "", "app", "Rejected"));
+    expect(flushes(d.advance(14_999))).toEqual([]);
+    expect(flushes(d.advance(1))).toHaveLength(1);
+  });
+
+  it("late, duplicate and unknown reports change nothing", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    d.on(report(att?.token ?? "", "app", "Running"));
+    d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    const before = d.state;
+    expect(d.on(report(att?.token ?? "", "app", "Failed"))).toEqual([]);
+    expect(d.on(report("t-999", "app", "Succeeded", C))).toEqual([]);
+    expect(d.state).toEqual(before);
+  });
+});
+
+describe("the apply window", () => {
+  function windowed() {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    const editAt = d.now;
+    d.on({
+      type: "WriteDecided",
+      writeId: "w",
+      targetUid: "u1",
+      createdObjects: [],
+      editedObjects: [{ ref: cm("x"), editedAt: iso(editAt) }],
+    });
+    const [att] = sends(d.publish(out, B));
+    return { d, att, editAt };
+  }
+
+  it("the apply window: an applier's own write newer than the edit → Repair due for that applier + collision logged", () => {
+    const { d, att, editAt } = windowed();
+    const out = d.on(applierWrite("app", "x", iso(editAt + 1_000)));
+    expect(out).toContainEqual({
+      type: "LogCollision",
+      object: cm("x"),
+      claim: fluxClaim("app").claim,
+      applier: fluxClaim("app").applier,
+      commit: B,
+      token: att?.token,
+      targetUid: "u1",
+    });
+    expect(out).toContainEqual({ type: "RecordRepairPending", claim: fluxClaim("app").claim, pending: true });
+    expect(d.state.collisions).toBe(1);
+    const done = d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    const [repair] = sends(d.publish(done, C));
+    expect(repair?.targets[0]?.reason).toBe("Repair");
+    const answered = d.on(report(repair?.token ?? "", "app", "Succeeded", C));
+    expect(answered).toContainEqual({
+      type: "RecordRepairPending",
+      claim: fluxClaim("app").claim,
+      pending: false,
+    });
+  });
+
+  it("the apply window: a tie within the same second is the edit's", () => {
+    const { d, editAt } = windowed();
+    expect(d.on(applierWrite("app", "x", iso(editAt)))).toEqual([]);
+    expect(d.on(applierWrite("app", "y", iso(editAt + 5_000)))).toEqual([]);
+    expect(d.on(applierWrite("app", "x", iso(editAt + 5_000), "kubectl-edit"))).toEqual([]);
+  });
+
+  it("the apply window closes 10 s after the operation completed", () => {
+    const { d, att, editAt } = windowed();
+    d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    d.advance(9_999);
+    expect(d.on(applierWrite("app", "x", iso(editAt + 2_000))).some((a) => a.type === "LogCollision")).toBe(
+      true,
+    );
+    d.advance(1);
+    expect(d.on(applierWrite("app", "x", iso(editAt + 3_000)))).toEqual([]);
+  });
+
+  it("edits decided while the window is open are guarded; an applier write older than the send is an edit", () => {
+    const { d, editAt } = windowed();
+    d.advance(3_000);
+    d.on({
+      type: "WriteDecided",
+      writeId: "w2",
+      targetUid: "u1",
+      createdObjects: [],
+      editedObjects: [{ ref: cm("z"), editedAt: iso(d.now) }],
+    });
+    expect(d.on(applierWrite("app", "z", iso(d.now + 1_000))).some((a) => a.type === "LogCollision")).toBe(
+      true,
+    );
+    expect(d.on(applierWrite("app", "x", iso(editAt - 60_000)))).toEqual([]);
+  });
+});
+
+describe("restart", () => {
+  it("restart: baseline, converge pending, operations and repairPending restored from claim status", () => {
+    const d = new Driver();
+    d.on({
+      type: "Restarted",
+      tokenPrefix: "p2",
+      claims: [
+        {
+          ...fluxClaim("app"),
+          source: "flux-system/app",
+          lastAppliedCommit: A,
+          operation: {
+            token: "old-7",
+            phase: "Running",
+            commit: B,
+            targets: [{ uid: "u1", reason: "ForeignCommit" }],
+          },
+        },
+        { ...fluxClaim("infra"), source: "flux-system/infra", lastAppliedCommit: A, repairPending: true },
+      ],
+    });
+    d.on({ type: "TargetsListed", targets: [listed("u1", "app"), listed("u2", "infra")] });
+    // Baseline at a tip the worker did not push: converge, never ForeignCommit.
+    const out = d.on({ type: "Observed", tip: C, pushedByUs: false });
+    const sent = sends(d.publish(out, C));
+    expect(sent.map((a) => [a.claim.name, a.targets.map((t) => t.reason)])).toEqual([["infra", ["Repair"]]]);
+    expect(sent[0]?.token).toBe("p2-1");
+    // The recovered operation is out: its window is open, and its end gives back what it carried.
+    const failed = d.on(report("old-7", "app", "Failed"));
+    expect(d.state.appliers["FluxClaim/apps/app"]?.pending.byTarget.u1).toEqual([
+      "ForeignCommit",
+      "Converge",
+    ]);
+    expect(flushes(failed)).toEqual([]);
+    expect(sends(d.publish(d.advance(2_000), C))[0]?.targets[0]?.reason).toBe("ForeignCommit");
+  });
+
+  it("a saved state survives JSON and keeps its reasons and backoff across a restart", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app", { onRefusal: "Reapply" })], A);
+    const [att] = sends(d.publish(d.on({ type: "RefusalReceived", targetUid: "u1" }), A));
+    d.on(report(att?.token ?? "", "app", "Failed"));
+    const saved = JSON.parse(JSON.stringify(d.state));
+    const out = d.on({ type: "Restarted", tokenPrefix: "p3", claims: [], saved });
+    expect(out).toEqual([{ type: "ScheduleWake", at: d.now + 2_000 }]);
+    expect(d.on({ type: "Observed", tip: A, pushedByUs: false })).toEqual([]);
+    const [retry] = sends(d.publish(d.advance(2_000), A));
+    expect(retry?.targets[0]?.reason).toBe("Refusal");
+  });
+});

@@ -1,0 +1,111 @@
+/** Helpers the decision core's tests share: a driver that feeds events at a controlled time. */
+import type { ApplierRef, ClaimRef, ObjectRef, PhaseReport, ReportPhase } from "../contract.js";
+import type { DecisionAction, DecisionEvent, DecisionState, ListedTarget } from "./model.js";
+import { initialState, step } from "./step.js";
+
+export const BRANCH = {
+  key: "git.example/team/apps@main",
+  repository: "https://git.example/team/apps",
+  branch: "main",
+};
+
+/** A 40-hex commit id made of one repeated hex digit or a number. */
+export function sha(n: number | string): string {
+  return typeof n === "string" ? n.repeat(40).slice(0, 40) : n.toString(16).padStart(40, "0");
+}
+
+export function fluxClaim(name: string): { claim: ClaimRef; applier: ApplierRef } {
+  return {
+    claim: { kind: "FluxClaim", namespace: "apps", name },
+    applier: { kind: "flux", namespace: "flux-system", name },
+  };
+}
+
+export function listed(
+  uid: string,
+  claimName: string | null,
+  opts: Partial<ListedTarget> & { sourceName?: string } = {},
+): ListedTarget {
+  const c = claimName === null ? null : fluxClaim(claimName);
+  return {
+    uid,
+    namespace: "apps",
+    name: `gt-${uid}`,
+    claim: c?.claim ?? null,
+    applier: c?.applier ?? null,
+    source: c ? `flux-system/${opts.sourceName ?? claimName}` : null,
+    onRefusal: "Ignore",
+    suspended: false,
+    published: true,
+    ...opts,
+  };
+}
+
+export const cm = (name: string): ObjectRef => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  namespace: "apps",
+  name,
+});
+
+export function report(token: string, claimName: string, phase: ReportPhase, commit?: string): DecisionEvent {
+  const r: PhaseReport = {
+    type: "phase",
+    token,
+    claim: fluxClaim(claimName).claim,
+    branchKey: BRANCH.key,
+    phase,
+    at: "2026-01-01T00:00:00Z",
+    ...(commit ? { commit } : {}),
+  };
+  return { type: "Report", report: r };
+}
+
+export class Driver {
+  state: DecisionState;
+  now: number;
+  log: DecisionAction[] = [];
+
+  constructor(now = Date.parse("2026-03-01T10:00:00Z")) {
+    this.state = initialState(BRANCH, "t");
+    this.now = now;
+  }
+
+  on(event: DecisionEvent): DecisionAction[] {
+    const r = step(this.state, event, this.now);
+    this.state = r.state;
+    this.log.push(...r.actions);
+    return r.actions;
+  }
+
+  advance(ms: number): DecisionAction[] {
+    this.now += ms;
+    return this.on({ type: "Tick" });
+  }
+
+  /** The flush the last actions asked for, answered as published at `tip`. */
+  publish(actions: DecisionAction[], tip: string, upToMark: string | null = null): DecisionAction[] {
+    const f = actions.find((a) => a.type === "Flush");
+    if (!f || f.type !== "Flush") throw new Error(`no flush in ${JSON.stringify(actions)}`);
+    return this.on({ type: "Published", flush: f.flush, upToMark: upToMark ?? f.mark, tip });
+  }
+
+  /** Lists targets, observes `tip` as the baseline, and lets every applier converge on it. */
+  settle(targets: ListedTarget[], tip: string): void {
+    this.on({ type: "TargetsListed", targets });
+    let out = this.on({ type: "Observed", tip, pushedByUs: false });
+    while (out.some((a) => a.type === "Flush")) {
+      const sent = sends(this.publish(out, tip));
+      out = [];
+      for (const a of sent) out.push(...this.on(report(a.token, a.claim.name, "Succeeded", a.commit)));
+    }
+  }
+}
+
+export function sends(actions: DecisionAction[]) {
+  return actions.flatMap((a) => (a.type === "SendAttempt" ? [a.attempt] : []));
+}
+
+export function flushes(actions: DecisionAction[]) {
+  return actions.filter((a) => a.type === "Flush");
+}
