@@ -1,7 +1,11 @@
 /**
  * Names of the metrics the gateway and the worker export and the alerts in
  * `manifests/monitoring/` watch. Register metrics with these constants (never a literal), so a
- * renamed metric breaks the build of the alerts' test instead of silently silencing an alert.
+ * renamed metric fails a test instead of silently silencing an alert.
+ *
+ * test/manifests checks both sides: the PrometheusRule names only these metrics, and the source
+ * registers every one of them (`name: METRIC_NAMES.<key>` in a prom-client metric) with the labels
+ * in METRIC_LABELS.
  */
 export const METRIC_NAMES = {
   /** Gauge {queue}: age in seconds of the oldest job waiting in the queue (0 when none). */
