@@ -32,12 +32,18 @@ export function makeKubeConfig(id: Identity): KubeConfig {
   return kc;
 }
 
-/** The same identity as a kubeconfig file; kubectl sends the bearer token over plain http too. */
+/**
+ * The same identity as a kubeconfig file for kubectl. kubectl (client-go) sends no credentials at
+ * all to a plain-http server, so the token also travels in the server URL
+ * (`http://host:port/token/<token>`), which the simulated server reads as a bearer token.
+ */
 export function kubeconfigYaml(id: Identity): string {
   return stringify({
     apiVersion: "v1",
     kind: "Config",
-    clusters: [{ name: "applygate-sim", cluster: { server: id.server } }],
+    clusters: [
+      { name: "applygate-sim", cluster: { server: `${id.server}/token/${encodeURIComponent(id.token)}` } },
+    ],
     users: [{ name: id.user, user: { token: id.token } }],
     contexts: [
       {

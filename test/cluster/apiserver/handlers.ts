@@ -4,6 +4,7 @@ import { allowed, type User, type Users } from "./auth.js";
 import { ApiError, errors } from "./errors.js";
 import { type Faults, reasonFor } from "./faults.js";
 import type { Objects, PatchKind, Target, WriteOptions } from "./objects.js";
+import { openApiGroupVersion, openApiRoot } from "./openapi.js";
 import { type Registry, typeKeyOf } from "./registry.js";
 import { fieldSelector, labelSelector } from "./selectors.js";
 import type { Store } from "./store.js";
@@ -117,6 +118,9 @@ function discovery(ctx: Context, path: string): unknown {
     };
   if (clean === "/api") return ctx.registry.apiVersions();
   if (clean === "/apis") return ctx.registry.apiGroupList();
+  if (clean === "/openapi/v3") return openApiRoot(ctx.registry);
+  if (clean.startsWith("/openapi/v3/"))
+    return openApiGroupVersion(ctx.registry, clean.slice("/openapi/v3/".length));
   if (clean === "/healthz" || clean === "/readyz" || clean === "/livez") return "ok";
   const parts = clean.split("/").filter(Boolean);
   if (parts[0] === "api" && parts.length === 2) return ctx.registry.resourceList("", parts[1]!);
@@ -125,13 +129,28 @@ function discovery(ctx: Context, path: string): unknown {
   return undefined;
 }
 
+/**
+ * kubectl (client-go) sends no credentials to a plain-http server, so kubeconfigs written for it
+ * carry the token in the server URL instead: http://host:port/token/<token>/… .
+ */
+function tokenFromPath(url: URL): string | undefined {
+  const m = /^\/token\/([^/]+)(\/.*)?$/.exec(url.pathname);
+  if (!m) return undefined;
+  url.pathname = m[2] ?? "/";
+  return decodeURIComponent(m[1]!);
+}
+
 export async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? "/", "http://localhost");
   const method = req.method ?? "GET";
+  const pathToken = tokenFromPath(url);
   try {
     const latency = ctx.faults.latencyFor(method, url.pathname);
     if (latency > 0) await new Promise((r) => setTimeout(r, latency));
-    const user = ctx.users.fromAuthorization(req.headers.authorization, ctx.anonymous);
+    const user = ctx.users.fromAuthorization(
+      pathToken ? `Bearer ${pathToken}` : req.headers.authorization,
+      ctx.anonymous,
+    );
     if (!user) throw errors.unauthorized();
     const fail = ctx.faults.take(method, url.pathname);
     if (fail) {

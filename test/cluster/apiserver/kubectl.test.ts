@@ -1,0 +1,189 @@
+/** The real kubectl against the simulated API server (skipped with a notice when kubectl is absent). */
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ApiServer, startApiServer } from "./index.js";
+
+const run = promisify(execFile);
+
+async function hasKubectl(): Promise<boolean> {
+  try {
+    await run("kubectl", ["version", "--client"]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const available = await hasKubectl();
+if (!available)
+  console.warn("kubectl is not installed: skipping the kubectl tests of the simulated API server");
+
+const ksYaml = (prune: boolean) => `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: apps
+  namespace: default
+spec:
+  interval: 1m
+  prune: ${prune}
+  sourceRef:
+    kind: GitRepository
+    name: repo
+`;
+
+describe.skipIf(!available)("simulated API server with kubectl", () => {
+  let server: ApiServer;
+  let dir: string;
+  let kubeconfig: string;
+  // Always async: the server runs in this process, a synchronous child would block it.
+  const kubectl = async (...args: string[]) => {
+    try {
+      const { stdout } = await run("kubectl", ["--kubeconfig", kubeconfig, ...args]);
+      return { code: 0, out: stdout };
+    } catch (e) {
+      const err = e as { code?: number; stdout?: string; stderr?: string };
+      return { code: err.code ?? 1, out: `${err.stdout ?? ""}${err.stderr ?? ""}` };
+    }
+  };
+
+  beforeAll(async () => {
+    server = await startApiServer();
+    await server.installCrdFile(fileURLToPath(new URL("../crds/flux-kustomization.yaml", import.meta.url)));
+    dir = await mkdtemp(join(tmpdir(), "apiserver-kubectl-"));
+    kubeconfig = join(dir, "kubeconfig");
+    await server.writeKubeconfig(kubeconfig);
+    await writeFile(join(dir, "ks.yaml"), ksYaml(true));
+    await writeFile(join(dir, "ks-other.yaml"), ksYaml(false));
+  });
+  afterAll(async () => {
+    await server?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("applies server-side, reports a conflict, and takes the field with --force-conflicts", async () => {
+    const applied = await kubectl("apply", "--server-side", "-f", join(dir, "ks.yaml"));
+    expect(applied).toMatchObject({ code: 0 });
+    expect(applied.out).toContain("kustomization.kustomize.toolkit.fluxcd.io/apps serverside-applied");
+
+    const yaml = await kubectl("get", "kustomization", "apps", "-o", "yaml", "--show-managed-fields");
+    expect(yaml.out).toContain("manager: kubectl");
+    expect(yaml.out).toContain("operation: Apply");
+    expect(yaml.out).toContain("prune: true");
+
+    const patched = await kubectl("patch", "ks", "apps", "--type", "merge", "-p", '{"spec":{"prune":false}}');
+    expect(patched).toMatchObject({ code: 0 });
+    const conflict = await kubectl(
+      "apply",
+      "--server-side",
+      "--field-manager",
+      "other",
+      "-f",
+      join(dir, "ks.yaml"),
+    );
+    expect(conflict.code).not.toBe(0);
+    expect(conflict.out).toContain('conflict with "kubectl-patch"');
+    expect(conflict.out).toContain(".spec.prune");
+
+    const forced = await kubectl(
+      "apply",
+      "--server-side",
+      "--field-manager",
+      "other",
+      "--force-conflicts",
+      "-f",
+      join(dir, "ks.yaml"),
+    );
+    expect(forced).toMatchObject({ code: 0 });
+    const prune = await kubectl("get", "ks", "apps", "-o", "jsonpath={.spec.prune}");
+    expect(prune.out).toBe("true");
+  });
+
+  it("prints printer columns, waits for a condition, follows a watch, and deletes", async () => {
+    const table = await kubectl("get", "ks");
+    expect(table.out).toMatch(/NAME\s+AGE\s+READY\s+STATUS/);
+    expect(table.out).toMatch(/\napps\s/);
+
+    const watcher = spawn("kubectl", [
+      "--kubeconfig",
+      kubeconfig,
+      "get",
+      "ks",
+      "--watch",
+      "--output-watch-events",
+    ]);
+    let watched = "";
+    watcher.stdout.on("data", (d: Buffer) => {
+      watched += d.toString();
+    });
+    const waiting = kubectl("wait", "--for=condition=Ready", "ks/apps", "--timeout=20s");
+    const ready = JSON.stringify({
+      status: {
+        conditions: [
+          {
+            type: "Ready",
+            status: "True",
+            reason: "ReconciliationSucceeded",
+            message: "Applied revision: main@sha1:0123",
+            lastTransitionTime: "2025-01-01T00:00:00Z",
+          },
+        ],
+      },
+    });
+    // give kubectl wait and watch time to connect; the outcome does not depend on it (wait re-reads)
+    for (let i = 0; i < 200 && !watched.includes("apps"); i++) await new Promise((r) => setTimeout(r, 25));
+    const status = await kubectl(
+      "patch",
+      "ks",
+      "apps",
+      "--subresource=status",
+      "--type",
+      "merge",
+      "-p",
+      ready,
+    );
+    expect(status).toMatchObject({ code: 0 });
+    const waited = await waiting;
+    expect(waited.out).toContain("condition met");
+
+    const deleted = await kubectl("delete", "ks", "apps");
+    expect(deleted.out).toContain('"apps" deleted');
+    for (let i = 0; i < 200 && !watched.includes("DELETED"); i++) await new Promise((r) => setTimeout(r, 25));
+    watcher.kill();
+    expect(watched).toContain("ADDED");
+    expect(watched).toContain("MODIFIED");
+    expect(watched).toMatch(/MODIFIED\s+apps\s+\S+\s+True\s+Applied revision: main@sha1:0123/);
+    expect(watched).toContain("DELETED");
+    const gone = await kubectl("get", "ks", "apps");
+    expect(gone.out).toContain("NotFound");
+  });
+
+  it("carries the identity in its kubeconfig: a restricted user is refused with 403", async () => {
+    server.addUser("viewer", "viewer-token", [
+      { verbs: ["get", "list", "watch"], groups: ["*"], resources: ["*"] },
+    ]);
+    const viewerConfig = join(dir, "viewer");
+    await server.writeKubeconfig(viewerConfig, "viewer");
+    const list = await run("kubectl", ["--kubeconfig", viewerConfig, "get", "configmaps"]).then(
+      () => 0,
+      (e) => e.code,
+    );
+    expect(list).toBe(0);
+    await writeFile(
+      join(dir, "cm.json"),
+      JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x" } }),
+    );
+    const create = await run("kubectl", [
+      "--kubeconfig",
+      viewerConfig,
+      "create",
+      "-f",
+      join(dir, "cm.json"),
+    ]).catch((e) => e);
+    expect(create.stderr).toContain('User "viewer" cannot create resource "configmaps"');
+  });
+});
