@@ -3,6 +3,7 @@
  * `createGateway` builds it without listening (for tests and the playground); `startGateway`
  * listens and returns its URL.
  */
+import { once } from "node:events";
 import { Queue } from "bullmq";
 import Fastify, {
   type FastifyBaseLogger,
@@ -111,6 +112,15 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     onError: (err) => log.debug({ err: (err as Error).message }, "queue metrics unavailable"),
   });
 
+  // Commands fail at once while disconnected; give the first connection a moment before serving.
+  await withTimeout(
+    redis.status === "ready" ? Promise.resolve() : once(redis, "ready"),
+    redisTimeoutMs,
+    "connect",
+  ).catch(() =>
+    log.warn({ redis: opts.redisUrl }, "Redis not answering yet; requests get 503 until it does"),
+  );
+
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -125,7 +135,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     defaultMetrics: { enabled: opts.processMetrics !== false, register: metrics.registry },
     routeMetrics: {
       enabled: { histogram: true, summary: false },
-      overrides: { histogram: { registers: [metrics.registry] } },
+      // Both are created even when one is off; keep them off the global registry.
+      overrides: { histogram: { registers: [metrics.registry] }, summary: { registers: [] } },
       routeBlacklist: ["/metrics", "/healthz", "/readyz"],
     },
   });

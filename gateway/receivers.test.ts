@@ -59,7 +59,7 @@ function githubHeaders(
   secret: string,
   body: string,
   event = "push",
-  delivery = crypto.randomUUID(),
+  delivery: string = crypto.randomUUID(),
 ): Headers {
   return {
     "x-github-event": event,

@@ -5,6 +5,7 @@
 import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { stringify } from "yaml";
 import { API_VERSION, type GitProvider, type GitTarget } from "../queue/crds/index.js";
 import type { CatalogObjects, SecretData } from "./catalog.js";
 import { hookPath } from "./verify.js";
@@ -110,4 +111,21 @@ export function githubPushExamples(): Record<string, any>[] {
 
 export function branchPushExample(): Record<string, any> {
   return githubPushExamples().find((e) => String(e.ref).startsWith("refs/heads/"))!;
+}
+
+/** The fixture objects as a multi-document YAML file, Secrets with base64 `data`. */
+export function fixtureYaml(objects: CatalogObjects = fixtureObjects()): string {
+  const docs: unknown[] = [
+    ...objects.secrets.map((s) => ({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: s.name, namespace: s.namespace },
+      data: Object.fromEntries(
+        Object.entries(s.data).map(([k, v]) => [k, Buffer.from(v).toString("base64")]),
+      ),
+    })),
+    ...objects.providers,
+    ...objects.targets,
+  ];
+  return docs.map((d) => stringify(d)).join("---\n");
 }

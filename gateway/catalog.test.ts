@@ -1,0 +1,167 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { ConfigError } from "../queue/config.js";
+import { branchKey } from "../queue/contract.js";
+import { crdFiles } from "../queue/crds/files.js";
+import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
+import { buildSnapshot, type Catalog } from "./catalog.js";
+import { ClusterCatalog } from "./catalog-cluster.js";
+import { FileCatalog, parseCatalogText } from "./catalog-file.js";
+import { fixtureObjects, fixtureYaml, NS, pathOf, SECRETS, URLS } from "./testing.js";
+import { hookPath } from "./verify.js";
+
+async function until(predicate: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("snapshot", () => {
+  it("derives the receiver path the way Flux does", () => {
+    expect(hookPath("token", "github-receiver", "flux-system")).toBe(
+      "/hook/8ed710969b945c0dc10d6d0b5084e120ec2228353d1fe42d56be5ba88500e684",
+    );
+  });
+
+  it("finds providers by path, targets by name, and the targets writing a branch", () => {
+    const snap = buildSnapshot(fixtureObjects());
+    const github = snap.providerByHookPath(pathOf(SECRETS.github, "github"))!;
+    expect(github).toMatchObject({
+      name: "github",
+      type: "github",
+      repository: "github.com/Codertocat/Hello-World",
+    });
+    expect(snap.targetsWriting(github, "master").map((t) => t.name)).toEqual(["hello"]);
+    expect(snap.targetsWriting(github, "main")).toEqual([]);
+    expect(snap.target(NS, "infra")).toMatchObject({
+      branchKey: branchKey(URLS.generic, "main"),
+      intakeToken: SECRETS.intakeToken,
+      intakeHmacKey: SECRETS.intakeHmac,
+    });
+    // A provider whose Secret is missing has no path: it is not ready.
+    expect(snap.providers.find((p) => p.name === "nosecret")!.hookPath).toBeUndefined();
+  });
+
+  it("lets a target in another namespace use a provider only when the provider grants it", () => {
+    const objects = fixtureObjects();
+    const foreign = {
+      ...objects.targets[0]!,
+      metadata: { name: "foreign", namespace: "team-b" },
+      spec: { ...objects.targets[0]!.spec, providerRef: { name: "github", namespace: NS } },
+    };
+    const denied = buildSnapshot({ ...objects, targets: [foreign] });
+    expect(denied.target("team-b", "foreign")!.problem).toMatch(/does not grant namespace team-b/);
+    const github = objects.providers[0]!;
+    const granting = { ...github, spec: { ...github.spec, accessFrom: { namespaces: ["team-b"] } } };
+    const allowed = buildSnapshot({ ...objects, providers: [granting], targets: [foreign] });
+    expect(allowed.target("team-b", "foreign")!.branchKey).toBe(branchKey(URLS.github, "master"));
+  });
+});
+
+describe("file catalog", () => {
+  const dir = mkdtempSync(join(tmpdir(), "applygate-catalog-"));
+  const file = join(dir, "catalog.yaml");
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("names the bad document and field", () => {
+    expect(() =>
+      parseCatalogText(
+        "apiVersion: applygate.dev/v1alpha1\nkind: GitProvider\nmetadata: {name: x}\nspec: {url: 'ftp://x', type: github, webhookSecretRef: {name: s}}\n",
+      ),
+    ).toThrow(/document 1 \(GitProvider x\): spec.url/);
+  });
+
+  it("refuses to start on a bad file with one line", () => {
+    writeFileSync(file, "kind: [unclosed\n");
+    let err: unknown;
+    try {
+      new FileCatalog(file);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toMatch(/^invalid setting --config: /);
+    expect((err as Error).message).not.toContain("\n");
+  });
+
+  it("reloads on change: a rotated Secret moves the receiver path; a bad edit keeps the last good", async () => {
+    writeFileSync(file, fixtureYaml());
+    const catalog: Catalog = new FileCatalog(file, undefined, 10);
+    try {
+      expect(catalog.snapshot().providerByHookPath(pathOf(SECRETS.github, "github"))).toBeDefined();
+      const objects = fixtureObjects();
+      objects.secrets = objects.secrets.map((s) =>
+        s.name === "github-webhook" ? { ...s, data: { token: "rotated" } } : s,
+      );
+      writeFileSync(file, fixtureYaml(objects));
+      await until(
+        () => catalog.snapshot().providerByHookPath(pathOf("rotated", "github")) !== undefined,
+        "reload",
+      );
+      expect(catalog.snapshot().providerByHookPath(pathOf(SECRETS.github, "github"))).toBeUndefined();
+      writeFileSync(
+        file,
+        "apiVersion: applygate.dev/v1alpha1\nkind: GitTarget\nmetadata: {name: broken}\nspec: {}\n",
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      expect(catalog.snapshot().providerByHookPath(pathOf("rotated", "github"))).toBeDefined();
+    } finally {
+      await catalog.close();
+    }
+  });
+});
+
+describe("cluster catalog", () => {
+  let server: ApiServer;
+  let catalog: ClusterCatalog | undefined;
+  afterAll(async () => {
+    await catalog?.close();
+    await server?.close();
+  });
+
+  it("watches GitProviders, GitTargets and Secrets, takes rotations, and survives broken watches", async () => {
+    server = await startApiServer({ bookmarkIntervalMs: 100 });
+    for (const f of crdFiles()) await server.installCrdFile(f);
+    await server.applyYaml(`apiVersion: v1\nkind: Namespace\nmetadata: {name: ${NS}}\n`);
+    await server.applyYaml(fixtureYaml());
+    catalog = await ClusterCatalog.start({ kubeConfig: server.kubeConfig(), backoffMs: 20 });
+    expect(catalog.loaded()).toBe(true);
+    const snap = catalog.snapshot();
+    expect(snap.providerByHookPath(pathOf(SECRETS.gitlab, "gitlab"))?.type).toBe("gitlab");
+    expect(snap.target(NS, "infra")?.intakeToken).toBe(SECRETS.intakeToken);
+
+    const rotate = (token: string) =>
+      server.applyYaml(
+        `apiVersion: v1\nkind: Secret\nmetadata: {name: gitlab-webhook, namespace: ${NS}}\ndata: {token: ${Buffer.from(token).toString("base64")}}\n`,
+      );
+    await rotate("rotated-1");
+    await until(
+      () => catalog!.snapshot().providerByHookPath(pathOf("rotated-1", "gitlab")) !== undefined,
+      "rotation",
+    );
+    expect(catalog.snapshot().providerByHookPath(pathOf(SECRETS.gitlab, "gitlab"))).toBeUndefined();
+
+    // Watches broken mid-stream: the informers come back and still see changes.
+    server.faults.dropWatches("", true);
+    await rotate("rotated-2");
+    await until(
+      () => catalog!.snapshot().providerByHookPath(pathOf("rotated-2", "gitlab")) !== undefined,
+      "after drop",
+    );
+
+    // History expired and the next lists fail: restarted with backoff, then caught up.
+    server.faults.failNext(3, { status: 500, pathPrefix: "/api/v1/secrets" });
+    server.faults.expireHistory();
+    server.faults.dropWatches("", true);
+    await rotate("rotated-3");
+    await until(
+      () => catalog!.snapshot().providerByHookPath(pathOf("rotated-3", "gitlab")) !== undefined,
+      "after errors",
+    );
+    expect(catalog.restarts.secrets).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,279 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { Queue } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AcceptedWrite, branchKey, QUEUES, RefusalNotice } from "../queue/contract.js";
+import { branchKeys, knownBranchesKey, publishedChannel, writePublishedKey } from "../queue/keys.js";
+import { connectRedis, freePort, redisAnswers } from "../queue/redis.js";
+import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { createGateway, type Gateway } from "./app.js";
+import { StaticCatalog } from "./catalog.js";
+import { branchPushExample, fixtureObjects, hmacHex, NS, pathOf, SECRETS, URLS } from "./testing.js";
+
+const WRITES = `/v1/targets/${NS}/infra/writes`;
+const REFUSALS = `/v1/targets/${NS}/infra/refusals`;
+const BK = branchKey(URLS.generic, "main");
+const bearer = { authorization: `Bearer ${SECRETS.intakeToken}`, "content-type": "application/json" };
+
+const write = {
+  changes: [
+    {
+      op: "upsert",
+      object: {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "web", namespace: "apps" },
+        data: { a: "1" },
+      },
+    },
+  ],
+  author: { name: "Dev", email: "dev@example.com" },
+  message: "scale web",
+};
+
+describe("intake", () => {
+  let redis: IsolatedRedis;
+  let gw: Gateway;
+  beforeAll(async () => {
+    redis = await isolatedRedis("intake");
+    gw = await createGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog: new StaticCatalog(fixtureObjects()),
+      processMetrics: false,
+      queueEvents: false,
+      maxWaitMs: 5000,
+    });
+  });
+  afterAll(async () => {
+    await gw.close();
+    await redis.cleanup();
+  });
+
+  const inbox = async () => {
+    const entries = await redis.client.xrange(branchKeys(redis.prefix, BK).inbox, "-", "+");
+    return entries.map(([, fields]) => ({ kind: fields[1], data: JSON.parse(fields[3]!) }));
+  };
+
+  it("appends an authorised write to its branch inbox and signals the branch", async () => {
+    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
+    expect(r.statusCode).toBe(202);
+    expect(r.json().branchKey).toBe(BK);
+    const entries = await inbox();
+    expect(entries).toHaveLength(1);
+    expect(entries[0]!.kind).toBe("write");
+    const accepted = AcceptedWrite.parse(entries[0]!.data);
+    expect(accepted).toMatchObject({ id: r.json().id, path: "clusters/infra", target: { name: "infra" } });
+    expect(await redis.client.sismember(knownBranchesKey(redis.prefix), BK)).toBe(1);
+    const branches = new Queue(QUEUES.branches, { connection: redis.client, prefix: redis.prefix });
+    const jobs = await branches.getJobs(["waiting"]);
+    expect(jobs.map((j) => j.data)).toEqual([{ branchKey: BK }]);
+  });
+
+  it("accepts an HMAC-signed write and refuses bad or missing credentials alike", async () => {
+    const body = JSON.stringify(write);
+    const signed = await gw.app.inject({
+      method: "POST",
+      url: WRITES,
+      headers: {
+        "content-type": "application/json",
+        "x-signature": `sha256=${hmacHex("sha256", SECRETS.intakeHmac, body)}`,
+      },
+      payload: body,
+    });
+    expect(signed.statusCode).toBe(202);
+    const answers = await Promise.all(
+      [
+        { url: WRITES, headers: { authorization: "Bearer wrong" } },
+        { url: WRITES, headers: {} },
+        { url: WRITES, headers: { "x-signature": "sha256=00" } },
+        { url: `/v1/targets/${NS}/hello/writes`, headers: bearer }, // target without an intake Secret
+        { url: `/v1/targets/${NS}/missing/writes`, headers: bearer },
+      ].map((c) =>
+        gw.app.inject({
+          method: "POST",
+          url: c.url,
+          headers: { "content-type": "application/json", ...c.headers },
+          payload: body,
+        }),
+      ),
+    );
+    expect(new Set(answers.map((a) => `${a.statusCode} ${a.body}`))).toEqual(
+      new Set(['401 {"error":"unauthorized"}']),
+    );
+  });
+
+  it("answers 400 naming the bad field", async () => {
+    const bad = {
+      ...write,
+      changes: [{ op: "upsert", object: { apiVersion: "v1", metadata: { name: "x" } } }],
+    };
+    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: bad });
+    expect(r.statusCode).toBe(400);
+    expect(r.json().error).toMatch(/^changes\.0\.object\.kind: /);
+    const noAuthor = await gw.app.inject({
+      method: "POST",
+      url: WRITES,
+      headers: bearer,
+      payload: { changes: write.changes },
+    });
+    expect(noAuthor.json().error).toMatch(/^author: Required/);
+    const notJson = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: "{" });
+    expect(notJson.statusCode).toBe(400);
+  });
+
+  it("answers 429 with Retry-After while the worker pauses the branch's intake, and writes nothing", async () => {
+    const before = (await inbox()).length;
+    await redis.client.hset(branchKeys(redis.prefix, BK).intake, { paused: "1", retryAfter: "17" });
+    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
+    expect(r.statusCode).toBe(429);
+    expect(r.headers["retry-after"]).toBe("17");
+    expect((await inbox()).length).toBe(before);
+    await redis.client.hdel(branchKeys(redis.prefix, BK).intake, "paused");
+  });
+
+  it("with wait=published answers the commit the worker published", async () => {
+    const known = (await inbox()).length;
+    const pending = gw.app.inject({
+      method: "POST",
+      url: `${WRITES}?wait=published`,
+      headers: bearer,
+      payload: write,
+    });
+    // Play the worker: find the new write in the inbox, record and announce its publication.
+    const commit = "e".repeat(40);
+    const deadline = Date.now() + 5000;
+    let entries = await inbox();
+    while (entries.length === known && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 10));
+      entries = await inbox();
+    }
+    const id = (entries.at(-1)!.data as { id: string }).id;
+    await redis.client.set(writePublishedKey(redis.prefix, id!), commit, "EX", 3600);
+    await redis.client.publish(publishedChannel(redis.prefix), JSON.stringify({ id, commit }));
+    const r = await pending;
+    expect(r.statusCode).toBe(200);
+    expect(r.json()).toEqual({ id, branchKey: BK, published: true, commit });
+  });
+
+  it("with wait=published answers 202 unpublished when the bound passes", async () => {
+    const r = await gw.app.inject({
+      method: "POST",
+      url: `${WRITES}?wait=published&timeout=0.2`,
+      headers: bearer,
+      payload: write,
+    });
+    expect(r.statusCode).toBe(202);
+    expect(r.json().published).toBe(false);
+  });
+
+  it("queues a refusal notice, once per Idempotency-Key", async () => {
+    const refusal = {
+      object: { apiVersion: "v1", kind: "ConfigMap", namespace: "apps", name: "web" },
+      reason: "field owned by a policy",
+    };
+    const headers = { ...bearer, "idempotency-key": "k-1" };
+    const a = await gw.app.inject({ method: "POST", url: REFUSALS, headers, payload: refusal });
+    const b = await gw.app.inject({ method: "POST", url: REFUSALS, headers, payload: refusal });
+    expect(a.statusCode).toBe(202);
+    expect(b.json().id).toBe(a.json().id);
+    const notices = new Queue(QUEUES.notices, { connection: redis.client, prefix: redis.prefix });
+    const jobs = await notices.getJobs(["waiting"]);
+    expect(jobs).toHaveLength(1);
+    expect(RefusalNotice.parse(jobs[0]!.data)).toMatchObject({
+      branchKey: BK,
+      reason: "field owned by a policy",
+    });
+    const bad = await gw.app.inject({
+      method: "POST",
+      url: REFUSALS,
+      headers: bearer,
+      payload: { object: refusal.object },
+    });
+    expect(bad.json().error).toMatch(/^reason: Required/);
+  });
+});
+
+describe("Redis stopped mid-test", () => {
+  let child: ChildProcess | undefined;
+  let port: number;
+  let gw: Gateway;
+
+  const startRedis = async () => {
+    child = spawn(
+      "redis-server",
+      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+      {
+        stdio: "ignore",
+      },
+    );
+    for (let i = 0; i < 100 && !(await redisAnswers("127.0.0.1", port, 200)); i++)
+      await new Promise((r) => setTimeout(r, 50));
+  };
+  const stopRedis = async () => {
+    const c = child!;
+    await new Promise<void>((resolve) => {
+      c.once("exit", () => resolve());
+      c.kill("SIGKILL");
+    });
+  };
+
+  beforeAll(async () => {
+    port = await freePort();
+    await startRedis();
+    gw = await createGateway({
+      redisUrl: `redis://127.0.0.1:${port}`,
+      prefix: "down",
+      catalog: new StaticCatalog(fixtureObjects()),
+      processMetrics: false,
+      queueEvents: false,
+      redisTimeoutMs: 1000,
+    });
+  });
+  afterAll(async () => {
+    await gw.close();
+    if (child && child.exitCode === null) await stopRedis();
+  });
+
+  it("answers 503 with Retry-After while Redis is gone, loses nothing, and accepts once it is back", async () => {
+    const body = JSON.stringify(branchPushExample());
+    const push = (delivery: string) =>
+      gw.app.inject({
+        method: "POST",
+        url: pathOf(SECRETS.github, "github"),
+        headers: {
+          "content-type": "application/json",
+          "x-github-event": "push",
+          "x-github-delivery": delivery,
+          "x-hub-signature-256": `sha256=${hmacHex("sha256", SECRETS.github, body)}`,
+        },
+        payload: body,
+      });
+    const writeCall = () => gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
+    expect((await push("before")).statusCode).toBe(202);
+
+    await stopRedis();
+    const during = [await push("during"), await writeCall()];
+    for (const r of during) {
+      expect(r.statusCode).toBe(503);
+      expect(r.headers["retry-after"]).toBe("5");
+    }
+    expect((await gw.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(503);
+
+    await startRedis();
+    // Nothing of the refused calls reached the new server (it starts empty: no persistence).
+    const check = connectRedis(`redis://127.0.0.1:${port}`);
+    expect(await check.dbsize()).toBe(0);
+    let again = await push("during");
+    for (let i = 0; i < 50 && again.statusCode === 503; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      again = await push("during");
+    }
+    expect(again.statusCode).toBe(202);
+    expect((await writeCall()).statusCode).toBe(202);
+    const notices = new Queue(QUEUES.notices, { connection: check, prefix: "down" });
+    expect(await notices.getJobCounts("waiting").then((c) => c.waiting)).toBe(1);
+    expect(await check.xlen(branchKeys("down", BK).inbox)).toBe(1);
+    await notices.close();
+    check.disconnect();
+  });
+});

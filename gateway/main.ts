@@ -1,0 +1,185 @@
+/**
+ * `applygate gateway`: settings, catalog source (a YAML file with --config, else the cluster), and
+ * the server. `createGateway` and `startGateway` are re-exported for tests and the playground.
+ */
+import { ConfigError, commonSettings, helpText, loadConfig, parsers, type Setting } from "../queue/config.js";
+import { createLogger } from "../queue/log.js";
+import { DEFAULT_BODY_LIMIT, startGateway } from "./app.js";
+import type { Catalog } from "./catalog.js";
+import { FileCatalog } from "./catalog-file.js";
+import type { DashboardAuth } from "./dashboard.js";
+
+export { createGateway, type GatewayOptions, type StartedGateway, startGateway } from "./app.js";
+
+const optionalString = (
+  flag: string,
+  env: string,
+  help: string,
+  secret = false,
+): Setting<string | undefined> => ({
+  flag,
+  env,
+  help,
+  parse: parsers.string,
+  default: undefined,
+  ...(secret ? { defaultLabel: "unset" } : {}),
+});
+
+export const gatewaySettings = {
+  ...commonSettings,
+  host: {
+    flag: "host",
+    env: "APPLYGATE_GATEWAY_HOST",
+    help: "address to listen on",
+    parse: parsers.string,
+    default: "0.0.0.0",
+  } as Setting<string>,
+  port: {
+    flag: "port",
+    env: "APPLYGATE_GATEWAY_PORT",
+    help: "port for webhooks, intake, dashboard and metrics",
+    parse: parsers.port,
+    default: 8080,
+  } as Setting<number>,
+  config: optionalString(
+    "config",
+    "APPLYGATE_GATEWAY_CONFIG",
+    "YAML file of GitProvider, GitTarget and Secret objects (reloaded on change); unset: watch the cluster",
+  ),
+  namespace: optionalString(
+    "namespace",
+    "APPLYGATE_WATCH_NAMESPACE",
+    "watch only this namespace in the cluster (unset: all namespaces)",
+  ),
+  bodyLimit: {
+    flag: "body-limit",
+    env: "APPLYGATE_GATEWAY_BODY_LIMIT",
+    help: "largest request body; larger ones get 413",
+    parse: parsers.bytes,
+    default: DEFAULT_BODY_LIMIT,
+    defaultLabel: "3MiB",
+  } as Setting<number>,
+  maxWait: {
+    flag: "max-wait",
+    env: "APPLYGATE_GATEWAY_MAX_WAIT",
+    help: "longest a write with wait=published is held before answering unpublished",
+    parse: parsers.duration,
+    default: 30_000,
+    defaultLabel: "30s",
+  } as Setting<number>,
+  stuckAfter: {
+    flag: "stuck-after",
+    env: "APPLYGATE_STUCK_AFTER",
+    help: "a job active longer than this counts as stuck in the metrics",
+    parse: parsers.duration,
+    default: 300_000,
+    defaultLabel: "5m",
+  } as Setting<number>,
+  dashboardUser: optionalString("dashboard-user", "APPLYGATE_DASHBOARD_USER", "dashboard basic-auth user"),
+  dashboardPassword: optionalString(
+    "dashboard-password",
+    "APPLYGATE_DASHBOARD_PASSWORD",
+    "dashboard basic-auth password",
+    true,
+  ),
+  dashboardToken: optionalString(
+    "dashboard-token",
+    "APPLYGATE_DASHBOARD_TOKEN",
+    "dashboard bearer token",
+    true,
+  ),
+  dashboardInsecure: {
+    flag: "dashboard-insecure",
+    env: "APPLYGATE_DASHBOARD_INSECURE",
+    help: "serve the dashboard without credentials (local use only)",
+    parse: parsers.boolean,
+    default: false,
+    boolean: true,
+  } as Setting<boolean>,
+  dashboardReadOnly: {
+    flag: "dashboard-read-only",
+    env: "APPLYGATE_DASHBOARD_READ_ONLY",
+    help: "dashboard shows queues but cannot retry, remove or promote jobs",
+    parse: parsers.boolean,
+    default: false,
+    boolean: true,
+  } as Setting<boolean>,
+  help: {
+    flag: "help",
+    help: "print this help",
+    parse: parsers.boolean,
+    default: false,
+    boolean: true,
+  } as Setting<boolean>,
+};
+
+/** Dashboard credentials from the settings; refuses to guess when there are none. Pure. */
+export function dashboardAuth(c: {
+  dashboardUser: string | undefined;
+  dashboardPassword: string | undefined;
+  dashboardToken: string | undefined;
+  dashboardInsecure: boolean;
+}): DashboardAuth {
+  if ((c.dashboardUser === undefined) !== (c.dashboardPassword === undefined)) {
+    throw new ConfigError(
+      "invalid setting --dashboard-user/--dashboard-password: set both or neither (APPLYGATE_DASHBOARD_USER, APPLYGATE_DASHBOARD_PASSWORD)",
+    );
+  }
+  const basic =
+    c.dashboardUser !== undefined ? { user: c.dashboardUser, password: c.dashboardPassword! } : undefined;
+  if (basic && c.dashboardToken) return { basic, bearer: c.dashboardToken };
+  if (basic) return { basic };
+  if (c.dashboardToken) return { bearer: c.dashboardToken };
+  if (c.dashboardInsecure) return "insecure";
+  throw new ConfigError(
+    "missing setting --dashboard-user and --dashboard-password, or --dashboard-token: the dashboard needs credentials (or --dashboard-insecure for local use)",
+  );
+}
+
+const SUMMARY =
+  "Receive Git push webhooks and intake calls, verify them, and queue them in Redis; serve the queue dashboard at /queues and metrics at /metrics.";
+
+export async function run(argv: string[]): Promise<number | undefined> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(`${helpText("gateway", SUMMARY, gatewaySettings)}\n`);
+    return 0;
+  }
+  const { config } = loadConfig(gatewaySettings, argv);
+  const auth = dashboardAuth(config);
+  const log = createLogger({ level: config.logLevel, name: "gateway" });
+  let catalog: Catalog;
+  if (config.config) catalog = new FileCatalog(config.config, log);
+  else {
+    const { ClusterCatalog } = await import("./catalog-cluster.js");
+    catalog = await ClusterCatalog.fromDefaultConfig({ log, namespace: config.namespace });
+  }
+  const gw = await startGateway({
+    host: config.host,
+    port: config.port,
+    redisUrl: config.redisUrl,
+    prefix: config.redisPrefix,
+    catalog,
+    logger: log,
+    bodyLimit: config.bodyLimit,
+    maxWaitMs: config.maxWait,
+    stuckAfterMs: config.stuckAfter,
+    dashboard: { auth, readOnly: config.dashboardReadOnly },
+  });
+  log.info(
+    {
+      url: gw.url,
+      catalog: config.config ?? "cluster",
+      dashboard: auth === "insecure" ? "insecure" : "authenticated",
+    },
+    "gateway listening",
+  );
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+  });
+  log.info("gateway stopping");
+  await gw.close();
+  await catalog.close();
+  return 0;
+}
