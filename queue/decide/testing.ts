@@ -86,7 +86,7 @@ export class Driver {
   /** The flush the last actions asked for, answered as published at `tip`. */
   publish(actions: DecisionAction[], tip: string, upToMark: string | null = null): DecisionAction[] {
     const f = actions.find((a) => a.type === "Flush");
-    if (!f || f.type !== "Flush") throw new Error(`no flush in ${JSON.stringify(actions)}`);
+    if (f?.type !== "Flush") throw new Error(`no flush in ${JSON.stringify(actions)}`);
     return this.on({ type: "Published", flush: f.flush, upToMark: upToMark ?? f.mark, tip });
   }
 

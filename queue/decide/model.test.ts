@@ -1,0 +1,506 @@
+/**
+ * Model-based test of the decision core: random interleavings of edits, saves, foreign pushes,
+ * flushes, executor outcomes and their reports (delivered late, twice, or never), refusals,
+ * restarts and clock jumps, played against a small simulated shell (a linear remote history, the
+ * commit window, the pending writes, an executor that records operations on its claim's status).
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { Attempt, PhaseReport, ReportPhase } from "../contract.js";
+import { claimKey } from "./due.js";
+import type {
+  ClaimStatusSnapshot,
+  DecisionAction,
+  DecisionEvent,
+  DecisionState,
+  ListedTarget,
+} from "./model.js";
+import { hasPending } from "./reasons.js";
+import { step } from "./step.js";
+import { BRANCH, cm, fluxClaim, listed, sha } from "./testing.js";
+
+const TARGETS = [
+  { uid: "u1", claim: "a", source: "s1", onRefusal: "Reapply" as const, published: true },
+  { uid: "u2", claim: "b", source: "s1", onRefusal: "Ignore" as const, published: false },
+  { uid: "u3", claim: "c", source: "s2", onRefusal: "Reapply" as const, published: true },
+  { uid: "u4", claim: "a", source: "s1", onRefusal: "Ignore" as const, published: true },
+];
+const CLAIMS = ["a", "b", "c"];
+const SOURCE: Record<string, string> = { a: "s1", b: "s1", c: "s2" };
+
+type Op =
+  | { k: "edit"; t: number; o: number }
+  | { k: "closeWindow" }
+  | { k: "saveStart" }
+  | { k: "saveCommit" }
+  | { k: "cooldownPublish" }
+  | { k: "foreignPush" }
+  | { k: "observe" }
+  | { k: "completeFlush" }
+  | { k: "failFlush" }
+  | { k: "refusal"; t: number }
+  | { k: "dirty" }
+  | { k: "clean" }
+  | { k: "execute"; i: number; outcome: ReportPhase }
+  | { k: "deliver"; i: number }
+  | { k: "duplicate"; i: number }
+  | { k: "lose"; i: number }
+  | { k: "applierWrite"; c: number; o: number; dt: number }
+  | { k: "raceApply"; t: number; o: number; dt: number }
+  | { k: "advance"; ms: number }
+  | { k: "restart"; saved: boolean }
+  | { k: "toggleConsent" };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { arbitrary: fc.record({ k: fc.constant("edit" as const), t: fc.nat(3), o: fc.nat(3) }), weight: 4 },
+  { arbitrary: fc.constant({ k: "closeWindow" as const }), weight: 2 },
+  fc.constant({ k: "saveStart" as const }),
+  fc.constant({ k: "saveCommit" as const }),
+  { arbitrary: fc.constant({ k: "cooldownPublish" as const }), weight: 2 },
+  { arbitrary: fc.constant({ k: "foreignPush" as const }), weight: 2 },
+  { arbitrary: fc.constant({ k: "observe" as const }), weight: 3 },
+  { arbitrary: fc.constant({ k: "completeFlush" as const }), weight: 4 },
+  fc.constant({ k: "failFlush" as const }),
+  fc.record({ k: fc.constant("refusal" as const), t: fc.nat(3) }),
+  fc.constant({ k: "dirty" as const }),
+  fc.constant({ k: "clean" as const }),
+  {
+    arbitrary: fc.record({
+      k: fc.constant("execute" as const),
+      i: fc.nat(5),
+      outcome: fc.constantFrom<ReportPhase>(
+        "Succeeded",
+        "Succeeded",
+        "Failed",
+        "Rejected",
+        "Dropped",
+        "RequestFailed",
+      ),
+    }),
+    weight: 4,
+  },
+  { arbitrary: fc.record({ k: fc.constant("deliver" as const), i: fc.nat(6) }), weight: 5 },
+  fc.record({ k: fc.constant("duplicate" as const), i: fc.nat(6) }),
+  fc.record({ k: fc.constant("lose" as const), i: fc.nat(6) }),
+  fc.record({
+    k: fc.constant("applierWrite" as const),
+    c: fc.nat(2),
+    o: fc.nat(3),
+    dt: fc.integer({ min: -3, max: 3 }),
+  }),
+  {
+    arbitrary: fc.record({
+      k: fc.constant("raceApply" as const),
+      t: fc.nat(3),
+      o: fc.nat(3),
+      dt: fc.integer({ min: 0, max: 2 }),
+    }),
+    weight: 3,
+  },
+  {
+    arbitrary: fc.record({
+      k: fc.constant("advance" as const),
+      ms: fc.oneof(
+        fc.integer({ min: 0, max: 3_000 }),
+        fc.integer({ min: 0, max: 70_000 }),
+        fc.integer({ min: 0, max: 600_000 }),
+        fc.integer({ min: -5_000, max: 0 }),
+      ),
+    }),
+    weight: 3,
+  },
+  fc.record({ k: fc.constant("restart" as const), saved: fc.boolean() }),
+  fc.constant({ k: "toggleConsent" as const }),
+);
+
+interface Edit {
+  uid: string;
+  object: string;
+  at: number;
+  created: boolean;
+}
+
+/** The simulated shell and world around the core. */
+class World {
+  state: DecisionState;
+  now = Date.parse("2026-03-01T10:00:00Z");
+  restarts = 0;
+  // The remote: a linear history; each commit holds a set of our writes.
+  commits = new Map<string, Set<string>>([[sha(1), new Set()]]);
+  remoteTip: string = sha(1);
+  nextCommit = 2;
+  lastOwnTip: string | null = null;
+  publishedEver = new Set<string>();
+  // The shell's commit window, decided writes and holds.
+  open: Edit[] = [];
+  decided: { id: string; uid: string }[] = [];
+  decidedEvents = new Map<string, DecisionEvent>();
+  nextWrite = 0;
+  seenObjects = new Set<string>();
+  publishedTargets = new Set(TARGETS.filter((t) => t.published).map((t) => t.uid));
+  saves: string[] = [];
+  nextSave = 0;
+  pendingFlush: { flush: number } | null = null;
+  consent: Record<string, "Ignore" | "Reapply"> = Object.fromEntries(
+    TARGETS.map((t) => [t.uid, t.onRefusal]),
+  );
+  // The executor side.
+  queued: Attempt[] = [];
+  mailbox: DecisionEvent[] = [];
+  truth: Record<string, ClaimStatusSnapshot> = Object.fromEntries(
+    CLAIMS.map((c) => [c, { ...fluxClaim(c), source: `flux-system/${SOURCE[c]}` }]),
+  );
+  observedSinceStart = false;
+  attemptsSent = 0;
+  collisions = 0;
+  restartsWithRepair = 0;
+
+  constructor() {
+    this.state = step(
+      { ...this.fresh() },
+      { type: "Restarted", tokenPrefix: "r0", claims: Object.values(this.truth) },
+      this.now,
+    ).state;
+    this.feed({ type: "TargetsListed", targets: this.listing() });
+  }
+
+  fresh(): DecisionState {
+    return {
+      branch: BRANCH,
+      tokenPrefix: "r0",
+      nextToken: 0,
+      observed: false,
+      tip: null,
+      writeSeq: 0,
+      unpublished: [],
+      saves: [],
+      dirty: false,
+      flush: null,
+      nextFlushId: 0,
+      flushFailures: 0,
+      flushNotBefore: 0,
+      epoch: 0,
+      targets: {},
+      appliers: {},
+      wakeAt: null,
+      collisions: 0,
+    };
+  }
+
+  listing(): ListedTarget[] {
+    return TARGETS.map((t) =>
+      listed(t.uid, t.claim, {
+        sourceName: t.source,
+        onRefusal: this.consent[t.uid] ?? "Ignore",
+        published: this.publishedTargets.has(t.uid),
+      }),
+    );
+  }
+
+  /** Feeds one event and checks every invariant on what comes out. */
+  feed(event: DecisionEvent): DecisionAction[] {
+    const { state, actions } = step(this.state, event, this.now);
+    this.collisions += actions.filter((a) => a.type === "LogCollision").length;
+    if (event.type === "Observed" || event.type === "Published") this.observedSinceStart = true;
+    for (const a of actions) {
+      if (a.type === "Flush") {
+        expect(this.observedSinceStart, "no flush before the first observation").toBe(true);
+        this.pendingFlush = { flush: a.flush };
+      }
+      if (a.type === "SendAttempt") {
+        expect(this.observedSinceStart, "no attempt before the first observation").toBe(true);
+        expect(
+          event.type === "Published" && event.flush !== undefined,
+          "an attempt only after its flush",
+        ).toBe(true);
+        expect(a.attempt.commit, "the attempt is for the tip the publication produced").toBe(this.remoteTip);
+        const holds = this.commits.get(a.attempt.commit) ?? new Set();
+        for (const w of this.publishedEver)
+          expect(holds.has(w), `commit holds published write ${w}`).toBe(true);
+        this.queued.push(a.attempt);
+        this.attemptsSent += 1;
+      }
+    }
+    this.state = state;
+    const bySource = new Map<string, number>();
+    for (const ap of Object.values(state.appliers)) {
+      if (ap.operation) bySource.set(ap.source, (bySource.get(ap.source) ?? 0) + 1);
+    }
+    for (const [source, n] of bySource)
+      expect(n, `operations out on source ${source}`).toBeLessThanOrEqual(1);
+    return actions;
+  }
+
+  decideOpen(): void {
+    const byTarget = new Map<string, Edit[]>();
+    for (const e of this.open) byTarget.set(e.uid, [...(byTarget.get(e.uid) ?? []), e]);
+    this.open = [];
+    for (const [uid, edits] of byTarget) {
+      const id = `w${++this.nextWrite}`;
+      const ev: DecisionEvent = {
+        type: "WriteDecided",
+        writeId: id,
+        targetUid: uid,
+        createdObjects: edits.filter((e) => e.created).map((e) => cm(e.object)),
+        editedObjects: edits.map((e) => ({ ref: cm(e.object), editedAt: new Date(e.at).toISOString() })),
+      };
+      this.decided.push({ id, uid });
+      this.decidedEvents.set(id, ev);
+      this.feed(ev);
+    }
+  }
+
+  /** Publishes the decided writes up to `count` onto the remote tip (replaying onto a foreign one). */
+  publishDecided(count: number, flush?: number): void {
+    if (this.remoteTip !== this.lastOwnTip && this.state.tip !== this.remoteTip) {
+      this.feed({ type: "Observed", tip: this.remoteTip, pushedByUs: false });
+    }
+    const landed = this.decided.slice(0, count);
+    this.decided = this.decided.slice(count);
+    if (landed.length > 0) {
+      const holds = new Set(this.commits.get(this.remoteTip));
+      for (const w of landed) {
+        holds.add(w.id);
+        this.publishedEver.add(w.id);
+        this.publishedTargets.add(w.uid);
+      }
+      const id = sha(this.nextCommit++);
+      this.commits.set(id, holds);
+      this.remoteTip = id;
+      this.lastOwnTip = id;
+    }
+    const mark = landed.at(-1)?.id ?? null;
+    this.feed({
+      type: "Published",
+      upToMark: mark,
+      tip: this.remoteTip,
+      ...(flush !== undefined ? { flush } : {}),
+    });
+  }
+
+  completeFlush(): void {
+    if (!this.pendingFlush) return;
+    const { flush } = this.pendingFlush;
+    this.pendingFlush = null;
+    this.decideOpen();
+    this.publishDecided(this.decided.length, flush);
+  }
+
+  /** The executor carries out one attempt and queues its reports. */
+  execute(i: number, outcome: ReportPhase): void {
+    const att = this.queued.splice(i % Math.max(1, this.queued.length), 1)[0];
+    if (!att) return;
+    const status = this.truth[att.claim.name] as ClaimStatusSnapshot;
+    const r = (phase: ReportPhase, commit?: string): DecisionEvent => {
+      const report: PhaseReport = {
+        type: "phase",
+        token: att.token,
+        claim: att.claim,
+        branchKey: BRANCH.key,
+        phase,
+        at: new Date(this.now).toISOString(),
+        ...(commit ? { commit } : {}),
+      };
+      return { type: "Report", report };
+    };
+    if (att.commit !== this.remoteTip) {
+      this.mailbox.push(r("Stale"));
+      return;
+    }
+    if (outcome === "RequestFailed" || outcome === "Rejected" || outcome === "Dropped") {
+      this.mailbox.push(r(outcome));
+      return;
+    }
+    status.operation = {
+      token: att.token,
+      phase: outcome,
+      commit: att.commit,
+      targets: att.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+    };
+    if (outcome === "Succeeded") status.lastAppliedCommit = att.commit;
+    this.mailbox.push(r("Requested"), r("Running"), r(outcome, att.commit));
+  }
+
+  restart(saved: boolean): void {
+    this.restarts += 1;
+    this.pendingFlush = null;
+    this.saves = [];
+    this.observedSinceStart = false;
+    const claims = Object.values(this.truth).map((c) => ({
+      ...c,
+      repairPending: this.state.appliers[claimKey(c.claim)]?.repairRecorded === true,
+    }));
+    if (claims.some((c) => c.repairPending)) this.restartsWithRepair += 1;
+    this.feed({
+      type: "Restarted",
+      tokenPrefix: `r${this.restarts}`,
+      claims,
+      ...(saved ? { saved: JSON.parse(JSON.stringify(this.state)) } : {}),
+    });
+    this.feed({ type: "TargetsListed", targets: this.listing() });
+    // Without a saved state the shell hands its unpublished writes to the core again.
+    if (!saved) for (const w of this.decided) this.feed(this.decidedEvents.get(w.id) as DecisionEvent);
+  }
+
+  apply(op: Op): void {
+    switch (op.k) {
+      case "edit": {
+        const t = TARGETS[op.t] as (typeof TARGETS)[number];
+        const object = `o${op.o}`;
+        const key = `${t.uid}/${object}`;
+        this.open.push({ uid: t.uid, object, at: this.now, created: !this.seenObjects.has(key) });
+        this.seenObjects.add(key);
+        break;
+      }
+      case "closeWindow":
+        if (this.saves.length === 0) this.decideOpen();
+        break;
+      case "saveStart": {
+        const id = `s${++this.nextSave}`;
+        this.saves.push(id);
+        this.feed({ type: "SaveStarted", saveId: id });
+        break;
+      }
+      case "saveCommit": {
+        const id = this.saves.shift();
+        if (id === undefined) break;
+        this.decideOpen();
+        this.feed({ type: "SaveCommitted", saveId: id });
+        break;
+      }
+      case "cooldownPublish":
+        if (this.decided.length > 0) this.publishDecided(this.decided.length);
+        break;
+      case "foreignPush": {
+        const id = sha(this.nextCommit++);
+        this.commits.set(id, new Set(this.commits.get(this.remoteTip)));
+        this.remoteTip = id;
+        break;
+      }
+      case "observe":
+        this.feed({ type: "Observed", tip: this.remoteTip, pushedByUs: this.remoteTip === this.lastOwnTip });
+        break;
+      case "completeFlush":
+        this.completeFlush();
+        break;
+      case "failFlush":
+        if (this.pendingFlush) {
+          const { flush } = this.pendingFlush;
+          this.pendingFlush = null;
+          this.feed({ type: "FlushFailed", flush });
+        }
+        break;
+      case "refusal":
+        this.feed({ type: "RefusalReceived", targetUid: (TARGETS[op.t] as (typeof TARGETS)[number]).uid });
+        break;
+      case "dirty":
+        this.feed({ type: "CheckoutDirty" });
+        break;
+      case "clean":
+        this.feed({ type: "CheckoutClean" });
+        break;
+      case "execute":
+        this.execute(op.i, op.outcome);
+        break;
+      case "deliver":
+      case "duplicate":
+      case "lose": {
+        if (this.mailbox.length === 0) break;
+        const i = op.i % this.mailbox.length;
+        const ev = this.mailbox[i] as DecisionEvent;
+        if (op.k !== "duplicate") this.mailbox.splice(i, 1);
+        if (op.k !== "lose") this.feed(ev);
+        break;
+      }
+      case "applierWrite": {
+        const c = CLAIMS[op.c] as string;
+        const at = new Date(this.now + op.dt * 1000).toISOString();
+        this.feed({
+          type: "ApplierWrite",
+          report: {
+            type: "applierWrite",
+            token: "observer",
+            claim: fluxClaim(c).claim,
+            branchKey: BRANCH.key,
+            object: cm(`o${op.o}`),
+            manager: "kustomize-controller",
+            writtenAt: at,
+            resourceVersion: "1",
+            observedAt: at,
+          },
+        });
+        break;
+      }
+      case "raceApply": {
+        // An edit decided while its applier may be applying, then the applier's write to the same object.
+        const t = TARGETS[op.t] as (typeof TARGETS)[number];
+        this.apply({ k: "edit", t: op.t, o: op.o });
+        if (this.saves.length === 0) this.decideOpen();
+        this.apply({ k: "applierWrite", c: CLAIMS.indexOf(t.claim), o: op.o, dt: op.dt });
+        break;
+      }
+      case "advance":
+        this.now += op.ms;
+        this.feed({ type: "Tick" });
+        break;
+      case "restart":
+        this.restart(op.saved);
+        break;
+      case "toggleConsent":
+        this.consent.u3 = this.consent.u3 === "Reapply" ? "Ignore" : "Reapply";
+        this.feed({ type: "TargetsListed", targets: this.listing() });
+        break;
+    }
+  }
+
+  quiet(): boolean {
+    return (
+      this.state.flush === null &&
+      Object.values(this.state.appliers).every((a) => a.operation === null && !hasPending(a.pending))
+    );
+  }
+
+  /** Lets every applier succeed from now on and runs until nothing is pending. */
+  drain(): void {
+    while (this.saves.length > 0) this.apply({ k: "saveCommit" });
+    this.feed({ type: "CheckoutClean" });
+    // Every GitTarget gets a write, so each is past the barrier.
+    for (const [i] of TARGETS.entries()) this.apply({ k: "edit", t: i, o: 0 });
+    this.decideOpen();
+    this.publishDecided(this.decided.length);
+    // Reports lost for good are recovered from the claims' status by a restart.
+    this.restart(true);
+    for (let round = 0; round < 40 && !(this.observedSinceStart && this.quiet()); round++) {
+      this.apply({ k: "observe" });
+      this.completeFlush();
+      while (this.queued.length > 0) this.execute(0, "Succeeded");
+      while (this.mailbox.length > 0) this.apply({ k: "deliver", i: 0 });
+      this.apply({ k: "advance", ms: 6 * 60_000 });
+    }
+  }
+}
+
+describe("decision core, model-based", () => {
+  it("keeps its invariants over random interleavings, and answers every reason once the appliers succeed", () => {
+    let attempts = 0;
+    let collisions = 0;
+    let restartsWithRepair = 0;
+    fc.assert(
+      fc.property(fc.array(opArb, { minLength: 1, maxLength: 150, size: "max" }), (ops) => {
+        const w = new World();
+        for (const op of ops) w.apply(op);
+        w.drain();
+        expect(w.quiet(), JSON.stringify(w.state.appliers)).toBe(true);
+        attempts += w.attemptsSent;
+        collisions += w.collisions;
+        restartsWithRepair += w.restartsWithRepair;
+      }),
+      { numRuns: 200 },
+    );
+    // The runs exercised the sending path, not only the holds.
+    expect(attempts).toBeGreaterThan(300);
+    // ... and the apply window's collisions and a restart carrying repairPending.
+    expect(collisions).toBeGreaterThan(10);
+    expect(restartsWithRepair).toBeGreaterThan(10);
+  });
+});
