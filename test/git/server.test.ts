@@ -144,3 +144,42 @@ async function waitFor(pred: () => boolean, timeoutMs = 10_000): Promise<void> {
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+describe("the Git server's post-push webhook", () => {
+  it("delivers a signed Gitea-style push notice after a push moved a branch", async () => {
+    const { createServer } = await import("node:http");
+    const { createHmac } = await import("node:crypto");
+    const received: Array<{ headers: Record<string, unknown>; body: string }> = [];
+    const sink = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        received.push({ headers: req.headers, body });
+        res.end();
+      });
+    });
+    await new Promise<void>((r) => sink.listen(0, "127.0.0.1", r));
+    const port = (sink.address() as { port: number }).port;
+    const server = await startGitServer({
+      webhook: { url: `http://127.0.0.1:${port}/hook`, secret: "s3cret" },
+    });
+    try {
+      const url = await server.createRepo("hooked", { "a.yaml": "a\n" });
+      const before = await server.tip("hooked");
+      const p = await GitPeer.clone(url);
+      const after = await p.commitAndPush("b.yaml", "b\n", "b");
+      await p.remove();
+      await waitFor(() => received.length > 0);
+      const [hit] = received;
+      const payload = JSON.parse(hit!.body);
+      expect(payload).toMatchObject({ ref: "refs/heads/main", before, after });
+      expect(hit!.headers["x-gitea-event"]).toBe("push");
+      expect(hit!.headers["x-gitea-signature"]).toBe(
+        createHmac("sha256", "s3cret").update(hit!.body).digest("hex"),
+      );
+    } finally {
+      await server.close();
+      sink.close();
+    }
+  });
+});

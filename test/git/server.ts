@@ -4,6 +4,7 @@
  * port. It counts requests by kind and injects faults, so tests can pin round trips and outages.
  */
 import { spawn } from "node:child_process";
+import { createHmac, randomUUID } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -22,6 +23,11 @@ export interface GitServerOptions {
   auth?: { username: string; password: string };
   host?: string;
   port?: number;
+  /**
+   * After every push that moved a branch, deliver a signed Gitea-style push webhook here, as a Git
+   * host would (the playground points it at the gateway's receiver).
+   */
+  webhook?: { url: string; secret: string };
 }
 
 export interface RequestCounts {
@@ -151,7 +157,68 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
     });
   };
 
+  /** Branch tips of one bare repository, for the post-push webhook. */
+  const branchTips = async (repoDir: string): Promise<Map<string, string>> => {
+    const r = await git(["for-each-ref", "--format=%(refname) %(objectname)", "refs/heads"], {
+      cwd: repoDir,
+    });
+    const out = new Map<string, string>();
+    for (const line of r.stdout.split("\n")) {
+      const [ref, sha] = line.split(" ");
+      if (ref && sha) out.set(ref, sha);
+    }
+    return out;
+  };
+
+  const deliverPushWebhooks = async (repoPath: string, before: Map<string, string>) => {
+    const hook = opts.webhook;
+    if (!hook) return;
+    const after = await branchTips(join(root, repoPath));
+    const repoName = repoPath.replace(/\.git$/, "");
+    for (const [ref, sha] of after) {
+      const old = before.get(ref);
+      if (old === sha) continue;
+      const body = JSON.stringify({
+        ref,
+        before: old ?? "0".repeat(40),
+        after: sha,
+        repository: { full_name: repoName, clone_url: `${url}/${repoPath}`, html_url: `${url}/${repoName}` },
+        pusher: { login: "playground" },
+        commits: [],
+      });
+      const signature = createHmac("sha256", hook.secret).update(body).digest("hex");
+      await fetch(hook.url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "x-gitea-event": "push",
+          "x-gitea-delivery": randomUUID(),
+          "x-gitea-signature": signature,
+        },
+        body,
+      }).catch(() => {});
+    }
+  };
+
   const handle = (req: IncomingMessage, res: ServerResponse) => {
+    if (kindOf(req) === "push" && opts.webhook && !down && !refuse) {
+      // Read the tips before receive-pack can move them (the request body waits, paused, meanwhile).
+      const repoPath = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname)
+        .replace(/^\/+/, "")
+        .replace(/\/git-receive-pack$/, "");
+      void branchTips(join(root, repoPath)).then(
+        (before) => {
+          res.once("finish", () => void deliverPushWebhooks(repoPath, before).catch(() => {}));
+          handleNow(req, res);
+        },
+        () => handleNow(req, res),
+      );
+      return;
+    }
+    handleNow(req, res);
+  };
+
+  const handleNow = (req: IncomingMessage, res: ServerResponse) => {
     const kind = kindOf(req);
     if (kind) counts[kind]++;
     if (opts.auth) {
