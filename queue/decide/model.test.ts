@@ -16,7 +16,7 @@ import type {
   ListedTarget,
 } from "./model.js";
 import { hasPending } from "./reasons.js";
-import { step } from "./step.js";
+import { initialState, step } from "./step.js";
 import { BRANCH, cm, fluxClaim, listed, sha } from "./testing.js";
 
 const TARGETS = [
@@ -157,34 +157,11 @@ class World {
 
   constructor() {
     this.state = step(
-      { ...this.fresh() },
+      initialState(BRANCH, "r0"),
       { type: "Restarted", tokenPrefix: "r0", claims: Object.values(this.truth) },
       this.now,
     ).state;
     this.feed({ type: "TargetsListed", targets: this.listing() });
-  }
-
-  fresh(): DecisionState {
-    return {
-      branch: BRANCH,
-      tokenPrefix: "r0",
-      nextToken: 0,
-      observed: false,
-      tip: null,
-      writeSeq: 0,
-      unpublished: [],
-      saves: [],
-      dirty: false,
-      flush: null,
-      nextFlushId: 0,
-      flushFailures: 0,
-      flushNotBefore: 0,
-      epoch: 0,
-      targets: {},
-      appliers: {},
-      wakeAt: null,
-      collisions: 0,
-    };
   }
 
   listing(): ListedTarget[] {
