@@ -114,7 +114,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   // Commands fail at once while disconnected; give the first connection a moment before serving.
   await withTimeout(
-    redis.status === "ready" ? Promise.resolve() : once(redis, "ready"),
+    redis.status === "ready" ? Promise.resolve() : once(redis, "ready").then(() => undefined),
     redisTimeoutMs,
     "connect",
   ).catch(() =>

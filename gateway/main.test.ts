@@ -1,0 +1,140 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { main } from "../queue/cli/main.js";
+import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { createGateway, type Gateway } from "./app.js";
+import { StaticCatalog } from "./catalog.js";
+import { dashboardAllows } from "./dashboard.js";
+import { dashboardAuth } from "./main.js";
+import { fixtureObjects, fixtureYaml } from "./testing.js";
+
+const launcher = join(import.meta.dirname, "../queue/cli/applygate.mjs");
+const runCli = (args: string[], env: Record<string, string> = {}) =>
+  spawnSync(process.execPath, [launcher, "gateway", ...args], {
+    encoding: "utf8",
+    env: { ...process.env, ...env, APPLYGATE_LOG_FORMAT: "json" },
+    timeout: 30_000,
+  });
+
+/** Runs `applygate gateway ...` in this process, capturing what it prints. */
+async function runInProcess(args: string[]) {
+  let stdout = "";
+  let stderr = "";
+  const out = vi.spyOn(process.stdout, "write").mockImplementation((c) => ((stdout += String(c)), true));
+  const err = vi.spyOn(process.stderr, "write").mockImplementation((c) => ((stderr += String(c)), true));
+  try {
+    const status = await main(["gateway", ...args]);
+    return { status, stdout, stderr };
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+  }
+}
+
+describe("applygate gateway command", () => {
+  const dir = mkdtempSync(join(tmpdir(), "applygate-main-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("prints help", async () => {
+    const r = await runInProcess(["--help"]);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain("--dashboard-insecure");
+  });
+
+  it("stops with one line on a bad setting", async () => {
+    const r = await runInProcess(["--port", "99999", "--dashboard-insecure"]);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toMatch(/invalid setting --port \(APPLYGATE_GATEWAY_PORT\)/);
+  });
+
+  it("stops with one line on a bad config file (the real command)", () => {
+    const file = join(dir, "bad.yaml");
+    writeFileSync(file, fixtureYaml().replace("type: gitlab", "type: svn"));
+    const r = runCli(["--config", file, "--dashboard-insecure", "--port", "0"]);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toMatch(/--config: document \d+ \(GitProvider gitlab\): spec.type/);
+  });
+
+  it("refuses to start the dashboard without credentials", async () => {
+    const r = await runInProcess(["--config", join(dir, "none.yaml")]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/dashboard needs credentials/);
+    expect(() =>
+      dashboardAuth({
+        dashboardUser: "a",
+        dashboardPassword: undefined,
+        dashboardToken: undefined,
+        dashboardInsecure: false,
+      }),
+    ).toThrow(/set both or neither/);
+  });
+});
+
+describe("dashboard", () => {
+  let redis: IsolatedRedis;
+  let gw: Gateway;
+  beforeAll(async () => {
+    redis = await isolatedRedis("dash");
+    gw = await createGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog: new StaticCatalog(fixtureObjects()),
+      processMetrics: false,
+      queueEvents: false,
+      dashboard: { auth: { basic: { user: "ops", password: "pw" }, bearer: "tok" }, readOnly: true },
+    });
+  });
+  afterAll(async () => {
+    await gw.close();
+    await redis.cleanup();
+  });
+
+  it("asks for credentials, and serves every applygate queue read-only to those who have them", async () => {
+    const anon = await gw.app.inject({ method: "GET", url: "/queues/api/queues" });
+    expect(anon.statusCode).toBe(401);
+    expect(anon.headers["www-authenticate"]).toBe('Basic realm="queues"');
+    const wrong = await gw.app.inject({
+      method: "GET",
+      url: "/queues/api/queues",
+      headers: { authorization: `Basic ${Buffer.from("ops:nope").toString("base64")}` },
+    });
+    expect(wrong.statusCode).toBe(401);
+    const basic = await gw.app.inject({
+      method: "GET",
+      url: "/queues/api/queues",
+      headers: { authorization: `Basic ${Buffer.from("ops:pw").toString("base64")}` },
+    });
+    expect(basic.statusCode).toBe(200);
+    const queues = (basic.json() as { queues: { name: string; readOnlyMode: boolean }[] }).queues;
+    expect(queues.map((q) => q.name).sort()).toEqual(
+      ["attempts-argocd", "attempts-flux", "attempts-webhook", "branches", "notices", "reports"].sort(),
+    );
+    expect(queues.every((q) => q.readOnlyMode)).toBe(true);
+    const bearer = await gw.app.inject({
+      method: "GET",
+      url: "/queues",
+      headers: { authorization: "Bearer tok" },
+    });
+    expect(bearer.statusCode).toBe(200);
+    expect(bearer.headers["content-type"]).toMatch(/text\/html/);
+  });
+
+  it("checks credentials without shortcuts", () => {
+    expect(dashboardAllows({ bearer: "t" }, "Bearer t")).toBe(true);
+    expect(dashboardAllows({ bearer: "t" }, "Bearer tt")).toBe(false);
+    expect(dashboardAllows({ bearer: "t" }, "Basic dDp0")).toBe(false);
+    expect(
+      dashboardAllows(
+        { basic: { user: "u", password: "p:q" } },
+        `Basic ${Buffer.from("u:p:q").toString("base64")}`,
+      ),
+    ).toBe(true);
+    expect(dashboardAllows({ basic: { user: "u", password: "p" } }, undefined)).toBe(false);
+    expect(dashboardAllows("insecure", undefined)).toBe(true);
+  });
+});
