@@ -1,0 +1,77 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { configMapWrite, fileOf, type Harness, harness, TARGET, waitFor } from "../../test/worker/harness.js";
+import { MemoryStatusSink } from "./status.js";
+
+describe("branch worker: pending writes become commits", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("gathers a window's writes into one commit, publishes it and forgets the writes", async () => {
+    h = await harness();
+    const status = new MemoryStatusSink();
+    await h.newWorker({ status });
+    const writes = [
+      configMapWrite(h.key, "a", "1"),
+      configMapWrite(h.key, "b", "2"),
+      configMapWrite(h.key, "a", "3"),
+    ];
+    for (const w of writes) expect(await h.accept(w)).toBe(true);
+    const commit = await waitFor("publication", () => h.published(writes[2]!.id));
+    expect(await h.server.tip("site")).toBe(commit);
+    for (const w of writes) expect(await h.published(w.id)).toBe(commit);
+    expect(await h.log()).toEqual(["Update team/site (3 writes)", "initial content"]);
+    expect(await h.file(fileOf("a"))).toContain('value: "3"');
+    expect(await h.file(fileOf("b"))).toContain('value: "2"');
+    await waitFor("inbox emptied", async () => (await h.inboxLength()) === 0);
+    await waitFor(
+      "status",
+      () => status.byTarget.get(`${TARGET.namespace}/${TARGET.name}`)?.commit === commit,
+    );
+    expect(status.byTarget.get("team/site")?.state).toBe("Published");
+  });
+
+  it("closes the window at once on a save, and a delete removes the file", async () => {
+    h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+    await h.newWorker();
+    const put = configMapWrite(h.key, "a", "1", { save: true, message: "add a" });
+    await h.accept(put);
+    await waitFor("save published", () => h.published(put.id));
+    const del = configMapWrite(h.key, "a", "", { save: true, message: "remove a" });
+    del.changes = [
+      { op: "delete", ref: { apiVersion: "v1", kind: "ConfigMap", namespace: "web", name: "a" } },
+    ];
+    await h.accept(del);
+    await waitFor("delete published", () => h.published(del.id));
+    expect(await h.file(fileOf("a"))).toBeUndefined();
+    expect(await h.log()).toEqual(["remove a", "add a", "initial content"]);
+  });
+
+  it("makes no commit for a write that changes nothing, and none when a published write is replayed", async () => {
+    h = await harness(undefined, { idleMs: 20, maxMs: 100 });
+    await h.newWorker();
+    const w = configMapWrite(h.key, "a", "1", { save: true });
+    await h.accept(w);
+    const first = await waitFor("first", () => h.published(w.id));
+    const same = configMapWrite(h.key, "a", "1", { save: true });
+    await h.accept(same);
+    expect(await waitFor("no-op settled", () => h.published(same.id))).toBe(first);
+    // The gateway's retry of an accepted write (same id) after it was published.
+    await h.accept(w);
+    await waitFor("replay settled", async () => (await h.inboxLength()) === 0);
+    expect(await h.log()).toHaveLength(2);
+  });
+
+  it("flush closes open windows and returns the tip its publication produced", async () => {
+    h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+    const worker = await h.newWorker({ autoPublish: false });
+    const w = configMapWrite(h.key, "a", "1");
+    await h.accept(w);
+    await waitFor("write read", () => worker.snapshot().openWindows === 1);
+    const result = await worker.flush();
+    expect(result.ok).toBe(true);
+    expect(result.ok && result.tip).toBe(await h.server.tip("site"));
+    expect(await h.published(w.id)).toBe(result.ok ? result.tip : "");
+  });
+});

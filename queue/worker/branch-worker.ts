@@ -1,0 +1,726 @@
+/**
+ * The branch worker: the single writer of one repository branch while its replica holds the
+ * branch's lease. It reads the branch's inbox in order, gathers writes into commit windows, keeps
+ * every closed window as a pending write until a push carrying it lands, and publishes them with
+ * compare-and-swap pushes on one retry schedule. Nothing here talks to Kubernetes: status goes
+ * to a sink, decisions about applies to hooks.
+ *
+ * One loop owns all state; everything else (wake-ups, flush requests) hands it work, so no two
+ * steps ever touch the checkout at once.
+ */
+import type { Redis } from "ioredis";
+import { AcceptedWrite, PushNotice, RefusalNotice, Report } from "../contract.js";
+import { objectPath, objectYaml, refOf } from "../git/layout.js";
+import type { BareRepo, FileChange } from "../git/repo.js";
+import { GitRemoteError, PushRejectedError } from "../git/smart-http.js";
+import type { Logger } from "../log.js";
+import { type Clock, systemClock } from "./clock.js";
+import type { BranchSpec } from "./directory.js";
+import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError } from "./inbox.js";
+import { DEFAULT_INTAKE_BUDGET_BYTES, shouldPause, writeCharge } from "./intake-budget.js";
+import type { BranchLease } from "./lease.js";
+import { type FetchReason, noMetrics, type WorkerMetrics } from "./metrics.js";
+import { afterFailure, contentionBackoff, type RetryState } from "./retry.js";
+import type { PublicationReport, StatusSink } from "./status.js";
+import { addToWindow, DEFAULT_WINDOW, dueWindows, nextWindowDeadline, type OpenWindow } from "./windows.js";
+
+/** Trailer naming each write a commit carries: how any owner recognises a write already landed. */
+export const WRITE_TRAILER = "Applygate-Write";
+
+export interface HeldWrite {
+  write: AcceptedWrite;
+  entryId: string;
+  charge: number;
+}
+
+/** A closed window: one commit's worth of writes, kept until a push carrying it lands. */
+export interface PendingWrite {
+  seq: number;
+  target: string;
+  writes: HeldWrite[];
+  closedAt: number;
+}
+
+export interface Observation {
+  tip: string | undefined;
+  previous: string | undefined;
+  /** The tip is a commit this worker pushed (nothing to do). */
+  pushedByUs: boolean;
+  /** First observation since this worker started: a baseline, never a foreign commit. */
+  baseline: boolean;
+  reason: FetchReason;
+}
+
+export interface BranchHooks {
+  onObserved?(o: Observation): void | Promise<void>;
+  onRefusal?(notice: RefusalNotice): void | Promise<void>;
+  onReport?(report: Report): void | Promise<void>;
+  /** Writes that can no longer be applied (settled, never committed). */
+  onRefused?(write: AcceptedWrite, reason: string): void | Promise<void>;
+}
+
+export type FlushResult = { ok: true; tip: string | undefined } | { ok: false; cause: string };
+
+export interface BranchWorkerOptions {
+  spec: BranchSpec;
+  redis: Redis;
+  prefix: string;
+  lease: BranchLease;
+  repo: BareRepo;
+  log: Logger;
+  clock?: Clock;
+  status?: StatusSink;
+  metrics?: WorkerMetrics;
+  hooks?: BranchHooks;
+  budgetBytes?: number;
+  /** Periodic read of the remote tip. */
+  fetchIntervalMs?: number;
+  /** Deadline of a whole push cycle, replays and contention retries included. */
+  pushCycleTimeoutMs?: number;
+  maxContentionRetries?: number;
+  /** Minimum gap between two pushes the worker starts by itself (a flush ignores it). */
+  pushCooldownMs?: number;
+  /** Fallback poll of the inbox when no wake-up arrives. */
+  pollMs?: number;
+  /** Publish closed windows by itself; false leaves publication to flush(). */
+  autoPublish?: boolean;
+  committer?: { name: string; email: string };
+  random?: () => number;
+}
+
+interface Built {
+  base: string | undefined;
+  commits: Array<{
+    pending: PendingWrite;
+    commit: string | undefined;
+    carriedBy: string | undefined;
+    newOids: string[];
+  }>;
+}
+
+export class BranchWorker {
+  readonly key: string;
+  private readonly inbox: Inbox;
+  private readonly clock: Clock;
+  private readonly metrics: WorkerMetrics;
+  private readonly log: Logger;
+  private lastEntryId = "0";
+  private readonly held = new Map<string, HeldWrite>();
+  private readonly windows = new Map<string, OpenWindow<HeldWrite>>();
+  private pending: PendingWrite[] = [];
+  private seq = 0;
+  private built: Built = { base: undefined, commits: [] };
+  private remoteTip: string | undefined;
+  private baselined = false;
+  private readonly pushedByUs = new Set<string>();
+  private retry: RetryState | undefined;
+  private paused = false;
+  private lastPushAt = Number.NEGATIVE_INFINITY;
+  private lastPublishedAt: number | undefined;
+  private nextFetchAt = 0;
+  private observeAsked: FetchReason | undefined;
+  private flushes: Array<{ mark: string | undefined; resolve: (r: FlushResult) => void }> = [];
+  private wakeCtl = new AbortController();
+  private stopped = false;
+  private loop: Promise<void> | undefined;
+  private lastReport = "";
+  /** Settled entries of notices and refused writes, removed with the next settle. */
+  private doneEntries: string[] = [];
+
+  constructor(private readonly o: BranchWorkerOptions) {
+    this.key = o.spec.key;
+    this.inbox = new Inbox(o.redis, o.prefix, o.spec.key);
+    this.clock = o.clock ?? systemClock;
+    this.metrics = o.metrics ?? noMetrics;
+    this.log = o.log.child({ branch: o.spec.key });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Public surface
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** New work may be waiting (a signal, a notice): look now instead of at the next poll. */
+  wake(): void {
+    this.wakeCtl.abort();
+  }
+
+  /** Stops after the current step; nothing pending is lost (it stays in the inbox). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake();
+    await this.loop;
+    for (const f of this.flushes.splice(0)) f.resolve({ ok: false, cause: "worker stopped" });
+  }
+
+  get running(): boolean {
+    return this.loop !== undefined && !this.stopped;
+  }
+
+  /** Resolves when the loop ended by itself (lost lease, stop). */
+  get done(): Promise<void> {
+    return this.loop ?? Promise.resolve();
+  }
+
+  /**
+   * Closes every open window holding a write up to `mark` (an inbox entry id; all when omitted)
+   * and publishes every pending write at once, ignoring the cooldown. Resolves with the tip that
+   * publication produced (the remote tip when there was nothing to publish).
+   */
+  flush(mark?: string): Promise<FlushResult> {
+    return new Promise((resolve) => {
+      this.flushes.push({ mark, resolve });
+      this.wake();
+    });
+  }
+
+  /** Asks for one observation of the remote (a push notice is only a hint to look). */
+  observeSoon(reason: FetchReason = "notice"): void {
+    this.observeAsked = reason;
+    this.wake();
+  }
+
+  snapshot() {
+    let bytes = 0;
+    let oldest: number | undefined;
+    for (const h of this.held.values()) {
+      bytes += h.charge;
+      const at = Date.parse(h.write.acceptedAt);
+      if (!Number.isNaN(at) && (oldest === undefined || at < oldest)) oldest = at;
+    }
+    return {
+      branchKey: this.key,
+      retainedWrites: this.held.size,
+      retainedBytes: bytes,
+      ...(oldest !== undefined ? { oldestRetainedAt: oldest } : {}),
+      ...(this.retry ? { nextRetryAt: this.retry.nextAt, retryingSince: this.retry.since } : {}),
+      intakePaused: this.paused,
+      remoteTip: this.remoteTip,
+      pendingWrites: this.pending.length,
+      openWindows: this.windows.size,
+      lastCause: this.retry?.lastCause,
+    };
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // The loop
+
+  private async run(): Promise<void> {
+    const pollMs = this.o.pollMs ?? 1000;
+    while (!this.stopped) {
+      this.wakeCtl = new AbortController();
+      try {
+        await this.step();
+      } catch (err) {
+        if (err instanceof LostLeaseError) {
+          this.log.warn({ err: err.message }, "lost the branch; stopping before the next push");
+          this.stopped = true;
+          break;
+        }
+        this.log.error({ err }, "branch worker step failed");
+        await this.clock.sleep(pollMs, this.wakeCtl.signal);
+        continue;
+      }
+      if (this.stopped) break;
+      if (this.flushes.length > 0) continue;
+      const now = this.clock.now();
+      const deadlines = [now + pollMs, this.nextFetchAt, nextWindowDeadline(this.windows)];
+      if (this.pending.length > 0 && this.autoPublishing()) {
+        deadlines.push(this.retry ? this.retry.nextAt : this.lastPushAt + (this.o.pushCooldownMs ?? 0));
+      }
+      const next = Math.min(...deadlines.filter((d): d is number => d !== undefined));
+      if (next > now) await this.clock.sleep(next - now, this.wakeCtl.signal);
+    }
+  }
+
+  private autoPublishing(): boolean {
+    return this.o.autoPublish !== false;
+  }
+
+  private async step(): Promise<void> {
+    await this.drainInbox();
+    const now = this.clock.now();
+    const retryDue = !this.retry || now >= this.retry.nextAt;
+    const flushes = this.flushes.splice(0);
+    if (flushes.length > 0) {
+      const marks = flushes.map((f) => f.mark);
+      const mark = marks.includes(undefined)
+        ? undefined
+        : (marks as string[]).sort(compareEntryIds)[marks.length - 1];
+      this.closeWindows(now, mark ?? "all");
+      const result = await this.publish(true);
+      for (const f of flushes) f.resolve(result);
+    } else {
+      this.closeWindows(now);
+      const wantObserve =
+        !this.baselined ||
+        this.observeAsked !== undefined ||
+        (now >= this.nextFetchAt && this.pending.length === 0);
+      if (wantObserve && retryDue) {
+        const reason = !this.baselined ? "baseline" : (this.observeAsked ?? "periodic");
+        this.observeAsked = undefined;
+        try {
+          await this.observe(reason);
+        } catch (err) {
+          this.failed(err, "observe");
+        }
+      }
+      const cooled = now >= this.lastPushAt + (this.o.pushCooldownMs ?? 0);
+      if (this.pending.length > 0 && this.autoPublishing() && (this.retry ? retryDue : cooled)) {
+        await this.publish(false);
+      }
+    }
+    await this.updateIntake();
+    await this.settleDoneEntries();
+    await this.reportStatus();
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Inbox
+
+  private async drainInbox(): Promise<void> {
+    for (;;) {
+      const entries = await this.inbox.read(this.lastEntryId);
+      if (entries.length === 0) return;
+      this.lastEntryId = (entries[entries.length - 1] as InboxEntry).entryId;
+      const writes: HeldWrite[] = [];
+      for (const e of entries) {
+        if (e.kind === "write") {
+          const parsed = safeJson(e.data, AcceptedWrite);
+          if (!parsed) {
+            this.log.warn({ entry: e.entryId }, "dropping an inbox write that does not parse");
+            this.doneEntries.push(e.entryId);
+            continue;
+          }
+          writes.push({ write: parsed, entryId: e.entryId, charge: writeCharge(Buffer.byteLength(e.data)) });
+        } else {
+          await this.handleNotice(e);
+        }
+      }
+      const already = await this.inbox.alreadyPublished(writes.map((w) => w.write.id));
+      const now = this.clock.now();
+      for (const h of writes) {
+        if (already.has(h.write.id) || this.held.has(h.write.id)) {
+          if (already.has(h.write.id)) this.doneEntries.push(h.entryId);
+          continue;
+        }
+        this.held.set(h.write.id, h);
+        this.addWrite(h, now);
+      }
+      if (entries.length < 2000) return;
+    }
+  }
+
+  private async handleNotice(e: InboxEntry): Promise<void> {
+    const hooks = this.o.hooks ?? {};
+    if (e.kind === "push") {
+      if (safeJson(e.data, PushNotice)) this.observeAsked = "notice";
+    } else if (e.kind === "refusal") {
+      const n = safeJson(e.data, RefusalNotice);
+      if (n) await hooks.onRefusal?.(n);
+    } else if (e.kind === "report") {
+      const r = safeJson(e.data, Report);
+      if (r) await hooks.onReport?.(r);
+    }
+    this.doneEntries.push(e.entryId);
+  }
+
+  private addWrite(h: HeldWrite, now: number): void {
+    const t = h.write.target;
+    const target = `${t.namespace}/${t.name}`;
+    const open = this.windows.get(target);
+    const author = `${h.write.author.name} <${h.write.author.email}>`;
+    // A window belongs to one author: another author's write is a commit boundary.
+    if (open && authorOf(open.writes[0] as HeldWrite) !== author) this.closeWindow(open, now);
+    const spec = this.o.spec.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
+    addToWindow(this.windows, target, h, now, spec?.window ?? DEFAULT_WINDOW, h.write.save === true);
+  }
+
+  private closeWindows(now: number, mark?: string | "all"): void {
+    const all = mark !== undefined;
+    for (const w of dueWindows(this.windows, now, all)) {
+      if (mark && mark !== "all" && !w.writes.some((h) => compareEntryIds(h.entryId, mark) <= 0)) continue;
+      this.closeWindow(w, now);
+    }
+  }
+
+  private closeWindow(w: OpenWindow<HeldWrite>, now: number): void {
+    this.windows.delete(w.target);
+    this.pending.push({ seq: ++this.seq, target: w.target, writes: w.writes, closedAt: now });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Observation
+
+  /**
+   * Reads the remote and classifies its tip. Every piece of news about the remote passes here.
+   * A moved tip invalidates the checkout, and writes whose trailers the new history carries are
+   * settled as published (a push of ours, or of a previous owner, that landed).
+   */
+  private async observe(reason: FetchReason): Promise<Observation> {
+    const previous = this.remoteTip;
+    const haves = [previous, this.built.commits.at(-1)?.commit].filter((x): x is string => !!x);
+    this.metrics.fetch(this.key, reason);
+    const { tip } = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves);
+    const baseline = !this.baselined;
+    this.baselined = true;
+    this.nextFetchAt = this.clock.now() + (this.o.fetchIntervalMs ?? 60_000);
+    const pushedByUs = tip !== undefined && this.pushedByUs.has(tip);
+    if (tip !== previous || baseline) {
+      this.remoteTip = tip;
+      if (tip) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, tip);
+      await this.settleLanded(tip, previous);
+    }
+    const o: Observation = { tip, previous, pushedByUs, baseline, reason };
+    if (tip !== previous || baseline)
+      this.log.info({ commit: tip, previous, reason, pushedByUs, baseline }, "observed the remote tip");
+    await this.o.hooks?.onObserved?.(o);
+    return o;
+  }
+
+  /** Walks the history between `tip` and `previous` for trailers of writes we still hold. */
+  private async settleLanded(tip: string | undefined, previous: string | undefined): Promise<void> {
+    if (!tip || this.held.size === 0) return;
+    let oldest = Number.POSITIVE_INFINITY;
+    for (const h of this.held.values()) oldest = Math.min(oldest, Date.parse(h.write.acceptedAt) || 0);
+    // A commit carrying a write is younger than the write; allow for clock skew between hosts.
+    const cutoff = Math.floor((oldest - 15 * 60_000) / 1000);
+    const landed = new Map<string, string>();
+    const seen = new Set<string>();
+    const queue = [tip];
+    while (queue.length > 0 && seen.size < 2000) {
+      const oid = queue.shift() as string;
+      if (seen.has(oid) || oid === previous) continue;
+      seen.add(oid);
+      let c: Awaited<ReturnType<BareRepo["readCommit"]>>;
+      try {
+        c = await this.o.repo.readCommit(oid);
+      } catch {
+        continue;
+      }
+      for (const id of trailersOf(c.message)) if (this.held.has(id) && !landed.has(id)) landed.set(id, oid);
+      if (c.timestamp < cutoff) continue;
+      queue.push(...c.parents);
+    }
+    if (landed.size === 0) return;
+    const settled = [...landed].map(([id, commit]) => ({
+      id,
+      commit,
+      entryId: this.held.get(id)?.entryId as string,
+    }));
+    await this.inbox.settle(
+      this.token(),
+      settled.map(({ id, commit }) => ({ id, commit })),
+      settled.map((s) => s.entryId),
+    );
+    this.forget(new Set(landed.keys()));
+    this.log.info({ writes: landed.size, commit: tip }, "writes found already published");
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Materialize and publish
+
+  /**
+   * Makes the checkout the remote tip plus one commit per pending write, reusing the commits
+   * already built on this tip. The one routine that writes commits; a replay is this routine
+   * after the tip moved.
+   */
+  private async materialize(): Promise<string | undefined> {
+    if (this.built.base !== this.remoteTip) {
+      const replayed = this.built.commits.length;
+      if (replayed > 0) this.metrics.replay(this.key, replayed);
+      this.built = { base: this.remoteTip, commits: [] };
+    }
+    let parent = this.built.commits.at(-1)?.carriedBy ?? this.built.base;
+    for (const p of this.pending.slice(this.built.commits.length)) {
+      const { changes, refused } = this.changesOf(p);
+      for (const r of refused) await this.refuse(r.held, r.reason);
+      const written = await this.o.repo.commitChanges(parent, changes, this.commitSpec(p));
+      if (written) {
+        this.metrics.commit(this.key);
+        parent = written.commit;
+      }
+      this.built.commits.push({
+        pending: p,
+        commit: written?.commit,
+        carriedBy: parent,
+        newOids: written?.newOids ?? [],
+      });
+    }
+    return parent;
+  }
+
+  private changesOf(p: PendingWrite): {
+    changes: FileChange[];
+    refused: Array<{ held: HeldWrite; reason: string }>;
+  } {
+    const changes: FileChange[] = [];
+    const refused: Array<{ held: HeldWrite; reason: string }> = [];
+    for (const h of p.writes) {
+      if (!this.held.has(h.write.id)) continue;
+      try {
+        const mine: FileChange[] = [];
+        for (const c of h.write.changes) {
+          if (c.op === "upsert") {
+            const obj = c.object as unknown as Parameters<typeof refOf>[0] & Record<string, unknown>;
+            mine.push({ path: objectPath(h.write.path, refOf(obj)), content: objectYaml(obj) });
+          } else {
+            mine.push({ path: objectPath(h.write.path, c.ref), content: null });
+          }
+        }
+        changes.push(...mine);
+      } catch (err) {
+        refused.push({ held: h, reason: (err as Error).message });
+      }
+    }
+    return { changes, refused };
+  }
+
+  private commitSpec(p: PendingWrite) {
+    const writes = p.writes.filter((h) => this.held.has(h.write.id));
+    const first = (writes[0] ?? p.writes[0]) as HeldWrite;
+    const messages = [...new Set(writes.map((h) => h.write.message).filter((m): m is string => !!m))];
+    const subject =
+      messages.length > 0
+        ? messages.join("\n\n")
+        : `Update ${p.target} (${writes.length} write${writes.length === 1 ? "" : "s"})`;
+    const trailers = writes.map((h) => `${WRITE_TRAILER}: ${h.write.id}`).join("\n");
+    const ts = Math.floor(this.clock.now() / 1000);
+    const edited = Date.parse(first.write.editedAt ?? first.write.acceptedAt);
+    return {
+      message: `${subject}\n\n${trailers}\n`,
+      author: { ...first.write.author, timestamp: Number.isNaN(edited) ? ts : Math.floor(edited / 1000) },
+      committer: {
+        ...(this.o.committer ?? { name: "applygate", email: "applygate@localhost" }),
+        timestamp: ts,
+      },
+    };
+  }
+
+  /**
+   * One push cycle: materialize, push with compare-and-swap, and on a rejection fetch, replay and
+   * push again with jittered backoff, within one deadline. A failure keeps every pending write
+   * and schedules the next attempt.
+   */
+  private async publish(flush: boolean): Promise<FlushResult> {
+    const started = this.clock.now();
+    const deadline = started + (this.o.pushCycleTimeoutMs ?? 300_000);
+    const maxRetries = this.o.maxContentionRetries ?? 10;
+    try {
+      if (!this.baselined) await this.observe("baseline");
+      for (let attempt = 0; ; attempt++) {
+        const head = await this.materialize();
+        if (head === this.remoteTip) {
+          await this.landed(head);
+          return { ok: true, tip: head };
+        }
+        if (!(await this.o.lease.holds())) throw new LostLeaseError(`lost the lease of ${this.key}`);
+        const oids = this.built.commits.flatMap((c) => c.newOids);
+        try {
+          await this.o.repo.push(this.remote(), this.o.spec.branch, this.remoteTip, head as string, oids);
+          this.metrics.push(this.key, "landed");
+          await this.landed(head);
+          return { ok: true, tip: head };
+        } catch (err) {
+          if (err instanceof PushRejectedError) {
+            this.metrics.push(this.key, "rejected");
+            this.log.info(
+              { attempt, reason: err.reason },
+              "push rejected: the branch moved; fetching and replaying",
+            );
+            if (attempt >= maxRetries || this.clock.now() >= deadline)
+              throw new Error(`push still rejected after ${attempt + 1} attempts: ${err.reason}`);
+            await this.observe("rejected");
+            this.metrics.contentionRetry(this.key);
+            await this.clock.sleep(contentionBackoff(attempt, this.o.random));
+            continue;
+          }
+          if (!(err instanceof GitRemoteError)) throw err;
+          // The push may have landed with only its reply lost: the remote decides, before any replay.
+          this.metrics.fetch(this.key, "lostReply");
+          const tip = await this.o.repo.remoteTip(this.remote(), this.o.spec.branch);
+          if (tip === head) {
+            this.metrics.push(this.key, "replyLost");
+            this.log.info({ commit: head }, "push reply lost, but the remote holds our head: it landed");
+            await this.landed(head);
+            return { ok: true, tip: head };
+          }
+          this.metrics.push(this.key, "failed");
+          throw err;
+        }
+      }
+    } catch (err) {
+      if (err instanceof LostLeaseError) throw err;
+      const cause = this.failed(err, flush ? "flush" : "publish");
+      return { ok: false, cause };
+    }
+  }
+
+  private failed(err: unknown, during: string): string {
+    const cause = err instanceof Error ? err.message : String(err);
+    this.retry = afterFailure(this.retry, this.clock.now(), cause);
+    this.log.warn(
+      { during, cause, nextRetryAt: new Date(this.retry.nextAt).toISOString() },
+      "publication failed; retrying later",
+    );
+    return cause;
+  }
+
+  /** A push carrying every built commit landed (or nothing needed pushing): forget those writes. */
+  private async landed(head: string | undefined): Promise<void> {
+    const published: Array<{ id: string; commit: string }> = [];
+    const entryIds: string[] = [];
+    const ids = new Set<string>();
+    for (const c of this.built.commits) {
+      if (c.commit) this.pushedByUs.add(c.commit);
+      for (const h of c.pending.writes) {
+        if (!this.held.has(h.write.id)) continue;
+        ids.add(h.write.id);
+        entryIds.push(h.entryId);
+        const commit = c.commit ?? c.carriedBy;
+        if (commit) published.push({ id: h.write.id, commit });
+      }
+    }
+    if (head) this.pushedByUs.add(head);
+    if (this.pushedByUs.size > 10_000)
+      this.pushedByUs.delete(this.pushedByUs.values().next().value as string);
+    await this.inbox.settle(this.token(), published, [...entryIds, ...this.doneEntries.splice(0)]);
+    this.forget(ids);
+    const now = this.clock.now();
+    if (head !== this.remoteTip || entryIds.length > 0) this.lastPublishedAt = now;
+    if (head !== this.remoteTip) {
+      this.lastPushAt = now;
+      this.log.info({ commit: head, writes: ids.size }, "published");
+    }
+    this.remoteTip = head;
+    if (head) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
+    this.built = { base: head, commits: [] };
+    this.retry = undefined;
+    if (this.paused) {
+      this.paused = false;
+      await this.inbox.setIntake(this.token(), false, 0);
+      this.log.info("intake resumed");
+    }
+  }
+
+  private forget(ids: Set<string>): void {
+    for (const id of ids) this.held.delete(id);
+    const keep = (h: HeldWrite) => this.held.has(h.write.id);
+    this.pending = this.pending
+      .map((p) => ({ ...p, writes: p.writes.filter(keep) }))
+      .filter((p) => p.writes.length > 0);
+    // The pending writes changed, so the checkout is rebuilt from the tip.
+    this.built = { base: undefined, commits: [] };
+    for (const w of [...this.windows.values()]) {
+      w.writes = w.writes.filter(keep);
+      if (w.writes.length === 0) this.windows.delete(w.target);
+    }
+  }
+
+  private async refuse(h: HeldWrite, reason: string): Promise<void> {
+    this.log.warn({ write: h.write.id, reason }, "write cannot be applied; settled as refused");
+    this.held.delete(h.write.id);
+    this.doneEntries.push(h.entryId);
+    await this.o.hooks?.onRefused?.(h.write, reason);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Intake, status
+
+  private async updateIntake(): Promise<void> {
+    const { retainedBytes } = this.snapshot();
+    const pause = shouldPause({
+      paused: this.paused,
+      retryPending: this.retry !== undefined,
+      retainedBytes,
+      budgetBytes: this.o.budgetBytes ?? DEFAULT_INTAKE_BUDGET_BYTES,
+    });
+    if (pause && !this.paused) {
+      const retryAfter = this.retry ? (this.retry.nextAt - this.clock.now()) / 1000 : 10;
+      await this.inbox.setIntake(this.token(), true, retryAfter);
+      this.paused = true;
+      this.log.warn(
+        { retainedBytes },
+        "intake paused: retained writes exceed the budget while publication retries",
+      );
+    }
+  }
+
+  private async settleDoneEntries(): Promise<void> {
+    if (this.doneEntries.length === 0) return;
+    await this.inbox.settle(this.token(), [], this.doneEntries.splice(0));
+  }
+
+  private report(): PublicationReport {
+    const s = this.snapshot();
+    const r: PublicationReport = {
+      branchKey: this.key,
+      state: this.retry ? "Retrying" : "Published",
+      intakePaused: this.paused,
+      retainedWrites: s.retainedWrites,
+      retainedBytes: s.retainedBytes,
+    };
+    if (this.remoteTip) r.commit = this.remoteTip;
+    if (this.lastPublishedAt !== undefined) r.publishedAt = this.lastPublishedAt;
+    if (this.retry) {
+      r.retryingSince = this.retry.since;
+      r.lastError = this.retry.lastCause;
+      r.nextRetryAt = this.retry.nextAt;
+    }
+    return r;
+  }
+
+  /** Writes status only when the state, cause, pause or commit changed, not on every retry. */
+  private async reportStatus(): Promise<void> {
+    if (!this.o.status) return;
+    const r = this.report();
+    const sig = JSON.stringify([r.state, r.commit, r.retryingSince, r.lastError, r.intakePaused]);
+    if (sig === this.lastReport) return;
+    this.lastReport = sig;
+    try {
+      await this.o.status.report(
+        this.o.spec.targets.map((t) => ({ namespace: t.namespace, name: t.name })),
+        r,
+      );
+    } catch (err) {
+      this.lastReport = "";
+      this.log.warn({ err: (err as Error).message }, "status write failed; will write again");
+    }
+  }
+
+  private token(): string {
+    const t = this.o.lease.token;
+    if (!t) throw new LostLeaseError(`lost the lease of ${this.key}`);
+    return t;
+  }
+
+  private remote() {
+    return this.o.spec.remote;
+  }
+}
+
+function authorOf(h: HeldWrite): string {
+  return `${h.write.author.name} <${h.write.author.email}>`;
+}
+
+export function trailersOf(message: string): string[] {
+  const out: string[] = [];
+  const prefix = `${WRITE_TRAILER}: `;
+  for (const line of message.split("\n"))
+    if (line.startsWith(prefix)) out.push(line.slice(prefix.length).trim());
+  return out;
+}
+
+function safeJson<T>(
+  data: string,
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } },
+): T | undefined {
+  try {
+    const r = schema.safeParse(JSON.parse(data));
+    return r.success ? r.data : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * Where a branch worker learns what a branch key means: the repository to fetch and push (with
+ * credentials), the branch, and the GitTargets writing folders on it. Implementations read
+ * GitProviders, GitTargets and Secrets from a YAML file (running without a cluster) or from the
+ * Kubernetes API; the branch worker itself never talks to Kubernetes.
+ */
+import { readFile } from "node:fs/promises";
+import { parseAllDocuments } from "yaml";
+import { branchKey } from "../contract.js";
+import {
+  DEFAULT_COMMIT_WINDOW,
+  type GitProvider,
+  type GitTarget,
+  gitProvider,
+  gitTarget,
+} from "../crds/index.js";
+import type { Remote } from "../git/smart-http.js";
+import type { WindowSettings } from "./windows.js";
+
+export interface TargetSpec {
+  namespace: string;
+  name: string;
+  uid?: string;
+  path: string;
+  window: WindowSettings;
+}
+
+export interface BranchSpec {
+  key: string;
+  remote: Remote;
+  branch: string;
+  targets: TargetSpec[];
+}
+
+export interface Directory {
+  branch(key: string): Promise<BranchSpec | undefined>;
+}
+
+interface SecretLike {
+  kind: "Secret";
+  metadata: { name: string; namespace?: string };
+  data?: Record<string, string>;
+  stringData?: Record<string, string>;
+}
+
+export function secretValue(secret: SecretLike | undefined, key: string): string | undefined {
+  if (!secret) return undefined;
+  if (secret.stringData?.[key] !== undefined) return secret.stringData[key];
+  const b64 = secret.data?.[key];
+  return b64 === undefined ? undefined : Buffer.from(b64, "base64").toString("utf8");
+}
+
+export function targetWindow(target: GitTarget): WindowSettings {
+  const w = target.spec.commitWindow;
+  return {
+    idleMs: (w?.idleSeconds ?? DEFAULT_COMMIT_WINDOW.idleSeconds) * 1000,
+    maxMs: (w?.maxSeconds ?? DEFAULT_COMMIT_WINDOW.maxSeconds) * 1000,
+  };
+}
+
+/** Builds branch specs from the objects themselves (the same shapes the API server holds). */
+export function directoryFromObjects(
+  providers: GitProvider[],
+  targets: GitTarget[],
+  secrets: SecretLike[] = [],
+): Directory & { keys(): string[] } {
+  const byKey = new Map<string, BranchSpec>();
+  const secretOf = (ns: string, name: string) =>
+    secrets.find((s) => s.metadata.name === name && (s.metadata.namespace ?? "default") === ns);
+  for (const t of targets) {
+    const ns = t.metadata.namespace ?? "default";
+    const pns = t.spec.providerRef.namespace ?? ns;
+    const provider = providers.find(
+      (p) => p.metadata.name === t.spec.providerRef.name && (p.metadata.namespace ?? "default") === pns,
+    );
+    if (!provider) continue;
+    const key = branchKey(provider.spec.url, t.spec.branch);
+    let spec = byKey.get(key);
+    if (!spec) {
+      const remote: Remote = { url: provider.spec.url };
+      const ref = provider.spec.credentialsSecretRef;
+      if (ref) {
+        const secret = secretOf(pns, ref.name);
+        const password = secretValue(secret, "password") ?? secretValue(secret, "token");
+        if (password !== undefined)
+          remote.auth = { username: secretValue(secret, "username") ?? "git", password };
+      }
+      spec = { key, remote, branch: t.spec.branch, targets: [] };
+      byKey.set(key, spec);
+    }
+    spec.targets.push({
+      namespace: ns,
+      name: t.metadata.name,
+      ...(t.metadata.uid ? { uid: t.metadata.uid as string } : {}),
+      path: t.spec.path,
+      window: targetWindow(t),
+    });
+  }
+  return {
+    branch: async (key) => byKey.get(key),
+    keys: () => [...byKey.keys()],
+  };
+}
+
+/** Reads GitProviders, GitTargets and Secrets from a multi-document YAML file. */
+export async function loadDirectoryFile(path: string): Promise<Directory & { keys(): string[] }> {
+  const docs = parseAllDocuments(await readFile(path, "utf8")).map(
+    (d) => d.toJSON() as Record<string, unknown>,
+  );
+  const providers: GitProvider[] = [];
+  const targets: GitTarget[] = [];
+  const secrets: SecretLike[] = [];
+  docs.forEach((doc, i) => {
+    if (!doc) return;
+    const where = `${path} document ${i + 1}`;
+    if (doc.kind === "GitProvider") {
+      const r = gitProvider.safeParse(doc);
+      if (!r.success)
+        throw new Error(`${where}: ${r.error.issues[0]?.path.join(".")}: ${r.error.issues[0]?.message}`);
+      providers.push(r.data);
+    } else if (doc.kind === "GitTarget") {
+      const r = gitTarget.safeParse(doc);
+      if (!r.success)
+        throw new Error(`${where}: ${r.error.issues[0]?.path.join(".")}: ${r.error.issues[0]?.message}`);
+      targets.push(r.data);
+    } else if (doc.kind === "Secret") {
+      secrets.push(doc as unknown as SecretLike);
+    }
+  });
+  return directoryFromObjects(providers, targets, secrets);
+}

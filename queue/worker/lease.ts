@@ -1,0 +1,97 @@
+/**
+ * Ownership of one branch: a lease in Redis (`<replica>:<fence>`, expiring unless renewed) and a
+ * fencing number that grows with every new owner. Every write the worker makes to the branch's
+ * Redis state checks the lease in the same script, and the worker checks it before every push, so
+ * a replica that lost the branch stops writing it. The compare-and-swap push is what protects Git
+ * from the window between that check and the push.
+ */
+import type { Redis } from "ioredis";
+import { branchKeys } from "../keys.js";
+
+export const DEFAULT_LEASE_MS = 10_000;
+
+const ACQUIRE = `
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  if string.sub(cur, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. ':' then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return cur
+  end
+  return false
+end
+local fence = redis.call('INCR', KEYS[2])
+local value = ARGV[1] .. ':' .. fence
+redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+return value
+`;
+
+const RENEW = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`;
+
+const RELEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+`;
+
+export class BranchLease {
+  /** `<replica>:<fence>` while held. */
+  token: string | undefined;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    readonly branchKey: string,
+    readonly replicaId: string,
+    readonly ttlMs = DEFAULT_LEASE_MS,
+  ) {
+    if (replicaId.includes(":")) throw new Error("a replica id must not contain ':'");
+  }
+
+  get fence(): number | undefined {
+    return this.token ? Number(this.token.slice(this.token.lastIndexOf(":") + 1)) : undefined;
+  }
+
+  private keys() {
+    return branchKeys(this.prefix, this.branchKey);
+  }
+
+  /** Takes the branch when nobody holds it (or we already do). */
+  async acquire(): Promise<boolean> {
+    const k = this.keys();
+    const value = (await this.redis.eval(ACQUIRE, 2, k.lease, k.fence, this.replicaId, String(this.ttlMs))) as
+      | string
+      | null;
+    this.token = value ?? undefined;
+    return value !== null;
+  }
+
+  /** Extends the lease; false (and the token forgotten) when another replica holds it now. */
+  async renew(): Promise<boolean> {
+    if (!this.token) return false;
+    const ok = (await this.redis.eval(RENEW, 1, this.keys().lease, this.token, String(this.ttlMs))) === 1;
+    if (!ok) this.token = undefined;
+    return ok;
+  }
+
+  /** True while Redis still names us the owner. */
+  async holds(): Promise<boolean> {
+    if (!this.token) return false;
+    const cur = await this.redis.get(this.keys().lease);
+    if (cur !== this.token) this.token = undefined;
+    return cur !== null && cur === this.token;
+  }
+
+  async release(): Promise<void> {
+    if (!this.token) return;
+    await this.redis.eval(RELEASE, 1, this.keys().lease, this.token);
+    this.token = undefined;
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * One worker replica: takes branches (a lease per branch), runs a branch worker for each branch it
+ * owns, and gives them up when it loses a lease. BullMQ's deduplicated `branches` job is only a
+ * "this branch has work" signal that wakes the owner or lets a replica take an unowned branch; the
+ * writes themselves wait in the branch's inbox. A sweep of the known branches takes over branches
+ * whose owner died, within the lease time plus one sweep.
+ */
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { type Job, Queue, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import { branchKey, Notice, normalizeRepoUrl, QUEUES, Report } from "../contract.js";
+import { BareRepo } from "../git/repo.js";
+import { signalBranch } from "../intake.js";
+import { branchKeys, knownBranchesKey } from "../keys.js";
+import type { Logger } from "../log.js";
+import { connectRedis } from "../redis.js";
+import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
+import type { Directory } from "./directory.js";
+import { BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
+import type { WorkerMetrics } from "./metrics.js";
+import type { StatusSink } from "./status.js";
+
+export interface ReplicaOptions {
+  redisUrl: string;
+  prefix: string;
+  directory: Directory;
+  /** Folder holding one persistent bare clone per repository. */
+  cacheDir: string;
+  log: Logger;
+  replicaId?: string;
+  leaseMs?: number;
+  /** How often known branches are swept for ones without an owner. */
+  sweepMs?: number;
+  status?: StatusSink;
+  metrics?: WorkerMetrics;
+  hooks?: (branchKey: string) => BranchHooks;
+  /** Settings passed to every branch worker (clock, budget, intervals...). */
+  branch?: Partial<Omit<BranchWorkerOptions, "spec" | "redis" | "prefix" | "lease" | "repo" | "log">>;
+}
+
+export class Replica {
+  readonly id: string;
+  private readonly redis: Redis;
+  private readonly workers = new Map<string, { worker: BranchWorker; lease: BranchLease }>();
+  private readonly repos = new Map<string, Promise<BareRepo>>();
+  private readonly claiming = new Map<string, Promise<void>>();
+  private bull: Worker[] = [];
+  private branchesQueue: Queue | undefined;
+  private timers: NodeJS.Timeout[] = [];
+  private stopping = false;
+
+  constructor(private readonly o: ReplicaOptions) {
+    this.id = o.replicaId ?? `replica-${randomBytes(4).toString("hex")}`;
+    this.redis = connectRedis(o.redisUrl);
+  }
+
+  private get leaseMs() {
+    return this.o.leaseMs ?? DEFAULT_LEASE_MS;
+  }
+
+  async start(): Promise<void> {
+    const connection = { url: this.o.redisUrl, maxRetriesPerRequest: null };
+    const opts = { connection, prefix: this.o.prefix, concurrency: 16 };
+    this.branchesQueue = new Queue(QUEUES.branches, { connection, prefix: this.o.prefix });
+    const onError = (err: Error) => this.o.log.warn({ err: err.message }, "queue consumer error");
+    this.bull.push(
+      new Worker(QUEUES.branches, async (job: Job) => this.claim(String(job.data.branchKey)), opts).on(
+        "error",
+        onError,
+      ),
+      new Worker(QUEUES.notices, async (job: Job) => this.routeNotice(job.data), opts).on("error", onError),
+      new Worker(QUEUES.reports, async (job: Job) => this.routeReport(job.data), opts).on("error", onError),
+    );
+    const renewEvery = Math.max(200, Math.floor(this.leaseMs / 3));
+    this.timers.push(setInterval(() => void this.renewAll(), renewEvery));
+    this.timers.push(setInterval(() => void this.sweep(), this.o.sweepMs ?? Math.min(2000, renewEvery)));
+    await this.sweep();
+  }
+
+  /** Branch keys this replica owns now. */
+  owned(): string[] {
+    return [...this.workers.keys()];
+  }
+
+  branch(key: string): BranchWorker | undefined {
+    return this.workers.get(key)?.worker;
+  }
+
+  /** Takes the branch if nobody owns it, or wakes our worker for it. */
+  async claim(key: string): Promise<void> {
+    if (this.stopping) return;
+    const mine = this.workers.get(key);
+    if (mine) {
+      mine.worker.wake();
+      return;
+    }
+    const inflight = this.claiming.get(key);
+    if (inflight) return inflight;
+    const p = this.takeBranch(key).finally(() => this.claiming.delete(key));
+    this.claiming.set(key, p);
+    return p;
+  }
+
+  private async takeBranch(key: string): Promise<void> {
+    const lease = new BranchLease(this.redis, this.o.prefix, key, this.id, this.leaseMs);
+    if (!(await lease.acquire())) return;
+    const spec = await this.o.directory.branch(key);
+    if (!spec) {
+      this.o.log.warn({ branch: key }, "no GitTarget names this branch; leaving it");
+      await lease.release();
+      return;
+    }
+    const repo = await this.repoFor(spec.remote.url);
+    const worker = new BranchWorker({
+      ...this.o.branch,
+      spec,
+      redis: this.redis,
+      prefix: this.o.prefix,
+      lease,
+      repo,
+      log: this.o.log.child({ replica: this.id, fence: lease.fence }),
+      ...(this.o.status ? { status: this.o.status } : {}),
+      ...(this.o.metrics ? { metrics: this.o.metrics } : {}),
+      ...(this.o.hooks ? { hooks: this.o.hooks(key) } : {}),
+    });
+    this.workers.set(key, { worker, lease });
+    this.o.log.info({ branch: key, fence: lease.fence, replica: this.id }, "took the branch");
+    worker.start();
+    void worker.done.then(() => {
+      if (this.workers.get(key)?.worker === worker) this.workers.delete(key);
+    });
+  }
+
+  private repoFor(url: string): Promise<BareRepo> {
+    const name = normalizeRepoUrl(url).replace(/[^A-Za-z0-9._-]+/g, "_");
+    let p = this.repos.get(name);
+    if (!p) {
+      p = BareRepo.open(join(this.o.cacheDir, `${name}.git`));
+      this.repos.set(name, p);
+    }
+    return p;
+  }
+
+  private async renewAll(): Promise<void> {
+    for (const [key, { worker, lease }] of this.workers) {
+      try {
+        if (!(await lease.renew())) {
+          this.o.log.warn({ branch: key }, "lost the branch's lease; stopping its worker");
+          this.workers.delete(key);
+          await worker.stop();
+        }
+      } catch (err) {
+        this.o.log.warn({ branch: key, err: (err as Error).message }, "lease renewal failed");
+      }
+    }
+  }
+
+  /** Takes every known branch that has no owner (its owner died, or nobody took it yet). */
+  async sweep(): Promise<void> {
+    if (this.stopping) return;
+    try {
+      const keys = await this.redis.smembers(knownBranchesKey(this.o.prefix));
+      for (const key of keys) if (!this.workers.has(key)) await this.claim(key);
+    } catch (err) {
+      this.o.log.warn({ err: (err as Error).message }, "sweep of known branches failed");
+    }
+  }
+
+  /** Moves a notice into the inbox of each branch it concerns, in arrival order with the writes. */
+  private async routeNotice(data: unknown): Promise<void> {
+    const notice = Notice.parse(data);
+    const keys =
+      notice.type === "push"
+        ? new Set([...notice.branchKeys, ...notice.repository.map((r) => branchKey(r, notice.branch))])
+        : new Set([notice.branchKey]);
+    for (const key of keys) await this.append(key, notice.type, notice);
+  }
+
+  private async routeReport(data: unknown): Promise<void> {
+    const report = Report.parse(data);
+    await this.append(report.branchKey, "report", report);
+  }
+
+  private async append(key: string, kind: "push" | "refusal" | "report", data: unknown): Promise<void> {
+    const known = await this.redis.sismember(knownBranchesKey(this.o.prefix), key);
+    // A push to a branch no GitTarget writes is nobody's business.
+    if (kind === "push" && known === 0) return;
+    await this.redis
+      .multi()
+      .xadd(branchKeys(this.o.prefix, key).inbox, "*", "kind", kind, "data", JSON.stringify(data))
+      .sadd(knownBranchesKey(this.o.prefix), key)
+      .exec();
+    if (this.branchesQueue) await signalBranch(this.branchesQueue, key);
+  }
+
+  /** Stops every branch worker and gives their leases back, so another replica takes them at once. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const t of this.timers) clearInterval(t);
+    await Promise.all(this.bull.map((w) => w.close()));
+    await this.branchesQueue?.close();
+    for (const { worker, lease } of this.workers.values()) {
+      await worker.stop();
+      await lease.release().catch(() => {});
+    }
+    this.workers.clear();
+    this.redis.disconnect();
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * What a branch worker says about publication, and where it says it. The report is the branch's
+ * state; each GitTarget on the branch shows it as `status.publication` plus the conditions Ready,
+ * Reconciling and Stalled. A sink is an interface so the worker's loop needs no Kubernetes.
+ */
+import type { Publication } from "../crds/index.js";
+
+export interface PublicationReport {
+  branchKey: string;
+  state: "Published" | "Retrying";
+  commit?: string;
+  publishedAt?: number;
+  retryingSince?: number;
+  lastError?: string;
+  nextRetryAt?: number;
+  intakePaused: boolean;
+  retainedWrites: number;
+  retainedBytes: number;
+}
+
+export interface TargetRef {
+  namespace: string;
+  name: string;
+}
+
+export interface StatusSink {
+  /** Writes the report on every GitTarget of the branch; resolves when written (or given up, logged). */
+  report(targets: TargetRef[], report: PublicationReport): Promise<void>;
+}
+
+export interface Condition {
+  type: "Ready" | "Reconciling" | "Stalled";
+  status: "True" | "False" | "Unknown";
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
+
+export function publicationStatus(r: PublicationReport): Publication {
+  const p: Publication = { state: r.state, intakePaused: r.intakePaused };
+  if (r.commit) p.commit = r.commit;
+  if (r.publishedAt !== undefined) p.publishedAt = iso(r.publishedAt) as string;
+  if (r.retryingSince !== undefined) p.retryingSince = iso(r.retryingSince) as string;
+  if (r.lastError) p.lastError = r.lastError;
+  if (r.nextRetryAt !== undefined) p.nextRetryAt = iso(r.nextRetryAt) as string;
+  p.retainedWrites = r.retainedWrites;
+  p.retainedBytes = r.retainedBytes;
+  return p;
+}
+
+/**
+ * The three conditions for a report. A retrying branch is Reconciling (it will publish once Git
+ * answers), Stalled only when intake is paused, since then edits are being refused. A condition
+ * keeps its lastTransitionTime while its status does not change.
+ */
+export function publicationConditions(
+  r: PublicationReport,
+  previous: Condition[] | undefined,
+  now: number,
+  generation?: number,
+): Condition[] {
+  const since = r.retryingSince !== undefined ? iso(r.retryingSince) : undefined;
+  const retryMsg = `publication retrying since ${since}: ${r.lastError ?? "unknown cause"}; next attempt ${iso(r.nextRetryAt)}`;
+  const wanted: Array<Omit<Condition, "lastTransitionTime">> =
+    r.state === "Published"
+      ? [
+          {
+            type: "Ready",
+            status: "True",
+            reason: "Published",
+            message: r.commit ? `published up to ${r.commit}` : "nothing to publish",
+          },
+          { type: "Reconciling", status: "False", reason: "Published", message: "" },
+          { type: "Stalled", status: "False", reason: "Published", message: "" },
+        ]
+      : [
+          { type: "Ready", status: "False", reason: "PublicationRetrying", message: retryMsg },
+          { type: "Reconciling", status: "True", reason: "PublicationRetrying", message: retryMsg },
+          r.intakePaused
+            ? {
+                type: "Stalled",
+                status: "True",
+                reason: "IntakePaused",
+                message: `${retryMsg}; new writes are refused until the ${r.retainedWrites} retained writes (${r.retainedBytes} bytes) are published`,
+              }
+            : { type: "Stalled", status: "False", reason: "PublicationRetrying", message: "" },
+        ];
+  return wanted.map((c) => {
+    const prev = previous?.find((p) => p.type === c.type);
+    const lastTransitionTime =
+      prev && prev.status === c.status ? prev.lastTransitionTime : new Date(now).toISOString();
+    return {
+      ...c,
+      lastTransitionTime,
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    };
+  });
+}
+
+/** Keeps the last report per GitTarget in memory (tests, and running without a cluster). */
+export class MemoryStatusSink implements StatusSink {
+  readonly byTarget = new Map<string, PublicationReport>();
+  readonly history: PublicationReport[] = [];
+  async report(targets: TargetRef[], report: PublicationReport): Promise<void> {
+    this.history.push(report);
+    for (const t of targets) this.byTarget.set(`${t.namespace}/${t.name}`, report);
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * Shared pieces of the branch worker's tests: a real Git server, an isolated Redis namespace,
+ * writes as the gateway accepts them, and helpers to wait on outcomes.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Queue } from "bullmq";
+import { type AcceptedWrite, branchKey, QUEUES } from "../../queue/contract.js";
+import { BareRepo } from "../../queue/git/repo.js";
+import { acceptWrite } from "../../queue/intake.js";
+import { branchKeys, writePublishedKey } from "../../queue/keys.js";
+import { silentLogger } from "../../queue/log.js";
+import { BranchWorker, type BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
+import type { BranchSpec } from "../../queue/worker/directory.js";
+import { BranchLease } from "../../queue/worker/lease.js";
+import { gitOk } from "../git/cli.js";
+import { type GitServer, startGitServer } from "../git/server.js";
+import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+
+export const TARGET = { namespace: "team", name: "site" };
+export const FOLDER = "clusters/dev";
+
+export function configMapWrite(
+  key: string,
+  name: string,
+  value: string,
+  extra: Partial<AcceptedWrite> = {},
+): AcceptedWrite {
+  return {
+    id: randomUUID(),
+    target: TARGET,
+    branchKey: key,
+    path: FOLDER,
+    acceptedAt: new Date().toISOString(),
+    author: { name: "Ada", email: "ada@example.com" },
+    changes: [
+      {
+        op: "upsert",
+        object: {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name, namespace: "web" },
+          data: { value },
+        },
+      },
+    ],
+    ...extra,
+  };
+}
+
+export function fileOf(name: string): string {
+  return `${FOLDER}/core/configmap/web/${name}.yaml`;
+}
+
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== null && v !== false) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export interface Harness {
+  server: GitServer;
+  redis: IsolatedRedis;
+  url: string;
+  key: string;
+  spec: BranchSpec;
+  branches: Queue;
+  dir: string;
+  accept(write: AcceptedWrite): Promise<boolean>;
+  published(id: string): Promise<string | null>;
+  inboxLength(): Promise<number>;
+  /** Commit subjects on the server's branch, newest first. */
+  log(): Promise<string[]>;
+  file(path: string): Promise<string | undefined>;
+  newWorker(opts?: Partial<BranchWorkerOptions> & { replica?: string }): Promise<BranchWorker>;
+  close(): Promise<void>;
+}
+
+export async function harness(
+  files: Record<string, string> = { "README.md": "hi\n" },
+  window = { idleMs: 30, maxMs: 200 },
+): Promise<Harness> {
+  const server = await startGitServer();
+  const redis = await isolatedRedis("worker");
+  const url = await server.createRepo("site", files);
+  const key = branchKey(url, "main");
+  const spec: BranchSpec = {
+    key,
+    remote: { url },
+    branch: "main",
+    targets: [{ ...TARGET, path: FOLDER, window }],
+  };
+  const branches = new Queue(QUEUES.branches, { connection: redis.client, prefix: redis.prefix });
+  const dir = await mkdtemp(join(tmpdir(), "applygate-worker-"));
+  const workers: BranchWorker[] = [];
+  const bare = join(server.root, "site.git");
+  return {
+    server,
+    redis,
+    url,
+    key,
+    spec,
+    branches,
+    dir,
+    async accept(write) {
+      return (await acceptWrite(redis.client, redis.prefix, write, branches)).accepted;
+    },
+    published: (id) => redis.client.get(writePublishedKey(redis.prefix, id)),
+    inboxLength: () => redis.client.xlen(branchKeys(redis.prefix, key).inbox),
+    async log() {
+      const out = await gitOk(["log", "--format=%s", "main"], { cwd: bare });
+      return out.trim().split("\n").filter(Boolean);
+    },
+    async file(path) {
+      try {
+        return await gitOk(["show", `main:${path}`], { cwd: bare });
+      } catch {
+        return undefined;
+      }
+    },
+    async newWorker(opts = {}) {
+      const { replica = "r1", ...rest } = opts;
+      const lease = new BranchLease(redis.client, redis.prefix, key, replica, 10_000);
+      if (!(await lease.acquire())) throw new Error("lease is held");
+      const repo = await BareRepo.open(join(dir, `${replica}.git`));
+      const w = new BranchWorker({
+        spec,
+        redis: redis.client,
+        prefix: redis.prefix,
+        lease,
+        repo,
+        log: silentLogger(),
+        pollMs: 50,
+        ...rest,
+      });
+      workers.push(w);
+      w.start();
+      return w;
+    },
+    async close() {
+      for (const w of workers) await w.stop();
+      await branches.close();
+      await server.close();
+      await redis.cleanup();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
