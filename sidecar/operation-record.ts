@@ -1,0 +1,306 @@
+/**
+ * The operation on a claim's status (`status.operation`): recorded before the write that starts
+ * an apply, moved through its phases by token (never by time), completed once its end is
+ * observed. Every write goes through the status subresource, guarded by the resourceVersion just
+ * read, and a conflict reads again and retries (a lost race never wedges a claim).
+ */
+import type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
+import { type KObject, type Kube, type ResourceType, type RetryOptions, retryOnConflict } from "./kube.js";
+
+export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
+
+export interface ClaimLocator {
+  type: ResourceType;
+  namespace: string;
+  name: string;
+}
+
+export const COMPLETED_PHASES: readonly OperationPhase[] = ["Succeeded", "Failed"];
+
+/** Recorded and not completed. */
+export function isInFlight(op: Operation | undefined): op is Operation {
+  return op !== undefined && !COMPLETED_PHASES.includes(op.phase);
+}
+
+export function operationOf(claim: KObject | undefined): Operation | undefined {
+  return (claim?.status as { operation?: Operation } | undefined)?.operation;
+}
+
+export type RefusalReason = "ClaimNotFound" | "ClaimDeleting" | "OperationInFlight";
+
+/** The record was refused: nothing may be started. */
+export class RecordRefused extends Error {
+  override name = "RecordRefused";
+  constructor(
+    readonly reason: RefusalReason,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** No operation with this token is on the claim (another replaced it, or the claim is gone). */
+export class OperationNotFound extends Error {
+  override name = "OperationNotFound";
+}
+
+export interface NewOperation {
+  token: string;
+  commit: string;
+  targets: OperationTarget[];
+  /** Requested (a branch worker's attempt) or Unresolved (an external resume the reconciler suspended). */
+  phase?: "Requested" | "Unresolved";
+  requestedAt?: string;
+  resumeToken?: string;
+  suspendToken?: string;
+  message?: string;
+}
+
+export interface RecordOptions {
+  now?: () => Date;
+  retry?: RetryOptions;
+}
+
+const OPTIONAL_KEYS = [
+  "startedAt",
+  "completedAt",
+  "resumeToken",
+  "suspendToken",
+  "message",
+  "outcome",
+] as const satisfies readonly (keyof Operation)[];
+
+/**
+ * A merge patch that makes status.operation exactly `op`: keys `op` lacks are sent as null, so
+ * nothing of the operation recorded before leaks into this one.
+ */
+export function exactOperationPatch(op: Operation): Record<string, unknown> {
+  const patch: Record<string, unknown> = { ...op };
+  for (const k of OPTIONAL_KEYS) if (op[k] === undefined) patch[k] = null;
+  return patch;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure decisions
+
+export type RecordDecision =
+  | { action: "write"; operation: Operation }
+  | { action: "already"; operation: Operation }
+  | { action: "refuse"; reason: RefusalReason; message: string };
+
+/** Whether `op` may be recorded on `claim` as it was just read. */
+export function decideRecord(claim: KObject | undefined, op: NewOperation, now: Date): RecordDecision {
+  if (!claim) return { action: "refuse", reason: "ClaimNotFound", message: "the claim does not exist" };
+  if (claim.metadata.deletionTimestamp) {
+    return { action: "refuse", reason: "ClaimDeleting", message: "the claim is being deleted" };
+  }
+  const current = operationOf(claim);
+  if (current?.token === op.token) return { action: "already", operation: current };
+  if (isInFlight(current)) {
+    return {
+      action: "refuse",
+      reason: "OperationInFlight",
+      message: `operation ${current.token} (${current.phase}) is still in flight`,
+    };
+  }
+  const operation: Operation = {
+    token: op.token,
+    phase: op.phase ?? "Requested",
+    commit: op.commit,
+    targets: op.targets,
+    requestedAt: op.requestedAt ?? now.toISOString(),
+    ...(op.resumeToken ? { resumeToken: op.resumeToken } : {}),
+    ...(op.suspendToken ? { suspendToken: op.suspendToken } : {}),
+    ...(op.message ? { message: op.message } : {}),
+  };
+  return { action: "write", operation };
+}
+
+export interface OperationChange {
+  phase?: OperationPhase;
+  startedAt?: string;
+  resumeToken?: string;
+  suspendToken?: string;
+  message?: string;
+  outcome?: string;
+}
+
+/**
+ * The operation after `change`, or undefined when nothing changes. A completed operation is
+ * final: only completeOperation writes a terminal phase, and nothing moves it afterwards.
+ */
+export function applyChange(current: Operation, change: OperationChange): Operation | undefined {
+  if (!isInFlight(current)) return undefined;
+  if (change.phase && COMPLETED_PHASES.includes(change.phase)) {
+    throw new Error("use completeOperation to end an operation");
+  }
+  const next: Operation = { ...current };
+  for (const [k, v] of Object.entries(change)) {
+    if (v !== undefined) (next as Record<string, unknown>)[k] = v;
+  }
+  const same = Object.keys(next).every(
+    (k) => (next as Record<string, unknown>)[k] === (current as Record<string, unknown>)[k],
+  );
+  return same ? undefined : next;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writes
+
+async function readClaim(kube: Kube, claim: ClaimLocator): Promise<KObject | undefined> {
+  return kube.get<KObject>(claim.type, claim.namespace, claim.name);
+}
+
+function writeOperation(kube: Kube, claim: ClaimLocator, current: KObject, status: Record<string, unknown>) {
+  return kube.patchStatus<KObject>(
+    claim.type,
+    claim.namespace,
+    claim.name,
+    status,
+    current.metadata.resourceVersion,
+  );
+}
+
+/**
+ * Records a new operation before the write that starts it. Refused (RecordRefused, nothing may be
+ * started) while the claim is being deleted or holds another operation in flight. Recording the
+ * same token twice is a no-op. Returns the operation recorded and the one it replaced (for
+ * withdrawOperation).
+ */
+export async function recordOperation(
+  kube: Kube,
+  claim: ClaimLocator,
+  op: NewOperation,
+  opts: RecordOptions = {},
+): Promise<{ operation: Operation; previous?: Operation }> {
+  const now = opts.now ?? (() => new Date());
+  let outcome: { operation: Operation; previous?: Operation } | undefined;
+  await retryOnConflict(
+    () => readClaim(kube, claim),
+    (current) => {
+      const d = decideRecord(current, op, now());
+      if (d.action === "refuse") throw new RecordRefused(d.reason, d.message);
+      const previous = operationOf(current);
+      if (d.action === "already") {
+        outcome = { operation: d.operation };
+        return undefined;
+      }
+      outcome = { operation: d.operation, ...(previous ? { previous } : {}) };
+      return d.operation;
+    },
+    (current, operation) =>
+      writeOperation(kube, claim, current!, { operation: exactOperationPatch(operation) }),
+    opts.retry,
+  );
+  return outcome!;
+}
+
+/** Reads the operation recorded on a claim, uncached. */
+export async function readOperation(kube: Kube, claim: ClaimLocator): Promise<Operation | undefined> {
+  return operationOf(await readClaim(kube, claim));
+}
+
+function byToken(current: KObject | undefined, token: string): Operation {
+  const op = operationOf(current);
+  if (!current || op?.token !== token) {
+    throw new OperationNotFound(`no operation ${token} on the claim (found ${op?.token ?? "none"})`);
+  }
+  return op;
+}
+
+/**
+ * Moves the operation with `token` (phase, tokens, message). Throws OperationNotFound when the
+ * claim holds another operation; a completed operation is left as it is.
+ */
+export async function updateOperation(
+  kube: Kube,
+  claim: ClaimLocator,
+  token: string,
+  change: OperationChange,
+  opts: RecordOptions = {},
+): Promise<Operation> {
+  let result: Operation | undefined;
+  await retryOnConflict(
+    () => readClaim(kube, claim),
+    (current) => {
+      const op = byToken(current, token);
+      const next = applyChange(op, change);
+      result = next ?? op;
+      return next;
+    },
+    (current, next) => writeOperation(kube, claim, current!, { operation: exactOperationPatch(next) }),
+    opts.retry,
+  );
+  return result!;
+}
+
+export interface Completion {
+  phase: "Succeeded" | "Failed";
+  outcome?: string;
+  message?: string;
+}
+
+/**
+ * Completes the operation with `token`. A success also sets status.lastAppliedCommit, which the
+ * branch worker reads back after a restart. Completing twice keeps the first completion.
+ */
+export async function completeOperation(
+  kube: Kube,
+  claim: ClaimLocator,
+  token: string,
+  completion: Completion,
+  opts: RecordOptions = {},
+): Promise<Operation> {
+  const now = opts.now ?? (() => new Date());
+  let result: Operation | undefined;
+  await retryOnConflict(
+    () => readClaim(kube, claim),
+    (current) => {
+      const op = byToken(current, token);
+      if (!isInFlight(op)) {
+        result = op;
+        return undefined;
+      }
+      const next: Operation = {
+        ...op,
+        phase: completion.phase,
+        completedAt: now().toISOString(),
+        ...(completion.outcome !== undefined ? { outcome: completion.outcome } : {}),
+        ...(completion.message !== undefined ? { message: completion.message } : {}),
+      };
+      result = next;
+      return next;
+    },
+    (current, next) =>
+      writeOperation(kube, claim, current!, {
+        operation: exactOperationPatch(next),
+        ...(next.phase === "Succeeded" ? { lastAppliedCommit: next.commit } : {}),
+      }),
+    opts.retry,
+  );
+  return result!;
+}
+
+/**
+ * Takes back a record whose attempt then started nothing, putting back what the status held, so
+ * the claim never shows an operation nothing could have applied. Only while it is still Requested.
+ */
+export async function withdrawOperation(
+  kube: Kube,
+  claim: ClaimLocator,
+  token: string,
+  previous: Operation | undefined,
+  opts: RecordOptions = {},
+): Promise<boolean> {
+  const done = await retryOnConflict(
+    () => readClaim(kube, claim),
+    (current) => {
+      const op = operationOf(current);
+      if (!current || op?.token !== token || op.phase !== "Requested") return undefined;
+      return previous ? exactOperationPatch(previous) : null;
+    },
+    (current, restored) => writeOperation(kube, claim, current!, { operation: restored }),
+    opts.retry,
+  );
+  return done !== undefined;
+}
