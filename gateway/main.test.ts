@@ -23,8 +23,14 @@ const runCli = (args: string[], env: Record<string, string> = {}) =>
 async function runInProcess(args: string[]) {
   let stdout = "";
   let stderr = "";
-  const out = vi.spyOn(process.stdout, "write").mockImplementation((c) => ((stdout += String(c)), true));
-  const err = vi.spyOn(process.stderr, "write").mockImplementation((c) => ((stderr += String(c)), true));
+  const out = vi.spyOn(process.stdout, "write").mockImplementation((c) => {
+    stdout += String(c);
+    return true;
+  });
+  const err = vi.spyOn(process.stderr, "write").mockImplementation((c) => {
+    stderr += String(c);
+    return true;
+  });
   try {
     const status = await main(["gateway", ...args]);
     return { status, stdout, stderr };

@@ -53,7 +53,11 @@ export async function sampleQueue(
   };
 }
 
-export function registerQueueMetrics(opts: QueueMetricsOptions): { close(): Promise<void> } {
+export function registerQueueMetrics(opts: QueueMetricsOptions): {
+  /** Resolves once every QueueEvents connection is up. */
+  ready(): Promise<void>;
+  close(): Promise<void>;
+} {
   const now = opts.now ?? Date.now;
   const deadline = (q: string) =>
     typeof opts.stuckAfterMs === "number" ? opts.stuckAfterMs : opts.stuckAfterMs(q);
@@ -130,6 +134,9 @@ export function registerQueueMetrics(opts: QueueMetricsOptions): { close(): Prom
     }
   }
   return {
+    async ready() {
+      await Promise.all(events.map((e) => e.waitUntilReady()));
+    },
     async close() {
       await Promise.all(events.map((e) => e.close().catch(() => {})));
     },

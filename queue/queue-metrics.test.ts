@@ -1,0 +1,84 @@
+import { Queue, Worker } from "bullmq";
+import { Registry } from "prom-client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { METRIC_NAMES } from "./metric-names.js";
+import { registerQueueMetrics, sampleQueue } from "./queue-metrics.js";
+import { connectRedis } from "./redis.js";
+
+describe("queue metrics", () => {
+  let redis: IsolatedRedis;
+  let queue: Queue;
+  let worker: Worker;
+  beforeAll(async () => {
+    redis = await isolatedRedis("qm");
+    queue = new Queue("branches", { connection: redis.client, prefix: redis.prefix });
+    // A worker that takes jobs by hand and never finishes them: an active job nobody completes.
+    worker = new Worker("branches", null, { connection: connectRedis(redis.url), prefix: redis.prefix });
+  });
+  afterAll(async () => {
+    await worker.close();
+    await queue.close();
+    await redis.cleanup();
+  });
+
+  it("reports counts, the oldest waiting job's age, and jobs active past their deadline", async () => {
+    const t0 = Date.now();
+    await queue.add("work", { n: 1 });
+    const active = await worker.getNextJob("token-1");
+    expect(active).toBeDefined();
+    await queue.add("work", { n: 2 });
+    await queue.add("work", { n: 3 });
+
+    const soon = await sampleQueue(queue, 60_000, t0 + 1000);
+    expect(soon.counts).toMatchObject({ waiting: 2, active: 1 });
+    expect(soon.stuck).toBe(0);
+    const later = await sampleQueue(queue, 60_000, t0 + 10 * 60_000);
+    expect(later.stuck).toBe(1);
+    expect(later.oldestWaitingSeconds).toBeGreaterThan(590);
+
+    const registry = new Registry();
+    const m = registerQueueMetrics({
+      registry,
+      queues: [queue],
+      stuckAfterMs: 60_000,
+      now: () => t0 + 10 * 60_000,
+    });
+    const text = await registry.metrics();
+    expect(text).toContain(`${METRIC_NAMES.queueJobs}{queue="branches",state="waiting"} 2`);
+    expect(text).toContain(`${METRIC_NAMES.queueStuckJobs}{queue="branches"} 1`);
+    expect(text).toMatch(new RegExp(`${METRIC_NAMES.queueOldestWaitingSeconds}\\{queue="branches"\\} 59\\d`));
+    await m.close();
+  });
+
+  it("counts failed jobs from QueueEvents", async () => {
+    const q = new Queue("reports", { connection: redis.client, prefix: redis.prefix });
+    const registry = new Registry();
+    const m = registerQueueMetrics({
+      registry,
+      queues: [q],
+      stuckAfterMs: 60_000,
+      eventsConnection: () => connectRedis(redis.url),
+    });
+    const failing = new Worker(
+      "reports",
+      async () => {
+        throw new Error("boom");
+      },
+      { connection: connectRedis(redis.url), prefix: redis.prefix },
+    );
+    await m.ready();
+    await q.add("r", {});
+    const deadline = Date.now() + 10_000;
+    let text = "";
+    while (Date.now() < deadline) {
+      text = await registry.metrics();
+      if (text.includes(`${METRIC_NAMES.jobsFailedTotal}{queue="reports"} 1`)) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(text).toContain(`${METRIC_NAMES.jobsFailedTotal}{queue="reports"} 1`);
+    await failing.close();
+    await m.close();
+    await q.close();
+  });
+});
