@@ -53,14 +53,18 @@ export class RedisUnavailableError extends Error {}
  * The embedded-default rule: REDIS_URL if set; else 127.0.0.1:6379 if it answers; else a private
  * redis-server from PATH on a free port without persistence, stopped with the returned handle.
  */
-export async function resolveEmbeddedRedis(env: NodeJS.ProcessEnv = process.env): Promise<EmbeddedRedis> {
+export async function resolveEmbeddedRedis(
+  env: NodeJS.ProcessEnv = process.env,
+  opts: { localPort?: number; redisServer?: string } = {},
+): Promise<EmbeddedRedis> {
   const fromEnv = env.REDIS_URL?.trim();
   if (fromEnv) return { url: fromEnv, origin: "REDIS_URL", stop: async () => {} };
-  if (await redisAnswers("127.0.0.1", 6379)) {
-    return { url: "redis://127.0.0.1:6379", origin: "local", stop: async () => {} };
+  const localPort = opts.localPort ?? 6379;
+  if (await redisAnswers("127.0.0.1", localPort)) {
+    return { url: `redis://127.0.0.1:${localPort}`, origin: "local", stop: async () => {} };
   }
   const port = await freePort();
-  const child = await startRedisServer(port);
+  const child = await startRedisServer(port, opts.redisServer ?? "redis-server");
   return {
     url: `redis://127.0.0.1:${port}`,
     origin: "private",
@@ -68,9 +72,9 @@ export async function resolveEmbeddedRedis(env: NodeJS.ProcessEnv = process.env)
   };
 }
 
-async function startRedisServer(port: number): Promise<ChildProcess> {
+async function startRedisServer(port: number, command: string): Promise<ChildProcess> {
   const child = spawn(
-    "redis-server",
+    command,
     ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"],
     { stdio: "ignore" },
   );

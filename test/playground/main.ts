@@ -5,7 +5,7 @@
 import { commonSettings, helpText, loadConfig, parsers, type Setting } from "../../queue/config.js";
 import { createLogger } from "../../queue/log.js";
 import { RedisUnavailableError } from "../../queue/redis.js";
-import { startAssembly } from "./assembly.js";
+import type { Assembly } from "./assembly.js";
 
 const settings = {
   logLevel: commonSettings.logLevel,
@@ -38,7 +38,9 @@ export async function run(argv: string[]): Promise<number> {
     level: config.logLevel === "info" ? "warn" : config.logLevel,
     name: "playground",
   });
-  let assembly: Awaited<ReturnType<typeof startAssembly>>;
+  // Loaded only now, so `--help` and bad settings answer without loading every component.
+  const { startAssembly } = await import("./assembly.js");
+  let assembly: Assembly;
   try {
     assembly = await startAssembly({ log, gatewayPort: config.port });
   } catch (err) {

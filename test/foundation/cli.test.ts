@@ -1,0 +1,81 @@
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const bin = join(root, "queue/cli/applygate.mjs");
+
+function applygate(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [bin, ...args],
+      { cwd: root, env: { ...process.env, ...env } },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe("the applygate command", () => {
+  it.each(["gateway", "worker", "sidecar", "playground"])("prints help for %s", async (cmd) => {
+    const r = await applygate([cmd, "--help"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`usage: applygate ${cmd}`);
+  });
+
+  it("lists its commands and refuses an unknown one", async () => {
+    const r = await applygate(["nonsense"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('unknown command "nonsense"');
+  });
+
+  it("exits non-zero with one line naming a bad setting", async () => {
+    const r = await applygate(["gateway", "--port", "abc", "--dashboard-insecure"]);
+    expect(r.code).not.toBe(0);
+    const lines = r.stderr.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/--port.*abc/);
+  });
+
+  it("names a bad environment value", async () => {
+    const r = await applygate(["gateway", "--dashboard-insecure"], { APPLYGATE_GATEWAY_PORT: "99999" });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toMatch(/APPLYGATE_GATEWAY_PORT/);
+  });
+});
+
+describe("the playground", () => {
+  it("prints what it serves, answers /healthz, and stops on Ctrl-C", async () => {
+    const child: ChildProcess = spawn(process.execPath, [bin, "playground"], {
+      cwd: root,
+      env: { ...process.env, REDIS_URL: process.env.TEST_REDIS_URL, LOG_LEVEL: "warn" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout!.on("data", (c) => (out += c));
+    child.stderr!.on("data", (c) => (out += c));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const deadline = Date.now() + 60_000;
+    while (!/Ctrl-C stops everything/.test(out)) {
+      if (Date.now() > deadline || child.exitCode !== null)
+        throw new Error(`playground did not start:\n${out}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(out).toMatch(/Redis\s+redis:\/\//);
+    expect(out).toMatch(/Git\s+http:\/\/127\.0\.0\.1:\d+\/demo\.git/);
+    const gateway = /Gateway\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
+    expect(gateway).toBeDefined();
+    const health = await fetch(`${gateway}/healthz`);
+    expect(health.status).toBe(200);
+    child.kill("SIGINT");
+    expect(await exited).toBe(0);
+    await expect(fetch(`${gateway}/healthz`)).rejects.toThrow();
+  });
+});
