@@ -1,0 +1,171 @@
+/**
+ * What an applier kind (Flux, Argo CD) plugs into the shared sidecar. The sidecar owns the queue,
+ * the reports, the claim status, eligibility, ranking, the finalizer and Events; a kind owns what
+ * it writes to its applier and how it reads the applier's status.
+ */
+import type { Redis } from "ioredis";
+import type { ApplierKind, Attempt, ReportPhase } from "../queue/contract.js";
+import type { Logger } from "../queue/log.js";
+import type { ConditionInput } from "./claims/conditions.js";
+import type { ApplierSource } from "./claims/eligibility.js";
+import type { EventRecorder } from "./events.js";
+import type { Following } from "./following.js";
+import type { KObject, Kube } from "./kube.js";
+import type { ClaimLocator, Operation } from "./operation-record.js";
+import type { Reporter } from "./reporter.js";
+
+export interface ReportExtra {
+  /** Machine reason (DependencyNotReady, OperationUnfollowed, SuspendOwnedElsewhere, …). */
+  reason?: string;
+  message?: string;
+  /** Flux: the Kustomization applied another revision than the one asked for. */
+  revisionMismatch?: boolean;
+  /** Defaults to the attempt's commit. */
+  commit?: string;
+}
+
+/** Sends one PhaseReport for the operation being carried out. */
+export type ReportFn = (phase: ReportPhase, extra?: ReportExtra) => Promise<void>;
+
+/** An operation this process carries out or follows: a branch worker's attempt or a recovered record. */
+export interface OperationExecutor {
+  /**
+   * Carries out one attempt and follows it to its observed end, reporting every phase. Resolve
+   * after reporting a terminal phase (Succeeded, Failed, RequestFailed, Rejected, Dropped,
+   * Stale). A throw is reported as RequestFailed with the error's message. Never retry: every
+   * retry is the branch worker's decision. `signal` aborts on a graceful stop.
+   */
+  execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void>;
+  /**
+   * Follows an operation found recorded and in flight on a claim this process does not follow
+   * (restart recovery), by its recorded tokens, asking the applier for nothing new. Optional: a
+   * kind without it leaves such operations to ClaimController.settleUnfollowed.
+   */
+  recover?(recovered: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void>;
+  /** Graceful stop, after every running execute has seen its signal abort (Flux suspends what it resumed). */
+  shutdown?(): Promise<void>;
+}
+
+export interface RecoveredOperation {
+  claim: ClaimLocator;
+  applier: { namespace: string; name: string };
+  operation: Operation;
+  branchKey: string;
+}
+
+/** Whether the claim may hold its applier, by the kind's own rules. */
+export type ExternalCheck =
+  | { configured: true }
+  /** Configured=False with this reason (SuspendOwnedElsewhere, OwnedByApplicationSet, …); nothing is held. */
+  | { configured: false; reason: string; message: string }
+  /** Cannot be judged yet (applier missing, read failed): Configured=Unknown, keep any hold. */
+  | { configured: "Unknown"; reason: string; message: string };
+
+/** What the reconciler hands to every hook. */
+export interface ClaimContext {
+  kube: Kube;
+  log: Logger;
+  events: EventRecorder;
+  following: Following;
+  now: () => Date;
+  /** The claim's in-flight operation, when it has one (read uncached just before the hook). */
+  operation?: Operation;
+  /** The branch key of the eligible GitTargets (undefined when none is eligible). */
+  branchKey?: string;
+  /** Another claim in line that can take the applier over: leave it held for that one. */
+  successor?: string;
+  /** When InControl turned Releasing (hand-back in progress), for the kind's own messages. */
+  releasingSince?: Date;
+}
+
+export interface HoldResult {
+  /** InControl and Ready (and Configured only to override the reconciler's Configured=True). */
+  conditions: ConditionInput[];
+  /** Status fields of the kind to merge (previousSuspendState, repairPending, …). */
+  status?: Record<string, unknown>;
+  /** Ask to be called again this soon (e.g. waiting for a suspend token), besides the resync. */
+  requeueAfterMs?: number;
+}
+
+export interface HandBackResult {
+  /** The applier is handed back (or over, or gone): the finalizer may be removed. */
+  done: boolean;
+  conditions?: ConditionInput[];
+  status?: Record<string, unknown>;
+  requeueAfterMs?: number;
+}
+
+/** The claim lifecycle of one applier kind. Every hook is idempotent: it runs on every pass. */
+export interface ClaimController {
+  /** The claim's applier reference (spec.kustomizationRef / spec.applicationRef). */
+  applierOf(claim: KObject): { namespace: string; name: string };
+  /** What the applier's source fetches, for eligibility. */
+  source(
+    claim: KObject,
+    applier: { namespace: string; name: string },
+    ctx: ClaimContext,
+  ): Promise<ApplierSource>;
+  /** The kind's refusals to hold, checked before any write to the applier. */
+  checkExternal(
+    claim: KObject,
+    applier: { namespace: string; name: string },
+    ctx: ClaimContext,
+  ): Promise<ExternalCheck>;
+  /**
+   * Holds the applier (adopt, re-hold after an external resume or switch-on). Called only for the
+   * claim that holds the applier in line, Configured, with the finalizer in place.
+   */
+  hold(claim: KObject, applier: { namespace: string; name: string }, ctx: ClaimContext): Promise<HoldResult>;
+  /**
+   * Hands the applier back (deleted or no longer referenced), or leaves it held for ctx.successor.
+   * Called on every pass until it returns done; the reconciler gives up after 10 minutes.
+   */
+  handBack(
+    claim: KObject,
+    applier: { namespace: string; name: string },
+    ctx: ClaimContext,
+  ): Promise<HandBackResult>;
+  /**
+   * An operation in flight that nobody in this process has followed for over a minute: make the
+   * applier safe (Flux: suspend with a token and wait for it). Return true once it is, and the
+   * reconciler completes the operation Failed (OperationUnfollowed). Default: true at once.
+   */
+  settleUnfollowed?(
+    claim: KObject,
+    applier: { namespace: string; name: string },
+    operation: Operation,
+    ctx: ClaimContext,
+  ): Promise<boolean>;
+  /** Optional start/stop for the kind's own watches; `requeue` re-runs the claims of an applier. */
+  start?(hooks: { requeueApplier(namespace: string, name: string): void }): Promise<void>;
+  stop?(): Promise<void>;
+}
+
+/** Observes the applier's own writes while an apply window is open (see issue text: the window observer). */
+export interface WindowObserver {
+  start?(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Everything a kind module gets to build its parts. */
+export interface ApplierDeps {
+  kind: ApplierKind;
+  kube: Kube;
+  log: Logger;
+  events: EventRecorder;
+  following: Following;
+  reporter: Reporter;
+  redis?: Redis;
+  now: () => Date;
+  /** Settings the kind reads (timeouts, intervals); free-form so each kind owns its own. */
+  options: Record<string, unknown>;
+}
+
+/** What `sidecar/flux/index.ts` and `sidecar/argocd/index.ts` export as `createApplierKind`. */
+export interface ApplierKindModule {
+  createApplierKind(deps: ApplierDeps): {
+    executor: OperationExecutor;
+    controller: ClaimController;
+    windowObserver?: WindowObserver;
+  };
+}

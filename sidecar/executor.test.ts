@@ -1,0 +1,201 @@
+import { Queue, Worker } from "bullmq";
+import { afterEach, describe, expect, it } from "vitest";
+import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contract.js";
+import { silentLogger } from "../queue/log.js";
+import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import type { OperationExecutor } from "./applier-kind.js";
+import { type ExecutorHost, startExecutorHost } from "./executor.js";
+import { Following } from "./following.js";
+import { queueReporter, type Reporter } from "./reporter.js";
+
+async function until<T>(probe: () => T | undefined | false, what: string, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = probe();
+    if (v !== undefined && v !== false) return v as T;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const attempt = (token: string, claim = "web"): Attempt => ({
+  token,
+  claim: { kind: "FluxClaim", namespace: "apps", name: claim },
+  applier: { kind: "flux", namespace: "flux-system", name: claim },
+  branchKey: "git.example/org/repo@main",
+  repository: "https://git.example/org/repo",
+  branch: "main",
+  commit: "c".repeat(40),
+  targets: [{ uid: "u1", namespace: "apps", name: "t1", reason: "ForeignCommit" }],
+  sentAt: new Date().toISOString(),
+});
+
+describe("executor host", () => {
+  let redis: IsolatedRedis;
+  let host: ExecutorHost | undefined;
+  let reporter: Reporter;
+  let sender: Queue;
+  let collector: Worker;
+  const reports: Report[] = [];
+
+  async function setup(executor: OperationExecutor, following = new Following()) {
+    redis = await isolatedRedis("exec");
+    const connection = { url: redis.url, maxRetriesPerRequest: null };
+    reports.length = 0;
+    reporter = queueReporter({ redisUrl: redis.url, prefix: redis.prefix });
+    sender = new Queue(attemptsQueue("flux"), { connection, prefix: redis.prefix });
+    collector = new Worker(QUEUES.reports, async (job) => void reports.push(job.data as Report), {
+      connection,
+      prefix: redis.prefix,
+    });
+    host = startExecutorHost({
+      kind: "flux",
+      executor,
+      reporter,
+      following,
+      log: silentLogger(),
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+    });
+    return { following };
+  }
+
+  afterEach(async () => {
+    await host?.stop();
+    host = undefined;
+    await collector?.close();
+    await sender?.close();
+    await reporter?.close();
+    await redis?.cleanup();
+  });
+
+  const phases = (token: string) =>
+    reports.filter((r) => r.type === "phase" && r.token === token).map((r) => (r as { phase: string }).phase);
+
+  it("reports every phase of an operation with claim, branch key, token and commit", async () => {
+    await setup({
+      async execute(_a, report) {
+        await report("Requested");
+        await report("Running");
+        await report("Settling");
+        await report("Succeeded", { revisionMismatch: false });
+      },
+    });
+    await sender.add("attempt", attempt("t1"), { attempts: 1 });
+    await until(() => phases("t1").length === 4, "four reports");
+    expect(phases("t1")).toEqual(["Requested", "Running", "Settling", "Succeeded"]);
+    expect(reports[0]).toMatchObject({
+      type: "phase",
+      claim: { kind: "FluxClaim", namespace: "apps", name: "web" },
+      branchKey: "git.example/org/repo@main",
+      commit: "c".repeat(40),
+    });
+  });
+
+  it("a thrown error becomes one RequestFailed report and is not retried", async () => {
+    let calls = 0;
+    await setup({
+      async execute() {
+        calls++;
+        throw new Error("GitRepository not found");
+      },
+    });
+    await sender.add("attempt", attempt("t2"), { attempts: 3 });
+    await until(() => phases("t2").length === 1, "a report");
+    expect(reports[0]).toMatchObject({ phase: "RequestFailed", message: "GitRepository not found" });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(calls).toBe(1);
+  });
+
+  it("an executor that ends without an outcome is reported RequestFailed; later phases are dropped", async () => {
+    await setup({
+      async execute(_a, report) {
+        await report("Requested");
+      },
+    });
+    await sender.add("attempt", attempt("t3"), { attempts: 1 });
+    await until(() => phases("t3").length === 2, "two reports");
+    expect(phases("t3")).toEqual(["Requested", "RequestFailed"]);
+  });
+
+  it("follows at most one operation per claim and registers it as Following", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const { following } = await setup({
+      async execute(a, report) {
+        await report("Running");
+        if (a.token === "first") await gate;
+        await report("Succeeded");
+      },
+    });
+    await sender.add("attempt", attempt("first"), { attempts: 1 });
+    await until(() => following.isFollowed("first"), "first followed");
+    expect(following.forClaim("apps/web")).toBe("first");
+    await sender.add("attempt", attempt("second"), { attempts: 1 });
+    await until(() => phases("second").length === 1, "second refused");
+    expect(reports.find((r) => r.token === "second")).toMatchObject({
+      phase: "RequestFailed",
+      reason: "OperationInFlight",
+    });
+    await sender.add("attempt", attempt("other", "api"), { attempts: 1 });
+    await until(() => phases("other").includes("Succeeded"), "another claim runs alongside");
+    release();
+    await until(() => phases("first").includes("Succeeded"), "first done");
+    await until(() => !following.isFollowed("first"), "first unfollowed");
+  });
+
+  it("a graceful stop aborts running operations, reports nothing for them, then calls shutdown", async () => {
+    const order: string[] = [];
+    await setup({
+      async execute(_a, report, signal) {
+        await report("Running");
+        await new Promise<void>((r) => signal.addEventListener("abort", () => r()));
+        order.push("aborted");
+      },
+      async shutdown() {
+        order.push("shutdown");
+      },
+    });
+    await sender.add("attempt", attempt("t5"), { attempts: 1 });
+    await until(() => phases("t5").length === 1, "running");
+    await host!.stop();
+    host = undefined;
+    expect(order).toEqual(["aborted", "shutdown"]);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(phases("t5")).toEqual(["Running"]);
+  });
+
+  it("recovers a recorded operation through executor.recover, reporting under its token", async () => {
+    const { following } = await setup({
+      async execute() {},
+      async recover(op, report) {
+        await report("Settling");
+        await report("Failed", { reason: "NotResumed" });
+        expect(op.operation.token).toBe("rec");
+      },
+    });
+    const started = host!.recover({
+      claim: {
+        type: { group: "applygate.dev", version: "v1alpha1", plural: "fluxclaims", kind: "FluxClaim" },
+        namespace: "apps",
+        name: "web",
+      },
+      applier: { namespace: "flux-system", name: "web" },
+      branchKey: "git.example/org/repo@main",
+      operation: {
+        token: "rec",
+        phase: "Running",
+        commit: "d".repeat(40),
+        targets: [],
+        requestedAt: new Date().toISOString(),
+      },
+    });
+    expect(started).toBe(true);
+    await until(() => phases("rec").length === 2, "recovered reports");
+    expect(reports.find((r) => r.token === "rec")).toMatchObject({
+      commit: "d".repeat(40),
+      phase: "Settling",
+    });
+    await until(() => !following.isFollowed("rec"), "released");
+  });
+});

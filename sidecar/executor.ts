@@ -1,0 +1,208 @@
+/**
+ * Takes apply attempts for one applier kind from its queue and hands each to the kind's
+ * OperationExecutor, reporting every phase to the branch worker. It never retries: BullMQ runs
+ * each job once (a stalled job is not run again), a thrown error is reported as RequestFailed,
+ * and every retry is the branch worker's decision. One operation per claim at a time.
+ */
+import { type Job, Worker } from "bullmq";
+import {
+  type ApplierKind,
+  Attempt,
+  attemptsQueue,
+  type ClaimRef,
+  type ReportPhase,
+  TERMINAL_PHASES,
+} from "../queue/contract.js";
+import type { Logger } from "../queue/log.js";
+import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
+import type { Following } from "./following.js";
+import type { Reporter } from "./reporter.js";
+
+export interface ExecutorHostOptions {
+  kind: ApplierKind;
+  executor: OperationExecutor;
+  reporter: Reporter;
+  following: Following;
+  log: Logger;
+  redisUrl: string;
+  prefix: string;
+  /** Attempts carried out at once (for different claims); default 16. */
+  concurrency?: number;
+  now?: () => Date;
+  /** How long a graceful stop waits for running operations to give back (default 30 s). */
+  stopTimeoutMs?: number;
+}
+
+export interface ExecutorHost {
+  /** Follows an operation recorded on a claim that nobody here follows; false when it cannot. */
+  recover(op: RecoveredOperation): boolean;
+  /** Tokens of operations carried out or followed now. */
+  running(): string[];
+  /** Graceful stop: no new attempts, running ones see their signal abort, then executor.shutdown(). */
+  stop(): Promise<void>;
+}
+
+export const claimKeyOf = (c: { namespace: string; name: string }) => `${c.namespace}/${c.name}`;
+
+interface Running {
+  token: string;
+  claim: string;
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
+  const now = o.now ?? (() => new Date());
+  const running = new Map<string, Running>();
+  let stopping = false;
+
+  const busyClaim = (claim: string) => [...running.values()].find((r) => r.claim === claim);
+
+  /** The report function of one operation; remembers whether a terminal phase was sent. */
+  function reporterFor(token: string, claim: ClaimRef, branchKey: string, commit: string, log: Logger) {
+    const state = { terminal: false, last: undefined as ReportPhase | undefined };
+    const report: ReportFn = async (phase: ReportPhase, extra: ReportExtra = {}) => {
+      if (state.terminal) {
+        log.warn({ phase }, "phase reported after the operation ended; dropped");
+        return;
+      }
+      state.last = phase;
+      if (TERMINAL_PHASES.includes(phase)) state.terminal = true;
+      log.info({ phase, reason: extra.reason }, "operation phase");
+      const r = {
+        token,
+        claim,
+        branchKey,
+        phase,
+        at: now().toISOString(),
+        commit: extra.commit ?? commit,
+        ...(extra.reason ? { reason: extra.reason } : {}),
+        ...(extra.message ? { message: extra.message } : {}),
+        ...(extra.revisionMismatch !== undefined ? { revisionMismatch: extra.revisionMismatch } : {}),
+      };
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await o.reporter.phase(r);
+          return;
+        } catch (err) {
+          if (attempt >= 5) {
+            log.error({ err: (err as Error).message, phase }, "could not send a report");
+            return;
+          }
+          await new Promise((res) => setTimeout(res, 100 * 2 ** attempt));
+        }
+      }
+    };
+    return { report, state };
+  }
+
+  /** Runs one operation with Following registered; turns a throw into RequestFailed. */
+  function run(
+    token: string,
+    claim: ClaimRef,
+    branchKey: string,
+    commit: string,
+    body: (report: ReportFn, signal: AbortSignal) => Promise<void>,
+  ): Running {
+    const key = claimKeyOf(claim);
+    const log = o.log.child({ applier: o.kind, claim: key, token, commit, branch: branchKey });
+    const { report, state } = reporterFor(token, claim, branchKey, commit, log);
+    const abort = new AbortController();
+    const unfollow = o.following.follow(token, key);
+    const done = (async () => {
+      try {
+        await body(report, abort.signal);
+        if (!state.terminal && !abort.signal.aborted) {
+          await report("RequestFailed", { message: "the executor ended without an outcome" });
+        }
+      } catch (err) {
+        if (abort.signal.aborted) {
+          log.info({ err: (err as Error).message }, "operation left for restart recovery on stop");
+        } else if (!state.terminal) {
+          log.warn({ err: (err as Error).message }, "operation failed");
+          await report("RequestFailed", { message: (err as Error).message });
+        } else {
+          log.warn({ err: (err as Error).message }, "error after the operation ended");
+        }
+      } finally {
+        unfollow();
+        running.delete(token);
+      }
+    })();
+    const r = { token, claim: key, abort, done };
+    running.set(token, r);
+    return r;
+  }
+
+  async function process(job: Job): Promise<void> {
+    const parsed = Attempt.safeParse(job.data);
+    if (!parsed.success) {
+      o.log.error({ job: job.id, err: parsed.error.issues[0]?.message }, "invalid attempt; ignored");
+      return;
+    }
+    const attempt = parsed.data;
+    const key = claimKeyOf(attempt.claim);
+    const refuse = async (message: string, reason: string) => {
+      const { report } = reporterFor(
+        attempt.token,
+        attempt.claim,
+        attempt.branchKey,
+        attempt.commit,
+        o.log.child({ applier: o.kind, claim: key, token: attempt.token, branch: attempt.branchKey }),
+      );
+      await report("RequestFailed", { reason, message });
+    };
+    if (stopping) return refuse("the sidecar is stopping", "SidecarStopping");
+    if (running.has(attempt.token)) return; // a duplicate delivery of one we carry out
+    const busy = busyClaim(key);
+    if (busy) return refuse(`operation ${busy.token} of this claim is still followed`, "OperationInFlight");
+    const r = run(attempt.token, attempt.claim, attempt.branchKey, attempt.commit, (report, signal) =>
+      o.executor.execute(attempt, report, signal),
+    );
+    await r.done;
+  }
+
+  const worker = new Worker(attemptsQueue(o.kind), process, {
+    connection: { url: o.redisUrl, maxRetriesPerRequest: null },
+    prefix: o.prefix,
+    concurrency: o.concurrency ?? 16,
+    // A job whose process died is not run again: the operation recorded on the claim is
+    // recovered from there, and a new attempt is the branch worker's decision.
+    maxStalledCount: 0,
+  });
+  worker.on("error", (err) => o.log.warn({ err: err.message }, "attempt queue error"));
+
+  return {
+    recover(op) {
+      if (stopping || !o.executor.recover) return false;
+      const key = claimKeyOf(op.claim);
+      if (o.following.isFollowed(op.operation.token) || busyClaim(key)) return false;
+      const claim: ClaimRef = {
+        kind: op.claim.type.kind as ClaimRef["kind"],
+        namespace: op.claim.namespace,
+        name: op.claim.name,
+      };
+      const recover = o.executor.recover.bind(o.executor);
+      run(op.operation.token, claim, op.branchKey, op.operation.commit, (report, signal) =>
+        recover(op, report, signal),
+      );
+      return true;
+    },
+    running: () => [...running.keys()],
+    async stop() {
+      if (stopping) return;
+      stopping = true;
+      const closing = worker.close();
+      const all = [...running.values()];
+      for (const r of all) r.abort.abort();
+      const timeout = new Promise<void>((res) => setTimeout(res, o.stopTimeoutMs ?? 30_000).unref());
+      await Promise.race([Promise.allSettled(all.map((r) => r.done)), timeout]);
+      try {
+        await o.executor.shutdown?.();
+      } catch (err) {
+        o.log.error({ err: (err as Error).message }, "executor shutdown failed");
+      }
+      await closing;
+    },
+  };
+}

@@ -1,0 +1,86 @@
+/**
+ * Which operations this process follows, by token. The claim reconciler leaves an operation in
+ * flight alone while it is followed here (or for a minute after it first saw it unfollowed, so
+ * restart recovery gets its chance); after that it settles it as OperationUnfollowed.
+ */
+export interface FollowedOperation {
+  token: string;
+  /** namespace/name of the claim. */
+  claim: string;
+  since: Date;
+}
+
+export class Following {
+  private readonly byToken = new Map<string, FollowedOperation>();
+  private readonly listeners = new Set<(claim: string) => void>();
+
+  constructor(private readonly now: () => Date = () => new Date()) {}
+
+  /** Starts following; returns the function that stops. Following one token twice is refused. */
+  follow(token: string, claim: string): () => void {
+    if (this.byToken.has(token)) throw new Error(`operation ${token} is already followed`);
+    const entry = { token, claim, since: this.now() };
+    this.byToken.set(token, entry);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (this.byToken.get(token) === entry) this.byToken.delete(token);
+      for (const l of this.listeners) l(claim);
+    };
+  }
+
+  isFollowed(token: string): boolean {
+    return this.byToken.has(token);
+  }
+
+  /** The token this process follows for a claim, if any. */
+  forClaim(claim: string): string | undefined {
+    for (const e of this.byToken.values()) if (e.claim === claim) return e.token;
+    return undefined;
+  }
+
+  list(): FollowedOperation[] {
+    return [...this.byToken.values()];
+  }
+
+  /** Called with the claim's key whenever an operation stops being followed. */
+  onRelease(listener: (claim: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}
+
+/**
+ * Tracks since when each in-flight operation has been seen unfollowed (pure state, fed by the
+ * reconciler): it is settled only after `graceMs` without anybody following it.
+ */
+export class UnfollowedClock {
+  private readonly firstSeen = new Map<string, number>();
+
+  constructor(private readonly graceMs = 60_000) {}
+
+  /** Observes the token (followed or not) at `now`; true once it is past the grace period. */
+  overdue(token: string, followed: boolean, now: Date): boolean {
+    if (followed) {
+      this.firstSeen.delete(token);
+      return false;
+    }
+    const first = this.firstSeen.get(token);
+    if (first === undefined) {
+      this.firstSeen.set(token, now.getTime());
+      return false;
+    }
+    return now.getTime() - first > this.graceMs;
+  }
+
+  /** Time left before the token is overdue (for a requeue), or undefined when not tracked. */
+  remainingMs(token: string, now: Date): number | undefined {
+    const first = this.firstSeen.get(token);
+    return first === undefined ? undefined : Math.max(0, first + this.graceMs - now.getTime() + 1);
+  }
+
+  forget(token: string): void {
+    this.firstSeen.delete(token);
+  }
+}
