@@ -1,0 +1,31 @@
+/**
+ * Whether a write to an object is the applier's own (pure): its newest managedFields entries
+ * (those with the latest time) all belong to the applier's managers. Times resolve to the second,
+ * so a tie with any other manager is not the applier's alone.
+ */
+import type { ManagedFieldsEntry } from "./resources.js";
+
+export interface ApplierWrite {
+  manager: string;
+  /** The managedFields time of that newest entry. */
+  writtenAt: string;
+  resourceVersion: string;
+}
+
+export function applierWriteOf(
+  obj: { metadata?: { managedFields?: unknown[]; resourceVersion?: string } },
+  managers: readonly string[],
+): ApplierWrite | undefined {
+  const entries = ((obj.metadata?.managedFields ?? []) as ManagedFieldsEntry[]).filter(
+    (e) => e.time && !Number.isNaN(Date.parse(e.time)),
+  );
+  if (entries.length === 0) return undefined;
+  const newest = Math.max(...entries.map((e) => Date.parse(e.time!)));
+  const top = entries.filter((e) => Date.parse(e.time!) === newest);
+  if (!top.every((e) => e.manager && managers.includes(e.manager))) return undefined;
+  return {
+    manager: top[0]!.manager!,
+    writtenAt: top[0]!.time!,
+    resourceVersion: obj.metadata?.resourceVersion ?? "",
+  };
+}

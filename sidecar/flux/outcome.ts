@@ -1,0 +1,162 @@
+/**
+ * Reading a Kustomization after a resume (pure): whether a token was handled, whether a real
+ * reconcile ran since the resume, and what the apply came to, by the outcome table of the Flux
+ * applier. A handled token alone proves nothing was applied: a suspended reconcile handles it too.
+ */
+import {
+  type FluxCondition,
+  type GitRepository,
+  type HistoryEntry,
+  type Kustomization,
+  readyOf,
+  requestedAtOf,
+} from "./resources.js";
+
+/** The commit a Flux revision names: `main@sha1:<hex>`, `sha1:<hex>`, or the legacy `main/<hex>`. */
+export function commitOfRevision(revision: string | undefined): string | undefined {
+  if (!revision) return undefined;
+  const m = /(?:^|@)sha1:([0-9a-f]{40})$/.exec(revision) ?? /\/([0-9a-f]{40})$/.exec(revision);
+  return m?.[1];
+}
+
+export const revisionHolds = (revision: string | undefined, commit: string) =>
+  commitOfRevision(revision) === commit;
+
+/** Whether the source's artifact holds the commit. */
+export const artifactHolds = (source: GitRepository | undefined, commit: string) =>
+  revisionHolds(source?.status?.artifact?.revision, commit);
+
+/**
+ * Whether `token` was handled: the controller copied it to status.lastHandledReconcileAt, or a
+ * token stamped over it later (flux reconcile, our own suspend) was handled, which proves the
+ * reconcile that would have handled ours has ended too (reconciles of one object never overlap).
+ */
+export function tokenHandled(
+  obj:
+    | { metadata: { annotations?: Record<string, string> }; status?: { lastHandledReconcileAt?: string } }
+    | undefined,
+  token: string,
+): boolean {
+  const handled = obj?.status?.lastHandledReconcileAt;
+  if (handled === undefined) return false;
+  if (handled === token) return true;
+  const current = requestedAtOf(obj as Kustomization);
+  return current !== undefined && current !== token && handled === current;
+}
+
+/** What a reconcile moves: the Ready condition and the newest history entry. */
+export interface ReconcileMark {
+  ready?: Pick<FluxCondition, "status" | "reason" | "message" | "lastTransitionTime">;
+  history?: Pick<HistoryEntry, "digest" | "lastReconciledStatus" | "totalReconciliations" | "lastReconciled">;
+}
+
+export function markOf(ks: Kustomization | undefined): ReconcileMark {
+  const r = readyOf(ks);
+  const h = ks?.status?.history?.[0];
+  return {
+    ...(r
+      ? {
+          ready: {
+            status: r.status,
+            reason: r.reason,
+            message: r.message,
+            lastTransitionTime: r.lastTransitionTime,
+          },
+        }
+      : {}),
+    ...(h
+      ? {
+          history: {
+            digest: h.digest,
+            lastReconciledStatus: h.lastReconciledStatus,
+            totalReconciliations: h.totalReconciliations,
+            lastReconciled: h.lastReconciled,
+          },
+        }
+      : {}),
+  };
+}
+
+const same = (a: object | undefined, b: object | undefined) =>
+  JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+
+/** Whole seconds, as metav1.Time carries them. */
+const floorSecond = (iso: string) => Math.floor(Date.parse(iso) / 1000) * 1000;
+
+/**
+ * Proof a real reconcile ran since the resume: Ready or the newest history entry moved past the
+ * mark read with the resume (a real reconcile marks Ready Unknown first, and records history).
+ * Without a mark (restart recovery), a Ready transition or a history entry at or after `at`
+ * (whole seconds) counts.
+ */
+export function reconcileRanSince(ks: Kustomization, since: { mark?: ReconcileMark; at?: string }): boolean {
+  const now = markOf(ks);
+  if (since.mark) return !same(now.ready, since.mark.ready) || !same(now.history, since.mark.history);
+  if (!since.at) return false;
+  const from = floorSecond(since.at);
+  const t = (s: string | undefined) => (s ? Date.parse(s) : Number.NEGATIVE_INFINITY);
+  return t(now.ready?.lastTransitionTime) >= from || t(now.history?.lastReconciled) >= from;
+}
+
+export type Outcome =
+  /** The resume's token is not handled yet: keep following. */
+  | { state: "Pending" }
+  | { state: "Succeeded"; revision: string; revisionMismatch: boolean; message: string }
+  | { state: "Failed"; reason: string; message: string };
+
+export interface OutcomeInput {
+  /** T1, the token the resume carried. */
+  resumeToken: string;
+  /** The commit the operation is for. */
+  commit: string;
+  /** The mark read with the resume, or the time of the resume (recovery). */
+  since: { mark?: ReconcileMark; at?: string };
+  /** The revision the GitRepository's artifact holds now. */
+  sourceRevision?: string;
+}
+
+/** The outcome table, read once T1 is handled. */
+export function readOutcome(ks: Kustomization, input: OutcomeInput): Outcome {
+  if (!tokenHandled(ks, input.resumeToken)) return { state: "Pending" };
+  if (!reconcileRanSince(ks, input.since)) {
+    return {
+      state: "Failed",
+      reason: "NotReconciled",
+      message: "the resume's token was handled without a reconcile (suspended again before it ran)",
+    };
+  }
+  const ready = readyOf(ks);
+  const applied = ks.status?.lastAppliedRevision;
+  if (ready?.status === "True") {
+    if (revisionHolds(applied, input.commit)) {
+      return {
+        state: "Succeeded",
+        revision: applied!,
+        revisionMismatch: false,
+        message: `applied ${applied}`,
+      };
+    }
+    if (applied && applied === input.sourceRevision) {
+      return {
+        state: "Succeeded",
+        revision: applied,
+        revisionMismatch: true,
+        message: `applied ${applied}, which the source fetched after ${input.commit}`,
+      };
+    }
+    return {
+      state: "Failed",
+      reason: "RevisionNotApplied",
+      message: `Ready, but the applied revision is ${applied ?? "none"}, not ${input.commit} (the controller's source lagged)`,
+    };
+  }
+  if (ready?.status === "False") {
+    const reason = ready.reason || "ReconciliationFailed";
+    return { state: "Failed", reason, message: ready.message ?? reason };
+  }
+  return {
+    state: "Failed",
+    reason: "NotReady",
+    message: `the reconcile ended with Ready ${ready?.status ?? "absent"}`,
+  };
+}
