@@ -39,7 +39,8 @@ export function pathExists(files: ReadonlyMap<string, string>, dir: string): boo
 function parseDocs(text: string, file: string, strict: boolean): Manifest[] {
   const out: Manifest[] = [];
   for (const doc of parseAllDocuments(text)) {
-    if (doc.errors.length > 0) throw new BuildError(`kustomize build failed: ${file}: ${doc.errors[0]?.message}`);
+    if (doc.errors.length > 0)
+      throw new BuildError(`kustomize build failed: ${file}: ${doc.errors[0]?.message}`);
     const v = doc.toJSON() as Manifest | null;
     if (v === null || typeof v !== "object") continue;
     if (!v.apiVersion || !v.kind || !v.metadata?.name) {
@@ -118,7 +119,9 @@ export function build(
   for (const o of objects) {
     const id = `${o.apiVersion}/${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
     if (seen.has(id))
-      throw new BuildError(`kustomize build failed: may not add resource with an already registered id: ${id}`);
+      throw new BuildError(
+        `kustomize build failed: may not add resource with an already registered id: ${id}`,
+      );
     seen.add(id);
   }
   const text = objects.map((o) => stringify(o)).join("---\n");

@@ -28,8 +28,7 @@ export function setCondition(
   const prev = i >= 0 ? out[i] : undefined;
   const next: Condition = {
     ...c,
-    lastTransitionTime:
-      prev && prev.status === c.status ? prev.lastTransitionTime : wireTime(nowMs),
+    lastTransitionTime: prev && prev.status === c.status ? prev.lastTransitionTime : wireTime(nowMs),
   };
   if (i >= 0) out[i] = next;
   else out.push(next);

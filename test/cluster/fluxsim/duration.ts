@@ -1,5 +1,13 @@
 /** Go duration strings as Flux specs carry them ("10m", "1m30s", "500ms", "1h"). */
-const UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, "µs": 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const UNITS: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
 
 export function parseDuration(text: string | undefined): number | undefined {
   if (!text) return undefined;

@@ -35,9 +35,12 @@ export async function fetchTree(
     const [, type, id] = line.slice(0, tab).split(" ");
     if (type === "blob" && id) blobs.push({ path: line.slice(tab + 1), id });
   }
-  const contents = await catBlobs(scratch, blobs.map((b) => b.id));
+  const contents = await catBlobs(
+    scratch,
+    blobs.map((b) => b.id),
+  );
   const files = new Map<string, string>();
-  blobs.forEach((b, i) => files.set(b.path, contents[i] ?? ""));
+  for (const [i, b] of blobs.entries()) files.set(b.path, contents[i] ?? "");
   return { sha, files };
 }
 

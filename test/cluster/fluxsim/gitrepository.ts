@@ -17,7 +17,11 @@ import { artifactRevision, REQUESTED_AT } from "./predicates.js";
 import type { Obj, Watcher } from "./watcher.js";
 import type { Outcome } from "./workqueue.js";
 
-export const GIT_REPOSITORY: Kind = { group: "source.toolkit.fluxcd.io", version: "v1", plural: "gitrepositories" };
+export const GIT_REPOSITORY: Kind = {
+  group: "source.toolkit.fluxcd.io",
+  version: "v1",
+  plural: "gitrepositories",
+};
 export const SOURCE_STATUS_MANAGER = "gotk-source-controller";
 
 export interface SourceDeps {
@@ -129,7 +133,13 @@ export class GitRepositoryController {
       conditions = removeCondition(removeCondition(conditions, RECONCILING), "FetchFailed");
       conditions = setCondition(
         conditions,
-        { type: "ArtifactInStorage", status: "True", reason: "Succeeded", message, observedGeneration: generation },
+        {
+          type: "ArtifactInStorage",
+          status: "True",
+          reason: "Succeeded",
+          message,
+          observedGeneration: generation,
+        },
         now(),
       );
       conditions = setCondition(
@@ -144,12 +154,24 @@ export class GitRepositoryController {
       const message = `failed to checkout and determine revision: ${(err as Error).message}`;
       conditions = setCondition(
         conditions,
-        { type: "FetchFailed", status: "True", reason: "GitOperationFailed", message, observedGeneration: generation },
+        {
+          type: "FetchFailed",
+          status: "True",
+          reason: "GitOperationFailed",
+          message,
+          observedGeneration: generation,
+        },
         now(),
       );
       conditions = setCondition(
         conditions,
-        { type: READY, status: "False", reason: "GitOperationFailed", message, observedGeneration: generation },
+        {
+          type: READY,
+          status: "False",
+          reason: "GitOperationFailed",
+          message,
+          observedGeneration: generation,
+        },
         now(),
       );
       status.conditions = conditions;
@@ -165,7 +187,10 @@ export class GitRepositoryController {
     const secretName = obj.spec?.secretRef?.name;
     if (!secretName) return url;
     const core = this.d.kc.makeApiClient(k8s.CoreV1Api);
-    const secret = await core.readNamespacedSecret({ namespace: obj.metadata?.namespace as string, name: secretName });
+    const secret = await core.readNamespacedSecret({
+      namespace: obj.metadata?.namespace as string,
+      name: secretName,
+    });
     const dec = (k: string) => Buffer.from(secret.data?.[k] ?? "", "base64").toString();
     const u = new URL(url);
     u.username = encodeURIComponent(dec("username"));

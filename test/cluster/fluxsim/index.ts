@@ -127,8 +127,20 @@ export async function startFluxSim(opts: FluxSimOptions): Promise<FluxSim> {
   const onError = (controller: string) => (key: string, err: unknown) =>
     log.warn({ controller, key, err: (err as Error)?.message }, "reconcile failed; retrying with backoff");
   // source-controller runs 2 workers and kustomize-controller 4 by default (--concurrent).
-  const sourceQueue = new WorkQueue(clock, 2, (key) => sources.reconcile(key), onError("gitrepository"), maxBackoff);
-  const ksQueue = new WorkQueue(clock, 4, (key) => kustomizations.reconcile(key), onError("kustomization"), maxBackoff);
+  const sourceQueue = new WorkQueue(
+    clock,
+    2,
+    (key) => sources.reconcile(key),
+    onError("gitrepository"),
+    maxBackoff,
+  );
+  const ksQueue = new WorkQueue(
+    clock,
+    4,
+    (key) => kustomizations.reconcile(key),
+    onError("kustomization"),
+    maxBackoff,
+  );
 
   sourceCache = new Watcher(
     opts.kubeConfig,

@@ -13,11 +13,11 @@ import {
   BuildError,
   build,
   type Manifest,
+  normalizePath,
   OWNER_NAME_LABEL,
   OWNER_NAMESPACE_LABEL,
   PathNotFound,
   pathExists,
-  normalizePath,
   stageOf,
   withOwnerLabels,
 } from "./build.js";
@@ -39,7 +39,11 @@ import { REQUESTED_AT } from "./predicates.js";
 import type { Obj, Watcher } from "./watcher.js";
 import type { Outcome } from "./workqueue.js";
 
-export const KUSTOMIZATION: Kind = { group: "kustomize.toolkit.fluxcd.io", version: "v1", plural: "kustomizations" };
+export const KUSTOMIZATION: Kind = {
+  group: "kustomize.toolkit.fluxcd.io",
+  version: "v1",
+  plural: "kustomizations",
+};
 export const FIELD_MANAGER = "kustomize-controller";
 export const STATUS_MANAGER = "gotk-kustomize-controller";
 const PRUNE_DISABLED = "kustomize.toolkit.fluxcd.io/prune";
@@ -127,9 +131,16 @@ export class KustomizationController {
     }
   }
 
-  async #reconcileActive(key: string, obj: Obj, status: Status, write: () => Promise<void>): Promise<Outcome> {
+  async #reconcileActive(
+    key: string,
+    obj: Obj,
+    status: Status,
+    write: () => Promise<void>,
+  ): Promise<Outcome> {
     const interval = this.d.scaled(parseDuration(obj.spec?.interval) ?? 600_000);
-    const retry = obj.spec?.retryInterval ? this.d.scaled(parseDuration(obj.spec.retryInterval) ?? 0) : interval;
+    const retry = obj.spec?.retryInterval
+      ? this.d.scaled(parseDuration(obj.spec.retryInterval) ?? 0)
+      : interval;
     const depRequeue = this.d.scaled(this.d.dependencyRequeueMs());
     const generation = obj.metadata?.generation ?? 0;
     const now = () => this.d.clock.now();
@@ -276,7 +287,13 @@ export class KustomizationController {
       const message = `health check failed after ${formatDuration(now() - started)}: injected health check failure`;
       status.conditions = setCondition(
         status.conditions,
-        { type: HEALTHY, status: "False", reason: "HealthCheckFailed", message, observedGeneration: generation },
+        {
+          type: HEALTHY,
+          status: "False",
+          reason: "HealthCheckFailed",
+          message,
+          observedGeneration: generation,
+        },
         now(),
       );
       history("HealthCheckFailed");
@@ -305,7 +322,9 @@ export class KustomizationController {
   async #apply(obj: Obj, objects: Manifest[]): Promise<InventoryEntry[]> {
     const name = obj.metadata?.name as string;
     const namespace = obj.metadata?.namespace as string;
-    const ordered = objects.map((o, i) => ({ o, i })).sort((a, b) => stageOf(a.o) - stageOf(b.o) || a.i - b.i);
+    const ordered = objects
+      .map((o, i) => ({ o, i }))
+      .sort((a, b) => stageOf(a.o) - stageOf(b.o) || a.i - b.i);
     const entries: InventoryEntry[] = [];
     for (const { o } of ordered) {
       await sleep(this.d.clock, this.d.perObjectApplyMs());
@@ -320,11 +339,19 @@ export class KustomizationController {
           k8s.PatchStrategy.ServerSideApply,
         );
       } catch (err) {
-        throw new Error(`${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name} apply failed: ${apiMessage(err)}`);
+        throw new Error(
+          `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name} apply failed: ${apiMessage(err)}`,
+        );
       }
       const { group, version } = splitApiVersion(o.apiVersion);
       entries.push(
-        entryOf({ namespace: result.metadata?.namespace ?? "", name: o.metadata.name, group, version, kind: o.kind }),
+        entryOf({
+          namespace: result.metadata?.namespace ?? "",
+          name: o.metadata.name,
+          group,
+          version,
+          kind: o.kind,
+        }),
       );
     }
     return entries;
@@ -344,7 +371,8 @@ export class KustomizationController {
         const live = await this.d.kube.objects.read(header);
         const labels = live.metadata?.labels ?? {};
         const ours =
-          labels[OWNER_NAME_LABEL] === obj.metadata?.name && labels[OWNER_NAMESPACE_LABEL] === obj.metadata?.namespace;
+          labels[OWNER_NAME_LABEL] === obj.metadata?.name &&
+          labels[OWNER_NAMESPACE_LABEL] === obj.metadata?.namespace;
         if (!ours || live.metadata?.annotations?.[PRUNE_DISABLED] === "disabled") continue;
         await this.d.kube.objects.delete(header, undefined, undefined, undefined, undefined, "Background");
       } catch (err) {
@@ -372,7 +400,8 @@ export class KustomizationController {
         depRef.kind === src.kind &&
         depRef.name === src.metadata?.name &&
         (depRef.namespace ?? d.metadata?.namespace) === src.metadata?.namespace;
-      if (sameSource && d.status?.lastAppliedRevision !== revision) return `dependency '${id}' revision is not up to date`;
+      if (sameSource && d.status?.lastAppliedRevision !== revision)
+        return `dependency '${id}' revision is not up to date`;
     }
     return undefined;
   }

@@ -4,13 +4,18 @@ import type { Obj } from "./watcher.js";
 
 export const REQUESTED_AT = "reconcile.fluxcd.io/requestedAt";
 
-export const requestedAt = (o: Obj | undefined): string | undefined => o?.metadata?.annotations?.[REQUESTED_AT];
+export const requestedAt = (o: Obj | undefined): string | undefined =>
+  o?.metadata?.annotations?.[REQUESTED_AT];
 
 /**
  * GenerationChangedPredicate or ReconcileRequestedPredicate: a create always queues; an update
  * queues when the generation moved or the requestedAt token changed or first appeared.
  */
-export function queuesOwnReconcile(type: "add" | "update" | "delete", obj: Obj, old: Obj | undefined): boolean {
+export function queuesOwnReconcile(
+  type: "add" | "update" | "delete",
+  obj: Obj,
+  old: Obj | undefined,
+): boolean {
   if (type === "delete") return false;
   if (type === "add" || !old) return true;
   if (obj.metadata?.generation !== old.metadata?.generation) return true;
@@ -21,7 +26,11 @@ export function queuesOwnReconcile(type: "add" | "update" | "delete", obj: Obj, 
 export const artifactRevision = (src: Obj | undefined): string | undefined => src?.status?.artifact?.revision;
 
 /** SourceRevisionChangePredicate: only an update that brings an artifact or a new revision. */
-export function sourceRevisionChanged(type: "add" | "update" | "delete", src: Obj, old: Obj | undefined): boolean {
+export function sourceRevisionChanged(
+  type: "add" | "update" | "delete",
+  src: Obj,
+  old: Obj | undefined,
+): boolean {
   if (type !== "update" || !old) return false;
   const rev = artifactRevision(src);
   return rev !== undefined && rev !== artifactRevision(old);

@@ -33,7 +33,8 @@ export class Watcher {
     this.#informer = k8s.makeInformer(
       kc,
       `/apis/${group}/${version}/${plural}`,
-      () => custom.listClusterCustomObject({ group, version, plural }) as Promise<k8s.KubernetesListObject<Obj>>,
+      () =>
+        custom.listClusterCustomObject({ group, version, plural }) as Promise<k8s.KubernetesListObject<Obj>>,
     );
     const emit = (type: "add" | "update" | "delete") => (obj: Obj) => {
       if (this.#stopped) return;

@@ -47,7 +47,10 @@ export class WorkQueue {
 
   addAfter(key: string, ms: number): void {
     if (this.#stopped) return;
-    if (ms <= 0) return this.add(key);
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
     const at = this.clock.now() + ms;
     const existing = this.#delayed.get(key);
     if (existing && existing.at <= at) return;
