@@ -1,0 +1,79 @@
+/**
+ * Terminating a stale operation, only on proof (pure). An operation of ours still running for a
+ * commit that is a proven ancestor of the newer commit we must sync can only ever apply an older
+ * state; waiting it out would hold the newer sync for nothing. Everything short of proof is left
+ * alone, because Argo CD never retries a terminated operation: terminating the wrong one loses
+ * that sync for good. Never terminated: somebody else's operation, one that is not running (not
+ * started, already terminating, completed), one with no revision, a symbolic revision (a branch or
+ * tag name can move), the very commit we must sync, and a commit the clone does not know or that
+ * is not an ancestor (a descendant is newer than what we were asked for).
+ */
+import { type Application, isCompletedPhase, operationOf, stateOf, tokenOf } from "./application.js";
+
+/** What the branch worker's Git clone says of `revision` against the newer commit. */
+export type AncestryAnswer = "ancestor" | "not-ancestor" | "unknown";
+
+/**
+ * Asks the clone: is `revision` (a full or abbreviated commit id) an ancestor of `commit`? It
+ * answers "unknown" for a revision it cannot resolve to exactly one commit it holds.
+ */
+export type Ancestry = (revision: string, commit: string) => Promise<AncestryAnswer>;
+
+export type LeaveReason =
+  | "NoOperation"
+  | "Foreign"
+  | "NotStarted"
+  | "AlreadyTerminating"
+  | "Completed"
+  | "NoRevision"
+  | "Released"
+  | "Symbolic"
+  | "Unknown"
+  | "NotAncestor";
+
+export type StaleDecision =
+  | { action: "leave"; reason: LeaveReason }
+  /** Ask the clone about this revision, then decide again with the answer. */
+  | { action: "prove"; revision: string; token: string }
+  /** Set status.operationState.phase to Terminating, guarded by this resourceVersion. */
+  | { action: "terminate"; revision: string; token: string; resourceVersion: string };
+
+const COMMIT_ID = /^[0-9a-f]{7,40}$/;
+
+/** The revision the running operation syncs: its pinned revision, else the resolved one. */
+export function runningRevision(app: Application): string | undefined {
+  const state = stateOf(app);
+  const pinned = state?.operation?.sync?.revision ?? operationOf(app)?.sync?.revision;
+  const resolved = state?.syncResult?.revision;
+  const rev = (pinned || resolved || "").trim();
+  return rev === "" ? undefined : rev;
+}
+
+export function decideStale(app: Application, commit: string, proof?: AncestryAnswer): StaleDecision {
+  const op = operationOf(app);
+  if (!op) return { action: "leave", reason: "NoOperation" };
+  const token = tokenOf(op);
+  if (!token) return { action: "leave", reason: "Foreign" };
+  const state = stateOf(app);
+  // Argo CD terminates the operation state; a state that is not this operation's is not ours to end.
+  if (!state || tokenOf(state.operation) !== token) return { action: "leave", reason: "NotStarted" };
+  if (state.phase === "Terminating") return { action: "leave", reason: "AlreadyTerminating" };
+  if (isCompletedPhase(state.phase) || state.phase !== "Running")
+    return { action: "leave", reason: "Completed" };
+  const revision = runningRevision(app);
+  if (!revision) return { action: "leave", reason: "NoRevision" };
+  const lower = revision.toLowerCase();
+  if (!COMMIT_ID.test(lower)) return { action: "leave", reason: "Symbolic" };
+  if (commit.toLowerCase().startsWith(lower)) return { action: "leave", reason: "Released" };
+  if (proof === undefined) return { action: "prove", revision, token };
+  if (proof === "unknown") return { action: "leave", reason: "Unknown" };
+  if (proof === "not-ancestor") return { action: "leave", reason: "NotAncestor" };
+  const resourceVersion = app.metadata.resourceVersion;
+  if (!resourceVersion) return { action: "leave", reason: "Unknown" };
+  return { action: "terminate", revision, token, resourceVersion };
+}
+
+/** The merge patch Argo CD's TerminateOperation makes: the operation state's phase. */
+export function terminatePatch(): Record<string, unknown> {
+  return { status: { operationState: { phase: "Terminating" } } };
+}

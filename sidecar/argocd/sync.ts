@@ -1,0 +1,166 @@
+/**
+ * One sync, as pure decisions: the operation automated sync would build (pinned to the checked
+ * commit and carrying our token), the update that starts it, and what the Application's own
+ * fields say about it afterwards. Argo CD 3.5: `operation` is set only while none is, the same
+ * update clears status.operationState, the controller copies the operation (info included) into
+ * status.operationState, and clears `operation` once the operation completed.
+ */
+import {
+  type Application,
+  type ArgoOperation,
+  automatedOf,
+  INITIATOR,
+  isCompletedPhase,
+  operationOf,
+  REASON_INFO,
+  REFRESH_ANNOTATION,
+  type RetryStrategy,
+  stateOf,
+  TOKEN_INFO,
+  tokenOf,
+} from "./application.js";
+
+/** Argo CD's message on an operation a sync window holds back (syncWindowPreventsSync). */
+export const SYNC_WINDOW_MESSAGE = "Sync operation blocked by sync window";
+/** Argo CD's default retry when the sync policy names none (autoSync). */
+export const DEFAULT_RETRY: RetryStrategy = { limit: 5 };
+
+export interface SyncRequest {
+  commit: string;
+  token: string;
+  /** Why the branch worker asked (ForeignCommit, Repair, …), shown in Argo CD's operation info. */
+  reasons?: readonly string[];
+}
+
+/**
+ * The operation automated sync would start, with the revision pinned to the checked commit. The
+ * retry is the policy's, without `refresh`, which would drop the revision on a retry and sync the
+ * newest commit instead.
+ */
+export function buildSyncOperation(app: Application, req: SyncRequest): ArgoOperation {
+  const policy = app.spec?.syncPolicy ?? {};
+  const automated = automatedOf(app);
+  const retry: RetryStrategy = structuredClone(policy.retry ?? DEFAULT_RETRY);
+  delete retry.refresh;
+  const reasons = [...new Set(req.reasons ?? [])];
+  return {
+    sync: {
+      revision: req.commit,
+      prune: automated?.prune === true,
+      ...(policy.syncOptions?.length ? { syncOptions: [...policy.syncOptions] } : {}),
+      ...(app.spec?.source ? { source: structuredClone(app.spec.source) } : {}),
+    },
+    initiatedBy: { username: INITIATOR, automated: true },
+    info: [
+      { name: TOKEN_INFO, value: req.token },
+      ...(reasons.length ? [{ name: REASON_INFO, value: reasons.join(",") }] : []),
+    ],
+    retry,
+  };
+}
+
+/**
+ * The whole Application with `operation` set and status.operationState cleared, as read (its
+ * resourceVersion included, so the update lands only on exactly what was judged).
+ */
+export function startSyncUpdate(app: Application, op: ArgoOperation): Application {
+  const next = structuredClone(app);
+  next.operation = op;
+  if (next.status) {
+    delete next.status.operationState;
+  }
+  return next;
+}
+
+/** The write that makes an update made from `resourceVersion` impossible: a refresh request at it. */
+export function refreshPatch(): Record<string, unknown> {
+  return { metadata: { annotations: { [REFRESH_ANNOTATION]: "normal" } } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Before the update: is another operation in the way?
+
+export type Busy = { busy: false } | { busy: true; token?: string; phase?: string; message: string };
+
+/**
+ * Another operation is set: never replaced, waited out. A stuck state with no operation (somebody
+ * removed `operation` mid-run) is no operation in progress; a sync goes over it.
+ */
+export function busyWith(app: Application): Busy {
+  const op = operationOf(app);
+  if (!op) return { busy: false };
+  const state = stateOf(app);
+  const token = tokenOf(op);
+  const who = token
+    ? `applygate operation ${token}`
+    : op.initiatedBy?.automated
+      ? "an automated sync"
+      : `a sync by ${op.initiatedBy?.username ?? "somebody"}`;
+  const revision = op.sync?.revision ? ` of ${op.sync.revision}` : "";
+  const phase = state?.phase;
+  return {
+    busy: true,
+    ...(token ? { token } : {}),
+    ...(phase ? { phase } : {}),
+    message: `another operation is in progress: ${who}${revision}${phase ? ` (${phase})` : ""}`,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// After the update: where does our operation stand?
+
+export type SyncProgress =
+  /** Neither `operation` nor the operation state carries the token. */
+  | { stage: "Absent" }
+  /** `operation` carries it; the controller has not started it yet. */
+  | { stage: "Pending" }
+  /** The operation state carries it and it has not completed (a pending retry is still running). */
+  | {
+      stage: "Running";
+      startedAt?: string;
+      message?: string;
+      /** Held back by a sync window: it runs later, still pinned. */
+      blockedByWindow: boolean;
+      retrying: boolean;
+      terminating: boolean;
+    }
+  /** Running, but `operation` was removed: the controller will never finish it. */
+  | { stage: "Orphaned"; message?: string }
+  /** The operation state carrying it completed and `operation` is cleared. */
+  | { stage: "Completed"; phase: "Succeeded" | "Failed" | "Error"; message?: string; revision?: string };
+
+export function syncProgress(app: Application, token: string): SyncProgress {
+  const op = operationOf(app);
+  const state = stateOf(app);
+  const inOperation = tokenOf(op) === token;
+  const inState = state !== undefined && tokenOf(state.operation) === token;
+  if (!inState) return inOperation ? { stage: "Pending" } : { stage: "Absent" };
+  const message = state.message;
+  if (isCompletedPhase(state.phase)) {
+    // The controller clears `operation` in the same write; until then it is still finishing.
+    if (inOperation) return running(state, message);
+    const revision = state.syncResult?.revision ?? state.operation?.sync?.revision;
+    return {
+      stage: "Completed",
+      phase: state.phase as "Succeeded" | "Failed" | "Error",
+      ...(message !== undefined ? { message } : {}),
+      ...(revision ? { revision } : {}),
+    };
+  }
+  if (!inOperation) return { stage: "Orphaned", ...(message !== undefined ? { message } : {}) };
+  return running(state, message);
+}
+
+function running(
+  state: NonNullable<ReturnType<typeof stateOf>>,
+  message: string | undefined,
+): Extract<SyncProgress, { stage: "Running" }> {
+  return {
+    stage: "Running",
+    ...(state.startedAt ? { startedAt: state.startedAt } : {}),
+    ...(message !== undefined ? { message } : {}),
+    blockedByWindow: message?.startsWith(SYNC_WINDOW_MESSAGE) === true,
+    retrying: state.phase === "Running" && !!state.finishedAt,
+    terminating: state.phase === "Terminating",
+  };
+}
