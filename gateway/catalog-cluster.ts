@@ -1,9 +1,15 @@
 /**
- * The catalog watched from the cluster: informers on GitProviders, GitTargets and Secrets (all
- * namespaces, or one). An informer that stops on an error is started again with backoff (the
- * 1.4.0 client does not do it itself); `stop()` also fires an error, so a flag guards the restart.
+ * The catalog read from the cluster. GitProviders and GitTargets come from informers (all
+ * namespaces, or one). Secrets are never listed or watched: the gateway may only `get` a Secret
+ * by name, in namespaces that opted in (docs/security.md), so the catalog reads exactly the
+ * Secrets those objects name, at once when a name appears and again every `secretRefreshMs` so a
+ * rotation takes effect without a restart.
+ *
+ * An informer that stops on an error is started again with backoff (the 1.4.0 client does not do
+ * it itself); `stop()` also fires an error, so a flag guards the restart.
  */
 import {
+  ApiException,
   CoreV1Api,
   CustomObjectsApi,
   type Informer,
@@ -12,7 +18,6 @@ import {
   type KubernetesObject,
   makeInformer,
   type ObjectCache,
-  type V1Secret,
 } from "@kubernetes/client-node";
 import {
   GIT_PROVIDER_PLURAL,
@@ -33,8 +38,29 @@ import {
   type SecretData,
   secretValues,
 } from "./catalog.js";
+import {
+  DEFAULT_SECRET_REFRESH_MS,
+  dropsValue,
+  namedSecrets,
+  outcomeChanged,
+  type ReadOutcome,
+  type SecretRef,
+} from "./secret-refs.js";
 
 type Watched<T extends KubernetesObject> = Informer<T> & ObjectCache<T>;
+
+/** Runs `tick` every `ms` until the returned function is called. Injected so tests refresh on demand. */
+export interface RefreshTimer {
+  every(ms: number, tick: () => Promise<void>): () => void;
+}
+
+export const intervalTimer: RefreshTimer = {
+  every(ms, tick) {
+    const t = setInterval(() => void tick(), ms);
+    t.unref();
+    return () => clearInterval(t);
+  },
+};
 
 export interface ClusterCatalogOptions {
   kubeConfig: KubeConfig;
@@ -44,6 +70,14 @@ export interface ClusterCatalogOptions {
   /** First restart delay after an informer error; doubles up to `maxBackoffMs`. */
   backoffMs?: number;
   maxBackoffMs?: number;
+  /** How often every named Secret is read again (rotation, a Secret created late, access granted). */
+  secretRefreshMs?: number;
+  timer?: RefreshTimer;
+}
+
+interface CachedSecret {
+  outcome?: ReadOutcome;
+  data?: Record<string, string>;
 }
 
 export class ClusterCatalog implements Catalog {
@@ -52,20 +86,25 @@ export class ClusterCatalog implements Catalog {
   #stopping = false;
   #rebuildPending = false;
   #timers = new Set<NodeJS.Timeout>();
+  #stopRefresh: (() => void) | undefined;
   readonly #providers: Watched<KubernetesObject>;
   readonly #targets: Watched<KubernetesObject>;
-  readonly #secrets: Watched<V1Secret>;
+  readonly #core: CoreV1Api;
+  /** The Secrets currently named, and what the last read of each gave. */
+  #refs = new Map<string, SecretRef>();
+  readonly #secrets = new Map<string, CachedSecret>();
+  readonly #reading = new Map<string, Promise<void>>();
   readonly #log: Logger;
 
   /** Restarts seen per informer, for tests and logs. */
-  readonly restarts = { providers: 0, targets: 0, secrets: 0 };
+  readonly restarts = { providers: 0, targets: 0 };
 
   private constructor(private readonly opts: ClusterCatalogOptions) {
     this.#log = opts.log ?? silentLogger();
     const kc = opts.kubeConfig;
     const ns = opts.namespace;
     const custom = kc.makeApiClient(CustomObjectsApi);
-    const core = kc.makeApiClient(CoreV1Api);
+    this.#core = kc.makeApiClient(CoreV1Api);
     const customPath = (plural: string) =>
       ns ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}` : `/apis/${GROUP}/${VERSION}/${plural}`;
     const listCustom = (plural: string) => () =>
@@ -76,12 +115,9 @@ export class ClusterCatalog implements Catalog {
       >;
     this.#providers = makeInformer(kc, customPath(GIT_PROVIDER_PLURAL), listCustom(GIT_PROVIDER_PLURAL));
     this.#targets = makeInformer(kc, customPath(GIT_TARGET_PLURAL), listCustom(GIT_TARGET_PLURAL));
-    this.#secrets = makeInformer(kc, ns ? `/api/v1/namespaces/${ns}/secrets` : "/api/v1/secrets", () =>
-      ns ? core.listNamespacedSecret({ namespace: ns }) : core.listSecretForAllNamespaces(),
-    );
   }
 
-  /** Starts watching and resolves once every kind was listed once. */
+  /** Starts watching and resolves once both kinds were listed and every named Secret read once. */
   static async start(opts: ClusterCatalogOptions): Promise<ClusterCatalog> {
     const c = new ClusterCatalog(opts);
     await c.#startAll();
@@ -92,6 +128,7 @@ export class ClusterCatalog implements Catalog {
   static async fromDefaultConfig(opts: {
     log?: Logger;
     namespace?: string | undefined;
+    secretRefreshMs?: number;
   }): Promise<ClusterCatalog> {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromDefault();
@@ -102,7 +139,6 @@ export class ClusterCatalog implements Catalog {
     const entries = [
       ["providers", this.#providers],
       ["targets", this.#targets],
-      ["secrets", this.#secrets],
     ] as const;
     for (const [name, informer] of entries) {
       for (const verb of ["add", "update", "delete"] as const)
@@ -111,7 +147,13 @@ export class ClusterCatalog implements Catalog {
     }
     await Promise.all(entries.map(([, informer]) => informer.start()));
     this.#rebuild();
+    await Promise.all(this.#reading.values());
+    this.#rebuild();
     this.#loaded = true;
+    const timer = this.opts.timer ?? intervalTimer;
+    this.#stopRefresh = timer.every(this.opts.secretRefreshMs ?? DEFAULT_SECRET_REFRESH_MS, () =>
+      this.refreshSecrets(),
+    );
   }
 
   #restart(name: keyof ClusterCatalog["restarts"], informer: Watched<any>, err: unknown, attempt = 0): void {
@@ -131,15 +173,77 @@ export class ClusterCatalog implements Catalog {
     this.#timers.add(timer);
   }
 
+  /** Reads every named Secret again; resolves when all reads ended. Called by the refresh timer. */
+  async refreshSecrets(): Promise<void> {
+    await Promise.all([...this.#refs.keys()].map((key) => this.#read(key)));
+  }
+
+  /** One read per Secret at a time: a read already under way answers for a second caller. */
+  #read(key: string): Promise<void> {
+    const running = this.#reading.get(key);
+    if (running) return running;
+    const p = this.#readOnce(key).finally(() => this.#reading.delete(key));
+    this.#reading.set(key, p);
+    return p;
+  }
+
+  async #readOnce(key: string): Promise<void> {
+    const ref = this.#refs.get(key);
+    if (!ref || this.#stopping) return;
+    let outcome: ReadOutcome;
+    let data: Record<string, string> | undefined;
+    try {
+      const s = await this.#core.readNamespacedSecret({ name: ref.name, namespace: ref.namespace });
+      outcome = { ok: true, resourceVersion: s.metadata?.resourceVersion ?? "" };
+      data = secretValues({ data: s.data ?? null, stringData: s.stringData ?? null });
+    } catch (err) {
+      outcome = { ok: false, status: err instanceof ApiException ? err.code : 0 };
+    }
+    // Dropped while the read was under way (no longer named, or stopping): forget it.
+    const current = this.#refs.get(key);
+    if (!current || this.#stopping) return;
+    const cached = this.#secrets.get(key) ?? {};
+    const before = cached.outcome;
+    if (outcomeChanged(before, outcome)) this.#logOutcome(current, outcome);
+    cached.outcome = outcome;
+    let changed = false;
+    if (outcome.ok) {
+      changed = !(before?.ok && before.resourceVersion === outcome.resourceVersion);
+      cached.data = data;
+    } else if (dropsValue(outcome.status) && cached.data) {
+      cached.data = undefined;
+      changed = true;
+    }
+    this.#secrets.set(key, cached);
+    if (changed) this.#scheduleRebuild();
+  }
+
+  /** Names the Secret and the status, never a value. */
+  #logOutcome(ref: SecretRef, outcome: ReadOutcome): void {
+    const fields = { secret: `${ref.namespace}/${ref.name}`, usedBy: ref.usedBy };
+    if (outcome.ok) this.#log.info(fields, "Secret read");
+    else if (dropsValue(outcome.status))
+      this.#log.warn(
+        { ...fields, status: outcome.status },
+        "Secret cannot be read; what names it stays not ready (retried on each refresh)",
+      );
+    else
+      this.#log.warn(
+        { ...fields, status: outcome.status },
+        "Secret read failed; keeping the last value read (retried on each refresh)",
+      );
+  }
+
   #scheduleRebuild(): void {
     if (this.#rebuildPending) return;
     this.#rebuildPending = true;
     setImmediate(() => {
       this.#rebuildPending = false;
-      this.#rebuild();
+      if (!this.#stopping) this.#rebuild();
     });
   }
 
+  /** Parses the watched objects, reads newly named Secrets at once, forgets unnamed ones, swaps the snapshot. */
   #rebuild(): void {
     const providers: GitProvider[] = [];
     for (const o of this.#providers.list()) {
@@ -161,11 +265,17 @@ export class ClusterCatalog implements Catalog {
           "GitTarget ignored: invalid",
         );
     }
-    const secrets: SecretData[] = this.#secrets.list().map((s) => ({
-      namespace: s.metadata?.namespace ?? "default",
-      name: s.metadata?.name ?? "",
-      data: secretValues({ data: s.data ?? null, stringData: s.stringData ?? null }),
-    }));
+    const refs = namedSecrets(providers, targets);
+    const added = [...refs.keys()].filter((key) => !this.#refs.has(key));
+    for (const key of this.#secrets.keys()) if (!refs.has(key)) this.#secrets.delete(key);
+    this.#refs = refs;
+    for (const key of added) void this.#read(key);
+
+    const secrets: SecretData[] = [];
+    for (const [key, cached] of this.#secrets) {
+      const ref = refs.get(key);
+      if (ref && cached.data) secrets.push({ namespace: ref.namespace, name: ref.name, data: cached.data });
+    }
     this.#snapshot = buildSnapshot({ providers, targets, secrets });
   }
 
@@ -177,8 +287,9 @@ export class ClusterCatalog implements Catalog {
   }
   async close(): Promise<void> {
     this.#stopping = true;
+    this.#stopRefresh?.();
     for (const t of this.#timers) clearTimeout(t);
-    await Promise.all([this.#providers.stop(), this.#targets.stop(), this.#secrets.stop()]);
+    await Promise.all([this.#providers.stop(), this.#targets.stop()]);
   }
 }
 

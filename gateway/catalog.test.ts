@@ -4,10 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../queue/config.js";
 import { branchKey } from "../queue/contract.js";
-import { crdFiles } from "../queue/crds/files.js";
-import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { buildSnapshot, type Catalog } from "./catalog.js";
-import { ClusterCatalog } from "./catalog-cluster.js";
 import { FileCatalog, parseCatalogText } from "./catalog-file.js";
 import { fixtureObjects, fixtureYaml, NS, pathOf, SECRETS, URLS } from "./testing.js";
 import { hookPath } from "./verify.js";
@@ -112,56 +109,5 @@ describe("file catalog", () => {
     } finally {
       await catalog.close();
     }
-  });
-});
-
-describe("cluster catalog", () => {
-  let server: ApiServer;
-  let catalog: ClusterCatalog | undefined;
-  afterAll(async () => {
-    await catalog?.close();
-    await server?.close();
-  });
-
-  it("watches GitProviders, GitTargets and Secrets, takes rotations, and survives broken watches", async () => {
-    server = await startApiServer({ bookmarkIntervalMs: 100 });
-    for (const f of crdFiles()) await server.installCrdFile(f);
-    await server.applyYaml(`apiVersion: v1\nkind: Namespace\nmetadata: {name: ${NS}}\n`);
-    await server.applyYaml(fixtureYaml());
-    catalog = await ClusterCatalog.start({ kubeConfig: server.kubeConfig(), backoffMs: 20 });
-    expect(catalog.loaded()).toBe(true);
-    const snap = catalog.snapshot();
-    expect(snap.providerByHookPath(pathOf(SECRETS.gitlab, "gitlab"))?.type).toBe("gitlab");
-    expect(snap.target(NS, "infra")?.intakeToken).toBe(SECRETS.intakeToken);
-
-    const rotate = (token: string) =>
-      server.applyYaml(
-        `apiVersion: v1\nkind: Secret\nmetadata: {name: gitlab-webhook, namespace: ${NS}}\ndata: {token: ${Buffer.from(token).toString("base64")}}\n`,
-      );
-    await rotate("rotated-1");
-    await until(
-      () => catalog!.snapshot().providerByHookPath(pathOf("rotated-1", "gitlab")) !== undefined,
-      "rotation",
-    );
-    expect(catalog.snapshot().providerByHookPath(pathOf(SECRETS.gitlab, "gitlab"))).toBeUndefined();
-
-    // Watches broken mid-stream: the informers come back and still see changes.
-    server.faults.dropWatches("", true);
-    await rotate("rotated-2");
-    await until(
-      () => catalog!.snapshot().providerByHookPath(pathOf("rotated-2", "gitlab")) !== undefined,
-      "after drop",
-    );
-
-    // History expired and the next lists fail: restarted with backoff, then caught up.
-    server.faults.failNext(3, { status: 500, pathPrefix: "/api/v1/secrets" });
-    server.faults.expireHistory();
-    server.faults.dropWatches("", true);
-    await rotate("rotated-3");
-    await until(
-      () => catalog!.snapshot().providerByHookPath(pathOf("rotated-3", "gitlab")) !== undefined,
-      "after errors",
-    );
-    expect(catalog.restarts.secrets).toBeGreaterThan(0);
   });
 });

@@ -57,6 +57,16 @@ describe("applygate gateway command", () => {
     expect(r.stderr).toMatch(/invalid setting --port \(APPLYGATE_GATEWAY_PORT\)/);
   });
 
+  it("documents --secret-refresh and refuses a refresh too short to be sane", async () => {
+    const help = await runInProcess(["--help"]);
+    expect(help.stdout).toMatch(/--secret-refresh.*APPLYGATE_SECRET_REFRESH/s);
+    const r = await runInProcess(["--secret-refresh", "0s", "--dashboard-insecure"]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(
+      /invalid setting --secret-refresh \(APPLYGATE_SECRET_REFRESH\): expected at least 100ms/,
+    );
+  });
+
   it("stops with one line on a bad config file (the real command)", () => {
     const file = join(dir, "bad.yaml");
     writeFileSync(file, fixtureYaml().replace("type: gitlab", "type: svn"));

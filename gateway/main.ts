@@ -8,6 +8,7 @@ import { DEFAULT_BODY_LIMIT, startGateway } from "./app.js";
 import type { Catalog } from "./catalog.js";
 import { FileCatalog } from "./catalog-file.js";
 import type { DashboardAuth } from "./dashboard.js";
+import { DEFAULT_SECRET_REFRESH_MS } from "./secret-refs.js";
 
 export { createGateway, type GatewayOptions, type StartedGateway, startGateway } from "./app.js";
 
@@ -51,6 +52,18 @@ export const gatewaySettings = {
     "APPLYGATE_WATCH_NAMESPACE",
     "watch only this namespace in the cluster (unset: all namespaces)",
   ),
+  secretRefresh: {
+    flag: "secret-refresh",
+    env: "APPLYGATE_SECRET_REFRESH",
+    help: "how often the webhook and intake Secrets are read again from the cluster (rotation takes effect within it)",
+    parse: (raw: string) => {
+      const ms = parsers.duration(raw);
+      if (ms < 100) throw new Error(`expected at least 100ms, got "${raw}"`);
+      return ms;
+    },
+    default: DEFAULT_SECRET_REFRESH_MS,
+    defaultLabel: "30s",
+  } as Setting<number>,
   bodyLimit: {
     flag: "body-limit",
     env: "APPLYGATE_GATEWAY_BODY_LIMIT",
@@ -151,7 +164,11 @@ export async function run(argv: string[]): Promise<number | undefined> {
   if (config.config) catalog = new FileCatalog(config.config, log);
   else {
     const { ClusterCatalog } = await import("./catalog-cluster.js");
-    catalog = await ClusterCatalog.fromDefaultConfig({ log, namespace: config.namespace });
+    catalog = await ClusterCatalog.fromDefaultConfig({
+      log,
+      namespace: config.namespace,
+      secretRefreshMs: config.secretRefresh,
+    });
   }
   const gw = await startGateway({
     host: config.host,

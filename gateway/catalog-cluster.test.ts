@@ -1,0 +1,183 @@
+import { Writable } from "node:stream";
+import { ApiException, CoreV1Api } from "@kubernetes/client-node";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { crdFiles } from "../queue/crds/files.js";
+import { type ApiServer, type AuthRule, startApiServer } from "../test/cluster/apiserver/index.js";
+import { ClusterCatalog, type RefreshTimer } from "./catalog-cluster.js";
+import { fixtureYaml, NS, pathOf, SECRETS } from "./testing.js";
+import { hookPath } from "./verify.js";
+
+async function until(predicate: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** The refresh interval, fired by hand. */
+class ManualTimer implements RefreshTimer {
+  intervalMs: number | undefined;
+  #tick: (() => Promise<void>) | undefined;
+  every(ms: number, tick: () => Promise<void>): () => void {
+    this.intervalMs = ms;
+    this.#tick = tick;
+    return () => {
+      this.#tick = undefined;
+    };
+  }
+  fire(): Promise<void> {
+    if (!this.#tick) throw new Error("no refresh scheduled");
+    return this.#tick();
+  }
+}
+
+/** JSON log lines, to check what is logged about unreadable Secrets. */
+function capturingLogger() {
+  const lines: Record<string, any>[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      for (const l of String(chunk).split("\n")) if (l) lines.push(JSON.parse(l));
+      done();
+    },
+  });
+  return { log: pino({ level: "info" }, stream), lines };
+}
+
+const secretYaml = (namespace: string, name: string, token: string) =>
+  `apiVersion: v1\nkind: Secret\nmetadata: {name: ${name}, namespace: ${namespace}}\ndata: {token: ${Buffer.from(token).toString("base64")}}\n`;
+
+const providerYaml = (namespace: string, name: string, secret: string) =>
+  `apiVersion: applygate.dev/v1alpha1\nkind: GitProvider\nmetadata: {name: ${name}, namespace: ${namespace}}\nspec: {url: "https://git.example.com/${namespace}/${name}.git", type: generic-hmac, webhookSecretRef: {name: ${secret}}}\n`;
+
+/** What the deployed RBAC gives the gateway: our kinds everywhere, `get` on Secrets in NS only. */
+const LEAST_PRIVILEGE: AuthRule[] = [
+  { verbs: ["get", "list", "watch"], groups: ["applygate.dev"], resources: ["gitproviders", "gittargets"] },
+  { verbs: ["get"], groups: [""], resources: ["secrets"], namespaces: [NS] },
+];
+const GATEWAY_TOKEN = "gateway-token";
+
+describe("cluster catalog with only get on Secrets", () => {
+  let server: ApiServer;
+  let catalog: ClusterCatalog;
+  const timer = new ManualTimer();
+  const { log, lines } = capturingLogger();
+  const ready = (token: string, name: string, namespace = NS) =>
+    catalog.snapshot().providerByHookPath(hookPath(token, name, namespace)) !== undefined;
+  const unreadableLogs = (secret: string) => lines.filter((l) => l.secret === secret && l.level === 40);
+
+  beforeAll(async () => {
+    server = await startApiServer({ bookmarkIntervalMs: 100 });
+    for (const f of crdFiles()) await server.installCrdFile(f);
+    await server.applyYaml(
+      `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${NS}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team-b}\n`,
+    );
+    await server.applyYaml(fixtureYaml());
+    // A namespace that did not opt in: its Secret exists but the gateway may not read it.
+    await server.applyYaml(secretYaml("team-b", "other-webhook", "other-token"));
+    await server.applyYaml(providerYaml("team-b", "other", "other-webhook"));
+    server.addUser("gateway", GATEWAY_TOKEN, LEAST_PRIVILEGE);
+    catalog = await ClusterCatalog.start({
+      kubeConfig: server.kubeConfig("gateway"),
+      log,
+      timer,
+      secretRefreshMs: 5_000,
+      backoffMs: 20,
+    });
+  });
+  afterAll(async () => {
+    await catalog?.close();
+    await server?.close();
+  });
+
+  it("loads with that identity, which cannot list Secrets", async () => {
+    const core = server.kubeConfig("gateway").makeApiClient(CoreV1Api);
+    const denied = await core.listNamespacedSecret({ namespace: NS }).catch((e: unknown) => e);
+    expect(denied).toBeInstanceOf(ApiException);
+    expect((denied as ApiException<unknown>).code).toBe(403);
+
+    expect(catalog.loaded()).toBe(true);
+    expect(timer.intervalMs).toBe(5_000);
+    const snap = catalog.snapshot();
+    expect(snap.providerByHookPath(pathOf(SECRETS.gitlab, "gitlab"))?.type).toBe("gitlab");
+    expect(snap.providerByHookPath(pathOf(SECRETS.github, "github"))?.type).toBe("github");
+    expect(snap.target(NS, "infra")).toMatchObject({
+      intakeToken: SECRETS.intakeToken,
+      intakeHmacKey: SECRETS.intakeHmac,
+    });
+  });
+
+  it("leaves only the provider whose Secret it may not read not ready, logging it once without the value", async () => {
+    const other = catalog.snapshot().providers.find((p) => p.namespace === "team-b")!;
+    expect(other.name).toBe("other");
+    expect(other.hookPath).toBeUndefined();
+    expect(ready(SECRETS.github, "github")).toBe(true);
+
+    await timer.fire();
+    await timer.fire();
+    const logged = unreadableLogs("team-b/other-webhook");
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ status: 403, usedBy: ["GitProvider team-b/other"] });
+    // The missing Secret of the fixture's "nosecret" provider: 404, also once.
+    expect(unreadableLogs(`${NS}/nosecret-webhook`)).toMatchObject([{ status: 404 }]);
+    expect(JSON.stringify(lines)).not.toContain("other-token");
+
+    // The namespace opts in: the next refresh reads it.
+    server.addUser("gateway", GATEWAY_TOKEN, [
+      ...LEAST_PRIVILEGE,
+      { verbs: ["get"], groups: [""], resources: ["secrets"], namespaces: ["team-b"] },
+    ]);
+    await timer.fire();
+    await until(() => ready("other-token", "other", "team-b"), "access granted");
+  });
+
+  it("takes a rotated Secret on the next refresh, and keeps the last value through a server error", async () => {
+    await server.applyYaml(secretYaml(NS, "gitlab-webhook", "rotated-1"));
+    // No watch on Secrets: nothing changes until the refresh.
+    await new Promise((r) => setImmediate(r));
+    expect(ready(SECRETS.gitlab, "gitlab")).toBe(true);
+    await timer.fire();
+    await until(() => ready("rotated-1", "gitlab"), "rotation");
+    expect(ready(SECRETS.gitlab, "gitlab")).toBe(false);
+
+    server.faults.failNext(1, { status: 500, pathPrefix: `/api/v1/namespaces/${NS}/secrets/gitlab-webhook` });
+    await timer.fire();
+    await new Promise((r) => setImmediate(r));
+    expect(ready("rotated-1", "gitlab")).toBe(true);
+    expect(unreadableLogs(`${NS}/gitlab-webhook`)).toMatchObject([{ status: 500 }]);
+  });
+
+  it("reads a newly named Secret at once, and a Secret created after its provider on the next refresh", async () => {
+    await server.applyYaml(secretYaml(NS, "early-webhook", "early-token"));
+    await server.applyYaml(providerYaml(NS, "early", "early-webhook"));
+    await until(() => ready("early-token", "early"), "newly named Secret read without a refresh");
+
+    await server.applyYaml(providerYaml(NS, "late", "late-webhook"));
+    await until(() => catalog.snapshot().providers.some((p) => p.name === "late"), "late provider");
+    await until(() => unreadableLogs(`${NS}/late-webhook`).length === 1, "404 logged");
+    expect(unreadableLogs(`${NS}/late-webhook`)[0]).toMatchObject({ status: 404 });
+    await server.applyYaml(secretYaml(NS, "late-webhook", "late-token"));
+    await timer.fire();
+    await until(() => ready("late-token", "late"), "Secret created late");
+
+    // A provider that switches to another Secret is ready with it at once.
+    await server.applyYaml(providerYaml(NS, "early", "late-webhook"));
+    await until(() => ready("late-token", "early"), "switched Secret");
+    expect(ready("early-token", "early")).toBe(false);
+  });
+
+  it("keeps watching GitProviders through broken watches and failed lists", async () => {
+    server.faults.dropWatches("", true);
+    await server.applyYaml(secretYaml(NS, "after-drop-webhook", "after-drop"));
+    await server.applyYaml(providerYaml(NS, "after-drop", "after-drop-webhook"));
+    await until(() => ready("after-drop", "after-drop"), "after drop");
+
+    server.faults.failNext(3, { status: 500, pathPrefix: "/apis/applygate.dev/v1alpha1/gitproviders" });
+    server.faults.expireHistory();
+    server.faults.dropWatches("", true);
+    await server.applyYaml(providerYaml(NS, "after-errors", "after-drop-webhook"));
+    await until(() => ready("after-drop", "after-errors"), "after errors");
+    expect(catalog.restarts.providers).toBeGreaterThan(0);
+  });
+});
