@@ -1,0 +1,263 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { crdFiles } from "../../queue/crds/files.js";
+import { silentLogger } from "../../queue/log.js";
+import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import type { ClaimController, ExternalCheck } from "../applier-kind.js";
+import { memoryEvents } from "../events.js";
+import { Following } from "../following.js";
+import { type KObject, Kube, RESOURCES } from "../kube.js";
+import { readOperation, recordOperation } from "../operation-record.js";
+import { memoryReporter } from "../reporter.js";
+import { findCondition } from "./conditions.js";
+import { CLAIM_FINALIZER, ClaimReconciler } from "./reconciler.js";
+
+const REPO = "https://git.example/org/repo";
+let server: ApiServer;
+let kube: Kube;
+let ns = 0;
+
+async function until<T>(probe: () => Promise<T | undefined | false>, what: string, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v as T;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A kind whose applier is a name in a map: records which hooks ran. */
+function fakeController() {
+  const calls: string[] = [];
+  const state = {
+    calls,
+    branch: "main",
+    external: { configured: true } as ExternalCheck,
+    handBackDone: true,
+  };
+  const controller: ClaimController = {
+    applierOf: (claim) =>
+      (claim.spec as { kustomizationRef: { namespace: string; name: string } }).kustomizationRef,
+    source: async () => ({ state: "Known", url: REPO, branch: state.branch }),
+    checkExternal: async () => state.external,
+    hold: async (claim) => {
+      calls.push(`hold:${claim.metadata.namespace}/${claim.metadata.name}`);
+      return {
+        conditions: [
+          { type: "InControl", status: "True", reason: "Suspended", message: "held" },
+          { type: "Ready", status: "True", reason: "Suspended", message: "held" },
+        ],
+        status: { previousSuspendState: "Resumed" },
+      };
+    },
+    handBack: async (claim, _a, ctx) => {
+      calls.push(
+        `handBack:${claim.metadata.namespace}/${claim.metadata.name}${ctx.successor ? `->${ctx.successor}` : ""}`,
+      );
+      return { done: state.handBackDone };
+    },
+  };
+  return { controller, state };
+}
+
+describe("claim reconciler", () => {
+  let reconciler: ClaimReconciler | undefined;
+  let namespace: string;
+
+  beforeAll(async () => {
+    server = await startApiServer({ bookmarkIntervalMs: 100 });
+    for (const f of crdFiles()) await server.installCrdFile(f);
+    kube = new Kube(server.kubeConfig());
+  });
+  afterAll(async () => server?.close());
+  afterEach(async () => {
+    await reconciler?.stop();
+    reconciler = undefined;
+  });
+
+  async function setup(opts: { unfollowedGraceMs?: number } = {}) {
+    namespace = `ns${++ns}`;
+    await kube.core.createNamespace({ body: { metadata: { name: namespace } } });
+    await server.applyYaml(`apiVersion: applygate.dev/v1alpha1
+kind: GitProvider
+metadata: {name: repo, namespace: ${namespace}}
+spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}}
+`);
+    const { controller, state } = fakeController();
+    const events = memoryEvents();
+    const reporter = memoryReporter();
+    const following = new Following();
+    reconciler = new ClaimReconciler({
+      claimType: RESOURCES.fluxClaim,
+      kube,
+      log: silentLogger(),
+      events,
+      following,
+      controller,
+      reporter,
+      debounceMs: 10,
+      ...(opts.unfollowedGraceMs !== undefined ? { unfollowedGraceMs: opts.unfollowedGraceMs } : {}),
+    });
+    await reconciler.start();
+    return { state, events, reporter, following };
+  }
+
+  // Claims of earlier tests stay in the cluster: each test names its own Kustomization.
+  const claimYaml = (name: string, ks = `web-${namespace}`) => `apiVersion: applygate.dev/v1alpha1
+kind: FluxClaim
+metadata: {name: ${name}, namespace: ${namespace}}
+spec: {kustomizationRef: {name: ${ks}, namespace: flux-system}}
+`;
+  const targetYaml = (name: string, claim: string) => `apiVersion: applygate.dev/v1alpha1
+kind: GitTarget
+metadata: {name: ${name}, namespace: ${namespace}}
+spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {kind: FluxClaim, name: ${claim}}}
+`;
+  const get = (name: string) => kube.get<KObject>(RESOURCES.fluxClaim, namespace, name);
+  const cond = async (name: string, type: string) =>
+    findCondition(((await get(name))?.status as { conditions?: never } | undefined)?.conditions, type);
+
+  it("an unreferenced claim is Ready=True NotReferenced, holds nothing and carries no finalizer", async () => {
+    const { state } = await setup();
+    await server.applyYaml(claimYaml("idle"));
+    const ready = await until(async () => {
+      const c = await cond("idle", "Ready");
+      return c?.reason === "NotReferenced" && c;
+    }, "NotReferenced");
+    expect(ready.status).toBe("True");
+    expect((await cond("idle", "Configured"))?.status).toBe("Unknown");
+    expect((await get("idle"))?.metadata.finalizers ?? []).not.toContain(CLAIM_FINALIZER);
+    expect(state.calls.filter((c) => c.includes(`${namespace}/`))).toEqual([]);
+  });
+
+  it("a claim an eligible GitTarget references gets the finalizer first, then is held", async () => {
+    const { state } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.reason === "Suspended", "held");
+    const claim = await get("web");
+    expect(claim?.metadata.finalizers).toContain(CLAIM_FINALIZER);
+    expect(await cond("web", "Configured")).toMatchObject({ status: "True", reason: "Bound" });
+    expect((claim?.status as { previousSuspendState?: string }).previousSuspendState).toBe("Resumed");
+    expect(state.calls).toContain(`hold:${namespace}/web`);
+  });
+
+  it("a second claim for the same applier waits in line: HeldByAnotherClaim, never held", async () => {
+    const { state } = await setup();
+    await server.applyYaml(claimYaml("first"));
+    await server.applyYaml(targetYaml("t1", "first"));
+    await until(async () => (await cond("first", "InControl"))?.status === "True", "first held");
+    await server.applyYaml(claimYaml("second"));
+    await server.applyYaml(targetYaml("t2", "second"));
+    const c = await until(async () => {
+      const x = await cond("second", "Configured");
+      return x?.reason === "HeldByAnotherClaim" && x;
+    }, "second waits");
+    expect(c.status).toBe("False");
+    expect(c.message).toContain(`${namespace}/first`);
+    expect(state.calls).not.toContain(`hold:${namespace}/second`);
+  });
+
+  it("a source on another branch refuses: SourceMismatch, nothing held", async () => {
+    const { state } = await setup();
+    state.branch = "release";
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    const c = await until(async () => {
+      const x = await cond("web", "Configured");
+      return x?.reason === "SourceMismatch" && x;
+    }, "SourceMismatch");
+    expect(c.status).toBe("False");
+    expect(state.calls.filter((c) => c.includes(`${namespace}/`))).toEqual([]);
+  });
+
+  it("the kind's refusal (checkExternal) is Configured=False with its reason, and nothing is held", async () => {
+    const { state } = await setup();
+    state.external = {
+      configured: false,
+      reason: "SuspendOwnedElsewhere",
+      message: "flux-operator applies spec.suspend",
+    };
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "Configured"))?.reason === "SuspendOwnedElsewhere", "refused");
+    expect((await cond("web", "Ready"))?.status).toBe("False");
+    expect(state.calls.filter((c) => c.includes(`${namespace}/`))).toEqual([]);
+  });
+
+  it("no GitTarget referencing it anymore hands back, then drops the finalizer (Released Event)", async () => {
+    const { state, events } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    await kube.delete(RESOURCES.gitTarget, namespace, "t1");
+    await until(
+      async () => !((await get("web"))?.metadata.finalizers ?? []).includes(CLAIM_FINALIZER),
+      "released",
+    );
+    expect(state.calls).toContain(`handBack:${namespace}/web`);
+    expect(events.events.map((e) => e.reason)).toContain("Released");
+    expect(events.events.every((e) => e.action !== "")).toBe(true);
+    await until(async () => (await cond("web", "Ready"))?.reason === "NotReferenced", "idle again");
+  });
+
+  it("a hand-back not done keeps the finalizer and shows InControl=False Releasing", async () => {
+    const { state } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    state.handBackDone = false;
+    await kube.delete(RESOURCES.fluxClaim, namespace, "web");
+    await until(async () => (await cond("web", "InControl"))?.reason === "Releasing", "releasing");
+    expect((await get("web"))?.metadata.deletionTimestamp).toBeDefined();
+    state.handBackDone = true;
+    reconciler!.schedule(0);
+    await until(async () => (await get("web")) === undefined, "claim gone");
+  });
+
+  it("an operation in flight nobody follows is completed Failed (OperationUnfollowed) after the grace period", async () => {
+    const { events, reporter } = await setup({ unfollowedGraceMs: 200 });
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    await recordOperation(kube, loc, {
+      token: "lost",
+      commit: "e".repeat(40),
+      targets: [{ uid: "u", reason: "CatchUp" }],
+    });
+    const op = await until(async () => {
+      reconciler!.schedule(0);
+      const o = await readOperation(kube, loc);
+      return o?.phase === "Failed" && o;
+    }, "unfollowed settled");
+    expect(op.outcome).toBe("OperationUnfollowed");
+    expect(events.events.find((e) => e.reason === "OperationUnfollowed")).toMatchObject({ type: "Warning" });
+    expect(reporter.reports.find((r) => r.token === "lost")).toMatchObject({
+      phase: "Failed",
+      reason: "OperationUnfollowed",
+      branchKey: "git.example/org/repo@main",
+    });
+  });
+
+  it("an operation this process follows is left alone", async () => {
+    const { following } = await setup({ unfollowedGraceMs: 50 });
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const unfollow = following.follow("mine", `${namespace}/web`);
+    await recordOperation(kube, loc, {
+      token: "mine",
+      commit: "e".repeat(40),
+      targets: [{ uid: "u", reason: "CatchUp" }],
+    });
+    const before = reconciler!.passCount();
+    await until(async () => {
+      reconciler!.schedule(0);
+      return reconciler!.passCount() >= before + 3;
+    }, "three passes");
+    expect((await readOperation(kube, loc))?.phase).toBe("Requested");
+    unfollow();
+  });
+});

@@ -1,0 +1,240 @@
+/**
+ * `applygate sidecar --applier flux|argocd`: wires the attempt executor, the claim reconciler and
+ * the applier kind's module together. `startSidecar` is the same wiring for the playground and
+ * scenario tests.
+ */
+import { hostname } from "node:os";
+import { KubeConfig } from "@kubernetes/client-node";
+import { ConfigError, commonSettings, helpText, loadConfig, parsers, type Setting } from "../queue/config.js";
+import { FIELD_MANAGER } from "../queue/contract.js";
+import { createLogger, type Logger } from "../queue/log.js";
+import type {
+  ApplierDeps,
+  ApplierKindModule,
+  ClaimController,
+  OperationExecutor,
+  WindowObserver,
+} from "./applier-kind.js";
+import { ClaimReconciler } from "./claims/reconciler.js";
+import { KubeEventRecorder } from "./events.js";
+import { type ExecutorHost, startExecutorHost } from "./executor.js";
+import { Following } from "./following.js";
+import { Kube, RESOURCES } from "./kube.js";
+import { queueReporter } from "./reporter.js";
+
+export type SidecarApplier = "flux" | "argocd";
+
+export interface SidecarOptions {
+  applier: SidecarApplier;
+  kubeConfig: KubeConfig;
+  redisUrl: string;
+  redisPrefix: string;
+  log?: Logger;
+  now?: () => Date;
+  /** reportingInstance of Events (the pod name). */
+  instance?: string;
+  /** Claim resync interval (default 60 s). */
+  resyncMs?: number;
+  /** Attempts carried out at once (default 16). */
+  concurrency?: number;
+  /** The kind's module; loaded from sidecar/<applier>/index.ts when omitted. */
+  kindModule?: ApplierKindModule;
+  /** Passed to the kind as deps.options. */
+  options?: Record<string, unknown>;
+}
+
+export interface Sidecar {
+  kube: Kube;
+  following: Following;
+  executor: ExecutorHost;
+  reconciler: ClaimReconciler;
+  parts: { executor: OperationExecutor; controller: ClaimController; windowObserver?: WindowObserver };
+  /** Graceful stop: executor first (it gives back what it resumed), then the reconciler. */
+  stop(): Promise<void>;
+}
+
+export class ApplierNotAvailable extends ConfigError {}
+
+/** Loads sidecar/<applier>/index.ts; a clear one-line error when that kind is not built. */
+export async function loadApplierKind(applier: SidecarApplier): Promise<ApplierKindModule> {
+  const path = `./${applier}/index.js`;
+  let mod: Partial<ApplierKindModule>;
+  try {
+    mod = (await import(path)) as Partial<ApplierKindModule>;
+  } catch (err) {
+    const e = err as { code?: string; message?: string };
+    if (e.code === "ERR_MODULE_NOT_FOUND" && String(e.message).includes(`${applier}/index`)) {
+      throw new ApplierNotAvailable(
+        `the ${applier} applier is not available: sidecar/${applier}/index.ts does not exist in this build`,
+      );
+    }
+    throw err;
+  }
+  if (typeof mod.createApplierKind !== "function") {
+    throw new ApplierNotAvailable(`sidecar/${applier}/index.ts does not export createApplierKind(deps)`);
+  }
+  return mod as ApplierKindModule;
+}
+
+export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
+  const module = opts.kindModule ?? (await loadApplierKind(opts.applier));
+  const log = (opts.log ?? createLogger({ name: "sidecar" })).child({ applier: opts.applier });
+  const now = opts.now ?? (() => new Date());
+  const kube = new Kube(opts.kubeConfig);
+  const following = new Following(now);
+  const events = new KubeEventRecorder(kube, {
+    instance: opts.instance ?? hostname(),
+    log,
+    now,
+  });
+  const reporter = queueReporter({ redisUrl: opts.redisUrl, prefix: opts.redisPrefix });
+  const deps: ApplierDeps = {
+    kind: opts.applier,
+    kube,
+    log,
+    events,
+    following,
+    reporter,
+    now,
+    options: opts.options ?? {},
+  };
+  const parts = module.createApplierKind(deps);
+  const executor = startExecutorHost({
+    kind: opts.applier,
+    executor: parts.executor,
+    reporter,
+    following,
+    log,
+    redisUrl: opts.redisUrl,
+    prefix: opts.redisPrefix,
+    now,
+    ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+  });
+  const reconciler = new ClaimReconciler({
+    claimType: opts.applier === "flux" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim,
+    kube,
+    log,
+    events,
+    following,
+    controller: parts.controller,
+    executor,
+    reporter,
+    now,
+    ...(opts.resyncMs ? { resyncMs: opts.resyncMs } : {}),
+  });
+  try {
+    await reconciler.start();
+    await parts.windowObserver?.start?.();
+  } catch (err) {
+    await executor.stop();
+    await reconciler.stop();
+    await reporter.close();
+    throw err;
+  }
+  log.info({ fieldManager: FIELD_MANAGER }, "sidecar started");
+  let stopping: Promise<void> | undefined;
+  return {
+    kube,
+    following,
+    executor,
+    reconciler,
+    parts,
+    stop() {
+      stopping ??= (async () => {
+        await executor.stop();
+        await parts.windowObserver?.stop();
+        await reconciler.stop();
+        await reporter.close();
+        log.info("sidecar stopped");
+      })();
+      return stopping;
+    },
+  };
+}
+
+const settings = {
+  applier: {
+    flag: "applier",
+    env: "APPLYGATE_APPLIER",
+    help: "the applier kind this sidecar runs beside: flux or argocd",
+    parse: parsers.oneOf("flux", "argocd"),
+  } as Setting<SidecarApplier>,
+  kubeconfig: {
+    flag: "kubeconfig",
+    env: "KUBECONFIG",
+    help: "kubeconfig file; in-cluster service account when unset",
+    parse: parsers.string,
+    default: "",
+    defaultLabel: "in-cluster",
+  } as Setting<string>,
+  ...commonSettings,
+  resync: {
+    flag: "resync",
+    env: "APPLYGATE_RESYNC",
+    help: "how often every claim is reconciled, so a resumed applier is noticed",
+    parse: parsers.duration,
+    default: 60_000,
+    defaultLabel: "1m",
+  } as Setting<number>,
+  concurrency: {
+    flag: "concurrency",
+    env: "APPLYGATE_SIDECAR_CONCURRENCY",
+    help: "attempts carried out at once (for different claims)",
+    parse: parsers.positiveInt,
+    default: 16,
+  } as Setting<number>,
+  instance: {
+    flag: "instance",
+    env: "POD_NAME",
+    help: "reportingInstance of the Events this sidecar records",
+    parse: parsers.string,
+    default: hostname(),
+  } as Setting<string>,
+  help: {
+    flag: "help",
+    help: "show this help",
+    parse: parsers.boolean,
+    boolean: true,
+    default: false,
+  } as Setting<boolean>,
+};
+
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(
+      `${helpText("sidecar", "Execute and follow apply operations beside Flux or Argo CD.", settings)}\n`,
+    );
+    return 0;
+  }
+  const { config } = loadConfig(settings, argv);
+  const log = createLogger({ name: "sidecar", level: config.logLevel });
+  const kc = new KubeConfig();
+  try {
+    if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
+    else kc.loadFromCluster();
+  } catch (err) {
+    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${(err as Error).message}`);
+  }
+  const sidecar = await startSidecar({
+    applier: config.applier,
+    kubeConfig: kc,
+    redisUrl: config.redisUrl,
+    redisPrefix: config.redisPrefix,
+    log,
+    instance: config.instance,
+    resyncMs: config.resync,
+    concurrency: config.concurrency,
+  });
+  await new Promise<void>((resolve) => {
+    const onSignal = (signal: string) => {
+      log.info({ signal }, "stopping");
+      void sidecar.stop().then(resolve, (err) => {
+        log.error({ err: (err as Error).message }, "stop failed");
+        resolve();
+      });
+    };
+    process.once("SIGTERM", () => onSignal("SIGTERM"));
+    process.once("SIGINT", () => onSignal("SIGINT"));
+  });
+  return 0;
+}
