@@ -15,14 +15,19 @@ export async function remoteTip(url: string, branch: string): Promise<string> {
   return sha;
 }
 
+const initialised = new Set<string>();
+
 /** Fetches the branch into `scratch` (a bare repository, made on first use); returns tip and files. */
 export async function fetchTree(
   scratch: string,
   url: string,
   branch: string,
 ): Promise<{ sha: string; files: Map<string, string> }> {
-  await mkdir(scratch, { recursive: true });
-  await gitOk(["init", "-q", "--bare", scratch]);
+  if (!initialised.has(scratch)) {
+    await mkdir(scratch, { recursive: true });
+    await gitOk(["init", "-q", "--bare", scratch]);
+    initialised.add(scratch);
+  }
   await gitOk(["fetch", "-q", "--depth", "1", "--no-tags", url, `+refs/heads/${branch}:refs/fluxsim/head`], {
     cwd: scratch,
   });
