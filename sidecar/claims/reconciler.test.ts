@@ -138,7 +138,9 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     const claim = await get("web");
     expect(claim?.metadata.finalizers).toContain(CLAIM_FINALIZER);
     expect(await cond("web", "Configured")).toMatchObject({ status: "True", reason: "Bound" });
-    expect((claim?.status as { previousSuspendState?: string }).previousSuspendState).toBe("Resumed");
+    expect((claim?.status as { previousSuspendState?: string } | undefined)?.previousSuspendState).toBe(
+      "Resumed",
+    );
     expect(state.calls).toContain(`hold:${namespace}/web`);
   });
 

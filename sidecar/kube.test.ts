@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { crdFiles } from "../queue/crds/files.js";
+import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
+import {
+  apiFailure,
+  ConflictRetriesExhausted,
+  type KObject,
+  Kube,
+  RESOURCES,
+  retryOnConflict,
+} from "./kube.js";
+
+let server: ApiServer;
+let kube: Kube;
+
+async function until(probe: () => boolean, what: string, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const claim = (name: string): KObject => ({
+  apiVersion: "applygate.dev/v1alpha1",
+  kind: "FluxClaim",
+  metadata: { name, namespace: "k" },
+  spec: { kustomizationRef: { name: "web", namespace: "flux-system" } },
+});
+
+beforeAll(async () => {
+  server = await startApiServer({ bookmarkIntervalMs: 50 });
+  for (const f of crdFiles()) await server.installCrdFile(f);
+  kube = new Kube(server.kubeConfig());
+  await kube.core.createNamespace({ body: { metadata: { name: "k" } } });
+});
+afterAll(async () => server?.close());
+
+describe("kube helpers", () => {
+  it("parses ApiException bodies that arrive as JSON strings", () => {
+    const f = apiFailure({
+      code: 409,
+      body: JSON.stringify({ reason: "Conflict", message: "modified", code: 409 }),
+    });
+    expect(f).toEqual({ code: 409, reason: "Conflict", message: "modified" });
+    expect(apiFailure({ code: 500, body: "plain text" }).message).toBe("plain text");
+  });
+
+  it("get answers undefined for a missing object; apply creates under the field manager applygate", async () => {
+    expect(await kube.get(RESOURCES.fluxClaim, "k", "nope")).toBeUndefined();
+    const created = await kube.apply(RESOURCES.fluxClaim, claim("a"));
+    expect(created.metadata.managedFields?.[0]).toMatchObject({ manager: "applygate", operation: "Apply" });
+  });
+
+  it("a status patch with a stale resourceVersion is a 409, and retryOnConflict re-reads", async () => {
+    const c = await kube.apply(RESOURCES.fluxClaim, claim("b"));
+    await kube.mergePatch(RESOURCES.fluxClaim, "k", "b", { metadata: { labels: { x: "1" } } });
+    const stale = await kube
+      .patchStatus(RESOURCES.fluxClaim, "k", "b", { repairPending: true }, c.metadata.resourceVersion)
+      .catch((e) => e);
+    expect(stale.code).toBe(409);
+    let reads = 0;
+    await retryOnConflict(
+      async () => {
+        reads++;
+        return reads === 1 ? c : ((await kube.get<KObject>(RESOURCES.fluxClaim, "k", "b")) as KObject);
+      },
+      () => ({ repairPending: true }),
+      (cur, status) => kube.patchStatus(RESOURCES.fluxClaim, "k", "b", status, cur.metadata.resourceVersion),
+      { sleep: async () => {} },
+    );
+    expect(reads).toBe(2);
+    const b = await kube.get<KObject>(RESOURCES.fluxClaim, "k", "b");
+    expect((b?.status as { repairPending?: boolean }).repairPending).toBe(true);
+    await expect(
+      retryOnConflict(
+        async () => c,
+        () => ({}),
+        () => kube.patchStatus(RESOURCES.fluxClaim, "k", "b", {}, c.metadata.resourceVersion),
+        { max: 2, sleep: async () => {} },
+      ),
+    ).rejects.toBeInstanceOf(ConflictRetriesExhausted);
+  });
+
+  it("the watch comes back after its connection breaks and keeps its cache in step", async () => {
+    const seen: string[] = [];
+    const w = kube.watch<KObject>(RESOURCES.fluxClaim, {
+      namespace: "k",
+      onChange: (type, o) => seen.push(`${type}:${o.metadata.name}`),
+      backoffMs: () => 20,
+    });
+    await w.start();
+    await w.whenSynced();
+    expect(w.get("a", "k")).toBeDefined();
+    server.faults.dropWatches("/apis/applygate.dev", true);
+    server.faults.expireHistory();
+    await kube.apply(RESOURCES.fluxClaim, claim("after-break"));
+    await until(() => w.get("after-break", "k") !== undefined, "the new object in the cache");
+    expect(seen).toContain("add:after-break");
+    await w.stop();
+    await w.stop(); // a second stop is harmless
+  });
+});
