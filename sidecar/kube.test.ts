@@ -71,7 +71,7 @@ describe("kube helpers", () => {
     );
     expect(reads).toBe(2);
     const b = await kube.get<KObject>(RESOURCES.fluxClaim, "k", "b");
-    expect((b?.status as { repairPending?: boolean }).repairPending).toBe(true);
+    expect((b?.status as { repairPending?: boolean } | undefined)?.repairPending).toBe(true);
     await expect(
       retryOnConflict(
         async () => c,
