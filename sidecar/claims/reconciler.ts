@@ -293,7 +293,15 @@ export class ClaimReconciler {
     standing: ReturnType<typeof rankClaims> extends Map<string, infer S> ? S : never,
     successor: string | undefined,
   ): Promise<number | undefined> {
-    const { claim, eligibility } = j;
+    const { eligibility } = j;
+    // Decide on the claim as it is now (the cache can lag our own writes and the executor's record).
+    const claim = await this.o.kube.get<KObject>(
+      this.o.claimType,
+      j.claim.metadata.namespace ?? "",
+      j.claim.metadata.name,
+    );
+    if (!claim) return undefined;
+    j = { ...j, claim };
     const generation = claim.metadata.generation;
     const g = generation !== undefined ? { observedGeneration: generation } : {};
     const deleting = Boolean(claim.metadata.deletionTimestamp);
