@@ -1,0 +1,220 @@
+/**
+ * The Flux applier's reads and writes: the Kustomization's spec.suspend and requestedAt by
+ * server-side apply under our field manager, the GitRepository's requestedAt, and waits that wake
+ * on a watch event of the object or a fallback re-read. Every read is uncached.
+ */
+import { randomBytes } from "node:crypto";
+import { FIELD_MANAGER } from "../../queue/contract.js";
+import type { Logger } from "../../queue/log.js";
+import { isConflict, type Kube, KubeError, type Watcher } from "../kube.js";
+import {
+  GIT_REPOSITORY,
+  type GitRepository,
+  KUSTOMIZATION,
+  type Kustomization,
+  keyOf,
+  type ObjectKey,
+  REQUESTED_AT,
+} from "./resources.js";
+
+/** A requestedAt token: the time first (as flux reconcile writes it), then a random tail so two never match. */
+export function newToken(now: Date): string {
+  return `${now.toISOString()}-${randomBytes(3).toString("hex")}`;
+}
+
+export class Aborted extends Error {
+  override name = "Aborted";
+}
+
+/** Wakes waiters of an object on every watch event about it. */
+export class Wakeups {
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  notify(key: string): void {
+    const set = this.waiters.get(key);
+    if (!set) return;
+    for (const w of [...set]) w();
+  }
+
+  /**
+   * Arms a wait for the next event about `key`, `ms`, or abort, whichever comes first. Armed
+   * before the read it follows, so an event landing between the read and the wait is not missed.
+   */
+  arm(key: string, ms: number, signal?: AbortSignal): { wait: Promise<void>; cancel: () => void } {
+    let cancel = () => {};
+    const wait = new Promise<void>((resolve) => {
+      const set = this.waiters.get(key) ?? new Set();
+      this.waiters.set(key, set);
+      const done = () => {
+        clearTimeout(timer);
+        set.delete(done);
+        if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      set.add(done);
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener("abort", done, { once: true });
+      cancel = done;
+    });
+    return { wait, cancel };
+  }
+}
+
+export interface FluxClientOptions {
+  log: Logger;
+  /** Re-read at least this often while waiting, events or not (default 2 s). */
+  pollMs?: number;
+}
+
+export class FluxClient {
+  readonly wakeups = new Wakeups();
+  private watchers: Watcher<Kustomization | GitRepository>[] = [];
+  readonly pollMs: number;
+
+  constructor(
+    readonly kube: Kube,
+    private readonly opts: FluxClientOptions,
+  ) {
+    this.pollMs = opts.pollMs ?? 2_000;
+  }
+
+  /** Starts the watches that wake waiters (optional: without them waits fall back to re-reads). */
+  async start(onKustomization?: (ks: Kustomization) => void): Promise<void> {
+    if (this.watchers.length) return;
+    const ks = this.kube.watch<Kustomization>(KUSTOMIZATION, {
+      log: this.opts.log,
+      onChange: (_t, o) => {
+        this.wakeups.notify(`ks:${keyOf(o.metadata as ObjectKey)}`);
+        onKustomization?.(o);
+      },
+    });
+    const src = this.kube.watch<GitRepository>(GIT_REPOSITORY, {
+      log: this.opts.log,
+      onChange: (_t, o) => this.wakeups.notify(`src:${keyOf(o.metadata as ObjectKey)}`),
+    });
+    this.watchers = [ks, src] as Watcher<Kustomization | GitRepository>[];
+    await Promise.all(this.watchers.map((w) => w.start()));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.watchers.map((w) => w.stop()));
+    this.watchers = [];
+  }
+
+  kustomization(ref: ObjectKey): Promise<Kustomization | undefined> {
+    return this.kube.get<Kustomization>(KUSTOMIZATION, ref.namespace, ref.name);
+  }
+
+  source(ref: ObjectKey): Promise<GitRepository | undefined> {
+    return this.kube.get<GitRepository>(GIT_REPOSITORY, ref.namespace, ref.name);
+  }
+
+  /**
+   * One server-side apply of spec.suspend (and requestedAt when a token is given) under our field
+   * manager. `guard` carries uid and resourceVersion preconditions: a changed object is a 409, a
+   * deleted one a 404, never re-created.
+   */
+  applySuspend(
+    ref: ObjectKey,
+    suspend: boolean,
+    token: string | undefined,
+    guard: { uid?: string; resourceVersion?: string } = {},
+  ): Promise<Kustomization> {
+    return this.kube.apply<Kustomization>(
+      KUSTOMIZATION,
+      {
+        apiVersion: `${KUSTOMIZATION.group}/${KUSTOMIZATION.version}`,
+        kind: KUSTOMIZATION.kind,
+        metadata: {
+          name: ref.name,
+          namespace: ref.namespace,
+          ...(guard.uid ? { uid: guard.uid } : {}),
+          ...(guard.resourceVersion ? { resourceVersion: guard.resourceVersion } : {}),
+          ...(token ? { annotations: { [REQUESTED_AT]: token } } : {}),
+        },
+        spec: { suspend },
+      },
+      { fieldManager: FIELD_MANAGER, force: true },
+    );
+  }
+
+  /**
+   * Suspends with a token, guarded by the object just read so a deleted Kustomization is never
+   * re-created; a conflict reads again (at most five times). Undefined when it is gone.
+   */
+  async suspend(ref: ObjectKey, token: string): Promise<Kustomization | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      const ks = await this.kustomization(ref);
+      if (!ks) return undefined;
+      try {
+        return await this.applySuspend(ref, true, token, {
+          uid: ks.metadata.uid,
+          resourceVersion: ks.metadata.resourceVersion,
+        });
+      } catch (err) {
+        if (err instanceof KubeError && err.code === 404) return undefined;
+        if (!(isConflict(err) || (err instanceof KubeError && err.code === 409)) || attempt >= 5) throw err;
+      }
+    }
+  }
+
+  /**
+   * Gives spec.suspend back: first a forced `suspend: false` (so a field shared with a flux suspend's
+   * Update entry is ours alone), then an empty apply that releases every field we own.
+   */
+  async release(ref: ObjectKey): Promise<Kustomization | undefined> {
+    const ks = await this.kustomization(ref);
+    if (!ks) return undefined;
+    const guard = { uid: ks.metadata.uid, resourceVersion: ks.metadata.resourceVersion };
+    await this.applySuspend(ref, false, undefined, guard);
+    return this.kube.apply<Kustomization>(
+      KUSTOMIZATION,
+      {
+        apiVersion: `${KUSTOMIZATION.group}/${KUSTOMIZATION.version}`,
+        kind: KUSTOMIZATION.kind,
+        metadata: { name: ref.name, namespace: ref.namespace },
+      },
+      { fieldManager: FIELD_MANAGER, force: true },
+    );
+  }
+
+  /** Stamps the GitRepository with a token, as `flux reconcile source git` does. */
+  async stampSource(ref: ObjectKey, token: string): Promise<GitRepository> {
+    return this.kube.mergePatch<GitRepository>(GIT_REPOSITORY, ref.namespace, ref.name, {
+      metadata: { annotations: { [REQUESTED_AT]: token } },
+    });
+  }
+
+  /**
+   * Re-reads with `read` until `check` returns a value, waking on watch events of `wakeKey` and at
+   * least every `intervalMs(n)` (n = re-reads so far). Undefined once `deadline` (epoch ms) passes.
+   */
+  async until<T, R>(
+    read: () => Promise<T>,
+    check: (value: T) => R | undefined,
+    o: { wakeKey: string; signal?: AbortSignal; deadline?: number; intervalMs?: (n: number) => number },
+  ): Promise<R | undefined> {
+    for (let n = 0; ; n++) {
+      if (o.signal?.aborted) throw new Aborted("stopping");
+      const wait = o.intervalMs?.(n) ?? this.pollMs;
+      const left = o.deadline !== undefined ? Math.max(0, o.deadline - Date.now()) : wait;
+      const armed = this.wakeups.arm(o.wakeKey, Math.min(wait, left), o.signal);
+      let r: R | undefined;
+      try {
+        r = check(await read());
+      } catch (err) {
+        armed.cancel();
+        throw err;
+      }
+      if (r !== undefined || (o.deadline !== undefined && Date.now() >= o.deadline)) {
+        armed.cancel();
+        return r;
+      }
+      await armed.wait;
+    }
+  }
+}
+
+export const ksWakeKey = (ref: ObjectKey) => `ks:${keyOf(ref)}`;
+export const srcWakeKey = (ref: ObjectKey) => `src:${keyOf(ref)}`;

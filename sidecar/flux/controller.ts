@@ -1,0 +1,404 @@
+/**
+ * The FluxClaim lifecycle: adopt (spec.suspend: true by server-side apply with a token, recording
+ * how it stood), hold (suspend again whatever somebody else resumed, every time), make an
+ * unfollowed operation safe, and hand back (suspend an apply in flight, then release the field,
+ * or leave it suspended for a successor or because it was suspended before).
+ */
+import type { Logger } from "../../queue/log.js";
+import type {
+  ClaimContext,
+  ClaimController,
+  ExternalCheck,
+  HandBackResult,
+  HoldResult,
+  RecoveredOperation,
+} from "../applier-kind.js";
+import type { ConditionInput } from "../claims/conditions.js";
+import type { ApplierSource } from "../claims/eligibility.js";
+import { isConflict, type KObject, KubeError, RESOURCES } from "../kube.js";
+import {
+  type ClaimLocator,
+  completeOperation,
+  isInFlight,
+  type Operation,
+  RecordRefused,
+  readOperation,
+  recordOperation,
+  updateOperation,
+} from "../operation-record.js";
+import { type FluxClient, newToken } from "./client.js";
+import { commitOfRevision, tokenHandled } from "./outcome.js";
+import { type Kustomization, keyOf, type ObjectKey, requestedAtOf, sourceRefOf } from "./resources.js";
+import { appliesSuspend, checkSuspendOwnership, suspendAppliers } from "./suspend-owner.js";
+
+export interface FluxControllerDeps {
+  client: FluxClient;
+  log: Logger;
+  /** Follows an external resume's record to its end (registered as followed while it runs). */
+  followRecord(r: RecoveredOperation): void;
+  /** Re-run the claim this soon while a token is out (default 1 s). */
+  shortRequeueMs?: number;
+  /** How often a held claim reads its Kustomization, bounding an unseen external resume (default 1 minute). */
+  resyncMs?: number;
+  /** A hand-back not done this long after Releasing began gives up (default 10 minutes). */
+  releaseGiveUpMs?: number;
+}
+
+const CLAIM_API = "applygate.dev/v1alpha1";
+
+interface FluxClaimStatus {
+  previousSuspendState?: "Suspended" | "Resumed";
+  lastAppliedCommit?: string;
+}
+
+const statusOf = (claim: KObject) => (claim.status ?? {}) as FluxClaimStatus;
+const locator = (claim: KObject): ClaimLocator => ({
+  type: RESOURCES.fluxClaim,
+  namespace: claim.metadata.namespace ?? "",
+  name: claim.metadata.name,
+});
+const regarding = (claim: KObject) => ({
+  apiVersion: CLAIM_API,
+  kind: "FluxClaim",
+  namespace: claim.metadata.namespace ?? "",
+  name: claim.metadata.name,
+  ...(claim.metadata.uid ? { uid: claim.metadata.uid } : {}),
+});
+
+const inControl = (status: ConditionInput["status"], reason: string, message: string): ConditionInput => ({
+  type: "InControl",
+  status,
+  reason,
+  message,
+});
+const ready = (status: ConditionInput["status"], reason: string, message: string): ConditionInput => ({
+  type: "Ready",
+  status,
+  reason,
+  message,
+});
+
+/** The suspend on the Kustomization is handled: it is suspended and its current token was seen. */
+function suspendSettled(ks: Kustomization): boolean {
+  if (ks.spec?.suspend !== true) return false;
+  const token = requestedAtOf(ks);
+  return token === undefined || tokenHandled(ks, token);
+}
+
+export class FluxClaimController implements ClaimController {
+  private readonly short: number;
+  private readonly resync: number;
+  private readonly giveUp: number;
+
+  constructor(private readonly d: FluxControllerDeps) {
+    this.short = d.shortRequeueMs ?? 1_000;
+    this.resync = d.resyncMs ?? 60_000;
+    this.giveUp = d.releaseGiveUpMs ?? 10 * 60_000;
+  }
+
+  applierOf(claim: KObject): ObjectKey {
+    const ref = (claim.spec as { kustomizationRef?: ObjectKey } | undefined)?.kustomizationRef;
+    return { namespace: ref?.namespace ?? claim.metadata.namespace ?? "", name: ref?.name ?? "" };
+  }
+
+  async source(_claim: KObject, applier: ObjectKey): Promise<ApplierSource> {
+    const ks = await this.d.client.kustomization(applier);
+    if (!ks) return { state: "Unknown", message: `Kustomization ${keyOf(applier)} was not found` };
+    const ref = sourceRefOf(ks);
+    if (ref?.kind !== "GitRepository") {
+      return {
+        state: "Unsupported",
+        reason: "UnsupportedSource",
+        message: `Kustomization ${keyOf(applier)} reads a ${ref?.kind ?? "missing"} source; only a GitRepository is supported`,
+      };
+    }
+    const src = await this.d.client.source(ref);
+    if (!src) return { state: "Unknown", message: `GitRepository ${keyOf(ref)} was not found` };
+    const branch = src.spec?.ref?.branch;
+    const pinned =
+      src.spec?.ref?.commit || src.spec?.ref?.tag || src.spec?.ref?.semver || src.spec?.ref?.name;
+    if (!branch || pinned) {
+      return {
+        state: "Unsupported",
+        reason: "SourceNotABranch",
+        message: `GitRepository ${keyOf(ref)} does not follow a branch (spec.ref.branch alone)`,
+      };
+    }
+    return { state: "Known", url: src.spec?.url ?? "", branch };
+  }
+
+  async checkExternal(_claim: KObject, applier: ObjectKey): Promise<ExternalCheck> {
+    const ks = await this.d.client.kustomization(applier);
+    if (!ks) {
+      return {
+        configured: "Unknown",
+        reason: "KustomizationNotFound",
+        message: `Kustomization ${keyOf(applier)} was not found`,
+      };
+    }
+    const owner = checkSuspendOwnership(ks);
+    if (!owner.ok) return { configured: false, reason: owner.reason, message: owner.message };
+    return { configured: true };
+  }
+
+  async hold(claim: KObject, applier: ObjectKey, ctx: ClaimContext): Promise<HoldResult> {
+    const ks = await this.d.client.kustomization(applier);
+    if (!ks) {
+      const msg = `Kustomization ${keyOf(applier)} was not found`;
+      return {
+        conditions: [
+          inControl("Unknown", "KustomizationNotFound", msg),
+          ready("False", "KustomizationNotFound", msg),
+        ],
+        requeueAfterMs: this.resync,
+      };
+    }
+    if (isInFlight(ctx.operation)) return this.applying(claim, applier, ctx.operation, ctx);
+
+    const status = statusOf(claim);
+    if (status.previousSuspendState === undefined) return this.adopt(claim, applier, ks, ctx);
+
+    if (ks.spec?.suspend !== true) {
+      // Read the operation again after the Kustomization: one recorded meanwhile is no external resume.
+      const op = await readOperation(ctx.kube, locator(claim));
+      if (isInFlight(op)) return this.applying(claim, applier, op, ctx);
+      return this.resuspendExternal(claim, applier, ks, ctx);
+    }
+    if (!appliesSuspend(ks)) {
+      // Suspended, but the field is not ours any more (a flux suspend took it): take it back.
+      await this.writeSuspend(applier, ks, newToken(ctx.now()), ctx.log);
+      return this.suspending("taking spec.suspend back");
+    }
+    if (!suspendSettled(ks)) return this.suspending("waiting for the suspend's token to be handled");
+    return {
+      conditions: [
+        inControl(
+          "True",
+          "Suspended",
+          `Kustomization ${keyOf(applier)} is held suspended; each apply resumes it once`,
+        ),
+        ready("True", "Suspended", `Kustomization ${keyOf(applier)} is held suspended`),
+      ],
+      requeueAfterMs: this.resync,
+    };
+  }
+
+  async handBack(claim: KObject, applier: ObjectKey, ctx: ClaimContext): Promise<HandBackResult> {
+    const releasing = (message: string): HandBackResult => ({
+      done: false,
+      conditions: [inControl("False", "Releasing", message), ready("Unknown", "Releasing", message)],
+      requeueAfterMs: this.short,
+    });
+    const ks = await this.d.client.kustomization(applier);
+    if (!ks) return { done: true, status: { previousSuspendState: null } };
+    if (ctx.releasingSince && ctx.now().getTime() - ctx.releasingSince.getTime() > this.giveUp) {
+      const where = ks.spec?.suspend === true ? "suspended under applygate" : "resumed";
+      await ctx.events.emit({
+        type: "Warning",
+        reason: "ReleaseFailed",
+        action: "Release",
+        note: `gave up handing Kustomization ${keyOf(applier)} back after ${Math.round(this.giveUp / 60_000)} minutes; it is left ${where}`,
+        regarding: regarding(claim),
+      });
+      return { done: true };
+    }
+    // An apply in flight is suspended first, and its token handled.
+    if (ks.spec?.suspend !== true) {
+      await this.writeSuspend(applier, ks, newToken(ctx.now()), ctx.log);
+      return releasing("suspending the apply in flight before handing back");
+    }
+    if (!suspendSettled(ks)) return releasing("waiting for the suspend's token to be handled");
+    const op = ctx.operation;
+    if (isInFlight(op)) {
+      if (ctx.following.isFollowed(op.token))
+        return releasing(`waiting for operation ${op.token} to complete`);
+      await completeOperation(ctx.kube, locator(claim), op.token, {
+        phase: "Failed",
+        outcome: "ClaimReleased",
+        message: "the claim let go of its Kustomization while the operation was not followed",
+      }).catch(() => undefined);
+    }
+    const status = statusOf(claim);
+    if (ctx.successor) {
+      await this.released(claim, applier, ctx, `left suspended for claim ${ctx.successor}`);
+      return { done: true, status: { previousSuspendState: null } };
+    }
+    if (status.previousSuspendState === "Suspended") {
+      await this.released(claim, applier, ctx, "left suspended, as it was before the claim held it");
+      return { done: true, status: { previousSuspendState: null } };
+    }
+    try {
+      await this.d.client.release(applier);
+    } catch (err) {
+      if (err instanceof KubeError && (err.code === 409 || isConflict(err)))
+        return releasing("the Kustomization changed; releasing again");
+      throw err;
+    }
+    const after = await this.d.client.kustomization(applier);
+    const others = suspendAppliers(after);
+    await this.released(
+      claim,
+      applier,
+      ctx,
+      others.length
+        ? `released; spec.suspend stays with ${others.join(", ")}`
+        : "released; Flux applies it on its own again",
+    );
+    return { done: true, status: { previousSuspendState: null } };
+  }
+
+  async settleUnfollowed(
+    claim: KObject,
+    applier: ObjectKey,
+    operation: Operation,
+    ctx: ClaimContext,
+  ): Promise<boolean> {
+    const ks = await this.d.client.kustomization(applier);
+    if (!ks) return true;
+    if (suspendSettled(ks) && requestedAtOf(ks) !== undefined) return true;
+    if (ks.spec?.suspend === true && requestedAtOf(ks) === operation.suspendToken) return false;
+    const token = newToken(ctx.now());
+    await updateOperation(ctx.kube, locator(claim), operation.token, { suspendToken: token }).catch(
+      () => undefined,
+    );
+    await this.writeSuspend(applier, ks, token, ctx.log);
+    await ctx.events.emit({
+      type: "Warning",
+      reason: "OperationUnfollowed",
+      action: "Suspend",
+      note: `operation ${operation.token} was followed by nobody for over a minute; Kustomization ${keyOf(applier)} is suspended and the operation fails`,
+      regarding: regarding(claim),
+    });
+    return false;
+  }
+
+  async start(hooks: { requeueApplier(namespace: string, name: string): void }): Promise<void> {
+    await this.d.client.start((ks) => hooks.requeueApplier(ks.metadata.namespace ?? "", ks.metadata.name));
+  }
+
+  async stop(): Promise<void> {
+    await this.d.client.stop();
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private applying(claim: KObject, applier: ObjectKey, op: Operation, ctx: ClaimContext): HoldResult {
+    if (!op.resumeToken && !ctx.following.isFollowed(op.token)) {
+      // Our own record of an external resume: followed whenever it is listed, until its suspend is handled.
+      this.d.followRecord({ claim: locator(claim), applier, operation: op, branchKey: ctx.branchKey ?? "" });
+    }
+    const unresolved = op.phase === "Unresolved";
+    return {
+      conditions: [
+        inControl("True", "Applying", `operation ${op.token} (${op.phase}) for ${op.commit}`),
+        unresolved
+          ? ready(
+              "False",
+              "OperationUnresolved",
+              `operation ${op.token} did not complete in time; still followed`,
+            )
+          : ready("True", "Applying", `operation ${op.token} is in flight`),
+      ],
+      requeueAfterMs: this.short,
+    };
+  }
+
+  private suspending(message: string): HoldResult {
+    return {
+      conditions: [inControl("Unknown", "Suspending", message), ready("Unknown", "Suspending", message)],
+      requeueAfterMs: this.short,
+    };
+  }
+
+  private async adopt(
+    claim: KObject,
+    applier: ObjectKey,
+    ks: Kustomization,
+    ctx: ClaimContext,
+  ): Promise<HoldResult> {
+    const previous = ks.spec?.suspend === true && !appliesSuspend(ks) ? "Suspended" : "Resumed";
+    const token = newToken(ctx.now());
+    await this.writeSuspend(applier, ks, token, ctx.log);
+    await ctx.events.emit({
+      type: "Normal",
+      reason: "Adopted",
+      action: "Suspend",
+      note: `holding Kustomization ${keyOf(applier)} suspended (it was ${previous.toLowerCase()}); every apply is now started by applygate`,
+      regarding: regarding(claim),
+    });
+    return {
+      ...this.suspending("adopting: waiting for the suspend's token to be handled"),
+      status: { previousSuspendState: previous },
+    };
+  }
+
+  private async resuspendExternal(
+    claim: KObject,
+    applier: ObjectKey,
+    ks: Kustomization,
+    ctx: ClaimContext,
+  ): Promise<HoldResult> {
+    const suspendToken = newToken(ctx.now());
+    const ref = sourceRefOf(ks);
+    const source = ref ? await this.d.client.source(ref) : undefined;
+    const commit =
+      commitOfRevision(source?.status?.artifact?.revision) ?? statusOf(claim).lastAppliedCommit ?? "unknown";
+    const token = `external-${newToken(ctx.now())}`;
+    let op: Operation;
+    try {
+      ({ operation: op } = await recordOperation(
+        ctx.kube,
+        locator(claim),
+        {
+          token,
+          commit,
+          targets: [],
+          phase: "Unresolved",
+          suspendToken,
+          message: "resumed by somebody else; suspended again",
+        },
+        { now: ctx.now },
+      ));
+    } catch (err) {
+      if (err instanceof RecordRefused) return this.suspending(`not suspended yet: ${err.message}`);
+      throw err;
+    }
+    await this.writeSuspend(applier, ks, suspendToken, ctx.log);
+    ctx.log.info({ kustomization: keyOf(applier), token }, "resumed by somebody else; suspended again");
+    await ctx.events.emit({
+      type: "Normal",
+      reason: "ClaimedResourceReconciled",
+      action: "Suspend",
+      note: `Kustomization ${keyOf(applier)} was resumed outside applygate and may have applied ${commit}; suspended again`,
+      regarding: regarding(claim),
+    });
+    return this.applying(claim, applier, op, ctx);
+  }
+
+  /** Suspend guarded by the object read; a conflict is retried on the next pass. */
+  private async writeSuspend(applier: ObjectKey, ks: Kustomization, token: string, log: Logger) {
+    try {
+      await this.d.client.applySuspend(applier, true, token, {
+        uid: ks.metadata.uid,
+        resourceVersion: ks.metadata.resourceVersion,
+      });
+    } catch (err) {
+      if (err instanceof KubeError && (err.code === 409 || err.code === 404)) {
+        log.info({ err: err.message }, "the Kustomization changed under the suspend; next pass");
+        return;
+      }
+      throw err;
+    }
+  }
+
+  private async released(claim: KObject, applier: ObjectKey, ctx: ClaimContext, how: string) {
+    ctx.log.info({ kustomization: keyOf(applier) }, how);
+    await ctx.events.emit({
+      type: "Normal",
+      reason: "Released",
+      action: "Release",
+      note: `Kustomization ${keyOf(applier)} handed back: ${how}`,
+      regarding: regarding(claim),
+    });
+  }
+}

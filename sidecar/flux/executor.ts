@@ -1,0 +1,709 @@
+/**
+ * The Flux operation, every reason the same (steps 1–7): make the artifact hold the commit,
+ * recheck, record the operation on the claim, resume with a token in one guarded server-side
+ * apply, follow until that token is handled and a reconcile provably ran, suspend again with a
+ * second token, and complete once that one is handled. It never retries: the branch worker does.
+ */
+import type { Attempt } from "../../queue/contract.js";
+import type { Logger } from "../../queue/log.js";
+import type { OperationExecutor, RecoveredOperation, ReportFn } from "../applier-kind.js";
+import { isConditionTrue } from "../claims/conditions.js";
+import { sameRepository } from "../claims/eligibility.js";
+import type { EventRecorder } from "../events.js";
+import { isConflict, type KObject, KubeError, RESOURCES } from "../kube.js";
+import {
+  type ClaimLocator,
+  completeOperation,
+  type Operation,
+  RecordRefused,
+  recordOperation,
+  updateOperation,
+  withdrawOperation,
+} from "../operation-record.js";
+import { Aborted, type FluxClient, ksWakeKey, newToken, srcWakeKey } from "./client.js";
+import {
+  artifactHolds,
+  commitOfRevision,
+  markOf,
+  type Outcome,
+  type ReconcileMark,
+  readOutcome,
+  tokenHandled,
+} from "./outcome.js";
+import {
+  type GitRepository,
+  type Kustomization,
+  keyOf,
+  type ObjectKey,
+  readyOf,
+  requestedAtOf,
+  sourceRefOf,
+} from "./resources.js";
+import { checkSuspendOwnership } from "./suspend-owner.js";
+
+export interface FluxTimings {
+  /** An operation not completed this long after its resume is Unresolved (default 5 minutes). */
+  unresolvedAfterMs: number;
+  /** Longest re-read interval while following an Unresolved operation (default 1 minute). */
+  unresolvedMaxIntervalMs: number;
+  /** How long step 1 waits for the GitRepository to handle its token (default 2 minutes). */
+  sourceTimeoutMs: number;
+}
+
+export const DEFAULT_TIMINGS: FluxTimings = {
+  unresolvedAfterMs: 5 * 60_000,
+  unresolvedMaxIntervalMs: 60_000,
+  sourceTimeoutMs: 2 * 60_000,
+};
+
+/** Opens and closes the apply window observer for an operation. */
+export interface WindowHooks {
+  open(w: { token: string; claim: Attempt["claim"]; branchKey: string; kustomization: ObjectKey }): void;
+  close(token: string): void;
+}
+
+export interface FluxExecutorDeps {
+  client: FluxClient;
+  log: Logger;
+  events: EventRecorder;
+  now: () => Date;
+  timings?: Partial<FluxTimings>;
+  /**
+   * Whether the attempt's decision still holds (its commit is still the tip the worker decided).
+   * Without it, the fresh artifact a stamp fetched stands for the tip.
+   */
+  isCurrent?: (attempt: Attempt) => Promise<boolean>;
+  window?: WindowHooks;
+}
+
+/** An attempt that starts nothing ends with one of these. */
+class Refusal extends Error {
+  constructor(
+    readonly phase: "RequestFailed" | "Rejected" | "Stale" | "Dropped",
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What following an operation needs to know. */
+interface Followed {
+  claim: ClaimLocator;
+  token: string;
+  ks: ObjectKey;
+  commit: string;
+  resumeToken: string;
+  since: { mark?: ReconcileMark; at?: string };
+  /** When the resume was written (the Unresolved clock starts here). */
+  resumedAt: number;
+  suspendToken?: string;
+  unresolved: boolean;
+  report: ReportFn;
+  log: Logger;
+  /** Set once the outcome of the resumed reconcile has been read. */
+  outcome?: Exclude<Outcome, { state: "Pending" }>;
+}
+
+const claimLocator = (c: { namespace: string; name: string }): ClaimLocator => ({
+  type: RESOURCES.fluxClaim,
+  namespace: c.namespace,
+  name: c.name,
+});
+
+export class FluxExecutor implements OperationExecutor {
+  private readonly t: FluxTimings;
+  /** Operations this process resumed and has not suspended yet, for a graceful stop. */
+  private readonly resumed = new Map<string, { ks: ObjectKey; claim: ClaimLocator; token: string }>();
+
+  constructor(private readonly d: FluxExecutorDeps) {
+    this.t = { ...DEFAULT_TIMINGS, ...d.timings };
+  }
+
+  async execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void> {
+    const log = this.d.log.child({
+      applier: "flux",
+      token: attempt.token,
+      commit: attempt.commit,
+      branch: attempt.branchKey,
+      kustomization: `${attempt.applier.namespace}/${attempt.applier.name}`,
+    });
+    const claim = claimLocator(attempt.claim);
+    const ks: ObjectKey = { namespace: attempt.applier.namespace, name: attempt.applier.name };
+    let recorded: { previous?: Operation } | undefined;
+    try {
+      const read = await this.prepare(attempt, claim, ks, signal, log);
+      // 3. Record before the write that starts it; a refused record starts nothing.
+      const resumeToken = newToken(this.d.now());
+      try {
+        const r = await recordOperation(
+          this.d.client.kube,
+          claim,
+          {
+            token: attempt.token,
+            commit: attempt.commit,
+            targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+            resumeToken,
+          },
+          { now: this.d.now },
+        );
+        recorded = { ...(r.previous ? { previous: r.previous } : {}) };
+      } catch (err) {
+        if (err instanceof RecordRefused) throw new Refusal("RequestFailed", err.reason, err.message);
+        throw err;
+      }
+      await report("Requested");
+      this.d.window?.open({
+        token: attempt.token,
+        claim: attempt.claim,
+        branchKey: attempt.branchKey,
+        kustomization: ks,
+      });
+      if (!(await this.current(attempt, read.source))) {
+        throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
+      }
+      if (signal.aborted) throw new Refusal("RequestFailed", "SidecarStopping", "the sidecar is stopping");
+      // 4. Resume.
+      const resumed = await this.resume(ks, read.ks, resumeToken, log);
+      recorded = undefined; // from here the operation is followed, never withdrawn
+      this.resumed.set(attempt.token, { ks, claim, token: attempt.token });
+      await updateOperation(this.d.client.kube, claim, attempt.token, {
+        phase: "Running",
+        startedAt: this.d.now().toISOString(),
+      });
+      await report("Running");
+      await this.follow(
+        {
+          claim,
+          token: attempt.token,
+          ks,
+          commit: attempt.commit,
+          resumeToken,
+          since: { mark: resumed.mark },
+          resumedAt: resumed.at,
+          unresolved: false,
+          report,
+          log,
+        },
+        signal,
+      );
+    } catch (err) {
+      if (recorded) {
+        await withdrawOperation(this.d.client.kube, claim, attempt.token, recorded.previous).catch((e) =>
+          log.warn({ err: (e as Error).message }, "could not withdraw the operation record"),
+        );
+      }
+      if (err instanceof Refusal) {
+        log.info({ phase: err.phase, reason: err.reason }, err.message);
+        await report(err.phase, { reason: err.reason, message: err.message });
+        return;
+      }
+      if (err instanceof Aborted) {
+        await this.suspendOnStop(attempt.token, log);
+        throw err;
+      }
+      throw err;
+    } finally {
+      this.d.window?.close(attempt.token);
+    }
+  }
+
+  /** Restart recovery: follows a recorded operation by its tokens, asking for nothing new. */
+  async recover(r: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void> {
+    const op = r.operation;
+    const log = this.d.log.child({
+      applier: "flux",
+      token: op.token,
+      commit: op.commit,
+      branch: r.branchKey,
+    });
+    const claim = r.claim;
+    const ks = r.applier;
+    const since = { at: op.startedAt ?? op.requestedAt };
+    const current = await this.d.client.kustomization(ks);
+    if (!current) {
+      await this.complete(
+        claim,
+        op.token,
+        { state: "Failed", reason: "KustomizationNotFound", message: "the Kustomization is gone" },
+        report,
+        log,
+      );
+      return;
+    }
+    const claimRef = { kind: "FluxClaim" as const, namespace: claim.namespace, name: claim.name };
+    this.d.window?.open({ token: op.token, claim: claimRef, branchKey: r.branchKey, kustomization: ks });
+    try {
+      const on = requestedAtOf(current);
+      const handled = current.status?.lastHandledReconcileAt;
+      const seen = (t: string | undefined) => t !== undefined && (on === t || handled === t);
+      if (!op.resumeToken) {
+        // An external resume the claim suspended: complete it once its suspend is handled.
+        const suspendToken = op.suspendToken ?? newToken(this.d.now());
+        await this.follow(
+          {
+            claim,
+            token: op.token,
+            ks,
+            commit: op.commit,
+            resumeToken: suspendToken,
+            since,
+            resumedAt: Date.parse(op.requestedAt),
+            suspendToken,
+            unresolved: true,
+            report,
+            log,
+          },
+          signal,
+        );
+        return;
+      }
+      if (seen(op.suspendToken) || seen(op.resumeToken)) {
+        log.info({ phase: op.phase }, "following a recorded operation after a restart");
+        this.resumed.set(op.token, { ks, claim, token: op.token });
+        const settling = seen(op.suspendToken);
+        await this.follow(
+          {
+            claim,
+            token: op.token,
+            ks,
+            commit: op.commit,
+            resumeToken: op.resumeToken,
+            since,
+            resumedAt: Date.parse(since.at),
+            ...(settling ? { suspendToken: op.suspendToken } : {}),
+            unresolved: op.phase === "Unresolved",
+            report,
+            log,
+          },
+          signal,
+        );
+        return;
+      }
+      // Recorded, never resumed (or a suspend it never reported followed): suspend, then Failed.
+      const suspendToken = op.suspendToken ?? newToken(this.d.now());
+      await updateOperation(this.d.client.kube, claim, op.token, { phase: "Settling", suspendToken });
+      await this.follow(
+        {
+          claim,
+          token: op.token,
+          ks,
+          commit: op.commit,
+          resumeToken: op.resumeToken,
+          since,
+          resumedAt: Date.parse(op.requestedAt),
+          suspendToken,
+          unresolved: false,
+          report,
+          log,
+          outcome: {
+            state: "Failed",
+            reason: "NotResumed",
+            message: "recorded but never resumed before a restart",
+          },
+        },
+        signal,
+      );
+    } catch (err) {
+      if (err instanceof Aborted) await this.suspendOnStop(op.token, log);
+      throw err;
+    } finally {
+      this.d.window?.close(op.token);
+    }
+  }
+
+  /** Graceful stop: whatever this process resumed and has not suspended yet is suspended now. */
+  async shutdown(): Promise<void> {
+    for (const token of [...this.resumed.keys()]) await this.suspendOnStop(token, this.d.log);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Steps 1 and 2
+
+  private async prepare(
+    attempt: Attempt,
+    claim: ClaimLocator,
+    ref: ObjectKey,
+    signal: AbortSignal,
+    log: Logger,
+  ) {
+    const c = await this.d.client.kube.get<KObject>(claim.type, claim.namespace, claim.name);
+    if (!c) throw new Refusal("RequestFailed", "ClaimNotFound", `FluxClaim ${keyOf(claim)} does not exist`);
+    if (c.metadata.deletionTimestamp)
+      throw new Refusal("RequestFailed", "ClaimDeleting", "the claim is being deleted");
+    const want = (c.spec as { kustomizationRef?: ObjectKey } | undefined)?.kustomizationRef;
+    if (want?.name !== ref.name || want?.namespace !== ref.namespace) {
+      throw new Refusal(
+        "Rejected",
+        "ApplierMismatch",
+        `the claim holds ${want ? keyOf(want) : "nothing"}, not ${keyOf(ref)}`,
+      );
+    }
+    const conditions = (c.status as { conditions?: never[] } | undefined)?.conditions;
+    if (!isConditionTrue(conditions, "InControl")) {
+      throw new Refusal(
+        "RequestFailed",
+        "NotInControl",
+        "the claim does not hold its Kustomization suspended (InControl is not True)",
+      );
+    }
+
+    // 1. The artifact must hold the commit.
+    const first = await this.checkApplier(attempt, ref);
+    let source = first.source;
+    if (!artifactHolds(source, attempt.commit)) {
+      if (source.spec?.suspend) {
+        throw new Refusal(
+          "RequestFailed",
+          "SourceSuspended",
+          `GitRepository ${keyOf(first.sourceRef)} is suspended`,
+        );
+      }
+      const token = newToken(this.d.now());
+      await this.d.client.stampSource(first.sourceRef, token);
+      log.debug({ sourceToken: token }, "stamped the GitRepository");
+      const fetched = await this.d.client.until(
+        () => this.d.client.source(first.sourceRef),
+        (s) => (!s ? null : tokenHandled(s, token) ? s : undefined),
+        { wakeKey: srcWakeKey(first.sourceRef), signal, deadline: Date.now() + this.t.sourceTimeoutMs },
+      );
+      if (!fetched) {
+        throw new Refusal(
+          "RequestFailed",
+          fetched === null ? "SourceNotFound" : "SourceNotFetched",
+          "the GitRepository did not fetch in time",
+        );
+      }
+      source = fetched;
+      if (!artifactHolds(source, attempt.commit)) {
+        const got = source.status?.artifact?.revision ?? "no artifact";
+        if (!(await this.current(attempt, source))) {
+          throw new Refusal(
+            "Stale",
+            "Stale",
+            `the source fetched ${got}; ${attempt.commit} is no longer the tip`,
+          );
+        }
+        throw new Refusal(
+          "RequestFailed",
+          "ArtifactMismatch",
+          `the GitRepository fetched ${got}, not ${attempt.commit}`,
+        );
+      }
+    }
+
+    // 2. Recheck just before the resume.
+    const again = await this.checkApplier(attempt, ref);
+    if (again.ks.metadata.uid !== first.ks.metadata.uid) {
+      throw new Refusal(
+        "RequestFailed",
+        "KustomizationReplaced",
+        "the Kustomization was replaced during the fetch",
+      );
+    }
+    if (keyOf(again.sourceRef) !== keyOf(first.sourceRef)) {
+      throw new Refusal(
+        "RequestFailed",
+        "SourceChanged",
+        "the Kustomization's sourceRef changed during the fetch",
+      );
+    }
+    if (!artifactHolds(again.source, attempt.commit)) {
+      if (!(await this.current(attempt, again.source))) {
+        throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
+      }
+      throw new Refusal(
+        "RequestFailed",
+        "ArtifactMoved",
+        `the artifact moved to ${again.source.status?.artifact?.revision}`,
+      );
+    }
+    if (!(await this.current(attempt, again.source))) {
+      throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
+    }
+    return again;
+  }
+
+  /** Reads the Kustomization and its GitRepository and checks what a resume requires of them. */
+  private async checkApplier(attempt: Attempt, ref: ObjectKey) {
+    const ks = await this.d.client.kustomization(ref);
+    if (!ks)
+      throw new Refusal(
+        "RequestFailed",
+        "KustomizationNotFound",
+        `Kustomization ${keyOf(ref)} does not exist`,
+      );
+    if (ks.metadata.deletionTimestamp)
+      throw new Refusal("RequestFailed", "KustomizationDeleting", "the Kustomization is being deleted");
+    const owner = checkSuspendOwnership(ks);
+    if (!owner.ok) throw new Refusal("Rejected", owner.reason, owner.message);
+    const sourceRef = sourceRefOf(ks);
+    if (sourceRef?.kind !== "GitRepository") {
+      throw new Refusal(
+        "Rejected",
+        "UnsupportedSource",
+        `the Kustomization reads a ${sourceRef?.kind ?? "missing"} source; only GitRepository is held`,
+      );
+    }
+    const source = await this.d.client.source(sourceRef);
+    if (!source)
+      throw new Refusal(
+        "RequestFailed",
+        "SourceNotFound",
+        `GitRepository ${keyOf(sourceRef)} does not exist`,
+      );
+    const url = source.spec?.url ?? "";
+    const branch = source.spec?.ref?.branch;
+    if (!sameRepository(url, attempt.repository) || branch !== attempt.branch) {
+      throw new Refusal(
+        "Rejected",
+        "SourceMismatch",
+        `the GitRepository fetches ${url} branch ${branch ?? "(none)"}, not ${attempt.repository} branch ${attempt.branch}`,
+      );
+    }
+    return { ks, source, sourceRef };
+  }
+
+  private async current(attempt: Attempt, source: GitRepository | undefined): Promise<boolean> {
+    if (this.d.isCurrent) return this.d.isCurrent(attempt);
+    // Without a decision to ask, a fresh artifact on another commit means the branch moved.
+    const fetched = commitOfRevision(source?.status?.artifact?.revision);
+    return fetched === undefined || fetched === attempt.commit;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Step 4
+
+  /**
+   * One server-side apply of `suspend: false` and T1, guarded by uid and resourceVersion; a
+   * conflict reads again and rechecks (at most five times). A lost answer may have landed, so it
+   * counts as a resume, marked from the last read.
+   */
+  private async resume(ref: ObjectKey, read: Kustomization, token: string, log: Logger) {
+    let ks = read;
+    for (let attempt = 1; ; attempt++) {
+      const at = Date.now();
+      try {
+        const after = await this.d.client.applySuspend(ref, false, token, {
+          uid: ks.metadata.uid,
+          resourceVersion: ks.metadata.resourceVersion,
+        });
+        return { mark: markOf(after), at };
+      } catch (err) {
+        const code = err instanceof KubeError ? err.code : undefined;
+        if (isConflict(err) || code === 409) {
+          if (attempt >= 5)
+            throw new Refusal(
+              "RequestFailed",
+              "ResumeConflict",
+              "the Kustomization kept changing; not resumed",
+            );
+          const next = await this.d.client.kustomization(ref);
+          if (!next || next.metadata.uid !== ks.metadata.uid) {
+            throw new Refusal(
+              "RequestFailed",
+              "KustomizationReplaced",
+              "the Kustomization was deleted or replaced before the resume",
+            );
+          }
+          const owner = checkSuspendOwnership(next);
+          if (!owner.ok) throw new Refusal("Rejected", owner.reason, owner.message);
+          if (
+            keyOf(sourceRefOf(next) ?? { namespace: "", name: "" }) !==
+            keyOf(sourceRefOf(ks) ?? { namespace: "", name: "" })
+          ) {
+            throw new Refusal(
+              "RequestFailed",
+              "SourceChanged",
+              "the Kustomization's sourceRef changed before the resume",
+            );
+          }
+          ks = next;
+          continue;
+        }
+        if (code === 404)
+          throw new Refusal("RequestFailed", "KustomizationNotFound", "the Kustomization is gone");
+        if (code !== undefined && code >= 400 && code < 500) {
+          throw new Refusal("RequestFailed", "ResumeRefused", (err as Error).message);
+        }
+        log.warn(
+          { err: (err as Error).message },
+          "the resume's answer was lost; following it as if it landed",
+        );
+        return { mark: markOf(ks), at };
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Steps 5–7
+
+  private async follow(f: Followed, signal: AbortSignal): Promise<void> {
+    const client = this.d.client;
+    let unresolvedInterval = client.pollMs;
+    for (;;) {
+      if (signal.aborted) throw new Aborted("stopping");
+      const armed = client.wakeups.arm(
+        ksWakeKey(f.ks),
+        f.unresolved ? unresolvedInterval : client.pollMs,
+        signal,
+      );
+      try {
+        const ks = await client.kustomization(f.ks);
+        if (!ks) {
+          this.resumed.delete(f.token);
+          await this.complete(
+            f.claim,
+            f.token,
+            { state: "Failed", reason: "KustomizationNotFound", message: "the Kustomization was deleted" },
+            f.report,
+            f.log,
+          );
+          return;
+        }
+        if (f.suspendToken === undefined) {
+          // 5. T1 handled and a reconcile ran since the resume: the outcome.
+          const source = sourceRefOf(ks);
+          const outcome = readOutcome(ks, {
+            resumeToken: f.resumeToken,
+            commit: f.commit,
+            since: f.since,
+            sourceRevision: await this.sourceRevisionIfNeeded(ks, f.commit, source),
+          });
+          if (outcome.state !== "Pending") {
+            f.outcome = outcome;
+            await this.startSuspend(f, "Settling");
+            continue;
+          }
+          if (Date.now() - f.resumedAt >= this.t.unresolvedAfterMs) {
+            await this.startSuspend(f, "Unresolved");
+            continue;
+          }
+        } else {
+          // 6. Suspended again with T2; T2 handled proves every earlier reconcile ended.
+          if (tokenHandled(ks, f.suspendToken) && ks.spec?.suspend === true) {
+            this.resumed.delete(f.token);
+            const outcome =
+              f.outcome ??
+              (() => {
+                const o = readOutcome(ks, { resumeToken: f.resumeToken, commit: f.commit, since: f.since });
+                return o.state === "Pending"
+                  ? ({ state: "Failed", reason: "NotReconciled", message: "no outcome" } as const)
+                  : o;
+              })();
+            await this.complete(f.claim, f.token, outcome, f.report, f.log);
+            return;
+          }
+          if (
+            ks.spec?.suspend !== true ||
+            (requestedAtOf(ks) !== f.suspendToken && !tokenHandled(ks, f.suspendToken))
+          ) {
+            f.log.info("the Kustomization was resumed before the suspend was handled; suspending again");
+            await client.suspend(f.ks, f.suspendToken);
+          }
+          if (!f.unresolved && Date.now() - f.resumedAt >= this.t.unresolvedAfterMs) {
+            f.unresolved = true;
+            await this.markUnresolved(f);
+          }
+        }
+      } catch (err) {
+        armed.cancel();
+        throw err;
+      }
+      await armed.wait;
+      if (f.unresolved) unresolvedInterval = Math.min(this.t.unresolvedMaxIntervalMs, unresolvedInterval * 2);
+    }
+  }
+
+  /** Only the mismatch row needs the source: read it when Ready=True at another revision. */
+  private async sourceRevisionIfNeeded(ks: Kustomization, commit: string, ref: ObjectKey | undefined) {
+    if (
+      readyOf(ks)?.status !== "True" ||
+      commitOfRevision(ks.status?.lastAppliedRevision) === commit ||
+      !ref
+    ) {
+      return undefined;
+    }
+    return (await this.d.client.source(ref))?.status?.artifact?.revision;
+  }
+
+  /** Records T2 (Settling or Unresolved), then writes the suspend that carries it. */
+  private async startSuspend(f: Followed, phase: "Settling" | "Unresolved") {
+    const token = newToken(this.d.now());
+    f.suspendToken = token;
+    await updateOperation(this.d.client.kube, f.claim, f.token, { phase, suspendToken: token });
+    await this.d.client.suspend(f.ks, token);
+    this.resumed.delete(f.token);
+    if (phase === "Unresolved") {
+      f.unresolved = true;
+      await this.markUnresolved(f, false);
+    } else {
+      await f.report("Settling");
+    }
+  }
+
+  private async markUnresolved(f: Followed, write = true) {
+    if (write) await updateOperation(this.d.client.kube, f.claim, f.token, { phase: "Unresolved" });
+    f.log.warn("operation unresolved: suspended, still followed");
+    await f.report("Unresolved", {
+      reason: "OperationUnresolved",
+      message: "not completed in time; suspended and still followed",
+    });
+    await this.d.events.emit({
+      type: "Warning",
+      reason: "OperationUnresolved",
+      action: "Follow",
+      note: `operation ${f.token} for ${f.commit} did not complete within ${Math.round(this.t.unresolvedAfterMs / 1000)}s; Kustomization ${keyOf(f.ks)} is suspended again and still followed`,
+      regarding: {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "FluxClaim",
+        namespace: f.claim.namespace,
+        name: f.claim.name,
+      },
+    });
+  }
+
+  private async complete(
+    claim: ClaimLocator,
+    token: string,
+    outcome: Exclude<Outcome, { state: "Pending" }>,
+    report: ReportFn,
+    log: Logger,
+  ) {
+    const phase = outcome.state;
+    const reason =
+      outcome.state === "Failed" ? outcome.reason : outcome.revisionMismatch ? "RevisionMismatch" : "Applied";
+    try {
+      await completeOperation(
+        this.d.client.kube,
+        claim,
+        token,
+        { phase, outcome: reason, message: outcome.message },
+        { now: this.d.now },
+      );
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, "could not complete the operation on the claim");
+    }
+    log.info({ phase, reason }, "operation completed");
+    await report(phase, {
+      reason,
+      message: outcome.message,
+      ...(outcome.state === "Succeeded" ? { revisionMismatch: outcome.revisionMismatch } : {}),
+    });
+  }
+
+  /** A stop with the Kustomization resumed: suspend it (T2 recorded first) and leave the rest to recovery. */
+  private async suspendOnStop(token: string, log: Logger) {
+    const r = this.resumed.get(token);
+    if (!r) return;
+    this.resumed.delete(token);
+    try {
+      const t2 = newToken(this.d.now());
+      await updateOperation(this.d.client.kube, r.claim, token, { phase: "Settling", suspendToken: t2 });
+      await this.d.client.suspend(r.ks, t2);
+      log.info({ kustomization: keyOf(r.ks) }, "suspended on stop; the next process completes the operation");
+    } catch (err) {
+      log.error({ err: (err as Error).message }, "could not suspend on stop");
+    }
+  }
+}

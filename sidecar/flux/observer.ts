@@ -1,0 +1,191 @@
+/**
+ * The window observer: while an operation's apply window is open (from its record until 10 s
+ * after it ends), watch the objects in the Kustomization's inventory and report each write whose
+ * newest managedFields entries are kustomize-controller's alone, with the object, that entry's
+ * time and the resourceVersion, so the branch worker can tell an echo from a late apply.
+ */
+import * as k8s from "@kubernetes/client-node";
+import { APPLIER_FIELD_MANAGERS, type ClaimRef } from "../../queue/contract.js";
+import type { Logger } from "../../queue/log.js";
+import type { WindowObserver } from "../applier-kind.js";
+import type { Kube } from "../kube.js";
+import type { Reporter } from "../reporter.js";
+import { applierWriteOf } from "./applier-write.js";
+import type { WindowHooks } from "./executor.js";
+import { KUSTOMIZATION, type Kustomization, type ObjectKey } from "./resources.js";
+
+const OWNER_NAME = "kustomize.toolkit.fluxcd.io/name";
+const OWNER_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace";
+
+/** An inventory entry id: `<namespace>_<name>_<group>_<kind>`. */
+export function parseInventoryId(id: string, v: string) {
+  const parts = id.split("_");
+  if (parts.length < 4) return undefined;
+  const kind = parts.at(-1)!;
+  const group = parts.at(-2)!;
+  const namespace = parts[0]!;
+  const name = parts.slice(1, -2).join("_");
+  return { namespace, name, kind, apiVersion: group ? `${group}/${v}` : v };
+}
+
+interface Window {
+  token: string;
+  claim: ClaimRef;
+  branchKey: string;
+  kustomization: ObjectKey;
+  /** namespace/name/kind of every inventory object. */
+  ids: Set<string>;
+  /** Watches by `apiVersion kind namespace`. */
+  watches: Map<string, AbortController>;
+  seen: Set<string>;
+  closing?: NodeJS.Timeout;
+  refresh?: NodeJS.Timeout;
+}
+
+export interface FluxWindowObserverDeps {
+  kube: Kube;
+  reporter: Reporter;
+  log: Logger;
+  now: () => Date;
+  /** The window stays open this long after the operation ends (default 10 s). */
+  graceMs?: number;
+  /** Re-reads the inventory this often while open, for objects an apply adds (default 2 s). */
+  inventoryRefreshMs?: number;
+}
+
+export class FluxWindowObserver implements WindowObserver, WindowHooks {
+  private readonly windows = new Map<string, Window>();
+  private readonly managers = APPLIER_FIELD_MANAGERS.flux;
+
+  constructor(private readonly d: FluxWindowObserverDeps) {}
+
+  open(w: { token: string; claim: ClaimRef; branchKey: string; kustomization: ObjectKey }): void {
+    if (this.windows.has(w.token) || !w.branchKey) return;
+    const win: Window = { ...w, ids: new Set(), watches: new Map(), seen: new Set() };
+    this.windows.set(w.token, win);
+    void this.refresh(win);
+  }
+
+  close(token: string): void {
+    const win = this.windows.get(token);
+    if (!win || win.closing) return;
+    win.closing = setTimeout(() => this.end(win), this.d.graceMs ?? 10_000);
+    win.closing.unref?.();
+  }
+
+  async stop(): Promise<void> {
+    for (const win of [...this.windows.values()]) this.end(win);
+  }
+
+  /** Tokens of windows open now (for tests and logs). */
+  openWindows(): string[] {
+    return [...this.windows.keys()];
+  }
+
+  private end(win: Window) {
+    if (win.closing) clearTimeout(win.closing);
+    if (win.refresh) clearTimeout(win.refresh);
+    for (const a of win.watches.values()) a.abort();
+    this.windows.delete(win.token);
+  }
+
+  private async refresh(win: Window): Promise<void> {
+    if (this.windows.get(win.token) !== win) return;
+    try {
+      const ks = await this.d.kube.get<Kustomization>(
+        KUSTOMIZATION,
+        win.kustomization.namespace,
+        win.kustomization.name,
+      );
+      for (const e of ks?.status?.inventory?.entries ?? []) {
+        const ref = parseInventoryId(e.id, e.v);
+        if (!ref) continue;
+        win.ids.add(`${ref.namespace}/${ref.name}/${ref.kind}`);
+        const key = `${ref.apiVersion} ${ref.kind} ${ref.namespace}`;
+        if (!win.watches.has(key)) await this.watch(win, key, ref.apiVersion, ref.kind, ref.namespace);
+      }
+    } catch (err) {
+      this.d.log.warn({ err: (err as Error).message, token: win.token }, "could not read the inventory");
+    }
+    if (this.windows.get(win.token) !== win) return;
+    win.refresh = setTimeout(() => void this.refresh(win), this.d.inventoryRefreshMs ?? 2_000);
+    win.refresh.unref?.();
+  }
+
+  private async watch(win: Window, key: string, apiVersion: string, kind: string, namespace: string) {
+    const objects = this.d.kube.objects as unknown as {
+      resource(apiVersion: string, kind: string): Promise<k8s.V1APIResource | undefined>;
+    };
+    const res = await objects.resource(apiVersion, kind);
+    if (!res) return;
+    const base = apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+    const path =
+      res.namespaced && namespace ? `${base}/namespaces/${namespace}/${res.name}` : `${base}/${res.name}`;
+    const list = (await this.d.kube.objects.list(
+      apiVersion,
+      kind,
+      res.namespaced ? namespace : undefined,
+    )) as {
+      metadata?: { resourceVersion?: string };
+    };
+    const abort = new AbortController();
+    win.watches.set(key, abort);
+    const start = (resourceVersion: string | undefined) => {
+      if (abort.signal.aborted) return;
+      let last = resourceVersion;
+      new k8s.Watch(this.d.kube.kubeConfig)
+        .watch(
+          path,
+          { allowWatchBookmarks: true, ...(last ? { resourceVersion: last } : {}) },
+          (type: string, obj: k8s.KubernetesObject) => {
+            if (obj.metadata?.resourceVersion) last = obj.metadata.resourceVersion;
+            if (type === "ADDED" || type === "MODIFIED") void this.judge(win, obj);
+          },
+          (err) => {
+            if (abort.signal.aborted) return;
+            // A watch that ends (or expires) restarts: from the last version, or fresh after a 410.
+            const gone = (err as { statusCode?: number })?.statusCode === 410;
+            setTimeout(() => start(gone ? undefined : last), 200).unref?.();
+          },
+        )
+        .then((req) => abort.signal.addEventListener("abort", () => req.abort(), { once: true }))
+        .catch(() => setTimeout(() => start(last), 500).unref?.());
+    };
+    start(list.metadata?.resourceVersion);
+  }
+
+  private async judge(win: Window, obj: k8s.KubernetesObject) {
+    const m = obj.metadata ?? {};
+    const id = `${m.namespace ?? ""}/${m.name}/${obj.kind}`;
+    const labels = m.labels ?? {};
+    const ours =
+      win.ids.has(id) ||
+      (labels[OWNER_NAME] === win.kustomization.name &&
+        labels[OWNER_NAMESPACE] === win.kustomization.namespace);
+    if (!ours) return;
+    const write = applierWriteOf(obj as never, this.managers);
+    if (!write) return;
+    const dedupe = `${m.uid}@${write.resourceVersion}`;
+    if (win.seen.has(dedupe)) return;
+    win.seen.add(dedupe);
+    try {
+      await this.d.reporter.applierWrite({
+        token: win.token,
+        claim: win.claim,
+        branchKey: win.branchKey,
+        object: {
+          apiVersion: obj.apiVersion ?? "",
+          kind: obj.kind ?? "",
+          ...(m.namespace ? { namespace: m.namespace } : {}),
+          name: m.name ?? "",
+        },
+        manager: write.manager,
+        writtenAt: write.writtenAt,
+        resourceVersion: write.resourceVersion,
+        observedAt: this.d.now().toISOString(),
+      });
+    } catch (err) {
+      this.d.log.warn({ err: (err as Error).message, token: win.token }, "could not report an applier write");
+    }
+  }
+}
