@@ -363,7 +363,9 @@ export class BranchWorker {
     const previous = this.remoteTip;
     const haves = [previous, this.built.commits.at(-1)?.commit].filter((x): x is string => !!x);
     this.metrics.fetch(this.key, reason);
-    const { tip } = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves);
+    this.log.debug({ reason, haves }, "reading the remote tip");
+    const { tip, downloaded } = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves);
+    this.log.debug({ reason, commit: tip, downloaded }, "read the remote tip");
     const baseline = !this.baselined;
     this.baselined = true;
     this.nextFetchAt = this.clock.now() + (this.o.fetchIntervalMs ?? 60_000);
@@ -437,7 +439,9 @@ export class BranchWorker {
     for (const p of this.pending.slice(this.built.commits.length)) {
       const { changes, refused } = this.changesOf(p);
       for (const r of refused) await this.refuse(r.held, r.reason);
+      this.log.debug({ seq: p.seq, changes: changes.length, parent }, "committing a pending write");
       const written = await this.o.repo.commitChanges(parent, changes, this.commitSpec(p));
+      this.log.debug({ seq: p.seq, commit: written?.commit }, "committed a pending write");
       if (written) {
         this.metrics.commit(this.key);
         parent = written.commit;
@@ -518,6 +522,7 @@ export class BranchWorker {
         }
         if (!(await this.o.lease.holds())) throw new LostLeaseError(`lost the lease of ${this.key}`);
         const oids = this.built.commits.flatMap((c) => c.newOids);
+        this.log.debug({ attempt, commit: head, base: this.remoteTip, objects: oids.length }, "pushing");
         try {
           await this.o.repo.push(this.remote(), this.o.spec.branch, this.remoteTip, head as string, oids);
           this.metrics.push(this.key, "landed");

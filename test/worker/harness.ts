@@ -11,7 +11,7 @@ import { type AcceptedWrite, branchKey, QUEUES } from "../../queue/contract.js";
 import { BareRepo } from "../../queue/git/repo.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
-import { silentLogger } from "../../queue/log.js";
+import { createLogger, silentLogger } from "../../queue/log.js";
 import { BranchWorker, type BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
 import type { BranchSpec } from "../../queue/worker/directory.js";
 import { BranchLease } from "../../queue/worker/lease.js";
@@ -89,10 +89,12 @@ export interface Harness {
 export async function harness(
   files: Record<string, string> = { "README.md": "hi\n" },
   window = { idleMs: 30, maxMs: 200 },
+  /** A repository served elsewhere (another process) instead of by this harness's server. */
+  external?: { url: string },
 ): Promise<Harness> {
   const server = await startGitServer();
   const redis = await isolatedRedis("worker");
-  const url = await server.createRepo("site", files);
+  const url = external?.url ?? (await server.createRepo("site", files));
   const key = branchKey(url, "main");
   const spec: BranchSpec = {
     key,
@@ -139,16 +141,22 @@ export async function harness(
         prefix: redis.prefix,
         lease,
         repo,
-        log: silentLogger(),
+        log: process.env.APPLYGATE_TEST_LOG
+          ? createLogger({ level: process.env.APPLYGATE_TEST_LOG, pretty: false })
+          : silentLogger(),
         pollMs: 50,
         ...rest,
       });
       workers.push(w);
       w.start();
+      // What a replica does for the branches it owns: keep the lease.
+      const renew = setInterval(() => void lease.renew().catch(() => {}), 2000);
+      void w.done.then(() => clearInterval(renew));
       return w;
     },
     async close() {
       for (const w of workers) await w.stop();
+      await new Promise((r) => setTimeout(r, 0));
       await branches.close();
       await server.close();
       await redis.cleanup();
