@@ -22,7 +22,7 @@ export const APPLICATION_SET: ResourceType = {
 export const APPLICATION_API_VERSION = "argoproj.io/v1alpha1";
 
 /** The `info` entry of an operation that carries our token: how we find our sync again. */
-export const TOKEN_INFO = "applygate.dev/token";
+export const TOKEN_INFO = "applygate.dev/operation-token";
 /** The `info` entry that names why the branch worker asked (shown in the Argo CD UI). */
 export const REASON_INFO = "applygate.dev/reason";
 /** Our initiator: Argo CD shows it as "Initiated by: applygate (automated)". */

@@ -80,7 +80,7 @@ describe("the operation a request builds (autoSync's, pinned)", () => {
       },
       initiatedBy: { username: "applygate", automated: true },
       info: [
-        { name: "applygate.dev/token", value: "t1" },
+        { name: "applygate.dev/operation-token", value: "t1" },
         { name: "applygate.dev/reason", value: "ForeignCommit,CatchUp" },
       ],
       // refresh dropped: a retry must stay pinned to the commit
@@ -131,7 +131,7 @@ describe("where our operation stands", () => {
   });
   it("Absent when neither operation nor operation state carry the token", () => {
     expect(syncProgress(app(), "t").stage).toBe("Absent");
-    const foreign = { ...op, info: [{ name: "applygate.dev/token", value: "other" }] };
+    const foreign = { ...op, info: [{ name: "applygate.dev/operation-token", value: "other" }] };
     expect(syncProgress(app({ operation: foreign }), "t").stage).toBe("Absent");
     // a token in info of an operation somebody else initiated is not ours
     const impostor = { ...op, initiatedBy: { username: "admin" } };

@@ -1,0 +1,445 @@
+/**
+ * Carries out one sync for the branch worker (the imperative shell around sync.ts and stale.ts):
+ * wait out any operation set on the Application (terminating ours only when proven stale), record
+ * the operation on the claim, update the whole Application at the version read with our pinned
+ * operation, and follow the token to its observed end, reporting each phase. Never retries.
+ */
+import type { Attempt } from "../../queue/contract.js";
+import type { Logger } from "../../queue/log.js";
+import type { OperationExecutor, RecoveredOperation, ReportFn } from "../applier-kind.js";
+import type { EventRecorder } from "../events.js";
+import { apiFailure, type Kube, RESOURCES } from "../kube.js";
+import {
+  type ClaimLocator,
+  completeOperation,
+  type Operation,
+  OperationNotFound,
+  RecordRefused,
+  recordOperation,
+  updateOperation,
+  withdrawOperation,
+} from "../operation-record.js";
+import {
+  APPLICATION,
+  type Application,
+  automatedOf,
+  isAutomatedSyncEnabled,
+  sourceOf,
+} from "./application.js";
+import { type Ancestry, decideStale, terminatePatch } from "./stale.js";
+import { buildSyncOperation, busyWith, refreshPatch, startSyncUpdate, syncProgress } from "./sync.js";
+
+export interface ArgoCDExecutorOptions {
+  /** Between reads of the Application while following (default 1 s). */
+  pollMs?: number;
+  /** How long another operation is waited out before the attempt fails (default 5 minutes). */
+  busyWaitMs?: number;
+  /** After this long the operation is Unresolved and still followed (default 5 minutes). */
+  budgetMs?: number;
+  /** The follow interval of an Unresolved operation doubles up to this (default 1 minute). */
+  maxPollMs?: number;
+  /** Answers ancestry from the branch worker's clone; without it no operation is ever terminated. */
+  ancestry?: Ancestry;
+}
+
+/** Told when an operation's apply window opens and closes (the window observer). */
+export interface WindowHooks {
+  opened(w: {
+    token: string;
+    claim: ClaimLocator;
+    branchKey: string;
+    application: { namespace: string; name: string };
+  }): void;
+  closed(token: string): void;
+}
+
+export interface ArgoCDExecutorDeps {
+  kube: Kube;
+  log: Logger;
+  events: EventRecorder;
+  now: () => Date;
+  options?: ArgoCDExecutorOptions;
+  windows?: WindowHooks;
+}
+
+/** The update's answer never came: it may or may not have landed. */
+function answerLost(err: unknown): boolean {
+  const code = apiFailure(err).code;
+  return code === undefined || code >= 500;
+}
+const codeOf = (err: unknown) => apiFailure(err).code;
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+
+interface Ctx {
+  token: string;
+  commit: string;
+  claim: ClaimLocator;
+  app: { namespace: string; name: string };
+  branchKey: string;
+  report: ReportFn;
+  signal: AbortSignal;
+  log: Logger;
+}
+
+export class ArgoCDExecutor implements OperationExecutor {
+  private readonly pollMs: number;
+  private readonly busyWaitMs: number;
+  private readonly budgetMs: number;
+  private readonly maxPollMs: number;
+
+  constructor(private readonly d: ArgoCDExecutorDeps) {
+    const o = d.options ?? {};
+    this.pollMs = o.pollMs ?? 1000;
+    this.busyWaitMs = o.busyWaitMs ?? 5 * 60_000;
+    this.budgetMs = o.budgetMs ?? 5 * 60_000;
+    this.maxPollMs = o.maxPollMs ?? 60_000;
+  }
+
+  async execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void> {
+    const c: Ctx = {
+      token: attempt.token,
+      commit: attempt.commit,
+      claim: { type: RESOURCES.argoCDClaim, namespace: attempt.claim.namespace, name: attempt.claim.name },
+      app: { namespace: attempt.applier.namespace, name: attempt.applier.name },
+      branchKey: attempt.branchKey,
+      report,
+      signal,
+      log: this.d.log.child({
+        applier: "argocd",
+        application: `${attempt.applier.namespace}/${attempt.applier.name}`,
+        token: attempt.token,
+        commit: attempt.commit,
+        branch: attempt.branchKey,
+      }),
+    };
+    const now = () => this.d.now().getTime();
+    const waitUntil = now() + this.busyWaitMs;
+    let recorded: { previous?: Operation } | undefined;
+    const giveUp = async (
+      phase: "RequestFailed" | "Rejected" | "Dropped",
+      reason: string,
+      message: string,
+    ) => {
+      if (recorded)
+        await withdrawOperation(this.d.kube, c.claim, c.token, recorded.previous).catch(() => false);
+      c.log.info({ reason, message }, "sync not started");
+      await report(phase, { reason, message });
+    };
+
+    for (;;) {
+      if (signal.aborted) {
+        if (recorded)
+          await withdrawOperation(this.d.kube, c.claim, c.token, recorded.previous).catch(() => false);
+        return;
+      }
+      const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+      if (!app)
+        return giveUp(
+          "Rejected",
+          "ApplicationNotFound",
+          `Application ${c.app.namespace}/${c.app.name} not found`,
+        );
+      const source = sourceOf(app);
+      if (source.state === "Unsupported") return giveUp("Rejected", source.reason, source.message);
+      if (isAutomatedSyncEnabled(automatedOf(app))) {
+        return giveUp(
+          "Rejected",
+          "NotHeld",
+          "automated sync is on: the claim does not hold this Application now",
+        );
+      }
+      const busy = busyWith(app);
+      if (busy.busy) {
+        const fatal = await this.terminateIfStale(app, c);
+        if (fatal) return giveUp("Rejected", "TerminateForbidden", fatal);
+        if (now() >= waitUntil) return giveUp("RequestFailed", "OperationInProgress", busy.message);
+        await sleep(this.pollMs, signal);
+        continue;
+      }
+
+      if (!recorded) {
+        try {
+          const r = await recordOperation(
+            this.d.kube,
+            c.claim,
+            {
+              token: c.token,
+              commit: c.commit,
+              targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+            },
+            { now: this.d.now },
+          );
+          recorded = r.previous ? { previous: r.previous } : {};
+        } catch (err) {
+          if (!(err instanceof RecordRefused)) throw err;
+          const phase = err.reason === "OperationInFlight" ? "RequestFailed" : "Dropped";
+          return giveUp(phase, err.reason, err.message);
+        }
+        await report("Requested");
+        continue; // read again: the record took time, and the update must be made from a fresh read
+      }
+
+      const op = buildSyncOperation(app, {
+        commit: c.commit,
+        token: c.token,
+        reasons: attempt.targets.map((t) => t.reason),
+      });
+      try {
+        await this.d.kube.replace(APPLICATION, startSyncUpdate(app, op));
+      } catch (err) {
+        const code = codeOf(err);
+        if (code === 409) continue;
+        if (!answerLost(err)) {
+          const phase = code === 403 ? "Rejected" : "RequestFailed";
+          return giveUp(phase, code === 403 ? "Forbidden" : "UpdateRefused", apiFailure(err).message);
+        }
+        c.log.warn({ err: apiFailure(err).message }, "the update's answer was lost; following its token");
+        if (!(await this.landedAfterLoss(app.metadata.resourceVersion ?? "", c))) return;
+      }
+      c.log.info("sync requested");
+      return this.follow(c, { unresolved: false });
+    }
+  }
+
+  async recover(r: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void> {
+    const c: Ctx = {
+      token: r.operation.token,
+      commit: r.operation.commit,
+      claim: r.claim,
+      app: r.applier,
+      branchKey: r.branchKey,
+      report,
+      signal,
+      log: this.d.log.child({
+        applier: "argocd",
+        application: `${r.applier.namespace}/${r.applier.name}`,
+        token: r.operation.token,
+        commit: r.operation.commit,
+        branch: r.branchKey,
+        recovered: true,
+      }),
+    };
+    const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+    if (!app) return this.complete(c, "Failed", "ApplicationDeleted", "the Application was deleted");
+    if (syncProgress(app, c.token).stage === "Absent") {
+      // Stopped between the record and the update, or the update's answer was lost with the
+      // process: make sure it can never land now, then it is Failed and asked again.
+      c.log.info("recovered operation never reached the Application");
+      if (!(await this.landedAfterLoss(app.metadata.resourceVersion ?? "", c))) return;
+    }
+    c.log.info("following a recovered operation");
+    return this.follow(c, { unresolved: r.operation.phase === "Unresolved" });
+  }
+
+  /**
+   * After a lost answer: the token in `operation` or the operation state means it landed. Neither
+   * means not made yet; a write at the version the update was made from then makes sure it never
+   * lands. A conflict on that write reads again. Returns true when it landed.
+   */
+  private async landedAfterLoss(readVersion: string, c: Ctx): Promise<boolean> {
+    for (;;) {
+      if (c.signal.aborted) return false;
+      let app: Application | undefined;
+      try {
+        app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+      } catch (err) {
+        c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; retrying");
+        await sleep(this.pollMs, c.signal);
+        continue;
+      }
+      if (!app) {
+        await this.complete(c, "Failed", "ApplicationDeleted", "the Application was deleted");
+        return false;
+      }
+      if (syncProgress(app, c.token).stage !== "Absent") return true;
+      const current = app.metadata.resourceVersion ?? "";
+      if (current !== readVersion) {
+        // Moved on without our token: an update made from readVersion is refused from now on.
+        readVersion = current;
+      }
+      try {
+        await this.d.kube.mergePatch(APPLICATION, c.app.namespace, c.app.name, refreshPatch(), {
+          resourceVersion: readVersion,
+        });
+      } catch (err) {
+        if (codeOf(err) === 409) continue;
+        c.log.warn({ err: apiFailure(err).message }, "cannot fence the lost update; retrying");
+        await sleep(this.pollMs, c.signal);
+        continue;
+      }
+      await this.complete(
+        c,
+        "Failed",
+        "UpdateLost",
+        "the update starting the sync got no answer and did not land; it never will now",
+      );
+      return false;
+    }
+  }
+
+  /** Follows the token until the operation state carrying it completed. */
+  private async follow(c: Ctx, from: { unresolved: boolean }): Promise<void> {
+    const now = () => this.d.now().getTime();
+    const start = now();
+    let unresolved = from.unresolved;
+    let interval = this.pollMs;
+    let lastRunning: string | undefined;
+    this.d.windows?.opened({ token: c.token, claim: c.claim, branchKey: c.branchKey, application: c.app });
+    try {
+      for (;;) {
+        if (c.signal.aborted) return;
+        let app: Application | undefined;
+        try {
+          app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+        } catch (err) {
+          c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; following on");
+          await sleep(interval, c.signal);
+          continue;
+        }
+        if (!app) return this.complete(c, "Failed", "ApplicationDeleted", "the Application was deleted");
+        const p = syncProgress(app, c.token);
+        if (p.stage === "Completed") {
+          const ok = p.phase === "Succeeded";
+          return this.complete(
+            c,
+            ok ? "Succeeded" : "Failed",
+            ok ? undefined : `Sync${p.phase}`,
+            p.message ?? `sync ${p.phase}`,
+          );
+        }
+        if (p.stage === "Running") {
+          const note = `${p.message ?? ""}|${p.blockedByWindow}`;
+          if (note !== lastRunning) {
+            lastRunning = note;
+            const moved = await this.move(c, {
+              phase: unresolved ? undefined : "Running",
+              ...(p.startedAt ? { startedAt: p.startedAt } : {}),
+              ...(p.message ? { message: p.message } : {}),
+            });
+            if (!moved) return;
+            await c.report(unresolved ? "Unresolved" : "Running", {
+              ...(p.blockedByWindow ? { reason: "SyncWindow" } : p.retrying ? { reason: "Retrying" } : {}),
+              ...(p.message ? { message: p.message } : {}),
+            });
+          }
+        }
+        if ((p.stage === "Orphaned" || p.stage === "Absent") && unresolved) {
+          // Argo CD processes an operation only while `operation` is set: this one never ends.
+          return this.complete(
+            c,
+            "Failed",
+            "OperationRemoved",
+            "the Application's operation was removed before the sync completed; Argo CD will not finish it",
+          );
+        }
+        if (!unresolved && now() - start >= this.budgetMs) {
+          unresolved = true;
+          if (!(await this.move(c, { phase: "Unresolved" }))) return;
+          await c.report("Unresolved", {
+            message: `not completed after ${Math.round(this.budgetMs / 1000)} s`,
+          });
+          continue;
+        }
+        await sleep(interval, c.signal);
+        if (unresolved) interval = Math.min(interval * 2, this.maxPollMs);
+      }
+    } finally {
+      this.d.windows?.closed(c.token);
+    }
+  }
+
+  /** Moves the claim's record; false when the record is gone (the claim deleted or replaced). */
+  private async move(c: Ctx, change: Parameters<typeof updateOperation>[3]): Promise<boolean> {
+    try {
+      await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now });
+      return true;
+    } catch (err) {
+      if (!(err instanceof OperationNotFound)) throw err;
+      await c.report("Failed", { reason: "ClaimGone", message: err.message });
+      return false;
+    }
+  }
+
+  private async complete(
+    c: Ctx,
+    phase: "Succeeded" | "Failed",
+    reason: string | undefined,
+    message: string,
+  ): Promise<void> {
+    try {
+      await completeOperation(
+        this.d.kube,
+        c.claim,
+        c.token,
+        { phase, ...(reason ? { outcome: reason } : {}), message },
+        { now: this.d.now },
+      );
+    } catch (err) {
+      if (!(err instanceof OperationNotFound)) throw err;
+      c.log.warn({ err: err.message }, "operation record not found at completion");
+    }
+    c.log.info({ phase, reason }, "sync completed");
+    await c.report(phase, { ...(reason ? { reason } : {}), message });
+  }
+
+  /**
+   * Seed 002: terminate the set operation only when it is ours, running, and its revision is a
+   * proven ancestor of the commit we must sync. A conflict waits for the next poll; Forbidden is
+   * fatal (returned as the message).
+   */
+  private async terminateIfStale(app: Application, c: Ctx): Promise<string | undefined> {
+    let d = decideStale(app, c.commit);
+    if (d.action === "prove") {
+      const ancestry = this.d.options?.ancestry;
+      const answer = ancestry
+        ? await ancestry(d.revision, c.commit).catch(() => "unknown" as const)
+        : "unknown";
+      d = decideStale(app, c.commit, answer);
+    }
+    if (d.action !== "terminate") return undefined;
+    try {
+      await this.d.kube.mergePatch(APPLICATION, c.app.namespace, c.app.name, terminatePatch(), {
+        resourceVersion: d.resourceVersion,
+      });
+    } catch (err) {
+      const code = codeOf(err);
+      if (code === 409) {
+        c.log.info({ stale: d.token }, "terminating a stale operation conflicted; trying on the next poll");
+        return undefined;
+      }
+      if (code === 403)
+        return `terminating stale operation ${d.token} is forbidden: ${apiFailure(err).message}`;
+      c.log.warn(
+        { err: apiFailure(err).message },
+        "terminating a stale operation failed; trying on the next poll",
+      );
+      return undefined;
+    }
+    c.log.info({ stale: d.token, revision: d.revision }, "terminated a stale operation");
+    await this.d.events.emit({
+      type: "Normal",
+      reason: "StaleOperationTerminated",
+      action: "Terminate",
+      note: `terminated applygate operation ${d.token} for ${d.revision}, an ancestor of ${c.commit}`,
+      regarding: {
+        apiVersion: "argoproj.io/v1alpha1",
+        kind: "Application",
+        namespace: c.app.namespace,
+        name: c.app.name,
+        ...(app.metadata.uid ? { uid: app.metadata.uid } : {}),
+      },
+    });
+    return undefined;
+  }
+}

@@ -1,0 +1,510 @@
+/**
+ * The Argo CD executor against argosim (Argo CD 3.5 semantics) over HTTP and the real Git server:
+ * one pinned sync per attempt, followed by its token; waiting out another operation; the lost
+ * update; sync windows; an operation removed mid-run; restart recovery; seed 002's stale table.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
+import { APPLICATION } from "../../sidecar/argocd/application.js";
+import { ArgoCDExecutor, type ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
+import { buildSyncOperation, startSyncUpdate } from "../../sidecar/argocd/sync.js";
+import { Kube, KubeError, RESOURCES } from "../../sidecar/kube.js";
+import { readOperation, recordOperation } from "../../sidecar/operation-record.js";
+import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+
+let c: Cluster;
+let n = 0;
+let repo: Repo;
+/** c1 ← c2 ← c3 on main: values v1, v2, v3. */
+let c1: string;
+let c2: string;
+let c3: string;
+const FAST: ArgoCDExecutorOptions = { pollMs: 20, busyWaitMs: 10_000, budgetMs: 10_000, maxPollMs: 100 };
+
+beforeAll(async () => {
+  c = await startCluster();
+  await c.startArgo();
+  repo = await c.repo();
+  [c1, c2, c3] = (await repo.pushAll([
+    ["cm.yaml", cm("settings", "v1")],
+    ["cm.yaml", cm("settings", "v2")],
+    ["cm.yaml", cm("settings", "v3")],
+  ])) as [string, string, string];
+});
+afterAll(async () => {
+  await c?.close();
+});
+
+const executor = (options: ArgoCDExecutorOptions = {}, kube: Kube = c.kube) =>
+  new ArgoCDExecutor({
+    kube,
+    log: c.log,
+    events: c.events,
+    now: () => new Date(),
+    options: { ...FAST, ...options },
+  });
+
+/** A fresh Application held off (automated enabled: false, prune on) with its claim. */
+async function setup(spec: Record<string, unknown> = {}) {
+  const name = `app${++n}`;
+  const ns = await c.namespace(`ns-${name}`);
+  await c.createApp(name, repo, {
+    destination: { server: "https://kubernetes.default.svc", namespace: ns },
+    syncPolicy: { automated: { enabled: false, prune: true }, ...((spec.syncPolicy as object) ?? {}) },
+    ...Object.fromEntries(Object.entries(spec).filter(([k]) => k !== "syncPolicy")),
+  });
+  await c.createClaim(name, name);
+  const ref = { namespace: "argocd", name };
+  const claim = { type: RESOURCES.argoCDClaim, namespace: "argocd", name };
+  return { name, ns, ref, claim };
+}
+
+const configValue = async (namespace: string) => {
+  const res = (await c.kube.core
+    .readNamespacedConfigMap({ name: "settings", namespace })
+    .catch(() => undefined)) as { data?: Record<string, string> } | undefined;
+  return res?.data?.value;
+};
+
+/** Sets an operation on the Application directly, as another sync (or our earlier one) would. */
+async function setOperation(name: string, op: ReturnType<typeof buildSyncOperation>) {
+  const app = await c.getApp(name);
+  await c.kube.replace(APPLICATION, startSyncUpdate(app, op));
+}
+
+describe("one sync per attempt", () => {
+  it("syncs the checked commit, pinned, as automated sync would, and follows the token to Succeeded", async () => {
+    const { name, ns, ref, claim } = await setup();
+    const hold = c.argo!.holdSync(ref);
+    const r = recorder();
+    const done = executor().execute(
+      c.attempt(name, name, c1, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    await until(async () => r.phases().includes("Running"), "Running reported");
+    expect((await readOperation(c.kube, claim))?.phase).toBe("Running");
+    hold.release();
+    await done;
+    expect(r.phases()).toEqual(["Requested", "Running", "Succeeded"]);
+    const syncs = c.argo!.syncs(ref);
+    expect(syncs).toHaveLength(1);
+    expect(syncs[0]).toMatchObject({
+      revision: c1,
+      token: `t-${name}`,
+      initiatedBy: { username: "applygate", automated: true },
+    });
+    expect(await configValue(ns)).toBe("v1"); // the branch moved on to v3: the sync stayed pinned
+    const op = await readOperation(c.kube, claim);
+    expect(op).toMatchObject({ phase: "Succeeded", commit: c1 });
+    const app = await c.getApp(name);
+    expect(app.spec?.syncPolicy?.automated).toEqual({ enabled: false, prune: true });
+    expect(app.operation ?? undefined).toBeUndefined();
+  });
+
+  it("keeps a retry pinned (retry.refresh dropped) and reports Failed when retries run out", async () => {
+    const { name, ref, claim } = await setup({
+      syncPolicy: {
+        retry: { limit: 1, refresh: true, backoff: { duration: "300ms", factor: 1, maxDuration: "300ms" } },
+      },
+    });
+    c.argo!.failNextSync(ref);
+    c.argo!.failNextSync(ref);
+    const r = recorder();
+    await executor().execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    expect(r.phases().at(-1)).toBe("Failed");
+    expect(r.reports.at(-1)?.extra.reason).toBe("SyncFailed");
+    // the retry was still running (Running with finishedAt) until it failed too
+    expect(r.reports.some((x) => x.phase === "Running" && x.extra.reason === "Retrying")).toBe(true);
+    // with retry.refresh the retry would have dropped the revision and synced the tip
+    const state = (await c.getApp(name)).status?.operationState;
+    expect(state).toMatchObject({ phase: "Failed", retryCount: 1, operation: { sync: { revision: c1 } } });
+    expect(state?.operation?.retry?.refresh).toBeUndefined();
+    expect(c.argo!.syncs(ref)).toEqual([]); // both attempts failed before any write
+    expect((await readOperation(c.kube, claim))?.phase).toBe("Failed");
+  });
+
+  it("waits out another operation, never replacing it, then syncs", async () => {
+    const { name, ref } = await setup();
+    const hold = c.argo!.holdSync(ref);
+    const app = await c.getApp(name);
+    await setOperation(name, {
+      ...buildSyncOperation(app, { commit: c1, token: "x" }),
+      initiatedBy: { username: "admin" },
+      info: [],
+    });
+    await until(
+      async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
+      "foreign sync running",
+    );
+    const r = recorder();
+    const done = executor().execute(
+      c.attempt(name, name, c1, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    await new Promise((res) => setTimeout(res, 200));
+    expect(r.phases()).toEqual([]);
+    expect((await c.getApp(name)).operation?.initiatedBy?.username).toBe("admin");
+    hold.release();
+    await done;
+    expect(r.phases().at(-1)).toBe("Succeeded");
+    expect(c.argo!.syncs(ref).map((s) => s.initiatedBy?.username)).toEqual(["admin", "applygate"]);
+  });
+
+  it("fails the attempt after the wait (RequestFailed, record taken back) when the operation does not end", async () => {
+    const { name, ref, claim } = await setup();
+    const hold = c.argo!.holdSync(ref);
+    const app = await c.getApp(name);
+    await setOperation(name, {
+      ...buildSyncOperation(app, { commit: c1, token: "x" }),
+      initiatedBy: { username: "admin" },
+      info: [],
+    });
+    const r = recorder();
+    await executor({ busyWaitMs: 300 }).execute(
+      c.attempt(name, name, c1, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    expect(r.reports).toEqual([
+      {
+        phase: "RequestFailed",
+        extra: { reason: "OperationInProgress", message: expect.stringContaining("admin") },
+      },
+    ]);
+    expect(await readOperation(c.kube, claim)).toBeUndefined();
+    hold.release();
+  });
+});
+
+describe("sync windows", () => {
+  it("a blocked sync stays Running, reported with the window's message, and runs pinned once the window ends", async () => {
+    const { name, ref } = await setup({ project: "windowed" });
+    await c.kube.apply(
+      { group: "argoproj.io", version: "v1alpha1", plural: "appprojects", kind: "AppProject" },
+      {
+        apiVersion: "argoproj.io/v1alpha1",
+        kind: "AppProject",
+        metadata: { name: "windowed", namespace: "argocd" },
+        spec: {
+          sourceRepos: ["*"],
+          destinations: [{ server: "*", namespace: "*" }],
+          syncWindows: [
+            { kind: "deny", schedule: "* * * * *", duration: "1h", applications: ["*"], manualSync: true },
+          ],
+        },
+      },
+    );
+    const r = recorder();
+    const done = executor().execute(
+      c.attempt(name, name, c1, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    await until(async () => r.reports.find((x) => x.extra.reason === "SyncWindow"), "blocked reported");
+    const blocked = r.reports.find((x) => x.extra.reason === "SyncWindow")!;
+    expect(blocked.phase).toBe("Running");
+    expect(blocked.extra.message).toBe("Sync operation blocked by sync window");
+    // manualSync: true does not let ours through: we initiate as automated sync does
+    expect(c.argo!.syncs(ref)).toHaveLength(0);
+    await c.kube.mergePatch(
+      { group: "argoproj.io", version: "v1alpha1", plural: "appprojects", kind: "AppProject" },
+      "argocd",
+      "windowed",
+      { spec: { syncWindows: null } },
+    );
+    await done;
+    expect(r.phases().at(-1)).toBe("Succeeded");
+    expect(c.argo!.syncs(ref).map((s) => s.revision)).toEqual([c1]);
+  });
+});
+
+describe("the lost update", () => {
+  /** A client whose update lands but whose answer is lost, once. */
+  class LosingAnswer extends Kube {
+    lost = 0;
+    override async replace<T>(...args: Parameters<Kube["replace"]>): Promise<T> {
+      const out = await super.replace<T>(...args);
+      if (this.lost++ === 0) throw new KubeError("update", { message: "socket hang up" });
+      return out;
+    }
+  }
+  /** A client whose update is held back: its answer is lost and the request lands only later. */
+  class LateUpdate extends Kube {
+    held: Parameters<Kube["replace"]> | undefined;
+    override async replace<T>(...args: Parameters<Kube["replace"]>): Promise<T> {
+      if (!this.held) {
+        this.held = args;
+        throw new KubeError("update", { message: "context deadline exceeded" });
+      }
+      return super.replace<T>(...args);
+    }
+  }
+
+  it("follows an update whose answer was lost by its token when it landed", async () => {
+    const { name, ref } = await setup();
+    const kube = new LosingAnswer(c.kc);
+    const r = recorder();
+    await executor({}, kube).execute(
+      c.attempt(name, name, c1, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    expect(kube.lost).toBe(1);
+    expect(r.phases().at(-1)).toBe("Succeeded");
+    expect(c.argo!.syncs(ref).map((s) => s.revision)).toEqual([c1]);
+  });
+
+  it("fences an update that did not land with a refresh write at the version read, so it never lands, and fails", async () => {
+    const { name, ref, claim } = await setup();
+    const kube = new LateUpdate(c.kc);
+    const r = recorder();
+    await executor({}, kube).execute(
+      c.attempt(name, name, c1, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    expect(r.reports.at(-1)).toMatchObject({ phase: "Failed", extra: { reason: "UpdateLost" } });
+    expect(await readOperation(c.kube, claim)).toMatchObject({ phase: "Failed", outcome: "UpdateLost" });
+    // the update arrives late: it was made from the version read, which the refresh write moved past
+    const late = await kube.replace(...kube.held!).catch((e: KubeError) => e);
+    expect((late as KubeError).code).toBe(409);
+    await c.argo!.idle();
+    expect(c.argo!.syncs(ref)).toHaveLength(0);
+    expect((await c.getApp(name)).operation ?? undefined).toBeUndefined();
+  });
+
+  it("treats an update refused outright (no landing possible) as RequestFailed, record taken back", async () => {
+    const { name, claim } = await setup();
+    c.api.faults.failNext(1, {
+      method: "PUT",
+      pathPrefix: `/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/${name}`,
+      status: 422,
+      message: "invalid",
+    });
+    const r = recorder();
+    await executor().execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    expect(r.phases()).toEqual(["Requested", "RequestFailed"]);
+    expect(await readOperation(c.kube, claim)).toBeUndefined();
+  });
+});
+
+describe("an operation removed mid-run", () => {
+  it("is Unresolved after the budget and then Failed, since Argo CD never finishes it", async () => {
+    const { name, ref, claim } = await setup();
+    const hold = c.argo!.holdSync(ref);
+    const r = recorder();
+    const done = executor({ budgetMs: 400 }).execute(
+      c.attempt(name, name, c1, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    await until(async () => r.phases().includes("Running"), "Running");
+    await c.kube.mergePatch(APPLICATION, "argocd", name, { operation: null }); // the stuck-hook workaround
+    await done;
+    expect(r.phases()).toEqual(["Requested", "Running", "Unresolved", "Failed"]);
+    expect(r.reports.at(-1)?.extra.reason).toBe("OperationRemoved");
+    expect((await readOperation(c.kube, claim))?.phase).toBe("Failed");
+    hold.release();
+  });
+});
+
+describe("restart recovery", () => {
+  it("follows a recorded operation that reached the Application, asking for nothing new", async () => {
+    const { name, ref, claim } = await setup();
+    const token = `t-${name}`;
+    const rec = await recordOperation(c.kube, claim, {
+      token,
+      commit: c1,
+      targets: [{ uid: "gt", reason: "CatchUp" }],
+    });
+    await setOperation(name, buildSyncOperation(await c.getApp(name), { commit: c1, token }));
+    const r = recorder();
+    await executor().recover!(
+      { claim, applier: ref, operation: rec.operation, branchKey: "git/r@main" },
+      r.report,
+      new AbortController().signal,
+    );
+    expect(r.phases().at(-1)).toBe("Succeeded");
+    expect(c.argo!.syncs(ref).map((s) => s.token)).toEqual([token]);
+  });
+
+  it("fails a recorded operation that never reached the Application, fencing any update still on its way", async () => {
+    const { name, ref, claim } = await setup();
+    const token = `t-${name}`;
+    const rec = await recordOperation(c.kube, claim, {
+      token,
+      commit: c1,
+      targets: [{ uid: "gt", reason: "CatchUp" }],
+    });
+    const before = await c.getApp(name);
+    const r = recorder();
+    await executor().recover!(
+      { claim, applier: ref, operation: rec.operation, branchKey: "git/r@main" },
+      r.report,
+      new AbortController().signal,
+    );
+    expect(r.reports.at(-1)).toMatchObject({ phase: "Failed", extra: { reason: "UpdateLost" } });
+    const late = await c.kube
+      .replace(APPLICATION, startSyncUpdate(before, buildSyncOperation(before, { commit: c1, token })))
+      .catch((e: KubeError) => e);
+    expect((late as KubeError).code).toBe(409);
+    expect(c.argo!.syncs(ref)).toHaveLength(0);
+  });
+});
+
+describe("seed 002: stale operations of ours", () => {
+  /** Our earlier sync of `revision`, held Running by argosim. */
+  async function ourRunning(
+    name: string,
+    ref: { namespace: string; name: string },
+    revision: string,
+    token = "old",
+  ) {
+    const hold = c.argo!.holdSync(ref);
+    await setOperation(name, buildSyncOperation(await c.getApp(name), { commit: revision, token }));
+    await until(
+      async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
+      "old sync running",
+    );
+    return hold;
+  }
+  const state = async (name: string) => (await c.getApp(name)).status?.operationState;
+
+  let ancestryOf: ReturnType<typeof cloneAncestry> | undefined;
+  async function history() {
+    ancestryOf ??= cloneAncestry(await repo.clone());
+    return { c1, c2, c3, ancestry: ancestryOf };
+  }
+
+  it("terminates our running operation for a proven ancestor, then syncs the newer commit", async () => {
+    const { name, ref } = await setup();
+    const h = await history();
+    const hold = await ourRunning(name, ref, h.c1);
+    const r = recorder();
+    await executor({ ancestry: h.ancestry }).execute(
+      c.attempt(name, name, h.c2, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    expect(r.phases().at(-1)).toBe("Succeeded");
+    expect(c.argo!.syncs(ref).map((s) => [s.token, s.revision])).toEqual([[`t-${name}`, h.c2]]);
+    expect(
+      c.events.events.some((e) => e.reason === "StaleOperationTerminated" && e.regarding.name === name),
+    ).toBe(true);
+    hold.release();
+  });
+
+  it("retries a conflicting terminate on the next poll", async () => {
+    const { name, ref } = await setup();
+    const h = await history();
+    const hold = await ourRunning(name, ref, h.c1.slice(0, 10)); // abbreviated, proven through the clone
+    c.api.faults.failNext(1, {
+      method: "PATCH",
+      pathPrefix: `/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/${name}`,
+      status: 409,
+    });
+    const r = recorder();
+    await executor({ ancestry: h.ancestry }).execute(
+      c.attempt(name, name, h.c2, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    expect(r.phases().at(-1)).toBe("Succeeded");
+    hold.release();
+  });
+
+  const never: [
+    string,
+    (h: Awaited<ReturnType<typeof history>>) => { revision: string; commit: string; foreign?: boolean },
+  ][] = [
+    ["released (the same commit)", (h) => ({ revision: h.c2, commit: h.c2 })],
+    ["symbolic", (h) => ({ revision: "main", commit: h.c2 })],
+    ["newer (a descendant)", (h) => ({ revision: h.c3, commit: h.c2 })],
+    ["unknown to the clone", (h) => ({ revision: "9".repeat(40), commit: h.c2 })],
+    ["foreign", (h) => ({ revision: h.c1, commit: h.c2, foreign: true })],
+  ];
+  for (const [what, pick] of never) {
+    it(`never terminates ${what}: waits it out and fails the attempt`, async () => {
+      const { name, ref } = await setup();
+      const h = await history();
+      const { revision, commit, foreign } = pick(h);
+      const hold = c.argo!.holdSync(ref);
+      const op = buildSyncOperation(await c.getApp(name), { commit: revision, token: "old" });
+      await setOperation(name, foreign ? { ...op, initiatedBy: { username: "admin" } } : op);
+      await until(async () => (await state(name))?.phase === "Running", "old sync running");
+      const r = recorder();
+      await executor({ ancestry: h.ancestry, busyWaitMs: 300 }).execute(
+        c.attempt(name, name, commit, `t-${name}`),
+        r.report,
+        new AbortController().signal,
+      );
+      expect(r.reports.map((x) => [x.phase, x.extra.reason])).toEqual([
+        ["RequestFailed", "OperationInProgress"],
+      ]);
+      expect((await state(name))?.phase).toBe("Running");
+      hold.release();
+    });
+  }
+
+  it("never terminates one already terminating", async () => {
+    const { name, ref } = await setup();
+    const h = await history();
+    const hold = await ourRunning(name, ref, h.c1);
+    await c.argo!.idle();
+    await c.kube.mergePatch(APPLICATION, "argocd", name, {
+      status: { operationState: { phase: "Terminating" } },
+    });
+    // Argo CD's pass that ends it writes slowly: the state stays Terminating meanwhile
+    c.api.faults.latency(1500, {
+      method: "PATCH",
+      pathPrefix: `/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/${name}`,
+    });
+    const patches: string[] = [];
+    const kube = new (class extends Kube {
+      override mergePatch<T>(...args: Parameters<Kube["mergePatch"]>): Promise<T> {
+        patches.push(JSON.stringify(args[3]));
+        return super.mergePatch<T>(...args);
+      }
+    })(c.kc);
+    const r = recorder();
+    const done = executor({ ancestry: h.ancestry }, kube).execute(
+      c.attempt(name, name, h.c2, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    await until(async () => (await state(name))?.phase === "Failed", "terminated by Argo CD");
+    c.api.faults.latency(0);
+    hold.release();
+    await done;
+    expect(patches.filter((p) => p.includes("Terminating"))).toEqual([]);
+    expect((await state(name))?.message).not.toBe("Operation terminated"); // ours ran after it
+    expect(r.phases().at(-1)).toBe("Succeeded");
+  });
+
+  it("treats Forbidden on the terminate as fatal, reported", async () => {
+    const { name, ref } = await setup();
+    const h = await history();
+    const hold = await ourRunning(name, ref, h.c1);
+    c.api.addUser("no-patch", "no-patch-token", [
+      { verbs: ["get", "list", "watch", "update"], groups: ["argoproj.io"], resources: ["applications"] },
+      { verbs: ["*"], groups: ["applygate.dev"], resources: ["*"] },
+    ]);
+    const kube = new Kube(c.api.kubeConfig("no-patch"));
+    const r = recorder();
+    await executor({ ancestry: h.ancestry }, kube).execute(
+      c.attempt(name, name, h.c2, `t-${name}`),
+      r.report,
+      new AbortController().signal,
+    );
+    expect(r.reports).toEqual([
+      {
+        phase: "Rejected",
+        extra: { reason: "TerminateForbidden", message: expect.stringContaining("forbidden") },
+      },
+    ]);
+    expect((await state(name))?.phase).toBe("Running");
+    hold.release();
+  });
+});
