@@ -101,7 +101,7 @@ export class FluxClaimController implements ClaimController {
     return { namespace: ref?.namespace ?? claim.metadata.namespace ?? "", name: ref?.name ?? "" };
   }
 
-  async source(_claim: KObject, applier: ObjectKey): Promise<ApplierSource> {
+  async source(_claim: KObject, applier: ObjectKey, _ctx?: ClaimContext): Promise<ApplierSource> {
     const ks = await this.d.client.kustomization(applier);
     if (!ks) return { state: "Unknown", message: `Kustomization ${keyOf(applier)} was not found` };
     const ref = sourceRefOf(ks);
@@ -127,7 +127,7 @@ export class FluxClaimController implements ClaimController {
     return { state: "Known", url: src.spec?.url ?? "", branch };
   }
 
-  async checkExternal(_claim: KObject, applier: ObjectKey): Promise<ExternalCheck> {
+  async checkExternal(_claim: KObject, applier: ObjectKey, _ctx?: ClaimContext): Promise<ExternalCheck> {
     const ks = await this.d.client.kustomization(applier);
     if (!ks) {
       return {
@@ -375,16 +375,16 @@ export class FluxClaimController implements ClaimController {
     return this.applying(claim, applier, op, ctx);
   }
 
-  /** Suspend guarded by the object read; a conflict is retried on the next pass. */
-  private async writeSuspend(applier: ObjectKey, ks: Kustomization, token: string, log: Logger) {
+  /**
+   * Suspend with a token, guarded by a fresh read (a conflict reads again, at most five times);
+   * one still conflicting, or a Kustomization gone meanwhile, is left to the next pass.
+   */
+  private async writeSuspend(applier: ObjectKey, _read: Kustomization, token: string, log: Logger) {
     try {
-      await this.d.client.applySuspend(applier, true, token, {
-        uid: ks.metadata.uid,
-        resourceVersion: ks.metadata.resourceVersion,
-      });
+      await this.d.client.suspend(applier, token);
     } catch (err) {
       if (err instanceof KubeError && (err.code === 409 || err.code === 404)) {
-        log.info({ err: err.message }, "the Kustomization changed under the suspend; next pass");
+        log.info({ err: err.message }, "the Kustomization kept changing under the suspend; next pass");
         return;
       }
       throw err;

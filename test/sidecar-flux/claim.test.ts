@@ -1,0 +1,340 @@
+/**
+ * The FluxClaim lifecycle against fluxsim: adopt, the refusals to hold, somebody else's resume,
+ * an operation nobody follows, hand-back (released, or left suspended as it was), a shared
+ * GitRepository, and the window observer's reports.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { judgeEligibility } from "../../sidecar/claims/eligibility.js";
+import { KUSTOMIZATION } from "../../sidecar/flux/resources.js";
+import { appliesSuspend } from "../../sidecar/flux/suspend-owner.js";
+import { RESOURCES } from "../../sidecar/kube.js";
+import { configMap, ctxOf, scene, startWorld, until, type World } from "./harness.js";
+
+let world: World;
+beforeAll(async () => {
+  world = await startWorld();
+});
+afterAll(async () => {
+  await world?.stop();
+});
+
+const statusOf = async (s: { readClaim(): Promise<{ status?: unknown }> }) =>
+  ((await s.readClaim()).status ?? {}) as {
+    previousSuspendState?: string;
+    operation?: Record<string, string>;
+    conditions?: { type: string; status: string; reason: string }[];
+  };
+
+describe.concurrent("holding a Kustomization", () => {
+  it("adopts: suspends by server-side apply under applygate, InControl=True (Suspended) once handled", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const ks = await s.readKs();
+    expect(ks.spec?.suspend).toBe(true);
+    expect(appliesSuspend(ks, "applygate")).toBe(true);
+    const st = await statusOf(s);
+    expect(st.previousSuspendState).toBe("Resumed");
+    expect(st.conditions?.find((c) => c.type === "InControl")).toMatchObject({
+      status: "True",
+      reason: "Suspended",
+    });
+    expect(s.events.find((e) => e.reason === "Adopted")).toMatchObject({ type: "Normal", action: "Suspend" });
+    // Held: a new commit fetched by the source is not applied.
+    const applied = world.sim.appliedRevisions(s.ks).length;
+    await s.push({ "apps/cm.yaml": configMap("app-config", "2") });
+    await world.kube.mergePatch(
+      { group: "source.toolkit.fluxcd.io", version: "v1", plural: "gitrepositories", kind: "GitRepository" },
+      s.ns,
+      "repo",
+      { metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": "fetch" } } },
+    );
+    await until(async () => world.sim.fetches(s.source) >= 2, "the fetch");
+    await world.sim.idle();
+    expect(world.sim.appliedRevisions(s.ks).length).toBe(applied);
+    expect(await s.configValue()).toBe("1");
+  });
+
+  it("refuses to hold a Kustomization whose spec.suspend another manager applies, naming it", async () => {
+    const s = await scene(world);
+    await world.kube.apply(
+      KUSTOMIZATION,
+      {
+        apiVersion: "kustomize.toolkit.fluxcd.io/v1",
+        kind: "Kustomization",
+        metadata: { name: "apps", namespace: s.ns },
+        spec: { suspend: false },
+      },
+      { fieldManager: "parent-kustomization", force: true },
+    );
+    const claim = await s.readClaim();
+    const r = await s.kind.controller.checkExternal(claim, s.ks, await ctxOf(s, world));
+    expect(r).toMatchObject({ configured: false, reason: "SuspendOwnedElsewhere" });
+    expect(r.configured === false && r.message).toContain("parent-kustomization");
+    // A flux resume (an Update) is no refusal.
+    const t = await scene(world);
+    await world.kube.mergePatch(
+      KUSTOMIZATION,
+      t.ns,
+      "apps",
+      { spec: { suspend: false } },
+      { fieldManager: "flux" },
+    );
+    expect(await t.kind.controller.checkExternal(await t.readClaim(), t.ks, await ctxOf(t, world))).toEqual({
+      configured: true,
+    });
+  });
+
+  it("a source on another repository or branch is SourceMismatch; one pinned to a tag is not supported", async () => {
+    const s = await scene(world);
+    const claim = await s.readClaim();
+    const source = await s.kind.controller.source(claim, s.ks, await ctxOf(s, world));
+    expect(source).toEqual({ state: "Known", url: s.url, branch: "main" });
+    const target = {
+      uid: "u",
+      namespace: s.ns,
+      name: "gt",
+      deleting: false,
+      branch: "release",
+      providerRef: { name: "gp" },
+      claimRef: { kind: "FluxClaim", name: "claim" },
+    };
+    const e = judgeEligibility({
+      claim: { kind: "FluxClaim", namespace: s.ns, name: "claim" },
+      targets: [target],
+      provider: () => ({ namespace: s.ns, name: "gp", url: s.url }),
+      source,
+    });
+    expect(e).toMatchObject({ state: "Refused", reason: "SourceMismatch" });
+    await world.kube.mergePatch(
+      { group: "source.toolkit.fluxcd.io", version: "v1", plural: "gitrepositories", kind: "GitRepository" },
+      s.ns,
+      "repo",
+      { spec: { ref: { branch: "main", tag: "v1" } } },
+    );
+    expect(await s.kind.controller.source(claim, s.ks, await ctxOf(s, world))).toMatchObject({
+      state: "Unsupported",
+      reason: "SourceNotABranch",
+    });
+  });
+
+  it("somebody else's resume is suspended again, recorded Unresolved and completed, with an Event every time", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    for (const round of [1, 2]) {
+      const commit = await s.push({ "apps/cm.yaml": configMap("app-config", `r${round}`) });
+      await world.kube.mergePatch(
+        {
+          group: "source.toolkit.fluxcd.io",
+          version: "v1",
+          plural: "gitrepositories",
+          kind: "GitRepository",
+        },
+        s.ns,
+        "repo",
+        { metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": `fetch-${round}` } } },
+      );
+      await until(
+        async () =>
+          (await s.kind.controller.source(await s.readClaim(), s.ks, await ctxOf(s, world))) &&
+          world.sim.fetches(s.source) > round,
+        "fetch",
+      );
+      // flux resume: a merge patch of spec.suspend=false.
+      await world.kube.mergePatch(
+        KUSTOMIZATION,
+        s.ns,
+        "apps",
+        { spec: { suspend: false } },
+        { fieldManager: "flux" },
+      );
+      const claim = await s.readClaim();
+      const r = await s.kind.controller.hold(claim, s.ks, await ctxOf(s, world));
+      expect(r.conditions.find((c) => c.type === "InControl")).toMatchObject({
+        status: "True",
+        reason: "Applying",
+      });
+      const op = (await statusOf(s)).operation;
+      expect(op).toMatchObject({ phase: "Unresolved" });
+      expect(op?.resumeToken).toBeUndefined();
+      // Followed to its end: completed once the suspend is handled, with what the resume applied.
+      const done = await until(async () => {
+        const o = (await statusOf(s)).operation;
+        return o && o.phase !== "Unresolved" && o;
+      }, "the external resume's record to complete");
+      expect(done.phase).toBe("Succeeded");
+      expect(done.commit).toBe(commit);
+      expect((await s.readKs()).spec?.suspend).toBe(true);
+      expect(s.events.filter((e) => e.reason === "ClaimedResourceReconciled")).toHaveLength(round);
+    }
+  });
+
+  it("an operation nobody follows is suspended, with a Warning OperationUnfollowed", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const c = await s.readClaim();
+    const op = {
+      token: "orphan",
+      phase: "Running" as const,
+      commit: "x",
+      targets: [],
+      requestedAt: new Date().toISOString(),
+      resumeToken: "T1",
+    };
+    await world.kube.patchStatus(
+      RESOURCES.fluxClaim,
+      s.ns,
+      "claim",
+      { operation: op },
+      c.metadata.resourceVersion,
+    );
+    await world.kube.mergePatch(
+      KUSTOMIZATION,
+      s.ns,
+      "apps",
+      { spec: { suspend: false } },
+      { fieldManager: "flux" },
+    );
+    const ctx = await ctxOf(s, world);
+    const settled = await until(async () => {
+      const claim = await s.readClaim();
+      return (await s.kind.controller.settleUnfollowed!(claim, s.ks, op, ctx)) || undefined;
+    }, "the unfollowed operation to be made safe");
+    expect(settled).toBe(true);
+    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(s.events.find((e) => e.reason === "OperationUnfollowed")).toMatchObject({ type: "Warning" });
+  });
+});
+
+describe.concurrent("handing back", () => {
+  it("releases spec.suspend, so Flux applies on its own again", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "back") });
+    const r = await until(async () => {
+      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await ctxOf(s, world));
+      if (res.status) await s.writeResult("claim", { status: res.status });
+      return res.done && res;
+    }, "the hand-back");
+    expect(r.done).toBe(true);
+    const ks = await s.readKs();
+    expect(ks.spec?.suspend).toBeFalsy();
+    expect(appliesSuspend(ks, "applygate")).toBe(false);
+    expect((await statusOf(s)).previousSuspendState).toBeUndefined();
+    expect(s.events.find((e) => e.reason === "Released")).toMatchObject({ action: "Release" });
+    // Flux owns it again: the tip gets applied by Flux itself.
+    await world.kube.mergePatch(
+      { group: "source.toolkit.fluxcd.io", version: "v1", plural: "gitrepositories", kind: "GitRepository" },
+      s.ns,
+      "repo",
+      { metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": "after-release" } } },
+    );
+    await until(async () => (await s.configValue()) === "back", "Flux to apply the tip");
+    expect(world.sim.appliedRevisions(s.ks).at(-1)).toBe(`main@sha1:${commit}`);
+  });
+
+  it("suspends an apply in flight first, then releases", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    await world.kube.mergePatch(
+      KUSTOMIZATION,
+      s.ns,
+      "apps",
+      { spec: { suspend: false } },
+      { fieldManager: "flux" },
+    );
+    const first = await s.kind.controller.handBack(await s.readClaim(), s.ks, await ctxOf(s, world));
+    expect(first.done).toBe(false);
+    expect(first.conditions?.find((c) => c.type === "InControl")).toMatchObject({
+      status: "False",
+      reason: "Releasing",
+    });
+    expect((await s.readKs()).spec?.suspend).toBe(true);
+    const done = await until(async () => {
+      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await ctxOf(s, world));
+      return res.done && res;
+    }, "the hand-back");
+    expect(done.done).toBe(true);
+  });
+
+  it("a Kustomization suspended before the claim held it stays suspended (previousSuspendState: Suspended)", async () => {
+    const s = await scene(world, { suspendedBefore: true });
+    await s.adopt();
+    expect((await statusOf(s)).previousSuspendState).toBe("Suspended");
+    const r = await until(async () => {
+      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await ctxOf(s, world));
+      return res.done && res;
+    }, "the hand-back");
+    expect(r.done).toBe(true);
+    expect((await s.readKs()).spec?.suspend).toBe(true);
+    await world.sim.idle();
+    expect(world.sim.appliedRevisions(s.ks)).toEqual([]);
+  });
+
+  it("with a successor in line, leaves it suspended for that one", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const r = await s.kind.controller.handBack(
+      await s.readClaim(),
+      s.ks,
+      await ctxOf(s, world, { successor: `${s.ns}/next` }),
+    );
+    expect(r.done).toBe(true);
+    expect((await s.readKs()).spec?.suspend).toBe(true);
+  });
+});
+
+describe.concurrent("a shared GitRepository and the apply window", () => {
+  it("applies only the consumer asked, though the source fetched a commit both read", async () => {
+    const s = await scene(world, { extra: { infra: "infra" } });
+    await s.adopt();
+    await s.adopt("infra-claim");
+    const infra = { namespace: s.ns, name: "infra" };
+    const infraApplied = world.sim.appliedRevisions(infra).length;
+    const commit = await s.push({
+      "apps/cm.yaml": configMap("app-config", "2"),
+      "infra/cm.yaml": configMap("infra-config", "2"),
+    });
+    const r = await s.run(s.attempt(commit));
+    expect(r.last.phase).toBe("Succeeded");
+    await world.sim.idle();
+    expect(await s.configValue()).toBe("2");
+    expect(await s.configValue("infra-config")).toBe("1");
+    expect(world.sim.appliedRevisions(infra).length).toBe(infraApplied);
+    expect((await s.readKs("infra")).spec?.suspend).toBe(true);
+  });
+
+  it("reports kustomize-controller's own writes while the window is open, with time and resourceVersion", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "w") });
+    const attempt = s.attempt(commit);
+    const r = await s.run(attempt);
+    expect(r.last.phase).toBe("Succeeded");
+    const write = await until(
+      async () => s.reports.find((x) => x.type === "applierWrite"),
+      "an applier-write report",
+    );
+    const cm = await world.kube.core.readNamespacedConfigMap({ namespace: s.ns, name: "app-config" });
+    expect(write).toMatchObject({
+      token: attempt.token,
+      manager: "kustomize-controller",
+      object: { kind: "ConfigMap", name: "app-config", namespace: s.ns },
+      resourceVersion: cm.metadata?.resourceVersion,
+    });
+    if (write.type === "applierWrite") expect(Date.parse(write.writtenAt)).not.toBeNaN();
+    // An edit by somebody else in the window is not the applier's.
+    await world.kube.core.patchNamespacedConfigMap(
+      { namespace: s.ns, name: "app-config", body: { data: { v: "edited" } }, fieldManager: "kubectl-edit" },
+      (await import("@kubernetes/client-node")).setHeaderOptions(
+        "Content-Type",
+        "application/merge-patch+json" as never,
+      ),
+    );
+    await new Promise((res) => setTimeout(res, 150));
+    expect(s.reports.filter((x) => x.type === "applierWrite")).toHaveLength(1);
+    await until(
+      async () => (s.kind.windowObserver.openWindows().length === 0 ? true : undefined),
+      "the window to close",
+    );
+  });
+});
