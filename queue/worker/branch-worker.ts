@@ -226,8 +226,10 @@ export class BranchWorker {
       if (this.stopped) break;
       if (this.flushes.length > 0) continue;
       const now = this.clock.now();
-      const deadlines = [now + pollMs, this.nextFetchAt, nextWindowDeadline(this.windows)];
-      if (this.pending.length > 0 && this.autoPublishing()) {
+      // Only deadlines the next step acts on: a past one that is not acted on would spin the loop.
+      const deadlines = [now + pollMs, nextWindowDeadline(this.windows)];
+      if (this.pending.length === 0) deadlines.push(Math.max(this.nextFetchAt, this.retry?.nextAt ?? 0));
+      else if (this.autoPublishing()) {
         deadlines.push(this.retry ? this.retry.nextAt : this.lastPushAt + (this.o.pushCooldownMs ?? 0));
       }
       const next = Math.min(...deadlines.filter((d): d is number => d !== undefined));

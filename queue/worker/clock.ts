@@ -54,6 +54,11 @@ export class ManualClock implements Clock {
     for (const s of [...this.sleepers]) if (s.at <= this.t) s.wake();
   }
 
+  /** How many sleepers wait: a loop that sleeps has finished its step. */
+  waiting(): number {
+    return this.sleepers.length;
+  }
+
   /** Earliest deadline a sleeper waits for, if any. */
   nextDeadline(): number | undefined {
     return this.sleepers.reduce<number | undefined>(
