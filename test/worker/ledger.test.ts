@@ -40,7 +40,7 @@ describe("round-trip ledger", () => {
         },
       },
     });
-    const measure = async (name: string, op: () => Promise<void>) => {
+    const measure = async (name: string, op: () => Promise<unknown>) => {
       h.server.resetCounts();
       await op();
       ledger[name] = h.server.counts();
