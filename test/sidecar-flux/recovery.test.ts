@@ -1,0 +1,168 @@
+/**
+ * Restart recovery and the graceful stop: a sidecar process killed between the resume and the
+ * suspend leaves the operation recorded on the claim; a new one completes that same operation by
+ * its recorded tokens and leaves the Kustomization suspended. A graceful stop suspends first.
+ */
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ReportFn } from "../../sidecar/applier-kind.js";
+import { RESOURCES } from "../../sidecar/kube.js";
+import type { Operation } from "../../sidecar/operation-record.js";
+import { configMap, scene, startWorld, type World } from "./harness.js";
+
+let world: World;
+beforeAll(async () => {
+  // Slow builds, so a kill lands between the resume and the suspend.
+  world = await startWorld({ defaultIntervalScale: 0.001, perObjectApplyMs: 1, buildMs: 1500 });
+});
+afterAll(async () => {
+  await world?.stop();
+});
+
+const operationOf = async (s: { readClaim(): Promise<{ status?: unknown }> }) =>
+  ((await s.readClaim()).status as { operation?: Operation }).operation;
+
+function collect() {
+  const phases: string[] = [];
+  const report: ReportFn = async (phase) => void phases.push(phase);
+  return { phases, report };
+}
+
+describe.sequential("restart recovery", () => {
+  it("a sidecar killed mid-apply: the next one completes the same operation and leaves it suspended", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "recovered") });
+    const attempt = s.attempt(commit);
+    const kc = world.api.kubeConfig();
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", fileURLToPath(new URL("./child.ts", import.meta.url))],
+      {
+        env: {
+          ...process.env,
+          APPLYGATE_SERVER: kc.getCurrentCluster()!.server,
+          APPLYGATE_TOKEN: kc.getCurrentUser()!.token!,
+          APPLYGATE_ATTEMPT: JSON.stringify(attempt),
+        },
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    const seen: string[] = [];
+    const exited = new Promise<void>((r) => child.on("exit", () => r()));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.setEncoding("utf8");
+      child.stdout.on("data", (chunk: string) => {
+        for (const line of chunk.split("\n").filter(Boolean)) {
+          const { phase } = JSON.parse(line) as { phase: string };
+          seen.push(phase);
+          if (phase === "Running") {
+            child.kill("SIGKILL");
+            resolve();
+          }
+        }
+      });
+      child.on("exit", () => reject(new Error(`the child ended before Running: ${seen.join(",")}`)));
+    });
+    await exited;
+    expect(seen).toEqual(["Requested", "Running"]);
+    const recorded = (await operationOf(s))!;
+    expect(recorded).toMatchObject({ token: attempt.token, phase: "Running" });
+    expect((await s.readKs()).spec?.suspend).toBe(false); // resumed, nobody suspended it
+
+    // The new process follows the same operation by its recorded tokens.
+    const { phases, report } = collect();
+    await s.kind.executor.recover!(
+      {
+        claim: { type: RESOURCES.fluxClaim, ...s.claim },
+        applier: s.ks,
+        operation: recorded,
+        branchKey: attempt.branchKey,
+      },
+      report,
+      new AbortController().signal,
+    );
+    expect(phases).toEqual(["Settling", "Succeeded"]);
+    const done = (await operationOf(s))!;
+    expect(done).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
+    const ks = await s.readKs();
+    expect(ks.spec?.suspend).toBe(true);
+    expect(ks.status?.lastHandledReconcileAt).toBe(done.suspendToken);
+    expect(await s.configValue()).toBe("recovered");
+    expect(world.sim.appliedRevisions(s.ks).filter((r) => r.endsWith(commit))).toHaveLength(1);
+  });
+
+  it("a graceful stop suspends what it resumed; the next process completes the operation", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "graceful") });
+    const attempt = s.attempt(commit);
+    const stop = new AbortController();
+    const { phases, report } = collect();
+    const running = s.kind.executor.execute(
+      attempt,
+      async (p, e) => {
+        await report(p, e);
+        if (p === "Running") stop.abort();
+      },
+      stop.signal,
+    );
+    await expect(running).rejects.toThrow();
+    expect(phases).toEqual(["Requested", "Running"]);
+    expect((await s.readKs()).spec?.suspend).toBe(true);
+    const recorded = (await operationOf(s))!;
+    expect(recorded).toMatchObject({ phase: "Settling" });
+    expect(recorded.suspendToken).toBeDefined();
+    const next = collect();
+    await s.kind.executor.recover!(
+      {
+        claim: { type: RESOURCES.fluxClaim, ...s.claim },
+        applier: s.ks,
+        operation: recorded,
+        branchKey: attempt.branchKey,
+      },
+      next.report,
+      new AbortController().signal,
+    );
+    expect(next.phases.at(-1)).toBe("Succeeded");
+    expect(await s.configValue()).toBe("graceful");
+  });
+
+  it("recorded but never resumed: suspended, and the operation ends Failed", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const c = await s.readClaim();
+    const op: Operation = {
+      token: "never-resumed",
+      phase: "Requested",
+      commit: "a".repeat(40),
+      targets: [],
+      requestedAt: new Date().toISOString(),
+      resumeToken: "T1-never-written",
+    };
+    await world.kube.patchStatus(
+      RESOURCES.fluxClaim,
+      s.ns,
+      "claim",
+      { operation: op },
+      c.metadata.resourceVersion,
+    );
+    const { phases, report } = collect();
+    await s.kind.executor.recover!(
+      {
+        claim: { type: RESOURCES.fluxClaim, ...s.claim },
+        applier: s.ks,
+        operation: op,
+        branchKey: `${s.url}@main`,
+      },
+      report,
+      new AbortController().signal,
+    );
+    expect(phases.at(-1)).toBe("Failed");
+    expect(await operationOf(s)).toMatchObject({ phase: "Failed", outcome: "NotResumed" });
+    const ks = await s.readKs();
+    expect(ks.spec?.suspend).toBe(true);
+    expect(ks.status?.lastHandledReconcileAt).toBe((await operationOf(s))?.suspendToken);
+  });
+});
