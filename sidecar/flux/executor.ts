@@ -98,6 +98,8 @@ interface Followed {
   /** When the resume was written (the Unresolved clock starts here). */
   resumedAt: number;
   suspendToken?: string;
+  /** The suspend carrying suspendToken is on the object (only then can a token stamped over it stand in). */
+  suspendWritten?: boolean;
   unresolved: boolean;
   report: ReportFn;
   log: Logger;
@@ -247,6 +249,7 @@ export class FluxExecutor implements OperationExecutor {
             ks,
             commit: op.commit,
             resumeToken: suspendToken,
+            suspendWritten: seen(op.suspendToken),
             since,
             resumedAt: Date.parse(op.requestedAt),
             suspendToken,
@@ -271,7 +274,7 @@ export class FluxExecutor implements OperationExecutor {
             resumeToken: op.resumeToken,
             since,
             resumedAt: Date.parse(since.at),
-            ...(settling ? { suspendToken: op.suspendToken } : {}),
+            ...(settling ? { suspendToken: op.suspendToken, suspendWritten: true } : {}),
             unresolved: op.phase === "Unresolved",
             report,
             log,
@@ -581,6 +584,12 @@ export class FluxExecutor implements OperationExecutor {
           }
         } else {
           // 6. Suspended again with T2; T2 handled proves every earlier reconcile ended.
+          if (!f.suspendWritten) {
+            await client.suspend(f.ks, f.suspendToken);
+            f.suspendWritten = true;
+            armed.cancel();
+            continue;
+          }
           if (tokenHandled(ks, f.suspendToken) && ks.spec?.suspend === true) {
             this.resumed.delete(f.token);
             const outcome =
@@ -633,6 +642,7 @@ export class FluxExecutor implements OperationExecutor {
     f.suspendToken = token;
     await updateOperation(this.d.client.kube, f.claim, f.token, { phase, suspendToken: token });
     await this.d.client.suspend(f.ks, token);
+    f.suspendWritten = true;
     this.resumed.delete(f.token);
     if (phase === "Unresolved") {
       f.unresolved = true;
