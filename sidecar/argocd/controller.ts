@@ -1,0 +1,314 @@
+/**
+ * The ArgoCDClaim lifecycle (the shell around switch.ts): check whose switch it is (version first,
+ * by a server-side dry run of the switch), hold automated sync off by owning
+ * spec.syncPolicy.automated.enabled: false, switch it off again when somebody switches it on, and
+ * hand it back as it stood before.
+ */
+import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { FIELD_MANAGER } from "../../queue/contract.js";
+import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
+import type { Logger } from "../../queue/log.js";
+import type {
+  ClaimContext,
+  ClaimController,
+  ExternalCheck,
+  HandBackResult,
+  HoldResult,
+} from "../applier-kind.js";
+import type { ApplierSource } from "../claims/eligibility.js";
+import { apiFailure, type KObject, type Kube, RESOURCES, retryOnConflict, type Watcher } from "../kube.js";
+import {
+  APPLICATION,
+  APPLICATION_SET,
+  type Application,
+  type Automated,
+  automatedOf,
+  owningApplicationSet,
+  releaseApply,
+  sourceOf,
+  switchApply,
+  switchState,
+} from "./application.js";
+import { desiredAfterHandBack, judgeSwitch, planHandBack, planHold } from "./switch.js";
+
+const CLAIM_API = "applygate.dev/v1alpha1";
+const APPLY = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
+
+const cond = (
+  type: "InControl" | "Ready",
+  status: "True" | "False" | "Unknown",
+  reason: string,
+  message: string,
+) => ({
+  type,
+  status,
+  reason,
+  message,
+});
+
+const refOf = (claim: KObject) => {
+  const spec = claim.spec as { applicationRef?: { name: string; namespace: string } } | undefined;
+  if (!spec?.applicationRef) throw new Error("the claim has no spec.applicationRef");
+  return { namespace: spec.applicationRef.namespace, name: spec.applicationRef.name };
+};
+
+export interface ArgoCDClaimControllerDeps {
+  kube: Kube;
+  log: Logger;
+  /** Watch Applications to re-run their claims at once when somebody switches automated sync on. */
+  watch?: boolean;
+}
+
+export class ArgoCDClaimController implements ClaimController {
+  private watcher: Watcher<Application> | undefined;
+
+  constructor(private readonly d: ArgoCDClaimControllerDeps) {}
+
+  applierOf(claim: KObject) {
+    return refOf(claim);
+  }
+
+  async source(
+    _claim: KObject,
+    applier: { namespace: string; name: string },
+    _ctx?: ClaimContext,
+  ): Promise<ApplierSource> {
+    const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
+    if (!app)
+      return { state: "Unknown", message: `Application ${applier.namespace}/${applier.name} not found` };
+    return sourceOf(app);
+  }
+
+  async checkExternal(
+    _claim: KObject,
+    applier: { namespace: string; name: string },
+    _ctx?: ClaimContext,
+  ): Promise<ExternalCheck> {
+    const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
+    if (!app) {
+      return {
+        configured: "Unknown",
+        reason: "ApplicationNotFound",
+        message: `Application ${applier.namespace}/${applier.name} not found`,
+      };
+    }
+    const probe = await this.probeSwitch(app);
+    if (probe === "error") {
+      return {
+        configured: "Unknown",
+        reason: "VersionCheckFailed",
+        message: "the dry run of the switch failed",
+      };
+    }
+    const verdict = judgeSwitch(app, {
+      enabledFieldMissing: probe === "missing",
+      ...(await this.applicationSetSwitch(app)),
+    });
+    return verdict.configured ? { configured: true } : verdict;
+  }
+
+  async hold(
+    claim: KObject,
+    applier: { namespace: string; name: string },
+    ctx: ClaimContext,
+  ): Promise<HoldResult> {
+    const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
+    const name = `${applier.namespace}/${applier.name}`;
+    if (!app) {
+      const msg = `Application ${name} not found`;
+      return {
+        conditions: [
+          cond("InControl", "Unknown", "ApplicationNotFound", msg),
+          cond("Ready", "False", "ApplicationNotFound", msg),
+        ],
+      };
+    }
+    const recorded = (claim.status as { previousSuspendState?: ArgoCDPreviousSuspendState } | undefined)
+      ?.previousSuspendState;
+    const plan = planHold(app, recorded !== undefined);
+    let previous = recorded;
+    if (plan.write) {
+      if (previous === undefined) {
+        // Recorded before the first write: a restart after it must not read our own switch as the user's.
+        previous = switchState(automatedOf(app));
+        await this.recordPrevious(claim, previous);
+      }
+      await this.d.kube.apply(APPLICATION, switchApply(app, false), {
+        fieldManager: FIELD_MANAGER,
+        force: true,
+      });
+      if (plan.event) {
+        await ctx.events.emit({
+          type: "Normal",
+          reason: plan.event,
+          action: "HoldAutomatedSyncOff",
+          note:
+            plan.event === "Adopted"
+              ? `automated sync of Application ${name} held off (it was ${previous})`
+              : `automated sync of Application ${name} was switched on; switched off again`,
+          regarding: {
+            apiVersion: CLAIM_API,
+            kind: "ArgoCDClaim",
+            namespace: claim.metadata.namespace ?? "",
+            name: claim.metadata.name,
+            ...(claim.metadata.uid ? { uid: claim.metadata.uid } : {}),
+          },
+          related: {
+            apiVersion: "argoproj.io/v1alpha1",
+            kind: "Application",
+            namespace: applier.namespace,
+            name: applier.name,
+            ...(app.metadata.uid ? { uid: app.metadata.uid } : {}),
+          },
+        });
+      }
+      this.d.log.info({ application: name, event: plan.event, wasOn: plan.wasOn }, "automated sync held off");
+    }
+    const op = ctx.operation;
+    const conditions = op
+      ? [
+          cond("InControl", "True", "Applying", `operation ${op.token} (${op.phase}) for ${op.commit}`),
+          cond("Ready", "True", "Applying", `operation ${op.token} is in flight`),
+        ]
+      : [
+          cond("InControl", "True", "AutomatedSyncOff", `automated sync of Application ${name} is held off`),
+          cond("Ready", "True", "AutomatedSyncOff", `automated sync of Application ${name} is held off`),
+        ];
+    return { conditions, ...(previous ? { status: { previousSuspendState: previous } } : {}) };
+  }
+
+  async handBack(
+    claim: KObject,
+    applier: { namespace: string; name: string },
+    ctx: ClaimContext,
+  ): Promise<HandBackResult> {
+    const name = `${applier.namespace}/${applier.name}`;
+    if (ctx.successor) {
+      // Released, automated sync would start at once, unchecked, before the next claim holds it.
+      return {
+        done: true,
+        conditions: [
+          cond("InControl", "False", "HandedOver", `automated sync left off for claim ${ctx.successor}`),
+        ],
+        status: { previousSuspendState: null },
+      };
+    }
+    const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
+    if (!app) return { done: true, status: { previousSuspendState: null } };
+    const previous = (claim.status as { previousSuspendState?: ArgoCDPreviousSuspendState } | undefined)
+      ?.previousSuspendState;
+    const appSet = await this.applicationSetSwitch(app);
+    const desired = desiredAfterHandBack(
+      previous,
+      appSet.applicationSetAutomated,
+      owningApplicationSet(app) !== undefined,
+    );
+    const released = await this.d.kube.apply<Application>(APPLICATION, releaseApply(app), {
+      fieldManager: FIELD_MANAGER,
+      dryRun: true,
+    });
+    const plan = planHandBack(app, desired, released);
+    if (plan.action === "release") {
+      await this.d.kube.apply(APPLICATION, releaseApply(app), { fieldManager: FIELD_MANAGER });
+    } else if (plan.action === "set") {
+      await this.d.kube.apply(APPLICATION, switchApply(app, plan.enabled), {
+        fieldManager: FIELD_MANAGER,
+        force: true,
+      });
+    }
+    this.d.log.info({ application: name, plan: plan.action, previous }, "automated sync handed back");
+    const message =
+      plan.action === "set"
+        ? `automated sync set ${plan.enabled ? "on" : "off"} as it stood before, left under field manager ${FIELD_MANAGER}`
+        : "automated sync handed back";
+    return {
+      done: true,
+      conditions: [cond("InControl", "False", "Released", message)],
+      status: { previousSuspendState: null },
+    };
+  }
+
+  async start(hooks: { requeueApplier(namespace: string, name: string): void }): Promise<void> {
+    if (this.d.watch === false) return;
+    this.watcher = this.d.kube.watch<Application>(APPLICATION, {
+      log: this.d.log,
+      onChange: (_type, app) => {
+        if (app.metadata.namespace) hooks.requeueApplier(app.metadata.namespace, app.metadata.name);
+      },
+    });
+    await this.watcher.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.watcher?.stop();
+  }
+
+  /** Records how the switch stood, on the claim's status, before the first write to it. */
+  private async recordPrevious(claim: KObject, previous: ArgoCDPreviousSuspendState): Promise<void> {
+    const ns = claim.metadata.namespace ?? "";
+    await retryOnConflict(
+      () => this.d.kube.get<KObject>(RESOURCES.argoCDClaim, ns, claim.metadata.name),
+      (current) =>
+        current && !(current.status as { previousSuspendState?: string } | undefined)?.previousSuspendState
+          ? previous
+          : undefined,
+      (current) =>
+        this.d.kube.patchStatus(
+          RESOURCES.argoCDClaim,
+          ns,
+          claim.metadata.name,
+          { previousSuspendState: previous },
+          current?.metadata.resourceVersion,
+        ),
+    );
+  }
+
+  /**
+   * Argo CD before 3.1 has no `enabled`: a strict server-side dry run of the switch is refused for
+   * an unknown field there, and accepted (writing nothing) from 3.1 on.
+   */
+  private async probeSwitch(app: Application): Promise<"ok" | "missing" | "error"> {
+    try {
+      await this.d.kube.custom.patchNamespacedCustomObject(
+        {
+          group: APPLICATION.group,
+          version: APPLICATION.version,
+          namespace: app.metadata.namespace ?? "",
+          plural: APPLICATION.plural,
+          name: app.metadata.name,
+          body: switchApply(app, false),
+          fieldManager: FIELD_MANAGER,
+          force: true,
+          dryRun: "All",
+          fieldValidation: "Strict",
+        },
+        APPLY,
+      );
+      return "ok";
+    } catch (err) {
+      const f = apiFailure(err);
+      if (f.code === 400 && /enabled/.test(f.message) && /unknown field|not declared/.test(f.message))
+        return "missing";
+      this.d.log.warn({ err: f.message }, "dry run of the switch failed");
+      return "error";
+    }
+  }
+
+  /** The generating ApplicationSet's template switch, when there is one and it can be read. */
+  private async applicationSetSwitch(
+    app: Application,
+  ): Promise<{ applicationSetAutomated?: Automated | null }> {
+    const owner = owningApplicationSet(app);
+    if (!owner) return {};
+    try {
+      const set = await this.d.kube.get<KObject>(APPLICATION_SET, app.metadata.namespace ?? "", owner);
+      const spec = set?.spec as
+        | { template?: { spec?: { syncPolicy?: { automated?: Automated } } } }
+        | undefined;
+      if (!spec?.template) return {};
+      return { applicationSetAutomated: spec.template.spec?.syncPolicy?.automated ?? null };
+    } catch {
+      return {};
+    }
+  }
+}

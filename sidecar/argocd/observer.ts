@@ -1,0 +1,142 @@
+/**
+ * The window observer for Argo CD: while an operation's apply window is open (from the update that
+ * starts the sync until 10 s after it ends), report each write to an object carrying the
+ * Application's tracking annotation whose newest managedFields entries are Argo CD's managers
+ * alone, so the branch worker can tell the apply landing from an edit. It watches the kinds it is
+ * configured with (default ConfigMaps, Secrets, Services, Deployments), across all namespaces.
+ */
+import type * as k8s from "@kubernetes/client-node";
+import type { Logger } from "../../queue/log.js";
+import type { WindowObserver } from "../applier-kind.js";
+import { type KObject, type Kube, Watcher } from "../kube.js";
+import type { ClaimLocator } from "../operation-record.js";
+import type { Reporter } from "../reporter.js";
+import { appInstance } from "./application.js";
+import type { WindowHooks } from "./executor.js";
+import { applierWriteOf, type OpenWindow, type WatchedObject, windowsFor } from "./window-writes.js";
+
+export interface WatchedKind {
+  apiVersion: string;
+  kind: string;
+}
+
+export const DEFAULT_WATCHED_KINDS: WatchedKind[] = [
+  { apiVersion: "v1", kind: "ConfigMap" },
+  { apiVersion: "v1", kind: "Secret" },
+  { apiVersion: "v1", kind: "Service" },
+  { apiVersion: "apps/v1", kind: "Deployment" },
+];
+
+export interface ArgoCDWindowObserverDeps {
+  kube: Kube;
+  reporter: Reporter;
+  log: Logger;
+  now: () => Date;
+  /** Argo CD's own namespace: Applications there track as `<name>`, others as `<ns>_<name>`. */
+  controlNamespace?: string;
+  kinds?: WatchedKind[];
+  /** The window stays open this long after the operation ends (default 10 s). */
+  graceMs?: number;
+}
+
+const plural = (kind: string) => {
+  const k = kind.toLowerCase();
+  return k.endsWith("s") ? `${k}es` : k.endsWith("y") ? `${k.slice(0, -1)}ies` : `${k}s`;
+};
+
+export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
+  private readonly windows = new Map<string, OpenWindow>();
+  private readonly watchers: Watcher<KObject>[] = [];
+  /** resourceVersions already reported, per window token. */
+  private readonly seen = new Map<string, Set<string>>();
+  private readonly graceMs: number;
+
+  constructor(private readonly d: ArgoCDWindowObserverDeps) {
+    this.graceMs = d.graceMs ?? 10_000;
+  }
+
+  async start(): Promise<void> {
+    for (const k of this.d.kinds ?? DEFAULT_WATCHED_KINDS) {
+      const [group, version] = k.apiVersion.includes("/") ? k.apiVersion.split("/") : ["", k.apiVersion];
+      const path = group
+        ? `/apis/${group}/${version}/${plural(k.kind)}`
+        : `/api/${version}/${plural(k.kind)}`;
+      const listFn = async () => {
+        const res = await this.d.kube.objects.list(k.apiVersion, k.kind);
+        for (const item of res.items) Object.assign(item, { apiVersion: k.apiVersion, kind: k.kind });
+        return res as unknown as k8s.KubernetesListObject<KObject & k8s.KubernetesObject>;
+      };
+      const w = new Watcher<KObject>(this.d.kube.kubeConfig, path, listFn, {
+        log: this.d.log,
+        onChange: (type, obj) => {
+          if (type === "delete") return;
+          void this.observe({ apiVersion: k.apiVersion, kind: k.kind, ...obj } as WatchedObject);
+        },
+      });
+      this.watchers.push(w);
+    }
+    await Promise.all(this.watchers.map((w) => w.start()));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.watchers.map((w) => w.stop()));
+  }
+
+  opened(w: {
+    token: string;
+    claim: ClaimLocator;
+    branchKey: string;
+    application: { namespace: string; name: string };
+  }): void {
+    this.windows.set(w.token, {
+      token: w.token,
+      instance: appInstance(w.application, this.d.controlNamespace ?? "argocd"),
+      claim: { kind: "ArgoCDClaim", namespace: w.claim.namespace, name: w.claim.name },
+      branchKey: w.branchKey,
+    });
+    this.seen.set(w.token, new Set());
+  }
+
+  closed(token: string): void {
+    const w = this.windows.get(token);
+    if (!w) return;
+    w.closedAt = this.d.now().getTime();
+    const t = setTimeout(() => {
+      this.windows.delete(token);
+      this.seen.delete(token);
+    }, this.graceMs + 1000);
+    t.unref?.();
+  }
+
+  /** The window tokens currently open (or in their grace), for tests and logs. */
+  open(): string[] {
+    return [...this.windows.keys()];
+  }
+
+  private async observe(obj: WatchedObject): Promise<void> {
+    const now = this.d.now();
+    const hits = windowsFor(obj, this.windows.values(), now.getTime(), this.graceMs);
+    if (hits.length === 0) return;
+    const write = applierWriteOf(obj);
+    if (!write) return;
+    for (const w of hits) {
+      const seen = this.seen.get(w.token);
+      if (!seen || seen.has(write.resourceVersion)) continue;
+      seen.add(write.resourceVersion);
+      try {
+        await this.d.reporter.applierWrite({
+          token: w.token,
+          claim: w.claim,
+          branchKey: w.branchKey,
+          object: write.object,
+          manager: write.manager,
+          writtenAt: write.writtenAt,
+          resourceVersion: write.resourceVersion,
+          observedAt: now.toISOString(),
+        });
+      } catch (err) {
+        this.d.log.warn({ err: (err as Error).message, token: w.token }, "could not report an applier write");
+      }
+    }
+  }
+}
