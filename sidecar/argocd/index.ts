@@ -4,7 +4,7 @@
  * watchKinds ([{apiVersion, kind}]), ancestry (a function) or ancestryGitDir (a clone of the
  * repository to answer ancestry from), watchApplications (default true).
  */
-import type { ApplierDeps } from "../applier-kind.js";
+import type { ApplierDeps, ApplierKindModule } from "../applier-kind.js";
 import { cloneAncestry } from "./ancestry.js";
 import { ArgoCDClaimController } from "./controller.js";
 import { ArgoCDExecutor, type ArgoCDExecutorOptions } from "./executor.js";
@@ -58,3 +58,6 @@ export function createApplierKind(deps: ApplierDeps) {
   });
   return { executor, controller, windowObserver };
 }
+
+/** Checked here so a change to the kind contract fails the build in this module. */
+export const module: ApplierKindModule = { createApplierKind };
