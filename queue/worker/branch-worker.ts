@@ -9,7 +9,7 @@
  * steps ever touch the checkout at once.
  */
 import type { Redis } from "ioredis";
-import { AcceptedWrite, PushNotice, RefusalNotice, Report } from "../contract.js";
+import { AcceptedWrite, type ObjectRef, PushNotice, RefusalNotice, Report } from "../contract.js";
 import { objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange } from "../git/repo.js";
 import { GitRemoteError, PushRejectedError } from "../git/smart-http.js";
@@ -39,6 +39,8 @@ export interface PendingWrite {
   target: string;
   writes: HeldWrite[];
   closedAt: number;
+  /** Inbox entry id of its last write when the window closed: the `writeId` the hooks use. */
+  decidedId?: string;
 }
 
 export interface Observation {
@@ -51,8 +53,29 @@ export interface Observation {
   reason: FetchReason;
 }
 
+/** A pending write as the decisions see it: a closed window, one commit's worth of writes. */
+export interface DecidedWrite {
+  /** Inbox entry id of its last write: unique and ordered. */
+  writeId: string;
+  target: { namespace: string; name: string; uid?: string };
+  /** Upserts of objects the folder did not hold at the remote tip when the window closed. */
+  createdObjects: ObjectRef[];
+  /** Every object the write changes, with when the edit happened on the cluster (RFC 3339). */
+  editedObjects: Array<{ ref: ObjectRef; editedAt: string }>;
+}
+
+export interface PublishedWrites {
+  tip: string;
+  /** `writeId`s of the pending writes this publication carried, in decided order. */
+  writeIds: string[];
+}
+
 export interface BranchHooks {
   onObserved?(o: Observation): void | Promise<void>;
+  /** A window closed into a pending write (called before any publication carrying it). */
+  onWriteDecided?(w: DecidedWrite): void | Promise<void>;
+  /** A push carrying pending writes landed, or found the remote already at our head. */
+  onPublished?(p: PublishedWrites): void | Promise<void>;
   onRefusal?(notice: RefusalNotice): void | Promise<void>;
   onReport?(report: Report): void | Promise<void>;
   /** Writes that can no longer be applied (settled, never committed). */
@@ -126,6 +149,8 @@ export class BranchWorker {
   private lastReport = "";
   /** Settled entries of notices and refused writes, removed with the next settle. */
   private doneEntries: string[] = [];
+  /** Windows closed since the last announcement to onWriteDecided. */
+  private decided: PendingWrite[] = [];
 
   constructor(private readonly o: BranchWorkerOptions) {
     this.key = o.spec.key;
@@ -252,10 +277,12 @@ export class BranchWorker {
         ? undefined
         : (marks as string[]).sort(compareEntryIds)[marks.length - 1];
       this.closeWindows(now, mark ?? "all");
+      await this.announceDecided();
       const result = await this.publish(true);
       for (const f of flushes) f.resolve(result);
     } else {
       this.closeWindows(now);
+      await this.announceDecided();
       const wantObserve =
         !this.baselined ||
         this.observeAsked !== undefined ||
@@ -350,7 +377,44 @@ export class BranchWorker {
 
   private closeWindow(w: OpenWindow<HeldWrite>, now: number): void {
     this.windows.delete(w.target);
-    this.pending.push({ seq: ++this.seq, target: w.target, writes: w.writes, closedAt: now });
+    const last = w.writes.at(-1) as HeldWrite;
+    const p = { seq: ++this.seq, target: w.target, writes: w.writes, closedAt: now, decidedId: last.entryId };
+    this.pending.push(p);
+    if (this.o.hooks?.onWriteDecided) this.decided.push(p);
+  }
+
+  /** Tells the hook about windows closed since the last call, before anything publishes them. */
+  private async announceDecided(): Promise<void> {
+    const hook = this.o.hooks?.onWriteDecided;
+    if (!hook) return;
+    for (const p of this.decided.splice(0)) {
+      const last = p.writes.at(-1) as HeldWrite;
+      const created: ObjectRef[] = [];
+      const edited: DecidedWrite["editedObjects"] = [];
+      for (const h of p.writes) {
+        const editedAt = h.write.editedAt ?? h.write.acceptedAt;
+        for (const c of h.write.changes) {
+          const ref =
+            c.op === "upsert" ? (refOf(c.object as Parameters<typeof refOf>[0]) as ObjectRef) : c.ref;
+          edited.push({ ref, editedAt });
+          if (c.op !== "upsert") continue;
+          let known: Buffer | undefined;
+          try {
+            if (this.remoteTip)
+              known = await this.o.repo.readFile(this.remoteTip, objectPath(h.write.path, ref));
+          } catch {
+            continue; // a path the layout refuses is refused at commit time, not created
+          }
+          if (!known) created.push(ref);
+        }
+      }
+      await hook({
+        writeId: p.decidedId ?? last.entryId,
+        target: last.write.target,
+        createdObjects: created,
+        editedObjects: edited,
+      });
+    }
   }
 
   // ------------------------------------------------------------------------------------------
@@ -590,6 +654,7 @@ export class BranchWorker {
         if (commit) published.push({ id: h.write.id, commit });
       }
     }
+    const carried = this.built.commits.filter((c) => c.pending.writes.some((h) => ids.has(h.write.id)));
     if (head) this.pushedByUs.add(head);
     if (this.pushedByUs.size > 10_000)
       this.pushedByUs.delete(this.pushedByUs.values().next().value as string);
@@ -601,9 +666,15 @@ export class BranchWorker {
       this.lastPushAt = now;
       this.log.info({ commit: head, writes: ids.size }, "published");
     }
+    const moved = head !== this.remoteTip;
     this.remoteTip = head;
     if (head) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
     this.built = { base: head, commits: [] };
+    if (head && (moved || carried.length > 0))
+      await this.o.hooks?.onPublished?.({
+        tip: head,
+        writeIds: carried.map((c) => c.pending.decidedId ?? (c.pending.writes.at(-1) as HeldWrite).entryId),
+      });
     this.retry = undefined;
     if (this.paused) {
       this.paused = false;
