@@ -1,0 +1,187 @@
+/**
+ * `applygate worker`: one worker replica. Takes branches through their leases, runs a branch
+ * worker for each, serves /metrics and /healthz. GitProviders and GitTargets come from the
+ * Kubernetes API, or from a YAML file (`--targets-file`) to run without a cluster.
+ */
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { collectDefaultMetrics, Registry } from "prom-client";
+import { commonSettings, helpText, loadConfig, parsers, type Setting } from "./config.js";
+import { createLogger } from "./log.js";
+import type { Directory } from "./worker/directory.js";
+import { loadDirectoryFile } from "./worker/directory.js";
+import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
+import { KubeDirectory, KubeStatusSink } from "./worker/kube.js";
+import { DEFAULT_LEASE_MS } from "./worker/lease.js";
+import { createWorkerMetrics } from "./worker/metrics.js";
+import { Replica } from "./worker/replica.js";
+import type { StatusSink } from "./worker/status.js";
+
+export const workerSettings = {
+  ...commonSettings,
+  targetsFile: {
+    flag: "targets-file",
+    env: "APPLYGATE_TARGETS_FILE",
+    help: "YAML file of GitProviders, GitTargets and Secrets to use instead of the Kubernetes API",
+    parse: parsers.string,
+    default: "",
+    defaultLabel: "none (use the Kubernetes API)",
+  } as Setting<string>,
+  cacheDir: {
+    flag: "cache-dir",
+    env: "APPLYGATE_CACHE_DIR",
+    help: "folder for the persistent bare clone of each repository",
+    parse: parsers.string,
+    default: join(tmpdir(), "applygate-worker"),
+  } as Setting<string>,
+  replicaId: {
+    flag: "replica-id",
+    env: "APPLYGATE_REPLICA_ID",
+    help: "name of this replica in branch leases (defaults to the host name)",
+    parse: parsers.string,
+    default: (process.env.HOSTNAME ?? "worker").replace(/:/g, "-"),
+  } as Setting<string>,
+  lease: {
+    flag: "lease",
+    env: "APPLYGATE_LEASE",
+    help: "how long a branch's lease lasts without renewal (a dead replica's branches move after it)",
+    parse: parsers.duration,
+    default: DEFAULT_LEASE_MS,
+  } as Setting<number>,
+  intakeBudget: {
+    flag: "intake-budget",
+    env: "APPLYGATE_INTAKE_BUDGET",
+    help: "bytes of retained writes per branch above which intake pauses while publication retries",
+    parse: parsers.bytes,
+    default: DEFAULT_INTAKE_BUDGET_BYTES,
+  } as Setting<number>,
+  fetchInterval: {
+    flag: "fetch-interval",
+    env: "APPLYGATE_FETCH_INTERVAL",
+    help: "periodic read of each branch's remote tip",
+    parse: parsers.duration,
+    default: 60_000,
+  } as Setting<number>,
+  pushCooldown: {
+    flag: "push-cooldown",
+    env: "APPLYGATE_PUSH_COOLDOWN",
+    help: "minimum gap between two pushes of one branch (a flush ignores it)",
+    parse: parsers.duration,
+    default: 1000,
+  } as Setting<number>,
+  gitTimeout: {
+    flag: "git-timeout",
+    env: "APPLYGATE_GIT_TIMEOUT",
+    help: "deadline of each Git network call",
+    parse: parsers.duration,
+    default: 120_000,
+  } as Setting<number>,
+  pushCycleTimeout: {
+    flag: "push-cycle-timeout",
+    env: "APPLYGATE_PUSH_CYCLE_TIMEOUT",
+    help: "deadline of a whole push cycle, replays and contention retries included",
+    parse: parsers.duration,
+    default: 300_000,
+  } as Setting<number>,
+  metricsPort: {
+    flag: "metrics-port",
+    env: "APPLYGATE_METRICS_PORT",
+    help: "port serving /metrics and /healthz (0 for any free port)",
+    parse: parsers.port,
+    default: 9091,
+  } as Setting<number>,
+  help: {
+    flag: "help",
+    help: "show this help",
+    parse: parsers.boolean,
+    boolean: true,
+    default: false,
+  } as Setting<boolean>,
+};
+
+/** Logs each publication report (running without a cluster). */
+function logStatusSink(log: ReturnType<typeof createLogger>): StatusSink {
+  return {
+    async report(targets, report) {
+      log.info({ targets: targets.map((t) => `${t.namespace}/${t.name}`), ...report }, "publication status");
+    },
+  };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { config } = loadConfig(workerSettings, argv);
+  if (config.help) {
+    process.stdout.write(`${helpText("worker", "run branch workers", workerSettings)}\n`);
+    return 0;
+  }
+  const log = createLogger({ level: config.logLevel, name: "worker" });
+  let directory: Directory;
+  let status: StatusSink;
+  if (config.targetsFile) {
+    directory = await loadDirectoryFile(config.targetsFile);
+    status = logStatusSink(log);
+  } else {
+    const kc = new KubeConfig();
+    kc.loadFromDefault();
+    directory = new KubeDirectory(kc);
+    status = new KubeStatusSink(kc, log);
+  }
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  let replica: Replica | undefined;
+  const metrics = createWorkerMetrics(registry, () =>
+    (replica?.owned() ?? []).flatMap((k) => {
+      const b = replica?.branch(k);
+      return b ? [b.snapshot()] : [];
+    }),
+  );
+  replica = new Replica({
+    redisUrl: config.redisUrl,
+    prefix: config.redisPrefix,
+    directory,
+    cacheDir: config.cacheDir,
+    log,
+    replicaId: config.replicaId,
+    leaseMs: config.lease,
+    status,
+    metrics,
+    branch: {
+      budgetBytes: config.intakeBudget,
+      fetchIntervalMs: config.fetchInterval,
+      pushCooldownMs: config.pushCooldown,
+      pushCycleTimeoutMs: config.pushCycleTimeout,
+    },
+  });
+  // Every Git call carries this deadline: the directory's remotes get it as they are resolved.
+  const resolve = directory.branch.bind(directory);
+  directory.branch = async (key) => {
+    const spec = await resolve(key);
+    if (spec) spec.remote.timeoutMs = config.gitTimeout;
+    return spec;
+  };
+  await replica.start();
+  const http = createServer((req, res) => {
+    if (req.url === "/metrics") {
+      void registry.metrics().then((text) => {
+        res.writeHead(200, { "content-type": registry.contentType });
+        res.end(text);
+      });
+      return;
+    }
+    res.writeHead(req.url === "/healthz" ? 200 : 404);
+    res.end(req.url === "/healthz" ? "ok\n" : "not found\n");
+  });
+  await new Promise<void>((r) => http.listen(config.metricsPort, r));
+  log.info({ replica: replica.id, metricsPort: config.metricsPort }, "worker started");
+  await new Promise<void>((resolveStop) => {
+    const stop = () => resolveStop();
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+  });
+  log.info("stopping: giving branches back");
+  await replica.stop();
+  http.close();
+  return 0;
+}

@@ -1,0 +1,98 @@
+import { fileURLToPath } from "node:url";
+import * as k8s from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import { API_VERSION, GROUP, VERSION } from "../crds/index.js";
+import { silentLogger } from "../log.js";
+import { KubeDirectory, KubeStatusSink } from "./kube.js";
+import type { PublicationReport } from "./status.js";
+
+const crd = (f: string) => fileURLToPath(new URL(`../../manifests/base/crds/${f}`, import.meta.url));
+const ref = { group: GROUP, version: VERSION, plural: "gittargets", namespace: "team", name: "site" };
+
+describe("GitTarget status and branch specs through the Kubernetes API", () => {
+  let server: ApiServer;
+  let custom: k8s.CustomObjectsApi;
+  beforeAll(async () => {
+    server = await startApiServer();
+    await server.installCrdFile(crd("applygate.dev_gittargets.yaml"));
+    await server.installCrdFile(crd("applygate.dev_gitproviders.yaml"));
+    const kc = server.kubeConfig();
+    custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    await kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: "team" } } });
+    await server.applyYaml(`
+apiVersion: ${API_VERSION}
+kind: GitProvider
+metadata: {name: repo, namespace: team}
+spec: {url: "https://git.example.com/org/site.git", type: github, webhookSecretRef: {name: hook}}
+---
+apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: site, namespace: team}
+spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow: {idleSeconds: 2, maxSeconds: 30}}
+`);
+  });
+  afterAll(async () => server.close());
+
+  const retrying: PublicationReport = {
+    branchKey: "git.example.com/org/site@main",
+    state: "Retrying",
+    retryingSince: Date.parse("2026-03-01T00:00:00Z"),
+    lastError: "answered 503",
+    nextRetryAt: Date.parse("2026-03-01T00:00:40Z"),
+    intakePaused: true,
+    retainedWrites: 12,
+    retainedBytes: 20_000,
+  };
+
+  it("writes publication and conditions on the status subresource, retrying a lost race", async () => {
+    const sink = new KubeStatusSink(server.kubeConfig(), silentLogger());
+    // Every status PATCH conflicts twice before it can land.
+    server.faults.failNext(2, {
+      method: "PATCH",
+      pathPrefix: "/apis/applygate.dev/v1alpha1/namespaces/team/gittargets/site/status",
+      status: 409,
+    });
+    await sink.report([{ namespace: "team", name: "site" }], retrying);
+    const got = (await custom.getNamespacedCustomObject(ref)) as { status: Record<string, any> };
+    expect(got.status.publication).toMatchObject({
+      state: "Retrying",
+      intakePaused: true,
+      retainedWrites: 12,
+      lastError: "answered 503",
+    });
+    const byType = Object.fromEntries(got.status.conditions.map((c: any) => [c.type, c]));
+    expect(byType.Ready).toMatchObject({ status: "False", reason: "PublicationRetrying" });
+    expect(byType.Reconciling).toMatchObject({ status: "True" });
+    expect(byType.Stalled).toMatchObject({ status: "True", reason: "IntakePaused" });
+
+    await sink.report([{ namespace: "team", name: "site" }], {
+      branchKey: retrying.branchKey,
+      state: "Published",
+      commit: "a".repeat(40),
+      intakePaused: false,
+      retainedWrites: 0,
+      retainedBytes: 0,
+    });
+    const after = (await custom.getNamespacedCustomObject(ref)) as { status: Record<string, any> };
+    expect(after.status.publication).toMatchObject({
+      state: "Published",
+      commit: "a".repeat(40),
+      intakePaused: false,
+    });
+    expect(after.status.publication.lastError).toBeUndefined();
+    const ready = after.status.conditions.find((c: any) => c.type === "Ready");
+    expect(ready).toMatchObject({ status: "True", reason: "Published" });
+  });
+
+  it("resolves a branch key to its repository, branch and targets", async () => {
+    const spec = await new KubeDirectory(server.kubeConfig()).branch("git.example.com/org/site@main");
+    expect(spec).toMatchObject({
+      branch: "main",
+      remote: { url: "https://git.example.com/org/site.git" },
+      targets: [
+        { namespace: "team", name: "site", path: "clusters/dev", window: { idleMs: 2000, maxMs: 30_000 } },
+      ],
+    });
+  });
+});

@@ -1,0 +1,66 @@
+/** `applygate worker` as a process: targets from a YAML file, a write published, a clean stop on SIGTERM. */
+import { spawn } from "node:child_process";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { freePort } from "../../queue/redis.js";
+import { configMapWrite, type Harness, harness, waitFor } from "./harness.js";
+
+const cli = new URL("../../queue/cli/applygate.mjs", import.meta.url).pathname;
+
+describe("applygate worker", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("publishes writes for the GitTargets of a targets file and stops on SIGTERM", async () => {
+    h = await harness();
+    const file = join(h.dir, "targets.yaml");
+    await writeFile(
+      file,
+      `apiVersion: applygate.dev/v1alpha1
+kind: GitProvider
+metadata: {name: repo, namespace: team}
+spec: {url: "${h.url}", type: gitea, webhookSecretRef: {name: hook}}
+---
+apiVersion: applygate.dev/v1alpha1
+kind: GitTarget
+metadata: {name: site, namespace: team}
+spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow: {idleSeconds: 1, maxSeconds: 2}}
+`,
+    );
+    const port = await freePort();
+    const child = spawn(
+      process.execPath,
+      [
+        cli,
+        "worker",
+        "--targets-file",
+        file,
+        "--metrics-port",
+        String(port),
+        "--cache-dir",
+        join(h.dir, "cache"),
+      ],
+      {
+        env: {
+          ...process.env,
+          REDIS_URL: h.redis.url,
+          APPLYGATE_REDIS_PREFIX: h.redis.prefix,
+          LOG_LEVEL: "warn",
+        },
+        stdio: ["ignore", "inherit", "inherit"],
+      },
+    );
+    const w = configMapWrite(h.key, "a", "1", { save: true });
+    expect(await h.accept(w)).toBe(true);
+    const commit = await waitFor("published", () => h.published(w.id));
+    expect(await h.server.tip("site")).toBe(commit);
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toContain('applygate_worker_pushes_total{branch="');
+    child.kill("SIGTERM");
+    const code = await new Promise((r) => child.once("exit", r));
+    expect(code).toBe(0);
+  });
+});
