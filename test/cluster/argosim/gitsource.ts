@@ -16,17 +16,14 @@ export class GitSource {
   private root?: string;
   private readonly caches = new Map<string, Promise<string>>();
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** A commit's tree never changes, so what was read from it is kept. */
+  private readonly read = new Map<string, Promise<KObj[]>>();
 
   /** The commit a revision names now; "" and HEAD mean the remote's default branch. */
   async resolve(repoURL: string, revision: string | undefined): Promise<string> {
     const rev = revision?.trim() ?? "";
     if (SHA.test(rev)) return rev;
-    const out = await gitOk(["ls-remote", repoURL]);
-    const refs = new Map<string, string>();
-    for (const line of out.split("\n")) {
-      const [sha, ref] = line.split("\t");
-      if (sha && ref) refs.set(ref, sha);
-    }
+    const refs = await advertisedRefs(repoURL);
     const candidates =
       rev === "" || rev === "HEAD"
         ? ["HEAD"]
@@ -40,6 +37,22 @@ export class GitSource {
 
   /** The objects of the directory at the commit (recursing only when asked, as Argo CD does). */
   async manifests(repoURL: string, commit: string, path: string, recurse = false): Promise<KObj[]> {
+    const k = JSON.stringify([repoURL, commit, path, recurse]);
+    let p = this.read.get(k);
+    if (!p) {
+      p = this.readManifests(repoURL, commit, path, recurse);
+      this.read.set(k, p);
+      p.catch(() => this.read.delete(k));
+    }
+    return structuredClone(await p);
+  }
+
+  private async readManifests(
+    repoURL: string,
+    commit: string,
+    path: string,
+    recurse: boolean,
+  ): Promise<KObj[]> {
     const dir = await this.fetched(repoURL, commit);
     const base = posix
       .normalize(path || ".")
@@ -112,4 +125,39 @@ export class GitSource {
   async close(): Promise<void> {
     if (this.root) await rm(this.root, { recursive: true, force: true });
   }
+}
+
+/**
+ * The refs a smart-HTTP server advertises (protocol v0: one request, no git process here), as
+ * `git ls-remote` would list them, HEAD first.
+ */
+async function advertisedRefs(repoURL: string): Promise<Map<string, string>> {
+  const url = new URL(`${repoURL.replace(/\/$/, "")}/info/refs?service=git-upload-pack`);
+  const headers: Record<string, string> = {};
+  if (url.username) {
+    headers.Authorization = `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString("base64")}`;
+    url.username = "";
+    url.password = "";
+  }
+  const res = await fetch(url, { headers });
+  if (!res.ok) throw new Error(`failed to list refs of ${repoURL}: ${res.status}`);
+  const body = Buffer.from(await res.arrayBuffer());
+  const refs = new Map<string, string>();
+  for (let at = 0; at + 4 <= body.length; ) {
+    const len = Number.parseInt(body.subarray(at, at + 4).toString(), 16);
+    if (!len) {
+      at += 4;
+      continue;
+    }
+    const line =
+      body
+        .subarray(at + 4, at + len)
+        .toString()
+        .replace(/\n$/, "")
+        .split("\0")[0] ?? "";
+    at += len;
+    const m = /^([0-9a-f]{40}) (.+)$/.exec(line);
+    if (m?.[1] && m[2]) refs.set(m[2], m[1]);
+  }
+  return refs;
 }
