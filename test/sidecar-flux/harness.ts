@@ -29,7 +29,7 @@ export const configMap = (name: string, value: string) =>
 export async function until<T>(
   probe: () => Promise<T | undefined | false>,
   what: string,
-  timeoutMs = 15_000,
+  timeoutMs = 30_000,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -121,13 +121,19 @@ export interface SceneOptions {
   /** Extra Kustomizations on the same GitRepository: name → folder. */
   extra?: Record<string, string>;
   suspendedBefore?: boolean;
+  /** The apps folder holds this many ConfigMaps (cm-0 …) instead of the one app-config. */
+  objects?: number;
 }
 
 export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> {
   const ns = `t${++seq}-${randomBytes(2).toString("hex")}`;
   const kube = world.kube;
   await kube.core.createNamespace({ body: { metadata: { name: ns } } });
-  const files: Record<string, string> = { "apps/cm.yaml": configMap("app-config", "1") };
+  const files: Record<string, string> = o.objects
+    ? Object.fromEntries(
+        Array.from({ length: o.objects }, (_, i) => [`apps/cm-${i}.yaml`, configMap(`cm-${i}`, "1")]),
+      )
+    : { "apps/cm.yaml": configMap("app-config", "1") };
   for (const folder of Object.values(o.extra ?? {}))
     files[`${folder}/cm.yaml`] = configMap(`${folder}-config`, "1");
   const url = await world.git.createRepo(ns, files);
