@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { shouldPause, WRITE_OVERHEAD_BYTES, writeCharge } from "./intake-budget.js";
+import { afterFailure, contentionBackoff, retryDelay } from "./retry.js";
+import { publicationConditions } from "./status.js";
+import { addToWindow, closesAt, dueWindows, type OpenWindow } from "./windows.js";
+
+describe("retry schedule", () => {
+  it("starts at 10 s, doubles, and stays at 5 min; since is the first failure", () => {
+    expect([1, 2, 3, 4, 5, 6, 9].map((n) => retryDelay(n))).toEqual([
+      10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000,
+    ]);
+    const a = afterFailure(undefined, 1000, "down");
+    const b = afterFailure(a, 11_000, "still down");
+    expect(b).toEqual({ since: 1000, failures: 2, nextAt: 31_000, lastCause: "still down" });
+  });
+
+  it("jitters contention backoff around a growing base", () => {
+    expect(contentionBackoff(0, () => 0)).toBe(25);
+    expect(contentionBackoff(0, () => 0.999)).toBeLessThanOrEqual(75);
+    expect(contentionBackoff(10, () => 0.5)).toBe(2000);
+  });
+});
+
+describe("intake budget", () => {
+  it("pauses only while a retry is pending and the budget is exceeded; the pause is a latch", () => {
+    expect(writeCharge(100)).toBe(100 + WRITE_OVERHEAD_BYTES);
+    expect(shouldPause({ paused: false, retryPending: false, retainedBytes: 1e9, budgetBytes: 10 })).toBe(
+      false,
+    );
+    expect(shouldPause({ paused: false, retryPending: true, retainedBytes: 11, budgetBytes: 10 })).toBe(true);
+    expect(shouldPause({ paused: false, retryPending: true, retainedBytes: 10, budgetBytes: 10 })).toBe(
+      false,
+    );
+    expect(shouldPause({ paused: true, retryPending: true, retainedBytes: 0, budgetBytes: 10 })).toBe(true);
+  });
+});
+
+describe("commit windows", () => {
+  const settings = { idleMs: 5000, maxMs: 60_000 };
+  it("close when idle, at the maximum, or at once on a save", () => {
+    const ws = new Map<string, OpenWindow<number>>();
+    addToWindow(ws, "a", 1, 0, settings, false);
+    expect(closesAt(ws.get("a")!)).toBe(5000);
+    for (let t = 4000; t <= 64_000; t += 4000) addToWindow(ws, "a", t, t, settings, false);
+    expect(closesAt(ws.get("a")!)).toBe(60_000);
+    addToWindow(ws, "b", 1, 100, settings, true);
+    expect(dueWindows(ws, 100).map((w) => w.target)).toEqual(["b"]);
+    expect(dueWindows(ws, 60_000).map((w) => w.target)).toEqual(["a", "b"]);
+  });
+});
+
+describe("GitTarget conditions from a publication report", () => {
+  const base = { branchKey: "k", intakePaused: false, retainedWrites: 0, retainedBytes: 0 };
+  it("maps published, retrying and paused, keeping transition times while a status holds", () => {
+    const published = publicationConditions({ ...base, state: "Published", commit: "c" }, undefined, 1000);
+    expect(published.map((c) => [c.type, c.status])).toEqual([
+      ["Ready", "True"],
+      ["Reconciling", "False"],
+      ["Stalled", "False"],
+    ]);
+    const retrying = publicationConditions(
+      { ...base, state: "Retrying", retryingSince: 2000, lastError: "503", nextRetryAt: 12_000 },
+      published,
+      3000,
+    );
+    expect(retrying.map((c) => [c.type, c.status, c.reason])).toEqual([
+      ["Ready", "False", "PublicationRetrying"],
+      ["Reconciling", "True", "PublicationRetrying"],
+      ["Stalled", "False", "PublicationRetrying"],
+    ]);
+    expect(retrying[2]?.lastTransitionTime).toBe(published[2]?.lastTransitionTime);
+    expect(retrying[0]?.lastTransitionTime).toBe(new Date(3000).toISOString());
+    const paused = publicationConditions(
+      { ...base, state: "Retrying", retryingSince: 2000, intakePaused: true },
+      retrying,
+      4000,
+    );
+    expect(paused[2]).toMatchObject({ status: "True", reason: "IntakePaused" });
+  });
+});
