@@ -12,6 +12,8 @@ export const branchKeys = (prefix: string, branchKey: string) => {
     /** Ownership lease and fencing number of the branch. */
     lease: `${base}:lease`,
     fence: `${base}:fence`,
+    /** The decision core's state (JSON), written only while the lease is held. */
+    decisions: `${base}:decisions`,
   };
 };
 

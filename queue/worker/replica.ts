@@ -16,10 +16,27 @@ import { branchKeys, knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
 import { connectRedis } from "../redis.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
-import type { Directory } from "./directory.js";
+import type { BranchSpec, Directory } from "./directory.js";
 import { BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
 import type { WorkerMetrics } from "./metrics.js";
 import type { StatusSink } from "./status.js";
+
+/** Something that runs beside a branch worker for as long as the replica owns the branch. */
+export interface BranchAttachment {
+  hooks: BranchHooks;
+  /** Called with the worker before it starts. */
+  start(worker: BranchWorker): void;
+  /** Called when the worker stopped, before the lease is given back. */
+  stop(): Promise<void>;
+}
+
+export interface BranchContext {
+  key: string;
+  spec: BranchSpec;
+  lease: BranchLease;
+  redis: Redis;
+  log: Logger;
+}
 
 export interface ReplicaOptions {
   redisUrl: string;
@@ -35,6 +52,8 @@ export interface ReplicaOptions {
   status?: StatusSink;
   metrics?: WorkerMetrics;
   hooks?: (branchKey: string) => BranchHooks;
+  /** Runs beside every branch worker (the decisions: queue/apply). */
+  attach?: (ctx: BranchContext) => BranchAttachment;
   /** Settings passed to every branch worker (clock, budget, intervals...). */
   branch?: Partial<Omit<BranchWorkerOptions, "spec" | "redis" | "prefix" | "lease" | "repo" | "log">>;
 }
@@ -42,7 +61,10 @@ export interface ReplicaOptions {
 export class Replica {
   readonly id: string;
   private readonly redis: Redis;
-  private readonly workers = new Map<string, { worker: BranchWorker; lease: BranchLease }>();
+  private readonly workers = new Map<
+    string,
+    { worker: BranchWorker; lease: BranchLease; attached?: BranchAttachment }
+  >();
   private readonly repos = new Map<string, Promise<BareRepo>>();
   private readonly claiming = new Map<string, Promise<void>>();
   private bull: Worker[] = [];
@@ -112,6 +134,9 @@ export class Replica {
       return;
     }
     const repo = await this.repoFor(spec.remote.url);
+    const log = this.o.log.child({ replica: this.id, fence: lease.fence });
+    const attached = this.o.attach?.({ key, spec, lease, redis: this.redis, log });
+    const hooks = mergeHooks(this.o.hooks?.(key), attached?.hooks);
     const worker = new BranchWorker({
       ...this.o.branch,
       spec,
@@ -119,15 +144,17 @@ export class Replica {
       prefix: this.o.prefix,
       lease,
       repo,
-      log: this.o.log.child({ replica: this.id, fence: lease.fence }),
+      log,
       ...(this.o.status ? { status: this.o.status } : {}),
       ...(this.o.metrics ? { metrics: this.o.metrics } : {}),
-      ...(this.o.hooks ? { hooks: this.o.hooks(key) } : {}),
+      ...(hooks ? { hooks } : {}),
     });
-    this.workers.set(key, { worker, lease });
+    this.workers.set(key, { worker, lease, ...(attached ? { attached } : {}) });
     this.o.log.info({ branch: key, fence: lease.fence, replica: this.id }, "took the branch");
+    attached?.start(worker);
     worker.start();
-    void worker.done.then(() => {
+    void worker.done.then(async () => {
+      await attached?.stop();
       if (this.workers.get(key)?.worker === worker) this.workers.delete(key);
     });
   }
@@ -200,11 +227,27 @@ export class Replica {
     for (const t of this.timers) clearInterval(t);
     await Promise.all(this.bull.map((w) => w.close()));
     await this.branchesQueue?.close();
-    for (const { worker, lease } of this.workers.values()) {
+    for (const { worker, lease, attached } of this.workers.values()) {
       await worker.stop();
+      await attached?.stop();
       await lease.release().catch(() => {});
     }
     this.workers.clear();
     this.redis.disconnect();
   }
+}
+
+/** Calls both sets of hooks, the replica's first. */
+function mergeHooks(a: BranchHooks | undefined, b: BranchHooks | undefined): BranchHooks | undefined {
+  if (!a || !b) return a ?? b;
+  const out: BranchHooks = {};
+  for (const name of new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof BranchHooks>) {
+    const f = a[name] as ((x: unknown) => unknown) | undefined;
+    const g = b[name] as ((x: unknown) => unknown) | undefined;
+    (out as Record<string, unknown>)[name] = async (x: unknown) => {
+      await f?.(x);
+      await g?.(x);
+    };
+  }
+  return out;
 }

@@ -1,0 +1,195 @@
+/**
+ * What the decisions need to know about a branch from the cluster: its GitTargets (uid, claim,
+ * consent, suspension, whether their folder is in Git), the applier each claim holds and the
+ * source that applier reads, and the claims' status for a restart. The mapping from objects is
+ * pure; where the objects come from (the Kubernetes API, a YAML file) is an `ObjectSource`.
+ */
+import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
+import type { ClaimStatusSnapshot, ListedTarget } from "../decide/index.js";
+
+/** The kinds the catalog reads. */
+export const RESOURCE = {
+  GitTarget: { group: "applygate.dev", version: "v1alpha1", plural: "gittargets" },
+  FluxClaim: { group: "applygate.dev", version: "v1alpha1", plural: "fluxclaims" },
+  ArgoCDClaim: { group: "applygate.dev", version: "v1alpha1", plural: "argocdclaims" },
+  Kustomization: { group: "kustomize.toolkit.fluxcd.io", version: "v1", plural: "kustomizations" },
+  Application: { group: "argoproj.io", version: "v1alpha1", plural: "applications" },
+} as const;
+export type ResourceKind = keyof typeof RESOURCE;
+
+export interface KubeLike {
+  apiVersion?: string;
+  kind?: string;
+  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string };
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+}
+
+export interface ObjectSource {
+  get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined>;
+  /**
+   * Merge-patches a claim's status with what `patch` returns for the current object; a lost
+   * optimistic-concurrency race re-reads and retries. Resolves false when the claim is gone.
+   */
+  patchClaimStatus(
+    claim: ClaimRef,
+    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+  ): Promise<boolean>;
+}
+
+export interface BranchListing {
+  targets: ListedTarget[];
+  claims: ClaimStatusSnapshot[];
+}
+
+const str = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+
+/** The uid a GitTarget is known by; `namespace/name` when the source gives none (a file). */
+export function targetUid(t: KubeLike): string {
+  return t.metadata.uid ?? `${t.metadata.namespace ?? "default"}/${t.metadata.name}`;
+}
+
+/** The claim a GitTarget names (its namespace defaults to the GitTarget's). */
+export function claimOf(t: KubeLike): ClaimRef | null {
+  const ref = obj(t.spec?.claimRef);
+  const kind = str(ref?.kind);
+  const name = str(ref?.name);
+  if (!ref || !name || (kind !== "FluxClaim" && kind !== "ArgoCDClaim")) return null;
+  return { kind, namespace: str(ref.namespace) ?? t.metadata.namespace ?? "default", name };
+}
+
+/** The applier a claim holds, from its immutable reference. */
+export function applierOf(claim: ClaimRef, c: KubeLike): ApplierRef | null {
+  const ref = obj(claim.kind === "FluxClaim" ? c.spec?.kustomizationRef : c.spec?.applicationRef);
+  const name = str(ref?.name);
+  if (!name) return null;
+  const namespace = str(ref?.namespace) ?? c.metadata.namespace ?? claim.namespace;
+  return { kind: claim.kind === "FluxClaim" ? "flux" : "argocd", namespace, name };
+}
+
+/**
+ * The source an applier reads, as a key appliers sharing it have in common: a Flux
+ * Kustomization's `spec.sourceRef` (GitRepository namespace/name), an Argo CD Application's
+ * `spec.source.repoURL`. Unknown (the applier not found) is null: the core then uses the claim.
+ */
+export function sourceOf(applier: ApplierRef, a: KubeLike | undefined): string | null {
+  if (!a) return null;
+  if (applier.kind === "flux") {
+    const ref = obj(a.spec?.sourceRef);
+    const name = str(ref?.name);
+    if (!name) return null;
+    return `flux/${str(ref?.kind) ?? "GitRepository"}/${str(ref?.namespace) ?? applier.namespace}/${name}`;
+  }
+  const src = obj(a.spec?.source) ?? obj((a.spec?.sources as unknown[] | undefined)?.[0]);
+  const url = str(src?.repoURL);
+  return url ? `argocd/${normalizeRepoUrl(url)}` : null;
+}
+
+/** What a claim's status holds for a restart: the operation, repairPending, the last applied commit. */
+export function snapshotOf(
+  claim: ClaimRef,
+  applier: ApplierRef,
+  source: string,
+  c: KubeLike,
+): ClaimStatusSnapshot {
+  const s: ClaimStatusSnapshot = { claim, applier, source };
+  const status = c.status ?? {};
+  const last = str(status.lastAppliedCommit);
+  if (last) s.lastAppliedCommit = last;
+  if (status.repairPending === true) s.repairPending = true;
+  const op = obj(status.operation);
+  const token = str(op?.token);
+  const phase = str(op?.phase);
+  const commit = str(op?.commit);
+  if (op && token && phase && commit) {
+    const targets = Array.isArray(op.targets) ? (op.targets as unknown[]) : [];
+    s.operation = {
+      token,
+      phase: phase as ReportPhase,
+      commit,
+      targets: targets.flatMap((t) => {
+        const uid = str(obj(t)?.uid);
+        const reason = str(obj(t)?.reason);
+        return uid && reason ? [{ uid, reason }] : [];
+      }),
+    };
+  }
+  return s;
+}
+
+/**
+ * Lists the GitTargets named (namespace/name) with their claims, appliers and sources, and the
+ * status of every claim they name. A GitTarget or claim that is gone is left out.
+ */
+export async function listBranch(
+  source: ObjectSource,
+  names: Array<{ namespace: string; name: string }>,
+): Promise<BranchListing> {
+  const targets: ListedTarget[] = [];
+  const claims = new Map<string, ClaimStatusSnapshot>();
+  const appliers = new Map<string, Promise<KubeLike | undefined>>();
+  for (const n of names) {
+    const t = await source.get("GitTarget", n.namespace, n.name);
+    if (!t) continue;
+    const listed: ListedTarget = {
+      uid: targetUid(t),
+      namespace: n.namespace,
+      name: n.name,
+      claim: null,
+      applier: null,
+      source: null,
+      onRefusal: t.spec?.onRefusal === "Reapply" ? "Reapply" : "Ignore",
+      suspended: t.spec?.suspend === true,
+      published: str(obj(t.status?.publication)?.commit) !== undefined,
+    };
+    targets.push(listed);
+    const claim = claimOf(t);
+    if (!claim) continue;
+    const c = await source.get(claim.kind as ResourceKind, claim.namespace, claim.name);
+    const applier = c ? applierOf(claim, c) : null;
+    if (!c || !applier) continue;
+    const aKey = `${applier.kind}/${applier.namespace}/${applier.name}`;
+    let a = appliers.get(aKey);
+    if (!a) {
+      a = source.get(
+        applier.kind === "flux" ? "Kustomization" : "Application",
+        applier.namespace,
+        applier.name,
+      );
+      appliers.set(aKey, a);
+    }
+    const src = sourceOf(applier, await a) ?? `claim/${claim.kind}/${claim.namespace}/${claim.name}`;
+    Object.assign(listed, { claim, applier, source: src });
+    claims.set(`${claim.kind}/${claim.namespace}/${claim.name}`, snapshotOf(claim, applier, src, c));
+  }
+  return { targets, claims: [...claims.values()] };
+}
+
+/** Objects held in memory (from a YAML file, or a test): status patches change them in place. */
+export class MemoryObjects implements ObjectSource {
+  constructor(readonly objects: KubeLike[] = []) {}
+
+  private find(kind: string, namespace: string, name: string): KubeLike | undefined {
+    return this.objects.find(
+      (o) => o.kind === kind && o.metadata.name === name && (o.metadata.namespace ?? "default") === namespace,
+    );
+  }
+
+  async get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
+    const o = this.find(kind, namespace, name);
+    return o ? structuredClone(o) : undefined;
+  }
+
+  async patchClaimStatus(
+    claim: ClaimRef,
+    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+  ): Promise<boolean> {
+    const o = this.find(claim.kind, claim.namespace, claim.name);
+    if (!o) return false;
+    const p = patch(structuredClone(o));
+    if (p) o.status = { ...(o.status ?? {}), ...p };
+    return true;
+  }
+}

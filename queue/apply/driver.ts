@@ -1,0 +1,349 @@
+/**
+ * The shell around the decision core for one branch. It turns what the branch worker sees
+ * (observations, decided and published writes, refusals, reports) and what the cluster says
+ * (GitTargets, claims, appliers) into events, feeds them to `step` one at a time in the order
+ * they happened, saves the state in Redis while the lease is held, and carries out the actions:
+ * flush, send an attempt, record repairPending, log a collision, keep one wake-up timer.
+ *
+ * Hooks only enqueue: the branch worker's loop never waits for a decision, and a flush asked of
+ * it (which the worker carries out in its own loop, calling hooks on the way) cannot deadlock.
+ */
+import { randomBytes } from "node:crypto";
+import type { Attempt, ClaimRef, PhaseReport, Report } from "../contract.js";
+import {
+  type DecisionAction,
+  type DecisionEvent,
+  type DecisionState,
+  initialState,
+  step,
+} from "../decide/index.js";
+import type { Logger } from "../log.js";
+import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
+import { type Clock, systemClock } from "../worker/clock.js";
+import type { BranchSpec } from "../worker/directory.js";
+import type { BranchListing, ObjectSource } from "./catalog.js";
+import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
+import type { DecisionStore } from "./store.js";
+
+/** Puts an attempt on its applier kind's queue. */
+export interface AttemptSender {
+  send(attempt: Attempt): Promise<void>;
+}
+
+export interface DecisionDriverOptions {
+  spec: BranchSpec;
+  store: DecisionStore;
+  /** The branch's lease: state is saved only while `token` still owns it. */
+  lease: { readonly token: string | undefined; readonly fence?: number | undefined };
+  /** The branch's GitTargets with their claims, appliers and sources, and the claims' status. */
+  list(): Promise<BranchListing>;
+  /** Where claims' status is written (repairPending). */
+  objects: ObjectSource;
+  sender: AttemptSender;
+  log: Logger;
+  clock?: Clock;
+  metrics?: ApplyMetrics;
+  /** How often GitTargets are listed again (a new naming converges once). Default 5 s. */
+  listIntervalMs?: number;
+  /** A Stale report waits at most this long for the observation it asked for. Default 5 s. */
+  staleObserveMs?: number;
+}
+
+type Task = () => Promise<void>;
+
+export class DecisionDriver {
+  private s: DecisionState;
+  private readonly clock: Clock;
+  private readonly metrics: ApplyMetrics;
+  private readonly log: Logger;
+  private worker: BranchWorker | undefined;
+  private readonly tasks: Task[] = [];
+  private pumping: Promise<void> | undefined;
+  private stopped = false;
+  private saved = "";
+  private listed = "";
+  private readonly uids = new Map<string, string>();
+  private wake = new AbortController();
+  private readonly life = new AbortController();
+  /** Stale reports held until the observation they asked for (the tip as it is then). */
+  private heldStale: Report[] = [];
+  private readonly claimWrites = new Map<string, Promise<void>>();
+  /** Every attempt sent, in order (for tests and the playground's narration). */
+  readonly sent: Attempt[] = [];
+
+  constructor(private readonly o: DecisionDriverOptions) {
+    this.clock = o.clock ?? systemClock;
+    this.metrics = o.metrics ?? noApplyMetrics;
+    this.log = o.log.child({ branch: o.spec.key });
+    const prefix = `f${o.lease.fence ?? 0}x${randomBytes(3).toString("hex")}`;
+    this.s = initialState({ key: o.spec.key, repository: o.spec.remote.url, branch: o.spec.branch }, prefix);
+  }
+
+  /** The current decision state (a copy is not made: read only). */
+  get state(): DecisionState {
+    return this.s;
+  }
+
+  /** The hooks to give the branch worker. */
+  readonly hooks: BranchHooks = {
+    onObserved: (o) => {
+      this.feed({ type: "Observed", tip: o.tip ?? null, pushedByUs: o.pushedByUs });
+      this.releaseStale();
+    },
+    onWriteDecided: (w) => {
+      this.feed({
+        type: "WriteDecided",
+        writeId: w.writeId,
+        targetUid: this.uidOf(w.target),
+        createdObjects: w.createdObjects,
+        editedObjects: w.editedObjects,
+      });
+    },
+    onPublished: (p) => {
+      this.feed({ type: "Published", upToMark: p.writeIds.at(-1) ?? null, tip: p.tip });
+    },
+    onRefusal: (n) => {
+      this.feed({ type: "RefusalReceived", targetUid: this.uidOf(n.target) });
+    },
+    onReport: (r) => {
+      if (r.type === "applierWrite") return this.feed({ type: "ApplierWrite", report: r });
+      // A stale attempt is decided again at once, at the tip as it is then: look at the remote
+      // first, as a push notice would, so the retry is not for the tip that was already stale.
+      if ((r.phase === "Stale" || r.revisionMismatch === true) && this.worker) {
+        this.heldStale.push(r);
+        this.worker.observeSoon("notice");
+        const signal = this.life.signal;
+        void this.clock.sleep(this.o.staleObserveMs ?? 5000, signal).then(() => {
+          if (!signal.aborted) this.releaseStale();
+        });
+        return;
+      }
+      this.feed({ type: "Report", report: r });
+    },
+  };
+
+  /**
+   * Starts deciding for `worker`: restores the state (Redis, then the claims' status) before any
+   * event the worker reports, so the first observation is a baseline. Call before `worker.start()`.
+   */
+  start(worker: BranchWorker): void {
+    this.worker = worker;
+    this.tasks.unshift(() => this.restore());
+    this.pump();
+    void this.listLoop();
+  }
+
+  /** Stops after the event being handled (its state saved); pending timers are dropped. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake.abort();
+    this.life.abort();
+    this.tasks.length = 0;
+    await this.pumping;
+    await Promise.all(this.claimWrites.values());
+  }
+
+  /** Resolves when every event fed so far has been handled. */
+  async idle(): Promise<void> {
+    while (this.pumping) await this.pumping;
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  private feed(event: DecisionEvent): void {
+    if (this.stopped) return;
+    this.tasks.push(() => this.handle(event));
+    this.pump();
+  }
+
+  private pump(): void {
+    if (this.pumping || this.stopped) return;
+    this.pumping = (async () => {
+      while (!this.stopped && this.tasks.length > 0) {
+        const task = this.tasks.shift() as Task;
+        try {
+          await task();
+        } catch (err) {
+          this.log.error({ err }, "decision step failed");
+        }
+      }
+    })().finally(() => {
+      this.pumping = undefined;
+      if (!this.stopped && this.tasks.length > 0) this.pump();
+    });
+  }
+
+  private releaseStale(): void {
+    for (const r of this.heldStale.splice(0)) this.feed({ type: "Report", report: r as PhaseReport });
+  }
+
+  private uidOf(t: { namespace: string; name: string; uid?: string | undefined }): string {
+    return this.uids.get(`${t.namespace}/${t.name}`) ?? t.uid ?? `${t.namespace}/${t.name}`;
+  }
+
+  private async restore(): Promise<void> {
+    const saved = await this.o.store.load();
+    const listing = await this.o.list();
+    this.remember(listing);
+    await this.handle({
+      type: "Restarted",
+      tokenPrefix: this.s.tokenPrefix,
+      claims: listing.claims,
+      ...(saved ? { saved } : {}),
+    });
+    this.listed = JSON.stringify(listing.targets);
+    await this.handle({ type: "TargetsListed", targets: listing.targets });
+    this.log.info(
+      {
+        restored: saved !== undefined,
+        targets: listing.targets.length,
+        operationsOut: Object.values(this.s.appliers).filter((a) => a.operation).length,
+      },
+      "decisions started",
+    );
+  }
+
+  private remember(listing: BranchListing): void {
+    for (const t of listing.targets) this.uids.set(`${t.namespace}/${t.name}`, t.uid);
+  }
+
+  private async listLoop(): Promise<void> {
+    const every = this.o.listIntervalMs ?? 5000;
+    while (!this.stopped) {
+      await this.clock.sleep(every, this.life.signal);
+      if (this.stopped) return;
+      this.tasks.push(async () => {
+        let listing: BranchListing;
+        try {
+          listing = await this.o.list();
+        } catch (err) {
+          this.log.warn({ err: (err as Error).message }, "listing GitTargets failed; keeping the last list");
+          return;
+        }
+        this.remember(listing);
+        const sig = JSON.stringify(listing.targets);
+        if (sig === this.listed) return;
+        this.listed = sig;
+        await this.handle({ type: "TargetsListed", targets: listing.targets });
+      });
+      this.pump();
+    }
+  }
+
+  /** One step: decide, save while the lease is held, then carry out the actions in order. */
+  private async handle(event: DecisionEvent): Promise<void> {
+    const { state, actions } = step(this.s, event, this.clock.now());
+    this.s = state;
+    const json = JSON.stringify(state);
+    if (json !== this.saved) {
+      if (!(await this.o.store.save(this.o.lease.token, state))) {
+        this.log.warn("lost the branch's lease; decisions stop before carrying anything out");
+        this.stopped = true;
+        this.wake.abort();
+        this.life.abort();
+        return;
+      }
+      this.saved = json;
+    }
+    for (const a of actions) await this.carry(a);
+  }
+
+  private async carry(a: DecisionAction): Promise<void> {
+    switch (a.type) {
+      case "Flush": {
+        const worker = this.worker;
+        if (!worker) return this.feed({ type: "FlushFailed", flush: a.flush });
+        this.log.info({ flush: a.flush, mark: a.mark }, "an apply is due: flushing");
+        // Not awaited: the worker runs the flush in its own loop and calls the hooks on the way;
+        // the Published (or FlushFailed) answering it comes after every event those hooks feed.
+        void worker
+          .flush()
+          .then((r) =>
+            this.feed(
+              r.ok && r.tip
+                ? { type: "Published", upToMark: null, tip: r.tip, flush: a.flush }
+                : { type: "FlushFailed", flush: a.flush },
+            ),
+          );
+        return;
+      }
+      case "SendAttempt":
+        return this.send(a.attempt);
+      case "RecordRepairPending":
+        return this.recordRepair(a.claim, a.pending);
+      case "LogCollision":
+        this.metrics.collision(a.applier.kind);
+        this.log.warn(
+          {
+            object: a.object,
+            applier: a.applier,
+            claim: a.claim,
+            commit: a.commit,
+            token: a.token,
+            target: a.targetUid,
+          },
+          "late apply over a newer edit withheld: Git keeps the edit, a Repair is due",
+        );
+        return;
+      case "ScheduleWake": {
+        this.wake.abort();
+        this.wake = new AbortController();
+        const signal = this.wake.signal;
+        void this.clock.sleep(Math.max(0, a.at - this.clock.now()), signal).then(() => {
+          if (!signal.aborted) this.feed({ type: "Tick" });
+        });
+        return;
+      }
+    }
+  }
+
+  private async send(attempt: Attempt): Promise<void> {
+    const log = this.log.child({ applier: attempt.applier, token: attempt.token, commit: attempt.commit });
+    for (let i = 1; ; i++) {
+      try {
+        await this.o.sender.send(attempt);
+        this.sent.push(attempt);
+        log.info({ targets: attempt.targets }, "apply attempt sent");
+        return;
+      } catch (err) {
+        if (i < 3) continue;
+        // Nothing was started: the attempt ends RequestFailed, which gives its reasons back.
+        log.warn({ err: (err as Error).message }, "apply attempt could not be queued");
+        this.feed({
+          type: "Report",
+          report: {
+            type: "phase",
+            token: attempt.token,
+            claim: attempt.claim,
+            branchKey: attempt.branchKey,
+            phase: "RequestFailed",
+            at: new Date(this.clock.now()).toISOString(),
+            reason: "QueueUnavailable",
+          },
+        });
+        return;
+      }
+    }
+  }
+
+  /** Written in the background, in order per claim: a slow API server never holds a decision. */
+  private recordRepair(claim: ClaimRef, pending: boolean): void {
+    const key = `${claim.kind}/${claim.namespace}/${claim.name}`;
+    const prev = this.claimWrites.get(key) ?? Promise.resolve();
+    const next = prev
+      .then(() =>
+        this.o.objects.patchClaimStatus(claim, (c) =>
+          (c.status?.repairPending === true) === pending ? undefined : { repairPending: pending },
+        ),
+      )
+      .then(
+        () => undefined,
+        (err) =>
+          this.log.warn({ claim, pending, err: (err as Error).message }, "writing repairPending failed"),
+      );
+    this.claimWrites.set(key, next);
+    void next.then(() => {
+      if (this.claimWrites.get(key) === next) this.claimWrites.delete(key);
+    });
+  }
+}

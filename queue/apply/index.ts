@@ -1,0 +1,111 @@
+/**
+ * The decisions, wired into a worker replica: one `DecisionDriver` per branch the replica owns,
+ * attempts queued on `attempts-<kind>` (job id = token, one try: only the worker retries).
+ *
+ *   const decisions = createDecisions({ redisUrl, prefix, objects, directory, log });
+ *   const replica = new Replica({ ...options, attach: decisions.attach });
+ *   ...; await replica.stop(); await decisions.close();
+ */
+import { Queue } from "bullmq";
+import { type ApplierKind, type Attempt, attemptsQueue } from "../contract.js";
+import type { Logger } from "../log.js";
+import type { Clock } from "../worker/clock.js";
+import type { Directory } from "../worker/directory.js";
+import type { BranchAttachment, BranchContext } from "../worker/replica.js";
+import { listBranch, type ObjectSource } from "./catalog.js";
+import { type AttemptSender, DecisionDriver } from "./driver.js";
+import type { ApplyMetrics } from "./metrics.js";
+import { DecisionStore } from "./store.js";
+
+export * from "./catalog.js";
+export * from "./driver.js";
+export * from "./metrics.js";
+export * from "./store.js";
+
+export interface DecisionsOptions {
+  redisUrl: string;
+  prefix: string;
+  /** GitTargets, claims and appliers (the Kubernetes API: `KubeObjects`; a file: `MemoryObjects`). */
+  objects: ObjectSource;
+  /** Which GitTargets write a branch (read again at every listing, so new ones are seen). */
+  directory: Directory;
+  log: Logger;
+  clock?: Clock;
+  metrics?: ApplyMetrics;
+  listIntervalMs?: number;
+}
+
+export interface Decisions {
+  /** Pass as `ReplicaOptions.attach`. */
+  attach(ctx: BranchContext): BranchAttachment;
+  /** The driver of each branch this process decides for now. */
+  readonly drivers: Map<string, DecisionDriver>;
+  close(): Promise<void>;
+}
+
+/** Queues attempts on their applier kind's queue: job id = token, one try, kept a while for the dashboard. */
+export function queueSender(redisUrl: string, prefix: string): AttemptSender & { close(): Promise<void> } {
+  const queues = new Map<ApplierKind, Queue>();
+  const queueOf = (kind: ApplierKind) => {
+    let q = queues.get(kind);
+    if (!q) {
+      q = new Queue(attemptsQueue(kind), {
+        connection: { url: redisUrl, maxRetriesPerRequest: null },
+        prefix,
+      });
+      queues.set(kind, q);
+    }
+    return q;
+  };
+  return {
+    async send(attempt: Attempt) {
+      await queueOf(attempt.applier.kind).add(attempt.token, attempt, {
+        jobId: attempt.token,
+        attempts: 1,
+        removeOnComplete: { count: 1000 },
+        removeOnFail: { count: 5000 },
+      });
+    },
+    async close() {
+      await Promise.all([...queues.values()].map((q) => q.close()));
+    },
+  };
+}
+
+export function createDecisions(o: DecisionsOptions): Decisions {
+  const sender = queueSender(o.redisUrl, o.prefix);
+  const drivers = new Map<string, DecisionDriver>();
+  return {
+    drivers,
+    attach(ctx) {
+      const driver = new DecisionDriver({
+        spec: ctx.spec,
+        store: new DecisionStore(ctx.redis, o.prefix, ctx.key),
+        lease: ctx.lease,
+        async list() {
+          const spec = (await o.directory.branch(ctx.key)) ?? ctx.spec;
+          return listBranch(o.objects, spec.targets);
+        },
+        objects: o.objects,
+        sender,
+        log: ctx.log,
+        ...(o.clock ? { clock: o.clock } : {}),
+        ...(o.metrics ? { metrics: o.metrics } : {}),
+        ...(o.listIntervalMs !== undefined ? { listIntervalMs: o.listIntervalMs } : {}),
+      });
+      drivers.set(ctx.key, driver);
+      return {
+        hooks: driver.hooks,
+        start: (worker) => driver.start(worker),
+        async stop() {
+          await driver.stop();
+          if (drivers.get(ctx.key) === driver) drivers.delete(ctx.key);
+        },
+      };
+    },
+    async close() {
+      await Promise.all([...drivers.values()].map((d) => d.stop()));
+      await sender.close();
+    },
+  };
+}

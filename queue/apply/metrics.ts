@@ -1,0 +1,22 @@
+/** The decisions' metrics. */
+import { Counter, type Registry } from "prom-client";
+import type { ApplierKind } from "../contract.js";
+
+export const APPLY_WINDOW_COLLISIONS_TOTAL = "applygate_apply_window_collisions_total";
+
+export interface ApplyMetrics {
+  /** A late apply over a newer API edit was withheld in an apply window. */
+  collision(kind: ApplierKind): void;
+}
+
+export const noApplyMetrics: ApplyMetrics = { collision() {} };
+
+export function createApplyMetrics(registry: Registry): ApplyMetrics {
+  const collisions = new Counter({
+    name: APPLY_WINDOW_COLLISIONS_TOTAL,
+    help: "Late applies over a newer API edit withheld in an apply window (a Repair became due)",
+    labelNames: ["applier_kind"],
+    registers: [registry],
+  });
+  return { collision: (kind) => collisions.inc({ applier_kind: kind }) };
+}

@@ -1,0 +1,51 @@
+/**
+ * The decision state of one branch in Redis (JSON under `branchKeys(...).decisions`). Written only
+ * while the caller holds the branch's lease, checked in the same script, so a replica that lost
+ * the branch can never overwrite what the new owner decided.
+ */
+import type { Redis } from "ioredis";
+import type { DecisionState } from "../decide/index.js";
+import { branchKeys } from "../keys.js";
+
+// KEYS: lease, decisions. ARGV: lease token, state JSON.
+const SAVE = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+`;
+
+export class DecisionStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    readonly branchKey: string,
+  ) {}
+
+  private get keys() {
+    return branchKeys(this.prefix, this.branchKey);
+  }
+
+  async load(): Promise<DecisionState | undefined> {
+    const raw = await this.redis.get(this.keys.decisions);
+    if (!raw) return undefined;
+    try {
+      return JSON.parse(raw) as DecisionState;
+    } catch {
+      return undefined; // unreadable: start over from the claims' status, as after a loss
+    }
+  }
+
+  /** Saves the state; false when the lease token is no longer the owner's (nothing written). */
+  async save(leaseToken: string | undefined, state: DecisionState): Promise<boolean> {
+    if (!leaseToken) return false;
+    const ok = await this.redis.eval(
+      SAVE,
+      2,
+      this.keys.lease,
+      this.keys.decisions,
+      leaseToken,
+      JSON.stringify(state),
+    );
+    return ok === 1;
+  }
+}
