@@ -133,12 +133,10 @@ describe.concurrent("holding a Kustomization", () => {
         "repo",
         { metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": `fetch-${round}` } } },
       );
-      await until(
-        async () =>
-          (await s.kind.controller.source(await s.readClaim(), s.ks, await ctxOf(s, world))) &&
-          world.sim.fetches(s.source) > round,
-        "fetch",
-      );
+      await until(async () => {
+        const src = await s.kind.executor["d"].client.source(s.source);
+        return src?.status?.artifact?.revision === `main@sha1:${commit}`;
+      }, "the source to fetch the commit");
       // flux resume: a merge patch of spec.suspend=false.
       await world.kube.mergePatch(
         KUSTOMIZATION,
