@@ -530,7 +530,13 @@ describe("argosim", () => {
       "term",
       manualSync(undefined, { retry: { limit: 5, backoff: { duration: "10ms" } } }),
     );
-    await until(async () => (await opState("term"))?.phase === "Running", "Running");
+    await until(async () => {
+      const st = await opState("term");
+      return st?.phase === "Running" && st.syncResult;
+    }, "the held attempt's state");
+    // Let the controller's pass end first: a terminate written while a pass runs can be
+    // overwritten by that pass's Running, in Argo CD as here.
+    await s.idle();
     // What TerminateOperation does: phase Terminating through an update of the main resource.
     const app = await getApp("term");
     app.status.operationState.phase = "Terminating";
