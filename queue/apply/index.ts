@@ -19,6 +19,7 @@ import { DecisionStore } from "./store.js";
 
 export * from "./catalog.js";
 export * from "./driver.js";
+export * from "./kube-objects.js";
 export * from "./metrics.js";
 export * from "./store.js";
 

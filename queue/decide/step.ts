@@ -446,8 +446,18 @@ export function restart(
   s.saves = [];
   s.dirty = false;
   s.wakeAt = null;
+  // An operation the claim's status shows (in flight or succeeded) is restored or answered from
+  // there; only one no executor recorded, or one that ended otherwise, gives its reasons back.
+  const recorded = new Set(
+    e.claims.flatMap((c) =>
+      c.operation && (c.operation.phase === "Succeeded" || !TERMINAL_PHASES.includes(c.operation.phase))
+        ? [c.operation.token]
+        : [],
+    ),
+  );
   for (const [key, a] of Object.entries(s.appliers)) {
-    if (a.operation) giveBack(a.pending, a.operation.carried, (kind, uid) => stillStands(s, key, kind, uid));
+    if (a.operation && !recorded.has(a.operation.token))
+      giveBack(a.pending, a.operation.carried, (kind, uid) => stillStands(s, key, kind, uid));
     a.operation = null;
     a.windows = [];
   }

@@ -1,0 +1,553 @@
+/**
+ * The decisions shell end to end: a worker replica with decisions on, real Redis (BullMQ), the real
+ * Git server, the simulated API server holding the GitTarget, FluxClaim and Kustomization, and a
+ * scripted executor on `attempts-flux` standing in for the sidecar: it records the operation on
+ * the claim's status and reports each phase on `reports`, as the sidecar does.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as k8s from "@kubernetes/client-node";
+import { type Job, Queue, Worker } from "bullmq";
+import { afterEach, describe, expect, it } from "vitest";
+import { createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
+import {
+  type AcceptedWrite,
+  type Attempt,
+  attemptsQueue,
+  branchKey,
+  QUEUES,
+  type Report,
+  type ReportPhase,
+} from "../../queue/contract.js";
+import { crdFiles } from "../../queue/crds/files.js";
+import type { GitProvider, GitTarget } from "../../queue/crds/index.js";
+import { acceptWrite } from "../../queue/intake.js";
+import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
+import { createLogger, silentLogger } from "../../queue/log.js";
+import type { BranchWorker } from "../../queue/worker/branch-worker.js";
+import { directoryFromObjects } from "../../queue/worker/directory.js";
+import { Replica } from "../../queue/worker/replica.js";
+import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import { gitOk } from "../git/cli.js";
+import { type GitServer, startGitServer } from "../git/server.js";
+import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { foreignCommit } from "./foreign.js";
+import { waitFor } from "./harness.js";
+
+const NS = "team";
+const FOLDER = "clusters/dev";
+const CLAIM_KEY = `FluxClaim/${NS}/claim`;
+const GROUP = { group: "applygate.dev", version: "v1alpha1" };
+const log = () =>
+  process.env.APPLYGATE_TEST_LOG
+    ? createLogger({ level: process.env.APPLYGATE_TEST_LOG, pretty: false })
+    : silentLogger();
+
+type Script = (attempt: Attempt, ex: Executor) => Promise<void>;
+
+interface Executor {
+  /** Records the phase on the claim's status (as the sidecar does first), then reports it. */
+  report(attempt: Attempt, phase: ReportPhase): Promise<number>;
+  send(report: Report): Promise<void>;
+}
+
+interface World {
+  api: ApiServer;
+  git: GitServer;
+  redis: IsolatedRedis;
+  url: string;
+  key: string;
+  bare: string;
+  initial: string;
+  targetUid: string;
+  custom: k8s.CustomObjectsApi;
+  attempts: Attempt[];
+  /** Scripts for the next attempts, in order; the default plays Requested … Succeeded. */
+  scripts: Script[];
+  startReplica(): Promise<{ replica: Replica; decisions: Decisions }>;
+  stopReplica(): Promise<void>;
+  decisions(): Decisions;
+  worker(): BranchWorker;
+  driver(): NonNullable<ReturnType<Decisions["drivers"]["get"]>>;
+  accept(name: string, value: string, extra?: Partial<AcceptedWrite>): Promise<AcceptedWrite>;
+  published(id: string): Promise<string | null>;
+  claim(): Promise<{ status?: Record<string, unknown> }>;
+  close(): Promise<void>;
+}
+
+const succeed: Script = async (a, ex) => {
+  for (const p of ["Requested", "Running", "Settling", "Succeeded"] as const) await ex.report(a, p);
+};
+
+async function world(o: { appliedInitial: boolean; windowSeconds?: number }): Promise<World> {
+  const api = await startApiServer({ bookmarkIntervalMs: 100 });
+  for (const f of crdFiles()) await api.installCrdFile(f);
+  await api.installCrdFile(
+    fileURLToPath(new URL("../cluster/crds/flux-kustomization.yaml", import.meta.url)),
+  );
+  const git = await startGitServer();
+  const url = await git.createRepo("site", { [`${FOLDER}/README.md`]: "dev\n" });
+  const initial = (await git.tip("site")) as string;
+  const redis = await isolatedRedis("decisions");
+  const key = branchKey(url, "main");
+  const kc = api.kubeConfig();
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const merge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
+  await kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
+
+  await custom.createNamespacedCustomObject({
+    group: "kustomize.toolkit.fluxcd.io",
+    version: "v1",
+    plural: "kustomizations",
+    namespace: NS,
+    body: {
+      apiVersion: "kustomize.toolkit.fluxcd.io/v1",
+      kind: "Kustomization",
+      metadata: { name: "apps", namespace: NS },
+      spec: {
+        interval: "100h",
+        prune: true,
+        path: `./${FOLDER}`,
+        sourceRef: { kind: "GitRepository", name: "repo" },
+      },
+    },
+  });
+  await custom.createNamespacedCustomObject({
+    ...GROUP,
+    plural: "fluxclaims",
+    namespace: NS,
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "FluxClaim",
+      metadata: { name: "claim", namespace: NS },
+      spec: { kustomizationRef: { name: "apps", namespace: NS } },
+    },
+  });
+  if (o.appliedInitial)
+    await custom.patchNamespacedCustomObjectStatus(
+      {
+        ...GROUP,
+        plural: "fluxclaims",
+        namespace: NS,
+        name: "claim",
+        body: { status: { lastAppliedCommit: initial } },
+      },
+      merge,
+    );
+  const provider = {
+    apiVersion: "applygate.dev/v1alpha1",
+    kind: "GitProvider",
+    metadata: { name: "gp", namespace: NS },
+    spec: { url },
+  } as unknown as GitProvider;
+  const target = (await custom.createNamespacedCustomObject({
+    ...GROUP,
+    plural: "gittargets",
+    namespace: NS,
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "GitTarget",
+      metadata: { name: "site", namespace: NS },
+      spec: {
+        providerRef: { name: "gp" },
+        branch: "main",
+        path: FOLDER,
+        claimRef: { kind: "FluxClaim", name: "claim" },
+        commitWindow: { idleSeconds: o.windowSeconds ?? 1, maxSeconds: 30 },
+      },
+    },
+  })) as GitTarget;
+  // Its folder is already in Git: past the barrier from the start.
+  await custom.patchNamespacedCustomObjectStatus(
+    {
+      ...GROUP,
+      plural: "gittargets",
+      namespace: NS,
+      name: "site",
+      body: { status: { publication: { state: "Published", commit: initial, intakePaused: false } } },
+    },
+    merge,
+  );
+  const directory = directoryFromObjects([provider], [target]);
+  const objects = new KubeObjects(kc, log());
+  const connection = { url: redis.url, maxRetriesPerRequest: null };
+  const reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
+  const branches = new Queue(QUEUES.branches, { connection, prefix: redis.prefix });
+  const attempts: Attempt[] = [];
+  const scripts: Script[] = [];
+  const executor: Executor = {
+    async report(a, phase) {
+      const terminal = ["Succeeded", "Failed", "RequestFailed", "Rejected", "Dropped", "Stale"].includes(
+        phase,
+      );
+      if (!["RequestFailed", "Rejected", "Dropped", "Stale"].includes(phase))
+        await objects.patchClaimStatus(a.claim, () => ({
+          operation: {
+            token: a.token,
+            phase,
+            commit: a.commit,
+            targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+            requestedAt: a.sentAt,
+            ...(terminal ? { completedAt: new Date().toISOString() } : {}),
+          },
+          ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
+        }));
+      const at = Date.now();
+      await reports.add("phase", {
+        type: "phase",
+        token: a.token,
+        claim: a.claim,
+        branchKey: a.branchKey,
+        phase,
+        at: new Date(at).toISOString(),
+        commit: a.commit,
+      });
+      return at;
+    },
+    async send(r) {
+      await reports.add(r.type, r);
+    },
+  };
+  const exec = new Worker(
+    attemptsQueue("flux"),
+    async (job: Job) => {
+      const a = job.data as Attempt;
+      attempts.push(a);
+      await (scripts.shift() ?? succeed)(a, executor);
+    },
+    { connection, prefix: redis.prefix, concurrency: 4 },
+  );
+  const cacheDirs: string[] = [];
+  let running: { replica: Replica; decisions: Decisions } | undefined;
+
+  const w: World = {
+    api,
+    git,
+    redis,
+    url,
+    key,
+    bare: join(git.root, "site.git"),
+    initial,
+    targetUid: target.metadata.uid as string,
+    custom,
+    attempts,
+    scripts,
+    async startReplica() {
+      const cacheDir = await mkdtemp(join(tmpdir(), "applygate-decisions-"));
+      cacheDirs.push(cacheDir);
+      const decisions = createDecisions({
+        redisUrl: redis.url,
+        prefix: redis.prefix,
+        objects,
+        directory,
+        log: log(),
+        listIntervalMs: 500,
+      });
+      const replica = new Replica({
+        redisUrl: redis.url,
+        prefix: redis.prefix,
+        directory,
+        cacheDir,
+        log: log(),
+        leaseMs: 3000,
+        attach: decisions.attach,
+        branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
+      });
+      await redis.client.sadd(knownBranchesKey(redis.prefix), key);
+      await replica.start();
+      running = { replica, decisions };
+      await waitFor("the branch taken with decisions on", () => decisions.drivers.get(key));
+      return running;
+    },
+    async stopReplica() {
+      if (!running) return;
+      await running.replica.stop();
+      await running.decisions.close();
+      running = undefined;
+    },
+    decisions: () => running?.decisions as Decisions,
+    worker: () => running?.replica.branch(key) as BranchWorker,
+    driver: () => running?.decisions.drivers.get(key) as ReturnType<World["driver"]>,
+    async accept(name, value, extra = {}) {
+      const write: AcceptedWrite = {
+        id: randomUUID(),
+        target: { namespace: NS, name: "site" },
+        branchKey: key,
+        path: FOLDER,
+        acceptedAt: new Date().toISOString(),
+        author: { name: "Ada", email: "ada@example.com" },
+        changes: [
+          {
+            op: "upsert",
+            object: {
+              apiVersion: "v1",
+              kind: "ConfigMap",
+              metadata: { name, namespace: "web" },
+              data: { value },
+            },
+          },
+        ],
+        ...extra,
+      };
+      expect((await acceptWrite(redis.client, redis.prefix, write, branches)).accepted).toBe(true);
+      return write;
+    },
+    published: (id) => redis.client.get(writePublishedKey(redis.prefix, id)),
+    async claim() {
+      return (await custom.getNamespacedCustomObject({
+        ...GROUP,
+        plural: "fluxclaims",
+        namespace: NS,
+        name: "claim",
+      })) as {
+        status?: Record<string, unknown>;
+      };
+    },
+    async close() {
+      await w.stopReplica();
+      await exec.close(true);
+      await reports.close();
+      await branches.close();
+      await api.close();
+      await git.close();
+      await redis.cleanup();
+      for (const d of cacheDirs) await rm(d, { recursive: true, force: true });
+    },
+  };
+  return w;
+}
+
+const show = (w: World, rev: string, path: string) =>
+  gitOk(["show", `${rev}:${path}`], { cwd: w.bare }).catch(() => undefined);
+const isAncestor = (w: World, a: string, b: string) =>
+  gitOk(["merge-base", "--is-ancestor", a, b], { cwd: w.bare }).then(
+    () => true,
+    () => false,
+  );
+const cm = (name: string) => `${FOLDER}/core/configmap/web/${name}.yaml`;
+/** The applier has nothing pending and nothing out: no further attempt can come without news. */
+const settled = (w: World) => {
+  const a = w.driver()?.state.appliers[CLAIM_KEY];
+  return (
+    a !== undefined &&
+    a.operation === null &&
+    a.pending.all.length === 0 &&
+    Object.values(a.pending.byTarget).every((k) => k.length === 0)
+  );
+};
+
+describe("decisions shell: the branch worker decides and sends applies", () => {
+  let w: World;
+  afterEach(async () => {
+    await w.close();
+  });
+
+  it("two edits a few seconds apart with a foreign push between them: one apply, of a tip holding both sides", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true, windowSeconds: 3 });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const first = await w.accept("a", "1");
+    await new Promise((r) => setTimeout(r, 1000));
+    // Somebody pushes straight to the repository: no notice reaches the worker.
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+    await new Promise((r) => setTimeout(r, 1000));
+    const second = await w.accept("a", "2");
+    const tip = await waitFor("both edits published", () => w.published(second.id));
+    expect(await w.published(first.id)).toBe(tip);
+    await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === tip);
+    await waitFor("nothing left to decide", () => settled(w));
+
+    expect(w.attempts).toHaveLength(1);
+    const [attempt] = w.attempts as [Attempt];
+    expect(attempt.commit).toBe(tip);
+    expect(attempt.targets).toEqual([
+      { uid: w.targetUid, namespace: NS, name: "site", reason: "ForeignCommit" },
+    ]);
+    // The applied commit holds both sides: the foreign commit and the later API edit.
+    expect(await isAncestor(w, foreign, tip)).toBe(true);
+    expect(await show(w, tip, `${FOLDER}/from-git.txt`)).toBe("git side\n");
+    expect(await show(w, tip, cm("a"))).toContain('value: "2"');
+    expect(await w.git.tip("site")).toBe(tip);
+  });
+
+  it("asks nothing before the first observation; the baseline converges once; a converge of the last applied commit asks nothing", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: false });
+    w.git.faults.setDown(true);
+    await w.startReplica();
+    // The GitTarget names the claim (a converge is pending), but the remote cannot be read yet.
+    await waitFor("targets listed", () => w.driver().state.targets[w.targetUid]?.claim === CLAIM_KEY);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(w.driver().state.observed).toBe(false);
+    expect(w.driver().state.appliers[CLAIM_KEY]?.pending.byTarget[w.targetUid]).toContain("Converge");
+    expect(w.attempts).toHaveLength(0);
+
+    w.git.faults.setDown(false);
+    await waitFor(
+      "the converge applied",
+      async () => (await w.claim()).status?.lastAppliedCommit === w.initial,
+    );
+    await waitFor("nothing left to decide", () => settled(w));
+    expect(w.attempts.map((a) => [a.commit, a.targets.map((t) => t.reason)])).toEqual([
+      [w.initial, ["CatchUp"]],
+    ]);
+
+    // A new start converges again, but the applier already applied the tip: nothing is asked.
+    await w.stopReplica();
+    await w.startReplica();
+    await waitFor("baseline after the restart", () => w.driver().state.observed);
+    await w.driver().idle();
+    expect(settled(w)).toBe(true);
+    expect(w.attempts).toHaveLength(1);
+  });
+
+  it("a Failed operation gives its reasons back and is retried after the backoff", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    let failedAt = 0;
+    w.scripts.push(async (a, ex) => {
+      await ex.report(a, "Requested");
+      failedAt = await ex.report(a, "Failed");
+    });
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    // What a push notice does: it is only a hint to look at the remote.
+    w.worker().observeSoon();
+    await waitFor("the retry applied", async () => (await w.claim()).status?.lastAppliedCommit === foreign);
+    expect(w.attempts).toHaveLength(2);
+    const [first, retry] = w.attempts as [Attempt, Attempt];
+    expect(first.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    expect(retry.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    expect(retry.commit).toBe(foreign);
+    expect(retry.token).not.toBe(first.token);
+    // Backoff after a first failure is 2 s.
+    expect(Date.parse(retry.sentAt) - failedAt).toBeGreaterThanOrEqual(1900);
+  });
+
+  it("a Stale attempt is decided again at once, at the tip as it is then", { timeout: 60_000 }, async () => {
+    w = await world({ appliedInitial: true });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    let later = "";
+    w.scripts.push(async (a, ex) => {
+      // The executor's recheck finds the branch moved on: the attempt is stale.
+      later = await foreignCommit(w.bare, `${FOLDER}/g.txt`, "2\n");
+      await ex.report(a, "Stale");
+    });
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    w.worker().observeSoon();
+    await waitFor("the retry applied", async () => (await w.claim()).status?.lastAppliedCommit === later);
+    await waitFor("nothing left to decide", () => settled(w));
+    expect(w.attempts.map((a) => a.commit)).toEqual([foreign, later]);
+    expect(w.attempts[1]?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    // No backoff was started by the stale attempt.
+    expect(w.driver().state.appliers[CLAIM_KEY]?.failures).toBe(0);
+  });
+
+  it("a restart restores the operation out from the claim and reasons from Redis; the baseline is a converge, never a ForeignCommit", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    w.scripts.push(async (a, ex) => {
+      await ex.report(a, "Requested");
+      await ex.report(a, "Running");
+      await gate;
+      await ex.report(a, "Settling");
+      await ex.report(a, "Succeeded");
+    });
+    const f1 = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    w.worker().observeSoon();
+    await waitFor("the operation running", async () => {
+      const op = (await w.claim()).status?.operation as { phase?: string } | undefined;
+      return op?.phase === "Running";
+    });
+    await w.stopReplica();
+    const saved = await w.redis.client.get(branchKeys(w.redis.prefix, w.key).decisions);
+    expect(JSON.parse(saved as string).appliers[CLAIM_KEY].operation.token).toBe(w.attempts[0]?.token);
+
+    // While no worker runs, somebody pushes: the next start must not answer it with a ForeignCommit.
+    const f2 = await foreignCommit(w.bare, `${FOLDER}/g.txt`, "2\n");
+    await w.startReplica();
+    await waitFor("baseline after the restart", () => w.driver().state.observed);
+    await w.driver().idle();
+    const a = w.driver().state.appliers[CLAIM_KEY];
+    expect(a?.operation?.token).toBe(w.attempts[0]?.token);
+    expect(a?.pending.all).toEqual(["Converge"]);
+    expect(Object.values(a?.pending.byTarget ?? {}).flat()).not.toContain("ForeignCommit");
+    expect(w.attempts).toHaveLength(1);
+
+    release();
+    await waitFor("the converge applied", async () => (await w.claim()).status?.lastAppliedCommit === f2);
+    await waitFor("nothing left to decide", () => settled(w));
+    expect(w.attempts.map((x) => [x.commit, x.targets.map((t) => t.reason)])).toEqual([
+      [f1, ["ForeignCommit"]],
+      [f2, ["CatchUp"]],
+    ]);
+  });
+
+  it("an applier write newer than an edit in the apply window makes a Repair due", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const editedAt = new Date(Math.floor(Date.now() / 1000) * 1000);
+    w.scripts.push(async (a, ex) => {
+      await ex.report(a, "Requested");
+      await ex.report(a, "Running");
+      await gate;
+      // The window observer saw kustomize-controller write the edited object after the edit.
+      await ex.send({
+        type: "applierWrite",
+        token: a.token,
+        claim: a.claim,
+        branchKey: a.branchKey,
+        object: { apiVersion: "v1", kind: "ConfigMap", namespace: "web", name: "a" },
+        manager: "kustomize-controller",
+        writtenAt: new Date(editedAt.getTime() + 2000).toISOString(),
+        resourceVersion: "42",
+        observedAt: new Date().toISOString(),
+      });
+      await ex.report(a, "Settling");
+      await ex.report(a, "Succeeded");
+    });
+    let repairShown = false;
+    w.scripts.push(async (a, ex) => {
+      repairShown = (await w.claim()).status?.repairPending === true;
+      await succeed(a, ex);
+    });
+    await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    w.worker().observeSoon();
+    await waitFor("the operation out", () => w.attempts.length === 1);
+    // An API edit while the apply runs: decided into the window the attempt opened.
+    const edit = await w.accept("a", "mine", { save: true, editedAt: editedAt.toISOString() });
+    const tip = await waitFor("the edit published", () => w.published(edit.id));
+    release();
+    await waitFor("the repair applied", async () => (await w.claim()).status?.lastAppliedCommit === tip);
+    await waitFor("nothing left to decide", () => settled(w));
+    expect(w.attempts).toHaveLength(2);
+    expect(w.attempts[1]?.targets.map((t) => t.reason)).toEqual(["Repair"]);
+    expect(w.attempts[1]?.commit).toBe(tip);
+    expect(w.driver().state.collisions).toBe(1);
+    expect(repairShown).toBe(true);
+    await waitFor("repairPending cleared", async () => (await w.claim()).status?.repairPending === false);
+  });
+});
