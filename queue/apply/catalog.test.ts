@@ -1,0 +1,134 @@
+import { describe, expect, it } from "vitest";
+import { initialState, step } from "../decide/index.js";
+import { type KubeLike, listBranch, MemoryObjects } from "./catalog.js";
+
+const target = (
+  name: string,
+  claim?: { kind: string; name: string },
+  extra: Partial<KubeLike> = {},
+): KubeLike => ({
+  kind: "GitTarget",
+  metadata: { name, namespace: "team", uid: `uid-${name}` },
+  spec: { path: name, branch: "main", ...(claim ? { claimRef: claim } : {}), onRefusal: "Reapply" },
+  ...extra,
+});
+
+function objects(): MemoryObjects {
+  return new MemoryObjects([
+    target("a", { kind: "FluxClaim", name: "fc" }, { status: { publication: { commit: "c1" } } }),
+    target("b", { kind: "ArgoCDClaim", name: "ac" }),
+    target("c"),
+    {
+      kind: "FluxClaim",
+      metadata: { name: "fc", namespace: "team" },
+      spec: { kustomizationRef: { name: "apps" } },
+    },
+    {
+      kind: "ArgoCDClaim",
+      metadata: { name: "ac", namespace: "team" },
+      spec: { applicationRef: { name: "web", namespace: "argocd" } },
+      status: {
+        repairPending: true,
+        lastAppliedCommit: "c0",
+        operation: {
+          token: "t-1",
+          phase: "Running",
+          commit: "c1",
+          targets: [{ uid: "uid-b", reason: "Repair" }],
+        },
+      },
+    },
+    {
+      kind: "Kustomization",
+      metadata: { name: "apps", namespace: "team" },
+      spec: { sourceRef: { kind: "GitRepository", name: "repo", namespace: "flux-system" } },
+    },
+    {
+      kind: "Application",
+      metadata: { name: "web", namespace: "argocd" },
+      spec: { source: { repoURL: "https://Git.example.com/org/site.git" } },
+    },
+  ]);
+}
+
+describe("catalog: GitTargets, claims, appliers and sources of a branch", () => {
+  it("maps each GitTarget to its claim's applier and the source that applier reads", async () => {
+    const l = await listBranch(objects(), [
+      { namespace: "team", name: "a" },
+      { namespace: "team", name: "b" },
+      { namespace: "team", name: "c" },
+      { namespace: "team", name: "gone" },
+    ]);
+    expect(
+      l.targets.map((t) => [t.uid, t.claim?.name ?? null, t.applier?.kind ?? null, t.source, t.published]),
+    ).toEqual([
+      ["uid-a", "fc", "flux", "flux/GitRepository/flux-system/repo", true],
+      ["uid-b", "ac", "argocd", "argocd/git.example.com/org/site", false],
+      ["uid-c", null, null, null, false],
+    ]);
+    expect(l.targets[0]?.onRefusal).toBe("Reapply");
+  });
+
+  it("reads operation, repairPending and the last applied commit from the claims' status", async () => {
+    const l = await listBranch(objects(), [{ namespace: "team", name: "b" }]);
+    expect(l.claims).toEqual([
+      {
+        claim: { kind: "ArgoCDClaim", namespace: "team", name: "ac" },
+        applier: { kind: "argocd", namespace: "argocd", name: "web" },
+        source: "argocd/git.example.com/org/site",
+        lastAppliedCommit: "c0",
+        repairPending: true,
+        operation: {
+          token: "t-1",
+          phase: "Running",
+          commit: "c1",
+          targets: [{ uid: "uid-b", reason: "Repair" }],
+        },
+      },
+    ]);
+  });
+
+  it("a restart keeps out an operation the claim recorded, with the saved reasons it carried not given back", async () => {
+    const mem = objects();
+    const names = [{ namespace: "team", name: "a" }];
+    const l0 = await listBranch(mem, names);
+    const branch = { key: "k", repository: "r", branch: "main" };
+    let s = step(
+      initialState(branch, "p"),
+      { type: "Restarted", tokenPrefix: "p", claims: l0.claims },
+      0,
+    ).state;
+    s = step(s, { type: "TargetsListed", targets: l0.targets }, 0).state;
+    // The baseline leaves a converge pending: the flush, then one attempt.
+    const baseline = step(s, { type: "Observed", tip: "c1", pushedByUs: false }, 1);
+    const flush = baseline.actions.find((a) => a.type === "Flush");
+    expect(flush).toBeDefined();
+    const r = step(
+      baseline.state,
+      { type: "Published", upToMark: null, tip: "c1", flush: flush?.type === "Flush" ? flush.flush : 0 },
+      2,
+    );
+    const attempt = r.actions.find((a) => a.type === "SendAttempt");
+    expect(attempt?.type === "SendAttempt" && attempt.attempt.targets[0]?.reason).toBe("CatchUp");
+    const token = attempt?.type === "SendAttempt" ? attempt.attempt.token : "";
+    // The executor records it on the claim; then the worker restarts with the saved state.
+    await mem.patchClaimStatus({ kind: "FluxClaim", namespace: "team", name: "fc" }, () => ({
+      operation: {
+        token,
+        phase: "Running",
+        commit: "c2",
+        targets: [{ uid: "uid-a", reason: "ForeignCommit" }],
+      },
+    }));
+    const l1 = await listBranch(mem, names);
+    const restarted = step(
+      r.state,
+      { type: "Restarted", tokenPrefix: "q", claims: l1.claims, saved: r.state },
+      3,
+    ).state;
+    const a = restarted.appliers["FluxClaim/team/fc"];
+    expect(a?.operation?.token).toBe(token);
+    expect(a?.pending.all).toEqual([]);
+    expect(Object.values(a?.pending.byTarget ?? {}).flat()).toEqual([]);
+  });
+});
