@@ -201,7 +201,9 @@ export class Replica {
       notice.type === "push"
         ? new Set([...notice.branchKeys, ...notice.repository.map((r) => branchKey(r, notice.branch))])
         : new Set([notice.branchKey]);
-    for (const key of keys) await this.append(key, notice.type, notice);
+    // A key the gateway found a GitTarget for is known from now on, even before its first write.
+    const named = new Set(notice.type === "push" ? notice.branchKeys : [notice.branchKey]);
+    for (const key of keys) await this.append(key, notice.type, notice, named.has(key));
   }
 
   private async routeReport(data: unknown): Promise<void> {
@@ -209,10 +211,15 @@ export class Replica {
     await this.append(report.branchKey, "report", report);
   }
 
-  private async append(key: string, kind: "push" | "refusal" | "report", data: unknown): Promise<void> {
-    const known = await this.redis.sismember(knownBranchesKey(this.o.prefix), key);
+  private async append(
+    key: string,
+    kind: "push" | "refusal" | "report",
+    data: unknown,
+    named = false,
+  ): Promise<void> {
+    const known = named || (await this.redis.sismember(knownBranchesKey(this.o.prefix), key)) === 1;
     // A push to a branch no GitTarget writes is nobody's business.
-    if (kind === "push" && known === 0) return;
+    if (kind === "push" && !known) return;
     await this.redis
       .multi()
       .xadd(branchKeys(this.o.prefix, key).inbox, "*", "kind", kind, "data", JSON.stringify(data))

@@ -1,34 +1,114 @@
 /**
  * The playground's assembly: every process of applygate plus the embedded services it runs
- * against, in one process. The scenario suite starts the same assembly.
+ * against, in one process. The scenario suite and `applygate playground race` start the same
+ * assembly, with compressed timers.
+ *
+ *   Redis · Git server (demo repository, push webhook to the gateway) · simulated API server with
+ *   our CRDs, Flux's and Argo CD's · fluxsim · argosim · gateway (intake, dashboard) · one worker
+ *   replica with the decisions · one sidecar per applier kind (flux, argocd).
  */
+import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterCatalog } from "../../gateway/catalog-cluster.js";
 import { type StartedGateway, startGateway } from "../../gateway/main.js";
+import { createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
+import { branchKey } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
+import { knownBranchesKey } from "../../queue/keys.js";
 import { type Logger, silentLogger } from "../../queue/log.js";
-import { type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
+import { connectRedis, type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
+import type { BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
+import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
+import { Replica } from "../../queue/worker/replica.js";
+import { type Sidecar, type SidecarApplier, startSidecar } from "../../sidecar/main.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import {
+  type ArgoKnobs,
+  type ArgoSim,
+  argocdApplicationCrd,
+  startArgoSim,
+} from "../cluster/argosim/index.js";
+import { type FluxKnobs, type FluxSim, startFluxSim } from "../cluster/fluxsim/index.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import {
+  ARGOCD_NAMESPACE,
   DEMO_BRANCH,
   DEMO_NAMESPACE,
   DEMO_REPO,
+  demoAppliersYaml,
+  demoClaimsYaml,
   demoFiles,
   demoObjectsYaml,
   hookPathFor,
   WEBHOOK_TOKEN,
 } from "./demo.js";
 
+/** Kinds of applied objects the simulated API server serves, for Argo CD's window observer. */
+const SIMULATED_KINDS = [
+  { apiVersion: "v1", kind: "ConfigMap" },
+  { apiVersion: "v1", kind: "Secret" },
+];
+
+const simCrd = (file: string) => fileURLToPath(new URL(`../cluster/crds/${file}`, import.meta.url));
+
+/** Timers of every component; the scenarios and the race compress them. */
+export interface AssemblyTimers {
+  flux: Partial<FluxKnobs>;
+  argo: Partial<ArgoKnobs>;
+  /** GitRepository and Kustomization `spec.interval`. */
+  fluxInterval: string;
+  /** Branch lease of the worker replica. */
+  leaseMs: number;
+  /** Settings of every branch worker (periodic fetch, push cooldown...). */
+  branch: Partial<Omit<BranchWorkerOptions, "spec" | "redis" | "prefix" | "lease" | "repo" | "log">>;
+  /** Options of each sidecar kind (poll intervals, apply window grace...). */
+  sidecar: { flux: Record<string, unknown>; argocd: Record<string, unknown>; resyncMs: number };
+  /** How often the decisions list GitTargets again. */
+  listIntervalMs: number;
+}
+
+/** What the playground runs with: the products' defaults, except what would make a demo dull. */
+export const PLAYGROUND_TIMERS: AssemblyTimers = {
+  flux: {},
+  argo: { refreshIntervalMs: 30_000 },
+  fluxInterval: "1m",
+  leaseMs: 10_000,
+  branch: { fetchIntervalMs: 60_000 },
+  sidecar: { flux: {}, argocd: {}, resyncMs: 60_000 },
+  listIntervalMs: 5_000,
+};
+
+/** Compressed timers for the scenarios: every wait is on a condition, these only bound it. */
+export const FAST_TIMERS: AssemblyTimers = {
+  flux: { perObjectApplyMs: 1 },
+  argo: { refreshIntervalMs: 3_600_000 },
+  fluxInterval: "1h",
+  leaseMs: 3_000,
+  branch: { fetchIntervalMs: 60_000, pushCooldownMs: 0 },
+  sidecar: {
+    flux: { pollMs: 25, windowGraceMs: 2_000 },
+    argocd: { pollMs: 50, windowGraceMs: 2_000 },
+    resyncMs: 2_000,
+  },
+  listIntervalMs: 500,
+};
+
 export interface AssemblyOptions {
   log?: Logger;
-  /** Redis prefix; the playground uses its own so it never touches another deployment's keys. */
+  /** Redis prefix (default: a fresh one per run, whose keys are removed on stop). */
   prefix?: string;
+  /** Redis URL (default: the embedded-default rule: REDIS_URL, a local Redis, else a private one). */
+  redisUrl?: string;
   /** Port for the gateway (0: any free one). */
   gatewayPort?: number;
   dashboard?: { user: string; password: string };
+  timers?: AssemblyTimers;
+  /** Start without the claims (nothing holds the appliers). Default false. */
+  withoutClaims?: boolean;
 }
 
 export interface Assembly {
@@ -36,33 +116,57 @@ export interface Assembly {
   prefix: string;
   git: GitServer;
   api: ApiServer;
+  flux: FluxSim;
+  argo: ArgoSim;
   gateway: StartedGateway;
+  worker: { replica: Replica; decisions: Decisions };
+  sidecars: Record<SidecarApplier, Sidecar>;
   workdir: string;
   kubeconfigPath: string;
+  kubeConfig: KubeConfig;
   demo: { repoUrl: string; branch: string; namespace: string; hookUrl: string };
   dashboard: { url: string; user: string; password: string };
+  timers: AssemblyTimers;
+  /** Stops the worker replica gracefully (its leases are given back). */
+  stopWorker(): Promise<void>;
+  /** Starts a new worker replica (after `stopWorker`). */
+  startWorker(): Promise<void>;
+  stopSidecar(kind: SidecarApplier): Promise<void>;
+  startSidecar(kind: SidecarApplier): Promise<void>;
+  /** Creates the FluxClaim and ArgoCDClaim the GitTargets name. */
+  applyClaims(): Promise<void>;
   stop(): Promise<void>;
 }
 
 export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembly> {
   const log = opts.log ?? silentLogger();
-  const prefix = opts.prefix ?? "applygate-playground";
+  const timers = opts.timers ?? PLAYGROUND_TIMERS;
+  const prefix = opts.prefix ?? `applygate-playground-${randomBytes(4).toString("hex")}`;
   const stops: Array<() => Promise<void>> = [];
   const stop = async () => {
-    for (const s of stops.reverse()) await s().catch((err) => log.warn({ err }, "stop failed"));
+    for (const s of stops.splice(0).reverse()) await s().catch((err) => log.warn({ err }, "stop failed"));
   };
   try {
     const workdir = await mkdtemp(join(tmpdir(), "applygate-playground-"));
     stops.push(() => rm(workdir, { recursive: true, force: true }));
 
-    const redis = await resolveEmbeddedRedis();
+    const redis = opts.redisUrl
+      ? { url: opts.redisUrl, origin: "REDIS_URL" as const, stop: async () => {} }
+      : await resolveEmbeddedRedis();
     stops.push(() => redis.stop());
+    if (!opts.prefix) stops.push(() => removeKeys(redis.url, prefix));
 
-    const api = await startApiServer();
+    const api = await startApiServer({ bookmarkIntervalMs: 200 });
     stops.push(() => api.close());
     for (const file of crdFiles()) await api.installCrdFile(file);
+    await api.installCrdFile(simCrd("flux-gitrepository.yaml"));
+    await api.installCrdFile(simCrd("flux-kustomization.yaml"));
+    await api.installCrdFile(argocdApplicationCrd("3.5"));
+    await api.installCrdFile(simCrd("argocd-appproject.yaml"));
+    await api.installCrdFile(simCrd("argocd-applicationset.yaml"));
     const kubeconfigPath = join(workdir, "kubeconfig");
     await api.writeKubeconfig(kubeconfigPath);
+    const kc = api.kubeConfig();
 
     // The gateway's hook URL is known only once it listens; the Git server learns it then.
     let hookUrl = "";
@@ -78,9 +182,21 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     stops.push(() => git.close());
     const repoUrl = await git.createRepo(DEMO_REPO, demoFiles(), { branch: DEMO_BRANCH });
     await api.applyYaml(demoObjectsYaml(repoUrl));
+    await api.applyYaml(demoAppliersYaml(repoUrl, { fluxInterval: timers.fluxInterval }));
+
+    const flux = await startFluxSim({ kubeConfig: kc, knobs: timers.flux, log: log.child({ c: "fluxsim" }) });
+    stops.push(() => flux.stop());
+    const argo = await startArgoSim({
+      kubeConfig: kc,
+      knobs: timers.argo,
+      namespace: ARGOCD_NAMESPACE,
+      applicationSets: false,
+      log: log.child({ c: "argosim" }),
+    });
+    stops.push(() => argo.stop());
 
     const catalog = await ClusterCatalog.start({
-      kubeConfig: api.kubeConfig(),
+      kubeConfig: kc,
       log: log.child({ component: "catalog" }),
     });
     stops.push(() => catalog.close());
@@ -96,20 +212,122 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     stops.push(() => gateway.close());
     hookUrl = `${gateway.url}${hookPathFor(WEBHOOK_TOKEN, DEMO_REPO, DEMO_NAMESPACE)}`;
 
+    // The demo branch is known to the worker from the start, so it takes the branch at once and
+    // its first observation (a baseline) converges both appliers before anybody writes.
+    const seed = connectRedis(redis.url);
+    await seed
+      .sadd(knownBranchesKey(prefix), branchKey(repoUrl, DEMO_BRANCH))
+      .finally(() => seed.disconnect());
+
+    // The worker replica with the decisions, as `applygate worker` assembles it.
+    let worker: { replica: Replica; decisions: Decisions } | undefined;
+    const startWorker = async () => {
+      const wlog = log.child({ component: "worker" });
+      const directory = new KubeDirectory(kc);
+      const decisions = createDecisions({
+        redisUrl: redis.url,
+        prefix,
+        objects: new KubeObjects(kc, wlog),
+        directory,
+        log: wlog,
+        listIntervalMs: timers.listIntervalMs,
+      });
+      const replica = new Replica({
+        redisUrl: redis.url,
+        prefix,
+        directory,
+        cacheDir: join(workdir, "worker-cache"),
+        log: wlog,
+        leaseMs: timers.leaseMs,
+        status: new KubeStatusSink(kc, wlog),
+        attach: decisions.attach,
+        branch: timers.branch,
+      });
+      await replica.start();
+      worker = { replica, decisions };
+    };
+    const stopWorker = async () => {
+      const w = worker;
+      worker = undefined;
+      if (!w) return;
+      await w.replica.stop();
+      await w.decisions.close();
+    };
+    await startWorker();
+    stops.push(() => stopWorker());
+
+    const sidecars = {} as Record<SidecarApplier, Sidecar>;
+    const startOneSidecar = async (kind: SidecarApplier) => {
+      sidecars[kind] = await startSidecar({
+        applier: kind,
+        kubeConfig: kc,
+        redisUrl: redis.url,
+        redisPrefix: prefix,
+        log: log.child({ component: `sidecar-${kind}` }),
+        instance: `playground-${kind}`,
+        resyncMs: timers.sidecar.resyncMs,
+        // The simulated cluster serves ConfigMaps and Secrets, not workloads: watch what it has.
+        options:
+          kind === "argocd" ? { watchKinds: SIMULATED_KINDS, ...timers.sidecar[kind] } : timers.sidecar[kind],
+      });
+    };
+    const stopOneSidecar = async (kind: SidecarApplier) => {
+      const s = sidecars[kind];
+      if (!s) return;
+      delete (sidecars as Partial<Record<SidecarApplier, Sidecar>>)[kind];
+      await s.stop();
+    };
+    await startOneSidecar("flux");
+    stops.push(() => stopOneSidecar("flux"));
+    await startOneSidecar("argocd");
+    stops.push(() => stopOneSidecar("argocd"));
+
+    const applyClaims = () => api.applyYaml(demoClaimsYaml());
+    if (!opts.withoutClaims) await applyClaims();
+
     return {
       redis,
       prefix,
       git,
       api,
+      flux,
+      argo,
       gateway,
+      get worker() {
+        if (!worker) throw new Error("the worker replica is stopped");
+        return worker;
+      },
+      sidecars,
       workdir,
       kubeconfigPath,
+      kubeConfig: kc,
       demo: { repoUrl, branch: DEMO_BRANCH, namespace: DEMO_NAMESPACE, hookUrl },
       dashboard: { url: `${gateway.url}/queues`, ...dashboard },
+      timers,
+      stopWorker,
+      startWorker,
+      stopSidecar: stopOneSidecar,
+      startSidecar: startOneSidecar,
+      applyClaims,
       stop,
     };
   } catch (err) {
     await stop();
     throw err;
+  }
+}
+
+/** Removes every key of a run's own prefix, so a second run starts clean. */
+async function removeKeys(url: string, prefix: string): Promise<void> {
+  const client = connectRedis(url);
+  try {
+    let cursor = "0";
+    do {
+      const [next, keys] = await client.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
+      cursor = next;
+      if (keys.length) await client.del(...keys);
+    } while (cursor !== "0");
+  } finally {
+    client.disconnect();
   }
 }

@@ -1,5 +1,6 @@
 /** The demo repository and cluster objects the playground starts with. */
 import { createHash } from "node:crypto";
+import { objectPath, objectYaml } from "../../queue/git/layout.js";
 
 export const DEMO_NAMESPACE = "demo";
 export const DEMO_REPO = "demo";
@@ -7,24 +8,39 @@ export const DEMO_BRANCH = "main";
 export const WEBHOOK_TOKEN = "playground-webhook-token";
 export const INTAKE_TOKEN = "playground-intake-token";
 
-/** The small app folder the demo repository holds: one for Flux, one for Argo CD. */
+/** Where the demo's ConfigMap of each app lives: the path the worker mirrors that object to. */
+export const DEMO_APPS = {
+  flux: { folder: "apps/flux", namespace: "flux-app", name: "app-config" },
+  argocd: { folder: "apps/argocd", namespace: "argo-app", name: "app-config" },
+} as const;
+export type DemoApp = keyof typeof DEMO_APPS;
+
+/** The demo ConfigMap of an app, as the cluster and Git hold it. */
+export function demoConfigMap(app: DemoApp, data: Record<string, string> = {}): Record<string, unknown> {
+  const a = DEMO_APPS[app];
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: a.name, namespace: a.namespace },
+    data: { greeting: "hello", replicas: "1", ...data },
+  };
+}
+
+/** The file of the demo ConfigMap of an app (the layout of objects in Git). */
+export function demoConfigPath(app: DemoApp): string {
+  const a = DEMO_APPS[app];
+  return objectPath(a.folder, { apiVersion: "v1", kind: "ConfigMap", namespace: a.namespace, name: a.name });
+}
+
+/**
+ * The small app folder the demo repository holds: one for Flux, one for Argo CD. Each object sits
+ * at the path the worker mirrors it to, so an API edit changes that very file.
+ */
 export function demoFiles(): Record<string, string> {
-  const config = (name: string, ns: string) =>
-    [
-      "apiVersion: v1",
-      "kind: ConfigMap",
-      "metadata:",
-      `  name: ${name}`,
-      `  namespace: ${ns}`,
-      "data:",
-      '  replicas: "1"',
-      "  greeting: hello",
-      "",
-    ].join("\n");
   return {
     "README.md": "# demo\n\nApplied by Flux (apps/flux) and Argo CD (apps/argocd), held by applygate.\n",
-    "apps/flux/app-config.yaml": config("app-config", "flux-app"),
-    "apps/argocd/app-config.yaml": config("app-config", "argo-app"),
+    [demoConfigPath("flux")]: objectYaml(demoConfigMap("flux")),
+    [demoConfigPath("argocd")]: objectYaml(demoConfigMap("argocd")),
   };
 }
 
@@ -90,5 +106,84 @@ spec:
   claimRef: {kind: ArgoCDClaim, name: argo-app}
   onRefusal: Reapply
   intakeSecretRef: {name: demo-intake}
+`;
+}
+
+/** Intervals of the demo appliers; the claims hold them, so they matter only when nothing does. */
+export interface ApplierTimers {
+  /** GitRepository and Kustomization `spec.interval` (a Flux duration). */
+  fluxInterval: string;
+}
+
+export const FLUX_NAMESPACE = "flux-system";
+export const ARGOCD_NAMESPACE = "argocd";
+export const DEMO_APPLIERS = {
+  flux: { namespace: FLUX_NAMESPACE, name: "flux-app" },
+  argocd: { namespace: ARGOCD_NAMESPACE, name: "argo-app" },
+} as const;
+
+/** The GitRepository, Kustomization, AppProject and Application that apply the demo folders. */
+export function demoAppliersYaml(repoUrl: string, t: ApplierTimers = { fluxInterval: "1m" }) {
+  return `
+apiVersion: v1
+kind: Namespace
+metadata: {name: ${FLUX_NAMESPACE}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ${ARGOCD_NAMESPACE}}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: demo, namespace: ${FLUX_NAMESPACE}}
+spec:
+  interval: ${t.fluxInterval}
+  url: ${repoUrl}
+  ref: {branch: ${DEMO_BRANCH}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: ${DEMO_APPLIERS.flux.name}, namespace: ${FLUX_NAMESPACE}}
+spec:
+  interval: ${t.fluxInterval}
+  prune: true
+  path: ./${DEMO_APPS.flux.folder}
+  sourceRef: {kind: GitRepository, name: demo}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: default, namespace: ${ARGOCD_NAMESPACE}}
+spec:
+  sourceRepos: ["*"]
+  destinations: [{namespace: "*", server: "*"}]
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: ${DEMO_APPLIERS.argocd.name}, namespace: ${ARGOCD_NAMESPACE}}
+spec:
+  project: default
+  # recurse: objects sit in folders by group, kind and namespace (the layout of objects in Git).
+  source: {repoURL: ${repoUrl}, path: ${DEMO_APPS.argocd.folder}, targetRevision: ${DEMO_BRANCH}, directory: {recurse: true}}
+  destination: {server: https://kubernetes.default.svc, namespace: ${DEMO_APPS.argocd.namespace}}
+  syncPolicy:
+    # Automated sync on, as a team would run it; the ArgoCDClaim switches it off while it holds it.
+    automated: {prune: true}
+`;
+}
+
+/** The FluxClaim and ArgoCDClaim the demo GitTargets name. */
+export function demoClaimsYaml(): string {
+  return `
+apiVersion: applygate.dev/v1alpha1
+kind: FluxClaim
+metadata: {name: flux-app, namespace: ${DEMO_NAMESPACE}}
+spec:
+  kustomizationRef: {name: ${DEMO_APPLIERS.flux.name}, namespace: ${FLUX_NAMESPACE}}
+---
+apiVersion: applygate.dev/v1alpha1
+kind: ArgoCDClaim
+metadata: {name: argo-app, namespace: ${DEMO_NAMESPACE}}
+spec:
+  applicationRef: {name: ${DEMO_APPLIERS.argocd.name}, namespace: ${ARGOCD_NAMESPACE}}
 `;
 }
