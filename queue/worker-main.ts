@@ -8,6 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { collectDefaultMetrics, Registry } from "prom-client";
+import {
+  createApplyMetrics,
+  createDecisions,
+  KubeObjects,
+  loadObjectsFile,
+  type ObjectSource,
+} from "./apply/index.js";
 import { commonSettings, helpText, loadConfig, parsers, type Setting } from "./config.js";
 import { createLogger } from "./log.js";
 import type { Directory } from "./worker/directory.js";
@@ -119,14 +126,18 @@ export async function run(argv: string[]): Promise<number> {
   const log = createLogger({ level: config.logLevel, name: "worker" });
   let directory: Directory;
   let status: StatusSink;
+  // GitTargets, claims and appliers the decisions read (and claims' repairPending they write).
+  let objects: ObjectSource;
   if (config.targetsFile) {
     directory = await loadDirectoryFile(config.targetsFile);
     status = logStatusSink(log);
+    objects = await loadObjectsFile(config.targetsFile);
   } else {
     const kc = new KubeConfig();
     kc.loadFromDefault();
     directory = new KubeDirectory(kc);
     status = new KubeStatusSink(kc, log);
+    objects = new KubeObjects(kc, log);
   }
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -137,7 +148,16 @@ export async function run(argv: string[]): Promise<number> {
       return b ? [b.snapshot()] : [];
     }),
   );
+  const decisions = createDecisions({
+    redisUrl: config.redisUrl,
+    prefix: config.redisPrefix,
+    objects,
+    directory,
+    log,
+    metrics: createApplyMetrics(registry),
+  });
   replica = new Replica({
+    attach: decisions.attach,
     redisUrl: config.redisUrl,
     prefix: config.redisPrefix,
     directory,
@@ -182,6 +202,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   log.info("stopping: giving branches back");
   await replica.stop();
+  await decisions.close();
   http.close();
   return 0;
 }

@@ -4,6 +4,8 @@
  * source that applier reads, and the claims' status for a restart. The mapping from objects is
  * pure; where the objects come from (the Kubernetes API, a YAML file) is an `ObjectSource`.
  */
+import { readFile } from "node:fs/promises";
+import { parseAllDocuments } from "yaml";
 import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
 import type { ClaimStatusSnapshot, ListedTarget } from "../decide/index.js";
 
@@ -192,4 +194,10 @@ export class MemoryObjects implements ObjectSource {
     if (p) o.status = { ...(o.status ?? {}), ...p };
     return true;
   }
+}
+
+/** Objects from a multi-document YAML file (GitTargets, claims, Kustomizations, Applications). */
+export async function loadObjectsFile(path: string): Promise<MemoryObjects> {
+  const docs = parseAllDocuments(await readFile(path, "utf8")).map((d) => d.toJSON() as KubeLike | null);
+  return new MemoryObjects(docs.filter((d): d is KubeLike => !!d && typeof d.metadata?.name === "string"));
 }
