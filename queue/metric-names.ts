@@ -42,3 +42,14 @@ export const METRIC_LABELS = {
 
 /** All metric names, for membership checks. */
 export const ALL_METRIC_NAMES: readonly MetricName[] = Object.values(METRIC_NAMES);
+
+/**
+ * Sidecar counters no alert watches (METRIC_NAMES holds exactly the watched ones, and a test
+ * wants an alert for each of those); named here so the dashboard and docs share the spelling.
+ */
+export const SIDECAR_METRIC_NAMES = {
+  /** Counter {applier_kind,phase}: operations the sidecar saw end, by terminal phase. */
+  operationsTotal: "applygate_sidecar_operations_total",
+  /** Counter {applier_kind}: attempts the sidecar took from its attempts queue. */
+  attemptsTotal: "applygate_sidecar_attempts_total",
+} as const;

@@ -16,6 +16,7 @@ import {
 import type { Logger } from "../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
 import type { Following } from "./following.js";
+import type { OperationMetrics } from "./metrics.js";
 import type { Reporter } from "./reporter.js";
 
 export interface ExecutorHostOptions {
@@ -31,6 +32,8 @@ export interface ExecutorHostOptions {
   now?: () => Date;
   /** How long a graceful stop waits for running operations to give back (default 30 s). */
   stopTimeoutMs?: number;
+  /** Told of every attempt taken and every phase reported. */
+  metrics?: OperationMetrics;
 }
 
 export interface ExecutorHost {
@@ -68,6 +71,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       }
       state.last = phase;
       if (TERMINAL_PHASES.includes(phase)) state.terminal = true;
+      o.metrics?.phase(o.kind, token, phase);
       log.info({ phase, reason: extra.reason }, "operation phase");
       const r = {
         token,
@@ -126,6 +130,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         }
       } finally {
         unfollow();
+        o.metrics?.forget(o.kind, token);
         running.delete(token);
       }
     })();
@@ -141,6 +146,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       return;
     }
     const attempt = parsed.data;
+    o.metrics?.attempt(o.kind);
     const key = claimKeyOf(attempt.claim);
     const refuse = async (message: string, reason: string) => {
       const { report } = reporterFor(
@@ -183,6 +189,8 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         name: op.claim.name,
       };
       const recover = o.executor.recover.bind(o.executor);
+      // A recovered operation already Unresolved stays counted until it reports another phase.
+      if (op.operation.phase === "Unresolved") o.metrics?.phase(o.kind, op.operation.token, "Unresolved");
       run(op.operation.token, claim, op.branchKey, op.operation.commit, (report, signal) =>
         recover(op, report, signal),
       );

@@ -19,7 +19,10 @@ import { ClaimReconciler } from "./claims/reconciler.js";
 import { KubeEventRecorder } from "./events.js";
 import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
+import { defaultCacheDir } from "./git-ancestry.js";
+import { type RedisProbe, redisProbe, type SidecarHttp, startSidecarHttp } from "./http.js";
 import { Kube, RESOURCES } from "./kube.js";
+import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { queueReporter } from "./reporter.js";
 
 export type SidecarApplier = "flux" | "argocd";
@@ -37,10 +40,17 @@ export interface SidecarOptions {
   resyncMs?: number;
   /** Attempts carried out at once (default 16). */
   concurrency?: number;
+  /** Folder of the sidecar's own Git clones (Argo CD's stale-operation proof); passed as options.cacheDir. */
+  cacheDir?: string;
   /** The kind's module; loaded from sidecar/<applier>/index.ts when omitted. */
   kindModule?: ApplierKindModule;
   /** Passed to the kind as deps.options. */
   options?: Record<string, unknown>;
+  /**
+   * Serve /metrics, /healthz and /readyz (port 0 = any free port; every interface when host is
+   * omitted). Off when omitted, as in-process tests and the playground want.
+   */
+  serve?: { port: number; host?: string };
 }
 
 export interface Sidecar {
@@ -49,6 +59,9 @@ export interface Sidecar {
   executor: ExecutorHost;
   reconciler: ClaimReconciler;
   parts: { executor: OperationExecutor; controller: ClaimController; windowObserver?: WindowObserver };
+  metrics: SidecarMetrics;
+  /** The HTTP endpoints, when `serve` asked for them. */
+  http?: SidecarHttp;
   /** Graceful stop: executor first (it gives back what it resumed), then the reconciler. */
   stop(): Promise<void>;
 }
@@ -88,6 +101,28 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     now,
   });
   const reporter = queueReporter({ redisUrl: opts.redisUrl, prefix: opts.redisPrefix });
+  const metrics = createSidecarMetrics({ kinds: [opts.applier], processMetrics: Boolean(opts.serve) });
+  // Served before the claim watch syncs, so the startup probe sees a live process meanwhile.
+  let claimsSynced = false;
+  let probe: RedisProbe | undefined;
+  let http: SidecarHttp | undefined;
+  if (opts.serve) {
+    const redis = redisProbe(opts.redisUrl);
+    probe = redis;
+    try {
+      http = await startSidecarHttp({
+        ...opts.serve,
+        metrics,
+        log,
+        checks: async () => ({ redis: await redis.answers(), claimsSynced }),
+      });
+    } catch (err) {
+      redis.close();
+      await reporter.close();
+      throw err;
+    }
+    log.info({ port: http.port }, "serving /metrics, /healthz and /readyz");
+  }
   const deps: ApplierDeps = {
     kind: opts.applier,
     kube,
@@ -96,7 +131,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     following,
     reporter,
     now,
-    options: opts.options ?? {},
+    options: { ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}), ...opts.options },
   };
   const parts = module.createApplierKind(deps);
   const executor = startExecutorHost({
@@ -108,6 +143,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     redisUrl: opts.redisUrl,
     prefix: opts.redisPrefix,
     now,
+    metrics,
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
   });
   const reconciler = new ClaimReconciler({
@@ -120,15 +156,19 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     executor,
     reporter,
     now,
+    metrics,
     ...(opts.resyncMs ? { resyncMs: opts.resyncMs } : {}),
   });
   try {
     await reconciler.start();
+    claimsSynced = true;
     await parts.windowObserver?.start?.();
   } catch (err) {
     await executor.stop();
     await reconciler.stop();
     await reporter.close();
+    await http?.close();
+    probe?.close();
     throw err;
   }
   log.info({ fieldManager: FIELD_MANAGER }, "sidecar started");
@@ -139,12 +179,16 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     executor,
     reconciler,
     parts,
+    metrics,
+    ...(http ? { http } : {}),
     stop() {
       stopping ??= (async () => {
         await executor.stop();
         await parts.windowObserver?.stop();
         await reconciler.stop();
         await reporter.close();
+        await http?.close();
+        probe?.close();
         log.info("sidecar stopped");
       })();
       return stopping;
@@ -176,12 +220,26 @@ const settings = {
     default: 60_000,
     defaultLabel: "1m",
   } as Setting<number>,
+  cacheDir: {
+    flag: "cache-dir",
+    env: "APPLYGATE_SIDECAR_CACHE_DIR",
+    help: "folder of the sidecar's own Git clones (argocd: proof that a running operation is stale)",
+    parse: parsers.string,
+    default: defaultCacheDir(),
+  } as Setting<string>,
   concurrency: {
     flag: "concurrency",
     env: "APPLYGATE_SIDECAR_CONCURRENCY",
     help: "attempts carried out at once (for different claims)",
     parse: parsers.positiveInt,
     default: 16,
+  } as Setting<number>,
+  metricsPort: {
+    flag: "metrics-port",
+    env: "APPLYGATE_SIDECAR_METRICS_PORT",
+    help: "port serving /metrics, /healthz and /readyz (0 for any free port)",
+    parse: parsers.port,
+    default: 9091,
   } as Setting<number>,
   instance: {
     flag: "instance",
@@ -224,6 +282,8 @@ export async function run(argv: string[]): Promise<number> {
     instance: config.instance,
     resyncMs: config.resync,
     concurrency: config.concurrency,
+    cacheDir: config.cacheDir,
+    serve: { port: config.metricsPort },
   });
   await new Promise<void>((resolve) => {
     const onSignal = (signal: string) => {

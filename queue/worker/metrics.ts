@@ -89,12 +89,32 @@ export function createWorkerMetrics(
   gauge("applygate_branch_next_retry_timestamp_seconds", "When the next publication attempt is due", (b) =>
     b.nextRetryAt === undefined ? 0 : b.nextRetryAt / 1000,
   );
-  gauge(METRIC_NAMES.branchIntakePaused, "1 while the branch refuses new writes", (b) =>
-    b.intakePaused ? 1 : 0,
-  );
-  gauge(METRIC_NAMES.branchRetryingSeconds, "Seconds since publication started retrying", (b) =>
-    b.retryingSince === undefined ? 0 : Math.max(0, (now() - b.retryingSince) / 1000),
-  );
+  // The two gauges alerts watch are spelled out in full, so test/manifests can read their
+  // registration (name and labels) from this source.
+  new Gauge({
+    name: METRIC_NAMES.branchIntakePaused,
+    help: "1 while the branch refuses new writes",
+    labelNames: ["branch"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const b of branches()) this.set({ branch: b.branchKey }, b.intakePaused ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.branchRetryingSeconds,
+    help: "Seconds since publication started retrying",
+    labelNames: ["branch"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const b of branches())
+        this.set(
+          { branch: b.branchKey },
+          b.retryingSince === undefined ? 0 : Math.max(0, (now() - b.retryingSince) / 1000),
+        );
+    },
+  });
   return {
     commit: (branch) => commits.inc({ branch }),
     push: (branch, outcome) => pushes.inc({ branch, outcome }),

@@ -20,6 +20,7 @@ import {
   retryOnConflict,
   type Watcher,
 } from "../kube.js";
+import type { ClaimMetrics } from "../metrics.js";
 import { type ClaimLocator, completeOperation, isInFlight, operationOf } from "../operation-record.js";
 import type { Reporter } from "../reporter.js";
 import { type ConditionInput, findCondition, sameConditions, setConditions } from "./conditions.js";
@@ -58,6 +59,8 @@ export interface ClaimReconcilerOptions {
   rankingRules?: RankingRules;
   /** Pause before a pass after a change, to take bursts in one pass (default 50 ms). */
   debounceMs?: number;
+  /** Told the Ready condition of each claim after its status write, and which claims exist. */
+  metrics?: ClaimMetrics;
 }
 
 interface Judged {
@@ -203,7 +206,16 @@ export class ClaimReconciler {
   private async reconcileAll(): Promise<number | undefined> {
     const targets = this.targetViews();
     const judged: Judged[] = [];
-    for (const cached of this.claims.list()) {
+    const present = this.claims.list();
+    this.o.metrics?.claimsPresent(
+      this.o.claimType.kind,
+      present.map((c) => ({
+        kind: this.o.claimType.kind,
+        namespace: c.metadata.namespace ?? "",
+        name: c.metadata.name,
+      })),
+    );
+    for (const cached of present) {
       const claim = cached;
       const key = claimKey({ namespace: claim.metadata.namespace ?? "", name: claim.metadata.name });
       const applier = this.o.controller.applierOf(claim);
@@ -603,6 +615,7 @@ export class ClaimReconciler {
     // Later inputs of one type win (e.g. Waiting overrides eligibility's Configured).
     const byType = new Map<string, ConditionInput>();
     for (const c of inputs) byType.set(c.type, c);
+    let ready: { status: string | undefined } | undefined;
     await retryOnConflict(
       () => this.o.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
       (current) => {
@@ -611,6 +624,7 @@ export class ClaimReconciler {
           conditions?: Parameters<typeof setConditions>[0];
         };
         const next = setConditions(status.conditions, [...byType.values()], this.now());
+        ready = { status: findCondition(next, "Ready")?.status };
         const changedFields = Object.entries(fields).filter(
           ([k, v]) => JSON.stringify(status[k]) !== JSON.stringify(v),
         );
@@ -633,5 +647,9 @@ export class ClaimReconciler {
           current!.metadata.resourceVersion,
         ),
     );
+    if (ready) {
+      const identity = { namespace: claim.metadata.namespace ?? "", name: claim.metadata.name };
+      this.o.metrics?.claimReady({ kind: t.kind, ...identity }, ready.status);
+    }
   }
 }
