@@ -294,6 +294,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
       );
       expect(await metrics()).toContain("process_cpu_seconds_total");
     } finally {
+      for (const r of release.values()) r(); // a failed check must not leave stop() waiting on it
       await sidecar.stop();
       await q.close();
       await redis.cleanup();
