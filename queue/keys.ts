@@ -14,6 +14,12 @@ export const branchKeys = (prefix: string, branchKey: string) => {
     fence: `${base}:fence`,
     /** The decision core's state (JSON), written only while the lease is held. */
     decisions: `${base}:decisions`,
+    /**
+     * The remote tip the owner last observed or published (a commit SHA), written only while the
+     * lease is held; absent until the first observation and while the branch is empty. The
+     * sidecars read it to tell whether an attempt's commit is still the tip.
+     */
+    tip: `${base}:tip`,
   };
 };
 

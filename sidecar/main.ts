@@ -8,6 +8,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError, commonSettings, helpText, loadConfig, parsers, type Setting } from "../queue/config.js";
 import { FIELD_MANAGER } from "../queue/contract.js";
 import { createLogger, type Logger } from "../queue/log.js";
+import { connectRedis } from "../queue/redis.js";
 import type {
   ApplierDeps,
   ApplierKindModule,
@@ -24,6 +25,7 @@ import { type RedisProbe, redisProbe, type SidecarHttp, startSidecarHttp } from 
 import { Kube, RESOURCES } from "./kube.js";
 import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { queueReporter } from "./reporter.js";
+import { redisTipCheck } from "./tip-check.js";
 
 export type SidecarApplier = "flux" | "argocd";
 
@@ -123,6 +125,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     }
     log.info({ port: http.port }, "serving /metrics, /healthz and /readyz");
   }
+  // Fails fast while Redis is away: an attempt whose check cannot be answered is RequestFailed.
+  const tipRedis = connectRedis(opts.redisUrl, { maxRetriesPerRequest: 1 });
+  tipRedis.on("error", () => {}); // reported by the failing check; the client reconnects by itself
   const deps: ApplierDeps = {
     kind: opts.applier,
     kube,
@@ -131,7 +136,12 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     following,
     reporter,
     now,
-    options: { ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}), ...opts.options },
+    options: {
+      ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}),
+      // The recheck before a resume or sync asks the tip the branch worker recorded.
+      isCurrent: redisTipCheck(tipRedis, opts.redisPrefix),
+      ...opts.options,
+    },
   };
   const parts = module.createApplierKind(deps);
   const executor = startExecutorHost({
@@ -169,6 +179,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     await reporter.close();
     await http?.close();
     probe?.close();
+    tipRedis.disconnect();
     throw err;
   }
   log.info({ fieldManager: FIELD_MANAGER }, "sidecar started");
@@ -189,6 +200,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         await reporter.close();
         await http?.close();
         probe?.close();
+        tipRedis.disconnect();
         log.info("sidecar stopped");
       })();
       return stopping;

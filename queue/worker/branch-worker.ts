@@ -22,6 +22,7 @@ import type { BranchLease } from "./lease.js";
 import { type FetchReason, noMetrics, type WorkerMetrics } from "./metrics.js";
 import { afterFailure, contentionBackoff, type RetryState } from "./retry.js";
 import type { PublicationReport, StatusSink } from "./status.js";
+import { recordTip } from "./tip-record.js";
 import { addToWindow, DEFAULT_WINDOW, dueWindows, nextWindowDeadline, type OpenWindow } from "./windows.js";
 
 /** Trailer naming each write a commit carries: how any owner recognises a write already landed. */
@@ -440,6 +441,7 @@ export class BranchWorker {
       this.remoteTip = tip;
       if (tip) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, tip);
       await this.settleLanded(tip, previous);
+      await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), tip);
     }
     const o: Observation = { tip, previous, pushedByUs, baseline, reason };
     if (tip !== previous || baseline)
@@ -669,6 +671,7 @@ export class BranchWorker {
     const moved = head !== this.remoteTip;
     this.remoteTip = head;
     if (head) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
+    if (moved) await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), head);
     this.built = { base: head, commits: [] };
     if (head && (moved || carried.length > 0))
       await this.o.hooks?.onPublished?.({

@@ -1,0 +1,38 @@
+/**
+ * The branch's remote tip as its owner last saw it, kept in Redis (`branchKeys(…).tip`) for the
+ * sidecars: an attempt is for the tip a flush's publication produced, and it is Stale only when
+ * that tip moved. The owner writes it before it tells the decision core of the observation or
+ * publication, so an attempt sent for a tip always finds that tip (or a newer one) recorded.
+ */
+import type { Redis } from "ioredis";
+import { branchKeys } from "../keys.js";
+import { LostLeaseError } from "./inbox.js";
+
+// KEYS: lease, tip. ARGV: token, tip ("" = the branch is empty: no record).
+const RECORD_TIP = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1
+`;
+
+/** Records the tip, fenced by the lease; throws LostLeaseError when the caller no longer owns the branch. */
+export async function recordTip(
+  redis: Redis,
+  prefix: string,
+  branchKey: string,
+  leaseToken: string,
+  tip: string | undefined,
+): Promise<void> {
+  const keys = branchKeys(prefix, branchKey);
+  const ok = await redis.eval(RECORD_TIP, 2, keys.lease, keys.tip, leaseToken, tip ?? "");
+  if (ok !== 1) throw new LostLeaseError(`lost the lease of ${branchKey}`);
+}
+
+/** The recorded tip, or undefined when none is recorded. */
+export async function readTip(redis: Redis, prefix: string, branchKey: string): Promise<string | undefined> {
+  return (await redis.get(branchKeys(prefix, branchKey).tip)) ?? undefined;
+}
