@@ -40,6 +40,11 @@ export interface ArgoCDExecutorOptions {
   maxPollMs?: number;
   /** Answers ancestry from the branch worker's clone; without it no operation is ever terminated. */
   ancestry?: Ancestry;
+  /**
+   * Whether the attempt's commit is still the tip the branch worker decided, asked just before the
+   * sync is started; false ends the attempt Stale with nothing started. Without it, never Stale.
+   */
+  isCurrent?: (attempt: Attempt) => Promise<boolean>;
 }
 
 /** Told when an operation's apply window opens and closes (the window observer). */
@@ -127,7 +132,7 @@ export class ArgoCDExecutor implements OperationExecutor {
     const waitUntil = now() + this.busyWaitMs;
     let recorded: { previous?: Operation } | undefined;
     const giveUp = async (
-      phase: "RequestFailed" | "Rejected" | "Dropped",
+      phase: "RequestFailed" | "Rejected" | "Dropped" | "Stale",
       reason: string,
       message: string,
     ) => {
@@ -189,6 +194,11 @@ export class ArgoCDExecutor implements OperationExecutor {
         await report("Requested");
         continue; // read again: the record took time, and the update must be made from a fresh read
       }
+
+      // The record took time: a tip that moved meanwhile starts nothing (the worker decides again).
+      const isCurrent = this.d.options?.isCurrent;
+      if (isCurrent && !(await isCurrent(attempt)))
+        return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
 
       const op = buildSyncOperation(app, {
         commit: c.commit,

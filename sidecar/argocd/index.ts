@@ -43,6 +43,9 @@ export function createApplierKind(deps: ApplierDeps) {
     if (v !== undefined) options[k] = v;
   }
   if (ancestry) options.ancestry = ancestry;
+  // isCurrent: (attempt) => Promise<boolean>, whether the attempt's commit is still the tip.
+  if (typeof o.isCurrent === "function")
+    options.isCurrent = o.isCurrent as ArgoCDExecutorOptions["isCurrent"];
   const executor = new ArgoCDExecutor({
     kube: deps.kube,
     log,
