@@ -6,6 +6,7 @@ import { commonSettings, helpText, loadConfig, parsers, type Setting } from "../
 import { createLogger } from "../../queue/log.js";
 import { RedisUnavailableError } from "../../queue/redis.js";
 import type { Assembly } from "./assembly.js";
+import { demoConfigPath } from "./demo.js";
 
 const settings = {
   logLevel: commonSettings.logLevel,
@@ -28,7 +29,15 @@ const settings = {
 const SUMMARY =
   "Run the gateway, worker and sidecars against an embedded Redis (REDIS_URL, else 127.0.0.1:6379, else a private redis-server), a local Git server and a simulated cluster.";
 
+const RACE_HELP = `usage: applygate playground race
+
+Replays the two-edit race twice on assemblies of its own (its own Redis prefix, Git server and
+simulated cluster; a running playground is not touched): once with Flux and Argo CD on their own
+timers, once held by applygate, and prints the two timelines side by side.
+`;
+
 export async function run(argv: string[]): Promise<number> {
+  if (argv[0] === "race") return race(argv.slice(1));
   if (argv.includes("--help") || argv.includes("-h")) {
     process.stdout.write(`${helpText("playground", SUMMARY, settings)}\n`);
     return 0;
@@ -62,18 +71,54 @@ export async function run(argv: string[]): Promise<number> {
     `  Cluster      export KUBECONFIG=${a.kubeconfigPath}`,
     "",
     "Try:",
-    "  kubectl get gitproviders,gittargets -A",
-    `  git clone ${a.demo.repoUrl} demo && cd demo && edit && git commit -am edit && git push`,
+    `  export KUBECONFIG=${a.kubeconfigPath}`,
+    "  kubectl get fluxclaims,argocdclaims -A",
+    `  git clone ${a.demo.repoUrl} demo && cd demo`,
+    `    edit ${demoConfigPath("flux")}, then git commit -am edit && git push`,
+    "    (watch the push notice arrive below and both appliers apply it once)",
+    "  applygate playground race      (npm start -- race: the two-edit race, with and without applygate)",
     "",
     "Ctrl-C stops everything.",
     "",
+    "Progress (each apply: Requested → Running → Settling → Succeeded):",
+    "",
   ];
   process.stdout.write(lines.join("\n"));
+  const { formatProgress, observeProgress } = await import("./progress.js");
+  const progress = await observeProgress({
+    redisUrl: a.redis.url,
+    prefix: a.prefix,
+    onEvent: (e) => process.stdout.write(`${formatProgress(e)}\n`),
+  }).catch(() => undefined);
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
   process.stdout.write("\nstopping…\n");
+  await progress?.stop();
   await a.stop();
   return 0;
+}
+
+async function race(argv: string[]): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(RACE_HELP);
+    return 0;
+  }
+  const log = createLogger({ level: "error", name: "playground-race" });
+  const { runRace } = await import("./race.js");
+  try {
+    const { held } = await runRace({ log, out: (line) => process.stdout.write(`${line}\n`) });
+    // The promise the race makes: with applygate, the later value wins with one commit per save.
+    const kept = held.every(
+      (r) => r.cluster === "green" && !r.reverted && r.commits === r.saves && r.applies.length === 0,
+    );
+    return kept ? 0 : 1;
+  } catch (err) {
+    if (err instanceof RedisUnavailableError) {
+      process.stderr.write(`applygate playground race: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
 }

@@ -1,0 +1,282 @@
+/**
+ * What people and tools do to the playground, shared by the race and the scenarios: an API edit
+ * (made on the cluster as the field manager "user", then mirrored into Git through the gateway's
+ * intake API with its `editedAt`), a Git push by somebody else, and reads of what the cluster,
+ * Git and the appliers hold.
+ */
+import { join } from "node:path";
+import * as k8s from "@kubernetes/client-node";
+import { git, gitOk } from "../git/cli.js";
+import { GitPeer } from "../git/peer.js";
+import type { Assembly } from "./assembly.js";
+import {
+  ARGOCD_NAMESPACE,
+  DEMO_APPLIERS,
+  DEMO_APPS,
+  DEMO_NAMESPACE,
+  DEMO_REPO,
+  type DemoApp,
+  demoConfigMap,
+  demoConfigPath,
+  FLUX_NAMESPACE,
+  INTAKE_TOKEN,
+} from "./demo.js";
+
+/** The field manager API edits are made with: somebody editing through the Kubernetes API. */
+export const USER_MANAGER = "user";
+
+const APPLY = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.ServerSideApply);
+
+export async function until<T>(
+  probe: () => Promise<T | undefined | false>,
+  what: string,
+  timeoutMs = 30_000,
+  everyMs = 25,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ""}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+export interface WriteAnswer {
+  status: number;
+  body: { id?: string; published?: boolean; commit?: string; error?: string };
+}
+
+/** Posts a write to a GitTarget through the gateway's intake API. */
+export async function postWrite(
+  a: Assembly,
+  app: DemoApp,
+  body: Record<string, unknown>,
+  opts: { wait?: boolean } = {},
+): Promise<WriteAnswer> {
+  const target = app === "flux" ? "flux-app" : "argo-app";
+  const q = opts.wait === false ? "" : "?wait=published&timeout=30";
+  const res = await fetch(`${a.gateway.url}/v1/targets/${DEMO_NAMESPACE}/${target}/writes${q}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${INTAKE_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json().catch(() => ({}))) as WriteAnswer["body"] };
+}
+
+/**
+ * An API edit: the demo ConfigMap's greeting set on the cluster by "user", and at the same moment
+ * the write reported to the gateway (a save: a commit boundary). Resolves with the intake's answer.
+ */
+export async function apiEdit(
+  a: Assembly,
+  app: DemoApp,
+  greeting: string,
+  opts: { wait?: boolean; author?: string } = {},
+): Promise<WriteAnswer> {
+  const object = demoConfigMap(app, { greeting });
+  const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const written = await core.patchNamespacedConfigMap(
+    {
+      name: DEMO_APPS[app].name,
+      namespace: DEMO_APPS[app].namespace,
+      body: object,
+      fieldManager: USER_MANAGER,
+      force: true,
+    },
+    APPLY,
+  );
+  const editedAt = editTime(written) ?? new Date().toISOString();
+  return postWrite(
+    a,
+    app,
+    {
+      changes: [{ op: "upsert", object }],
+      author: { name: opts.author ?? "user", email: `${opts.author ?? "user"}@example.com` },
+      message: `${app}: set greeting to ${greeting}`,
+      save: true,
+      editedAt,
+    },
+    opts,
+  );
+}
+
+/** The time the user's managedFields entry records (whole seconds, as the server writes it). */
+function editTime(o: k8s.V1ConfigMap): string | undefined {
+  const entry = o.metadata?.managedFields?.find((m) => m.manager === USER_MANAGER);
+  return entry?.time ? new Date(entry.time).toISOString() : undefined;
+}
+
+export interface ClusterValue {
+  greeting: string | undefined;
+  /** The field manager that owns data.greeting now. */
+  manager: string | undefined;
+  resourceVersion: string | undefined;
+}
+
+/** The demo ConfigMap's greeting on the cluster, and who wrote it. */
+export async function clusterValue(a: Assembly, app: DemoApp): Promise<ClusterValue> {
+  const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const cm = await core.readNamespacedConfigMap({
+    name: DEMO_APPS[app].name,
+    namespace: DEMO_APPS[app].namespace,
+  });
+  const owner = cm.metadata?.managedFields?.find((m) =>
+    JSON.stringify(m.fieldsV1 ?? {}).includes('"f:greeting"'),
+  )?.manager;
+  return { greeting: cm.data?.greeting, manager: owner, resourceVersion: cm.metadata?.resourceVersion };
+}
+
+/** The greeting the demo file holds at the tip of the branch. */
+export async function gitValue(a: Assembly, app: DemoApp): Promise<string | undefined> {
+  const text = await gitOk(["--git-dir", repoDir(a), "show", `${a.demo.branch}:${demoConfigPath(app)}`]);
+  return /greeting: (.*)/.exec(text)?.[1]?.trim();
+}
+
+const repoDir = (a: Assembly) => join(a.git.root, `${DEMO_REPO}.git`);
+
+export async function tip(a: Assembly): Promise<string> {
+  return (await a.git.tip(DEMO_REPO, a.demo.branch)) as string;
+}
+
+/** Whether `commit` holds `ancestor` (is it or descends from it), in the demo repository. */
+export async function holds(
+  a: Assembly,
+  commit: string | undefined,
+  ancestor: string | undefined,
+): Promise<boolean> {
+  if (!commit || !ancestor) return false;
+  if (commit === ancestor) return true;
+  return (await git(["--git-dir", repoDir(a), "merge-base", "--is-ancestor", ancestor, commit])).code === 0;
+}
+
+/** Commits on the branch after `from`, oldest first, as `sha subject`. */
+export async function commitsSince(
+  a: Assembly,
+  from: string,
+): Promise<Array<{ sha: string; subject: string }>> {
+  const out = await gitOk([
+    "--git-dir",
+    repoDir(a),
+    "log",
+    "--reverse",
+    "--format=%H %s",
+    `${from}..${a.demo.branch}`,
+  ]);
+  return out
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => ({ sha: l.slice(0, 40), subject: l.slice(41) }));
+}
+
+/** Somebody pushes to the branch with the git CLI (a foreign commit). */
+export async function foreignPush(a: Assembly, app: DemoApp, greeting: string): Promise<string> {
+  const peer = await GitPeer.clone(a.demo.repoUrl, a.demo.branch);
+  try {
+    const { objectYaml } = await import("../../queue/git/layout.js");
+    return await peer.commitAndPush(
+      demoConfigPath(app),
+      objectYaml(demoConfigMap(app, { greeting })),
+      `greeting ${greeting} (pushed to Git)`,
+    );
+  } finally {
+    await peer.remove();
+  }
+}
+
+const custom = (a: Assembly) => a.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+type Obj = {
+  metadata?: Record<string, unknown>;
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+};
+
+/** The revision the Flux GitRepository's artifact holds (its commit id), once fetched. */
+export async function fluxArtifactCommit(a: Assembly): Promise<string | undefined> {
+  const repo = (await custom(a).getNamespacedCustomObject({
+    group: "source.toolkit.fluxcd.io",
+    version: "v1",
+    plural: "gitrepositories",
+    namespace: FLUX_NAMESPACE,
+    name: "demo",
+  })) as Obj;
+  const rev = (repo.status?.artifact as { revision?: string } | undefined)?.revision;
+  return rev?.split(":").pop();
+}
+
+/** The commit Argo CD's last comparison of the Application resolved the branch to. */
+export async function argoComparedCommit(a: Assembly): Promise<string | undefined> {
+  const app = (await custom(a).getNamespacedCustomObject({
+    group: "argoproj.io",
+    version: "v1alpha1",
+    plural: "applications",
+    namespace: ARGOCD_NAMESPACE,
+    name: DEMO_APPLIERS.argocd.name,
+  })) as Obj;
+  return (app.status?.sync as { revision?: string } | undefined)?.revision;
+}
+
+/** Applies the applier has completed, oldest first, as commit ids. */
+export function appliedCommits(a: Assembly, app: DemoApp): string[] {
+  if (app === "flux") {
+    return a.flux.appliedRevisions(DEMO_APPLIERS.flux).map((r) => r.split(":").pop() as string);
+  }
+  return a.argo
+    .syncs({ namespace: ARGOCD_NAMESPACE, name: DEMO_APPLIERS.argocd.name })
+    .map((s) => s.revision);
+}
+
+/** A claim as the cluster holds it. */
+export async function readClaim(a: Assembly, app: DemoApp): Promise<Obj | undefined> {
+  return (await custom(a)
+    .getNamespacedCustomObject({
+      group: "applygate.dev",
+      version: "v1alpha1",
+      plural: app === "flux" ? "fluxclaims" : "argocdclaims",
+      namespace: DEMO_NAMESPACE,
+      name: app === "flux" ? "flux-app" : "argo-app",
+    })
+    .catch(() => undefined)) as Obj | undefined;
+}
+
+const condition = (o: Obj | undefined, type: string) =>
+  ((o?.status?.conditions ?? []) as Array<{ type: string; status: string }>).find((c) => c.type === type)
+    ?.status;
+
+/**
+ * Waits until both claims hold their appliers and the converge at the start applied the tip: the
+ * state every scenario starts from.
+ */
+export async function settled(a: Assembly, timeoutMs = 30_000): Promise<string> {
+  const head = await tip(a);
+  for (const app of ["flux", "argocd"] as const) {
+    await until(
+      async () => {
+        const c = await readClaim(a, app);
+        return condition(c, "InControl") === "True" && c?.status?.lastAppliedCommit === head;
+      },
+      `the ${app} claim to hold its applier at ${head.slice(0, 8)}`,
+      timeoutMs,
+    );
+  }
+  return head;
+}
+
+export async function deleteClaims(a: Assembly): Promise<void> {
+  for (const app of ["flux", "argocd"] as const) {
+    await custom(a)
+      .deleteNamespacedCustomObject({
+        group: "applygate.dev",
+        version: "v1alpha1",
+        plural: app === "flux" ? "fluxclaims" : "argocdclaims",
+        namespace: DEMO_NAMESPACE,
+        name: app === "flux" ? "flux-app" : "argo-app",
+      })
+      .catch(() => undefined);
+  }
+}

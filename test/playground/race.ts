@@ -1,0 +1,232 @@
+/**
+ * `applygate playground race`: the two-edit race, played twice on a fresh assembly each time.
+ *
+ * Each run makes the same two API edits to each demo app's ConfigMap (greeting "blue", then
+ * "green"), each mirrored into Git as one save. The second edit lands right after the applier
+ * fetched the first commit, the moment the race needs:
+ *
+ * - **own timers**: no claims. The Kustomization reconciles every second, the Application has
+ *   automated sync on with a one-second refresh. The applier applies the first commit over the
+ *   second edit: the cluster goes back to "blue" until a later apply brings "green" again.
+ * - **held by applygate**: the claims hold both appliers. The same edits give one commit each
+ *   and no apply at all: the cluster already runs them, and nothing reverts "green".
+ *
+ * The race starts assemblies of its own (its own Redis prefix, Git server, API server and ports):
+ * it needs the appliers' timing knobs in its own process and a clean history for each run, and
+ * it never disturbs a playground that is running.
+ */
+import type { Logger } from "../../queue/log.js";
+import {
+  apiEdit,
+  appliedCommits,
+  argoComparedCommit,
+  clusterValue,
+  commitsSince,
+  fluxArtifactCommit,
+  gitValue,
+  holds,
+  settled,
+  tip,
+  until,
+} from "./actors.js";
+import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "./assembly.js";
+import type { DemoApp } from "./demo.js";
+
+export const FIRST = "blue";
+export const SECOND = "green";
+
+/** Timers of the race: appliers on one-second timers, and a build/sync delay the race falls into. */
+export const RACE_TIMERS: AssemblyTimers = {
+  ...FAST_TIMERS,
+  flux: { perObjectApplyMs: 1, buildMs: 1500 },
+  argo: { refreshIntervalMs: 1000, syncDelayMs: 1500 },
+  fluxInterval: "1s",
+};
+
+export type RaceMode = "own-timers" | "held";
+
+export interface TimelineEntry {
+  ms: number;
+  text: string;
+}
+
+export interface RaceOutcome {
+  mode: RaceMode;
+  app: DemoApp;
+  timeline: TimelineEntry[];
+  /** The cluster's greeting at the end, and whether "green" was ever replaced by "blue". */
+  cluster: string | undefined;
+  reverted: boolean;
+  git: string | undefined;
+  /** Commits on the branch made by the two saves. */
+  commits: number;
+  saves: number;
+  /** Applies (distinct, in order) the applier completed during the run. */
+  applies: string[];
+}
+
+const short = (sha: string | undefined) => (sha ? sha.slice(0, 7) : "-");
+const applierName = (app: DemoApp) => (app === "flux" ? "kustomize-controller" : "argocd-controller");
+
+/** Plays one run of the race on both apps at once. */
+export async function playRace(
+  mode: RaceMode,
+  opts: { log?: Logger; redisUrl?: string; timers?: AssemblyTimers } = {},
+): Promise<RaceOutcome[]> {
+  const a = await startAssembly({
+    ...(opts.log ? { log: opts.log } : {}),
+    ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}),
+    timers: opts.timers ?? RACE_TIMERS,
+    withoutClaims: mode === "own-timers",
+  });
+  try {
+    if (mode === "held") await settled(a);
+    else {
+      const head = await tip(a);
+      for (const app of ["flux", "argocd"] as const)
+        await until(async () => appliedCommits(a, app).includes(head), `${app} to apply the first commit`);
+    }
+    return await Promise.all((["flux", "argocd"] as const).map((app) => raceOne(a, mode, app)));
+  } finally {
+    await a.stop();
+  }
+}
+
+async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceOutcome> {
+  const t0 = Date.now();
+  const timeline: TimelineEntry[] = [];
+  const note = (text: string) => timeline.push({ ms: Date.now() - t0, text });
+  const start = await tip(a);
+  const appliedBefore = appliedCommits(a, app).length;
+  let seenSecond = false;
+  let reverted = false;
+
+  // The recorder: every change of the cluster's value and every apply the applier completes.
+  let last = (await clusterValue(a, app)).greeting;
+  let applied = appliedBefore;
+  let recording = true;
+  const recorder = (async () => {
+    while (recording) {
+      const v = await clusterValue(a, app).catch(() => undefined);
+      if (v && v.greeting !== last) {
+        last = v.greeting;
+        if (v.greeting === SECOND) seenSecond = true;
+        const back = seenSecond && v.greeting === FIRST;
+        if (back) reverted = true;
+        note(`cluster: ${v.greeting} (by ${v.manager ?? "?"})${back ? "  ← REVERTED" : ""}`);
+      }
+      const list = appliedCommits(a, app);
+      for (; applied < list.length; applied++) {
+        if (list[applied] !== list[applied - 1]) note(`${applierName(app)} applied ${short(list[applied])}`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+
+  const fetched = app === "flux" ? () => fluxArtifactCommit(a) : () => argoComparedCommit(a);
+  const first = await apiEdit(a, app, FIRST);
+  note(`API edit ${FIRST} → commit ${short(first.body.commit)}`);
+  // Both apps race at once, so the applier may fetch a tip holding the other app's commit too.
+  const fetchedFirst = await until(async () => {
+    const c = await fetched();
+    return (await holds(a, c, first.body.commit)) ? c : undefined;
+  }, "the applier to fetch the first commit");
+  note(`${app === "flux" ? "GitRepository fetched" : "Argo CD compared"} ${short(fetchedFirst)}`);
+  const second = await apiEdit(a, app, SECOND);
+  note(`API edit ${SECOND} → commit ${short(second.body.commit)}`);
+
+  if (mode === "own-timers") {
+    // Ends once the applier applied the second commit and the cluster shows it.
+    await until(
+      async () => {
+        const list = appliedCommits(a, app);
+        return last === SECOND && (await holds(a, list[list.length - 1], second.body.commit));
+      },
+      "the applier to apply the second commit",
+      30_000,
+    ).catch((err) => {
+      note(`(${(err as Error).message})`);
+    });
+  } else {
+    // Held: nothing may apply. Watch until the applier has seen the second commit and as long
+    // again as an apply would have taken on its own timers.
+    await until(
+      async () => holds(a, await fetched(), second.body.commit),
+      "the applier to fetch the second commit",
+    );
+    const quietMs = (a.timers.flux.buildMs ?? 0) + (a.timers.argo.syncDelayMs ?? 0) + 1000;
+    note(`${app === "flux" ? "GitRepository fetched" : "Argo CD compared"} ${short(await fetched())}`);
+    await new Promise((r) => setTimeout(r, quietMs));
+    note(`(watched ${(quietMs / 1000).toFixed(1)}s more: no apply)`);
+  }
+  recording = false;
+  await recorder;
+  const commits = (await commitsSince(a, start)).filter((c) => c.subject.startsWith(`${app}: `));
+  const applies = appliedCommits(a, app)
+    .slice(appliedBefore)
+    .filter((c, i, all) => c !== all[i - 1]);
+  return {
+    mode,
+    app,
+    timeline,
+    cluster: (await clusterValue(a, app)).greeting,
+    reverted,
+    git: await gitValue(a, app),
+    commits: commits.length,
+    saves: 2,
+    applies,
+  };
+}
+
+/** The two timelines of one app side by side, then what each ended with. */
+export function sideBySide(own: RaceOutcome, held: RaceOutcome, width = 58): string[] {
+  const col = (e: TimelineEntry | undefined) =>
+    e
+      ? `${`+${(e.ms / 1000).toFixed(2)}s`.padStart(7)}  ${e.text}`.slice(0, width).padEnd(width)
+      : "".padEnd(width);
+  const title =
+    own.app === "flux"
+      ? "Flux (Kustomization flux-system/flux-app)"
+      : "Argo CD (Application argocd/argo-app)";
+  const lines = [
+    title,
+    `${"appliers on their own timers".padEnd(width)} │ held by applygate`,
+    `${"─".repeat(width)}─┼─${"─".repeat(width)}`,
+  ];
+  for (let i = 0; i < Math.max(own.timeline.length, held.timeline.length); i++)
+    lines.push(`${col(own.timeline[i])} │ ${col(held.timeline[i])}`);
+  const summary = (r: RaceOutcome) => [
+    `cluster ends "${r.cluster}"${r.reverted ? ` (reverted to "${FIRST}" on the way)` : ", never reverted"}`,
+    `Git ends "${r.git}", ${r.commits} commit(s) for ${r.saves} saves`,
+    `applies: ${r.applies.length === 0 ? "none" : r.applies.map(short).join(", ")}`,
+  ];
+  const [a, b] = [summary(own), summary(held)];
+  lines.push(`${"─".repeat(width)}─┼─${"─".repeat(width)}`);
+  for (let i = 0; i < a.length; i++) lines.push(`${(a[i] as string).padEnd(width)} │ ${b[i]}`);
+  return lines;
+}
+
+/** Plays both runs and prints the timelines side by side. */
+export async function runRace(opts: {
+  log?: Logger;
+  redisUrl?: string;
+  out: (line: string) => void;
+}): Promise<{ own: RaceOutcome[]; held: RaceOutcome[] }> {
+  opts.out(
+    "The two-edit race: two API edits a moment apart, the second right after the applier fetched the first.",
+  );
+  opts.out("Run 1: the appliers on their own timers (no claims)…");
+  const own = await playRace("own-timers", opts);
+  opts.out("Run 2: the same edits, the appliers held by applygate…");
+  const held = await playRace("held", opts);
+  for (const app of ["flux", "argocd"] as const) {
+    opts.out("");
+    for (const line of sideBySide(
+      own.find((r) => r.app === app) as RaceOutcome,
+      held.find((r) => r.app === app) as RaceOutcome,
+    ))
+      opts.out(line);
+  }
+  opts.out("");
+  return { own, held };
+}
