@@ -24,6 +24,11 @@ export const METRIC_NAMES = {
   branchRetryingSeconds: "applygate_branch_retrying_seconds",
   /** Gauge {kind,namespace,name}: 1 when the claim's Ready condition is True, else 0. */
   claimReady: "applygate_claim_ready",
+  /**
+   * Counter {applier_kind}: late applies over a newer API edit withheld in an apply window (Git
+   * keeps the edit and a Repair becomes due).
+   */
+  applyWindowCollisionsTotal: "applygate_apply_window_collisions_total",
 } as const;
 
 export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];
@@ -38,6 +43,7 @@ export const METRIC_LABELS = {
   [METRIC_NAMES.branchIntakePaused]: ["branch"],
   [METRIC_NAMES.branchRetryingSeconds]: ["branch"],
   [METRIC_NAMES.claimReady]: ["kind", "namespace", "name"],
+  [METRIC_NAMES.applyWindowCollisionsTotal]: ["applier_kind"],
 } as const satisfies Record<MetricName, readonly string[]>;
 
 /** All metric names, for membership checks. */

@@ -1,8 +1,9 @@
 /** The decisions' metrics. */
 import { Counter, type Registry } from "prom-client";
 import type { ApplierKind } from "../contract.js";
+import { METRIC_NAMES } from "../metric-names.js";
 
-export const APPLY_WINDOW_COLLISIONS_TOTAL = "applygate_apply_window_collisions_total";
+export const APPLY_WINDOW_COLLISIONS_TOTAL = METRIC_NAMES.applyWindowCollisionsTotal;
 
 export interface ApplyMetrics {
   /** A late apply over a newer API edit was withheld in an apply window. */
@@ -13,7 +14,7 @@ export const noApplyMetrics: ApplyMetrics = { collision() {} };
 
 export function createApplyMetrics(registry: Registry): ApplyMetrics {
   const collisions = new Counter({
-    name: APPLY_WINDOW_COLLISIONS_TOTAL,
+    name: METRIC_NAMES.applyWindowCollisionsTotal,
     help: "Late applies over a newer API edit withheld in an apply window (a Repair became due)",
     labelNames: ["applier_kind"],
     registers: [registry],

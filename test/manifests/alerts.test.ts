@@ -40,9 +40,10 @@ describe("PrometheusRule ↔ queue/metric-names.ts", () => {
     ...dashboardExprs.map((expr, i) => ({ where: `dashboard target ${i}`, expr })),
   ];
 
-  it("has the seven alerts the operators' runbook covers, and one for missing metrics", () => {
+  it("has the eight alerts the operators' runbook covers, and one for missing metrics", () => {
     expect(alerts.map((a) => a.alert).sort()).toEqual(
       [
+        "ApplygateApplyWindowCollisions",
         "ApplygateBranchIntakePaused",
         "ApplygateClaimNotReady",
         "ApplygateJobStuck",
