@@ -413,7 +413,9 @@ export class ArgoCDExecutor implements OperationExecutor {
     if (d.action === "prove") {
       const ancestry = this.d.options?.ancestry;
       const answer = ancestry
-        ? await ancestry(d.revision, c.commit).catch(() => "unknown" as const)
+        ? await ancestry(d.revision, c.commit, { application: app, claim: c.claim }).catch(
+            () => "unknown" as const,
+          )
         : "unknown";
       d = decideStale(app, c.commit, answer);
     }

@@ -17,7 +17,13 @@ export type AncestryAnswer = "ancestor" | "not-ancestor" | "unknown";
  * Asks the clone: is `revision` (a full or abbreviated commit id) an ancestor of `commit`? It
  * answers "unknown" for a revision it cannot resolve to exactly one commit it holds.
  */
-export type Ancestry = (revision: string, commit: string) => Promise<AncestryAnswer>;
+export type Ancestry = (revision: string, commit: string, about?: AncestryAbout) => Promise<AncestryAnswer>;
+
+/** Which repository the question is about: the Application being synced and the claim holding it. */
+export interface AncestryAbout {
+  application: Application;
+  claim: { namespace: string; name: string };
+}
 
 export type LeaveReason =
   | "NoOperation"
