@@ -145,6 +145,20 @@ function testKind() {
   return { kind, state, release };
 }
 
+function sampleAttempt(token: string): Attempt {
+  return {
+    token,
+    claim: { kind: "FluxClaim", namespace: "metrics-apps", name: "web" },
+    applier: { kind: "flux", namespace: "flux-system", name: "web" },
+    branchKey: "git.example/org/repo@main",
+    repository: REPO,
+    branch: "main",
+    commit: "a".repeat(40),
+    targets: [{ uid: "u", namespace: "metrics-apps", name: "site", reason: "CatchUp" }],
+    sentAt: new Date().toISOString(),
+  };
+}
+
 /** A TCP relay to the test Redis that can be cut and restored on the same port. */
 async function redisRelay(target: URL) {
   const sockets = new Set<Socket>();
@@ -251,18 +265,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
       const flux = { applier_kind: "flux" };
       expect(sample(await metrics(), "applygate_operations_unresolved", flux)).toBe(0);
 
-      const attempt: Attempt = {
-        token: "op-1",
-        claim: { kind: "FluxClaim", namespace: "metrics-apps", name: "web" },
-        applier: { kind: "flux", namespace: "flux-system", name: "web" },
-        branchKey: "git.example/org/repo@main",
-        repository: REPO,
-        branch: "main",
-        commit: "a".repeat(40),
-        targets: [{ uid: "u", namespace: "metrics-apps", name: "site", reason: "CatchUp" }],
-        sentAt: new Date().toISOString(),
-      };
-      await q.add("attempt", attempt, { attempts: 1 });
+      await q.add("attempt", sampleAttempt("op-1"), { attempts: 1 });
       await until(
         async () => sample(await metrics(), "applygate_operations_unresolved", flux) === 1,
         "one Unresolved operation",
@@ -304,7 +307,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
   it("/readyz answers 503 while Redis is unreachable and 200 once it answers again", async () => {
     const redis = await isolatedRedis("sidecar-ready");
     const relay = await redisRelay(new URL(redis.url));
-    const { kind } = testKind();
+    const { kind, release } = testKind();
     const sidecar = await startSidecar({
       applier: "flux",
       kubeConfig: server.kubeConfig(),
@@ -314,6 +317,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
       kindModule: kind,
       serve: { port: 0, host: "127.0.0.1" },
     });
+    const q = new Queue(attemptsQueue("flux"), { connection: { url: redis.url }, prefix: redis.prefix });
     const readyz = async () => {
       const res = await fetch(`${sidecar.http?.url}/readyz`);
       return { status: res.status, body: await res.text() };
@@ -331,8 +335,14 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
       expect((await fetch(`${sidecar.http?.url}/healthz`)).status).toBe(200);
       await relay.restore();
       await until(async () => (await readyz()).status === 200, "ready again");
+      // And it takes attempts again. (Also lets BullMQ's worker settle on its new connection:
+      // a Worker.close() right after a reconnect has been seen to hang.)
+      await q.add("attempt", sampleAttempt("op-after-outage"), { attempts: 1 });
+      await until(async () => release.has("op-after-outage"), "an attempt taken after the outage");
     } finally {
+      for (const r of release.values()) r();
       await sidecar.stop();
+      await q.close();
       await relay.cut();
       await redis.cleanup();
     }
