@@ -24,6 +24,9 @@ export function queueReporter(opts: QueueReporterOptions): Reporter {
     prefix: opts.prefix,
     defaultJobOptions: { removeOnComplete: 1000, removeOnFail: 5000 },
   });
+  // A Redis blip is survived by the connection's offline queue (reports wait, none is lost); the
+  // listener keeps the connection errors from surfacing as unhandled 'error' events.
+  queue.on("error", () => {});
   const send = async (report: Report) => {
     const valid = Report.parse(report);
     await queue.add(valid.type, valid);
