@@ -210,7 +210,16 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       } catch (err) {
         o.log.error({ err: (err as Error).message }, "executor shutdown failed");
       }
-      await closing;
+      // BullMQ's close can hang for a long time right after a Redis reconnect; a stop must not
+      // wait on it beyond the same bound (the operations are recorded on their claims anyway).
+      const closed = await Promise.race([
+        closing.then(() => true),
+        new Promise<boolean>((res) => setTimeout(() => res(false), o.stopTimeoutMs ?? 30_000).unref()),
+      ]);
+      if (!closed) {
+        o.log.warn("attempt queue did not close in time; closing it by force");
+        await worker.close(true).catch(() => {});
+      }
     },
   };
 }
