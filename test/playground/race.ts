@@ -27,6 +27,7 @@ import {
   holds,
   settled,
   tip,
+  USER_MANAGER,
   until,
 } from "./actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "./assembly.js";
@@ -111,7 +112,8 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceO
       if (v && v.greeting !== last) {
         last = v.greeting;
         if (v.greeting === SECOND) seenSecond = true;
-        const back = seenSecond && v.greeting === FIRST;
+        // The later edit reverted: once "green" was on the cluster, an applier wrote anything else.
+        const back = seenSecond && v.greeting !== SECOND && v.manager !== USER_MANAGER;
         if (back) reverted = true;
         note(`cluster: ${v.greeting} (by ${v.manager ?? "?"})${back ? "  ← REVERTED" : ""}`);
       }
@@ -143,7 +145,7 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceO
         return last === SECOND && (await holds(a, list[list.length - 1], second.body.commit));
       },
       "the applier to apply the second commit",
-      30_000,
+      15_000,
     ).catch((err) => {
       note(`(${(err as Error).message})`);
     });
@@ -196,7 +198,7 @@ export function sideBySide(own: RaceOutcome, held: RaceOutcome, width = 58): str
   for (let i = 0; i < Math.max(own.timeline.length, held.timeline.length); i++)
     lines.push(`${col(own.timeline[i])} │ ${col(held.timeline[i])}`);
   const summary = (r: RaceOutcome) => [
-    `cluster ends "${r.cluster}"${r.reverted ? ` (reverted to "${FIRST}" on the way)` : ", never reverted"}`,
+    `cluster ends "${r.cluster}"${r.reverted ? `, "${SECOND}" reverted on the way` : ", never reverted"}`,
     `Git ends "${r.git}", ${r.commits} commit(s) for ${r.saves} saves`,
     `applies: ${r.applies.length === 0 ? "none" : r.applies.map(short).join(", ")}`,
   ];

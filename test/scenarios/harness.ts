@@ -1,0 +1,70 @@
+/**
+ * The scenario suite's harness: the playground's assembly with compressed timers on the test
+ * Redis (a prefix of its own), the progress observer reading the queues, and the state every
+ * scenario starts from (both claims hold their appliers at the tip).
+ */
+import { randomBytes } from "node:crypto";
+import { silentLogger } from "../../queue/log.js";
+import { settled } from "../playground/actors.js";
+import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "../playground/assembly.js";
+import { observeProgress, type ProgressObserver } from "../playground/progress.js";
+import { testRedisUrl } from "../redis/isolated.js";
+
+export interface Scene {
+  a: Assembly;
+  progress: ProgressObserver;
+  /** The tip both appliers applied at the start. */
+  start: string;
+  /** Attempts seen before the scenario began (the converges at the start). */
+  before: number;
+  stop(): Promise<void>;
+}
+
+export async function startScene(
+  o: { timers?: Partial<AssemblyTimers>; redisUrl?: string } = {},
+): Promise<Scene> {
+  const redisUrl = o.redisUrl ?? testRedisUrl();
+  const a = await startAssembly({
+    redisUrl,
+    // A fresh prefix; the assembly removes its keys on stop.
+    log: silentLogger(),
+    timers: { ...FAST_TIMERS, ...o.timers },
+  });
+  let progress: ProgressObserver | undefined;
+  try {
+    progress = await observeProgress({ redisUrl, prefix: a.prefix });
+    const start = await settled(a);
+    const p = progress;
+    return {
+      a,
+      progress: p,
+      start,
+      before: p.attempts().length,
+      async stop() {
+        await p.stop();
+        await a.stop();
+      },
+    };
+  } catch (err) {
+    await progress?.stop();
+    await a.stop();
+    throw err;
+  }
+}
+
+/** Attempts sent to an applier kind after the start, with their phases as reported. */
+export function operationsOf(s: Scene, kind: "flux" | "argocd") {
+  return s.progress
+    .attempts()
+    .slice(s.before)
+    .filter((at) => at.applier.kind === kind)
+    .map((at) => ({
+      attempt: at,
+      phases: s.progress
+        .phases()
+        .filter((p) => p.token === at.token)
+        .map((p) => p.phase),
+    }));
+}
+
+export const unique = () => randomBytes(3).toString("hex");

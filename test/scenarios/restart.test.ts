@@ -1,0 +1,63 @@
+/**
+ * A restart of each process mid-apply: the worker, the Flux sidecar and the Argo CD sidecar are
+ * each stopped while an apply runs and started again. The apply ends Succeeded, the cluster holds
+ * the pushed value, and no second apply of the commit is started.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { clusterValue, foreignPush, readClaim, until } from "../playground/actors.js";
+import type { DemoApp } from "../playground/demo.js";
+import { operationsOf, type Scene, startScene, unique } from "./harness.js";
+
+const phaseOf = async (s: Scene, app: DemoApp) =>
+  (await readClaim(s.a, app))?.status?.operation as { phase?: string; commit?: string } | undefined;
+
+describe("a restart mid-apply", () => {
+  let s: Scene | undefined;
+  afterEach(async () => {
+    await s?.stop();
+    s = undefined;
+  });
+
+  for (const [process, app] of [
+    ["worker", "flux"],
+    ["flux sidecar", "flux"],
+    ["argocd sidecar", "argocd"],
+  ] as const) {
+    it(`of the ${process} ends the apply once`, async () => {
+      // Slow applies, so the restart falls inside one.
+      s = await startScene({
+        timers: {
+          flux: { perObjectApplyMs: 1, buildMs: 1500 },
+          argo: { refreshIntervalMs: 3_600_000, syncDelayMs: 1500 },
+        },
+      });
+      const scene = s;
+      const value = `pushed-${unique()}`;
+      const commit = await foreignPush(scene.a, app, value);
+      await until(async () => {
+        const op = await phaseOf(scene, app);
+        return op?.commit === commit && op.phase === "Running";
+      }, "the apply to run");
+      if (process === "worker") {
+        await scene.a.stopWorker();
+        await scene.a.startWorker();
+      } else {
+        const kind = app === "flux" ? "flux" : "argocd";
+        await scene.a.stopSidecar(kind);
+        await scene.a.startSidecar(kind);
+      }
+      await until(
+        async () => (await clusterValue(scene.a, app)).greeting === value,
+        "the pushed value on the cluster",
+      );
+      await until(async () => {
+        const op = await phaseOf(scene, app);
+        return op?.commit === commit && op.phase === "Succeeded";
+      }, "the operation to end Succeeded");
+      const ops = operationsOf(scene, app).filter((o) => o.attempt.commit === commit);
+      expect(ops.length).toBeGreaterThanOrEqual(1);
+      // Never two operations out at once for one applier, and the commit applied once in the end.
+      expect(ops.filter((o) => o.phases.includes("Succeeded")).length).toBeLessThanOrEqual(1);
+    });
+  }
+});
