@@ -6,7 +6,7 @@
  * fetched the first commit, the moment the race needs:
  *
  * - **own timers**: no claims. The Kustomization reconciles every second, the Application has
- *   automated sync on with a one-second refresh. The applier applies the first commit over the
+ *   automated sync (with self-heal) on and a one-second refresh. The applier applies the first commit over the
  *   second edit: the cluster goes back to "blue" until a later apply brings "green" again.
  * - **held by applygate**: the claims hold both appliers. The same edits give one commit each
  *   and no apply at all: the cluster already runs them, and nothing reverts "green".
@@ -15,6 +15,7 @@
  * it needs the appliers' timing knobs in its own process and a clean history for each run, and
  * it never disturbs a playground that is running.
  */
+import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "../../queue/log.js";
 import {
   apiEdit,
@@ -31,7 +32,7 @@ import {
   until,
 } from "./actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "./assembly.js";
-import type { DemoApp } from "./demo.js";
+import { DEMO_APPLIERS, type DemoApp } from "./demo.js";
 
 export const FIRST = "blue";
 export const SECOND = "green";
@@ -83,6 +84,9 @@ export async function playRace(
   try {
     if (mode === "held") await settled(a);
     else {
+      // Argo CD syncs on its own only what is OutOfSync; with self-heal on (as many teams run it)
+      // the edit that differs from the commit it compared is what it syncs over.
+      await selfHeal(a);
       const head = await tip(a);
       for (const app of ["flux", "argocd"] as const)
         await until(async () => appliedCommits(a, app).includes(head), `${app} to apply the first commit`);
@@ -91,6 +95,21 @@ export async function playRace(
   } finally {
     await a.stop();
   }
+}
+
+async function selfHeal(a: Assembly): Promise<void> {
+  const custom = a.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+  await custom.patchNamespacedCustomObject(
+    {
+      group: "argoproj.io",
+      version: "v1alpha1",
+      plural: "applications",
+      namespace: DEMO_APPLIERS.argocd.namespace,
+      name: DEMO_APPLIERS.argocd.name,
+      body: { spec: { syncPolicy: { automated: { prune: true, selfHeal: true } } } },
+    },
+    k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+  );
 }
 
 async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceOutcome> {
