@@ -47,6 +47,9 @@ export interface ExecutorHost {
 
 export const claimKeyOf = (c: { namespace: string; name: string }) => `${c.namespace}/${c.name}`;
 
+/** How many ended tokens the host remembers, to refuse recovering them (oldest forgotten first). */
+const ENDED_MEMORY = 4096;
+
 interface Running {
   token: string;
   claim: string;
@@ -57,6 +60,16 @@ interface Running {
 export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
   const now = o.now ?? (() => new Date());
   const running = new Map<string, Running>();
+  /**
+   * Operations this process carried to their end. A reconciler pass that read the claim before
+   * the end was written can offer one to recovery after it stopped being followed; following it
+   * again would report its end a second time.
+   */
+  const ended = new Set<string>();
+  const remember = (token: string) => {
+    ended.add(token);
+    if (ended.size > ENDED_MEMORY) ended.delete(ended.values().next().value as string);
+  };
   let stopping = false;
 
   const busyClaim = (claim: string) => [...running.values()].find((r) => r.claim === claim);
@@ -113,9 +126,11 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     const { report, state } = reporterFor(token, claim, branchKey, commit, log);
     const abort = new AbortController();
     const unfollow = o.following.follow(token, key);
+    let reportedItsEnd = false;
     const done = (async () => {
       try {
         await body(report, abort.signal);
+        reportedItsEnd = state.terminal;
         if (!state.terminal && !abort.signal.aborted) {
           await report("RequestFailed", { message: "the executor ended without an outcome" });
         }
@@ -126,9 +141,14 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
           log.warn({ err: (err as Error).message }, "operation failed");
           await report("RequestFailed", { message: (err as Error).message });
         } else {
+          reportedItsEnd = true;
           log.warn({ err: (err as Error).message }, "error after the operation ended");
         }
       } finally {
+        // Remembered before it stops being followed, so no recovery can slip in between. Only an
+        // end the executor itself reported (and so wrote on the claim): after a throw the claim
+        // may still show the operation resumed, and recovery is what suspends and completes it.
+        if (reportedItsEnd) remember(token);
         unfollow();
         o.metrics?.forget(o.kind, token);
         running.delete(token);
@@ -183,6 +203,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       if (stopping || !o.executor.recover) return false;
       const key = claimKeyOf(op.claim);
       if (o.following.isFollowed(op.operation.token) || busyClaim(key)) return false;
+      if (ended.has(op.operation.token)) return false;
       const claim: ClaimRef = {
         kind: op.claim.type.kind as ClaimRef["kind"],
         namespace: op.claim.namespace,
