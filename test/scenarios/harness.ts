@@ -4,7 +4,7 @@
  * scenario starts from (both claims hold their appliers at the tip).
  */
 import { randomBytes } from "node:crypto";
-import { silentLogger } from "../../queue/log.js";
+import { type Logger, silentLogger } from "../../queue/log.js";
 import { settled } from "../playground/actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "../playground/assembly.js";
 import { observeProgress, type ProgressObserver } from "../playground/progress.js";
@@ -21,13 +21,13 @@ export interface Scene {
 }
 
 export async function startScene(
-  o: { timers?: Partial<AssemblyTimers>; redisUrl?: string } = {},
+  o: { timers?: Partial<AssemblyTimers>; redisUrl?: string; log?: Logger } = {},
 ): Promise<Scene> {
   const redisUrl = o.redisUrl ?? testRedisUrl();
   const a = await startAssembly({
     redisUrl,
     // A fresh prefix; the assembly removes its keys on stop.
-    log: silentLogger(),
+    log: o.log ?? silentLogger(),
     timers: { ...FAST_TIMERS, ...o.timers },
   });
   let progress: ProgressObserver | undefined;
