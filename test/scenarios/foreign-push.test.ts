@@ -3,8 +3,22 @@
  * ForeignCommit for a tip that holds both sides, and the cluster ends with both.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TERMINAL_PHASES } from "../../queue/contract.js";
 import { apiEdit, clusterValue, foreignPush, gitValue, holds, tip, until } from "../playground/actors.js";
 import { operationsOf, type Scene, startScene } from "./harness.js";
+
+/** The terminal report of an attempt, with when it was queued. */
+function endOf(s: Scene, token: string) {
+  for (const e of s.progress.events) {
+    if (e.type === "phase" && e.report.token === token && TERMINAL_PHASES.includes(e.report.phase)) {
+      return { phase: e.report.phase, reason: e.report.reason, at: e.at };
+    }
+  }
+  return undefined;
+}
+
+const sentAt = (s: Scene, token: string) =>
+  s.progress.events.find((e) => e.type === "attempt" && e.attempt.token === token)?.at.getTime() ?? 0;
 
 describe("a foreign push", () => {
   let s: Scene;
@@ -31,13 +45,23 @@ describe("a foreign push", () => {
     expect(await gitValue(s.a, "flux")).toBe("from-api");
     expect(await gitValue(s.a, "argocd")).toBe("from-git");
     for (const kind of ["flux", "argocd"] as const) {
-      // Applied once: one operation succeeded. An attempt overtaken by a newer tip before it
-      // started anything (Stale, RequestFailed) may precede it; it applied nothing.
+      // Applied once: one operation succeeded.
       const all = operationsOf(s, kind);
+      const trail = JSON.stringify(all.map((o) => [o.attempt.commit, o.phases]));
       const done = all.filter((o) => o.phases.includes("Succeeded"));
-      expect(done.length, `${kind}: ${JSON.stringify(all.map((o) => [o.attempt.commit, o.phases]))}`).toBe(1);
-      for (const o of all) if (o !== done[0]) expect(o.phases).not.toContain("Running");
+      expect(done.length, `${kind}: ${trail}`).toBe(1);
       const op = done[0]!;
+      // Never two out for one applier: every attempt before it ended, Stale or RequestFailed with
+      // a reason and before anything was resumed or synced, before the next one was sent.
+      const before = all.slice(0, all.indexOf(op));
+      for (const [i, o] of before.entries()) {
+        const end = endOf(s, o.attempt.token);
+        expect(end, `${kind}: ${trail}`).toMatchObject({ reason: expect.any(String) });
+        expect(["Stale", "RequestFailed"], `${kind}: ${trail}`).toContain(end?.phase);
+        expect(o.phases).not.toContain("Running");
+        const next = all[i + 1]!.attempt.token;
+        expect(end?.at.getTime(), `${kind}: ${trail}`).toBeLessThanOrEqual(sentAt(s, next));
+      }
       expect(op.attempt.targets.map((t) => t.reason)).toContain("ForeignCommit");
       expect(await holds(s.a, op.attempt.commit, pushed)).toBe(true);
       expect(await holds(s.a, op.attempt.commit, edit.body.commit)).toBe(true);
