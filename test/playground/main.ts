@@ -48,6 +48,11 @@ export async function run(argv: string[]): Promise<number> {
     name: "playground",
   });
   // Loaded only now, so `--help` and bad settings answer without loading every component.
+  // Listen for Ctrl-C from the start: a signal during start-up stops once started, one right after the screen stops cleanly.
+  const stopAsked = new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
   const { startAssembly } = await import("./assembly.js");
   let assembly: Assembly;
   try {
@@ -90,10 +95,7 @@ export async function run(argv: string[]): Promise<number> {
     prefix: a.prefix,
     onEvent: (e) => process.stdout.write(`${formatProgress(e)}\n`),
   }).catch(() => undefined);
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  await stopAsked;
   process.stdout.write("\nstopping…\n");
   await progress?.stop();
   await a.stop();
