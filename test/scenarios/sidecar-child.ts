@@ -1,0 +1,33 @@
+/**
+ * A sidecar in a process of its own, started exactly as the assembly starts one in-process, so a
+ * scenario can SIGKILL it. Environment: APPLYGATE_SERVER and APPLYGATE_TOKEN (the API server), REDIS_URL, REDIS_PREFIX, APPLIER,
+ * SIDECAR_OPTIONS (JSON, the kind's options), RESYNC_MS. Prints "ready" once started.
+ */
+import pino from "pino";
+import { silentLogger } from "../../queue/log.js";
+import { type SidecarApplier, startSidecar } from "../../sidecar/main.js";
+import { makeKubeConfig } from "../cluster/kubeconfig.js";
+
+const kubeConfig = makeKubeConfig({
+  server: process.env.APPLYGATE_SERVER as string,
+  user: "admin",
+  token: process.env.APPLYGATE_TOKEN as string,
+});
+const applier = process.env.APPLIER as SidecarApplier;
+const sidecar = await startSidecar({
+  applier,
+  kubeConfig,
+  redisUrl: process.env.REDIS_URL as string,
+  redisPrefix: process.env.REDIS_PREFIX as string,
+  // Logs go to stderr: stdout carries the "ready" line.
+  log: process.env.SCENARIO_LOG
+    ? pino({ level: process.env.SCENARIO_LOG }, pino.destination(2))
+    : silentLogger(),
+  instance: `scenario-${applier}-${process.pid}`,
+  resyncMs: Number(process.env.RESYNC_MS ?? 2000),
+  options: JSON.parse(process.env.SIDECAR_OPTIONS ?? "{}"),
+});
+process.stdout.write("ready\n");
+process.once("SIGTERM", () => {
+  void sidecar.stop().finally(() => process.exit(0));
+});
