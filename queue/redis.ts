@@ -6,7 +6,11 @@ import { Redis, type RedisOptions } from "ioredis";
 export const bullConnectionOptions: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true };
 
 export function connectRedis(url: string, extra: RedisOptions = {}): Redis {
-  return new Redis(url, { ...bullConnectionOptions, lazyConnect: false, ...extra });
+  const redis = new Redis(url, { ...bullConnectionOptions, lazyConnect: false, ...extra });
+  // Connection loss is reported to every command that needs the connection (and retried by
+  // ioredis); without a listener the same loss is also printed as an "Unhandled error event".
+  redis.on("error", () => {});
+  return redis;
 }
 
 /** Answers true when something speaking RESP replies +PONG on host:port within the deadline. */

@@ -54,6 +54,8 @@ export function queueSender(redisUrl: string, prefix: string): AttemptSender & {
         connection: { url: redisUrl, maxRetriesPerRequest: null },
         prefix,
       });
+      // A lost connection fails the add, which the driver feeds back as RequestFailed.
+      q.on("error", () => {});
       queues.set(kind, q);
     }
     return q;

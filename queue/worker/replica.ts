@@ -86,6 +86,7 @@ export class Replica {
     const opts = { connection, prefix: this.o.prefix, concurrency: 16 };
     this.branchesQueue = new Queue(QUEUES.branches, { connection, prefix: this.o.prefix });
     const onError = (err: Error) => this.o.log.warn({ err: err.message }, "queue consumer error");
+    this.branchesQueue.on("error", onError);
     this.bull.push(
       new Worker(QUEUES.branches, async (job: Job) => this.claim(String(job.data.branchKey)), opts).on(
         "error",
