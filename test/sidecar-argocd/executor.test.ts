@@ -68,8 +68,16 @@ const configValue = async (namespace: string) => {
 
 /** Sets an operation on the Application directly, as another sync (or our earlier one) would. */
 async function setOperation(name: string, op: ReturnType<typeof buildSyncOperation>) {
-  const app = await c.getApp(name);
-  await c.kube.replace(APPLICATION, startSyncUpdate(app, op));
+  // Argo CD's own refresh may write between our read and our update: read again, as any writer does.
+  for (let attempt = 0; ; attempt++) {
+    const app = await c.getApp(name);
+    try {
+      await c.kube.replace(APPLICATION, startSyncUpdate(app, op));
+      return;
+    } catch (err) {
+      if (!(err instanceof KubeError) || err.code !== 409 || attempt >= 10) throw err;
+    }
+  }
 }
 
 describe("one sync per attempt", () => {
