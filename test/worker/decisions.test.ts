@@ -509,7 +509,9 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     const gate = new Promise<void>((r) => {
       release = r;
     });
-    const editedAt = new Date(Math.floor(Date.now() / 1000) * 1000);
+    // Set once the attempt is out: the edit happens inside the window the send opened, however
+    // long the flush before it took on a loaded machine.
+    let editedAt = new Date(0);
     w.scripts.push(async (a, ex) => {
       await ex.report(a, "Requested");
       await ex.report(a, "Running");
@@ -537,6 +539,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
     w.worker().observeSoon();
     await waitFor("the operation out", () => w.attempts.length === 1);
+    editedAt = new Date(Math.ceil(Date.now() / 1000) * 1000);
     // An API edit while the apply runs: decided into the window the attempt opened.
     const edit = await w.accept("a", "mine", { save: true, editedAt: editedAt.toISOString() });
     const tip = await waitFor("the edit published", () => w.published(edit.id));
