@@ -167,6 +167,7 @@ export type BranchSignal = z.infer<typeof BranchSignal>;
 // ---------------------------------------------------------------------------------------------
 // Apply attempts and reports
 
+/** Why an apply is due, in precedence order within one attempt. */
 export const REASONS = ["ForeignCommit", "Repair", "Refusal", "CatchUp"] as const;
 export const Reason = z.enum(REASONS);
 export type Reason = z.infer<typeof Reason>;
@@ -201,6 +202,7 @@ export const Attempt = z.object({
 });
 export type Attempt = z.infer<typeof Attempt>;
 
+/** Phases of a claim's operation (its `status.operation.phase`). */
 export const OPERATION_PHASES = [
   "Requested",
   "Running",

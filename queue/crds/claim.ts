@@ -1,5 +1,6 @@
 /** What FluxClaim and ArgoCDClaim share: the applier reference shape, the operation, the status. */
 import { z } from "zod";
+import { OPERATION_PHASES, Reason } from "../contract.js";
 import {
   ageColumn,
   conditions,
@@ -15,21 +16,9 @@ import { immutable } from "./k8s-ext.js";
 /** Condition types a claim reports. */
 export const CLAIM_CONDITIONS = ["Ready", "InControl", "Configured"] as const;
 
-export const OPERATION_PHASES = [
-  "Requested",
-  "Running",
-  "Settling",
-  "Unresolved",
-  "Succeeded",
-  "Failed",
-] as const;
+/** The operation's phases and the reasons an apply is due are the contract's: one list each. */
 export const operationPhase = z.enum(OPERATION_PHASES);
 export type OperationPhase = z.infer<typeof operationPhase>;
-
-/** Why an apply is due, in precedence order within one attempt. */
-export const APPLY_REASONS = ["ForeignCommit", "Repair", "Refusal", "CatchUp"] as const;
-export const applyReason = z.enum(APPLY_REASONS);
-export type ApplyReason = z.infer<typeof applyReason>;
 
 /** A reference to the applier object a claim holds; never changes after creation. */
 export function applierRef(what: string, description: string) {
@@ -38,7 +27,7 @@ export function applierRef(what: string, description: string) {
 
 export const operationTarget = z.object({
   uid: z.string().min(1).describe("UID of a GitTarget this apply serves."),
-  reason: applyReason,
+  reason: Reason,
 });
 export type OperationTarget = z.infer<typeof operationTarget>;
 
