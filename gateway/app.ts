@@ -68,13 +68,11 @@ export function applygateQueueNames(): string[] {
  * command, so a request answers 503 rather than hanging.
  */
 function requestConnection(url: string): Redis {
-  const redis = connectRedis(url, {
+  return connectRedis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     retryStrategy: (times) => Math.min(100 * times, 2000),
   });
-  redis.on("error", () => {});
-  return redis;
 }
 
 export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
@@ -89,11 +87,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const notices = queues.get(QUEUES.notices)!;
   const branches = queues.get(QUEUES.branches)!;
   const metrics = createGatewayMetrics();
-  const publications = new PublicationWaiter(redis, opts.prefix, () => {
-    const sub = connectRedis(opts.redisUrl, { maxRetriesPerRequest: 1 });
-    sub.on("error", () => {});
-    return sub;
-  });
+  const publications = new PublicationWaiter(redis, opts.prefix, () =>
+    connectRedis(opts.redisUrl, { maxRetriesPerRequest: 1 }),
+  );
   const eventConnections: Redis[] = [];
   const queueMetrics = registerQueueMetrics({
     registry: metrics.registry,
@@ -104,7 +100,6 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       : {
           eventsConnection: () => {
             const c = connectRedis(opts.redisUrl);
-            c.on("error", () => {});
             eventConnections.push(c);
             return c;
           },
