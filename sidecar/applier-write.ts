@@ -1,9 +1,15 @@
 /**
- * Whether a write to an object is the applier's own (pure): its newest managedFields entries
- * (those with the latest time) all belong to the applier's managers. Times resolve to the second,
- * so a tie with any other manager is not the applier's alone.
+ * Whether a write to an object is the applier's own (pure, for every applier kind's window
+ * observer): its newest managedFields entries (those with the latest time) all belong to the
+ * applier's managers. Times resolve to the second, so a tie with any other manager is not the
+ * applier's alone.
  */
-import type { ManagedFieldsEntry } from "./resources.js";
+
+/** The parts of a managedFields entry the judgement reads. */
+interface TimedEntry {
+  manager?: string;
+  time?: string;
+}
 
 export interface ApplierWrite {
   manager: string;
@@ -16,7 +22,7 @@ export function applierWriteOf(
   obj: { metadata?: { managedFields?: unknown[]; resourceVersion?: string } },
   managers: readonly string[],
 ): ApplierWrite | undefined {
-  const entries = ((obj.metadata?.managedFields ?? []) as ManagedFieldsEntry[]).filter(
+  const entries = ((obj.metadata?.managedFields ?? []) as TimedEntry[]).filter(
     (e) => e.time && !Number.isNaN(Date.parse(e.time)),
   );
   if (entries.length === 0) return undefined;

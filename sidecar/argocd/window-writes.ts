@@ -7,7 +7,8 @@
  * itself, so it is not reported as the applier's.
  */
 import { APPLIER_FIELD_MANAGERS, type ObjectRef } from "../../queue/contract.js";
-import { type ManagedFieldsEntry, TRACKING_ANNOTATION } from "./application.js";
+import { type ApplierWrite as OwnWrite, applierWriteOf as ownWriteOf } from "../applier-write.js";
+import { TRACKING_ANNOTATION } from "./application.js";
 
 export const ARGO_MANAGERS = APPLIER_FIELD_MANAGERS.argocd;
 
@@ -31,37 +32,14 @@ export function trackedInstance(obj: WatchedObject): string | undefined {
   return i > 0 ? id.slice(0, i) : undefined;
 }
 
-export interface ApplierWrite {
+export interface ApplierWrite extends OwnWrite {
   object: ObjectRef;
-  manager: string;
-  writtenAt: string;
-  resourceVersion: string;
-}
-
-/** The newest managedFields time (RFC 3339, whole seconds) and who wrote at it. */
-function newest(entries: ManagedFieldsEntry[]): { time: string; managers: string[] } | undefined {
-  let best: number | undefined;
-  let time = "";
-  let managers: string[] = [];
-  for (const e of entries) {
-    if (!e.time) continue;
-    const t = Date.parse(e.time);
-    if (Number.isNaN(t)) continue;
-    if (best === undefined || t > best) {
-      best = t;
-      time = e.time;
-      managers = [e.manager ?? ""];
-    } else if (t === best) managers.push(e.manager ?? "");
-  }
-  return best === undefined ? undefined : { time, managers };
 }
 
 /** Argo CD's write of the object, when the newest entries are its managers alone. */
 export function applierWriteOf(obj: WatchedObject): ApplierWrite | undefined {
-  const entries = (obj.metadata.managedFields ?? []) as ManagedFieldsEntry[];
-  const top = newest(entries);
-  if (!top || top.managers.length === 0) return undefined;
-  if (!top.managers.every((m) => ARGO_MANAGERS.includes(m))) return undefined;
+  const write = ownWriteOf(obj, ARGO_MANAGERS);
+  if (!write) return undefined;
   return {
     object: {
       apiVersion: obj.apiVersion ?? "",
@@ -69,9 +47,7 @@ export function applierWriteOf(obj: WatchedObject): ApplierWrite | undefined {
       ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
       name: obj.metadata.name,
     },
-    manager: top.managers[0]!,
-    writtenAt: top.time,
-    resourceVersion: obj.metadata.resourceVersion ?? "",
+    ...write,
   };
 }
 

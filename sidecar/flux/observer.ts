@@ -8,9 +8,9 @@ import * as k8s from "@kubernetes/client-node";
 import { APPLIER_FIELD_MANAGERS, type ClaimRef } from "../../queue/contract.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
+import { applierWriteOf } from "../applier-write.js";
 import type { Kube } from "../kube.js";
 import type { Reporter } from "../reporter.js";
-import { applierWriteOf } from "./applier-write.js";
 import type { WindowHooks } from "./executor.js";
 import { KUSTOMIZATION, type Kustomization, type ObjectKey } from "./resources.js";
 
