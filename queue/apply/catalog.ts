@@ -7,13 +7,14 @@
 import { readFile } from "node:fs/promises";
 import { parseAllDocuments } from "yaml";
 import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
+import { ARGOCD_CLAIM_PLURAL, FLUX_CLAIM_PLURAL, GIT_TARGET_PLURAL, GROUP, VERSION } from "../crds/index.js";
 import type { ClaimStatusSnapshot, ListedTarget } from "../decide/index.js";
 
 /** The kinds the catalog reads. */
 export const RESOURCE = {
-  GitTarget: { group: "applygate.dev", version: "v1alpha1", plural: "gittargets" },
-  FluxClaim: { group: "applygate.dev", version: "v1alpha1", plural: "fluxclaims" },
-  ArgoCDClaim: { group: "applygate.dev", version: "v1alpha1", plural: "argocdclaims" },
+  GitTarget: { group: GROUP, version: VERSION, plural: GIT_TARGET_PLURAL },
+  FluxClaim: { group: GROUP, version: VERSION, plural: FLUX_CLAIM_PLURAL },
+  ArgoCDClaim: { group: GROUP, version: VERSION, plural: ARGOCD_CLAIM_PLURAL },
   Kustomization: { group: "kustomize.toolkit.fluxcd.io", version: "v1", plural: "kustomizations" },
   Application: { group: "argoproj.io", version: "v1alpha1", plural: "applications" },
 } as const;
