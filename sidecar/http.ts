@@ -7,7 +7,6 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Redis } from "ioredis";
 import type { Logger } from "../queue/log.js";
-import { connectRedis } from "../queue/redis.js";
 import type { SidecarMetrics } from "./metrics.js";
 
 export interface ReadinessChecks {
@@ -24,41 +23,25 @@ export function readiness(checks: ReadinessChecks): { ready: boolean; body: stri
   return { ready: checks.redis && checks.claimsSynced, body: `${lines.join("\n")}\n` };
 }
 
-/** Answers whether Redis replies to PING within the deadline, on one connection kept for probes. */
-export interface RedisProbe {
-  answers(): Promise<boolean>;
-  close(): void;
-}
-
-export function redisProbe(url: string, timeoutMs = 1000): RedisProbe {
-  const client: Redis = connectRedis(url, {
-    // A probe must fail fast while Redis is away, not queue the PING until it returns.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    retryStrategy: (times) => Math.min(times * 100, 1000),
-    connectTimeout: timeoutMs,
+/**
+ * Whether Redis replies to PING within the deadline, asked on a connection the caller owns (the
+ * sidecar's tip-check connection): while Redis is away the PING waits in its queue and the
+ * deadline answers false.
+ */
+export async function redisAnswersPing(client: Redis, timeoutMs = 1000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
   });
-  client.on("error", () => {}); // reconnects on its own; the probe's answer says enough
-  return {
-    async answers() {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), timeoutMs);
-      });
-      const ping = client.ping().then(
-        (reply) => reply === "PONG",
-        () => false,
-      );
-      try {
-        return await Promise.race([ping, timeout]);
-      } finally {
-        clearTimeout(timer);
-      }
-    },
-    close() {
-      client.disconnect();
-    },
-  };
+  const ping = client.ping().then(
+    (reply) => reply === "PONG",
+    () => false,
+  );
+  try {
+    return await Promise.race([ping, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface SidecarHttpOptions {

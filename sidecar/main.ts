@@ -21,7 +21,7 @@ import { KubeEventRecorder } from "./events.js";
 import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
 import { defaultCacheDir } from "./git-ancestry.js";
-import { type RedisProbe, redisProbe, type SidecarHttp, startSidecarHttp } from "./http.js";
+import { redisAnswersPing, type SidecarHttp, startSidecarHttp } from "./http.js";
 import { Kube, RESOURCES } from "./kube.js";
 import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { queueReporter } from "./reporter.js";
@@ -104,30 +104,28 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   });
   const reporter = queueReporter({ redisUrl: opts.redisUrl, prefix: opts.redisPrefix });
   const metrics = createSidecarMetrics({ kinds: [opts.applier], processMetrics: Boolean(opts.serve) });
+  // One connection for the short checks: the tip recheck and the readiness PING. It fails fast
+  // while Redis is away: an attempt whose check cannot be answered is RequestFailed, and the
+  // readiness PING's deadline answers false.
+  const checksRedis = connectRedis(opts.redisUrl, { maxRetriesPerRequest: 1 });
   // Served before the claim watch syncs, so the startup probe sees a live process meanwhile.
   let claimsSynced = false;
-  let probe: RedisProbe | undefined;
   let http: SidecarHttp | undefined;
   if (opts.serve) {
-    const redis = redisProbe(opts.redisUrl);
-    probe = redis;
     try {
       http = await startSidecarHttp({
         ...opts.serve,
         metrics,
         log,
-        checks: async () => ({ redis: await redis.answers(), claimsSynced }),
+        checks: async () => ({ redis: await redisAnswersPing(checksRedis), claimsSynced }),
       });
     } catch (err) {
-      redis.close();
+      checksRedis.disconnect();
       await reporter.close();
       throw err;
     }
     log.info({ port: http.port }, "serving /metrics, /healthz and /readyz");
   }
-  // Fails fast while Redis is away: an attempt whose check cannot be answered is RequestFailed.
-  const tipRedis = connectRedis(opts.redisUrl, { maxRetriesPerRequest: 1 });
-  tipRedis.on("error", () => {}); // reported by the failing check; the client reconnects by itself
   const deps: ApplierDeps = {
     kind: opts.applier,
     kube,
@@ -139,7 +137,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     options: {
       ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}),
       // The recheck before a resume or sync asks the tip the branch worker recorded.
-      isCurrent: redisTipCheck(tipRedis, opts.redisPrefix),
+      isCurrent: redisTipCheck(checksRedis, opts.redisPrefix),
       ...opts.options,
     },
   };
@@ -178,8 +176,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     await reconciler.stop();
     await reporter.close();
     await http?.close();
-    probe?.close();
-    tipRedis.disconnect();
+    checksRedis.disconnect();
     throw err;
   }
   log.info({ fieldManager: FIELD_MANAGER }, "sidecar started");
@@ -199,8 +196,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         await reconciler.stop();
         await reporter.close();
         await http?.close();
-        probe?.close();
-        tipRedis.disconnect();
+        checksRedis.disconnect();
         log.info("sidecar stopped");
       })();
       return stopping;
