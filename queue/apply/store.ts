@@ -6,13 +6,10 @@
 import type { Redis } from "ioredis";
 import type { DecisionState } from "../decide/index.js";
 import { branchKeys } from "../keys.js";
+import { fencedWrite } from "../worker/lease.js";
 
 // KEYS: lease, decisions. ARGV: lease token, state JSON.
-const SAVE = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
-return 1
-`;
+const save = fencedWrite("redis.call('SET', KEYS[2], ARGV[2])");
 
 export class DecisionStore {
   constructor(
@@ -38,14 +35,6 @@ export class DecisionStore {
   /** Saves the state; false when the lease token is no longer the owner's (nothing written). */
   async save(leaseToken: string | undefined, state: DecisionState): Promise<boolean> {
     if (!leaseToken) return false;
-    const ok = await this.redis.eval(
-      SAVE,
-      2,
-      this.keys.lease,
-      this.keys.decisions,
-      leaseToken,
-      JSON.stringify(state),
-    );
-    return ok === 1;
+    return save(this.redis, this.keys.lease, leaseToken, [this.keys.decisions], [JSON.stringify(state)]);
   }
 }

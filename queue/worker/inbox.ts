@@ -7,6 +7,7 @@
 import type { Redis } from "ioredis";
 import type { InboxKind } from "../keys.js";
 import { branchKeys, PUBLISHED_TTL_SECONDS, publishedChannel, writePublishedKey } from "../keys.js";
+import { fencedWrite } from "./lease.js";
 
 export interface InboxEntry {
   /** Stream entry id: the order of arrival. */
@@ -23,8 +24,7 @@ export function compareEntryIds(a: string, b: string): number {
 }
 
 // KEYS: lease, inbox. ARGV: token, ttl seconds, channel, published JSON [[key, id, commit]], entry ids JSON.
-const SETTLE = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+const settle = fencedWrite(`
 for _, p in ipairs(cjson.decode(ARGV[4])) do
   redis.call('SET', p[1], p[3], 'EX', ARGV[2])
   redis.call('PUBLISH', ARGV[3], cjson.encode({id = p[2], commit = p[3]}))
@@ -33,19 +33,16 @@ local ids = cjson.decode(ARGV[5])
 for i = 1, #ids, 500 do
   redis.call('XDEL', KEYS[2], unpack(ids, i, math.min(i + 499, #ids)))
 end
-return 1
-`;
+`);
 
 // KEYS: lease, intake. ARGV: token, paused ("1"/"0"), retryAfter seconds.
-const SET_INTAKE = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+const setIntake = fencedWrite(`
 if ARGV[2] == '1' then
   redis.call('HSET', KEYS[2], 'paused', '1', 'retryAfter', ARGV[3])
 else
   redis.call('HDEL', KEYS[2], 'paused', 'retryAfter')
 end
-return 1
-`;
+`);
 
 export class LostLeaseError extends Error {
   override name = "LostLeaseError";
@@ -86,32 +83,31 @@ export class Inbox {
   ): Promise<void> {
     if (published.length === 0 && entryIds.length === 0) return;
     const rows = published.map((p) => [writePublishedKey(this.prefix, p.id), p.id, p.commit]);
-    const ok = await this.redis.eval(
-      SETTLE,
-      2,
+    const ok = await settle(
+      this.redis,
       this.keys.lease,
-      this.keys.inbox,
       token,
-      String(PUBLISHED_TTL_SECONDS),
-      publishedChannel(this.prefix),
-      JSON.stringify(rows),
-      JSON.stringify(entryIds),
+      [this.keys.inbox],
+      [
+        String(PUBLISHED_TTL_SECONDS),
+        publishedChannel(this.prefix),
+        JSON.stringify(rows),
+        JSON.stringify(entryIds),
+      ],
     );
-    if (ok !== 1) throw new LostLeaseError(`lost the lease of ${this.branchKey}`);
+    if (!ok) throw new LostLeaseError(`lost the lease of ${this.branchKey}`);
   }
 
   /** Pauses or resumes the gateway's intake of writes for this branch. */
   async setIntake(token: string, paused: boolean, retryAfterSeconds: number): Promise<void> {
-    const ok = await this.redis.eval(
-      SET_INTAKE,
-      2,
+    const ok = await setIntake(
+      this.redis,
       this.keys.lease,
-      this.keys.intake,
       token,
-      paused ? "1" : "0",
-      String(Math.max(1, Math.ceil(retryAfterSeconds))),
+      [this.keys.intake],
+      [paused ? "1" : "0", String(Math.max(1, Math.ceil(retryAfterSeconds)))],
     );
-    if (ok !== 1) throw new LostLeaseError(`lost the lease of ${this.branchKey}`);
+    if (!ok) throw new LostLeaseError(`lost the lease of ${this.branchKey}`);
   }
 
   /** Which of these writes a push already carried (their published key exists). */

@@ -41,6 +41,18 @@ end
 return 0
 `;
 
+/**
+ * A write to a branch's Redis state that happens only while `token` still holds the lease, checked
+ * in the same script. `body` is Lua seeing the lease as KEYS[1] and the token as ARGV[1], then its
+ * own keys (KEYS[2]...) and arguments (ARGV[2]...). The write resolves false when the lease is not
+ * the caller's: nothing was written.
+ */
+export function fencedWrite(body: string) {
+  const script = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n${body.trim()}\nreturn 1\n`;
+  return async (redis: Redis, leaseKey: string, token: string, keys: string[], args: string[]) =>
+    (await redis.eval(script, 1 + keys.length, leaseKey, ...keys, token, ...args)) === 1;
+}
+
 export class BranchLease {
   /** `<replica>:<fence>` while held. */
   token: string | undefined;

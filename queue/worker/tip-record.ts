@@ -7,17 +7,16 @@
 import type { Redis } from "ioredis";
 import { branchKeys } from "../keys.js";
 import { LostLeaseError } from "./inbox.js";
+import { fencedWrite } from "./lease.js";
 
 // KEYS: lease, tip. ARGV: token, tip ("" = the branch is empty: no record).
-const RECORD_TIP = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+const writeTip = fencedWrite(`
 if ARGV[2] == '' then
   redis.call('DEL', KEYS[2])
 else
   redis.call('SET', KEYS[2], ARGV[2])
 end
-return 1
-`;
+`);
 
 /** Records the tip, fenced by the lease; throws LostLeaseError when the caller no longer owns the branch. */
 export async function recordTip(
@@ -28,8 +27,8 @@ export async function recordTip(
   tip: string | undefined,
 ): Promise<void> {
   const keys = branchKeys(prefix, branchKey);
-  const ok = await redis.eval(RECORD_TIP, 2, keys.lease, keys.tip, leaseToken, tip ?? "");
-  if (ok !== 1) throw new LostLeaseError(`lost the lease of ${branchKey}`);
+  if (!(await writeTip(redis, keys.lease, leaseToken, [keys.tip], [tip ?? ""])))
+    throw new LostLeaseError(`lost the lease of ${branchKey}`);
 }
 
 /** The recorded tip, or undefined when none is recorded. */
