@@ -83,6 +83,7 @@ export function apiFailure(err: unknown): ApiFailure {
   };
 }
 
+// These read a KubeError's code as well as a client's ApiException.
 export const isNotFound = (err: unknown) => apiFailure(err).code === 404;
 export const isConflict = (err: unknown) => apiFailure(err).code === 409;
 export const isForbidden = (err: unknown) => apiFailure(err).code === 403;
@@ -144,7 +145,7 @@ export async function retryOnConflict<S, W, R>(
     try {
       return await write(current, change);
     } catch (err) {
-      if (!isConflict(err) && !(err instanceof KubeError && err.code === 409)) throw err;
+      if (!isConflict(err)) throw err;
       if (attempt >= max) throw new ConflictRetriesExhausted(`still conflicting after ${max} attempts`);
     }
   }

@@ -154,7 +154,7 @@ export class FluxClient {
         });
       } catch (err) {
         if (err instanceof KubeError && err.code === 404) return undefined;
-        if (!(isConflict(err) || (err instanceof KubeError && err.code === 409)) || attempt >= 5) throw err;
+        if (!isConflict(err) || attempt >= 5) throw err;
       }
     }
   }

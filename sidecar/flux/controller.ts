@@ -230,8 +230,7 @@ export class FluxClaimController implements ClaimController {
     try {
       await this.d.client.release(applier);
     } catch (err) {
-      if (err instanceof KubeError && (err.code === 409 || isConflict(err)))
-        return releasing("the Kustomization changed; releasing again");
+      if (isConflict(err)) return releasing("the Kustomization changed; releasing again");
       throw err;
     }
     const after = await this.d.client.kustomization(applier);

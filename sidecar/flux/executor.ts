@@ -10,7 +10,7 @@ import type { OperationExecutor, RecoveredOperation, ReportFn } from "../applier
 import { isConditionTrue } from "../claims/conditions.js";
 import { sameRepository } from "../claims/eligibility.js";
 import type { EventRecorder } from "../events.js";
-import { isConflict, type KObject, KubeError, RESOURCES } from "../kube.js";
+import { apiFailure, type KObject, RESOURCES } from "../kube.js";
 import {
   type ClaimLocator,
   completeOperation,
@@ -493,8 +493,8 @@ export class FluxExecutor implements OperationExecutor {
         });
         return { mark: markOf(after), at };
       } catch (err) {
-        const code = err instanceof KubeError ? err.code : undefined;
-        if (isConflict(err) || code === 409) {
+        const code = apiFailure(err).code;
+        if (code === 409) {
           if (attempt >= 5)
             throw new Refusal(
               "RequestFailed",
