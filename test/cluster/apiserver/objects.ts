@@ -5,6 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { parse as parseYaml } from "yaml";
+import { wireTime } from "../clock.js";
 import type { User } from "./auth.js";
 import { errors } from "./errors.js";
 import { deepEqual } from "./fieldset.js";
@@ -45,11 +46,6 @@ const nameAlphabet = "bcdfghjklmnpqrstvwxz2456789";
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-/** Timestamps as the server writes them: RFC 3339, whole seconds, UTC. */
-export function stamp(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
 /** The manager an Update is recorded under: fieldManager, or the user agent's first word. */
@@ -202,7 +198,7 @@ export class Objects {
     const warnings = this.validate(t, o, opts);
     if (t.statusSubresource && t.crdName) delete o.status;
     meta.uid = randomUUID();
-    meta.creationTimestamp = stamp(this.now());
+    meta.creationTimestamp = wireTime(this.now());
     delete meta.deletionTimestamp;
     delete meta.deletionGracePeriodSeconds;
     delete meta.resourceVersion;
@@ -224,7 +220,7 @@ export class Objects {
     return {
       manager: managerName(opts),
       apiVersion: apiVersionOf(t),
-      time: stamp(this.now()),
+      time: wireTime(this.now()),
       ...(target.subresource ? { subresource: target.subresource } : {}),
     };
   }
@@ -261,7 +257,7 @@ export class Objects {
           [{ field: "spec.names.plural", message: "the resource is already served" }],
         );
     }
-    const at = stamp(this.now());
+    const at = wireTime(this.now());
     o.status = {
       acceptedNames: spec.names,
       storedVersions: ((o.spec as { versions: { name: string; storage?: boolean }[] }).versions ?? [])
@@ -545,7 +541,7 @@ export class Objects {
     const isNamespace = t.group === "" && t.kind === "Namespace";
     if (current.metadata.finalizers?.length || isNamespace) {
       const o = structuredClone(current);
-      o.metadata.deletionTimestamp = stamp(this.now());
+      o.metadata.deletionTimestamp = wireTime(this.now());
       o.metadata.deletionGracePeriodSeconds = 0;
       if (t.hasGeneration) o.metadata.generation = (o.metadata.generation ?? 0) + 1;
       if (isNamespace) o.status = { ...(o.status as object), phase: "Terminating" };

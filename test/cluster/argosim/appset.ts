@@ -6,7 +6,7 @@
  */
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import type { Clock } from "./clock.js";
+import type { Clock } from "../clock.js";
 import { errorMessage, isNotFound, MERGE, type ObjectClient, readOrUndefined } from "./kube.js";
 import { mergeDiff, REFRESH_ANNOTATION } from "./objects.js";
 import { listGeneratorParams, renderTemplate } from "./template.js";

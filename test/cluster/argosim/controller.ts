@@ -7,8 +7,8 @@
 import { isDeepStrictEqual } from "node:util";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { type Clock, sleep, wireTime } from "../clock.js";
 import { decideAutoSync, type SyncStatus } from "./automation.js";
-import { type Clock, sleepOn } from "./clock.js";
 import type { SyncEngine } from "./engine.js";
 import { errorMessage, isConflict, isNotFound, MERGE, type ObjectClient, readOrUndefined } from "./kube.js";
 import { REFRESH_ANNOTATION } from "./objects.js";
@@ -19,7 +19,6 @@ import {
   newOperationState,
   operationStatePatch,
   retryGate,
-  stamp,
 } from "./operation.js";
 import type {
   Application,
@@ -78,7 +77,6 @@ export class AppController {
   private readonly applied = new Map<string, string>();
   private readonly records = new Map<string, SyncRecord[]>();
   private readonly watchers: Watcher[] = [];
-  private readonly sleep: (ms: number) => Promise<void>;
 
   constructor(
     private readonly d: {
@@ -92,7 +90,6 @@ export class AppController {
       hasEnabledField: boolean;
     },
   ) {
-    this.sleep = sleepOn(d.clock);
     this.queue = new WorkQueue(
       d.clock,
       (k) => this.pass(k),
@@ -300,7 +297,7 @@ export class AppController {
     const rendered = await this.d.engine.render(app, source, op.revision);
     state.syncResult.revision = rendered.sha;
     state.syncResult.source = source;
-    if (this.d.knobs.syncDelayMs > 0) await this.sleep(this.d.knobs.syncDelayMs);
+    if (this.d.knobs.syncDelayMs > 0) await sleep(this.d.clock, this.d.knobs.syncDelayMs);
     this.record(k, state, rendered.sha);
     if (rendered.resources.length === 0 && rendered.hooks.length === 0) {
       state.syncResult.resources = [];
@@ -345,7 +342,7 @@ export class AppController {
     const entry = {
       id,
       revision: state.syncResult?.revision,
-      deployedAt: stamp(this.d.clock.now()),
+      deployedAt: wireTime(this.d.clock.now()),
       deployStartedAt: state.startedAt,
       source: state.syncResult?.source,
       initiatedBy: state.operation.initiatedBy ?? {},
@@ -423,9 +420,9 @@ export class AppController {
       health: {
         status: !sync ? "Unknown" : sync.outOfSync.some((r) => !r.requiresPruning) ? "Missing" : "Healthy",
       },
-      reconciledAt: stamp(now),
+      reconciledAt: wireTime(now),
       conditions: error
-        ? [{ type: "ComparisonError", message: error, lastTransitionTime: stamp(now) }]
+        ? [{ type: "ComparisonError", message: error, lastTransitionTime: wireTime(now) }]
         : null,
     };
     const patch: Record<string, unknown> = { status };

@@ -6,16 +6,16 @@
 import { fileURLToPath } from "node:url";
 import type { KubeConfig } from "@kubernetes/client-node";
 import pino, { type Logger } from "pino";
+import { type Clock, realClock, sleep } from "../clock.js";
 import { AppSetController } from "./appset.js";
-import { type Clock, realClock, sleepOn } from "./clock.js";
 import { AppController, type ArgoKnobs, DEFAULT_KNOBS, type SyncRecord } from "./controller.js";
 import { SyncEngine } from "./engine.js";
 import { GitSource } from "./gitsource.js";
 import { APPSET_USER_AGENT, CONTROLLER_USER_AGENT, objectClient } from "./kube.js";
 import type { AppRef } from "./types.js";
 
+export type { Clock } from "../clock.js";
 export { isAutomatedSyncEnabled } from "./automation.js";
-export type { Clock } from "./clock.js";
 export { type ArgoKnobs, DEFAULT_KNOBS, OPERATION_TOKEN_INFO, type SyncRecord } from "./controller.js";
 export { ARGOCD_FIELD_MANAGER } from "./engine.js";
 export { CONTROLLER_USER_AGENT } from "./kube.js";
@@ -66,12 +66,11 @@ export async function startArgoSim(opts: ArgoSimOptions): Promise<ArgoSim> {
   const log = (opts.log ?? pino({ level: "silent" })).child({ component: "argosim" });
   const git = new GitSource();
   const api = objectClient(opts.kubeConfig, CONTROLLER_USER_AGENT);
-  const sleep = sleepOn(clock);
   const engine = new SyncEngine({
     api,
     git,
     controlNamespace: opts.namespace ?? "argocd",
-    sleep,
+    sleep: (ms) => sleep(clock, ms),
     perObjectApplyMs: () => knobs.perObjectApplyMs,
   });
   const apps = new AppController({

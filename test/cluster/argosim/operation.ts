@@ -3,17 +3,16 @@
  * pure steps over OperationState. The controller writes each result with a JSON merge patch, so
  * fields a step leaves out survive from the stored state, as in the released controller.
  */
+import { wireTime } from "../clock.js";
 import { hasRetriesLeft, kitchen, nextRetryAt } from "./retry.js";
 import type { Operation, OperationState } from "./types.js";
 
 export const completed = (phase: string | undefined): boolean =>
   phase === "Succeeded" || phase === "Failed" || phase === "Error";
 
-export const stamp = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
-
 /** NewOperationState: the operation copied whole (info included), Running, startedAt now. */
 export function newOperationState(op: Operation, now: number): OperationState {
-  return { operation: structuredClone(op), phase: "Running", startedAt: stamp(now) };
+  return { operation: structuredClone(op), phase: "Running", startedAt: wireTime(now) };
 }
 
 /** In progress: an operation state that has not completed (Running or Terminating). */
@@ -54,7 +53,7 @@ export function afterFailure(state: OperationState, terminating: boolean, now: n
   if (!terminating && hasRetriesLeft(next.operation.retry, count)) {
     const at = nextRetryAt(next.operation.retry, now, count);
     next.phase = "Running";
-    next.finishedAt = stamp(now);
+    next.finishedAt = wireTime(now);
     next.retryCount = count + 1;
     next.message = `${next.message ?? ""}. Retrying attempt #${next.retryCount} at ${kitchen(at)}.`;
   } else if (count > 0) {
@@ -84,7 +83,7 @@ export function operationStatePatch(
   now: number,
 ): Record<string, unknown> {
   const s = structuredClone(state);
-  if (completed(s.phase)) s.finishedAt = stamp(now);
+  if (completed(s.phase)) s.finishedAt = wireTime(now);
   const opState: Record<string, unknown> = omitEmpty(s) as unknown as Record<string, unknown>;
   if (stored?.finishedAt && !s.finishedAt) opState.finishedAt = null;
   const patch: Record<string, unknown> = { status: { operationState: opState } };

@@ -2,7 +2,7 @@
  * A keyed work queue like client-go's: one pass per key at a time, a key added while its pass runs
  * runs once more afterwards, and delayed adds keep the earliest time asked for.
  */
-import type { Clock } from "./clock.js";
+import type { Clock } from "../clock.js";
 
 export class WorkQueue {
   private readonly dirty = new Set<string>();

@@ -1,5 +1,5 @@
 /** Kubernetes conditions the way fluxcd/pkg runtime/conditions sets them (pure). */
-import { wireTime } from "./clock.js";
+import { wireTime } from "../clock.js";
 
 export interface Condition {
   type: string;

@@ -11,7 +11,7 @@ import { gitOk } from "../../git/cli.js";
 import { GitPeer } from "../../git/peer.js";
 import { type GitServer, startGitServer } from "../../git/server.js";
 import { type ApiServer, startApiServer } from "../apiserver/index.js";
-import { type Clock, realClock } from "./clock.js";
+import { type Clock, realClock } from "../clock.js";
 import { type FluxSim, startFluxSim } from "./index.js";
 import { WorkQueue } from "./workqueue.js";
 

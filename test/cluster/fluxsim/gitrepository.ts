@@ -7,8 +7,8 @@
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { type Clock, sleep, wireTime } from "../clock.js";
 import { type ArtifactStore, ArtifactStore as Store } from "./artifacts.js";
-import { type Clock, sleep, wireTime } from "./clock.js";
 import { type Condition, READY, RECONCILING, removeCondition, setCondition } from "./conditions.js";
 import { parseDuration } from "./duration.js";
 import { fetchTree, remoteTip } from "./gitfetch.js";

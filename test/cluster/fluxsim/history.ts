@@ -3,7 +3,7 @@
  * newest first, at most five snapshots; a reconcile of the same digest with the same status
  * counts into its snapshot and moves it to the front (pure).
  */
-import { wireTime } from "./clock.js";
+import { wireTime } from "../clock.js";
 import { formatDuration } from "./duration.js";
 
 export const MAX_HISTORY = 5;

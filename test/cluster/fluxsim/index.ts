@@ -10,8 +10,8 @@ import { join } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { silentLogger } from "../../../queue/log.js";
+import { type Clock, realClock } from "../clock.js";
 import { ArtifactStore } from "./artifacts.js";
-import { type Clock, realClock } from "./clock.js";
 import { GIT_REPOSITORY, GitRepositoryController } from "./gitrepository.js";
 import { Kube } from "./kube.js";
 import { type InjectedFailure, KUSTOMIZATION, KustomizationController } from "./kustomization.js";
@@ -19,7 +19,7 @@ import { dependentsOf, queuesOwnReconcile, sourceRevisionChanged } from "./predi
 import { keyOf, Watcher } from "./watcher.js";
 import { WorkQueue } from "./workqueue.js";
 
-export type { Clock } from "./clock.js";
+export type { Clock } from "../clock.js";
 
 export interface FluxKnobs {
   /** Added before every GitRepository fetch (the source-controller's round trip to Git). */

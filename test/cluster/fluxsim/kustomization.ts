@@ -8,6 +8,7 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { type Clock, sleep } from "../clock.js";
 import type { ArtifactStore } from "./artifacts.js";
 import {
   BuildError,
@@ -21,7 +22,6 @@ import {
   stageOf,
   withOwnerLabels,
 } from "./build.js";
-import { type Clock, sleep } from "./clock.js";
 import { HEALTHY, isTrue, READY, RECONCILING, removeCondition, setCondition } from "./conditions.js";
 import { formatDuration, parseDuration } from "./duration.js";
 import { upsertHistory } from "./history.js";

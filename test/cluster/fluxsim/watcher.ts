@@ -5,7 +5,7 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import type { Clock } from "./clock.js";
+import type { Clock } from "../clock.js";
 
 export type Obj = k8s.KubernetesObject & { spec?: any; status?: any };
 export type Change = (type: "add" | "update" | "delete", obj: Obj, old: Obj | undefined) => void;

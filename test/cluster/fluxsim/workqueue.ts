@@ -4,7 +4,7 @@
  * ends), delayed adds keep the earliest time asked, and a reconcile that throws is retried with
  * exponential backoff (5 ms doubling, capped).
  */
-import type { Clock } from "./clock.js";
+import type { Clock } from "../clock.js";
 
 export interface Outcome {
   /** Queue the key again after this many milliseconds (controller-runtime RequeueAfter). */
