@@ -150,3 +150,12 @@ export const commonSettings = {
     default: "info",
   } as Setting<string>,
 };
+
+/** `--help`: every command's switch for printing its flags instead of running. */
+export const helpSetting: Setting<boolean> = {
+  flag: "help",
+  help: "show this help",
+  parse: parsers.boolean,
+  boolean: true,
+  default: false,
+};

@@ -15,7 +15,8 @@ import {
   loadObjectsFile,
   type ObjectSource,
 } from "./apply/index.js";
-import { commonSettings, helpText, loadConfig, parsers, type Setting } from "./config.js";
+import { stopSignal } from "./cli/stop-signal.js";
+import { commonSettings, helpSetting, helpText, loadConfig, parsers, type Setting } from "./config.js";
 import { createLogger } from "./log.js";
 import type { Directory } from "./worker/directory.js";
 import { loadDirectoryFile } from "./worker/directory.js";
@@ -99,13 +100,7 @@ export const workerSettings = {
     parse: parsers.port,
     default: 9091,
   } as Setting<number>,
-  help: {
-    flag: "help",
-    help: "show this help",
-    parse: parsers.boolean,
-    boolean: true,
-    default: false,
-  } as Setting<boolean>,
+  help: helpSetting,
 };
 
 /** Logs each publication report (running without a cluster). */
@@ -195,11 +190,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   await new Promise<void>((r) => http.listen(config.metricsPort, r));
   log.info({ replica: replica.id, metricsPort: config.metricsPort }, "worker started");
-  await new Promise<void>((resolveStop) => {
-    const stop = () => resolveStop();
-    process.once("SIGTERM", stop);
-    process.once("SIGINT", stop);
-  });
+  await stopSignal();
   log.info("stopping: giving branches back");
   await replica.stop();
   await decisions.close();
