@@ -47,9 +47,6 @@ export interface ExecutorHost {
 
 export const claimKeyOf = (c: { namespace: string; name: string }) => `${c.namespace}/${c.name}`;
 
-/** How many ended tokens the host remembers, to refuse recovering them (oldest forgotten first). */
-const ENDED_MEMORY = 4096;
-
 interface Running {
   token: string;
   claim: string;
@@ -60,16 +57,6 @@ interface Running {
 export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
   const now = o.now ?? (() => new Date());
   const running = new Map<string, Running>();
-  /**
-   * Operations this process carried to their end. A reconciler pass that read the claim before
-   * the end was written can offer one to recovery after it stopped being followed; following it
-   * again would report its end a second time.
-   */
-  const ended = new Set<string>();
-  const remember = (token: string) => {
-    ended.add(token);
-    if (ended.size > ENDED_MEMORY) ended.delete(ended.values().next().value as string);
-  };
   let stopping = false;
 
   const busyClaim = (claim: string) => [...running.values()].find((r) => r.claim === claim);
@@ -145,11 +132,10 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
           log.warn({ err: (err as Error).message }, "error after the operation ended");
         }
       } finally {
-        // Remembered before it stops being followed, so no recovery can slip in between. Only an
-        // end the executor itself reported (and so wrote on the claim): after a throw the claim
-        // may still show the operation resumed, and recovery is what suspends and completes it.
-        if (reportedItsEnd) remember(token);
-        unfollow();
+        // Remembered as ended only when the executor itself reported its end (and so wrote it on
+        // the claim): after a throw the claim may still show the operation resumed, and recovery
+        // is what suspends and completes it.
+        unfollow({ ended: reportedItsEnd });
         o.metrics?.forget(o.kind, token);
         running.delete(token);
       }
@@ -203,7 +189,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       if (stopping || !o.executor.recover) return false;
       const key = claimKeyOf(op.claim);
       if (o.following.isFollowed(op.operation.token) || busyClaim(key)) return false;
-      if (ended.has(op.operation.token)) return false;
+      if (o.following.ended(op.operation.token)) return false;
       const claim: ClaimRef = {
         kind: op.claim.type.kind as ClaimRef["kind"],
         namespace: op.claim.namespace,

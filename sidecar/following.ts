@@ -10,21 +10,35 @@ export interface FollowedOperation {
   since: Date;
 }
 
+/** How many ended tokens are remembered (oldest forgotten first). */
+const ENDED_MEMORY = 4096;
+
 export class Following {
   private readonly byToken = new Map<string, FollowedOperation>();
   private readonly listeners = new Set<(claim: string) => void>();
+  /**
+   * Operations this process carried to their end. A reconciler pass that read the claim before
+   * the end was written can offer one to recovery after it stopped being followed; following it
+   * again would report its end a second time.
+   */
+  private readonly endedTokens = new Set<string>();
 
   constructor(private readonly now: () => Date = () => new Date()) {}
 
-  /** Starts following; returns the function that stops. Following one token twice is refused. */
-  follow(token: string, claim: string): () => void {
+  /**
+   * Starts following; returns the function that stops, told whether the operation's end was
+   * reported (it is then remembered as ended before it stops being followed, so no recovery can
+   * slip in between). Following one token twice is refused.
+   */
+  follow(token: string, claim: string): (end?: { ended: boolean }) => void {
     if (this.byToken.has(token)) throw new Error(`operation ${token} is already followed`);
     const entry = { token, claim, since: this.now() };
     this.byToken.set(token, entry);
     let done = false;
-    return () => {
+    return (end) => {
       if (done) return;
       done = true;
+      if (end?.ended) this.remember(token);
       if (this.byToken.get(token) === entry) this.byToken.delete(token);
       for (const l of this.listeners) l(claim);
     };
@@ -32,6 +46,17 @@ export class Following {
 
   isFollowed(token: string): boolean {
     return this.byToken.has(token);
+  }
+
+  /** Whether this process followed the operation to a reported end. */
+  ended(token: string): boolean {
+    return this.endedTokens.has(token);
+  }
+
+  private remember(token: string) {
+    this.endedTokens.add(token);
+    if (this.endedTokens.size > ENDED_MEMORY)
+      this.endedTokens.delete(this.endedTokens.values().next().value as string);
   }
 
   /** The token this process follows for a claim, if any. */
