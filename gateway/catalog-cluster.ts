@@ -19,11 +19,10 @@ import {
   makeInformer,
   type ObjectCache,
 } from "@kubernetes/client-node";
+import type { ZodType, ZodTypeDef } from "zod";
 import {
   GIT_PROVIDER_PLURAL,
   GIT_TARGET_PLURAL,
-  type GitProvider,
-  type GitTarget,
   GROUP,
   gitProvider,
   gitTarget,
@@ -245,26 +244,8 @@ export class ClusterCatalog implements Catalog {
 
   /** Parses the watched objects, reads newly named Secrets at once, forgets unnamed ones, swaps the snapshot. */
   #rebuild(): void {
-    const providers: GitProvider[] = [];
-    for (const o of this.#providers.list()) {
-      const r = gitProvider.safeParse(o);
-      if (r.success) providers.push(r.data);
-      else
-        this.#log.warn(
-          { object: nameOf(o), issue: r.error.issues[0]?.message },
-          "GitProvider ignored: invalid",
-        );
-    }
-    const targets: GitTarget[] = [];
-    for (const o of this.#targets.list()) {
-      const r = gitTarget.safeParse(o);
-      if (r.success) targets.push(r.data);
-      else
-        this.#log.warn(
-          { object: nameOf(o), issue: r.error.issues[0]?.message },
-          "GitTarget ignored: invalid",
-        );
-    }
+    const providers = this.#valid(this.#providers, gitProvider, "GitProvider");
+    const targets = this.#valid(this.#targets, gitTarget, "GitTarget");
     const refs = namedSecrets(providers, targets);
     const added = [...refs.keys()].filter((key) => !this.#refs.has(key));
     for (const key of this.#secrets.keys()) if (!refs.has(key)) this.#secrets.delete(key);
@@ -277,6 +258,18 @@ export class ClusterCatalog implements Catalog {
       if (ref && cached.data) secrets.push({ namespace: ref.namespace, name: ref.name, data: cached.data });
     }
     this.#snapshot = buildSnapshot({ providers, targets, secrets });
+  }
+
+  /** The watched objects the schema accepts; each one it refuses is logged and left out. */
+  #valid<T>(informer: Watched<KubernetesObject>, schema: ZodType<T, ZodTypeDef, unknown>, kind: string): T[] {
+    const valid: T[] = [];
+    for (const o of informer.list()) {
+      const r = schema.safeParse(o);
+      if (r.success) valid.push(r.data);
+      else
+        this.#log.warn({ object: nameOf(o), issue: r.error.issues[0]?.message }, `${kind} ignored: invalid`);
+    }
+    return valid;
   }
 
   snapshot(): CatalogSnapshot {
