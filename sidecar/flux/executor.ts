@@ -239,23 +239,18 @@ export class FluxExecutor implements OperationExecutor {
       const on = requestedAtOf(current);
       const handled = current.status?.lastHandledReconcileAt;
       const seen = (t: string | undefined) => t !== undefined && (on === t || handled === t);
+      const recorded = { claim, token: op.token, ks, commit: op.commit, since, report, log };
       if (!op.resumeToken) {
         // An external resume the claim suspended: complete it once its suspend is handled.
         const suspendToken = op.suspendToken ?? newToken(this.d.now());
         await this.follow(
           {
-            claim,
-            token: op.token,
-            ks,
-            commit: op.commit,
+            ...recorded,
             resumeToken: suspendToken,
             suspendWritten: seen(op.suspendToken),
-            since,
             resumedAt: Date.parse(op.requestedAt),
             suspendToken,
             unresolved: true,
-            report,
-            log,
           },
           signal,
         );
@@ -267,17 +262,11 @@ export class FluxExecutor implements OperationExecutor {
         const settling = seen(op.suspendToken);
         await this.follow(
           {
-            claim,
-            token: op.token,
-            ks,
-            commit: op.commit,
+            ...recorded,
             resumeToken: op.resumeToken,
-            since,
             resumedAt: Date.parse(since.at),
             ...(settling ? { suspendToken: op.suspendToken, suspendWritten: true } : {}),
             unresolved: op.phase === "Unresolved",
-            report,
-            log,
           },
           signal,
         );
@@ -288,17 +277,11 @@ export class FluxExecutor implements OperationExecutor {
       await updateOperation(this.d.client.kube, claim, op.token, { phase: "Settling", suspendToken });
       await this.follow(
         {
-          claim,
-          token: op.token,
-          ks,
-          commit: op.commit,
+          ...recorded,
           resumeToken: op.resumeToken,
-          since,
           resumedAt: Date.parse(op.requestedAt),
           suspendToken,
           unresolved: false,
-          report,
-          log,
           outcome: {
             state: "Failed",
             reason: "NotResumed",
