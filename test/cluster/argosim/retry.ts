@@ -2,31 +2,16 @@
  * Argo CD's retry arithmetic (RetryStrategy.NextRetryAt, application_defaults.go): the wait before
  * retry n is duration × factor^n, capped at maxDuration; defaults 5s, ×2, 3m.
  */
+import { parseDuration as parseGoDuration } from "../duration.js";
 import type { RetryStrategy } from "./types.js";
-
-const unitMs: Record<string, number> = {
-  ns: 1e-6,
-  us: 1e-3,
-  µs: 1e-3,
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-};
 
 /** A Go duration ("1m30s", "250ms"); a bare integer is seconds, as Argo CD reads backoff fields. */
 export function parseDuration(text: string): number {
   const t = text.trim();
   if (/^-?\d+$/.test(t)) return Number(t) * 1000;
-  const re = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/gy;
-  let total = 0;
-  let matched = 0;
-  for (let m = re.exec(t); m; m = re.exec(t)) {
-    total += Number(m[1]) * (unitMs[m[2] as string] ?? 0);
-    matched = re.lastIndex;
-  }
-  if (matched === 0 || matched !== t.length) throw new Error(`time: invalid duration "${text}"`);
-  return total;
+  const ms = parseGoDuration(t);
+  if (ms === undefined) throw new Error(`time: invalid duration "${text}"`);
+  return ms;
 }
 
 export const DEFAULT_RETRY_DURATION_MS = 5_000;

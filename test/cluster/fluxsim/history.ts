@@ -4,7 +4,7 @@
  * counts into its snapshot and moves it to the front (pure).
  */
 import { wireTime } from "../clock.js";
-import { formatDuration } from "./duration.js";
+import { formatDuration } from "../duration.js";
 
 export const MAX_HISTORY = 5;
 

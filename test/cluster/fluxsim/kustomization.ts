@@ -9,6 +9,7 @@
 import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { type Clock, sleep } from "../clock.js";
+import { formatDuration, parseDuration } from "../duration.js";
 import type { ArtifactStore } from "./artifacts.js";
 import {
   BuildError,
@@ -23,7 +24,6 @@ import {
   withOwnerLabels,
 } from "./build.js";
 import { HEALTHY, isTrue, READY, RECONCILING, removeCondition, setCondition } from "./conditions.js";
-import { formatDuration, parseDuration } from "./duration.js";
 import { upsertHistory } from "./history.js";
 import {
   apiVersionOf,

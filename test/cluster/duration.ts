@@ -1,4 +1,4 @@
-/** Go duration strings as Flux specs carry them ("10m", "1m30s", "500ms", "1h"). */
+/** Go duration strings as Flux and Argo CD specs carry them ("10m", "1m30s", "500ms", "1h"). */
 const UNITS: Record<string, number> = {
   ns: 1e-6,
   us: 1e-3,
@@ -9,6 +9,7 @@ const UNITS: Record<string, number> = {
   h: 3_600_000,
 };
 
+/** Milliseconds, or undefined when the text is empty or not a duration. */
 export function parseDuration(text: string | undefined): number | undefined {
   if (!text) return undefined;
   const re = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/gy;
