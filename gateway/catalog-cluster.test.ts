@@ -4,17 +4,12 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
 import { type ApiServer, type AuthRule, startApiServer } from "../test/cluster/apiserver/index.js";
+import { untilWith } from "../test/support/wait.js";
 import { ClusterCatalog, type RefreshTimer } from "./catalog-cluster.js";
 import { fixtureYaml, NS, pathOf, SECRETS } from "./testing.js";
 import { hookPath } from "./verify.js";
 
-async function until(predicate: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = untilWith({ timeoutMs: 10_000, everyMs: 10 });
 
 /** The refresh interval, fired by hand. */
 class ManualTimer implements RefreshTimer {

@@ -4,18 +4,13 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../queue/config.js";
 import { branchKey } from "../queue/contract.js";
+import { untilWith } from "../test/support/wait.js";
 import { buildSnapshot, type Catalog } from "./catalog.js";
 import { FileCatalog, parseCatalogText } from "./catalog-file.js";
 import { fixtureObjects, fixtureYaml, NS, pathOf, SECRETS, URLS } from "./testing.js";
 import { hookPath } from "./verify.js";
 
-async function until(predicate: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = untilWith({ timeoutMs: 10_000, everyMs: 20 });
 
 describe("snapshot", () => {
   it("derives the receiver path the way Flux does", () => {

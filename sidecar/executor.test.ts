@@ -3,20 +3,13 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contract.js";
 import { silentLogger } from "../queue/log.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { untilWith } from "../test/support/wait.js";
 import type { OperationExecutor } from "./applier-kind.js";
 import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
 import { queueReporter, type Reporter } from "./reporter.js";
 
-async function until<T>(probe: () => T | undefined | false, what: string, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined && v !== false) return v as T;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = untilWith({ timeoutMs: 5000, everyMs: 10 });
 
 const attempt = (token: string, claim = "web"): Attempt => ({
   token,

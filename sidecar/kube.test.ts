@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
+import { untilWith } from "../test/support/wait.js";
 import {
   apiFailure,
   ConflictRetriesExhausted,
@@ -13,13 +14,7 @@ import {
 let server: ApiServer;
 let kube: Kube;
 
-async function until(probe: () => boolean, what: string, ms = 5000) {
-  const deadline = Date.now() + ms;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = untilWith({ timeoutMs: 5000, everyMs: 10 });
 
 const claim = (name: string): KObject => ({
   apiVersion: "applygate.dev/v1alpha1",

@@ -6,6 +6,7 @@ import { crdFiles } from "../queue/crds/files.js";
 import { silentLogger } from "../queue/log.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { isolatedRedis } from "../test/redis/isolated.js";
+import { untilWith } from "../test/support/wait.js";
 import type { ApplierKindModule, ClaimController, ExternalCheck } from "./applier-kind.js";
 import { readiness } from "./http.js";
 import { RESOURCES } from "./kube.js";
@@ -96,21 +97,7 @@ describe("sidecar metrics", () => {
 
 const REPO = "https://git.example/org/repo";
 
-async function until<T>(probe: () => Promise<T | undefined | false>, what: string, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined && v !== false) return v as T;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? ` (${(last as Error).message})` : ""}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = untilWith({ timeoutMs: 10_000, everyMs: 20, retryErrors: true });
 
 /** A kind whose claims are held at once; its executor reports what the test tells it to. */
 function testKind() {

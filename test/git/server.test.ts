@@ -5,9 +5,12 @@ import { join } from "node:path";
 import * as isogit from "isomorphic-git";
 import http from "isomorphic-git/http/node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { untilWith } from "../support/wait.js";
 import { git, gitOk } from "./cli.js";
 import { GitPeer } from "./peer.js";
 import { type GitServer, startGitServer } from "./server.js";
+
+const waitFor = untilWith({ timeoutMs: 10_000, everyMs: 10 });
 
 describe("the Git smart-HTTP test server", () => {
   let server: GitServer;
@@ -99,7 +102,7 @@ describe("the Git smart-HTTP test server", () => {
       done = true;
       return r;
     });
-    await waitFor(() => server.counts().advertisement > 0);
+    await waitFor(() => server.counts().advertisement > 0, "the stalled ls-remote to reach the server");
     expect(done).toBe(false);
     stall.release();
     expect((await pending).code).toBe(0);
@@ -137,14 +140,6 @@ describe("the Git smart-HTTP test server", () => {
   });
 });
 
-async function waitFor(pred: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const start = Date.now();
-  while (!pred()) {
-    if (Date.now() - start > timeoutMs) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 describe("the Git server's post-push webhook", () => {
   it("delivers a signed Gitea-style push notice after a push moved a branch", async () => {
     const { createServer } = await import("node:http");
@@ -169,7 +164,7 @@ describe("the Git server's post-push webhook", () => {
       const p = await GitPeer.clone(url);
       const after = await p.commitAndPush("b.yaml", "b\n", "b");
       await p.remove();
-      await waitFor(() => received.length > 0);
+      await waitFor(() => received.length > 0, "the push notice to arrive");
       const [hit] = received;
       const payload = JSON.parse(hit!.body);
       expect(payload).toMatchObject({ ref: "refs/heads/main", before, after });

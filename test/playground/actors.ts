@@ -8,6 +8,7 @@ import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { git, gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
+import { untilWith } from "../support/wait.js";
 import type { Assembly } from "./assembly.js";
 import {
   ARGOCD_NAMESPACE,
@@ -27,25 +28,7 @@ export const USER_MANAGER = "user";
 
 const APPLY = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.ServerSideApply);
 
-export async function until<T>(
-  probe: () => Promise<T | undefined | false>,
-  what: string,
-  timeoutMs = 30_000,
-  everyMs = 25,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ""}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+export const until = untilWith({ timeoutMs: 30_000, everyMs: 25, retryErrors: true });
 
 export interface WriteAnswer {
   status: number;

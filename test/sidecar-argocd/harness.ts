@@ -24,27 +24,11 @@ import {
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { untilWith } from "../support/wait.js";
 
 const crd = (file: string) => new URL(`../cluster/crds/${file}`, import.meta.url).pathname;
 
-export async function until<T>(
-  probe: () => Promise<T | undefined | false>,
-  what: string,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined && v !== false) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ""}`);
-    await new Promise((r) => setTimeout(r, 15));
-  }
-}
+export const until = untilWith({ timeoutMs: 15_000, everyMs: 15, retryErrors: true });
 
 export interface Reported {
   phase: ReportPhase;

@@ -20,25 +20,14 @@ import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { type FluxKnobs, type FluxSim, startFluxSim } from "../cluster/fluxsim/index.js";
 import { GitPeer } from "../git/peer.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { untilWith } from "../support/wait.js";
 
 const crd = (file: string) => fileURLToPath(new URL(`../cluster/crds/${file}`, import.meta.url));
 
 export const configMap = (name: string, value: string) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\ndata:\n  v: "${value}"\n`;
 
-export async function until<T>(
-  probe: () => Promise<T | undefined | false>,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+export const until = untilWith({ timeoutMs: 30_000, everyMs: 20 });
 
 export interface World {
   api: ApiServer;

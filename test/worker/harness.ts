@@ -18,6 +18,7 @@ import { BranchLease } from "../../queue/worker/lease.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { type Probe, untilWith } from "../support/wait.js";
 
 export const TARGET = { namespace: "team", name: "site" };
 export const FOLDER = "clusters/dev";
@@ -54,19 +55,9 @@ export function fileOf(name: string): string {
   return `${FOLDER}/core/configmap/web/${name}.yaml`;
 }
 
-export async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== null && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = untilWith({ timeoutMs: 30_000, everyMs: 20 });
+export const waitFor = <T>(what: string, probe: Probe<T>, timeoutMs?: number): Promise<T> =>
+  until(probe, what, timeoutMs);
 
 export interface Harness {
   server: GitServer;

@@ -2,19 +2,12 @@
 import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { untilWith } from "../../support/wait.js";
 import { type ApiServer, startApiServer } from "./index.js";
 
 const crd = (file: string) => fileURLToPath(new URL(`../crds/${file}`, import.meta.url));
 
-async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = untilWith({ timeoutMs: 5000, everyMs: 10 });
 
 function parseBody(e: unknown): any {
   const body = (e as { body?: unknown }).body;

@@ -6,6 +6,7 @@ import * as k8s from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { GitPeer } from "../../git/peer.js";
 import { type GitServer, startGitServer } from "../../git/server.js";
+import { untilWith } from "../../support/wait.js";
 import { type ApiServer, startApiServer } from "../apiserver/index.js";
 import { type ArgoSim, type ArgoSimOptions, argocdApplicationCrd, startArgoSim } from "./index.js";
 
@@ -13,24 +14,7 @@ const crd = (file: string) => new URL(`../crds/${file}`, import.meta.url).pathna
 const GROUP = "argoproj.io";
 const VERSION = "v1alpha1";
 
-async function until<T>(
-  probe: () => Promise<T | undefined | false>,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined && v !== false) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ""}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const until = untilWith({ timeoutMs: 30_000, everyMs: 25, retryErrors: true });
 
 const cm = (name: string, data: Record<string, string>, annotations?: Record<string, string>) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n${

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gitOk } from "../../git/cli.js";
 import { GitPeer } from "../../git/peer.js";
 import { type GitServer, startGitServer } from "../../git/server.js";
+import { untilWith } from "../../support/wait.js";
 import { type ApiServer, startApiServer } from "../apiserver/index.js";
 import { type Clock, realClock } from "../clock.js";
 import { type FluxSim, startFluxSim } from "./index.js";
@@ -22,19 +23,7 @@ const KS = { group: "kustomize.toolkit.fluxcd.io", version: "v1", plural: "kusto
 /** Every duration in a spec runs 1000 times faster: "1m" is 60 ms, "100h" is six minutes. */
 const SCALE = 0.001;
 
-async function until<T>(
-  probe: () => Promise<T | undefined | false>,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = untilWith({ timeoutMs: 10_000, everyMs: 10 });
 
 const configMap = (name: string, data: Record<string, string> = { v: "1" }) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\ndata:\n${Object.entries(data)
