@@ -8,7 +8,7 @@ import { createHash, randomUUID } from "node:crypto";
 import type { Queue } from "bullmq";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
-import type { ZodError } from "zod";
+import type { ZodError, ZodType, ZodTypeDef } from "zod";
 import { type AcceptedWrite, RefusalNotice, RefusalRequest, WriteRequest } from "../queue/contract.js";
 import { acceptWrite, enqueueNotice } from "../queue/intake.js";
 import type { Logger } from "../queue/log.js";
@@ -69,11 +69,18 @@ export function authorized(target: TargetEntry | undefined, body: Buffer, header
   return false;
 }
 
-type Prepared =
-  | { ok: true; target: TargetEntry & { branchKey: string }; json: unknown }
+type Prepared<T> =
+  | { ok: true; target: TargetEntry & { branchKey: string }; request: T }
   | { ok: false; reply: FastifyReply };
 
-function prepare(deps: IntakeDeps, kind: string, req: Req, reply: FastifyReply): Prepared {
+/** Authenticates the caller, finds the target ready, and parses the body with `schema`; else the answer. */
+function prepare<T>(
+  deps: IntakeDeps,
+  kind: string,
+  schema: ZodType<T, ZodTypeDef, unknown>,
+  req: Req,
+  reply: FastifyReply,
+): Prepared<T> {
   const count = (outcome: IntakeOutcome) => deps.metrics.intake.inc({ kind, outcome });
   const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
   const target = deps.catalog.snapshot().target(req.params.namespace, req.params.name);
@@ -98,18 +105,18 @@ function prepare(deps: IntakeDeps, kind: string, req: Req, reply: FastifyReply):
     count("invalid");
     return { ok: false, reply: reply.code(400).send({ error: "body: not valid JSON" }) };
   }
-  return { ok: true, target: target as TargetEntry & { branchKey: string }, json };
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    count("invalid");
+    return { ok: false, reply: reply.code(400).send({ error: describeZodError(parsed.error) }) };
+  }
+  return { ok: true, target: target as TargetEntry & { branchKey: string }, request: parsed.data };
 }
 
 async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<FastifyReply> {
   const count = (outcome: IntakeOutcome) => deps.metrics.intake.inc({ kind: "write", outcome });
-  const p = prepare(deps, "write", req, reply);
+  const p = prepare(deps, "write", WriteRequest, req, reply);
   if (!p.ok) return p.reply;
-  const parsed = WriteRequest.safeParse(p.json);
-  if (!parsed.success) {
-    count("invalid");
-    return reply.code(400).send({ error: describeZodError(parsed.error) });
-  }
   const wait = req.query.wait;
   if (wait !== undefined && wait !== "published") {
     count("invalid");
@@ -126,7 +133,7 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
   }
   const { target } = p;
   const write: AcceptedWrite = {
-    ...parsed.data,
+    ...p.request,
     id: `w-${randomUUID()}`,
     target: { namespace: target.namespace, name: target.name, ...(target.uid ? { uid: target.uid } : {}) },
     branchKey: target.branchKey,
@@ -173,13 +180,8 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
 
 async function refusals(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<FastifyReply> {
   const count = (outcome: IntakeOutcome) => deps.metrics.intake.inc({ kind: "refusal", outcome });
-  const p = prepare(deps, "refusal", req, reply);
+  const p = prepare(deps, "refusal", RefusalRequest, req, reply);
   if (!p.ok) return p.reply;
-  const parsed = RefusalRequest.safeParse(p.json);
-  if (!parsed.success) {
-    count("invalid");
-    return reply.code(400).send({ error: describeZodError(parsed.error) });
-  }
   const { target } = p;
   // A client retrying with the same Idempotency-Key gets the same notice id, hence one job.
   const key = header(req.headers, "idempotency-key");
@@ -187,7 +189,7 @@ async function refusals(deps: IntakeDeps, req: Req, reply: FastifyReply): Promis
     ? `refusal-${createHash("sha256").update(`${target.namespace}/${target.name}\n${key}`).digest("hex")}`
     : `refusal-${randomUUID()}`;
   const notice = RefusalNotice.parse({
-    ...parsed.data,
+    ...p.request,
     type: "refusal",
     id,
     target: { namespace: target.namespace, name: target.name, ...(target.uid ? { uid: target.uid } : {}) },

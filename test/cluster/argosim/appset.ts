@@ -65,7 +65,6 @@ export class AppSetController {
       (k) => this.reconcile(k),
       (k, e) => {
         d.log.warn({ applicationSet: k, err: errorMessage(e) }, "applicationset reconcile failed; retrying");
-        this.queue.addAfter(k, 100);
       },
     );
   }

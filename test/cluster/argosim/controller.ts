@@ -95,7 +95,6 @@ export class AppController {
       (k) => this.pass(k),
       (k, e) => {
         d.log.warn({ applier: k, err: errorMessage(e) }, "application pass failed; retrying");
-        this.queue.addAfter(k, 100);
       },
     );
   }

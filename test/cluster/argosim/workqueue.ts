@@ -1,8 +1,11 @@
 /**
  * A keyed work queue like client-go's: one pass per key at a time, a key added while its pass runs
- * runs once more afterwards, and delayed adds keep the earliest time asked for.
+ * runs once more afterwards, delayed adds keep the earliest time asked for, and a pass that throws
+ * is reported and tried again after RETRY_MS.
  */
 import type { Clock } from "../clock.js";
+
+const RETRY_MS = 100;
 
 export class WorkQueue {
   private readonly dirty = new Set<string>();
@@ -56,6 +59,7 @@ export class WorkQueue {
       await this.handler(key);
     } catch (e) {
       this.onError(key, e);
+      this.addAfter(key, RETRY_MS);
     } finally {
       this.running.delete(key);
       if (this.dirty.has(key) && !this.stopped) setImmediate(() => void this.run(key));

@@ -12,9 +12,9 @@ import { parseDuration } from "../duration.js";
 import { type ArtifactStore, ArtifactStore as Store } from "./artifacts.js";
 import { type Condition, READY, RECONCILING, removeCondition, setCondition } from "./conditions.js";
 import { fetchTree, remoteTip } from "./gitfetch.js";
-import { FINALIZER, type Kind, type Kube, newer } from "./kube.js";
+import { FINALIZER, type Kind, type Kube } from "./kube.js";
 import { artifactRevision, REQUESTED_AT } from "./predicates.js";
-import type { Obj, Watcher } from "./watcher.js";
+import { type Obj, OwnWrites, type Watcher } from "./watcher.js";
 import type { Outcome } from "./workqueue.js";
 
 export const GIT_REPOSITORY: Kind = {
@@ -38,22 +38,16 @@ export interface SourceDeps {
 }
 
 export class GitRepositoryController {
-  readonly #written = new Map<string, Obj>();
+  readonly #objects = new OwnWrites(() => this.d.cache());
   constructor(private readonly d: SourceDeps) {}
 
   forget(key: string): void {
-    this.#written.delete(key);
-  }
-
-  #current(namespace: string, name: string): Obj | undefined {
-    const cached = this.d.cache().get(namespace, name);
-    const mine = this.#written.get(`${namespace}/${name}`);
-    return mine && cached && mine.metadata?.uid === cached.metadata?.uid ? newer(cached, mine) : cached;
+    this.#objects.forget(key);
   }
 
   async reconcile(key: string): Promise<Outcome> {
     const [namespace = "", name = ""] = key.split("/");
-    const obj = this.#current(namespace, name);
+    const obj = this.#objects.current(namespace, name);
     if (!obj) {
       this.d.store.dropSource(key);
       return {};
@@ -79,7 +73,7 @@ export class GitRepositoryController {
           [...(obj.metadata?.finalizers ?? []), FINALIZER],
           SOURCE_STATUS_MANAGER,
         );
-        this.#written.set(key, updated);
+        this.#objects.wrote(key, updated);
         outcome = { requeue: true };
         return outcome;
       }
@@ -96,7 +90,7 @@ export class GitRepositoryController {
         if (token !== undefined) status.lastHandledReconcileAt = token;
         if (JSON.stringify(status) !== before) {
           const written = await this.d.kube.patchStatus(GIT_REPOSITORY, obj, status, SOURCE_STATUS_MANAGER);
-          this.#written.set(key, written);
+          this.#objects.wrote(key, written);
         }
       }
     }

@@ -62,10 +62,3 @@ export class Kube {
 export function isNotFound(err: unknown): boolean {
   return (err as { code?: number })?.code === 404;
 }
-
-/** The newer of two copies of one object (the simulated server's resourceVersions are a counter). */
-export function newer(a: Obj | undefined, b: Obj | undefined): Obj | undefined {
-  if (!a) return b;
-  if (!b) return a;
-  return Number(b.metadata?.resourceVersion) > Number(a.metadata?.resourceVersion) ? b : a;
-}

@@ -34,9 +34,9 @@ import {
   splitApiVersion,
   staleEntries,
 } from "./inventory.js";
-import { FINALIZER, isNotFound, type Kind, type Kube, newer } from "./kube.js";
+import { FINALIZER, isNotFound, type Kind, type Kube } from "./kube.js";
 import { REQUESTED_AT } from "./predicates.js";
-import type { Obj, Watcher } from "./watcher.js";
+import { type Obj, OwnWrites, type Watcher } from "./watcher.js";
 import type { Outcome } from "./workqueue.js";
 
 export const KUSTOMIZATION: Kind = {
@@ -69,28 +69,21 @@ export interface KustomizationDeps {
 type Status = Record<string, any>;
 
 export class KustomizationController {
-  readonly #written = new Map<string, Obj>();
+  readonly #objects = new OwnWrites(() => this.d.cache());
   constructor(private readonly d: KustomizationDeps) {}
 
   forget(key: string): void {
-    this.#written.delete(key);
-  }
-
-  /** The cached object, or our own last status write of it when that is newer (the cache lags it). */
-  #current(namespace: string, name: string): Obj | undefined {
-    const cached = this.d.cache().get(namespace, name);
-    const mine = this.#written.get(`${namespace}/${name}`);
-    return mine && cached && mine.metadata?.uid === cached.metadata?.uid ? newer(cached, mine) : cached;
+    this.#objects.forget(key);
   }
 
   async reconcile(key: string): Promise<Outcome> {
     const [namespace = "", name = ""] = key.split("/");
-    const obj = this.#current(namespace, name);
+    const obj = this.#objects.current(namespace, name);
     if (!obj) return {};
     const status: Status = structuredClone(obj.status ?? {});
     const before = JSON.stringify(status);
     const write = async () => {
-      this.#written.set(key, await this.d.kube.patchStatus(KUSTOMIZATION, obj, status, STATUS_MANAGER));
+      this.#objects.wrote(key, await this.d.kube.patchStatus(KUSTOMIZATION, obj, status, STATUS_MANAGER));
     };
     let finalize = true;
     try {
@@ -106,7 +99,7 @@ export class KustomizationController {
           [...(obj.metadata?.finalizers ?? []), FINALIZER],
           STATUS_MANAGER,
         );
-        this.#written.set(key, updated);
+        this.#objects.wrote(key, updated);
         return { requeue: true };
       }
       if (obj.spec?.suspend) {

@@ -86,3 +86,28 @@ export class Watcher {
     }
   }
 }
+
+/**
+ * A controller's view of its objects: the cache's copy, or the controller's own last write of it
+ * when that is newer (the cache lags the writes; the simulated server's resourceVersions are a
+ * counter, so the higher one is the newer copy).
+ */
+export class OwnWrites {
+  readonly #written = new Map<string, Obj>();
+  constructor(private readonly cache: () => Watcher) {}
+
+  current(namespace: string, name: string): Obj | undefined {
+    const cached = this.cache().get(namespace, name);
+    const mine = this.#written.get(`${namespace}/${name}`);
+    if (!mine || !cached || mine.metadata?.uid !== cached.metadata?.uid) return cached;
+    return Number(mine.metadata?.resourceVersion) > Number(cached.metadata?.resourceVersion) ? mine : cached;
+  }
+
+  wrote(key: string, obj: Obj): void {
+    this.#written.set(key, obj);
+  }
+
+  forget(key: string): void {
+    this.#written.delete(key);
+  }
+}
