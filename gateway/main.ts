@@ -2,7 +2,16 @@
  * `applygate gateway`: settings, catalog source (a YAML file with --config, else the cluster), and
  * the server. `createGateway` and `startGateway` are re-exported for tests and the playground.
  */
-import { ConfigError, commonSettings, helpText, loadConfig, parsers, type Setting } from "../queue/config.js";
+import { stopSignal } from "../queue/cli/stop-signal.js";
+import {
+  ConfigError,
+  commonSettings,
+  helpSetting,
+  helpText,
+  loadConfig,
+  parsers,
+  type Setting,
+} from "../queue/config.js";
 import { createLogger } from "../queue/log.js";
 import { DEFAULT_BODY_LIMIT, startGateway } from "./app.js";
 import type { Catalog } from "./catalog.js";
@@ -117,13 +126,7 @@ export const gatewaySettings = {
     default: false,
     boolean: true,
   } as Setting<boolean>,
-  help: {
-    flag: "help",
-    help: "print this help",
-    parse: parsers.boolean,
-    default: false,
-    boolean: true,
-  } as Setting<boolean>,
+  help: helpSetting,
 };
 
 /** Dashboard credentials from the settings; refuses to guess when there are none. Pure. */
@@ -190,12 +193,8 @@ export async function run(argv: string[]): Promise<number | undefined> {
     },
     "gateway listening",
   );
-  await new Promise<void>((resolve) => {
-    const stop = () => resolve();
-    process.once("SIGTERM", stop);
-    process.once("SIGINT", stop);
-  });
-  log.info("gateway stopping");
+  const signal = await stopSignal();
+  log.info({ signal }, "gateway stopping");
   await gw.close();
   await catalog.close();
   return 0;

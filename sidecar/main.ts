@@ -5,7 +5,16 @@
  */
 import { hostname } from "node:os";
 import { KubeConfig } from "@kubernetes/client-node";
-import { ConfigError, commonSettings, helpText, loadConfig, parsers, type Setting } from "../queue/config.js";
+import { stopSignal } from "../queue/cli/stop-signal.js";
+import {
+  ConfigError,
+  commonSettings,
+  helpSetting,
+  helpText,
+  loadConfig,
+  parsers,
+  type Setting,
+} from "../queue/config.js";
 import { FIELD_MANAGER } from "../queue/contract.js";
 import { createLogger, type Logger } from "../queue/log.js";
 import { connectRedis } from "../queue/redis.js";
@@ -256,13 +265,7 @@ const settings = {
     parse: parsers.string,
     default: hostname(),
   } as Setting<string>,
-  help: {
-    flag: "help",
-    help: "show this help",
-    parse: parsers.boolean,
-    boolean: true,
-    default: false,
-  } as Setting<boolean>,
+  help: helpSetting,
 };
 
 export async function run(argv: string[]): Promise<number> {
@@ -293,16 +296,8 @@ export async function run(argv: string[]): Promise<number> {
     cacheDir: config.cacheDir,
     serve: { port: config.metricsPort },
   });
-  await new Promise<void>((resolve) => {
-    const onSignal = (signal: string) => {
-      log.info({ signal }, "stopping");
-      void sidecar.stop().then(resolve, (err) => {
-        log.error({ err: (err as Error).message }, "stop failed");
-        resolve();
-      });
-    };
-    process.once("SIGTERM", () => onSignal("SIGTERM"));
-    process.once("SIGINT", () => onSignal("SIGINT"));
-  });
+  const signal = await stopSignal();
+  log.info({ signal }, "stopping");
+  await sidecar.stop().catch((err) => log.error({ err: (err as Error).message }, "stop failed"));
   return 0;
 }

@@ -2,7 +2,15 @@
  * `applygate playground`: runs applygate on a laptop against embedded defaults and prints what it
  * serves. Ctrl-C stops everything it started and removes its temporary files.
  */
-import { commonSettings, helpText, loadConfig, parsers, type Setting } from "../../queue/config.js";
+import { stopSignal } from "../../queue/cli/stop-signal.js";
+import {
+  commonSettings,
+  helpSetting,
+  helpText,
+  loadConfig,
+  parsers,
+  type Setting,
+} from "../../queue/config.js";
 import { createLogger } from "../../queue/log.js";
 import { RedisUnavailableError } from "../../queue/redis.js";
 import type { Assembly } from "./assembly.js";
@@ -17,13 +25,7 @@ const settings = {
     parse: parsers.port,
     default: 0,
   } as Setting<number>,
-  help: {
-    flag: "help",
-    help: "print this help",
-    parse: parsers.boolean,
-    default: false,
-    boolean: true,
-  } as Setting<boolean>,
+  help: helpSetting,
 };
 
 const SUMMARY =
@@ -49,10 +51,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   // Loaded only now, so `--help` and bad settings answer without loading every component.
   // Listen for Ctrl-C from the start: a signal during start-up stops once started, one right after the screen stops cleanly.
-  const stopAsked = new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  const stopAsked = stopSignal();
   const { startAssembly } = await import("./assembly.js");
   let assembly: Assembly;
   try {
