@@ -34,11 +34,7 @@ const EDITS = 4;
 describe("ten concurrent pushers", () => {
   let s: Scene;
   beforeAll(async () => {
-    s = await startScene(
-      process.env.SCENARIO_LOG
-        ? { log: (await import("../../queue/log.js")).createLogger({ level: process.env.SCENARIO_LOG }) }
-        : {},
-    );
+    s = await startScene();
   });
   afterAll(async () => s?.stop());
 

@@ -4,7 +4,7 @@
  * scenario starts from (both claims hold their appliers at the tip).
  */
 import { randomBytes } from "node:crypto";
-import { type Logger, silentLogger } from "../../queue/log.js";
+import { createLogger, type Logger, silentLogger } from "../../queue/log.js";
 import { settled } from "../playground/actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "../playground/assembly.js";
 import { observeProgress, type ProgressObserver } from "../playground/progress.js";
@@ -26,8 +26,10 @@ export async function startScene(
   const redisUrl = o.redisUrl ?? testRedisUrl();
   const a = await startAssembly({
     redisUrl,
-    // A fresh prefix; the assembly removes its keys on stop.
-    log: o.log ?? silentLogger(),
+    // A fresh prefix; the assembly removes its keys on stop. SCENARIO_LOG=debug shows its logs.
+    log:
+      o.log ??
+      (process.env.SCENARIO_LOG ? createLogger({ level: process.env.SCENARIO_LOG }) : silentLogger()),
     timers: { ...FAST_TIMERS, ...o.timers },
   });
   let progress: ProgressObserver | undefined;

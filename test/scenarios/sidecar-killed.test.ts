@@ -82,11 +82,7 @@ describe("a sidecar killed between resume and suspend", () => {
   let s: Scene;
   let child: ChildProcess | undefined;
   beforeAll(async () => {
-    s = await startScene(
-      process.env.SCENARIO_LOG
-        ? { log: (await import("../../queue/log.js")).createLogger({ level: process.env.SCENARIO_LOG }) }
-        : {},
-    );
+    s = await startScene();
   });
   afterAll(async () => {
     if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
