@@ -48,3 +48,53 @@ describe("applierWriteOf", () => {
     expect(applierWriteOf({ metadata: {} }, M)).toBeUndefined();
   });
 });
+
+describe("applierWriteOf, given the version before the write", () => {
+  const at = (s: number) => `2026-01-01T00:00:0${s}Z`;
+  const entry = (manager: string, s: number, fields: Record<string, unknown>) => ({
+    manager,
+    operation: "Apply",
+    time: at(s),
+    fieldsV1: fields,
+  });
+  const greeting = { "f:data": { "f:greeting": {} } };
+  const labels = { "f:metadata": { "f:labels": { "f:app": {} } } };
+  const both = { ...greeting, ...labels };
+
+  it("the applier's apply over an edit in the same second is its write, though the times tie", () => {
+    const before = [entry("kustomize-controller", 1, labels), entry("user", 2, both)];
+    const after = [entry("kustomize-controller", 2, both), entry("user", 2, labels)];
+    const current = { metadata: { resourceVersion: "43", managedFields: after } };
+    expect(applierWriteOf(current, M)).toBeUndefined();
+    expect(applierWriteOf(current, M, before)).toEqual({
+      manager: "kustomize-controller",
+      writtenAt: at(2),
+      resourceVersion: "43",
+    });
+  });
+
+  it("the edit itself is not the applier's, though the applier's entry stays the newest", () => {
+    // The edit took the field from the applier in the applier's second: only the user's entry moved.
+    const before = [entry("kustomize-controller", 2, both)];
+    const after = [entry("kustomize-controller", 2, labels), entry("user", 2, greeting)];
+    const current = { metadata: { resourceVersion: "44", managedFields: after } };
+    expect(applierWriteOf(current, M, before)).toBeUndefined();
+    // An undo that removed the user's entry leaves the applier's older one the newest: no writer.
+    const undone = {
+      metadata: { resourceVersion: "45", managedFields: [entry("kustomize-controller", 1, labels)] },
+    };
+    expect(
+      applierWriteOf(undone, M, [entry("kustomize-controller", 1, labels), entry("user", 2, greeting)]),
+    ).toBeUndefined();
+  });
+
+  it("an applier that gains a field in the same second as its last write is still the writer", () => {
+    const before = [entry("kustomize-controller", 2, labels), entry("user", 2, greeting)];
+    const after = [entry("kustomize-controller", 2, both)];
+    expect(applierWriteOf({ metadata: { resourceVersion: "46", managedFields: after } }, M, before)).toEqual({
+      manager: "kustomize-controller",
+      writtenAt: at(2),
+      resourceVersion: "46",
+    });
+  });
+});

@@ -1,37 +1,74 @@
 /**
  * Whether a write to an object is the applier's own (pure, for every applier kind's window
- * observer): its newest managedFields entries (those with the latest time) all belong to the
- * applier's managers. Times resolve to the second, so a tie with any other manager is not the
- * applier's alone.
+ * observer).
+ *
+ * With the object as the observer saw it before (the previous watch event or the list), the proof
+ * is which managedFields entries the write touched: an entry that is new, has a new time, or owns a
+ * field it did not is a writer's; an entry that only lost fields lost them to the writer. The write
+ * is the applier's when its managers alone touched entries. That tells the applier's write from an
+ * edit made in the same second, which times alone cannot.
+ *
+ * Without a previous version the rule is the times: the newest entries (those with the latest
+ * time) all belong to the applier's managers. Times resolve to the second, so a tie with any other
+ * manager is not the applier's alone.
  */
 
 /** The parts of a managedFields entry the judgement reads. */
-interface TimedEntry {
+interface Entry {
   manager?: string;
+  operation?: string;
+  subresource?: string;
   time?: string;
+  fieldsV1?: unknown;
 }
 
 export interface ApplierWrite {
   manager: string;
-  /** The managedFields time of that newest entry. */
+  /** The managedFields time of the applier's entry the write set. */
   writtenAt: string;
   resourceVersion: string;
 }
 
+type Observed = { metadata?: { managedFields?: unknown[]; resourceVersion?: string } };
+
+const timed = (fields: unknown[] | undefined): Entry[] =>
+  ((fields ?? []) as Entry[]).filter((e) => e.time && !Number.isNaN(Date.parse(e.time)));
+
+const entryKey = (e: Entry) => `${e.manager ?? ""}\u0000${e.operation ?? ""}\u0000${e.subresource ?? ""}`;
+
+/** Whether the field set `now` owns a field `before` does not. */
+function gained(now: unknown, before: unknown): boolean {
+  if (now === null || typeof now !== "object") return false;
+  if (before === null || typeof before !== "object") return Object.keys(now).length > 0;
+  const b = before as Record<string, unknown>;
+  return Object.entries(now as Record<string, unknown>).some(([k, v]) => !(k in b) || gained(v, b[k]));
+}
+
+/** The entries a write touched, from the entries before it to those after. */
+export function writersBetween(before: unknown[], after: unknown[]): Entry[] {
+  const prev = new Map(((before ?? []) as Entry[]).map((e) => [entryKey(e), e]));
+  return timed(after).filter((e) => {
+    const p = prev.get(entryKey(e));
+    return !p || p.time !== e.time || gained(e.fieldsV1, p.fieldsV1);
+  });
+}
+
 export function applierWriteOf(
-  obj: { metadata?: { managedFields?: unknown[]; resourceVersion?: string } },
+  obj: Observed,
   managers: readonly string[],
+  previous?: unknown[],
 ): ApplierWrite | undefined {
-  const entries = ((obj.metadata?.managedFields ?? []) as TimedEntry[]).filter(
-    (e) => e.time && !Number.isNaN(Date.parse(e.time)),
-  );
-  if (entries.length === 0) return undefined;
-  const newest = Math.max(...entries.map((e) => Date.parse(e.time!)));
-  const top = entries.filter((e) => Date.parse(e.time!) === newest);
-  if (!top.every((e) => e.manager && managers.includes(e.manager))) return undefined;
-  return {
-    manager: top[0]!.manager!,
-    writtenAt: top[0]!.time!,
-    resourceVersion: obj.metadata?.resourceVersion ?? "",
+  const resourceVersion = obj.metadata?.resourceVersion ?? "";
+  const mine = (e: Entry) => e.manager !== undefined && managers.includes(e.manager);
+  const latest = (entries: Entry[]) => {
+    const newest = Math.max(...entries.map((e) => Date.parse(e.time!)));
+    return entries.filter((e) => Date.parse(e.time!) === newest);
   };
+  const entries = timed(obj.metadata?.managedFields);
+  const touched = previous === undefined ? undefined : writersBetween(previous, entries);
+  // With a previous version: the entries the write touched; else the newest ones.
+  const by = touched ?? (entries.length > 0 ? latest(entries) : []);
+  if (by.length === 0 || !by.every(mine)) return undefined;
+  const [top] = latest(by);
+  return { manager: top!.manager!, writtenAt: top!.time!, resourceVersion };
 }

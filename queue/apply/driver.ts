@@ -106,7 +106,20 @@ export class DecisionDriver {
       this.feed({ type: "RefusalReceived", targetUid: this.uidOf(n.target) });
     },
     onReport: (r) => {
-      if (r.type === "applierWrite") return this.feed({ type: "ApplierWrite", report: r });
+      if (r.type === "applierWrite") {
+        this.log.debug(
+          {
+            object: r.object,
+            claim: r.claim,
+            token: r.token,
+            manager: r.manager,
+            writtenAt: r.writtenAt,
+            resourceVersion: r.resourceVersion,
+          },
+          "applier write observed",
+        );
+        return this.feed({ type: "ApplierWrite", report: r });
+      }
       // A stale attempt is decided again at once, at the tip as it is then: look at the remote
       // first, as a push notice would, so the retry is not for the tip that was already stale.
       if ((r.phase === "Stale" || r.revisionMismatch === true) && this.worker) {
@@ -118,6 +131,10 @@ export class DecisionDriver {
         });
         return;
       }
+      this.log.debug(
+        { claim: r.claim, token: r.token, phase: r.phase, commit: r.commit },
+        "operation report received",
+      );
       this.feed({ type: "Report", report: r });
     },
   };

@@ -208,6 +208,7 @@ export type DecisionEvent =
   | { type: "FlushFailed"; flush: number }
   | { type: "Report"; report: PhaseReport }
   | { type: "ApplierWrite"; report: ApplierWriteReport }
+  /** The timer of the last ScheduleWake fired (the shell holds no timer until the next one). */
   | { type: "Tick" }
   /** The worker (re)started: a fresh baseline, operations and repairPending from claim status. */
   | { type: "Restarted"; tokenPrefix: string; claims: ClaimStatusSnapshot[]; saved?: DecisionState };

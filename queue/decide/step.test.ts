@@ -433,6 +433,20 @@ describe("attempts and reports", () => {
   });
 });
 
+describe("waking", () => {
+  it("a timer that fires before the wake it was set for gets the same wake again", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    const failed = d.on(report(att?.token ?? "", "app", "Failed"));
+    const wake = failed.find((a) => a.type === "ScheduleWake");
+    expect(wake).toEqual({ type: "ScheduleWake", at: d.now + 2_000 });
+    // One millisecond early: nothing is due yet, and the wake is asked for again.
+    expect(d.advance(1_999)).toEqual([wake]);
+    expect(flushes(d.advance(1))).toHaveLength(1);
+  });
+});
+
 describe("the apply window", () => {
   function windowed() {
     const d = new Driver();
@@ -475,22 +489,36 @@ describe("the apply window", () => {
     });
   });
 
-  it("the apply window: a tie within the same second is the edit's", () => {
+  it("the apply window: the applier's write alone in the edit's second is over it; an edit in a later second is not", () => {
     const { d, editAt } = windowed();
-    expect(d.on(applierWrite("app", "x", iso(editAt)))).toEqual([]);
+    const collided = (out: ReturnType<Driver["on"]>) => out.some((a) => a.type === "LogCollision");
     expect(d.on(applierWrite("app", "y", iso(editAt + 5_000)))).toEqual([]);
     expect(d.on(applierWrite("app", "x", iso(editAt + 5_000), "kubectl-edit"))).toEqual([]);
+    expect(d.on(applierWrite("app", "x", iso(editAt - 1_000)))).toEqual([]);
+    expect(collided(d.on(applierWrite("app", "x", iso(editAt))))).toBe(true);
+    expect(d.state.collisions).toBe(1);
   });
 
   it("the apply window closes 10 s after the operation completed", () => {
     const { d, att, editAt } = windowed();
+    d.advance(2_000);
     d.on(report(att?.token ?? "", "app", "Succeeded", B));
     d.advance(9_999);
     expect(d.on(applierWrite("app", "x", iso(editAt + 2_000))).some((a) => a.type === "LogCollision")).toBe(
       true,
     );
     d.advance(1);
-    expect(d.on(applierWrite("app", "x", iso(editAt + 3_000)))).toEqual([]);
+    expect(d.on(applierWrite("app", "x", iso(editAt + 1_000)))).toEqual([]);
+  });
+
+  it("a write in a second after the operation completed is not its apply", () => {
+    const { d, att, editAt } = windowed();
+    d.advance(1_000);
+    d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    expect(d.on(applierWrite("app", "x", iso(editAt + 2_000)))).toEqual([]);
+    expect(d.on(applierWrite("app", "x", iso(editAt + 1_000))).some((a) => a.type === "LogCollision")).toBe(
+      true,
+    );
   });
 
   it("edits decided while the window is open are guarded; an applier write older than the send is an edit", () => {

@@ -122,6 +122,9 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       judgeWrite(s, event.report, now, actions);
       break;
     case "Tick":
+      // The shell's timer fired and it holds none now: ask for the next wake even when it is the
+      // same time (a timer may fire a millisecond early, before what it was set for is due).
+      s.wakeAt = null;
       break;
     case "Restarted":
       return finish(restart(s, event, now), now, actions);

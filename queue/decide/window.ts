@@ -1,8 +1,8 @@
 /**
  * The apply window: from the send of an attempt until its operation completed, plus a grace of
  * 10 s for the applier's writes to reach the observer. Edits not in the window's commit are
- * recorded in it; a write of the applier's own managers over such an edit, strictly newer than it,
- * is a late apply: Git keeps the edit and a Repair becomes due.
+ * recorded in it; a write of the applier's own managers alone over such an edit, in the edit's second
+ * or later, is a late apply: Git keeps the edit and a Repair becomes due.
  */
 import type { ObjectRef } from "../contract.js";
 import type { ApplyWindow, GuardedEdit } from "./model.js";
@@ -30,10 +30,13 @@ export function windowOpen(w: ApplyWindow, now: number): boolean {
 /**
  * Judges a write the applier's own managers made to `object` at `writtenAtSec`, against its open
  * windows (oldest first). The write may be the apply of window i when window i was sent at or
- * before that second and the next window was not sent in an earlier second; on a shared second
+ * before that second, its operation had not completed in an earlier second, and the next window
+ * was not sent in an earlier second; on a shared second
  * both applies are suspects, so the edit is protected. Within those windows, the newest edit of
- * the object strictly older than the write is the one it overwrote; a tie in the same second is
- * the edit's, and an edit newer than the write proves the write is no late apply.
+ * the object made in the write's second or before is the one it overwrote. The observer reports a
+ * write only when the applier's managers alone hold the newest second, so an edit in that same
+ * second came first in resourceVersion order (the edit's own entry would otherwise tie with it):
+ * the write is over it. An edit in a later second proves the write is no late apply.
  * Returns the window and edit collided with, or null.
  */
 export function judgeApplierWrite(
@@ -47,12 +50,17 @@ export function judgeApplierWrite(
   let found: { window: ApplyWindow; edit: GuardedEdit } | null = null;
   open.forEach((w, i) => {
     const sentSec = Math.floor(w.sentAt / 1000);
+    // The operation's end is when its report reached the worker, after its last write: a write in
+    // a later second is not this apply (the window stays open only for the watch to catch up).
+    const endSec = w.completedAt === null ? Number.POSITIVE_INFINITY : Math.floor(w.completedAt / 1000);
     const next = open[i + 1];
     const couldBeThisApply =
-      sentSec <= writtenAtSec && (next === undefined || writtenAtSec <= Math.floor(next.sentAt / 1000));
+      sentSec <= writtenAtSec &&
+      writtenAtSec <= endSec &&
+      (next === undefined || writtenAtSec <= Math.floor(next.sentAt / 1000));
     if (!couldBeThisApply) return;
     for (const e of w.edits) {
-      if (e.object !== object || e.editedAtSec >= writtenAtSec) continue;
+      if (e.object !== object || e.editedAtSec > writtenAtSec) continue;
       if (found === null || e.editedAtSec > found.edit.editedAtSec) found = { window: w, edit: e };
     }
   });

@@ -1,8 +1,8 @@
 /**
  * The window observer for Argo CD: while an operation's apply window is open (from the update that
  * starts the sync until 10 s after it ends), report each write to an object carrying the
- * Application's tracking annotation whose newest managedFields entries are Argo CD's managers
- * alone, so the branch worker can tell the apply landing from an edit. It watches the kinds it is
+ * Application's tracking annotation that Argo CD's managers alone made (`applierWriteOf`, against
+ * the version seen before), so the branch worker can tell the apply landing from an edit. It watches the kinds it is
  * configured with (default ConfigMaps, Secrets, Services, Deployments), across all namespaces.
  */
 import type * as k8s from "@kubernetes/client-node";
@@ -13,7 +13,13 @@ import type { ClaimLocator } from "../operation-record.js";
 import type { Reporter } from "../reporter.js";
 import { appInstance } from "./application.js";
 import type { WindowHooks } from "./executor.js";
-import { applierWriteOf, type OpenWindow, type WatchedObject, windowsFor } from "./window-writes.js";
+import {
+  applierWriteOf,
+  type OpenWindow,
+  trackedInstance,
+  type WatchedObject,
+  windowsFor,
+} from "./window-writes.js";
 
 export interface WatchedKind {
   apiVersion: string;
@@ -47,6 +53,8 @@ const plural = (kind: string) => {
 export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
   private readonly windows = new Map<string, OpenWindow>();
   private readonly watchers: Watcher<KObject>[] = [];
+  /** The managedFields of each tracked object (by uid) as last seen: a write's proof. */
+  private readonly last = new Map<string, unknown[]>();
   /** resourceVersions already reported, per window token. */
   private readonly seen = new Map<string, Set<string>>();
   private readonly graceMs: number;
@@ -69,8 +77,15 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
       const w = new Watcher<KObject>(this.d.kube.kubeConfig, path, listFn, {
         log: this.d.log,
         onChange: (type, obj) => {
-          if (type === "delete") return;
-          void this.observe({ apiVersion: k.apiVersion, kind: k.kind, ...obj } as WatchedObject);
+          const uid = obj.metadata?.uid;
+          if (type === "delete") {
+            if (uid) this.last.delete(uid);
+            return;
+          }
+          const o = { apiVersion: k.apiVersion, kind: k.kind, ...obj } as WatchedObject;
+          const previous = uid ? this.last.get(uid) : undefined;
+          if (uid && trackedInstance(o)) this.last.set(uid, o.metadata.managedFields ?? []);
+          void this.observe(o, previous);
         },
       });
       this.watchers.push(w);
@@ -113,11 +128,11 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
     return [...this.windows.keys()];
   }
 
-  private async observe(obj: WatchedObject): Promise<void> {
+  private async observe(obj: WatchedObject, previous: unknown[] | undefined): Promise<void> {
     const now = this.d.now();
     const hits = windowsFor(obj, this.windows.values(), now.getTime(), this.graceMs);
     if (hits.length === 0) return;
-    const write = applierWriteOf(obj);
+    const write = applierWriteOf(obj, previous);
     if (!write) return;
     for (const w of hits) {
       const seen = this.seen.get(w.token);

@@ -1,10 +1,10 @@
 /**
  * Which object writes are Argo CD's own apply, for the apply window (pure). An object belongs to
  * an Application by its tracking annotation (`<instance>:<group>/<kind>:<namespace>/<name>`); a
- * write is Argo CD's when the newest managedFields entries are its managers alone
- * (argocd-controller for client- and server-side apply, argocd-application-controller for a
- * Replace=true sync, named from the user agent). A tie with another manager could be the edit
- * itself, so it is not reported as the applier's.
+ * write is Argo CD's when its managers alone touched managedFields entries since the version seen
+ * before (argocd-controller for client- and server-side apply, argocd-application-controller for
+ * a Replace=true sync, named from the user agent); with no version before, when the newest entries
+ * are its managers alone, and a tie with another manager could be the edit itself.
  */
 import { APPLIER_FIELD_MANAGERS, type ObjectRef } from "../../queue/contract.js";
 import { type ApplierWrite as OwnWrite, applierWriteOf as ownWriteOf } from "../applier-write.js";
@@ -18,6 +18,7 @@ export interface WatchedObject {
   metadata: {
     name: string;
     namespace?: string;
+    uid?: string;
     resourceVersion?: string;
     annotations?: Record<string, string>;
     managedFields?: unknown[];
@@ -36,9 +37,12 @@ export interface ApplierWrite extends OwnWrite {
   object: ObjectRef;
 }
 
-/** Argo CD's write of the object, when the newest entries are its managers alone. */
-export function applierWriteOf(obj: WatchedObject): ApplierWrite | undefined {
-  const write = ownWriteOf(obj, ARGO_MANAGERS);
+/**
+ * Argo CD's write of the object: its managers alone touched entries since `previous` (the
+ * managedFields last seen), or without it, the newest entries are its managers alone.
+ */
+export function applierWriteOf(obj: WatchedObject, previous?: unknown[]): ApplierWrite | undefined {
+  const write = ownWriteOf(obj, ARGO_MANAGERS, previous);
   if (!write) return undefined;
   return {
     object: {

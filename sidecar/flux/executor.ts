@@ -58,7 +58,13 @@ export const DEFAULT_TIMINGS: FluxTimings = {
 
 /** Opens and closes the apply window observer for an operation. */
 export interface WindowHooks {
-  open(w: { token: string; claim: Attempt["claim"]; branchKey: string; kustomization: ObjectKey }): void;
+  /** Resolves once the window watches the Kustomization's objects (the resume waits for it). */
+  open(w: {
+    token: string;
+    claim: Attempt["claim"];
+    branchKey: string;
+    kustomization: ObjectKey;
+  }): Promise<void>;
   close(token: string): void;
 }
 
@@ -155,7 +161,7 @@ export class FluxExecutor implements OperationExecutor {
         throw err;
       }
       await report("Requested");
-      this.d.window?.open({
+      await this.d.window?.open({
         token: attempt.token,
         claim: attempt.claim,
         branchKey: attempt.branchKey,
@@ -234,7 +240,7 @@ export class FluxExecutor implements OperationExecutor {
       return;
     }
     const claimRef = { kind: "FluxClaim" as const, namespace: claim.namespace, name: claim.name };
-    this.d.window?.open({ token: op.token, claim: claimRef, branchKey: r.branchKey, kustomization: ks });
+    void this.d.window?.open({ token: op.token, claim: claimRef, branchKey: r.branchKey, kustomization: ks });
     try {
       const on = requestedAtOf(current);
       const handled = current.status?.lastHandledReconcileAt;

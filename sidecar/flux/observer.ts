@@ -1,8 +1,9 @@
 /**
  * The window observer: while an operation's apply window is open (from its record until 10 s
- * after it ends), watch the objects in the Kustomization's inventory and report each write whose
- * newest managedFields entries are kustomize-controller's alone, with the object, that entry's
- * time and the resourceVersion, so the branch worker can tell an echo from a late apply.
+ * after it ends), watch the objects in the Kustomization's inventory and report each write that
+ * is kustomize-controller's alone (`applierWriteOf`, against the object's version before it), with
+ * the object, the entry's time and the resourceVersion, so the branch worker can tell an echo
+ * from a late apply.
  */
 import * as k8s from "@kubernetes/client-node";
 import { APPLIER_FIELD_MANAGERS, type ClaimRef } from "../../queue/contract.js";
@@ -38,6 +39,8 @@ interface Window {
   /** Watches by `apiVersion kind namespace`. */
   watches: Map<string, AbortController>;
   seen: Set<string>;
+  /** The managedFields of each object (by uid) as last listed or watched: the write's proof. */
+  last: Map<string, unknown[]>;
   closing?: NodeJS.Timeout;
   refresh?: NodeJS.Timeout;
 }
@@ -51,6 +54,8 @@ export interface FluxWindowObserverDeps {
   graceMs?: number;
   /** Re-reads the inventory this often while open, for objects an apply adds (default 2 s). */
   inventoryRefreshMs?: number;
+  /** How long opening a window may hold the resume while its watches list (default 2 s). */
+  openTimeoutMs?: number;
 }
 
 export class FluxWindowObserver implements WindowObserver, WindowHooks {
@@ -59,11 +64,27 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
 
   constructor(private readonly d: FluxWindowObserverDeps) {}
 
-  open(w: { token: string; claim: ClaimRef; branchKey: string; kustomization: ObjectKey }): void {
+  /**
+   * Opens a window and resolves once its first watches are listed, so every later write has a
+   * newer resourceVersion than the list and reaches the watch: the caller resumes only then. A
+   * slow API server holds the resume at most `openTimeoutMs`.
+   */
+  async open(w: {
+    token: string;
+    claim: ClaimRef;
+    branchKey: string;
+    kustomization: ObjectKey;
+  }): Promise<void> {
     if (this.windows.has(w.token) || !w.branchKey) return;
-    const win: Window = { ...w, ids: new Set(), watches: new Map(), seen: new Set() };
+    const win: Window = { ...w, ids: new Set(), watches: new Map(), seen: new Set(), last: new Map() };
     this.windows.set(w.token, win);
-    void this.refresh(win);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((res) => {
+      timer = setTimeout(() => res("late"), this.d.openTimeoutMs ?? 2_000);
+    });
+    const first = await Promise.race([this.refresh(win), late]);
+    clearTimeout(timer);
+    if (first === "late") this.d.log.warn({ token: w.token }, "the window's watches were not ready in time");
   }
 
   close(token: string): void {
@@ -127,7 +148,11 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
       res.namespaced ? namespace : undefined,
     )) as {
       metadata?: { resourceVersion?: string };
+      items?: k8s.KubernetesObject[];
     };
+    for (const item of list.items ?? []) {
+      if (item.metadata?.uid) win.last.set(item.metadata.uid, item.metadata.managedFields ?? []);
+    }
     const abort = new AbortController();
     win.watches.set(key, abort);
     const start = (resourceVersion: string | undefined) => {
@@ -156,6 +181,8 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
 
   private async judge(win: Window, obj: k8s.KubernetesObject) {
     const m = obj.metadata ?? {};
+    const previous = m.uid ? win.last.get(m.uid) : undefined;
+    if (m.uid) win.last.set(m.uid, m.managedFields ?? []);
     const id = `${m.namespace ?? ""}/${m.name}/${obj.kind}`;
     const labels = m.labels ?? {};
     const ours =
@@ -163,7 +190,7 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
       (labels[OWNER_NAME] === win.kustomization.name &&
         labels[OWNER_NAMESPACE] === win.kustomization.namespace);
     if (!ours) return;
-    const write = applierWriteOf(obj as never, this.managers);
+    const write = applierWriteOf(obj as never, this.managers, previous);
     if (!write) return;
     const dedupe = `${m.uid}@${write.resourceVersion}`;
     if (win.seen.has(dedupe)) return;
