@@ -19,7 +19,7 @@ import { stopSignal } from "./cli/stop-signal.js";
 import { commonSettings, helpSetting, helpText, loadConfig, parsers, type Setting } from "./config.js";
 import { createLogger } from "./log.js";
 import type { Directory } from "./worker/directory.js";
-import { loadDirectoryFile } from "./worker/directory.js";
+import { loadDirectoryFile, withGitTimeout } from "./worker/directory.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
 import { KubeDirectory, KubeStatusSink } from "./worker/kube.js";
 import { DEFAULT_LEASE_MS } from "./worker/lease.js";
@@ -124,13 +124,13 @@ export async function run(argv: string[]): Promise<number> {
   // GitTargets, claims and appliers the decisions read (and claims' repairPending they write).
   let objects: ObjectSource;
   if (config.targetsFile) {
-    directory = await loadDirectoryFile(config.targetsFile);
+    directory = withGitTimeout(await loadDirectoryFile(config.targetsFile), config.gitTimeout);
     status = logStatusSink(log);
     objects = await loadObjectsFile(config.targetsFile);
   } else {
     const kc = new KubeConfig();
     kc.loadFromDefault();
-    directory = new KubeDirectory(kc);
+    directory = withGitTimeout(new KubeDirectory(kc), config.gitTimeout);
     status = new KubeStatusSink(kc, log);
     objects = new KubeObjects(kc, log);
   }
@@ -169,13 +169,6 @@ export async function run(argv: string[]): Promise<number> {
       pushCycleTimeoutMs: config.pushCycleTimeout,
     },
   });
-  // Every Git call carries this deadline: the directory's remotes get it as they are resolved.
-  const resolve = directory.branch.bind(directory);
-  directory.branch = async (key) => {
-    const spec = await resolve(key);
-    if (spec) spec.remote.timeoutMs = config.gitTimeout;
-    return spec;
-  };
   await replica.start();
   const http = createServer((req, res) => {
     if (req.url === "/metrics") {

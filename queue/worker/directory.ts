@@ -36,6 +36,16 @@ export interface Directory {
   branch(key: string): Promise<BranchSpec | undefined>;
 }
 
+/** A directory whose remotes all carry `timeoutMs` as the deadline of every Git call. */
+export function withGitTimeout(directory: Directory, timeoutMs: number): Directory {
+  return {
+    async branch(key) {
+      const spec = await directory.branch(key);
+      return spec && { ...spec, remote: { ...spec.remote, timeoutMs } };
+    },
+  };
+}
+
 interface SecretLike {
   kind: "Secret";
   metadata: { name: string; namespace?: string };

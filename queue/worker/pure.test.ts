@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { withGitTimeout } from "./directory.js";
 import { shouldPause, WRITE_OVERHEAD_BYTES, writeCharge } from "./intake-budget.js";
 import { afterFailure, contentionBackoff, retryDelay } from "./retry.js";
 import { publicationConditions } from "./status.js";
@@ -76,5 +77,24 @@ describe("GitTarget conditions from a publication report", () => {
       4000,
     );
     expect(paused[2]).toMatchObject({ status: "True", reason: "IntakePaused" });
+  });
+});
+
+describe("the Git deadline", () => {
+  it("gives every remote the directory resolves the timeout, and leaves unknown branches unknown", async () => {
+    const spec = {
+      key: "git.example/a@main",
+      remote: { url: "https://git.example/a.git" },
+      branch: "main",
+      targets: [],
+    };
+    const inner = { branch: async (key: string) => (key === spec.key ? spec : undefined) };
+    const d = withGitTimeout(inner, 7_000);
+    expect((await d.branch(spec.key))?.remote).toEqual({
+      url: "https://git.example/a.git",
+      timeoutMs: 7_000,
+    });
+    expect(await d.branch("git.example/b@main")).toBeUndefined();
+    expect(spec.remote).toEqual({ url: "https://git.example/a.git" });
   });
 });
