@@ -474,7 +474,7 @@ export class FluxExecutor implements OperationExecutor {
   private async resume(ref: ObjectKey, read: Kustomization, token: string, log: Logger) {
     let ks = read;
     for (let attempt = 1; ; attempt++) {
-      const at = Date.now();
+      const at = this.d.now().getTime();
       try {
         const after = await this.d.client.applySuspend(ref, false, token, {
           uid: ks.metadata.uid,
@@ -567,7 +567,7 @@ export class FluxExecutor implements OperationExecutor {
             await this.startSuspend(f, "Settling");
             continue;
           }
-          if (Date.now() - f.resumedAt >= this.t.unresolvedAfterMs) {
+          if (this.d.now().getTime() - f.resumedAt >= this.t.unresolvedAfterMs) {
             await this.startSuspend(f, "Unresolved");
             continue;
           }
@@ -599,7 +599,7 @@ export class FluxExecutor implements OperationExecutor {
             f.log.info("the Kustomization was resumed before the suspend was handled; suspending again");
             await client.suspend(f.ks, f.suspendToken);
           }
-          if (!f.unresolved && Date.now() - f.resumedAt >= this.t.unresolvedAfterMs) {
+          if (!f.unresolved && this.d.now().getTime() - f.resumedAt >= this.t.unresolvedAfterMs) {
             f.unresolved = true;
             await this.markUnresolved(f);
           }
