@@ -113,7 +113,8 @@ describe("one sync per attempt", () => {
   it("keeps a retry pinned (retry.refresh dropped) and reports Failed when retries run out", async () => {
     const { name, ref, claim } = await setup({
       syncPolicy: {
-        retry: { limit: 1, refresh: true, backoff: { duration: "300ms", factor: 1, maxDuration: "300ms" } },
+        // A backoff long enough for a poll on a loaded machine to see the retry waiting.
+        retry: { limit: 1, refresh: true, backoff: { duration: "2s", factor: 1, maxDuration: "2s" } },
       },
     });
     c.argo!.failNextSync(ref);
