@@ -512,6 +512,11 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     // Set once the attempt is out: the edit happens inside the window the send opened, however
     // long the flush before it took on a loaded machine.
     let editedAt = new Date(0);
+    // The operation ends only once the claim shows repairPending (it is written in the background).
+    let end!: () => void;
+    const ended = new Promise<void>((r) => {
+      end = r;
+    });
     w.scripts.push(async (a, ex) => {
       await ex.report(a, "Requested");
       await ex.report(a, "Running");
@@ -528,14 +533,11 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
         resourceVersion: "42",
         observedAt: new Date().toISOString(),
       });
+      await ended;
       await ex.report(a, "Settling");
       await ex.report(a, "Succeeded");
     });
-    let repairShown = false;
-    w.scripts.push(async (a, ex) => {
-      repairShown = (await w.claim()).status?.repairPending === true;
-      await succeed(a, ex);
-    });
+    w.scripts.push(succeed);
     await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
     w.worker().observeSoon();
     await waitFor("the operation out", () => w.attempts.length === 1);
@@ -544,13 +546,14 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     const edit = await w.accept("a", "mine", { save: true, editedAt: editedAt.toISOString() });
     const tip = await waitFor("the edit published", () => w.published(edit.id));
     release();
+    await waitFor("repairPending shown", async () => (await w.claim()).status?.repairPending === true);
+    end();
     await waitFor("the repair applied", async () => (await w.claim()).status?.lastAppliedCommit === tip);
     await waitFor("nothing left to decide", () => settled(w));
     expect(w.attempts).toHaveLength(2);
     expect(w.attempts[1]?.targets.map((t) => t.reason)).toEqual(["Repair"]);
     expect(w.attempts[1]?.commit).toBe(tip);
     expect(w.driver().state.collisions).toBe(1);
-    expect(repairShown).toBe(true);
     await waitFor("repairPending cleared", async () => (await w.claim()).status?.repairPending === false);
   });
 });
