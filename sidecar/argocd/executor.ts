@@ -49,6 +49,7 @@ export interface ArgoCDExecutorOptions {
 
 /** Told when an operation's apply window opens and closes (the window observer). */
 export interface WindowHooks {
+  /** Opens the apply window of `token` (again: no change). */
   opened(w: {
     token: string;
     claim: ClaimLocator;
@@ -131,11 +132,17 @@ export class ArgoCDExecutor implements OperationExecutor {
     const now = () => this.d.now().getTime();
     const waitUntil = now() + this.busyWaitMs;
     let recorded: { previous?: Operation } | undefined;
+    let windowOpened = false;
+    const closeWindow = () => {
+      if (windowOpened) this.d.windows?.closed(c.token);
+      windowOpened = false;
+    };
     const giveUp = async (
       phase: "RequestFailed" | "Rejected" | "Dropped" | "Stale",
       reason: string,
       message: string,
     ) => {
+      closeWindow();
       if (recorded)
         await withdrawOperation(this.d.kube, c.claim, c.token, recorded.previous).catch(() => false);
       c.log.info({ reason, message }, "sync not started");
@@ -144,6 +151,7 @@ export class ArgoCDExecutor implements OperationExecutor {
 
     for (;;) {
       if (signal.aborted) {
+        closeWindow();
         if (recorded)
           await withdrawOperation(this.d.kube, c.claim, c.token, recorded.previous).catch(() => false);
         return;
@@ -205,6 +213,10 @@ export class ArgoCDExecutor implements OperationExecutor {
         token: c.token,
         reasons: attempt.targets.map((t) => t.reason),
       });
+      // The window opens before the update that starts the sync: Argo CD may apply before this
+      // process reads the answer, and a write seen before the window opened is never reported.
+      this.d.windows?.opened({ token: c.token, claim: c.claim, branchKey: c.branchKey, application: c.app });
+      windowOpened = true;
       try {
         await this.d.kube.replace(APPLICATION, startSyncUpdate(app, op));
       } catch (err) {
@@ -215,7 +227,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           return giveUp(phase, code === 403 ? "Forbidden" : "UpdateRefused", apiFailure(err).message);
         }
         c.log.warn({ err: apiFailure(err).message }, "the update's answer was lost; following its token");
-        if (!(await this.landedAfterLoss(app.metadata.resourceVersion ?? "", c))) return;
+        if (!(await this.landedAfterLoss(app.metadata.resourceVersion ?? "", c))) return closeWindow();
       }
       c.log.info("sync requested");
       return this.follow(c, { unresolved: false });

@@ -103,6 +103,7 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
     branchKey: string;
     application: { namespace: string; name: string };
   }): void {
+    if (this.windows.has(w.token)) return;
     this.windows.set(w.token, {
       token: w.token,
       instance: appInstance(w.application, this.d.controlNamespace ?? "argocd"),
