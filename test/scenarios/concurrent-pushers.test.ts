@@ -178,10 +178,12 @@ describe("ten concurrent pushers", () => {
         `${lastApplied[app]}..${head}`,
       ]);
       for (const c of after.split("\x01").filter((c) => c.trim())) expect(c).toContain(`${WRITE_TRAILER}: `);
-      // Never a commit lacking an edit published before the attempt was sent.
+      // Never a commit lacking an edit published before the attempt was sent: decided, at its
+      // `sentAt` (the job is queued a little later, and an edit published in between is guarded
+      // by the attempt's window instead).
       for (const e of sent) {
         if (e.type !== "attempt" || e.attempt.applier.kind !== app) continue;
-        for (const ed of edits.filter((x) => x.publishedBy < e.at.getTime())) {
+        for (const ed of edits.filter((x) => x.publishedBy < Date.parse(e.attempt.sentAt))) {
           expect(
             await holds(a, e.attempt.commit, ed.commit),
             `${app} attempt ${e.attempt.token} at ${e.attempt.commit.slice(0, 8)} lacks ${ed.greeting}`,
