@@ -110,6 +110,32 @@ describe("one sync per attempt", () => {
     expect(app.operation ?? undefined).toBeUndefined();
   });
 
+  it("opens the apply window before the update that starts the sync, and closes it at the end", async () => {
+    const { name } = await setup();
+    const calls: string[] = [];
+    const kube = Object.create(c.kube) as Kube;
+    kube.replace = (t, o) => {
+      calls.push("replace");
+      return c.kube.replace(t, o);
+    };
+    const r = recorder();
+    await new ArgoCDExecutor({
+      kube,
+      log: c.log,
+      events: c.events,
+      now: () => new Date(),
+      options: FAST,
+      windows: { opened: (w) => calls.push(`opened ${w.token}`), closed: (t) => calls.push(`closed ${t}`) },
+    }).execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    expect(r.phases().at(-1)).toBe("Succeeded");
+    // Argo CD may apply before the update's answer arrives: the window is already open then. (An
+    // update that conflicts is made again from a fresh read; the window stays open meanwhile.)
+    expect(calls[0]).toBe(`opened t-${name}`);
+    expect(calls).toContain("replace");
+    expect(calls.filter((x) => x.startsWith("closed"))).toEqual([`closed t-${name}`]);
+    expect(calls.at(-1)).toBe(`closed t-${name}`);
+  });
+
   it("keeps a retry pinned (retry.refresh dropped) and reports Failed when retries run out", async () => {
     const { name, ref, claim } = await setup({
       syncPolicy: {

@@ -4,7 +4,11 @@
  * GitRepository, and the window observer's reports.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../queue/log.js";
 import { judgeEligibility } from "../../sidecar/claims/eligibility.js";
+import { memoryEvents } from "../../sidecar/events.js";
+import { FluxClient } from "../../sidecar/flux/client.js";
+import { FluxExecutor } from "../../sidecar/flux/executor.js";
 import { KUSTOMIZATION } from "../../sidecar/flux/resources.js";
 import { appliesSuspend } from "../../sidecar/flux/suspend-owner.js";
 import { RESOURCES } from "../../sidecar/kube.js";
@@ -301,6 +305,37 @@ describe.concurrent("a shared GitRepository and the apply window", () => {
     expect(await s.configValue("infra-config")).toBe("1");
     expect(world.sim.appliedRevisions(infra).length).toBe(infraApplied);
     expect((await s.readKs("infra")).spec?.suspend).toBe(true);
+  });
+
+  it("resumes only once the window is open and watching", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "watched") });
+    const seen: string[] = [];
+    const executor = new FluxExecutor({
+      client: new FluxClient(world.kube, { log: silentLogger(), pollMs: 50 }),
+      log: silentLogger(),
+      events: memoryEvents(),
+      now: () => new Date(),
+      window: {
+        // A slow list: the resume must wait for it, or the apply could land before the watch.
+        async open() {
+          await new Promise((r) => setTimeout(r, 300));
+          seen.push(`opened, suspend ${(await s.readKs()).spec?.suspend}`);
+        },
+        close: () => seen.push("closed"),
+      },
+    });
+    const phases: string[] = [];
+    await executor.execute(
+      s.attempt(commit),
+      async (phase) => {
+        phases.push(phase);
+      },
+      new AbortController().signal,
+    );
+    expect(phases.at(-1)).toBe("Succeeded");
+    expect(seen).toEqual(["opened, suspend true", "closed"]);
   });
 
   it("reports kustomize-controller's own writes while the window is open, with time and resourceVersion", async () => {
