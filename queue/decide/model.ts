@@ -46,6 +46,19 @@ export interface ApplyWindow {
   /** When the worker learned the operation completed; null while it is out. */
   completedAt: number | null;
   edits: GuardedEdit[];
+  /**
+   * The applier's writes that could be this window's apply, newest second per object: an edit
+   * decided after its write was judged (the write reached the worker first) is checked against
+   * them. Absent in a state saved before it existed.
+   */
+  writes?: AppliedWrite[];
+}
+
+/** An applier write seen in a window. */
+export interface AppliedWrite {
+  ref: ObjectRef;
+  object: string;
+  writtenAtSec: number;
 }
 
 /** The one operation out for an applier: what its attempt carried away. */

@@ -499,6 +499,39 @@ describe("the apply window", () => {
     expect(d.state.collisions).toBe(1);
   });
 
+  it("an edit that reaches the worker after the applier write over it is still a collision", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    const editAt = d.now;
+    const collided = (out: ReturnType<Driver["on"]>) => out.some((a) => a.type === "LogCollision");
+    // The edit was made on the cluster, the apply landed over it, and its write was judged first.
+    expect(collided(d.on(applierWrite("app", "x", iso(editAt + 1_000))))).toBe(false);
+    const decided = (id: string, at: number) =>
+      d.on({
+        type: "WriteDecided",
+        writeId: id,
+        targetUid: "u1",
+        createdObjects: [],
+        editedObjects: [{ ref: cm("x"), editedAt: iso(at) }],
+      });
+    // An edit made after that write is not under it; one made before (or in its second) is.
+    expect(collided(decided("later", editAt + 2_000))).toBe(false);
+    const out = decided("earlier", editAt);
+    expect(out).toContainEqual({
+      type: "LogCollision",
+      object: cm("x"),
+      claim: fluxClaim("app").claim,
+      applier: fluxClaim("app").applier,
+      commit: B,
+      token: att?.token,
+      targetUid: "u1",
+    });
+    expect(d.state.collisions).toBe(1);
+    const [repair] = sends(d.publish(d.on(report(att?.token ?? "", "app", "Succeeded", B)), C));
+    expect(repair?.targets[0]?.reason).toBe("Repair");
+  });
+
   it("the apply window closes 10 s after the operation completed", () => {
     const { d, att, editAt } = windowed();
     d.advance(2_000);

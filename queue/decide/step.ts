@@ -8,17 +8,20 @@ import {
   type ApplierRef,
   type Attempt,
   type ClaimRef,
+  type ObjectRef,
   TERMINAL_PHASES,
 } from "../contract.js";
 import { backoffDelay } from "./backoff.js";
 import { claimKey, dueAppliers, targetsNaming } from "./due.js";
 import type {
   ApplierState,
+  ApplyWindow,
   BranchIdentity,
   ClaimStatusSnapshot,
   DecisionAction,
   DecisionEvent,
   DecisionState,
+  GuardedEdit,
   ListedTarget,
   PendingKind,
   PendingReasons,
@@ -35,7 +38,15 @@ import {
   reasonForTarget,
 } from "./reasons.js";
 import { admitRefusal, consentsToRefusal, trailingRefusalDue } from "./refusal.js";
-import { judgeApplierWrite, objectKey, toSeconds, windowClosesAt, windowOpen } from "./window.js";
+import {
+  isOver,
+  judgeApplierWrite,
+  objectKey,
+  rememberApplierWrite,
+  toSeconds,
+  windowClosesAt,
+  windowOpen,
+} from "./window.js";
 
 export function initialState(branch: BranchIdentity, tokenPrefix: string): DecisionState {
   return {
@@ -88,7 +99,7 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       listTargets(s, event.targets);
       break;
     case "WriteDecided":
-      decideWrite(s, event, now);
+      decideWrite(s, event, now, actions);
       break;
     case "SaveStarted":
       if (!s.saves.includes(event.saveId)) s.saves.push(event.saveId);
@@ -225,13 +236,15 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
 
 /**
  * A decided write joins the pending writes. Its edits are recorded in every apply window of the
- * target's applier still open (their commits cannot hold it). A write that created objects asks
- * its applier for an adopt once it is published.
+ * target's applier still open (their commits cannot hold it), and judged against the applier
+ * writes those windows already saw: the edit may reach the worker after the apply over it did. A
+ * write that created objects asks its applier for an adopt once it is published.
  */
 function decideWrite(
   s: DecisionState,
   e: Extract<DecisionEvent, { type: "WriteDecided" }>,
   now: number,
+  actions: DecisionAction[],
 ): void {
   s.writeSeq += 1;
   const edits = e.editedObjects.map((o) => {
@@ -251,8 +264,17 @@ function decideWrite(
   });
   const key = s.targets[e.targetUid]?.claim;
   const a = key ? s.appliers[key] : undefined;
-  if (!a) return;
-  for (const w of a.windows) if (windowOpen(w, now)) w.edits.push(...edits);
+  if (!a || !key) return;
+  for (const w of a.windows) {
+    if (!windowOpen(w, now)) continue;
+    w.edits.push(...edits);
+    for (const edit of edits) {
+      const over = (w.writes ?? []).find(
+        (x) => x.object === edit.object && isOver(x.writtenAtSec, edit.editedAtSec),
+      );
+      if (over) collide(s, key, w, edit, over.ref, actions);
+    }
+  }
 }
 
 /** Refusal only with consent; at most one request a minute per target, the rest trailing. */
@@ -399,19 +421,35 @@ function judgeWrite(
   const key = claimKey(r.claim);
   const a = s.appliers[key];
   if (!a || !APPLIER_FIELD_MANAGERS[a.applier.kind].includes(r.manager)) return;
-  const hit = judgeApplierWrite(a.windows, objectKey(r.object), toSeconds(r.writtenAt), now);
-  if (!hit) return;
-  const t = s.targets[hit.edit.targetUid];
+  const object = objectKey(r.object);
+  const writtenAtSec = toSeconds(r.writtenAt);
+  const hit = judgeApplierWrite(a.windows, object, writtenAtSec, now);
+  rememberApplierWrite(a.windows, { ref: r.object, object, writtenAtSec }, now);
+  if (hit) collide(s, key, hit.window, hit.edit, r.object, actions);
+}
+
+/** A late apply over an edit: Git keeps the edit, a Repair is due for its target, logged and counted. */
+function collide(
+  s: DecisionState,
+  key: string,
+  w: ApplyWindow,
+  edit: GuardedEdit,
+  object: ObjectRef,
+  actions: DecisionAction[],
+): void {
+  const a = s.appliers[key];
+  if (!a) return;
+  const t = s.targets[edit.targetUid];
   addPending(a.pending, "Repair", t?.claim === key ? t.uid : undefined);
   s.collisions += 1;
   actions.push({
     type: "LogCollision",
-    object: r.object,
+    object,
     claim: a.claim,
     applier: a.applier,
-    commit: hit.window.commit,
-    token: hit.window.token,
-    targetUid: hit.edit.targetUid,
+    commit: w.commit,
+    token: w.token,
+    targetUid: edit.targetUid,
   });
 }
 

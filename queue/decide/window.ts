@@ -2,10 +2,11 @@
  * The apply window: from the send of an attempt until its operation completed, plus a grace of
  * 10 s for the applier's writes to reach the observer. Edits not in the window's commit are
  * recorded in it; a write of the applier's own managers alone over such an edit, in the edit's second
- * or later, is a late apply: Git keeps the edit and a Repair becomes due.
+ * or later, is a late apply: Git keeps the edit and a Repair becomes due. The write and the edit
+ * may reach the worker in either order, so each is judged against the other as it arrives.
  */
 import type { ObjectRef } from "../contract.js";
-import type { ApplyWindow, GuardedEdit } from "./model.js";
+import type { AppliedWrite, ApplyWindow, GuardedEdit } from "./model.js";
 
 export const WINDOW_GRACE_MS = 10_000;
 
@@ -28,16 +29,42 @@ export function windowOpen(w: ApplyWindow, now: number): boolean {
 }
 
 /**
- * Judges a write the applier's own managers made to `object` at `writtenAtSec`, against its open
- * windows (oldest first). The write may be the apply of window i when window i was sent at or
- * before that second, its operation had not completed in an earlier second, and the next window
- * was not sent in an earlier second; on a shared second
- * both applies are suspects, so the edit is protected. Within those windows, the newest edit of
- * the object made in the write's second or before is the one it overwrote. The observer reports a
- * write only when the applier's managers alone hold the newest second, so an edit in that same
- * second came first in resourceVersion order (the edit's own entry would otherwise tie with it):
- * the write is over it. An edit in a later second proves the write is no late apply.
- * Returns the window and edit collided with, or null.
+ * The open windows (oldest first) whose apply a write of the applier's own managers at
+ * `writtenAtSec` could be: window i was sent at or before that second, its operation had not
+ * completed in an earlier second (its end is when its report reached the worker, after its last
+ * write; the window stays open only for the watch to catch up), and the next window was not sent
+ * in an earlier second. On a shared second both are suspects.
+ */
+export function windowsForWrite(
+  windows: readonly ApplyWindow[],
+  writtenAtSec: number,
+  now: number,
+): ApplyWindow[] {
+  if (!Number.isFinite(writtenAtSec)) return [];
+  const open = windows.filter((w) => windowOpen(w, now)).sort((a, b) => a.sentAt - b.sentAt);
+  return open.filter((w, i) => {
+    const endSec = w.completedAt === null ? Number.POSITIVE_INFINITY : Math.floor(w.completedAt / 1000);
+    const next = open[i + 1];
+    return (
+      Math.floor(w.sentAt / 1000) <= writtenAtSec &&
+      writtenAtSec <= endSec &&
+      (next === undefined || writtenAtSec <= Math.floor(next.sentAt / 1000))
+    );
+  });
+}
+
+/** Whether an applier write at `writtenAtSec` is over an edit made at `editedAtSec`. */
+export function isOver(writtenAtSec: number, editedAtSec: number): boolean {
+  // The observer reports a write only when it came after every edit already on the object, so an
+  // edit in the write's own second came first (resourceVersion order): the write is over it.
+  return editedAtSec <= writtenAtSec;
+}
+
+/**
+ * Judges a write the applier's own managers made to `object` at `writtenAtSec`, against the
+ * windows whose apply it could be: the newest edit of the object recorded there, made in the
+ * write's second or before, is the one it overwrote. An edit in a later second proves the write
+ * is no late apply. Returns the window and edit collided with, or null.
  */
 export function judgeApplierWrite(
   windows: readonly ApplyWindow[],
@@ -45,24 +72,27 @@ export function judgeApplierWrite(
   writtenAtSec: number,
   now: number,
 ): { window: ApplyWindow; edit: GuardedEdit } | null {
-  if (!Number.isFinite(writtenAtSec)) return null;
-  const open = windows.filter((w) => windowOpen(w, now)).sort((a, b) => a.sentAt - b.sentAt);
   let found: { window: ApplyWindow; edit: GuardedEdit } | null = null;
-  open.forEach((w, i) => {
-    const sentSec = Math.floor(w.sentAt / 1000);
-    // The operation's end is when its report reached the worker, after its last write: a write in
-    // a later second is not this apply (the window stays open only for the watch to catch up).
-    const endSec = w.completedAt === null ? Number.POSITIVE_INFINITY : Math.floor(w.completedAt / 1000);
-    const next = open[i + 1];
-    const couldBeThisApply =
-      sentSec <= writtenAtSec &&
-      writtenAtSec <= endSec &&
-      (next === undefined || writtenAtSec <= Math.floor(next.sentAt / 1000));
-    if (!couldBeThisApply) return;
+  for (const w of windowsForWrite(windows, writtenAtSec, now)) {
     for (const e of w.edits) {
-      if (e.object !== object || e.editedAtSec > writtenAtSec) continue;
+      if (e.object !== object || !isOver(writtenAtSec, e.editedAtSec)) continue;
       if (found === null || e.editedAtSec > found.edit.editedAtSec) found = { window: w, edit: e };
     }
-  });
+  }
   return found;
+}
+
+/** Remembers a judged applier write in every window whose apply it could be (newest per object). */
+export function rememberApplierWrite(
+  windows: readonly ApplyWindow[],
+  write: AppliedWrite,
+  now: number,
+): void {
+  for (const w of windowsForWrite(windows, write.writtenAtSec, now)) {
+    const writes = w.writes ?? [];
+    const i = writes.findIndex((x) => x.object === write.object);
+    if (i < 0) writes.push(write);
+    else if ((writes[i] as AppliedWrite).writtenAtSec < write.writtenAtSec) writes[i] = write;
+    w.writes = writes;
+  }
 }
