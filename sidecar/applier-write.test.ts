@@ -98,3 +98,39 @@ describe("applierWriteOf, given the version before the write", () => {
     });
   });
 });
+
+describe("applierWriteOf, with the version before read from a typed list", () => {
+  it("compares times whether they arrived as text or as Dates", () => {
+    // A client-node list deserializes managedFields times into Dates; watch events carry text.
+    const labels = { "f:metadata": { "f:labels": { "f:app": {} } } };
+    const greeting = { "f:data": { "f:greeting": {} } };
+    const before = [
+      {
+        manager: "kustomize-controller",
+        operation: "Apply",
+        time: new Date("2026-01-01T00:00:01Z"),
+        fieldsV1: labels,
+      },
+      {
+        manager: "user",
+        operation: "Apply",
+        time: new Date("2026-01-01T00:00:02Z"),
+        fieldsV1: { ...labels, ...greeting },
+      },
+    ];
+    const after = [
+      {
+        manager: "kustomize-controller",
+        operation: "Apply",
+        time: "2026-01-01T00:00:03Z",
+        fieldsV1: { ...labels, ...greeting },
+      },
+      { manager: "user", operation: "Apply", time: "2026-01-01T00:00:02Z", fieldsV1: labels },
+    ];
+    expect(applierWriteOf({ metadata: { resourceVersion: "9", managedFields: after } }, M, before)).toEqual({
+      manager: "kustomize-controller",
+      writtenAt: "2026-01-01T00:00:03Z",
+      resourceVersion: "9",
+    });
+  });
+});

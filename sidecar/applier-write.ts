@@ -18,9 +18,14 @@ interface Entry {
   manager?: string;
   operation?: string;
   subresource?: string;
-  time?: string;
+  /** RFC 3339 on the wire; a Date where the client deserialized it (a typed list). */
+  time?: string | Date;
   fieldsV1?: unknown;
 }
+
+/** An entry's time in milliseconds, however it arrived; NaN when unreadable. */
+const ms = (t: unknown) =>
+  t instanceof Date ? t.getTime() : typeof t === "string" ? Date.parse(t) : Number.NaN;
 
 export interface ApplierWrite {
   manager: string;
@@ -32,7 +37,7 @@ export interface ApplierWrite {
 type Observed = { metadata?: { managedFields?: unknown[]; resourceVersion?: string } };
 
 const timed = (fields: unknown[] | undefined): Entry[] =>
-  ((fields ?? []) as Entry[]).filter((e) => e.time && !Number.isNaN(Date.parse(e.time)));
+  ((fields ?? []) as Entry[]).filter((e) => !Number.isNaN(ms(e.time)));
 
 const entryKey = (e: Entry) => `${e.manager ?? ""}\u0000${e.operation ?? ""}\u0000${e.subresource ?? ""}`;
 
@@ -49,7 +54,7 @@ export function writersBetween(before: unknown[], after: unknown[]): Entry[] {
   const prev = new Map(((before ?? []) as Entry[]).map((e) => [entryKey(e), e]));
   return timed(after).filter((e) => {
     const p = prev.get(entryKey(e));
-    return !p || p.time !== e.time || gained(e.fieldsV1, p.fieldsV1);
+    return !p || ms(p.time) !== ms(e.time) || gained(e.fieldsV1, p.fieldsV1);
   });
 }
 
@@ -61,8 +66,8 @@ export function applierWriteOf(
   const resourceVersion = obj.metadata?.resourceVersion ?? "";
   const mine = (e: Entry) => e.manager !== undefined && managers.includes(e.manager);
   const latest = (entries: Entry[]) => {
-    const newest = Math.max(...entries.map((e) => Date.parse(e.time!)));
-    return entries.filter((e) => Date.parse(e.time!) === newest);
+    const newest = Math.max(...entries.map((e) => ms(e.time)));
+    return entries.filter((e) => ms(e.time) === newest);
   };
   const entries = timed(obj.metadata?.managedFields);
   const touched = previous === undefined ? undefined : writersBetween(previous, entries);
@@ -70,5 +75,6 @@ export function applierWriteOf(
   const by = touched ?? (entries.length > 0 ? latest(entries) : []);
   if (by.length === 0 || !by.every(mine)) return undefined;
   const [top] = latest(by);
-  return { manager: top!.manager!, writtenAt: top!.time!, resourceVersion };
+  const t = top!.time!;
+  return { manager: top!.manager!, writtenAt: typeof t === "string" ? t : t.toISOString(), resourceVersion };
 }

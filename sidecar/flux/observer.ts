@@ -142,6 +142,7 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
     const base = apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
     const path =
       res.namespaced && namespace ? `${base}/namespaces/${namespace}/${res.name}` : `${base}/${res.name}`;
+    this.d.log.debug({ token: win.token, watch: key }, "window watching");
     const list = (await this.d.kube.objects.list(
       apiVersion,
       kind,
@@ -191,6 +192,16 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
         labels[OWNER_NAMESPACE] === win.kustomization.namespace);
     if (!ours) return;
     const write = applierWriteOf(obj as never, this.managers, previous);
+    this.d.log.debug(
+      {
+        token: win.token,
+        object: id,
+        resourceVersion: m.resourceVersion,
+        applierWrite: write !== undefined,
+        previous: previous !== undefined,
+      },
+      "window saw a write",
+    );
     if (!write) return;
     const dedupe = `${m.uid}@${write.resourceVersion}`;
     if (win.seen.has(dedupe)) return;

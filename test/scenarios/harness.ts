@@ -4,11 +4,13 @@
  * scenario starts from (both claims hold their appliers at the tip).
  */
 import { randomBytes } from "node:crypto";
-import { createLogger, type Logger, silentLogger } from "../../queue/log.js";
+import pino from "pino";
+import { createLogger, type Logger } from "../../queue/log.js";
 import { settled } from "../playground/actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "../playground/assembly.js";
 import { observeProgress, type ProgressObserver } from "../playground/progress.js";
 import { testRedisUrl } from "../redis/isolated.js";
+import { failureContext } from "../support/print-failures.js";
 
 export interface Scene {
   a: Assembly;
@@ -26,10 +28,10 @@ export async function startScene(
   const redisUrl = o.redisUrl ?? testRedisUrl();
   const a = await startAssembly({
     redisUrl,
-    // A fresh prefix; the assembly removes its keys on stop. SCENARIO_LOG=debug shows its logs.
+    // A fresh prefix; the assembly removes its keys on stop. SCENARIO_LOG=debug prints its logs;
+    // without it they are kept in memory and printed only when a test fails.
     log:
-      o.log ??
-      (process.env.SCENARIO_LOG ? createLogger({ level: process.env.SCENARIO_LOG }) : silentLogger()),
+      o.log ?? (process.env.SCENARIO_LOG ? createLogger({ level: process.env.SCENARIO_LOG }) : keptLogger()),
     timers: { ...FAST_TIMERS, ...o.timers },
   });
   let progress: ProgressObserver | undefined;
@@ -70,3 +72,18 @@ export function operationsOf(s: Scene, kind: "flux" | "argocd") {
 }
 
 export const unique = () => randomBytes(3).toString("hex");
+
+/** The scenario's debug logs, kept in memory (the last 3,000 lines) for a failure to print. */
+function keptLogger(): Logger {
+  const lines: string[] = [];
+  failureContext.set("the scenario's last log lines", () => lines.join(""));
+  return pino(
+    { level: "debug", timestamp: pino.stdTimeFunctions.isoTime },
+    {
+      write(line: string) {
+        lines.push(line);
+        if (lines.length > 3_000) lines.splice(0, lines.length - 3_000);
+      },
+    },
+  );
+}
