@@ -134,3 +134,25 @@ describe("applierWriteOf, with the version before read from a typed list", () =>
     });
   });
 });
+
+describe("applierWriteOf, a write that touched no entry", () => {
+  it("is judged by the times: the applier applying again in the same second is its write", () => {
+    const fields = { "f:data": { "f:v": {} } };
+    const entries = [
+      { manager: "user", operation: "Apply", time: "2026-01-01T00:00:01Z", fieldsV1: { "f:metadata": {} } },
+      { manager: "kustomize-controller", operation: "Apply", time: "2026-01-01T00:00:02Z", fieldsV1: fields },
+    ];
+    expect(
+      applierWriteOf({ metadata: { resourceVersion: "7", managedFields: entries } }, M, entries),
+    ).toEqual({
+      manager: "kustomize-controller",
+      writtenAt: "2026-01-01T00:00:02Z",
+      resourceVersion: "7",
+    });
+    // The same with somebody else newest: theirs, not the applier's.
+    const theirs = [entries[1], { ...entries[0], time: "2026-01-01T00:00:03Z" }];
+    expect(
+      applierWriteOf({ metadata: { resourceVersion: "8", managedFields: theirs } }, M, theirs),
+    ).toBeUndefined();
+  });
+});

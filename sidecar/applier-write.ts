@@ -8,8 +8,9 @@
  * is the applier's when its managers alone touched entries. That tells the applier's write from an
  * edit made in the same second, which times alone cannot.
  *
- * Without a previous version the rule is the times: the newest entries (those with the latest
- * time) all belong to the applier's managers. Times resolve to the second, so a tie with any other
+ * Without a previous version, or when the write touched no entry (its manager wrote again in the
+ * same second, owning the same fields), the rule is the times: the newest entries (those with the
+ * latest time) all belong to the applier's managers. Times resolve to the second, so a tie with any other
  * manager is not the applier's alone.
  */
 
@@ -49,6 +50,12 @@ function gained(now: unknown, before: unknown): boolean {
   return Object.entries(now as Record<string, unknown>).some(([k, v]) => !(k in b) || gained(v, b[k]));
 }
 
+/** Whether an entry before the write is gone after it. */
+function removedEntry(before: unknown[], after: Entry[]): boolean {
+  const now = new Set(after.map(entryKey));
+  return timed(before).some((e) => !now.has(entryKey(e)));
+}
+
 /** The entries a write touched, from the entries before it to those after. */
 export function writersBetween(before: unknown[], after: unknown[]): Entry[] {
   const prev = new Map(((before ?? []) as Entry[]).map((e) => [entryKey(e), e]));
@@ -71,8 +78,15 @@ export function applierWriteOf(
   };
   const entries = timed(obj.metadata?.managedFields);
   const touched = previous === undefined ? undefined : writersBetween(previous, entries);
-  // With a previous version: the entries the write touched; else the newest ones.
-  const by = touched ?? (entries.length > 0 ? latest(entries) : []);
+  // With a previous version: the entries the write touched. A write that touched none but took an
+  // entry away is an update that removed every field its writer owned: not the applier's apply,
+  // which touches its own entry. One that touched none and took none away (its manager wrote again
+  // in the same second, owning the same fields) and no previous version both leave the times: the
+  // newest entries, where a writer other than the applier would be.
+  if (touched !== undefined && touched.length === 0 && removedEntry(previous ?? [], entries))
+    return undefined;
+  const by =
+    touched !== undefined && touched.length > 0 ? touched : entries.length > 0 ? latest(entries) : [];
   if (by.length === 0 || !by.every(mine)) return undefined;
   const [top] = latest(by);
   const t = top!.time!;
