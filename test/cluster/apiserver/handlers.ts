@@ -5,6 +5,7 @@ import { ApiError, errors } from "./errors.js";
 import { type Faults, reasonFor } from "./faults.js";
 import type { Objects, PatchKind, Target, WriteOptions } from "./objects.js";
 import { openApiGroupVersion, openApiRoot } from "./openapi.js";
+import { decodeProtobuf, isProtobuf } from "./protobuf.js";
 import { type Registry, typeKeyOf } from "./registry.js";
 import { fieldSelector, labelSelector } from "./selectors.js";
 import type { Store } from "./store.js";
@@ -42,13 +43,23 @@ function sendJson(res: ServerResponse, code: number, body: unknown, warnings: st
   res.end(JSON.stringify(body));
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
+function readBytes(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("end", () => resolve(Buffer.concat(chunks)));
     req.on("error", reject);
   });
+}
+
+const readBody = async (req: IncomingMessage) => (await readBytes(req)).toString("utf8");
+
+/** A request's object: JSON, or the protobuf kubectl's typed clients send for built-in kinds. */
+async function readObject(req: IncomingMessage): Promise<unknown> {
+  const raw = await readBytes(req);
+  if (raw.length === 0) return undefined;
+  if (isProtobuf(req.headers["content-type"])) return decodeProtobuf(raw);
+  return parseJson(raw.toString("utf8"));
 }
 
 interface Route extends Target {
@@ -249,13 +260,13 @@ async function dispatch(
       return;
     }
     case "create": {
-      const body = parseJson(await readBody(req));
+      const body = await readObject(req);
       const out = ctx.objects.create(r, body, opts);
       sendJson(res, 201, out.object, out.warnings);
       return;
     }
     case "update": {
-      const body = parseJson(await readBody(req));
+      const body = await readObject(req);
       const out = ctx.objects.update(r, body, opts);
       sendJson(res, 200, out.object, out.warnings);
       return;
@@ -269,8 +280,7 @@ async function dispatch(
       return;
     }
     case "delete": {
-      const raw = await readBody(req);
-      const out = ctx.objects.delete(r, raw ? parseJson(raw) : {}, {
+      const out = ctx.objects.delete(r, (await readObject(req)) ?? {}, {
         ...opts,
         propagationPolicy: q.get("propagationPolicy") ?? undefined,
       });
@@ -280,8 +290,7 @@ async function dispatch(
     case "deletecollection": {
       const labels = labelSelector(q.get("labelSelector"));
       const fields = fieldSelector(q.get("fieldSelector"));
-      const raw = await readBody(req);
-      const body = raw ? parseJson(raw) : {};
+      const body = (await readObject(req)) ?? {};
       const items = ctx.objects.list(r.type, r.namespace).filter((o) => labels(o) && fields(o));
       const deleted = items.map(
         (o) =>

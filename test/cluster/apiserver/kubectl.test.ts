@@ -162,6 +162,41 @@ describe.skipIf(!available)("simulated API server with kubectl", () => {
     expect(gone.out).toContain("NotFound");
   });
 
+  it("creates built-in kinds from kubectl's generators, which send protobuf", async () => {
+    expect(await kubectl("create", "namespace", "team-a")).toMatchObject({ code: 0 });
+    const secret = await kubectl(
+      "-n",
+      "team-a",
+      "create",
+      "secret",
+      "generic",
+      "hook",
+      "--from-literal=token=s3cret",
+      "--from-literal=user=git",
+    );
+    expect(secret).toMatchObject({ code: 0, out: "secret/hook created\n" });
+    const cm = await kubectl("-n", "team-a", "create", "configmap", "settings", "--from-literal=a=b");
+    expect(cm).toMatchObject({ code: 0, out: "configmap/settings created\n" });
+    expect(await kubectl("-n", "team-a", "create", "serviceaccount", "bot")).toMatchObject({ code: 0 });
+
+    const ns = JSON.parse((await kubectl("get", "namespace", "team-a", "-o", "json")).out);
+    expect(ns.status.phase).toBe("Active");
+    expect(ns.metadata.labels).toEqual({ "kubernetes.io/metadata.name": "team-a" });
+    const stored = JSON.parse(
+      (await kubectl("-n", "team-a", "get", "secret", "hook", "-o", "json", "--show-managed-fields")).out,
+    );
+    expect(stored.type).toBe("Opaque");
+    expect(Buffer.from(stored.data.token, "base64").toString()).toBe("s3cret");
+    expect(stored.metadata.managedFields).toEqual([
+      expect.objectContaining({ manager: "kubectl-create", operation: "Update" }),
+    ]);
+    const value = await kubectl("-n", "team-a", "get", "configmap", "settings", "-o", "jsonpath={.data.a}");
+    expect(value.out).toBe("b");
+    const again = await kubectl("create", "namespace", "team-a");
+    expect(again.code).not.toBe(0);
+    expect(again.out).toContain('namespaces "team-a" already exists');
+  });
+
   it("carries the identity in its kubeconfig: a restricted user is refused with 403", async () => {
     server.addUser("viewer", "viewer-token", [
       { verbs: ["get", "list", "watch"], groups: ["*"], resources: ["*"] },
