@@ -129,13 +129,16 @@ export const gatewaySettings = {
   help: helpSetting,
 };
 
-/** Dashboard credentials from the settings; refuses to guess when there are none. Pure. */
+/**
+ * Dashboard credentials from the settings. Without any (and without --dashboard-insecure) the
+ * dashboard is off: the gateway still runs, `/queues` answers 404, and start-up logs why. Pure.
+ */
 export function dashboardAuth(c: {
   dashboardUser: string | undefined;
   dashboardPassword: string | undefined;
   dashboardToken: string | undefined;
   dashboardInsecure: boolean;
-}): DashboardAuth {
+}): DashboardAuth | "off" {
   if ((c.dashboardUser === undefined) !== (c.dashboardPassword === undefined)) {
     throw new ConfigError(
       "invalid setting --dashboard-user/--dashboard-password: set both or neither (APPLYGATE_DASHBOARD_USER, APPLYGATE_DASHBOARD_PASSWORD)",
@@ -147,10 +150,12 @@ export function dashboardAuth(c: {
   if (basic) return { basic };
   if (c.dashboardToken) return { bearer: c.dashboardToken };
   if (c.dashboardInsecure) return "insecure";
-  throw new ConfigError(
-    "missing setting --dashboard-user and --dashboard-password, or --dashboard-token: the dashboard needs credentials (or --dashboard-insecure for local use)",
-  );
+  return "off";
 }
+
+/** What start-up says about the dashboard; the off case names the settings that turn it on. */
+export const DASHBOARD_OFF_MESSAGE =
+  "dashboard off: no credentials given (set APPLYGATE_DASHBOARD_USER and APPLYGATE_DASHBOARD_PASSWORD, or APPLYGATE_DASHBOARD_TOKEN; the manifests read them from the optional Secret applygate-dashboard)";
 
 const SUMMARY =
   "Receive Git push webhooks and intake calls, verify them, and queue them in Redis; serve the queue dashboard at /queues and metrics at /metrics.";
@@ -183,13 +188,14 @@ export async function run(argv: string[]): Promise<number | undefined> {
     bodyLimit: config.bodyLimit,
     maxWaitMs: config.maxWait,
     stuckAfterMs: config.stuckAfter,
-    dashboard: { auth, readOnly: config.dashboardReadOnly },
+    dashboard: auth === "off" ? false : { auth, readOnly: config.dashboardReadOnly },
   });
+  if (auth === "off") log.warn({ dashboard: "off" }, DASHBOARD_OFF_MESSAGE);
   log.info(
     {
       url: gw.url,
       catalog: config.config ?? "cluster",
-      dashboard: auth === "insecure" ? "insecure" : "authenticated",
+      dashboard: auth === "off" || auth === "insecure" ? auth : "authenticated",
     },
     "gateway listening",
   );

@@ -119,7 +119,8 @@ export function helpText(command: string, summary: string, settings: Settings): 
   const lines = [`usage: applygate ${command} [flags]`, "", summary, "", "flags:"];
   for (const s of Object.values(settings)) {
     const def =
-      s.defaultLabel ?? ("default" in s && s.default !== undefined ? JSON.stringify(s.default) : "required");
+      s.defaultLabel ??
+      (!("default" in s) ? "required" : s.default === undefined ? "unset" : JSON.stringify(s.default));
     lines.push(`  --${s.flag}${s.boolean ? "" : " <value>"}`);
     lines.push(`      ${s.help} [${s.env ? `env ${s.env}, ` : ""}default ${def}]`);
   }

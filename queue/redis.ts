@@ -13,6 +13,27 @@ export function connectRedis(url: string, extra: RedisOptions = {}): Redis {
   return redis;
 }
 
+/**
+ * Whether Redis replies to PING within the deadline, asked on a connection the caller owns (e.g. the
+ * sidecar's tip-check connection): while Redis is away the PING waits in its queue and the
+ * deadline answers false.
+ */
+export async function redisAnswersPing(client: Redis, timeoutMs = 1000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  const ping = client.ping().then(
+    (reply) => reply === "PONG",
+    () => false,
+  );
+  try {
+    return await Promise.race([ping, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Answers true when something speaking RESP replies +PONG on host:port within the deadline. */
 export function redisAnswers(host: string, port: number, timeoutMs = 500): Promise<boolean> {
   return new Promise((resolve) => {

@@ -18,6 +18,7 @@ import {
 import { stopSignal } from "./cli/stop-signal.js";
 import { commonSettings, helpSetting, helpText, loadConfig, parsers, type Setting } from "./config.js";
 import { createLogger } from "./log.js";
+import { connectRedis, redisAnswersPing } from "./redis.js";
 import type { Directory } from "./worker/directory.js";
 import { loadDirectoryFile, withGitTimeout } from "./worker/directory.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
@@ -96,12 +97,25 @@ export const workerSettings = {
   metricsPort: {
     flag: "metrics-port",
     env: "APPLYGATE_METRICS_PORT",
-    help: "port serving /metrics and /healthz (0 for any free port)",
+    help: "port serving /metrics, /healthz and /readyz (0 for any free port)",
     parse: parsers.port,
-    default: 9091,
+    // The port the worker Deployment's container port, probes and metrics Service name.
+    default: 9090,
   } as Setting<number>,
   help: helpSetting,
 };
+
+/** Ready when Redis answers and the replica has started; the body names each check. Pure. */
+export function workerReadiness(checks: { redis: boolean; started: boolean }): {
+  ready: boolean;
+  body: string;
+} {
+  const lines = [
+    `redis: ${checks.redis ? "ok" : "not answering"}`,
+    `replica: ${checks.started ? "started" : "starting"}`,
+  ];
+  return { ready: checks.redis && checks.started, body: `${lines.join("\n")}\n` };
+}
 
 /** Logs each publication report (running without a cluster). */
 function logStatusSink(log: ReturnType<typeof createLogger>): StatusSink {
@@ -169,24 +183,38 @@ export async function run(argv: string[]): Promise<number> {
       pushCycleTimeoutMs: config.pushCycleTimeout,
     },
   });
-  await replica.start();
+  // Served before the replica starts, so the startup probe sees a live process meanwhile.
+  let started = false;
+  const checksRedis = connectRedis(config.redisUrl, { maxRetriesPerRequest: 1 });
   const http = createServer((req, res) => {
-    if (req.url === "/metrics") {
+    const path = (req.url ?? "/").split("?")[0];
+    if (path === "/metrics") {
       void registry.metrics().then((text) => {
         res.writeHead(200, { "content-type": registry.contentType });
         res.end(text);
       });
       return;
     }
-    res.writeHead(req.url === "/healthz" ? 200 : 404);
-    res.end(req.url === "/healthz" ? "ok\n" : "not found\n");
+    if (path === "/readyz") {
+      void redisAnswersPing(checksRedis).then((redis) => {
+        const r = workerReadiness({ redis, started });
+        res.writeHead(r.ready ? 200 : 503, { "content-type": "text/plain; charset=utf-8" });
+        res.end(r.body);
+      });
+      return;
+    }
+    res.writeHead(path === "/healthz" ? 200 : 404);
+    res.end(path === "/healthz" ? "ok\n" : "not found\n");
   });
   await new Promise<void>((r) => http.listen(config.metricsPort, r));
+  await replica.start();
+  started = true;
   log.info({ replica: replica.id, metricsPort: config.metricsPort }, "worker started");
   await stopSignal();
   log.info("stopping: giving branches back");
   await replica.stop();
   await decisions.close();
+  checksRedis.disconnect();
   http.close();
   return 0;
 }

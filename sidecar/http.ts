@@ -1,48 +1,35 @@
 /**
  * The sidecar's HTTP endpoints (port 9091 in the manifests): `/metrics` for the PodMonitor,
  * `/healthz` (the process answers) for the startup and liveness probes, and `/readyz` (Redis
- * answers and the claim watch has synced) for the readiness probe.
+ * answers and every watch the sidecar needs has synced and is not failing).
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Redis } from "ioredis";
 import type { Logger } from "../queue/log.js";
 import type { SidecarMetrics } from "./metrics.js";
 
 export interface ReadinessChecks {
   redis: boolean;
   claimsSynced: boolean;
+  /** API paths of the watches (informers) whose list has not landed, or fails since. */
+  unsyncedWatches?: string[];
 }
 
 /** Ready only when every check passes; the body names each check, so a failing probe says why. */
 export function readiness(checks: ReadinessChecks): { ready: boolean; body: string } {
+  const unsynced = checks.unsyncedWatches ?? [];
   const lines = [
     `redis: ${checks.redis ? "ok" : "not answering"}`,
     `claims: ${checks.claimsSynced ? "synced" : "not synced yet"}`,
+    `watches: ${unsynced.length === 0 ? "synced" : `not synced: ${unsynced.join(", ")}`}`,
   ];
-  return { ready: checks.redis && checks.claimsSynced, body: `${lines.join("\n")}\n` };
+  return {
+    ready: checks.redis && checks.claimsSynced && unsynced.length === 0,
+    body: `${lines.join("\n")}\n`,
+  };
 }
 
-/**
- * Whether Redis replies to PING within the deadline, asked on a connection the caller owns (the
- * sidecar's tip-check connection): while Redis is away the PING waits in its queue and the
- * deadline answers false.
- */
-export async function redisAnswersPing(client: Redis, timeoutMs = 1000): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
-  });
-  const ping = client.ping().then(
-    (reply) => reply === "PONG",
-    () => false,
-  );
-  try {
-    return await Promise.race([ping, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+export { redisAnswersPing } from "../queue/redis.js";
 
 export interface SidecarHttpOptions {
   /** 0 picks any free port. */

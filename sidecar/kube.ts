@@ -181,6 +181,9 @@ export class Kube {
   readonly events: k8s.EventsV1Api;
   readonly core: k8s.CoreV1Api;
 
+  /** Every running watch made through this client: readiness needs each of them synced. */
+  private readonly watches = new Set<Watcher<KObject>>();
+
   constructor(readonly kubeConfig: k8s.KubeConfig) {
     this.custom = kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     this.objects = k8s.KubernetesObjectApi.makeApiClient(kubeConfig);
@@ -370,7 +373,20 @@ export class Kube {
         items,
       } as k8s.KubernetesListObject<T & k8s.KubernetesObject>;
     };
-    return new Watcher<T>(this.kubeConfig, path, listFn, opts);
+    return this.tracked(new Watcher<T>(this.kubeConfig, path, listFn, opts));
+  }
+
+  /** Counts the watch in `unsyncedWatches` until it stops. */
+  tracked<T extends KObject>(w: Watcher<T>): Watcher<T> {
+    const any = w as unknown as Watcher<KObject>;
+    this.watches.add(any);
+    w.onStop(() => this.watches.delete(any));
+    return w;
+  }
+
+  /** Paths of the running watches whose last list did not land (not yet, or failing since). */
+  unsyncedWatches(): string[] {
+    return [...this.watches].filter((w) => !w.isSynced()).map((w) => w.path);
   }
 }
 
@@ -398,7 +414,10 @@ export class Watcher<T extends KObject> {
   private failures = 0;
   private timer: NodeJS.Timeout | undefined;
   private synced = false;
+  /** True from a failed list or watch until the restarted list lands again. */
+  private failing = false;
   private readonly waiters: (() => void)[] = [];
+  private readonly stopHooks: (() => void)[] = [];
 
   constructor(
     kc: k8s.KubeConfig,
@@ -429,6 +448,15 @@ export class Watcher<T extends KObject> {
     }
   }
 
+  /** Whether the cache holds a list that landed and no failure came since. */
+  isSynced(): boolean {
+    return this.synced && !this.failing;
+  }
+
+  onStop(hook: () => void): void {
+    this.stopHooks.push(hook);
+  }
+
   /** Resolves once the first list has landed in the cache. */
   whenSynced(): Promise<void> {
     if (this.synced) return Promise.resolve();
@@ -446,6 +474,7 @@ export class Watcher<T extends KObject> {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    for (const hook of this.stopHooks.splice(0)) hook();
     if (this.timer) clearTimeout(this.timer);
     try {
       await this.informer.stop();
@@ -455,6 +484,7 @@ export class Watcher<T extends KObject> {
   }
 
   private markSynced() {
+    this.failing = false;
     if (this.synced) return;
     this.synced = true;
     for (const w of this.waiters.splice(0)) w();
@@ -462,6 +492,7 @@ export class Watcher<T extends KObject> {
 
   private restartLater(err: unknown) {
     if (this.stopped || this.timer) return;
+    this.failing = true;
     this.failures++;
     const delay = (this.opts.backoffMs ?? ((n) => Math.min(30_000, 200 * 2 ** (n - 1))))(this.failures);
     this.opts.log?.warn(

@@ -126,7 +126,11 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         ...opts.serve,
         metrics,
         log,
-        checks: async () => ({ redis: await redisAnswersPing(checksRedis), claimsSynced }),
+        checks: async () => ({
+          redis: await redisAnswersPing(checksRedis),
+          claimsSynced,
+          unsyncedWatches: kube.unsyncedWatches(),
+        }),
       });
     } catch (err) {
       checksRedis.disconnect();

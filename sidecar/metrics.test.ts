@@ -90,7 +90,11 @@ describe("sidecar metrics", () => {
     expect(r.body).toContain("redis: not answering");
     expect(readiness({ redis: true, claimsSynced: false })).toEqual({
       ready: false,
-      body: "redis: ok\nclaims: not synced yet\n",
+      body: "redis: ok\nclaims: not synced yet\nwatches: synced\n",
+    });
+    expect(readiness({ redis: true, claimsSynced: true, unsyncedWatches: ["/api/v1/secrets"] })).toEqual({
+      ready: false,
+      body: "redis: ok\nclaims: synced\nwatches: not synced: /api/v1/secrets\n",
     });
   });
 });
@@ -287,6 +291,43 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
       for (const r of release.values()) r(); // a failed check must not leave stop() waiting on it
       await sidecar.stop();
       await q.close();
+      await redis.cleanup();
+    }
+  });
+
+  it("/readyz answers 503 while a watch's list fails, naming it, and 200 once it lists again", async () => {
+    const redis = await isolatedRedis("sidecar-ready-watch");
+    const { kind } = testKind();
+    const sidecar = await startSidecar({
+      applier: "flux",
+      kubeConfig: server.kubeConfig(),
+      redisUrl: redis.url,
+      redisPrefix: redis.prefix,
+      log: silentLogger(),
+      kindModule: kind,
+      serve: { port: 0, host: "127.0.0.1" },
+    });
+    const readyz = async () => {
+      const res = await fetch(`${sidecar.http?.url}/readyz`);
+      return { status: res.status, body: await res.text() };
+    };
+    const targets = "/apis/applygate.dev/v1alpha1/gittargets";
+    try {
+      await until(async () => (await readyz()).status === 200, "ready");
+      // The watch breaks and every list after it fails, as with a permission taken away.
+      server.faults.failNext(1_000_000, { method: "GET", pathPrefix: targets, status: 403 });
+      expect(server.faults.dropWatches(targets, true)).toBeGreaterThan(0);
+      const down = await until(async () => {
+        const r = await readyz();
+        return r.status === 503 && r;
+      }, "503 while the GitTarget list fails");
+      expect(down.body).toContain(`watches: not synced: ${targets}`);
+      expect(down.body).toContain("redis: ok");
+      server.faults.reset();
+      await until(async () => (await readyz()).status === 200, "ready again once the list lands");
+    } finally {
+      server.faults.reset();
+      await sidecar.stop();
       await redis.cleanup();
     }
   });

@@ -63,16 +63,12 @@ export function buildCrd(info: KindInfo) {
 
 const HEADER = "# Generated from queue/crds/ by `npm run gen:crds`. Do not edit: change the zod schema.\n";
 
-/** Every generated file under manifests/base/crds/, by file name, as the generator writes it. */
+/** Every generated file under manifests/base/crds/ (one CRD each), by file name, as the generator writes it. */
 export function renderCrdFiles(): Map<string, string> {
   const files = new Map<string, string>();
   for (const info of KINDS)
     files.set(crdFileName(info), HEADER + stringify(buildCrd(info), { lineWidth: 0 }));
-  const kustomization = {
-    apiVersion: "kustomize.config.k8s.io/v1beta1",
-    kind: "Kustomization",
-    resources: KINDS.map(crdFileName),
-  };
-  files.set("kustomization.yaml", HEADER + stringify(kustomization));
+  // Only CRDs in this folder, so `kubectl apply -f manifests/base/crds/` works; the base
+  // kustomization lists these files itself.
   return files;
 }

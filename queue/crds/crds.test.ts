@@ -42,6 +42,20 @@ describe("committed CRD YAML", () => {
     }
   });
 
+  it("keeps only CRDs in manifests/base/crds/, each listed by the base kustomization", () => {
+    // `kubectl apply -f manifests/base/crds/` applies every file there.
+    for (const file of readdirSync(CRD_DIR)) {
+      expect((parse(readFileSync(join(CRD_DIR, file), "utf8")) as { kind: string }).kind, file).toBe(
+        "CustomResourceDefinition",
+      );
+    }
+    const base = parse(readFileSync(join(CRD_DIR, "../kustomization.yaml"), "utf8")) as {
+      resources: string[];
+    };
+    const listed = base.resources.filter((r) => r.startsWith("crds/")).map((r) => r.slice("crds/".length));
+    expect(listed.sort()).toEqual(readdirSync(CRD_DIR).sort());
+  });
+
   it("is structural: every node has a type and nothing uses $ref", () => {
     const visit = (node: Record<string, unknown>, where: string) => {
       expect(node.type, `${where} has no type`).toBeTypeOf("string");

@@ -74,20 +74,22 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
         for (const item of res.items) Object.assign(item, { apiVersion: k.apiVersion, kind: k.kind });
         return res as unknown as k8s.KubernetesListObject<KObject & k8s.KubernetesObject>;
       };
-      const w = new Watcher<KObject>(this.d.kube.kubeConfig, path, listFn, {
-        log: this.d.log,
-        onChange: (type, obj) => {
-          const uid = obj.metadata?.uid;
-          if (type === "delete") {
-            if (uid) this.last.delete(uid);
-            return;
-          }
-          const o = { apiVersion: k.apiVersion, kind: k.kind, ...obj } as WatchedObject;
-          const previous = uid ? this.last.get(uid) : undefined;
-          if (uid && trackedInstance(o)) this.last.set(uid, o.metadata.managedFields ?? []);
-          void this.observe(o, previous);
-        },
-      });
+      const w = this.d.kube.tracked(
+        new Watcher<KObject>(this.d.kube.kubeConfig, path, listFn, {
+          log: this.d.log,
+          onChange: (type, obj) => {
+            const uid = obj.metadata?.uid;
+            if (type === "delete") {
+              if (uid) this.last.delete(uid);
+              return;
+            }
+            const o = { apiVersion: k.apiVersion, kind: k.kind, ...obj } as WatchedObject;
+            const previous = uid ? this.last.get(uid) : undefined;
+            if (uid && trackedInstance(o)) this.last.set(uid, o.metadata.managedFields ?? []);
+            void this.observe(o, previous);
+          },
+        }),
+      );
       this.watchers.push(w);
     }
     await Promise.all(this.watchers.map((w) => w.start()));

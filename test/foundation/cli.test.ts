@@ -29,6 +29,15 @@ describe("the applygate command", () => {
     expect(r.stdout).toContain(`usage: applygate ${cmd}`);
   });
 
+  it("says required only of settings that are", async () => {
+    const r = await applygate(["gateway", "--help"]);
+    // --config and --dashboard-token have no default and are optional.
+    expect(r.stdout).not.toMatch(/default required/);
+    expect(r.stdout).toMatch(/--config <value>\n.*default unset\]/);
+    const sidecar = await applygate(["sidecar", "--help"]);
+    expect(sidecar.stdout).toMatch(/--applier <value>\n.*default required\]/);
+  });
+
   it("lists its commands and refuses an unknown one", async () => {
     const r = await applygate(["nonsense"]);
     expect(r.code).toBe(2);

@@ -33,6 +33,8 @@ export const OVERLAYS = {
   examples: "manifests/examples/resources",
   flux: "test/manifests/fixtures/flux-system",
   argocd: "test/manifests/fixtures/argocd",
+  /** As docs/install.md shows: upstream's install.yaml (no namespaces) under `namespace: argocd`. */
+  argocdUpstream: "test/manifests/fixtures/argocd-upstream",
 } as const;
 
 export function build(dir: string): K8sObject[] {

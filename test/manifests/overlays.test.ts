@@ -2,7 +2,9 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { gatewaySettings } from "../../gateway/main.js";
 import { argoCDClaim, fluxClaim, gitProvider, gitTarget } from "../../queue/crds/index.js";
+import { workerSettings } from "../../queue/worker-main.js";
 import { build, find, type K8sObject, KUBECTL_AVAILABLE, OVERLAYS, REPO_ROOT } from "./kustomize.js";
 import { validateObject } from "./validators.js";
 
@@ -112,6 +114,9 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
     expect(gw.ports).toEqual([{ name: "http", containerPort: 8080, protocol: "TCP" }]);
     expect(worker.args).toEqual(["worker"]);
     expect(worker.ports).toEqual([{ name: "metrics", containerPort: 9090, protocol: "TCP" }]);
+    // The processes listen there by default: the manifests set no port flag.
+    expect(workerSettings.metricsPort.default).toBe(9090);
+    expect(gatewaySettings.port.default).toBe(8080);
     for (const c of [gw, worker]) {
       expect((c.livenessProbe as any).httpGet.path).toBe("/healthz");
       expect((c.readinessProbe as any).httpGet.path).toBe("/readyz");
@@ -161,7 +166,8 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
       const patch = parse(
         readFileSync(resolve(REPO_ROOT, `manifests/${overlay}/sidecar/patch.yaml`), "utf8"),
       );
-      expect([patch.kind, patch.metadata.name, patch.metadata.namespace]).toEqual([kind, name, namespace]);
+      // No namespace in the patch: upstream manifests may set none (see the argocdUpstream overlay).
+      expect([patch.kind, patch.metadata.name, patch.metadata.namespace]).toEqual([kind, name, undefined]);
       const objects = built[overlay]!;
       const workload = find(objects, kind, name);
       const pod = podSpec(workload);
@@ -182,6 +188,13 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
       }
     });
   }
+
+  it("adds the sidecar to upstream Argo CD's install.yaml, which names no namespace, under namespace: argocd", () => {
+    const objects = built.argocdUpstream!;
+    const controller = find(objects, "StatefulSet", "argocd-application-controller");
+    expect(controller.metadata.namespace).toBe("argocd");
+    expect(podSpec(controller).containers.map((c) => c.name)).toContain("applygate-sidecar");
+  });
 
   it("ships example resources that both the CRD schema and the zod schema accept", () => {
     const parsers = {
