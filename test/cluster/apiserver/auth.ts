@@ -1,4 +1,8 @@
-/** Bearer-token identities and allow rules. A request is allowed when any rule of its user matches. */
+/**
+ * Bearer-token identities. A user either carries allow rules of its own (a request is allowed when
+ * any rule matches; "all" is a superuser) or, with "rbac", is authorised by the Roles,
+ * ClusterRoles and bindings stored in the cluster (rbac.ts), like a ServiceAccount on a real one.
+ */
 
 export interface AuthRule {
   /** get, list, watch, create, update, patch, delete, deletecollection, or "*" */
@@ -11,9 +15,21 @@ export interface AuthRule {
   namespaces?: string[];
 }
 
+export type UserRules = AuthRule[] | "all" | "rbac";
+
 export interface User {
   name: string;
-  rules: AuthRule[] | "all";
+  /** Groups the user is in (RBAC Group subjects). */
+  groups: string[];
+  rules: UserRules;
+}
+
+/** The username and groups a ServiceAccount's token authenticates as. */
+export function serviceAccountUser(namespace: string, name: string): Pick<User, "name" | "groups"> {
+  return {
+    name: `system:serviceaccount:${namespace}:${name}`,
+    groups: ["system:serviceaccounts", `system:serviceaccounts:${namespace}`, "system:authenticated"],
+  };
 }
 
 export interface Access {
@@ -26,8 +42,10 @@ export interface Access {
 
 const has = (list: string[], v: string) => list.includes("*") || list.includes(v);
 
+/** The user's own rules (not "rbac", which rbac.ts decides). */
 export function allowed(user: User, a: Access): boolean {
   if (user.rules === "all") return true;
+  if (user.rules === "rbac") return false;
   const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;
   return user.rules.some(
     (r) =>
@@ -42,8 +60,9 @@ export function allowed(user: User, a: Access): boolean {
 export class Users {
   private readonly byToken = new Map<string, User>();
 
-  add(name: string, token: string, rules: AuthRule[] | "all"): void {
-    this.byToken.set(token, { name, rules });
+  add(name: string, token: string, rules: UserRules, groups?: string[]): void {
+    const superuser = rules === "all" ? ["system:masters"] : [];
+    this.byToken.set(token, { name, rules, groups: groups ?? [...superuser, "system:authenticated"] });
   }
 
   tokenOf(name: string): string | undefined {

@@ -96,5 +96,7 @@ export const errors = {
       `${qualified(t)}${t.name ? ` "${t.name}"` : ""} is forbidden: User "${user}" cannot ${verb} resource "${t.plural}" in API group "${t.group}"${namespace ? ` in the namespace "${namespace}"` : " at the cluster scope"}`,
       { name: t.name, group: t.group, kind: t.plural },
     ),
+  forbiddenPath: (user: string, path: string) =>
+    new ApiError(403, "Forbidden", `forbidden: User "${user}" cannot get path "${path}"`),
   internal: (message: string) => new ApiError(500, "InternalError", `Internal error occurred: ${message}`),
 };

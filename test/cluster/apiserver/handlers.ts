@@ -1,11 +1,13 @@
 /** HTTP routing: discovery, the REST verbs, auth, faults, Status bodies for errors. */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { allowed, type User, type Users } from "./auth.js";
+import type { AuditLog } from "./audit.js";
+import type { User, Users } from "./auth.js";
 import { ApiError, errors } from "./errors.js";
 import { type Faults, reasonFor } from "./faults.js";
 import type { Objects, PatchKind, Target, WriteOptions } from "./objects.js";
 import { openApiGroupVersion, openApiRoot } from "./openapi.js";
 import { decodeProtobuf, isProtobuf } from "./protobuf.js";
+import { decide, type Policy } from "./rbac.js";
 import { type Registry, typeKeyOf } from "./registry.js";
 import { fieldSelector, labelSelector } from "./selectors.js";
 import type { Store } from "./store.js";
@@ -23,6 +25,9 @@ export interface Context {
   bookmarkIntervalMs: number;
   now: () => number;
   gitVersion: string;
+  /** The stored Roles, ClusterRoles and bindings, for users authorised by RBAC. */
+  policy: () => Policy;
+  audit?: AuditLog;
 }
 
 const patchKinds: Record<string, PatchKind> = {
@@ -155,6 +160,8 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
   const url = new URL(req.url ?? "/", "http://localhost");
   const method = req.method ?? "GET";
   const pathToken = tokenFromPath(url);
+  const audit = ctx.audit?.begin(req, `${url.pathname}${url.search}`);
+  let watching = false;
   try {
     const latency = ctx.faults.latencyFor(method, url.pathname);
     if (latency > 0) await new Promise((r) => setTimeout(r, latency));
@@ -163,6 +170,7 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
       ctx.anonymous,
     );
     if (!user) throw errors.unauthorized();
+    audit?.authenticated(user);
     const fail = ctx.faults.take(method, url.pathname);
     if (fail) {
       const reason = fail.reason ?? reasonFor(fail.status);
@@ -171,6 +179,9 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
     if (method === "GET") {
       const doc = discovery(ctx, url.pathname);
       if (doc !== undefined) {
+        const decision = decide(user, { verb: "get", path: url.pathname }, ctx.policy);
+        audit?.authorized("get", decision);
+        if (!decision.allowed) throw errors.forbiddenPath(user.name, url.pathname);
         if (typeof doc === "string") {
           res.writeHead(200, { "Content-Type": "text/plain" });
           res.end(doc);
@@ -183,15 +194,11 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
     const q = url.searchParams;
     const watch = q.get("watch") === "true" || q.get("watch") === "1";
     const verb = verbOf(method, r, watch);
-    if (
-      !allowed(user, {
-        verb,
-        group: r.group,
-        resource: r.plural,
-        subresource: r.subresource,
-        namespace: r.namespace,
-      })
-    )
+    const access = { group: r.group, resource: r.plural, subresource: r.subresource, namespace: r.namespace };
+    const decision = decide(user, { verb, ...access, name: r.name }, ctx.policy);
+    audit?.authorized(verb, decision, { ...access, apiGroup: r.group, apiVersion: r.version, name: r.name });
+    watching = verb === "watch";
+    if (!decision.allowed)
       throw errors.forbidden(
         user.name,
         verb,
@@ -202,11 +209,15 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
   } catch (e) {
     if (res.headersSent) {
       res.destroy();
+      audit?.end(res.statusCode, false);
       return;
     }
     const err = e instanceof ApiError ? e : errors.internal((e as Error).message);
     sendJson(res, err.code, err.toStatus());
+    audit?.end(err.code, false, { reason: err.reason });
+    return;
   }
+  audit?.end(res.statusCode, watching && !res.writableEnded);
 }
 
 async function dispatch(

@@ -9,14 +9,18 @@ import type { AddressInfo, Socket } from "node:net";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import { makeKubeConfig, writeKubeconfigFile } from "../kubeconfig.js";
-import { type AuthRule, Users } from "./auth.js";
+import { AuditLog } from "./audit.js";
+import { type AuthRule, serviceAccountUser, type UserRules, Users } from "./auth.js";
 import { type FailSpec, Faults } from "./faults.js";
 import { type Context, handle } from "./handlers.js";
 import { Objects } from "./objects.js";
+import type { Policy } from "./rbac.js";
 import { Registry } from "./registry.js";
 import { Store } from "./store.js";
 
-export type { AuthRule } from "./auth.js";
+export type { AuditEvent } from "./audit.js";
+export { readAuditLog } from "./audit.js";
+export type { AuthRule, UserRules } from "./auth.js";
 export type { FailSpec } from "./faults.js";
 export type { KObject } from "./types.js";
 
@@ -31,6 +35,8 @@ export interface ApiServerOptions {
   anonymous?: "allow" | "deny";
   /** Clock for timestamps (creationTimestamp, managedFields time, deletionTimestamp). */
   now?: () => number;
+  /** Appends every request to this file as an audit.k8s.io/v1 Event, one JSON line each. */
+  auditLog?: string;
 }
 
 export interface ApiServerFaults {
@@ -52,7 +58,14 @@ export interface ApiServer {
   url: string;
   kubeConfig(user?: string): KubeConfig;
   writeKubeconfig(path: string, user?: string): Promise<void>;
+  /** A user with rules of its own, or "all" (a superuser, group system:masters). */
   addUser(name: string, token: string, rules: AuthRule[] | "all"): void;
+  /**
+   * A ServiceAccount's token: it authenticates as system:serviceaccount:<namespace>:<name> and may
+   * do exactly what the stored Roles, ClusterRoles and bindings grant it. Returns the username.
+   */
+  addServiceAccount(namespace: string, name: string): string;
+  auditLog?: string;
   installCrdFile(path: string): Promise<void>;
   /** Applies every document of a YAML text through the API (server-side apply, manager "applygate-sim"). */
   applyYaml(text: string): Promise<void>;
@@ -78,10 +91,15 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     objects,
     users,
     faults,
-    anonymous: opts.anonymous === "deny" ? undefined : { name: "system:anonymous", rules: "all" },
+    anonymous:
+      opts.anonymous === "deny"
+        ? undefined
+        : { name: "system:anonymous", groups: ["system:unauthenticated"], rules: "all" },
     bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
     now,
     gitVersion: "v1.32.0-applygate-sim",
+    policy: () => storedPolicy(registry, objects),
+    audit: opts.auditLog ? new AuditLog(opts.auditLog, now) : undefined,
   };
   const sockets = new Set<Socket>();
   const server: Server = createServer((req, res) => {
@@ -137,6 +155,12 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     kubeConfig: (user) => makeKubeConfig(identity(user)),
     writeKubeconfig: (path, user) => writeKubeconfigFile(path, identity(user)),
     addUser: (name, token, rules) => users.add(name, token, rules),
+    addServiceAccount: (namespace, name) => {
+      const sa = serviceAccountUser(namespace, name);
+      users.add(sa.name, randomBytes(16).toString("hex"), "rbac" satisfies UserRules, sa.groups);
+      return sa.name;
+    },
+    auditLog: opts.auditLog,
     installCrdFile: async (path) => applyYaml(await readFile(path, "utf8")),
     applyYaml,
     faults: {
@@ -152,5 +176,15 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
         for (const s of sockets) s.destroy();
         server.close(() => resolve());
       }),
+  };
+}
+
+function storedPolicy(registry: Registry, objects: Objects): Policy {
+  const all = (plural: string) => objects.list(registry.find("rbac.authorization.k8s.io", "v1", plural)!);
+  return {
+    roles: all("roles"),
+    clusterRoles: all("clusterroles"),
+    roleBindings: all("rolebindings"),
+    clusterRoleBindings: all("clusterrolebindings"),
   };
 }

@@ -83,6 +83,15 @@ const builtins: ResourceType[] = [
     kind: "Lease",
     printerColumns: [{ name: "Holder", type: "string", jsonPath: ".spec.holderIdentity" }],
   }),
+  ...(["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] as const).map((kind) =>
+    builtin({
+      group: "rbac.authorization.k8s.io",
+      version: "v1",
+      plural: `${kind.toLowerCase()}s`,
+      kind,
+      namespaced: !kind.startsWith("Cluster"),
+    }),
+  ),
   builtin({
     group: "apiextensions.k8s.io",
     version: "v1",
