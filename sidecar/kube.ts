@@ -6,6 +6,7 @@
 import * as k8s from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../queue/contract.js";
 import {
+  APPLIER_GRANT_PLURAL,
   ARGOCD_CLAIM_PLURAL,
   FLUX_CLAIM_PLURAL,
   GIT_PROVIDER_PLURAL,
@@ -28,6 +29,7 @@ export const RESOURCES = {
   gitTarget: { group: GROUP, version: VERSION, plural: GIT_TARGET_PLURAL, kind: "GitTarget" },
   fluxClaim: { group: GROUP, version: VERSION, plural: FLUX_CLAIM_PLURAL, kind: "FluxClaim" },
   argoCDClaim: { group: GROUP, version: VERSION, plural: ARGOCD_CLAIM_PLURAL, kind: "ArgoCDClaim" },
+  applierGrant: { group: GROUP, version: VERSION, plural: APPLIER_GRANT_PLURAL, kind: "ApplierGrant" },
 } as const satisfies Record<string, ResourceType>;
 
 /** An object as the API server returns it; the kind modules narrow it with their zod schemas. */

@@ -235,6 +235,15 @@ kind: GitProvider
 metadata: {name: repo, namespace: metrics-apps}
 spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}}
 ---
+apiVersion: v1
+kind: Namespace
+metadata: {name: flux-system}
+---
+apiVersion: applygate.dev/v1alpha1
+kind: ApplierGrant
+metadata: {name: metrics-apps, namespace: flux-system}
+spec: {from: [{namespace: metrics-apps}]}
+---
 apiVersion: applygate.dev/v1alpha1
 kind: FluxClaim
 metadata: {name: web, namespace: metrics-apps}

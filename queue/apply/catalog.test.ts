@@ -13,8 +13,15 @@ const target = (
   ...extra,
 });
 
-function objects(): MemoryObjects {
+const argoGrant: KubeLike = {
+  kind: "ApplierGrant",
+  metadata: { name: "team", namespace: "argocd" },
+  spec: { from: [{ namespace: "team", kind: "ArgoCDClaim" }], to: [{ name: "web" }] },
+};
+
+function objects(grant = true): MemoryObjects {
   return new MemoryObjects([
+    ...(grant ? [argoGrant] : []),
     target("a", { kind: "FluxClaim", name: "fc" }, { status: { publication: { commit: "c1" } } }),
     target("b", { kind: "ArgoCDClaim", name: "ac" }),
     target("c"),
@@ -67,6 +74,33 @@ describe("catalog: GitTargets, claims, appliers and sources of a branch", () => 
       ["uid-c", null, null, null, false],
     ]);
     expect(l.targets[0]?.onRefusal).toBe("Reapply");
+  });
+
+  it("an applier in another namespace is held only through an ApplierGrant there", async () => {
+    const names = [{ namespace: "team", name: "b" }];
+    const refused = await listBranch(objects(false), names);
+    expect(refused.targets.map((t) => [t.uid, t.claim, t.applier])).toEqual([["uid-b", null, null]]);
+    expect(refused.claims).toEqual([]);
+    const granted = await listBranch(objects(true), names);
+    expect(granted.targets[0]?.applier).toEqual({ kind: "argocd", namespace: "argocd", name: "web" });
+  });
+
+  it("a GitTarget naming a claim in another namespace needs the claim's spec.accessFrom", async () => {
+    const o = objects();
+    o.objects.push({
+      kind: "GitTarget",
+      metadata: { name: "x", namespace: "other", uid: "uid-x" },
+      spec: { path: "x", branch: "main", claimRef: { kind: "FluxClaim", name: "fc", namespace: "team" } },
+    });
+    const names = [{ namespace: "other", name: "x" }];
+    expect((await listBranch(o, names)).targets[0]?.claim).toBeNull();
+    const fc = o.objects.find((x) => x.kind === "FluxClaim")!;
+    fc.spec = { ...fc.spec, accessFrom: { namespaces: ["other"] } };
+    expect((await listBranch(o, names)).targets[0]?.claim).toEqual({
+      kind: "FluxClaim",
+      namespace: "team",
+      name: "fc",
+    });
   });
 
   it("reads operation, repairPending and the last applied commit from the claims' status", async () => {

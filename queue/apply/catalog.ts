@@ -7,7 +7,16 @@
 import { readFile } from "node:fs/promises";
 import { parseAllDocuments } from "yaml";
 import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
-import { ARGOCD_CLAIM_PLURAL, FLUX_CLAIM_PLURAL, GIT_TARGET_PLURAL, GROUP, VERSION } from "../crds/index.js";
+import {
+  APPLIER_GRANT_PLURAL,
+  ARGOCD_CLAIM_PLURAL,
+  FLUX_CLAIM_PLURAL,
+  GIT_TARGET_PLURAL,
+  GROUP,
+  type GrantView,
+  mayHold,
+  VERSION,
+} from "../crds/index.js";
 import type { ClaimStatusSnapshot, ListedTarget } from "../decide/index.js";
 
 /** The kinds the catalog reads. */
@@ -15,6 +24,7 @@ export const RESOURCE = {
   GitTarget: { group: GROUP, version: VERSION, plural: GIT_TARGET_PLURAL },
   FluxClaim: { group: GROUP, version: VERSION, plural: FLUX_CLAIM_PLURAL },
   ArgoCDClaim: { group: GROUP, version: VERSION, plural: ARGOCD_CLAIM_PLURAL },
+  ApplierGrant: { group: GROUP, version: VERSION, plural: APPLIER_GRANT_PLURAL },
   Kustomization: { group: "kustomize.toolkit.fluxcd.io", version: "v1", plural: "kustomizations" },
   Application: { group: "argoproj.io", version: "v1alpha1", plural: "applications" },
 } as const;
@@ -30,6 +40,8 @@ export interface KubeLike {
 
 export interface ObjectSource {
   get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined>;
+  /** Every object of a kind in one namespace. */
+  list(kind: ResourceKind, namespace: string): Promise<KubeLike[]>;
   /**
    * Merge-patches a claim's status with what `patch` returns for the current object; a lost
    * optimistic-concurrency race re-reads and retries. Resolves false when the claim is gone.
@@ -123,6 +135,41 @@ export function snapshotOf(
 }
 
 /**
+ * Whether the GitTarget may apply through the claim it names, and the claim may hold its applier:
+ * a claim in another namespace must admit the GitTarget's (`spec.accessFrom`), and an applier in
+ * another namespace than the claim's must be granted there by an ApplierGrant. A GitTarget that
+ * fails either applies through nothing, so no attempt is ever sent for it.
+ */
+export async function standsGranted(
+  source: ObjectSource,
+  target: KubeLike,
+  claim: ClaimRef,
+  c: KubeLike,
+  applier: ApplierRef,
+): Promise<boolean> {
+  const targetNs = target.metadata.namespace ?? "default";
+  if (claim.namespace !== targetNs) {
+    const from = obj(c.spec?.accessFrom)?.namespaces;
+    const admitted = Array.isArray(from) && from.some((ns) => ns === "*" || ns === targetNs);
+    if (!admitted) return false;
+  }
+  if (applier.namespace === claim.namespace) return true;
+  const grants: GrantView[] = (await source.list("ApplierGrant", applier.namespace)).map((g) => ({
+    namespace: g.metadata.namespace ?? applier.namespace,
+    ...(g.spec ? { spec: g.spec as GrantView["spec"] } : {}),
+  }));
+  return mayHold(
+    {
+      claimKind: claim.kind as "FluxClaim" | "ArgoCDClaim",
+      claimNamespace: claim.namespace,
+      applierNamespace: applier.namespace,
+      applierName: applier.name,
+    },
+    grants,
+  );
+}
+
+/**
  * Lists the GitTargets named (namespace/name) with their claims, appliers and sources, and the
  * status of every claim they name. A GitTarget or claim that is gone is left out.
  */
@@ -153,6 +200,7 @@ export async function listBranch(
     const c = await source.get(claim.kind as ResourceKind, claim.namespace, claim.name);
     const applier = c ? applierOf(claim, c) : null;
     if (!c || !applier) continue;
+    if (!(await standsGranted(source, t, claim, c, applier))) continue;
     const aKey = `${applier.kind}/${applier.namespace}/${applier.name}`;
     let a = appliers.get(aKey);
     if (!a) {
@@ -183,6 +231,12 @@ export class MemoryObjects implements ObjectSource {
   async get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
     const o = this.find(kind, namespace, name);
     return o ? structuredClone(o) : undefined;
+  }
+
+  async list(kind: ResourceKind, namespace: string): Promise<KubeLike[]> {
+    return this.objects
+      .filter((o) => o.kind === kind && (o.metadata.namespace ?? "default") === namespace)
+      .map((o) => structuredClone(o));
   }
 
   async patchClaimStatus(

@@ -40,6 +40,18 @@ export class KubeObjects implements ObjectSource {
     }
   }
 
+  async list(kind: ResourceKind, namespace: string): Promise<KubeLike[]> {
+    try {
+      const out = (await this.custom.listNamespacedCustomObject({ ...RESOURCE[kind], namespace })) as {
+        items?: KubeLike[];
+      };
+      return out.items ?? [];
+    } catch (err) {
+      if (statusCode(err) === 404) return [];
+      throw err;
+    }
+  }
+
   async patchClaimStatus(
     claim: ClaimRef,
     patch: (current: KubeLike) => Record<string, unknown> | undefined,

@@ -35,6 +35,7 @@ describe("committed CRD YAML", () => {
       "GitTarget",
       "FluxClaim",
       "ArgoCDClaim",
+      "ApplierGrant",
     ]);
     for (const c of crds) {
       expect(c.kind).toBe("CustomResourceDefinition");

@@ -1,10 +1,12 @@
 /** applygate's own kinds: zod schemas (the source of truth), inferred types and constants. */
+import { applierGrantInfo } from "./applier-grant.js";
 import { argoCDClaimInfo } from "./argocd-claim.js";
 import type { KindInfo } from "./common.js";
 import { fluxClaimInfo } from "./flux-claim.js";
 import { gitProviderInfo } from "./git-provider.js";
 import { gitTargetInfo } from "./git-target.js";
 
+export * from "./applier-grant.js";
 export * from "./argocd-claim.js";
 export * from "./claim.js";
 export * from "./common.js";
@@ -13,4 +15,10 @@ export * from "./git-provider.js";
 export * from "./git-target.js";
 
 /** Every kind we define, in the order the CRD files are written. */
-export const KINDS: readonly KindInfo[] = [gitProviderInfo, gitTargetInfo, fluxClaimInfo, argoCDClaimInfo];
+export const KINDS: readonly KindInfo[] = [
+  gitProviderInfo,
+  gitTargetInfo,
+  fluxClaimInfo,
+  argoCDClaimInfo,
+  applierGrantInfo,
+];

@@ -68,6 +68,7 @@ describe("claim reconciler", () => {
     server = await startApiServer({ bookmarkIntervalMs: 100 });
     for (const f of crdFiles()) await server.installCrdFile(f);
     kube = new Kube(server.kubeConfig());
+    await kube.core.createNamespace({ body: { metadata: { name: "flux-system" } } });
   });
   afterAll(async () => server?.close());
   afterEach(async () => {
@@ -75,9 +76,17 @@ describe("claim reconciler", () => {
     reconciler = undefined;
   });
 
-  async function setup(opts: { unfollowedGraceMs?: number } = {}) {
+  const grantYaml = (name: string, from: string, to?: string) => `apiVersion: applygate.dev/v1alpha1
+kind: ApplierGrant
+metadata: {name: ${name}, namespace: flux-system}
+spec: {from: [{namespace: ${from}, kind: FluxClaim}]${to ? `, to: [{name: ${to}}]` : ""}}
+`;
+
+  async function setup(opts: { unfollowedGraceMs?: number; grant?: boolean } = {}) {
     namespace = `ns${++ns}`;
     await kube.core.createNamespace({ body: { metadata: { name: namespace } } });
+    // The Kustomizations live in flux-system: the claims hold them through a grant there.
+    if (opts.grant !== false) await server.applyYaml(grantYaml(`grant-${namespace}`, namespace));
     await server.applyYaml(`apiVersion: applygate.dev/v1alpha1
 kind: GitProvider
 metadata: {name: repo, namespace: ${namespace}}
@@ -261,5 +270,70 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     }, "three passes");
     expect((await readOperation(kube, loc))?.phase).toBe("Requested");
     unfollow();
+  });
+
+  describe("who may hold an applier in another namespace", () => {
+    it("without an ApplierGrant there: Ready=False ApplierNamespaceNotAllowed, nothing held, no finalizer", async () => {
+      const { state } = await setup({ grant: false });
+      await server.applyYaml(claimYaml("web"));
+      await server.applyYaml(targetYaml("t1", "web"));
+      const ready = await until(async () => {
+        const c = await cond("web", "Ready");
+        return c?.reason === "ApplierNamespaceNotAllowed" && c;
+      }, "ApplierNamespaceNotAllowed");
+      expect(ready.status).toBe("False");
+      expect(ready.message).toContain(`flux-system/web-${namespace}`);
+      expect(ready.message).toContain(namespace);
+      expect((await cond("web", "InControl"))?.status).toBe("False");
+      expect((await get("web"))?.metadata.finalizers ?? []).not.toContain(CLAIM_FINALIZER);
+      expect(state.calls.filter((c) => c.includes(`${namespace}/`))).toEqual([]);
+    });
+
+    it("a grant for another kind, another namespace or another applier grants nothing", async () => {
+      const { state } = await setup({ grant: false });
+      await server.applyYaml(`apiVersion: applygate.dev/v1alpha1
+kind: ApplierGrant
+metadata: {name: other-kind-${namespace}, namespace: flux-system}
+spec: {from: [{namespace: ${namespace}, kind: ArgoCDClaim}]}
+`);
+      await server.applyYaml(grantYaml(`other-ns-${namespace}`, `not-${namespace}`));
+      await server.applyYaml(grantYaml(`other-applier-${namespace}`, namespace, "someone-else"));
+      await server.applyYaml(claimYaml("web"));
+      await server.applyYaml(targetYaml("t1", "web"));
+      await until(
+        async () => (await cond("web", "Ready"))?.reason === "ApplierNamespaceNotAllowed",
+        "refused",
+      );
+      const before = reconciler!.passCount();
+      await until(async () => {
+        reconciler!.schedule(0);
+        return reconciler!.passCount() >= before + 2;
+      }, "two more passes");
+      expect(state.calls.filter((c) => c.includes(`${namespace}/`))).toEqual([]);
+    });
+
+    it("the grant made, the claim holds; the grant removed, the applier is handed back as on deletion", async () => {
+      const { state, events } = await setup({ grant: false });
+      await server.applyYaml(claimYaml("web"));
+      await server.applyYaml(targetYaml("t1", "web"));
+      await until(
+        async () => (await cond("web", "Ready"))?.reason === "ApplierNamespaceNotAllowed",
+        "refused",
+      );
+      await server.applyYaml(grantYaml(`grant-${namespace}`, namespace, `web-${namespace}`));
+      await until(async () => (await cond("web", "InControl"))?.status === "True", "held once granted");
+      expect((await get("web"))?.metadata.finalizers).toContain(CLAIM_FINALIZER);
+      await kube.delete(RESOURCES.applierGrant, "flux-system", `grant-${namespace}`);
+      await until(
+        async () => !((await get("web"))?.metadata.finalizers ?? []).includes(CLAIM_FINALIZER),
+        "handed back",
+      );
+      expect(state.calls).toContain(`handBack:${namespace}/web`);
+      expect(events.events.filter((e) => e.reason === "Released").length).toBeGreaterThan(0);
+      expect(await cond("web", "Ready")).toMatchObject({
+        status: "False",
+        reason: "ApplierNamespaceNotAllowed",
+      });
+    });
   });
 });

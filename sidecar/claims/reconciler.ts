@@ -5,7 +5,15 @@
  * restart recovery hand-off; every status write re-reads and retries on conflict.
  */
 import { branchKey as makeBranchKey } from "../../queue/contract.js";
-import type { GitProvider, GitTarget } from "../../queue/crds/index.js";
+import {
+  APPLIER_NAMESPACE_NOT_ALLOWED,
+  type GitProvider,
+  type GitTarget,
+  type GrantView,
+  type HoldRequest,
+  mayHold,
+  notAllowedMessage,
+} from "../../queue/crds/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { ClaimContext, ClaimController, HandBackResult, HoldResult } from "../applier-kind.js";
 import type { EventRecorder, EventRegarding } from "../events.js";
@@ -77,7 +85,9 @@ export class ClaimReconciler {
   private claims!: Watcher<KObject>;
   private targets!: Watcher<KObject>;
   private providers!: Watcher<KObject>;
+  private grants!: Watcher<KObject>;
   private timer: NodeJS.Timeout | undefined;
+  private timerDue = 0;
   private resync: NodeJS.Timeout | undefined;
   private passing: Promise<void> | undefined;
   private again = false;
@@ -97,7 +107,8 @@ export class ClaimReconciler {
     this.claims = watch(this.o.claimType);
     this.targets = watch(RESOURCES.gitTarget);
     this.providers = watch(RESOURCES.gitProvider);
-    this.watchers = [this.claims, this.targets, this.providers];
+    this.grants = watch(RESOURCES.applierGrant);
+    this.watchers = [this.claims, this.targets, this.providers, this.grants];
     await Promise.all(this.watchers.map((w) => w.start()));
     await Promise.all(this.watchers.map((w) => w.whenSynced()));
     this.o.following.onRelease(() => this.schedule(0));
@@ -128,10 +139,13 @@ export class ClaimReconciler {
       this.again = true;
       return;
     }
+    // A change never waits behind a later requeue: the sooner of the two is kept.
+    const due = Date.now() + delayMs;
     if (this.timer) {
-      if (delayMs > 0) return;
+      if (this.timerDue <= due) return;
       clearTimeout(this.timer);
     }
+    this.timerDue = due;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.pass();
@@ -181,6 +195,13 @@ export class ClaimReconciler {
     });
   }
 
+  private grantViews(): GrantView[] {
+    return this.grants.list().map((g) => ({
+      namespace: g.metadata.namespace ?? "",
+      ...(g.spec ? { spec: g.spec as GrantView["spec"] } : {}),
+    }));
+  }
+
   private provider = (namespace: string, name: string): ProviderView | undefined => {
     const p = this.providers.get(name, namespace) as unknown as GitProvider | undefined;
     if (!p) return undefined;
@@ -227,6 +248,25 @@ export class ClaimReconciler {
           ? { accessFrom: (claim.spec as { accessFrom: { namespaces: string[] } }).accessFrom.namespaces }
           : {}),
       };
+      const hold: HoldRequest = {
+        claimKind: identity.kind,
+        claimNamespace: identity.namespace,
+        applierNamespace: applier.namespace,
+        applierName: applier.name,
+      };
+      if (!mayHold(hold, this.grantViews())) {
+        // Refused before anything is read in the applier's namespace: it holds nothing, and one
+        // it held is handed back as on deletion.
+        const message = notAllowedMessage(hold);
+        const eligibility: Eligibility = {
+          state: "Refused",
+          reason: APPLIER_NAMESPACE_NOT_ALLOWED,
+          message,
+          verdicts: [],
+        };
+        judged.push({ claim, key, applier, eligibility });
+        continue;
+      }
       const naming = targets.filter((t) => namesClaim(t, identity));
       // A claim no GitTarget names reads nothing in the applier's cluster.
       let source: ApplierSource = { state: "Unknown", message: "not read" };

@@ -171,9 +171,23 @@ spec:
 `;
 }
 
-/** The FluxClaim and ArgoCDClaim the demo GitTargets name. */
+/** The FluxClaim and ArgoCDClaim the demo GitTargets name, and the grants that let them hold. */
 export function demoClaimsYaml(): string {
   return `
+apiVersion: applygate.dev/v1alpha1
+kind: ApplierGrant
+metadata: {name: demo, namespace: ${FLUX_NAMESPACE}}
+spec:
+  from: [{namespace: ${DEMO_NAMESPACE}, kind: FluxClaim}]
+  to: [{name: ${DEMO_APPLIERS.flux.name}}]
+---
+apiVersion: applygate.dev/v1alpha1
+kind: ApplierGrant
+metadata: {name: demo, namespace: ${ARGOCD_NAMESPACE}}
+spec:
+  from: [{namespace: ${DEMO_NAMESPACE}, kind: ArgoCDClaim}]
+  to: [{name: ${DEMO_APPLIERS.argocd.name}}]
+---
 apiVersion: applygate.dev/v1alpha1
 kind: FluxClaim
 metadata: {name: flux-app, namespace: ${DEMO_NAMESPACE}}
