@@ -48,6 +48,20 @@ describe("branch worker: pending writes become commits", () => {
     expect(await h.log()).toEqual(["remove a", "add a", "initial content"]);
   });
 
+  it("keeps a saved state as its own commit when the next write arrives in the same inbox read", async () => {
+    h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+    // Both writes wait in the inbox before the worker starts, so one read takes them together.
+    const saved = configMapWrite(h.key, "a", "1", { save: true, message: "save a=1" });
+    const next = configMapWrite(h.key, "a", "2", { save: true, message: "save a=2" });
+    await h.accept(saved);
+    await h.accept(next);
+    await h.newWorker();
+    const first = await waitFor("the first save published", () => h.published(saved.id));
+    const second = await waitFor("the second save published", () => h.published(next.id));
+    expect(first).not.toBe(second);
+    expect(await h.log()).toEqual(["save a=2", "save a=1", "initial content"]);
+  });
+
   it("makes no commit for a write that changes nothing, and none when a published write is replayed", async () => {
     h = await harness(undefined, { idleMs: 20, maxMs: 100 });
     await h.newWorker();

@@ -365,7 +365,15 @@ export class BranchWorker {
     // A window belongs to one author: another author's write is a commit boundary.
     if (open && authorOf(open.writes[0] as HeldWrite) !== author) this.closeWindow(open, now);
     const spec = this.o.spec.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
-    addToWindow(this.windows, target, h, now, spec?.window ?? DEFAULT_WINDOW, h.write.save === true);
+    const saved = addToWindow(
+      this.windows,
+      target,
+      h,
+      now,
+      spec?.window ?? DEFAULT_WINDOW,
+      h.write.save === true,
+    );
+    if (saved) this.closeWindow(saved, now);
   }
 
   private closeWindows(now: number, mark?: string | "all"): void {

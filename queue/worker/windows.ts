@@ -1,6 +1,7 @@
 /**
  * Commit windows, as pure functions: writes to one GitTarget gather until the window is idle for
- * `idleMs`, reaches `maxMs`, or a save arrives; then the window becomes one pending write.
+ * `idleMs` or reaches `maxMs`; a save closes it at once, so the saved state is a commit of its own
+ * and a write arriving right after the save (even in the same inbox read) opens the next window.
  */
 export interface WindowSettings {
   idleMs: number;
@@ -15,10 +16,12 @@ export interface OpenWindow<W> {
   openedAt: number;
   lastAt: number;
   settings: WindowSettings;
-  /** A save arrived: close at once. */
-  save: boolean;
 }
 
+/**
+ * Adds a write to its target's window (opening one if none is open). A save closes the window:
+ * it leaves the map and is returned, to become a pending write before anything else is read.
+ */
 export function addToWindow<W>(
   windows: Map<string, OpenWindow<W>>,
   target: string,
@@ -26,20 +29,22 @@ export function addToWindow<W>(
   at: number,
   settings: WindowSettings,
   save: boolean,
-): void {
-  const open = windows.get(target);
-  if (open) {
-    open.writes.push(write);
-    open.lastAt = at;
-    open.save ||= save;
-    return;
+): OpenWindow<W> | undefined {
+  let w = windows.get(target);
+  if (w) {
+    w.writes.push(write);
+    w.lastAt = at;
+  } else {
+    w = { target, writes: [write], openedAt: at, lastAt: at, settings };
+    windows.set(target, w);
   }
-  windows.set(target, { target, writes: [write], openedAt: at, lastAt: at, settings, save });
+  if (!save) return undefined;
+  windows.delete(target);
+  return w;
 }
 
 /** When the window closes by itself. */
 export function closesAt(w: OpenWindow<unknown>): number {
-  if (w.save) return w.lastAt;
   return Math.min(w.lastAt + w.settings.idleMs, w.openedAt + w.settings.maxMs);
 }
 
