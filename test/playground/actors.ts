@@ -54,13 +54,14 @@ export async function postWrite(
 
 /**
  * An API edit: the demo ConfigMap's greeting set on the cluster by "user", and at the same moment
- * the write reported to the gateway (a save: a commit boundary). Resolves with the intake's answer.
+ * the write reported to the gateway (by default a save: a commit boundary; `save: false` lets it join
+ * the open commit window). Resolves with the intake's answer.
  */
 export async function apiEdit(
   a: Assembly,
   app: DemoApp,
   greeting: string,
-  opts: { wait?: boolean; author?: string } = {},
+  opts: { wait?: boolean; author?: string; save?: boolean } = {},
 ): Promise<WriteAnswer> {
   const object = demoConfigMap(app, { greeting });
   const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
@@ -82,7 +83,7 @@ export async function apiEdit(
       changes: [{ op: "upsert", object }],
       author: { name: opts.author ?? "user", email: `${opts.author ?? "user"}@example.com` },
       message: `${app}: set greeting to ${greeting}`,
-      save: true,
+      save: opts.save ?? true,
       editedAt,
     },
     opts,

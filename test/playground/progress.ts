@@ -35,6 +35,8 @@ export async function observeProgress(o: {
   prefix: string;
   onEvent?: (e: ProgressEvent) => void;
   kinds?: ApplierKind[];
+  /** Keep a phase reported twice for one token (the soak counts end reports); default: show it once. */
+  repeats?: boolean;
 }): Promise<ProgressObserver> {
   const connection = { url: o.redisUrl, maxRetriesPerRequest: null };
   const events: ProgressEvent[] = [];
@@ -81,7 +83,7 @@ export async function observeProgress(o: {
     if (report.type !== "phase") return;
     // A phase reported twice (a follower and a resync both saw it) is shown once.
     const key = `${report.token}/${report.phase}`;
-    if (seen.has(key)) return;
+    if (seen.has(key) && !o.repeats) return;
     seen.add(key);
     const attempt = attempts.get(report.token);
     emit({ type: "phase", at: new Date(job.timestamp), report, ...(attempt ? { attempt } : {}) });

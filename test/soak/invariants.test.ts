@@ -1,0 +1,151 @@
+/**
+ * Each soak invariant fails on the record of a run that broke it, and passes on a clean one. The
+ * records are made by hand: a checker that cannot fail would let the soak pass anything.
+ */
+import { describe, expect, it } from "vitest";
+import { type CommitRecord, checkRun, type EditRecord, type RunRecord } from "./invariants.js";
+
+const sha = (n: number) => n.toString(16).padStart(40, "0");
+const edit = (app: "flux" | "argocd", value: string, at: number, save = true): EditRecord => ({
+  app,
+  value,
+  at,
+  save,
+  status: 202,
+  message: `${app}: set greeting to ${value}`,
+});
+const commit = (n: number, subject: string, flux: string, argocd = "hello"): CommitRecord => ({
+  sha: sha(n),
+  subject,
+  values: { flux, argocd },
+});
+
+/** Two saved edits of the Flux app, each its own commit, one clean apply of the tip. */
+function clean(): RunRecord {
+  return {
+    startValues: { flux: "hello", argocd: "hello" },
+    edits: [edit("flux", "e1", 1000), edit("flux", "e2", 2000)],
+    pushes: [],
+    cluster: {
+      flux: [
+        { at: 0, value: "hello" },
+        { at: 1000, value: "e1" },
+        { at: 2000, value: "e2" },
+      ],
+      argocd: [{ at: 0, value: "hello" }],
+    },
+    commits: [commit(1, "flux: set greeting to e1", "e1"), commit(2, "flux: set greeting to e2", "e2")],
+    final: { cluster: { flux: "e2", argocd: "hello" }, git: { flux: "e2", argocd: "hello" } },
+    operations: [
+      {
+        token: "t1",
+        app: "flux",
+        commit: sha(2),
+        sentAt: 2400,
+        reasons: ["ForeignCommit"],
+        phases: [
+          { phase: "Requested", at: 2500 },
+          { phase: "Running", at: 2600 },
+          { phase: "Succeeded", at: 2900 },
+        ],
+      },
+    ],
+  };
+}
+
+const invariantsOf = (r: RunRecord) => checkRun(r).violations.map((v) => v.invariant);
+
+describe("soak invariants", () => {
+  it("a clean run breaks none", () => {
+    expect(checkRun(clean()).violations).toEqual([]);
+  });
+
+  it("converged: the cluster left on another value than Git", () => {
+    const r = clean();
+    r.final.cluster.flux = "e1";
+    expect(invariantsOf(r)).toContain("converged");
+  });
+
+  it("no-revert: an older commit applied over a newer edit", () => {
+    const r = clean();
+    r.cluster.flux.push(
+      { at: 3000, value: "e1", manager: "kustomize-controller" },
+      { at: 4000, value: "e2" },
+    );
+    const { violations, reverts } = checkRun(r);
+    expect(violations.map((v) => v.invariant)).toContain("no-revert");
+    expect(reverts[0]).toMatchObject({ from: "e2", to: "e1", lastedMs: 1000, whileApplying: false });
+  });
+
+  it("no-revert: a later foreign push replacing an edit is no revert", () => {
+    const r = clean();
+    r.pushes.push({ app: "flux", value: "p3", at: 3000, commit: sha(3), subject: "greeting p3" });
+    r.commits.push(commit(3, "greeting p3", "p3"));
+    r.cluster.flux.push({ at: 3500, value: "p3" });
+    r.final = { cluster: { flux: "p3", argocd: "hello" }, git: { flux: "p3", argocd: "hello" } };
+    expect(checkRun(r).violations).toEqual([]);
+  });
+
+  it("no-revert: an edit that landed while its applier was already applying is counted, not a violation", () => {
+    const r = clean();
+    r.edits.push(edit("flux", "e3", 2700));
+    r.commits.push(commit(3, "flux: set greeting to e3", "e3"));
+    r.cluster.flux.push({ at: 2700, value: "e3" }, { at: 2800, value: "e2" }, { at: 3500, value: "e3" });
+    r.final = { cluster: { flux: "e3", argocd: "hello" }, git: { flux: "e3", argocd: "hello" } };
+    const { violations, reverts } = checkRun(r);
+    expect(violations).toEqual([]);
+    expect(reverts).toMatchObject([{ from: "e3", to: "e2", whileApplying: true, lastedMs: 700 }]);
+  });
+
+  it("commits-explained: a commit no action made (an applier's echo)", () => {
+    const r = clean();
+    r.commits.push(commit(3, "mirror: app-config changed by kustomize-controller", "e2"));
+    expect(invariantsOf(r)).toContain("commits-explained");
+  });
+
+  it("commits-explained: a save committed together with the write after it", () => {
+    const r = clean();
+    r.commits = [commit(1, "flux: set greeting to e1", "e2")];
+    expect(invariantsOf(r)).toContain("commits-explained");
+  });
+
+  it("commits-explained: a foreign push missing from the branch", () => {
+    const r = clean();
+    r.pushes.push({ app: "argocd", value: "p3", at: 3000, commit: sha(9), subject: "greeting p3" });
+    expect(invariantsOf(r)).toContain("commits-explained");
+  });
+
+  it("operations: an operation that never ended, or ended twice", () => {
+    const never = clean();
+    never.operations[0]?.phases.pop();
+    expect(invariantsOf(never)).toContain("operations");
+    const twice = clean();
+    twice.operations[0]?.phases.push({ phase: "Failed", at: 9000 });
+    expect(invariantsOf(twice)).toContain("operations");
+  });
+
+  it("operations: two operations at once on one applier", () => {
+    const r = clean();
+    r.operations.push({
+      token: "t2",
+      app: "flux",
+      commit: sha(2),
+      sentAt: 2650,
+      reasons: ["Repair"],
+      phases: [
+        { phase: "Requested", at: 2700 },
+        { phase: "Succeeded", at: 3100 },
+      ],
+    });
+    expect(invariantsOf(r)).toContain("operations");
+  });
+
+  it("nothing-lost: an accepted save missing from Git; a window write replaced by a later one is fine", () => {
+    const lost = clean();
+    lost.edits.push(edit("flux", "e3", 2500));
+    expect(invariantsOf(lost)).toContain("nothing-lost");
+    const replaced = clean();
+    replaced.edits.splice(1, 0, edit("flux", "w", 1500, false));
+    expect(checkRun(replaced).violations).toEqual([]);
+  });
+});

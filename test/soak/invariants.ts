@@ -1,0 +1,282 @@
+/**
+ * The promises users care about, checked over what a soak run recorded by watching the cluster,
+ * Git and the queues (never the product's own logs). Pure: a record in, violations out, so each
+ * checker is tested on records made by hand.
+ */
+import { TERMINAL_PHASES } from "../../queue/contract.js";
+import type { DemoApp } from "../playground/demo.js";
+
+export type Invariant = "converged" | "no-revert" | "commits-explained" | "operations" | "nothing-lost";
+
+export interface Violation {
+  invariant: Invariant;
+  detail: string;
+}
+
+/** An API edit as the run made it: on the cluster first, then reported through the intake. */
+export interface EditRecord {
+  app: DemoApp;
+  value: string;
+  /** When the cluster answered the edit (ms since the epoch). */
+  at: number;
+  save: boolean;
+  /** The intake's HTTP status (202 accepted). */
+  status: number;
+  /** The commit message the write carries. */
+  message: string;
+}
+
+/** A foreign push that landed. */
+export interface PushRecord {
+  app: DemoApp;
+  value: string;
+  at: number;
+  commit: string;
+  subject: string;
+}
+
+/** One value the cluster showed, from the watch, in order. */
+export interface ClusterSample {
+  at: number;
+  value: string | undefined;
+  manager?: string | undefined;
+}
+
+/** A commit on the branch after the run's start, first parent first, with what each app's file holds. */
+export interface CommitRecord {
+  sha: string;
+  subject: string;
+  values: Record<DemoApp, string | undefined>;
+}
+
+export interface OperationRecord {
+  token: string;
+  app: DemoApp;
+  commit: string;
+  /** When the worker sent the attempt (ms since the epoch). */
+  sentAt: number;
+  reasons: string[];
+  /** Phases as reported, repeats included, in arrival order. */
+  phases: Array<{ phase: string; at: number }>;
+}
+
+export interface RunRecord {
+  startValues: Record<DemoApp, string | undefined>;
+  edits: EditRecord[];
+  pushes: PushRecord[];
+  cluster: Record<DemoApp, ClusterSample[]>;
+  commits: CommitRecord[];
+  final: { cluster: Record<DemoApp, string | undefined>; git: Record<DemoApp, string | undefined> };
+  operations: OperationRecord[];
+}
+
+/** A revert seen on the cluster: an API edit's value replaced by an older one. */
+export interface Revert {
+  app: DemoApp;
+  from: string;
+  to: string | undefined;
+  at: number;
+  /** How long the older value stayed (until the cluster held `from` or something newer again). */
+  lastedMs: number;
+  /** The edit landed while an operation of this applier was already running: the residue the seeds accept. */
+  whileApplying: boolean;
+}
+
+const APPS: readonly DemoApp[] = ["flux", "argocd"];
+const TERMINAL = new Set<string>(TERMINAL_PHASES);
+/** Phases that mean the applier was asked to apply (an attempt that started nothing has none). */
+const STARTED = new Set(["Requested", "Running", "Settling", "Unresolved", "Succeeded", "Failed"]);
+
+export function checkRun(r: RunRecord): { violations: Violation[]; reverts: Revert[] } {
+  const reverts = findReverts(r);
+  return {
+    reverts,
+    violations: [
+      ...converged(r),
+      ...reverts
+        .filter((v) => !v.whileApplying)
+        .map((v) => ({
+          invariant: "no-revert" as const,
+          detail: `${v.app}: ${v.from} → ${v.to ?? "(none)"} at ${new Date(v.at).toISOString()} for ${v.lastedMs} ms`,
+        })),
+      ...commitsExplained(r),
+      ...operations(r),
+      ...nothingLost(r),
+    ],
+  };
+}
+
+/** 1. At the end every held folder on the cluster equals the Git tip. */
+export function converged(r: RunRecord): Violation[] {
+  return APPS.filter((app) => r.final.cluster[app] !== r.final.git[app]).map((app) => ({
+    invariant: "converged",
+    detail: `${app}: the cluster holds ${r.final.cluster[app]}, Git ${r.final.git[app]}`,
+  }));
+}
+
+/**
+ * The order of values, as Git settled it: a value's rank is the first commit holding it. A value
+ * that never reached Git (an edit a later one of the same window replaced) ranks just below the
+ * next edit of its app that did; the start value ranks below everything.
+ */
+export function ranks(r: RunRecord, app: DemoApp): Map<string, number> {
+  const rank = new Map<string, number>();
+  const start = r.startValues[app];
+  if (start !== undefined) rank.set(start, -1);
+  r.commits.forEach((c, i) => {
+    const v = c.values[app];
+    if (v !== undefined && !rank.has(v)) rank.set(v, i);
+  });
+  const edits = r.edits.filter((e) => e.app === app).sort((a, b) => a.at - b.at);
+  let next = r.commits.length;
+  for (let i = edits.length - 1; i >= 0; i--) {
+    const e = edits[i] as EditRecord;
+    const known = rank.get(e.value);
+    if (known !== undefined) next = known;
+    else rank.set(e.value, next - 0.5 + i / 1e6);
+  }
+  return rank;
+}
+
+/**
+ * 2. Once an API edit's value was on the cluster, the cluster never went back to an older value,
+ * unless a later foreign push set it (a later push ranks higher, so it is no step back).
+ */
+export function findReverts(r: RunRecord): Revert[] {
+  const out: Revert[] = [];
+  const edited = new Set(r.edits.map((e) => `${e.app}/${e.value}`));
+  for (const app of APPS) {
+    const rank = ranks(r, app);
+    const samples = r.cluster[app];
+    for (let i = 1; i < samples.length; i++) {
+      const prev = samples[i - 1] as ClusterSample;
+      const cur = samples[i] as ClusterSample;
+      if (prev.value === undefined || !edited.has(`${app}/${prev.value}`)) continue;
+      const was = rank.get(prev.value) ?? Number.POSITIVE_INFINITY;
+      const now = cur.value === undefined ? -2 : (rank.get(cur.value) ?? Number.POSITIVE_INFINITY);
+      if (now >= was) continue;
+      const back = samples
+        .slice(i + 1)
+        .find((s) => s.value !== undefined && (rank.get(s.value) ?? Number.POSITIVE_INFINITY) >= was);
+      const edit = r.edits.find((e) => e.app === app && e.value === prev.value) as EditRecord;
+      out.push({
+        app,
+        from: prev.value,
+        to: cur.value,
+        at: cur.at,
+        lastedMs: (back?.at ?? Number.NaN) - cur.at,
+        whileApplying: applyingAt(r, app, edit.at),
+      });
+    }
+  }
+  return out;
+}
+
+/** Whether an operation of the app's applier had started applying (Running) and not ended at `t`. */
+function applyingAt(r: RunRecord, app: DemoApp, t: number): boolean {
+  return r.operations.some((o) => {
+    if (o.app !== app) return false;
+    const running = o.phases.find((p) => p.phase === "Running")?.at;
+    const ended = o.phases.find((p) => TERMINAL.has(p.phase))?.at ?? Number.POSITIVE_INFINITY;
+    return running !== undefined && running <= t && t <= ended;
+  });
+}
+
+/**
+ * 3. Git gained exactly the commits the run explains: one per foreign push, and otherwise only
+ * commits carrying the run's own writes — a save's commit holds that save's value — and never
+ * more of them than writes accepted. No commit of an applier's echo.
+ */
+export function commitsExplained(r: RunRecord): Violation[] {
+  const out: Violation[] = [];
+  const pushed = new Set(r.pushes.map((p) => p.commit));
+  const accepted = r.edits.filter((e) => e.status === 202);
+  const messages = new Map(accepted.map((e) => [e.message, e]));
+  let mine = 0;
+  for (const c of r.commits) {
+    if (pushed.has(c.sha)) continue;
+    mine++;
+    const edit = messages.get(c.subject);
+    if (!edit) {
+      out.push({
+        invariant: "commits-explained",
+        detail: `commit ${c.sha.slice(0, 8)} "${c.subject}" carries no write of the run`,
+      });
+    } else if (edit.save && c.values[edit.app] !== edit.value) {
+      out.push({
+        invariant: "commits-explained",
+        detail: `the save of ${edit.app} = ${edit.value} was committed (${c.sha.slice(0, 8)}) holding ${c.values[edit.app]}`,
+      });
+    }
+  }
+  const missingPushes = r.pushes.filter((p) => !r.commits.some((c) => c.sha === p.commit));
+  for (const p of missingPushes)
+    out.push({
+      invariant: "commits-explained",
+      detail: `the foreign push ${p.commit.slice(0, 8)} is not on the branch`,
+    });
+  if (mine > accepted.length)
+    out.push({
+      invariant: "commits-explained",
+      detail: `${mine} commits of writes for ${accepted.length} writes accepted`,
+    });
+  return out;
+}
+
+/**
+ * 4. Every apply operation ends with exactly one terminal report, and one applier never runs two
+ * operations at once.
+ */
+export function operations(r: RunRecord): Violation[] {
+  const out: Violation[] = [];
+  for (const o of r.operations) {
+    const ends = [...new Set(o.phases.filter((p) => TERMINAL.has(p.phase)).map((p) => p.phase))];
+    if (ends.length !== 1)
+      out.push({
+        invariant: "operations",
+        detail: `${o.app} operation ${o.token} for ${o.commit.slice(0, 8)} ended ${ends.length ? ends.join(" and ") : "never"}`,
+      });
+  }
+  for (const app of APPS) {
+    const spans = r.operations
+      .filter((o) => o.app === app && o.phases.some((p) => STARTED.has(p.phase)))
+      .map((o) => ({
+        o,
+        from: Math.min(...o.phases.filter((p) => STARTED.has(p.phase)).map((p) => p.at)),
+        to: o.phases.find((p) => TERMINAL.has(p.phase))?.at ?? Number.POSITIVE_INFINITY,
+      }))
+      .sort((a, b) => a.from - b.from);
+    for (let i = 1; i < spans.length; i++) {
+      const a = spans[i - 1] as (typeof spans)[number];
+      const b = spans[i] as (typeof spans)[number];
+      if (b.from < a.to)
+        out.push({
+          invariant: "operations",
+          detail: `${app}: operation ${b.o.token} started before ${a.o.token} ended`,
+        });
+    }
+  }
+  return out;
+}
+
+/**
+ * 5. Every write the gateway accepted is in some commit. A write that joined a commit window may
+ * be replaced there by a later write of its app; a save never is.
+ */
+export function nothingLost(r: RunRecord): Violation[] {
+  const out: Violation[] = [];
+  for (const app of APPS) {
+    const inGit = new Set(r.commits.map((c) => c.values[app]));
+    const edits = r.edits.filter((e) => e.app === app && e.status === 202).sort((a, b) => a.at - b.at);
+    edits.forEach((e, i) => {
+      if (inGit.has(e.value)) return;
+      const replaced = !e.save && edits.slice(i + 1).some((later) => inGit.has(later.value));
+      if (!replaced)
+        out.push({
+          invariant: "nothing-lost",
+          detail: `${app} = ${e.value}${e.save ? " (save)" : ""} is in no commit`,
+        });
+    });
+  }
+  return out;
+}

@@ -1,0 +1,97 @@
+/**
+ * `npm run soak -- --runs N --seed S [--minutes M] [--actions K] [--replay SEED] [--log LEVEL]`
+ *
+ * Plays seeded random runs over the whole assembly and checks the invariants after each. Run i
+ * uses seed S + i, so `--replay <that seed>` plays a failing run again. Progress goes to stderr
+ * as it runs; the last line on stdout is one JSON summary; the exit code is 0 only without a
+ * violation.
+ */
+import { parseArgs } from "node:util";
+import { resolveEmbeddedRedis } from "../../queue/redis.js";
+import { describeAction, playRun, type RunResult } from "./run.js";
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: "string" },
+    seed: { type: "string" },
+    minutes: { type: "string" },
+    actions: { type: "string", default: "12" },
+    replay: { type: "string" },
+    log: { type: "string" },
+  },
+});
+
+const int = (name: string, v: string | undefined, fallback: number): number => {
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) {
+    process.stderr.write(`--${name}: expected a whole number, got ${JSON.stringify(v)}\n`);
+    process.exit(2);
+  }
+  return n;
+};
+
+const replay = values.replay === undefined ? undefined : int("replay", values.replay, 0);
+const seed = replay ?? int("seed", values.seed, Date.now() % 1_000_000);
+const minutes = values.minutes === undefined ? undefined : int("minutes", values.minutes, 0);
+const runs =
+  replay !== undefined ? 1 : int("runs", values.runs, minutes === undefined ? 10 : Number.MAX_SAFE_INTEGER);
+const actions = int("actions", values.actions, 12);
+const deadline = minutes === undefined ? Number.POSITIVE_INFINITY : Date.now() + minutes * 60_000;
+
+const say = (line: string) => process.stderr.write(`${line}\n`);
+
+const redis = await resolveEmbeddedRedis();
+const results: RunResult[] = [];
+try {
+  for (let i = 0; i < runs && Date.now() < deadline; i++) {
+    const runSeed = seed + i;
+    const r = await playRun({
+      seed: runSeed,
+      redisUrl: redis.url,
+      actions,
+      ...(values.log ? { logLevel: values.log } : {}),
+    });
+    results.push(r);
+    const reverts = r.reverts.length ? `, ${r.reverts.length} revert(s) while applying` : "";
+    say(
+      `run ${i + 1} seed ${runSeed}: ${r.actions.length} actions, ${r.seconds.toFixed(1)} s, ${
+        r.violations.length ? `${r.violations.length} VIOLATION(S)` : "clean"
+      }${reverts}`,
+    );
+    if (r.violations.length) {
+      say("  actions:");
+      for (const a of r.actions) say(`    ${describeAction(a)}`);
+      say("  violations:");
+      for (const v of r.violations) say(`    ${v.invariant}: ${v.detail}`);
+      say("  timeline:");
+      for (const line of r.timeline) say(`    ${line}`);
+      if (r.logs.length) {
+        say("  debug logs:");
+        for (const line of r.logs) process.stderr.write(`    ${line}`);
+      }
+      say(`  replay: npm run soak -- --replay ${runSeed} --actions ${actions}`);
+    }
+  }
+} finally {
+  await redis.stop();
+}
+
+const seconds = results.map((r) => r.seconds).sort((a, b) => a - b);
+const summary = {
+  runs: results.length,
+  seed,
+  violations: results.flatMap((r, run) =>
+    r.violations.map((v) => ({ seed: r.seed, run: run + 1, invariant: v.invariant, detail: v.detail })),
+  ),
+  revertsWhileApplying: results.reduce((n, r) => n + r.reverts.filter((v) => v.whileApplying).length, 0),
+  longestRevertMs: Math.max(
+    0,
+    ...results.flatMap((r) => r.reverts.map((v) => v.lastedMs)).filter(Number.isFinite),
+  ),
+  medianRunSeconds: seconds.length
+    ? Number((seconds[Math.floor(seconds.length / 2)] as number).toFixed(1))
+    : 0,
+};
+process.stdout.write(`${JSON.stringify(summary)}\n`);
+process.exit(summary.violations.length ? 1 : 0);
