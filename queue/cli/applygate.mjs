@@ -1,7 +1,17 @@
 #!/usr/bin/env node
-// Entry point of the `applygate` command: loads TypeScript sources through tsx, then dispatches.
-import { register } from "tsx/esm/api";
+// Entry point of the `applygate` command. Beside the compiled main.js (the image, or dist/ after
+// `npm run build`) it runs plain JavaScript; in a checkout, where only main.ts is here, it loads the
+// TypeScript sources through tsx, a dev dependency. The build copies this file as it is.
+import { existsSync } from "node:fs";
 
-register();
-const { main } = await import("./main.ts");
+const compiled = new URL("./main.js", import.meta.url);
+let entry;
+if (existsSync(compiled)) {
+  entry = compiled.href;
+} else {
+  const { register } = await import("tsx/esm/api");
+  register();
+  entry = new URL("./main.ts", import.meta.url).href;
+}
+const { main } = await import(entry);
 process.exitCode = await main(process.argv.slice(2));

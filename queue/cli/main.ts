@@ -2,12 +2,15 @@
  * `applygate <command>`: one binary for every process. Each command lives in its component and
  * exports `run(argv)`; the modules are loaded by path so this launcher depends on none of them.
  */
+import { fileURLToPath } from "node:url";
 import { ConfigError } from "../config.js";
 
 export interface Command {
   summary: string;
   /** Module path relative to this file; it exports `run(argv: string[]): Promise<number | undefined>`. */
   module: string;
+  /** Set when a build may leave the module out (the image has no test/): the one line said then. */
+  absentFromBuild?: string;
 }
 
 export const COMMANDS: Record<string, Command> = {
@@ -26,6 +29,8 @@ export const COMMANDS: Record<string, Command> = {
   playground: {
     summary: "run everything on a laptop against a simulated cluster (embedded defaults)",
     module: "../../test/playground/main.js",
+    absentFromBuild:
+      "the playground is not part of this build (the image leaves test/ out); run it from a checkout with `npm start`",
   },
 };
 
@@ -36,19 +41,38 @@ function usage(): string {
   return lines.join("\n");
 }
 
-export async function main(argv: string[]): Promise<number> {
+/** True when `err` says the command's own module is missing, not something that module imports. */
+function isAbsent(err: unknown, command: Command): boolean {
+  const e = err as { code?: string; url?: string; message?: string };
+  const url = new URL(command.module, import.meta.url);
+  return (
+    e?.code === "ERR_MODULE_NOT_FOUND" &&
+    (e.url === url.href || String(e.message).includes(`'${fileURLToPath(url)}'`))
+  );
+}
+
+export async function main(argv: string[], commands: Record<string, Command> = COMMANDS): Promise<number> {
   const [name, ...rest] = argv;
   if (!name || name === "--help" || name === "-h" || name === "help") {
     process.stdout.write(`${usage()}\n`);
     return name ? 0 : 2;
   }
-  const command = COMMANDS[name];
+  const command = commands[name];
   if (!command) {
     process.stderr.write(`applygate: unknown command "${name}"\n${usage()}\n`);
     return 2;
   }
+  let mod: { run(argv: string[]): Promise<number | undefined> };
   try {
-    const mod = (await import(command.module)) as { run(argv: string[]): Promise<number | undefined> };
+    mod = await import(command.module);
+  } catch (err) {
+    if (command.absentFromBuild && isAbsent(err, command)) {
+      process.stderr.write(`applygate ${name}: ${command.absentFromBuild}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  try {
     return (await mod.run(rest)) ?? 0;
   } catch (err) {
     if (err instanceof ConfigError) {
