@@ -2,6 +2,10 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { readAuditLog } from "../cluster/apiserver/index.js";
+import { auditFindings } from "../playground/audit-check.js";
+import { type Component, deployedIdentities, usernameOf } from "../playground/identities.js";
+import { until } from "../support/wait.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const bin = join(root, "queue/cli/applygate.mjs");
@@ -83,6 +87,35 @@ describe("the playground", () => {
     expect(gateway).toBeDefined();
     const health = await fetch(`${gateway}/healthz`);
     expect(health.status).toBe(200);
+
+    // Each component runs as its ServiceAccount with the manifests' RBAC; the audit log the ready
+    // screen names shows each at work (both sidecars hold their claims) and none refused or admin.
+    const auditLog = /Audit log\s+(\S+audit\.log)/.exec(out)?.[1];
+    expect(auditLog).toBeDefined();
+    const sa = deployedIdentities().serviceAccounts;
+    const users = Object.fromEntries(
+      (Object.keys(sa) as Component[]).map((c) => [c, usernameOf(sa[c])]),
+    ) as Record<Component, string>;
+    await until(
+      () => {
+        const events = readAuditLog(auditLog!);
+        const wroteClaim = (c: "flux" | "argocd") =>
+          events.some(
+            (e) =>
+              e.user.username === users[c] &&
+              e.verb === "patch" &&
+              e.objectRef?.subresource === "status" &&
+              e.responseStatus.code === 200,
+          );
+        const f = auditFindings(events, users);
+        return wroteClaim("flux") && wroteClaim("argocd") && f.requests.gateway && f.requests.worker && f;
+      },
+      "every component at work in the audit log",
+      { timeoutMs: 60_000, everyMs: 200 },
+    );
+    const f = auditFindings(readAuditLog(auditLog!), users);
+    expect(f.forbidden).toEqual([]);
+    expect(f.admin).toEqual([]);
     child.kill("SIGINT");
     expect(await exited).toBe(0);
     await expect(fetch(`${gateway}/healthz`)).rejects.toThrow();

@@ -17,9 +17,10 @@ type Binding = K8sObject & { roleRef: { kind: string; name: string } };
 /** group → resources (with `/status` where the kind has that subresource) the API server serves. */
 function servedResources(): Map<string, Set<string>> {
   const served = new Map<string, Set<string>>([
-    ["", new Set(["events", "secrets"])],
+    // Built-in kinds every cluster serves that a rule may name (the window observers' defaults).
+    ["", new Set(["secrets", "configmaps", "services"])],
+    ["apps", new Set(["deployments"])],
     ["events.k8s.io", new Set(["events"])],
-    ["coordination.k8s.io", new Set(["leases"])],
   ]);
   const simulated = readdirSync(resolve(REPO_ROOT, "test/cluster/crds"))
     .filter((f) => f.endsWith(".yaml"))
@@ -77,6 +78,21 @@ describe.skipIf(!KUBECTL_AVAILABLE)("RBAC", () => {
     expect(clusterBindings.map((b) => b.roleRef.name)).not.toContain("applygate-secret-reader");
   });
 
+  it("grants no Leases (leases live in Redis), no core Events (Events are events.k8s.io), and update only where an update is sent", () => {
+    for (const role of roles()) {
+      for (const rule of role.rules) {
+        expect(rule.apiGroups, role.metadata.name).not.toContain("coordination.k8s.io");
+        if (rule.resources.includes("events")) expect(rule.apiGroups).toEqual(["events.k8s.io"]);
+        // The Argo CD sidecar starts a sync with an update of the Application (a resourceVersion guard).
+        if (rule.verbs.includes("update") && !role.metadata.name.startsWith("applygate-edit"))
+          expect([role.metadata.name, rule.resources]).toEqual([
+            "applygate-sidecar-argocd",
+            ["applications"],
+          ]);
+      }
+    }
+  });
+
   it("gives each sidecar its own applier's kinds only", () => {
     const rules = (overlay: string) =>
       (built[overlay]!.find((o) => o.kind === "ClusterRole") as Role).rules.flatMap((r) => r.apiGroups);
@@ -86,10 +102,13 @@ describe.skipIf(!KUBECTL_AVAILABLE)("RBAC", () => {
         "source.toolkit.fluxcd.io",
         "applygate.dev",
         "",
+        "apps",
         "events.k8s.io",
       ]),
     );
-    expect(new Set(rules("argocd"))).toEqual(new Set(["argoproj.io", "applygate.dev", "", "events.k8s.io"]));
+    expect(new Set(rules("argocd"))).toEqual(
+      new Set(["argoproj.io", "applygate.dev", "", "apps", "events.k8s.io"]),
+    );
   });
 
   it("writes status of our kinds only through the status subresource", () => {

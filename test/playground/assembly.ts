@@ -25,7 +25,7 @@ import type { BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { type Sidecar, type SidecarApplier, startSidecar } from "../../sidecar/main.js";
-import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
 import {
   type ArgoKnobs,
   type ArgoSim,
@@ -34,6 +34,7 @@ import {
 } from "../cluster/argosim/index.js";
 import { type FluxKnobs, type FluxSim, startFluxSim } from "../cluster/fluxsim/index.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { type AuditFindings, auditFindings, SIMULATOR_USERS } from "./audit-check.js";
 import {
   ARGOCD_NAMESPACE,
   DEMO_BRANCH,
@@ -44,14 +45,16 @@ import {
   demoFiles,
   demoObjectsYaml,
   hookPathFor,
+  secretReaderYaml,
   WEBHOOK_TOKEN,
 } from "./demo.js";
+import { type Component, deployedIdentities, usernameOf } from "./identities.js";
 
-/** Kinds of applied objects the simulated API server serves, for Argo CD's window observer. */
-const SIMULATED_KINDS = [
-  { apiVersion: "v1", kind: "ConfigMap" },
-  { apiVersion: "v1", kind: "Secret" },
-];
+/**
+ * Kinds of applied objects the Argo CD window observer watches: the demo applies ConfigMaps, and
+ * the simulated API server serves no workloads (the manifests grant its default kinds).
+ */
+const SIMULATED_KINDS = [{ apiVersion: "v1", kind: "ConfigMap" }];
 
 const simCrd = (file: string) => fileURLToPath(new URL(`../cluster/crds/${file}`, import.meta.url));
 
@@ -122,8 +125,15 @@ export interface Assembly {
   worker: { replica: Replica; decisions: Decisions };
   sidecars: Record<SidecarApplier, Sidecar>;
   workdir: string;
+  /** The admin's kubeconfig (the test setup and the person at the playground). */
   kubeconfigPath: string;
   kubeConfig: KubeConfig;
+  /** Each component's ServiceAccount identity, with exactly what the manifests grant it. */
+  identities: Record<Component, { username: string; kubeConfig: KubeConfig }>;
+  /** The simulated API server's audit log (audit.k8s.io/v1 Events, one JSON line each). */
+  auditLogPath: string;
+  /** What the audit log says of the components so far: requests, 403s, admin use. */
+  audit(): AuditFindings;
   demo: { repoUrl: string; branch: string; namespace: string; hookUrl: string };
   dashboard: { url: string; user: string; password: string };
   timers: AssemblyTimers;
@@ -135,20 +145,29 @@ export interface Assembly {
   startSidecar(kind: SidecarApplier): Promise<void>;
   /** Creates the FluxClaim and ArgoCDClaim the GitTargets name. */
   applyClaims(): Promise<void>;
-  stop(): Promise<void>;
+  /** Stops everything; answers what the audit log said of the components, read before it is removed. */
+  stop(): Promise<AuditFindings>;
 }
 
 export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembly> {
   const log = opts.log ?? silentLogger();
   const timers = opts.timers ?? PLAYGROUND_TIMERS;
   const prefix = opts.prefix ?? `applygate-playground-${randomBytes(4).toString("hex")}`;
-  const stops: Array<() => Promise<void>> = [];
+  const stops: Array<() => Promise<unknown>> = [];
+  let findings: () => AuditFindings = () => auditFindings([], {});
   const stop = async () => {
     for (const s of stops.splice(0).reverse()) await s().catch((err) => log.warn({ err }, "stop failed"));
+    return findings();
   };
   try {
     const workdir = await mkdtemp(join(tmpdir(), "applygate-playground-"));
-    stops.push(() => rm(workdir, { recursive: true, force: true }));
+    const auditLogPath = join(workdir, "audit.log");
+    let last: AuditFindings | undefined;
+    stops.push(async () => {
+      // Read once everything stopped (the last requests included), before the folder goes.
+      last = findings();
+      await rm(workdir, { recursive: true, force: true });
+    });
 
     const redis = opts.redisUrl
       ? { url: opts.redisUrl, origin: "REDIS_URL" as const, stop: async () => {} }
@@ -156,7 +175,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     stops.push(() => redis.stop());
     if (!opts.prefix) stops.push(() => removeKeys(redis.url, prefix));
 
-    const api = await startApiServer({ bookmarkIntervalMs: 200 });
+    const api = await startApiServer({ bookmarkIntervalMs: 200, auditLog: auditLogPath });
     stops.push(() => api.close());
     for (const file of crdFiles()) await api.installCrdFile(file);
     await api.installCrdFile(simCrd("flux-gitrepository.yaml"));
@@ -184,10 +203,43 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     await api.applyYaml(demoObjectsYaml(repoUrl));
     await api.applyYaml(demoAppliersYaml(repoUrl, { fluxInterval: timers.fluxInterval }));
 
-    const flux = await startFluxSim({ kubeConfig: kc, knobs: timers.flux, log: log.child({ c: "fluxsim" }) });
+    // Each component runs as the ServiceAccount its manifests name, with only the RBAC they grant;
+    // the Secrets of the demo namespace are readable as install.md's step 4 makes them.
+    const deployed = deployedIdentities();
+    const rbacNamespaces = new Set(deployed.rbac.map((o) => o.metadata.namespace).filter(Boolean));
+    await api.applyYaml(
+      [...rbacNamespaces]
+        .map((name) => JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name } }))
+        .join("\n---\n"),
+    );
+    await api.applyYaml(deployed.rbac.map((o) => JSON.stringify(o)).join("\n---\n"));
+    const sa = deployed.serviceAccounts;
+    await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.gateway, sa.worker]));
+    const identities = Object.fromEntries(
+      (Object.keys(sa) as Component[]).map((c) => {
+        const username = api.addServiceAccount(sa[c].namespace, sa[c].name);
+        return [c, { username, kubeConfig: api.kubeConfig(username) }];
+      }),
+    ) as Assembly["identities"];
+    const usernames = Object.fromEntries(
+      (Object.keys(sa) as Component[]).map((c) => [c, usernameOf(sa[c])]),
+    ) as Record<Component, string>;
+    const readFindings = () => auditFindings(readAuditLog(auditLogPath), usernames);
+    findings = () => last ?? readFindings();
+    // The simulators play Flux and Argo CD themselves: admins of their own, never a component's identity.
+    const simulator = (name: string) => {
+      api.addUser(name, randomBytes(16).toString("hex"), "all");
+      return api.kubeConfig(name);
+    };
+
+    const flux = await startFluxSim({
+      kubeConfig: simulator(SIMULATOR_USERS.fluxsim),
+      knobs: timers.flux,
+      log: log.child({ c: "fluxsim" }),
+    });
     stops.push(() => flux.stop());
     const argo = await startArgoSim({
-      kubeConfig: kc,
+      kubeConfig: simulator(SIMULATOR_USERS.argosim),
       knobs: timers.argo,
       namespace: ARGOCD_NAMESPACE,
       applicationSets: false,
@@ -196,7 +248,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     stops.push(() => argo.stop());
 
     const catalog = await ClusterCatalog.start({
-      kubeConfig: kc,
+      kubeConfig: identities.gateway.kubeConfig,
       log: log.child({ component: "catalog" }),
     });
     stops.push(() => catalog.close());
@@ -223,6 +275,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     let worker: { replica: Replica; decisions: Decisions } | undefined;
     const startWorker = async () => {
       const wlog = log.child({ component: "worker" });
+      const kc = identities.worker.kubeConfig;
       const directory = new KubeDirectory(kc);
       const decisions = createDecisions({
         redisUrl: redis.url,
@@ -260,13 +313,12 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     const startOneSidecar = async (kind: SidecarApplier) => {
       sidecars[kind] = await startSidecar({
         applier: kind,
-        kubeConfig: kc,
+        kubeConfig: identities[kind].kubeConfig,
         redisUrl: redis.url,
         redisPrefix: prefix,
         log: log.child({ component: `sidecar-${kind}` }),
         instance: `playground-${kind}`,
         resyncMs: timers.sidecar.resyncMs,
-        // The simulated cluster serves ConfigMaps and Secrets, not workloads: watch what it has.
         options:
           kind === "argocd" ? { watchKinds: SIMULATED_KINDS, ...timers.sidecar[kind] } : timers.sidecar[kind],
       });
@@ -301,6 +353,9 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       workdir,
       kubeconfigPath,
       kubeConfig: kc,
+      identities,
+      auditLogPath,
+      audit: readFindings,
       demo: { repoUrl, branch: DEMO_BRANCH, namespace: DEMO_NAMESPACE, hookUrl },
       dashboard: { url: `${gateway.url}/queues`, ...dashboard },
       timers,

@@ -201,3 +201,17 @@ spec:
   applicationRef: {name: ${DEMO_APPLIERS.argocd.name}, namespace: ${ARGOCD_NAMESPACE}}
 `;
 }
+
+/**
+ * The RoleBinding docs/install.md (step 4) tells a user to create in a namespace that holds
+ * GitProviders and GitTargets: the named ServiceAccounts may get Secrets there by name.
+ */
+export function secretReaderYaml(namespace: string, serviceAccounts: { namespace: string; name: string }[]) {
+  return JSON.stringify({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: { name: "applygate-secret-reader", namespace },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "applygate-secret-reader" },
+    subjects: serviceAccounts.map((sa) => ({ kind: "ServiceAccount", ...sa })),
+  });
+}

@@ -1,13 +1,16 @@
 /**
  * The scenario suite's harness: the playground's assembly with compressed timers on the test
  * Redis (a prefix of its own), the progress observer reading the queues, and the state every
- * scenario starts from (both claims hold their appliers at the tip).
+ * scenario starts from (both claims hold their appliers at the tip). Stopping a scene fails when
+ * the API server's audit log shows a component refused (403) or an admin request by anyone but
+ * the simulators and the setup.
  */
 import { randomBytes } from "node:crypto";
 import pino from "pino";
 import { createLogger, type Logger } from "../../queue/log.js";
 import { settled } from "../playground/actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "../playground/assembly.js";
+import { auditProblems } from "../playground/audit-check.js";
 import { observeProgress, type ProgressObserver } from "../playground/progress.js";
 import { testRedisUrl } from "../redis/isolated.js";
 import { failureContext } from "../support/print-failures.js";
@@ -46,7 +49,9 @@ export async function startScene(
       before: p.attempts().length,
       async stop() {
         await p.stop();
-        await a.stop();
+        // Every component ran under its own ServiceAccount: none may have been refused or be admin.
+        const problems = auditProblems(await a.stop(), ["gateway", "worker", "flux", "argocd"]);
+        if (problems.length) throw new Error(`the audit log shows:\n${[...new Set(problems)].join("\n")}`);
       },
     };
   } catch (err) {

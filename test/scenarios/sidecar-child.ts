@@ -1,6 +1,7 @@
 /**
  * A sidecar in a process of its own, started exactly as the assembly starts one in-process, so a
- * scenario can SIGKILL it. Environment: APPLYGATE_SERVER and APPLYGATE_TOKEN (the API server), REDIS_URL, REDIS_PREFIX, APPLIER,
+ * scenario can SIGKILL it. Environment: APPLYGATE_SERVER, APPLYGATE_USER and APPLYGATE_TOKEN (the API
+ * server and the sidecar's ServiceAccount identity), REDIS_URL, REDIS_PREFIX, APPLIER,
  * SIDECAR_OPTIONS (JSON, the kind's options), RESYNC_MS. Prints "ready" once started.
  */
 import pino from "pino";
@@ -10,7 +11,7 @@ import { makeKubeConfig } from "../cluster/kubeconfig.js";
 
 const kubeConfig = makeKubeConfig({
   server: process.env.APPLYGATE_SERVER as string,
-  user: "admin",
+  user: process.env.APPLYGATE_USER as string,
   token: process.env.APPLYGATE_TOKEN as string,
 });
 const applier = process.env.APPLIER as SidecarApplier;

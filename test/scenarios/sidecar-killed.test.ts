@@ -17,8 +17,10 @@ import { operationsOf, type Scene, startScene, unique } from "./harness.js";
 
 /** Starts a Flux sidecar in a child process on the scene's cluster and Redis. */
 async function sidecarProcess(s: Scene): Promise<ChildProcess> {
-  const cluster = s.a.kubeConfig.getCurrentCluster() as k8s.Cluster;
-  const user = s.a.kubeConfig.getCurrentUser() as k8s.User & { token: string };
+  // The Flux sidecar's own identity: the ServiceAccount its patch runs under, with only its rules.
+  const kc = s.a.identities.flux.kubeConfig;
+  const cluster = kc.getCurrentCluster() as k8s.Cluster;
+  const user = kc.getCurrentUser() as k8s.User & { token: string };
   const child = spawn(
     process.execPath,
     ["--import", "tsx", new URL("./sidecar-child.ts", import.meta.url).pathname],
@@ -28,6 +30,7 @@ async function sidecarProcess(s: Scene): Promise<ChildProcess> {
         ...process.env,
         APPLYGATE_SERVER: cluster.server,
         APPLYGATE_TOKEN: user.token,
+        APPLYGATE_USER: user.name,
         REDIS_URL: s.a.redis.url,
         REDIS_PREFIX: s.a.prefix,
         APPLIER: "flux",

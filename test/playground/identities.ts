@@ -1,0 +1,69 @@
+/**
+ * Who each component is, as deployed: the ServiceAccount its Deployment, StatefulSet or patch names,
+ * and the Roles, ClusterRoles and bindings applygate's manifests grant, read from the YAML the
+ * kustomize overlays build (never restated here). The assembly stores these objects in the
+ * simulated cluster and starts each component with its ServiceAccount's token, so a component
+ * that needs a permission the manifests do not grant is refused (403) as it would be on a cluster.
+ */
+import { build, type K8sObject, KUBECTL_AVAILABLE, OVERLAYS } from "../manifests/kustomize.js";
+
+export type Component = "gateway" | "worker" | "flux" | "argocd";
+
+export interface ServiceAccountRef {
+  namespace: string;
+  name: string;
+}
+
+export interface Deployed {
+  /** Every Role, ClusterRole, RoleBinding and ClusterRoleBinding the overlays build. */
+  rbac: K8sObject[];
+  /** The ServiceAccount each component runs as. */
+  serviceAccounts: Record<Component, ServiceAccountRef>;
+}
+
+const RBAC_KINDS = new Set(["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"]);
+const SIDECAR = "applygate-sidecar";
+
+type Workload = K8sObject & {
+  spec: { template: { spec: { serviceAccountName?: string; containers: { name: string }[] } } };
+};
+
+function serviceAccountOf(objects: K8sObject[], pick: (w: Workload) => boolean, what: string) {
+  const found = objects
+    .filter((o): o is Workload => o.kind === "Deployment" || o.kind === "StatefulSet")
+    .filter(pick);
+  if (found.length !== 1) throw new Error(`expected one workload for ${what}, found ${found.length}`);
+  const w = found[0]!;
+  return {
+    namespace: w.metadata.namespace ?? "default",
+    name: w.spec.template.spec.serviceAccountName ?? "default",
+  };
+}
+
+let cached: Deployed | undefined;
+
+/** Builds the base, Flux and Argo CD overlays once per process and reads who runs as what. */
+export function deployedIdentities(): Deployed {
+  if (cached) return cached;
+  if (!KUBECTL_AVAILABLE)
+    throw new Error(
+      "the playground needs kubectl on PATH: it builds applygate's manifests with `kubectl kustomize` to run each component under the ServiceAccount and RBAC they give it",
+    );
+  const base = build(OVERLAYS.base);
+  const flux = build(OVERLAYS.flux);
+  const argocd = build(OVERLAYS.argocd);
+  const withSidecar = (w: Workload) => w.spec.template.spec.containers.some((c) => c.name === SIDECAR);
+  cached = {
+    rbac: [...base, ...flux, ...argocd].filter((o) => RBAC_KINDS.has(o.kind)),
+    serviceAccounts: {
+      gateway: serviceAccountOf(base, (w) => w.metadata.name === "applygate-gateway", "the gateway"),
+      worker: serviceAccountOf(base, (w) => w.metadata.name === "applygate-worker", "the worker"),
+      flux: serviceAccountOf(flux, withSidecar, "the Flux sidecar"),
+      argocd: serviceAccountOf(argocd, withSidecar, "the Argo CD sidecar"),
+    },
+  };
+  return cached;
+}
+
+/** The ServiceAccount's username on the API server. */
+export const usernameOf = (sa: ServiceAccountRef) => `system:serviceaccount:${sa.namespace}:${sa.name}`;
