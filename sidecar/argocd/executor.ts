@@ -150,12 +150,10 @@ export class ArgoCDExecutor implements OperationExecutor {
     };
 
     for (;;) {
-      if (signal.aborted) {
-        closeWindow();
-        if (recorded)
-          await withdrawOperation(this.d.kube, c.claim, c.token, recorded.previous).catch(() => false);
-        return;
-      }
+      // Stopped before the sync started: no record stays on the claim, so no restart could recover
+      // it. Say so; the worker decides anew.
+      if (signal.aborted)
+        return giveUp("RequestFailed", "SidecarStopping", "the sidecar stopped before the sync started");
       const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
       if (!app)
         return giveUp(

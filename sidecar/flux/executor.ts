@@ -139,6 +139,7 @@ export class FluxExecutor implements OperationExecutor {
     const claim = claimLocator(attempt.claim);
     const ks: ObjectKey = { namespace: attempt.applier.namespace, name: attempt.applier.name };
     let recorded: { previous?: Operation } | undefined;
+    let resumed = false;
     try {
       const read = await this.prepare(attempt, claim, ks, signal, log);
       // 3. Record before the write that starts it; a refused record starts nothing.
@@ -172,8 +173,9 @@ export class FluxExecutor implements OperationExecutor {
       }
       if (signal.aborted) throw new Refusal("RequestFailed", "SidecarStopping", "the sidecar is stopping");
       // 4. Resume.
-      const resumed = await this.resume(ks, read.ks, resumeToken, log);
+      const resume = await this.resume(ks, read.ks, resumeToken, log);
       recorded = undefined; // from here the operation is followed, never withdrawn
+      resumed = true;
       this.resumed.set(attempt.token, { ks, claim, token: attempt.token });
       await updateOperation(this.d.client.kube, claim, attempt.token, {
         phase: "Running",
@@ -187,20 +189,26 @@ export class FluxExecutor implements OperationExecutor {
           ks,
           commit: attempt.commit,
           resumeToken,
-          since: { mark: resumed.mark },
-          resumedAt: resumed.at,
+          since: { mark: resume.mark },
+          resumedAt: resume.at,
           unresolved: false,
           report,
           log,
         },
         signal,
       );
-    } catch (err) {
+    } catch (thrown) {
       if (recorded) {
         await withdrawOperation(this.d.client.kube, claim, attempt.token, recorded.previous).catch((e) =>
           log.warn({ err: (e as Error).message }, "could not withdraw the operation record"),
         );
       }
+      // Stopped before the resume (waiting for the source fetch, say): nothing started and no
+      // record stays on the claim, so no restart could recover it. Say so; the worker decides anew.
+      const err =
+        thrown instanceof Aborted && !resumed
+          ? new Refusal("RequestFailed", "SidecarStopping", "the sidecar stopped before the apply started")
+          : thrown;
       if (err instanceof Refusal) {
         log.info({ phase: err.phase, reason: err.reason }, err.message);
         await report(err.phase, { reason: err.reason, message: err.message });

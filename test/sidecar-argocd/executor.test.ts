@@ -211,6 +211,41 @@ describe("one sync per attempt", () => {
     expect(await readOperation(c.kube, claim)).toBeUndefined();
     hold.release();
   });
+
+  it("a stop before the sync started says so (RequestFailed, SidecarStopping): no record is left for a restart to find", async () => {
+    const { name, ref, claim } = await setup();
+    const hold = c.argo!.holdSync(ref);
+    const app = await c.getApp(name);
+    await setOperation(name, {
+      ...buildSyncOperation(app, { commit: c1, token: "x" }),
+      initiatedBy: { username: "admin" },
+      info: [],
+    });
+    await until(
+      async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
+      "foreign sync running",
+    );
+    const r = recorder();
+    const stop = new AbortController();
+    let reads = 0;
+    const kube = Object.create(c.kube) as Kube;
+    kube.get = (...args) => {
+      reads++;
+      return c.kube.get(...args);
+    };
+    const done = executor({}, kube).execute(c.attempt(name, name, c1, `t-${name}`), r.report, stop.signal);
+    // Waiting out the other operation (reading the Application again and again): nothing recorded.
+    await until(() => reads >= 3, "the executor to wait out the other operation");
+    stop.abort();
+    await done;
+    expect(r.reports).toEqual([
+      { phase: "RequestFailed", extra: { reason: "SidecarStopping", message: expect.any(String) } },
+    ]);
+    expect(await readOperation(c.kube, claim)).toBeUndefined();
+    hold.release();
+    await until(async () => c.argo!.syncs(ref).length === 1, "the other sync to end");
+    expect(c.argo!.syncs(ref).map((s) => s.initiatedBy?.username)).toEqual(["admin"]);
+  });
 });
 
 describe("sync windows", () => {
