@@ -9,6 +9,7 @@
 import { Queue } from "bullmq";
 import { type ApplierKind, type Attempt, attemptsQueue } from "../contract.js";
 import type { Logger } from "../log.js";
+import type { BranchWorker } from "../worker/branch-worker.js";
 import type { Clock } from "../worker/clock.js";
 import type { Directory } from "../worker/directory.js";
 import type { BranchAttachment, BranchContext } from "../worker/replica.js";
@@ -81,12 +82,15 @@ export function createDecisions(o: DecisionsOptions): Decisions {
   return {
     drivers,
     attach(ctx) {
+      let worker: BranchWorker | undefined;
       const driver = new DecisionDriver({
         spec: ctx.spec,
         store: new DecisionStore(ctx.redis, o.prefix, ctx.key),
         lease: ctx.lease,
         async list() {
           const spec = (await o.directory.branch(ctx.key)) ?? ctx.spec;
+          // The branch worker learns the same GitTargets (a new one, a suspension) at each listing.
+          worker?.updateTargets(spec.targets);
           return listBranch(o.objects, spec.targets);
         },
         objects: o.objects,
@@ -99,7 +103,10 @@ export function createDecisions(o: DecisionsOptions): Decisions {
       drivers.set(ctx.key, driver);
       return {
         hooks: driver.hooks,
-        start: (worker) => driver.start(worker),
+        start: (w) => {
+          worker = w;
+          return driver.start(w);
+        },
         async stop() {
           await driver.stop();
           if (drivers.get(ctx.key) === driver) drivers.delete(ctx.key);

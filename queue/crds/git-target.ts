@@ -98,7 +98,10 @@ export const gitTargetSpec = z.object({
   intakeSecretRef: localSecretRef
     .optional()
     .describe("Secret with key `token` (bearer for the intake API) and optional `hmacKey`."),
-  suspend: z.boolean().optional().describe("Stop publishing and applying; writes are still accepted."),
+  suspend: z
+    .boolean()
+    .optional()
+    .describe("Freeze the folder: no publication and no apply; writes are still accepted and kept."),
 });
 export type GitTargetSpec = z.infer<typeof gitTargetSpec>;
 export type GitTargetSpecInput = z.input<typeof gitTargetSpec>;

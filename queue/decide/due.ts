@@ -25,8 +25,8 @@ function sourceBusy(state: DecisionState, a: ApplierState, key: string): boolean
 
 /**
  * Why an applier is not due, or null when it is: a reason pending, no operation out, no applier
- * sharing its source with one out, past its backoff, named by a GitTarget, and past the barrier
- * (every GitTarget naming it has its first write path in Git).
+ * sharing its source with one out, past its backoff, named by a GitTarget, none of those GitTargets
+ * suspended, and past the barrier (every GitTarget naming it has its first write path in Git).
  */
 export function notDueBecause(state: DecisionState, key: string, now: number): string | null {
   const a = state.appliers[key];
@@ -37,6 +37,8 @@ export function notDueBecause(state: DecisionState, key: string, now: number): s
   if (now < a.notBefore) return "backoff";
   const named = targetsNaming(state, key);
   if (named.length === 0) return "not named";
+  // A suspended GitTarget freezes its folder: no apply for any reason until it resumes.
+  if (named.some((t) => t.suspended)) return "suspended";
   if (named.some((t) => !t.published)) return "barrier";
   return null;
 }

@@ -6,9 +6,12 @@ import type { TargetState } from "./model.js";
 
 export const REFUSAL_INTERVAL_MS = 60_000;
 
-/** A refusal counts only for a target that consents (`onRefusal: Reapply`) and is not suspended. */
+/**
+ * A refusal counts only for a target that consents (`onRefusal: Reapply`). A suspended target
+ * still consents: its refusal stays pending and is decided when it resumes (`notDueBecause`).
+ */
 export function consentsToRefusal(t: TargetState | undefined): boolean {
-  return t !== undefined && t.onRefusal === "Reapply" && !t.suspended && t.claim !== null;
+  return t !== undefined && t.onRefusal === "Reapply" && t.claim !== null;
 }
 
 /**

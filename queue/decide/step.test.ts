@@ -223,11 +223,31 @@ describe("reasons", () => {
 });
 
 describe("refusals", () => {
-  it("a Refusal is due only with onRefusal Reapply on a target that is not suspended", () => {
+  it("a Refusal is due only with onRefusal Reapply", () => {
     const d = new Driver();
-    d.settle([listed("u1", "app"), listed("u2", "app2", { onRefusal: "Reapply", suspended: true })], A);
+    d.settle([listed("u1", "app")], A);
     expect(d.on({ type: "RefusalReceived", targetUid: "u1" })).toEqual([]);
-    expect(d.on({ type: "RefusalReceived", targetUid: "u2" })).toEqual([]);
+  });
+
+  it("a suspended target freezes its applier for every reason; the reasons are decided when it resumes", () => {
+    const d = new Driver();
+    const frozen = listed("u2", "app2", { onRefusal: "Reapply", suspended: true });
+    d.settle([listed("u1", "app"), frozen], A);
+    // A refusal, a foreign commit and a first naming (converge) all stay pending: nothing flushes.
+    expect(flushes(d.on({ type: "RefusalReceived", targetUid: "u2" }))).toEqual([]);
+    const foreign = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    const [other] = sends(d.publish(foreign, B));
+    expect(other?.claim.name).toBe("app");
+    expect(sends(d.log).map((a) => a.claim.name)).not.toContain("app2");
+    expect(flushes(d.advance(600_000))).toEqual([]);
+    // Resumed: one attempt carries what stayed pending.
+    const resumed = d.on({
+      type: "TargetsListed",
+      targets: [listed("u1", "app"), { ...frozen, suspended: false }],
+    });
+    const [att] = sends(d.publish(resumed, B));
+    expect(att?.claim.name).toBe("app2");
+    expect(att?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
   });
 
   it("at most one Refusal request a minute per target, a refusal inside the minute carried by a trailing one", () => {

@@ -88,4 +88,41 @@ describe("branch worker: pending writes become commits", () => {
     expect(result.ok && result.tip).toBe(await h.server.tip("site"));
     expect(await h.published(w.id)).toBe(result.ok ? result.tip : "");
   });
+
+  it("a suspended GitTarget's writes are kept and charged but never published, until it resumes", async () => {
+    h = await harness(undefined, { idleMs: 20, maxMs: 100 });
+    const target = h.spec.targets[0]!;
+    const worker = await h.newWorker({ spec: { ...h.spec, targets: [{ ...target, suspended: true }] } });
+    const w = configMapWrite(h.key, "a", "1", { save: true });
+    const before = await h.server.tip("site");
+    expect(await h.accept(w)).toBe(true);
+    await waitFor("write held frozen", () => worker.snapshot().frozenWrites === 1);
+    // A flush (what an apply asks for) publishes nothing of a frozen folder.
+    const flushed = await worker.flush();
+    expect(flushed).toEqual({ ok: true, tip: before });
+    expect(await h.published(w.id)).toBeNull();
+    expect(worker.snapshot()).toMatchObject({ retainedWrites: 1, pendingWrites: 0, openWindows: 0 });
+    expect(worker.snapshot().retainedBytes).toBeGreaterThan(0);
+    // Resumed: published in order, as if it had just arrived.
+    worker.updateTargets([{ ...target, suspended: false }]);
+    const commit = await waitFor("published after resume", () => h.published(w.id));
+    expect(await h.server.tip("site")).toBe(commit);
+    expect(worker.snapshot().frozenWrites).toBe(0);
+  });
+
+  it("a window open when its GitTarget is suspended is frozen with it", async () => {
+    h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+    const target = h.spec.targets[0]!;
+    const worker = await h.newWorker({ autoPublish: false });
+    const w = configMapWrite(h.key, "a", "1");
+    await h.accept(w);
+    await waitFor("window open", () => worker.snapshot().openWindows === 1);
+    worker.updateTargets([{ ...target, suspended: true }]);
+    expect(worker.snapshot()).toMatchObject({ openWindows: 0, frozenWrites: 1 });
+    await worker.flush();
+    expect(await h.published(w.id)).toBeNull();
+    worker.updateTargets([target]);
+    const result = await worker.flush();
+    expect(result.ok && (await h.published(w.id))).toBe(result.ok ? result.tip : "");
+  });
 });

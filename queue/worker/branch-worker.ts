@@ -15,7 +15,7 @@ import type { BareRepo, FileChange } from "../git/repo.js";
 import { GitRemoteError, PushRejectedError } from "../git/smart-http.js";
 import type { Logger } from "../log.js";
 import { type Clock, systemClock } from "./clock.js";
-import type { BranchSpec } from "./directory.js";
+import type { BranchSpec, TargetSpec } from "./directory.js";
 import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError } from "./inbox.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES, shouldPause, writeCharge } from "./intake-budget.js";
 import type { BranchLease } from "./lease.js";
@@ -152,9 +152,14 @@ export class BranchWorker {
   private doneEntries: string[] = [];
   /** Windows closed since the last announcement to onWriteDecided. */
   private decided: PendingWrite[] = [];
+  /** The branch's GitTargets as last read (the spec at takeover, then every `updateTargets`). */
+  private targets: TargetSpec[];
+  /** Writes of suspended GitTargets, in arrival order: held, charged, never decided or published. */
+  private readonly frozen = new Map<string, HeldWrite[]>();
 
   constructor(private readonly o: BranchWorkerOptions) {
     this.key = o.spec.key;
+    this.targets = o.spec.targets;
     this.inbox = new Inbox(o.redis, o.prefix, o.spec.key);
     this.clock = o.clock ?? systemClock;
     this.metrics = o.metrics ?? noMetrics;
@@ -202,6 +207,37 @@ export class BranchWorker {
     });
   }
 
+  /**
+   * The branch's GitTargets as they are now. A GitTarget that became suspended keeps the writes of
+   * its open window (and every later one) frozen: accepted and charged to the intake budget, never
+   * decided or published. One that resumed has them gathered into windows again, in order.
+   */
+  updateTargets(targets: TargetSpec[]): void {
+    const was = new Set(this.targets.filter((t) => t.suspended).map((t) => `${t.namespace}/${t.name}`));
+    this.targets = targets;
+    const now = this.clock.now();
+    for (const t of targets) {
+      const key = `${t.namespace}/${t.name}`;
+      if (t.suspended && !was.has(key)) {
+        const open = this.windows.get(key);
+        if (open) {
+          this.windows.delete(key);
+          this.frozen.set(key, [...open.writes, ...(this.frozen.get(key) ?? [])]);
+        }
+      }
+    }
+    for (const [key, writes] of [...this.frozen]) {
+      if (this.isSuspended(key)) continue;
+      this.frozen.delete(key);
+      for (const h of writes) this.addWrite(h, now);
+    }
+    this.wake();
+  }
+
+  private isSuspended(target: string): boolean {
+    return this.targets.some((t) => t.suspended === true && `${t.namespace}/${t.name}` === target);
+  }
+
   /** Asks for one observation of the remote (a push notice is only a hint to look). */
   observeSoon(reason: FetchReason = "notice"): void {
     this.observeAsked = reason;
@@ -226,6 +262,7 @@ export class BranchWorker {
       remoteTip: this.remoteTip,
       pendingWrites: this.pending.length,
       openWindows: this.windows.size,
+      frozenWrites: [...this.frozen.values()].reduce((n, w) => n + w.length, 0),
       lastCause: this.retry?.lastCause,
     };
   }
@@ -360,11 +397,17 @@ export class BranchWorker {
   private addWrite(h: HeldWrite, now: number): void {
     const t = h.write.target;
     const target = `${t.namespace}/${t.name}`;
+    if (this.isSuspended(target)) {
+      const frozen = this.frozen.get(target) ?? [];
+      frozen.push(h);
+      this.frozen.set(target, frozen);
+      return;
+    }
     const open = this.windows.get(target);
     const author = `${h.write.author.name} <${h.write.author.email}>`;
     // A window belongs to one author: another author's write is a commit boundary.
     if (open && authorOf(open.writes[0] as HeldWrite) !== author) this.closeWindow(open, now);
-    const spec = this.o.spec.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
+    const spec = this.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
     const saved = addToWindow(
       this.windows,
       target,
@@ -770,7 +813,7 @@ export class BranchWorker {
     this.lastReport = sig;
     try {
       await this.o.status.report(
-        this.o.spec.targets.map((t) => ({ namespace: t.namespace, name: t.name })),
+        this.targets.map((t) => ({ namespace: t.namespace, name: t.name })),
         r,
       );
     } catch (err) {

@@ -23,6 +23,8 @@ export interface TargetSpec {
   uid?: string;
   path: string;
   window: WindowSettings;
+  /** `spec.suspend`: the folder is frozen, its writes are kept and not published. */
+  suspended?: boolean;
 }
 
 export interface BranchSpec {
@@ -104,6 +106,7 @@ export function directoryFromObjects(
       ...(t.metadata.uid ? { uid: t.metadata.uid as string } : {}),
       path: t.spec.path,
       window: targetWindow(t),
+      ...(t.spec.suspend === true ? { suspended: true } : {}),
     });
   }
   return {
