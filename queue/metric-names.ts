@@ -22,8 +22,17 @@ export const METRIC_NAMES = {
   branchIntakePaused: "applygate_branch_intake_paused",
   /** Gauge {branch}: seconds since publication of the branch started retrying (0 when published). */
   branchRetryingSeconds: "applygate_branch_retrying_seconds",
-  /** Gauge {kind,namespace,name}: 1 when the claim's Ready condition is True, else 0. */
+  /**
+   * Gauge {kind,claim_namespace,name}: 1 when the claim's Ready condition is True, else 0. Not
+   * `namespace`: Prometheus sets that label at scrape to the sidecar pod's namespace.
+   */
   claimReady: "applygate_claim_ready",
+  /**
+   * Gauge {applier_kind}: 1 while the sidecar's /readyz would answer 200 (Redis answers, every
+   * watch synced). The sidecar has no readiness probe (it must not gate the applier's pod), so
+   * this gauge and its alert are how a sidecar that is not ready shows.
+   */
+  sidecarReady: "applygate_sidecar_ready",
   /**
    * Counter {applier_kind}: late applies over a newer API edit withheld in an apply window (Git
    * keeps the edit and a Repair becomes due).
@@ -42,7 +51,8 @@ export const METRIC_LABELS = {
   [METRIC_NAMES.operationsUnresolved]: ["applier_kind"],
   [METRIC_NAMES.branchIntakePaused]: ["branch"],
   [METRIC_NAMES.branchRetryingSeconds]: ["branch"],
-  [METRIC_NAMES.claimReady]: ["kind", "namespace", "name"],
+  [METRIC_NAMES.claimReady]: ["kind", "claim_namespace", "name"],
+  [METRIC_NAMES.sidecarReady]: ["applier_kind"],
   [METRIC_NAMES.applyWindowCollisionsTotal]: ["applier_kind"],
 } as const satisfies Record<MetricName, readonly string[]>;
 

@@ -30,11 +30,12 @@ import { KubeEventRecorder } from "./events.js";
 import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
 import { defaultCacheDir } from "./git-ancestry.js";
-import { redisAnswersPing, type SidecarHttp, startSidecarHttp } from "./http.js";
+import { readiness, redisAnswersPing, type SidecarHttp, startSidecarHttp } from "./http.js";
 import { Kube, RESOURCES } from "./kube.js";
 import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { queueReporter } from "./reporter.js";
 import { redisTipCheck } from "./tip-check.js";
+import { DEFAULT_WATCHED_KINDS, parseWatchKinds, type WatchedKind } from "./watch-kinds.js";
 
 export type SidecarApplier = "flux" | "argocd";
 
@@ -119,19 +120,16 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const checksRedis = connectRedis(opts.redisUrl, { maxRetriesPerRequest: 1 });
   // Served before the claim watch syncs, so the startup probe sees a live process meanwhile.
   let claimsSynced = false;
+  const checks = async () => ({
+    redis: await redisAnswersPing(checksRedis),
+    claimsSynced,
+    unsyncedWatches: kube.unsyncedWatches(),
+  });
+  metrics.readyFrom(async () => readiness(await checks()).ready);
   let http: SidecarHttp | undefined;
   if (opts.serve) {
     try {
-      http = await startSidecarHttp({
-        ...opts.serve,
-        metrics,
-        log,
-        checks: async () => ({
-          redis: await redisAnswersPing(checksRedis),
-          claimsSynced,
-          unsyncedWatches: kube.unsyncedWatches(),
-        }),
-      });
+      http = await startSidecarHttp({ ...opts.serve, metrics, log, checks });
     } catch (err) {
       checksRedis.disconnect();
       await reporter.close();
@@ -262,6 +260,21 @@ const settings = {
     parse: parsers.port,
     default: 9091,
   } as Setting<number>,
+  controlNamespace: {
+    flag: "control-namespace",
+    env: "POD_NAMESPACE",
+    help: "argocd: Argo CD's own namespace (Applications there track their objects as <name>, others as <namespace>_<name>); the manifests set the pod's namespace",
+    parse: parsers.string,
+    default: "argocd",
+  } as Setting<string>,
+  watchKinds: {
+    flag: "watch-kinds",
+    env: "APPLYGATE_ARGOCD_WATCH_KINDS",
+    help: "argocd: kinds whose writes by Argo CD the window observer watches, as apiVersion/Kind separated by commas, or none (each is listed and kept in memory cluster-wide)",
+    parse: parseWatchKinds,
+    default: DEFAULT_WATCHED_KINDS,
+    defaultLabel: DEFAULT_WATCHED_KINDS.map((k) => `${k.apiVersion}/${k.kind}`).join(","),
+  } as Setting<WatchedKind[]>,
   instance: {
     flag: "instance",
     env: "POD_NAME",
@@ -299,6 +312,9 @@ export async function run(argv: string[]): Promise<number> {
     concurrency: config.concurrency,
     cacheDir: config.cacheDir,
     serve: { port: config.metricsPort },
+    ...(config.applier === "argocd"
+      ? { options: { controlNamespace: config.controlNamespace, watchKinds: config.watchKinds } }
+      : {}),
   });
   const signal = await stopSignal();
   log.info({ signal }, "stopping");

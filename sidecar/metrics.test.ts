@@ -14,6 +14,13 @@ import { startSidecar } from "./main.js";
 import { createSidecarMetrics } from "./metrics.js";
 
 /** Value of the series `name` whose labels are exactly `labels`; undefined when absent. */
+/** A claim's labels on applygate_claim_ready (not `namespace`: Prometheus sets that at scrape). */
+const series = (c: { kind: string; namespace: string; name: string }) => ({
+  kind: c.kind,
+  claim_namespace: c.namespace,
+  name: c.name,
+});
+
 function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
   for (const line of text.split("\n")) {
     const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
@@ -63,17 +70,17 @@ describe("sidecar metrics", () => {
     m.claimReady(web, "True");
     m.claimReady(api, "Unknown");
     let text = await m.text();
-    expect(sample(text, "applygate_claim_ready", web)).toBe(1);
-    expect(sample(text, "applygate_claim_ready", api)).toBe(0);
+    expect(sample(text, "applygate_claim_ready", series(web))).toBe(1);
+    expect(sample(text, "applygate_claim_ready", series(api))).toBe(0);
     m.claimReady(web, "False");
     m.claimsPresent("FluxClaim", [web]);
     text = await m.text();
-    expect(sample(text, "applygate_claim_ready", web)).toBe(0);
-    expect(sample(text, "applygate_claim_ready", api)).toBeUndefined();
+    expect(sample(text, "applygate_claim_ready", series(web))).toBe(0);
+    expect(sample(text, "applygate_claim_ready", series(api))).toBeUndefined();
     // Claims of another kind are not this sweep's to remove.
     m.claimReady({ ...web, kind: "ArgoCDClaim" }, "True");
     m.claimsPresent("FluxClaim", []);
-    expect(sample(await m.text(), "applygate_claim_ready", { ...web, kind: "ArgoCDClaim" })).toBe(1);
+    expect(sample(await m.text(), "applygate_claim_ready", series({ ...web, kind: "ArgoCDClaim" }))).toBe(1);
   });
 
   it("process metrics only when asked", async () => {
@@ -256,11 +263,11 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
 `);
       const web = { kind: "FluxClaim", namespace: "metrics-apps", name: "web" };
       await until(
-        async () => sample(await metrics(), "applygate_claim_ready", web) === 1,
+        async () => sample(await metrics(), "applygate_claim_ready", series(web)) === 1,
         "applygate_claim_ready 1",
       );
       expect(await metrics()).toMatch(
-        /^applygate_claim_ready\{kind="FluxClaim",namespace="metrics-apps",name="web"\} 1$/m,
+        /^applygate_claim_ready\{kind="FluxClaim",claim_namespace="metrics-apps",name="web"\} 1$/m,
       );
       const flux = { applier_kind: "flux" };
       expect(sample(await metrics(), "applygate_operations_unresolved", flux)).toBe(0);
@@ -285,17 +292,18 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
       state.external = { configured: false, reason: "SuspendOwnedElsewhere", message: "someone else" };
       sidecar.reconciler.schedule(0);
       await until(
-        async () => sample(await metrics(), "applygate_claim_ready", web) === 0,
+        async () => sample(await metrics(), "applygate_claim_ready", series(web)) === 0,
         "applygate_claim_ready 0",
       );
       // A deleted claim's series goes away.
       state.external = { configured: true };
       await sidecar.kube.delete(RESOURCES.fluxClaim, "metrics-apps", "web");
       await until(
-        async () => sample(await metrics(), "applygate_claim_ready", web) === undefined,
+        async () => sample(await metrics(), "applygate_claim_ready", series(web)) === undefined,
         "applygate_claim_ready removed",
       );
       expect(await metrics()).toContain("process_cpu_seconds_total");
+      expect(sample(await metrics(), "applygate_sidecar_ready", flux)).toBe(1);
     } finally {
       for (const r of release.values()) r(); // a failed check must not leave stop() waiting on it
       await sidecar.stop();
@@ -332,8 +340,14 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
       }, "503 while the GitTarget list fails");
       expect(down.body).toContain(`watches: not synced: ${targets}`);
       expect(down.body).toContain("redis: ok");
+      const ready = async () => {
+        const text = await (await fetch(`${sidecar.http?.url}/metrics`)).text();
+        return sample(text, "applygate_sidecar_ready", { applier_kind: "flux" });
+      };
+      expect(await ready()).toBe(0);
       server.faults.reset();
       await until(async () => (await readyz()).status === 200, "ready again once the list lands");
+      expect(await ready()).toBe(1);
     } finally {
       server.faults.reset();
       await sidecar.stop();

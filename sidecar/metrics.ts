@@ -33,6 +33,8 @@ export interface OperationMetrics {
 
 export interface SidecarMetrics extends ClaimMetrics, OperationMetrics {
   registry: Registry;
+  /** Where `applygate_sidecar_ready` reads readiness from at each scrape. */
+  readyFrom(check: () => Promise<boolean>): void;
   /** The Prometheus text exposition of every metric. */
   text(): Promise<string>;
 }
@@ -53,9 +55,22 @@ export function createSidecarMetrics(opts: SidecarMetricsOptions = {}): SidecarM
   const claimReady = new Gauge({
     name: METRIC_NAMES.claimReady,
     help: "1 when the claim's Ready condition is True, else 0.",
-    labelNames: ["kind", "namespace", "name"],
+    labelNames: ["kind", "claim_namespace", "name"],
     registers: [registry],
   });
+  let readyCheck: (() => Promise<boolean>) | undefined;
+  new Gauge({
+    name: METRIC_NAMES.sidecarReady,
+    help: "1 while the sidecar is ready (Redis answers, every watch synced), else 0.",
+    labelNames: ["applier_kind"],
+    registers: [registry],
+    async collect() {
+      if (!readyCheck) return;
+      const ready = await readyCheck().catch(() => false);
+      for (const kind of opts.kinds ?? []) this.set({ applier_kind: kind }, ready ? 1 : 0);
+    },
+  });
+  const labels = (c: ClaimIdentity) => ({ kind: c.kind, claim_namespace: c.namespace, name: c.name });
   const unresolved = new Gauge({
     name: METRIC_NAMES.operationsUnresolved,
     help: "Operations this sidecar follows that are in phase Unresolved.",
@@ -94,16 +109,19 @@ export function createSidecarMetrics(opts: SidecarMetricsOptions = {}): SidecarM
   return {
     registry,
     text: () => registry.metrics(),
+    readyFrom(check) {
+      readyCheck = check;
+    },
     claimReady(claim, status) {
       claims.set(claimKey(claim), claim);
-      claimReady.set({ ...claim }, status === "True" ? 1 : 0);
+      claimReady.set(labels(claim), status === "True" ? 1 : 0);
     },
     claimsPresent(kind, present) {
       const keep = new Set(present.map(claimKey));
       for (const [key, claim] of claims) {
         if (claim.kind !== kind || keep.has(key)) continue;
         claims.delete(key);
-        claimReady.remove({ ...claim });
+        claimReady.remove(labels(claim));
       }
     },
     attempt(kind) {

@@ -3,7 +3,8 @@
  * starts the sync until 10 s after it ends), report each write to an object carrying the
  * Application's tracking annotation that Argo CD's managers alone made (`applierWriteOf`, against
  * the version seen before), so the branch worker can tell the apply landing from an edit. It watches the kinds it is
- * configured with (default ConfigMaps, Secrets, Services, Deployments), across all namespaces.
+ * configured with (default ConfigMaps, Services, Deployments: never Secrets unless asked), across
+ * all namespaces.
  */
 import type * as k8s from "@kubernetes/client-node";
 import type { Logger } from "../../queue/log.js";
@@ -11,6 +12,7 @@ import type { WindowObserver } from "../applier-kind.js";
 import { type KObject, type Kube, Watcher } from "../kube.js";
 import type { ClaimLocator } from "../operation-record.js";
 import type { Reporter } from "../reporter.js";
+import { DEFAULT_WATCHED_KINDS, type WatchedKind } from "../watch-kinds.js";
 import { appInstance } from "./application.js";
 import type { WindowHooks } from "./executor.js";
 import {
@@ -21,17 +23,7 @@ import {
   windowsFor,
 } from "./window-writes.js";
 
-export interface WatchedKind {
-  apiVersion: string;
-  kind: string;
-}
-
-export const DEFAULT_WATCHED_KINDS: WatchedKind[] = [
-  { apiVersion: "v1", kind: "ConfigMap" },
-  { apiVersion: "v1", kind: "Secret" },
-  { apiVersion: "v1", kind: "Service" },
-  { apiVersion: "apps/v1", kind: "Deployment" },
-];
+export { DEFAULT_WATCHED_KINDS, parseWatchKinds, type WatchedKind } from "../watch-kinds.js";
 
 export interface ArgoCDWindowObserverDeps {
   kube: Kube;

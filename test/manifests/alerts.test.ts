@@ -2,8 +2,9 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { ALL_METRIC_NAMES, METRIC_LABELS, type MetricName } from "../../queue/metric-names.js";
-import { REPO_ROOT } from "./kustomize.js";
+import { APPLIER_KINDS, attemptsQueue, QUEUES } from "../../queue/contract.js";
+import { ALL_METRIC_NAMES, METRIC_LABELS, METRIC_NAMES, type MetricName } from "../../queue/metric-names.js";
+import { build, KUBECTL_AVAILABLE, OVERLAYS, REPO_ROOT } from "./kustomize.js";
 import { readExpr } from "./promql.js";
 
 interface Rule {
@@ -21,6 +22,18 @@ const dashboardExprs: string[] = dashboard.panels.flatMap((p: { targets?: { expr
   (p.targets ?? []).map((t) => t.expr),
 );
 const operations = readFileSync(resolve(REPO_ROOT, "docs/operations.md"), "utf8");
+const runbookBase = parse(readFileSync(resolve(REPO_ROOT, "manifests/monitoring/runbooks.yaml"), "utf8")).data
+  .base as string;
+
+/** Labels Prometheus (Operator) sets on every series at scrape: a metric label of the same name is renamed exported_<name>. */
+const TARGET_LABELS = ["namespace", "pod", "container", "service", "endpoint", "job", "instance"];
+
+/** The runbook section of one alert in docs/operations.md. */
+function runbook(alert: string): string {
+  const start = operations.indexOf(`### ${alert}\n`);
+  const next = operations.indexOf("\n### ", start + 1);
+  return operations.slice(start, next === -1 ? undefined : next);
+}
 
 describe("reading PromQL", () => {
   it("finds metric names and grouping labels, not functions, keywords, labels or ranges", () => {
@@ -40,7 +53,7 @@ describe("PrometheusRule ↔ queue/metric-names.ts", () => {
     ...dashboardExprs.map((expr, i) => ({ where: `dashboard target ${i}`, expr })),
   ];
 
-  it("has the eight alerts the operators' runbook covers, and one for missing metrics", () => {
+  it("has the nine alerts the operators' runbook covers, and one for missing metrics", () => {
     expect(alerts.map((a) => a.alert).sort()).toEqual(
       [
         "ApplygateApplyWindowCollisions",
@@ -52,6 +65,7 @@ describe("PrometheusRule ↔ queue/metric-names.ts", () => {
         "ApplygateMetricsMissing",
         "ApplygateOperationUnresolved",
         "ApplygatePublicationRetrying",
+        "ApplygateSidecarNotReady",
       ].sort(),
     );
   });
@@ -62,7 +76,10 @@ describe("PrometheusRule ↔ queue/metric-names.ts", () => {
       const use = readExpr(expr);
       expect(use.metrics.length).toBeGreaterThan(0);
       for (const m of use.metrics) expect(ALL_METRIC_NAMES).toContain(m);
-      const labels = new Set(use.metrics.flatMap((m) => METRIC_LABELS[m as MetricName] ?? []));
+      const labels = new Set([
+        ...use.metrics.flatMap((m) => METRIC_LABELS[m as MetricName] ?? []),
+        ...TARGET_LABELS,
+      ]);
       for (const l of use.groupingLabels) expect([...labels]).toContain(l);
     },
   );
@@ -76,7 +93,65 @@ describe("PrometheusRule ↔ queue/metric-names.ts", () => {
     expect(["warning", "critical"]).toContain(a.labels?.severity);
     expect(a.annotations?.summary).toBeTruthy();
     const anchor = a.alert.toLowerCase();
-    expect(a.annotations?.runbook_url).toBe(`docs/operations.md#${anchor}`);
+    expect(a.annotations?.runbook_url).toBe(`${runbookBase}#${anchor}`);
     expect(operations).toMatch(new RegExp(`^### ${a.alert}$`, "m"));
   });
+
+  it("links runbooks absolutely, from a base one ConfigMap sets for the whole rule", () => {
+    expect(new URL(runbookBase).protocol).toBe("https:");
+  });
+
+  it.skipIf(!KUBECTL_AVAILABLE)("takes the runbook base from runbooks.yaml when built", () => {
+    const built = build(OVERLAYS.monitoring);
+    // The ConfigMap is local-config: it sets the links and is not applied.
+    expect(built.filter((o) => o.metadata.name === "applygate-runbooks")).toEqual([]);
+    const builtRule = built.find((o) => o.kind === "PrometheusRule") as unknown as {
+      spec: { groups: { rules: Rule[] }[] };
+    };
+    const urls = builtRule.spec.groups.flatMap((g: { rules: Rule[] }) =>
+      g.rules.map((r) => r.annotations?.runbook_url),
+    );
+    expect(urls.length).toBe(alerts.length);
+    for (const url of urls)
+      expect(url).toMatch(new RegExp(`^${runbookBase.replace(/[.]/g, "\\.")}#applygate`));
+  });
+
+  it("gives no metric a label Prometheus sets at scrape (it would be renamed exported_<label>)", () => {
+    for (const [metric, labels] of Object.entries(METRIC_LABELS)) {
+      for (const l of labels) expect(TARGET_LABELS, `${metric} label ${l}`).not.toContain(l);
+    }
+  });
+
+  it("never calls an attempt job stuck: it stays active while its operation is followed", () => {
+    const stuck = alerts.find((a) => a.alert === "ApplygateJobStuck")!;
+    const matcher = /applygate_queue_stuck_jobs\{queue!~"([^"]+)"\}/.exec(stuck.expr);
+    expect(matcher, stuck.expr).not.toBeNull();
+    const excluded = new RegExp(`^(?:${matcher![1]})$`);
+    for (const kind of APPLIER_KINDS) expect(attemptsQueue(kind)).toMatch(excluded);
+    for (const q of Object.values(QUEUES)) expect(q).not.toMatch(excluded);
+  });
+
+  it("names the gateway, which exports the queue metrics, in the MetricsMissing runbook", () => {
+    const text = runbook("ApplygateMetricsMissing");
+    expect(text).toContain("applygate-gateway");
+    expect(text).not.toContain("applygate-worker-metrics");
+  });
+});
+
+describe("Grafana dashboard", () => {
+  // Every gateway replica exports the same queue figures (read from Redis, or counted from the
+  // same queue events): summing over replicas would double them.
+  const perQueue = [
+    METRIC_NAMES.queueJobs,
+    METRIC_NAMES.queueOldestWaitingSeconds,
+    METRIC_NAMES.queueStuckJobs,
+    METRIC_NAMES.jobsFailedTotal,
+  ];
+  it.each(dashboardExprs.filter((e) => perQueue.some((m) => e.includes(m))))(
+    "%s takes one replica's figure (max), never a sum over replicas",
+    (expr) => {
+      expect(expr).not.toMatch(/\b(sum|count)\b/);
+      expect(expr).toMatch(/\bmax\b/);
+    },
+  );
 });

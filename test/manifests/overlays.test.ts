@@ -101,7 +101,9 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
       expect(sc.allowPrivilegeEscalation, label).toBe(false);
       expect(sc.capabilities?.drop, label).toEqual(["ALL"]);
       expect(c.livenessProbe, label).toBeDefined();
-      expect(c.readinessProbe, label).toBeDefined();
+      // A sidecar's readiness would be its applier's pod's: it has none (docs/operations.md).
+      if (c.name === "applygate-sidecar") expect(c.readinessProbe, label).toBeUndefined();
+      else expect(c.readinessProbe, label).toBeDefined();
       expect(c.resources?.requests?.memory, label).toBeDefined();
       expect(c.resources?.limits?.memory, label).toBeDefined();
     }
@@ -176,6 +178,15 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
       expect(template.metadata?.annotations?.["kubectl.kubernetes.io/default-container"]).toBe(appContainer);
       const sidecar = pod.containers.find((c) => c.name === "applygate-sidecar")!;
       expect(sidecar.args).toEqual(["sidecar", "--applier", applier]);
+      // A missing Secret must not keep the applier's pod from starting.
+      const redisUrl = sidecar.env!.find((e) => e.name === "REDIS_URL")!;
+      expect(redisUrl.valueFrom.secretKeyRef).toEqual({
+        name: "applygate-redis",
+        key: "url",
+        optional: true,
+      });
+      const tmp = pod.volumes.find((v: any) => v.name === "applygate-tmp");
+      expect(tmp.emptyDir.sizeLimit, "a bounded cache volume").toBeDefined();
       expect((workload as Workload).spec.template.metadata?.labels?.["applygate.dev/redis-client"]).toBe(
         "true",
       );
@@ -188,6 +199,23 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
       }
     });
   }
+
+  it("admits Prometheus to the sidecar's metrics port on the applier's pods (the appliers' own policies admit only theirs)", () => {
+    for (const [overlay, kind, name] of [
+      ["flux", "Deployment", "kustomize-controller"],
+      ["argocd", "StatefulSet", "argocd-application-controller"],
+    ] as const) {
+      const objects = built[overlay]!;
+      const workload = find(objects, kind, name) as Workload;
+      const policy = find(objects, "NetworkPolicy", "applygate-sidecar-metrics") as any;
+      expect(policy.metadata.namespace).toBe(workload.metadata.namespace);
+      const labels = workload.spec.template.metadata?.labels ?? {};
+      for (const [k, v] of Object.entries(policy.spec.podSelector.matchLabels)) expect(labels[k]).toBe(v);
+      const sidecar = podSpec(workload).containers.find((c) => c.name === "applygate-sidecar")!;
+      const port = sidecar.ports!.find((p) => p.name === "applygate-http")!.containerPort;
+      expect(policy.spec.ingress.flatMap((i: any) => i.ports.map((p: any) => p.port))).toContain(port);
+    }
+  });
 
   it("adds the sidecar to upstream Argo CD's install.yaml, which names no namespace, under namespace: argocd", () => {
     const objects = built.argocdUpstream!;
