@@ -105,6 +105,11 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   const server: Server = createServer((req, res) => {
     void handle(ctx, req, res);
   });
+  // Like kube-apiserver, never close an idle connection: clients close theirs. With Node's 5 s
+  // default, a client reusing a pooled socket just as the server times it out (timers fire late
+  // on a loaded machine, or after a synchronous step blocked the event loop) got ECONNRESET on a
+  // request it cannot retry.
+  server.keepAliveTimeout = 0;
   server.on("connection", (s) => {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
