@@ -1,6 +1,6 @@
 /**
  * The catalog read from the cluster. GitProviders and GitTargets come from informers (all
- * namespaces, or one). Secrets are never listed or watched: the gateway may only `get` a Secret
+ * namespaces, or one); ScopeGrants, being cluster-scoped, from a cluster-wide informer. Secrets are never listed or watched: the gateway may only `get` a Secret
  * by name, in namespaces that opted in (docs/security.md), so the catalog reads exactly the
  * Secrets those objects name, at once when a name appears and again every `secretRefreshMs` so a
  * rotation takes effect without a restart.
@@ -26,6 +26,8 @@ import {
   GROUP,
   gitProvider,
   gitTarget,
+  SCOPE_GRANT_PLURAL,
+  scopeGrant,
   VERSION,
 } from "../queue/crds/index.js";
 import { type Logger, silentLogger } from "../queue/log.js";
@@ -88,6 +90,7 @@ export class ClusterCatalog implements Catalog {
   #stopRefresh: (() => void) | undefined;
   readonly #providers: Watched<KubernetesObject>;
   readonly #targets: Watched<KubernetesObject>;
+  readonly #grants: Watched<KubernetesObject>;
   readonly #core: CoreV1Api;
   /** The Secrets currently named, and what the last read of each gave. */
   #refs = new Map<string, SecretRef>();
@@ -96,7 +99,7 @@ export class ClusterCatalog implements Catalog {
   readonly #log: Logger;
 
   /** Restarts seen per informer, for tests and logs. */
-  readonly restarts = { providers: 0, targets: 0 };
+  readonly restarts = { providers: 0, targets: 0, grants: 0 };
 
   private constructor(private readonly opts: ClusterCatalogOptions) {
     this.#log = opts.log ?? silentLogger();
@@ -114,6 +117,16 @@ export class ClusterCatalog implements Catalog {
       >;
     this.#providers = makeInformer(kc, customPath(GIT_PROVIDER_PLURAL), listCustom(GIT_PROVIDER_PLURAL));
     this.#targets = makeInformer(kc, customPath(GIT_TARGET_PLURAL), listCustom(GIT_TARGET_PLURAL));
+    this.#grants = makeInformer(
+      kc,
+      `/apis/${GROUP}/${VERSION}/${SCOPE_GRANT_PLURAL}`,
+      () =>
+        custom.listClusterCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: SCOPE_GRANT_PLURAL,
+        }) as Promise<KubernetesListObject<KubernetesObject>>,
+    );
   }
 
   /** Starts watching and resolves once both kinds were listed and every named Secret read once. */
@@ -138,13 +151,21 @@ export class ClusterCatalog implements Catalog {
     const entries = [
       ["providers", this.#providers],
       ["targets", this.#targets],
+      ["grants", this.#grants],
     ] as const;
     for (const [name, informer] of entries) {
       for (const verb of ["add", "update", "delete"] as const)
         informer.on(verb, () => this.#scheduleRebuild());
       informer.on("error", (err) => this.#restart(name, informer, err));
     }
-    await Promise.all(entries.map(([, informer]) => informer.start()));
+    // Without the ScopeGrant kind installed nobody holds a grant: start without, keep trying.
+    await Promise.all(
+      entries.map(([name, informer]) =>
+        name === "grants"
+          ? informer.start().catch((err) => this.#restart(name, informer, err))
+          : informer.start(),
+      ),
+    );
     this.#rebuild();
     await Promise.all(this.#reading.values());
     this.#rebuild();
@@ -246,6 +267,7 @@ export class ClusterCatalog implements Catalog {
   #rebuild(): void {
     const providers = this.#valid(this.#providers, gitProvider, "GitProvider");
     const targets = this.#valid(this.#targets, gitTarget, "GitTarget");
+    const grants = this.#valid(this.#grants, scopeGrant, "ScopeGrant");
     const refs = namedSecrets(providers, targets);
     const added = [...refs.keys()].filter((key) => !this.#refs.has(key));
     for (const key of this.#secrets.keys()) if (!refs.has(key)) this.#secrets.delete(key);
@@ -257,7 +279,7 @@ export class ClusterCatalog implements Catalog {
       const ref = refs.get(key);
       if (ref && cached.data) secrets.push({ namespace: ref.namespace, name: ref.name, data: cached.data });
     }
-    this.#snapshot = buildSnapshot({ providers, targets, secrets });
+    this.#snapshot = buildSnapshot({ providers, targets, secrets, grants });
   }
 
   /** The watched objects the schema accepts; each one it refuses is logged and left out. */
@@ -282,7 +304,7 @@ export class ClusterCatalog implements Catalog {
     this.#stopping = true;
     this.#stopRefresh?.();
     for (const t of this.#timers) clearTimeout(t);
-    await Promise.all([this.#providers.stop(), this.#targets.stop()]);
+    await Promise.all([this.#providers.stop(), this.#targets.stop(), this.#grants.stop()]);
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * The catalog read from a YAML file of GitProvider, GitTarget and Secret objects (documents
+ * The catalog read from a YAML file of GitProvider, GitTarget, ScopeGrant and Secret objects (documents
  * separated by `---`, or `kind: List`), reloaded when the file changes. A file that fails to load
  * at start stops the gateway with one line; a bad edit later keeps the last good catalog.
  */
@@ -15,6 +15,9 @@ import {
   type GitTarget,
   gitProvider,
   gitTarget,
+  SCOPE_GRANT_KIND,
+  type ScopeGrant,
+  scopeGrant,
 } from "../queue/crds/index.js";
 import type { Logger } from "../queue/log.js";
 import {
@@ -30,7 +33,7 @@ type Obj = Record<string, unknown>;
 
 /** Parses the text of a catalog file. Throws an Error whose message names the bad document. Pure. */
 export function parseCatalogText(text: string): CatalogObjects {
-  const out: CatalogObjects = { providers: [], targets: [], secrets: [] };
+  const out: CatalogObjects = { providers: [], targets: [], secrets: [], grants: [] };
   const docs = parseAllDocuments(text);
   if (!Array.isArray(docs)) throw new Error("not a YAML document stream");
   const items: { obj: unknown; where: string }[] = [];
@@ -60,6 +63,8 @@ export function parseCatalogText(text: string): CatalogObjects {
       out.providers.push(validate(gitProvider, obj, label) as GitProvider);
     } else if (o.kind === GIT_TARGET_KIND && o.apiVersion === API_VERSION) {
       out.targets.push(validate(gitTarget, obj, label) as GitTarget);
+    } else if (o.kind === SCOPE_GRANT_KIND && o.apiVersion === API_VERSION) {
+      out.grants!.push(validate(scopeGrant, obj, label) as ScopeGrant);
     }
     // Other kinds (claims, Flux or Argo objects) may share the file; the gateway does not need them.
   }

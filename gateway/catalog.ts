@@ -11,8 +11,10 @@ import {
   type GitTarget,
   INTAKE_HMAC_KEY,
   INTAKE_TOKEN_KEY,
+  type ScopeGrant,
   WEBHOOK_SECRET_TOKEN_KEY,
 } from "../queue/crds/index.js";
+import { type Scope, scopeOf } from "../queue/scope.js";
 import { hookPath } from "./verify.js";
 
 /** A Secret as both sources hold it: decoded string values. */
@@ -26,6 +28,8 @@ export interface CatalogObjects {
   providers: GitProvider[];
   targets: GitTarget[];
   secrets: SecretData[];
+  /** ScopeGrants: what GitTargets may hold beyond their own namespace. */
+  grants?: ScopeGrant[];
 }
 
 export interface ProviderEntry {
@@ -57,6 +61,8 @@ export interface TargetEntry {
   problem?: string;
   intakeToken?: string;
   intakeHmacKey?: string;
+  /** What its writes may hold (queue/scope.ts). */
+  scope: Scope;
 }
 
 export interface CatalogSnapshot {
@@ -127,6 +133,10 @@ export function buildSnapshot(objects: CatalogObjects): CatalogSnapshot {
       path: t.spec.path,
       providerNamespace,
       providerName: t.spec.providerRef.name,
+      scope: scopeOf(
+        { namespace, name: t.metadata.name, allowedKinds: t.spec.allowedKinds },
+        objects.grants ?? [],
+      ),
     };
     if (t.metadata.uid) entry.uid = t.metadata.uid;
     const provider = byName.get(nn(providerNamespace, t.spec.providerRef.name));

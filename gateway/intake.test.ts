@@ -121,6 +121,171 @@ describe("intake", () => {
     expect(notJson.statusCode).toBe(400);
   });
 
+  it("refuses with 403 a write outside the target's scope, naming the object and the rule, and queues nothing", async () => {
+    const before = (await inbox()).length;
+    const foreign = {
+      ...write,
+      changes: [
+        write.changes[0],
+        {
+          op: "upsert",
+          object: {
+            apiVersion: "v1",
+            kind: "ConfigMap",
+            metadata: { name: "evil", namespace: "kube-system" },
+          },
+        },
+      ],
+    };
+    const clusterRole = {
+      ...write,
+      changes: [
+        {
+          op: "upsert",
+          object: {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "ClusterRole",
+            metadata: { name: "escalate" },
+            rules: [{ apiGroups: ["*"], resources: ["*"], verbs: ["*"] }],
+          },
+        },
+      ],
+    };
+    const deleteForeign = {
+      ...write,
+      changes: [
+        { op: "delete", ref: { apiVersion: "v1", kind: "Secret", namespace: "kube-system", name: "s" } },
+      ],
+    };
+    const a = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: foreign });
+    expect(a.statusCode).toBe(403);
+    expect(a.json()).toMatchObject({
+      field: "changes.1",
+      object: "ConfigMap kube-system/evil",
+      rule: "ForeignNamespace",
+    });
+    expect(a.json().error).toMatch(/GitTarget apps\/infra holds namespaced objects in apps only/);
+    const b = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: clusterRole });
+    expect(b.statusCode).toBe(403);
+    expect(b.json()).toMatchObject({ object: "ClusterRole escalate", rule: "ClusterScoped" });
+    const c = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: deleteForeign });
+    expect(c.statusCode).toBe(403);
+    expect((await inbox()).length).toBe(before);
+    const metrics = await gw.metrics.registry.getSingleMetricAsString(
+      "applygate_gateway_refused_writes_total",
+    );
+    expect(metrics).toContain(
+      'applygate_gateway_refused_writes_total{target="apps/infra",reason="ForeignNamespace"} 2',
+    );
+    expect(metrics).toContain(
+      'applygate_gateway_refused_writes_total{target="apps/infra",reason="ClusterScoped"} 1',
+    );
+  });
+
+  it("refuses with 422 naming the field whatever the worker could not store, and queues nothing", async () => {
+    const before = (await inbox()).length;
+    const post = (object: unknown) =>
+      gw.app.inject({
+        method: "POST",
+        url: WRITES,
+        headers: bearer,
+        payload: { ...write, changes: [{ op: "upsert", object }] },
+      });
+    const gitName = await post({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: ".git:x" },
+    });
+    expect(gitName.statusCode).toBe(422);
+    expect(gitName.json().field).toBe("changes.0.object.metadata.name");
+    for (const name of ["../../../evil", "a/b", "a\u0000b", "..."]) {
+      const r = await post({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace: NS } });
+      expect(r.statusCode, name).toBe(422);
+    }
+    let deep: unknown = 1;
+    for (let i = 0; i < 1000; i++) deep = { a: deep };
+    const nested = await post({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "d", namespace: NS },
+      data: deep,
+    });
+    expect(nested.statusCode).toBe(422);
+    expect(nested.json().error).toMatch(/^changes\.0\.object: nested deeper than/);
+    expect((await inbox()).length).toBe(before);
+  });
+
+  it("answers 4xx, not 503, for a body nested deeper than serializing it allows", async () => {
+    const levels = 200_000;
+    const body = `{"author":{"name":"a","email":"a@b"},"changes":[{"op":"upsert","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"${NS}"},"data":${"[".repeat(levels)}${"]".repeat(levels)}}}]}`;
+    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: body });
+    expect(r.statusCode).toBe(422);
+  });
+
+  it("accepts what a ScopeGrant adds, and refuses what the target's allowedKinds leaves out", async () => {
+    const objects = fixtureObjects();
+    const grant = {
+      apiVersion: "applygate.dev/v1alpha1" as const,
+      kind: "ScopeGrant" as const,
+      metadata: { name: "infra-rbac" },
+      spec: {
+        targets: [{ namespace: NS, name: "infra" }],
+        namespaces: ["kube-system"],
+        kinds: [{ group: "rbac.authorization.k8s.io", kind: "ClusterRole" }],
+      },
+    };
+    const granted = await createGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog: new StaticCatalog({ ...objects, grants: [grant] }),
+      processMetrics: false,
+      queueEvents: false,
+    });
+    const narrowed = await createGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog: new StaticCatalog({
+        ...objects,
+        targets: objects.targets.map((t) =>
+          t.metadata.name === "infra"
+            ? { ...t, spec: { ...t.spec, allowedKinds: [{ group: "", kind: "Secret" }] } }
+            : t,
+        ),
+      }),
+      processMetrics: false,
+      queueEvents: false,
+    });
+    try {
+      const post = (g: Gateway, object: Record<string, unknown>) =>
+        g.app.inject({
+          method: "POST",
+          url: WRITES,
+          headers: bearer,
+          payload: { ...write, changes: [{ op: "upsert", object }] },
+        });
+      const cr = {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRole",
+        metadata: { name: "reader" },
+      };
+      const ks = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", namespace: "kube-system" } };
+      expect((await post(granted, cr)).statusCode).toBe(202);
+      expect((await post(granted, ks)).statusCode).toBe(202);
+      const crb = {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRoleBinding",
+        metadata: { name: "b" },
+      };
+      expect((await post(granted, crb)).statusCode).toBe(403);
+      const own = await post(narrowed, write.changes[0]!.object);
+      expect(own.statusCode).toBe(403);
+      expect(own.json().rule).toBe("KindNotAllowed");
+    } finally {
+      await granted.close();
+      await narrowed.close();
+    }
+  });
+
   it("answers 429 with Retry-After while the worker pauses the branch's intake, and writes nothing", async () => {
     const before = (await inbox()).length;
     await redis.client.hset(branchKeys(redis.prefix, BK).intake, { paused: "1", retryAfter: "17" });
@@ -153,6 +318,34 @@ describe("intake", () => {
     const r = await pending;
     expect(r.statusCode).toBe(200);
     expect(r.json()).toEqual({ id, branchKey: BK, published: true, commit });
+  });
+
+  it("with wait=published answers at once when the worker settles the write as refused", async () => {
+    const known = (await inbox()).length;
+    const started = Date.now();
+    const pending = gw.app.inject({
+      method: "POST",
+      url: `${WRITES}?wait=published&timeout=30`,
+      headers: bearer,
+      payload: write,
+    });
+    const deadline = Date.now() + 5000;
+    let entries = await inbox();
+    while (entries.length === known && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 10));
+      entries = await inbox();
+    }
+    const id = (entries.at(-1)!.data as { id: string }).id;
+    // What the worker's fenced settle does for a refused write.
+    await redis.client.set(writePublishedKey(redis.prefix, id), "refused: CommitFailed: boom", "EX", 3600);
+    await redis.client.publish(
+      publishedChannel(redis.prefix),
+      JSON.stringify({ id, refused: "CommitFailed: boom" }),
+    );
+    const r = await pending;
+    expect(r.statusCode).toBe(422);
+    expect(r.json()).toEqual({ id, branchKey: BK, published: false, refused: "CommitFailed: boom" });
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   it("with wait=published answers 202 unpublished when the bound passes", async () => {

@@ -12,6 +12,8 @@ import type { ZodError, ZodType, ZodTypeDef } from "zod";
 import { type AcceptedWrite, RefusalNotice, RefusalRequest, WriteRequest } from "../queue/contract.js";
 import { acceptWrite, enqueueNotice } from "../queue/intake.js";
 import type { Logger } from "../queue/log.js";
+import { checkChanges } from "../queue/scope.js";
+import { writeProblem } from "../queue/write-check.js";
 import { sendUnavailable, withTimeout } from "./answers.js";
 import type { Catalog, TargetEntry } from "./catalog.js";
 import type { GatewayMetrics, IntakeOutcome } from "./metrics.js";
@@ -132,6 +134,30 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
     waitMs = Math.min(deps.maxWaitMs, seconds * 1000);
   }
   const { target } = p;
+  const refused = (reason: string) =>
+    deps.metrics.refusedWrites.inc({ target: `${target.namespace}/${target.name}`, reason });
+  // Whatever the worker could not store is refused here, so no accepted write can block a branch.
+  const problem = writeProblem(p.request.changes);
+  if (problem) {
+    count("unstorable");
+    refused("Unstorable");
+    return reply.code(422).send({ error: `${problem.field}: ${problem.message}`, field: problem.field });
+  }
+  const scoped = checkChanges(target.scope, p.request.changes);
+  if (!scoped.ok) {
+    count("forbidden");
+    refused(scoped.reason);
+    deps.log.info(
+      { target: `${target.namespace}/${target.name}`, object: scoped.object, rule: scoped.reason },
+      "write refused: outside the GitTarget's scope",
+    );
+    return reply.code(403).send({
+      error: scoped.message,
+      field: `changes.${scoped.index}`,
+      object: scoped.object,
+      rule: scoped.reason,
+    });
+  }
   const write: AcceptedWrite = {
     ...p.request,
     id: `w-${randomUUID()}`,
@@ -141,17 +167,31 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
     acceptedAt: deps.now().toISOString(),
   };
   const log = deps.log.child({ branch: target.branchKey, target: `${target.namespace}/${target.name}` });
+  let encoded: string;
+  try {
+    encoded = JSON.stringify(write);
+  } catch (err) {
+    // Not Redis's fault: the body is at fault, and 503 is for Redis alone.
+    count("invalid");
+    return reply.code(400).send({ error: `body: cannot be serialized: ${(err as Error).message}` });
+  }
   const started = performance.now();
   let result: Awaited<ReturnType<typeof acceptWrite>>;
   try {
     // Subscribe before accepting, so the publication cannot slip past between the two.
     if (wait) await withTimeout(deps.publications.ready(), deps.redisTimeoutMs, "subscribe");
     result = await withTimeout(
-      acceptWrite(deps.redis, deps.prefix, write, deps.branches, (err) =>
-        log.warn(
-          { err: (err as Error).message, writeId: write.id },
-          "branch signal failed; the write waits for the owner's sweep",
-        ),
+      acceptWrite(
+        deps.redis,
+        deps.prefix,
+        write,
+        deps.branches,
+        (err) =>
+          log.warn(
+            { err: (err as Error).message, writeId: write.id },
+            "branch signal failed; the write waits for the owner's sweep",
+          ),
+        encoded,
       ),
       deps.redisTimeoutMs,
       "accept write",
@@ -173,8 +213,12 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
   log.info({ writeId: write.id, changes: write.changes.length, save: write.save === true }, "write accepted");
   const answer = { id: write.id, branchKey: target.branchKey };
   if (!wait) return reply.code(202).send(answer);
-  const commit = await deps.publications.wait(write.id, waitMs);
-  if (commit) return reply.code(200).send({ ...answer, published: true, commit });
+  const settled = await deps.publications.wait(write.id, waitMs);
+  if (settled && "commit" in settled && settled.commit)
+    return reply.code(200).send({ ...answer, published: true, commit: settled.commit });
+  // The worker refused it (it can never publish): say so now rather than after the bound.
+  if (settled && "refused" in settled)
+    return reply.code(422).send({ ...answer, published: false, refused: settled.refused });
   return reply.code(202).send({ ...answer, published: false });
 }
 

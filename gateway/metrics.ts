@@ -4,19 +4,29 @@ import { Counter, Histogram, Registry } from "prom-client";
 export const GATEWAY_METRIC_NAMES = {
   /** Counter {provider_type, outcome}: push webhook deliveries; outcome accepted | ignored | miss. */
   deliveries: "applygate_gateway_deliveries_total",
-  /** Counter {outcome}: intake calls; accepted | paused | invalid | unauthorized | unavailable. */
+  /** Counter {kind, outcome}: intake calls; accepted | paused | invalid | unauthorized | unavailable | forbidden | unstorable. */
   intake: "applygate_gateway_intake_total",
+  /** Counter {target, reason}: writes refused at the door, never queued; reason a scope or validation rule. */
+  refusedWrites: "applygate_gateway_refused_writes_total",
   /** Histogram {kind}: seconds to hand a notice or write to Redis. */
   enqueueSeconds: "applygate_gateway_enqueue_seconds",
 } as const;
 
 export type DeliveryOutcome = "accepted" | "ignored" | "miss";
-export type IntakeOutcome = "accepted" | "paused" | "invalid" | "unauthorized" | "unavailable";
+export type IntakeOutcome =
+  | "accepted"
+  | "paused"
+  | "invalid"
+  | "unauthorized"
+  | "unavailable"
+  | "forbidden"
+  | "unstorable";
 
 export interface GatewayMetrics {
   registry: Registry;
   deliveries: Counter<"provider_type" | "outcome">;
   intake: Counter<"kind" | "outcome">;
+  refusedWrites: Counter<"target" | "reason">;
   enqueueSeconds: Histogram<"kind">;
 }
 
@@ -34,6 +44,12 @@ export function createGatewayMetrics(): GatewayMetrics {
       name: GATEWAY_METRIC_NAMES.intake,
       help: "Intake API calls (writes, refusals) by outcome.",
       labelNames: ["kind", "outcome"],
+      registers: [registry],
+    }),
+    refusedWrites: new Counter({
+      name: GATEWAY_METRIC_NAMES.refusedWrites,
+      help: "Writes refused at the door by GitTarget (namespace/name) and the rule that refused them.",
+      labelNames: ["target", "reason"],
       registers: [registry],
     }),
     enqueueSeconds: new Histogram({

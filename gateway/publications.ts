@@ -1,15 +1,26 @@
 /**
- * Waits for the worker to publish an accepted write. The worker sets
+ * Waits for the worker to settle an accepted write. The worker sets
  * `writePublishedKey(prefix, id)` to the commit SHA and publishes `{id, commit}` on
- * `publishedChannel(prefix)`; one subscriber connection per gateway serves every waiting request.
+ * `publishedChannel(prefix)`, or, for a write it refused, the key to `refused: <reason>` and
+ * `{id, refused}`; one subscriber connection per gateway serves every waiting request.
  */
 import type { Redis } from "ioredis";
 import { publishedChannel, writePublishedKey } from "../queue/keys.js";
+import { REFUSED_PREFIX } from "../queue/worker/inbox.js";
+
+/** How a write was settled: published in a commit, or refused with a reason. */
+export type Settled = { commit: string } | { refused: string };
+
+function settledOf(value: string): Settled {
+  return value.startsWith(REFUSED_PREFIX)
+    ? { refused: value.slice(REFUSED_PREFIX.length) }
+    : { commit: value };
+}
 
 export class PublicationWaiter {
   #subscriber: Redis | undefined;
   #subscribed: Promise<void> | undefined;
-  #waiting = new Map<string, Set<(commit: string) => void>>();
+  #waiting = new Map<string, Set<(settled: Settled | undefined) => void>>();
 
   constructor(
     private readonly redis: Redis,
@@ -39,37 +50,44 @@ export class PublicationWaiter {
   }
 
   #deliver(message: string): void {
-    let parsed: { id?: unknown; commit?: unknown };
+    let parsed: { id?: unknown; commit?: unknown; refused?: unknown };
     try {
       parsed = JSON.parse(message) as typeof parsed;
     } catch {
       return;
     }
-    if (typeof parsed.id !== "string" || typeof parsed.commit !== "string") return;
-    for (const resolve of this.#waiting.get(parsed.id) ?? []) resolve(parsed.commit);
+    if (typeof parsed.id !== "string") return;
+    const settled: Settled | undefined =
+      typeof parsed.commit === "string"
+        ? { commit: parsed.commit }
+        : typeof parsed.refused === "string"
+          ? { refused: parsed.refused }
+          : undefined;
+    if (!settled) return;
+    for (const resolve of this.#waiting.get(parsed.id) ?? []) resolve(settled);
   }
 
   /**
-   * Resolves with the commit that published write `id`, or undefined after `timeoutMs`. Call
-   * `ready()` before accepting the write so no message can be missed; the key is read too, for a
-   * publication that happened before the subscription.
+   * Resolves with how write `id` was settled (its commit, or the reason it was refused), or
+   * undefined after `timeoutMs`. Call `ready()` before accepting the write so no message can be
+   * missed; the key is read too, for a settlement that happened before the subscription.
    */
-  async wait(id: string, timeoutMs: number): Promise<string | undefined> {
+  async wait(id: string, timeoutMs: number): Promise<Settled | undefined> {
     await this.ready();
-    return new Promise<string | undefined>((resolve) => {
+    return new Promise<Settled | undefined>((resolve) => {
       const set = this.#waiting.get(id) ?? new Set();
       this.#waiting.set(id, set);
-      const finish = (commit: string | undefined) => {
+      const finish = (settled: Settled | undefined) => {
         clearTimeout(timer);
         set.delete(finish);
         if (set.size === 0) this.#waiting.delete(id);
-        resolve(commit);
+        resolve(settled);
       };
       const timer = setTimeout(() => finish(undefined), timeoutMs);
       set.add(finish);
       this.redis.get(writePublishedKey(this.prefix, id)).then(
-        (commit) => {
-          if (commit) finish(commit);
+        (value) => {
+          if (value) finish(settledOf(value));
         },
         () => {},
       );
@@ -77,7 +95,7 @@ export class PublicationWaiter {
   }
 
   close(): void {
-    for (const set of this.#waiting.values()) for (const f of set) f("");
+    for (const set of this.#waiting.values()) for (const f of set) f(undefined);
     this.#subscriber?.disconnect();
   }
 }

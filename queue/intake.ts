@@ -61,6 +61,8 @@ export async function acceptWrite(
   write: AcceptedWrite,
   branches: Queue,
   onSignalError: (err: unknown) => void = () => {},
+  /** The write as JSON, when the caller already encoded it. */
+  encoded: string = JSON.stringify(write),
 ): Promise<AcceptWriteResult> {
   const keys = branchKeys(prefix, write.branchKey);
   const [ok, value] = await withScript(redis).applygateAcceptWrite(
@@ -68,7 +70,7 @@ export async function acceptWrite(
     keys.inbox,
     knownBranchesKey(prefix),
     write.branchKey,
-    JSON.stringify(write),
+    encoded,
     String(DEFAULT_PAUSED_RETRY_AFTER_SECONDS),
   );
   if (ok !== 1) return { accepted: false, retryAfterSeconds: Number(value) };

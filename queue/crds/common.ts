@@ -122,6 +122,8 @@ export interface KindInfo {
   spec: z.ZodTypeAny;
   status: z.ZodTypeAny;
   description: string;
+  /** Namespaced unless said otherwise. */
+  scope?: "Namespaced" | "Cluster";
 }
 
 export const readyColumn: PrinterColumn = {

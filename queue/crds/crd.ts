@@ -46,7 +46,7 @@ export function buildCrd(info: KindInfo) {
         shortNames: info.shortNames,
         categories: [CATEGORY],
       },
-      scope: "Namespaced",
+      scope: info.scope ?? "Namespaced",
       versions: [
         {
           name: VERSION,

@@ -36,7 +36,11 @@ describe("committed CRD YAML", () => {
       "FluxClaim",
       "ArgoCDClaim",
       "ApplierGrant",
+      "ScopeGrant",
     ]);
+    // Only a cluster administrator can make a ScopeGrant: it is cluster-scoped.
+    const scopes = crds.map((c) => (c.spec as unknown as { scope: string }).scope);
+    expect(scopes).toEqual(["Namespaced", "Namespaced", "Namespaced", "Namespaced", "Namespaced", "Cluster"]);
     for (const c of crds) {
       expect(c.kind).toBe("CustomResourceDefinition");
       expect(c.spec.names.categories).toEqual(["applygate"]);

@@ -13,12 +13,13 @@ import {
   timestamp,
 } from "./common.js";
 import { checked, immutable } from "./k8s-ext.js";
+import { kindRef } from "./scope-grant.js";
 
 export const GIT_TARGET_KIND = "GitTarget";
 export const GIT_TARGET_PLURAL = "gittargets";
 
 /** Condition types a GitTarget reports. */
-export const GIT_TARGET_CONDITIONS = ["Ready", "Reconciling", "Stalled"] as const;
+export const GIT_TARGET_CONDITIONS = ["Ready", "Reconciling", "Stalled", "WriteRefused"] as const;
 
 export const CLAIM_KINDS = ["FluxClaim", "ArgoCDClaim"] as const;
 export type ClaimKind = (typeof CLAIM_KINDS)[number];
@@ -102,6 +103,12 @@ export const gitTargetSpec = z.object({
     .boolean()
     .optional()
     .describe("Freeze the folder: no publication and no apply; writes are still accepted and kept."),
+  allowedKinds: z
+    .array(kindRef)
+    .optional()
+    .describe(
+      "Narrows what this folder may hold: writes of other kinds are refused. Never widens: other namespaces and privileged kinds still need a ScopeGrant.",
+    ),
 });
 export type GitTargetSpec = z.infer<typeof gitTargetSpec>;
 export type GitTargetSpecInput = z.input<typeof gitTargetSpec>;

@@ -5,6 +5,7 @@ import type { KindInfo } from "./common.js";
 import { fluxClaimInfo } from "./flux-claim.js";
 import { gitProviderInfo } from "./git-provider.js";
 import { gitTargetInfo } from "./git-target.js";
+import { scopeGrantInfo } from "./scope-grant.js";
 
 export * from "./applier-grant.js";
 export * from "./argocd-claim.js";
@@ -13,6 +14,7 @@ export * from "./common.js";
 export * from "./flux-claim.js";
 export * from "./git-provider.js";
 export * from "./git-target.js";
+export * from "./scope-grant.js";
 
 /** Every kind we define, in the order the CRD files are written. */
 export const KINDS: readonly KindInfo[] = [
@@ -21,4 +23,5 @@ export const KINDS: readonly KindInfo[] = [
   fluxClaimInfo,
   argoCDClaimInfo,
   applierGrantInfo,
+  scopeGrantInfo,
 ];

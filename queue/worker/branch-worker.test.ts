@@ -1,5 +1,14 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { configMapWrite, fileOf, type Harness, harness, TARGET, waitFor } from "../../test/worker/harness.js";
+import {
+  configMapWrite,
+  FOLDER,
+  fileOf,
+  type Harness,
+  harness,
+  TARGET,
+  waitFor,
+} from "../../test/worker/harness.js";
+import { noMetrics } from "./metrics.js";
 import { MemoryStatusSink } from "./status.js";
 
 describe("branch worker: pending writes become commits", () => {
@@ -124,5 +133,81 @@ describe("branch worker: pending writes become commits", () => {
     worker.updateTargets([target]);
     const result = await worker.flush();
     expect(result.ok && (await h.published(w.id))).toBe(result.ok ? result.tip : "");
+  });
+});
+
+describe("branch worker: no write can block the branch", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("settles a poison write injected past the door as refused while the writes around it publish", async () => {
+    h = await harness(undefined, { idleMs: 20, maxMs: 100 });
+    // The target may hold ClusterRoles, so only storability refuses the `.git:` name.
+    h.spec.targets[0]!.scope.kinds.push({ group: "rbac.authorization.k8s.io", kind: "ClusterRole" });
+    const status = new MemoryStatusSink();
+    const notices: string[] = [];
+    const metrics = {
+      ...noMetrics,
+      refused: (_b: string, t: string, r: string) => notices.push(`metric ${t} ${r}`),
+    };
+    await h.newWorker({
+      status,
+      metrics,
+      hooks: { onRefusal: (n) => void notices.push(`notice ${n.object.kind} ${n.object.name}`) },
+    });
+    const before = configMapWrite(h.key, "before", "1", { save: true });
+    // Straight into the inbox, as no door would let them: a name Git cannot store, an object
+    // outside the target's scope, and a folder the layout accepts but Git refuses at commit time.
+    const gitName = configMapWrite(h.key, "x", "", { save: true });
+    gitName.changes = [
+      {
+        op: "upsert",
+        object: {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "ClusterRole",
+          metadata: { name: ".git:x" },
+        },
+      },
+    ];
+    const foreign = configMapWrite(h.key, "evil", "1", { save: true });
+    (foreign.changes[0] as { object: { metadata: { namespace: string } } }).object.metadata.namespace =
+      "kube-system";
+    const atCommit = configMapWrite(h.key, "deep", "1", { save: true, path: ".git/hooks" });
+    const after = configMapWrite(h.key, "after", "2", { save: true });
+    for (const w of [before, gitName, foreign, atCommit, after]) expect(await h.accept(w)).toBe(true);
+
+    const tip = await waitFor("the write after the poison published", () => h.published(after.id));
+    expect(await h.published(before.id)).toMatch(/^[0-9a-f]{40}$/);
+    expect(await h.published(gitName.id)).toMatch(
+      /^refused: Unstorable: changes\.0\.object\.metadata\.name: /,
+    );
+    expect(await h.published(foreign.id)).toMatch(/^refused: ForeignNamespace: ConfigMap kube-system\/evil/);
+    expect(await h.published(atCommit.id)).toMatch(/^refused: CommitFailed: commit failed: /);
+    expect(await h.server.tip("site")).toBe(tip);
+    expect(await h.file(fileOf("before"))).toContain('value: "1"');
+    expect(await h.file(fileOf("after"))).toContain('value: "2"');
+    expect(await h.file(`${FOLDER}/core/configmap/kube-system/evil.yaml`)).toBeUndefined();
+    await waitFor("inbox emptied", async () => (await h.inboxLength()) === 0);
+    await waitFor("status", () => status.byTarget.get("team/site")?.commit === tip);
+    expect(status.byTarget.get("team/site")?.state).toBe("Published");
+    expect(status.refusals.get("team/site")?.map((r) => r?.reason)).toEqual([
+      "Unstorable",
+      "ForeignNamespace",
+      "CommitFailed",
+      undefined, // the write after them published: WriteRefused back to False
+    ]);
+    expect(notices.filter((n) => n.startsWith("metric"))).toEqual([
+      "metric team/site Unstorable",
+      "metric team/site ForeignNamespace",
+      "metric team/site CommitFailed",
+    ]);
+    expect(notices).toContain("notice ClusterRole .git:x");
+
+    // The branch goes on: a later write publishes too.
+    const later = configMapWrite(h.key, "later", "3", { save: true });
+    await h.accept(later);
+    await waitFor("later published", () => h.published(later.id));
   });
 });

@@ -14,6 +14,8 @@ import { objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange } from "../git/repo.js";
 import { GitRemoteError, PushRejectedError } from "../git/smart-http.js";
 import type { Logger } from "../log.js";
+import { checkChanges, refOfChange } from "../scope.js";
+import { writeProblem } from "../write-check.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { BranchSpec, TargetSpec } from "./directory.js";
 import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError } from "./inbox.js";
@@ -21,7 +23,7 @@ import { DEFAULT_INTAKE_BUDGET_BYTES, shouldPause, writeCharge } from "./intake-
 import type { BranchLease } from "./lease.js";
 import { type FetchReason, noMetrics, type WorkerMetrics } from "./metrics.js";
 import { afterFailure, contentionBackoff, type RetryState } from "./retry.js";
-import type { PublicationReport, StatusSink } from "./status.js";
+import type { PublicationReport, StatusSink, WriteRefusal } from "./status.js";
 import { recordTip } from "./tip-record.js";
 import { addToWindow, DEFAULT_WINDOW, dueWindows, nextWindowDeadline, type OpenWindow } from "./windows.js";
 
@@ -110,7 +112,15 @@ export interface BranchWorkerOptions {
   autoPublish?: boolean;
   committer?: { name: string; email: string };
   random?: () => number;
+  /**
+   * Reads the branch's spec again (GitTargets and their scopes), asked before a write is refused
+   * as out of scope, so a ScopeGrant or GitTarget made after the worker started counts.
+   */
+  refreshSpec?: () => Promise<BranchSpec | undefined>;
 }
+
+/** Least time between two rereads of the spec a refused write asks for. */
+const SPEC_REFRESH_GAP_MS = 1000;
 
 interface Built {
   base: string | undefined;
@@ -156,6 +166,11 @@ export class BranchWorker {
   private targets: TargetSpec[];
   /** Writes of suspended GitTargets, in arrival order: held, charged, never decided or published. */
   private readonly frozen = new Map<string, HeldWrite[]>();
+  /** Writes settled as refused, recorded with the next settle. */
+  private refusedWrites: Array<{ id: string; reason: string }> = [];
+  /** GitTargets whose last settled write was refused (WriteRefused True until one publishes). */
+  private readonly refusedTargets = new Set<string>();
+  private specReadAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly o: BranchWorkerOptions) {
     this.key = o.spec.key;
@@ -373,11 +388,48 @@ export class BranchWorker {
           if (already.has(h.write.id)) this.doneEntries.push(h.entryId);
           continue;
         }
+        const refusal = await this.admission(h.write);
+        if (refusal) {
+          await this.refuse(h, refusal);
+          continue;
+        }
         this.held.set(h.write.id, h);
         this.addWrite(h, now);
       }
       if (entries.length < 2000) return;
     }
+  }
+
+  /**
+   * Why the worker will not hold a write, or undefined: every write passes the same storability
+   * and scope checks as at the door, whoever put it in the inbox. A refusal first rereads the spec (at most once a
+   * second), so a grant made since the worker started is not missed.
+   */
+  private async admission(write: AcceptedWrite): Promise<Refusal | undefined> {
+    const problem = writeProblem(write.changes);
+    if (problem) return { reason: "Unstorable", message: `${problem.field}: ${problem.message}` };
+    const verdict = (): Refusal | undefined => {
+      const t = write.target;
+      const target = this.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
+      if (!target)
+        return {
+          reason: "UnknownTarget",
+          message: `GitTarget ${t.namespace}/${t.name} does not write this branch`,
+        };
+      const v = checkChanges(target.scope, write.changes);
+      return v.ok ? undefined : { reason: v.reason, message: v.message };
+    };
+    const first = verdict();
+    if (!first || !this.o.refreshSpec || this.clock.now() < this.specReadAt + SPEC_REFRESH_GAP_MS)
+      return first;
+    this.specReadAt = this.clock.now();
+    try {
+      const fresh = await this.o.refreshSpec();
+      if (fresh) this.updateTargets(fresh.targets);
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, "could not read the branch's GitTargets again");
+    }
+    return verdict();
   }
 
   private async handleNotice(e: InboxEntry): Promise<void> {
@@ -556,10 +608,25 @@ export class BranchWorker {
     }
     let parent = this.built.commits.at(-1)?.carriedBy ?? this.built.base;
     for (const p of this.pending.slice(this.built.commits.length)) {
-      const { changes, refused } = this.changesOf(p);
-      for (const r of refused) await this.refuse(r.held, r.reason);
-      this.log.debug({ seq: p.seq, changes: changes.length, parent }, "committing a pending write");
-      const written = await this.o.repo.commitChanges(parent, changes, this.commitSpec(p));
+      let written: Awaited<ReturnType<BareRepo["commitChanges"]>>;
+      for (;;) {
+        const { changes, refused } = this.changesOf(p);
+        for (const r of refused) await this.refuse(r.held, { reason: "Unstorable", message: r.reason });
+        this.log.debug({ seq: p.seq, changes: changes.length, parent }, "committing a pending write");
+        try {
+          written = await this.o.repo.commitChanges(parent, changes, this.commitSpec(p));
+          break;
+        } catch (err) {
+          // A commit that fails for a reason retrying cannot heal would block the branch for
+          // good: the writes that fail are settled as refused and the rest committed.
+          if (!cannotHeal(err)) throw err;
+          const message = `commit failed: ${(err as Error).message}`;
+          const culprits = await this.failingAlone(parent, p);
+          const blamed = culprits.length > 0 ? culprits : p.writes.filter((h) => this.held.has(h.write.id));
+          if (blamed.length === 0) throw err;
+          for (const h of blamed) await this.refuse(h, { reason: "CommitFailed", message });
+        }
+      }
       this.log.debug({ seq: p.seq, commit: written?.commit }, "committed a pending write");
       if (written) {
         this.metrics.commit(this.key);
@@ -573,6 +640,21 @@ export class BranchWorker {
       });
     }
     return parent;
+  }
+
+  /** The held writes of a pending write whose own changes cannot be committed on `parent`. */
+  private async failingAlone(parent: string | undefined, p: PendingWrite): Promise<HeldWrite[]> {
+    const failing: HeldWrite[] = [];
+    for (const h of p.writes) {
+      if (!this.held.has(h.write.id)) continue;
+      const { changes } = this.changesOf({ ...p, writes: [h] });
+      try {
+        await this.o.repo.commitChanges(parent, changes, this.commitSpec({ ...p, writes: [h] }));
+      } catch (err) {
+        if (cannotHeal(err)) failing.push(h);
+      }
+    }
+    return failing;
   }
 
   private changesOf(p: PendingWrite): {
@@ -711,8 +793,14 @@ export class BranchWorker {
     if (head) this.pushedByUs.add(head);
     if (this.pushedByUs.size > 10_000)
       this.pushedByUs.delete(this.pushedByUs.values().next().value as string);
-    await this.inbox.settle(this.token(), published, [...entryIds, ...this.doneEntries.splice(0)]);
+    await this.inbox.settle(
+      this.token(),
+      published,
+      [...entryIds, ...this.doneEntries.splice(0)],
+      this.refusedWrites.splice(0),
+    );
     this.forget(ids);
+    await this.clearRefusals(carried.flatMap((c) => c.pending.writes.map((h) => h.write.target)));
     const now = this.clock.now();
     if (head !== this.remoteTip || entryIds.length > 0) this.lastPublishedAt = now;
     if (head !== this.remoteTip) {
@@ -751,11 +839,66 @@ export class BranchWorker {
     }
   }
 
-  private async refuse(h: HeldWrite, reason: string): Promise<void> {
-    this.log.warn({ write: h.write.id, reason }, "write cannot be applied; settled as refused");
+  /**
+   * Settles a write as refused: it leaves the branch's queue (recorded with the next settle, so
+   * `wait=published` answers at once), counts in a metric, sets WriteRefused on its GitTarget with
+   * an Event, and reaches the decisions as a refusal notice, as a refused edit does. The branch
+   * goes on.
+   */
+  private async refuse(h: HeldWrite, why: Refusal): Promise<void> {
+    const t = h.write.target;
+    const target = `${t.namespace}/${t.name}`;
+    const first = h.write.changes[0];
+    const ref = first ? (refOfChange(first) as ObjectRef) : undefined;
+    const object = ref ? `${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ""}${ref.name}` : undefined;
+    this.log.warn(
+      { write: h.write.id, target, reason: why.reason, message: why.message, object },
+      "write refused: settled without a commit",
+    );
     this.held.delete(h.write.id);
     this.doneEntries.push(h.entryId);
-    await this.o.hooks?.onRefused?.(h.write, reason);
+    this.refusedWrites.push({ id: h.write.id, reason: `${why.reason}: ${why.message}` });
+    this.metrics.refused(this.key, target, why.reason);
+    this.refusedTargets.add(target);
+    const refusal: WriteRefusal = {
+      writeId: h.write.id,
+      reason: why.reason,
+      message: why.message,
+      at: this.clock.now(),
+      ...(object ? { object } : {}),
+    };
+    await this.o.status
+      ?.refused?.({ namespace: t.namespace, name: t.name }, refusal)
+      .catch((err: unknown) => {
+        this.log.warn(
+          { err: (err as Error).message, target },
+          "could not record the refusal on the GitTarget",
+        );
+      });
+    const hooks = this.o.hooks ?? {};
+    if (ref && hooks.onRefusal) {
+      const notice = RefusalNotice.safeParse({
+        type: "refusal",
+        id: `refusal-${h.write.id}`,
+        target: t,
+        branchKey: this.key,
+        receivedAt: new Date(this.clock.now()).toISOString(),
+        object: ref,
+        reason: `${why.reason}: ${why.message}`.slice(0, 4000),
+        author: h.write.author,
+      });
+      if (notice.success) await hooks.onRefusal(notice.data);
+    }
+    await hooks.onRefused?.(h.write, why.message);
+  }
+
+  /** A write of these GitTargets published: their WriteRefused goes back to False. */
+  private async clearRefusals(targets: Array<{ namespace: string; name: string }>): Promise<void> {
+    for (const t of targets) {
+      const key = `${t.namespace}/${t.name}`;
+      if (!this.refusedTargets.delete(key)) continue;
+      await this.o.status?.refused?.({ namespace: t.namespace, name: t.name }, undefined).catch(() => {});
+    }
   }
 
   // ------------------------------------------------------------------------------------------
@@ -781,8 +924,8 @@ export class BranchWorker {
   }
 
   private async settleDoneEntries(): Promise<void> {
-    if (this.doneEntries.length === 0) return;
-    await this.inbox.settle(this.token(), [], this.doneEntries.splice(0));
+    if (this.doneEntries.length === 0 && this.refusedWrites.length === 0) return;
+    await this.inbox.settle(this.token(), [], this.doneEntries.splice(0), this.refusedWrites.splice(0));
   }
 
   private report(): PublicationReport {
@@ -831,6 +974,22 @@ export class BranchWorker {
   private remote() {
     return this.o.spec.remote;
   }
+}
+
+/** Why a write is refused: a CamelCase rule and the words that explain it. */
+interface Refusal {
+  reason: string;
+  message: string;
+}
+
+/**
+ * Whether retrying cannot make a failed commit succeed: anything but a remote or network failure,
+ * a lost lease, or a system error (a full disk heals).
+ */
+function cannotHeal(err: unknown): boolean {
+  if (err instanceof GitRemoteError || err instanceof PushRejectedError || err instanceof LostLeaseError)
+    return false;
+  return typeof (err as { syscall?: unknown })?.syscall !== "string";
 }
 
 function authorOf(h: HeldWrite): string {

@@ -13,8 +13,12 @@ import {
   type GitTarget,
   gitProvider,
   gitTarget,
+  SCOPE_GRANT_KIND,
+  type ScopeGrant,
+  scopeGrant,
 } from "../crds/index.js";
 import type { Remote } from "../git/smart-http.js";
+import { type Scope, scopeOf } from "../scope.js";
 import type { WindowSettings } from "./windows.js";
 
 export interface TargetSpec {
@@ -25,6 +29,8 @@ export interface TargetSpec {
   window: WindowSettings;
   /** `spec.suspend`: the folder is frozen, its writes are kept and not published. */
   suspended?: boolean;
+  /** What its writes may hold; the worker refuses the rest even when the gateway let it through. */
+  scope: Scope;
 }
 
 export interface BranchSpec {
@@ -75,6 +81,7 @@ export function directoryFromObjects(
   providers: GitProvider[],
   targets: GitTarget[],
   secrets: SecretLike[] = [],
+  grants: ScopeGrant[] = [],
 ): Directory & { keys(): string[] } {
   const byKey = new Map<string, BranchSpec>();
   const secretOf = (ns: string, name: string) =>
@@ -107,6 +114,7 @@ export function directoryFromObjects(
       path: t.spec.path,
       window: targetWindow(t),
       ...(t.spec.suspend === true ? { suspended: true } : {}),
+      scope: scopeOf({ namespace: ns, name: t.metadata.name, allowedKinds: t.spec.allowedKinds }, grants),
     });
   }
   return {
@@ -115,7 +123,7 @@ export function directoryFromObjects(
   };
 }
 
-/** Reads GitProviders, GitTargets and Secrets from a multi-document YAML file. */
+/** Reads GitProviders, GitTargets, ScopeGrants and Secrets from a multi-document YAML file. */
 export async function loadDirectoryFile(path: string): Promise<Directory & { keys(): string[] }> {
   const docs = parseAllDocuments(await readFile(path, "utf8")).map(
     (d) => d.toJSON() as Record<string, unknown>,
@@ -123,6 +131,7 @@ export async function loadDirectoryFile(path: string): Promise<Directory & { key
   const providers: GitProvider[] = [];
   const targets: GitTarget[] = [];
   const secrets: SecretLike[] = [];
+  const grants: ScopeGrant[] = [];
   docs.forEach((doc, i) => {
     if (!doc) return;
     const where = `${path} document ${i + 1}`;
@@ -136,9 +145,14 @@ export async function loadDirectoryFile(path: string): Promise<Directory & { key
       if (!r.success)
         throw new Error(`${where}: ${r.error.issues[0]?.path.join(".")}: ${r.error.issues[0]?.message}`);
       targets.push(r.data);
+    } else if (doc.kind === SCOPE_GRANT_KIND) {
+      const r = scopeGrant.safeParse(doc);
+      if (!r.success)
+        throw new Error(`${where}: ${r.error.issues[0]?.path.join(".")}: ${r.error.issues[0]?.message}`);
+      grants.push(r.data);
     } else if (doc.kind === "Secret") {
       secrets.push(doc as unknown as SecretLike);
     }
   });
-  return directoryFromObjects(providers, targets, secrets);
+  return directoryFromObjects(providers, targets, secrets, grants);
 }

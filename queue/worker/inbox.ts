@@ -9,6 +9,12 @@ import type { InboxKind } from "../keys.js";
 import { branchKeys, PUBLISHED_TTL_SECONDS, publishedChannel, writePublishedKey } from "../keys.js";
 import { fencedWrite } from "./lease.js";
 
+/**
+ * A refused write's published key holds this prefix and the reason instead of a commit, so a
+ * later owner skips it and a waiting intake call learns the outcome.
+ */
+export const REFUSED_PREFIX = "refused: ";
+
 export interface InboxEntry {
   /** Stream entry id: the order of arrival. */
   entryId: string;
@@ -23,11 +29,17 @@ export function compareEntryIds(a: string, b: string): number {
   return am !== bm ? am - bm : as - bs;
 }
 
-// KEYS: lease, inbox. ARGV: token, ttl seconds, channel, published JSON [[key, id, commit]], entry ids JSON.
+// KEYS: lease, inbox. ARGV: token, ttl seconds, channel, published JSON [[key, id, commit]], entry ids JSON,
+// refused JSON [[key, id, reason]].
 const settle = fencedWrite(`
+local REFUSED_PREFIX = '${REFUSED_PREFIX}'
 for _, p in ipairs(cjson.decode(ARGV[4])) do
   redis.call('SET', p[1], p[3], 'EX', ARGV[2])
   redis.call('PUBLISH', ARGV[3], cjson.encode({id = p[2], commit = p[3]}))
+end
+for _, p in ipairs(cjson.decode(ARGV[6])) do
+  redis.call('SET', p[1], REFUSED_PREFIX .. p[3], 'EX', ARGV[2])
+  redis.call('PUBLISH', ARGV[3], cjson.encode({id = p[2], refused = p[3]}))
 end
 local ids = cjson.decode(ARGV[5])
 for i = 1, #ids, 500 do
@@ -73,16 +85,19 @@ export class Inbox {
   }
 
   /**
-   * Records that the push carrying these writes landed (published key + message for each) and
-   * removes the settled entries, in one fenced script. Throws LostLeaseError when not the owner.
+   * Records that the push carrying these writes landed (published key + message for each), that
+   * the refused writes are settled as refused, and removes the settled entries, in one fenced
+   * script. Throws LostLeaseError when not the owner.
    */
   async settle(
     token: string,
     published: Array<{ id: string; commit: string }>,
     entryIds: string[],
+    refused: Array<{ id: string; reason: string }> = [],
   ): Promise<void> {
-    if (published.length === 0 && entryIds.length === 0) return;
+    if (published.length === 0 && entryIds.length === 0 && refused.length === 0) return;
     const rows = published.map((p) => [writePublishedKey(this.prefix, p.id), p.id, p.commit]);
+    const refusedRows = refused.map((r) => [writePublishedKey(this.prefix, r.id), r.id, r.reason]);
     const ok = await settle(
       this.redis,
       this.keys.lease,
@@ -93,6 +108,7 @@ export class Inbox {
         publishedChannel(this.prefix),
         JSON.stringify(rows),
         JSON.stringify(entryIds),
+        JSON.stringify(refusedRows),
       ],
     );
     if (!ok) throw new LostLeaseError(`lost the lease of ${this.branchKey}`);

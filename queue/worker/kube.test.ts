@@ -85,6 +85,48 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
     expect(ready).toMatchObject({ status: "True", reason: "Published" });
   });
 
+  it("records a refused write as condition WriteRefused and an Event with an action, kept by later reports", async () => {
+    const sink = new KubeStatusSink(server.kubeConfig(), silentLogger());
+    const target = { namespace: "team", name: "site" };
+    await sink.refused(target, {
+      writeId: "w-1",
+      reason: "Unstorable",
+      message: "changes.0.object.metadata.name: bad",
+      object: "ClusterRole .git:x",
+      at: Date.parse("2026-03-01T00:00:00Z"),
+    });
+    await sink.report([target], {
+      ...retrying,
+      state: "Published",
+      commit: "b".repeat(40),
+      intakePaused: false,
+    });
+    const after = (await custom.getNamespacedCustomObject(ref)) as any;
+    const refused = after.status.conditions.find((c: any) => c.type === "WriteRefused");
+    expect(refused).toMatchObject({ status: "True", reason: "Unstorable" });
+    expect(refused.message).toMatch(/write w-1 refused/);
+    expect(after.status.conditions.find((c: any) => c.type === "Ready")).toMatchObject({ status: "True" });
+    const events = (await custom.listNamespacedCustomObject({
+      group: "events.k8s.io",
+      version: "v1",
+      namespace: "team",
+      plural: "events",
+    })) as any;
+    const event = events.items.find((e: any) => e.reason === "WriteRefused");
+    expect(event).toMatchObject({
+      action: "Refuse",
+      type: "Warning",
+      regarding: { kind: "GitTarget", name: "site" },
+    });
+    expect(event.note).toContain("ClusterRole .git:x");
+    await sink.refused(target, undefined);
+    const cleared = (await custom.getNamespacedCustomObject(ref)) as any;
+    expect(cleared.status.conditions.find((c: any) => c.type === "WriteRefused")).toMatchObject({
+      status: "False",
+      reason: "Published",
+    });
+  });
+
   it("resolves a branch key to its repository, branch and targets", async () => {
     const spec = await new KubeDirectory(server.kubeConfig()).branch("git.example.com/org/site@main");
     expect(spec).toMatchObject({
@@ -93,6 +135,37 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
       targets: [
         { namespace: "team", name: "site", path: "clusters/dev", window: { idleMs: 2000, maxMs: 30_000 } },
       ],
+    });
+    // No ScopeGrant kind installed: nobody holds a grant, the target keeps its own namespace.
+    expect(spec?.targets[0]?.scope).toMatchObject({
+      namespace: "team",
+      namespaces: [],
+      kinds: [],
+      grants: [],
+    });
+  });
+
+  it("reads the ScopeGrants naming a target into its scope", async () => {
+    await server.installCrdFile(crd("applygate.dev_scopegrants.yaml"));
+    await server.applyYaml(`
+apiVersion: ${API_VERSION}
+kind: ScopeGrant
+metadata: {name: team-web}
+spec:
+  targets: [{namespace: team}]
+  namespaces: [web]
+  kinds: [{group: rbac.authorization.k8s.io, kind: ClusterRole}]
+---
+apiVersion: ${API_VERSION}
+kind: ScopeGrant
+metadata: {name: others}
+spec: {targets: [{namespace: other}], namespaces: ["*"]}
+`);
+    const spec = await new KubeDirectory(server.kubeConfig()).branch("git.example.com/org/site@main");
+    expect(spec?.targets[0]?.scope).toMatchObject({
+      namespaces: ["web"],
+      kinds: [{ group: "rbac.authorization.k8s.io", kind: "ClusterRole" }],
+      grants: ["team-web"],
     });
   });
 });

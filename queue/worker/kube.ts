@@ -3,13 +3,20 @@
  * written through the status subresource (merge patch with a resourceVersion precondition; a lost
  * race re-reads and retries), and branch specs read from GitProviders, GitTargets and Secrets.
  */
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import * as k8s from "@kubernetes/client-node";
 import {
+  API_VERSION,
   GIT_PROVIDER_PLURAL,
+  GIT_TARGET_KIND,
   GIT_TARGET_PLURAL,
   type GitProvider,
   type GitTarget,
   GROUP,
+  SCOPE_GRANT_PLURAL,
+  type ScopeGrant,
+  scopeGrant,
   VERSION,
 } from "../crds/index.js";
 import type { Logger } from "../log.js";
@@ -19,8 +26,10 @@ import {
   type PublicationReport,
   publicationConditions,
   publicationStatus,
+  refusalCondition,
   type StatusSink,
   type TargetRef,
+  type WriteRefusal,
 } from "./status.js";
 
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
@@ -51,10 +60,69 @@ export class KubeStatusSink implements StatusSink {
   }
 
   async report(targets: TargetRef[], report: PublicationReport): Promise<void> {
-    for (const t of targets) await this.write(t, report);
+    for (const t of targets)
+      await this.write(t, (current, generation) => {
+        const previous = current.status?.conditions as Condition[] | undefined;
+        const own = publicationConditions(report, previous, this.now(), generation);
+        // Conditions the publication does not own (WriteRefused) are kept as they are.
+        const others = (previous ?? []).filter((c) => !own.some((o) => o.type === c.type));
+        return { publication: withNulls(publicationStatus(report)), conditions: [...own, ...others] };
+      });
   }
 
-  private async write(t: TargetRef, report: PublicationReport): Promise<void> {
+  /** Sets WriteRefused on the GitTarget and records an Event (with `action`) about the refusal. */
+  async refused(t: TargetRef, refusal: WriteRefusal | undefined): Promise<void> {
+    let uid: string | undefined;
+    await this.write(t, (current, generation) => {
+      uid = current.metadata.uid;
+      const previous = current.status?.conditions as Condition[] | undefined;
+      const condition = refusalCondition(refusal, previous, this.now(), generation);
+      return { conditions: [...(previous ?? []).filter((c) => c.type !== condition.type), condition] };
+    });
+    if (!refusal) return;
+    const at = new Date(this.now());
+    try {
+      await this.custom.createNamespacedCustomObject({
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        namespace: t.namespace,
+        body: {
+          apiVersion: "events.k8s.io/v1",
+          kind: "Event",
+          metadata: { name: `${t.name}.${randomBytes(8).toString("hex")}`, namespace: t.namespace },
+          eventTime: at.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z"),
+          type: "Warning",
+          reason: "WriteRefused",
+          action: "Refuse",
+          note: `write ${refusal.writeId}${refusal.object ? ` (${refusal.object})` : ""} refused (${refusal.reason}): ${refusal.message}`.slice(
+            0,
+            1024,
+          ),
+          regarding: {
+            apiVersion: API_VERSION,
+            kind: GIT_TARGET_KIND,
+            namespace: t.namespace,
+            name: t.name,
+            ...(uid ? { uid } : {}),
+          },
+          reportingController: "applygate.dev/worker",
+          reportingInstance: hostname(),
+        },
+      });
+    } catch (err) {
+      this.log.warn(
+        { err: (err as Error).message, target: `${t.namespace}/${t.name}` },
+        "could not record the refusal Event",
+      );
+    }
+  }
+
+  /** Merge-patches the status the builder returns, re-reading and retrying on a lost race. */
+  private async write(
+    t: TargetRef,
+    build: (current: GitTarget, generation: number | undefined) => Record<string, unknown>,
+  ): Promise<void> {
     const ref = {
       group: GROUP,
       version: VERSION,
@@ -71,17 +139,10 @@ export class KubeStatusSink implements StatusSink {
         throw err;
       }
       const generation = current.metadata.generation as number | undefined;
-      const conditions = publicationConditions(
-        report,
-        current.status?.conditions as Condition[] | undefined,
-        this.now(),
-        generation,
-      );
       const body = {
         metadata: { resourceVersion: current.metadata.resourceVersion },
         status: {
-          publication: withNulls(publicationStatus(report)),
-          conditions,
+          ...build(current, generation),
           ...(generation !== undefined ? { observedGeneration: generation } : {}),
         },
       };
@@ -120,6 +181,16 @@ export class KubeDirectory implements Directory {
       ).items;
     const providers = await list<GitProvider>(GIT_PROVIDER_PLURAL);
     const targets = await list<GitTarget>(GIT_TARGET_PLURAL);
+    // Without the ScopeGrant kind installed nobody holds a grant: every target keeps its own scope.
+    const grants = (
+      await list<unknown>(SCOPE_GRANT_PLURAL).catch((err: unknown) => {
+        if (statusCode(err) === 404) return [];
+        throw err;
+      })
+    ).flatMap((g) => {
+      const r = scopeGrant.safeParse(g);
+      return r.success ? [r.data as ScopeGrant] : [];
+    });
     const secrets = [];
     for (const p of providers) {
       const ref = p.spec.credentialsSecretRef;
@@ -138,6 +209,6 @@ export class KubeDirectory implements Directory {
         // A missing Secret leaves the provider without credentials; the push then fails with auth.
       }
     }
-    return directoryFromObjects(providers, targets, secrets).branch(key);
+    return directoryFromObjects(providers, targets, secrets, grants).branch(key);
   }
 }

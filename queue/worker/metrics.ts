@@ -25,6 +25,8 @@ export interface WorkerMetrics {
   replay(branch: string, writes: number): void;
   contentionRetry(branch: string): void;
   fetch(branch: string, reason: FetchReason): void;
+  /** A write settled as refused (never committed); reason is the rule's CamelCase name. */
+  refused(branch: string, target: string, reason: string): void;
 }
 
 export const noMetrics: WorkerMetrics = {
@@ -33,6 +35,7 @@ export const noMetrics: WorkerMetrics = {
   replay() {},
   contentionRetry() {},
   fetch() {},
+  refused() {},
 };
 
 export function createWorkerMetrics(
@@ -68,6 +71,12 @@ export function createWorkerMetrics(
     name: "applygate_worker_fetches_total",
     help: "Reads of the remote tip by reason",
     labelNames: ["branch", "reason"],
+    registers: [registry],
+  });
+  const refusedWrites = new Counter({
+    name: "applygate_worker_refused_writes_total",
+    help: "Writes settled as refused by the branch worker (never committed), by GitTarget and reason",
+    labelNames: ["branch", "target", "reason"],
     registers: [registry],
   });
   const gauge = (name: string, help: string, value: (b: BranchGaugeSource) => number) =>
@@ -121,5 +130,6 @@ export function createWorkerMetrics(
     replay: (branch, n) => replays.inc({ branch }, n),
     contentionRetry: (branch) => contention.inc({ branch }),
     fetch: (branch, reason) => fetches.inc({ branch, reason }),
+    refused: (branch, target, reason) => refusedWrites.inc({ branch, target, reason }),
   };
 }

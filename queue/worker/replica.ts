@@ -149,6 +149,7 @@ export class Replica {
       ...(this.o.status ? { status: this.o.status } : {}),
       ...(this.o.metrics ? { metrics: this.o.metrics } : {}),
       ...(hooks ? { hooks } : {}),
+      refreshSpec: () => this.o.directory.branch(key),
     });
     this.workers.set(key, { worker, lease, ...(attached ? { attached } : {}) });
     this.o.log.info({ branch: key, fence: lease.fence, replica: this.id }, "took the branch");

@@ -23,13 +23,54 @@ export interface TargetRef {
   name: string;
 }
 
+/** A write the worker settled as refused: it will never be committed. */
+export interface WriteRefusal {
+  writeId: string;
+  /** CamelCase rule: Unstorable, ForeignNamespace, ClusterScoped, PrivilegedKind, KindNotAllowed, UnknownTarget, CommitFailed. */
+  reason: string;
+  message: string;
+  /** The first object the write named, `ConfigMap web/a`. */
+  object?: string;
+  at: number;
+}
+
 export interface StatusSink {
   /** Writes the report on every GitTarget of the branch; resolves when written (or given up, logged). */
   report(targets: TargetRef[], report: PublicationReport): Promise<void>;
+  /**
+   * Records a refused write on its GitTarget (condition WriteRefused True, and an Event), or,
+   * with `undefined`, that a later write of the target published (WriteRefused False).
+   */
+  refused?(target: TargetRef, refusal: WriteRefusal | undefined): Promise<void>;
+}
+
+/** The GitTarget condition a refused write sets, and a later publication clears. */
+export function refusalCondition(
+  refusal: WriteRefusal | undefined,
+  previous: Condition[] | undefined,
+  now: number,
+  generation?: number,
+): Condition {
+  const wanted: Omit<Condition, "lastTransitionTime"> = refusal
+    ? {
+        type: "WriteRefused",
+        status: "True",
+        reason: refusal.reason,
+        message: `write ${refusal.writeId} refused at ${new Date(refusal.at).toISOString()}: ${refusal.message}`,
+      }
+    : { type: "WriteRefused", status: "False", reason: "Published", message: "a later write published" };
+  const prev = previous?.find((p) => p.type === "WriteRefused");
+  const lastTransitionTime =
+    prev && prev.status === wanted.status && !refusal ? prev.lastTransitionTime : new Date(now).toISOString();
+  return {
+    ...wanted,
+    lastTransitionTime,
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  };
 }
 
 export interface Condition {
-  type: "Ready" | "Reconciling" | "Stalled";
+  type: "Ready" | "Reconciling" | "Stalled" | "WriteRefused";
   status: "True" | "False" | "Unknown";
   reason: string;
   message: string;
@@ -104,6 +145,12 @@ export function publicationConditions(
 export class MemoryStatusSink implements StatusSink {
   readonly byTarget = new Map<string, PublicationReport>();
   readonly history: PublicationReport[] = [];
+  /** Refusals recorded per GitTarget, in order (undefined: cleared by a later publication). */
+  readonly refusals = new Map<string, Array<WriteRefusal | undefined>>();
+  async refused(target: TargetRef, refusal: WriteRefusal | undefined): Promise<void> {
+    const key = `${target.namespace}/${target.name}`;
+    this.refusals.set(key, [...(this.refusals.get(key) ?? []), refusal]);
+  }
   async report(targets: TargetRef[], report: PublicationReport): Promise<void> {
     this.history.push(report);
     for (const t of targets) this.byTarget.set(`${t.namespace}/${t.name}`, report);

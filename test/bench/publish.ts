@@ -16,6 +16,7 @@ import { BareRepo } from "../../queue/git/repo.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { writePublishedKey } from "../../queue/keys.js";
 import { silentLogger } from "../../queue/log.js";
+import { scopeOf } from "../../queue/scope.js";
 import { BranchWorker } from "../../queue/worker/branch-worker.js";
 import type { BranchSpec } from "../../queue/worker/directory.js";
 import { BranchLease } from "../../queue/worker/lease.js";
@@ -23,6 +24,17 @@ import { gitOk } from "../git/cli.js";
 import { startGitServer } from "../git/server.js";
 import { isolatedRedis } from "../redis/isolated.js";
 import type { Figure } from "./figure.js";
+
+/** The bench writes ConfigMaps across namespaces ns-0..ns-99: a ScopeGrant gives the target every namespace. */
+const SITE = { namespace: "team", name: "site" };
+const SITE_SCOPE = scopeOf(SITE, [
+  {
+    apiVersion: "applygate.dev/v1alpha1",
+    kind: "ScopeGrant",
+    metadata: { name: "bench" },
+    spec: { targets: [SITE], namespaces: ["*"] },
+  },
+]);
 
 const FOLDER = "clusters/dev";
 const FILES = 10_000;
@@ -100,7 +112,7 @@ export async function run(): Promise<Figure[]> {
       key,
       remote: { url },
       branch: "main",
-      targets: [{ namespace: "team", name: "site", path: FOLDER, window: { idleMs: 60_000, maxMs: 60_000 } }],
+      targets: [{ ...SITE, path: FOLDER, window: { idleMs: 60_000, maxMs: 60_000 }, scope: SITE_SCOPE }],
     };
     const worker = await startWorker(spec, redis.prefix, redis, dir, false);
     await worker.flush(); // baseline: the clone, not measured
@@ -150,7 +162,7 @@ export async function run(): Promise<Figure[]> {
       key: key2,
       remote: { url: url2 },
       branch: "main",
-      targets: [{ namespace: "team", name: "site", path: FOLDER, window: { idleMs: 200, maxMs: 1000 } }],
+      targets: [{ ...SITE, path: FOLDER, window: { idleMs: 200, maxMs: 1000 }, scope: SITE_SCOPE }],
     };
     const w2 = await startWorker(spec2, redis.prefix, redis, join(dir, "w2"), true);
     const total = 5000;

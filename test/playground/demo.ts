@@ -51,7 +51,13 @@ export function hookPathFor(token: string, name: string, namespace: string): str
     .digest("hex")}`;
 }
 
-/** Namespaces, GitProvider, Secrets and GitTargets of the demo, as YAML documents. */
+/** The ScopeGrant the demo ships: its GitTargets may hold objects in the apps' namespaces. */
+export const DEMO_GRANT = {
+  name: "demo-apps",
+  namespaces: [DEMO_APPS.flux.namespace, DEMO_APPS.argocd.namespace],
+} as const;
+
+/** Namespaces, GitProvider, Secrets, ScopeGrant and GitTargets of the demo, as YAML documents. */
 export function demoObjectsYaml(repoUrl: string): string {
   const b64 = (s: string) => Buffer.from(s).toString("base64");
   return `
@@ -84,6 +90,15 @@ spec:
   url: ${repoUrl}
   type: gitea
   webhookSecretRef: {name: demo-webhook}
+---
+# The GitTargets live in ${DEMO_NAMESPACE} and hold objects in the apps' namespaces: only a cluster
+# administrator's ScopeGrant lets them (a GitTarget holds its own namespace only).
+apiVersion: applygate.dev/v1alpha1
+kind: ScopeGrant
+metadata: {name: ${DEMO_GRANT.name}}
+spec:
+  targets: [{namespace: ${DEMO_NAMESPACE}, name: flux-app}, {namespace: ${DEMO_NAMESPACE}, name: argo-app}]
+  namespaces: [${DEMO_GRANT.namespaces.join(", ")}]
 ---
 apiVersion: applygate.dev/v1alpha1
 kind: GitTarget

@@ -14,7 +14,7 @@ import {
 import { createLogger } from "../../queue/log.js";
 import { RedisUnavailableError } from "../../queue/redis.js";
 import type { Assembly } from "./assembly.js";
-import { demoConfigPath } from "./demo.js";
+import { DEMO_GRANT, DEMO_NAMESPACE, demoConfigPath } from "./demo.js";
 
 const settings = {
   logLevel: commonSettings.logLevel,
@@ -74,6 +74,8 @@ export async function run(argv: string[]): Promise<number> {
     `  Dashboard    ${a.dashboard.url}  (user ${a.dashboard.user}, password ${a.dashboard.password})`,
     `  Cluster      export KUBECONFIG=${a.kubeconfigPath}  (you are admin; each component runs as its ServiceAccount)`,
     `  Audit log    ${a.auditLogPath}`,
+    `  Scope        ScopeGrant ${DEMO_GRANT.name} lets GitTargets ${DEMO_NAMESPACE}/flux-app and ${DEMO_NAMESPACE}/argo-app hold`,
+    `               objects in ${DEMO_GRANT.namespaces.join(" and ")}; any other namespace or cluster-scoped kind is refused (403)`,
     "",
     "Try:",
     `  export KUBECONFIG=${a.kubeconfigPath}`,

@@ -35,7 +35,7 @@ import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { foreignCommit } from "./foreign.js";
-import { waitFor } from "./harness.js";
+import { WEB_GRANT, waitFor } from "./harness.js";
 
 const NS = "team";
 const FOLDER = "clusters/dev";
@@ -171,7 +171,13 @@ async function world(o: { appliedInitial: boolean; windowSeconds?: number }): Pr
     },
     merge,
   );
-  const directory = directoryFromObjects([provider], [target]);
+  // The writes hold ConfigMaps in namespace web: a ScopeGrant gives the target that namespace.
+  const directory = directoryFromObjects(
+    [provider],
+    [target],
+    [],
+    [{ ...WEB_GRANT, spec: { targets: [{ namespace: NS, name: "site" }], namespaces: ["web"] } }],
+  );
   const objects = new KubeObjects(kc, log());
   const connection = { url: redis.url, maxRetriesPerRequest: null };
   const reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });

@@ -8,10 +8,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Queue } from "bullmq";
 import { type AcceptedWrite, branchKey, QUEUES } from "../../queue/contract.js";
+import type { ScopeGrant } from "../../queue/crds/index.js";
 import { BareRepo } from "../../queue/git/repo.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
+import { scopeOf } from "../../queue/scope.js";
 import { BranchWorker, type BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
 import type { BranchSpec } from "../../queue/worker/directory.js";
 import { BranchLease } from "../../queue/worker/lease.js";
@@ -22,6 +24,12 @@ import { type Probe, untilWith } from "../support/wait.js";
 
 export const TARGET = { namespace: "team", name: "site" };
 export const FOLDER = "clusters/dev";
+export const WEB_GRANT: ScopeGrant = {
+  apiVersion: "applygate.dev/v1alpha1",
+  kind: "ScopeGrant",
+  metadata: { name: "team-web" },
+  spec: { targets: [TARGET], namespaces: ["web"] },
+};
 
 export function configMapWrite(
   key: string,
@@ -91,7 +99,8 @@ export async function harness(
     key,
     remote: { url },
     branch: "main",
-    targets: [{ ...TARGET, path: FOLDER, window }],
+    // The writes hold ConfigMaps in namespace web: a ScopeGrant gives the target that namespace.
+    targets: [{ ...TARGET, path: FOLDER, window, scope: scopeOf(TARGET, [WEB_GRANT]) }],
   };
   const branches = new Queue(QUEUES.branches, { connection: redis.client, prefix: redis.prefix });
   const dir = await mkdtemp(join(tmpdir(), "applygate-worker-"));

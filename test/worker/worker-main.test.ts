@@ -28,6 +28,12 @@ apiVersion: applygate.dev/v1alpha1
 kind: GitTarget
 metadata: {name: site, namespace: team}
 spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow: {idleSeconds: 1, maxSeconds: 2}}
+---
+# The harness's writes hold ConfigMaps in namespace web.
+apiVersion: applygate.dev/v1alpha1
+kind: ScopeGrant
+metadata: {name: team-web}
+spec: {targets: [{namespace: team}], namespaces: [web]}
 `,
     );
     const port = await freePort();
