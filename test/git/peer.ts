@@ -52,15 +52,20 @@ export class GitPeer {
     await gitOk(["pull", "-q", "--rebase", "origin", this.branch], { cwd: this.dir });
   }
 
-  /** Commits a file and pushes, pulling and retrying on rejection until it lands (at most `tries`). */
+  /**
+   * Sets a file and pushes; on a rejection takes the remote tip and sets the file again on top (a
+   * rebase would stop on a conflict when the branch changed the same lines meanwhile), until it
+   * lands (at most `tries`).
+   */
   async commitAndPush(path: string, content: string, message: string, tries = 50): Promise<string> {
-    await this.writeFile(path, content);
-    await this.commit(message);
     for (let i = 0; i < tries; i++) {
+      await this.writeFile(path, content);
+      await this.commit(message);
       const out = await this.push();
       if (out.ok) return (await gitOk(["rev-parse", "HEAD"], { cwd: this.dir })).trim();
       if (!out.rejected) throw new Error(`push failed: ${out.stderr.trim()}`);
-      await this.pullRebase();
+      await gitOk(["fetch", "-q", "origin", this.branch], { cwd: this.dir });
+      await gitOk(["reset", "-q", "--hard", `origin/${this.branch}`], { cwd: this.dir });
     }
     throw new Error(`push did not land after ${tries} tries`);
   }
