@@ -1,9 +1,15 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Writable } from "node:stream";
-import { ApiException, CoreV1Api } from "@kubernetes/client-node";
+import { promisify } from "node:util";
+import { ApiException, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
 import { type ApiServer, type AuthRule, startApiServer } from "../test/cluster/apiserver/index.js";
+import { KUBECTL_AVAILABLE } from "../test/manifests/kustomize.js";
 import { untilWith } from "../test/support/wait.js";
 import { ClusterCatalog, type RefreshTimer } from "./catalog-cluster.js";
 import { fixtureYaml, NS, pathOf, SECRETS } from "./testing.js";
@@ -50,6 +56,7 @@ const providerYaml = (namespace: string, name: string, secret: string) =>
 const LEAST_PRIVILEGE: AuthRule[] = [
   { verbs: ["get", "list", "watch"], groups: ["applygate.dev"], resources: ["gitproviders", "gittargets"] },
   { verbs: ["get"], groups: [""], resources: ["secrets"], namespaces: [NS] },
+  { verbs: ["patch"], groups: ["applygate.dev"], resources: ["gitproviders/status"] },
 ];
 const GATEWAY_TOKEN = "gateway-token";
 
@@ -125,6 +132,64 @@ describe("cluster catalog with only get on Secrets", () => {
     ]);
     await timer.fire();
     await until(() => ready("other-token", "other", "team-b"), "access granted");
+  });
+
+  it("writes each GitProvider's status: Ready with its webhook path, or why not", async () => {
+    const custom = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    const statusOf = async (namespace: string, name: string) =>
+      (
+        (await custom.getNamespacedCustomObject({
+          group: "applygate.dev",
+          version: "v1alpha1",
+          plural: "gitproviders",
+          namespace,
+          name,
+        })) as {
+          status?: { webhookPath?: string; conditions?: { type: string; status: string; reason: string }[] };
+        }
+      ).status;
+    const github = await until(async () => {
+      const st = await statusOf(NS, "github");
+      return st?.webhookPath ? st : undefined;
+    }, "github's status");
+    expect(github?.webhookPath).toBe(pathOf(SECRETS.github, "github"));
+    expect(github?.conditions).toMatchObject([{ type: "Ready", status: "True", reason: "WebhookReady" }]);
+    if (KUBECTL_AVAILABLE) {
+      // What docs/install.md tells the user to run.
+      const dir = mkdtempSync(join(tmpdir(), "applygate-catalog-"));
+      try {
+        await server.writeKubeconfig(join(dir, "kubeconfig"));
+        // Asynchronously: the simulated API server answers from this process.
+        const { stdout: out } = await promisify(execFile)(
+          "kubectl",
+          [
+            "--kubeconfig",
+            join(dir, "kubeconfig"),
+            "-n",
+            NS,
+            "wait",
+            "--for=condition=Ready",
+            "gitprovider/github",
+            "--timeout=20s",
+          ],
+          { encoding: "utf8", timeout: 30_000 },
+        );
+        expect(out).toMatch(/gitprovider.* condition met/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    const missing = await until(() => statusOf(NS, "nosecret"), "nosecret's status");
+    expect(missing?.webhookPath).toBeUndefined();
+    expect(missing?.conditions).toMatchObject([{ type: "Ready", status: "False", reason: "SecretNotFound" }]);
+    // A Secret created later turns it Ready on the next refresh, with its path.
+    await server.applyYaml(secretYaml(NS, "nosecret-webhook", "late-token"));
+    await timer.fire();
+    await until(
+      async () => (await statusOf(NS, "nosecret"))?.webhookPath === hookPath("late-token", "nosecret", NS),
+      "nosecret Ready",
+    );
+    expect((await statusOf(NS, "nosecret"))?.conditions).toMatchObject([{ type: "Ready", status: "True" }]);
   });
 
   it("takes a rotated Secret on the next refresh, and keeps the last value through a server error", async () => {

@@ -18,6 +18,8 @@ import {
   type KubernetesObject,
   makeInformer,
   type ObjectCache,
+  PatchStrategy,
+  setHeaderOptions,
 } from "@kubernetes/client-node";
 import type { ZodType, ZodTypeDef } from "zod";
 import {
@@ -39,6 +41,7 @@ import {
   type SecretData,
   secretValues,
 } from "./catalog.js";
+import { type ProviderCondition, providerStatus, statusDiffers } from "./provider-status.js";
 import {
   DEFAULT_SECRET_REFRESH_MS,
   dropsValue,
@@ -46,6 +49,7 @@ import {
   outcomeChanged,
   type ReadOutcome,
   type SecretRef,
+  secretKey,
 } from "./secret-refs.js";
 
 type Watched<T extends KubernetesObject> = Informer<T> & ObjectCache<T>;
@@ -74,7 +78,12 @@ export interface ClusterCatalogOptions {
   /** How often every named Secret is read again (rotation, a Secret created late, access granted). */
   secretRefreshMs?: number;
   timer?: RefreshTimer;
+  /** Write each GitProvider's status (Ready, webhookPath); default true. */
+  writeStatus?: boolean;
+  now?: () => Date;
 }
+
+const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 
 interface CachedSecret {
   outcome?: ReadOutcome;
@@ -92,6 +101,12 @@ export class ClusterCatalog implements Catalog {
   readonly #targets: Watched<KubernetesObject>;
   readonly #grants: Watched<KubernetesObject>;
   readonly #core: CoreV1Api;
+  readonly #custom: CustomObjectsApi;
+  /** The status writer's pass under way, and whether another must follow it. */
+  #statusPass: Promise<void> | undefined;
+  #statusAgain = false;
+  /** Status write failures already logged, by provider and code, so each is logged once. */
+  readonly #statusFailures = new Set<string>();
   /** The Secrets currently named, and what the last read of each gave. */
   #refs = new Map<string, SecretRef>();
   readonly #secrets = new Map<string, CachedSecret>();
@@ -106,6 +121,7 @@ export class ClusterCatalog implements Catalog {
     const kc = opts.kubeConfig;
     const ns = opts.namespace;
     const custom = kc.makeApiClient(CustomObjectsApi);
+    this.#custom = custom;
     this.#core = kc.makeApiClient(CoreV1Api);
     const customPath = (plural: string) =>
       ns ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}` : `/apis/${GROUP}/${VERSION}/${plural}`;
@@ -170,6 +186,7 @@ export class ClusterCatalog implements Catalog {
     await Promise.all(this.#reading.values());
     this.#rebuild();
     this.#loaded = true;
+    this.#scheduleStatus();
     const timer = this.opts.timer ?? intervalTimer;
     this.#stopRefresh = timer.every(this.opts.secretRefreshMs ?? DEFAULT_SECRET_REFRESH_MS, () =>
       this.refreshSecrets(),
@@ -236,6 +253,7 @@ export class ClusterCatalog implements Catalog {
     }
     this.#secrets.set(key, cached);
     if (changed) this.#scheduleRebuild();
+    else if (this.#loaded && outcomeChanged(before, outcome)) this.#scheduleStatus();
   }
 
   /** Names the Secret and the status, never a value. */
@@ -280,6 +298,66 @@ export class ClusterCatalog implements Catalog {
       if (ref && cached.data) secrets.push({ namespace: ref.namespace, name: ref.name, data: cached.data });
     }
     this.#snapshot = buildSnapshot({ providers, targets, secrets, grants });
+    if (this.#loaded) this.#scheduleStatus();
+  }
+
+  /** Runs a status pass now, or once more after the one under way. */
+  #scheduleStatus(): void {
+    if (this.opts.writeStatus === false || this.#stopping) return;
+    if (this.#statusPass) {
+      this.#statusAgain = true;
+      return;
+    }
+    this.#statusPass = this.#writeStatuses().finally(() => {
+      this.#statusPass = undefined;
+      if (this.#statusAgain) {
+        this.#statusAgain = false;
+        this.#scheduleStatus();
+      }
+    });
+  }
+
+  /** Writes the status of every GitProvider whose status differs from what the gateway knows. */
+  async #writeStatuses(): Promise<void> {
+    const now = (this.opts.now ?? (() => new Date()))();
+    for (const raw of this.#providers.list()) {
+      if (this.#stopping) return;
+      const parsed = gitProvider.safeParse(raw);
+      if (!parsed.success) continue;
+      const p = parsed.data;
+      const namespace = p.metadata.namespace ?? "default";
+      const name = p.metadata.name;
+      const entry = this.#snapshot.providers.find((e) => e.namespace === namespace && e.name === name);
+      const current = (raw as { status?: Record<string, unknown> }).status;
+      const generation = raw.metadata?.generation;
+      const secret = this.#secrets.get(secretKey(namespace, p.spec.webhookSecretRef.name))?.outcome;
+      const next = providerStatus(
+        {
+          namespace,
+          webhookSecretName: p.spec.webhookSecretRef.name,
+          ...(generation !== undefined ? { generation } : {}),
+          ...(entry?.hookPath ? { hookPath: entry.hookPath } : {}),
+          ...(secret ? { secret } : {}),
+        },
+        current?.conditions as ProviderCondition[] | undefined,
+        now,
+      );
+      if (!statusDiffers(current, next)) continue;
+      const ref = { group: GROUP, version: VERSION, plural: GIT_PROVIDER_PLURAL, namespace, name };
+      try {
+        await this.#custom.patchNamespacedCustomObjectStatus({ ...ref, body: { status: next } }, MERGE);
+      } catch (err) {
+        const code = err instanceof ApiException ? err.code : 0;
+        if (code === 404) continue; // deleted meanwhile
+        const key = `${namespace}/${name}:${code}`;
+        if (this.#statusFailures.has(key)) continue;
+        this.#statusFailures.add(key);
+        this.#log.warn(
+          { gitProvider: `${namespace}/${name}`, status: code, err: (err as Error).message },
+          "cannot write the GitProvider's status (retried on each change)",
+        );
+      }
+    }
   }
 
   /** The watched objects the schema accepts; each one it refuses is logged and left out. */
@@ -305,6 +383,12 @@ export class ClusterCatalog implements Catalog {
     this.#stopRefresh?.();
     for (const t of this.#timers) clearTimeout(t);
     await Promise.all([this.#providers.stop(), this.#targets.stop(), this.#grants.stop()]);
+    await this.#statusPass;
+  }
+
+  /** Resolves once no status write is under way (for tests). */
+  async statusSettled(): Promise<void> {
+    while (this.#statusPass) await this.#statusPass;
   }
 }
 

@@ -1,0 +1,90 @@
+/**
+ * A GitProvider's status, as the gateway knows it: Ready once its webhook Secret has been read and
+ * holds a `token`, with the receiver path (`status.webhookPath`) that token names. The gateway is
+ * the one writer of GitProvider status (every replica computes the same status from the same
+ * objects, so their writes agree). Pure.
+ */
+import type { ReadOutcome } from "./secret-refs.js";
+
+export interface ProviderCondition {
+  type: "Ready";
+  status: "True" | "False" | "Unknown";
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export interface ProviderStatus {
+  conditions: ProviderCondition[];
+  /** null clears a path the provider no longer has (a merge patch keeps what it does not mention). */
+  webhookPath: string | null;
+  observedGeneration?: number;
+}
+
+export interface ProviderFacts {
+  namespace: string;
+  webhookSecretName: string;
+  generation?: number;
+  /** The receiver path, when the webhook Secret was read and holds `token`. */
+  hookPath?: string;
+  /** The last read of the webhook Secret; undefined before the first read ended. */
+  secret?: ReadOutcome;
+}
+
+export function providerStatus(
+  f: ProviderFacts,
+  previous: readonly ProviderCondition[] | undefined,
+  now: Date,
+): ProviderStatus {
+  const secret = `Secret ${f.namespace}/${f.webhookSecretName}`;
+  let ready: Omit<ProviderCondition, "type" | "lastTransitionTime">;
+  if (f.hookPath)
+    ready = { status: "True", reason: "WebhookReady", message: `pushes are received at ${f.hookPath}` };
+  else if (!f.secret)
+    ready = { status: "Unknown", reason: "SecretPending", message: `${secret} not read yet` };
+  else if (f.secret.ok)
+    ready = { status: "False", reason: "SecretKeyMissing", message: `${secret} has no key token` };
+  else if (f.secret.status === 403)
+    ready = {
+      status: "False",
+      reason: "SecretForbidden",
+      message: `the gateway may not read ${secret}: bind ClusterRole applygate-secret-reader in ${f.namespace} (docs/security.md)`,
+    };
+  else if (f.secret.status === 404)
+    ready = { status: "False", reason: "SecretNotFound", message: `${secret} does not exist` };
+  else
+    ready = {
+      status: "Unknown",
+      reason: "SecretUnreadable",
+      message: `${secret} could not be read (${f.secret.status || "no answer"}); retried on each refresh`,
+    };
+  const before = previous?.find((c) => c.type === "Ready");
+  const lastTransitionTime =
+    before && before.status === ready.status ? before.lastTransitionTime : now.toISOString();
+  const gen = f.generation !== undefined ? { observedGeneration: f.generation } : {};
+  return {
+    conditions: [{ type: "Ready", ...ready, lastTransitionTime, ...gen }],
+    webhookPath: f.hookPath ?? null,
+    ...gen,
+  };
+}
+
+/** Whether writing `next` over `current` would change anything (lastTransitionTime follows the rest). */
+export function statusDiffers(current: Record<string, unknown> | undefined, next: ProviderStatus): boolean {
+  const have = current ?? {};
+  if ((have.webhookPath ?? null) !== next.webhookPath) return true;
+  if (have.observedGeneration !== next.observedGeneration) return true;
+  const conds = (have.conditions as ProviderCondition[] | undefined) ?? [];
+  if (conds.length !== next.conditions.length) return true;
+  return next.conditions.some((n) => {
+    const c = conds.find((x) => x.type === n.type);
+    return (
+      !c ||
+      c.status !== n.status ||
+      c.reason !== n.reason ||
+      c.message !== n.message ||
+      c.observedGeneration !== n.observedGeneration
+    );
+  });
+}
