@@ -243,6 +243,10 @@ async function dispatch(
   };
   switch (verb) {
     case "get":
+      if (r.subresource === "scale") {
+        sendJson(res, 200, ctx.objects.getScale(r));
+        return;
+      }
       if (r.subresource && !(r.subresource === "status" && r.type.statusSubresource))
         throw errors.notFound({ ...r.type, name: `${r.name}/${r.subresource}` });
       sendJson(res, 200, render(ctx.objects.get(r)));
@@ -295,7 +299,7 @@ async function dispatch(
         ...opts,
         propagationPolicy: q.get("propagationPolicy") ?? undefined,
       });
-      sendJson(res, 200, out.object);
+      sendJson(res, 200, out.response ?? out.object);
       return;
     }
     case "deletecollection": {

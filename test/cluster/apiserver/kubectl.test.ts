@@ -197,6 +197,110 @@ describe.skipIf(!available)("simulated API server with kubectl", () => {
     expect(again.out).toContain('namespaces "team-a" already exists');
   });
 
+  it("answers every verb a user types: apply, edit, patch (three kinds), label, annotate, scale, delete, explain", async () => {
+    const ns = ["-n", "verbs"];
+    expect(await kubectl("create", "namespace", "verbs")).toMatchObject({ code: 0 });
+    await writeFile(
+      join(dir, "cm.yaml"),
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: verbs\ndata:\n  a: '1'\n",
+    );
+    expect(await kubectl("apply", "-f", join(dir, "cm.yaml"))).toMatchObject({
+      code: 0,
+      out: "configmap/app created\n",
+    });
+    await writeFile(
+      join(dir, "cm.yaml"),
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: verbs\ndata:\n  a: '2'\n",
+    );
+    expect((await kubectl("apply", "-f", join(dir, "cm.yaml"))).out).toBe("configmap/app configured\n");
+    expect((await kubectl("apply", "-f", join(dir, "cm.yaml"))).out).toBe("configmap/app unchanged\n");
+
+    expect((await kubectl(...ns, "label", "cm", "app", "tier=web")).out).toBe("configmap/app labeled\n");
+    expect((await kubectl(...ns, "annotate", "cm", "app", "note=hi")).out).toBe("configmap/app annotated\n");
+    expect((await kubectl(...ns, "label", "cm", "app", "tier-")).out).toBe("configmap/app unlabeled\n");
+    expect((await kubectl(...ns, "patch", "cm", "app", "-p", '{"data":{"b":"x"}}')).code).toBe(0);
+    expect(
+      (await kubectl(...ns, "patch", "cm", "app", "--type", "merge", "-p", '{"data":{"c":"y"}}')).code,
+    ).toBe(0);
+    const jsonPatch = await kubectl(
+      ...ns,
+      "patch",
+      "cm",
+      "app",
+      "--type",
+      "json",
+      "-p",
+      '[{"op":"remove","path":"/data/c"}]',
+    );
+    expect(jsonPatch).toMatchObject({ code: 0, out: "configmap/app patched\n" });
+    const editor = join(dir, "editor.sh");
+    await writeFile(editor, `#!/bin/sh\nsed -i 's/^  a: .*/  a: "edited"/' "$1"\n`, { mode: 0o755 });
+    const edited = await run("kubectl", ["--kubeconfig", kubeconfig, ...ns, "edit", "cm", "app"], {
+      env: { ...process.env, KUBE_EDITOR: editor },
+    });
+    expect(edited.stdout).toBe("configmap/app edited\n");
+
+    const cm = JSON.parse(
+      (await kubectl(...ns, "get", "cm", "app", "-o", "json", "--show-managed-fields")).out,
+    );
+    expect(cm.data).toEqual({ a: "edited", b: "x" });
+    expect(cm.metadata.labels).toBeUndefined(); // no `labels: {}` left behind
+    expect(cm.metadata.annotations.note).toBe("hi");
+    const managers = cm.metadata.managedFields.map((e: { manager: string; operation: string }) => [
+      e.manager,
+      e.operation,
+    ]);
+    expect(managers).toEqual([
+      ["kubectl-client-side-apply", "Update"],
+      ["kubectl-annotate", "Update"],
+      ["kubectl-patch", "Update"],
+      ["kubectl-edit", "Update"],
+    ]);
+
+    await writeFile(
+      join(dir, "deploy.yaml"),
+      `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: verbs}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: busybox}]}
+`,
+    );
+    expect((await kubectl("apply", "--server-side", "-f", join(dir, "deploy.yaml"))).code).toBe(0);
+    expect((await kubectl(...ns, "scale", "deploy/web", "--replicas=3")).out).toBe(
+      "deployment.apps/web scaled\n",
+    );
+    const deploy = JSON.parse(
+      (await kubectl(...ns, "get", "deploy", "web", "-o", "json", "--show-managed-fields")).out,
+    );
+    expect(deploy.spec.replicas).toBe(3);
+    expect(deploy.metadata.generation).toBe(2);
+    const scaler = deploy.metadata.managedFields.find(
+      (e: { subresource?: string }) => e.subresource === "scale",
+    );
+    expect(scaler).toMatchObject({ manager: "kubectl", operation: "Update", apiVersion: "apps/v1" });
+    expect(scaler.fieldsV1).toEqual({ "f:spec": { "f:replicas": {} } });
+    const scale = JSON.parse(
+      (await kubectl("get", "--raw", "/apis/apps/v1/namespaces/verbs/deployments/web/scale")).out,
+    );
+    expect(scale).toMatchObject({ kind: "Scale", spec: { replicas: 3 }, status: { selector: "app=web" } });
+
+    const explained = await kubectl("explain", "kustomization.spec.prune");
+    expect(explained).toMatchObject({ code: 0 });
+    expect(explained.out).toMatch(/FIELD: +prune <boolean>/);
+    expect((await kubectl("explain", "configmap")).out).toContain("KIND:       ConfigMap");
+
+    expect((await kubectl(...ns, "delete", "cm", "app")).out).toBe('configmap "app" deleted\n');
+    expect((await kubectl(...ns, "delete", "-f", join(dir, "deploy.yaml"))).out).toBe(
+      'deployment.apps "web" deleted\n',
+    );
+    expect(await kubectl(...ns, "get", "cm,deploy", "-o", "name")).toEqual({ code: 0, out: "" });
+  });
+
   it("carries the identity in its kubeconfig: a restricted user is refused with 403", async () => {
     server.addUser("viewer", "viewer-token", [
       { verbs: ["get", "list", "watch"], groups: ["*"], resources: ["*"] },

@@ -12,6 +12,7 @@ import { deepEqual } from "./fieldset.js";
 import { type Actor, ownersAfterUpdate, serverSideApply, writeOwners } from "./managed.js";
 import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.js";
 import { type Registry, typeKeyOf, typesFromCrd, validateCrd } from "./registry.js";
+import { requestedReplicas, scaleOf, withReplicas } from "./scale.js";
 import { unknownFields } from "./schema.js";
 import type { Store } from "./store.js";
 import { apiVersionOf, type KObject, type ResourceType } from "./types.js";
@@ -37,6 +38,8 @@ export interface WriteResult {
   object: KObject;
   warnings: string[];
   created?: boolean;
+  /** What the response carries instead of the object (a delete's Status). */
+  response?: unknown;
 }
 
 export type PatchKind = "merge" | "json" | "strategic" | "apply";
@@ -60,6 +63,19 @@ function withoutVolatile(o: KObject): unknown {
   delete c.metadata.resourceVersion;
   c.metadata.managedFields = c.metadata.managedFields?.map((e) => ({ ...e, time: "" }));
   return c;
+}
+
+/**
+ * Empty label, annotation, finalizer and owner lists are not kept: the server stores metadata
+ * through its Go type, whose `omitempty` drops them (so `kubectl label x k-` leaves no `labels: {}`).
+ */
+function dropEmptyMetadata(o: KObject): void {
+  const m = o.metadata as Record<string, unknown>;
+  for (const k of ["labels", "annotations", "finalizers", "ownerReferences"]) {
+    const v = m[k];
+    if (v === null || (Array.isArray(v) && v.length === 0)) delete m[k];
+    else if (isPlainObject(v) && Object.keys(v).length === 0) delete m[k];
+  }
 }
 
 /** The part of an object that moves metadata.generation. */
@@ -206,6 +222,7 @@ export class Objects {
     else delete meta.generation;
     this.defaults(t, o);
     if (t.kind === "CustomResourceDefinition") this.prepareCrd(o);
+    dropEmptyMetadata(o);
     if (!meta.managedFields?.length) {
       const who = this.actor(t, target, opts);
       meta.managedFields = writeOwners(ownersAfterUpdate(t, undefined, o, who));
@@ -352,6 +369,7 @@ export class Objects {
     o.apiVersion = apiVersionOf(t);
     o.kind = t.kind;
     if (t.kind === "CustomResourceDefinition") this.prepareCrd(o);
+    dropEmptyMetadata(o);
     if (old.metadata.deletionTimestamp) {
       const added = (o.metadata.finalizers ?? []).filter((f) => !(old.metadata.finalizers ?? []).includes(f));
       if (added.length)
@@ -379,9 +397,12 @@ export class Objects {
       return { object: this.present(t, old), warnings: [] };
     if (opts.dryRun) return { object: this.present(t, o), warnings: [] };
     if (o.metadata.deletionTimestamp && !o.metadata.finalizers?.length) {
+      // The write that takes the last finalizer away deletes the object: watchers get DELETED with
+      // the last stored state, the writer gets what it wrote, at the resourceVersion it replaced.
       const gone = this.store.remove(this.key(t), o);
       this.afterRemove(t, gone);
-      return { object: this.present(t, gone), warnings: [] };
+      o.metadata.resourceVersion = old.metadata.resourceVersion;
+      return { object: this.present(t, o), warnings: [] };
     }
     const stored = this.store.put(this.key(t), o, old);
     this.afterWrite(t, stored);
@@ -389,8 +410,30 @@ export class Objects {
   }
 
   private checkSubresource(target: Target): void {
-    if (target.subresource && !(target.subresource === "status" && target.type.statusSubresource))
+    const sub = target.subresource;
+    if (
+      sub &&
+      !(sub === "status" && target.type.statusSubresource) &&
+      !(sub === "scale" && target.type.scale)
+    )
       throw errors.notFound({ ...target.type, name: `${target.name}/${target.subresource}` });
+  }
+
+  /** GET …/scale */
+  getScale(target: Target): KObject {
+    this.checkSubresource(target);
+    return scaleOf(target.type, this.get(target));
+  }
+
+  /** A write through …/scale changes only the replicas, recorded under subresource "scale". */
+  private writeScale(target: Target, scale: unknown, opts: WriteOptions): WriteResult {
+    const t = target.type;
+    const old = this.get(target);
+    const replicas = requestedReplicas(scale, target.name!);
+    const rv = (scale as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+    this.precondition(target, old, rv);
+    const r = this.commit(target, old, withReplicas(t, old, replicas), opts);
+    return { ...r, object: scaleOf(t, r.object) };
   }
 
   private precondition(target: Target, current: KObject, rv: string | undefined): void {
@@ -403,6 +446,7 @@ export class Objects {
 
   update(target: Target, body: unknown, opts: WriteOptions): WriteResult {
     this.checkSubresource(target);
+    if (target.subresource === "scale") return this.writeScale(target, body, opts);
     this.checkBody(target, body);
     const t = target.type;
     const old = this.get(target);
@@ -420,12 +464,26 @@ export class Objects {
 
   patch(target: Target, kind: PatchKind, raw: string, opts: WriteOptions): WriteResult {
     this.checkSubresource(target);
+    if (kind === "apply" && target.subresource === "scale")
+      throw errors.unsupportedMediaType(
+        "application/apply-patch+yaml (not served on the scale subresource here)",
+      );
     if (kind === "apply") return this.apply(target, raw, opts);
     let patch: unknown;
     try {
       patch = JSON.parse(raw);
     } catch (e) {
       throw errors.badRequest(`error decoding patch: ${(e as Error).message}`);
+    }
+    if (target.subresource === "scale") {
+      const current = this.getScale(target);
+      const next =
+        kind === "merge"
+          ? mergePatch(current, patch)
+          : kind === "json"
+            ? jsonPatch(current, patch)
+            : strategicMergePatch(current, patch);
+      return this.writeScale(target, next, opts);
     }
     const old = this.get(target);
     if (kind === "strategic" && target.type.crdName)
@@ -522,7 +580,23 @@ export class Objects {
     const dryRun = opts.dryRun || options.dryRun?.includes("All");
     if (dryRun) return { object: current, warnings: [] };
     const policy = options.propagationPolicy ?? opts.propagationPolicy ?? "Background";
-    return { object: this.present(t, this.removeOrFinalize(t, current, policy)), warnings: [] };
+    const out = this.present(t, this.removeOrFinalize(t, current, policy));
+    const removed = !this.store.get(this.key(t), target.namespace, target.name!);
+    // Built-in kinds answer a finished delete with a Success Status; custom resources (and
+    // anything still held by finalizers) with the object.
+    if (removed && !t.crdName && t.group !== "apiextensions.k8s.io")
+      return {
+        object: out,
+        warnings: [],
+        response: {
+          kind: "Status",
+          apiVersion: "v1",
+          metadata: {},
+          status: "Success",
+          details: { name: target.name, group: t.group, kind: t.plural, uid: current.metadata.uid },
+        },
+      };
+    return { object: out, warnings: [] };
   }
 
   /** Deletes now, or marks for deletion while finalizers remain. */

@@ -3,7 +3,7 @@
  * legacy discovery documents built from them.
  */
 import { errors } from "./errors.js";
-import type { KObject, PrinterColumn, ResourceType, SchemaNode } from "./types.js";
+import type { KObject, PrinterColumn, ResourceType, ScaleSubresource, SchemaNode } from "./types.js";
 import { apiVersionOf } from "./types.js";
 
 const allVerbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
@@ -24,6 +24,13 @@ function builtin(
     ...t,
   };
 }
+
+/** Deployments and StatefulSets: replicas in spec and status, the selector a label selector. */
+const workloadScale: ScaleSubresource = {
+  specReplicasPath: ".spec.replicas",
+  statusReplicasPath: ".status.replicas",
+  labelSelectorPath: ".spec.selector",
+};
 
 const builtins: ResourceType[] = [
   builtin({
@@ -76,6 +83,65 @@ const builtins: ResourceType[] = [
       { name: "Note", type: "string", jsonPath: ".note" },
     ],
   }),
+  // Workloads and the rest of what manifests hold: stored as given (no controller runs them).
+  builtin({
+    group: "apps",
+    version: "v1",
+    plural: "deployments",
+    kind: "Deployment",
+    shortNames: ["deploy"],
+    categories: ["all"],
+    statusSubresource: true,
+    hasGeneration: true,
+    scale: workloadScale,
+    printerColumns: [
+      { name: "Ready", type: "string", jsonPath: ".status.readyReplicas" },
+      { name: "Up-to-date", type: "integer", jsonPath: ".status.updatedReplicas" },
+      { name: "Available", type: "integer", jsonPath: ".status.availableReplicas" },
+    ],
+  }),
+  builtin({
+    group: "apps",
+    version: "v1",
+    plural: "statefulsets",
+    kind: "StatefulSet",
+    shortNames: ["sts"],
+    categories: ["all"],
+    statusSubresource: true,
+    hasGeneration: true,
+    scale: workloadScale,
+    printerColumns: [{ name: "Ready", type: "string", jsonPath: ".status.readyReplicas" }],
+  }),
+  builtin({
+    group: "",
+    version: "v1",
+    plural: "services",
+    kind: "Service",
+    shortNames: ["svc"],
+    categories: ["all"],
+    statusSubresource: true,
+    printerColumns: [
+      { name: "Type", type: "string", jsonPath: ".spec.type" },
+      { name: "Cluster-IP", type: "string", jsonPath: ".spec.clusterIP" },
+    ],
+  }),
+  builtin({
+    group: "networking.k8s.io",
+    version: "v1",
+    plural: "networkpolicies",
+    kind: "NetworkPolicy",
+    shortNames: ["netpol"],
+    hasGeneration: true,
+  }),
+  builtin({
+    group: "policy",
+    version: "v1",
+    plural: "poddisruptionbudgets",
+    kind: "PodDisruptionBudget",
+    shortNames: ["pdb"],
+    statusSubresource: true,
+    hasGeneration: true,
+  }),
   builtin({
     group: "coordination.k8s.io",
     version: "v1",
@@ -124,7 +190,7 @@ interface CrdSpec {
     served: boolean;
     storage?: boolean;
     schema?: { openAPIV3Schema?: SchemaNode };
-    subresources?: { status?: object; scale?: object };
+    subresources?: { status?: object; scale?: ScaleSubresource };
     additionalPrinterColumns?: PrinterColumn[];
   }[];
 }
@@ -146,6 +212,7 @@ export function typesFromCrd(crd: KObject): ResourceType[] {
       categories: spec.names.categories ?? [],
       verbs: allVerbs,
       statusSubresource: v.subresources?.status !== undefined,
+      ...(v.subresources?.scale ? { scale: v.subresources.scale } : {}),
       hasGeneration: true,
       schema: v.schema?.openAPIV3Schema,
       printerColumns: v.additionalPrinterColumns ?? [
@@ -253,6 +320,16 @@ export class Registry {
           singularName: "",
           namespaced: t.namespaced,
           kind: t.kind,
+          verbs: ["get", "patch", "update"],
+        });
+      if (t.scale)
+        resources.push({
+          name: `${t.plural}/scale`,
+          singularName: "",
+          namespaced: t.namespaced,
+          group: "autoscaling",
+          version: "v1",
+          kind: "Scale",
           verbs: ["get", "patch", "update"],
         });
     }

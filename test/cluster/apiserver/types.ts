@@ -86,6 +86,8 @@ export interface ResourceType {
   verbs: string[];
   /** The status subresource is served and status is split from the main resource. */
   statusSubresource: boolean;
+  /** The scale subresource is served: where replicas and the selector live in the object. */
+  scale?: ScaleSubresource;
   /** metadata.generation is kept (custom resources and a few built-ins). */
   hasGeneration: boolean;
   /** undefined: no schema (built-in kinds we accept loosely). */
@@ -93,6 +95,13 @@ export interface ResourceType {
   printerColumns: PrinterColumn[];
   /** Set for resources that come from a CRD (the CRD's name). */
   crdName?: string;
+}
+
+export interface ScaleSubresource {
+  /** JSON paths, as a CRD declares them: `.spec.replicas`, `.status.replicas`, `.status.selector` */
+  specReplicasPath: string;
+  statusReplicasPath: string;
+  labelSelectorPath?: string;
 }
 
 export function apiVersionOf(t: Pick<ResourceType, "group" | "version">): string {
