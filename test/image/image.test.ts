@@ -183,6 +183,23 @@ function ensureNpmCache(): { dir: string; npmrc: string; filled: boolean } {
   return { dir, npmrc, filled: true };
 }
 
+/**
+ * Removes what an earlier run that was killed left in the test's storage: its image (tagged with
+ * that run's pid) and the containers made from it. Dangling images (a build cut short) go too, but
+ * only when no other run is alive, as a build under way keeps its stages untagged.
+ */
+async function removeLeftovers(): Promise<void> {
+  const tags = (await buildah("images", "--format", "{{.Name}}:{{.Tag}}")).split("\n");
+  let othersAlive = false;
+  for (const tag of tags) {
+    const pid = /^localhost\/applygate:test-(\d+)$/.exec(tag)?.[1];
+    if (!pid || Number(pid) === process.pid) continue;
+    if (existsSync(`/proc/${pid}`)) othersAlive = true;
+    else await buildah("rmi", "--force", tag);
+  }
+  if (!othersAlive) await buildah("rmi", "--prune").catch(() => undefined);
+}
+
 interface ImageConfig {
   User?: string;
   Env?: string[];
@@ -303,6 +320,7 @@ describe.skipIf(skipped)("the container image", () => {
 
   beforeAll(async () => {
     mkdirSync(CACHE, { recursive: true });
+    await removeLeftovers();
     const started = Date.now();
     const base = baseImageOf(readFileSync(CONTAINERFILE, "utf8"));
     const standIn = await ensureStandIn(base);
