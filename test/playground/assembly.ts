@@ -160,6 +160,8 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     return findings();
   };
   try {
+    // Built first: `kubectl kustomize` blocks this process, which must not stall a running server.
+    const deployed = deployedIdentities();
     const workdir = await mkdtemp(join(tmpdir(), "applygate-playground-"));
     const auditLogPath = join(workdir, "audit.log");
     let last: AuditFindings | undefined;
@@ -205,7 +207,6 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
 
     // Each component runs as the ServiceAccount its manifests name, with only the RBAC they grant;
     // the Secrets of the demo namespace are readable as install.md's step 4 makes them.
-    const deployed = deployedIdentities();
     const rbacNamespaces = new Set(deployed.rbac.map((o) => o.metadata.namespace).filter(Boolean));
     await api.applyYaml(
       [...rbacNamespaces]

@@ -52,6 +52,9 @@ function qualified(t: Target): string {
   return t.group === "" ? t.plural : `${t.plural}.${t.group}`;
 }
 
+/** As apimachinery's aggregate error prints: one message alone, several in brackets. */
+const aggregate = (messages: string[]) => (messages.length === 1 ? messages[0] : `[${messages.join(", ")}]`);
+
 export const errors = {
   notFound: (t: Target & { name: string }) =>
     new ApiError(404, "NotFound", `${qualified(t)} "${t.name}" not found`, {
@@ -75,7 +78,7 @@ export const errors = {
     new ApiError(
       422,
       "Invalid",
-      `${t.kind}${t.group ? "." + t.group : ""} "${t.name}" is invalid: ${causes.map((c) => (c.field ? `${c.field}: ${c.message}` : c.message)).join(", ")}`,
+      `${t.kind}${t.group ? "." + t.group : ""} "${t.name}" is invalid: ${aggregate(causes.map((c) => (c.field ? `${c.field}: ${c.message}` : c.message)))}`,
       { name: t.name, group: t.group, kind: t.kind, causes },
     ),
   badRequest: (message: string, causes?: StatusCause[]) =>

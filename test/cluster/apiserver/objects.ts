@@ -16,6 +16,7 @@ import { requestedReplicas, scaleOf, withReplicas } from "./scale.js";
 import { unknownFields } from "./schema.js";
 import type { Store } from "./store.js";
 import { apiVersionOf, type KObject, type ResourceType } from "./types.js";
+import { schemaCauses } from "./validation.js";
 
 export interface Target {
   type: ResourceType;
@@ -221,6 +222,7 @@ export class Objects {
     if (t.hasGeneration) meta.generation = 1;
     else delete meta.generation;
     this.defaults(t, o);
+    this.checkSchema(t, o);
     if (t.kind === "CustomResourceDefinition") this.prepareCrd(o);
     dropEmptyMetadata(o);
     if (!meta.managedFields?.length) {
@@ -231,6 +233,17 @@ export class Objects {
     const stored = this.store.put(this.key(t), o, undefined);
     this.afterWrite(t, stored);
     return { object: this.present(t, stored), warnings, created: true };
+  }
+
+  /** A custom resource must satisfy its CRD's schema and CEL rules (422 Invalid naming each field). */
+  private checkSchema(t: ResourceType, o: KObject, old?: KObject): void {
+    if (!t.schema || !t.crdName) return;
+    const causes = schemaCauses(t.schema, o, old);
+    if (causes.length)
+      throw errors.invalid(
+        { group: t.group, plural: t.plural, kind: t.kind, name: o.metadata.name ?? "" },
+        causes,
+      );
   }
 
   private actor(t: ResourceType, target: Target, opts: WriteOptions): Actor {
@@ -395,6 +408,7 @@ export class Objects {
     }
     if (deepEqual(withoutVolatile(old), withoutVolatile(o)))
       return { object: this.present(t, old), warnings: [] };
+    this.checkSchema(t, o, old);
     if (opts.dryRun) return { object: this.present(t, o), warnings: [] };
     if (o.metadata.deletionTimestamp && !o.metadata.finalizers?.length) {
       // The write that takes the last finalizer away deletes the object: watchers get DELETED with
