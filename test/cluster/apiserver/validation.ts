@@ -37,9 +37,14 @@ for (const keyword of [
   ajv.addKeyword({ keyword });
 
 const compiled = new WeakMap<SchemaNode, ValidateFunction>();
+/** Compiled once per process for each distinct schema: every API server installs the same CRDs. */
+const byText = new Map<string, ValidateFunction>();
 
 function validatorFor(schema: SchemaNode): ValidateFunction {
   let v = compiled.get(schema);
+  if (v) return v;
+  const text = JSON.stringify(schema);
+  v = byText.get(text);
   if (!v) {
     // metadata is the server's to validate, whatever the CRD says of it.
     const { metadata: _m, ...properties } = schema.properties ?? {};
@@ -49,8 +54,9 @@ function validatorFor(schema: SchemaNode): ValidateFunction {
       properties,
       ...(required ? { required: required.filter((r) => r !== "metadata") } : {}),
     });
-    compiled.set(schema, v);
+    byText.set(text, v);
   }
+  compiled.set(schema, v);
   return v;
 }
 
