@@ -119,5 +119,5 @@ describe("the playground", () => {
     child.kill("SIGINT");
     expect(await exited).toBe(0);
     await expect(fetch(`${gateway}/healthz`)).rejects.toThrow();
-  });
+  }, 180_000);
 });
