@@ -115,6 +115,7 @@ describe("the playground", () => {
     );
     const f = auditFindings(readAuditLog(auditLog!), users);
     expect(f.forbidden).toEqual([]);
+    expect(f.invalid).toEqual([]);
     expect(f.admin).toEqual([]);
     child.kill("SIGINT");
     expect(await exited).toBe(0);
