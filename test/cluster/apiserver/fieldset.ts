@@ -44,11 +44,13 @@ function keyElement(item: Record<string, unknown>, keys: string[]): PathElement 
   return `k:${canonical(picked)}`;
 }
 
-/** Fields a walk leaves out: identity and server-owned metadata are never owned by anyone. */
+/**
+ * Fields a walk leaves out: identity and server-owned metadata are never owned by anyone
+ * (`generateName` is: a real server records `f:generateName` for the create that set it).
+ */
 const unownedMetadata = new Set([
   "name",
   "namespace",
-  "generateName",
   "uid",
   "resourceVersion",
   "generation",

@@ -196,7 +196,8 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
     const verb = verbOf(method, r, watch);
     const access = { group: r.group, resource: r.plural, subresource: r.subresource, namespace: r.namespace };
     const decision = decide(user, { verb, ...access, name: r.name }, ctx.policy);
-    audit?.authorized(verb, decision, { ...access, apiGroup: r.group, apiVersion: r.version, name: r.name });
+    const { group: apiGroup, ...ref } = access; // an audit objectRef names the group apiGroup
+    audit?.authorized(verb, decision, { ...ref, apiGroup, apiVersion: r.version, name: r.name });
     watching = verb === "watch";
     if (!decision.allowed)
       throw errors.forbidden(
