@@ -28,7 +28,17 @@ import { receiverRoutes } from "./receivers.js";
 // fastify-metrics is CommonJS with a `default` export.
 const fastifyMetrics = metricsModule.default ?? metricsModule;
 
-export const DEFAULT_BODY_LIMIT = 3 * 1024 * 1024;
+/**
+ * Largest body by default: 2 MiB. GitHub documents at most 2048 commits in a push payload; its
+ * recorded push examples (@octokit/webhooks-examples) hold commit objects of at most 550 bytes
+ * around 7 KiB of the rest, so its largest documented push is about 1.1 MiB. 2 MiB leaves room
+ * for longer messages and file lists, and holds one intake write of an object at the 1.5 MiB
+ * limit etcd takes. A larger body gets 413 before any work.
+ */
+export const DEFAULT_BODY_LIMIT = 2 * 1024 * 1024;
+/** A client has this long to send its headers, and this long for the whole request. */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 5_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 15_000;
 
 export interface GatewayOptions {
   redisUrl: string;
@@ -37,6 +47,10 @@ export interface GatewayOptions {
   logger?: Logger;
   /** Largest accepted body in bytes; larger ones get 413 before any work. */
   bodyLimit?: number;
+  /** Longest a client may take to send its headers (default 5 s); then the connection is cut. */
+  headersTimeoutMs?: number;
+  /** Longest a client may take to send its whole request (default 15 s); then it is answered the miss and cut. */
+  requestTimeoutMs?: number;
   /** Dashboard at /queues; `false` leaves it out. */
   dashboard?: { auth: DashboardAuth; readOnly: boolean } | false;
   /** Longest a `wait=published` write is held (default 30 s). */
@@ -51,6 +65,9 @@ export interface GatewayOptions {
   queueEvents?: boolean;
   now?: () => Date;
 }
+
+/** The miss as raw bytes, for answers written before any request exists. */
+const RAW_MISS = `HTTP/1.1 ${MISS_STATUS} Not Found\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(MISS_BODY)}\r\nconnection: close\r\n\r\n${MISS_BODY}`;
 
 export interface Gateway {
   app: FastifyInstance;
@@ -120,6 +137,20 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     loggerInstance: log as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    // A client that sends headers and then nothing is cut within seconds, not Node's minutes;
+    // the deadlines are checked every half second instead of every 30 s.
+    requestTimeout: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    http: {
+      headersTimeout: opts.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS,
+      connectionsCheckingInterval: 500,
+    },
+    // A malformed URL (bad escapes, an over-long id) is a miss like any other: no echo of the path.
+    frameworkErrors: (_err, _req, reply) => sendMiss(reply),
+    // A request the HTTP parser refuses (huge headers, bad framing) answers the miss bytes too.
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
+      if (err.code === "ECONNRESET" || !socket.writable) return socket.destroy();
+      socket.end(RAW_MISS);
+    },
     // Flux matches receivers on the full URI; we match on the path segment only, so trailing
     // slashes and queries do not turn one provider into a miss with a different answer.
     routerOptions: { ignoreTrailingSlash: true },

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { Queue } from "bullmq";
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AcceptedWrite, branchKey, QUEUES, RefusalNotice } from "../queue/contract.js";
 import { branchKeys, knownBranchesKey, publishedChannel, writePublishedKey } from "../queue/keys.js";
@@ -220,6 +221,54 @@ describe("intake", () => {
     const body = `{"author":{"name":"a","email":"a@b"},"changes":[{"op":"upsert","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"${NS}"},"data":${"[".repeat(levels)}${"]".repeat(levels)}}}]}`;
     const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: body });
     expect(r.statusCode).toBe(422);
+  });
+
+  it("fuzz: any write body answers 202, 400, 403 or 422, never 5xx, and only 202 queues", async () => {
+    const tricky = fc.constantFrom(..."abz09.-_:~@ \\/\u0000\u200cGIT".split(""));
+    const name = fc.oneof(
+      fc.string({ unit: tricky, minLength: 1, maxLength: 10 }),
+      fc.constantFrom("web", ".git:x", ".."),
+    );
+    const namespace = fc.option(fc.oneof(name, fc.constant(NS)), { nil: undefined });
+    const kind = fc.constantFrom<[string, string]>(
+      ["v1", "ConfigMap"],
+      ["rbac.authorization.k8s.io/v1", "ClusterRole"],
+      ["v1", "Namespace"],
+      ["x/y/z", "K"],
+    );
+    const depth = fc.integer({ min: 0, max: 2000 });
+    const change = fc
+      .record({ kind, name, namespace, depth, del: fc.boolean() })
+      .map(({ kind: [apiVersion, k], name, namespace, depth, del }) => {
+        let data: unknown = 1;
+        for (let i = 0; i < depth; i++) data = [data];
+        const ref = { apiVersion, kind: k, name, ...(namespace !== undefined ? { namespace } : {}) };
+        return del
+          ? { op: "delete", ref }
+          : {
+              op: "upsert",
+              object: {
+                apiVersion,
+                kind: k,
+                metadata: { name, ...(namespace !== undefined ? { namespace } : {}) },
+                data,
+              },
+            };
+      });
+    await fc.assert(
+      fc.asyncProperty(fc.array(change, { minLength: 1, maxLength: 3 }), async (changes) => {
+        const before = (await inbox()).length;
+        const r = await gw.app.inject({
+          method: "POST",
+          url: WRITES,
+          headers: bearer,
+          payload: { ...write, changes },
+        });
+        expect([202, 400, 403, 422]).toContain(r.statusCode);
+        expect((await inbox()).length).toBe(before + (r.statusCode === 202 ? 1 : 0));
+      }),
+      { numRuns: 150 },
+    );
   });
 
   it("accepts what a ScopeGrant adds, and refuses what the target's allowedKinds leaves out", async () => {

@@ -79,7 +79,7 @@ export const gatewaySettings = {
     help: "largest request body; larger ones get 413",
     parse: parsers.bytes,
     default: DEFAULT_BODY_LIMIT,
-    defaultLabel: "3MiB",
+    defaultLabel: "2MiB",
   } as Setting<number>,
   maxWait: {
     flag: "max-wait",

@@ -4,6 +4,7 @@
  * after the same work. A verified push for a branch some GitTarget writes becomes a push notice,
  * acknowledged only once Redis holds it.
  */
+import { isUtf8 } from "node:buffer";
 import { createHash } from "node:crypto";
 import type { Queue } from "bullmq";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -14,7 +15,7 @@ import { sendMiss, sendUnavailable, withTimeout } from "./answers.js";
 import type { Catalog } from "./catalog.js";
 import type { GatewayMetrics } from "./metrics.js";
 import { deliveryEvent, deliveryIdOf, parsePayload, readPush } from "./push.js";
-import { verifyDelivery, verifyUnknown } from "./verify.js";
+import { header, verifyDelivery, verifyUnknown } from "./verify.js";
 
 export interface ReceiverDeps {
   catalog: Catalog;
@@ -40,12 +41,16 @@ async function receive(
   reply: FastifyReply,
 ): Promise<FastifyReply> {
   const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-  const provider = deps.catalog.snapshot().providerByHookPath(`/hook/${req.params.id}`);
-  const providerType = provider?.type ?? "unknown";
+  // Misses are not labelled by provider type: the metrics must not tell a real path from a fake.
   const miss = () => {
-    deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "miss" });
+    deps.metrics.deliveries.inc({ provider_type: "unknown", outcome: "miss" });
     return sendMiss(reply);
   };
+  // Every push payload is JSON or a form carrying JSON, in UTF-8: anything else is a miss, found
+  // cheaply and the same way on every path, before any lookup or hashing.
+  if (!plausiblePayload(body, header(req.headers, "content-type"))) return miss();
+  const provider = deps.catalog.snapshot().providerByHookPath(`/hook/${req.params.id}`);
+  const providerType = provider?.type ?? "unknown";
   const verified =
     provider?.secret !== undefined
       ? await verifyDelivery({
@@ -108,4 +113,21 @@ async function receive(
     log.warn({ err: (err as Error).message, deliveryId: notice.deliveryId }, "push notice not queued");
     return sendUnavailable(reply);
   }
+}
+
+const FORM = "application/x-www-form-urlencoded";
+
+/**
+ * Could this body be a push payload? Valid UTF-8, and a JSON object (first non-blank byte `{`) or
+ * a form starting with its `payload` field. Cost: one native scan of the bytes.
+ */
+export function plausiblePayload(body: Buffer, contentType: string | undefined): boolean {
+  if (body.length === 0 || !isUtf8(body)) return false;
+  if (contentType?.toLowerCase().startsWith(FORM))
+    return body.subarray(0, 8).toString("latin1") === "payload=";
+  for (const byte of body) {
+    if (byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09) continue;
+    return byte === 0x7b; // {
+  }
+  return false;
 }

@@ -4,7 +4,6 @@
  * not, so a miss does not tell which part was wrong.
  */
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
-import { Webhooks } from "@octokit/webhooks";
 import type { GitProviderType } from "../queue/crds/index.js";
 
 export type Headers = Record<string, string | string[] | undefined>;
@@ -75,69 +74,90 @@ export function prefixedHmacMatches(
   return hexHmacMatches(known ? algo : "sha256", secret, body, signature?.slice(eq + 1)) && known;
 }
 
-// One @octokit/webhooks verifier per secret; small, since secrets are few and rotate rarely.
-const octokitBySecret = new Map<string, Webhooks>();
-function octokit(secret: string): Webhooks {
-  let w = octokitBySecret.get(secret);
-  if (!w) {
-    if (octokitBySecret.size > 1000) octokitBySecret.clear();
-    w = new Webhooks({ secret });
-    octokitBySecret.set(secret, w);
+/**
+ * The one HMAC a delivery costs, whichever path it reaches: its algorithm is chosen from the
+ * headers alone (never from the provider), so a real receiver path and an unknown one do the same
+ * work over the same bytes, and only the key differs.
+ */
+export function signatureAlgo(headers: Headers): HmacAlgo {
+  if (
+    header(headers, "x-hub-signature-256") !== undefined ||
+    header(headers, "x-gitea-signature") !== undefined ||
+    header(headers, "x-gogs-signature") !== undefined
+  )
+    return "sha256";
+  const generic = header(headers, "x-signature");
+  if (generic !== undefined) {
+    const algo = generic.slice(0, Math.max(0, generic.indexOf("="))).toLowerCase();
+    return algo in HMAC_ALGOS ? (algo as HmacAlgo) : "sha256";
   }
-  return w;
+  if (header(headers, "x-hub-signature") !== undefined) return "sha1";
+  return "sha256";
+}
+
+/** Does `given` (`<algo>=<hex>`, or bare hex when `prefixed` is false) carry `digest`, made with `expected`? */
+function carries(
+  digest: Buffer,
+  used: HmacAlgo,
+  expected: HmacAlgo,
+  given: string | undefined,
+  prefixed: boolean,
+): boolean {
+  let hex = given;
+  let algoOk = used === expected;
+  if (prefixed) {
+    const eq = given?.indexOf("=") ?? -1;
+    algoOk = algoOk && eq > 0 && given!.slice(0, eq).toLowerCase() === expected;
+    hex = eq > 0 ? given!.slice(eq + 1) : undefined;
+  }
+  const bytes = hex !== undefined && HEX.test(hex) && hex.length % 2 === 0 ? Buffer.from(hex, "hex") : null;
+  return bytesEqual(bytes ?? Buffer.alloc(0), digest) && bytes !== null && algoOk;
+}
+
+function githubCarries(digest: Buffer, used: HmacAlgo, headers: Headers, allowSha1: boolean): boolean {
+  const sig256 = header(headers, "x-hub-signature-256");
+  if (sig256 !== undefined || !allowSha1) return carries(digest, used, "sha256", sig256, true);
+  return carries(digest, used, "sha1", header(headers, "x-hub-signature"), true);
 }
 
 /**
- * GitHub's X-Hub-Signature-256, checked by @octokit/webhooks. It verifies a string, so the body is
- * handed over only when it is valid UTF-8 (then string and bytes hash alike); other bodies are
- * checked over the bytes directly.
+ * Verifies a delivery for a provider of the given type: one HMAC over the raw body (the algorithm
+ * from `signatureAlgo`), then constant-time comparisons against the headers the type reads.
  */
-async function githubSha256Matches(secret: string, body: Buffer, signature: string | undefined) {
-  const text = body.toString("utf8");
-  if (signature?.startsWith("sha256=") && text.length > 0 && Buffer.byteLength(text) === body.length) {
-    try {
-      return await octokit(secret).verify(text, signature);
-    } catch {
-      return false;
-    }
-  }
-  return prefixedHmacMatches(secret, body, signature, ["sha256"]);
-}
-
-async function verifyGithubHeaders(secret: string, body: Buffer, headers: Headers, allowSha1: boolean) {
-  const sig256 = header(headers, "x-hub-signature-256");
-  if (sig256 !== undefined || !allowSha1) return githubSha256Matches(secret, body, sig256);
-  return prefixedHmacMatches(secret, body, header(headers, "x-hub-signature"), ["sha1"]);
-}
-
-/** Verifies a delivery for a provider of the given type. */
 export async function verifyDelivery(input: VerifyInput): Promise<boolean> {
   const { type, secret, body, headers, allowSha1 } = input;
+  const used = signatureAlgo(headers);
+  const digest = hmac(used, secret, body);
+  // Computed on every path, so a GitLab provider's token check costs what it costs elsewhere.
+  const token = header(headers, "x-gitlab-token");
+  const tokenOk = stringsEqual(token ?? "", secret) && token !== undefined;
   switch (type) {
     case "github":
-      return verifyGithubHeaders(secret, body, headers, allowSha1);
+      return githubCarries(digest, used, headers, allowSha1);
     case "gitea": {
       const own = header(headers, "x-gitea-signature") ?? header(headers, "x-gogs-signature");
-      if (own !== undefined) return hexHmacMatches("sha256", secret, body, own);
-      return verifyGithubHeaders(secret, body, headers, allowSha1);
+      if (own !== undefined) return carries(digest, used, "sha256", own, false);
+      return githubCarries(digest, used, headers, allowSha1);
     }
-    case "gitlab": {
-      // The body is not signed; hash it anyway so a GitLab path costs what an HMAC path costs.
-      hmac("sha256", DUMMY_SECRET, body);
-      const token = header(headers, "x-gitlab-token");
-      return stringsEqual(token ?? "", secret) && token !== undefined;
+    case "gitlab":
+      return tokenOk;
+    case "generic-hmac": {
+      const sig = header(headers, "x-signature");
+      const eq = sig?.indexOf("=") ?? -1;
+      const algo = (eq > 0 ? sig!.slice(0, eq).toLowerCase() : "sha256") as HmacAlgo;
+      return algo in HMAC_ALGOS && carries(digest, used, algo, sig, true);
     }
-    case "generic-hmac":
-      return prefixedHmacMatches(secret, body, header(headers, "x-signature"), ["sha1", "sha256", "sha512"]);
     default:
-      hmac("sha256", DUMMY_SECRET, body);
       return false;
   }
 }
 
-/** The work an unknown path costs: the same check as a GitHub provider, against a dummy secret. */
+/**
+ * The work an unknown path costs: exactly what a known one costs (the same HMAC over the same
+ * bytes, the same comparisons), against a dummy secret.
+ */
 export async function verifyUnknown(body: Buffer, headers: Headers): Promise<false> {
-  await verifyGithubHeaders(DUMMY_SECRET, body, headers, false);
+  await verifyDelivery({ type: "github", secret: DUMMY_SECRET, allowSha1: false, body, headers });
   return false;
 }
 

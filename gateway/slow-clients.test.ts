@@ -1,0 +1,95 @@
+/**
+ * Slow and malformed clients, over real sockets: a client that sends headers and then nothing is
+ * cut within the request timeout; bad URLs, over-long ids and huge headers under /hook/ answer the
+ * uniform miss without echoing the path; /metrics does not tell a real receiver path from a fake.
+ */
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { MISS_BODY, type StartedGateway, startGateway } from "./app.js";
+import { StaticCatalog } from "./catalog.js";
+import { fixtureObjects, pathOf, SECRETS } from "./testing.js";
+
+/** Writes `raw` on a fresh connection; resolves with what came back and how long until it closed. */
+function exchange(url: string, raw: string): Promise<{ text: string; ms: number }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const socket = connect(Number(port), hostname, () => socket.write(raw));
+    let text = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (d) => {
+      text += d;
+    });
+    socket.on("error", reject);
+    socket.on("close", () => resolve({ text, ms: performance.now() - started }));
+  });
+}
+
+describe("slow and malformed clients", () => {
+  let redis: IsolatedRedis;
+  let gw: StartedGateway;
+  beforeAll(async () => {
+    redis = await isolatedRedis("slow");
+    gw = await startGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog: new StaticCatalog(fixtureObjects()),
+      processMetrics: false,
+      queueEvents: false,
+      headersTimeoutMs: 1000,
+      requestTimeoutMs: 1500,
+    });
+  });
+  afterAll(async () => {
+    await gw.close();
+    await redis.cleanup();
+  });
+
+  it("cuts a client that sends headers and then nothing, within the request timeout", async () => {
+    const path = pathOf(SECRETS.github, "github");
+    const r = await exchange(
+      gw.url,
+      `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"ref":`,
+    );
+    expect(r.ms).toBeLessThan(4000);
+    expect(r.text).not.toContain(path.slice(6));
+  });
+
+  it("cuts a client that never finishes its headers, within the headers timeout", async () => {
+    const r = await exchange(gw.url, `POST /hook/${"a".repeat(64)} HTTP/1.1\r\nhost: x\r\nx-slow: `);
+    expect(r.ms).toBeLessThan(4000);
+  });
+
+  it("answers malformed requests under /hook/ with the uniform miss, never echoing the path", async () => {
+    const probes = [
+      `POST /hook/%zz%ZZ-secret-probe HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}`,
+      `POST /hook/${"b".repeat(5000)}-secret-probe HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}`,
+      `POST /hook/x-secret-probe HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-big: ${"c".repeat(64 * 1024)}\r\ncontent-length: 2\r\n\r\n{}`,
+      `POST /hook/%00-secret-probe HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}`,
+    ];
+    for (const raw of probes) {
+      const r = await exchange(gw.url, raw);
+      expect(r.text, raw.slice(0, 40)).toMatch(/^HTTP\/1\.1 404 /);
+      expect(r.text.endsWith(MISS_BODY), raw.slice(0, 40)).toBe(true);
+      expect(r.text).not.toContain("secret-probe");
+    }
+  });
+
+  it("refuses non-UTF-8 and non-JSON bodies as misses, and labels no miss by provider type", async () => {
+    const real = pathOf(SECRETS.gitea, "gitea");
+    for (const payload of [Buffer.from([0xff, 0xfe, 0x00, 0x80]), Buffer.from("not json"), Buffer.alloc(0)]) {
+      const r = await gw.app.inject({
+        method: "POST",
+        url: real,
+        headers: { "content-type": "application/json", "x-gitea-event": "push" },
+        payload,
+      });
+      expect(r.body).toBe(MISS_BODY);
+    }
+    await gw.app.inject({ method: "POST", url: real, headers: { "x-gitea-signature": "00" }, payload: "{}" });
+    const text = await gw.metrics.registry.getSingleMetricAsString("applygate_gateway_deliveries_total");
+    expect(text).toMatch(/provider_type="unknown",outcome="miss"\} [1-9]/);
+    expect(text).not.toMatch(/provider_type="gitea",outcome="miss"/);
+  });
+});
