@@ -1,0 +1,131 @@
+/**
+ * docs/install.md walked: every `kubectl` command in its `sh` blocks runs, in order, with the
+ * machine's kubectl against the simulated API server, unless it is listed below with the reason it
+ * cannot run there. A command added to the doc must either run or be listed here.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import { KUBECTL_AVAILABLE, REPO_ROOT } from "./kustomize.js";
+
+const run = promisify(execFile);
+
+/** Commands the simulated cluster cannot answer, and why. */
+const notHere: [RegExp, string][] = [
+  [/rollout status/, "no pods run: nothing ever rolls out"],
+  [/apply --server-side -k \.$/, "builds Flux's or Argo CD's own install, which is not in this repository"],
+  [
+    /get (deploy kustomize-controller|sts argocd-application-controller)/,
+    "objects of the Flux/Argo CD install",
+  ],
+  [/-k manifests\/examples\/external-redis/, "the alternative to manifests/base (walked in its place)"],
+  [
+    /wait --for=condition=Ready gitprovider|get gitprovider .*webhookPath/,
+    "the gateway writes that status; no gateway runs here",
+  ],
+  [/apply -k manifests\/monitoring/, "needs the Prometheus Operator's CRDs"],
+];
+
+/** The `kubectl` lines of the doc's `sh` blocks, continuation lines joined. */
+async function commands(): Promise<string[]> {
+  const text = await readFile(join(REPO_ROOT, "docs/install.md"), "utf8");
+  const blocks = [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  return blocks
+    .flatMap((b) => b.replace(/\\\n\s*/g, " ").split("\n"))
+    .map((l) => l.replace(/\s+#.*$/, "").trim())
+    .filter((l) => l.startsWith("kubectl "));
+}
+
+describe.skipIf(!KUBECTL_AVAILABLE)("docs/install.md against the simulated cluster", () => {
+  let server: ApiServer;
+  let dir: string;
+  let env: NodeJS.ProcessEnv;
+  const sh = async (command: string) => {
+    try {
+      const { stdout } = await run("sh", ["-c", command], { cwd: REPO_ROOT, env });
+      return { code: 0, out: stdout };
+    } catch (e) {
+      const err = e as { code?: number; stdout?: string; stderr?: string };
+      return { code: err.code ?? 1, out: `${err.stdout ?? ""}${err.stderr ?? ""}` };
+    }
+  };
+
+  beforeAll(async () => {
+    server = await startApiServer();
+    dir = await mkdtemp(join(tmpdir(), "install-walk-"));
+    const kubeconfig = join(dir, "kubeconfig");
+    await server.writeKubeconfig(kubeconfig);
+    const pass = "0123456789abcdef";
+    env = {
+      ...process.env,
+      KUBECONFIG: kubeconfig,
+      PASS: pass,
+      URL: `redis://:${pass}@applygate-redis.applygate-system.svc:6379`,
+    };
+    // What the doc assumes is installed already: Flux's and Argo CD's namespaces.
+    for (const ns of ["flux-system", "argocd"])
+      expect((await sh(`kubectl create namespace ${ns}`)).code).toBe(0);
+  });
+  afterAll(async () => {
+    await server?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("runs every command it can, in the doc's order, and each succeeds", async () => {
+    const all = await commands();
+    expect(all.length).toBeGreaterThan(10);
+    const ran: string[] = [];
+    for (const command of all) {
+      if (notHere.some(([re]) => re.test(command))) continue;
+      const r = await sh(command);
+      expect({ command, ...r }).toMatchObject({ command, code: 0 });
+      ran.push(command);
+    }
+    expect(ran).toContain("kubectl apply --server-side -k manifests/base");
+    expect(ran).toContain("kubectl apply -k manifests/examples/resources");
+
+    const crds = await sh("kubectl get crd -l app.kubernetes.io/part-of=applygate -o name");
+    expect(crds.out.trim().split("\n").length).toBeGreaterThanOrEqual(4);
+    const team = await sh("kubectl get applygate -n team-a -o name");
+    expect(team.out).toMatch(/gitprovider/);
+    expect(team.out).toMatch(/gittarget/);
+    const binding = JSON.parse(
+      (await sh("kubectl -n team-a get rolebinding applygate-secret-reader -o json")).out,
+    );
+    expect(binding.subjects.map((s: { name: string }) => s.name)).toEqual([
+      "applygate-gateway",
+      "applygate-worker",
+    ]);
+    const secret = JSON.parse(
+      (await sh("kubectl -n applygate-system get secret applygate-redis -o json")).out,
+    );
+    expect(Buffer.from(secret.data.url, "base64").toString()).toBe(env.URL);
+  });
+
+  it("lists every command it does not run with a reason that still matches the doc", async () => {
+    const all = await commands();
+    for (const [re] of notHere)
+      expect(
+        all.some((c) => re.test(c)),
+        String(re),
+      ).toBe(true);
+  });
+
+  it("uninstalls as the doc says: claims first, then the control plane", async () => {
+    expect((await sh("kubectl delete -k manifests/examples/resources")).code).toBe(0);
+    // The simulated namespace controller empties applygate-system at once (a real one takes a
+    // few seconds), so kubectl finds the namespaced objects it deletes after it gone already.
+    const r = await sh("kubectl delete -k manifests/base");
+    const errors = r.out.split("\n").filter((l) => l.startsWith("Error"));
+    expect(
+      errors.every((l) => l.includes("(NotFound)")),
+      r.out,
+    ).toBe(true);
+    expect((await sh("kubectl get namespace applygate-system")).code).not.toBe(0);
+    expect((await sh("kubectl get crd -l app.kubernetes.io/part-of=applygate -o name")).out).toBe("");
+  });
+});
