@@ -54,7 +54,7 @@ export const applierGrantInfo: KindInfo = {
 
 /** What the grant rule reads of a claim and the applier it names. */
 export interface HoldRequest {
-  claimKind: ClaimKind;
+  claimKind: ClaimKind | (string & {});
   claimNamespace: string;
   applierNamespace: string;
   applierName: string;

@@ -19,6 +19,7 @@ import {
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
+import { recheckStanding } from "../standing.js";
 import {
   APPLICATION,
   type Application,
@@ -205,6 +206,10 @@ export class ArgoCDExecutor implements OperationExecutor {
       const isCurrent = this.d.options?.isCurrent;
       if (isCurrent && !(await isCurrent(attempt)))
         return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
+      // The decision must still hold at the write: its GitTargets, the claim's standing (a claim
+      // waiting in line or not in control never syncs), the grant.
+      const standing = await recheckStanding(this.d.kube, attempt);
+      if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
 
       const op = buildSyncOperation(app, {
         commit: c.commit,

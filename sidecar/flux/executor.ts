@@ -20,6 +20,7 @@ import {
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
+import { recheckStanding } from "../standing.js";
 import { Aborted, type FluxClient, ksWakeKey, newToken, srcWakeKey } from "./client.js";
 import {
   artifactHolds,
@@ -172,6 +173,9 @@ export class FluxExecutor implements OperationExecutor {
         throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
       }
       if (signal.aborted) throw new Refusal("RequestFailed", "SidecarStopping", "the sidecar is stopping");
+      // The decision must still hold at the write: its GitTargets, the claim's standing, the grant.
+      const standing = await recheckStanding(this.d.client.kube, attempt);
+      if (!standing.ok) throw new Refusal(standing.phase, standing.reason, standing.message);
       // 4. Resume.
       const resume = await this.resume(ks, read.ks, resumeToken, log);
       recorded = undefined; // from here the operation is followed, never withdrawn

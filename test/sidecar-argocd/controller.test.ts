@@ -282,6 +282,7 @@ describe("hand-back", () => {
 describe("the window observer", () => {
   it("reports Argo CD's own writes to objects carrying the Application's tracking annotation", async () => {
     const { name, ns } = await setup({ syncPolicy: { automated: { enabled: false } } });
+    await c.markHeld(name);
     const reporter = memoryReporter();
     const observer = new ArgoCDWindowObserver({
       kube: c.kube,

@@ -54,6 +54,7 @@ async function setup(spec: Record<string, unknown> = {}) {
     ...Object.fromEntries(Object.entries(spec).filter(([k]) => k !== "syncPolicy")),
   });
   await c.createClaim(name, name);
+  await c.markHeld(name);
   const ref = { namespace: "argocd", name };
   const claim = { type: RESOURCES.argoCDClaim, namespace: "argocd", name };
   return { name, ns, ref, claim };
@@ -108,6 +109,47 @@ describe("one sync per attempt", () => {
     const app = await c.getApp(name);
     expect(app.spec?.syncPolicy?.automated).toEqual({ enabled: false, prune: true });
     expect(app.operation ?? undefined).toBeUndefined();
+  });
+
+  it("a claim waiting in line (HeldByAnotherClaim) is never synced, and its record is withdrawn", async () => {
+    const { name, ref, claim } = await setup();
+    await c.kube.patchStatus(
+      RESOURCES.argoCDClaim,
+      "argocd",
+      name,
+      {
+        conditions: [
+          {
+            type: "InControl",
+            status: "False",
+            reason: "HeldByAnotherClaim",
+            message: "claim argocd/first holds the applier",
+            lastTransitionTime: new Date().toISOString(),
+          },
+        ],
+      },
+      undefined,
+    );
+    const r = recorder();
+    await executor().execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    expect(r.phases().at(-1)).toBe("RequestFailed");
+    expect(r.reports.at(-1)?.extra.reason).toBe("HeldByAnotherClaim");
+    expect(c.argo!.syncs(ref)).toEqual([]);
+    expect((await c.getApp(name)).operation ?? undefined).toBeUndefined();
+    expect(await readOperation(c.kube, claim)).toBeUndefined();
+  });
+
+  it("an attempt whose GitTargets no longer stand (recreated) is Dropped, nothing synced", async () => {
+    const { name, ref } = await setup();
+    const attempt = c.attempt(name, name, c1, `t-${name}`);
+    await c.kube.delete(RESOURCES.gitTarget, "argocd", `${name}-target`);
+    await c.createClaim(name, name); // the GitTarget is made again: another uid
+    const r = recorder();
+    await executor().execute(attempt, r.report, new AbortController().signal);
+    expect(r.phases().at(-1)).toBe("Dropped");
+    expect(r.reports.at(-1)?.extra.reason).toBe("NoTargetStands");
+    expect(c.argo!.syncs(ref)).toEqual([]);
+    expect((await c.getApp(name)).operation ?? undefined).toBeUndefined();
   });
 
   it("opens the apply window before the update that starts the sync, and closes it at the end", async () => {

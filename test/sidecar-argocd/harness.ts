@@ -13,7 +13,7 @@ import { silentLogger } from "../../queue/log.js";
 import type { ReportExtra, ReportFn } from "../../sidecar/applier-kind.js";
 import { APPLICATION, type Application } from "../../sidecar/argocd/application.js";
 import { memoryEvents } from "../../sidecar/events.js";
-import { Kube, RESOURCES } from "../../sidecar/kube.js";
+import { type KObject, Kube, RESOURCES } from "../../sidecar/kube.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import {
   type ArgoSim,
@@ -65,7 +65,10 @@ export interface Cluster {
   /** A namespace to deploy into (one per Application, so their objects never meet). */
   namespace(name: string): Promise<string>;
   getApp(name: string): Promise<Application>;
+  /** Creates the claim and a GitTarget `<name>-target` naming it (what an attempt's target is). */
   createClaim(name: string, app: string): Promise<void>;
+  /** Marks the claim InControl=True, as the reconciler does once it holds the Application. */
+  markHeld(name: string): Promise<void>;
   attempt(claim: string, app: string, commit: string, token: string): Attempt;
   close(): Promise<void>;
 }
@@ -96,6 +99,7 @@ export async function startCluster(opts: { argoVersion?: "3.5" | "pre-3.1" } = {
   const kube = new Kube(kc);
   const dirs: string[] = [];
   let seq = 0;
+  const targetUids = new Map<string, string>();
   const c: Cluster = {
     api,
     git,
@@ -179,6 +183,40 @@ export async function startCluster(opts: { argoVersion?: "3.5" | "pre-3.1" } = {
         metadata: { name, namespace: "argocd" },
         spec: { applicationRef: { name: app, namespace: "argocd" } },
       });
+      const t = await kube.apply<KObject>(RESOURCES.gitTarget, {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "GitTarget",
+        metadata: { name: `${name}-target`, namespace: "argocd" },
+        spec: {
+          providerRef: { name: "repo" },
+          branch: "main",
+          path: `apps/${name}`,
+          claimRef: { kind: "ArgoCDClaim", name },
+        },
+      });
+      targetUids.set(name, t.metadata.uid ?? "");
+    },
+    async markHeld(name) {
+      const claim = await kube.get<KObject>(RESOURCES.argoCDClaim, "argocd", name);
+      if (!claim) throw new Error(`no claim ${name}`);
+      const now = new Date().toISOString();
+      await kube.patchStatus(
+        RESOURCES.argoCDClaim,
+        "argocd",
+        name,
+        {
+          conditions: [
+            {
+              type: "InControl",
+              status: "True",
+              reason: "AutomatedSyncOff",
+              message: "held",
+              lastTransitionTime: now,
+            },
+          ],
+        },
+        undefined,
+      );
     },
     attempt(claim, app, commit, token) {
       return {
@@ -189,7 +227,14 @@ export async function startCluster(opts: { argoVersion?: "3.5" | "pre-3.1" } = {
         repository: "git/r",
         branch: "main",
         commit,
-        targets: [{ uid: "gt-1", namespace: "argocd", name: "web", reason: "ForeignCommit" }],
+        targets: [
+          {
+            uid: targetUids.get(claim) ?? "",
+            namespace: "argocd",
+            name: `${claim}-target`,
+            reason: "ForeignCommit",
+          },
+        ],
         sentAt: new Date().toISOString(),
       };
     },

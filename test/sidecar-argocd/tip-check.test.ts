@@ -43,6 +43,7 @@ describe("the recorded tip decides Stale for Argo CD", () => {
       syncPolicy: { automated: { enabled: false, prune: true } },
     });
     await c.createClaim(name, name);
+    await c.markHeld(name);
     const attempt = c.attempt(name, name, c1, `t-${name}`);
     const lease = new BranchLease(redis.client, redis.prefix, attempt.branchKey, "worker", 10_000);
     expect(await lease.acquire()).toBe(true);

@@ -106,6 +106,8 @@ export interface Scene {
 }
 
 export interface SceneOptions {
+  /** Extra fields of the apps Kustomization's spec (e.g. a short retryInterval). */
+  ksSpec?: Record<string, unknown>;
   options?: Record<string, unknown>;
   /** Extra Kustomizations on the same GitRepository: name → folder. */
   extra?: Record<string, string>;
@@ -148,6 +150,7 @@ export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> 
       targetNamespace: ns,
       sourceRef: { kind: "GitRepository", name: "repo" },
       ...(o.suspendedBefore && name === "apps" ? { suspend: true } : {}),
+      ...(name === "apps" ? (o.ksSpec ?? {}) : {}),
     },
   });
   await kube.custom.createNamespacedCustomObject({
@@ -184,6 +187,30 @@ export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> 
       namespace: ns,
       body: claimBody(`${name}-claim`, name),
     });
+
+  // A GitTarget naming each claim: an attempt's targets must still stand at the write.
+  const targetUids = new Map<string, string>();
+  for (const [claimName, targetName] of [
+    ["claim", "target"],
+    ...Object.keys(o.extra ?? {}).map((n) => [`${n}-claim`, `${n}-target`]),
+  ] as const) {
+    const t = await kube.custom.createNamespacedCustomObject({
+      ...RESOURCES.gitTarget,
+      namespace: ns,
+      body: {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "GitTarget",
+        metadata: { name: targetName, namespace: ns },
+        spec: {
+          providerRef: { name: "repo" },
+          branch: "main",
+          path: targetName,
+          claimRef: { kind: "FluxClaim", name: claimName },
+        },
+      },
+    });
+    targetUids.set(claimName, (t as KObject).metadata.uid ?? "");
+  }
 
   const events = memoryEvents();
   const reporter = memoryReporter();
@@ -273,6 +300,8 @@ export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> 
       }, "adoption");
     },
     attempt(commit, over = {}) {
+      const claimName = over.claim?.name ?? "claim";
+      const targetName = claimName === "claim" ? "target" : claimName.replace(/-claim$/, "-target");
       return {
         token: `op-${randomBytes(4).toString("hex")}`,
         claim: { kind: "FluxClaim", namespace: ns, name: "claim" },
@@ -281,7 +310,9 @@ export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> 
         repository: url,
         branch: "main",
         commit,
-        targets: [{ uid: "target-uid", namespace: ns, name: "target", reason: "ForeignCommit" }],
+        targets: [
+          { uid: targetUids.get(claimName) ?? "", namespace: ns, name: targetName, reason: "ForeignCommit" },
+        ],
         sentAt: new Date().toISOString(),
         ...over,
       };

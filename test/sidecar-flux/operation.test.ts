@@ -39,15 +39,48 @@ describe.concurrent("one operation", () => {
   });
 
   it("a build failure is Failed with Flux's reason, and left suspended (Flux's own retry held off)", async () => {
-    const s = await scene(world);
+    // retryInterval 20m is 1.2 s under fluxsim's scale (still far longer than the suspend takes):
+    // unsuspended, Flux would retry (and, the failure being one-off, apply) in the wait below.
+    const s = await scene(world, { ksSpec: { retryInterval: "20m" } });
     await s.adopt();
     const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "3") });
     world.sim.failNextApply(s.ks, "build");
+    const before = world.sim.appliedRevisions(s.ks).length;
     const r = await s.run(s.attempt(commit));
     expect(r.last).toMatchObject({ phase: "Failed", reason: "BuildFailed" });
     expect((await s.readKs()).spec?.suspend).toBe(true);
-    expect(await s.configValue()).toBe("1");
     expect(await opOf(s)).toMatchObject({ phase: "Failed", outcome: "BuildFailed" });
+    // An absence, so it is waited out: four retry intervals.
+    await new Promise((r) => setTimeout(r, 4 * 1200));
+    expect(world.sim.appliedRevisions(s.ks).slice(before)).toEqual([]);
+    expect(await s.configValue()).toBe("1");
+  });
+
+  it("an attempt whose GitTarget was recreated is Dropped: nothing resumed, the record withdrawn", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "4") });
+    const attempt = s.attempt(commit);
+    const t = (await world.kube.get(RESOURCES.gitTarget, s.ns, "target"))!;
+    await world.kube.delete(RESOURCES.gitTarget, s.ns, "target");
+    await world.kube.custom.createNamespacedCustomObject({
+      ...RESOURCES.gitTarget,
+      namespace: s.ns,
+      body: {
+        apiVersion: t.apiVersion,
+        kind: t.kind,
+        metadata: { name: "target", namespace: s.ns },
+        spec: t.spec,
+      },
+    });
+    const before = world.sim.appliedRevisions(s.ks).length;
+    const r = await s.run(attempt);
+    expect(r.last).toMatchObject({ phase: "Dropped", reason: "NoTargetStands" });
+    expect(r.phases).not.toContain("Running");
+    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(await opOf(s)).toBeUndefined();
+    expect(world.sim.appliedRevisions(s.ks).slice(before)).toEqual([]);
+    expect(await s.configValue()).toBe("1");
   });
 
   it("a failed health check after the apply is Failed (HealthCheckFailed)", async () => {

@@ -1,0 +1,129 @@
+/**
+ * Whether an attempt's decision still holds at the moment of the write that starts the apply.
+ * Both executors ask this just before that write, from uncached reads: the claim still exists,
+ * still holds this applier and is in control of it (not waiting in line behind another claim),
+ * the applier's namespace still grants it, and at least one of the attempt's GitTargets still
+ * stands (the same incarnation, not being deleted or suspended, naming this claim on this branch,
+ * and for a Refusal still consenting). The pure judgement is `judgeStanding`.
+ */
+import type { Attempt } from "../queue/contract.js";
+import {
+  APPLIER_NAMESPACE_NOT_ALLOWED,
+  type GrantView,
+  mayHold,
+  notAllowedMessage,
+} from "../queue/crds/index.js";
+import { type Condition, findCondition } from "./claims/conditions.js";
+import { type KObject, type Kube, RESOURCES } from "./kube.js";
+
+export type Standing =
+  | { ok: true; targets: Attempt["targets"] }
+  | { ok: false; phase: "RequestFailed" | "Rejected" | "Dropped"; reason: string; message: string };
+
+export interface StandingInput {
+  attempt: Attempt;
+  claim: KObject | undefined;
+  grants: readonly GrantView[];
+  /** The attempt's GitTargets as read now, by `namespace/name` (absent: gone). */
+  targets: ReadonlyMap<string, KObject>;
+}
+
+const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+
+/** The judgement (pure). */
+export function judgeStanding(i: StandingInput): Standing {
+  const { attempt, claim } = i;
+  const who = `${attempt.claim.kind} ${attempt.claim.namespace}/${attempt.claim.name}`;
+  if (!claim)
+    return { ok: false, phase: "RequestFailed", reason: "ClaimNotFound", message: `${who} does not exist` };
+  if (claim.metadata.deletionTimestamp)
+    return { ok: false, phase: "RequestFailed", reason: "ClaimDeleting", message: `${who} is being deleted` };
+  const spec = (claim.spec ?? {}) as Record<string, { name?: string; namespace?: string } | undefined>;
+  const ref = attempt.claim.kind === "FluxClaim" ? spec.kustomizationRef : spec.applicationRef;
+  if (
+    ref?.name !== attempt.applier.name ||
+    (ref?.namespace ?? claim.metadata.namespace) !== attempt.applier.namespace
+  ) {
+    return {
+      ok: false,
+      phase: "Rejected",
+      reason: "ApplierMismatch",
+      message: `${who} holds ${ref?.namespace ?? "?"}/${ref?.name ?? "nothing"}, not ${attempt.applier.namespace}/${attempt.applier.name}`,
+    };
+  }
+  const hold = {
+    claimKind: attempt.claim.kind,
+    claimNamespace: attempt.claim.namespace,
+    applierNamespace: attempt.applier.namespace,
+    applierName: attempt.applier.name,
+  };
+  if (!mayHold(hold, i.grants))
+    return {
+      ok: false,
+      phase: "Dropped",
+      reason: APPLIER_NAMESPACE_NOT_ALLOWED,
+      message: notAllowedMessage(hold),
+    };
+  const inControl = findCondition(
+    (claim.status as { conditions?: Condition[] } | undefined)?.conditions,
+    "InControl",
+  );
+  if (inControl?.status !== "True") {
+    const waiting = inControl?.reason === "HeldByAnotherClaim";
+    return {
+      ok: false,
+      phase: "RequestFailed",
+      reason: waiting ? "HeldByAnotherClaim" : "NotInControl",
+      message: waiting
+        ? `${who} waits in line: ${inControl?.message ?? "another claim holds the applier"}`
+        : `${who} is not in control of its applier (InControl is ${inControl?.status ?? "unset"})`,
+    };
+  }
+  const standing = attempt.targets.filter((t) => {
+    const o = i.targets.get(`${t.namespace}/${t.name}`);
+    if (!o || o.metadata.uid !== t.uid || o.metadata.deletionTimestamp) return false;
+    const s = (o.spec ?? {}) as Record<string, unknown>;
+    if (s.suspend === true || s.branch !== attempt.branch) return false;
+    const c = (s.claimRef ?? {}) as Record<string, unknown>;
+    const claimNs = str(c.namespace) ?? t.namespace;
+    if (c.kind !== attempt.claim.kind || c.name !== attempt.claim.name || claimNs !== attempt.claim.namespace)
+      return false;
+    if (t.namespace !== attempt.claim.namespace) {
+      const from = ((claim.spec as { accessFrom?: { namespaces?: unknown } })?.accessFrom?.namespaces ??
+        []) as unknown[];
+      if (!from.some((ns) => ns === "*" || ns === t.namespace)) return false;
+    }
+    return t.reason !== "Refusal" || s.onRefusal === "Reapply";
+  });
+  if (standing.length === 0) {
+    return {
+      ok: false,
+      phase: "Dropped",
+      reason: "NoTargetStands",
+      message:
+        "none of the attempt's GitTargets still holds its reason (gone, recreated, suspended, renamed its claim, or withdrew consent)",
+    };
+  }
+  return { ok: true, targets: standing };
+}
+
+/** Reads what `judgeStanding` needs, uncached, and judges. */
+export async function recheckStanding(kube: Kube, attempt: Attempt): Promise<Standing> {
+  const claimType = attempt.claim.kind === "FluxClaim" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim;
+  const claim = await kube.get<KObject>(claimType, attempt.claim.namespace, attempt.claim.name);
+  const grants: GrantView[] =
+    attempt.applier.namespace === attempt.claim.namespace
+      ? []
+      : (await kube.list<KObject>(RESOURCES.applierGrant, attempt.applier.namespace)).items.map((g) => ({
+          namespace: g.metadata.namespace ?? attempt.applier.namespace,
+          ...(g.spec ? { spec: g.spec as GrantView["spec"] } : {}),
+        }));
+  const targets = new Map<string, KObject>();
+  for (const t of attempt.targets) {
+    const key = `${t.namespace}/${t.name}`;
+    if (targets.has(key)) continue;
+    const o = await kube.get<KObject>(RESOURCES.gitTarget, t.namespace, t.name);
+    if (o) targets.set(key, o);
+  }
+  return judgeStanding({ attempt, claim, grants, targets });
+}
