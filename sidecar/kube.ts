@@ -438,13 +438,22 @@ export class Watcher<T extends KObject> {
     this.informer.on("connect", () => {
       this.failures = 0;
     });
-    this.informer.on("error", (err) => this.restartLater(err));
+    this.informer.on("error", (err) => {
+      this.errors++;
+      this.restartLater(err);
+    });
   }
 
+  /** Errors seen so far: the informer's start() resolves even when its list failed. */
+  private errors = 0;
+
   async start(): Promise<void> {
+    const errorsBefore = this.errors;
     try {
       await this.informer.start();
-      this.markSynced();
+      // client-node reports a failed list as an error event and resolves start() all the same:
+      // synced only when no error came during this start.
+      if (this.errors === errorsBefore) this.markSynced();
     } catch (err) {
       this.restartLater(err);
     }

@@ -180,8 +180,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   });
   try {
     await reconciler.start();
-    claimsSynced = true;
+    // Ready only once the window observer's watches exist too (they are counted from then on).
     await parts.windowObserver?.start?.();
+    claimsSynced = true;
   } catch (err) {
     await executor.stop();
     await reconciler.stop();

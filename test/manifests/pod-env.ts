@@ -3,6 +3,9 @@
  * with `value`, `secretKeyRef` and `fieldRef` resolved the way a pod start resolves them (a
  * missing Secret key fails the start unless the reference is optional). Pure.
  */
+import { readFile, writeFile } from "node:fs/promises";
+import { parse, stringify } from "yaml";
+import type { ApiServer } from "../cluster/apiserver/index.js";
 import type { K8sObject } from "./kustomize.js";
 
 export interface ContainerSpec {
@@ -90,4 +93,16 @@ export function httpProbes(c: ContainerSpec): { kind: string; path: string; port
 export function containersOf(o: K8sObject): ContainerSpec[] {
   return (o as unknown as { spec: { template: { spec: { containers: ContainerSpec[] } } } }).spec.template
     .spec.containers;
+}
+
+/**
+ * The simulated API server's kubeconfig for a process of ours (it stands in for the in-cluster
+ * ServiceAccount): client-node 1.4 refuses a plain-http server unless the cluster entry says
+ * insecure-skip-tls-verify, which kubectl's file leaves out.
+ */
+export async function writeProcessKubeconfig(api: ApiServer, path: string, user?: string): Promise<void> {
+  await api.writeKubeconfig(path, user);
+  const config = parse(await readFile(path, "utf8")) as { clusters: { cluster: Record<string, unknown> }[] };
+  for (const c of config.clusters) c.cluster["insecure-skip-tls-verify"] = true;
+  await writeFile(path, stringify(config), { mode: 0o600 });
 }
