@@ -144,12 +144,13 @@ export class KubeEventRecorder implements EventRecorder {
   }
 }
 
-/** Keeps Events in memory, for tests. */
+/** Keeps Events in memory, for tests; refuses one the API server would refuse (no action or reason). */
 export function memoryEvents(): EventRecorder & { events: EventSpec[] } {
   const events: EventSpec[] = [];
   return {
     events,
     emit: async (e) => {
+      if (!e.action || !e.reason) throw new Error(`an Event needs action and reason: ${JSON.stringify(e)}`);
       events.push(e);
     },
   };

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -6,7 +6,7 @@ import { gitOk } from "../../test/git/cli.js";
 import { GitPeer } from "../../test/git/peer.js";
 import { type GitServer, startGitServer } from "../../test/git/server.js";
 import { BareRepo } from "./repo.js";
-import { GitRemoteError, PushRejectedError } from "./smart-http.js";
+import { GitRemoteError, isContention, PushRejectedError } from "./smart-http.js";
 
 const sig = { name: "Ada", email: "ada@example.com", timestamp: 1_700_000_000 };
 
@@ -102,5 +102,59 @@ describe("BareRepo against a real Git server", () => {
     const err = await repo.fetchBranch({ url }, "main").catch((e) => e);
     expect(err).toBeInstanceOf(GitRemoteError);
     expect((err as GitRemoteError).kind).toBe("server");
+  });
+
+  it("a hook's refusal and an authentication failure are failures, never contention to retry", async () => {
+    const url = await server.createRepo("r", { "a.yaml": "a\n" });
+    const repo = await BareRepo.open(join(dir, "r.git"));
+    const { tip } = await repo.fetchBranch({ url }, "main");
+    const c = await repo.commitChanges(tip, [{ path: "b.yaml", content: "b\n" }], {
+      message: "b",
+      author: sig,
+    });
+    const hook = join(server.root, "r.git", "hooks", "pre-receive");
+    await writeFile(hook, "#!/bin/sh\necho 'protected branch: pushes need review' >&2\nexit 1\n");
+    await chmod(hook, 0o755);
+    const refused = await repo.push({ url }, "main", tip, c!.commit, c!.newOids).catch((e) => e);
+    expect(refused).not.toBeInstanceOf(PushRejectedError);
+    expect(refused).toBeInstanceOf(GitRemoteError);
+    expect((refused as GitRemoteError).kind).toBe("refused");
+    expect(await server.tip("r")).toBe(tip);
+    await rm(hook);
+
+    const guarded = await startGitServer({ auth: { username: "bot", password: "right" } });
+    try {
+      const gurl = await guarded.createRepo("r", { "a.yaml": "a\n" });
+      const denied = await repo
+        .push({ url: gurl, auth: { username: "bot", password: "wrong" } }, "main", tip, c!.commit, c!.newOids)
+        .catch((e) => e);
+      expect(denied).not.toBeInstanceOf(PushRejectedError);
+      expect((denied as GitRemoteError).kind).toBe("auth");
+    } finally {
+      await guarded.close();
+    }
+  });
+});
+
+describe("isContention: only a moved branch or its ref lock is retried as contention", () => {
+  it("classifies the receive-pack reasons", () => {
+    for (const reason of [
+      "failed to update ref",
+      "cannot lock ref 'refs/heads/main': is at 1234abcd but expected 5678ef90",
+      "non-fast-forward",
+      "fetch first",
+      "stale info",
+    ])
+      expect(isContention(reason), reason).toBe(true);
+    for (const reason of [
+      "pre-receive hook declined",
+      "hook declined",
+      "protected branch hook declined",
+      "deny updating a hidden ref",
+      "Authentication failed",
+      "permission denied",
+      "funny refname",
+    ])
+      expect(isContention(reason), reason).toBe(false);
   });
 });
