@@ -60,8 +60,14 @@ describe("a restart mid-apply", () => {
       // restarted process (from the claim's record), never sent or started a second time.
       expect(ops.length, trail).toBe(1);
       expect(ops[0]?.phases.at(-1), trail).toBe("Succeeded");
-      expect(ops[0]?.phases.filter((p) => p === "Succeeded"), trail).toHaveLength(1);
-      expect(appliedCommits(scene.a, app).filter((c) => c === commit), trail).toHaveLength(1);
+      expect(
+        ops[0]?.phases.filter((p) => p === "Succeeded"),
+        trail,
+      ).toHaveLength(1);
+      expect(
+        appliedCommits(scene.a, app).filter((c) => c === commit),
+        trail,
+      ).toHaveLength(1);
     });
   }
 });
