@@ -210,4 +210,16 @@ describe("branch worker: no write can block the branch", () => {
     await h.accept(later);
     await waitFor("later published", () => h.published(later.id));
   });
+
+  it("a flush while a failed publication waits for its retry spends no push", async () => {
+    h = await harness(undefined, { idleMs: 20, maxMs: 100 });
+    const worker = await h.newWorker();
+    await waitFor("baseline", () => worker.snapshot().remoteTip !== undefined);
+    h.server.faults.setDown(true);
+    await h.accept(configMapWrite(h.key, "a", "1", { save: true }));
+    await waitFor("retry scheduled", () => worker.snapshot().nextRetryAt !== undefined);
+    const pushes = h.server.counts().push;
+    for (let i = 0; i < 3; i++) expect((await worker.flush()).ok).toBe(false);
+    expect(h.server.counts().push).toBe(pushes);
+  });
 });

@@ -331,7 +331,14 @@ export class BranchWorker {
         : (marks as string[]).sort(compareEntryIds)[marks.length - 1];
       this.closeWindows(now, mark ?? "all");
       await this.announceDecided();
-      const result = await this.publish(true);
+      // One retry clock: while a failed publication waits for its retry, a flush spends no push.
+      const result: FlushResult =
+        this.retry && !retryDue
+          ? {
+              ok: false,
+              cause: `publication waits for its retry at ${new Date(this.retry.nextAt).toISOString()}`,
+            }
+          : await this.publish(true);
       for (const f of flushes) f.resolve(result);
     } else {
       this.closeWindows(now);
