@@ -23,7 +23,10 @@ function hasKubectl(): boolean {
 }
 
 export const KUBECTL_AVAILABLE = hasKubectl();
-if (!KUBECTL_AVAILABLE) console.warn("NOTICE: kubectl not found on PATH; kustomize build tests are skipped.");
+if (!KUBECTL_AVAILABLE)
+  console.warn(
+    "NOTICE: kubectl not found on PATH: tests that build the manifests are skipped, and the playground reads its RBAC from test/playground/deployed.generated.json.",
+  );
 
 /** Every overlay a user builds, relative to the repository root. */
 export const OVERLAYS = {

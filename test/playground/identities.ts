@@ -5,6 +5,8 @@
  * simulated cluster and starts each component with its ServiceAccount's token, so a component
  * that needs a permission the manifests do not grant is refused (403) as it would be on a cluster.
  */
+import { readFileSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { build, type K8sObject, KUBECTL_AVAILABLE, OVERLAYS } from "../manifests/kustomize.js";
 
 export type Component = "gateway" | "worker" | "flux" | "argocd";
@@ -42,18 +44,20 @@ function serviceAccountOf(objects: K8sObject[], pick: (w: Workload) => boolean, 
 
 let cached: Deployed | undefined;
 
-/** Builds the base, Flux and Argo CD overlays once per process and reads who runs as what. */
-export function deployedIdentities(): Deployed {
-  if (cached) return cached;
-  if (!KUBECTL_AVAILABLE)
-    throw new Error(
-      "the playground needs kubectl on PATH: it builds applygate's manifests with `kubectl kustomize` to run each component under the ServiceAccount and RBAC they give it",
-    );
+/**
+ * The same reading, kept in the repository for machines without kubectl (a fresh machine with
+ * Node and npm runs `npm start`): written by `npm run gen:deployed`, and kept equal to a fresh
+ * build by test/playground/identities.test.ts wherever kubectl is on PATH.
+ */
+export const SNAPSHOT = fileURLToPath(new URL("./deployed.generated.json", import.meta.url));
+
+/** Builds the base, Flux and Argo CD overlays and reads who runs as what. */
+export function buildDeployed(): Deployed {
   const base = build(OVERLAYS.base);
   const flux = build(OVERLAYS.flux);
   const argocd = build(OVERLAYS.argocd);
   const withSidecar = (w: Workload) => w.spec.template.spec.containers.some((c) => c.name === SIDECAR);
-  cached = {
+  return {
     rbac: [...base, ...flux, ...argocd].filter((o) => RBAC_KINDS.has(o.kind)),
     serviceAccounts: {
       gateway: serviceAccountOf(base, (w) => w.metadata.name === "applygate-gateway", "the gateway"),
@@ -62,8 +66,20 @@ export function deployedIdentities(): Deployed {
       argocd: serviceAccountOf(argocd, withSidecar, "the Argo CD sidecar"),
     },
   };
+}
+
+/** Who runs as what: built from the manifests once per process, or read from the snapshot without kubectl. */
+export function deployedIdentities(): Deployed {
+  cached ??= KUBECTL_AVAILABLE ? buildDeployed() : (JSON.parse(readFileSync(SNAPSHOT, "utf8")) as Deployed);
   return cached;
 }
 
 /** The ServiceAccount's username on the API server. */
 export const usernameOf = (sa: ServiceAccountRef) => `system:serviceaccount:${sa.namespace}:${sa.name}`;
+
+/** `npm run gen:deployed`: writes the snapshot from a fresh build. */
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  if (!KUBECTL_AVAILABLE) throw new Error("gen:deployed needs kubectl on PATH to build the manifests");
+  writeFileSync(SNAPSHOT, `${JSON.stringify(buildDeployed(), null, 2)}\n`);
+  console.log(`wrote ${SNAPSHOT}`);
+}
