@@ -354,7 +354,9 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
   it("two edits a few seconds apart with a foreign push between them: one apply, of a tip holding both sides", {
     timeout: 60_000,
   }, async () => {
-    w = await world({ appliedInitial: true, windowSeconds: 3 });
+    // The window closes only on the second edit's save (its idle time is longer than the test),
+    // so how long the foreign push takes on a loaded machine cannot split the two edits.
+    w = await world({ appliedInitial: true, windowSeconds: 30 });
     await w.startReplica();
     await waitFor("baseline", () => w.driver().state.observed);
     const first = await w.accept("a", "1");
@@ -362,7 +364,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     // Somebody pushes straight to the repository: no notice reaches the worker.
     const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
     await new Promise((r) => setTimeout(r, 1000));
-    const second = await w.accept("a", "2");
+    const second = await w.accept("a", "2", { save: true });
     const tip = await waitFor("both edits published", () => w.published(second.id));
     expect(await w.published(first.id)).toBe(tip);
     await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === tip);
