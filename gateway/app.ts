@@ -9,6 +9,7 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
   LogController,
 } from "fastify";
 import metricsModule from "fastify-metrics";
@@ -61,6 +62,12 @@ export interface GatewayOptions {
   stuckAfterMs?: number;
   /** Collect Node process metrics (default true). */
   processMetrics?: boolean;
+  /**
+   * Serve /metrics on a port of its own (startGateway listens there), not beside the receivers:
+   * what is scraped never shares a port with what the Internet may reach. Unset: /metrics on the
+   * main app (tests, the playground).
+   */
+  metricsPort?: number;
   /** Subscribe to QueueEvents for failure and stall counters (default true). */
   queueEvents?: boolean;
   now?: () => Date;
@@ -195,10 +202,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     await app.register(dashboardRoutes({ queues: [...queues.values()], ...opts.dashboard }));
   }
 
-  app.get("/metrics", { config: { disableMetrics: true } }, async (_req, reply) => {
-    const text = await metrics.registry.metrics();
-    return reply.type(metrics.registry.contentType).send(text);
-  });
+  if (opts.metricsPort === undefined)
+    app.get("/metrics", { config: { disableMetrics: true } }, serveMetrics(metrics));
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
     const loaded = opts.catalog.loaded();
@@ -224,16 +229,47 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   };
 }
 
+/** The /metrics handler: the registry's text exposition. */
+const serveMetrics = (metrics: GatewayMetrics) => async (_req: unknown, reply: FastifyReply) => {
+  const text = await metrics.registry.metrics();
+  return reply.type(metrics.registry.contentType).send(text);
+};
+
 export interface StartedGateway extends Gateway {
   url: string;
+  /** Where /metrics is served when it has a port of its own. */
+  metricsUrl?: string;
 }
 
 export async function startGateway(
   opts: GatewayOptions & { host?: string; port?: number },
 ): Promise<StartedGateway> {
   const gw = await createGateway(opts);
-  const address = await gw.app.listen({ host: opts.host ?? "127.0.0.1", port: opts.port ?? 0 });
-  return { ...gw, url: address };
+  const host = opts.host ?? "127.0.0.1";
+  if (opts.metricsPort === undefined) {
+    const address = await gw.app.listen({ host, port: opts.port ?? 0 });
+    return { ...gw, url: address };
+  }
+  // Only /metrics here; every other path is a plain 404.
+  const metricsApp = Fastify({ logger: false });
+  metricsApp.get("/metrics", serveMetrics(gw.metrics));
+  try {
+    const metricsUrl = await metricsApp.listen({ host, port: opts.metricsPort });
+    const url = await gw.app.listen({ host, port: opts.port ?? 0 });
+    return {
+      ...gw,
+      url,
+      metricsUrl,
+      async close() {
+        await metricsApp.close();
+        await gw.close();
+      },
+    };
+  } catch (err) {
+    await metricsApp.close();
+    await gw.close();
+    throw err;
+  }
 }
 
 export { MISS_BODY, MISS_STATUS };

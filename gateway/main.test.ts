@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { main } from "../queue/cli/main.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
-import { createGateway, type Gateway } from "./app.js";
+import { createGateway, type Gateway, startGateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
 import { dashboardAllows } from "./dashboard.js";
 import { dashboardAuth } from "./main.js";
@@ -70,7 +70,7 @@ describe("applygate gateway command", () => {
   it("stops with one line on a bad config file (the real command)", () => {
     const file = join(dir, "bad.yaml");
     writeFileSync(file, fixtureYaml().replace("type: gitlab", "type: svn"));
-    const r = runCli(["--config", file, "--dashboard-insecure", "--port", "0"]);
+    const r = runCli(["--config", file, "--dashboard-insecure", "--port", "0", "--metrics-port", "0"]);
     expect(r.status).toBe(2);
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
     expect(r.stderr).toMatch(/--config: document \d+ \(GitProvider gitlab\): spec.type/);
@@ -151,5 +151,34 @@ describe("dashboard", () => {
     ).toBe(true);
     expect(dashboardAllows({ basic: { user: "u", password: "p" } }, undefined)).toBe(false);
     expect(dashboardAllows("insecure", undefined)).toBe(true);
+  });
+});
+
+describe("metrics on a port of their own", () => {
+  it("serves /metrics only there; the receivers' port answers it with the uniform miss", async () => {
+    const redis = await isolatedRedis("metrics-port");
+    const gw = await startGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog: new StaticCatalog(fixtureObjects()),
+      queueEvents: false,
+      dashboard: false,
+      port: 0,
+      metricsPort: 0,
+    });
+    try {
+      const scraped = await fetch(`${gw.metricsUrl}/metrics`);
+      expect(scraped.status).toBe(200);
+      expect(await scraped.text()).toContain("applygate_gateway_");
+      const onReceivers = await fetch(`${gw.url}/metrics`);
+      const miss = await fetch(`${gw.url}/hook/nothing-here`);
+      expect(onReceivers.status).toBe(miss.status);
+      expect(await onReceivers.text()).toBe(await miss.text());
+      // Nothing else is served beside the metrics.
+      expect((await fetch(`${gw.metricsUrl}/v1/targets/a/b/writes`, { method: "POST" })).status).toBe(404);
+    } finally {
+      await gw.close();
+      await redis.cleanup();
+    }
   });
 });

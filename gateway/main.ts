@@ -47,9 +47,16 @@ export const gatewaySettings = {
   port: {
     flag: "port",
     env: "APPLYGATE_GATEWAY_PORT",
-    help: "port for webhooks, intake, dashboard and metrics",
+    help: "port for webhooks, intake and dashboard",
     parse: parsers.port,
     default: 8080,
+  } as Setting<number>,
+  metricsPort: {
+    flag: "metrics-port",
+    env: "APPLYGATE_GATEWAY_METRICS_PORT",
+    help: "port for /metrics alone, apart from the receivers",
+    parse: parsers.port,
+    default: 9090,
   } as Setting<number>,
   config: optionalString(
     "config",
@@ -158,7 +165,7 @@ export const DASHBOARD_OFF_MESSAGE =
   "dashboard off: no credentials given (set APPLYGATE_DASHBOARD_USER and APPLYGATE_DASHBOARD_PASSWORD, or APPLYGATE_DASHBOARD_TOKEN; the manifests read them from the optional Secret applygate-dashboard)";
 
 const SUMMARY =
-  "Receive Git push webhooks and intake calls, verify them, and queue them in Redis; serve the queue dashboard at /queues and metrics at /metrics.";
+  "Receive Git push webhooks and intake calls, verify them, and queue them in Redis; serve the queue dashboard at /queues, and metrics at /metrics on a port of their own.";
 
 export async function run(argv: string[]): Promise<number | undefined> {
   if (argv.includes("--help") || argv.includes("-h")) {
@@ -181,6 +188,7 @@ export async function run(argv: string[]): Promise<number | undefined> {
   const gw = await startGateway({
     host: config.host,
     port: config.port,
+    metricsPort: config.metricsPort,
     redisUrl: config.redisUrl,
     prefix: config.redisPrefix,
     catalog,
@@ -194,6 +202,7 @@ export async function run(argv: string[]): Promise<number | undefined> {
   log.info(
     {
       url: gw.url,
+      metrics: gw.metricsUrl,
       catalog: config.config ?? "cluster",
       dashboard: auth === "off" || auth === "insecure" ? auth : "authenticated",
     },

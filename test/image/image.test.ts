@@ -444,6 +444,7 @@ describe.skipIf(skipped)("the container image", () => {
           APPLYGATE_REDIS_PREFIX: redis.prefix,
           APPLYGATE_GATEWAY_HOST: "127.0.0.1",
           APPLYGATE_GATEWAY_PORT: "0",
+          APPLYGATE_GATEWAY_METRICS_PORT: "0",
           APPLYGATE_DASHBOARD_TOKEN: "image-test-token",
         },
       });

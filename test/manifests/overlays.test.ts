@@ -109,16 +109,20 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
     }
   });
 
-  it("serves the gateway on 8080 and worker metrics on 9090, probes on /healthz and /readyz", () => {
+  it("serves the gateway on 8080 with its metrics on 9090, worker metrics on 9090, probes on /healthz and /readyz", () => {
     const gw = podSpec(find(built.base!, "Deployment", "applygate-gateway")).containers[0]!;
     const worker = podSpec(find(built.base!, "Deployment", "applygate-worker")).containers[0]!;
     expect(gw.args).toEqual(["gateway"]);
-    expect(gw.ports).toEqual([{ name: "http", containerPort: 8080, protocol: "TCP" }]);
+    expect(gw.ports).toEqual([
+      { name: "http", containerPort: 8080, protocol: "TCP" },
+      { name: "metrics", containerPort: 9090, protocol: "TCP" },
+    ]);
     expect(worker.args).toEqual(["worker"]);
     expect(worker.ports).toEqual([{ name: "metrics", containerPort: 9090, protocol: "TCP" }]);
     // The processes listen there by default: the manifests set no port flag.
     expect(workerSettings.metricsPort.default).toBe(9090);
     expect(gatewaySettings.port.default).toBe(8080);
+    expect(gatewaySettings.metricsPort.default).toBe(9090);
     for (const c of [gw, worker]) {
       expect((c.livenessProbe as any).httpGet.path).toBe("/healthz");
       expect((c.readinessProbe as any).httpGet.path).toBe("/readyz");

@@ -195,6 +195,12 @@ spec: {url: "https://git.example/org/repo.git", type: github, webhookSecretRef: 
     await startAndProbe(w, redisSecret("applygate-system"), async (s) => {
       const port = w.container.ports![0]!.containerPort;
       expect(await get(port, "/queues")).toBe(404);
+      // Metrics on their own port, never beside the receivers.
+      const metricsPort = w.container.ports!.find((p) => p.name === "metrics")!.containerPort;
+      expect(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()).toContain(
+        "applygate_gateway_",
+      );
+      expect(await get(port, "/metrics")).toBe(404);
       // It reads the cluster: the GitProvider's status is written with its webhook path.
       const custom = api.kubeConfig().makeApiClient(CustomObjectsApi);
       await until(async () => {
