@@ -144,8 +144,9 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     const kc = new KubeConfig();
     kc.loadFromDefault();
-    directory = withGitTimeout(new KubeDirectory(kc), config.gitTimeout);
-    status = new KubeStatusSink(kc, log);
+    const sink = new KubeStatusSink(kc, log);
+    directory = withGitTimeout(new KubeDirectory(kc, { log, status: sink }), config.gitTimeout);
+    status = sink;
     objects = new KubeObjects(kc, log);
   }
   const registry = new Registry();

@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
 import { API_VERSION, GROUP, VERSION } from "../crds/index.js";
@@ -167,5 +168,52 @@ spec: {targets: [{namespace: other}], namespaces: ["*"]}
       kinds: [{ group: "rbac.authorization.k8s.io", kind: "ClusterRole" }],
       grants: ["team-web"],
     });
+  });
+
+  it("says when a GitProvider's credentials Secret cannot be read: a log line and CredentialsAvailable on its GitTargets", async () => {
+    await server.applyYaml(`
+apiVersion: ${API_VERSION}
+kind: GitProvider
+metadata: {name: locked, namespace: team}
+spec: {url: "https://git.example.com/org/locked.git", type: github, webhookSecretRef: {name: hook}, credentialsSecretRef: {name: creds}}
+---
+apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: locked-site, namespace: team}
+spec: {providerRef: {name: locked}, branch: main, path: clusters/dev}
+`);
+    const key = "git.example.com/org/locked@main";
+    const lines: Array<{ msg: string; reason?: string }> = [];
+    const log = pino({ level: "info" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const condition = async () =>
+      (
+        (await custom.getNamespacedCustomObject({ ...ref, name: "locked-site" })) as {
+          status?: { conditions?: Array<{ type: string; status: string; reason: string }> };
+        }
+      ).status?.conditions?.find((c) => c.type === "CredentialsAvailable");
+
+    // A worker whose RBAC lacks the Secret: 403, told once however often the branch is read.
+    server.addUser("no-secrets", "no-secrets-token", [
+      { verbs: ["get", "list", "watch"], groups: ["applygate.dev"], resources: ["*"] },
+      { verbs: ["get", "patch"], groups: ["applygate.dev"], resources: ["gittargets/status"] },
+    ]);
+    const restricted = server.kubeConfig("no-secrets");
+    const forbidden = new KubeDirectory(restricted, { log, status: new KubeStatusSink(restricted, log) });
+    await forbidden.branch(key);
+    await forbidden.branch(key);
+    expect(await condition()).toMatchObject({ status: "False", reason: "SecretForbidden" });
+    expect(lines.filter((l) => l.reason === "SecretForbidden")).toHaveLength(1);
+
+    // Missing, then created: the condition follows.
+    const admin = server.kubeConfig();
+    const directory = new KubeDirectory(admin, { log, status: new KubeStatusSink(admin, log) });
+    await directory.branch(key);
+    expect(await condition()).toMatchObject({ status: "False", reason: "SecretNotFound" });
+    await admin.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
+      namespace: "team",
+      body: { metadata: { name: "creds" }, stringData: { username: "u", password: "p" } },
+    });
+    await directory.branch(key);
+    expect(await condition()).toMatchObject({ status: "True", reason: "SecretRead" });
   });
 });

@@ -23,6 +23,8 @@ import type { Logger } from "../log.js";
 import { type Directory, directoryFromObjects } from "./directory.js";
 import {
   type Condition,
+  type CredentialsProblem,
+  credentialsCondition,
   type PublicationReport,
   publicationConditions,
   publicationStatus,
@@ -67,6 +69,16 @@ export class KubeStatusSink implements StatusSink {
         // Conditions the publication does not own (WriteRefused) are kept as they are.
         const others = (previous ?? []).filter((c) => !own.some((o) => o.type === c.type));
         return { publication: withNulls(publicationStatus(report)), conditions: [...own, ...others] };
+      });
+  }
+
+  /** Sets CredentialsAvailable on each GitTarget of a GitProvider whose credentials Secret was (not) read. */
+  async credentials(targets: TargetRef[], problem: CredentialsProblem | undefined): Promise<void> {
+    for (const t of targets)
+      await this.write(t, (current, generation) => {
+        const previous = current.status?.conditions as Condition[] | undefined;
+        const condition = credentialsCondition(problem, previous, this.now(), generation);
+        return { conditions: [...(previous ?? []).filter((c) => c.type !== condition.type), condition] };
       });
   }
 
@@ -162,14 +174,67 @@ export class KubeStatusSink implements StatusSink {
   }
 }
 
+/** Where a credentials Secret that cannot be read is told: a log line and the GitTargets' condition. */
+export interface CredentialsReporter {
+  log: Logger;
+  status?: Pick<KubeStatusSink, "credentials">;
+}
+
 /** Reads GitProviders, GitTargets and the credential Secrets they name, for every branch lookup. */
 export class KubeDirectory implements Directory {
   private readonly custom: k8s.CustomObjectsApi;
   private readonly core: k8s.CoreV1Api;
+  /** The last credentials outcome per GitProvider (namespace/name): told only when it changes. */
+  private readonly credentialsSeen = new Map<string, string>();
 
-  constructor(kc: k8s.KubeConfig) {
+  constructor(
+    kc: k8s.KubeConfig,
+    private readonly reporter?: CredentialsReporter,
+  ) {
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
     this.core = kc.makeApiClient(k8s.CoreV1Api);
+  }
+
+  /** A credentials Secret read, or not: logs and sets the condition on the provider's GitTargets when it changes. */
+  private async credentialsRead(
+    provider: GitProvider,
+    targets: GitTarget[],
+    secret: string,
+    problem: CredentialsProblem | undefined,
+  ): Promise<void> {
+    if (!this.reporter) return;
+    const ns = provider.metadata.namespace ?? "default";
+    const key = `${ns}/${provider.metadata.name}`;
+    const outcome = problem?.reason ?? "read";
+    if (this.credentialsSeen.get(key) === outcome) return;
+    const first = !this.credentialsSeen.has(key);
+    this.credentialsSeen.set(key, outcome);
+    if (problem)
+      this.reporter.log.warn(
+        { provider: key, secret: `${ns}/${secret}`, reason: problem.reason },
+        `cannot read the GitProvider's credentials Secret: ${problem.message}`,
+      );
+    else if (first)
+      return; // read from the start: nothing to tell or to clear
+    else
+      this.reporter.log.info(
+        { provider: key, secret: `${ns}/${secret}` },
+        "credentials Secret readable again",
+      );
+    const refs = targets
+      .filter(
+        (t) =>
+          t.spec.providerRef.name === provider.metadata.name && (t.metadata.namespace ?? "default") === ns,
+      )
+      .map((t) => ({ namespace: t.metadata.namespace ?? "default", name: t.metadata.name }));
+    await this.reporter.status
+      ?.credentials(refs, problem)
+      .catch((err: unknown) =>
+        this.reporter?.log.warn(
+          { err: (err as Error).message, provider: key },
+          "could not write CredentialsAvailable",
+        ),
+      );
   }
 
   async branch(key: string) {
@@ -205,8 +270,17 @@ export class KubeDirectory implements Directory {
           metadata: { name: ref.name, namespace: p.metadata.namespace ?? "default" },
           data: s.data ?? {},
         });
-      } catch {
-        // A missing Secret leaves the provider without credentials; the push then fails with auth.
+        await this.credentialsRead(p, targets, ref.name, undefined);
+      } catch (err) {
+        // The provider goes on without credentials (a push then fails with auth); say why.
+        const code = statusCode(err);
+        const problem: CredentialsProblem =
+          code === 403
+            ? { reason: "SecretForbidden", message: `the worker may not read Secret ${ref.name} (403)` }
+            : code === 404
+              ? { reason: "SecretNotFound", message: `Secret ${ref.name} does not exist` }
+              : { reason: "SecretUnreadable", message: `Secret ${ref.name}: ${(err as Error).message}` };
+        await this.credentialsRead(p, targets, ref.name, problem);
       }
     }
     return directoryFromObjects(providers, targets, secrets, grants).branch(key);

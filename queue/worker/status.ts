@@ -69,8 +69,34 @@ export function refusalCondition(
   };
 }
 
+/** Why the worker could not read a GitProvider's credentials Secret. */
+export interface CredentialsProblem {
+  reason: "SecretForbidden" | "SecretNotFound" | "SecretUnreadable";
+  message: string;
+}
+
+/** `CredentialsAvailable`: whether the worker can read the credentials its GitProvider names. */
+export function credentialsCondition(
+  problem: CredentialsProblem | undefined,
+  previous: Condition[] | undefined,
+  now: number,
+  generation?: number,
+): Condition {
+  const wanted: Omit<Condition, "lastTransitionTime"> = problem
+    ? { type: "CredentialsAvailable", status: "False", ...problem }
+    : { type: "CredentialsAvailable", status: "True", reason: "SecretRead", message: "credentials read" };
+  const prev = previous?.find((p) => p.type === "CredentialsAvailable");
+  const lastTransitionTime =
+    prev && prev.status === wanted.status ? prev.lastTransitionTime : new Date(now).toISOString();
+  return {
+    ...wanted,
+    lastTransitionTime,
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  };
+}
+
 export interface Condition {
-  type: "Ready" | "Reconciling" | "Stalled" | "WriteRefused";
+  type: "Ready" | "Reconciling" | "Stalled" | "WriteRefused" | "CredentialsAvailable";
   status: "True" | "False" | "Unknown";
   reason: string;
   message: string;

@@ -277,7 +277,8 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     const startWorker = async () => {
       const wlog = log.child({ component: "worker" });
       const kc = identities.worker.kubeConfig;
-      const directory = new KubeDirectory(kc);
+      const status = new KubeStatusSink(kc, wlog);
+      const directory = new KubeDirectory(kc, { log: wlog, status });
       const decisions = createDecisions({
         redisUrl: redis.url,
         prefix,
@@ -293,7 +294,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         cacheDir: join(workdir, "worker-cache"),
         log: wlog,
         leaseMs: timers.leaseMs,
-        status: new KubeStatusSink(kc, wlog),
+        status,
         attach: decisions.attach,
         branch: timers.branch,
       });
