@@ -59,9 +59,23 @@ export function refusalCondition(
         message: `write ${refusal.writeId} refused at ${new Date(refusal.at).toISOString()}: ${refusal.message}`,
       }
     : { type: "WriteRefused", status: "False", reason: "Published", message: "a later write published" };
-  const prev = previous?.find((p) => p.type === "WriteRefused");
+  // Each refusal is news: its time moves even when the condition was already True.
+  return stamped(wanted, refusal ? undefined : previous, now, generation);
+}
+
+/**
+ * A condition as it is written: it keeps the previous lastTransitionTime while its status does
+ * not change, and carries the generation it was written for.
+ */
+function stamped(
+  wanted: Omit<Condition, "lastTransitionTime">,
+  previous: Condition[] | undefined,
+  now: number,
+  generation: number | undefined,
+): Condition {
+  const prev = previous?.find((p) => p.type === wanted.type);
   const lastTransitionTime =
-    prev && prev.status === wanted.status && !refusal ? prev.lastTransitionTime : new Date(now).toISOString();
+    prev && prev.status === wanted.status ? prev.lastTransitionTime : new Date(now).toISOString();
   return {
     ...wanted,
     lastTransitionTime,
@@ -85,14 +99,7 @@ export function credentialsCondition(
   const wanted: Omit<Condition, "lastTransitionTime"> = problem
     ? { type: "CredentialsAvailable", status: "False", ...problem }
     : { type: "CredentialsAvailable", status: "True", reason: "SecretRead", message: "credentials read" };
-  const prev = previous?.find((p) => p.type === "CredentialsAvailable");
-  const lastTransitionTime =
-    prev && prev.status === wanted.status ? prev.lastTransitionTime : new Date(now).toISOString();
-  return {
-    ...wanted,
-    lastTransitionTime,
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
-  };
+  return stamped(wanted, previous, now, generation);
 }
 
 export interface Condition {
@@ -155,16 +162,7 @@ export function publicationConditions(
               }
             : { type: "Stalled", status: "False", reason: "PublicationRetrying", message: "" },
         ];
-  return wanted.map((c) => {
-    const prev = previous?.find((p) => p.type === c.type);
-    const lastTransitionTime =
-      prev && prev.status === c.status ? prev.lastTransitionTime : new Date(now).toISOString();
-    return {
-      ...c,
-      lastTransitionTime,
-      ...(generation !== undefined ? { observedGeneration: generation } : {}),
-    };
-  });
+  return wanted.map((c) => stamped(c, previous, now, generation));
 }
 
 /** Keeps the last report per GitTarget in memory (tests, and running without a cluster). */
