@@ -2,7 +2,18 @@ import { describe, expect, it } from "vitest";
 import type { ApplierWriteReport } from "../contract.js";
 import { BACKOFF_MAX_MS, backoffDelay } from "./backoff.js";
 import { isGitAhead } from "./due.js";
-import { cm, Driver, flushes, fluxClaim, listed, report, sends, sha } from "./testing.js";
+import {
+  argoClaim,
+  argoListed,
+  cm,
+  Driver,
+  flushes,
+  fluxClaim,
+  listed,
+  report,
+  sends,
+  sha,
+} from "./testing.js";
 
 const A = sha("a");
 const B = sha("b");
@@ -13,11 +24,12 @@ function applierWrite(
   object: string,
   writtenAt: string,
   manager = "kustomize-controller",
+  claim = fluxClaim(claimName).claim,
 ) {
   const r: ApplierWriteReport = {
     type: "applierWrite",
     token: "any",
-    claim: fluxClaim(claimName).claim,
+    claim,
     branchKey: "k",
     object: cm(object),
     manager,
@@ -265,6 +277,55 @@ describe("refusals", () => {
     expect(flushes(d.advance(44_000))).toEqual([]);
     const trailing = d.advance(1_000);
     expect(sends(d.publish(trailing, A))[0]?.targets[0]?.reason).toBe("Refusal");
+  });
+});
+
+describe("Argo CD appliers", () => {
+  it("a Refusal on a target an ArgoCDClaim holds is sent to the Application (onRefusal Reapply)", () => {
+    const d = new Driver();
+    d.settle([argoListed("u1", "app", { onRefusal: "Reapply" })], A);
+    const [attempt] = sends(d.publish(d.on({ type: "RefusalReceived", targetUid: "u1" }), A));
+    expect(attempt?.claim).toEqual(argoClaim("app").claim);
+    expect(attempt?.applier).toEqual(argoClaim("app").applier);
+    expect(attempt?.targets).toEqual([{ uid: "u1", namespace: "apps", name: "gt-u1", reason: "Refusal" }]);
+    // Ignore (the default) asks nothing.
+    const quiet = new Driver();
+    quiet.settle([argoListed("u1", "app")], A);
+    expect(quiet.on({ type: "RefusalReceived", targetUid: "u1" })).toEqual([]);
+  });
+
+  function argoWindow() {
+    const d = new Driver();
+    d.settle([argoListed("u1", "app")], A);
+    const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    const editAt = d.now;
+    d.on({
+      type: "WriteDecided",
+      writeId: "w",
+      targetUid: "u1",
+      createdObjects: [],
+      editedObjects: [{ ref: cm("x"), editedAt: iso(editAt) }],
+    });
+    const [att] = sends(d.publish(out, B));
+    return { d, att, editAt };
+  }
+
+  it("a late write of Argo CD's own field manager over a newer edit is withheld and makes a Repair due", () => {
+    const { d, att, editAt } = argoWindow();
+    const claim = argoClaim("app").claim;
+    const out = d.on(applierWrite("app", "x", iso(editAt + 1_000), "argocd-controller", claim));
+    expect(out).toContainEqual({ type: "RecordRepairPending", claim, pending: true });
+    const done = d.on(report(att?.token ?? "", "app", "Succeeded", B, claim));
+    const [repair] = sends(d.publish(done, C));
+    expect(repair?.applier).toEqual(argoClaim("app").applier);
+    expect(repair?.targets[0]?.reason).toBe("Repair");
+  });
+
+  it("a write of another tool's manager is not Argo CD's apply: no Repair", () => {
+    const { d, editAt } = argoWindow();
+    const claim = argoClaim("app").claim;
+    const out = d.on(applierWrite("app", "x", iso(editAt + 1_000), "kustomize-controller", claim));
+    expect(out.filter((a) => a.type === "RecordRepairPending" || a.type === "LogCollision")).toEqual([]);
   });
 });
 

@@ -21,6 +21,24 @@ export function fluxClaim(name: string): { claim: ClaimRef; applier: ApplierRef 
   };
 }
 
+export function argoClaim(name: string): { claim: ClaimRef; applier: ApplierRef } {
+  return {
+    claim: { kind: "ArgoCDClaim", namespace: "apps", name },
+    applier: { kind: "argocd", namespace: "argocd", name },
+  };
+}
+
+/** A GitTarget naming an ArgoCDClaim. */
+export function argoListed(uid: string, claimName: string, opts: Partial<ListedTarget> = {}): ListedTarget {
+  const c = argoClaim(claimName);
+  return listed(uid, claimName, {
+    claim: c.claim,
+    applier: c.applier,
+    source: `argocd/${claimName}`,
+    ...opts,
+  });
+}
+
 export function listed(
   uid: string,
   claimName: string | null,
@@ -48,11 +66,17 @@ export const cm = (name: string): ObjectRef => ({
   name,
 });
 
-export function report(token: string, claimName: string, phase: ReportPhase, commit?: string): DecisionEvent {
+export function report(
+  token: string,
+  claimName: string,
+  phase: ReportPhase,
+  commit?: string,
+  claim: ClaimRef = fluxClaim(claimName).claim,
+): DecisionEvent {
   const r: PhaseReport = {
     type: "phase",
     token,
-    claim: fluxClaim(claimName).claim,
+    claim,
     branchKey: BRANCH.key,
     phase,
     at: "2026-01-01T00:00:00Z",
@@ -97,7 +121,8 @@ export class Driver {
     while (out.some((a) => a.type === "Flush")) {
       const sent = sends(this.publish(out, tip));
       out = [];
-      for (const a of sent) out.push(...this.on(report(a.token, a.claim.name, "Succeeded", a.commit)));
+      for (const a of sent)
+        out.push(...this.on(report(a.token, a.claim.name, "Succeeded", a.commit, a.claim)));
     }
   }
 }
