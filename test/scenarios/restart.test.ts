@@ -54,6 +54,13 @@ describe("a restart mid-apply", () => {
         const op = await phaseOf(scene, app);
         return op?.commit === commit && op.phase === "Succeeded";
       }, "the operation to end Succeeded");
+      // The claim's status is written before the report travels through the queue to the
+      // observer: wait for the report too, or the trail below can be read a moment early.
+      await until(
+        () =>
+          operationsOf(scene, app).some((o) => o.attempt.commit === commit && o.phases.includes("Succeeded")),
+        "the Succeeded report",
+      );
       const ops = operationsOf(scene, app).filter((o) => o.attempt.commit === commit);
       const trail = JSON.stringify(ops.map((o) => [o.attempt.token, o.phases]));
       // One attempt for the commit, the one the restart interrupted: followed to its end by the

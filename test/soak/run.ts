@@ -85,7 +85,8 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
         await until(
           async () => (await gitValue(a, app)) === (await clusterValue(a, app)).greeting,
           `${app} to converge`,
-          { timeoutMs: 30_000, everyMs: 50 },
+          // Unheld, the applier creates the object on its own first interval: until then it is absent.
+          { timeoutMs: 30_000, everyMs: 50, retryErrors: true },
         );
     }
     const record: RunRecord = {
