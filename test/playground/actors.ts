@@ -264,3 +264,48 @@ export async function deleteClaims(a: Assembly): Promise<void> {
       .catch(() => undefined);
   }
 }
+
+/** A value the demo ConfigMap's greeting took on the cluster, and who wrote it. */
+export interface ValueSample {
+  at: number;
+  value: string | undefined;
+  manager?: string | undefined;
+}
+
+/** Every value the app's ConfigMap takes on the cluster, from a watch (each resourceVersion). */
+export async function watchValue(kc: k8s.KubeConfig, app: DemoApp, into: ValueSample[]): Promise<() => void> {
+  const { namespace, name } = DEMO_APPS[app];
+  let stopped = false;
+  let req: { abort(): void } | undefined;
+  const seen = (cm: k8s.V1ConfigMap | undefined) => {
+    const value = cm?.data?.greeting;
+    if (into.length && into[into.length - 1]?.value === value) return;
+    const manager = cm?.metadata?.managedFields?.find((m) =>
+      JSON.stringify(m.fieldsV1 ?? {}).includes('"f:greeting"'),
+    )?.manager;
+    into.push({ at: Date.now(), value, manager });
+  };
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const start = async (): Promise<void> => {
+    if (stopped) return;
+    const list = await core.listNamespacedConfigMap({ namespace, fieldSelector: `metadata.name=${name}` });
+    seen(list.items[0]);
+    req = await new k8s.Watch(kc).watch(
+      `/api/v1/namespaces/${namespace}/configmaps`,
+      { fieldSelector: `metadata.name=${name}`, resourceVersion: list.metadata?.resourceVersion },
+      (type, obj: k8s.V1ConfigMap) => {
+        if (type === "DELETED") seen(undefined);
+        else if (type === "ADDED" || type === "MODIFIED") seen(obj);
+      },
+      () => {
+        // The watch ended (a timeout or a 410): list again and go on, as an informer does.
+        if (!stopped) void start().catch(() => {});
+      },
+    );
+  };
+  await start();
+  return () => {
+    stopped = true;
+    req?.abort();
+  };
+}

@@ -30,6 +30,8 @@ import {
   tip,
   USER_MANAGER,
   until,
+  type ValueSample,
+  watchValue,
 } from "./actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "./assembly.js";
 import { DEMO_APPLIERS, type DemoApp } from "./demo.js";
@@ -121,20 +123,24 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceO
   let seenSecond = false;
   let reverted = false;
 
-  // The recorder: every change of the cluster's value and every apply the applier completes.
-  let last = (await clusterValue(a, app)).greeting;
+  // The recorder: every value the cluster takes (from a watch: each resourceVersion, however
+  // briefly it lived) and every apply the applier completes.
+  const samples: ValueSample[] = [];
+  const stopWatch = await watchValue(a.kubeConfig, app, samples);
+  let last = samples[0]?.value;
+  let read = 1;
   let applied = appliedBefore;
   let recording = true;
   const recorder = (async () => {
     while (recording) {
-      const v = await clusterValue(a, app).catch(() => undefined);
-      if (v && v.greeting !== last) {
-        last = v.greeting;
-        if (v.greeting === SECOND) seenSecond = true;
+      for (; read < samples.length; read++) {
+        const v = samples[read] as ValueSample;
+        last = v.value;
+        if (v.value === SECOND) seenSecond = true;
         // The later edit reverted: once "green" was on the cluster, an applier wrote anything else.
-        const back = seenSecond && v.greeting !== SECOND && v.manager !== USER_MANAGER;
+        const back = seenSecond && v.value !== SECOND && v.manager !== USER_MANAGER;
         if (back) reverted = true;
-        note(`cluster: ${v.greeting} (by ${v.manager ?? "?"})${back ? "  ← REVERTED" : ""}`);
+        note(`cluster: ${v.value} (by ${v.manager ?? "?"})${back ? "  ← REVERTED" : ""}`);
       }
       const list = appliedCommits(a, app);
       for (; applied < list.length; applied++) {
@@ -182,6 +188,7 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceO
   }
   recording = false;
   await recorder;
+  stopWatch();
   const commits = (await commitsSince(a, start)).filter((c) => c.subject.startsWith(`${app}: `));
   const applies = appliedCommits(a, app)
     .slice(appliedBefore)

@@ -4,15 +4,14 @@
  * invariants judge — read from the cluster's watch, the branch's history and the queues.
  */
 import { join } from "node:path";
-import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
 import { TERMINAL_PHASES } from "../../queue/contract.js";
 import { createLogger, type Logger } from "../../queue/log.js";
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
-import { apiEdit, clusterValue, gitValue, settled, tip } from "../playground/actors.js";
+import { apiEdit, clusterValue, gitValue, settled, tip, watchValue } from "../playground/actors.js";
 import { type AssemblyTimers, FAST_TIMERS, startAssembly } from "../playground/assembly.js";
-import { DEMO_APPS, DEMO_REPO, type DemoApp, demoConfigMap, demoConfigPath } from "../playground/demo.js";
+import { DEMO_REPO, type DemoApp, demoConfigMap, demoConfigPath } from "../playground/demo.js";
 import { observeProgress } from "../playground/progress.js";
 import { until } from "../support/wait.js";
 import { checkRun, type Revert, type RunRecord, type Violation } from "./invariants.js";
@@ -233,48 +232,6 @@ async function edit(
     status: answer.status,
     message: `${app}: set greeting to ${value}`,
   });
-}
-
-/** Every value the app's ConfigMap takes on the cluster, from a watch (each resourceVersion). */
-async function watchValue(
-  kc: k8s.KubeConfig,
-  app: DemoApp,
-  into: RunRecord["cluster"][DemoApp],
-): Promise<() => void> {
-  const { namespace, name } = DEMO_APPS[app];
-  let stopped = false;
-  let req: { abort(): void } | undefined;
-  const seen = (cm: k8s.V1ConfigMap | undefined) => {
-    const value = cm?.data?.greeting;
-    if (into.length && into[into.length - 1]?.value === value) return;
-    const manager = cm?.metadata?.managedFields?.find((m) =>
-      JSON.stringify(m.fieldsV1 ?? {}).includes('"f:greeting"'),
-    )?.manager;
-    into.push({ at: Date.now(), value, manager });
-  };
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  const start = async (): Promise<void> => {
-    if (stopped) return;
-    const list = await core.listNamespacedConfigMap({ namespace, fieldSelector: `metadata.name=${name}` });
-    seen(list.items[0]);
-    req = await new k8s.Watch(kc).watch(
-      `/api/v1/namespaces/${namespace}/configmaps`,
-      { fieldSelector: `metadata.name=${name}`, resourceVersion: list.metadata?.resourceVersion },
-      (type, obj: k8s.V1ConfigMap) => {
-        if (type === "DELETED") seen(undefined);
-        else if (type === "ADDED" || type === "MODIFIED") seen(obj);
-      },
-      () => {
-        // The watch ended (a timeout or a 410): list again and go on, as an informer does.
-        if (!stopped) void start().catch(() => {});
-      },
-    );
-  };
-  await start();
-  return () => {
-    stopped = true;
-    req?.abort();
-  };
 }
 
 /** The branch's commits after `start`, first parent first, with each app's greeting at that commit. */
