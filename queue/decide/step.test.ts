@@ -42,6 +42,26 @@ function applierWrite(
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/**
+ * An apply window open: target u1 (naming claim "app") settled at A, an API edit of x decided,
+ * then the ForeignCommit attempt for B sent.
+ */
+function windowed(target = listed("u1", "app")) {
+  const d = new Driver();
+  d.settle([target], A);
+  const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+  const editAt = d.now;
+  d.on({
+    type: "WriteDecided",
+    writeId: "w",
+    targetUid: "u1",
+    createdObjects: [],
+    editedObjects: [{ ref: cm("x"), editedAt: iso(editAt) }],
+  });
+  const [att] = sends(d.publish(out, B));
+  return { d, att, editAt };
+}
+
 describe("observing", () => {
   it("the first observation after a start is a baseline: converge pending, never ForeignCommit", () => {
     const d = new Driver();
@@ -294,24 +314,8 @@ describe("Argo CD appliers", () => {
     expect(quiet.on({ type: "RefusalReceived", targetUid: "u1" })).toEqual([]);
   });
 
-  function argoWindow() {
-    const d = new Driver();
-    d.settle([argoListed("u1", "app")], A);
-    const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
-    const editAt = d.now;
-    d.on({
-      type: "WriteDecided",
-      writeId: "w",
-      targetUid: "u1",
-      createdObjects: [],
-      editedObjects: [{ ref: cm("x"), editedAt: iso(editAt) }],
-    });
-    const [att] = sends(d.publish(out, B));
-    return { d, att, editAt };
-  }
-
   it("a late write of Argo CD's own field manager over a newer edit is withheld and makes a Repair due", () => {
-    const { d, att, editAt } = argoWindow();
+    const { d, att, editAt } = windowed(argoListed("u1", "app"));
     const claim = argoClaim("app").claim;
     const out = d.on(applierWrite("app", "x", iso(editAt + 1_000), "argocd-controller", claim));
     expect(out).toContainEqual({ type: "RecordRepairPending", claim, pending: true });
@@ -322,7 +326,7 @@ describe("Argo CD appliers", () => {
   });
 
   it("a write of another tool's manager is not Argo CD's apply: no Repair", () => {
-    const { d, editAt } = argoWindow();
+    const { d, editAt } = windowed(argoListed("u1", "app"));
     const claim = argoClaim("app").claim;
     const out = d.on(applierWrite("app", "x", iso(editAt + 1_000), "kustomize-controller", claim));
     expect(out.filter((a) => a.type === "RecordRepairPending" || a.type === "LogCollision")).toEqual([]);
@@ -529,22 +533,6 @@ describe("waking", () => {
 });
 
 describe("the apply window", () => {
-  function windowed() {
-    const d = new Driver();
-    d.settle([listed("u1", "app")], A);
-    const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
-    const editAt = d.now;
-    d.on({
-      type: "WriteDecided",
-      writeId: "w",
-      targetUid: "u1",
-      createdObjects: [],
-      editedObjects: [{ ref: cm("x"), editedAt: iso(editAt) }],
-    });
-    const [att] = sends(d.publish(out, B));
-    return { d, att, editAt };
-  }
-
   it("the apply window: an applier's own write newer than the edit → Repair due for that applier + collision logged", () => {
     const { d, att, editAt } = windowed();
     const out = d.on(applierWrite("app", "x", iso(editAt + 1_000)));
