@@ -67,6 +67,22 @@ const configValue = async (namespace: string) => {
   return res?.data?.value;
 };
 
+/** Another sync (by admin) held running on the Application; release the hold to let it end. */
+async function foreignSyncRunning(name: string, ref: { namespace: string; name: string }) {
+  const hold = c.argo!.holdSync(ref);
+  const app = await c.getApp(name);
+  await setOperation(name, {
+    ...buildSyncOperation(app, { commit: c1, token: "x" }),
+    initiatedBy: { username: "admin" },
+    info: [],
+  });
+  await until(
+    async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
+    "foreign sync running",
+  );
+  return hold;
+}
+
 /** Sets an operation on the Application directly, as another sync (or our earlier one) would. */
 async function setOperation(name: string, op: ReturnType<typeof buildSyncOperation>) {
   // Argo CD's own refresh may write between our read and our update: read again, as any writer does.
@@ -203,17 +219,7 @@ describe("one sync per attempt", () => {
 
   it("waits out another operation, never replacing it, then syncs", async () => {
     const { name, ref } = await setup();
-    const hold = c.argo!.holdSync(ref);
-    const app = await c.getApp(name);
-    await setOperation(name, {
-      ...buildSyncOperation(app, { commit: c1, token: "x" }),
-      initiatedBy: { username: "admin" },
-      info: [],
-    });
-    await until(
-      async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
-      "foreign sync running",
-    );
+    const hold = await foreignSyncRunning(name, ref);
     const r = recorder();
     const done = executor().execute(
       c.attempt(name, name, c1, `t-${name}`),
@@ -256,17 +262,7 @@ describe("one sync per attempt", () => {
 
   it("a stop before the sync started says so (RequestFailed, SidecarStopping): no record is left for a restart to find", async () => {
     const { name, ref, claim } = await setup();
-    const hold = c.argo!.holdSync(ref);
-    const app = await c.getApp(name);
-    await setOperation(name, {
-      ...buildSyncOperation(app, { commit: c1, token: "x" }),
-      initiatedBy: { username: "admin" },
-      info: [],
-    });
-    await until(
-      async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
-      "foreign sync running",
-    );
+    const hold = await foreignSyncRunning(name, ref);
     const r = recorder();
     const stop = new AbortController();
     let reads = 0;
