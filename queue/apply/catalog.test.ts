@@ -66,12 +66,10 @@ describe("catalog: GitTargets, claims, appliers and sources of a branch", () => 
       { namespace: "team", name: "c" },
       { namespace: "team", name: "gone" },
     ]);
-    expect(
-      l.targets.map((t) => [t.uid, t.claim?.name ?? null, t.applier?.kind ?? null, t.source, t.published]),
-    ).toEqual([
-      ["uid-a", "fc", "flux", "flux/GitRepository/flux-system/repo", true],
-      ["uid-b", "ac", "argocd", "argocd/git.example.com/org/site", false],
-      ["uid-c", null, null, null, false],
+    expect(l.targets.map((t) => [t.uid, t.claim?.name ?? null, t.applier?.kind ?? null, t.source])).toEqual([
+      ["uid-a", "fc", "flux", "flux/GitRepository/flux-system/repo"],
+      ["uid-b", "ac", "argocd", "argocd/git.example.com/org/site"],
+      ["uid-c", null, null, null],
     ]);
     expect(l.targets[0]?.onRefusal).toBe("Reapply");
   });
@@ -133,13 +131,19 @@ describe("catalog: GitTargets, claims, appliers and sources of a branch", () => 
       0,
     ).state;
     s = step(s, { type: "TargetsListed", targets: l0.targets }, 0).state;
-    // The baseline leaves a converge pending: the flush, then one attempt.
-    const baseline = step(s, { type: "Observed", tip: "c1", pushedByUs: false }, 1);
+    // The baseline leaves a converge pending: the flush, then one attempt (its folder is in c1).
+    const baseline = step(s, { type: "Observed", tip: "c1", pushedByUs: false, folders: ["uid-a"] }, 1);
     const flush = baseline.actions.find((a) => a.type === "Flush");
     expect(flush).toBeDefined();
     const r = step(
       baseline.state,
-      { type: "Published", upToMark: null, tip: "c1", flush: flush?.type === "Flush" ? flush.flush : 0 },
+      {
+        type: "Published",
+        upToMark: null,
+        tip: "c1",
+        flush: flush?.type === "Flush" ? flush.flush : 0,
+        folders: ["uid-a"],
+      },
       2,
     );
     const attempt = r.actions.find((a) => a.type === "SendAttempt");

@@ -1,6 +1,6 @@
 /**
  * What the decisions need to know about a branch from the cluster: its GitTargets (uid, claim,
- * consent, suspension, whether their folder is in Git), the applier each claim holds and the
+ * consent, suspension), the applier each claim holds and the
  * source that applier reads, and the claims' status for a restart. The mapping from objects is
  * pure; where the objects come from (the Kubernetes API, a YAML file) is an `ObjectSource`.
  */
@@ -17,7 +17,7 @@ import {
   mayHold,
   VERSION,
 } from "../crds/index.js";
-import type { ClaimStatusSnapshot, ListedTarget } from "../decide/index.js";
+import type { ClaimStatusSnapshot, FolderRead, ListedTarget } from "../decide/index.js";
 
 /** The kinds the catalog reads. */
 export const RESOURCE = {
@@ -55,6 +55,8 @@ export interface ObjectSource {
 export interface BranchListing {
   targets: ListedTarget[];
   claims: ClaimStatusSnapshot[];
+  /** What the branch worker last read of its tip's tree: the GitTargets whose folder it holds. */
+  folders?: FolderRead;
 }
 
 const str = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
@@ -192,7 +194,6 @@ export async function listBranch(
       source: null,
       onRefusal: t.spec?.onRefusal === "Reapply" ? "Reapply" : "Ignore",
       suspended: t.spec?.suspend === true,
-      published: str(obj(t.status?.publication)?.commit) !== undefined,
     };
     targets.push(listed);
     const claim = claimOf(t);

@@ -51,6 +51,8 @@ export interface DecisionDriverOptions {
 
 type Task = () => Promise<void>;
 
+const folders = (l: BranchListing) => (l.folders ? { folders: l.folders } : {});
+
 export class DecisionDriver {
   private s: DecisionState;
   private readonly clock: Clock;
@@ -87,7 +89,12 @@ export class DecisionDriver {
   /** The hooks to give the branch worker. */
   readonly hooks: BranchHooks = {
     onObserved: (o) => {
-      this.feed({ type: "Observed", tip: o.tip ?? null, pushedByUs: o.pushedByUs });
+      this.feed({
+        type: "Observed",
+        tip: o.tip ?? null,
+        pushedByUs: o.pushedByUs,
+        folders: (o.folders ?? []).map((t) => this.uidOf(t)),
+      });
       this.releaseStale();
     },
     onWriteDecided: (w) => {
@@ -100,7 +107,12 @@ export class DecisionDriver {
       });
     },
     onPublished: (p) => {
-      this.feed({ type: "Published", upToMark: p.writeIds.at(-1) ?? null, tip: p.tip });
+      this.feed({
+        type: "Published",
+        upToMark: p.writeIds.at(-1) ?? null,
+        tip: p.tip,
+        folders: (p.folders ?? []).map((t) => this.uidOf(t)),
+      });
     },
     onRefusal: (n) => {
       this.feed({ type: "RefusalReceived", targetUid: this.uidOf(n.target) });
@@ -208,8 +220,8 @@ export class DecisionDriver {
       claims: listing.claims,
       ...(saved ? { saved } : {}),
     });
-    this.listed = JSON.stringify(listing.targets);
-    await this.handle({ type: "TargetsListed", targets: listing.targets });
+    this.listed = JSON.stringify([listing.targets, listing.folders]);
+    await this.handle({ type: "TargetsListed", targets: listing.targets, ...folders(listing) });
     this.log.info(
       {
         restored: saved !== undefined,
@@ -238,10 +250,10 @@ export class DecisionDriver {
           return;
         }
         this.remember(listing);
-        const sig = JSON.stringify(listing.targets);
+        const sig = JSON.stringify([listing.targets, listing.folders]);
         if (sig === this.listed) return;
         this.listed = sig;
-        await this.handle({ type: "TargetsListed", targets: listing.targets });
+        await this.handle({ type: "TargetsListed", targets: listing.targets, ...folders(listing) });
       });
       this.pump();
     }
@@ -273,15 +285,19 @@ export class DecisionDriver {
         this.log.info({ flush: a.flush, mark: a.mark }, "an apply is due: flushing");
         // Not awaited: the worker runs the flush in its own loop and calls the hooks on the way;
         // the Published (or FlushFailed) answering it comes after every event those hooks feed.
-        void worker
-          .flush()
-          .then((r) =>
-            this.feed(
-              r.ok && r.tip
-                ? { type: "Published", upToMark: null, tip: r.tip, flush: a.flush }
-                : { type: "FlushFailed", flush: a.flush },
-            ),
-          );
+        void worker.flush().then((r) =>
+          this.feed(
+            r.ok && r.tip
+              ? {
+                  type: "Published",
+                  upToMark: null,
+                  tip: r.tip,
+                  flush: a.flush,
+                  folders: (r.folders ?? []).map((t) => this.uidOf(t)),
+                }
+              : { type: "FlushFailed", flush: a.flush },
+          ),
+        );
         return;
       }
       case "SendAttempt":

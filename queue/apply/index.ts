@@ -91,7 +91,20 @@ export function createDecisions(o: DecisionsOptions): Decisions {
           const spec = (await o.directory.branch(ctx.key)) ?? ctx.spec;
           // The branch worker learns the same GitTargets (a new one, a suspension) at each listing.
           worker?.updateTargets(spec.targets);
-          return listBranch(o.objects, spec.targets);
+          const listing = await listBranch(o.objects, spec.targets);
+          // The tip's tree as the worker last read it, for the GitTargets listed now: a new
+          // GitTarget whose folder is already in Git is past the barrier at once.
+          const read = await worker?.folders();
+          if (read) {
+            const present = new Set(read.present.map((t) => `${t.namespace}/${t.name}`));
+            listing.folders = {
+              commit: read.tip,
+              present: listing.targets
+                .filter((t) => present.has(`${t.namespace}/${t.name}`))
+                .map((t) => t.uid),
+            };
+          }
+          return listing;
         },
         objects: o.objects,
         sender,

@@ -26,7 +26,8 @@ function sourceBusy(state: DecisionState, a: ApplierState, key: string): boolean
 /**
  * Why an applier is not due, or null when it is: a reason pending, no operation out, no applier
  * sharing its source with one out, past its backoff, named by a GitTarget, none of those GitTargets
- * suspended, and past the barrier (every GitTarget naming it has its first write path in Git).
+ * suspended, and past the barrier: every GitTarget naming it has its folder in the tip, as the
+ * worker read the tip's tree (an Argo CD Application must never sync a path that does not exist).
  */
 export function notDueBecause(state: DecisionState, key: string, now: number): string | null {
   const a = state.appliers[key];
@@ -39,7 +40,7 @@ export function notDueBecause(state: DecisionState, key: string, now: number): s
   if (named.length === 0) return "not named";
   // A suspended GitTarget freezes its folder: no apply for any reason until it resumes.
   if (named.some((t) => t.suspended)) return "suspended";
-  if (named.some((t) => !t.published)) return "barrier";
+  if (state.tip === null || named.some((t) => (t.folderAt ?? null) !== state.tip)) return "barrier";
   return null;
 }
 

@@ -20,10 +20,10 @@ import { initialState, step } from "./step.js";
 import { BRANCH, cm, fluxClaim, listed, sha } from "./testing.js";
 
 const TARGETS = [
-  { uid: "u1", claim: "a", source: "s1", onRefusal: "Reapply" as const, published: true },
-  { uid: "u2", claim: "b", source: "s1", onRefusal: "Ignore" as const, published: false },
-  { uid: "u3", claim: "c", source: "s2", onRefusal: "Reapply" as const, published: true },
-  { uid: "u4", claim: "a", source: "s1", onRefusal: "Ignore" as const, published: true },
+  { uid: "u1", claim: "a", source: "s1", onRefusal: "Reapply" as const, folder: true },
+  { uid: "u2", claim: "b", source: "s1", onRefusal: "Ignore" as const, folder: false },
+  { uid: "u3", claim: "c", source: "s2", onRefusal: "Reapply" as const, folder: true },
+  { uid: "u4", claim: "a", source: "s1", onRefusal: "Ignore" as const, folder: true },
 ];
 const CLAIMS = ["a", "b", "c"];
 const SOURCE: Record<string, string> = { a: "s1", b: "s1", c: "s2" };
@@ -34,7 +34,7 @@ type Op =
   | { k: "saveStart" }
   | { k: "saveCommit" }
   | { k: "cooldownPublish" }
-  | { k: "foreignPush" }
+  | { k: "foreignPush"; dropFolder: boolean }
   | { k: "observe" }
   | { k: "completeFlush" }
   | { k: "failFlush" }
@@ -57,7 +57,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.constant({ k: "saveStart" as const }),
   fc.constant({ k: "saveCommit" as const }),
   { arbitrary: fc.constant({ k: "cooldownPublish" as const }), weight: 2 },
-  { arbitrary: fc.constant({ k: "foreignPush" as const }), weight: 2 },
+  {
+    arbitrary: fc.record({ k: fc.constant("foreignPush" as const), dropFolder: fc.boolean() }),
+    weight: 2,
+  },
   { arbitrary: fc.constant({ k: "observe" as const }), weight: 3 },
   { arbitrary: fc.constant({ k: "completeFlush" as const }), weight: 4 },
   fc.constant({ k: "failFlush" as const }),
@@ -125,8 +128,11 @@ class World {
   state: DecisionState;
   now = Date.parse("2026-03-01T10:00:00Z");
   restarts = 0;
-  // The remote: a linear history; each commit holds a set of our writes.
+  // The remote: a linear history; each commit holds a set of our writes, and the GitTargets' folders.
   commits = new Map<string, Set<string>>([[sha(1), new Set()]]);
+  folders = new Map<string, Set<string>>([
+    [sha(1), new Set(TARGETS.filter((t) => t.folder).map((t) => t.uid))],
+  ]);
   remoteTip: string = sha(1);
   nextCommit = 2;
   lastOwnTip: string | null = null;
@@ -137,7 +143,6 @@ class World {
   decidedEvents = new Map<string, DecisionEvent>();
   nextWrite = 0;
   seenObjects = new Set<string>();
-  publishedTargets = new Set(TARGETS.filter((t) => t.published).map((t) => t.uid));
   saves: string[] = [];
   nextSave = 0;
   pendingFlush: { flush: number } | null = null;
@@ -169,7 +174,6 @@ class World {
       listed(t.uid, t.claim, {
         sourceName: t.source,
         onRefusal: this.consent[t.uid] ?? "Ignore",
-        published: this.publishedTargets.has(t.uid),
       }),
     );
   }
@@ -191,6 +195,9 @@ class World {
           "an attempt only after its flush",
         ).toBe(true);
         expect(a.attempt.commit, "the attempt is for the tip the publication produced").toBe(this.remoteTip);
+        const inTree = this.folders.get(a.attempt.commit) ?? new Set();
+        for (const t of TARGETS.filter((x) => x.claim === a.attempt.claim.name))
+          expect(inTree.has(t.uid), `the folder of ${t.uid} is in the attempt's tip`).toBe(true);
         const holds = this.commits.get(a.attempt.commit) ?? new Set();
         for (const w of this.publishedEver)
           expect(holds.has(w), `commit holds published write ${w}`).toBe(true);
@@ -230,19 +237,21 @@ class World {
   /** Publishes the decided writes up to `count` onto the remote tip (replaying onto a foreign one). */
   publishDecided(count: number, flush?: number): void {
     if (this.remoteTip !== this.lastOwnTip && this.state.tip !== this.remoteTip) {
-      this.feed({ type: "Observed", tip: this.remoteTip, pushedByUs: false });
+      this.feed({ type: "Observed", tip: this.remoteTip, pushedByUs: false, folders: this.foldersAt() });
     }
     const landed = this.decided.slice(0, count);
     this.decided = this.decided.slice(count);
     if (landed.length > 0) {
       const holds = new Set(this.commits.get(this.remoteTip));
+      const folders = new Set(this.folders.get(this.remoteTip));
       for (const w of landed) {
         holds.add(w.id);
         this.publishedEver.add(w.id);
-        this.publishedTargets.add(w.uid);
+        folders.add(w.uid);
       }
       const id = sha(this.nextCommit++);
       this.commits.set(id, holds);
+      this.folders.set(id, folders);
       this.remoteTip = id;
       this.lastOwnTip = id;
     }
@@ -251,8 +260,14 @@ class World {
       type: "Published",
       upToMark: mark,
       tip: this.remoteTip,
+      folders: this.foldersAt(),
       ...(flush !== undefined ? { flush } : {}),
     });
+  }
+
+  /** The GitTargets whose folder the remote tip's tree holds (what the shell reads). */
+  foldersAt(): string[] {
+    return [...(this.folders.get(this.remoteTip) ?? [])];
   }
 
   completeFlush(): void {
@@ -314,7 +329,12 @@ class World {
       claims,
       ...(saved ? { saved: JSON.parse(JSON.stringify(this.state)) } : {}),
     });
-    this.feed({ type: "TargetsListed", targets: this.listing() });
+    // The shell's listing carries its read of the remote tip, which the core may not have observed.
+    this.feed({
+      type: "TargetsListed",
+      targets: this.listing(),
+      folders: { commit: this.remoteTip, present: this.foldersAt() },
+    });
     // Without a saved state the shell hands its unpublished writes to the core again.
     if (!saved) for (const w of this.decided) this.feed(this.decidedEvents.get(w.id) as DecisionEvent);
   }
@@ -351,11 +371,21 @@ class World {
       case "foreignPush": {
         const id = sha(this.nextCommit++);
         this.commits.set(id, new Set(this.commits.get(this.remoteTip)));
+        // Somebody else's commit may remove a folder (u3's), or bring it back.
+        const folders = new Set(this.folders.get(this.remoteTip));
+        if (op.dropFolder) folders.delete("u3");
+        else folders.add("u3");
+        this.folders.set(id, folders);
         this.remoteTip = id;
         break;
       }
       case "observe":
-        this.feed({ type: "Observed", tip: this.remoteTip, pushedByUs: this.remoteTip === this.lastOwnTip });
+        this.feed({
+          type: "Observed",
+          tip: this.remoteTip,
+          pushedByUs: this.remoteTip === this.lastOwnTip,
+          folders: this.foldersAt(),
+        });
         break;
       case "completeFlush":
         this.completeFlush();

@@ -103,8 +103,12 @@ export interface TargetState {
   suspended: boolean;
   /** Claims this incarnation has named: a first naming converges once. */
   named: string[];
-  /** Its first write path is in Git: until then its applier is asked for nothing. */
-  published: boolean;
+  /**
+   * The tip whose tree the worker last read and found its folder in, or null. The barrier passes
+   * only while this is the tip now: until then its applier is asked for nothing. Absent in a state
+   * saved before it existed (read as null).
+   */
+  folderAt: string | null;
   /** When a Refusal was last made pending for it (at most one a minute). */
   lastRefusalAt: number | null;
   /** A refusal inside the minute waits for this time, carried by one trailing request. */
@@ -173,8 +177,12 @@ export interface ListedTarget {
   source: string | null;
   onRefusal: "Ignore" | "Reapply";
   suspended: boolean;
-  /** Its folder is already in Git (status.publication.commit is set). */
-  published?: boolean;
+}
+
+/** What the worker read in the tree of one commit: the GitTargets (uids) whose folder it holds. */
+export interface FolderRead {
+  commit: string;
+  present: string[];
 }
 
 /** The status of one claim, as read back after a start. */
@@ -193,10 +201,16 @@ export interface ClaimStatusSnapshot {
 }
 
 export type DecisionEvent =
-  /** News of the remote tip. `pushedByUs`: the tip is a push of this worker's. */
-  | { type: "Observed"; tip: string | null; pushedByUs: boolean }
-  /** The complete list of GitTargets writing this branch. */
-  | { type: "TargetsListed"; targets: ListedTarget[] }
+  /**
+   * News of the remote tip. `pushedByUs`: the tip is a push of this worker's. `folders`: the
+   * GitTargets (uids) whose folder the tip's tree holds; absent, no folder is proven at this tip.
+   */
+  | { type: "Observed"; tip: string | null; pushedByUs: boolean; folders?: string[] }
+  /**
+   * The complete list of GitTargets writing this branch, with what the worker last read of its
+   * tip's tree (a new GitTarget's folder is proven without waiting for the next observation).
+   */
+  | { type: "TargetsListed"; targets: ListedTarget[]; folders?: FolderRead }
   /** A write was decided (a window closed, a save): it joins the pending writes in this order. */
   | {
       type: "WriteDecided";
@@ -215,8 +229,9 @@ export type DecisionEvent =
   /**
    * Pending writes up to `upToMark` (inclusive, in decided order) are in Git and `tip` is the
    * branch now, a push of ours. `flush` names the flush this publication answers, if any.
+   * `folders`: the GitTargets (uids) whose folder the tip's tree holds, as in `Observed`.
    */
-  | { type: "Published"; upToMark: string | null; tip: string; flush?: number }
+  | { type: "Published"; upToMark: string | null; tip: string; flush?: number; folders?: string[] }
   /** The flush could not publish (remote down, rejected until the retry budget ran out). */
   | { type: "FlushFailed"; flush: number }
   | { type: "Report"; report: PhaseReport }

@@ -370,13 +370,90 @@ describe("due", () => {
     expect(turns).toEqual(["a", "b", "a", "b"]);
   });
 
-  it("an applier is asked nothing until every GitTarget naming it has its first write path published", () => {
+  it("the barrier: an applier whose GitTarget's folder is not in the tip's tree is asked nothing, for any reason, until a published write creates it", () => {
     const d = new Driver();
-    d.on({ type: "TargetsListed", targets: [listed("u1", "app", { published: false })] });
-    expect(d.on({ type: "Observed", tip: A, pushedByUs: false })).toEqual([]);
-    d.on({ type: "WriteDecided", writeId: "w1", targetUid: "u1", createdObjects: [], editedObjects: [] });
-    const out = d.on({ type: "Published", upToMark: "w1", tip: B });
-    expect(sends(d.publish(out, B))[0]?.commit).toBe(B);
+    // u1's folder is in the tip; u2's (naming the same claim) is not, though the branch has commits.
+    d.absent.add("u2");
+    const withRepair = { ...fluxClaim("app"), source: "flux-system/app", repairPending: true };
+    d.on({ type: "Restarted", tokenPrefix: "t", claims: [withRepair] });
+    d.on({
+      type: "TargetsListed",
+      targets: [listed("u1", "app", { onRefusal: "Reapply" }), listed("u2", "app", { onRefusal: "Reapply" })],
+    });
+    const out = [...d.on({ type: "Observed", tip: A, pushedByUs: false })];
+    out.push(...d.on({ type: "Observed", tip: B, pushedByUs: false }));
+    out.push(...d.on({ type: "RefusalReceived", targetUid: "u2" }));
+    out.push(
+      ...d.on({
+        type: "WriteDecided",
+        writeId: "w1",
+        targetUid: "u1",
+        createdObjects: [cm("x")],
+        editedObjects: [],
+      }),
+    );
+    out.push(...d.on({ type: "Published", upToMark: "w1", tip: C }));
+    for (let i = 0; i < 5; i++) out.push(...d.advance(10 * 60_000));
+    // Converge, ForeignCommit, Refusal, Repair and an adopt are pending: none is asked for.
+    expect(flushes(out)).toEqual([]);
+    expect(sends(out)).toEqual([]);
+    const pending = d.state.appliers["FluxClaim/apps/app"]?.pending;
+    expect(pending?.all).toEqual(expect.arrayContaining(["Converge", "ForeignCommit", "Repair"]));
+    expect(pending?.byTarget.u1).toContain("Adopt");
+    expect(pending?.byTarget.u2).toContain("Refusal");
+
+    // A write of u2 creates its folder; once a publication shows it in the tip, the attempt goes.
+    d.absent.delete("u2");
+    d.on({
+      type: "WriteDecided",
+      writeId: "w2",
+      targetUid: "u2",
+      createdObjects: [cm("y")],
+      editedObjects: [],
+    });
+    const D = sha("d");
+    const [att] = sends(d.publish(d.on({ type: "Published", upToMark: "w2", tip: D }), D));
+    expect(att?.commit).toBe(D);
+    expect(att?.targets.map((t) => [t.uid, t.reason])).toEqual([
+      ["u1", "ForeignCommit"],
+      ["u2", "ForeignCommit"],
+    ]);
+  });
+
+  it("the barrier holds again when a foreign commit removes the folder, until one brings it back", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    d.absent.add("u1");
+    expect(d.on({ type: "Observed", tip: B, pushedByUs: false })).toEqual([]);
+    expect(d.on({ type: "Tick" }).filter((a) => a.type !== "ScheduleWake")).toEqual([]);
+    d.absent.delete("u1");
+    const out = d.on({ type: "Observed", tip: C, pushedByUs: false });
+    expect(sends(d.publish(out, C)).map((a) => [a.commit, a.targets[0]?.reason])).toEqual([
+      [C, "ForeignCommit"],
+    ]);
+  });
+
+  it("a GitTarget listed after the tip was observed passes the barrier by the listing's read of that tip, not of another commit", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    d.on({ type: "Observed", tip: B, pushedByUs: true });
+    const both = [listed("u1", "app"), listed("u2", "app")];
+    // A new GitTarget naming the claim: its converge waits for its folder to be read in the tip.
+    expect(
+      d.on({ type: "TargetsListed", targets: both, folders: { commit: A, present: ["u1", "u2"] } }),
+    ).toEqual([]);
+    expect(d.state.appliers["FluxClaim/apps/app"]?.pending.byTarget.u2).toEqual(["Converge"]);
+    const out = d.on({ type: "TargetsListed", targets: both, folders: { commit: B, present: ["u1", "u2"] } });
+    expect(sends(d.publish(out, B)).map((a) => [a.commit, a.targets])).toEqual([
+      [B, [{ uid: "u2", namespace: "apps", name: "gt-u2", reason: "CatchUp" }]],
+    ]);
+  });
+
+  it("an observation that says nothing of folders proves none", () => {
+    const d = new Driver();
+    d.on({ type: "TargetsListed", targets: [listed("u1", "app")], folders: { commit: A, present: ["u1"] } });
+    expect(d.on({ type: "Observed", tip: A, pushedByUs: false, folders: [] })).toEqual([]);
+    expect(flushes(d.on({ type: "Observed", tip: A, pushedByUs: false, folders: ["u1"] }))).toHaveLength(1);
   });
 
   it("Git is ahead while a reason other than an adopt is pending or an attempt is out", () => {

@@ -21,6 +21,7 @@ import type {
   DecisionAction,
   DecisionEvent,
   DecisionState,
+  FolderRead,
   GuardedEdit,
   ListedTarget,
   PendingKind,
@@ -94,9 +95,11 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
   switch (event.type) {
     case "Observed":
       observe(s, event.tip, event.pushedByUs);
+      if (event.tip !== null) readFolders(s, { commit: event.tip, present: event.folders ?? [] });
       break;
     case "TargetsListed":
       listTargets(s, event.targets);
+      if (event.folders) readFolders(s, event.folders);
       break;
     case "WriteDecided":
       decideWrite(s, event, now, actions);
@@ -200,7 +203,7 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
       onRefusal: l.onRefusal,
       suspended: l.suspended,
       named: [],
-      published: false,
+      folderAt: null,
       lastRefusalAt: null,
       trailingRefusalAt: null,
     };
@@ -211,7 +214,6 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
       onRefusal: l.onRefusal,
       suspended: l.suspended,
     });
-    t.published ||= l.published === true;
     s.targets[l.uid] = t;
     if (key === null || l.claim === null || l.applier === null) continue;
     const a = s.appliers[key] ?? newApplier(l.claim, l.applier, l.source ?? key);
@@ -232,6 +234,16 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
     const a = s.appliers[key];
     if (a && targetsNaming(s, key).length === 0) a.pending = emptyPending();
   }
+}
+
+/**
+ * The worker read the tree of `commit`: the GitTargets it names hold their folder there, the others
+ * do not. Only a read of the tip now lets an applier past the barrier (`notDueBecause`), so a read
+ * of another commit, or none at all, holds it.
+ */
+export function readFolders(s: DecisionState, read: FolderRead): void {
+  const present = new Set(read.present);
+  for (const t of Object.values(s.targets)) t.folderAt = present.has(t.uid) ? read.commit : null;
 }
 
 /**
@@ -289,9 +301,9 @@ function receiveRefusal(s: DecisionState, uid: string, now: number): void {
 // Flush, then send
 
 /**
- * The writes up to the mark are in Git and `tip` is the branch now. Targets whose writes landed are
- * past the barrier, created objects become adopts, and if this answers the flush in progress, every
- * due applier gets one attempt for that tip.
+ * The writes up to the mark are in Git and `tip` is the branch now. Created objects become adopts,
+ * the tip's folders are read (the barrier), and if this answers the flush in progress, every due
+ * applier gets one attempt for that tip.
  */
 function publish(
   s: DecisionState,
@@ -306,11 +318,11 @@ function publish(
   for (const w of landed) {
     const t = s.targets[w.targetUid];
     if (!t) continue;
-    t.published = true;
     const a = t.claim ? s.appliers[t.claim] : undefined;
     if (a && w.created) addPending(a.pending, "Adopt", t.uid);
   }
   observe(s, e.tip, true);
+  readFolders(s, { commit: e.tip, present: e.folders ?? [] });
   if (e.flush === undefined || s.flush?.id !== e.flush) return;
   s.flush = null;
   s.flushFailures = 0;

@@ -54,7 +54,6 @@ export function listed(
     source: c ? `flux-system/${opts.sourceName ?? claimName}` : null,
     onRefusal: "Ignore",
     suspended: false,
-    published: true,
     ...opts,
   };
 }
@@ -85,10 +84,16 @@ export function report(
   return { type: "Report", report: r };
 }
 
+/**
+ * Feeds events as a shell whose tip holds every GitTarget's folder but those in `absent`: an
+ * observation, publication or listing that says nothing of folders gets that read of the tip.
+ */
 export class Driver {
   state: DecisionState;
   now: number;
   log: DecisionAction[] = [];
+  /** GitTargets (uids) whose folder the tip lacks. */
+  absent = new Set<string>();
 
   constructor(now = Date.parse("2026-03-01T10:00:00Z")) {
     this.state = initialState(BRANCH, "t");
@@ -96,10 +101,19 @@ export class Driver {
   }
 
   on(event: DecisionEvent): DecisionAction[] {
-    const r = step(this.state, event, this.now);
+    const r = step(this.state, this.withFolders(event), this.now);
     this.state = r.state;
     this.log.push(...r.actions);
     return r.actions;
+  }
+
+  private withFolders(e: DecisionEvent): DecisionEvent {
+    const present = (uids: string[]) => uids.filter((u) => !this.absent.has(u));
+    if ((e.type === "Observed" || e.type === "Published") && e.folders === undefined)
+      return { ...e, folders: present(Object.keys(this.state.targets)) };
+    if (e.type === "TargetsListed" && e.folders === undefined && this.state.tip !== null)
+      return { ...e, folders: { commit: this.state.tip, present: present(e.targets.map((t) => t.uid)) } };
+    return e;
   }
 
   advance(ms: number): DecisionAction[] {

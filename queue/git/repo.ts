@@ -177,6 +177,22 @@ export class BareRepo {
   }
 
   /**
+   * Whether the tree of `commit` holds the folder `path` (`.` is the root). Git keeps no empty
+   * folder, so a folder in the tree holds at least one file.
+   */
+  async hasFolder(commit: string, path: string): Promise<boolean> {
+    const trimmed = path.replace(/^\/+|\/+$/g, "");
+    let oid = await this.treeOf(commit);
+    if (trimmed === "" || trimmed === ".") return (await this.readTreeEntries(oid)).length > 0;
+    for (const part of trimmed.split("/")) {
+      const entry = (await this.readTreeEntries(oid)).find((e) => e.path === part);
+      if (entry?.type !== "tree") return false;
+      oid = entry.oid;
+    }
+    return true;
+  }
+
+  /**
    * Writes one commit on `parent` (undefined for a first commit) with the changes applied to its
    * tree. Returns undefined when the changes leave the tree as it was: empty changes make no commit.
    */

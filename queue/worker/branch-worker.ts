@@ -46,9 +46,24 @@ export interface PendingWrite {
   decidedId?: string;
 }
 
+/** A GitTarget as the hooks name it. */
+export interface TargetName {
+  namespace: string;
+  name: string;
+  uid?: string;
+}
+
+/** What the worker read in the tree of one commit: the GitTargets whose folder it holds. */
+export interface FolderFacts {
+  tip: string;
+  present: TargetName[];
+}
+
 export interface Observation {
   tip: string | undefined;
   previous: string | undefined;
+  /** The GitTargets whose folder the tip's tree holds (none when the branch does not exist). */
+  folders?: TargetName[];
   /** The tip is a commit this worker pushed (nothing to do). */
   pushedByUs: boolean;
   /** First observation since this worker started: a baseline, never a foreign commit. */
@@ -69,6 +84,8 @@ export interface DecidedWrite {
 
 export interface PublishedWrites {
   tip: string;
+  /** The GitTargets whose folder the tip's tree holds. */
+  folders?: TargetName[];
   /** `writeId`s of the pending writes this publication carried, in decided order. */
   writeIds: string[];
 }
@@ -85,7 +102,9 @@ export interface BranchHooks {
   onRefused?(write: AcceptedWrite, reason: string): void | Promise<void>;
 }
 
-export type FlushResult = { ok: true; tip: string | undefined } | { ok: false; cause: string };
+export type FlushResult =
+  | { ok: true; tip: string | undefined; folders?: TargetName[] }
+  | { ok: false; cause: string };
 
 export interface BranchWorkerOptions {
   spec: BranchSpec;
@@ -158,6 +177,8 @@ export class BranchWorker {
   private stopped = false;
   private loop: Promise<void> | undefined;
   private lastReport = "";
+  /** GitTargets the last report was written to: one listed since gets it without waiting for news. */
+  private reportedTo = new Set<string>();
   /** Settled entries of notices and refused writes, removed with the next settle. */
   private doneEntries: string[] = [];
   /** Windows closed since the last announcement to onWriteDecided. */
@@ -171,6 +192,8 @@ export class BranchWorker {
   /** GitTargets whose last settled write was refused (WriteRefused True until one publishes). */
   private readonly refusedTargets = new Set<string>();
   private specReadAt = Number.NEGATIVE_INFINITY;
+  /** The last read of a tip's folders, kept while the tip and the GitTargets' folders are the same. */
+  private folderRead: { key: string; present: TargetName[] } | undefined;
 
   constructor(private readonly o: BranchWorkerOptions) {
     this.key = o.spec.key;
@@ -257,6 +280,39 @@ export class BranchWorker {
   observeSoon(reason: FetchReason = "notice"): void {
     this.observeAsked = reason;
     this.wake();
+  }
+
+  /**
+   * Which GitTargets have their folder in the tree of the tip this worker last observed or
+   * published: the proof the decisions' barrier asks for. Undefined while the branch does not
+   * exist. Reads only immutable objects already in the clone, so it may run beside the loop.
+   */
+  async folders(): Promise<FolderFacts | undefined> {
+    const tip = this.remoteTip;
+    return tip ? { tip, present: await this.foldersAt(tip) } : undefined;
+  }
+
+  private async foldersAt(tip: string | undefined): Promise<TargetName[]> {
+    if (!tip) return [];
+    const targets = this.targets;
+    const key = JSON.stringify([tip, targets.map((t) => [t.namespace, t.name, t.uid, t.path])]);
+    if (this.folderRead?.key === key) return this.folderRead.present;
+    const present: TargetName[] = [];
+    for (const t of targets) {
+      let has = false;
+      try {
+        has = await this.o.repo.hasFolder(tip, t.path);
+      } catch (err) {
+        // Unreadable is not proven: the barrier holds, as for a folder that is not there.
+        this.log.warn(
+          { err: (err as Error).message, commit: tip, path: t.path },
+          "could not read the tip's tree",
+        );
+      }
+      if (has) present.push({ namespace: t.namespace, name: t.name, ...(t.uid ? { uid: t.uid } : {}) });
+    }
+    this.folderRead = { key, present };
+    return present;
   }
 
   snapshot() {
@@ -553,7 +609,14 @@ export class BranchWorker {
       await this.settleLanded(tip, previous);
       await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), tip);
     }
-    const o: Observation = { tip, previous, pushedByUs, baseline, reason };
+    const o: Observation = {
+      tip,
+      previous,
+      pushedByUs,
+      baseline,
+      reason,
+      folders: await this.foldersAt(tip),
+    };
     if (tip !== previous || baseline)
       this.log.info({ commit: tip, previous, reason, pushedByUs, baseline }, "observed the remote tip");
     await this.o.hooks?.onObserved?.(o);
@@ -726,7 +789,7 @@ export class BranchWorker {
         const head = await this.materialize();
         if (head === this.remoteTip) {
           await this.landed(head);
-          return { ok: true, tip: head };
+          return { ok: true, tip: head, folders: await this.foldersAt(head) };
         }
         if (!(await this.o.lease.holds())) throw new LostLeaseError(`lost the lease of ${this.key}`);
         const oids = this.built.commits.flatMap((c) => c.newOids);
@@ -735,7 +798,7 @@ export class BranchWorker {
           await this.o.repo.push(this.remote(), this.o.spec.branch, this.remoteTip, head as string, oids);
           this.metrics.push(this.key, "landed");
           await this.landed(head);
-          return { ok: true, tip: head };
+          return { ok: true, tip: head, folders: await this.foldersAt(head) };
         } catch (err) {
           if (err instanceof PushRejectedError) {
             this.metrics.push(this.key, "rejected");
@@ -758,7 +821,7 @@ export class BranchWorker {
             this.metrics.push(this.key, "replyLost");
             this.log.info({ commit: head }, "push reply lost, but the remote holds our head: it landed");
             await this.landed(head);
-            return { ok: true, tip: head };
+            return { ok: true, tip: head, folders: await this.foldersAt(head) };
           }
           this.metrics.push(this.key, "failed");
           throw err;
@@ -822,6 +885,7 @@ export class BranchWorker {
     if (head && (moved || carried.length > 0))
       await this.o.hooks?.onPublished?.({
         tip: head,
+        folders: await this.foldersAt(head),
         writeIds: carried.map((c) => c.pending.decidedId ?? (c.pending.writes.at(-1) as HeldWrite).entryId),
       });
     this.retry = undefined;
@@ -954,18 +1018,23 @@ export class BranchWorker {
     return r;
   }
 
-  /** Writes status only when the state, cause, pause or commit changed, not on every retry. */
+  /**
+   * Writes status only when the state, cause, pause or commit changed, not on every retry, and
+   * to a GitTarget listed since the last write at once (it would otherwise wait for news).
+   */
   private async reportStatus(): Promise<void> {
     if (!this.o.status) return;
     const r = this.report();
     const sig = JSON.stringify([r.state, r.commit, r.retryingSince, r.lastError, r.intakePaused]);
-    if (sig === this.lastReport) return;
+    const all = this.targets.map((t) => ({ namespace: t.namespace, name: t.name }));
+    const changed = sig !== this.lastReport;
+    const to = changed ? all : all.filter((t) => !this.reportedTo.has(`${t.namespace}/${t.name}`));
+    if (to.length === 0) return;
     this.lastReport = sig;
     try {
-      await this.o.status.report(
-        this.targets.map((t) => ({ namespace: t.namespace, name: t.name })),
-        r,
-      );
+      await this.o.status.report(to, r);
+      if (changed) this.reportedTo.clear();
+      for (const t of to) this.reportedTo.add(`${t.namespace}/${t.name}`);
     } catch (err) {
       this.lastReport = "";
       this.log.warn({ err: (err as Error).message }, "status write failed; will write again");

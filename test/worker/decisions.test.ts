@@ -23,19 +23,19 @@ import {
   type ReportPhase,
 } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
-import type { GitProvider, GitTarget } from "../../queue/crds/index.js";
+import type { GitTarget } from "../../queue/crds/index.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import type { BranchWorker } from "../../queue/worker/branch-worker.js";
-import { directoryFromObjects } from "../../queue/worker/directory.js";
+import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { foreignCommit } from "./foreign.js";
-import { WEB_GRANT, waitFor } from "./harness.js";
+import { waitFor } from "./harness.js";
 
 const NS = "team";
 const FOLDER = "clusters/dev";
@@ -82,14 +82,24 @@ const succeed: Script = async (a, ex) => {
   for (const p of ["Requested", "Running", "Settling", "Succeeded"] as const) await ex.report(a, p);
 };
 
-async function world(o: { appliedInitial: boolean; windowSeconds?: number }): Promise<World> {
+async function world(o: {
+  appliedInitial: boolean;
+  windowSeconds?: number;
+  /** The GitTarget's folder is in the initial commit (default); false: the branch holds others only. */
+  folderInGit?: boolean;
+}): Promise<World> {
   const api = await startApiServer({ bookmarkIntervalMs: 100 });
   for (const f of crdFiles()) await api.installCrdFile(f);
   await api.installCrdFile(
     fileURLToPath(new URL("../cluster/crds/flux-kustomization.yaml", import.meta.url)),
   );
   const git = await startGitServer();
-  const url = await git.createRepo("site", { [`${FOLDER}/README.md`]: "dev\n" });
+  const url = await git.createRepo(
+    "site",
+    o.folderInGit === false
+      ? { "clusters/other/README.md": "other\n" }
+      : { [`${FOLDER}/README.md`]: "dev\n", "clusters/extra/README.md": "extra\n" },
+  );
   const initial = (await git.tip("site")) as string;
   const redis = await isolatedRedis("decisions");
   const key = branchKey(url, "main");
@@ -137,12 +147,17 @@ async function world(o: { appliedInitial: boolean; windowSeconds?: number }): Pr
       },
       merge,
     );
-  const provider = {
-    apiVersion: "applygate.dev/v1alpha1",
-    kind: "GitProvider",
-    metadata: { name: "gp", namespace: NS },
-    spec: { url },
-  } as unknown as GitProvider;
+  await custom.createNamespacedCustomObject({
+    ...GROUP,
+    plural: "gitproviders",
+    namespace: NS,
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "GitProvider",
+      metadata: { name: "gp", namespace: NS },
+      spec: { url, type: "gitea", webhookSecretRef: { name: "hook" } },
+    },
+  });
   const target = (await custom.createNamespacedCustomObject({
     ...GROUP,
     plural: "gittargets",
@@ -160,24 +175,20 @@ async function world(o: { appliedInitial: boolean; windowSeconds?: number }): Pr
       },
     },
   })) as GitTarget;
-  // Its folder is already in Git: past the barrier from the start.
-  await custom.patchNamespacedCustomObjectStatus(
-    {
-      ...GROUP,
-      plural: "gittargets",
-      namespace: NS,
-      name: "site",
-      body: { status: { publication: { state: "Published", commit: initial, intakePaused: false } } },
-    },
-    merge,
-  );
   // The writes hold ConfigMaps in namespace web: a ScopeGrant gives the target that namespace.
-  const directory = directoryFromObjects(
-    [provider],
-    [target],
-    [],
-    [{ ...WEB_GRANT, spec: { targets: [{ namespace: NS, name: "site" }], namespaces: ["web"] } }],
-  );
+  await custom.createClusterCustomObject({
+    ...GROUP,
+    plural: "scopegrants",
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "ScopeGrant",
+      metadata: { name: "team-web" },
+      spec: { targets: [{ namespace: NS }], namespaces: ["web"] },
+    },
+  });
+  // GitTargets as the cluster holds them now, read again at every listing: a new one is seen.
+  const directory = new KubeDirectory(kc);
+  const status = new KubeStatusSink(kc, log());
   const objects = new KubeObjects(kc, log());
   const connection = { url: redis.url, maxRetriesPerRequest: null };
   const reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
@@ -258,6 +269,7 @@ async function world(o: { appliedInitial: boolean; windowSeconds?: number }): Pr
         directory,
         cacheDir,
         log: log(),
+        status,
         leaseMs: 3000,
         attach: decisions.attach,
         branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
@@ -324,6 +336,54 @@ async function world(o: { appliedInitial: boolean; windowSeconds?: number }): Pr
     },
   };
   return w;
+}
+
+/** A second Kustomization, FluxClaim and GitTarget writing `path`, made while the worker runs. */
+async function secondTarget(w: World, path: string): Promise<GitTarget> {
+  await w.custom.createNamespacedCustomObject({
+    group: "kustomize.toolkit.fluxcd.io",
+    version: "v1",
+    plural: "kustomizations",
+    namespace: NS,
+    body: {
+      apiVersion: "kustomize.toolkit.fluxcd.io/v1",
+      kind: "Kustomization",
+      metadata: { name: "extra", namespace: NS },
+      spec: {
+        interval: "100h",
+        prune: true,
+        path: `./${path}`,
+        sourceRef: { kind: "GitRepository", name: "repo2" },
+      },
+    },
+  });
+  await w.custom.createNamespacedCustomObject({
+    ...GROUP,
+    plural: "fluxclaims",
+    namespace: NS,
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "FluxClaim",
+      metadata: { name: "claim2", namespace: NS },
+      spec: { kustomizationRef: { name: "extra", namespace: NS } },
+    },
+  });
+  return (await w.custom.createNamespacedCustomObject({
+    ...GROUP,
+    plural: "gittargets",
+    namespace: NS,
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "GitTarget",
+      metadata: { name: "extra", namespace: NS },
+      spec: {
+        providerRef: { name: "gp" },
+        branch: "main",
+        path,
+        claimRef: { kind: "FluxClaim", name: "claim2" },
+      },
+    },
+  })) as GitTarget;
 }
 
 const show = (w: World, rev: string, path: string) =>
@@ -563,5 +623,63 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(w.attempts[1]?.commit).toBe(tip);
     expect(w.driver().state.collisions).toBe(1);
     await waitFor("repairPending cleared", async () => (await w.claim()).status?.repairPending === false);
+  });
+  it("the folder barrier: a branch whose tip lacks the GitTarget's folder sends its applier nothing, for any reason, until a published write creates the folder", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: false, folderInGit: false });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    // Somebody pushes elsewhere on the branch: a ForeignCommit joins the baseline converge.
+    const foreign = await foreignCommit(w.bare, "clusters/other/more.txt", "more\n");
+    w.worker().observeSoon();
+    await waitFor("the foreign commit observed", () => w.driver().state.tip === foreign);
+    await w.driver().idle();
+    expect(w.driver().state.appliers[CLAIM_KEY]?.pending.all).toEqual(
+      expect.arrayContaining(["Converge", "ForeignCommit"]),
+    );
+    expect(w.driver().state.nextFlushId, "no flush was asked for").toBe(0);
+    expect(w.attempts).toHaveLength(0);
+
+    // The first write creates the folder: once it is published, one attempt for the tip holding it.
+    const edit = await w.accept("a", "1", { save: true });
+    const tip = await waitFor("the write published", () => w.published(edit.id));
+    await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === tip);
+    await waitFor("nothing left to decide", () => settled(w));
+    expect(w.attempts.map((a) => [a.commit, a.targets.map((t) => t.reason)])).toEqual([
+      [tip, ["ForeignCommit"]],
+    ]);
+    expect(await show(w, tip, cm("a"))).toContain('value: "1"');
+  });
+
+  it("a GitTarget created after the worker took the branch gets its status and its converge at once, without a restart", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    await waitFor("nothing left to decide", () => settled(w));
+    const extra = await secondTarget(w, "clusters/extra");
+    const read = async () =>
+      (await w.custom.getNamespacedCustomObject({
+        ...GROUP,
+        plural: "gittargets",
+        namespace: NS,
+        name: "extra",
+      })) as GitTarget;
+    await waitFor("its status written", async () => (await read()).status?.publication?.commit === w.initial);
+    const attempt = await waitFor("its converge sent", () =>
+      w.attempts.find((a) => a.claim.name === "claim2"),
+    );
+    expect(attempt.commit).toBe(w.initial);
+    expect(attempt.targets).toEqual([
+      { uid: extra.metadata.uid, namespace: NS, name: "extra", reason: "CatchUp" },
+    ]);
+    await waitFor("its converge applied", () => {
+      const a = w.driver().state.appliers[`FluxClaim/${NS}/claim2`];
+      return a?.lastAppliedCommit === w.initial && a.operation === null;
+    });
+    // The first GitTarget's applier, already at the tip, was asked nothing.
+    expect(w.attempts).toHaveLength(1);
   });
 });
