@@ -46,7 +46,9 @@ describe("snapshot", () => {
       spec: { ...objects.targets[0]!.spec, providerRef: { name: "github", namespace: NS } },
     };
     const denied = buildSnapshot({ ...objects, targets: [foreign] });
-    expect(denied.target("team-b", "foreign")!.problem).toMatch(/does not grant namespace team-b/);
+    expect(denied.target("team-b", "foreign")!.problem).toBe(
+      "ProviderNamespaceNotAllowed: GitProvider apps/github does not admit namespace team-b (spec.accessFrom.namespaces)",
+    );
     const github = objects.providers[0]!;
     const granting = { ...github, spec: { ...github.spec, accessFrom: { namespaces: ["team-b"] } } };
     const allowed = buildSnapshot({ ...objects, providers: [granting], targets: [foreign] });

@@ -11,6 +11,7 @@ import {
   type GitTarget,
   INTAKE_HMAC_KEY,
   INTAKE_TOKEN_KEY,
+  providerRefusal,
   type ScopeGrant,
   WEBHOOK_SECRET_TOKEN_KEY,
 } from "../queue/crds/index.js";
@@ -140,9 +141,12 @@ export function buildSnapshot(objects: CatalogObjects): CatalogSnapshot {
     };
     if (t.metadata.uid) entry.uid = t.metadata.uid;
     const provider = byName.get(nn(providerNamespace, t.spec.providerRef.name));
+    // The worker refuses the same GitTargets by the same rule (queue/worker/directory.ts).
+    const refused =
+      provider &&
+      providerRefusal({ namespace }, { ...provider, accessFrom: { namespaces: [...provider.accessFrom] } });
     if (!provider) entry.problem = `GitProvider ${nn(providerNamespace, t.spec.providerRef.name)} not found`;
-    else if (!grants(provider, namespace))
-      entry.problem = `GitProvider ${nn(provider.namespace, provider.name)} does not grant namespace ${namespace}`;
+    else if (refused) entry.problem = `${refused.reason}: ${refused.message}`;
     else {
       entry.branchKey = branchKey(provider.url, t.spec.branch);
       const k = `${nn(provider.namespace, provider.name)}@${t.spec.branch}`;
@@ -164,14 +168,6 @@ export function buildSnapshot(objects: CatalogObjects): CatalogSnapshot {
     targetsWriting: (provider, branch) =>
       writing.get(`${nn(provider.namespace, provider.name)}@${branch}`) ?? [],
   };
-}
-
-function grants(provider: ProviderEntry, namespace: string): boolean {
-  return (
-    provider.namespace === namespace ||
-    provider.accessFrom.includes("*") ||
-    provider.accessFrom.includes(namespace)
-  );
 }
 
 export const EMPTY_SNAPSHOT = buildSnapshot({ providers: [], targets: [], secrets: [] });

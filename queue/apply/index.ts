@@ -89,8 +89,9 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         lease: ctx.lease,
         async list() {
           const spec = (await o.directory.branch(ctx.key)) ?? ctx.spec;
-          // The branch worker learns the same GitTargets (a new one, a suspension) at each listing.
-          worker?.updateTargets(spec.targets);
+          // The branch worker learns the same GitTargets (a new one, a suspension, one refused) at
+          // each listing.
+          worker?.updateTargets(spec.targets, { refused: spec.refused, baseBranch: spec.baseBranch });
           const listing = await listBranch(o.objects, spec.targets);
           // The tip's tree as the worker last read it, for the GitTargets listed now: a new
           // GitTarget whose folder is already in Git is past the barrier at once.

@@ -39,6 +39,33 @@ export const accessFrom = z
   .describe("Cross-namespace grant.");
 export type AccessFrom = z.infer<typeof accessFrom>;
 
+/**
+ * Whether an object in `ownNamespace` whose `spec.accessFrom` is `from` may be used by a GitTarget
+ * in `namespace`: its own namespace always, another only when listed (or "*").
+ */
+export function admitsNamespace(
+  ownNamespace: string,
+  from: AccessFrom | undefined,
+  namespace: string,
+): boolean {
+  return ownNamespace === namespace || (from?.namespaces ?? []).some((ns) => ns === "*" || ns === namespace);
+}
+
+/** The reason a GitTarget is refused when its GitProvider is in another namespace that does not admit it. */
+export const PROVIDER_NAMESPACE_NOT_ALLOWED = "ProviderNamespaceNotAllowed";
+
+/** Why a GitTarget may not use the GitProvider it names, or undefined when it may. */
+export function providerRefusal(
+  target: { namespace: string },
+  provider: { namespace: string; name: string; accessFrom?: AccessFrom | undefined },
+): { reason: typeof PROVIDER_NAMESPACE_NOT_ALLOWED; message: string } | undefined {
+  if (admitsNamespace(provider.namespace, provider.accessFrom, target.namespace)) return undefined;
+  return {
+    reason: PROVIDER_NAMESPACE_NOT_ALLOWED,
+    message: `GitProvider ${provider.namespace}/${provider.name} does not admit namespace ${target.namespace} (spec.accessFrom.namespaces)`,
+  };
+}
+
 export const conditionStatus = z.enum(["True", "False", "Unknown"]);
 export type ConditionStatus = z.infer<typeof conditionStatus>;
 

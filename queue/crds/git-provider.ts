@@ -44,7 +44,19 @@ export const gitProviderSpec = checked(
     credentialsSecretRef: localSecretRef
       .optional()
       .describe("Secret with `username` and `password` (or `token`) used to fetch and push."),
-    accessFrom: accessFrom.optional(),
+    accessFrom: accessFrom
+      .optional()
+      .describe(
+        "Namespaces besides this one whose GitTargets may write this repository; a GitTarget from any other is refused (ProviderNamespaceNotAllowed).",
+      ),
+    baseBranch: z
+      .string()
+      .min(1)
+      .max(255)
+      .optional()
+      .describe(
+        "Branch a GitTarget's missing branch is created from when the GitTarget names none; defaults to the repository's default branch.",
+      ),
   }),
   {
     rule: "!self.allowSha1Signature || self.type in ['github', 'gitea']",

@@ -19,7 +19,14 @@ export const GIT_TARGET_KIND = "GitTarget";
 export const GIT_TARGET_PLURAL = "gittargets";
 
 /** Condition types a GitTarget reports. */
-export const GIT_TARGET_CONDITIONS = ["Ready", "Reconciling", "Stalled", "WriteRefused"] as const;
+export const GIT_TARGET_CONDITIONS = [
+  "Ready",
+  "Reconciling",
+  "Stalled",
+  "WriteRefused",
+  "CredentialsAvailable",
+  "Accepted",
+] as const;
 
 export const CLAIM_KINDS = ["FluxClaim", "ArgoCDClaim"] as const;
 export type ClaimKind = (typeof CLAIM_KINDS)[number];
@@ -87,6 +94,14 @@ export type CommitWindow = z.infer<typeof commitWindow>;
 export const gitTargetSpec = z.object({
   providerRef: immutable(providerRef, "providerRef"),
   branch: immutable(z.string().min(1).max(255), "branch").describe("Branch the folder lives on."),
+  baseBranch: z
+    .string()
+    .min(1)
+    .max(255)
+    .optional()
+    .describe(
+      "Branch that `branch` is created from when it does not exist yet; defaults to the GitProvider's spec.baseBranch, then the repository's default branch. Until it exists, writes stay pending.",
+    ),
   path: immutable(z.string().min(1).max(1024).regex(TARGET_PATH_PATTERN), "path").describe(
     "Folder relative to the repository root, no leading slash, no `..`.",
   ),

@@ -12,12 +12,12 @@ import type { Redis } from "ioredis";
 import { AcceptedWrite, type ObjectRef, PushNotice, RefusalNotice, Report } from "../contract.js";
 import { objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange } from "../git/repo.js";
-import { GitRemoteError, PushRejectedError } from "../git/smart-http.js";
+import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.js";
 import type { Logger } from "../log.js";
 import { checkChanges, refOfChange } from "../scope.js";
 import { writeProblem } from "../write-check.js";
 import { type Clock, systemClock } from "./clock.js";
-import type { BranchSpec, TargetSpec } from "./directory.js";
+import type { BranchSpec, RefusedTarget, TargetSpec } from "./directory.js";
 import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError } from "./inbox.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES, shouldPause, writeCharge } from "./intake-budget.js";
 import type { BranchLease } from "./lease.js";
@@ -185,6 +185,14 @@ export class BranchWorker {
   private decided: PendingWrite[] = [];
   /** The branch's GitTargets as last read (the spec at takeover, then every `updateTargets`). */
   private targets: TargetSpec[];
+  /** GitTargets naming the branch that may not write it (their GitProvider does not admit them). */
+  private refusedSpecs: RefusedTarget[];
+  /** Where a branch that does not exist yet starts (the `spec.baseBranch` named). */
+  private baseBranch: string | undefined;
+  /** The commit a branch that does not exist yet is built on, read at each publication. */
+  private startFrom: string | undefined;
+  /** Why publication retries, when it is something the GitTargets should say (BaseBranchMissing). */
+  private retryReason: string | undefined;
   /** Writes of suspended GitTargets, in arrival order: held, charged, never decided or published. */
   private readonly frozen = new Map<string, HeldWrite[]>();
   /** Writes settled as refused, recorded with the next settle. */
@@ -198,6 +206,8 @@ export class BranchWorker {
   constructor(private readonly o: BranchWorkerOptions) {
     this.key = o.spec.key;
     this.targets = o.spec.targets;
+    this.refusedSpecs = o.spec.refused ?? [];
+    this.baseBranch = o.spec.baseBranch;
     this.inbox = new Inbox(o.redis, o.prefix, o.spec.key);
     this.clock = o.clock ?? systemClock;
     this.metrics = o.metrics ?? noMetrics;
@@ -250,9 +260,14 @@ export class BranchWorker {
    * its open window (and every later one) frozen: accepted and charged to the intake budget, never
    * decided or published. One that resumed has them gathered into windows again, in order.
    */
-  updateTargets(targets: TargetSpec[]): void {
+  updateTargets(
+    targets: TargetSpec[],
+    more: { refused?: RefusedTarget[]; baseBranch?: string | undefined } = {},
+  ): void {
     const was = new Set(this.targets.filter((t) => t.suspended).map((t) => `${t.namespace}/${t.name}`));
     this.targets = targets;
+    if ("refused" in more) this.refusedSpecs = more.refused ?? [];
+    if ("baseBranch" in more) this.baseBranch = more.baseBranch;
     const now = this.clock.now();
     for (const t of targets) {
       const key = `${t.namespace}/${t.name}`;
@@ -474,6 +489,8 @@ export class BranchWorker {
     const verdict = (): Refusal | undefined => {
       const t = write.target;
       const target = this.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
+      const refused = this.refusedSpecs.find((x) => x.namespace === t.namespace && x.name === t.name);
+      if (!target && refused) return { reason: refused.reason, message: refused.message };
       if (!target)
         return {
           reason: "UnknownTarget",
@@ -488,7 +505,7 @@ export class BranchWorker {
     this.specReadAt = this.clock.now();
     try {
       const fresh = await this.o.refreshSpec();
-      if (fresh) this.updateTargets(fresh.targets);
+      if (fresh) this.updateTargets(fresh.targets, { refused: fresh.refused, baseBranch: fresh.baseBranch });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, "could not read the branch's GitTargets again");
     }
@@ -671,10 +688,11 @@ export class BranchWorker {
    * after the tip moved.
    */
   private async materialize(): Promise<string | undefined> {
-    if (this.built.base !== this.remoteTip) {
+    const onto = this.remoteTip ?? this.startFrom;
+    if (this.built.base !== onto) {
       const replayed = this.built.commits.length;
       if (replayed > 0) this.metrics.replay(this.key, replayed);
-      this.built = { base: this.remoteTip, commits: [] };
+      this.built = { base: onto, commits: [] };
     }
     let parent = this.built.commits.at(-1)?.carriedBy ?? this.built.base;
     for (const p of this.pending.slice(this.built.commits.length)) {
@@ -786,6 +804,9 @@ export class BranchWorker {
     try {
       if (!this.baselined) await this.observe("baseline");
       for (let attempt = 0; ; attempt++) {
+        // A branch that does not exist yet starts from its base, never as a commit of one folder.
+        this.startFrom =
+          this.remoteTip === undefined && this.pending.length > 0 ? await this.baseOfNewBranch() : undefined;
         const head = await this.materialize();
         if (head === this.remoteTip) {
           await this.landed(head);
@@ -834,9 +855,37 @@ export class BranchWorker {
     }
   }
 
+  /**
+   * The commit a branch that does not exist yet is created on: the tip of the base branch its
+   * GitTargets (or GitProvider) name, else of the repository's default branch. A named base that
+   * does not exist fails the publication (writes stay pending, BaseBranchMissing); a repository
+   * with no default branch (empty) gets a first commit.
+   */
+  private async baseOfNewBranch(): Promise<string | undefined> {
+    const own = this.o.spec.branch;
+    let base = this.baseBranch === own ? undefined : this.baseBranch;
+    if (base === undefined) {
+      const ad = await advertise(this.remote(), "git-upload-pack");
+      const head = [...ad.capabilities].find((c) => c.startsWith("symref=HEAD:refs/heads/"));
+      const name = head?.slice("symref=HEAD:refs/heads/".length);
+      if (!name || name === own || !ad.refs.has(`refs/heads/${name}`)) return undefined;
+      base = name;
+    }
+    const { tip } = await this.o.repo.fetchBranch(
+      this.remote(),
+      base,
+      this.startFrom ? [this.startFrom] : [],
+    );
+    if (!tip) throw new BaseBranchMissingError(base, own);
+    if (tip !== this.startFrom)
+      this.log.info({ base, commit: tip }, "the branch does not exist yet: starting it from its base");
+    return tip;
+  }
+
   private failed(err: unknown, during: string): string {
     const cause = err instanceof Error ? err.message : String(err);
     this.retry = afterFailure(this.retry, this.clock.now(), cause);
+    this.retryReason = err instanceof BaseBranchMissingError ? "BaseBranchMissing" : undefined;
     this.log.warn(
       { during, cause, nextRetryAt: new Date(this.retry.nextAt).toISOString() },
       "publication failed; retrying later",
@@ -889,6 +938,7 @@ export class BranchWorker {
         writeIds: carried.map((c) => c.pending.decidedId ?? (c.pending.writes.at(-1) as HeldWrite).entryId),
       });
     this.retry = undefined;
+    this.retryReason = undefined;
     if (this.paused) {
       this.paused = false;
       await this.inbox.setIntake(this.token(), false, 0);
@@ -1011,6 +1061,7 @@ export class BranchWorker {
     if (this.remoteTip) r.commit = this.remoteTip;
     if (this.lastPublishedAt !== undefined) r.publishedAt = this.lastPublishedAt;
     if (this.retry) {
+      if (this.retryReason) r.retryReason = this.retryReason;
       r.retryingSince = this.retry.since;
       r.lastError = this.retry.lastCause;
       r.nextRetryAt = this.retry.nextAt;
@@ -1049,6 +1100,16 @@ export class BranchWorker {
 
   private remote() {
     return this.o.spec.remote;
+  }
+}
+
+/** The base branch a missing branch is to be created from does not exist (yet). */
+export class BaseBranchMissingError extends Error {
+  constructor(
+    readonly base: string,
+    branch: string,
+  ) {
+    super(`base branch ${base} does not exist: ${branch} is created from it once it does`);
   }
 }
 

@@ -13,6 +13,7 @@ import {
   type GitTarget,
   gitProvider,
   gitTarget,
+  providerRefusal,
   SCOPE_GRANT_KIND,
   type ScopeGrant,
   scopeGrant,
@@ -31,6 +32,17 @@ export interface TargetSpec {
   suspended?: boolean;
   /** What its writes may hold; the worker refuses the rest even when the gateway let it through. */
   scope: Scope;
+  /** `spec.baseBranch`: where the branch starts when it does not exist yet. */
+  baseBranch?: string;
+}
+
+/** A GitTarget naming this branch that the worker refuses: it takes no writes and holds no applier. */
+export interface RefusedTarget {
+  namespace: string;
+  name: string;
+  uid?: string;
+  reason: string;
+  message: string;
 }
 
 export interface BranchSpec {
@@ -38,6 +50,13 @@ export interface BranchSpec {
   remote: Remote;
   branch: string;
   targets: TargetSpec[];
+  /**
+   * Where the branch starts when it does not exist yet: the first `spec.baseBranch` its GitTargets
+   * name (by namespace/name), else the GitProvider's. Unset: the repository's default branch.
+   */
+  baseBranch?: string;
+  /** GitTargets naming the branch that may not use its GitProvider (another namespace, not admitted). */
+  refused?: RefusedTarget[];
 }
 
 export interface Directory {
@@ -86,6 +105,7 @@ export function directoryFromObjects(
   const byKey = new Map<string, BranchSpec>();
   const secretOf = (ns: string, name: string) =>
     secrets.find((s) => s.metadata.name === name && (s.metadata.namespace ?? "default") === ns);
+  const providerBase = new Map<string, string | undefined>();
   for (const t of targets) {
     const ns = t.metadata.namespace ?? "default";
     const pns = t.spec.providerRef.namespace ?? ns;
@@ -106,16 +126,35 @@ export function directoryFromObjects(
       }
       spec = { key, remote, branch: t.spec.branch, targets: [] };
       byKey.set(key, spec);
+      providerBase.set(key, provider.spec.baseBranch);
+    }
+    const uid = t.metadata.uid ? { uid: t.metadata.uid as string } : {};
+    // The same rule as the gateway's door: a GitProvider admits other namespaces it lists.
+    const refused = providerRefusal(
+      { namespace: ns },
+      { namespace: pns, name: provider.metadata.name, accessFrom: provider.spec.accessFrom },
+    );
+    if (refused) {
+      spec.refused = [...(spec.refused ?? []), { namespace: ns, name: t.metadata.name, ...uid, ...refused }];
+      continue;
     }
     spec.targets.push({
       namespace: ns,
       name: t.metadata.name,
-      ...(t.metadata.uid ? { uid: t.metadata.uid as string } : {}),
+      ...uid,
       path: t.spec.path,
       window: targetWindow(t),
       ...(t.spec.suspend === true ? { suspended: true } : {}),
+      ...(t.spec.baseBranch ? { baseBranch: t.spec.baseBranch } : {}),
       scope: scopeOf({ namespace: ns, name: t.metadata.name, allowedKinds: t.spec.allowedKinds }, grants),
     });
+  }
+  for (const spec of byKey.values()) {
+    const named = [...spec.targets]
+      .sort((a, b) => (`${a.namespace}/${a.name}` < `${b.namespace}/${b.name}` ? -1 : 1))
+      .find((t) => t.baseBranch)?.baseBranch;
+    const base = named ?? providerBase.get(spec.key);
+    if (base) spec.baseBranch = base;
   }
   return {
     branch: async (key) => byKey.get(key),

@@ -14,6 +14,7 @@ import {
   type GitProvider,
   type GitTarget,
   GROUP,
+  providerRefusal,
   SCOPE_GRANT_PLURAL,
   type ScopeGrant,
   scopeGrant,
@@ -22,6 +23,9 @@ import {
 import type { Logger } from "../log.js";
 import { type Directory, directoryFromObjects } from "./directory.js";
 import {
+  type AcceptanceProblem,
+  acceptanceConditions,
+  acceptanceShown,
   type Condition,
   type CredentialsProblem,
   credentialsCondition,
@@ -80,6 +84,15 @@ export class KubeStatusSink implements StatusSink {
         const condition = credentialsCondition(problem, previous, this.now(), generation);
         return { conditions: [...(previous ?? []).filter((c) => c.type !== condition.type), condition] };
       });
+  }
+
+  /** Sets Accepted (and Ready while refused) on a GitTarget the worker refuses or takes again. */
+  async accepted(t: TargetRef, problem: AcceptanceProblem | undefined): Promise<void> {
+    await this.write(t, (current, generation) => {
+      const previous = current.status?.conditions as Condition[] | undefined;
+      const own = acceptanceConditions(problem, previous, this.now(), generation);
+      return { conditions: [...(previous ?? []).filter((c) => !own.some((o) => o.type === c.type)), ...own] };
+    });
   }
 
   /** Sets WriteRefused on the GitTarget and records an Event (with `action`) about the refusal. */
@@ -177,7 +190,7 @@ export class KubeStatusSink implements StatusSink {
 /** Where a credentials Secret that cannot be read is told: a log line and the GitTargets' condition. */
 export interface CredentialsReporter {
   log: Logger;
-  status?: Pick<KubeStatusSink, "credentials">;
+  status?: Pick<KubeStatusSink, "credentials"> & Partial<Pick<KubeStatusSink, "accepted">>;
 }
 
 /** Reads GitProviders, GitTargets and the credential Secrets they name, for every branch lookup. */
@@ -237,6 +250,37 @@ export class KubeDirectory implements Directory {
       );
   }
 
+  /**
+   * Sets Accepted=False (ProviderNamespaceNotAllowed) on each GitTarget whose GitProvider does not
+   * admit its namespace, and Accepted=True once it does, when its conditions do not say so already.
+   */
+  private async acceptance(providers: GitProvider[], targets: GitTarget[]): Promise<void> {
+    const accepted = this.reporter?.status?.accepted;
+    if (!accepted) return;
+    for (const t of targets) {
+      const ns = t.metadata.namespace ?? "default";
+      const pns = t.spec.providerRef.namespace ?? ns;
+      const p = providers.find(
+        (x) => x.metadata.name === t.spec.providerRef.name && (x.metadata.namespace ?? "default") === pns,
+      );
+      if (!p) continue;
+      const problem = providerRefusal(
+        { namespace: ns },
+        { namespace: pns, name: p.metadata.name, accessFrom: p.spec.accessFrom },
+      );
+      if (acceptanceShown(problem, t.status?.conditions as Condition[] | undefined)) continue;
+      const target = `${ns}/${t.metadata.name}`;
+      if (problem)
+        this.reporter?.log.warn({ target, reason: problem.reason }, `GitTarget refused: ${problem.message}`);
+      else this.reporter?.log.info({ target }, "GitTarget accepted: its GitProvider admits its namespace");
+      await accepted
+        .call(this.reporter?.status, { namespace: ns, name: t.metadata.name }, problem)
+        .catch((err: unknown) =>
+          this.reporter?.log.warn({ err: (err as Error).message, target }, "could not write Accepted"),
+        );
+    }
+  }
+
   async branch(key: string) {
     const list = async <T>(plural: string) =>
       (
@@ -283,6 +327,7 @@ export class KubeDirectory implements Directory {
         await this.credentialsRead(p, targets, ref.name, problem);
       }
     }
+    await this.acceptance(providers, targets);
     return directoryFromObjects(providers, targets, secrets, grants).branch(key);
   }
 }

@@ -12,6 +12,8 @@ export interface PublicationReport {
   publishedAt?: number;
   retryingSince?: number;
   lastError?: string;
+  /** Why it retries, when the GitTargets should say more than PublicationRetrying (BaseBranchMissing). */
+  retryReason?: string;
   nextRetryAt?: number;
   intakePaused: boolean;
   retainedWrites: number;
@@ -102,8 +104,60 @@ export function credentialsCondition(
   return stamped(wanted, previous, now, generation);
 }
 
+/** Why the worker refuses a GitTarget altogether (its GitProvider does not admit its namespace). */
+export interface AcceptanceProblem {
+  reason: string;
+  message: string;
+}
+
+/**
+ * `Accepted`, and while refused `Ready` too: whether the worker takes the GitTarget at all. A
+ * refused GitTarget takes no writes, holds no applier and gets no publication status.
+ */
+export function acceptanceConditions(
+  problem: AcceptanceProblem | undefined,
+  previous: Condition[] | undefined,
+  now: number,
+  generation?: number,
+): Condition[] {
+  const wanted: Array<Omit<Condition, "lastTransitionTime">> = problem
+    ? [
+        { type: "Accepted", status: "False", ...problem },
+        { type: "Ready", status: "False", ...problem },
+      ]
+    : [
+        {
+          type: "Accepted",
+          status: "True",
+          reason: "Accepted",
+          message: "the GitProvider admits this namespace",
+        },
+      ];
+  return wanted.map((c) => stamped(c, previous, now, generation));
+}
+
+/**
+ * Whether a GitTarget's conditions already say what `problem` says, so nothing is written: refused
+ * with this reason and message, or not refused (Accepted True, or never refused at all).
+ */
+export function acceptanceShown(
+  problem: AcceptanceProblem | undefined,
+  previous: Condition[] | undefined,
+): boolean {
+  const accepted = previous?.find((c) => c.type === "Accepted");
+  if (!problem) return accepted === undefined || accepted.status === "True";
+  const ready = previous?.find((c) => c.type === "Ready");
+  return (
+    accepted?.status === "False" &&
+    accepted.reason === problem.reason &&
+    accepted.message === problem.message &&
+    ready?.status === "False" &&
+    ready.reason === problem.reason
+  );
+}
+
 export interface Condition {
-  type: "Ready" | "Reconciling" | "Stalled" | "WriteRefused" | "CredentialsAvailable";
+  type: "Ready" | "Reconciling" | "Stalled" | "WriteRefused" | "CredentialsAvailable" | "Accepted";
   status: "True" | "False" | "Unknown";
   reason: string;
   message: string;
@@ -151,8 +205,18 @@ export function publicationConditions(
           { type: "Stalled", status: "False", reason: "Published", message: "" },
         ]
       : [
-          { type: "Ready", status: "False", reason: "PublicationRetrying", message: retryMsg },
-          { type: "Reconciling", status: "True", reason: "PublicationRetrying", message: retryMsg },
+          {
+            type: "Ready",
+            status: "False",
+            reason: r.retryReason ?? "PublicationRetrying",
+            message: retryMsg,
+          },
+          {
+            type: "Reconciling",
+            status: "True",
+            reason: r.retryReason ?? "PublicationRetrying",
+            message: retryMsg,
+          },
           r.intakePaused
             ? {
                 type: "Stalled",

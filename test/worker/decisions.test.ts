@@ -187,8 +187,8 @@ async function world(o: {
     },
   });
   // GitTargets as the cluster holds them now, read again at every listing: a new one is seen.
-  const directory = new KubeDirectory(kc);
   const status = new KubeStatusSink(kc, log());
+  const directory = new KubeDirectory(kc, { log: log(), status });
   const objects = new KubeObjects(kc, log());
   const connection = { url: redis.url, maxRetriesPerRequest: null };
   const reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
@@ -339,16 +339,21 @@ async function world(o: {
 }
 
 /** A second Kustomization, FluxClaim and GitTarget writing `path`, made while the worker runs. */
-async function secondTarget(w: World, path: string): Promise<GitTarget> {
+async function secondTarget(
+  w: World,
+  path: string,
+  o: { namespace?: string; providerNamespace?: string } = {},
+): Promise<GitTarget> {
+  const ns = o.namespace ?? NS;
   await w.custom.createNamespacedCustomObject({
     group: "kustomize.toolkit.fluxcd.io",
     version: "v1",
     plural: "kustomizations",
-    namespace: NS,
+    namespace: ns,
     body: {
       apiVersion: "kustomize.toolkit.fluxcd.io/v1",
       kind: "Kustomization",
-      metadata: { name: "extra", namespace: NS },
+      metadata: { name: "extra", namespace: ns },
       spec: {
         interval: "100h",
         prune: true,
@@ -360,24 +365,24 @@ async function secondTarget(w: World, path: string): Promise<GitTarget> {
   await w.custom.createNamespacedCustomObject({
     ...GROUP,
     plural: "fluxclaims",
-    namespace: NS,
+    namespace: ns,
     body: {
       apiVersion: "applygate.dev/v1alpha1",
       kind: "FluxClaim",
-      metadata: { name: "claim2", namespace: NS },
-      spec: { kustomizationRef: { name: "extra", namespace: NS } },
+      metadata: { name: "claim2", namespace: ns },
+      spec: { kustomizationRef: { name: "extra", namespace: ns } },
     },
   });
   return (await w.custom.createNamespacedCustomObject({
     ...GROUP,
     plural: "gittargets",
-    namespace: NS,
+    namespace: ns,
     body: {
       apiVersion: "applygate.dev/v1alpha1",
       kind: "GitTarget",
-      metadata: { name: "extra", namespace: NS },
+      metadata: { name: "extra", namespace: ns },
       spec: {
-        providerRef: { name: "gp" },
+        providerRef: { name: "gp", ...(o.providerNamespace ? { namespace: o.providerNamespace } : {}) },
         branch: "main",
         path,
         claimRef: { kind: "FluxClaim", name: "claim2" },
@@ -681,5 +686,91 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     });
     // The first GitTarget's applier, already at the tip, was asked nothing.
     expect(w.attempts).toHaveLength(1);
+  });
+
+  it("a GitTarget naming a GitProvider in another namespace that does not admit it is refused: no writes, no applier, Accepted=False; admitted, it is taken at once", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true });
+    const TEAM = "team-b";
+    await w.api
+      .kubeConfig()
+      .makeApiClient(k8s.CoreV1Api)
+      .createNamespace({ body: { metadata: { name: TEAM } } });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    await waitFor("nothing left to decide", () => settled(w));
+    const foreign = await secondTarget(w, "clusters/extra", { namespace: TEAM, providerNamespace: NS });
+    const uid = foreign.metadata.uid as string;
+    const read = async () =>
+      (await w.custom.getNamespacedCustomObject({
+        ...GROUP,
+        plural: "gittargets",
+        namespace: TEAM,
+        name: "extra",
+      })) as GitTarget;
+    const condition = async (type: string) => (await read()).status?.conditions?.find((c) => c.type === type);
+    await waitFor("Accepted=False", async () => (await condition("Accepted"))?.status === "False");
+    for (const type of ["Accepted", "Ready"])
+      expect(await condition(type)).toMatchObject({
+        status: "False",
+        reason: "ProviderNamespaceNotAllowed",
+        message: `GitProvider ${NS}/gp does not admit namespace ${TEAM} (spec.accessFrom.namespaces)`,
+      });
+    expect((await read()).status?.publication).toBeUndefined();
+
+    // A write that got past the door anyway is settled as refused, never published.
+    const write: AcceptedWrite = {
+      id: randomUUID(),
+      target: { namespace: TEAM, name: "extra" },
+      branchKey: w.key,
+      path: "clusters/extra",
+      acceptedAt: new Date().toISOString(),
+      author: { name: "Eve", email: "eve@example.com" },
+      changes: [
+        {
+          op: "upsert",
+          object: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x", namespace: TEAM }, data: {} },
+        },
+      ],
+      save: true,
+    };
+    const branches = new Queue(QUEUES.branches, {
+      connection: { url: w.redis.url, maxRetriesPerRequest: null },
+      prefix: w.redis.prefix,
+    });
+    expect((await acceptWrite(w.redis.client, w.redis.prefix, write, branches)).accepted).toBe(true);
+    await branches.close();
+    const settledAs = await waitFor("the write settled", () => w.published(write.id));
+    expect(settledAs).toMatch(/^refused: ProviderNamespaceNotAllowed/);
+    expect(
+      await show(w, (await w.git.tip("site")) as string, "clusters/extra/core/configmap/team-b/x.yaml"),
+    ).toBe(undefined);
+    // No applier attached: the decisions never list it, and its claim is sent nothing.
+    await w.driver().idle();
+    expect(w.driver().state.targets[uid]).toBeUndefined();
+    expect(w.attempts).toHaveLength(0);
+
+    // The provider admits the namespace: the worker takes the GitTarget at its next listing.
+    await w.custom.patchNamespacedCustomObject(
+      {
+        ...GROUP,
+        plural: "gitproviders",
+        namespace: NS,
+        name: "gp",
+        body: { spec: { accessFrom: { namespaces: [TEAM] } } },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await waitFor("Accepted=True", async () => (await condition("Accepted"))?.status === "True");
+    const attempt = await waitFor("its converge sent", () =>
+      w.attempts.find((a) => a.claim.name === "claim2"),
+    );
+    expect(attempt.targets).toEqual([{ uid, namespace: TEAM, name: "extra", reason: "CatchUp" }]);
+    await waitFor(
+      "its publication status written",
+      async () => (await read()).status?.publication?.commit !== undefined,
+    );
+    expect(await condition("Ready")).toMatchObject({ status: "True", reason: "Published" });
   });
 });

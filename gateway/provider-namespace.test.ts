@@ -1,0 +1,107 @@
+/**
+ * The door: a write for a GitTarget naming a GitProvider in another namespace is refused unless the
+ * provider admits the GitTarget's namespace (`spec.accessFrom`), by the rule the worker applies.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { branchKey } from "../queue/contract.js";
+import { branchKeys } from "../queue/keys.js";
+import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { createGateway, type Gateway } from "./app.js";
+import { type CatalogObjects, StaticCatalog } from "./catalog.js";
+import { fixtureObjects, NS, URLS } from "./testing.js";
+
+const TEAM = "team-b";
+const TOKEN = "team-b-intake-token";
+const WRITES = `/v1/targets/${TEAM}/web/writes`;
+const BK = branchKey(URLS.generic, "main");
+
+/** The fixture, plus a GitTarget in team-b naming the generic GitProvider of namespace apps. */
+function objects(accessFrom?: string[]): CatalogObjects {
+  const o = fixtureObjects();
+  const infra = o.targets.find((t) => t.metadata.name === "infra")!;
+  o.targets.push({
+    ...infra,
+    metadata: { name: "web", namespace: TEAM, uid: "uid-web" },
+    spec: {
+      ...infra.spec,
+      providerRef: { name: "generic", namespace: NS },
+      path: "clusters/team-b",
+      intakeSecretRef: { name: "web-intake" },
+    },
+  });
+  o.secrets.push({ namespace: TEAM, name: "web-intake", data: { token: TOKEN } });
+  if (accessFrom)
+    o.providers = o.providers.map((p) =>
+      p.metadata.name === "generic"
+        ? { ...p, spec: { ...p.spec, accessFrom: { namespaces: accessFrom } } }
+        : p,
+    );
+  return o;
+}
+
+const write = {
+  changes: [
+    {
+      op: "upsert",
+      object: {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "web", namespace: TEAM },
+        data: { a: "1" },
+      },
+    },
+  ],
+  author: { name: "Dev", email: "dev@example.com" },
+};
+
+describe("intake: a GitProvider in another namespace", () => {
+  let redis: IsolatedRedis;
+  let gw: Gateway;
+  const catalog = new StaticCatalog(objects());
+  beforeAll(async () => {
+    redis = await isolatedRedis("provider-ns");
+    gw = await createGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog,
+      processMetrics: false,
+      queueEvents: false,
+      maxWaitMs: 5000,
+    });
+  });
+  afterAll(async () => {
+    await gw.close();
+    await redis.cleanup();
+  });
+
+  const post = () =>
+    gw.app.inject({
+      method: "POST",
+      url: WRITES,
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      payload: write,
+    });
+  const inboxLength = () => redis.client.xlen(branchKeys(redis.prefix, BK).inbox);
+
+  it("refuses the write at the door, queueing nothing, while the provider does not admit the namespace", async () => {
+    for (const accessFrom of [undefined, ["team-c"]]) {
+      catalog.set(objects(accessFrom));
+      const r = await post();
+      expect(r.statusCode).toBe(409);
+      expect(r.json().error).toBe(
+        `target not ready: ProviderNamespaceNotAllowed: GitProvider ${NS}/generic does not admit namespace ${TEAM} (spec.accessFrom.namespaces)`,
+      );
+    }
+    expect(await inboxLength()).toBe(0);
+  });
+
+  it("accepts it once the provider lists the namespace, or every namespace", async () => {
+    for (const accessFrom of [[TEAM], ["*"]]) {
+      catalog.set(objects(accessFrom));
+      const r = await post();
+      expect(r.statusCode).toBe(202);
+      expect(r.json().branchKey).toBe(BK);
+    }
+    expect(await inboxLength()).toBe(2);
+  });
+});
