@@ -181,15 +181,30 @@ export class BareRepo {
    * folder, so a folder in the tree holds at least one file.
    */
   async hasFolder(commit: string, path: string): Promise<boolean> {
-    const trimmed = path.replace(/^\/+|\/+$/g, "");
-    let oid = await this.treeOf(commit);
-    if (trimmed === "" || trimmed === ".") return (await this.readTreeEntries(oid)).length > 0;
-    for (const part of trimmed.split("/")) {
-      const entry = (await this.readTreeEntries(oid)).find((e) => e.path === part);
-      if (entry?.type !== "tree") return false;
-      oid = entry.oid;
+    return (await this.hasFolders(commit, [path]))[0] === true;
+  }
+
+  /** `hasFolder` for several paths, reading the commit once. */
+  async hasFolders(commit: string, paths: string[]): Promise<boolean[]> {
+    const root = await this.treeOf(commit);
+    const out: boolean[] = [];
+    for (const path of paths) {
+      const trimmed = path.replace(/^\/+|\/+$/g, "");
+      let oid = root;
+      let found = true;
+      if (trimmed === "" || trimmed === ".") found = (await this.readTreeEntries(oid)).length > 0;
+      else
+        for (const part of trimmed.split("/")) {
+          const entry = (await this.readTreeEntries(oid)).find((e) => e.path === part);
+          if (entry?.type !== "tree") {
+            found = false;
+            break;
+          }
+          oid = entry.oid;
+        }
+      out.push(found);
     }
-    return true;
+    return out;
   }
 
   /**

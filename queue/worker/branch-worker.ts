@@ -312,20 +312,16 @@ export class BranchWorker {
     const targets = this.targets;
     const key = JSON.stringify([tip, targets.map((t) => [t.namespace, t.name, t.uid, t.path])]);
     if (this.folderRead?.key === key) return this.folderRead.present;
-    const present: TargetName[] = [];
-    for (const t of targets) {
-      let has = false;
-      try {
-        has = await this.o.repo.hasFolder(tip, t.path);
-      } catch (err) {
-        // Unreadable is not proven: the barrier holds, as for a folder that is not there.
-        this.log.warn(
-          { err: (err as Error).message, commit: tip, path: t.path },
-          "could not read the tip's tree",
-        );
-      }
-      if (has) present.push({ namespace: t.namespace, name: t.name, ...(t.uid ? { uid: t.uid } : {}) });
+    let has: boolean[] = [];
+    try {
+      has = await this.o.repo.hasFolders(tip, targets.map((t) => t.path));
+    } catch (err) {
+      // Unreadable is not proven: the barrier holds, as for a folder that is not there.
+      this.log.warn({ err: (err as Error).message, commit: tip }, "could not read the tip's tree");
     }
+    const present = targets
+      .filter((_, i) => has[i] === true)
+      .map((t) => ({ namespace: t.namespace, name: t.name, ...(t.uid ? { uid: t.uid } : {}) }));
     this.folderRead = { key, present };
     return present;
   }
