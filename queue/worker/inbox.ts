@@ -20,6 +20,8 @@ export interface InboxEntry {
   entryId: string;
   kind: InboxKind;
   data: string;
+  /** A write's charge against the intake budget, fixed when the gate accepted it. */
+  charge?: number;
 }
 
 /** Compares stream ids (`<ms>-<seq>`). */
@@ -29,8 +31,9 @@ export function compareEntryIds(a: string, b: string): number {
   return am !== bm ? am - bm : as - bs;
 }
 
-// KEYS: lease, inbox. ARGV: token, ttl seconds, channel, published JSON [[key, id, commit]], entry ids JSON,
-// refused JSON [[key, id, reason]].
+// KEYS: lease, inbox, intake. ARGV: token, ttl seconds, channel, published JSON [[key, id, commit]],
+// entry ids JSON, refused JSON [[key, id, reason]]. Each removed write gives its charge back to
+// the intake budget: exactly what the gate charged it, read from the entry itself.
 const settle = fencedWrite(`
 local REFUSED_PREFIX = '${REFUSED_PREFIX}'
 for _, p in ipairs(cjson.decode(ARGV[4])) do
@@ -41,20 +44,44 @@ for _, p in ipairs(cjson.decode(ARGV[6])) do
   redis.call('SET', p[1], REFUSED_PREFIX .. p[3], 'EX', ARGV[2])
   redis.call('PUBLISH', ARGV[3], cjson.encode({id = p[2], refused = p[3]}))
 end
-local ids = cjson.decode(ARGV[5])
-for i = 1, #ids, 500 do
-  redis.call('XDEL', KEYS[2], unpack(ids, i, math.min(i + 499, #ids)))
+local released = 0
+for _, id in ipairs(cjson.decode(ARGV[5])) do
+  local rows = redis.call('XRANGE', KEYS[2], id, id)
+  if rows[1] then
+    local f = rows[1][2]
+    for i = 1, #f, 2 do
+      if f[i] == 'charge' then released = released + (tonumber(f[i + 1]) or 0) end
+    end
+    redis.call('XDEL', KEYS[2], id)
+  end
+end
+if released > 0 and redis.call('HINCRBY', KEYS[3], 'charged', -released) <= 0 then
+  redis.call('HDEL', KEYS[3], 'charged')
 end
 `);
 
-// KEYS: lease, intake. ARGV: token, paused ("1"/"0"), retryAfter seconds.
-const setIntake = fencedWrite(`
+// KEYS: lease, intake. ARGV: token, retrying ("1"/"0"), retryAfter seconds, budget bytes.
+// Tells the gate the budget and whether a publication retry is pending. No retry pending means a
+// push landed (or none failed): the pause latch is released. Returns {fenced, paused, charged}.
+const SYNC_INTAKE_LUA = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, 0, 0} end
 if ARGV[2] == '1' then
-  redis.call('HSET', KEYS[2], 'paused', '1', 'retryAfter', ARGV[3])
+  redis.call('HSET', KEYS[2], 'retrying', '1', 'retryAfter', ARGV[3], 'budget', ARGV[4])
 else
-  redis.call('HDEL', KEYS[2], 'paused', 'retryAfter')
+  redis.call('HSET', KEYS[2], 'budget', ARGV[4])
+  redis.call('HDEL', KEYS[2], 'retrying', 'paused', 'retryAfter')
 end
-`);
+local paused = redis.call('HGET', KEYS[2], 'paused') == '1' and 1 or 0
+return {1, paused, tonumber(redis.call('HGET', KEYS[2], 'charged') or '0')}
+`;
+
+/** What the intake gate holds for a branch. */
+export interface IntakeState {
+  /** The pause latch is set: the gate refuses every write until a push lands. */
+  paused: boolean;
+  /** Bytes charged to writes accepted and not yet published or settled as refused. */
+  chargedBytes: number;
+}
 
 export class LostLeaseError extends Error {
   override name = "LostLeaseError";
@@ -80,7 +107,13 @@ export class Inbox {
     return rows.map(([entryId, fields]) => {
       const f: Record<string, string> = {};
       for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string;
-      return { entryId, kind: (f.kind ?? "write") as InboxKind, data: f.data ?? "" };
+      const charge = f.charge === undefined ? undefined : Number(f.charge);
+      return {
+        entryId,
+        kind: (f.kind ?? "write") as InboxKind,
+        data: f.data ?? "",
+        ...(charge !== undefined && Number.isFinite(charge) ? { charge } : {}),
+      };
     });
   }
 
@@ -102,7 +135,7 @@ export class Inbox {
       this.redis,
       this.keys.lease,
       token,
-      [this.keys.inbox],
+      [this.keys.inbox, this.keys.intake],
       [
         String(PUBLISHED_TTL_SECONDS),
         publishedChannel(this.prefix),
@@ -114,16 +147,26 @@ export class Inbox {
     if (!ok) throw new LostLeaseError(`lost the lease of ${this.branchKey}`);
   }
 
-  /** Pauses or resumes the gateway's intake of writes for this branch. */
-  async setIntake(token: string, paused: boolean, retryAfterSeconds: number): Promise<void> {
-    const ok = await setIntake(
-      this.redis,
+  /**
+   * Tells the intake gate the branch's budget and whether a publication retry is pending (no
+   * retry releases the pause latch), and reads back what the gate holds.
+   */
+  async syncIntake(
+    token: string,
+    retry: { pending: boolean; retryAfterSeconds: number; budgetBytes: number },
+  ): Promise<IntakeState> {
+    const [fenced, paused, charged] = (await this.redis.eval(
+      SYNC_INTAKE_LUA,
+      2,
       this.keys.lease,
+      this.keys.intake,
       token,
-      [this.keys.intake],
-      [paused ? "1" : "0", String(Math.max(1, Math.ceil(retryAfterSeconds)))],
-    );
-    if (!ok) throw new LostLeaseError(`lost the lease of ${this.branchKey}`);
+      retry.pending ? "1" : "0",
+      String(Math.max(1, Math.ceil(retry.retryAfterSeconds))),
+      String(retry.budgetBytes),
+    )) as [number, number, number];
+    if (fenced !== 1) throw new LostLeaseError(`lost the lease of ${this.branchKey}`);
+    return { paused: paused === 1, chargedBytes: charged };
   }
 
   /** Which of these writes a push already carried (their published key exists). */
