@@ -18,7 +18,7 @@ import { checkChanges, refOfChange } from "../scope.js";
 import { writeProblem } from "../write-check.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { BranchSpec, TargetSpec } from "./directory.js";
-import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError } from "./inbox.js";
+import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError, type SettledEntry } from "./inbox.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES, writeCharge } from "./intake-budget.js";
 import type { BranchLease } from "./lease.js";
 import { type FetchReason, noMetrics, type WorkerMetrics } from "./metrics.js";
@@ -168,7 +168,7 @@ export class BranchWorker {
   private loop: Promise<void> | undefined;
   private lastReport = "";
   /** Settled entries of notices and refused writes, removed with the next settle. */
-  private doneEntries: string[] = [];
+  private doneEntries: SettledEntry[] = [];
   /** Windows closed since the last announcement to onWriteDecided. */
   private decided: PendingWrite[] = [];
   /** The branch's GitTargets as last read (the spec at takeover, then every `updateTargets`). */
@@ -393,7 +393,7 @@ export class BranchWorker {
           const parsed = safeJson(e.data, AcceptedWrite);
           if (!parsed) {
             this.log.warn({ entry: e.entryId }, "dropping an inbox write that does not parse");
-            this.doneEntries.push(e.entryId);
+            this.doneEntries.push({ entryId: e.entryId, charge: e.charge ?? 0 });
             continue;
           }
           // The charge the gate made (an entry from before the gate charged is charged alike).
@@ -406,8 +406,10 @@ export class BranchWorker {
       const already = await this.inbox.alreadyPublished(writes.map((w) => w.write.id));
       const now = this.clock.now();
       for (const h of writes) {
+        // A write published already, or a second copy of one held (a client's retry): its entry
+        // leaves at once, with its charge; the held copy is kept until its push lands.
         if (already.has(h.write.id) || this.held.has(h.write.id)) {
-          if (already.has(h.write.id)) this.doneEntries.push(h.entryId);
+          this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
           continue;
         }
         const refusal = await this.admission(h.write);
@@ -465,7 +467,7 @@ export class BranchWorker {
       const r = safeJson(e.data, Report);
       if (r) await hooks.onReport?.(r);
     }
-    this.doneEntries.push(e.entryId);
+    this.doneEntries.push({ entryId: e.entryId, charge: 0 });
   }
 
   private addWrite(h: HeldWrite, now: number): void {
@@ -600,15 +602,11 @@ export class BranchWorker {
       queue.push(...c.parents);
     }
     if (landed.size === 0) return;
-    const settled = [...landed].map(([id, commit]) => ({
-      id,
-      commit,
-      entryId: this.held.get(id)?.entryId as string,
-    }));
+    const settled = [...landed].map(([id, commit]) => ({ id, commit, held: this.held.get(id) as HeldWrite }));
     await this.inbox.settle(
       this.token(),
       settled.map(({ id, commit }) => ({ id, commit })),
-      settled.map((s) => s.entryId),
+      settled.map((s) => ({ entryId: s.held.entryId, charge: s.held.charge })),
     );
     this.forget(new Set(landed.keys()));
     this.log.info({ writes: landed.size, commit: tip }, "writes found already published");
@@ -821,14 +819,14 @@ export class BranchWorker {
   /** A push carrying every built commit landed (or nothing needed pushing): forget those writes. */
   private async landed(head: string | undefined): Promise<void> {
     const published: Array<{ id: string; commit: string }> = [];
-    const entryIds: string[] = [];
+    const entries: SettledEntry[] = [];
     const ids = new Set<string>();
     for (const c of this.built.commits) {
       if (c.commit) this.pushedByUs.add(c.commit);
       for (const h of c.pending.writes) {
         if (!this.held.has(h.write.id)) continue;
         ids.add(h.write.id);
-        entryIds.push(h.entryId);
+        entries.push({ entryId: h.entryId, charge: h.charge });
         const commit = c.commit ?? c.carriedBy;
         if (commit) published.push({ id: h.write.id, commit });
       }
@@ -840,13 +838,13 @@ export class BranchWorker {
     await this.inbox.settle(
       this.token(),
       published,
-      [...entryIds, ...this.doneEntries.splice(0)],
+      [...entries, ...this.doneEntries.splice(0)],
       this.refusedWrites.splice(0),
     );
     this.forget(ids);
     await this.clearRefusals(carried.flatMap((c) => c.pending.writes.map((h) => h.write.target)));
     const now = this.clock.now();
-    if (head !== this.remoteTip || entryIds.length > 0) this.lastPublishedAt = now;
+    if (head !== this.remoteTip || entries.length > 0) this.lastPublishedAt = now;
     if (head !== this.remoteTip) {
       this.lastPushAt = now;
       this.log.info({ commit: head, writes: ids.size }, "published");
@@ -897,7 +895,7 @@ export class BranchWorker {
       "write refused: settled without a commit",
     );
     this.held.delete(h.write.id);
-    this.doneEntries.push(h.entryId);
+    this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
     this.refusedWrites.push({ id: h.write.id, reason: `${why.reason}: ${why.message}` });
     this.metrics.refused(this.key, target, why.reason);
     this.refusedTargets.add(target);
@@ -960,6 +958,8 @@ export class BranchWorker {
       pending: retrying,
       retryAfterSeconds: retryAfter,
       budgetBytes: budget,
+      // The first word of a new owner: the count is rebuilt from the inbox it takes over.
+      recount: told === undefined,
     });
     this.intake = { budget, retrying, chargedBytes: state.chargedBytes };
     if (state.paused && !this.paused)

@@ -103,6 +103,29 @@ describe("the intake gate", () => {
     expect(await h.accept(configMapWrite(h.key, "after", "y"))).toBe(true);
   });
 
+  it("the charged count stays exact: a retried copy of a held write gives its charge back at once, and a new owner rebuilds a count gone wrong", async () => {
+    h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+    const worker = await h.newWorker({ budgetBytes: BUDGET, autoPublish: false });
+    const w = configMapWrite(h.key, "a", "1");
+    expect(await h.accept(w)).toBe(true);
+    // The client retries the same write (its answer was lost): a second entry, charged again.
+    expect(await h.accept(w)).toBe(true);
+    worker.wake();
+    await waitFor("the copy left the inbox", async () => (await h.inboxLength()) === 1);
+    await waitFor("its charge given back", async () => (await intake()).charged === String(chargeOf(w)));
+    expect(worker.snapshot().retainedWrites).toBe(1);
+
+    // The count is off (an entry removed by hand, say); the next owner counts the inbox again.
+    await h.redis.client.hset(branchKeys(h.redis.prefix, h.key).intake, "charged", "999999");
+    await worker.stop();
+    await h.redis.client.del(branchKeys(h.redis.prefix, h.key).lease);
+    const next = await h.newWorker({ replica: "r2", budgetBytes: BUDGET, autoPublish: false });
+    await waitFor("recounted", async () => (await intake()).charged === String(chargeOf(w)));
+    expect((await next.flush()).ok).toBe(true);
+    expect(await h.published(w.id)).toMatch(/^[0-9a-f]{40}$/);
+    await waitFor("nothing charged", async () => (await intake()).charged === undefined);
+  });
+
   it("a paused, over-budget branch still takes a push notice, a refusal notice and its retry tick, and stops at once", async () => {
     h = await harness(undefined, { idleMs: 5_000, maxMs: 60_000 });
     const clock = new ManualClock(Date.parse("2026-03-01T00:00:00Z"));
