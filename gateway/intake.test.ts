@@ -433,6 +433,34 @@ describe("intake", () => {
     });
     expect(bad.json().error).toMatch(/^reason: Required/);
   });
+
+  it("answers 429 to a write that would take a retrying branch past its budget, latching the pause; a refusal notice still passes", async () => {
+    const intake = branchKeys(redis.prefix, BK).intake;
+    const before = (await inbox()).length;
+    // What the worker tells the gate during an outage, and what earlier writes were charged.
+    await redis.client.hset(intake, { retrying: "1", retryAfter: "9", budget: "4096", charged: "3500" });
+    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
+    expect(r.statusCode).toBe(429);
+    expect(r.headers["retry-after"]).toBe("9");
+    expect(r.json().error).toBe("intake paused for this branch until retained writes are published");
+    expect((await inbox()).length).toBe(before);
+    expect(await redis.client.hmget(intake, "paused", "charged")).toEqual(["1", "3500"]);
+    // A refusal notice for the same branch is not a write: the gate never sees it.
+    const notices = new Queue(QUEUES.notices, { connection: redis.client, prefix: redis.prefix });
+    const waiting = (await notices.getJobs(["waiting"])).length;
+    const refusal = await gw.app.inject({
+      method: "POST",
+      url: REFUSALS,
+      headers: bearer,
+      payload: {
+        object: { apiVersion: "v1", kind: "ConfigMap", namespace: "apps", name: "web" },
+        reason: "field owned by a policy",
+      },
+    });
+    expect(refusal.statusCode).toBe(202);
+    expect((await notices.getJobs(["waiting"])).length).toBe(waiting + 1);
+    await redis.client.del(intake);
+  });
 });
 
 describe("Redis stopped mid-test", () => {

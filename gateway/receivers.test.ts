@@ -4,6 +4,7 @@ import type { LightMyRequestResponse } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { branchKey, PushNotice, QUEUES } from "../queue/contract.js";
 import { noticeJobId } from "../queue/intake.js";
+import { branchKeys } from "../queue/keys.js";
 import { connectRedis } from "../queue/redis.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { createGateway, type Gateway, MISS_BODY, MISS_STATUS } from "./app.js";
@@ -114,6 +115,20 @@ describe("GitHub receiver", () => {
     expect(again.statusCode).toBe(202);
     expect(again.json().id).toBe(id);
     expect(await jobCount()).toBe(before);
+  });
+
+  it("queues a push for a branch whose intake is paused over its budget: notices never pass the intake gate", async () => {
+    const intake = branchKeys(redis.prefix, branchKey(URLS.github, "master")).intake;
+    await redis.client.hset(intake, { paused: "1", retrying: "1", budget: "1", charged: "999999" });
+    try {
+      const body = JSON.stringify(branchPushExample());
+      const r = await post(pathOf(SECRETS.github, "github"), body, githubHeaders(SECRETS.github, body));
+      expect(r.statusCode).toBe(202);
+      const job = await notices.getJob(r.json().id);
+      expect(PushNotice.parse(job!.data).branchKeys).toEqual([branchKey(URLS.github, "master")]);
+    } finally {
+      await redis.client.del(intake);
+    }
   });
 
   it("answers tags 200 and queues nothing; answers ping 200", async () => {

@@ -1,6 +1,6 @@
 /**
  * How the gateway hands work to the worker. Writes go to their branch's inbox in one Redis script
- * (refused while the worker has paused the branch's intake), then a deduplicated `branches`
+ * that is the intake gate (the pause latch and the budget, charged as the write is appended), then a deduplicated `branches`
  * signal wakes the branch's owner. Notices go to the `notices` queue with a job id derived from
  * the delivery, so a redelivered webhook or a retried refusal is queued once.
  */
@@ -8,23 +8,45 @@ import { createHash } from "node:crypto";
 import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { AcceptedWrite, Notice } from "./contract.js";
-import { branchKeys, branchSignalOptions, knownBranchesKey } from "./keys.js";
+import { branchKeys, branchSignalOptions, type InboxKind, knownBranchesKey } from "./keys.js";
 
 /** Seconds a client is told to wait when the worker paused intake without saying for how long. */
 export const DEFAULT_PAUSED_RETRY_AFTER_SECONDS = 5;
+/** Charged per write beyond its payload, so the intake budget also bounds the number of writes. */
+export const WRITE_OVERHEAD_BYTES = 1024;
+
+/** What a write costs against its branch's intake budget: its encoded bytes plus the overhead. */
+export function writeCharge(payloadBytes: number): number {
+  return payloadBytes + WRITE_OVERHEAD_BYTES;
+}
 
 export type AcceptWriteResult =
   | { accepted: true; id: string; entryId: string }
   | { accepted: false; retryAfterSeconds: number };
 
-// KEYS: intake hash, inbox stream, known-branches set. ARGV: branch key, write JSON, default retry.
+// The intake gate, one atomic step: the pause latch, the budget, the charge and the append.
+// KEYS: intake hash, inbox stream, known-branches set. ARGV: branch key, write JSON, default retry,
+// overhead bytes. A write whose charge would take the branch past its budget is refused: always
+// while a publication retry is pending (and the refusal latches the pause, which only a landed
+// push releases), otherwise unless the branch holds nothing (a lone write larger than the budget
+// passes on a healthy branch). Without a budget (no worker has run yet) only the latch applies.
 const ACCEPT_WRITE_LUA = `
-if redis.call('HGET', KEYS[1], 'paused') == '1' then
-  local after = tonumber(redis.call('HGET', KEYS[1], 'retryAfter'))
+local h = redis.call('HMGET', KEYS[1], 'paused', 'retryAfter', 'charged', 'budget', 'retrying')
+local function refuse()
+  local after = tonumber(h[2])
   if after == nil or after < 1 then after = tonumber(ARGV[3]) end
   return {0, tostring(math.ceil(after))}
 end
-local entry = redis.call('XADD', KEYS[2], '*', 'kind', 'write', 'data', ARGV[2])
+if h[1] == '1' then return refuse() end
+local cost = string.len(ARGV[2]) + tonumber(ARGV[4])
+local charged = tonumber(h[3]) or 0
+local budget = tonumber(h[4])
+if budget ~= nil and charged + cost > budget and (h[5] == '1' or charged > 0) then
+  if h[5] == '1' then redis.call('HSET', KEYS[1], 'paused', '1') end
+  return refuse()
+end
+local entry = redis.call('XADD', KEYS[2], '*', 'kind', 'write', 'data', ARGV[2], 'charge', tostring(cost))
+redis.call('HINCRBY', KEYS[1], 'charged', cost)
 redis.call('SADD', KEYS[3], ARGV[1])
 return {1, entry}
 `;
@@ -37,6 +59,7 @@ type WithAcceptWrite = Redis & {
     branchKey: string,
     data: string,
     retryAfter: string,
+    overhead: string,
   ): Promise<[number, string]>;
 };
 
@@ -49,8 +72,8 @@ function withScript(redis: Redis): WithAcceptWrite {
 }
 
 /**
- * Appends an accepted write to its branch's inbox unless the branch's intake is paused, then
- * signals the branch. Once the script has run the write is durable: a failed signal is not an
+ * Appends an accepted write to its branch's inbox, charged to the branch's intake budget, unless
+ * the intake gate refuses it (paused, or the charge would pass the budget), then signals the branch. Once the script has run the write is durable: a failed signal is not an
  * error for the caller (the owner finds the branch in the known-branches set when it sweeps), so
  * the caller never answers "failed" for a write Redis already holds. Throws only when Redis did
  * not take the write, in which case nothing was written.
@@ -72,6 +95,7 @@ export async function acceptWrite(
     write.branchKey,
     encoded,
     String(DEFAULT_PAUSED_RETRY_AFTER_SECONDS),
+    String(WRITE_OVERHEAD_BYTES),
   );
   if (ok !== 1) return { accepted: false, retryAfterSeconds: Number(value) };
   try {
@@ -80,6 +104,24 @@ export async function acceptWrite(
     onSignalError(err);
   }
   return { accepted: true, id: write.id, entryId: value };
+}
+
+/**
+ * Appends a notice (a push, a refusal, a report) to a branch's inbox. Notices are not writes: they
+ * carry no charge and never pass the intake gate, so a paused branch still hears of them.
+ */
+export async function appendNotice(
+  redis: Redis,
+  prefix: string,
+  branchKey: string,
+  kind: Exclude<InboxKind, "write">,
+  data: unknown,
+): Promise<void> {
+  await redis
+    .multi()
+    .xadd(branchKeys(prefix, branchKey).inbox, "*", "kind", kind, "data", JSON.stringify(data))
+    .sadd(knownBranchesKey(prefix), branchKey)
+    .exec();
 }
 
 /** Adds the deduplicated "this branch has work" job. */

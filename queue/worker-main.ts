@@ -17,8 +17,10 @@ import {
 } from "./apply/index.js";
 import { stopSignal } from "./cli/stop-signal.js";
 import { commonSettings, helpSetting, helpText, loadConfig, parsers, type Setting } from "./config.js";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./git/smart-http.js";
 import { createLogger } from "./log.js";
 import { connectRedis, redisAnswersPing } from "./redis.js";
+import { DEFAULT_PUSH_CYCLE_TIMEOUT_MS } from "./worker/branch-worker.js";
 import type { Directory } from "./worker/directory.js";
 import { loadDirectoryFile, withGitTimeout } from "./worker/directory.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
@@ -62,7 +64,7 @@ export const workerSettings = {
   intakeBudget: {
     flag: "intake-budget",
     env: "APPLYGATE_INTAKE_BUDGET",
-    help: "bytes of retained writes per branch above which intake pauses while publication retries",
+    help: "bytes of unpublished writes per branch (payload plus 1 KiB each), charged as a write is accepted: a write that would pass it is refused (429), and while publication retries that refusal pauses intake until a push lands",
     parse: parsers.bytes,
     default: DEFAULT_INTAKE_BUDGET_BYTES,
   } as Setting<number>,
@@ -83,16 +85,16 @@ export const workerSettings = {
   gitTimeout: {
     flag: "git-timeout",
     env: "APPLYGATE_GIT_TIMEOUT",
-    help: "deadline of each Git network call",
+    help: "deadline of each Git network call (an advertisement, a download, a push); a call past it fails and is retried on the publication schedule",
     parse: parsers.duration,
-    default: 120_000,
+    default: DEFAULT_CALL_TIMEOUT_MS,
   } as Setting<number>,
   pushCycleTimeout: {
     flag: "push-cycle-timeout",
     env: "APPLYGATE_PUSH_CYCLE_TIMEOUT",
-    help: "deadline of a whole push cycle, replays and contention retries included",
+    help: "deadline of a whole publication cycle (fetch, replay, push, contention retries), checked throughout: a call under way when it passes is abandoned",
     parse: parsers.duration,
-    default: 300_000,
+    default: DEFAULT_PUSH_CYCLE_TIMEOUT_MS,
   } as Setting<number>,
   metricsPort: {
     flag: "metrics-port",

@@ -5,8 +5,11 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { gitOk } from "../../test/git/cli.js";
 import { GitPeer } from "../../test/git/peer.js";
 import { type GitServer, startGitServer } from "../../test/git/server.js";
+import { untilWith } from "../../test/support/wait.js";
 import { BareRepo } from "./repo.js";
 import { GitRemoteError, isContention, PushRejectedError } from "./smart-http.js";
+
+const until = untilWith({ timeoutMs: 10_000, everyMs: 10 });
 
 const sig = { name: "Ada", email: "ada@example.com", timestamp: 1_700_000_000 };
 
@@ -133,6 +136,62 @@ describe("BareRepo against a real Git server", () => {
     } finally {
       await guarded.close();
     }
+  });
+});
+
+describe("every Git call has its deadline", () => {
+  let server: GitServer;
+  let dir: string;
+  beforeEach(async () => {
+    server = await startGitServer();
+    dir = await mkdtemp(join(tmpdir(), "applygate-repo-"));
+  });
+  afterEach(async () => {
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const timedOut = async (what: Promise<unknown>, path: RegExp) => {
+    const err = await what.catch((e) => e);
+    expect(err).toBeInstanceOf(GitRemoteError);
+    expect((err as GitRemoteError).kind).toBe("timeout");
+    expect((err as Error).message).toMatch(path);
+    return err as GitRemoteError;
+  };
+
+  it("the advertisement, the first download, the tip probe and the push each end at their deadline against a stalled remote", async () => {
+    const url = await server.createRepo("r", { "a.yaml": "a\n" });
+    // Short enough for a test, long enough that a call answering on a busy machine makes it.
+    const remote = { url, timeoutMs: 1000 };
+    const repo = await BareRepo.open(join(dir, "r.git"));
+    server.faults.stallNext(1, "advertisement");
+    await timedOut(repo.fetchBranch(remote, "main"), /^no answer from .*info\/refs.* within 1000 ms$/);
+    // The clone's first download (upload-pack), after an advertisement that answered.
+    server.faults.stallNext(1, "fetch");
+    await timedOut(repo.fetchBranch(remote, "main"), /git-upload-pack within 1000 ms$/);
+    server.faults.stallNext(1, "advertisement");
+    await timedOut(repo.remoteTip(remote, "main"), /info\/refs.* within 1000 ms$/);
+    const { tip } = await repo.fetchBranch({ url }, "main");
+    const c = await repo.commitChanges(tip, [{ path: "b.yaml", content: "b\n" }], {
+      message: "b",
+      author: sig,
+    });
+    server.faults.stallNext(1, "push");
+    await timedOut(repo.push(remote, "main", tip, c!.commit, c!.newOids), /git-receive-pack within 1000 ms$/);
+  });
+
+  it("a call under way ends when its caller's signal aborts, naming the caller's reason", async () => {
+    const url = await server.createRepo("r", { "a.yaml": "a\n" });
+    const repo = await BareRepo.open(join(dir, "r.git"));
+    const cycle = new AbortController();
+    server.faults.stallNext(1, "advertisement");
+    const pending = repo.fetchBranch({ url, timeoutMs: 60_000, signal: cycle.signal }, "main");
+    await until(() => server.counts().advertisement === 1, "the call reached the server");
+    cycle.abort(new Error("the cycle passed its deadline"));
+    await timedOut(pending, /abandoned: the cycle passed its deadline$/);
+    // Once aborted, no further call is even made.
+    await timedOut(repo.remoteTip({ url, signal: cycle.signal }, "main"), /not called: the cycle/);
+    expect(server.counts().advertisement).toBe(1);
   });
 });
 

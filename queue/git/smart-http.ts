@@ -21,6 +21,11 @@ export interface Remote {
   auth?: RemoteAuth;
   /** Deadline of each call in milliseconds. */
   timeoutMs?: number;
+  /**
+   * Ends every call made with this remote when it aborts (a publication cycle's deadline, the
+   * worker stopping); its reason, an Error, names why.
+   */
+  signal?: AbortSignal;
 }
 
 export type RemoteErrorKind =
@@ -86,15 +91,32 @@ async function call(remote: Remote, url: string, init: RequestInit): Promise<Buf
   const timeout = remote.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
   let res: Response;
   let body: ArrayBuffer;
+  const outer = remote.signal;
+  if (outer?.aborted) throw new GitRemoteError("timeout", `${redact(url)} not called: ${abortReason(outer)}`);
+  // One controller for the call's own deadline and the caller's signal, both let go afterwards
+  // (a long-lived caller's signal must not collect a listener per call).
+  const ctl = new AbortController();
+  let ownDeadline = false;
+  const timer = setTimeout(() => {
+    ownDeadline = true;
+    ctl.abort();
+  }, timeout);
+  const onOuter = () => ctl.abort();
+  outer?.addEventListener("abort", onOuter, { once: true });
   try {
-    res = await fetch(url, { ...init, signal: AbortSignal.timeout(timeout) });
+    res = await fetch(url, { ...init, signal: ctl.signal });
     body = await res.arrayBuffer();
   } catch (err) {
     const e = err as Error;
-    if (e.name === "TimeoutError" || e.name === "AbortError")
+    if (outer?.aborted && !ownDeadline)
+      throw new GitRemoteError("timeout", `${redact(url)} abandoned: ${abortReason(outer)}`);
+    if (ownDeadline || e.name === "TimeoutError" || e.name === "AbortError")
       throw new GitRemoteError("timeout", `no answer from ${redact(url)} within ${timeout} ms`);
     const cause = (e as { cause?: Error }).cause?.message ?? e.message;
     throw new GitRemoteError("unreachable", `${redact(url)}: ${cause}`);
+  } finally {
+    clearTimeout(timer);
+    outer?.removeEventListener("abort", onOuter);
   }
   if (res.status === 401 || res.status === 403)
     throw new GitRemoteError("auth", `${redact(url)} answered ${res.status}`, res.status);
@@ -104,6 +126,11 @@ async function call(remote: Remote, url: string, init: RequestInit): Promise<Buf
   if (res.status !== 200)
     throw new GitRemoteError("protocol", `${redact(url)} answered ${res.status}`, res.status);
   return Buffer.from(body);
+}
+
+function abortReason(signal: AbortSignal): string {
+  const r = signal.reason as unknown;
+  return r instanceof Error ? r.message : String(r ?? "aborted");
 }
 
 function redact(url: string): string {

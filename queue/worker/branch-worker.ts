@@ -18,8 +18,8 @@ import { checkChanges, refOfChange } from "../scope.js";
 import { writeProblem } from "../write-check.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { BranchSpec, RefusedTarget, TargetSpec } from "./directory.js";
-import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError } from "./inbox.js";
-import { DEFAULT_INTAKE_BUDGET_BYTES, shouldPause, writeCharge } from "./intake-budget.js";
+import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError, type SettledEntry } from "./inbox.js";
+import { DEFAULT_INTAKE_BUDGET_BYTES, writeCharge } from "./intake-budget.js";
 import type { BranchLease } from "./lease.js";
 import { type FetchReason, noMetrics, type WorkerMetrics } from "./metrics.js";
 import { afterFailure, contentionBackoff, type RetryState } from "./retry.js";
@@ -120,7 +120,10 @@ export interface BranchWorkerOptions {
   budgetBytes?: number;
   /** Periodic read of the remote tip. */
   fetchIntervalMs?: number;
-  /** Deadline of a whole push cycle, replays and contention retries included. */
+  /**
+   * Deadline of a whole publication cycle (fetch, replay, push, contention retries), checked
+   * throughout: a Git call under way when it passes is abandoned.
+   */
   pushCycleTimeoutMs?: number;
   maxContentionRetries?: number;
   /** Minimum gap between two pushes the worker starts by itself (a flush ignores it). */
@@ -168,19 +171,25 @@ export class BranchWorker {
   private readonly pushedByUs = new Set<string>();
   private retry: RetryState | undefined;
   private paused = false;
+  /** What the intake gate was last told (budget, retry pending) and held (charged bytes). */
+  private intake: { budget: number; retrying: boolean; chargedBytes: number } | undefined;
   private lastPushAt = Number.NEGATIVE_INFINITY;
   private lastPublishedAt: number | undefined;
   private nextFetchAt = 0;
   private observeAsked: FetchReason | undefined;
   private flushes: Array<{ mark: string | undefined; resolve: (r: FlushResult) => void }> = [];
   private wakeCtl = new AbortController();
+  /** Aborts every Git call under way when the worker stops, so a stalled remote cannot hold it. */
+  private readonly stopCtl = new AbortController();
+  /** The publication cycle under way: its Git calls end when its deadline passes. */
+  private cycleSignal: AbortSignal | undefined;
   private stopped = false;
   private loop: Promise<void> | undefined;
   private lastReport = "";
   /** GitTargets the last report was written to: one listed since gets it without waiting for news. */
   private reportedTo = new Set<string>();
   /** Settled entries of notices and refused writes, removed with the next settle. */
-  private doneEntries: string[] = [];
+  private doneEntries: SettledEntry[] = [];
   /** Windows closed since the last announcement to onWriteDecided. */
   private decided: PendingWrite[] = [];
   /** The branch's GitTargets as last read (the spec at takeover, then every `updateTargets`). */
@@ -229,6 +238,7 @@ export class BranchWorker {
   /** Stops after the current step; nothing pending is lost (it stays in the inbox). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopCtl.abort(new Error("the branch worker is stopping"));
     this.wake();
     await this.loop;
     for (const f of this.flushes.splice(0)) f.resolve({ ok: false, cause: "worker stopped" });
@@ -314,7 +324,10 @@ export class BranchWorker {
     if (this.folderRead?.key === key) return this.folderRead.present;
     let has: boolean[] = [];
     try {
-      has = await this.o.repo.hasFolders(tip, targets.map((t) => t.path));
+      has = await this.o.repo.hasFolders(
+        tip,
+        targets.map((t) => t.path),
+      );
     } catch (err) {
       // Unreadable is not proven: the barrier holds, as for a folder that is not there.
       this.log.warn({ err: (err as Error).message, commit: tip }, "could not read the tip's tree");
@@ -341,6 +354,7 @@ export class BranchWorker {
       ...(oldest !== undefined ? { oldestRetainedAt: oldest } : {}),
       ...(this.retry ? { nextRetryAt: this.retry.nextAt, retryingSince: this.retry.since } : {}),
       intakePaused: this.paused,
+      ...(this.intake ? { chargedBytes: this.intake.chargedBytes } : {}),
       remoteTip: this.remoteTip,
       pendingWrites: this.pending.length,
       openWindows: this.windows.size,
@@ -424,7 +438,9 @@ export class BranchWorker {
         }
       }
       const cooled = now >= this.lastPushAt + (this.o.pushCooldownMs ?? 0);
-      if (this.pending.length > 0 && this.autoPublishing() && (this.retry ? retryDue : cooled)) {
+      // An observation that just failed was this retry's attempt: the push waits for the next one.
+      const stillDue = !this.retry || now >= this.retry.nextAt;
+      if (this.pending.length > 0 && this.autoPublishing() && (this.retry ? stillDue : cooled)) {
         await this.publish(false);
       }
     }
@@ -447,10 +463,12 @@ export class BranchWorker {
           const parsed = safeJson(e.data, AcceptedWrite);
           if (!parsed) {
             this.log.warn({ entry: e.entryId }, "dropping an inbox write that does not parse");
-            this.doneEntries.push(e.entryId);
+            this.doneEntries.push({ entryId: e.entryId, charge: e.charge ?? 0 });
             continue;
           }
-          writes.push({ write: parsed, entryId: e.entryId, charge: writeCharge(Buffer.byteLength(e.data)) });
+          // The charge the gate made (an entry from before the gate charged is charged alike).
+          const charge = e.charge ?? writeCharge(Buffer.byteLength(e.data));
+          writes.push({ write: parsed, entryId: e.entryId, charge });
         } else {
           await this.handleNotice(e);
         }
@@ -458,8 +476,10 @@ export class BranchWorker {
       const already = await this.inbox.alreadyPublished(writes.map((w) => w.write.id));
       const now = this.clock.now();
       for (const h of writes) {
+        // A write published already, or a second copy of one held (a client's retry): its entry
+        // leaves at once, with its charge; the held copy is kept until its push lands.
         if (already.has(h.write.id) || this.held.has(h.write.id)) {
-          if (already.has(h.write.id)) this.doneEntries.push(h.entryId);
+          this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
           continue;
         }
         const refusal = await this.admission(h.write);
@@ -519,7 +539,7 @@ export class BranchWorker {
       const r = safeJson(e.data, Report);
       if (r) await hooks.onReport?.(r);
     }
-    this.doneEntries.push(e.entryId);
+    this.doneEntries.push({ entryId: e.entryId, charge: 0 });
   }
 
   private addWrite(h: HeldWrite, now: number): void {
@@ -661,15 +681,11 @@ export class BranchWorker {
       queue.push(...c.parents);
     }
     if (landed.size === 0) return;
-    const settled = [...landed].map(([id, commit]) => ({
-      id,
-      commit,
-      entryId: this.held.get(id)?.entryId as string,
-    }));
+    const settled = [...landed].map(([id, commit]) => ({ id, commit, held: this.held.get(id) as HeldWrite }));
     await this.inbox.settle(
       this.token(),
       settled.map(({ id, commit }) => ({ id, commit })),
-      settled.map((s) => s.entryId),
+      settled.map((s) => ({ entryId: s.held.entryId, charge: s.held.charge })),
     );
     this.forget(new Set(landed.keys()));
     this.log.info({ writes: landed.size, commit: tip }, "writes found already published");
@@ -790,16 +806,29 @@ export class BranchWorker {
 
   /**
    * One push cycle: materialize, push with compare-and-swap, and on a rejection fetch, replay and
-   * push again with jittered backoff, within one deadline. A failure keeps every pending write
-   * and schedules the next attempt.
+   * push again with jittered backoff, within one deadline checked throughout: before each step,
+   * and by every Git call, which is abandoned when the deadline passes. A failure (a stalled call
+   * included) keeps every pending write and schedules the next attempt.
    */
   private async publish(flush: boolean): Promise<FlushResult> {
-    const started = this.clock.now();
-    const deadline = started + (this.o.pushCycleTimeoutMs ?? 300_000);
+    const timeoutMs = this.o.pushCycleTimeoutMs ?? DEFAULT_PUSH_CYCLE_TIMEOUT_MS;
+    const deadline = this.clock.now() + timeoutMs;
+    const passed = () => new PublicationDeadlineError(timeoutMs);
+    // One signal for the cycle's Git calls: aborted at the deadline, or when the worker stops.
+    const cycle = new AbortController();
+    const timer = setTimeout(() => cycle.abort(passed()), timeoutMs);
+    const onStop = () => cycle.abort(this.stopCtl.signal.reason);
+    this.stopCtl.signal.addEventListener("abort", onStop, { once: true });
+    this.cycleSignal = cycle.signal;
+    const inTime = () => {
+      if (cycle.signal.aborted) throw cycle.signal.reason;
+      if (this.clock.now() >= deadline) throw passed();
+    };
     const maxRetries = this.o.maxContentionRetries ?? 10;
     try {
       if (!this.baselined) await this.observe("baseline");
       for (let attempt = 0; ; attempt++) {
+        inTime();
         // A branch that does not exist yet starts from its base, never as a commit of one folder.
         this.startFrom =
           this.remoteTip === undefined && this.pending.length > 0 ? await this.baseOfNewBranch() : undefined;
@@ -809,6 +838,7 @@ export class BranchWorker {
           return { ok: true, tip: head, folders: await this.foldersAt(head) };
         }
         if (!(await this.o.lease.holds())) throw new LostLeaseError(`lost the lease of ${this.key}`);
+        inTime();
         const oids = this.built.commits.flatMap((c) => c.newOids);
         this.log.debug({ attempt, commit: head, base: this.remoteTip, objects: oids.length }, "pushing");
         try {
@@ -825,9 +855,11 @@ export class BranchWorker {
             );
             if (attempt >= maxRetries || this.clock.now() >= deadline)
               throw new Error(`push still rejected after ${attempt + 1} attempts: ${err.reason}`);
+            inTime();
             await this.observe("rejected");
             this.metrics.contentionRetry(this.key);
-            await this.clock.sleep(contentionBackoff(attempt, this.o.random));
+            const backoff = contentionBackoff(attempt, this.o.random);
+            await this.clock.sleep(Math.min(backoff, deadline - this.clock.now()), this.cycleSignal);
             continue;
           }
           if (!(err instanceof GitRemoteError)) throw err;
@@ -846,8 +878,14 @@ export class BranchWorker {
       }
     } catch (err) {
       if (err instanceof LostLeaseError) throw err;
-      const cause = this.failed(err, flush ? "flush" : "publish");
-      return { ok: false, cause };
+      // The probe after a failed push fails too once the deadline passed: say why the cycle ended.
+      const cause = cycle.signal.aborted && err instanceof GitRemoteError ? cycle.signal.reason : err;
+      if (this.stopped) return { ok: false, cause: (cause as Error).message };
+      return { ok: false, cause: this.failed(cause, flush ? "flush" : "publish") };
+    } finally {
+      clearTimeout(timer);
+      this.stopCtl.signal.removeEventListener("abort", onStop);
+      this.cycleSignal = undefined;
     }
   }
 
@@ -892,14 +930,14 @@ export class BranchWorker {
   /** A push carrying every built commit landed (or nothing needed pushing): forget those writes. */
   private async landed(head: string | undefined): Promise<void> {
     const published: Array<{ id: string; commit: string }> = [];
-    const entryIds: string[] = [];
+    const entries: SettledEntry[] = [];
     const ids = new Set<string>();
     for (const c of this.built.commits) {
       if (c.commit) this.pushedByUs.add(c.commit);
       for (const h of c.pending.writes) {
         if (!this.held.has(h.write.id)) continue;
         ids.add(h.write.id);
-        entryIds.push(h.entryId);
+        entries.push({ entryId: h.entryId, charge: h.charge });
         const commit = c.commit ?? c.carriedBy;
         if (commit) published.push({ id: h.write.id, commit });
       }
@@ -911,13 +949,13 @@ export class BranchWorker {
     await this.inbox.settle(
       this.token(),
       published,
-      [...entryIds, ...this.doneEntries.splice(0)],
+      [...entries, ...this.doneEntries.splice(0)],
       this.refusedWrites.splice(0),
     );
     this.forget(ids);
     await this.clearRefusals(carried.flatMap((c) => c.pending.writes.map((h) => h.write.target)));
     const now = this.clock.now();
-    if (head !== this.remoteTip || entryIds.length > 0) this.lastPublishedAt = now;
+    if (head !== this.remoteTip || entries.length > 0) this.lastPublishedAt = now;
     if (head !== this.remoteTip) {
       this.lastPushAt = now;
       this.log.info({ commit: head, writes: ids.size }, "published");
@@ -935,11 +973,8 @@ export class BranchWorker {
       });
     this.retry = undefined;
     this.retryReason = undefined;
-    if (this.paused) {
-      this.paused = false;
-      await this.inbox.setIntake(this.token(), false, 0);
-      this.log.info("intake resumed");
-    }
+    // The gate learns at once that no retry is pending (which releases its latch).
+    if (this.paused || this.intake?.retrying) await this.updateIntake();
   }
 
   private forget(ids: Set<string>): void {
@@ -973,7 +1008,7 @@ export class BranchWorker {
       "write refused: settled without a commit",
     );
     this.held.delete(h.write.id);
-    this.doneEntries.push(h.entryId);
+    this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
     this.refusedWrites.push({ id: h.write.id, reason: `${why.reason}: ${why.message}` });
     this.metrics.refused(this.key, target, why.reason);
     this.refusedTargets.add(target);
@@ -1021,23 +1056,32 @@ export class BranchWorker {
   // ------------------------------------------------------------------------------------------
   // Intake, status
 
+  /**
+   * Tells the intake gate the budget and whether a publication retry is pending, and reads back
+   * its pause latch. The gate itself charges writes and latches the pause; a healthy branch that
+   * told it so once has nothing more to say.
+   */
   private async updateIntake(): Promise<void> {
-    const { retainedBytes } = this.snapshot();
-    const pause = shouldPause({
-      paused: this.paused,
-      retryPending: this.retry !== undefined,
-      retainedBytes,
-      budgetBytes: this.o.budgetBytes ?? DEFAULT_INTAKE_BUDGET_BYTES,
+    const budget = this.o.budgetBytes ?? DEFAULT_INTAKE_BUDGET_BYTES;
+    const retrying = this.retry !== undefined;
+    const told = this.intake;
+    if (!retrying && !this.paused && told && !told.retrying && told.budget === budget) return;
+    const retryAfter = this.retry ? (this.retry.nextAt - this.clock.now()) / 1000 : 0;
+    const state = await this.inbox.syncIntake(this.token(), {
+      pending: retrying,
+      retryAfterSeconds: retryAfter,
+      budgetBytes: budget,
+      // The first word of a new owner: the count is rebuilt from the inbox it takes over.
+      recount: told === undefined,
     });
-    if (pause && !this.paused) {
-      const retryAfter = this.retry ? (this.retry.nextAt - this.clock.now()) / 1000 : 10;
-      await this.inbox.setIntake(this.token(), true, retryAfter);
-      this.paused = true;
+    this.intake = { budget, retrying, chargedBytes: state.chargedBytes };
+    if (state.paused && !this.paused)
       this.log.warn(
-        { retainedBytes },
-        "intake paused: retained writes exceed the budget while publication retries",
+        { chargedBytes: state.chargedBytes, budgetBytes: budget },
+        "intake paused: a write would pass the budget while publication retries",
       );
-    }
+    if (!state.paused && this.paused) this.log.info("intake resumed");
+    this.paused = state.paused;
   }
 
   private async settleDoneEntries(): Promise<void> {
@@ -1094,8 +1138,20 @@ export class BranchWorker {
     return t;
   }
 
+  /** The remote, its calls bound to the cycle under way (or to the worker's life). */
   private remote() {
-    return this.o.spec.remote;
+    return { ...this.o.spec.remote, signal: this.cycleSignal ?? this.stopCtl.signal };
+  }
+}
+
+/** Default deadline of one publication cycle, replays and contention retries included. */
+export const DEFAULT_PUSH_CYCLE_TIMEOUT_MS = 300_000;
+
+/** A publication cycle that did not end within its deadline: a failure like any other. */
+export class PublicationDeadlineError extends Error {
+  override name = "PublicationDeadlineError";
+  constructor(readonly timeoutMs: number) {
+    super(`the publication cycle passed its deadline of ${timeoutMs} ms`);
   }
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { withGitTimeout } from "./directory.js";
-import { shouldPause, WRITE_OVERHEAD_BYTES, writeCharge } from "./intake-budget.js";
+import { WRITE_OVERHEAD_BYTES, writeCharge } from "./intake-budget.js";
 import { afterFailure, contentionBackoff, retryDelay } from "./retry.js";
 import { publicationConditions } from "./status.js";
 import { addToWindow, closesAt, dueWindows, type OpenWindow } from "./windows.js";
@@ -23,16 +23,8 @@ describe("retry schedule", () => {
 });
 
 describe("intake budget", () => {
-  it("pauses only while a retry is pending and the budget is exceeded; the pause is a latch", () => {
+  it("charges a write its payload plus a fixed overhead", () => {
     expect(writeCharge(100)).toBe(100 + WRITE_OVERHEAD_BYTES);
-    expect(shouldPause({ paused: false, retryPending: false, retainedBytes: 1e9, budgetBytes: 10 })).toBe(
-      false,
-    );
-    expect(shouldPause({ paused: false, retryPending: true, retainedBytes: 11, budgetBytes: 10 })).toBe(true);
-    expect(shouldPause({ paused: false, retryPending: true, retainedBytes: 10, budgetBytes: 10 })).toBe(
-      false,
-    );
-    expect(shouldPause({ paused: true, retryPending: true, retainedBytes: 0, budgetBytes: 10 })).toBe(true);
   });
 });
 

@@ -11,8 +11,8 @@ import { type Job, Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { branchKey, Notice, normalizeRepoUrl, QUEUES, Report } from "../contract.js";
 import { BareRepo } from "../git/repo.js";
-import { signalBranch } from "../intake.js";
-import { branchKeys, knownBranchesKey } from "../keys.js";
+import { appendNotice, signalBranch } from "../intake.js";
+import { knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
 import { connectRedis } from "../redis.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
@@ -222,11 +222,7 @@ export class Replica {
     const known = named || (await this.redis.sismember(knownBranchesKey(this.o.prefix), key)) === 1;
     // A push to a branch no GitTarget writes is nobody's business.
     if (kind === "push" && !known) return;
-    await this.redis
-      .multi()
-      .xadd(branchKeys(this.o.prefix, key).inbox, "*", "kind", kind, "data", JSON.stringify(data))
-      .sadd(knownBranchesKey(this.o.prefix), key)
-      .exec();
+    await appendNotice(this.redis, this.o.prefix, key, kind, data);
     if (this.branchesQueue) await signalBranch(this.branchesQueue, key);
   }
 

@@ -1,6 +1,6 @@
 /**
  * A Git outage while API edits keep arriving: the gateway accepts them and the worker retains
- * them; once the retained writes pass a small intake budget, intake pauses (429 with Retry-After).
+ * them; once a write would pass a small intake budget, intake pauses (429 with Retry-After).
  * When Git returns, every write publishes exactly once (one commit per save), intake resumes, and
  * Flux applies once, a tip holding every edit (the outage's first edit created an object, so its
  * applier is asked to adopt it once it is in Git).
@@ -103,9 +103,10 @@ describe("a Git outage", () => {
     expect(Number(paused.headers.get("retry-after"))).toBeGreaterThan(0);
 
     // Nothing reached Git, nothing was lost: every accepted write is retained, a retry is pending.
+    // The gate latched the pause as it refused; the worker reads it back on its next step.
+    await until(async () => worker()?.snapshot().intakePaused, "the worker to see the pause");
     const held = worker()!.snapshot();
     expect(held.retainedWrites).toBe(accepted.length);
-    expect(held.intakePaused).toBe(true);
     expect(held.nextRetryAt).toBeDefined();
     expect(await tip(a)).toBe(s.start);
     expect(operationsOf(s, "flux")).toHaveLength(0);

@@ -1,8 +1,8 @@
 /**
- * A long Git outage on an injectable clock: writes keep arriving until the branch's retained
- * bytes exceed the intake budget, intake pauses (the gateway's script refuses), retries follow
- * one schedule (10 s doubling to 5 min), and once the server returns everything publishes and
- * intake resumes.
+ * A long Git outage on an injectable clock: writes keep arriving until one would take the branch's
+ * charged bytes past the intake budget, intake pauses (the gateway's script refuses and latches),
+ * retries follow one schedule (10 s doubling to 5 min), and once the server returns everything
+ * publishes and intake resumes.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { branchKeys } from "../../queue/keys.js";
@@ -44,13 +44,23 @@ describe("a long outage", () => {
       } else refused++;
     }
     // The first failure scheduled a retry; the budget (20 KiB at ~1.4 KiB a write) then paused intake.
+    const charged = Number(
+      (await h.redis.client.hget(branchKeys(h.redis.prefix, h.key).intake, "charged")) ?? 0,
+    );
+    expect(charged).toBeLessThanOrEqual(20 * 1024);
+    expect(charged).toBe(worker.snapshot().retainedBytes);
     expect(refused).toBe(1);
     expect(accepted.length).toBeGreaterThan(10);
     expect(accepted.length).toBeLessThan(20);
     const intake = await h.redis.client.hgetall(branchKeys(h.redis.prefix, h.key).intake);
     expect(intake.paused).toBe("1");
     expect(Number(intake.retryAfter)).toBeGreaterThan(0);
-    const paused = status.byTarget.get("team/site");
+    // The gate latched the pause as it refused; the worker reads the latch on its next step.
+    worker.wake();
+    const paused = await waitFor("pause reported", () => {
+      const s = status.byTarget.get("team/site");
+      return s?.intakePaused ? s : undefined;
+    });
     expect(paused).toMatchObject({ state: "Retrying", intakePaused: true, retainedWrites: accepted.length });
     const since = paused?.retryingSince;
 
@@ -77,7 +87,14 @@ describe("a long outage", () => {
       for (const id of accepted) if (!(await h.published(id))) return false;
       return true;
     });
-    expect(await h.redis.client.hgetall(branchKeys(h.redis.prefix, h.key).intake)).toEqual({});
+    // The latch is released and every charge given back; the budget stays for the gate.
+    await waitFor("intake released", async () => {
+      const i = await h.redis.client.hgetall(branchKeys(h.redis.prefix, h.key).intake);
+      return i.paused === undefined && i.charged === undefined;
+    });
+    expect(await h.redis.client.hgetall(branchKeys(h.redis.prefix, h.key).intake)).toEqual({
+      budget: String(20 * 1024),
+    });
     expect(status.byTarget.get("team/site")).toMatchObject({
       state: "Published",
       intakePaused: false,

@@ -1,12 +1,29 @@
 /** `applygate worker` as a process: targets from a YAML file, a write published, a clean stop on SIGTERM. */
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { helpText } from "../../queue/config.js";
 import { freePort } from "../../queue/redis.js";
+import { workerSettings } from "../../queue/worker-main.js";
 import { configMapWrite, type Harness, harness, waitFor } from "./harness.js";
 
 const cli = new URL("../../queue/cli/applygate.mjs", import.meta.url).pathname;
+
+describe("applygate worker's settings", () => {
+  it("--help and docs/worker.md list every setting with its environment variable", () => {
+    const help = helpText("worker", "run branch workers", workerSettings);
+    const doc = readFileSync(new URL("../../docs/worker.md", import.meta.url), "utf8");
+    for (const s of Object.values(workerSettings)) {
+      if (s.flag === "help") continue;
+      expect(help).toContain(`--${s.flag} <value>`);
+      const row = doc.split("\n").find((l) => l.startsWith(`| \`--${s.flag}\``));
+      expect(row, `docs/worker.md documents --${s.flag}`).toBeDefined();
+      if (s.env) expect(row).toContain(`\`${s.env}\``);
+    }
+  });
+});
 
 describe("applygate worker", () => {
   let h: Harness;
