@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../../queue/crds/files.js";
+import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
 import type { ClaimController, ExternalCheck } from "../applier-kind.js";
 import { memoryEvents } from "../events.js";
 import { Following } from "../following.js";
-import { type KObject, Kube, RESOURCES } from "../kube.js";
-import { readOperation, recordOperation } from "../operation-record.js";
+import { completeOperation, readOperation, recordOperation } from "../operation-record.js";
 import { memoryReporter } from "../reporter.js";
 import { findCondition } from "./conditions.js";
 import { CLAIM_FINALIZER, ClaimReconciler } from "./reconciler.js";
@@ -104,7 +104,6 @@ spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}}
       following,
       controller,
       reporter,
-      debounceMs: 10,
       ...(opts.unfollowedGraceMs !== undefined ? { unfollowedGraceMs: opts.unfollowedGraceMs } : {}),
     });
     await reconciler.start();
@@ -270,6 +269,57 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     }, "three passes");
     expect((await readOperation(kube, loc))?.phase).toBe("Requested");
     unfollow();
+  });
+
+  it("an operation's end is an Event on the claim: Normal OperationSucceeded, Warning OperationFailed", async () => {
+    const { events, following } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const ends = () =>
+      events.events.filter((e) => e.regarding.namespace === namespace && e.action === "Apply");
+    const run = async (token: string, phase: "Succeeded" | "Failed", outcome?: string) => {
+      const unfollow = following.follow(token, `${namespace}/web`);
+      await recordOperation(kube, loc, {
+        token,
+        commit: "c".repeat(40),
+        targets: [{ uid: "u", reason: "CatchUp" }],
+      });
+      await completeOperation(kube, loc, token, {
+        phase,
+        ...(outcome ? { outcome, message: "the build failed" } : {}),
+      });
+      unfollow({ ended: true });
+    };
+    await run("ok-1", "Succeeded");
+    await until(async () => ends().length === 1, "the Succeeded Event");
+    await run("bad-1", "Failed", "BuildFailed");
+    await until(async () => ends().length === 2, "the Failed Event");
+    expect(ends()).toEqual([
+      {
+        type: "Normal",
+        reason: "OperationSucceeded",
+        action: "Apply",
+        note: `operation ok-1 for commit ${"c".repeat(40)} succeeded`,
+        regarding: expect.objectContaining({ kind: "FluxClaim", namespace, name: "web" }),
+      },
+      {
+        type: "Warning",
+        reason: "OperationFailed",
+        action: "Apply",
+        note: `operation bad-1 for commit ${"c".repeat(40)} failed (BuildFailed: the build failed)`,
+        regarding: expect.objectContaining({ kind: "FluxClaim", namespace, name: "web" }),
+      },
+    ]);
+    // A status write that leaves the completed operation as it is announces nothing again.
+    await kube.mergePatch(RESOURCES.fluxClaim, namespace, "web", {
+      metadata: { labels: { touched: "yes" } },
+    });
+    const before = reconciler!.passCount();
+    await until(async () => reconciler!.passCount() > before, "a reconcile after the change");
+    await reconciler!.whenIdle();
+    expect(ends()).toHaveLength(2);
   });
 
   describe("who may hold an applier in another namespace", () => {
