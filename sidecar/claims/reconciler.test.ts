@@ -34,6 +34,8 @@ function fakeController() {
     branch: "main",
     external: { configured: true } as ExternalCheck,
     handBackDone: true,
+    /** The next hold calls that throw. */
+    holdFailures: 0,
   };
   const controller: ClaimController = {
     applierOf: (claim) =>
@@ -42,6 +44,10 @@ function fakeController() {
     checkExternal: async () => state.external,
     hold: async (claim) => {
       calls.push(`hold:${claim.metadata.namespace}/${claim.metadata.name}`);
+      if (state.holdFailures > 0) {
+        state.holdFailures--;
+        throw new Error("the applier could not be read");
+      }
       return {
         conditions: [
           { type: "InControl", status: "True", reason: "Suspended", message: "held" },
@@ -82,7 +88,14 @@ metadata: {name: ${name}, namespace: flux-system}
 spec: {from: [{namespace: ${from}, kind: FluxClaim}]${to ? `, to: [{name: ${to}}]` : ""}}
 `;
 
-  async function setup(opts: { unfollowedGraceMs?: number; grant?: boolean } = {}) {
+  async function setup(
+    opts: {
+      unfollowedGraceMs?: number;
+      grant?: boolean;
+      resyncMs?: number;
+      retryBackoffMs?: () => number;
+    } = {},
+  ) {
     namespace = `ns${++ns}`;
     await kube.core.createNamespace({ body: { metadata: { name: namespace } } });
     // The Kustomizations live in flux-system: the claims hold them through a grant there.
@@ -105,6 +118,8 @@ spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}}
       controller,
       reporter,
       ...(opts.unfollowedGraceMs !== undefined ? { unfollowedGraceMs: opts.unfollowedGraceMs } : {}),
+      ...(opts.resyncMs !== undefined ? { resyncMs: opts.resyncMs } : {}),
+      ...(opts.retryBackoffMs ? { retryBackoffMs: opts.retryBackoffMs } : {}),
     });
     await reconciler.start();
     return { state, events, reporter, following };
@@ -269,6 +284,15 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     }, "three passes");
     expect((await readOperation(kube, loc))?.phase).toBe("Requested");
     unfollow();
+  });
+
+  it("a reconcile that fails is retried after its own backoff, not at the next safety-net pass", async () => {
+    const { state } = await setup({ resyncMs: 600_000, retryBackoffMs: () => 20 });
+    state.holdFailures = 3;
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held after the failures");
+    expect(state.holdFailures).toBe(0);
   });
 
   it("an operation's end is an Event on the claim: Normal OperationSucceeded, Warning OperationFailed", async () => {
