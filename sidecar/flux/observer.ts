@@ -136,9 +136,10 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
   }
 
   /**
-   * Listens to the shared informer of one kind in one namespace. Only changes after its list
-   * are judged: the handler is added once the list has landed, and the informer hands it each
-   * object as cached before the change (its managedFields are the write's proof).
+   * Listens to the shared informer of one kind in one namespace. Only changes after a list landed
+   * are judged (the listed objects are no writes), and the informer hands each one the object as
+   * cached before it (its managedFields are the write's proof). Resolves once the first list was
+   * tried: a kind that cannot be listed holds the window's other watches up no longer.
    */
   private async watch(win: Window, key: string, apiVersion: string, kind: string, namespace: string) {
     const handle = await this.d.kube.objectInformer<KObject>(apiVersion, kind, namespace);
@@ -148,14 +149,12 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
       return;
     }
     this.d.log.debug({ token: win.token, watch: key }, "window watching");
-    const entry = { handle, off: () => {} };
-    win.watches.set(key, entry);
-    await handle.synced();
-    if (this.windows.get(win.token) !== win) return;
-    entry.off = handle.informer.on((type, obj, previous) => {
-      if (type !== "delete")
-        void this.judge(win, obj as k8s.KubernetesObject, previous?.metadata.managedFields);
+    const off = handle.informer.on((type, obj, previous) => {
+      if (type === "delete" || !handle.informer.isSynced()) return;
+      void this.judge(win, obj as k8s.KubernetesObject, previous?.metadata.managedFields);
     });
+    win.watches.set(key, { handle, off });
+    await handle.informer.start();
   }
 
   private async judge(win: Window, obj: k8s.KubernetesObject, previous: unknown[] | undefined) {
