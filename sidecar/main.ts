@@ -237,7 +237,7 @@ const settings = {
   resync: {
     flag: "resync",
     env: "APPLYGATE_RESYNC",
-    help: "how often every claim is reconciled, so a resumed applier is noticed",
+    help: "the safety net: how often every claim is reconciled, events or not (each change is acted on at once)",
     parse: parsers.duration,
     default: 60_000,
     defaultLabel: "1m",
