@@ -94,17 +94,21 @@ spec: {from: [{namespace: ${from}, kind: FluxClaim}]${to ? `, to: [{name: ${to}}
       grant?: boolean;
       resyncMs?: number;
       retryBackoffMs?: () => number;
+      /** Start another reconciler in the current test's namespace. */
+      again?: boolean;
     } = {},
   ) {
-    namespace = `ns${++ns}`;
-    await kube.core.createNamespace({ body: { metadata: { name: namespace } } });
-    // The Kustomizations live in flux-system: the claims hold them through a grant there.
-    if (opts.grant !== false) await server.applyYaml(grantYaml(`grant-${namespace}`, namespace));
-    await server.applyYaml(`apiVersion: applygate.dev/v1alpha1
+    if (!opts.again) {
+      namespace = `ns${++ns}`;
+      await kube.core.createNamespace({ body: { metadata: { name: namespace } } });
+      // The Kustomizations live in flux-system: the claims hold them through a grant there.
+      if (opts.grant !== false) await server.applyYaml(grantYaml(`grant-${namespace}`, namespace));
+      await server.applyYaml(`apiVersion: applygate.dev/v1alpha1
 kind: GitProvider
 metadata: {name: repo, namespace: ${namespace}}
 spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}}
 `);
+    }
     const { controller, state } = fakeController();
     const events = memoryEvents();
     const reporter = memoryReporter();
@@ -284,6 +288,30 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     }, "three passes");
     expect((await readOperation(kube, loc))?.phase).toBe("Requested");
     unfollow();
+  });
+
+  it("a restarted reconciler judges a held claim only once it has listed everything: it is never handed back", async () => {
+    const { state } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    await reconciler!.stop();
+    // A fresh start: its informers list again, and the GitTargets' list lands last.
+    expect(kube.informers.running()).toEqual([]);
+    server.faults.latency(300, { method: "GET", pathPrefix: "/apis/applygate.dev/v1alpha1/gittargets" });
+    let again: Awaited<ReturnType<typeof setup>>;
+    try {
+      again = await setup({ again: true });
+    } finally {
+      server.faults.latency(0);
+    }
+    await reconciler!.whenIdle();
+    const handBacks = [...state.calls, ...again.state.calls].filter((c) =>
+      c.startsWith(`handBack:${namespace}/`),
+    );
+    expect(handBacks).toEqual([]);
+    expect(again.state.calls).toContain(`hold:${namespace}/web`);
+    expect((await cond("web", "InControl"))?.status).toBe("True");
   });
 
   it("a reconcile that fails is retried after its own backoff, not at the next safety-net pass", async () => {

@@ -117,6 +117,8 @@ export class ClaimReconciler {
   private readonly applierLocks = new Map<string, Promise<unknown>>();
   private resync: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** Set once every informer has listed: a claim judged before that would miss its GitTargets. */
+  private ready = false;
   private readonly unfollowed: UnfollowedClock;
   private readonly recoveryTried = new Set<string>();
   private readonly offs: (() => void)[] = [];
@@ -155,12 +157,17 @@ export class ClaimReconciler {
     this.providers = new TypedCache(providers.informer, readGitProvider, log);
     this.grants = new TypedCache(grants.informer, readApplierGrant, log);
     await Promise.all(this.handles.map((h) => h.synced()));
-    this.offs.push(this.o.following.onRelease((claim) => this.queue.add(claim)));
+    this.offs.push(
+      this.o.following.onRelease((claim) => {
+        if (this.ready) this.queue.add(claim);
+      }),
+    );
     await this.o.controller.start?.({
       requeueApplier: (namespace, name) => this.enqueueApplier(namespace, name),
     });
     this.resync = setInterval(() => this.enqueueAll(), this.o.resyncMs ?? 60_000);
     this.resync.unref?.();
+    this.ready = true;
     this.reportPresent();
     this.enqueueAll();
     await this.queue.whenIdle();
@@ -182,7 +189,7 @@ export class ClaimReconciler {
 
   /** Queues every claim of the kind after `delayMs` (what the safety-net pass does). */
   schedule(delayMs: number): void {
-    if (this.stopped) return;
+    if (this.stopped || !this.ready) return;
     for (const key of this.claimKeys()) this.queue.addAfter(key, delayMs);
   }
 
@@ -201,7 +208,7 @@ export class ClaimReconciler {
   }
 
   private enqueueAll(): void {
-    if (this.stopped) return;
+    if (this.stopped || !this.ready) return;
     for (const key of this.claimKeys()) this.queue.add(key);
   }
 
@@ -216,7 +223,7 @@ export class ClaimReconciler {
   }
 
   private enqueueApplier(namespace: string, name: string): void {
-    if (this.stopped) return;
+    if (this.stopped || !this.ready) return;
     for (const c of this.claimsOfApplier(`${namespace}/${name}`)) this.queue.add(this.keyOf(c));
   }
 
@@ -225,6 +232,7 @@ export class ClaimReconciler {
   }
 
   private onClaim(type: "add" | "update" | "delete", claim: KObject, previous: KObject | undefined): void {
+    if (!this.ready) return; // the first lists: start() queues every claim once all have landed
     if (type !== "update") this.reportPresent();
     if (type === "update" && previous) void this.announceEnd(claim, previous);
     if (this.stopped) return;
@@ -235,7 +243,7 @@ export class ClaimReconciler {
 
   /** The claims a GitTarget names now and named before (a changed claimRef releases the old one). */
   private onTarget(target: KObject, previous: KObject | undefined): void {
-    if (this.stopped) return;
+    if (this.stopped || !this.ready) return;
     for (const t of [target, previous]) {
       const read = t ? this.targets.of(t) : undefined;
       const key = read?.ok ? this.claimNamedBy(read.value) : undefined;
@@ -251,7 +259,7 @@ export class ClaimReconciler {
 
   /** A GitProvider decides the eligibility and branch of the GitTargets that name it. */
   private onProvider(provider: KObject): void {
-    if (this.stopped) return;
+    if (this.stopped || !this.ready) return;
     const ns = provider.metadata.namespace ?? "";
     for (const t of this.targets.list()) {
       const ref = t.spec.providerRef;
