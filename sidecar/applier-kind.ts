@@ -5,12 +5,12 @@
  */
 import type { Redis } from "ioredis";
 import type { ApplierKind, Attempt, ReportPhase } from "../queue/contract.js";
+import type { KObject, Kube } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 import type { ConditionInput } from "./claims/conditions.js";
 import type { ApplierSource } from "./claims/eligibility.js";
 import type { EventRecorder } from "./events.js";
 import type { Following } from "./following.js";
-import type { KObject, Kube } from "./kube.js";
 import type { ClaimLocator, Operation } from "./operation-record.js";
 import type { Reporter } from "./reporter.js";
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
+import { Kube } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { KubeEventRecorder, memoryEvents, REPORTING_CONTROLLER } from "./events.js";
-import { Kube } from "./kube.js";
 
 describe("KubeEventRecorder", () => {
   let server: ApiServer;

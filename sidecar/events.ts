@@ -5,8 +5,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { apiFailure, isNotFound, type Kube } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
-import { apiFailure, isNotFound, type Kube } from "./kube.js";
 
 export const REPORTING_CONTROLLER = "applygate.dev/sidecar";
 

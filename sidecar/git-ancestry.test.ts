@@ -10,12 +10,12 @@ import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
 import { API_VERSION } from "../queue/crds/index.js";
+import { Kube } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { gitOk } from "../test/git/cli.js";
 import { GitPeer } from "../test/git/peer.js";
 import { type GitServer, startGitServer } from "../test/git/server.js";
 import { type AncestryRepo, GitAncestry, remoteFromCluster } from "./git-ancestry.js";
-import { Kube } from "./kube.js";
 
 const dirs: string[] = [];
 const cacheDir = async () => {

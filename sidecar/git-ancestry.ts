@@ -15,11 +15,11 @@ import { branchKey, normalizeRepoUrl } from "../queue/contract.js";
 import type { GitProvider, GitTarget } from "../queue/crds/index.js";
 import { BareRepo } from "../queue/git/repo.js";
 import type { Remote } from "../queue/git/smart-http.js";
+import { type Kube, RESOURCES } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 import { directoryFromObjects } from "../queue/worker/directory.js";
 import { cloneAncestry } from "./argocd/ancestry.js";
 import type { Ancestry, AncestryAnswer } from "./argocd/stale.js";
-import { type Kube, RESOURCES } from "./kube.js";
 
 /** Where the clones live when no folder is set: a folder under the OS temp dir. */
 export function defaultCacheDir(): string {

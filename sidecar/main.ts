@@ -16,6 +16,7 @@ import {
   type Setting,
 } from "../queue/config.js";
 import { FIELD_MANAGER } from "../queue/contract.js";
+import { Kube, RESOURCES } from "../queue/kube/index.js";
 import { createLogger, type Logger } from "../queue/log.js";
 import { connectRedis } from "../queue/redis.js";
 import type {
@@ -31,7 +32,6 @@ import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
 import { defaultCacheDir } from "./git-ancestry.js";
 import { readiness, redisAnswersPing, type SidecarHttp, startSidecarHttp } from "./http.js";
-import { Kube, RESOURCES } from "./kube.js";
 import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { queueReporter } from "./reporter.js";
 import { redisTipCheck } from "./tip-check.js";
@@ -105,7 +105,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const module = opts.kindModule ?? (await loadApplierKind(opts.applier));
   const log = (opts.log ?? createLogger({ name: "sidecar" })).child({ applier: opts.applier });
   const now = opts.now ?? (() => new Date());
-  const kube = new Kube(opts.kubeConfig);
+  const kube = new Kube(opts.kubeConfig, { log });
   const following = new Following(now);
   const events = new KubeEventRecorder(kube, {
     instance: opts.instance ?? hostname(),
@@ -186,6 +186,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   } catch (err) {
     await executor.stop();
     await reconciler.stop();
+    await kube.close();
     await reporter.close();
     await http?.close();
     checksRedis.disconnect();
@@ -206,6 +207,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         await executor.stop();
         await parts.windowObserver?.stop();
         await reconciler.stop();
+        await kube.close();
         await reporter.close();
         await http?.close();
         checksRedis.disconnect();
@@ -235,7 +237,7 @@ const settings = {
   resync: {
     flag: "resync",
     env: "APPLYGATE_RESYNC",
-    help: "how often every claim is reconciled, so a resumed applier is noticed",
+    help: "the safety net: how often every claim is reconciled, events or not (each change is acted on at once)",
     parse: parsers.duration,
     default: 60_000,
     defaultLabel: "1m",

@@ -3,13 +3,13 @@ import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Attempt, attemptsQueue } from "../queue/contract.js";
 import { crdFiles } from "../queue/crds/files.js";
+import { RESOURCES } from "../queue/kube/index.js";
 import { silentLogger } from "../queue/log.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { isolatedRedis } from "../test/redis/isolated.js";
 import { untilWith } from "../test/support/wait.js";
 import type { ApplierKindModule, ClaimController, ExternalCheck } from "./applier-kind.js";
 import { readiness } from "./http.js";
-import { RESOURCES } from "./kube.js";
 import { startSidecar } from "./main.js";
 import { createSidecarMetrics } from "./metrics.js";
 

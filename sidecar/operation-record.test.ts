@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
+import { ConflictRetriesExhausted, type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
-import { ConflictRetriesExhausted, type KObject, Kube, RESOURCES } from "./kube.js";
 import {
   type ClaimLocator,
   completeOperation,

@@ -5,7 +5,13 @@
  * read, and a conflict reads again and retries (a lost race never wedges a claim).
  */
 import type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
-import { type KObject, type Kube, type ResourceType, type RetryOptions, retryOnConflict } from "./kube.js";
+import {
+  type KObject,
+  type Kube,
+  type ResourceType,
+  type RetryOptions,
+  retryOnConflict,
+} from "../queue/kube/index.js";
 
 export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
 

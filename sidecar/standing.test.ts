@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Attempt } from "../queue/contract.js";
-import type { KObject } from "./kube.js";
+import type { KObject } from "../queue/kube/index.js";
 import { judgeStanding, type StandingInput } from "./standing.js";
 
 const attempt: Attempt = {

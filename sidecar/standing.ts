@@ -13,8 +13,8 @@ import {
   mayHold,
   notAllowedMessage,
 } from "../queue/crds/index.js";
+import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
-import { type KObject, type Kube, RESOURCES } from "./kube.js";
 
 export type Standing =
   | { ok: true; targets: Attempt["targets"] }

@@ -112,6 +112,9 @@ export const objectMeta = z
     resourceVersion: z.string().optional(),
     labels: z.record(z.string()).optional(),
     annotations: z.record(z.string()).optional(),
+    finalizers: z.array(z.string()).optional(),
+    creationTimestamp: z.string().optional(),
+    deletionTimestamp: z.string().optional(),
   })
   .passthrough();
 export type ObjectMeta = z.infer<typeof objectMeta>;

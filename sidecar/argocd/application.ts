@@ -5,7 +5,7 @@
  */
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
-import type { KObject, ResourceType } from "../kube.js";
+import type { KObject, ResourceType } from "../../queue/kube/index.js";
 
 export const APPLICATION: ResourceType = {
   group: "argoproj.io",

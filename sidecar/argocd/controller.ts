@@ -7,6 +7,14 @@
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
+import {
+  apiFailure,
+  type InformerHandle,
+  type KObject,
+  type Kube,
+  RESOURCES,
+  retryOnConflict,
+} from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type {
   ClaimContext,
@@ -16,7 +24,6 @@ import type {
   HoldResult,
 } from "../applier-kind.js";
 import type { ApplierSource } from "../claims/eligibility.js";
-import { apiFailure, type KObject, type Kube, RESOURCES, retryOnConflict, type Watcher } from "../kube.js";
 import {
   APPLICATION,
   APPLICATION_SET,
@@ -60,7 +67,7 @@ export interface ArgoCDClaimControllerDeps {
 }
 
 export class ArgoCDClaimController implements ClaimController {
-  private watcher: Watcher<Application> | undefined;
+  private watcher: InformerHandle<Application> | undefined;
 
   constructor(private readonly d: ArgoCDClaimControllerDeps) {}
 
@@ -230,17 +237,17 @@ export class ArgoCDClaimController implements ClaimController {
 
   async start(hooks: { requeueApplier(namespace: string, name: string): void }): Promise<void> {
     if (this.d.watch === false) return;
-    this.watcher = this.d.kube.watch<Application>(APPLICATION, {
+    this.watcher = this.d.kube.informer<Application>(APPLICATION, {
       log: this.d.log,
       onChange: (_type, app) => {
         if (app.metadata.namespace) hooks.requeueApplier(app.metadata.namespace, app.metadata.name);
       },
     });
-    await this.watcher.start();
+    await this.watcher.informer.start();
   }
 
   async stop(): Promise<void> {
-    await this.watcher?.stop();
+    await this.watcher?.release();
   }
 
   /** Records how the switch stood, on the claim's status, before the first write to it. */

@@ -5,10 +5,10 @@
  * operation, and follow the token to its observed end, reporting each phase. Never retries.
  */
 import type { Attempt } from "../../queue/contract.js";
+import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn } from "../applier-kind.js";
 import type { EventRecorder } from "../events.js";
-import { apiFailure, type Kube, RESOURCES } from "../kube.js";
 import {
   type ClaimLocator,
   completeOperation,

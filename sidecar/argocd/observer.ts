@@ -6,10 +6,10 @@
  * configured with (default ConfigMaps, Services, Deployments: never Secrets unless asked), across
  * all namespaces.
  */
-import type * as k8s from "@kubernetes/client-node";
+
+import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
-import { type KObject, type Kube, Watcher } from "../kube.js";
 import type { ClaimLocator } from "../operation-record.js";
 import type { Reporter } from "../reporter.js";
 import { DEFAULT_WATCHED_KINDS, type WatchedKind } from "../watch-kinds.js";
@@ -37,14 +37,9 @@ export interface ArgoCDWindowObserverDeps {
   graceMs?: number;
 }
 
-const plural = (kind: string) => {
-  const k = kind.toLowerCase();
-  return k.endsWith("s") ? `${k}es` : k.endsWith("y") ? `${k.slice(0, -1)}ies` : `${k}s`;
-};
-
 export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
   private readonly windows = new Map<string, OpenWindow>();
-  private readonly watchers: Watcher<KObject>[] = [];
+  private readonly watchers: InformerHandle<KObject>[] = [];
   /** The managedFields of each tracked object (by uid) as last seen: a write's proof. */
   private readonly last = new Map<string, unknown[]>();
   /** resourceVersions already reported, per window token. */
@@ -57,38 +52,36 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
 
   async start(): Promise<void> {
     for (const k of this.d.kinds ?? DEFAULT_WATCHED_KINDS) {
-      const [group, version] = k.apiVersion.includes("/") ? k.apiVersion.split("/") : ["", k.apiVersion];
-      const path = group
-        ? `/apis/${group}/${version}/${plural(k.kind)}`
-        : `/api/${version}/${plural(k.kind)}`;
-      const listFn = async () => {
-        const res = await this.d.kube.objects.list(k.apiVersion, k.kind);
-        for (const item of res.items) Object.assign(item, { apiVersion: k.apiVersion, kind: k.kind });
-        return res as unknown as k8s.KubernetesListObject<KObject & k8s.KubernetesObject>;
-      };
-      const w = this.d.kube.tracked(
-        new Watcher<KObject>(this.d.kube.kubeConfig, path, listFn, {
-          log: this.d.log,
-          onChange: (type, obj) => {
-            const uid = obj.metadata?.uid;
-            if (type === "delete") {
-              if (uid) this.last.delete(uid);
-              return;
-            }
-            const o = { apiVersion: k.apiVersion, kind: k.kind, ...obj } as WatchedObject;
-            const previous = uid ? this.last.get(uid) : undefined;
-            if (uid && trackedInstance(o)) this.last.set(uid, o.metadata.managedFields ?? []);
-            void this.observe(o, previous);
-          },
-        }),
+      const handle = await this.d.kube.objectInformer<KObject>(
+        k.apiVersion,
+        k.kind,
+        undefined,
+        (type, obj) => {
+          const uid = obj.metadata?.uid;
+          if (type === "delete") {
+            if (uid) this.last.delete(uid);
+            return;
+          }
+          const o = { apiVersion: k.apiVersion, kind: k.kind, ...obj } as WatchedObject;
+          const previous = uid ? this.last.get(uid) : undefined;
+          if (uid && trackedInstance(o)) this.last.set(uid, o.metadata.managedFields ?? []);
+          void this.observe(o, previous);
+        },
       );
-      this.watchers.push(w);
+      if (!handle) {
+        this.d.log.warn(
+          { kind: `${k.apiVersion}/${k.kind}` },
+          "the cluster does not serve this kind; not watched",
+        );
+        continue;
+      }
+      this.watchers.push(handle);
     }
-    await Promise.all(this.watchers.map((w) => w.start()));
+    await Promise.all(this.watchers.map((w) => w.informer.start()));
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.watchers.map((w) => w.stop()));
+    await Promise.all(this.watchers.map((w) => w.release()));
   }
 
   opened(w: {

@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../../queue/crds/files.js";
+import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
 import type { ClaimController, ExternalCheck } from "../applier-kind.js";
 import { memoryEvents } from "../events.js";
 import { Following } from "../following.js";
-import { type KObject, Kube, RESOURCES } from "../kube.js";
-import { readOperation, recordOperation } from "../operation-record.js";
+import { completeOperation, readOperation, recordOperation } from "../operation-record.js";
 import { memoryReporter } from "../reporter.js";
 import { findCondition } from "./conditions.js";
 import { CLAIM_FINALIZER, ClaimReconciler } from "./reconciler.js";
@@ -34,6 +34,8 @@ function fakeController() {
     branch: "main",
     external: { configured: true } as ExternalCheck,
     handBackDone: true,
+    /** The next hold calls that throw. */
+    holdFailures: 0,
   };
   const controller: ClaimController = {
     applierOf: (claim) =>
@@ -42,6 +44,10 @@ function fakeController() {
     checkExternal: async () => state.external,
     hold: async (claim) => {
       calls.push(`hold:${claim.metadata.namespace}/${claim.metadata.name}`);
+      if (state.holdFailures > 0) {
+        state.holdFailures--;
+        throw new Error("the applier could not be read");
+      }
       return {
         conditions: [
           { type: "InControl", status: "True", reason: "Suspended", message: "held" },
@@ -82,16 +88,27 @@ metadata: {name: ${name}, namespace: flux-system}
 spec: {from: [{namespace: ${from}, kind: FluxClaim}]${to ? `, to: [{name: ${to}}]` : ""}}
 `;
 
-  async function setup(opts: { unfollowedGraceMs?: number; grant?: boolean } = {}) {
-    namespace = `ns${++ns}`;
-    await kube.core.createNamespace({ body: { metadata: { name: namespace } } });
-    // The Kustomizations live in flux-system: the claims hold them through a grant there.
-    if (opts.grant !== false) await server.applyYaml(grantYaml(`grant-${namespace}`, namespace));
-    await server.applyYaml(`apiVersion: applygate.dev/v1alpha1
+  async function setup(
+    opts: {
+      unfollowedGraceMs?: number;
+      grant?: boolean;
+      resyncMs?: number;
+      retryBackoffMs?: () => number;
+      /** Start another reconciler in the current test's namespace. */
+      again?: boolean;
+    } = {},
+  ) {
+    if (!opts.again) {
+      namespace = `ns${++ns}`;
+      await kube.core.createNamespace({ body: { metadata: { name: namespace } } });
+      // The Kustomizations live in flux-system: the claims hold them through a grant there.
+      if (opts.grant !== false) await server.applyYaml(grantYaml(`grant-${namespace}`, namespace));
+      await server.applyYaml(`apiVersion: applygate.dev/v1alpha1
 kind: GitProvider
 metadata: {name: repo, namespace: ${namespace}}
 spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}}
 `);
+    }
     const { controller, state } = fakeController();
     const events = memoryEvents();
     const reporter = memoryReporter();
@@ -104,8 +121,9 @@ spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}}
       following,
       controller,
       reporter,
-      debounceMs: 10,
       ...(opts.unfollowedGraceMs !== undefined ? { unfollowedGraceMs: opts.unfollowedGraceMs } : {}),
+      ...(opts.resyncMs !== undefined ? { resyncMs: opts.resyncMs } : {}),
+      ...(opts.retryBackoffMs ? { retryBackoffMs: opts.retryBackoffMs } : {}),
     });
     await reconciler.start();
     return { state, events, reporter, following };
@@ -270,6 +288,90 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     }, "three passes");
     expect((await readOperation(kube, loc))?.phase).toBe("Requested");
     unfollow();
+  });
+
+  it("a restarted reconciler judges a held claim only once it has listed everything: it is never handed back", async () => {
+    const { state } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    await reconciler!.stop();
+    // A fresh start: its informers list again, and the GitTargets' list lands last.
+    expect(kube.informers.running()).toEqual([]);
+    server.faults.latency(300, { method: "GET", pathPrefix: "/apis/applygate.dev/v1alpha1/gittargets" });
+    let again: Awaited<ReturnType<typeof setup>>;
+    try {
+      again = await setup({ again: true });
+    } finally {
+      server.faults.latency(0);
+    }
+    await reconciler!.whenIdle();
+    const handBacks = [...state.calls, ...again.state.calls].filter((c) =>
+      c.startsWith(`handBack:${namespace}/`),
+    );
+    expect(handBacks).toEqual([]);
+    expect(again.state.calls).toContain(`hold:${namespace}/web`);
+    expect((await cond("web", "InControl"))?.status).toBe("True");
+  });
+
+  it("a reconcile that fails is retried after its own backoff, not at the next safety-net pass", async () => {
+    const { state } = await setup({ resyncMs: 600_000, retryBackoffMs: () => 20 });
+    state.holdFailures = 3;
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held after the failures");
+    expect(state.holdFailures).toBe(0);
+  });
+
+  it("an operation's end is an Event on the claim: Normal OperationSucceeded, Warning OperationFailed", async () => {
+    const { events, following } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const ends = () =>
+      events.events.filter((e) => e.regarding.namespace === namespace && e.action === "Apply");
+    const run = async (token: string, phase: "Succeeded" | "Failed", outcome?: string) => {
+      const unfollow = following.follow(token, `${namespace}/web`);
+      await recordOperation(kube, loc, {
+        token,
+        commit: "c".repeat(40),
+        targets: [{ uid: "u", reason: "CatchUp" }],
+      });
+      await completeOperation(kube, loc, token, {
+        phase,
+        ...(outcome ? { outcome, message: "the build failed" } : {}),
+      });
+      unfollow({ ended: true });
+    };
+    await run("ok-1", "Succeeded");
+    await until(async () => ends().length === 1, "the Succeeded Event");
+    await run("bad-1", "Failed", "BuildFailed");
+    await until(async () => ends().length === 2, "the Failed Event");
+    expect(ends()).toEqual([
+      {
+        type: "Normal",
+        reason: "OperationSucceeded",
+        action: "Apply",
+        note: `operation ok-1 for commit ${"c".repeat(40)} succeeded`,
+        regarding: expect.objectContaining({ kind: "FluxClaim", namespace, name: "web" }),
+      },
+      {
+        type: "Warning",
+        reason: "OperationFailed",
+        action: "Apply",
+        note: `operation bad-1 for commit ${"c".repeat(40)} failed (BuildFailed: the build failed)`,
+        regarding: expect.objectContaining({ kind: "FluxClaim", namespace, name: "web" }),
+      },
+    ]);
+    // A status write that leaves the completed operation as it is announces nothing again.
+    await kube.mergePatch(RESOURCES.fluxClaim, namespace, "web", {
+      metadata: { labels: { touched: "yes" } },
+    });
+    const before = reconciler!.passCount();
+    await until(async () => reconciler!.passCount() > before, "a reconcile after the change");
+    await reconciler!.whenIdle();
+    expect(ends()).toHaveLength(2);
   });
 
   describe("who may hold an applier in another namespace", () => {

@@ -1,35 +1,52 @@
 /**
- * The claim reconciler of one applier kind: watches claims, GitTargets and GitProviders, judges
- * eligibility and ranking for every claim in one pass, and calls the kind's ClaimController to
- * hold or hand back. It owns the finalizer, the conditions, the OperationUnfollowed rule and
- * restart recovery hand-off; every status write re-reads and retries on conflict.
+ * The claim reconciler of one applier kind, a controller keyed by claim: watch events of what a
+ * claim's judgement reads (the claim and the claims sharing its applier, GitTargets naming it,
+ * their GitProviders, ApplierGrants, and the applier itself through the kind's requeue hook) put
+ * that claim on a work queue, and a worker judges its eligibility and ranking and calls the
+ * kind's ClaimController to hold or hand back. A failure is retried with a per-claim backoff; a
+ * periodic pass over every claim stays only as a safety net. It owns the finalizer, the
+ * conditions, the OperationUnfollowed rule, the restart recovery hand-off and the Event of an
+ * operation's end; every status write re-reads and retries on conflict.
  */
 import { branchKey as makeBranchKey } from "../../queue/contract.js";
 import {
   APPLIER_NAMESPACE_NOT_ALLOWED,
+  type ApplierGrant,
   type GitProvider,
   type GitTarget,
-  type GrantView,
   type HoldRequest,
   mayHold,
   notAllowedMessage,
 } from "../../queue/crds/index.js";
+import {
+  type Claim,
+  ConflictRetriesExhausted,
+  type Informer,
+  type InformerHandle,
+  type KObject,
+  type Kube,
+  RESOURCES,
+  readApplierGrant,
+  readClaim,
+  readGitProvider,
+  readGitTarget,
+  retryOnConflict,
+  TypedCache,
+  WorkQueue,
+} from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { ClaimContext, ClaimController, HandBackResult, HoldResult } from "../applier-kind.js";
 import type { EventRecorder, EventRegarding } from "../events.js";
 import type { ExecutorHost } from "../executor.js";
 import { type Following, UnfollowedClock } from "../following.js";
-import {
-  ConflictRetriesExhausted,
-  type KObject,
-  type Kube,
-  RESOURCES,
-  type ResourceType,
-  retryOnConflict,
-  type Watcher,
-} from "../kube.js";
 import type { ClaimMetrics } from "../metrics.js";
-import { type ClaimLocator, completeOperation, isInFlight, operationOf } from "../operation-record.js";
+import {
+  type ClaimLocator,
+  COMPLETED_PHASES,
+  completeOperation,
+  isInFlight,
+  type Operation,
+} from "../operation-record.js";
 import type { Reporter } from "../reporter.js";
 import { type ConditionInput, findCondition, sameConditions, setConditions } from "./conditions.js";
 import {
@@ -58,158 +75,256 @@ export interface ClaimReconcilerOptions {
   /** For the Failed report of an operation settled as unfollowed. */
   reporter?: Reporter;
   now?: () => Date;
-  /** Every claim is reconciled this often, so a resumed applier is noticed (default 60 s). */
+  /** The safety net: every claim is queued this often, events or not (default 60 s). */
   resyncMs?: number;
   /** A hand-back still unfinished this long after Releasing lets the claim go (default 10 min). */
   releaseTimeoutMs?: number;
   /** An in-flight operation nobody follows is settled after this long (default 60 s). */
   unfollowedGraceMs?: number;
   rankingRules?: RankingRules;
-  /** Pause before a pass after a change, to take bursts in one pass (default 50 ms). */
-  debounceMs?: number;
+  /** Claims reconciled at once (default 4); claims of one applier never at once. */
+  concurrency?: number;
+  /** Retry delay after a claim's n-th consecutive failure (default 100 ms doubling to 5 min). */
+  retryBackoffMs?: (failures: number) => number;
   /** Told the Ready condition of each claim after its status write, and which claims exist. */
   metrics?: ClaimMetrics;
 }
 
 interface Judged {
   claim: KObject;
+  typed: Claim;
   key: string;
   applier: { namespace: string; name: string };
   eligibility: Eligibility;
   source?: ApplierSource;
 }
 
+const splitKey = (key: string) => {
+  const slash = key.indexOf("/");
+  return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+};
+
 export class ClaimReconciler {
   private readonly now: () => Date;
-  private watchers: Watcher<KObject>[] = [];
-  private claims!: Watcher<KObject>;
-  private targets!: Watcher<KObject>;
-  private providers!: Watcher<KObject>;
-  private grants!: Watcher<KObject>;
-  private timer: NodeJS.Timeout | undefined;
-  private timerDue = 0;
+  private handles: InformerHandle<KObject>[] = [];
+  private claims!: Informer<KObject>;
+  private typedClaims!: TypedCache<Claim>;
+  private targets!: TypedCache<GitTarget>;
+  private providers!: TypedCache<GitProvider>;
+  private grants!: TypedCache<ApplierGrant>;
+  private readonly queue: WorkQueue<string>;
+  /** Claims of one applier are judged and acted on one at a time: ranking reads them all. */
+  private readonly applierLocks = new Map<string, Promise<unknown>>();
   private resync: NodeJS.Timeout | undefined;
-  private passing: Promise<void> | undefined;
-  private again = false;
   private stopped = false;
+  /** Set once every informer has listed: a claim judged before that would miss its GitTargets. */
+  private ready = false;
   private readonly unfollowed: UnfollowedClock;
   private readonly recoveryTried = new Set<string>();
-  private passes = 0;
+  private readonly offs: (() => void)[] = [];
 
   constructor(private readonly o: ClaimReconcilerOptions) {
     this.now = o.now ?? (() => new Date());
     this.unfollowed = new UnfollowedClock(o.unfollowedGraceMs ?? 60_000);
+    this.queue = new WorkQueue<string>({
+      handle: (key) => this.reconcileKey(key),
+      concurrency: o.concurrency ?? 4,
+      ...(o.retryBackoffMs ? { backoffMs: o.retryBackoffMs } : {}),
+      onError: (key, err, retryInMs) =>
+        this.o.log.warn({ claim: key, err: (err as Error).message, retryInMs }, "claim reconcile failed"),
+    });
   }
 
   async start(): Promise<void> {
-    const onChange = () => this.schedule(this.o.debounceMs ?? 50);
-    const watch = (t: ResourceType) => this.o.kube.watch<KObject>(t, { onChange, log: this.o.log });
-    this.claims = watch(this.o.claimType);
-    this.targets = watch(RESOURCES.gitTarget);
-    this.providers = watch(RESOURCES.gitProvider);
-    this.grants = watch(RESOURCES.applierGrant);
-    this.watchers = [this.claims, this.targets, this.providers, this.grants];
-    await Promise.all(this.watchers.map((w) => w.start()));
-    await Promise.all(this.watchers.map((w) => w.whenSynced()));
-    this.o.following.onRelease(() => this.schedule(0));
-    await this.o.controller.start?.({ requeueApplier: () => this.schedule(0) });
-    this.resync = setInterval(() => this.schedule(0), this.o.resyncMs ?? 60_000);
+    const { kube, log } = this.o;
+    const claims = kube.informer<KObject>(this.o.claimType, {
+      log,
+      onChange: (type, obj, previous) => this.onClaim(type, obj, previous),
+    });
+    const targets = kube.informer<KObject>(RESOURCES.gitTarget, {
+      log,
+      onChange: (_t, obj, previous) => this.onTarget(obj, previous),
+    });
+    const providers = kube.informer<KObject>(RESOURCES.gitProvider, {
+      log,
+      onChange: (_t, obj) => this.onProvider(obj),
+    });
+    const grants = kube.informer<KObject>(RESOURCES.applierGrant, { log, onChange: () => this.enqueueAll() });
+    this.handles = [claims, targets, providers, grants];
+    this.claims = claims.informer;
+    this.typedClaims = new TypedCache(claims.informer, (o) => readClaim(this.o.claimType, o), log);
+    this.targets = new TypedCache(targets.informer, readGitTarget, log);
+    this.providers = new TypedCache(providers.informer, readGitProvider, log);
+    this.grants = new TypedCache(grants.informer, readApplierGrant, log);
+    await Promise.all(this.handles.map((h) => h.synced()));
+    this.offs.push(
+      this.o.following.onRelease((claim) => {
+        if (this.ready) this.queue.add(claim);
+      }),
+    );
+    await this.o.controller.start?.({
+      requeueApplier: (namespace, name) => this.enqueueApplier(namespace, name),
+    });
+    this.resync = setInterval(() => this.enqueueAll(), this.o.resyncMs ?? 60_000);
     this.resync.unref?.();
-    await this.pass();
+    this.ready = true;
+    this.reportPresent();
+    this.enqueueAll();
+    await this.queue.whenIdle();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
     if (this.resync) clearInterval(this.resync);
-    await Promise.all(this.watchers.map((w) => w.stop()));
+    for (const off of this.offs.splice(0)) off();
+    await this.queue.stop();
+    await Promise.all(this.handles.map((h) => h.release()));
     await this.o.controller.stop?.();
-    await this.passing;
   }
 
-  /** Completed passes (for tests that wait for a pass after a change). */
+  /** Claims reconciled so far (for tests that wait for reconciles after a change). */
   passCount(): number {
-    return this.passes;
+    return this.queue.handled;
   }
 
-  /** Runs a pass soon; passes never overlap, and a change during one runs another after it. */
+  /** Queues every claim of the kind after `delayMs` (what the safety-net pass does). */
   schedule(delayMs: number): void {
-    if (this.stopped) return;
-    if (this.passing) {
-      this.again = true;
-      return;
-    }
-    // A change never waits behind a later requeue: the sooner of the two is kept.
-    const due = Date.now() + delayMs;
-    if (this.timer) {
-      if (this.timerDue <= due) return;
-      clearTimeout(this.timer);
-    }
-    this.timerDue = due;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.pass();
-    }, delayMs);
-    this.timer.unref?.();
+    if (this.stopped || !this.ready) return;
+    for (const key of this.claimKeys()) this.queue.addAfter(key, delayMs);
   }
 
-  /** One pass over every claim of the kind. */
-  async pass(): Promise<void> {
-    if (this.passing) {
-      this.again = true;
-      return this.passing;
-    }
-    this.passing = (async () => {
-      let next: number | undefined;
-      try {
-        next = await this.reconcileAll();
-      } catch (err) {
-        this.o.log.error({ err: (err as Error).message }, "claim pass failed");
-        next = 5_000;
-      } finally {
-        this.passes++;
-        this.passing = undefined;
-      }
-      if (this.again) {
-        this.again = false;
-        this.schedule(0);
-      } else if (next !== undefined) {
-        this.schedule(next);
-      }
-    })();
-    return this.passing;
+  /** Resolves when no claim is queued or being reconciled (a delayed requeue does not count). */
+  whenIdle(): Promise<void> {
+    return this.queue.whenIdle();
   }
+
+  // -------------------------------------------------------------------------------------------
+  // Events → keys
+
+  private claimKeys(): string[] {
+    return this.claims
+      .list()
+      .map((c) => claimKey({ namespace: c.metadata.namespace ?? "", name: c.metadata.name }));
+  }
+
+  private enqueueAll(): void {
+    if (this.stopped || !this.ready) return;
+    for (const key of this.claimKeys()) this.queue.add(key);
+  }
+
+  private applierKeyOf(claim: KObject): string {
+    const a = this.o.controller.applierOf(claim);
+    return `${a.namespace}/${a.name}`;
+  }
+
+  /** The claims of the kind that name this applier. */
+  private claimsOfApplier(applierKey: string): KObject[] {
+    return this.claims.list().filter((c) => this.applierKeyOf(c) === applierKey);
+  }
+
+  private enqueueApplier(namespace: string, name: string): void {
+    if (this.stopped || !this.ready) return;
+    for (const c of this.claimsOfApplier(`${namespace}/${name}`)) this.queue.add(this.keyOf(c));
+  }
+
+  private keyOf(claim: KObject): string {
+    return claimKey({ namespace: claim.metadata.namespace ?? "", name: claim.metadata.name });
+  }
+
+  private onClaim(type: "add" | "update" | "delete", claim: KObject, previous: KObject | undefined): void {
+    if (!this.ready) return; // the first lists: start() queues every claim once all have landed
+    if (type !== "update") this.reportPresent();
+    if (type === "update" && previous) void this.announceEnd(claim, previous);
+    if (this.stopped) return;
+    // The claims sharing its applier are ranked with it: a change of one may move the others.
+    this.queue.add(this.keyOf(claim));
+    this.enqueueApplier(...(this.applierKeyOf(claim).split("/") as [string, string]));
+  }
+
+  /** The claims a GitTarget names now and named before (a changed claimRef releases the old one). */
+  private onTarget(target: KObject, previous: KObject | undefined): void {
+    if (this.stopped || !this.ready) return;
+    for (const t of [target, previous]) {
+      const read = t ? this.targets.of(t) : undefined;
+      const key = read?.ok ? this.claimNamedBy(read.value) : undefined;
+      if (key) this.queue.add(key);
+    }
+  }
+
+  private claimNamedBy(target: GitTarget): string | undefined {
+    const ref = target.spec.claimRef;
+    if (!ref || ref.kind !== this.o.claimType.kind) return undefined;
+    return claimKey({ namespace: ref.namespace ?? target.metadata.namespace ?? "", name: ref.name });
+  }
+
+  /** A GitProvider decides the eligibility and branch of the GitTargets that name it. */
+  private onProvider(provider: KObject): void {
+    if (this.stopped || !this.ready) return;
+    const ns = provider.metadata.namespace ?? "";
+    for (const t of this.targets.list()) {
+      const ref = t.spec.providerRef;
+      if (ref.name !== provider.metadata.name || (ref.namespace ?? t.metadata.namespace) !== ns) continue;
+      const key = this.claimNamedBy(t);
+      if (key) this.queue.add(key);
+    }
+  }
+
+  private reportPresent(): void {
+    this.o.metrics?.claimsPresent(
+      this.o.claimType.kind,
+      this.claims.list().map((c) => ({
+        kind: this.o.claimType.kind,
+        namespace: c.metadata.namespace ?? "",
+        name: c.metadata.name,
+      })),
+    );
+  }
+
+  /**
+   * An Event when an operation ends Succeeded or Failed, seen on the claim's status whoever
+   * completed it (the executor, recovery, the OperationUnfollowed rule): alerting keys on it.
+   */
+  private async announceEnd(claim: KObject, previous: KObject): Promise<void> {
+    const now = this.typedClaims.of(claim);
+    const op = now.ok ? now.value.status?.operation : undefined;
+    if (!op || !COMPLETED_PHASES.includes(op.phase)) return;
+    const was = this.typedClaims.of(previous);
+    const before = was.ok ? was.value.status?.operation : undefined;
+    if (before?.token === op.token && !isInFlight(before)) return;
+    await this.o.events
+      .emit(operationEndEvent(op, this.regarding(claim)))
+      .catch((err) =>
+        this.o.log.warn({ err: (err as Error).message, token: op.token }, "could not record the Event"),
+      );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Judging
 
   private targetViews(): TargetView[] {
-    return this.targets.list().map((o) => {
-      const t = o as unknown as GitTarget;
-      return {
-        uid: t.metadata.uid ?? "",
-        namespace: t.metadata.namespace ?? "",
-        name: t.metadata.name,
-        deleting: Boolean(o.metadata.deletionTimestamp),
-        branch: t.spec?.branch ?? "",
-        providerRef: t.spec?.providerRef ?? { name: "" },
-        ...(t.spec?.claimRef ? { claimRef: t.spec.claimRef } : {}),
-      };
-    });
-  }
-
-  private grantViews(): GrantView[] {
-    return this.grants.list().map((g) => ({
-      namespace: g.metadata.namespace ?? "",
-      ...(g.spec ? { spec: g.spec as GrantView["spec"] } : {}),
+    return this.targets.list().map((t) => ({
+      uid: t.metadata.uid ?? "",
+      namespace: t.metadata.namespace ?? "",
+      name: t.metadata.name,
+      deleting: Boolean(t.metadata.deletionTimestamp),
+      branch: t.spec.branch,
+      providerRef: t.spec.providerRef,
+      ...(t.spec.claimRef ? { claimRef: t.spec.claimRef } : {}),
     }));
   }
 
+  private grantViews() {
+    return this.grants.list().map((g) => ({ namespace: g.metadata.namespace ?? "", spec: g.spec }));
+  }
+
   private provider = (namespace: string, name: string): ProviderView | undefined => {
-    const p = this.providers.get(name, namespace) as unknown as GitProvider | undefined;
+    const p = this.providers.get(name, namespace);
     if (!p) return undefined;
     return {
       namespace,
       name,
-      url: p.spec?.url ?? "",
-      ...(p.spec?.accessFrom ? { accessFrom: p.spec.accessFrom.namespaces } : {}),
+      url: p.spec.url,
+      ...(p.spec.accessFrom ? { accessFrom: p.spec.accessFrom.namespaces } : {}),
     };
   };
 
@@ -224,106 +339,119 @@ export class ClaimReconciler {
     };
   }
 
-  private async reconcileAll(): Promise<number | undefined> {
-    const targets = this.targetViews();
-    const judged: Judged[] = [];
-    const present = this.claims.list();
-    this.o.metrics?.claimsPresent(
-      this.o.claimType.kind,
-      present.map((c) => ({
-        kind: this.o.claimType.kind,
-        namespace: c.metadata.namespace ?? "",
-        name: c.metadata.name,
-      })),
-    );
-    for (const cached of present) {
-      const claim = cached;
-      const key = claimKey({ namespace: claim.metadata.namespace ?? "", name: claim.metadata.name });
-      const applier = this.o.controller.applierOf(claim);
-      const identity = {
-        kind: this.o.claimType.kind,
-        namespace: claim.metadata.namespace ?? "",
-        name: claim.metadata.name,
-        ...((claim.spec as { accessFrom?: { namespaces: string[] } })?.accessFrom
-          ? { accessFrom: (claim.spec as { accessFrom: { namespaces: string[] } }).accessFrom.namespaces }
-          : {}),
-      };
-      const hold: HoldRequest = {
-        claimKind: identity.kind,
-        claimNamespace: identity.namespace,
-        applierNamespace: applier.namespace,
-        applierName: applier.name,
-      };
-      if (!mayHold(hold, this.grantViews())) {
-        // Refused before anything is read in the applier's namespace: it holds nothing, and one
-        // it held is handed back as on deletion.
-        const message = notAllowedMessage(hold);
-        const eligibility: Eligibility = {
-          state: "Refused",
-          reason: APPLIER_NAMESPACE_NOT_ALLOWED,
-          message,
-          verdicts: [],
-        };
-        judged.push({ claim, key, applier, eligibility });
-        continue;
-      }
-      const naming = targets.filter((t) => namesClaim(t, identity));
-      // A claim no GitTarget names reads nothing in the applier's cluster.
-      let source: ApplierSource = { state: "Unknown", message: "not read" };
-      if (naming.length > 0) {
-        try {
-          source = await this.o.controller.source(claim, applier, this.ctx());
-        } catch (err) {
-          source = {
-            state: "Unknown",
-            message: `reading the applier's source failed: ${(err as Error).message}`,
-          };
-        }
-      }
-      const eligibility = judgeEligibility({
-        claim: identity,
-        targets: naming,
-        provider: this.provider,
-        source,
-      });
-      judged.push({ claim, key, applier, eligibility, source });
+  /** Runs `body` once no other claim of the same applier is being reconciled. */
+  private async withApplier<T>(applierKey: string, body: () => Promise<T>): Promise<T> {
+    const before = this.applierLocks.get(applierKey) ?? Promise.resolve();
+    const run = before.then(body, body);
+    const settled = run.catch(() => {});
+    this.applierLocks.set(applierKey, settled);
+    try {
+      return await run;
+    } finally {
+      if (this.applierLocks.get(applierKey) === settled) this.applierLocks.delete(applierKey);
     }
+  }
 
-    const entries: RankEntry[] = judged.map((j) => ({
-      namespace: j.claim.metadata.namespace ?? "",
-      name: j.claim.metadata.name,
-      applier: `${j.applier.namespace}/${j.applier.name}`,
-      creationTimestamp: String(j.claim.metadata.creationTimestamp ?? ""),
-      referenced: j.eligibility.state === "Bound",
-      hasFinalizer: (j.claim.metadata.finalizers ?? []).includes(CLAIM_FINALIZER),
-      operationInFlight: isInFlight(operationOf(j.claim)),
-      deleting: Boolean(j.claim.metadata.deletionTimestamp),
-    }));
-    const standings = rankClaims(entries, this.o.rankingRules);
-
-    let requeue: number | undefined;
-    for (const j of judged) {
-      if (this.stopped) break;
-      const standing = standings.get(j.key) ?? { standing: "NotInLine" as const };
+  /** One claim: judge it with the claims sharing its applier, rank them, act on this one. */
+  private async reconcileKey(key: string): Promise<number | undefined> {
+    if (this.stopped) return undefined;
+    const { namespace, name } = splitKey(key);
+    const cached = this.claims.get(name, namespace);
+    if (!cached) return undefined;
+    const applierKey = this.applierKeyOf(cached);
+    return this.withApplier(applierKey, async () => {
+      const targets = this.targetViews();
+      const grants = this.grantViews();
+      const judged: Judged[] = [];
+      for (const c of this.claimsOfApplier(applierKey)) {
+        const j = await this.judge(c, targets, grants);
+        if (j) judged.push(j);
+      }
+      const mine = judged.find((j) => j.key === key);
+      if (!mine) return undefined;
+      const entries: RankEntry[] = judged.map((j) => ({
+        namespace: j.claim.metadata.namespace ?? "",
+        name: j.claim.metadata.name,
+        applier: applierKey,
+        creationTimestamp: String(j.claim.metadata.creationTimestamp ?? ""),
+        referenced: j.eligibility.state === "Bound",
+        hasFinalizer: (j.claim.metadata.finalizers ?? []).includes(CLAIM_FINALIZER),
+        operationInFlight: isInFlight(j.typed.status?.operation),
+        deleting: Boolean(j.claim.metadata.deletionTimestamp),
+      }));
+      const standing = rankClaims(entries, this.o.rankingRules).get(key) ?? {
+        standing: "NotInLine" as const,
+      };
       const successor =
         standing.standing === "Holder"
-          ? judged.find(
-              (o) =>
-                o.key !== j.key &&
-                o.eligibility.state === "Bound" &&
-                `${o.applier.namespace}/${o.applier.name}` === `${j.applier.namespace}/${j.applier.name}`,
-            )?.key
+          ? judged.find((o) => o.key !== key && o.eligibility.state === "Bound")?.key
           : undefined;
       try {
-        const after = await this.reconcileOne(j, standing, successor);
-        if (after !== undefined) requeue = Math.min(requeue ?? after, after);
+        return await this.reconcileOne(mine, standing, successor);
       } catch (err) {
-        const retry = err instanceof ConflictRetriesExhausted ? 200 : 5_000;
-        this.o.log.warn({ claim: j.key, err: (err as Error).message }, "claim reconcile failed");
-        requeue = Math.min(requeue ?? retry, retry);
+        // A lost race past the retry bound is retried soon; other failures back off in the queue.
+        if (err instanceof ConflictRetriesExhausted) {
+          this.o.log.info({ claim: key, err: err.message }, "claim status kept conflicting; again soon");
+          return 200;
+        }
+        throw err;
+      }
+    });
+  }
+
+  private async judge(
+    claim: KObject,
+    targets: TargetView[],
+    grants: ReturnType<ClaimReconciler["grantViews"]>,
+  ): Promise<Judged | undefined> {
+    const read = this.typedClaims.of(claim);
+    if (!read.ok) return undefined;
+    const typed = read.value;
+    const key = this.keyOf(claim);
+    const applier = this.o.controller.applierOf(claim);
+    const identity = {
+      kind: this.o.claimType.kind,
+      namespace: claim.metadata.namespace ?? "",
+      name: claim.metadata.name,
+      ...(typed.spec.accessFrom ? { accessFrom: typed.spec.accessFrom.namespaces } : {}),
+    };
+    const hold: HoldRequest = {
+      claimKind: identity.kind,
+      claimNamespace: identity.namespace,
+      applierNamespace: applier.namespace,
+      applierName: applier.name,
+    };
+    if (!mayHold(hold, grants)) {
+      // Refused before anything is read in the applier's namespace: it holds nothing, and one
+      // it held is handed back as on deletion.
+      const eligibility: Eligibility = {
+        state: "Refused",
+        reason: APPLIER_NAMESPACE_NOT_ALLOWED,
+        message: notAllowedMessage(hold),
+        verdicts: [],
+      };
+      return { claim, typed, key, applier, eligibility };
+    }
+    const naming = targets.filter((t) => namesClaim(t, identity));
+    // A claim no GitTarget names reads nothing in the applier's cluster.
+    let source: ApplierSource = { state: "Unknown", message: "not read" };
+    if (naming.length > 0) {
+      try {
+        source = await this.o.controller.source(claim, applier, this.ctx());
+      } catch (err) {
+        source = {
+          state: "Unknown",
+          message: `reading the applier's source failed: ${(err as Error).message}`,
+        };
       }
     }
-    return requeue;
+    const eligibility = judgeEligibility({
+      claim: identity,
+      targets: naming,
+      provider: this.provider,
+      source,
+    });
+    return { claim, typed, key, applier, eligibility, source };
   }
 
   private regarding(claim: KObject): EventRegarding {
@@ -353,12 +481,18 @@ export class ClaimReconciler {
       j.claim.metadata.name,
     );
     if (!claim) return undefined;
-    j = { ...j, claim };
-    const generation = claim.metadata.generation;
+    const read = readClaim(this.o.claimType, claim);
+    if (!read.ok) {
+      this.o.log.warn({ claim: j.key, err: read.error }, "claim does not fit its schema; left as it is");
+      return undefined;
+    }
+    const typed = read.value;
+    j = { ...j, claim, typed };
+    const generation = typed.metadata.generation;
     const g = generation !== undefined ? { observedGeneration: generation } : {};
-    const deleting = Boolean(claim.metadata.deletionTimestamp);
-    const hasFinalizer = (claim.metadata.finalizers ?? []).includes(CLAIM_FINALIZER);
-    const operation = operationOf(claim);
+    const deleting = Boolean(typed.metadata.deletionTimestamp);
+    const hasFinalizer = (typed.metadata.finalizers ?? []).includes(CLAIM_FINALIZER);
+    const operation = typed.status?.operation;
     const inFlight = isInFlight(operation) ? operation : undefined;
     const bound = eligibility.state === "Bound" ? eligibility : undefined;
     const branchKey = this.branchKeyOf(bound?.eligible ?? []);
@@ -482,7 +616,7 @@ export class ClaimReconciler {
   private async handleUnfollowed(
     claim: KObject,
     j: Judged,
-    op: NonNullable<ReturnType<typeof operationOf>>,
+    op: Operation,
     branchKey: string | undefined,
   ): Promise<number | undefined> {
     const followed = this.o.following.isFollowed(op.token);
@@ -551,14 +685,13 @@ export class ClaimReconciler {
   private async handBack(
     j: Judged,
     successor: string | undefined,
-    inFlight: ReturnType<typeof operationOf>,
+    inFlight: Operation | undefined,
     branchKey: string | undefined,
   ): Promise<HandBackResult> {
-    const { claim } = j;
+    const { claim, typed } = j;
     const g =
-      claim.metadata.generation !== undefined ? { observedGeneration: claim.metadata.generation } : {};
-    const conditions = (claim.status as { conditions?: Parameters<typeof findCondition>[0] })?.conditions;
-    const inControl = findCondition(conditions, "InControl");
+      typed.metadata.generation !== undefined ? { observedGeneration: typed.metadata.generation } : {};
+    const inControl = findCondition(typed.status?.conditions, "InControl");
     const releasingSince =
       inControl?.reason === "Releasing" && inControl.status === "False"
         ? new Date(inControl.lastTransitionTime)
@@ -692,4 +825,17 @@ export class ClaimReconciler {
       this.o.metrics?.claimReady({ kind: t.kind, ...identity }, ready.status);
     }
   }
+}
+
+/** The Event of an operation's end (pure): Normal OperationSucceeded, Warning OperationFailed. */
+export function operationEndEvent(op: Operation, regarding: EventRegarding) {
+  const succeeded = op.phase === "Succeeded";
+  const detail = [op.outcome, op.message].filter(Boolean).join(": ");
+  return {
+    type: succeeded ? ("Normal" as const) : ("Warning" as const),
+    reason: succeeded ? "OperationSucceeded" : "OperationFailed",
+    action: "Apply",
+    note: `operation ${op.token} for commit ${op.commit} ${succeeded ? "succeeded" : "failed"}${detail ? ` (${detail})` : ""}`,
+    regarding,
+  };
 }

@@ -5,8 +5,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { FIELD_MANAGER } from "../../queue/contract.js";
+import { type InformerHandle, type Kube, KubeError, retryOnConflict } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
-import { isConflict, type Kube, KubeError, type Watcher } from "../kube.js";
 import {
   GIT_REPOSITORY,
   type GitRepository,
@@ -69,7 +69,7 @@ export interface FluxClientOptions {
 
 export class FluxClient {
   readonly wakeups = new Wakeups();
-  private watchers: Watcher<Kustomization | GitRepository>[] = [];
+  private handles: InformerHandle<Kustomization | GitRepository>[] = [];
   readonly pollMs: number;
 
   constructor(
@@ -81,25 +81,25 @@ export class FluxClient {
 
   /** Starts the watches that wake waiters (optional: without them waits fall back to re-reads). */
   async start(onKustomization?: (ks: Kustomization) => void): Promise<void> {
-    if (this.watchers.length) return;
-    const ks = this.kube.watch<Kustomization>(KUSTOMIZATION, {
+    if (this.handles.length) return;
+    const ks = this.kube.informer<Kustomization>(KUSTOMIZATION, {
       log: this.opts.log,
       onChange: (_t, o) => {
         this.wakeups.notify(`ks:${keyOf(o.metadata as ObjectKey)}`);
         onKustomization?.(o);
       },
     });
-    const src = this.kube.watch<GitRepository>(GIT_REPOSITORY, {
+    const src = this.kube.informer<GitRepository>(GIT_REPOSITORY, {
       log: this.opts.log,
       onChange: (_t, o) => this.wakeups.notify(`src:${keyOf(o.metadata as ObjectKey)}`),
     });
-    this.watchers = [ks, src] as Watcher<Kustomization | GitRepository>[];
-    await Promise.all(this.watchers.map((w) => w.start()));
+    this.handles = [ks, src] as InformerHandle<Kustomization | GitRepository>[];
+    await Promise.all(this.handles.map((h) => h.informer.start()));
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.watchers.map((w) => w.stop()));
-    this.watchers = [];
+    await Promise.all(this.handles.map((h) => h.release()));
+    this.handles = [];
   }
 
   kustomization(ref: ObjectKey): Promise<Kustomization | undefined> {
@@ -141,21 +141,23 @@ export class FluxClient {
 
   /**
    * Suspends with a token, guarded by the object just read so a deleted Kustomization is never
-   * re-created; a conflict reads again (at most five times). Undefined when it is gone.
+   * re-created; a conflict reads again (the shared conflict-retry policy). Undefined when it is gone.
    */
   async suspend(ref: ObjectKey, token: string): Promise<Kustomization | undefined> {
-    for (let attempt = 1; ; attempt++) {
-      const ks = await this.kustomization(ref);
-      if (!ks) return undefined;
-      try {
-        return await this.applySuspend(ref, true, token, {
-          uid: ks.metadata.uid,
-          resourceVersion: ks.metadata.resourceVersion,
-        });
-      } catch (err) {
-        if (err instanceof KubeError && err.code === 404) return undefined;
-        if (!isConflict(err) || attempt >= 5) throw err;
-      }
+    try {
+      return await retryOnConflict(
+        () => this.kustomization(ref),
+        (ks) => ks,
+        (_ks, ks) =>
+          this.applySuspend(ref, true, token, {
+            uid: ks.metadata.uid,
+            resourceVersion: ks.metadata.resourceVersion,
+          }),
+        { what: `suspend of Kustomization ${keyOf(ref)}` },
+      );
+    } catch (err) {
+      if (err instanceof KubeError && err.code === 404) return undefined;
+      throw err;
     }
   }
 

@@ -4,6 +4,14 @@
  * unfollowed operation safe, and hand back (suspend an apply in flight, then release the field,
  * or leave it suspended for a successor or because it was suspended before).
  */
+
+import {
+  ConflictRetriesExhausted,
+  isConflict,
+  type KObject,
+  KubeError,
+  RESOURCES,
+} from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type {
   ClaimContext,
@@ -15,7 +23,6 @@ import type {
 } from "../applier-kind.js";
 import type { ConditionInput } from "../claims/conditions.js";
 import type { ApplierSource } from "../claims/eligibility.js";
-import { isConflict, type KObject, KubeError, RESOURCES } from "../kube.js";
 import {
   type ClaimLocator,
   completeOperation,
@@ -375,14 +382,14 @@ export class FluxClaimController implements ClaimController {
   }
 
   /**
-   * Suspend with a token, guarded by a fresh read (a conflict reads again, at most five times);
+   * Suspend with a token, guarded by a fresh read (a conflict reads again, as the retry policy says);
    * one still conflicting, or a Kustomization gone meanwhile, is left to the next pass.
    */
   private async writeSuspend(applier: ObjectKey, _read: Kustomization, token: string, log: Logger) {
     try {
       await this.d.client.suspend(applier, token);
     } catch (err) {
-      if (err instanceof KubeError && (err.code === 409 || err.code === 404)) {
+      if (err instanceof ConflictRetriesExhausted || (err instanceof KubeError && err.code === 404)) {
         log.info({ err: err.message }, "the Kustomization kept changing under the suspend; next pass");
         return;
       }

@@ -5,12 +5,12 @@
  * second token, and complete once that one is handled. It never retries: the branch worker does.
  */
 import type { Attempt } from "../../queue/contract.js";
+import { apiFailure, type KObject, RESOURCES } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn } from "../applier-kind.js";
 import { isConditionTrue } from "../claims/conditions.js";
 import { sameRepository } from "../claims/eligibility.js";
 import type { EventRecorder } from "../events.js";
-import { apiFailure, type KObject, RESOURCES } from "../kube.js";
 import {
   type ClaimLocator,
   completeOperation,

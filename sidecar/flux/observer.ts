@@ -5,12 +5,12 @@
  * the object, the entry's time and the resourceVersion, so the branch worker can tell an echo
  * from a late apply.
  */
-import * as k8s from "@kubernetes/client-node";
+import type * as k8s from "@kubernetes/client-node";
 import { APPLIER_FIELD_MANAGERS, type ClaimRef } from "../../queue/contract.js";
+import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
 import { applierWriteOf } from "../applier-write.js";
-import type { Kube } from "../kube.js";
 import type { Reporter } from "../reporter.js";
 import type { WindowHooks } from "./executor.js";
 import { KUSTOMIZATION, type Kustomization, type ObjectKey } from "./resources.js";
@@ -36,11 +36,9 @@ interface Window {
   kustomization: ObjectKey;
   /** namespace/name/kind of every inventory object. */
   ids: Set<string>;
-  /** Watches by `apiVersion kind namespace`. */
-  watches: Map<string, AbortController>;
+  /** The shared informers this window listens to, by `apiVersion kind namespace`. */
+  watches: Map<string, { handle: InformerHandle<KObject>; off: () => void }>;
   seen: Set<string>;
-  /** The managedFields of each object (by uid) as last listed or watched: the write's proof. */
-  last: Map<string, unknown[]>;
   closing?: NodeJS.Timeout;
   refresh?: NodeJS.Timeout;
 }
@@ -76,7 +74,7 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
     kustomization: ObjectKey;
   }): Promise<void> {
     if (this.windows.has(w.token) || !w.branchKey) return;
-    const win: Window = { ...w, ids: new Set(), watches: new Map(), seen: new Set(), last: new Map() };
+    const win: Window = { ...w, ids: new Set(), watches: new Map(), seen: new Set() };
     this.windows.set(w.token, win);
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<"late">((res) => {
@@ -106,7 +104,11 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
   private end(win: Window) {
     if (win.closing) clearTimeout(win.closing);
     if (win.refresh) clearTimeout(win.refresh);
-    for (const a of win.watches.values()) a.abort();
+    for (const w of win.watches.values()) {
+      w.off();
+      void w.handle.release();
+    }
+    win.watches.clear();
     this.windows.delete(win.token);
   }
 
@@ -133,57 +135,30 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
     win.refresh.unref?.();
   }
 
+  /**
+   * Listens to the shared informer of one kind in one namespace. Only changes after a list landed
+   * are judged (the listed objects are no writes), and the informer hands each one the object as
+   * cached before it (its managedFields are the write's proof). Resolves once the first list was
+   * tried: a kind that cannot be listed holds the window's other watches up no longer.
+   */
   private async watch(win: Window, key: string, apiVersion: string, kind: string, namespace: string) {
-    const objects = this.d.kube.objects as unknown as {
-      resource(apiVersion: string, kind: string): Promise<k8s.V1APIResource | undefined>;
-    };
-    const res = await objects.resource(apiVersion, kind);
-    if (!res) return;
-    const base = apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
-    const path =
-      res.namespaced && namespace ? `${base}/namespaces/${namespace}/${res.name}` : `${base}/${res.name}`;
-    this.d.log.debug({ token: win.token, watch: key }, "window watching");
-    const list = (await this.d.kube.objects.list(
-      apiVersion,
-      kind,
-      res.namespaced ? namespace : undefined,
-    )) as {
-      metadata?: { resourceVersion?: string };
-      items?: k8s.KubernetesObject[];
-    };
-    for (const item of list.items ?? []) {
-      if (item.metadata?.uid) win.last.set(item.metadata.uid, item.metadata.managedFields ?? []);
+    const handle = await this.d.kube.objectInformer<KObject>(apiVersion, kind, namespace);
+    if (!handle) return;
+    if (this.windows.get(win.token) !== win || win.watches.has(key)) {
+      await handle.release();
+      return;
     }
-    const abort = new AbortController();
-    win.watches.set(key, abort);
-    const start = (resourceVersion: string | undefined) => {
-      if (abort.signal.aborted) return;
-      let last = resourceVersion;
-      new k8s.Watch(this.d.kube.kubeConfig)
-        .watch(
-          path,
-          { allowWatchBookmarks: true, ...(last ? { resourceVersion: last } : {}) },
-          (type: string, obj: k8s.KubernetesObject) => {
-            if (obj.metadata?.resourceVersion) last = obj.metadata.resourceVersion;
-            if (type === "ADDED" || type === "MODIFIED") void this.judge(win, obj);
-          },
-          (err) => {
-            if (abort.signal.aborted) return;
-            // A watch that ends (or expires) restarts: from the last version, or fresh after a 410.
-            const gone = (err as { statusCode?: number })?.statusCode === 410;
-            setTimeout(() => start(gone ? undefined : last), 200).unref?.();
-          },
-        )
-        .then((req) => abort.signal.addEventListener("abort", () => req.abort(), { once: true }))
-        .catch(() => setTimeout(() => start(last), 500).unref?.());
-    };
-    start(list.metadata?.resourceVersion);
+    this.d.log.debug({ token: win.token, watch: key }, "window watching");
+    const off = handle.informer.on((type, obj, previous) => {
+      if (type === "delete" || !handle.informer.isSynced()) return;
+      void this.judge(win, obj as k8s.KubernetesObject, previous?.metadata.managedFields);
+    });
+    win.watches.set(key, { handle, off });
+    await handle.informer.start();
   }
 
-  private async judge(win: Window, obj: k8s.KubernetesObject) {
+  private async judge(win: Window, obj: k8s.KubernetesObject, previous: unknown[] | undefined) {
     const m = obj.metadata ?? {};
-    const previous = m.uid ? win.last.get(m.uid) : undefined;
-    if (m.uid) win.last.set(m.uid, m.managedFields ?? []);
     const id = `${m.namespace ?? ""}/${m.name}/${obj.kind}`;
     const labels = m.labels ?? {};
     const ours =

@@ -2,7 +2,7 @@
  * The Flux objects the sidecar reads and writes, as far as it reads them: Kustomization
  * (kustomize.toolkit.fluxcd.io/v1) and GitRepository (source.toolkit.fluxcd.io/v1).
  */
-import type { KObject, ResourceType } from "../kube.js";
+import type { KObject, ResourceType } from "../../queue/kube/index.js";
 
 export const KUSTOMIZATION = {
   group: "kustomize.toolkit.fluxcd.io",

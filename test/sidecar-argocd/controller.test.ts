@@ -4,6 +4,8 @@
  * window observer reporting Argo CD's own writes.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { KObject } from "../../queue/kube/index.js";
+import { RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import type { ClaimContext } from "../../sidecar/applier-kind.js";
 import { APPLICATION, isAutomatedSyncEnabled, weHoldSwitch } from "../../sidecar/argocd/application.js";
@@ -12,8 +14,6 @@ import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import { ArgoCDWindowObserver } from "../../sidecar/argocd/observer.js";
 import { memoryEvents } from "../../sidecar/events.js";
 import { Following } from "../../sidecar/following.js";
-import type { KObject } from "../../sidecar/kube.js";
-import { RESOURCES } from "../../sidecar/kube.js";
 import { memoryReporter } from "../../sidecar/reporter.js";
 import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
 

@@ -4,11 +4,11 @@
  * update; sync windows; an operation removed mid-run; restart recovery; seed 002's stale table.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
 import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
 import { APPLICATION } from "../../sidecar/argocd/application.js";
 import { ArgoCDExecutor, type ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
 import { buildSyncOperation, startSyncUpdate } from "../../sidecar/argocd/sync.js";
-import { Kube, KubeError, RESOURCES } from "../../sidecar/kube.js";
 import { readOperation, recordOperation } from "../../sidecar/operation-record.js";
 import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
 

@@ -9,11 +9,11 @@ import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import type { Attempt, ReportPhase } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
+import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import type { ReportExtra, ReportFn } from "../../sidecar/applier-kind.js";
 import { APPLICATION, type Application } from "../../sidecar/argocd/application.js";
 import { memoryEvents } from "../../sidecar/events.js";
-import { type KObject, Kube, RESOURCES } from "../../sidecar/kube.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import {
   type ArgoSim,

@@ -4,10 +4,10 @@
  * argosim over HTTP, the real Git server and real Redis.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESOURCES } from "../../queue/kube/index.js";
 import { BranchLease } from "../../queue/worker/lease.js";
 import { recordTip } from "../../queue/worker/tip-record.js";
 import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
-import { RESOURCES } from "../../sidecar/kube.js";
 import { readOperation } from "../../sidecar/operation-record.js";
 import { redisTipCheck } from "../../sidecar/tip-check.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";

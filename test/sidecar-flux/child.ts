@@ -3,11 +3,12 @@
  * the Flux executor against the API server in APPLYGATE_SERVER / APPLYGATE_TOKEN, printing each
  * phase as a JSON line, so the test can kill it mid-apply.
  */
+
+import { Kube } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import { memoryEvents } from "../../sidecar/events.js";
 import { createApplierKind } from "../../sidecar/flux/index.js";
 import { Following } from "../../sidecar/following.js";
-import { Kube } from "../../sidecar/kube.js";
 import { memoryReporter } from "../../sidecar/reporter.js";
 import { makeKubeConfig } from "../cluster/kubeconfig.js";
 

@@ -4,6 +4,7 @@
  * GitRepository, and the window observer's reports.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import { judgeEligibility } from "../../sidecar/claims/eligibility.js";
 import { memoryEvents } from "../../sidecar/events.js";
@@ -11,7 +12,6 @@ import { FluxClient } from "../../sidecar/flux/client.js";
 import { FluxExecutor } from "../../sidecar/flux/executor.js";
 import { KUSTOMIZATION } from "../../sidecar/flux/resources.js";
 import { appliesSuspend } from "../../sidecar/flux/suspend-owner.js";
-import { RESOURCES } from "../../sidecar/kube.js";
 import { configMap, ctxOf, scene, startWorld, until, type World } from "./harness.js";
 
 let world: World;

@@ -3,8 +3,8 @@
  * per outcome row the simulated controllers can produce, and each way an attempt starts nothing.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESOURCES } from "../../queue/kube/index.js";
 import { KUSTOMIZATION } from "../../sidecar/flux/resources.js";
-import { RESOURCES } from "../../sidecar/kube.js";
 import { configMap, scene, startWorld, until, type World } from "./harness.js";
 
 let world: World;

@@ -6,8 +6,8 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESOURCES } from "../../queue/kube/index.js";
 import type { ReportFn } from "../../sidecar/applier-kind.js";
-import { RESOURCES } from "../../sidecar/kube.js";
 import type { Operation } from "../../sidecar/operation-record.js";
 import { configMap, scene, startWorld, type World } from "./harness.js";
 

@@ -4,8 +4,8 @@
  * executor must say so with a terminal report, or the worker would wait for the attempt forever.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { KObject } from "../../queue/kube/index.js";
 import { GIT_REPOSITORY, REQUESTED_AT } from "../../sidecar/flux/resources.js";
-import type { KObject } from "../../sidecar/kube.js";
 import { configMap, DEFAULT_TEST_KNOBS, scene, startWorld, until, type World } from "./harness.js";
 
 let world: World;

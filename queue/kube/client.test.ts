@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { crdFiles } from "../queue/crds/files.js";
-import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
-import { untilWith } from "../test/support/wait.js";
+import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import { untilWith } from "../../test/support/wait.js";
+import { crdFiles } from "../crds/files.js";
 import {
   apiFailure,
   ConflictRetriesExhausted,
@@ -9,7 +9,7 @@ import {
   Kube,
   RESOURCES,
   retryOnConflict,
-} from "./kube.js";
+} from "./index.js";
 
 let server: ApiServer;
 let kube: Kube;
@@ -77,22 +77,22 @@ describe("kube helpers", () => {
     ).rejects.toBeInstanceOf(ConflictRetriesExhausted);
   });
 
-  it("the watch comes back after its connection breaks and keeps its cache in step", async () => {
+  it("the informer comes back after its connection breaks and keeps its cache in step", async () => {
     const seen: string[] = [];
-    const w = kube.watch<KObject>(RESOURCES.fluxClaim, {
+    const h = kube.informer<KObject>(RESOURCES.fluxClaim, {
       namespace: "k",
       onChange: (type, o) => seen.push(`${type}:${o.metadata.name}`),
       backoffMs: () => 20,
     });
-    await w.start();
-    await w.whenSynced();
-    expect(w.get("a", "k")).toBeDefined();
+    await h.synced();
+    expect(h.informer.get("a", "k")).toBeDefined();
     server.faults.dropWatches("/apis/applygate.dev", true);
     server.faults.expireHistory();
     await kube.apply(RESOURCES.fluxClaim, claim("after-break"));
-    await until(() => w.get("after-break", "k") !== undefined, "the new object in the cache");
+    await until(() => h.informer.get("after-break", "k") !== undefined, "the new object in the cache");
     expect(seen).toContain("add:after-break");
-    await w.stop();
-    await w.stop(); // a second stop is harmless
+    await h.release();
+    await h.release(); // a second release is harmless
+    expect(kube.informers.running()).toEqual([]);
   });
 });

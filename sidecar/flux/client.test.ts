@@ -1,0 +1,44 @@
+/** The Flux client's suspend under the shared conflict-retry policy, against the simulated API server's fault hooks. */
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { Kube } from "../../queue/kube/index.js";
+import { silentLogger } from "../../queue/log.js";
+import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import { FluxClient } from "./client.js";
+import { KUSTOMIZATION, type Kustomization } from "./resources.js";
+
+let server: ApiServer;
+let kube: Kube;
+const NS = "suspend";
+
+beforeAll(async () => {
+  server = await startApiServer();
+  await server.installCrdFile(
+    fileURLToPath(new URL("../../test/cluster/crds/flux-kustomization.yaml", import.meta.url)),
+  );
+  kube = new Kube(server.kubeConfig());
+  await kube.core.createNamespace({ body: { metadata: { name: NS } } });
+});
+afterAll(async () => {
+  await kube?.close();
+  await server?.close();
+});
+
+it("the Flux suspend rides it through a storm, guarded by the object it re-read", async () => {
+  await server.applyYaml(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: ${NS}}
+spec: {interval: 1h, path: ./apps, prune: true, sourceRef: {kind: GitRepository, name: repo}}
+`);
+  server.faults.failNext(3, {
+    method: "PATCH",
+    pathPrefix: `/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/${NS}/kustomizations/apps`,
+    status: 409,
+  });
+  const client = new FluxClient(kube, { log: silentLogger() });
+  const out = await client.suspend({ namespace: NS, name: "apps" }, "token-1");
+  expect(out?.spec?.suspend).toBe(true);
+  const ks = await kube.get<Kustomization>(KUSTOMIZATION, NS, "apps");
+  expect(ks?.metadata.annotations?.["reconcile.fluxcd.io/requestedAt"]).toBe("token-1");
+  expect(await client.suspend({ namespace: NS, name: "absent" }, "token-2")).toBeUndefined();
+});
