@@ -7,7 +7,9 @@ import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
 import { TERMINAL_PHASES } from "../../queue/contract.js";
+import { writePublishedKey } from "../../queue/keys.js";
 import { createLogger, type Logger } from "../../queue/log.js";
+import { connectRedis } from "../../queue/redis.js";
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
 import {
@@ -55,6 +57,8 @@ export interface RunOptions {
    * publishing anything, and it never publishes by itself.
    */
   flushSkipsPublication?: boolean;
+  /** How long to wait for quiescence before judging the run as it stands (default 90 s). */
+  quiesceTimeoutMs?: number;
 }
 
 export interface RunResult {
@@ -114,7 +118,10 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
   let processes: Processes | undefined;
   const progress = await observeProgress({ redisUrl, prefix: a.prefix, repeats: true });
   try {
-    processes = await startProcesses(a, need.children, (line) => keep(logs, line));
+    // A child's log lines join the run's: printed with --log, kept for a failure otherwise.
+    processes = await startProcesses(a, need.children, (line) =>
+      o.logLevel ? process.stdout.write(line) : keep(logs, line),
+    );
     const start = o.unheld ? await tip(a) : await settled(a);
     if (o.unheld) {
       for (const app of APPS)
@@ -149,11 +156,20 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
     }
     await Promise.all(pending);
 
-    // Quiescence: every attempt ended, the cluster holds Git's value for both apps, and nothing
-    // (tip, attempts, reports) moved for QUIET_MS — an attempt decided a moment later counts too.
+    // Quiescence: every accepted write published (or refused), every attempt ended, the cluster
+    // holds Git's value for both apps, and nothing (tip, attempts, reports) moved for QUIET_MS —
+    // an attempt decided a moment later counts too.
     let still = { since: Date.now(), state: "" };
+    const answers = connectRedis(redisUrl);
+    const unpublished = async () => {
+      const ids = [...record.edits, ...record.notes].filter((e) => e.status === 202 && e.id).map((e) => e.id);
+      const keys = ids.map((id) => writePublishedKey(a.prefix, id as string));
+      const got = keys.length ? await answers.mget(...keys) : [];
+      return got.filter((v) => v === null).length;
+    };
     await until(
       async () => {
+        if ((await unpublished()) > 0) return false;
         const ended = new Set(
           progress
             .phases()
@@ -169,8 +185,10 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
         return open === 0 && differ.length === 0 && Date.now() - still.since >= QUIET_MS;
       },
       "quiescence",
-      { timeoutMs: 90_000, everyMs: 200, retryErrors: true },
-    ).catch(() => false);
+      { timeoutMs: o.quiesceTimeoutMs ?? 90_000, everyMs: 200, retryErrors: true },
+    )
+      .catch(() => false)
+      .finally(() => answers.disconnect());
     for (const stop of stopWatches.splice(0)) stop();
     record.endedAt = Date.now();
 
@@ -332,6 +350,7 @@ async function edit(
     save,
     status: answer.status,
     message: `${app}: set greeting to ${value}`,
+    ...(answer.body.id ? { id: answer.body.id } : {}),
   });
 }
 
@@ -384,6 +403,7 @@ async function noteEdit(a: Assembly, app: DemoApp, value: string, record: RunRec
     status: answer.status,
     message,
     greeting: written.data?.greeting,
+    ...(answer.body.id ? { id: answer.body.id } : {}),
   });
 }
 
