@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../../queue/crds/files.js";
 import { silentLogger } from "../../queue/log.js";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import { untilWith } from "../../test/support/wait.js";
 import type { ClaimController, ExternalCheck } from "../applier-kind.js";
 import { memoryEvents } from "../events.js";
 import { Following } from "../following.js";
@@ -16,15 +17,7 @@ let server: ApiServer;
 let kube: Kube;
 let ns = 0;
 
-async function until<T>(probe: () => Promise<T | undefined | false>, what: string, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v as T;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = untilWith({ timeoutMs: 5000, everyMs: 20 });
 
 /** A kind whose applier is a name in a map: records which hooks ran. */
 function fakeController() {
