@@ -7,7 +7,7 @@ import type { ClaimController, ExternalCheck } from "../applier-kind.js";
 import { memoryEvents } from "../events.js";
 import { Following } from "../following.js";
 import { type KObject, Kube, RESOURCES } from "../kube.js";
-import { readOperation, recordOperation } from "../operation-record.js";
+import { completeOperation, readOperation, recordOperation } from "../operation-record.js";
 import { memoryReporter } from "../reporter.js";
 import { findCondition } from "./conditions.js";
 import { CLAIM_FINALIZER, ClaimReconciler } from "./reconciler.js";
@@ -242,6 +242,47 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
       reason: "OperationUnfollowed",
       branchKey: "git.example/org/repo@main",
     });
+  });
+
+  it("the end of an operation an earlier process completed is reported again, once; its own completions are not", async () => {
+    // Found by the soak (seed 2428, 6 actions): an Argo CD sidecar SIGKILLed between recording
+    // Succeeded on the claim and queuing the report. The next sidecar saw nothing in flight, and
+    // the worker waited for that attempt's end forever.
+    const { reporter } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const earlier = () => new Date(Date.now() - 3_600_000);
+    await recordOperation(
+      kube,
+      loc,
+      { token: "ended-before", commit: "e".repeat(40), targets: [{ uid: "u", reason: "CatchUp" }] },
+      { now: earlier },
+    );
+    await completeOperation(kube, loc, "ended-before", { phase: "Succeeded" }, { now: earlier });
+    await until(async () => {
+      reconciler!.schedule(0);
+      return reporter.reports.some((r) => r.token === "ended-before");
+    }, "the end reported again");
+    expect(reporter.reports.filter((r) => r.token === "ended-before")).toMatchObject([
+      { phase: "Succeeded", commit: "e".repeat(40), branchKey: "git.example/org/repo@main" },
+    ]);
+
+    // Completed by this process (after it started): its executor reported it already.
+    await recordOperation(kube, loc, {
+      token: "ended-here",
+      commit: "f".repeat(40),
+      targets: [{ uid: "u", reason: "CatchUp" }],
+    });
+    await completeOperation(kube, loc, "ended-here", { phase: "Succeeded" });
+    const before = reconciler!.passCount();
+    await until(async () => {
+      reconciler!.schedule(0);
+      return reconciler!.passCount() >= before + 3;
+    }, "three passes");
+    expect(reporter.reports.filter((r) => r.token === "ended-before")).toHaveLength(1);
+    expect(reporter.reports.filter((r) => r.token === "ended-here")).toEqual([]);
   });
 
   it("an operation this process follows is left alone", async () => {
