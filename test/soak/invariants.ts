@@ -24,6 +24,8 @@ export interface EditRecord {
   status: number;
   /** The commit message the write carries. */
   message: string;
+  /** The intake's id of the write, when accepted. */
+  id?: string;
 }
 
 /** A foreign push that landed. */
