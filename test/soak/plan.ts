@@ -26,10 +26,17 @@ export const API_SCOPES = [
   "/apis/argoproj.io/",
 ] as const;
 
+/**
+ * Where a real API server can answer a write 409: the writes guarded by a resourceVersion (the
+ * claims' and GitTargets' status, the Argo CD Application's update). A merge patch or a forced
+ * apply without one (the Flux stamps and suspends) never meets a conflict.
+ */
+export const CONFLICT_SCOPES = ["/apis/applygate.dev/", "/apis/argoproj.io/"] as const;
+
 /** Faults of the Kubernetes API server (test/cluster/apiserver/faults.ts). */
 export type ApiFault =
   /** The next `n` writes (PATCH/PUT) under a path answered 409 Conflict. */
-  | { fault: "409"; n: number; scope: (typeof API_SCOPES)[number] }
+  | { fault: "409"; n: number; scope: (typeof CONFLICT_SCOPES)[number] }
   /** The next `n` requests under a path answered 500. */
   | { fault: "500"; n: number; scope: (typeof API_SCOPES)[number] }
   /** The history forgotten and every watch ended, so each one resumes into 410 Gone and lists again. */
@@ -98,8 +105,10 @@ function gitFault(r: Random): GitFault {
 
 function apiFault(r: Random): ApiFault {
   const roll = r.next();
-  if (roll < 0.4) return { fault: "409", n: r.int(3, 12), scope: r.pick(API_SCOPES) };
-  if (roll < 0.75) return { fault: "500", n: r.int(1, 6), scope: r.pick(API_SCOPES) };
+  if (roll < 0.4) return { fault: "409", n: r.int(3, 12), scope: r.pick(CONFLICT_SCOPES) };
+  // A 500 fails the request it meets, and an attempt whose write fails is given back and retried
+  // after a backoff that doubles from 4 s: a few in a row, so the run's bounded wait outlasts them.
+  if (roll < 0.75) return { fault: "500", n: r.int(1, 3), scope: r.pick(API_SCOPES) };
   return { fault: "410" };
 }
 
