@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../queue/config.js";
 import { branchKey } from "../queue/contract.js";
@@ -84,7 +85,10 @@ describe("file catalog", () => {
 
   it("reloads on change: a rotated Secret moves the receiver path; a bad edit keeps the last good", async () => {
     writeFileSync(file, fixtureYaml());
-    const catalog: Catalog = new FileCatalog(file, undefined, 10);
+    // What the catalog logs, so the test can wait for its verdict on the bad edit.
+    const logged: string[] = [];
+    const log = pino({ level: "info" }, { write: (line: string) => void logged.push(line) });
+    const catalog: Catalog = new FileCatalog(file, log, 10);
     try {
       expect(catalog.snapshot().providerByHookPath(pathOf(SECRETS.github, "github"))).toBeDefined();
       const objects = fixtureObjects();
@@ -97,11 +101,15 @@ describe("file catalog", () => {
         "reload",
       );
       expect(catalog.snapshot().providerByHookPath(pathOf(SECRETS.github, "github"))).toBeUndefined();
+      const before = logged.length;
       writeFileSync(
         file,
         "apiVersion: applygate.dev/v1alpha1\nkind: GitTarget\nmetadata: {name: broken}\nspec: {}\n",
       );
-      await new Promise((r) => setTimeout(r, 200));
+      await until(
+        () => logged.slice(before).some((l) => l.includes("catalog file rejected")),
+        "the bad edit to be rejected",
+      );
       expect(catalog.snapshot().providerByHookPath(pathOf("rotated", "github"))).toBeDefined();
     } finally {
       await catalog.close();

@@ -6,6 +6,7 @@ import { AcceptedWrite, branchKey, QUEUES, RefusalNotice } from "../queue/contra
 import { branchKeys, knownBranchesKey, publishedChannel, writePublishedKey } from "../queue/keys.js";
 import { connectRedis, freePort, redisAnswers } from "../queue/redis.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { until } from "../test/support/wait.js";
 import { createGateway, type Gateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
 import { branchPushExample, fixtureObjects, hmacHex, NS, pathOf, SECRETS, URLS } from "./testing.js";
@@ -355,12 +356,14 @@ describe("intake", () => {
     });
     // Play the worker: find the new write in the inbox, record and announce its publication.
     const commit = "e".repeat(40);
-    const deadline = Date.now() + 5000;
-    let entries = await inbox();
-    while (entries.length === known && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 10));
-      entries = await inbox();
-    }
+    const entries = await until(
+      async () => {
+        const now = await inbox();
+        return now.length > known && now;
+      },
+      "the write in the inbox",
+      { timeoutMs: 5000, everyMs: 10 },
+    );
     const id = (entries.at(-1)!.data as { id: string }).id;
     await redis.client.set(writePublishedKey(redis.prefix, id!), commit, "EX", 3600);
     await redis.client.publish(publishedChannel(redis.prefix), JSON.stringify({ id, commit }));
@@ -378,12 +381,14 @@ describe("intake", () => {
       headers: bearer,
       payload: write,
     });
-    const deadline = Date.now() + 5000;
-    let entries = await inbox();
-    while (entries.length === known && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 10));
-      entries = await inbox();
-    }
+    const entries = await until(
+      async () => {
+        const now = await inbox();
+        return now.length > known && now;
+      },
+      "the write in the inbox",
+      { timeoutMs: 5000, everyMs: 10 },
+    );
     const id = (entries.at(-1)!.data as { id: string }).id;
     // What the worker's fenced settle does for a refused write.
     await redis.client.set(writePublishedKey(redis.prefix, id), "refused: CommitFailed: boom", "EX", 3600);
@@ -476,8 +481,10 @@ describe("Redis stopped mid-test", () => {
         stdio: "ignore",
       },
     );
-    for (let i = 0; i < 100 && !(await redisAnswers("127.0.0.1", port, 200)); i++)
-      await new Promise((r) => setTimeout(r, 50));
+    await until(() => redisAnswers("127.0.0.1", port, 200), "redis-server to answer", {
+      timeoutMs: 10_000,
+      everyMs: 50,
+    });
   };
   const stopRedis = async () => {
     const c = child!;
@@ -533,11 +540,15 @@ describe("Redis stopped mid-test", () => {
     // Nothing of the refused calls reached the new server (it starts empty: no persistence).
     const check = connectRedis(`redis://127.0.0.1:${port}`);
     expect(await check.dbsize()).toBe(0);
-    let again = await push("during");
-    for (let i = 0; i < 50 && again.statusCode === 503; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      again = await push("during");
-    }
+    // The gateway's connection comes back on its own: it answers 503 until then.
+    const again = await until(
+      async () => {
+        const r = await push("during");
+        return r.statusCode !== 503 && r;
+      },
+      "the gateway to take pushes again",
+      { timeoutMs: 10_000, everyMs: 100 },
+    );
     expect(again.statusCode).toBe(202);
     expect((await writeCall()).statusCode).toBe(202);
     const notices = new Queue(QUEUES.notices, { connection: check, prefix: "down" });

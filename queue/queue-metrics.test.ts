@@ -2,6 +2,7 @@ import { Queue, Worker } from "bullmq";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { until } from "../test/support/wait.js";
 import { METRIC_NAMES } from "./metric-names.js";
 import { registerQueueMetrics, sampleQueue } from "./queue-metrics.js";
 import { connectRedis } from "./redis.js";
@@ -69,14 +70,16 @@ describe("queue metrics", () => {
     );
     await m.ready();
     await q.add("r", {});
-    const deadline = Date.now() + 10_000;
-    let text = "";
-    while (Date.now() < deadline) {
-      text = await registry.metrics();
-      if (text.includes(`${METRIC_NAMES.jobsFailedTotal}{queue="reports"} 1`)) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(text).toContain(`${METRIC_NAMES.jobsFailedTotal}{queue="reports"} 1`);
+    const failed = `${METRIC_NAMES.jobsFailedTotal}{queue="reports"} 1`;
+    const text = await until(
+      async () => {
+        const t = await registry.metrics();
+        return t.includes(failed) && t;
+      },
+      "the failed job counted",
+      { timeoutMs: 10_000, everyMs: 50 },
+    );
+    expect(text).toContain(failed);
     await failing.close();
     await m.close();
     await q.close();

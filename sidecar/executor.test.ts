@@ -93,10 +93,11 @@ describe("executor host", () => {
         throw new Error("GitRepository not found");
       },
     });
-    await sender.add("attempt", attempt("t2"), { attempts: 3 });
+    const job = await sender.add("attempt", attempt("t2"), { attempts: 3 });
     await until(() => phases("t2").length === 1, "a report");
     expect(reports[0]).toMatchObject({ phase: "RequestFailed", message: "GitRepository not found" });
-    await new Promise((r) => setTimeout(r, 200));
+    // A retry would put the job back in line: it ends for good after one call.
+    await until(async () => ["completed", "failed"].includes(await job.getState()), "the job to end");
     expect(calls).toBe(1);
   });
 
@@ -154,6 +155,7 @@ describe("executor host", () => {
     await host!.stop();
     host = undefined;
     expect(order).toEqual(["aborted", "shutdown"]);
+    // An absence after the stop, so it is waited out: a report sent late would land within this.
     await new Promise((r) => setTimeout(r, 100));
     expect(phases("t5")).toEqual(["Running"]);
   });

@@ -5,6 +5,7 @@ import { crdFiles } from "../queue/crds/files.js";
 import { silentLogger } from "../queue/log.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { isolatedRedis } from "../test/redis/isolated.js";
+import { until } from "../test/support/wait.js";
 import type { ApplierKindModule } from "./applier-kind.js";
 import { ApplierNotAvailable, loadApplierKind, startSidecar } from "./main.js";
 
@@ -73,9 +74,10 @@ describe("sidecar wiring", () => {
       sentAt: new Date().toISOString(),
     };
     await q.add("attempt", attempt, { attempts: 1 });
-    const deadline = Date.now() + 5000;
-    while (!log.includes("execute:t1:flux") && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 10));
+    await until(() => log.includes("execute:t1:flux"), "the attempt executed", {
+      timeoutMs: 5000,
+      everyMs: 10,
+    });
     await sidecar.stop();
     expect(log).toEqual(["execute:t1:flux", "shutdown", "observer stopped"]);
     await q.close();

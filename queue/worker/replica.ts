@@ -230,7 +230,7 @@ export class Replica {
   async stop(): Promise<void> {
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
-    await Promise.all(this.bull.map((w) => w.close()));
+    await Promise.all(this.bull.map((w) => closeConsumer(w, this.o.log)));
     await this.branchesQueue?.close();
     for (const { worker, lease, attached } of this.workers.values()) {
       await worker.stop();
@@ -239,6 +239,28 @@ export class Replica {
     }
     this.workers.clear();
     this.redis.disconnect();
+  }
+}
+
+/** How long a stop waits for a queue consumer's graceful close (its jobs are short). */
+const CONSUMER_CLOSE_MS = 5_000;
+
+/**
+ * Closes a queue consumer gracefully, waiting at most CONSUMER_CLOSE_MS. BullMQ's close waits
+ * forever for a blocking connection that is still reconnecting (a stop right after Redis came
+ * back): past the bound the stop goes on, so the branch workers stop and the leases go back.
+ */
+async function closeConsumer(w: Worker, log: Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    w.close().then(() => true),
+    new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), CONSUMER_CLOSE_MS);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  if (!closed) {
+    log.warn({ queue: w.name }, "queue consumer did not close in time; stopping without it");
+    void w.disconnect().catch(() => {});
   }
 }
 

@@ -3,6 +3,7 @@ import { crdFiles } from "../../queue/crds/files.js";
 import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import { untilWith } from "../../test/support/wait.js";
 import type { ClaimController, ExternalCheck } from "../applier-kind.js";
 import { memoryEvents } from "../events.js";
 import { Following } from "../following.js";
@@ -16,15 +17,7 @@ let server: ApiServer;
 let kube: Kube;
 let ns = 0;
 
-async function until<T>(probe: () => Promise<T | undefined | false>, what: string, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v as T;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = untilWith({ timeoutMs: 5000, everyMs: 20 });
 
 /** A kind whose applier is a name in a map: records which hooks ran. */
 function fakeController() {
@@ -267,6 +260,47 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
       reason: "OperationUnfollowed",
       branchKey: "git.example/org/repo@main",
     });
+  });
+
+  it("the end of an operation an earlier process completed is reported again, once; its own completions are not", async () => {
+    // Found by the soak (seed 2428, 6 actions): an Argo CD sidecar SIGKILLed between recording
+    // Succeeded on the claim and queuing the report. The next sidecar saw nothing in flight, and
+    // the worker waited for that attempt's end forever.
+    const { reporter } = await setup();
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const earlier = () => new Date(Date.now() - 3_600_000);
+    await recordOperation(
+      kube,
+      loc,
+      { token: "ended-before", commit: "e".repeat(40), targets: [{ uid: "u", reason: "CatchUp" }] },
+      { now: earlier },
+    );
+    await completeOperation(kube, loc, "ended-before", { phase: "Succeeded" }, { now: earlier });
+    await until(async () => {
+      reconciler!.schedule(0);
+      return reporter.reports.some((r) => r.token === "ended-before");
+    }, "the end reported again");
+    expect(reporter.reports.filter((r) => r.token === "ended-before")).toMatchObject([
+      { phase: "Succeeded", commit: "e".repeat(40), branchKey: "git.example/org/repo@main" },
+    ]);
+
+    // Completed by this process (after it started): its executor reported it already.
+    await recordOperation(kube, loc, {
+      token: "ended-here",
+      commit: "f".repeat(40),
+      targets: [{ uid: "u", reason: "CatchUp" }],
+    });
+    await completeOperation(kube, loc, "ended-here", { phase: "Succeeded" });
+    const before = reconciler!.passCount();
+    await until(async () => {
+      reconciler!.schedule(0);
+      return reconciler!.passCount() >= before + 3;
+    }, "three passes");
+    expect(reporter.reports.filter((r) => r.token === "ended-before")).toHaveLength(1);
+    expect(reporter.reports.filter((r) => r.token === "ended-here")).toEqual([]);
   });
 
   it("an operation this process follows is left alone", async () => {

@@ -122,9 +122,12 @@ export class ClaimReconciler {
   private readonly unfollowed: UnfollowedClock;
   private readonly recoveryTried = new Set<string>();
   private readonly offs: (() => void)[] = [];
+  private readonly endsResent = new Set<string>();
+  private readonly startedAt: Date;
 
   constructor(private readonly o: ClaimReconcilerOptions) {
     this.now = o.now ?? (() => new Date());
+    this.startedAt = this.now();
     this.unfollowed = new UnfollowedClock(o.unfollowedGraceMs ?? 60_000);
     this.queue = new WorkQueue<string>({
       handle: (key) => this.reconcileKey(key),
@@ -599,6 +602,7 @@ export class ClaimReconciler {
       const handled = await this.handleUnfollowed(current, j, inFlight, branchKey);
       if (handled !== undefined) requeue = handled;
     }
+    if (operation && !inFlight && branchKey) await this.resendEnd(current, operation, branchKey);
 
     const ctx = this.ctx({
       ...(inFlight ? { operation: inFlight } : {}),
@@ -610,6 +614,42 @@ export class ClaimReconciler {
     if (held.requeueAfterMs !== undefined)
       requeue = Math.min(requeue ?? held.requeueAfterMs, held.requeueAfterMs);
     return requeue;
+  }
+
+  /**
+   * Reports again, once per process, the end of an operation an earlier process completed: it
+   * may have been stopped (SIGKILL) between recording the end on the claim and queuing the
+   * report, and the worker would then wait for that attempt forever. A duplicate end changes
+   * nothing at the worker; an end this process recorded itself was reported by its executor.
+   */
+  private async resendEnd(claim: KObject, op: Operation, branchKey: string): Promise<void> {
+    const completedAt = op.completedAt ? Date.parse(op.completedAt) : Number.NaN;
+    if (!this.o.reporter || this.endsResent.has(op.token)) return;
+    if (!(completedAt < this.startedAt.getTime())) return;
+    this.endsResent.add(op.token);
+    this.o.log.info(
+      { token: op.token, commit: op.commit, phase: op.phase },
+      "reporting a recorded end again",
+    );
+    await this.o.reporter
+      .phase({
+        token: op.token,
+        claim: {
+          kind: this.o.claimType.kind,
+          namespace: claim.metadata.namespace ?? "",
+          name: claim.metadata.name,
+        },
+        branchKey,
+        phase: op.phase,
+        at: this.now().toISOString(),
+        commit: op.commit,
+        ...(op.outcome ? { reason: op.outcome } : {}),
+        ...(op.message ? { message: op.message } : {}),
+      })
+      .catch((err) => {
+        this.endsResent.delete(op.token);
+        this.o.log.warn({ err: (err as Error).message }, "could not report a recorded end again");
+      });
   }
 
   /** Follows up an operation in flight nobody here follows: recovery first, then OperationUnfollowed. */

@@ -75,12 +75,16 @@ describe("the playground", () => {
     child.stdout!.on("data", (c) => (out += c));
     child.stderr!.on("data", (c) => (out += c));
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    const deadline = Date.now() + 60_000;
-    while (!/Ctrl-C stops everything/.test(out)) {
-      if (Date.now() > deadline || child.exitCode !== null)
-        throw new Error(`playground did not start:\n${out}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await until(
+      () => {
+        if (child.exitCode !== null) throw new Error(`playground exited:\n${out}`);
+        return /Ctrl-C stops everything/.test(out);
+      },
+      "the playground to start",
+      { timeoutMs: 60_000, everyMs: 100 },
+    ).catch((err) => {
+      throw new Error(`${(err as Error).message}\n${out}`);
+    });
     expect(out).toMatch(/Redis\s+redis:\/\//);
     expect(out).toMatch(/Git\s+http:\/\/127\.0\.0\.1:\d+\/demo\.git/);
     const gateway = /Gateway\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];

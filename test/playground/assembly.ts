@@ -112,6 +112,11 @@ export interface AssemblyOptions {
   timers?: AssemblyTimers;
   /** Start without the claims (nothing holds the appliers). Default false. */
   withoutClaims?: boolean;
+  /**
+   * A broken assembly for the soak's own tests: the decisions' flush answers "published" at the
+   * remote tip without publishing anything (pair it with `branch.autoPublish: false`).
+   */
+  flushSkipsPublication?: boolean;
 }
 
 export interface Assembly {
@@ -295,7 +300,9 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         log: wlog,
         leaseMs: timers.leaseMs,
         status,
-        attach: decisions.attach,
+        attach: opts.flushSkipsPublication
+          ? flushSkippingPublication(decisions.attach, git)
+          : decisions.attach,
         branch: timers.branch,
       });
       await replica.start();
@@ -372,6 +379,27 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     await stop();
     throw err;
   }
+}
+
+/** The decisions attached to a worker whose flush claims the remote tip is published and pushes nothing. */
+function flushSkippingPublication(attach: Decisions["attach"], git: GitServer): Decisions["attach"] {
+  return (ctx) => {
+    const attached = attach(ctx);
+    return {
+      ...attached,
+      start: (worker) =>
+        attached.start(
+          new Proxy(worker, {
+            get(target, prop, receiver) {
+              if (prop === "flush")
+                return async () => ({ ok: true, tip: await git.tip(DEMO_REPO, DEMO_BRANCH) });
+              const v = Reflect.get(target, prop, receiver);
+              return typeof v === "function" ? v.bind(target) : v;
+            },
+          }),
+        ),
+    };
+  };
 }
 
 /** Removes every key of a run's own prefix, so a second run starts clean. */

@@ -55,6 +55,7 @@ describe("ten concurrent pushers", () => {
       while (watching) {
         const t = (await readFile(join(bare, "refs", "heads", a.demo.branch), "utf8").catch(() => "")).trim();
         if (t) tipsSeen.add(t);
+        // A sampling interval, not a wait: the watcher reads the tip as often as it can.
         await new Promise((r) => setTimeout(r, 5));
       }
     })();
@@ -94,6 +95,7 @@ describe("ten concurrent pushers", () => {
               90_000,
             );
             edits.push({ app, greeting, id, commit, publishedBy: Date.now() });
+            // Pacing between one tool's saves, part of the case (not a wait for anything).
             await new Promise((r) => setTimeout(r, 100));
           }
         }),

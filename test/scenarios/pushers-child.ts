@@ -15,6 +15,7 @@ const clones = await Promise.all(Array.from({ length: peers }, () => GitPeer.clo
 const foreign: string[] = [];
 await Promise.all(
   clones.map(async (peer, i) => {
+    // Staggered starts: contention without every pusher colliding on every round.
     await new Promise((r) => setTimeout(r, i * stagger));
     for (let n = 0; n < commits; n++) {
       foreign.push(

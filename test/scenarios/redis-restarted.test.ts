@@ -6,13 +6,9 @@
  * on the same port every component reconnects, and an edit accepted just before the stop and one
  * accepted after the restart both end in Git (one commit each) and on the cluster.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writePublishedKey } from "../../queue/keys.js";
-import { connectRedis, freePort, redisAnswers } from "../../queue/redis.js";
+import { connectRedis } from "../../queue/redis.js";
 import {
   apiEdit,
   clusterValue,
@@ -22,42 +18,19 @@ import {
   readClaim,
   until,
 } from "../playground/actors.js";
+import { type RestartableRedis, restartableRedis } from "../redis/restartable.js";
 import { type Scene, startScene, unique } from "./harness.js";
-
-async function startRedis(port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--dir", dir],
-    { stdio: "ignore" },
-  );
-  await until(async () => redisAnswers("127.0.0.1", port, 200), "redis-server to answer", 10_000, 50);
-  return child;
-}
-
-function stopRedis(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once("exit", () => resolve());
-    // SIGTERM: Redis flushes its append-only file and exits, as on a pod's graceful stop.
-    child.kill("SIGTERM");
-  });
-}
 
 describe("Redis restarted", () => {
   let s: Scene | undefined;
-  let redis: ChildProcess | undefined;
-  let dir = "";
-  let port = 0;
+  let redis: RestartableRedis | undefined;
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "applygate-redis-"));
-    port = await freePort();
-    redis = await startRedis(port, dir);
-    s = await startScene({ redisUrl: `redis://127.0.0.1:${port}` });
+    redis = await restartableRedis();
+    s = await startScene({ redisUrl: redis.url });
   });
   afterAll(async () => {
     await s?.stop();
-    if (redis) await stopRedis(redis);
-    await rm(dir, { recursive: true, force: true });
+    await redis?.remove();
   });
 
   it("loses nothing it acknowledged, answers 503 while down, and everything reconnects", {
@@ -71,12 +44,12 @@ describe("Redis restarted", () => {
     // Accepted (202), then Redis goes away before anybody could publish it, perhaps.
     const first = await apiEdit(a, "flux", before, { wait: false });
     expect(first.status).toBe(202);
-    await stopRedis(redis as ChildProcess);
+    await redis?.stop();
 
     const down = await apiEdit(a, "argocd", after, { wait: false });
     expect(down.status).toBe(503);
 
-    redis = await startRedis(port, dir);
+    await redis?.start();
     // The gateway takes writes again once its connection is back.
     const second = await until(
       async () => {

@@ -1,13 +1,25 @@
 /**
- * The soak inside the suite: a broken assembly (nothing holds the appliers) must break the
- * no-revert invariant, so the soak can see what it looks for, and the same edits held by
- * applygate break none. `npm run soak` plays many seeds.
+ * The soak inside the suite. Broken assemblies first: nothing holding the appliers must break
+ * no-revert, and a flush that skips publication must break nothing-lost, so the soak can see
+ * what it looks for; the same edits held by applygate break none. Then a fixed set of seeds
+ * whose plans together draw every fault action (SIGKILL of each process, a Redis restart, Git
+ * outage, stall and lost reply, API 409/500/410, refusals, edits of another key). `npm run soak`
+ * plays many more.
  */
 import { describe, expect, it } from "vitest";
 import { FAST_TIMERS } from "../playground/assembly.js";
 import { testRedisUrl } from "../redis/isolated.js";
 import type { Action } from "../soak/plan.js";
 import { playRun } from "../soak/run.js";
+import { SEED_ACTIONS, SEED_SET } from "../soak/seed-set.js";
+
+/**
+ * Whether the seed set asserts no-revert too. Today an API edit that reaches the worker after
+ * the flush took its mark can still be overwritten for a few seconds by the attempt of the older
+ * commit (a revert the soak counts); the rule that makes such an attempt Stale removes them.
+ * Flip this to true once that rule is merged.
+ */
+const SEEDS_ASSERT_NO_REVERT = false;
 
 /** Saved edits of the Flux app, 1.2 s apart. */
 const plan: Action[] = Array.from({ length: 6 }, (_, i) => ({
@@ -35,9 +47,38 @@ describe("the soak", () => {
     ).toContain("no-revert");
   }, 180_000);
 
+  it("sees the writes lost by a flush that skips publication", async () => {
+    // Saved edits of Flux's app, then a foreign push that makes an apply due: its flush answers
+    // "published" without pushing them, so they never reach Git.
+    const r = await playRun({
+      seed: 1,
+      redisUrl: testRedisUrl(),
+      plan: [
+        { kind: "edit", app: "flux", value: "e0", save: true, gapMs: 0 },
+        { kind: "edit", app: "flux", value: "e1", save: true, gapMs: 300 },
+        { kind: "push", app: "argocd", value: "p2", note: false, gapMs: 300 },
+      ],
+      flushSkipsPublication: true,
+      timers: FAST_TIMERS,
+      quiesceTimeoutMs: 15_000,
+    });
+    expect(
+      r.violations.map((v) => v.invariant),
+      r.timeline.join("\n"),
+    ).toContain("nothing-lost");
+  }, 180_000);
+
   it("finds nothing when applygate holds the applier through the same edits", async () => {
     const r = await playRun({ seed: 1, redisUrl: testRedisUrl(), plan });
     expect(r.violations, r.timeline.join("\n")).toEqual([]);
     expect(r.reverts).toEqual([]);
   }, 180_000);
+
+  describe.each(SEED_SET)("seed %i", (seed) => {
+    it(`breaks no invariant${SEEDS_ASSERT_NO_REVERT ? "" : " (no-revert counted, asserted once the restale rule lands)"}`, async () => {
+      const r = await playRun({ seed, redisUrl: testRedisUrl(), actions: SEED_ACTIONS });
+      const judged = r.violations.filter((v) => SEEDS_ASSERT_NO_REVERT || v.invariant !== "no-revert");
+      expect(judged, [...r.timeline, ...r.logs.slice(-200)].join("\n")).toEqual([]);
+    }, 240_000);
+  });
 });

@@ -331,6 +331,7 @@ describe("the window observer", () => {
           "application/merge-patch+json" as never,
         ),
       );
+      // An absence, so it is waited out: the observer would report the edit within this.
       await new Promise((res) => setTimeout(res, 300));
       expect(reporter.reports.slice(before).filter((x) => x.type === "applierWrite")).toEqual([]);
     } finally {

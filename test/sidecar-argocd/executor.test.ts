@@ -226,6 +226,7 @@ describe("one sync per attempt", () => {
       r.report,
       new AbortController().signal,
     );
+    // An absence while the other operation runs, so it is waited out: the executor must not act.
     await new Promise((res) => setTimeout(res, 200));
     expect(r.phases()).toEqual([]);
     expect((await c.getApp(name)).operation?.initiatedBy?.username).toBe("admin");

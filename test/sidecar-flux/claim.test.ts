@@ -365,6 +365,7 @@ describe.concurrent("a shared GitRepository and the apply window", () => {
         "application/merge-patch+json" as never,
       ),
     );
+    // An absence, so it is waited out: the observer would report the edit within this.
     await new Promise((res) => setTimeout(res, 150));
     expect(s.reports.filter((x) => x.type === "applierWrite")).toHaveLength(1);
     await until(

@@ -25,6 +25,8 @@ function clean(): RunRecord {
   return {
     startValues: { flux: "hello", argocd: "hello" },
     edits: [edit("flux", "e1", 1000), edit("flux", "e2", 2000)],
+    notes: [],
+    refusals: [],
     pushes: [],
     cluster: {
       flux: [
@@ -147,5 +149,14 @@ describe("soak invariants", () => {
     const replaced = clean();
     replaced.edits.splice(1, 0, edit("flux", "w", 1500, false));
     expect(checkRun(replaced).violations).toEqual([]);
+  });
+
+  it("nothing-lost: an accepted edit of the other key missing from Git, found once a commit holds it", () => {
+    const r = clean();
+    r.notes.push({ ...edit("flux", "n3", 2500), message: "flux: set note to n3", greeting: "e2" });
+    expect(invariantsOf(r)).toContain("nothing-lost");
+    // Joined to the open window of the edit before it: that commit's message, the note's value.
+    (r.commits[1] as CommitRecord).notes = { flux: "n3", argocd: undefined };
+    expect(checkRun(r).violations).toEqual([]);
   });
 });

@@ -24,6 +24,8 @@ export interface EditRecord {
   status: number;
   /** The commit message the write carries. */
   message: string;
+  /** The intake's id of the write, when accepted. */
+  id?: string;
 }
 
 /** A foreign push that landed. */
@@ -47,6 +49,8 @@ export interface CommitRecord {
   sha: string;
   subject: string;
   values: Record<DemoApp, string | undefined>;
+  /** What each app's other key (`note`) holds at that commit. */
+  notes?: Record<DemoApp, string | undefined>;
 }
 
 export interface OperationRecord {
@@ -60,14 +64,32 @@ export interface OperationRecord {
   phases: Array<{ phase: string; at: number }>;
 }
 
+/** An API edit of the other key (`note`): its write carries the greeting the cluster held then. */
+export interface NoteRecord extends EditRecord {
+  greeting: string | undefined;
+}
+
+/** An edit on the cluster the mirror refused (never meant for Git). */
+export interface RefusalRecord {
+  app: DemoApp;
+  value: string;
+  at: number;
+  status: number;
+}
+
 export interface RunRecord {
   startValues: Record<DemoApp, string | undefined>;
   edits: EditRecord[];
+  /** Edits of the other key; they count as writes of the run, not as greeting values. */
+  notes: NoteRecord[];
+  refusals: RefusalRecord[];
   pushes: PushRecord[];
   cluster: Record<DemoApp, ClusterSample[]>;
   commits: CommitRecord[];
   final: { cluster: Record<DemoApp, string | undefined>; git: Record<DemoApp, string | undefined> };
   operations: OperationRecord[];
+  /** When the run stopped watching the cluster (ms since the epoch). */
+  endedAt?: number;
 }
 
 /** A revert seen on the cluster: an API edit's value replaced by an older one. */
@@ -76,7 +98,10 @@ export interface Revert {
   from: string;
   to: string | undefined;
   at: number;
-  /** How long the older value stayed (until the cluster held `from` or something newer again). */
+  /**
+   * How long the older value stayed (until the cluster held `from` or something newer again; to
+   * the run's end when it never did).
+   */
   lastedMs: number;
   /** The edit landed while an operation of this applier was already running: the residue the seeds accept. */
   whileApplying: boolean;
@@ -164,7 +189,7 @@ export function findReverts(r: RunRecord): Revert[] {
         from: prev.value,
         to: cur.value,
         at: cur.at,
-        lastedMs: (back?.at ?? Number.NaN) - cur.at,
+        lastedMs: (back?.at ?? r.endedAt ?? cur.at) - cur.at,
         whileApplying: applyingAt(r, app, edit.at),
       });
     }
@@ -190,7 +215,7 @@ function applyingAt(r: RunRecord, app: DemoApp, t: number): boolean {
 export function commitsExplained(r: RunRecord): Violation[] {
   const out: Violation[] = [];
   const pushed = new Set(r.pushes.map((p) => p.commit));
-  const accepted = r.edits.filter((e) => e.status === 202);
+  const accepted = [...r.edits, ...r.notes].filter((e) => e.status === 202);
   const messages = new Map(accepted.map((e) => [e.message, e]));
   let mine = 0;
   for (const c of r.commits) {
@@ -202,6 +227,8 @@ export function commitsExplained(r: RunRecord): Violation[] {
         invariant: "commits-explained",
         detail: `commit ${c.sha.slice(0, 8)} "${c.subject}" carries no write of the run`,
       });
+    } else if (edit.save && "greeting" in edit) {
+      // A note's write carries the greeting the cluster showed; only its note is its own.
     } else if (edit.save && c.values[edit.app] !== edit.value) {
       out.push({
         invariant: "commits-explained",
@@ -278,5 +305,9 @@ export function nothingLost(r: RunRecord): Violation[] {
         });
     });
   }
+  // A note is a save, never replaced within its window: some commit holds its value.
+  for (const n of r.notes.filter((e) => e.status === 202))
+    if (!r.commits.some((c) => c.notes?.[n.app] === n.value))
+      out.push({ invariant: "nothing-lost", detail: `${n.app} note = ${n.value} (save) is in no commit` });
   return out;
 }

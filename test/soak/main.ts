@@ -40,6 +40,8 @@ const actions = int("actions", values.actions, 12);
 const deadline = minutes === undefined ? Number.POSITIVE_INFINITY : Date.now() + minutes * 60_000;
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
+/** The longest time an older value stayed over an edit in a run (one never undone counts to the run's end). */
+const longestRevert = (r: RunResult): number => Math.max(0, ...r.reverts.map((v) => v.lastedMs));
 
 const redis = await resolveEmbeddedRedis();
 const results: RunResult[] = [];
@@ -53,7 +55,11 @@ try {
       ...(values.log ? { logLevel: values.log } : {}),
     });
     results.push(r);
-    const reverts = r.reverts.length ? `, ${r.reverts.length} revert(s) while applying` : "";
+    const reverts = r.reverts.length
+      ? `, ${r.reverts.length} revert(s), longest ${longestRevert(r)} ms (${
+          r.reverts.filter((v) => v.whileApplying).length
+        } of an edit made while its applier applied)`
+      : ", no revert";
     say(
       `run ${i + 1} seed ${runSeed}: ${r.actions.length} actions, ${r.seconds.toFixed(1)} s, ${
         r.violations.length ? `${r.violations.length} VIOLATION(S)` : "clean"
@@ -84,11 +90,14 @@ const summary = {
   violations: results.flatMap((r, run) =>
     r.violations.map((v) => ({ seed: r.seed, run: run + 1, invariant: v.invariant, detail: v.detail })),
   ),
+  reverts: results.reduce((n, r) => n + r.reverts.length, 0),
   revertsWhileApplying: results.reduce((n, r) => n + r.reverts.filter((v) => v.whileApplying).length, 0),
-  longestRevertMs: Math.max(
-    0,
-    ...results.flatMap((r) => r.reverts.map((v) => v.lastedMs)).filter(Number.isFinite),
-  ),
+  longestRevertMs: Math.max(0, ...results.map(longestRevert)),
+  revertsPerRun: results.map((r) => ({
+    seed: r.seed,
+    reverts: r.reverts.length,
+    longestRevertMs: longestRevert(r),
+  })),
   medianRunSeconds: seconds.length
     ? Number((seconds[Math.floor(seconds.length / 2)] as number).toFixed(1))
     : 0,

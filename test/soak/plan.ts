@@ -7,16 +7,58 @@ import { type Random, seeded } from "./random.js";
 
 export const APPS: readonly DemoApp[] = ["flux", "argocd"];
 export type Restartable = "worker" | "flux" | "argocd";
+export const RESTARTABLE: readonly Restartable[] = ["worker", "flux", "argocd"];
+
+/** Faults of the Git host (test/git/server.ts). */
+export type GitFault =
+  /** Every request answered 503 for `ms`. */
+  | { fault: "outage"; ms: number }
+  /** The next request of a kind held unanswered for `ms`. */
+  | { fault: "stall"; ms: number; of: "push" | "fetch" | "any" }
+  /** The next push lands, but its reply is lost (the connection drops). */
+  | { fault: "lost-reply" };
+
+/** Where the product talks to the API server: its claims and GitTargets, the appliers' objects. */
+export const API_SCOPES = [
+  "/apis/applygate.dev/",
+  "/apis/kustomize.toolkit.fluxcd.io/",
+  "/apis/source.toolkit.fluxcd.io/",
+  "/apis/argoproj.io/",
+] as const;
+
+/**
+ * Where a real API server can answer a write 409: the writes guarded by a resourceVersion (the
+ * claims' and GitTargets' status, the Argo CD Application's update). A merge patch or a forced
+ * apply without one (the Flux stamps and suspends) never meets a conflict.
+ */
+export const CONFLICT_SCOPES = ["/apis/applygate.dev/", "/apis/argoproj.io/"] as const;
+
+/** Faults of the Kubernetes API server (test/cluster/apiserver/faults.ts). */
+export type ApiFault =
+  /** The next `n` writes (PATCH/PUT) under a path answered 409 Conflict. */
+  | { fault: "409"; n: number; scope: (typeof CONFLICT_SCOPES)[number] }
+  /** The next `n` requests under a path answered 500. */
+  | { fault: "500"; n: number; scope: (typeof API_SCOPES)[number] }
+  /** The history forgotten and every watch ended, so each one resumes into 410 Gone and lists again. */
+  | { fault: "410" };
 
 export type Action =
   /** An API edit of the app's greeting, reported through the intake (a save closes its commit window). */
   | { kind: "edit"; app: DemoApp; value: string; save: boolean; gapMs: number }
+  /** An API edit of another key of the same object (`note`); the write carries the object as the cluster holds it. */
+  | { kind: "note"; app: DemoApp; value: string; gapMs: number }
   /** Several saved edits of one app within one second. */
   | { kind: "burst"; app: DemoApp; values: string[]; gapMs: number }
-  /** Somebody pushes a new greeting to Git with the git CLI. */
-  | { kind: "push"; app: DemoApp; value: string; gapMs: number }
-  /** A graceful stop and start of one process. */
-  | { kind: "restart"; process: Restartable; gapMs: number };
+  /** Somebody pushes a new greeting to Git with the git CLI (`note`: only the other key). */
+  | { kind: "push"; app: DemoApp; value: string; note: boolean; gapMs: number }
+  /** An edit on the cluster that the mirror refuses (it never reaches Git; the GitTarget reapplies). */
+  | { kind: "refuse"; app: DemoApp; value: string; gapMs: number }
+  /** A stop and start of one process: graceful (SIGTERM) or SIGKILL. */
+  | { kind: "restart"; process: Restartable; kill: boolean; gapMs: number }
+  /** Redis stopped (SIGTERM, its append-only file kept) and started again on its port after `downMs`. */
+  | { kind: "redis"; downMs: number; gapMs: number }
+  | ({ kind: "git"; gapMs: number } & GitFault)
+  | ({ kind: "api"; gapMs: number } & ApiFault);
 
 export interface PlanOptions {
   actions: number;
@@ -24,10 +66,15 @@ export interface PlanOptions {
 
 /** Relative weights of the action kinds. */
 const WEIGHTS: ReadonlyArray<[Action["kind"], number]> = [
-  ["edit", 45],
-  ["burst", 10],
-  ["push", 30],
-  ["restart", 15],
+  ["edit", 36],
+  ["note", 5],
+  ["burst", 8],
+  ["push", 20],
+  ["refuse", 5],
+  ["restart", 12],
+  ["redis", 3],
+  ["git", 6],
+  ["api", 6],
 ];
 
 function kindOf(r: Random): Action["kind"] {
@@ -48,6 +95,27 @@ function gap(r: Random): number {
   return r.int(600, 2500);
 }
 
+function gitFault(r: Random): GitFault {
+  const roll = r.next();
+  if (roll < 0.35) return { fault: "outage", ms: r.int(300, 3000) };
+  if (roll < 0.7)
+    return { fault: "stall", ms: r.int(300, 4000), of: r.pick(["push", "fetch", "any"] as const) };
+  return { fault: "lost-reply" };
+}
+
+function apiFault(r: Random): ApiFault {
+  const roll = r.next();
+  if (roll < 0.4) return { fault: "409", n: r.int(3, 12), scope: r.pick(CONFLICT_SCOPES) };
+  // A 500 fails the request it meets, and an attempt whose write fails is given back and retried
+  // after a backoff that doubles from 4 s: a few in a row, so the run's bounded wait outlasts them.
+  if (roll < 0.75) return { fault: "500", n: r.int(1, 3), scope: r.pick(API_SCOPES) };
+  return { fault: "410" };
+}
+
+/**
+ * Every draw comes from one generator in a fixed order, so the seed alone names the run. The
+ * kind-specific draws follow the common ones (gap, app), whatever the kind.
+ */
 export function planRun(seed: number, o: PlanOptions): Action[] {
   const r = seeded(seed);
   const actions: Action[] = [];
@@ -59,6 +127,9 @@ export function planRun(seed: number, o: PlanOptions): Action[] {
       case "edit":
         actions.push({ kind, app, value: `e${i}`, save: r.chance(0.7), gapMs });
         break;
+      case "note":
+        actions.push({ kind, app, value: `n${i}`, gapMs });
+        break;
       case "burst":
         actions.push({
           kind,
@@ -68,14 +139,33 @@ export function planRun(seed: number, o: PlanOptions): Action[] {
         });
         break;
       case "push":
-        actions.push({ kind, app, value: `p${i}`, gapMs });
+        actions.push({ kind, app, value: `p${i}`, note: r.chance(0.25), gapMs });
+        break;
+      case "refuse":
+        actions.push({ kind, app, value: `r${i}`, gapMs });
         break;
       case "restart":
-        actions.push({ kind, process: r.pick(["worker", "flux", "argocd"] as const), gapMs });
+        actions.push({ kind, process: r.pick(RESTARTABLE), kill: r.chance(0.5), gapMs });
+        break;
+      case "redis":
+        actions.push({ kind, downMs: r.int(200, 2000), gapMs });
+        break;
+      case "git":
+        actions.push({ kind, gapMs, ...gitFault(r) });
+        break;
+      case "api":
+        actions.push({ kind, gapMs, ...apiFault(r) });
         break;
     }
   }
   return actions;
+}
+
+/** Whether a plan needs each process in a child of its own (it SIGKILLs it) or a private Redis. */
+export function needs(actions: readonly Action[]): { children: Set<Restartable>; privateRedis: boolean } {
+  const children = new Set<Restartable>();
+  for (const a of actions) if (a.kind === "restart" && a.kill) children.add(a.process);
+  return { children, privateRedis: actions.some((a) => a.kind === "redis") };
 }
 
 /** One line per action, for a failing run's report. */
@@ -84,11 +174,27 @@ export function describeAction(a: Action): string {
   switch (a.kind) {
     case "edit":
       return `${pause} edit ${a.app} = ${a.value}${a.save ? " (save)" : ""}`;
+    case "note":
+      return `${pause} edit ${a.app} note = ${a.value} (save)`;
     case "burst":
       return `${pause} burst ${a.app} = ${a.values.join(", ")}`;
     case "push":
-      return `${pause} push ${a.app} = ${a.value}`;
+      return `${pause} push ${a.app} ${a.note ? "note" : "greeting"} = ${a.value}`;
+    case "refuse":
+      return `${pause} refused edit ${a.app} = ${a.value}`;
     case "restart":
-      return `${pause} restart ${a.process}`;
+      return `${pause} ${a.kill ? "SIGKILL and start" : "restart"} ${a.process}`;
+    case "redis":
+      return `${pause} Redis down for ${a.downMs} ms`;
+    case "git":
+      return a.fault === "outage"
+        ? `${pause} Git outage for ${a.ms} ms`
+        : a.fault === "stall"
+          ? `${pause} Git stalls the next ${a.of} request for ${a.ms} ms`
+          : `${pause} Git loses the next push's reply`;
+    case "api":
+      return a.fault === "410"
+        ? `${pause} API server forgets its history and ends every watch (410 on resume)`
+        : `${pause} API server answers the next ${a.n} ${a.fault === "409" ? "writes" : "requests"} under ${a.scope} ${a.fault}`;
   }
 }

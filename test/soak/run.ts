@@ -4,18 +4,40 @@
  * invariants judge — read from the cluster's watch, the branch's history and the queues.
  */
 import { join } from "node:path";
+import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
 import { TERMINAL_PHASES } from "../../queue/contract.js";
+import { writePublishedKey } from "../../queue/keys.js";
 import { createLogger, type Logger } from "../../queue/log.js";
+import { connectRedis } from "../../queue/redis.js";
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
-import { apiEdit, clusterValue, gitValue, settled, tip, watchValue } from "../playground/actors.js";
+import {
+  apiEdit,
+  clusterValue,
+  gitValue,
+  postWrite,
+  settled,
+  tip,
+  USER_MANAGER,
+  watchValue,
+} from "../playground/actors.js";
 import { type AssemblyTimers, FAST_TIMERS, startAssembly } from "../playground/assembly.js";
-import { DEMO_REPO, type DemoApp, demoConfigMap, demoConfigPath } from "../playground/demo.js";
+import {
+  DEMO_APPS,
+  DEMO_NAMESPACE,
+  DEMO_REPO,
+  type DemoApp,
+  demoConfigMap,
+  demoConfigPath,
+  INTAKE_TOKEN,
+} from "../playground/demo.js";
 import { observeProgress } from "../playground/progress.js";
+import { type RestartableRedis, restartableRedis } from "../redis/restartable.js";
 import { until } from "../support/wait.js";
 import { checkRun, type Revert, type RunRecord, type Violation } from "./invariants.js";
-import { type Action, APPS, describeAction, planRun } from "./plan.js";
+import { type Action, APPS, describeAction, needs, planRun } from "./plan.js";
+import { type Processes, startProcesses } from "./processes.js";
 import { seeded } from "./random.js";
 
 export interface RunOptions {
@@ -30,6 +52,13 @@ export interface RunOptions {
   logLevel?: string;
   /** Play the run with no claims, so nothing holds the appliers (their own timers apply): a broken assembly. */
   unheld?: boolean;
+  /**
+   * A broken assembly: the worker's flush answers "published" at the current tip without
+   * publishing anything, and it never publishes by itself.
+   */
+  flushSkipsPublication?: boolean;
+  /** How long to wait for quiescence before judging the run as it stands (default 90 s). */
+  quiesceTimeoutMs?: number;
 }
 
 export interface RunResult {
@@ -64,20 +93,35 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
         { level: "debug", timestamp: pino.stdTimeFunctions.isoTime },
         {
           write(line: string) {
-            logs.push(line);
-            if (logs.length > 5_000) logs.splice(0, logs.length - 5_000);
+            keep(logs, line);
           },
         },
       );
+  const need = needs(actions);
+  // A plan that restarts Redis runs on a private redis-server it can stop; others share the given one.
+  const redis: RestartableRedis | undefined = need.privateRedis ? await restartableRedis() : undefined;
+  const redisUrl = redis?.url ?? o.redisUrl;
+  const timers = o.timers ?? timersFor(o.seed);
   const a = await startAssembly({
-    redisUrl: o.redisUrl,
+    redisUrl,
     log,
-    timers: o.timers ?? timersFor(o.seed),
+    timers: o.flushSkipsPublication
+      ? { ...timers, branch: { ...timers.branch, autoPublish: false } }
+      : timers,
     withoutClaims: o.unheld ?? false,
+    ...(o.flushSkipsPublication ? { flushSkipsPublication: true } : {}),
+  }).catch(async (err) => {
+    await redis?.remove();
+    throw err;
   });
-  const progress = await observeProgress({ redisUrl: o.redisUrl, prefix: a.prefix, repeats: true });
   const stopWatches: Array<() => void> = [];
+  let processes: Processes | undefined;
+  const progress = await observeProgress({ redisUrl, prefix: a.prefix, repeats: true });
   try {
+    // A child's log lines join the run's: printed with --log, kept for a failure otherwise.
+    processes = await startProcesses(a, need.children, (line) =>
+      o.logLevel ? process.stdout.write(line) : keep(logs, line),
+    );
     const start = o.unheld ? await tip(a) : await settled(a);
     if (o.unheld) {
       for (const app of APPS)
@@ -92,6 +136,8 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
       startValues: { flux: await gitValue(a, "flux"), argocd: await gitValue(a, "argocd") },
       edits: [],
       pushes: [],
+      notes: [],
+      refusals: [],
       cluster: { flux: [], argocd: [] },
       commits: [],
       final: { cluster: { flux: undefined, argocd: undefined }, git: { flux: undefined, argocd: undefined } },
@@ -103,17 +149,27 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
     const pending: Array<Promise<void>> = [];
     for (const action of actions) {
       if (action.gapMs) await new Promise((r) => setTimeout(r, action.gapMs));
-      pending.push(play(a, action, record));
-      // Restarts and pushes take their time; edits overlap whatever follows.
-      if (action.kind === "restart" || action.kind === "push") await pending[pending.length - 1];
+      pending.push(play({ a, processes, redis }, action, record));
+      // Restarts, pushes and a Redis restart take their time; edits and faults overlap whatever follows.
+      if (action.kind === "restart" || action.kind === "push" || action.kind === "redis")
+        await pending[pending.length - 1];
     }
     await Promise.all(pending);
 
-    // Quiescence: every attempt ended, the cluster holds Git's value for both apps, and nothing
-    // (tip, attempts, reports) moved for QUIET_MS — an attempt decided a moment later counts too.
+    // Quiescence: every accepted write published (or refused), every attempt ended, the cluster
+    // holds Git's value for both apps, and nothing (tip, attempts, reports) moved for QUIET_MS —
+    // an attempt decided a moment later counts too.
     let still = { since: Date.now(), state: "" };
+    const answers = connectRedis(redisUrl);
+    const unpublished = async () => {
+      const ids = [...record.edits, ...record.notes].filter((e) => e.status === 202 && e.id).map((e) => e.id);
+      const keys = ids.map((id) => writePublishedKey(a.prefix, id as string));
+      const got = keys.length ? await answers.mget(...keys) : [];
+      return got.filter((v) => v === null).length;
+    };
     await until(
       async () => {
+        if ((await unpublished()) > 0) return false;
         const ended = new Set(
           progress
             .phases()
@@ -129,9 +185,12 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
         return open === 0 && differ.length === 0 && Date.now() - still.since >= QUIET_MS;
       },
       "quiescence",
-      { timeoutMs: 90_000, everyMs: 200, retryErrors: true },
-    ).catch(() => false);
+      { timeoutMs: o.quiesceTimeoutMs ?? 90_000, everyMs: 200, retryErrors: true },
+    )
+      .catch(() => false)
+      .finally(() => answers.disconnect());
     for (const stop of stopWatches.splice(0)) stop();
+    record.endedAt = Date.now();
 
     record.commits = await commitsAfter(a, start);
     for (const app of APPS) {
@@ -164,8 +223,18 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
   } finally {
     for (const stop of stopWatches) stop();
     await progress.stop().catch(() => {});
+    a.git.faults.clear();
+    a.api.faults.reset();
+    await processes?.close();
     await a.stop();
+    await redis?.remove();
   }
+}
+
+/** The last 5,000 log lines of a run, kept for a failure to print. */
+function keep(logs: string[], line: string): void {
+  logs.push(line);
+  if (logs.length > 5_000) logs.splice(0, logs.length - 5_000);
 }
 
 type Assembly = Awaited<ReturnType<typeof startAssembly>>;
@@ -174,45 +243,88 @@ const TERMINAL = new Set<string>(TERMINAL_PHASES);
 /** How long nothing may move before a run counts as quiet. */
 const QUIET_MS = 3_000;
 
-async function play(a: Assembly, action: Action, record: RunRecord): Promise<void> {
+interface Stage {
+  a: Assembly;
+  processes: Processes;
+  redis: RestartableRedis | undefined;
+}
+
+async function play({ a, processes, redis }: Stage, action: Action, record: RunRecord): Promise<void> {
   switch (action.kind) {
     case "edit":
       return edit(a, action.app, action.value, action.save, record);
+    case "note":
+      return noteEdit(a, action.app, action.value, record);
     case "burst":
-      // Edits of one app within one second: each starts 0–300 ms after the one before.
+      // Edits of one app within one second: each starts 0–300 ms after the one before (the gaps are
+      // the action itself, not a wait for anything).
       await Promise.all(
         action.values.map(async (value, i) => {
-          await new Promise((r) => setTimeout(r, i * (100 + (value.length % 3) * 100)));
+          await pause(i * (100 + (value.length % 3) * 100));
           await edit(a, action.app, value, true, record);
         }),
       );
       return;
-    case "push": {
-      const peer = await GitPeer.clone(a.demo.repoUrl, a.demo.branch);
-      try {
-        const { objectYaml } = await import("../../queue/git/layout.js");
-        const subject = `greeting ${action.value} (pushed to Git)`;
-        const commit = await peer.commitAndPush(
-          demoConfigPath(action.app),
-          objectYaml(demoConfigMap(action.app, { greeting: action.value })),
-          subject,
-        );
-        record.pushes.push({ app: action.app, value: action.value, at: Date.now(), commit, subject });
-      } finally {
-        await peer.remove();
-      }
-      return;
-    }
+    case "push":
+      return push(a, action.app, action.value, action.note, record);
+    case "refuse":
+      return refuse(a, action.app, action.value, record);
     case "restart":
-      if (action.process === "worker") {
-        await a.stopWorker();
-        await a.startWorker();
-      } else {
-        await a.stopSidecar(action.process);
-        await a.startSidecar(action.process);
+      return processes.restart(action.process, action.kill);
+    case "redis":
+      if (!redis) throw new Error("a Redis restart needs the run's private Redis");
+      await redis.stop();
+      await pause(action.downMs);
+      await redis.start();
+      return;
+    case "git":
+      switch (action.fault) {
+        case "outage":
+          a.git.faults.setDown(true);
+          await pause(action.ms);
+          a.git.faults.setDown(false);
+          return;
+        case "stall": {
+          const held = a.git.faults.stallNext(1, action.of);
+          await pause(action.ms);
+          held.release();
+          return;
+        }
+        case "lost-reply":
+          a.git.faults.dropPushReply(1);
+          return;
       }
       return;
+    case "api":
+      switch (action.fault) {
+        case "409":
+          for (const method of ["PATCH", "PUT"])
+            a.api.faults.failNext(action.n, { method, pathPrefix: action.scope, status: 409 });
+          return;
+        case "500":
+          a.api.faults.failNext(action.n, { pathPrefix: action.scope, status: 500 });
+          return;
+        case "410":
+          a.api.faults.expireHistory();
+          a.api.faults.dropWatches();
+          return;
+      }
   }
+}
+
+/** A pause that is part of an action (an outage's length, a gap between edits), not a wait for a condition. */
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What a mirror does while the gateway cannot take a write (503 while Redis is away, 429): tries again. */
+async function deliver<T extends { status: number }>(send: () => Promise<T>, what: string): Promise<T> {
+  return until(
+    async () => {
+      const answer = await send();
+      return answer.status === 503 || answer.status === 429 ? undefined : answer;
+    },
+    what,
+    { timeoutMs: 60_000, everyMs: 250, retryErrors: true },
+  );
 }
 
 async function edit(
@@ -223,7 +335,14 @@ async function edit(
   record: RunRecord,
 ): Promise<void> {
   const at = Date.now();
-  const answer = await apiEdit(a, app, value, { wait: false, save });
+  let answer = await apiEdit(a, app, value, { wait: false, save });
+  // The edit is on the cluster; only its report waits for the gateway to take writes again.
+  if (answer.status === 503 || answer.status === 429)
+    answer = await deliver(
+      () =>
+        postWrite(a, app, writeBody(app, demoConfigMap(app, { greeting: value }), save, at), { wait: false }),
+      `the gateway to take ${app} = ${value}`,
+    );
   record.edits.push({
     app,
     value,
@@ -231,7 +350,142 @@ async function edit(
     save,
     status: answer.status,
     message: `${app}: set greeting to ${value}`,
+    ...(answer.body.id ? { id: answer.body.id } : {}),
   });
+}
+
+const writeBody = (
+  app: DemoApp,
+  object: Record<string, unknown>,
+  save: boolean,
+  editedAt: number,
+  message?: string,
+) => ({
+  changes: [{ op: "upsert", object }],
+  author: { name: "user", email: "user@example.com" },
+  message: message ?? `${app}: set greeting to ${(object.data as { greeting?: string }).greeting}`,
+  save,
+  // Whole seconds, as the server's managedFields record the edit.
+  editedAt: new Date(Math.floor(editedAt / 1000) * 1000).toISOString(),
+});
+
+const APPLY = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.ServerSideApply);
+
+/**
+ * An edit of another key (`note`), by a field manager of its own so the greeting keeps its owner.
+ * The write reports the object as the cluster holds it then, greeting included, as a mirror does.
+ */
+async function noteEdit(a: Assembly, app: DemoApp, value: string, record: RunRecord): Promise<void> {
+  const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const { name, namespace } = DEMO_APPS[app];
+  const at = Date.now();
+  const written = await core.patchNamespacedConfigMap(
+    {
+      name,
+      namespace,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace }, data: { note: value } },
+      fieldManager: `${USER_MANAGER}-notes`,
+      force: true,
+    },
+    APPLY,
+  );
+  const message = `${app}: set note to ${value}`;
+  const object = demoConfigMap(app, { ...(written.data ?? {}) });
+  const answer = await deliver(
+    () => postWrite(a, app, writeBody(app, object, true, at, message), { wait: false }),
+    `the gateway to take ${app} note = ${value}`,
+  );
+  record.notes.push({
+    app,
+    value,
+    at,
+    save: true,
+    status: answer.status,
+    message,
+    greeting: written.data?.greeting,
+    ...(answer.body.id ? { id: answer.body.id } : {}),
+  });
+}
+
+/**
+ * Somebody pushes with the git CLI: the greeting, or only the note (keeping the greeting the tip
+ * has). A push that fails for a Git fault is tried again, as a person would; one whose reply was
+ * lost but that landed is found on the branch by its subject.
+ */
+async function push(
+  a: Assembly,
+  app: DemoApp,
+  value: string,
+  note: boolean,
+  record: RunRecord,
+): Promise<void> {
+  const { objectYaml } = await import("../../queue/git/layout.js");
+  const subject = `${note ? "note" : "greeting"} ${value} (pushed to Git)`;
+  const gitDir = join(a.git.root, `${DEMO_REPO}.git`);
+  const landed = async () =>
+    (
+      await gitOk(["--git-dir", gitDir, "log", "--format=%H", "-F", `--grep=${subject}`, a.demo.branch])
+    ).trim() || undefined;
+  const commit = await until(
+    async () => {
+      const already = await landed();
+      if (already) return already;
+      const peer = await GitPeer.clone(a.demo.repoUrl, a.demo.branch);
+      try {
+        const path = demoConfigPath(app);
+        const data: Record<string, string> = note
+          ? {
+              greeting: /greeting: (.*)/.exec(await peer.readFile(path))?.[1]?.trim() ?? "hello",
+              note: value,
+            }
+          : { greeting: value };
+        await peer.writeFile(path, objectYaml(demoConfigMap(app, data)));
+        await peer.commit(subject);
+        const out = await peer.push();
+        // Rejected (the branch moved): the next try clones the new tip and sets the file on it.
+        return out.ok ? (await gitOk(["rev-parse", "HEAD"], { cwd: peer.dir })).trim() : await landed();
+      } finally {
+        await peer.remove();
+      }
+    },
+    `the push of ${subject}`,
+    { timeoutMs: 60_000, everyMs: 200, retryErrors: true },
+  );
+  const pushedGreeting = /greeting: (.*)/
+    .exec(await gitOk(["--git-dir", gitDir, "show", `${commit}:${demoConfigPath(app)}`]))?.[1]
+    ?.trim();
+  record.pushes.push({ app, value: pushedGreeting ?? value, at: Date.now(), commit, subject });
+}
+
+/** An edit on the cluster the mirror refuses: reported to the refusals endpoint, never to Git. */
+async function refuse(a: Assembly, app: DemoApp, value: string, record: RunRecord): Promise<void> {
+  const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const { name, namespace } = DEMO_APPS[app];
+  const at = Date.now();
+  await core.patchNamespacedConfigMap(
+    {
+      name,
+      namespace,
+      body: demoConfigMap(app, { greeting: value }),
+      fieldManager: USER_MANAGER,
+      force: true,
+    },
+    APPLY,
+  );
+  const target = app === "flux" ? "flux-app" : "argo-app";
+  const answer = await deliver(async () => {
+    const res = await fetch(`${a.gateway.url}/v1/targets/${DEMO_NAMESPACE}/${target}/refusals`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${INTAKE_TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        object: { apiVersion: "v1", kind: "ConfigMap", namespace, name },
+        reason: `the greeting ${value} is not allowed`,
+      }),
+    });
+    await res.body?.cancel();
+    return { status: res.status };
+  }, `the gateway to take the refusal of ${app} = ${value}`);
+  record.refusals.push({ app, value, at, status: answer.status });
 }
 
 /** The branch's commits after `start`, first parent first, with each app's greeting at that commit. */
@@ -250,13 +504,15 @@ async function commitsAfter(a: Assembly, start: string): Promise<RunRecord["comm
   for (const line of out.split("\n").filter(Boolean)) {
     const sha = line.slice(0, 40);
     const values = { flux: undefined, argocd: undefined } as Record<DemoApp, string | undefined>;
+    const notes = { flux: undefined, argocd: undefined } as Record<DemoApp, string | undefined>;
     for (const app of APPS) {
       const text = await gitOk(["--git-dir", gitDir, "show", `${sha}:${demoConfigPath(app)}`]).catch(
         () => "",
       );
       values[app] = /greeting: (.*)/.exec(text)?.[1]?.trim();
+      notes[app] = /note: (.*)/.exec(text)?.[1]?.trim();
     }
-    commits.push({ sha, subject: line.slice(41), values });
+    commits.push({ sha, subject: line.slice(41), values, notes });
   }
   return commits;
 }
@@ -269,9 +525,17 @@ function timeline(r: RunRecord, t0: number): string[] {
       t: e.at,
       line: `${ms(e.at)}  edit ${e.app} = ${e.value}${e.save ? " (save)" : ""} → ${e.status}`,
     })),
+    ...r.notes.map((e) => ({
+      t: e.at,
+      line: `${ms(e.at)}  edit ${e.app} note = ${e.value} (greeting ${e.greeting}) → ${e.status}`,
+    })),
+    ...r.refusals.map((e) => ({
+      t: e.at,
+      line: `${ms(e.at)}  refused edit ${e.app} = ${e.value} → ${e.status}`,
+    })),
     ...r.pushes.map((p) => ({
       t: p.at,
-      line: `${ms(p.at)}  push ${p.app} = ${p.value} (${p.commit.slice(0, 8)})`,
+      line: `${ms(p.at)}  push ${p.app} "${p.subject}" greeting ${p.value} (${p.commit.slice(0, 8)})`,
     })),
     ...APPS.flatMap((app) =>
       r.cluster[app].map((s) => ({
@@ -294,7 +558,10 @@ function timeline(r: RunRecord, t0: number): string[] {
     .map((x) => x.line)
     .concat(
       r.commits.map(
-        (c) => `commit ${c.sha.slice(0, 8)} ${c.subject}  [flux=${c.values.flux} argocd=${c.values.argocd}]`,
+        (c) =>
+          `commit ${c.sha.slice(0, 8)} ${c.subject}  [flux=${c.values.flux} argocd=${c.values.argocd}${
+            c.notes?.flux || c.notes?.argocd ? ` notes: flux=${c.notes.flux} argocd=${c.notes.argocd}` : ""
+          }]`,
       ),
     );
 }

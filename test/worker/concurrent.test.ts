@@ -51,6 +51,7 @@ describe("publication under contention from concurrent pushers", () => {
       while (watching) {
         const tip = await readFile(join(bare, "refs", "heads", "main"), "utf8").catch(() => "");
         if (tip.trim()) tipsSeen.add(tip.trim());
+        // A sampling interval, not a wait: the watcher reads the tip as often as it can.
         await new Promise((r) => setTimeout(r, 5));
       }
     })();
@@ -58,7 +59,7 @@ describe("publication under contention from concurrent pushers", () => {
     const writes = Array.from({ length: 500 }, (_, i) => configMapWrite(h.key, `cm-${i % 120}`, `v${i}`));
     for (const [i, w] of writes.entries()) {
       expect(await h.accept(w)).toBe(true);
-      // Spread the writes over the pushers' activity so they really contend.
+      // Spread the writes over the pushers' activity so they really contend (pacing, not a wait).
       if (i % 10 === 9) await new Promise((r) => setTimeout(r, 150));
     }
     const { foreign } = (await c.next()) as { foreign: string[] };

@@ -425,6 +425,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     await w.startReplica();
     await waitFor("baseline", () => w.driver().state.observed);
     const first = await w.accept("a", "1");
+    // The gaps are the case itself: edits seconds apart, the foreign push between them.
     await new Promise((r) => setTimeout(r, 1000));
     // Somebody pushes straight to the repository: no notice reaches the worker.
     const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
@@ -456,7 +457,8 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     await w.startReplica();
     // The GitTarget names the claim (a converge is pending), but the remote cannot be read yet.
     await waitFor("targets listed", () => w.driver().state.targets[w.targetUid]?.claim === CLAIM_KEY);
-    await new Promise((r) => setTimeout(r, 1500));
+    // The worker tried to read the remote and was answered 503: still nothing observed, nothing asked.
+    await waitFor("a read of the remote, refused", () => w.git.counts().advertisement > 0);
     expect(w.driver().state.observed).toBe(false);
     expect(w.driver().state.appliers[CLAIM_KEY]?.pending.byTarget[w.targetUid]).toContain("Converge");
     expect(w.attempts).toHaveLength(0);

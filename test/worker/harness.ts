@@ -156,6 +156,7 @@ export async function harness(
     },
     async close() {
       for (const w of workers) await w.stop();
+      // One turn of the event loop, so callbacks the stops queued run before the connections close.
       await new Promise((r) => setTimeout(r, 0));
       await branches.close();
       await server.close();

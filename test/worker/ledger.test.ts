@@ -55,7 +55,8 @@ describe("round-trip ledger", () => {
     await measure("cold start (baseline)", () => waitFor("baseline", () => observed.length === 1));
     expect(observed[0]).toMatchObject({ baseline: true, pushedByUs: false });
     await measure("idle branch", async () => {
-      // Many polls of the inbox, no Git request.
+      // Many polls of the inbox, no Git request. The idle span is what is measured: no condition
+      // ends it, since the point is that nothing happens.
       await new Promise((r) => setTimeout(r, 500));
     });
     await measure("one publication", () => publish("1"));

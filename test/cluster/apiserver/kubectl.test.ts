@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../../support/wait.js";
 import { type ApiServer, startApiServer } from "./index.js";
 
 const run = promisify(execFile);
@@ -134,8 +135,11 @@ describe.skipIf(!available)("simulated API server with kubectl", () => {
         ],
       },
     });
-    // give kubectl wait and watch time to connect; the outcome does not depend on it (wait re-reads)
-    for (let i = 0; i < 200 && !watched.includes("apps"); i++) await new Promise((r) => setTimeout(r, 25));
+    // kubectl get --watch has printed the object: it is connected (kubectl wait re-reads, so it need not be)
+    await until(() => watched.includes("apps"), "kubectl get --watch to print the object", {
+      timeoutMs: 30_000,
+      everyMs: 25,
+    });
     const status = await kubectl(
       "patch",
       "ks",
@@ -152,7 +156,10 @@ describe.skipIf(!available)("simulated API server with kubectl", () => {
 
     const deleted = await kubectl("delete", "ks", "apps");
     expect(deleted.out).toContain('"apps" deleted');
-    for (let i = 0; i < 200 && !watched.includes("DELETED"); i++) await new Promise((r) => setTimeout(r, 25));
+    await until(() => watched.includes("DELETED"), "kubectl get --watch to print the deletion", {
+      timeoutMs: 30_000,
+      everyMs: 25,
+    });
     watcher.kill();
     expect(watched).toContain("ADDED");
     expect(watched).toContain("MODIFIED");

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../../support/wait.js";
 import { type ApiServer, readAuditLog, startApiServer } from "./index.js";
 import { authorize, type Policy } from "./rbac.js";
 
@@ -170,9 +171,12 @@ describe("RBAC of the simulated API server", () => {
       () => {},
       () => {},
     );
-    await new Promise((r) => setTimeout(r, 50));
+    const watch = await until(
+      () => readAuditLog(join(dir, "audit.log")).find((e) => e.verb === "watch"),
+      "the watch in the audit log",
+      { timeoutMs: 10_000, everyMs: 20 },
+    );
     req.abort();
-    const watch = readAuditLog(join(dir, "audit.log")).find((e) => e.verb === "watch");
     expect(watch).toMatchObject({ stage: "ResponseStarted", responseStatus: { code: 200 } });
   });
 });

@@ -874,6 +874,7 @@ describe("argosim", () => {
     const rv = (await getApp("stop")).metadata.resourceVersion;
     await startOperation("stop", manualSync());
     const after = (await getApp("stop")).metadata.resourceVersion;
+    // An absence after the stop, so it is waited out: a controller still running would act within this.
     await new Promise((res) => setTimeout(res, 200));
     const app = await getApp("stop");
     expect(app.metadata.resourceVersion).toBe(after);

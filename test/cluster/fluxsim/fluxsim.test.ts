@@ -367,6 +367,7 @@ describe("fluxsim", () => {
         running++;
         runs++;
         most = Math.max(most, running);
+        // A reconcile that takes a while, so keys added meanwhile meet it running (the case under test).
         await new Promise((r) => setTimeout(r, 20));
         running--;
         return {};
@@ -375,7 +376,7 @@ describe("fluxsim", () => {
       () => 1000,
     );
     q.add("ns/a");
-    await new Promise((r) => setTimeout(r, 5));
+    await until(async () => running === 1, "the first run to start");
     for (let i = 0; i < 5; i++) q.add("ns/a");
     await q.idle();
     await until(async () => q.isIdle() && runs === 2, "the coalesced second run");
@@ -548,7 +549,13 @@ describe("fluxsim", () => {
     // Suspended after its failure, the dependency still holds its dependents back.
     await patch(KS, e.ns, "infra", { spec: { suspend: true, path: "./infra" } });
     await sim.idle();
-    await new Promise((r) => setTimeout(r, 100)); // a few dependency requeues (30 ms each here)
+    // A few dependency requeues (30 ms each here) of the dependent, each still held back.
+    const requeues = sim.reconciles({ namespace: e.ns, name: "apps" });
+    await until(
+      async () => sim.reconciles({ namespace: e.ns, name: "apps" }) >= requeues + 3,
+      "three more reconciles of apps",
+    );
+    await sim.idle();
     expect(ready(await getKs(e.ns, "apps"))?.reason).toBe("DependencyNotReady");
     expect(sim.appliedRevisions({ namespace: e.ns, name: "apps" })).toEqual([]);
     // Resumed, it succeeds, and the dependent follows on its next requeue.

@@ -1,0 +1,61 @@
+/**
+ * A soak run is named by its seed: the same seed draws the same actions, and the seeds the suite
+ * plays draw every fault action between them.
+ */
+import { describe, expect, it } from "vitest";
+import { type Action, needs, planRun } from "./plan.js";
+import { SEED_ACTIONS, SEED_SET } from "./seed-set.js";
+
+/** What an action exercises, at the grain the seed set must cover. */
+const tag = (a: Action): string => {
+  switch (a.kind) {
+    case "restart":
+      return `${a.kill ? "kill" : "restart"}-${a.process}`;
+    case "git":
+    case "api":
+      return `${a.kind}-${a.fault}`;
+    case "push":
+      return a.note ? "push-note" : "push";
+    default:
+      return a.kind;
+  }
+};
+
+describe("soak plans", () => {
+  it("the same seed draws the same run; another seed another", () => {
+    expect(planRun(42, { actions: 30 })).toEqual(planRun(42, { actions: 30 }));
+    expect(planRun(43, { actions: 30 })).not.toEqual(planRun(42, { actions: 30 }));
+  });
+
+  it("the suite's seed set draws every fault action", () => {
+    const drawn = new Set(SEED_SET.flatMap((s) => planRun(s, { actions: SEED_ACTIONS }).map(tag)));
+    for (const t of [
+      "kill-worker",
+      "kill-flux",
+      "kill-argocd",
+      "restart-worker",
+      "redis",
+      "git-outage",
+      "git-stall",
+      "git-lost-reply",
+      "api-409",
+      "api-500",
+      "api-410",
+      "refuse",
+      "note",
+      "push-note",
+      "burst",
+    ])
+      expect(drawn, t).toContain(t);
+  });
+
+  it("a plan that kills a process runs it in a child; one that restarts Redis runs on a private one", () => {
+    const plan: Action[] = [
+      { kind: "restart", process: "flux", kill: true, gapMs: 0 },
+      { kind: "restart", process: "worker", kill: false, gapMs: 0 },
+      { kind: "redis", downMs: 500, gapMs: 0 },
+    ];
+    expect(needs(plan)).toEqual({ children: new Set(["flux"]), privateRedis: true });
+    expect(needs([])).toEqual({ children: new Set(), privateRedis: false });
+  });
+});
