@@ -194,6 +194,8 @@ export async function listBranch(
       suspended: t.spec?.suspend === true,
       published: str(obj(t.status?.publication)?.commit) !== undefined,
     };
+    const path = str(t.spec?.path);
+    if (path !== undefined) listed.path = path;
     targets.push(listed);
     const claim = claimOf(t);
     if (!claim) continue;

@@ -90,6 +90,12 @@ export interface ApplierState {
   windows: ApplyWindow[];
   /** What the claim's status was last told about repairPending. */
   repairRecorded: boolean;
+  /**
+   * Attempts of the current chain that ended Stale for an edit accepted after their flush mark
+   * (`EditedAfterFlush`); back to 0 when an attempt ends any other way than Stale. Bounds the edit
+   * recheck. Absent in a state saved before it existed.
+   */
+  editRestales?: number;
 }
 
 /** The GitTarget unit, by uid. */
@@ -101,6 +107,8 @@ export interface TargetState {
   claim: string | null;
   onRefusal: "Ignore" | "Reapply";
   suspended: boolean;
+  /** Its folder on the branch (`spec.path`), when the listing gave it: what the edit recheck watches. */
+  path?: string;
   /** Claims this incarnation has named: a first naming converges once. */
   named: string[];
   /** Its first write path is in Git: until then its applier is asked for nothing. */
@@ -175,6 +183,8 @@ export interface ListedTarget {
   suspended: boolean;
   /** Its folder is already in Git (status.publication.commit is set). */
   published?: boolean;
+  /** Its folder on the branch (`spec.path`). */
+  path?: string;
 }
 
 /** The status of one claim, as read back after a start. */
@@ -216,7 +226,17 @@ export type DecisionEvent =
    * Pending writes up to `upToMark` (inclusive, in decided order) are in Git and `tip` is the
    * branch now, a push of ours. `flush` names the flush this publication answers, if any.
    */
-  | { type: "Published"; upToMark: string | null; tip: string; flush?: number }
+  | {
+      type: "Published";
+      upToMark: string | null;
+      tip: string;
+      flush?: number;
+      /**
+       * The last inbox entry the flush had read when it closed the windows (its mark as an inbox
+       * position): a write accepted after it is not in `tip`. The attempts it sends carry it.
+       */
+      inboxMark?: string;
+    }
   /** The flush could not publish (remote down, rejected until the retry budget ran out). */
   | { type: "FlushFailed"; flush: number }
   | { type: "Report"; report: PhaseReport }

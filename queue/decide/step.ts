@@ -8,6 +8,7 @@ import {
   type ApplierRef,
   type Attempt,
   type ClaimRef,
+  EDITED_AFTER_FLUSH,
   type ObjectRef,
   TERMINAL_PHASES,
 } from "../contract.js";
@@ -211,6 +212,7 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
       onRefusal: l.onRefusal,
       suspended: l.suspended,
     });
+    if (l.path !== undefined) t.path = l.path;
     t.published ||= l.published === true;
     s.targets[l.uid] = t;
     if (key === null || l.claim === null || l.applier === null) continue;
@@ -315,7 +317,21 @@ function publish(
   s.flush = null;
   s.flushFailures = 0;
   s.flushNotBefore = 0;
-  for (const key of dueAppliers(s, now)) sendAttempt(s, key, now, actions);
+  for (const key of dueAppliers(s, now)) sendAttempt(s, key, now, actions, e.inboxMark);
+}
+
+/**
+ * How many attempts of one chain may end Stale for an edit accepted after their flush mark. One:
+ * the next attempt is sent within one flush of the edit, so a second edit landing in that short
+ * span is rare, and every restale costs the applier another fetch of its source; past the bound
+ * the apply goes, and the apply window and a Repair handle an edit it runs over, so continuous
+ * editing delays an apply by one attempt at most and never starves it.
+ */
+export const MAX_EDIT_RESTALES = 1;
+
+/** Whether the next attempt of this applier may carry the edit recheck (pure). */
+export function mayRecheckEdits(a: ApplierState): boolean {
+  return (a.editRestales ?? 0) < MAX_EDIT_RESTALES;
 }
 
 /**
@@ -323,7 +339,13 @@ function publish(
  * pending; each target names its own, by precedence. Edits decided after the mark (still
  * unpublished) are recorded in the window it opens, from the start.
  */
-export function sendAttempt(s: DecisionState, key: string, now: number, actions: DecisionAction[]): void {
+export function sendAttempt(
+  s: DecisionState,
+  key: string,
+  now: number,
+  actions: DecisionAction[],
+  inboxMark?: string,
+): void {
   const a = s.appliers[key];
   if (!a || s.tip === null) return;
   const named = targetsNaming(s, key);
@@ -345,6 +367,12 @@ export function sendAttempt(s: DecisionState, key: string, now: number, actions:
   const edits = s.unpublished.filter((w) => namedUids.has(w.targetUid)).flatMap((w) => w.edits);
   a.windows.push({ token, commit: s.tip, sentAt: now, completedAt: null, edits: structuredClone(edits) });
   s.epoch += 1;
+  // The edit recheck watches the folders of every GitTarget naming the claim, not only those with a reason.
+  const folders = [...new Set(named.flatMap((t) => (t.path === undefined ? [] : [t.path])))];
+  const recheck =
+    inboxMark !== undefined && folders.length > 0 && mayRecheckEdits(a)
+      ? { editsAfter: { mark: inboxMark, folders } }
+      : {};
   actions.push({
     type: "SendAttempt",
     attempt: {
@@ -357,6 +385,7 @@ export function sendAttempt(s: DecisionState, key: string, now: number, actions:
       commit: s.tip,
       targets,
       sentAt: new Date(now).toISOString(),
+      ...recheck,
     },
   });
 }
@@ -376,11 +405,12 @@ function stillStands(s: DecisionState, key: string, kind: PendingKind, uid?: str
  * An executor's report. Only the operation out, by token, moves; late and duplicate reports find
  * no operation and change nothing. Succeeded answers what the attempt carried and records the
  * commit; Stale gives it back and is decided again at once; anything else gives it back (a
- * refusal only if it still stands) and starts the backoff.
+ * refusal only if it still stands) and starts the backoff. A Stale for an edit after the flush
+ * mark counts against the chain's bound (`MAX_EDIT_RESTALES`); any end but Stale closes the chain.
  */
 export function settleReport(
   s: DecisionState,
-  r: { token: string; claim: ClaimRef; phase: string; commit?: string },
+  r: { token: string; claim: ClaimRef; phase: string; commit?: string; reason?: string },
   now: number,
 ): void {
   const key = claimKey(r.claim);
@@ -395,6 +425,9 @@ export function settleReport(
   a.operation = null;
   for (const w of a.windows) if (w.token === op.token && w.completedAt === null) w.completedAt = now;
   s.epoch += 1;
+  if (phase === "Stale") {
+    if (r.reason === EDITED_AFTER_FLUSH) a.editRestales = (a.editRestales ?? 0) + 1;
+  } else a.editRestales = 0;
   if (phase === "Succeeded") {
     a.lastAppliedCommit = r.commit ?? op.commit;
     a.failures = 0;

@@ -85,7 +85,19 @@ export interface BranchHooks {
   onRefused?(write: AcceptedWrite, reason: string): void | Promise<void>;
 }
 
-export type FlushResult = { ok: true; tip: string | undefined } | { ok: false; cause: string };
+type PublishResult = { ok: true; tip: string | undefined } | { ok: false; cause: string };
+
+export type FlushResult =
+  | {
+      ok: true;
+      tip: string | undefined;
+      /**
+       * The last inbox entry read when the flush closed the windows ("0-0" when none ever was):
+       * every write accepted up to it is published in `tip`, refused or frozen; any later one is not.
+       */
+      inboxMark: string;
+    }
+  | { ok: false; cause: string };
 
 export interface BranchWorkerOptions {
   spec: BranchSpec;
@@ -329,17 +341,18 @@ export class BranchWorker {
       const mark = marks.includes(undefined)
         ? undefined
         : (marks as string[]).sort(compareEntryIds)[marks.length - 1];
+      const inboxMark = this.lastEntryId === "0" ? "0-0" : this.lastEntryId;
       this.closeWindows(now, mark ?? "all");
       await this.announceDecided();
       // One retry clock: while a failed publication waits for its retry, a flush spends no push.
-      const result: FlushResult =
+      const result: PublishResult =
         this.retry && !retryDue
           ? {
               ok: false,
               cause: `publication waits for its retry at ${new Date(this.retry.nextAt).toISOString()}`,
             }
           : await this.publish(true);
-      for (const f of flushes) f.resolve(result);
+      for (const f of flushes) f.resolve(result.ok ? { ...result, inboxMark } : result);
     } else {
       this.closeWindows(now);
       await this.announceDecided();
@@ -550,8 +563,9 @@ export class BranchWorker {
     if (tip !== previous || baseline) {
       this.remoteTip = tip;
       if (tip) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, tip);
-      await this.settleLanded(tip, previous);
+      // Recorded before the inbox lets go of the writes it carries (see `landed`).
       await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), tip);
+      await this.settleLanded(tip, previous);
     }
     const o: Observation = { tip, previous, pushedByUs, baseline, reason };
     if (tip !== previous || baseline)
@@ -716,7 +730,7 @@ export class BranchWorker {
    * push again with jittered backoff, within one deadline. A failure keeps every pending write
    * and schedules the next attempt.
    */
-  private async publish(flush: boolean): Promise<FlushResult> {
+  private async publish(flush: boolean): Promise<PublishResult> {
     const started = this.clock.now();
     const deadline = started + (this.o.pushCycleTimeoutMs ?? 300_000);
     const maxRetries = this.o.maxContentionRetries ?? 10;
@@ -800,6 +814,10 @@ export class BranchWorker {
     if (head) this.pushedByUs.add(head);
     if (this.pushedByUs.size > 10_000)
       this.pushedByUs.delete(this.pushedByUs.values().next().value as string);
+    const moved = head !== this.remoteTip;
+    // The tip is recorded before the inbox lets go of the writes it carries: an executor's edit
+    // recheck that no longer finds a write in the inbox then finds the tip moved.
+    if (moved) await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), head);
     await this.inbox.settle(
       this.token(),
       published,
@@ -814,10 +832,8 @@ export class BranchWorker {
       this.lastPushAt = now;
       this.log.info({ commit: head, writes: ids.size }, "published");
     }
-    const moved = head !== this.remoteTip;
     this.remoteTip = head;
     if (head) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
-    if (moved) await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), head);
     this.built = { base: head, commits: [] };
     if (head && (moved || carried.length > 0))
       await this.o.hooks?.onPublished?.({

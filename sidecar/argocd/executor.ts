@@ -20,6 +20,7 @@ import {
   withdrawOperation,
 } from "../operation-record.js";
 import { recheckStanding } from "../standing.js";
+import { type FreshnessCheck, staleBecause } from "../tip-check.js";
 import {
   APPLICATION,
   type Application,
@@ -46,6 +47,11 @@ export interface ArgoCDExecutorOptions {
    * sync is started; false ends the attempt Stale with nothing started. Without it, never Stale.
    */
   isCurrent?: (attempt: Attempt) => Promise<boolean>;
+  /**
+   * The last look before the sync update: the tip again and the edit recheck (`Attempt.editsAfter`).
+   * Not fresh ends the attempt Stale with nothing started.
+   */
+  freshness?: FreshnessCheck;
 }
 
 /** Told when an operation's apply window opens and closes (the window observer). */
@@ -210,6 +216,11 @@ export class ArgoCDExecutor implements OperationExecutor {
       // waiting in line or not in control never syncs), the grant.
       const standing = await recheckStanding(this.d.kube, attempt);
       if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
+      // Last, just before the write: an edit accepted after the flush mark for this Application's
+      // folders would be run over by this older commit. Stale: the worker flushes and sends again.
+      const freshness = this.d.options?.freshness;
+      const stale = freshness ? staleBecause(await freshness(attempt), attempt) : undefined;
+      if (stale) return giveUp("Stale", stale.reason, stale.message);
 
       const op = buildSyncOperation(app, {
         commit: c.commit,

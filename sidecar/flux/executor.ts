@@ -21,6 +21,7 @@ import {
   withdrawOperation,
 } from "../operation-record.js";
 import { recheckStanding } from "../standing.js";
+import { type FreshnessCheck, staleBecause } from "../tip-check.js";
 import { Aborted, type FluxClient, ksWakeKey, newToken, srcWakeKey } from "./client.js";
 import {
   artifactHolds,
@@ -80,6 +81,8 @@ export interface FluxExecutorDeps {
    * Without it, the fresh artifact a stamp fetched stands for the tip.
    */
   isCurrent?: (attempt: Attempt) => Promise<boolean>;
+  /** The last look before the resume: the tip again and the edit recheck (`Attempt.editsAfter`). */
+  freshness?: FreshnessCheck;
   window?: WindowHooks;
 }
 
@@ -176,6 +179,11 @@ export class FluxExecutor implements OperationExecutor {
       // The decision must still hold at the write: its GitTargets, the claim's standing, the grant.
       const standing = await recheckStanding(this.d.client.kube, attempt);
       if (!standing.ok) throw new Refusal(standing.phase, standing.reason, standing.message);
+      // Last, just before the write: an edit accepted after the flush mark for a folder this
+      // Kustomization applies would be run over by this older commit. Stale: the worker flushes
+      // again and sends the commit that carries it.
+      const stale = this.d.freshness ? staleBecause(await this.d.freshness(attempt), attempt) : undefined;
+      if (stale) throw new Refusal("Stale", stale.reason, stale.message);
       // 4. Resume.
       const resume = await this.resume(ks, read.ks, resumeToken, log);
       recorded = undefined; // from here the operation is followed, never withdrawn
