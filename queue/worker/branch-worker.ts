@@ -92,8 +92,9 @@ export type FlushResult =
       ok: true;
       tip: string | undefined;
       /**
-       * The last inbox entry read when the flush closed the windows ("0-0" when none ever was):
-       * every write accepted up to it is published in `tip`, refused or frozen; any later one is not.
+       * The last inbox entry read when the flush closed the windows ("0-0" when none ever was), or
+       * the flush's mark when one was asked and is earlier: every write accepted up to it is
+       * published in `tip`, refused or frozen; a write after it may not be.
        */
       inboxMark: string;
     }
@@ -341,7 +342,9 @@ export class BranchWorker {
       const mark = marks.includes(undefined)
         ? undefined
         : (marks as string[]).sort(compareEntryIds)[marks.length - 1];
-      const inboxMark = this.lastEntryId === "0" ? "0-0" : this.lastEntryId;
+      // Every write up to it is closed into this publication: all read, or those up to the mark.
+      const read = this.lastEntryId === "0" ? "0-0" : this.lastEntryId;
+      const inboxMark = mark !== undefined && compareEntryIds(mark, read) < 0 ? mark : read;
       this.closeWindows(now, mark ?? "all");
       await this.announceDecided();
       // One retry clock: while a failed publication waits for its retry, a flush spends no push.
