@@ -564,7 +564,7 @@ describe("the edit recheck", () => {
     expect(flushes(out)).toHaveLength(1);
     const a = () => d.state.appliers["FluxClaim/apps/app"];
     expect(a()?.failures).toBe(0);
-    expect(a()?.editRestales).toBe(1);
+    expect(a()?.lastRestaleAt).toBe(d.now);
     const f = flushes(out)[0];
     if (f?.type !== "Flush") throw new Error("no flush");
     const [second] = sends(
@@ -575,21 +575,24 @@ describe("the edit recheck", () => {
     // Past the bound the apply goes: no recheck this time, so an edit cannot stop it again.
     expect(second?.editsAfter).toBeUndefined();
     d.on(report(second?.token ?? "", "app", "Succeeded", C));
-    expect(a()?.editRestales).toBe(0);
+    expect(a()?.lastRestaleAt).toBeNull();
     // The chain ended: the next one may recheck again.
     expect(sendFor(d, sha("d"), "3-0")[0]?.editsAfter).toEqual({ mark: "3-0", folders: ["apps"] });
   });
 
-  it("continuous edits never starve an apply: a plain Stale between keeps the chain's count, any other end resets it", () => {
+  it("continuous edits never starve an apply: within a chain at most one restale per 10 s, a plain Stale keeps the chain, any other end closes it", () => {
     const d = new Driver();
     d.settle([withPath("u1", "apps")], A);
     const a = () => d.state.appliers["FluxClaim/apps/app"];
     let [att] = sendFor(d, B, "1-0");
     let mark = 1;
-    // An edit lands before every write: each attempt that may recheck ends Stale for it, and the
-    // worker's publication of each edit moves the tip (a plain Stale).
-    for (let round = 0; round < 5; round++) {
+    let restales = 0;
+    // An edit lands before every write, a second apart: each attempt that may recheck ends Stale
+    // for it, and the worker's publication of each edit moves the tip (a plain Stale).
+    for (let round = 0; round < 15; round++) {
       const allowed = att?.editsAfter !== undefined;
+      if (allowed) restales += 1;
+      d.now += 1000;
       const out = d.on(allowed ? restale(att?.token ?? "") : report(att?.token ?? "", "app", "Stale"));
       const f = flushes(out)[0];
       if (f?.type !== "Flush") throw new Error("no flush");
@@ -598,11 +601,12 @@ describe("the edit recheck", () => {
         d.on({ type: "Published", flush: f.flush, upToMark: null, tip: sha(mark), inboxMark: `${mark}-0` }),
       );
     }
-    expect(a()?.editRestales).toBe(1);
+    // 15 s of it: the first attempt and the one sent 10 s after that restale.
+    expect(restales).toBe(2);
     expect(att?.editsAfter).toBeUndefined();
-    // A Failed ends the chain too: the retry after the backoff may recheck again.
+    // A Failed ends the chain: the retry after the backoff may recheck again.
     d.on(report(att?.token ?? "", "app", "Failed"));
-    expect(a()?.editRestales).toBe(0);
+    expect(a()?.lastRestaleAt).toBeNull();
     const f = flushes(d.advance(2_000))[0];
     if (f?.type !== "Flush") throw new Error("no flush");
     const [retry] = sends(

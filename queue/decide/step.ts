@@ -321,17 +321,22 @@ function publish(
 }
 
 /**
- * How many attempts of one chain may end Stale for an edit accepted after their flush mark. One:
- * the next attempt is sent within one flush of the edit, so a second edit landing in that short
- * span is rare, and every restale costs the applier another fetch of its source; past the bound
- * the apply goes, and the apply window and a Repair handle an edit it runs over, so continuous
- * editing delays an apply by one attempt at most and never starves it.
+ * The bound of the edit recheck: within one attempt chain (attempts ending Stale, one after the
+ * other), an attempt may end Stale for an edit after its flush mark only if the chain's last such
+ * restale is at least this long ago. The attempt after a restale is sent within one flush of the
+ * edit, so it goes without the recheck: a second edit inside that short span is rare, and every
+ * restale costs a Flux applier another source fetch. Continuous editing therefore adds at most
+ * one attempt per 10 s to an apply and never starves it; past the bound the apply goes, and the
+ * apply window and a Repair handle an edit it runs over. A chain still running 10 s later (a
+ * publication waiting for its retry, say) is answering a much later state of the branch, so it
+ * may recheck once more. Any end but Stale closes the chain.
  */
-export const MAX_EDIT_RESTALES = 1;
+export const RESTALE_GAP_MS = 10_000;
 
 /** Whether the next attempt of this applier may carry the edit recheck (pure). */
-export function mayRecheckEdits(a: ApplierState): boolean {
-  return (a.editRestales ?? 0) < MAX_EDIT_RESTALES;
+export function mayRecheckEdits(a: ApplierState, now: number): boolean {
+  const last = a.lastRestaleAt ?? null;
+  return last === null || now - last >= RESTALE_GAP_MS;
 }
 
 /**
@@ -370,7 +375,7 @@ export function sendAttempt(
   // The edit recheck watches the folders of every GitTarget naming the claim, not only those with a reason.
   const folders = [...new Set(named.flatMap((t) => (t.path === undefined ? [] : [t.path])))];
   const recheck =
-    inboxMark !== undefined && folders.length > 0 && mayRecheckEdits(a)
+    inboxMark !== undefined && folders.length > 0 && mayRecheckEdits(a, now)
       ? { editsAfter: { mark: inboxMark, folders } }
       : {};
   actions.push({
@@ -406,7 +411,7 @@ function stillStands(s: DecisionState, key: string, kind: PendingKind, uid?: str
  * no operation and change nothing. Succeeded answers what the attempt carried and records the
  * commit; Stale gives it back and is decided again at once; anything else gives it back (a
  * refusal only if it still stands) and starts the backoff. A Stale for an edit after the flush
- * mark counts against the chain's bound (`MAX_EDIT_RESTALES`); any end but Stale closes the chain.
+ * mark starts the chain's bound (`RESTALE_GAP_MS`); any end but Stale closes the chain.
  */
 export function settleReport(
   s: DecisionState,
@@ -426,8 +431,8 @@ export function settleReport(
   for (const w of a.windows) if (w.token === op.token && w.completedAt === null) w.completedAt = now;
   s.epoch += 1;
   if (phase === "Stale") {
-    if (r.reason === EDITED_AFTER_FLUSH) a.editRestales = (a.editRestales ?? 0) + 1;
-  } else a.editRestales = 0;
+    if (r.reason === EDITED_AFTER_FLUSH) a.lastRestaleAt = now;
+  } else a.lastRestaleAt = null;
   if (phase === "Succeeded") {
     a.lastAppliedCommit = r.commit ?? op.commit;
     a.failures = 0;
