@@ -91,11 +91,11 @@ export interface ApplierState {
   /** What the claim's status was last told about repairPending. */
   repairRecorded: boolean;
   /**
-   * When an attempt of the current chain last ended Stale for an edit accepted after its flush
+   * When an attempt of the current chain first ended Stale for an edit accepted after its flush
    * mark (`EditedAfterFlush`); null once an attempt ends any other way than Stale. Bounds the edit
    * recheck. Absent in a state saved before it existed.
    */
-  lastRestaleAt?: number | null;
+  restaleSince?: number | null;
 }
 
 /** The GitTarget unit, by uid. */

@@ -321,22 +321,21 @@ function publish(
 }
 
 /**
- * The bound of the edit recheck: within one attempt chain (attempts ending Stale, one after the
- * other), an attempt may end Stale for an edit after its flush mark only if the chain's last such
- * restale is at least this long ago. The attempt after a restale is sent within one flush of the
- * edit, so it goes without the recheck: a second edit inside that short span is rare, and every
- * restale costs a Flux applier another source fetch. Continuous editing therefore adds at most
- * one attempt per 10 s to an apply and never starves it; past the bound the apply goes, and the
- * apply window and a Repair handle an edit it runs over. A chain still running 10 s later (a
- * publication waiting for its retry, say) is answering a much later state of the branch, so it
- * may recheck once more. Any end but Stale closes the chain.
+ * The bound of the edit recheck, a short time budget: within one attempt chain (attempts ending
+ * Stale, one after the other), attempts are sent with the recheck for 5 s from the chain's first
+ * restale, and without it after that, so the apply goes. A burst of edits (a person saving a few
+ * times, a controller writing several objects) is over within it and is applied whole instead of
+ * being reverted for a moment and repaired; continuous editing delays an apply by at most the
+ * budget and the attempt in flight when it ends (each restale costs a flush and, for Flux, a
+ * source fetch), and never starves it. Past the budget the apply window and a Repair handle an
+ * edit it runs over, as before. Any end but Stale closes the chain.
  */
-export const RESTALE_GAP_MS = 10_000;
+export const RESTALE_BUDGET_MS = 5_000;
 
 /** Whether the next attempt of this applier may carry the edit recheck (pure). */
 export function mayRecheckEdits(a: ApplierState, now: number): boolean {
-  const last = a.lastRestaleAt ?? null;
-  return last === null || now - last >= RESTALE_GAP_MS;
+  const since = a.restaleSince ?? null;
+  return since === null || now - since < RESTALE_BUDGET_MS;
 }
 
 /**
@@ -411,7 +410,7 @@ function stillStands(s: DecisionState, key: string, kind: PendingKind, uid?: str
  * no operation and change nothing. Succeeded answers what the attempt carried and records the
  * commit; Stale gives it back and is decided again at once; anything else gives it back (a
  * refusal only if it still stands) and starts the backoff. A Stale for an edit after the flush
- * mark starts the chain's bound (`RESTALE_GAP_MS`); any end but Stale closes the chain.
+ * mark starts the chain's budget (`RESTALE_BUDGET_MS`); any end but Stale closes the chain.
  */
 export function settleReport(
   s: DecisionState,
@@ -431,8 +430,8 @@ export function settleReport(
   for (const w of a.windows) if (w.token === op.token && w.completedAt === null) w.completedAt = now;
   s.epoch += 1;
   if (phase === "Stale") {
-    if (r.reason === EDITED_AFTER_FLUSH) a.lastRestaleAt = now;
-  } else a.lastRestaleAt = null;
+    if (r.reason === EDITED_AFTER_FLUSH) a.restaleSince ??= now;
+  } else a.restaleSince = null;
   if (phase === "Succeeded") {
     a.lastAppliedCommit = r.commit ?? op.commit;
     a.failures = 0;

@@ -499,13 +499,13 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(await isAncestor(w, foreign, tip)).toBe(true);
     expect(await show(w, tip, cm("a"))).toContain("mine");
     expect(second.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
-    // The one sent right after the restale went without the recheck, and no backoff was started.
-    expect(second.editsAfter).toBeUndefined();
+    // It rechecked too (within the budget) and found nothing new; no backoff was started.
+    expect(second.editsAfter?.folders).toEqual([FOLDER]);
     expect(w.driver().state.appliers[CLAIM_KEY]?.failures).toBe(0);
-    expect(w.driver().state.appliers[CLAIM_KEY]?.lastRestaleAt).toBeNull();
+    expect(w.driver().state.appliers[CLAIM_KEY]?.restaleSince).toBeNull();
   });
 
-  it("continuous editing never starves an apply: the attempt right after a restale goes without the recheck", {
+  it("continuous editing never starves an apply: 5 s after the chain's first restale the attempts go without the recheck", {
     timeout: 60_000,
   }, async () => {
     w = await world({ appliedInitial: true, windowSeconds: 30 });
@@ -523,17 +523,23 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       if (stale) return void (await ex.report(a, "Stale", stale.reason));
       for (const p of ["Running", "Settling", "Succeeded"] as const) await ex.report(a, p);
     };
-    w.scripts.push(editing, editing, editing);
+    for (let i = 0; i < 200; i++) w.scripts.push(editing);
     await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
     w.worker().observeSoon();
     await waitFor("an apply succeeded", async () => {
       const applied = (await w.claim()).status?.lastAppliedCommit;
       return applied !== undefined && applied !== w.initial;
     });
-    expect(seen).toEqual(["edited", "current"]);
-    expect(w.attempts).toHaveLength(2);
-    expect(w.attempts[1]?.editsAfter).toBeUndefined();
-    expect((await w.claim()).status?.lastAppliedCommit).toBe(w.attempts[1]?.commit);
+    // Every attempt with the recheck found the edit made before it; the one that applied had none.
+    const last = w.attempts.at(-1) as Attempt;
+    expect(seen.at(-1)).toBe("current");
+    expect(seen.slice(0, -1).every((f) => f === "edited")).toBe(true);
+    expect(w.attempts.slice(0, -1).every((a) => a.editsAfter !== undefined)).toBe(true);
+    expect(last.editsAfter).toBeUndefined();
+    expect((await w.claim()).status?.lastAppliedCommit).toBe(last.commit);
+    // It went no sooner than the budget after the first restale (which came after the first send).
+    const first = Date.parse((w.attempts[0] as Attempt).sentAt);
+    expect(Date.parse(last.sentAt) - first).toBeGreaterThanOrEqual(5_000);
   });
 
   it("a restart restores the operation out from the claim and reasons from Redis; the baseline is a converge, never a ForeignCommit", {
