@@ -199,8 +199,19 @@ export const Attempt = z.object({
     .array(z.object({ uid: z.string(), namespace: z.string(), name: z.string(), reason: Reason }))
     .min(1),
   sentAt: z.string(),
+  /**
+   * The edit recheck, when the decision core allows one: just before the write that starts the
+   * apply, the executor asks whether the branch's inbox took a write after `mark` (the inbox entry
+   * the flush had read when it closed the windows: every write up to it is in `commit` or refused)
+   * for one of `folders` (the paths of the GitTargets naming the claim). One did: the attempt ends
+   * `Stale` with reason `EditedAfterFlush`, nothing started, and the worker flushes and sends again.
+   */
+  editsAfter: z.object({ mark: z.string().min(1), folders: z.array(z.string()).min(1) }).optional(),
 });
 export type Attempt = z.infer<typeof Attempt>;
+
+/** The reason of a Stale report whose attempt found an edit accepted after its flush mark. */
+export const EDITED_AFTER_FLUSH = "EditedAfterFlush";
 
 /** Phases of a claim's operation (its `status.operation.phase`). */
 export const OPERATION_PHASES = [

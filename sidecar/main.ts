@@ -34,7 +34,7 @@ import { defaultCacheDir } from "./git-ancestry.js";
 import { readiness, redisAnswersPing, type SidecarHttp, startSidecarHttp } from "./http.js";
 import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { queueReporter } from "./reporter.js";
-import { redisTipCheck } from "./tip-check.js";
+import { redisFreshnessCheck, redisTipCheck } from "./tip-check.js";
 import { DEFAULT_WATCHED_KINDS, parseWatchKinds, type WatchedKind } from "./watch-kinds.js";
 
 export type SidecarApplier = "flux" | "argocd";
@@ -149,6 +149,8 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}),
       // The recheck before a resume or sync asks the tip the branch worker recorded.
       isCurrent: redisTipCheck(checksRedis, opts.redisPrefix),
+      // Just before that write: the tip again and any edit accepted after the attempt's flush mark.
+      freshness: redisFreshnessCheck(checksRedis, opts.redisPrefix),
       ...opts.options,
     },
   };

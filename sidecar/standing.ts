@@ -110,20 +110,29 @@ export function judgeStanding(i: StandingInput): Standing {
 /** Reads what `judgeStanding` needs, uncached, and judges. */
 export async function recheckStanding(kube: Kube, attempt: Attempt): Promise<Standing> {
   const claimType = attempt.claim.kind === "FluxClaim" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim;
-  const claim = await kube.get<KObject>(claimType, attempt.claim.namespace, attempt.claim.name);
-  const grants: GrantView[] =
+  // Read together: the executor waits on this right before its write.
+  const keys = [...new Set(attempt.targets.map((t) => `${t.namespace}/${t.name}`))];
+  const [claim, grants, read] = await Promise.all([
+    kube.get<KObject>(claimType, attempt.claim.namespace, attempt.claim.name),
     attempt.applier.namespace === attempt.claim.namespace
-      ? []
-      : (await kube.list<KObject>(RESOURCES.applierGrant, attempt.applier.namespace)).items.map((g) => ({
-          namespace: g.metadata.namespace ?? attempt.applier.namespace,
-          ...(g.spec ? { spec: g.spec as GrantView["spec"] } : {}),
-        }));
+      ? Promise.resolve([] as GrantView[])
+      : kube.list<KObject>(RESOURCES.applierGrant, attempt.applier.namespace).then((l) =>
+          l.items.map((g) => ({
+            namespace: g.metadata.namespace ?? attempt.applier.namespace,
+            ...(g.spec ? { spec: g.spec as GrantView["spec"] } : {}),
+          })),
+        ),
+    Promise.all(
+      keys.map((key) => {
+        const [namespace, name] = key.split("/") as [string, string];
+        return kube.get<KObject>(RESOURCES.gitTarget, namespace, name);
+      }),
+    ),
+  ]);
   const targets = new Map<string, KObject>();
-  for (const t of attempt.targets) {
-    const key = `${t.namespace}/${t.name}`;
-    if (targets.has(key)) continue;
-    const o = await kube.get<KObject>(RESOURCES.gitTarget, t.namespace, t.name);
+  keys.forEach((key, i) => {
+    const o = read[i];
     if (o) targets.set(key, o);
-  }
+  });
   return judgeStanding({ attempt, claim, grants, targets });
 }

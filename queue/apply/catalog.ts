@@ -195,6 +195,8 @@ export async function listBranch(
       onRefusal: t.spec?.onRefusal === "Reapply" ? "Reapply" : "Ignore",
       suspended: t.spec?.suspend === true,
     };
+    const path = str(t.spec?.path);
+    if (path !== undefined) listed.path = path;
     targets.push(listed);
     const claim = claimOf(t);
     if (!claim) continue;

@@ -9,7 +9,13 @@
  * it (which the worker carries out in its own loop, calling hooks on the way) cannot deadlock.
  */
 import { randomBytes } from "node:crypto";
-import type { Attempt, ClaimRef, PhaseReport, Report } from "../contract.js";
+import {
+  type Attempt,
+  type ClaimRef,
+  EDITED_AFTER_FLUSH,
+  type PhaseReport,
+  type Report,
+} from "../contract.js";
 import {
   type DecisionAction,
   type DecisionEvent,
@@ -134,7 +140,10 @@ export class DecisionDriver {
       }
       // A stale attempt is decided again at once, at the tip as it is then: look at the remote
       // first, as a push notice would, so the retry is not for the tip that was already stale.
-      if ((r.phase === "Stale" || r.revisionMismatch === true) && this.worker) {
+      // One stale for an edit after its flush mark needs no look: the remote did not move, and
+      // the flush it is answered with reads the inbox and publishes the edit.
+      const editedAfterFlush = r.phase === "Stale" && r.reason === EDITED_AFTER_FLUSH;
+      if ((r.phase === "Stale" || r.revisionMismatch === true) && !editedAfterFlush && this.worker) {
         this.heldStale.push(r);
         this.worker.observeSoon("notice");
         const signal = this.life.signal;
@@ -294,6 +303,7 @@ export class DecisionDriver {
                   tip: r.tip,
                   flush: a.flush,
                   folders: (r.folders ?? []).map((t) => this.uidOf(t)),
+                  inboxMark: r.inboxMark,
                 }
               : { type: "FlushFailed", flush: a.flush },
           ),

@@ -90,6 +90,12 @@ export interface ApplierState {
   windows: ApplyWindow[];
   /** What the claim's status was last told about repairPending. */
   repairRecorded: boolean;
+  /**
+   * When an attempt of the current chain first ended Stale for an edit accepted after its flush
+   * mark (`EditedAfterFlush`); null once an attempt ends any other way than Stale. Bounds the edit
+   * recheck. Absent in a state saved before it existed.
+   */
+  restaleSince?: number | null;
 }
 
 /** The GitTarget unit, by uid. */
@@ -101,6 +107,8 @@ export interface TargetState {
   claim: string | null;
   onRefusal: "Ignore" | "Reapply";
   suspended: boolean;
+  /** Its folder on the branch (`spec.path`), when the listing gave it: what the edit recheck watches. */
+  path?: string;
   /** Claims this incarnation has named: a first naming converges once. */
   named: string[];
   /**
@@ -177,6 +185,8 @@ export interface ListedTarget {
   source: string | null;
   onRefusal: "Ignore" | "Reapply";
   suspended: boolean;
+  /** Its folder on the branch (`spec.path`). */
+  path?: string;
 }
 
 /** What the worker read in the tree of one commit: the GitTargets (uids) whose folder it holds. */
@@ -231,7 +241,18 @@ export type DecisionEvent =
    * branch now, a push of ours. `flush` names the flush this publication answers, if any.
    * `folders`: the GitTargets (uids) whose folder the tip's tree holds, as in `Observed`.
    */
-  | { type: "Published"; upToMark: string | null; tip: string; flush?: number; folders?: string[] }
+  | {
+      type: "Published";
+      upToMark: string | null;
+      tip: string;
+      flush?: number;
+      folders?: string[];
+      /**
+       * The last inbox entry the flush had read when it closed the windows (its mark as an inbox
+       * position): a write accepted after it is not in `tip`. The attempts it sends carry it.
+       */
+      inboxMark?: string;
+    }
   /** The flush could not publish (remote down, rejected until the retry budget ran out). */
   | { type: "FlushFailed"; flush: number }
   | { type: "Report"; report: PhaseReport }

@@ -595,6 +595,104 @@ describe("attempts and reports", () => {
   });
 });
 
+describe("the edit recheck", () => {
+  const withPath = (uid: string, path: string) => listed(uid, "app", { path });
+  /** A ForeignCommit for `tip` flushed, and published with the flush's inbox position `inboxMark`. */
+  function sendFor(d: Driver, tip: string, inboxMark: string) {
+    const out = d.on({ type: "Observed", tip, pushedByUs: false });
+    const f = flushes(out)[0];
+    if (f?.type !== "Flush") throw new Error("no flush");
+    return sends(d.on({ type: "Published", flush: f.flush, upToMark: f.mark, tip, inboxMark }));
+  }
+  const restale = (token: string) => {
+    const r = report(token, "app", "Stale");
+    if (r.type === "Report") r.report.reason = "EditedAfterFlush";
+    return r;
+  };
+
+  it("an attempt carries the flush's inbox mark and the folders of every GitTarget naming its claim", () => {
+    const d = new Driver();
+    d.settle(
+      [withPath("u1", "apps/one"), withPath("u2", "apps/two"), listed("u3", "other", { path: "x" })],
+      A,
+    );
+    const [att] = sendFor(d, B, "1700000000000-3");
+    expect(att?.editsAfter).toEqual({ mark: "1700000000000-3", folders: ["apps/one", "apps/two"] });
+  });
+
+  it("without the flush's inbox mark, or a folder to watch, an attempt carries no recheck", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    expect(sendFor(d, B, "5-0")[0]?.editsAfter).toBeUndefined();
+    const e = new Driver();
+    e.settle([withPath("u1", "apps")], A);
+    expect(
+      sends(e.publish(e.on({ type: "Observed", tip: B, pushedByUs: false }), B))[0]?.editsAfter,
+    ).toBeUndefined();
+  });
+
+  it("a Stale for an edit after the flush mark is decided again at once, the next attempt carrying the recheck again (within the budget)", () => {
+    const d = new Driver();
+    d.settle([withPath("u1", "apps")], A);
+    const [first] = sendFor(d, B, "1-0");
+    expect(first?.editsAfter?.mark).toBe("1-0");
+    const out = d.on(restale(first?.token ?? ""));
+    // No backoff: the flush that carries the edit starts in the same step.
+    expect(flushes(out)).toHaveLength(1);
+    const a = () => d.state.appliers["FluxClaim/apps/app"];
+    expect(a()?.failures).toBe(0);
+    expect(a()?.restaleSince).toBe(d.now);
+    const f = flushes(out)[0];
+    if (f?.type !== "Flush") throw new Error("no flush");
+    const [second] = sends(
+      d.on({ type: "Published", flush: f.flush, upToMark: null, tip: C, inboxMark: "2-0" }),
+    );
+    expect(second?.commit).toBe(C);
+    expect(second?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    expect(second?.editsAfter).toEqual({ mark: "2-0", folders: ["apps"] });
+    d.on(report(second?.token ?? "", "app", "Succeeded", C));
+    expect(a()?.restaleSince).toBeNull();
+    // The chain ended: the next one may recheck again.
+    expect(sendFor(d, sha("d"), "3-0")[0]?.editsAfter).toEqual({ mark: "3-0", folders: ["apps"] });
+  });
+
+  it("continuous edits never starve an apply: 5 s after a chain's first restale its attempts go without the recheck; a plain Stale keeps the chain, any other end closes it", () => {
+    const d = new Driver();
+    d.settle([withPath("u1", "apps")], A);
+    const a = () => d.state.appliers["FluxClaim/apps/app"];
+    let [att] = sendFor(d, B, "1-0");
+    let mark = 1;
+    let restales = 0;
+    // An edit lands before every write, a second apart: each attempt that may recheck ends Stale
+    // for it, and the worker's publication of each edit moves the tip (a plain Stale).
+    for (let round = 0; round < 15; round++) {
+      const allowed = att?.editsAfter !== undefined;
+      if (allowed) restales += 1;
+      d.now += 1000;
+      const out = d.on(allowed ? restale(att?.token ?? "") : report(att?.token ?? "", "app", "Stale"));
+      const f = flushes(out)[0];
+      if (f?.type !== "Flush") throw new Error("no flush");
+      mark += 1;
+      [att] = sends(
+        d.on({ type: "Published", flush: f.flush, upToMark: null, tip: sha(mark), inboxMark: `${mark}-0` }),
+      );
+    }
+    // Attempts sent at 0 … 5 s rechecked and restaled (the first restale at 1 s); from 6 s on
+    // none carries the recheck, so an edit can no longer hold the apply.
+    expect(restales).toBe(6);
+    expect(att?.editsAfter).toBeUndefined();
+    // A Failed ends the chain: the retry after the backoff may recheck again.
+    d.on(report(att?.token ?? "", "app", "Failed"));
+    expect(a()?.restaleSince).toBeNull();
+    const f = flushes(d.advance(2_000))[0];
+    if (f?.type !== "Flush") throw new Error("no flush");
+    const [retry] = sends(
+      d.on({ type: "Published", flush: f.flush, upToMark: null, tip: sha(mark), inboxMark: "9-0" }),
+    );
+    expect(retry?.editsAfter).toEqual({ mark: "9-0", folders: ["apps"] });
+  });
+});
+
 describe("waking", () => {
   it("a timer that fires before the wake it was set for gets the same wake again", () => {
     const d = new Driver();

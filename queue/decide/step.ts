@@ -8,6 +8,7 @@ import {
   type ApplierRef,
   type Attempt,
   type ClaimRef,
+  EDITED_AFTER_FLUSH,
   type ObjectRef,
   TERMINAL_PHASES,
 } from "../contract.js";
@@ -214,6 +215,7 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
       onRefusal: l.onRefusal,
       suspended: l.suspended,
     });
+    if (l.path !== undefined) t.path = l.path;
     s.targets[l.uid] = t;
     if (key === null || l.claim === null || l.applier === null) continue;
     const a = s.appliers[key] ?? newApplier(l.claim, l.applier, l.source ?? key);
@@ -327,7 +329,25 @@ function publish(
   s.flush = null;
   s.flushFailures = 0;
   s.flushNotBefore = 0;
-  for (const key of dueAppliers(s, now)) sendAttempt(s, key, now, actions);
+  for (const key of dueAppliers(s, now)) sendAttempt(s, key, now, actions, e.inboxMark);
+}
+
+/**
+ * The bound of the edit recheck, a short time budget: within one attempt chain (attempts ending
+ * Stale, one after the other), attempts are sent with the recheck for 5 s from the chain's first
+ * restale, and without it after that, so the apply goes. A burst of edits (a person saving a few
+ * times, a controller writing several objects) is over within it and is applied whole instead of
+ * being reverted for a moment and repaired; continuous editing delays an apply by at most the
+ * budget and the attempt in flight when it ends (each restale costs a flush and, for Flux, a
+ * source fetch), and never starves it. Past the budget the apply window and a Repair handle an
+ * edit it runs over, as before. Any end but Stale closes the chain.
+ */
+export const RESTALE_BUDGET_MS = 5_000;
+
+/** Whether the next attempt of this applier may carry the edit recheck (pure). */
+export function mayRecheckEdits(a: ApplierState, now: number): boolean {
+  const since = a.restaleSince ?? null;
+  return since === null || now - since < RESTALE_BUDGET_MS;
 }
 
 /**
@@ -335,7 +355,13 @@ function publish(
  * pending; each target names its own, by precedence. Edits decided after the mark (still
  * unpublished) are recorded in the window it opens, from the start.
  */
-export function sendAttempt(s: DecisionState, key: string, now: number, actions: DecisionAction[]): void {
+export function sendAttempt(
+  s: DecisionState,
+  key: string,
+  now: number,
+  actions: DecisionAction[],
+  inboxMark?: string,
+): void {
   const a = s.appliers[key];
   if (!a || s.tip === null) return;
   const named = targetsNaming(s, key);
@@ -357,6 +383,12 @@ export function sendAttempt(s: DecisionState, key: string, now: number, actions:
   const edits = s.unpublished.filter((w) => namedUids.has(w.targetUid)).flatMap((w) => w.edits);
   a.windows.push({ token, commit: s.tip, sentAt: now, completedAt: null, edits: structuredClone(edits) });
   s.epoch += 1;
+  // The edit recheck watches the folders of every GitTarget naming the claim, not only those with a reason.
+  const folders = [...new Set(named.flatMap((t) => (t.path === undefined ? [] : [t.path])))];
+  const recheck =
+    inboxMark !== undefined && folders.length > 0 && mayRecheckEdits(a, now)
+      ? { editsAfter: { mark: inboxMark, folders } }
+      : {};
   actions.push({
     type: "SendAttempt",
     attempt: {
@@ -369,6 +401,7 @@ export function sendAttempt(s: DecisionState, key: string, now: number, actions:
       commit: s.tip,
       targets,
       sentAt: new Date(now).toISOString(),
+      ...recheck,
     },
   });
 }
@@ -388,11 +421,12 @@ function stillStands(s: DecisionState, key: string, kind: PendingKind, uid?: str
  * An executor's report. Only the operation out, by token, moves; late and duplicate reports find
  * no operation and change nothing. Succeeded answers what the attempt carried and records the
  * commit; Stale gives it back and is decided again at once; anything else gives it back (a
- * refusal only if it still stands) and starts the backoff.
+ * refusal only if it still stands) and starts the backoff. A Stale for an edit after the flush
+ * mark starts the chain's budget (`RESTALE_BUDGET_MS`); any end but Stale closes the chain.
  */
 export function settleReport(
   s: DecisionState,
-  r: { token: string; claim: ClaimRef; phase: string; commit?: string },
+  r: { token: string; claim: ClaimRef; phase: string; commit?: string; reason?: string },
   now: number,
 ): void {
   const key = claimKey(r.claim);
@@ -407,6 +441,9 @@ export function settleReport(
   a.operation = null;
   for (const w of a.windows) if (w.token === op.token && w.completedAt === null) w.completedAt = now;
   s.epoch += 1;
+  if (phase === "Stale") {
+    if (r.reason === EDITED_AFTER_FLUSH) a.restaleSince ??= now;
+  } else a.restaleSince = null;
   if (phase === "Succeeded") {
     a.lastAppliedCommit = r.commit ?? op.commit;
     a.failures = 0;

@@ -8,6 +8,7 @@ import {
   TARGET,
   waitFor,
 } from "../../test/worker/harness.js";
+import { branchKeys } from "../keys.js";
 import { noMetrics } from "./metrics.js";
 import { MemoryStatusSink } from "./status.js";
 
@@ -96,6 +97,23 @@ describe("branch worker: pending writes become commits", () => {
     expect(result.ok).toBe(true);
     expect(result.ok && result.tip).toBe(await h.server.tip("site"));
     expect(await h.published(w.id)).toBe(result.ok ? result.tip : "");
+  });
+
+  it("a flush answers with its inbox mark: every write read up to it is in the tip, a later one is not", async () => {
+    h = await harness(undefined, { idleMs: 60_000, maxMs: 120_000 });
+    const worker = await h.newWorker({ autoPublish: false });
+    const first = configMapWrite(h.key, "a", "1");
+    expect(await h.accept(first)).toBe(true);
+    await waitFor("the write read into a window", () => worker.snapshot().openWindows === 1);
+    const inbox = branchKeys(h.redis.prefix, h.key).inbox;
+    const [[entry]] = (await h.redis.client.xrange(inbox, "-", "+")) as [[string, string[]]];
+    const flushed = await worker.flush();
+    expect(flushed).toMatchObject({ ok: true, inboxMark: entry });
+    expect(await h.published(first.id)).toBe(flushed.ok ? flushed.tip : "");
+    // A write accepted after the flush comes after its mark in the inbox.
+    expect(await h.accept(configMapWrite(h.key, "b", "2"))).toBe(true);
+    const later = (await h.redis.client.xrange(inbox, `(${entry}`, "+")) as Array<[string, string[]]>;
+    expect(later).toHaveLength(1);
   });
 
   it("a suspended GitTarget's writes are kept and charged but never published, until it resumes", async () => {

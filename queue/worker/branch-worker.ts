@@ -102,8 +102,22 @@ export interface BranchHooks {
   onRefused?(write: AcceptedWrite, reason: string): void | Promise<void>;
 }
 
-export type FlushResult =
+type PublishResult =
   | { ok: true; tip: string | undefined; folders?: TargetName[] }
+  | { ok: false; cause: string };
+
+export type FlushResult =
+  | {
+      ok: true;
+      tip: string | undefined;
+      folders?: TargetName[];
+      /**
+       * The last inbox entry read when the flush closed the windows ("0-0" when none ever was), or
+       * the flush's mark when one was asked and is earlier: every write accepted up to it is
+       * published in `tip`, refused or frozen; a write after it may not be.
+       */
+      inboxMark: string;
+    }
   | { ok: false; cause: string };
 
 export interface BranchWorkerOptions {
@@ -410,17 +424,20 @@ export class BranchWorker {
       const mark = marks.includes(undefined)
         ? undefined
         : (marks as string[]).sort(compareEntryIds)[marks.length - 1];
+      // Every write up to it is closed into this publication: all read, or those up to the mark.
+      const read = this.lastEntryId === "0" ? "0-0" : this.lastEntryId;
+      const inboxMark = mark !== undefined && compareEntryIds(mark, read) < 0 ? mark : read;
       this.closeWindows(now, mark ?? "all");
       await this.announceDecided();
       // One retry clock: while a failed publication waits for its retry, a flush spends no push.
-      const result: FlushResult =
+      const result: PublishResult =
         this.retry && !retryDue
           ? {
               ok: false,
               cause: `publication waits for its retry at ${new Date(this.retry.nextAt).toISOString()}`,
             }
           : await this.publish(true);
-      for (const f of flushes) f.resolve(result);
+      for (const f of flushes) f.resolve(result.ok ? { ...result, inboxMark } : result);
     } else {
       this.closeWindows(now);
       await this.announceDecided();
@@ -639,8 +656,9 @@ export class BranchWorker {
     if (tip !== previous || baseline) {
       this.remoteTip = tip;
       if (tip) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, tip);
-      await this.settleLanded(tip, previous);
+      // Recorded before the inbox lets go of the writes it carries (see `landed`).
       await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), tip);
+      await this.settleLanded(tip, previous);
     }
     const o: Observation = {
       tip,
@@ -810,7 +828,7 @@ export class BranchWorker {
    * and by every Git call, which is abandoned when the deadline passes. A failure (a stalled call
    * included) keeps every pending write and schedules the next attempt.
    */
-  private async publish(flush: boolean): Promise<FlushResult> {
+  private async publish(flush: boolean): Promise<PublishResult> {
     const timeoutMs = this.o.pushCycleTimeoutMs ?? DEFAULT_PUSH_CYCLE_TIMEOUT_MS;
     const deadline = this.clock.now() + timeoutMs;
     const passed = () => new PublicationDeadlineError(timeoutMs);
@@ -946,6 +964,10 @@ export class BranchWorker {
     if (head) this.pushedByUs.add(head);
     if (this.pushedByUs.size > 10_000)
       this.pushedByUs.delete(this.pushedByUs.values().next().value as string);
+    const moved = head !== this.remoteTip;
+    // The tip is recorded before the inbox lets go of the writes it carries: an executor's edit
+    // recheck that no longer finds a write in the inbox then finds the tip moved.
+    if (moved) await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), head);
     await this.inbox.settle(
       this.token(),
       published,
@@ -960,10 +982,8 @@ export class BranchWorker {
       this.lastPushAt = now;
       this.log.info({ commit: head, writes: ids.size }, "published");
     }
-    const moved = head !== this.remoteTip;
     this.remoteTip = head;
     if (head) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
-    if (moved) await recordTip(this.o.redis, this.o.prefix, this.key, this.token(), head);
     this.built = { base: head, commits: [] };
     if (head && (moved || carried.length > 0))
       await this.o.hooks?.onPublished?.({

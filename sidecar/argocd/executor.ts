@@ -20,6 +20,7 @@ import {
   withdrawOperation,
 } from "../operation-record.js";
 import { recheckStanding } from "../standing.js";
+import { type FreshnessCheck, staleBecause } from "../tip-check.js";
 import {
   APPLICATION,
   type Application,
@@ -46,6 +47,11 @@ export interface ArgoCDExecutorOptions {
    * sync is started; false ends the attempt Stale with nothing started. Without it, never Stale.
    */
   isCurrent?: (attempt: Attempt) => Promise<boolean>;
+  /**
+   * The last look before the sync update: the tip again and the edit recheck (`Attempt.editsAfter`).
+   * Not fresh ends the attempt Stale with nothing started.
+   */
+  freshness?: FreshnessCheck;
 }
 
 /** Told when an operation's apply window opens and closes (the window observer). */
@@ -133,6 +139,7 @@ export class ArgoCDExecutor implements OperationExecutor {
     const now = () => this.d.now().getTime();
     const waitUntil = now() + this.busyWaitMs;
     let recorded: { previous?: Operation } | undefined;
+    let requested: Promise<void> | undefined;
     let windowOpened = false;
     const closeWindow = () => {
       if (windowOpened) this.d.windows?.closed(c.token);
@@ -198,18 +205,29 @@ export class ArgoCDExecutor implements OperationExecutor {
           const phase = err.reason === "OperationInFlight" ? "RequestFailed" : "Dropped";
           return giveUp(phase, err.reason, err.message);
         }
-        await report("Requested");
-        continue; // read again: the record took time, and the update must be made from a fresh read
+        requested = report("Requested");
+        // No second read of the Application: the update is guarded by the version read above,
+        // so a change meanwhile is a 409 that reads again. Every read here is revert window.
       }
 
-      // The record took time: a tip that moved meanwhile starts nothing (the worker decides again).
+      // The last checks, read together beside the report (each answers for the moment of the
+      // update): a tip that moved while the record was made starts nothing (the worker decides
+      // again); the decision must still hold (its GitTargets, the claim's standing: a claim
+      // waiting in line or not in control never syncs, the grant); and an edit accepted after
+      // the flush mark for this Application's folders would be run over by this older commit.
       const isCurrent = this.d.options?.isCurrent;
-      if (isCurrent && !(await isCurrent(attempt)))
-        return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
-      // The decision must still hold at the write: its GitTargets, the claim's standing (a claim
-      // waiting in line or not in control never syncs), the grant.
-      const standing = await recheckStanding(this.d.kube, attempt);
+      const freshness = this.d.options?.freshness;
+      const [, current, standing, fresh] = await Promise.all([
+        requested,
+        isCurrent ? isCurrent(attempt) : true,
+        recheckStanding(this.d.kube, attempt),
+        freshness?.(attempt),
+      ]);
+      requested = undefined;
+      if (!current) return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
       if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
+      const stale = fresh ? staleBecause(fresh, attempt) : undefined;
+      if (stale) return giveUp("Stale", stale.reason, stale.message);
 
       const op = buildSyncOperation(app, {
         commit: c.commit,

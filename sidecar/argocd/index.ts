@@ -50,6 +50,9 @@ export function createApplierKind(deps: ApplierDeps) {
   // isCurrent: (attempt) => Promise<boolean>, whether the attempt's commit is still the tip.
   if (typeof o.isCurrent === "function")
     options.isCurrent = o.isCurrent as ArgoCDExecutorOptions["isCurrent"];
+  // freshness: a FreshnessCheck asked just before the sync update (the tip and the edit recheck).
+  if (typeof o.freshness === "function")
+    options.freshness = o.freshness as ArgoCDExecutorOptions["freshness"];
   const executor = new ArgoCDExecutor({
     kube: deps.kube,
     log,

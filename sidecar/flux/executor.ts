@@ -21,6 +21,7 @@ import {
   withdrawOperation,
 } from "../operation-record.js";
 import { recheckStanding } from "../standing.js";
+import { type FreshnessCheck, staleBecause } from "../tip-check.js";
 import { Aborted, type FluxClient, ksWakeKey, newToken, srcWakeKey } from "./client.js";
 import {
   artifactHolds,
@@ -80,6 +81,8 @@ export interface FluxExecutorDeps {
    * Without it, the fresh artifact a stamp fetched stands for the tip.
    */
   isCurrent?: (attempt: Attempt) => Promise<boolean>;
+  /** The last look before the resume: the tip again and the edit recheck (`Attempt.editsAfter`). */
+  freshness?: FreshnessCheck;
   window?: WindowHooks;
 }
 
@@ -141,6 +144,15 @@ export class FluxExecutor implements OperationExecutor {
     const ks: ObjectKey = { namespace: attempt.applier.namespace, name: attempt.applier.name };
     let recorded: { previous?: Operation } | undefined;
     let resumed = false;
+    // The window's watches list while the artifact is made to hold the commit: nothing in the list
+    // depends on it, and every millisecond before the resume is revert window. Awaited before it.
+    const watching = this.d.window?.open({
+      token: attempt.token,
+      claim: attempt.claim,
+      branchKey: attempt.branchKey,
+      kustomization: ks,
+    });
+    watching?.catch(() => {}); // a failure is thrown where it is awaited
     try {
       const read = await this.prepare(attempt, claim, ks, signal, log);
       // 3. Record before the write that starts it; a refused record starts nothing.
@@ -162,20 +174,25 @@ export class FluxExecutor implements OperationExecutor {
         if (err instanceof RecordRefused) throw new Refusal("RequestFailed", err.reason, err.message);
         throw err;
       }
-      await report("Requested");
-      await this.d.window?.open({
-        token: attempt.token,
-        claim: attempt.claim,
-        branchKey: attempt.branchKey,
-        kustomization: ks,
-      });
-      if (!(await this.current(attempt, read.source))) {
+      await watching;
+      // The last checks read together, beside the report (each answers for the moment of the resume).
+      const [, current, standing, fresh] = await Promise.all([
+        report("Requested"),
+        this.current(attempt, read.source),
+        // The decision must still hold at the write: its GitTargets, the claim's standing, the grant.
+        recheckStanding(this.d.client.kube, attempt),
+        // An edit accepted after the flush mark for a folder this Kustomization applies would be
+        // run over by this older commit. Stale: the worker flushes again and sends the commit
+        // that carries it.
+        this.d.freshness?.(attempt),
+      ]);
+      if (!current) {
         throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
       }
       if (signal.aborted) throw new Refusal("RequestFailed", "SidecarStopping", "the sidecar is stopping");
-      // The decision must still hold at the write: its GitTargets, the claim's standing, the grant.
-      const standing = await recheckStanding(this.d.client.kube, attempt);
       if (!standing.ok) throw new Refusal(standing.phase, standing.reason, standing.message);
+      const stale = fresh ? staleBecause(fresh, attempt) : undefined;
+      if (stale) throw new Refusal("Stale", stale.reason, stale.message);
       // 4. Resume.
       const resume = await this.resume(ks, read.ks, resumeToken, log);
       recorded = undefined; // from here the operation is followed, never withdrawn
@@ -331,6 +348,9 @@ export class FluxExecutor implements OperationExecutor {
     signal: AbortSignal,
     log: Logger,
   ) {
+    // The Kustomization and its source are read beside the claim; the claim's refusals come first.
+    const applier = this.checkApplier(attempt, ref);
+    applier.catch(() => {}); // awaited below, unless the claim already refuses
     const c = await this.d.client.kube.get<KObject>(claim.type, claim.namespace, claim.name);
     if (!c) throw new Refusal("RequestFailed", "ClaimNotFound", `FluxClaim ${keyOf(claim)} does not exist`);
     if (c.metadata.deletionTimestamp)
@@ -353,7 +373,7 @@ export class FluxExecutor implements OperationExecutor {
     }
 
     // 1. The artifact must hold the commit.
-    const first = await this.checkApplier(attempt, ref);
+    const first = await applier;
     let source = first.source;
     if (!artifactHolds(source, attempt.commit)) {
       if (source.spec?.suspend) {
@@ -396,8 +416,9 @@ export class FluxExecutor implements OperationExecutor {
       }
     }
 
-    // 2. Recheck just before the resume.
-    const again = await this.checkApplier(attempt, ref);
+    // 2. Recheck just before the resume (the source read beside the Kustomization: a changed
+    // sourceRef is refused below anyway).
+    const again = await this.checkApplier(attempt, ref, first.sourceRef);
     if (again.ks.metadata.uid !== first.ks.metadata.uid) {
       throw new Refusal(
         "RequestFailed",
@@ -429,7 +450,9 @@ export class FluxExecutor implements OperationExecutor {
   }
 
   /** Reads the Kustomization and its GitRepository and checks what a resume requires of them. */
-  private async checkApplier(attempt: Attempt, ref: ObjectKey) {
+  private async checkApplier(attempt: Attempt, ref: ObjectKey, expectedSource?: ObjectKey) {
+    const early = expectedSource ? this.d.client.source(expectedSource) : undefined;
+    early?.catch(() => {}); // awaited below, unless the Kustomization already refuses
     const ks = await this.d.client.kustomization(ref);
     if (!ks)
       throw new Refusal(
@@ -449,7 +472,10 @@ export class FluxExecutor implements OperationExecutor {
         `the Kustomization reads a ${sourceRef?.kind ?? "missing"} source; only GitRepository is held`,
       );
     }
-    const source = await this.d.client.source(sourceRef);
+    const source =
+      early && keyOf(sourceRef) === keyOf(expectedSource as ObjectKey)
+        ? await early
+        : await this.d.client.source(sourceRef);
     if (!source)
       throw new Refusal(
         "RequestFailed",

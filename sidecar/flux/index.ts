@@ -1,11 +1,13 @@
 /**
  * The Flux applier kind: what `applygate sidecar --applier flux` plugs into the shared sidecar.
  * Options (all optional, milliseconds): pollMs, unresolvedAfterMs, unresolvedMaxIntervalMs,
- * sourceTimeoutMs, shortRequeueMs, resyncMs, releaseGiveUpMs, windowGraceMs; and isCurrent, a
- * function (attempt) => Promise<boolean> telling whether the attempt's commit is still the tip.
+ * sourceTimeoutMs, shortRequeueMs, resyncMs, releaseGiveUpMs, windowGraceMs; isCurrent, a
+ * function (attempt) => Promise<boolean> telling whether the attempt's commit is still the tip;
+ * and freshness, a FreshnessCheck asked just before the resume (the tip and the edit recheck).
  */
 import type { Attempt, ClaimRef } from "../../queue/contract.js";
 import type { ApplierDeps, ReportFn } from "../applier-kind.js";
+import type { FreshnessCheck } from "../tip-check.js";
 import { FluxClient } from "./client.js";
 import { FluxClaimController } from "./controller.js";
 import { FluxExecutor, type FluxTimings } from "./executor.js";
@@ -46,6 +48,7 @@ export function createApplierKind(deps: ApplierDeps) {
     ...(typeof o.isCurrent === "function"
       ? { isCurrent: o.isCurrent as (a: Attempt) => Promise<boolean> }
       : {}),
+    ...(typeof o.freshness === "function" ? { freshness: o.freshness as FreshnessCheck } : {}),
   });
   const stops = new AbortController();
   const controller = new FluxClaimController({

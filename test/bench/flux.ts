@@ -7,17 +7,17 @@
  * and Ready); ours is the whole operation, from the attempt to Succeeded (recheck, record,
  * resume, follow, suspend again, suspend handled). Medians of a few runs.
  */
+import type { FluxClient } from "../../sidecar/flux/client.js";
 import { GIT_REPOSITORY, KUSTOMIZATION } from "../../sidecar/flux/resources.js";
 import { configMap, type Scene, scene, startWorld, until, type World } from "../sidecar-flux/harness.js";
 import type { Figure } from "./figure.js";
+import { median, sidecarRig, type Timeline } from "./send-to-apply.js";
 
 const KNOBS = { fetchLatencyMs: 50, buildMs: 85, perObjectApplyMs: 4, defaultIntervalScale: 1 };
 const RUNS = 5;
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-};
+const SEND_RUNS = 11;
+/** Latency of every API request in the send-to-apply figures, about an in-cluster round trip. */
+const API_LATENCY_MS = 5;
 
 /** Makes the source's artifact hold the commit before a timed run. */
 async function prefetch(world: World, s: Scene, commit: string, token: string) {
@@ -37,10 +37,55 @@ async function prefetch(world: World, s: Scene, commit: string, token: string) {
   );
 }
 
+/**
+ * Attempt sent → resume written, through the attempts queue and the executor host, with the
+ * sidecar's Redis checks: once with the source fetch the attempt asks for (the usual case: the
+ * commit was just published), once with the artifact already holding it (the executor's own cost).
+ */
+export async function sendToApply(world: World): Promise<Figure[]> {
+  const rig = await sidecarRig();
+  const figures: Figure[] = [];
+  try {
+    const s = await scene(world, { options: { pollMs: 1000, ...rig.checks } });
+    // Every request pays what it pays in a cluster: in this one process it would cost only CPU.
+    world.api.faults.latency(API_LATENCY_MS);
+    await s.adopt();
+    const client = (s.kind.executor as unknown as { d: { client: FluxClient } }).d.client;
+    const applySuspend = client.applySuspend.bind(client);
+    client.applySuspend = (ref, suspend, token, guard) => {
+      if (!suspend) rig.applyStarted();
+      return applySuspend(ref, suspend, token, guard);
+    };
+    rig.host("flux", s.kind.executor);
+    const branchKey = `${s.url}@main`;
+    for (const prefetched of [false, true]) {
+      const runs: Timeline[] = [];
+      for (let i = 0; i < SEND_RUNS; i++) {
+        const commit = await s.push({ "apps/cm.yaml": configMap("app-config", `s${prefetched}${i}`) });
+        await rig.record(branchKey, commit);
+        if (prefetched) await prefetch(world, s, commit, `fetch-s${i}`);
+        const t = await rig.run(s.attempt(commit, { editsAfter: { mark: "0-0", folders: ["target"] } }));
+        if (t.last !== "Succeeded") throw new Error(`operation ended ${t.last}`);
+        runs.push(t);
+      }
+      const m = (k: keyof Omit<Timeline, "last">) => Math.round(median(runs.map((r) => r[k])));
+      const name = prefetched ? "prefetched" : "fetch";
+      const note = `${SEND_RUNS} runs, knobs ${JSON.stringify(KNOBS)}, API latency ${API_LATENCY_MS} ms; ${prefetched ? "artifact fetched beforehand" : "the attempt's source fetch included"}; taken ${m("taken")} ms, Requested ${m("requested")} ms after the send`;
+      figures.push({ bench: `flux.send-to-apply.${name}`, value: m("applyStarted"), unit: "ms", note });
+      figures.push({ bench: `flux.send-to-requested.${name}`, value: m("requested"), unit: "ms", note });
+    }
+  } finally {
+    world.api.faults.latency(0);
+    await rig.close();
+  }
+  return figures;
+}
+
 export async function run(): Promise<Figure[]> {
   const world = await startWorld(KNOBS);
   const figures: Figure[] = [];
   try {
+    figures.push(...(await sendToApply(world)));
     for (const objects of [1, 200]) {
       const files = (v: string) =>
         Object.fromEntries(

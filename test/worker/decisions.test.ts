@@ -30,6 +30,7 @@ import { createLogger, silentLogger } from "../../queue/log.js";
 import type { BranchWorker } from "../../queue/worker/branch-worker.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
+import { redisFreshnessCheck, staleBecause } from "../../sidecar/tip-check.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
@@ -50,7 +51,7 @@ type Script = (attempt: Attempt, ex: Executor) => Promise<void>;
 
 interface Executor {
   /** Records the phase on the claim's status (as the sidecar does first), then reports it. */
-  report(attempt: Attempt, phase: ReportPhase): Promise<number>;
+  report(attempt: Attempt, phase: ReportPhase, reason?: string): Promise<number>;
   send(report: Report): Promise<void>;
 }
 
@@ -196,7 +197,7 @@ async function world(o: {
   const attempts: Attempt[] = [];
   const scripts: Script[] = [];
   const executor: Executor = {
-    async report(a, phase) {
+    async report(a, phase, reason) {
       const terminal = ["Succeeded", "Failed", "RequestFailed", "Rejected", "Dropped", "Stale"].includes(
         phase,
       );
@@ -221,6 +222,7 @@ async function world(o: {
         phase,
         at: new Date(at).toISOString(),
         commit: a.commit,
+        ...(reason ? { reason } : {}),
       });
       return at;
     },
@@ -525,6 +527,86 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(w.attempts[1]?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
     // No backoff was started by the stale attempt.
     expect(w.driver().state.appliers[CLAIM_KEY]?.failures).toBe(0);
+  });
+
+  it("an edit accepted after the flush mark, before the executor's write: the attempt ends Stale and the next, sent at once, carries the edit", {
+    timeout: 60_000,
+  }, async () => {
+    // Windows close only on a flush: the worker publishes the edit for the restale's flush alone.
+    w = await world({ appliedInitial: true, windowSeconds: 30 });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const freshness = redisFreshnessCheck(w.redis.client, w.redis.prefix);
+    let edit: AcceptedWrite | undefined;
+    /** What the sidecar does just before its write: Stale when not fresh, else it applies. */
+    const asSidecar: Script = async (a, ex) => {
+      await ex.report(a, "Requested");
+      const stale = staleBecause(await freshness(a), a);
+      if (stale) {
+        await ex.report(a, "Stale", stale.reason);
+        return;
+      }
+      for (const p of ["Running", "Settling", "Succeeded"] as const) await ex.report(a, p);
+    };
+    w.scripts.push(async (a, ex) => {
+      // The user edits after the flush took its mark, before the applier started.
+      edit = await w.accept("a", "mine");
+      await asSidecar(a, ex);
+    }, asSidecar);
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    w.worker().observeSoon();
+    const tip = await waitFor("the edit published", () => (edit ? w.published(edit.id) : null));
+    await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === tip);
+    await waitFor("nothing left to decide", () => settled(w));
+
+    expect(w.attempts.map((a) => a.commit)).toEqual([foreign, tip]);
+    const [first, second] = w.attempts as [Attempt, Attempt];
+    expect(first.editsAfter?.folders).toEqual([FOLDER]);
+    // The applied commit holds the edit: the older one never ran over it.
+    expect(await isAncestor(w, foreign, tip)).toBe(true);
+    expect(await show(w, tip, cm("a"))).toContain("mine");
+    expect(second.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    // It rechecked too (within the budget) and found nothing new; no backoff was started.
+    expect(second.editsAfter?.folders).toEqual([FOLDER]);
+    expect(w.driver().state.appliers[CLAIM_KEY]?.failures).toBe(0);
+    expect(w.driver().state.appliers[CLAIM_KEY]?.restaleSince).toBeNull();
+  });
+
+  it("continuous editing never starves an apply: 5 s after the chain's first restale the attempts go without the recheck", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true, windowSeconds: 30 });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const freshness = redisFreshnessCheck(w.redis.client, w.redis.prefix);
+    const seen: string[] = [];
+    // An edit lands before every attempt's write.
+    const editing: Script = async (a, ex) => {
+      await w.accept("a", `edit-${w.attempts.length}`);
+      await ex.report(a, "Requested");
+      const f = await freshness(a);
+      seen.push(f);
+      const stale = staleBecause(f, a);
+      if (stale) return void (await ex.report(a, "Stale", stale.reason));
+      for (const p of ["Running", "Settling", "Succeeded"] as const) await ex.report(a, p);
+    };
+    for (let i = 0; i < 200; i++) w.scripts.push(editing);
+    await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    w.worker().observeSoon();
+    await waitFor("an apply succeeded", async () => {
+      const applied = (await w.claim()).status?.lastAppliedCommit;
+      return applied !== undefined && applied !== w.initial;
+    });
+    // Every attempt with the recheck found the edit made before it; the one that applied had none.
+    const last = w.attempts.at(-1) as Attempt;
+    expect(seen.at(-1)).toBe("current");
+    expect(seen.slice(0, -1).every((f) => f === "edited")).toBe(true);
+    expect(w.attempts.slice(0, -1).every((a) => a.editsAfter !== undefined)).toBe(true);
+    expect(last.editsAfter).toBeUndefined();
+    expect((await w.claim()).status?.lastAppliedCommit).toBe(last.commit);
+    // It went no sooner than the budget after the first restale (which came after the first send).
+    const first = Date.parse((w.attempts[0] as Attempt).sentAt);
+    expect(Date.parse(last.sentAt) - first).toBeGreaterThanOrEqual(5_000);
   });
 
   it("a restart restores the operation out from the claim and reasons from Redis; the baseline is a converge, never a ForeignCommit", {

@@ -1,0 +1,71 @@
+/**
+ * `npm run bench -- argocd`: attempt sent → sync update written, for an Application an ArgoCDClaim
+ * holds, through the attempts queue and the executor host with the sidecar's Redis checks (the
+ * tip, the edit recheck), every API request paying an in-cluster round trip. argosim over HTTP and
+ * the real Git server. Medians of a few runs.
+ */
+
+import type { Kube } from "../../queue/kube/index.js";
+import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
+import { cm, startCluster } from "../sidecar-argocd/harness.js";
+import type { Figure } from "./figure.js";
+import { median, sidecarRig, type Timeline } from "./send-to-apply.js";
+
+const RUNS = 11;
+/** Latency of every API request, about an in-cluster round trip. */
+const API_LATENCY_MS = 5;
+
+export async function run(): Promise<Figure[]> {
+  const c = await startCluster();
+  const rig = await sidecarRig();
+  try {
+    await c.startArgo();
+    const name = "bench";
+    const ns = await c.namespace(`ns-${name}`);
+    const repo = await c.repo();
+    await c.createApp(name, repo, {
+      destination: { server: "https://kubernetes.default.svc", namespace: ns },
+      syncPolicy: { automated: { enabled: false, prune: true } },
+    });
+    await c.createClaim(name, name);
+    await c.markHeld(name);
+    // The update that starts the sync is the executor's only replace of the Application.
+    const kube = Object.create(c.kube) as Kube;
+    kube.replace = ((...args: Parameters<Kube["replace"]>) => {
+      rig.applyStarted();
+      return c.kube.replace(...args);
+    }) as Kube["replace"];
+    const executor = new ArgoCDExecutor({
+      kube,
+      log: c.log,
+      events: c.events,
+      now: () => new Date(),
+      options: { pollMs: 50, ...rig.checks },
+    });
+    rig.host("argocd", executor);
+    const branchKey = `${repo.url}@main`;
+    c.api.faults.latency(API_LATENCY_MS);
+    const runs: Timeline[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const commit = await repo.push("cm.yaml", cm("settings", `b${i}`));
+      await rig.record(branchKey, commit);
+      const t = await rig.run({
+        ...c.attempt(name, name, commit, `bench-${i}-${Date.now()}`),
+        branchKey,
+        editsAfter: { mark: "0-0", folders: [`apps/${name}`] },
+      });
+      if (t.last !== "Succeeded") throw new Error(`operation ended ${t.last}`);
+      runs.push(t);
+    }
+    c.api.faults.latency(0);
+    const m = (k: keyof Omit<Timeline, "last">) => Math.round(median(runs.map((r) => r[k])));
+    const note = `${RUNS} runs, API latency ${API_LATENCY_MS} ms; taken ${m("taken")} ms, Requested ${m("requested")} ms after the send`;
+    return [
+      { bench: "argocd.send-to-apply", value: m("applyStarted"), unit: "ms", note },
+      { bench: "argocd.send-to-requested", value: m("requested"), unit: "ms", note },
+    ];
+  } finally {
+    await rig.close();
+    await c.close();
+  }
+}
