@@ -17,7 +17,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Queue } from "bullmq";
+import { Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGateway, type Gateway } from "../../gateway/app.js";
@@ -35,7 +35,7 @@ import { branchKey, QUEUES } from "../../queue/contract.js";
 import { BareRepo } from "../../queue/git/repo.js";
 import { PushRejectedError } from "../../queue/git/smart-http.js";
 import { branchKeys } from "../../queue/keys.js";
-import { connectRedis, freePort, redisAnswers } from "../../queue/redis.js";
+import { bullConnection, connectRedis, freePort, redisAnswers } from "../../queue/redis.js";
 import { BranchLease, fencedWrite } from "../../queue/worker/lease.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { until } from "../support/wait.js";
@@ -95,6 +95,7 @@ describe("Redis through Sentinel, primary killed", () => {
   let url = "";
   let gw: Gateway;
   let gwWait: Gateway;
+  let consumer: Worker | undefined;
   const clients: Redis[] = [];
   const client = (u: string) => {
     const c = connectRedis(u);
@@ -174,6 +175,7 @@ describe("Redis through Sentinel, primary killed", () => {
   afterAll(async () => {
     await gw?.close();
     await gwWait?.close();
+    await consumer?.close(true);
     for (const c of clients) c.disconnect();
     await git?.close();
     // SIGCONT first: a stopped process does not act on SIGKILL's exit until continued.
@@ -211,6 +213,16 @@ describe("Redis through Sentinel, primary killed", () => {
     timeout: 90_000,
   }, async () => {
     const direct = client(`redis://127.0.0.1:${primaryPort}`);
+    // A BullMQ consumer of the notices, as the worker runs one, connected through the sentinels.
+    const consumed = new Set<string>();
+    consumer = new Worker(
+      QUEUES.notices,
+      async (job) => {
+        consumed.add(job.id as string);
+      },
+      { connection: bullConnection(url), prefix },
+    );
+    consumer.on("error", () => {});
     let n = 0;
     const replicatedWrites: string[] = [];
     const replicatedNotices: string[] = [];
@@ -234,6 +246,11 @@ describe("Redis through Sentinel, primary killed", () => {
       expect(r.status).toBe(202);
       replicatedNotices.push(r.id as string);
     }
+    await until(
+      () => replicatedNotices.every((id) => consumed.has(id)),
+      "the notices to be consumed",
+      patience,
+    );
     // The replica holds all of it once it acknowledged the primary's offset.
     expect(await direct.wait(1, 5000)).toBe(1);
 
@@ -291,6 +308,12 @@ describe("Redis through Sentinel, primary killed", () => {
     for (const id of [...replicatedNotices, notice.id as string])
       expect(await notices.getJob(id), `notice ${id}`).toBeDefined();
     await notices.close();
+    // The consumer's blocking connection followed the failover too.
+    await until(
+      () => consumed.has(notice.id as string),
+      "the notice sent after the failover to be consumed",
+      patience,
+    );
     // Everything acknowledged after the failover is there; what is missing was acknowledged by
     // the old primary and not yet replicated when it died.
     const lost = burst.filter((id) => !present.has(id));
