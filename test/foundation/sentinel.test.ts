@@ -22,6 +22,7 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGateway, type Gateway } from "../../gateway/app.js";
 import { StaticCatalog } from "../../gateway/catalog.js";
+import { gatewaySettings } from "../../gateway/main.js";
 import {
   branchPushExample,
   fixtureObjects,
@@ -31,6 +32,7 @@ import {
   SECRETS,
   URLS,
 } from "../../gateway/testing.js";
+import { loadConfig } from "../../queue/config.js";
 import { branchKey, QUEUES } from "../../queue/contract.js";
 import { BareRepo } from "../../queue/git/repo.js";
 import { PushRejectedError } from "../../queue/git/smart-http.js";
@@ -378,5 +380,16 @@ describe("Redis through Sentinel, primary killed", () => {
     const err = await old.push(remote, "main", tip, ours!.commit, ours!.newOids).catch((e) => e);
     expect(err).toBeInstanceOf(PushRejectedError);
     expect(await git.tip("site")).toBe(theirs!.commit);
+  });
+});
+
+describe("--redis-wait-replicas", () => {
+  const load = (argv: string[]) => loadConfig({ w: gatewaySettings.redisWaitReplicas }, argv, {}).config.w;
+  it("defaults to acknowledging once the primary holds it, and names itself on bad input", () => {
+    expect(load([])).toBe(0);
+    expect(load(["--redis-wait-replicas", "2"])).toBe(2);
+    expect(() => load(["--redis-wait-replicas", "one"])).toThrow(
+      /^invalid setting --redis-wait-replicas \(APPLYGATE_REDIS_WAIT_REPLICAS\): expected a number of replicas/,
+    );
   });
 });
