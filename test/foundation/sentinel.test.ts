@@ -98,6 +98,7 @@ describe("Redis through Sentinel, primary killed", () => {
   let gw: Gateway;
   let gwWait: Gateway;
   let consumer: Worker | undefined;
+  const sentinels: Redis[] = [];
   const clients: Redis[] = [];
   const client = (u: string) => {
     const c = connectRedis(u);
@@ -146,6 +147,7 @@ describe("Redis through Sentinel, primary killed", () => {
     // Every sentinel knows the replica and the two other sentinels: a failover can be agreed.
     for (const port of sentinelPorts) {
       const s = client(`redis://127.0.0.1:${port}`);
+      sentinels.push(s);
       await until(
         async () => {
           const m = await masterInfo(s);
@@ -266,6 +268,19 @@ describe("Redis through Sentinel, primary killed", () => {
     replica.kill("SIGCONT");
     expect(await direct.wait(1, 5000)).toBe(1);
     replicatedWrites.push(unreplicated.id as string);
+    // The sentinels saw the replica stop; it must be healthy to them again to be promoted.
+    await until(
+      async () => {
+        for (const s of sentinels) {
+          const [replicaInfo] = (await s.call("SENTINEL", "REPLICAS", MASTER)) as string[][];
+          const flags = replicaInfo?.[(replicaInfo?.indexOf("flags") ?? -2) + 1] ?? "";
+          if (flags.includes("down") || flags.includes("disconnected")) return false;
+        }
+        return true;
+      },
+      "every sentinel to see the replica up again",
+      patience,
+    );
 
     // A burst in flight when the primary dies. Times are when each request started and ended.
     const burst: string[] = [];
