@@ -7,6 +7,8 @@
  * - the gateway answers 503 while the sentinels elect the replica, and nothing but 503, then
  *   accepts again;
  * - every write and notice acknowledged while the replica had caught up is still there;
+ * - a worker replica and a BullMQ consumer, both connected through the sentinels, go on: the
+ *   worker publishes every write given to it before the kill and after the failover;
  * - the acknowledged writes asynchronous replication lost in a burst cut by the kill are counted;
  * - with the replica stopped, the WAIT gateway refuses to acknowledge (503) what the other one
  *   acknowledges (202) and the replica lacks;
@@ -36,11 +38,16 @@ import { loadConfig } from "../../queue/config.js";
 import { branchKey, QUEUES } from "../../queue/contract.js";
 import { BareRepo } from "../../queue/git/repo.js";
 import { PushRejectedError } from "../../queue/git/smart-http.js";
-import { branchKeys } from "../../queue/keys.js";
+import { acceptWrite } from "../../queue/intake.js";
+import { branchKeys, writePublishedKey } from "../../queue/keys.js";
+import { silentLogger } from "../../queue/log.js";
 import { bullConnection, connectRedis, freePort, redisAnswers } from "../../queue/redis.js";
+import { scopeOf } from "../../queue/scope.js";
 import { BranchLease, fencedWrite } from "../../queue/worker/lease.js";
+import { Replica } from "../../queue/worker/replica.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { until } from "../support/wait.js";
+import { configMapWrite, FOLDER, TARGET, WEB_GRANT } from "../worker/harness.js";
 
 const MASTER = "applygate";
 const WRITES = `/v1/targets/${NS}/infra/writes`;
@@ -98,6 +105,7 @@ describe("Redis through Sentinel, primary killed", () => {
   let gw: Gateway;
   let gwWait: Gateway;
   let consumer: Worker | undefined;
+  let worker: Replica | undefined;
   const sentinels: Redis[] = [];
   const clients: Redis[] = [];
   const client = (u: string) => {
@@ -105,7 +113,12 @@ describe("Redis through Sentinel, primary killed", () => {
     clients.push(c);
     return c;
   };
-  let git: GitServer | undefined;
+  const gits: GitServer[] = [];
+  const gitServer = async () => {
+    const g = await startGitServer();
+    gits.push(g);
+    return g;
+  };
   const prefix = `sentinel-${process.pid}`;
 
   beforeAll(async () => {
@@ -180,8 +193,9 @@ describe("Redis through Sentinel, primary killed", () => {
     await gw?.close();
     await gwWait?.close();
     await consumer?.close(true);
+    await worker?.stop();
     for (const c of clients) c.disconnect();
-    await git?.close();
+    await Promise.all(gits.map((g) => g.close()));
     // SIGCONT first: a stopped process does not act on SIGKILL's exit until continued.
     for (const c of children) c.kill("SIGCONT");
     await Promise.all(children.map((c) => kill(c)));
@@ -227,6 +241,45 @@ describe("Redis through Sentinel, primary killed", () => {
       { connection: bullConnection(url), prefix },
     );
     consumer.on("error", () => {});
+    // A worker replica connected through the sentinels, on a branch of a real Git server, under a
+    // prefix of its own (it consumes notices too).
+    const git = await gitServer();
+    const repoUrl = await git.createRepo("worked", { "README.md": "hi\n" });
+    const workedKey = branchKey(repoUrl, "main");
+    const wprefix = `${prefix}-w`;
+    const spec = {
+      key: workedKey,
+      remote: { url: repoUrl },
+      branch: "main",
+      targets: [
+        { ...TARGET, path: FOLDER, window: { idleMs: 20, maxMs: 100 }, scope: scopeOf(TARGET, [WEB_GRANT]) },
+      ],
+    };
+    worker = new Replica({
+      redisUrl: url,
+      prefix: wprefix,
+      cacheDir: join(dir, "worker"),
+      sweepMs: 500,
+      directory: { branch: async (key) => (key === workedKey ? spec : undefined) },
+      log: silentLogger(),
+      branch: { pollMs: 50 },
+    });
+    await worker.start();
+    const intake = client(url);
+    const signals = new Queue(QUEUES.branches, { connection: intake, prefix: wprefix });
+    signals.on("error", () => {});
+    const workerWrites: string[] = [];
+    const giveWorker = async (value: string) => {
+      const w = configMapWrite(workedKey, `cm-${value}`, value);
+      expect((await acceptWrite(intake, wprefix, w, signals)).accepted).toBe(true);
+      workerWrites.push(w.id);
+    };
+    const allPublished = (ids: string[]) => async () => {
+      for (const id of ids) if (!(await intake.get(writePublishedKey(wprefix, id)))) return false;
+      return true;
+    };
+    for (let i = 0; i < 5; i++) await giveWorker(`before-${i}`);
+    await until(allPublished(workerWrites), "the worker to publish the writes before the kill", patience);
     let n = 0;
     const replicatedWrites: string[] = [];
     const replicatedNotices: string[] = [];
@@ -334,6 +387,11 @@ describe("Redis through Sentinel, primary killed", () => {
     // Everything acknowledged after the failover is there; what is missing was acknowledged by
     // the old primary and not yet replicated when it died.
     const lost = burst.filter((id) => !present.has(id));
+
+    // The worker kept its branch (or took it again) through the failover and publishes on.
+    for (let i = 0; i < 5; i++) await giveWorker(`after-${i}`);
+    await until(allPublished(workerWrites), "the worker to publish every write, before and after", patience);
+    await signals.close();
     for (const id of burst.slice(burst.length - 40)) expect(present.has(id), `write ${id}`).toBe(true);
 
     const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
@@ -376,7 +434,7 @@ describe("Redis through Sentinel, primary killed", () => {
 
     // And Git: had r1 passed its check before losing the branch, its push names the tip it read,
     // which r2's publication moved; the compare-and-swap refuses it.
-    git = await startGitServer();
+    const git = await gitServer();
     const remote = { url: await git.createRepo("site", { "a.yaml": "a: 0\n" }) };
     const sig = { name: "applygate", email: "applygate@example.com", timestamp: 1_700_000_000 };
     const repos = await Promise.all(["r1", "r2"].map((r) => BareRepo.open(join(dir, `${r}.git`))));
