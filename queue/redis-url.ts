@@ -100,13 +100,11 @@ export function parseRedisUrl(raw: string): RedisTarget {
   if (scheme === "redis+sentinel" || scheme === "rediss+sentinel")
     return parseSentinel(trimmed, trimmed.slice(scheme.length + 3), scheme === "rediss+sentinel");
   if (scheme === "redis" || scheme === "rediss") {
-    let url: URL;
     try {
-      url = new URL(trimmed);
+      new URL(trimmed);
     } catch {
       throw new Error(`expected a URL like redis://host:6379, got "${redact(trimmed)}"`);
     }
-    if (!url.hostname) throw new Error(`expected a host in "${redact(trimmed)}"`);
     return { kind: "server", url: trimmed };
   }
   throw new Error(
