@@ -126,11 +126,15 @@ describe("Redis through Sentinel, primary killed", () => {
     primaryPort = await freePort();
     replicaPort = await freePort();
     const node = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"];
-    primary = start(["--port", String(primaryPort), ...node]);
+    // Each node in a folder of its own: a replica's full sync writes the RDB it receives there.
+    for (const d of ["primary", "replica"]) await mkdir(join(dir, d));
+    primary = start(["--port", String(primaryPort), ...node, "--dir", join(dir, "primary")]);
     replica = start([
       "--port",
       String(replicaPort),
       ...node,
+      "--dir",
+      join(dir, "replica"),
       "--replicaof",
       "127.0.0.1",
       String(primaryPort),
