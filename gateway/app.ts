@@ -15,9 +15,11 @@ import Fastify, {
 import metricsModule from "fastify-metrics";
 import type { Redis } from "ioredis";
 import { APPLIER_KINDS, attemptsQueue, QUEUES } from "../queue/contract.js";
+import { replicated } from "../queue/intake.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import { registerQueueMetrics } from "../queue/queue-metrics.js";
 import { connectRedis } from "../queue/redis.js";
+import { redact } from "../queue/redis-url.js";
 import { MISS_BODY, MISS_STATUS, sendMiss, withTimeout } from "./answers.js";
 import type { Catalog } from "./catalog.js";
 import { type DashboardAuth, dashboardRoutes } from "./dashboard.js";
@@ -58,6 +60,11 @@ export interface GatewayOptions {
   maxWaitMs?: number;
   /** Longest any Redis call may take before the request answers 503 (default 2 s). */
   redisTimeoutMs?: number;
+  /**
+   * Acknowledge a write or notice only once this many replicas hold it (Redis WAIT, within
+   * redisTimeoutMs; fewer answers 503). Default 0: acknowledged once the primary holds it.
+   */
+  redisWaitReplicas?: number;
   /** Jobs active longer than this count as stuck (default 5 min). */
   stuckAfterMs?: number;
   /** Collect Node process metrics (default true). */
@@ -137,7 +144,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     redisTimeoutMs,
     "connect",
   ).catch(() =>
-    log.warn({ redis: opts.redisUrl }, "Redis not answering yet; requests get 503 until it does"),
+    log.warn({ redis: redact(opts.redisUrl) }, "Redis not answering yet; requests get 503 until it does"),
   );
 
   const app = Fastify({
@@ -185,7 +192,17 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     return reply.code(status).send({ error: status === 500 ? "internal error" : err.message });
   });
 
-  const deps = { catalog: opts.catalog, metrics, log, redisTimeoutMs, now };
+  const waitReplicas = opts.redisWaitReplicas ?? 0;
+  // WAIT runs on the connection that enqueued: it waits for that connection's writes.
+  const confirm = waitReplicas > 0 ? () => replicated(redis, waitReplicas, redisTimeoutMs) : undefined;
+  const deps = {
+    catalog: opts.catalog,
+    metrics,
+    log,
+    redisTimeoutMs,
+    now,
+    ...(confirm ? { replicated: confirm } : {}),
+  };
   await app.register(receiverRoutes({ ...deps, notices }));
   await app.register(
     intakeRoutes({

@@ -30,6 +30,8 @@ export interface IntakeDeps {
   metrics: GatewayMetrics;
   log: Logger;
   redisTimeoutMs: number;
+  /** Resolves once replicas hold what this gateway just enqueued (`--redis-wait-replicas`); unset: no wait. */
+  replicated?: () => Promise<void>;
   /** Longest `wait=published` may hold a request; also its default. */
   maxWaitMs: number;
   now: () => Date;
@@ -192,7 +194,10 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
             "branch signal failed; the write waits for the owner's sweep",
           ),
         encoded,
-      ),
+      ).then(async (r) => {
+        if (r.accepted) await deps.replicated?.();
+        return r;
+      }),
       deps.redisTimeoutMs,
       "accept write",
     );
@@ -242,7 +247,11 @@ async function refusals(deps: IntakeDeps, req: Req, reply: FastifyReply): Promis
   });
   const started = performance.now();
   try {
-    await withTimeout(enqueueNotice(deps.notices, notice), deps.redisTimeoutMs, "enqueue");
+    await withTimeout(
+      enqueueNotice(deps.notices, notice).then(() => deps.replicated?.()),
+      deps.redisTimeoutMs,
+      "enqueue",
+    );
   } catch (err) {
     count("unavailable");
     deps.log.warn({ err: (err as Error).message, branch: target.branchKey }, "refusal not queued");

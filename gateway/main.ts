@@ -51,6 +51,16 @@ export const gatewaySettings = {
     parse: parsers.port,
     default: 8080,
   } as Setting<number>,
+  redisWaitReplicas: {
+    flag: "redis-wait-replicas",
+    env: "APPLYGATE_REDIS_WAIT_REPLICAS",
+    help: "acknowledge a write or notice only once this many Redis replicas hold it (Redis WAIT; fewer within 2 s answers 503); 0: once the primary holds it",
+    parse: (raw: string) => {
+      if (!/^\d+$/.test(raw)) throw new Error(`expected a number of replicas (0 or more), got "${raw}"`);
+      return Number(raw);
+    },
+    default: 0,
+  } as Setting<number>,
   metricsPort: {
     flag: "metrics-port",
     env: "APPLYGATE_GATEWAY_METRICS_PORT",
@@ -195,6 +205,7 @@ export async function run(argv: string[]): Promise<number | undefined> {
     logger: log,
     bodyLimit: config.bodyLimit,
     maxWaitMs: config.maxWait,
+    redisWaitReplicas: config.redisWaitReplicas,
     stuckAfterMs: config.stuckAfter,
     dashboard: auth === "off" ? false : { auth, readOnly: config.dashboardReadOnly },
   });

@@ -23,6 +23,8 @@ export interface ReceiverDeps {
   metrics: GatewayMetrics;
   log: Logger;
   redisTimeoutMs: number;
+  /** Resolves once replicas hold what this gateway just enqueued (`--redis-wait-replicas`); unset: no wait. */
+  replicated?: () => Promise<void>;
   now: () => Date;
 }
 
@@ -101,7 +103,14 @@ async function receive(
   };
   const started = performance.now();
   try {
-    const { jobId } = await withTimeout(enqueueNotice(deps.notices, notice), deps.redisTimeoutMs, "enqueue");
+    const { jobId } = await withTimeout(
+      enqueueNotice(deps.notices, notice).then(async (queued) => {
+        await deps.replicated?.();
+        return queued;
+      }),
+      deps.redisTimeoutMs,
+      "enqueue",
+    );
     deps.metrics.enqueueSeconds.observe({ kind: "push" }, (performance.now() - started) / 1000);
     deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "accepted" });
     log.info(

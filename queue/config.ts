@@ -4,6 +4,7 @@
  * the setting, never a stack trace.
  */
 import { parseArgs } from "node:util";
+import { parseRedisUrl } from "./redis-url.js";
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -78,6 +79,11 @@ export const parsers = {
     }
     return raw;
   },
+  /** A Redis server URL or a `redis+sentinel://` one (see redis-url.ts); kept as written. */
+  redisUrl: (raw: string) => {
+    parseRedisUrl(raw);
+    return raw.trim();
+  },
 };
 
 /** Loads settings from argv and env. Throws ConfigError with one line naming the bad setting. */
@@ -132,8 +138,8 @@ export const commonSettings = {
   redisUrl: {
     flag: "redis-url",
     env: "REDIS_URL",
-    help: "Redis holding the queues and branch inboxes",
-    parse: parsers.url,
+    help: "Redis holding the queues and branch inboxes: redis://[:password@]host:6379[/db] (rediss:// for TLS), or through Sentinel redis+sentinel://[:password@]host1:26379,host2:26379/<masterName>[?db=0&sentinelPassword=...]",
+    parse: parsers.redisUrl,
     default: "redis://127.0.0.1:6379",
   } as Setting<string>,
   redisPrefix: {

@@ -124,6 +124,19 @@ export async function appendNotice(
     .exec();
 }
 
+/**
+ * Resolves once at least `replicas` replicas acknowledged every write this connection made so far
+ * (Redis `WAIT`); throws when fewer did within `timeoutMs`. What an asynchronous replica has not
+ * received yet is lost if the primary dies and that replica is promoted, so a gateway asked to
+ * acknowledge only replicated work calls this after the enqueue and before answering.
+ */
+export async function replicated(redis: Redis, replicas: number, timeoutMs: number): Promise<void> {
+  if (replicas <= 0) return;
+  const acknowledged = await redis.wait(replicas, timeoutMs);
+  if (acknowledged < replicas)
+    throw new Error(`${acknowledged} of ${replicas} replicas acknowledged within ${timeoutMs} ms`);
+}
+
 /** Adds the deduplicated "this branch has work" job. */
 export async function signalBranch(branches: Queue, branchKey: string): Promise<void> {
   await branches.add("work", { branchKey }, branchSignalOptions(branchKey));

@@ -1,12 +1,26 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer, Socket } from "node:net";
+import type { ConnectionOptions } from "bullmq";
 import { Redis, type RedisOptions } from "ioredis";
+import { parseRedisUrl, redisTargetOptions } from "./redis-url.js";
 
 /** Options BullMQ needs on every connection it blocks on. */
 export const bullConnectionOptions: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true };
 
+/**
+ * What BullMQ's `connection` takes for the Redis setting (a plain `redis://` URL or a
+ * `redis+sentinel://` one, see redis-url.ts): BullMQ opens its own connections from it.
+ */
+export function bullConnection(url: string): ConnectionOptions {
+  // BullMQ types its own subset of ioredis options; it hands them to ioredis unchanged.
+  return { ...redisTargetOptions(parseRedisUrl(url)), maxRetriesPerRequest: null } as ConnectionOptions;
+}
+
+/** A connection to the Redis setting's server, or to the primary its sentinels name. */
 export function connectRedis(url: string, extra: RedisOptions = {}): Redis {
-  const redis = new Redis(url, { ...bullConnectionOptions, lazyConnect: false, ...extra });
+  const { url: plain, ...target } = redisTargetOptions(parseRedisUrl(url));
+  const options = { ...bullConnectionOptions, lazyConnect: false, ...target, ...extra };
+  const redis = plain === undefined ? new Redis(options) : new Redis(plain, options);
   // Connection loss is reported to every command that needs the connection (and retried by
   // ioredis); without a listener the same loss is also printed as an "Unhandled error event".
   redis.on("error", () => {});

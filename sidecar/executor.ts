@@ -14,6 +14,7 @@ import {
   TERMINAL_PHASES,
 } from "../queue/contract.js";
 import type { Logger } from "../queue/log.js";
+import { bullConnection } from "../queue/redis.js";
 import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
 import type { Following } from "./following.js";
 import type { OperationMetrics } from "./metrics.js";
@@ -175,7 +176,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
   }
 
   const worker = new Worker(attemptsQueue(o.kind), process, {
-    connection: { url: o.redisUrl, maxRetriesPerRequest: null },
+    connection: bullConnection(o.redisUrl),
     prefix: o.prefix,
     concurrency: o.concurrency ?? 16,
     // A job whose process died is not run again: the operation recorded on the claim is

@@ -4,6 +4,7 @@
  */
 import { Queue } from "bullmq";
 import { type ApplierWriteReport, type PhaseReport, QUEUES, Report } from "../queue/contract.js";
+import { bullConnection } from "../queue/redis.js";
 
 export interface Reporter {
   send(report: Report): Promise<void>;
@@ -20,7 +21,7 @@ export interface QueueReporterOptions {
 /** Validates every report (a bad one is a bug here, never sent) and queues it. */
 export function queueReporter(opts: QueueReporterOptions): Reporter {
   const queue = new Queue(QUEUES.reports, {
-    connection: { url: opts.redisUrl, maxRetriesPerRequest: null },
+    connection: bullConnection(opts.redisUrl),
     prefix: opts.prefix,
     defaultJobOptions: { removeOnComplete: 1000, removeOnFail: 5000 },
   });

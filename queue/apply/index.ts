@@ -9,6 +9,7 @@
 import { Queue } from "bullmq";
 import { type ApplierKind, type Attempt, attemptsQueue } from "../contract.js";
 import type { Logger } from "../log.js";
+import { bullConnection } from "../redis.js";
 import type { BranchWorker } from "../worker/branch-worker.js";
 import type { Clock } from "../worker/clock.js";
 import type { Directory } from "../worker/directory.js";
@@ -52,7 +53,7 @@ export function queueSender(redisUrl: string, prefix: string): AttemptSender & {
     let q = queues.get(kind);
     if (!q) {
       q = new Queue(attemptsQueue(kind), {
-        connection: { url: redisUrl, maxRetriesPerRequest: null },
+        connection: bullConnection(redisUrl),
         prefix,
       });
       // A lost connection fails the add, which the driver feeds back as RequestFailed.

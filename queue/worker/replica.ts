@@ -14,7 +14,7 @@ import { BareRepo } from "../git/repo.js";
 import { appendNotice, signalBranch } from "../intake.js";
 import { knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
-import { connectRedis } from "../redis.js";
+import { bullConnection, connectRedis } from "../redis.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
 import type { BranchSpec, Directory } from "./directory.js";
 import { BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
@@ -82,7 +82,7 @@ export class Replica {
   }
 
   async start(): Promise<void> {
-    const connection = { url: this.o.redisUrl, maxRetriesPerRequest: null };
+    const connection = bullConnection(this.o.redisUrl);
     const opts = { connection, prefix: this.o.prefix, concurrency: 16 };
     this.branchesQueue = new Queue(QUEUES.branches, { connection, prefix: this.o.prefix });
     const onError = (err: Error) => this.o.log.warn({ err: err.message }, "queue consumer error");

@@ -15,6 +15,7 @@ import {
   QUEUES,
   type Report,
 } from "../../queue/contract.js";
+import { bullConnection } from "../../queue/redis.js";
 
 export type ProgressEvent =
   | { type: "notice"; at: Date; notice: Notice }
@@ -38,7 +39,7 @@ export async function observeProgress(o: {
   /** Keep a phase reported twice for one token (the soak counts end reports); default: show it once. */
   repeats?: boolean;
 }): Promise<ProgressObserver> {
-  const connection = { url: o.redisUrl, maxRetriesPerRequest: null };
+  const connection = bullConnection(o.redisUrl);
   const events: ProgressEvent[] = [];
   const attempts = new Map<string, Attempt>();
   const closers: Array<() => Promise<void>> = [];
