@@ -13,14 +13,6 @@ import type { Action } from "../soak/plan.js";
 import { playRun } from "../soak/run.js";
 import { SEED_ACTIONS, SEED_SET } from "../soak/seed-set.js";
 
-/**
- * Whether the seed set asserts no-revert too. Today an API edit that reaches the worker after
- * the flush took its mark can still be overwritten for a few seconds by the attempt of the older
- * commit (a revert the soak counts); the rule that makes such an attempt Stale removes them.
- * Flip this to true once that rule is merged.
- */
-const SEEDS_ASSERT_NO_REVERT = false;
-
 /** Saved edits of the Flux app, 1.2 s apart. */
 const plan: Action[] = Array.from({ length: 6 }, (_, i) => ({
   kind: "edit",
@@ -75,10 +67,9 @@ describe("the soak", () => {
   }, 180_000);
 
   describe.each(SEED_SET)("seed %i", (seed) => {
-    it(`breaks no invariant${SEEDS_ASSERT_NO_REVERT ? "" : " (no-revert counted, asserted once the restale rule lands)"}`, async () => {
+    it("breaks no invariant", async () => {
       const r = await playRun({ seed, redisUrl: testRedisUrl(), actions: SEED_ACTIONS });
-      const judged = r.violations.filter((v) => SEEDS_ASSERT_NO_REVERT || v.invariant !== "no-revert");
-      expect(judged, [...r.timeline, ...r.logs.slice(-200)].join("\n")).toEqual([]);
+      expect(r.violations, [...r.timeline, ...r.logs.slice(-200)].join("\n")).toEqual([]);
     }, 240_000);
   });
 });
