@@ -46,6 +46,39 @@ function input(over: Partial<StandingInput> = {}): StandingInput {
 }
 
 describe("judgeStanding: the decision still holds at the write", () => {
+  it("a GitTarget naming a GitProvider in another namespace stands only while that provider admits it", () => {
+    const cross = (name: string, uid: string) =>
+      target(name, uid, { providerRef: { name: "shared", namespace: "git" } });
+    const targets = new Map([
+      ["team-a/one", cross("one", "u1")],
+      ["team-a/two", target("two", "u2")],
+    ]);
+    const provider = (namespaces?: string[]): KObject => ({
+      metadata: { name: "shared", namespace: "git" },
+      spec: namespaces ? { accessFrom: { namespaces } } : {},
+    });
+    const only = { ok: true, targets: [attempt.targets[1]] };
+    // Gone, or not admitting team-a: the target does not stand; the other (same namespace) does.
+    expect(judgeStanding(input({ targets }))).toEqual(only);
+    expect(judgeStanding(input({ targets, providers: new Map([["git/shared", provider()]]) }))).toEqual(only);
+    expect(
+      judgeStanding(input({ targets, providers: new Map([["git/shared", provider(["team-b"])]]) })),
+    ).toEqual(only);
+    // Admitting team-a, by name or by "*": both stand.
+    for (const ns of [["team-a"], ["*"]])
+      expect(judgeStanding(input({ targets, providers: new Map([["git/shared", provider(ns)]]) }))).toEqual({
+        ok: true,
+        targets: attempt.targets,
+      });
+    // Nothing left standing is Dropped, as for every other target that fell.
+    const alone = new Map([["team-a/one", cross("one", "u1")]]);
+    expect(judgeStanding(input({ targets: alone }))).toMatchObject({
+      ok: false,
+      phase: "Dropped",
+      reason: "NoTargetStands",
+    });
+  });
+
   it("holds with every target standing", () => {
     expect(judgeStanding(input())).toEqual({ ok: true, targets: attempt.targets });
   });

@@ -4,14 +4,17 @@
  * still holds this applier and is in control of it (not waiting in line behind another claim),
  * the applier's namespace still grants it, and at least one of the attempt's GitTargets still
  * stands (the same incarnation, not being deleted or suspended, naming this claim on this branch,
- * and for a Refusal still consenting). The pure judgement is `judgeStanding`.
+ * its GitProvider still there and admitting its namespace, and for a Refusal still consenting).
+ * The pure judgement is `judgeStanding`.
  */
 import type { Attempt } from "../queue/contract.js";
 import {
+  type AccessFrom,
   APPLIER_NAMESPACE_NOT_ALLOWED,
   type GrantView,
   mayHold,
   notAllowedMessage,
+  providerRefusal,
 } from "../queue/crds/index.js";
 import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
@@ -26,6 +29,18 @@ export interface StandingInput {
   grants: readonly GrantView[];
   /** The attempt's GitTargets as read now, by `namespace/name` (absent: gone). */
   targets: ReadonlyMap<string, KObject>;
+  /**
+   * The GitProviders in other namespaces those GitTargets name, as read now, by `namespace/name`
+   * (absent: gone). A GitProvider in the GitTarget's own namespace always admits it.
+   */
+  providers?: ReadonlyMap<string, KObject>;
+}
+
+/** The GitProvider a GitTarget names, as `namespace/name` (its namespace by default). */
+export function providerKeyOf(target: KObject): string | undefined {
+  const ref = ((target.spec ?? {}) as { providerRef?: { name?: unknown; namespace?: unknown } }).providerRef;
+  if (typeof ref?.name !== "string") return undefined;
+  return `${str(ref.namespace) ?? target.metadata.namespace ?? ""}/${ref.name}`;
 }
 
 const str = (v: unknown) => (typeof v === "string" ? v : undefined);
@@ -88,6 +103,16 @@ export function judgeStanding(i: StandingInput): Standing {
     const claimNs = str(c.namespace) ?? t.namespace;
     if (c.kind !== attempt.claim.kind || c.name !== attempt.claim.name || claimNs !== attempt.claim.namespace)
       return false;
+    // A GitProvider in another namespace must still be there and admit the GitTarget's namespace
+    // (the worker's rule); one in the GitTarget's own namespace always admits it.
+    const providerKey = providerKeyOf(o);
+    if (providerKey !== undefined && !providerKey.startsWith(`${t.namespace}/`)) {
+      const provider = i.providers?.get(providerKey);
+      if (!provider) return false;
+      const accessFrom = (provider.spec as { accessFrom?: AccessFrom } | undefined)?.accessFrom;
+      const at = { namespace: provider.metadata.namespace ?? "", name: provider.metadata.name, accessFrom };
+      if (providerRefusal({ namespace: t.namespace }, at)) return false;
+    }
     if (t.namespace !== attempt.claim.namespace) {
       const from = ((claim.spec as { accessFrom?: { namespaces?: unknown } })?.accessFrom?.namespaces ??
         []) as unknown[];
@@ -101,7 +126,7 @@ export function judgeStanding(i: StandingInput): Standing {
       phase: "Dropped",
       reason: "NoTargetStands",
       message:
-        "none of the attempt's GitTargets still holds its reason (gone, recreated, suspended, renamed its claim, or withdrew consent)",
+        "none of the attempt's GitTargets still holds its reason (gone, recreated, suspended, renamed its claim, its GitProvider gone or not admitting it, or withdrew consent)",
     };
   }
   return { ok: true, targets: standing };
@@ -134,5 +159,25 @@ export async function recheckStanding(kube: Kube, attempt: Attempt): Promise<Sta
     const o = read[i];
     if (o) targets.set(key, o);
   });
-  return judgeStanding({ attempt, claim, grants, targets });
+  // Only a GitProvider in another namespace can refuse a GitTarget: read those, once each.
+  const providerKeys = [
+    ...new Set(
+      [...targets.values()]
+        .map((o) => ({ key: providerKeyOf(o), ns: o.metadata.namespace }))
+        .filter((p) => p.key !== undefined && !p.key.startsWith(`${p.ns}/`))
+        .map((p) => p.key as string),
+    ),
+  ];
+  const providerRead = await Promise.all(
+    providerKeys.map((key) => {
+      const [namespace, name] = key.split("/") as [string, string];
+      return kube.get<KObject>(RESOURCES.gitProvider, namespace, name);
+    }),
+  );
+  const providers = new Map<string, KObject>();
+  providerKeys.forEach((key, i) => {
+    const o = providerRead[i];
+    if (o) providers.set(key, o);
+  });
+  return judgeStanding({ attempt, claim, grants, targets, providers });
 }
