@@ -288,6 +288,15 @@ describe("Redis through Sentinel, primary killed", () => {
     const replicatedWrites: string[] = [];
     const replicatedNotices: string[] = [];
 
+    // The replica is in sync (it acknowledges the primary's offset) before the WAIT gateway is
+    // asked to confirm anything: until then it rightly refuses, as a replica still syncing holds
+    // nothing it could be promoted with.
+    await until(
+      async () => (await direct.wait(1, 1000)) === 1,
+      "the replica to acknowledge the primary",
+      patience,
+    );
+
     // Steady traffic, timing the accept with and without WAIT 1.
     const timings: Record<"async" | "wait", number[]> = { async: [], wait: [] };
     for (let i = 0; i < 100; i++) {
