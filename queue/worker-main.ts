@@ -14,6 +14,7 @@ import {
   KubeObjects,
   loadObjectsFile,
   type ObjectSource,
+  SAFETY_NET_LIST_INTERVAL_MS,
 } from "./apply/index.js";
 import { stopSignal } from "./cli/stop-signal.js";
 import { commonSettings, helpSetting, helpText, loadConfig, parsers, type Setting } from "./config.js";
@@ -21,6 +22,7 @@ import { DEFAULT_CALL_TIMEOUT_MS } from "./git/smart-http.js";
 import { createLogger } from "./log.js";
 import { connectRedis, redisAnswersPing } from "./redis.js";
 import { DEFAULT_PUSH_CYCLE_TIMEOUT_MS } from "./worker/branch-worker.js";
+import { ClusterCache } from "./worker/cluster-cache.js";
 import type { Directory } from "./worker/directory.js";
 import { loadDirectoryFile, withGitTimeout } from "./worker/directory.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
@@ -74,6 +76,13 @@ export const workerSettings = {
     help: "periodic read of each branch's remote tip",
     parse: parsers.duration,
     default: 60_000,
+  } as Setting<number>,
+  listInterval: {
+    flag: "list-interval",
+    env: "APPLYGATE_LIST_INTERVAL",
+    help: "safety-net period of each branch's listing of its GitTargets and claims; a change the worker's watches see lists the branch concerned at once",
+    parse: parsers.duration,
+    default: SAFETY_NET_LIST_INTERVAL_MS,
   } as Setting<number>,
   pushCooldown: {
     flag: "push-cooldown",
@@ -139,6 +148,7 @@ export async function run(argv: string[]): Promise<number> {
   let status: StatusSink;
   // GitTargets, claims and appliers the decisions read (and claims' repairPending they write).
   let objects: ObjectSource;
+  let cache: ClusterCache | undefined;
   if (config.targetsFile) {
     directory = withGitTimeout(await loadDirectoryFile(config.targetsFile), config.gitTimeout);
     status = logStatusSink(log);
@@ -146,10 +156,13 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     const kc = new KubeConfig();
     kc.loadFromDefault();
-    const sink = new KubeStatusSink(kc, log);
-    directory = withGitTimeout(new KubeDirectory(kc, { log, status: sink }), config.gitTimeout);
+    // One set of informers for the process: branch lookups and listings make no requests.
+    cache = new ClusterCache(kc, log);
+    await cache.start();
+    const sink = new KubeStatusSink(kc, log, Date.now, 8, cache);
+    directory = withGitTimeout(new KubeDirectory(cache, { log, status: sink }), config.gitTimeout);
     status = sink;
-    objects = new KubeObjects(kc, log);
+    objects = new KubeObjects(kc, log, {}, cache);
   }
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -167,6 +180,8 @@ export async function run(argv: string[]): Promise<number> {
     directory,
     log,
     metrics: createApplyMetrics(registry),
+    listIntervalMs: config.listInterval,
+    ...(cache ? { changes: cache } : {}),
   });
   replica = new Replica({
     attach: decisions.attach,
@@ -217,6 +232,7 @@ export async function run(argv: string[]): Promise<number> {
   log.info("stopping: giving branches back");
   await replica.stop();
   await decisions.close();
+  await cache?.close();
   checksRedis.disconnect();
   http.close();
   return 0;

@@ -49,7 +49,10 @@ export interface DecisionDriverOptions {
   log: Logger;
   clock?: Clock;
   metrics?: ApplyMetrics;
-  /** How often GitTargets are listed again (a new naming converges once). Default 5 s. */
+  /**
+   * How often GitTargets are listed again without being told of a change (`relistSoon`); with a
+   * change feed only a safety net. Default 5 s.
+   */
   listIntervalMs?: number;
   /** A Stale report waits at most this long for the observation it asked for. Default 5 s. */
   staleObserveMs?: number;
@@ -73,6 +76,7 @@ export class DecisionDriver {
   private readonly uids = new Map<string, string>();
   private wake = new AbortController();
   private readonly life = new AbortController();
+  private nudge: AbortController | undefined;
   /** Stale reports held until the observation they asked for (the tip as it is then). */
   private heldStale: Report[] = [];
   private readonly claimWrites = new Map<string, Promise<void>>();
@@ -245,10 +249,19 @@ export class DecisionDriver {
     for (const t of listing.targets) this.uids.set(`${t.namespace}/${t.name}`, t.uid);
   }
 
+  /** Lists again now: a GitTarget, claim, GitProvider or Secret of the branch changed. */
+  relistSoon(): void {
+    (this.nudge ??= new AbortController()).abort();
+  }
+
   private async listLoop(): Promise<void> {
     const every = this.o.listIntervalMs ?? 5000;
     while (!this.stopped) {
-      await this.clock.sleep(every, this.life.signal);
+      // A change of what the listing reads (relistSoon) ends the wait; the period is a safety net.
+      const nudge = (this.nudge ??= new AbortController());
+      if (!nudge.signal.aborted)
+        await this.clock.sleep(every, AbortSignal.any([this.life.signal, nudge.signal]));
+      if (nudge.signal.aborted) this.nudge = undefined;
       if (this.stopped) return;
       this.tasks.push(async () => {
         let listing: BranchListing;

@@ -35,8 +35,19 @@ export interface DecisionsOptions {
   log: Logger;
   clock?: Clock;
   metrics?: ApplyMetrics;
+  /** Default 5 s, or SAFETY_NET_LIST_INTERVAL_MS when `changes` tells each change. */
   listIntervalMs?: number;
+  /** Told of each change of what a branch's listing reads: the branch lists again at once. */
+  changes?: ChangeFeed;
 }
+
+/** Changes of the cluster by branch key (the worker's ClusterCache). */
+export interface ChangeFeed {
+  onChange(listener: (keys: Set<string> | "all") => void): () => void;
+}
+
+/** The listing period when every change is told: only a safety net against a missed event. */
+export const SAFETY_NET_LIST_INTERVAL_MS = 60_000;
 
 export interface Decisions {
   /** Pass as `ReplicaOptions.attach`. */
@@ -80,6 +91,10 @@ export function queueSender(redisUrl: string, prefix: string): AttemptSender & {
 export function createDecisions(o: DecisionsOptions): Decisions {
   const sender = queueSender(o.redisUrl, o.prefix);
   const drivers = new Map<string, DecisionDriver>();
+  const listIntervalMs = o.listIntervalMs ?? (o.changes ? SAFETY_NET_LIST_INTERVAL_MS : undefined);
+  const unsubscribe = o.changes?.onChange((keys) => {
+    for (const [key, d] of drivers) if (keys === "all" || keys.has(key)) d.relistSoon();
+  });
   return {
     drivers,
     attach(ctx) {
@@ -113,7 +128,7 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         log: ctx.log,
         ...(o.clock ? { clock: o.clock } : {}),
         ...(o.metrics ? { metrics: o.metrics } : {}),
-        ...(o.listIntervalMs !== undefined ? { listIntervalMs: o.listIntervalMs } : {}),
+        ...(listIntervalMs !== undefined ? { listIntervalMs } : {}),
       });
       drivers.set(ctx.key, driver);
       return {
@@ -129,6 +144,7 @@ export function createDecisions(o: DecisionsOptions): Decisions {
       };
     },
     async close() {
+      unsubscribe?.();
       await Promise.all([...drivers.values()].map((d) => d.stop()));
       await sender.close();
     },

@@ -10,6 +10,12 @@ import { ConflictRetriesExhausted, isNotFound, type RetryOptions, retryOnConflic
 import type { Logger } from "../log.js";
 import { type KubeLike, type ObjectSource, RESOURCE, type ResourceKind } from "./catalog.js";
 
+/** What KubeObjects needs of a cache of the kinds it reads (queue/worker/cluster-cache.ts). */
+export interface CachedKinds {
+  start(): Promise<void>;
+  objects(kind: string): { get(name: string, ns: string): unknown; list(ns: string): unknown[] } | undefined;
+}
+
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
 
 export class KubeObjects implements ObjectSource {
@@ -19,11 +25,26 @@ export class KubeObjects implements ObjectSource {
     kc: k8s.KubeConfig,
     private readonly log: Logger,
     private readonly retry: RetryOptions = {},
+    /** Shared informers (the worker's ClusterCache): kinds it caches are read from it, not the API. */
+    private readonly cache?: CachedKinds,
   ) {
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
   }
 
   async get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
+    const cached = await this.cached(kind);
+    if (cached) return cached.get(name, namespace) as KubeLike | undefined;
+    return this.read(kind, namespace, name);
+  }
+
+  private async cached(kind: ResourceKind) {
+    if (!this.cache) return undefined;
+    await this.cache.start();
+    return this.cache.objects(kind);
+  }
+
+  /** Always from the API server: a status write computes from the object as it is. */
+  private async read(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
     try {
       return (await this.custom.getNamespacedCustomObject({
         ...RESOURCE[kind],
@@ -38,6 +59,8 @@ export class KubeObjects implements ObjectSource {
   }
 
   async list(kind: ResourceKind, namespace: string): Promise<KubeLike[]> {
+    const cached = await this.cached(kind);
+    if (cached) return cached.list(namespace) as KubeLike[];
     try {
       const out = (await this.custom.listNamespacedCustomObject({ ...RESOURCE[kind], namespace })) as {
         items?: KubeLike[];
@@ -58,7 +81,7 @@ export class KubeObjects implements ObjectSource {
     let found = true;
     try {
       await retryOnConflict(
-        () => this.get(kind, claim.namespace, claim.name),
+        () => this.read(kind, claim.namespace, claim.name),
         (current) => {
           found = current !== undefined;
           const status = current && patch(current);

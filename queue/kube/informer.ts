@@ -22,6 +22,8 @@ export interface InformerSource<T> {
   /** The collection path watched (`/apis/<group>/<version>[/namespaces/<ns>]/<plural>`). */
   path: string;
   labelSelector?: string;
+  /** e.g. `metadata.name=creds`: one object watched by name (a Secret), never its whole namespace. */
+  fieldSelector?: string;
   list(): Promise<{ items: T[]; resourceVersion: string }>;
 }
 
@@ -49,6 +51,8 @@ export class Informer<T extends KObject = KObject> {
   private readonly waiters: (() => void)[] = [];
   /** Lists made (the first and every relist), for tests and logs. */
   lists = 0;
+  /** The failure that keeps the cache out of step (a 403, a 404 kind), until a list lands again. */
+  lastError: unknown;
 
   constructor(
     private readonly kc: k8s.KubeConfig,
@@ -133,6 +137,7 @@ export class Informer<T extends KObject = KObject> {
     for (const [key, obj] of before) if (!next.has(key)) this.emit("delete", obj, obj);
     this.resourceVersion = listed.resourceVersion;
     this.failing = false;
+    this.lastError = undefined;
     this.failures = 0;
     if (!this.synced) {
       this.synced = true;
@@ -195,6 +200,7 @@ export class Informer<T extends KObject = KObject> {
           allowWatchBookmarks: true,
           resourceVersion: this.resourceVersion,
           ...(this.source.labelSelector ? { labelSelector: this.source.labelSelector } : {}),
+          ...(this.source.fieldSelector ? { fieldSelector: this.source.fieldSelector } : {}),
         },
         onEvent as (type: string, obj: unknown) => void,
         onDone,
@@ -209,6 +215,7 @@ export class Informer<T extends KObject = KObject> {
   private fail(err: unknown) {
     if (this.stopped || this.timer) return;
     this.failing = true;
+    this.lastError = err;
     this.failures++;
     const delay = (this.opts.backoffMs ?? defaultBackoff)(this.failures);
     this.opts.log?.warn(
@@ -255,7 +262,7 @@ export class Informers {
     handler?: InformerHandler<T>,
     opts: InformerOptions = {},
   ): InformerHandle<T> {
-    const key = `${source.path}?${source.labelSelector ?? ""}`;
+    const key = `${source.path}?${source.labelSelector ?? ""}&${source.fieldSelector ?? ""}`;
     let entry = this.byKey.get(key);
     if (!entry) {
       const informer = new Informer<T>(this.kc, source, { ...this.opts, ...opts });

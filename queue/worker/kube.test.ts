@@ -3,9 +3,11 @@ import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import { waitFor } from "../../test/worker/harness.js";
 import { API_VERSION, GROUP, VERSION } from "../crds/index.js";
 import { silentLogger } from "../log.js";
-import { KubeDirectory, KubeStatusSink } from "./kube.js";
+import { ClusterCache } from "./cluster-cache.js";
+import { type CredentialsReporter, KubeDirectory, KubeStatusSink } from "./kube.js";
 import type { PublicationReport } from "./status.js";
 
 const crd = (f: string) => fileURLToPath(new URL(`../../manifests/base/crds/${f}`, import.meta.url));
@@ -33,7 +35,17 @@ metadata: {name: site, namespace: team}
 spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow: {idleSeconds: 2, maxSeconds: 30}}
 `);
   });
-  afterAll(async () => server.close());
+  const caches: ClusterCache[] = [];
+  /** A directory on caches of its own, as one worker process holds them. */
+  const directoryOf = (kc: k8s.KubeConfig, reporter?: CredentialsReporter) => {
+    const cache = new ClusterCache(kc);
+    caches.push(cache);
+    return new KubeDirectory(cache, reporter);
+  };
+  afterAll(async () => {
+    await Promise.all(caches.map((c) => c.close()));
+    await server.close();
+  });
 
   const retrying: PublicationReport = {
     branchKey: "git.example.com/org/site@main",
@@ -129,7 +141,7 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
   });
 
   it("resolves a branch key to its repository, branch and targets", async () => {
-    const spec = await new KubeDirectory(server.kubeConfig()).branch("git.example.com/org/site@main");
+    const spec = await directoryOf(server.kubeConfig()).branch("git.example.com/org/site@main");
     expect(spec).toMatchObject({
       branch: "main",
       remote: { url: "https://git.example.com/org/site.git" },
@@ -162,7 +174,7 @@ kind: ScopeGrant
 metadata: {name: others}
 spec: {targets: [{namespace: other}], namespaces: ["*"]}
 `);
-    const spec = await new KubeDirectory(server.kubeConfig()).branch("git.example.com/org/site@main");
+    const spec = await directoryOf(server.kubeConfig()).branch("git.example.com/org/site@main");
     expect(spec?.targets[0]?.scope).toMatchObject({
       namespaces: ["web"],
       kinds: [{ group: "rbac.authorization.k8s.io", kind: "ClusterRole" }],
@@ -198,7 +210,7 @@ spec: {providerRef: {name: locked}, branch: main, path: clusters/dev}
       { verbs: ["get", "patch"], groups: ["applygate.dev"], resources: ["gittargets/status"] },
     ]);
     const restricted = server.kubeConfig("no-secrets");
-    const forbidden = new KubeDirectory(restricted, { log, status: new KubeStatusSink(restricted, log) });
+    const forbidden = directoryOf(restricted, { log, status: new KubeStatusSink(restricted, log) });
     await forbidden.branch(key);
     await forbidden.branch(key);
     expect(await condition()).toMatchObject({ status: "False", reason: "SecretForbidden" });
@@ -206,14 +218,18 @@ spec: {providerRef: {name: locked}, branch: main, path: clusters/dev}
 
     // Missing, then created: the condition follows.
     const admin = server.kubeConfig();
-    const directory = new KubeDirectory(admin, { log, status: new KubeStatusSink(admin, log) });
+    const directory = directoryOf(admin, { log, status: new KubeStatusSink(admin, log) });
     await directory.branch(key);
     expect(await condition()).toMatchObject({ status: "False", reason: "SecretNotFound" });
     await admin.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
       namespace: "team",
       body: { metadata: { name: "creds" }, stringData: { username: "u", password: "p" } },
     });
-    await directory.branch(key);
+    // The Secret's watch tells the cache; the next lookup reads it.
+    await waitFor("the Secret seen", async () => {
+      await directory.branch(key);
+      return (await condition())?.reason === "SecretRead";
+    });
     expect(await condition()).toMatchObject({ status: "True", reason: "SecretRead" });
   });
 });

@@ -1,26 +1,25 @@
 /**
  * The Kubernetes side of the worker, kept out of the branch worker's loop: GitTarget status
- * written through the status subresource (merge patch with a resourceVersion precondition; a lost
- * race re-reads and retries), and branch specs read from GitProviders, GitTargets and Secrets.
+ * written through the status subresource (merge patch with a resourceVersion precondition, on the
+ * shared conflict-retry policy), and branch specs read from the caches of GitProviders, GitTargets,
+ * ScopeGrants and Secrets.
  */
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import * as k8s from "@kubernetes/client-node";
 import {
   API_VERSION,
-  GIT_PROVIDER_PLURAL,
   GIT_TARGET_KIND,
   GIT_TARGET_PLURAL,
   type GitProvider,
   type GitTarget,
   GROUP,
   providerRefusal,
-  SCOPE_GRANT_PLURAL,
-  type ScopeGrant,
-  scopeGrant,
   VERSION,
 } from "../crds/index.js";
+import { ConflictRetriesExhausted, retryOnConflict } from "../kube/index.js";
 import type { Logger } from "../log.js";
+import type { ClusterCache } from "./cluster-cache.js";
 import { type Directory, directoryFromObjects } from "./directory.js";
 import {
   type AcceptanceProblem,
@@ -61,6 +60,8 @@ export class KubeStatusSink implements StatusSink {
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
     private readonly maxAttempts = 8,
+    /** Where the first read of a status write comes from (a lost race reads the API server). */
+    private readonly cache?: Pick<ClusterCache, "targets">,
   ) {
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
   }
@@ -143,7 +144,10 @@ export class KubeStatusSink implements StatusSink {
     }
   }
 
-  /** Merge-patches the status the builder returns, re-reading and retrying on a lost race. */
+  /**
+   * Merge-patches the status the builder returns, on the shared conflict-retry policy: the first
+   * read is the cache's (when there is one), a lost race reads the API server and recomputes.
+   */
   private async write(
     t: TargetRef,
     build: (current: GitTarget, generation: number | undefined) => Record<string, unknown>,
@@ -155,34 +159,40 @@ export class KubeStatusSink implements StatusSink {
       namespace: t.namespace,
       name: t.name,
     };
-    for (let attempt = 1; ; attempt++) {
-      let current: GitTarget;
+    let attempt = 0;
+    const read = async (): Promise<GitTarget | undefined> => {
+      const cached = attempt++ === 0 ? this.cache?.targets.get(t.name, t.namespace) : undefined;
+      if (cached) return cached;
       try {
-        current = (await this.custom.getNamespacedCustomObject(ref)) as GitTarget;
+        return (await this.custom.getNamespacedCustomObject(ref)) as GitTarget;
       } catch (err) {
-        if (statusCode(err) === 404) return; // the GitTarget is gone: nothing to report on
+        if (statusCode(err) === 404) return undefined; // the GitTarget is gone: nothing to report on
         throw err;
       }
-      const generation = current.metadata.generation as number | undefined;
-      const body = {
-        metadata: { resourceVersion: current.metadata.resourceVersion },
-        status: {
-          ...build(current, generation),
-          ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    };
+    try {
+      await retryOnConflict(
+        read,
+        (current) => {
+          if (!current) return undefined;
+          const generation = current.metadata.generation as number | undefined;
+          return {
+            metadata: { resourceVersion: current.metadata.resourceVersion },
+            status: {
+              ...build(current, generation),
+              ...(generation !== undefined ? { observedGeneration: generation } : {}),
+            },
+          };
         },
-      };
-      try {
-        await this.custom.patchNamespacedCustomObjectStatus({ ...ref, body }, MERGE);
-        return;
-      } catch (err) {
         // Seed 003: a lost optimistic-concurrency race is re-read and retried, never a wedge.
-        if (statusCode(err) !== 409 || attempt >= this.maxAttempts) throw err;
-        this.log.debug(
-          { target: `${t.namespace}/${t.name}`, attempt },
-          "status write conflicted; re-reading",
-        );
-        await new Promise((r) => setTimeout(r, Math.round(20 * 2 ** attempt * (0.5 + Math.random()))));
-      }
+        (_current, body) => this.custom.patchNamespacedCustomObjectStatus({ ...ref, body }, MERGE),
+        { max: this.maxAttempts, what: `status of GitTarget ${t.namespace}/${t.name}` },
+      );
+    } catch (err) {
+      if (statusCode(err) === 404) return; // deleted between the read and the write
+      if (err instanceof ConflictRetriesExhausted)
+        this.log.warn({ target: `${t.namespace}/${t.name}` }, err.message);
+      throw err;
     }
   }
 }
@@ -193,20 +203,18 @@ export interface CredentialsReporter {
   status?: Pick<KubeStatusSink, "credentials"> & Partial<Pick<KubeStatusSink, "accepted">>;
 }
 
-/** Reads GitProviders, GitTargets and the credential Secrets they name, for every branch lookup. */
+/**
+ * Branch specs from the worker's caches of GitProviders, GitTargets, ScopeGrants and the credential
+ * Secrets they name (cluster-cache.ts): a lookup makes no request once the caches are listed.
+ */
 export class KubeDirectory implements Directory {
-  private readonly custom: k8s.CustomObjectsApi;
-  private readonly core: k8s.CoreV1Api;
   /** The last credentials outcome per GitProvider (namespace/name): told only when it changes. */
   private readonly credentialsSeen = new Map<string, string>();
 
   constructor(
-    kc: k8s.KubeConfig,
+    private readonly cache: ClusterCache,
     private readonly reporter?: CredentialsReporter,
-  ) {
-    this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    this.core = kc.makeApiClient(k8s.CoreV1Api);
-  }
+  ) {}
 
   /** A credentials Secret read, or not: logs and sets the condition on the provider's GitTargets when it changes. */
   private async credentialsRead(
@@ -282,48 +290,32 @@ export class KubeDirectory implements Directory {
   }
 
   async branch(key: string) {
-    const list = async <T>(plural: string) =>
-      (
-        (await this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural })) as {
-          items: T[];
-        }
-      ).items;
-    const providers = await list<GitProvider>(GIT_PROVIDER_PLURAL);
-    const targets = await list<GitTarget>(GIT_TARGET_PLURAL);
+    await this.cache.start();
+    const providers = this.cache.providers.list();
+    const targets = this.cache.targets.list();
     // Without the ScopeGrant kind installed nobody holds a grant: every target keeps its own scope.
-    const grants = (
-      await list<unknown>(SCOPE_GRANT_PLURAL).catch((err: unknown) => {
-        if (statusCode(err) === 404) return [];
-        throw err;
-      })
-    ).flatMap((g) => {
-      const r = scopeGrant.safeParse(g);
-      return r.success ? [r.data as ScopeGrant] : [];
-    });
+    const grants = this.cache.grants();
     const secrets = [];
     for (const p of providers) {
       const ref = p.spec.credentialsSecretRef;
       if (!ref) continue;
-      try {
-        const s = await this.core.readNamespacedSecret({
-          name: ref.name,
-          namespace: p.metadata.namespace ?? "default",
-        });
+      const ns = p.metadata.namespace ?? "default";
+      const read = await this.cache.secret(ns, ref.name);
+      if (read.ok) {
         secrets.push({
           kind: "Secret" as const,
-          metadata: { name: ref.name, namespace: p.metadata.namespace ?? "default" },
-          data: s.data ?? {},
+          metadata: { name: ref.name, namespace: ns },
+          data: read.data,
         });
         await this.credentialsRead(p, targets, ref.name, undefined);
-      } catch (err) {
+      } else {
         // The provider goes on without credentials (a push then fails with auth); say why.
-        const code = statusCode(err);
         const problem: CredentialsProblem =
-          code === 403
+          read.code === 403
             ? { reason: "SecretForbidden", message: `the worker may not read Secret ${ref.name} (403)` }
-            : code === 404
+            : read.code === 404
               ? { reason: "SecretNotFound", message: `Secret ${ref.name} does not exist` }
-              : { reason: "SecretUnreadable", message: `Secret ${ref.name}: ${(err as Error).message}` };
+              : { reason: "SecretUnreadable", message: `Secret ${ref.name}: ${read.message}` };
         await this.credentialsRead(p, targets, ref.name, problem);
       }
     }

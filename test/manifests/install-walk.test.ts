@@ -97,10 +97,11 @@ describe.skipIf(!KUBECTL_AVAILABLE)("docs/install.md against the simulated clust
     const binding = JSON.parse(
       (await sh("kubectl -n team-a get rolebinding applygate-secret-reader -o json")).out,
     );
-    expect(binding.subjects.map((s: { name: string }) => s.name)).toEqual([
-      "applygate-gateway",
-      "applygate-worker",
-    ]);
+    expect(binding.subjects.map((s: { name: string }) => s.name)).toEqual(["applygate-gateway"]);
+    const watcher = JSON.parse(
+      (await sh("kubectl -n team-a get rolebinding applygate-secret-watcher -o json")).out,
+    );
+    expect(watcher.subjects.map((s: { name: string }) => s.name)).toEqual(["applygate-worker"]);
     const secret = JSON.parse(
       (await sh("kubectl -n applygate-system get secret applygate-redis -o json")).out,
     );

@@ -62,13 +62,15 @@ describe.skipIf(!KUBECTL_AVAILABLE)("RBAC", () => {
     }
   });
 
-  it("grants no wildcard, and Secrets only as get through the per-namespace reader", () => {
+  it("grants no wildcard, and Secrets only through the per-namespace reader (get) and the worker's watcher", () => {
     for (const role of roles()) {
       for (const rule of role.rules) {
         expect([...rule.apiGroups, ...rule.resources, ...rule.verbs]).not.toContain("*");
         if (rule.resources.includes("secrets")) {
-          expect(role.metadata.name).toBe("applygate-secret-reader");
-          expect(rule.verbs).toEqual(["get"]);
+          expect(["applygate-secret-reader", "applygate-secret-watcher"]).toContain(role.metadata.name);
+          expect(rule.verbs).toEqual(
+            role.metadata.name === "applygate-secret-reader" ? ["get"] : ["get", "list", "watch"],
+          );
         }
       }
     }
@@ -76,6 +78,7 @@ describe.skipIf(!KUBECTL_AVAILABLE)("RBAC", () => {
       .flat()
       .filter((o): o is Binding => o.kind === "ClusterRoleBinding");
     expect(clusterBindings.map((b) => b.roleRef.name)).not.toContain("applygate-secret-reader");
+    expect(clusterBindings.map((b) => b.roleRef.name)).not.toContain("applygate-secret-watcher");
   });
 
   it("grants no Leases (leases live in Redis), no core Events (Events are events.k8s.io), and update only where an update is sent", () => {

@@ -22,6 +22,7 @@ import { knownBranchesKey } from "../../queue/keys.js";
 import { type Logger, silentLogger } from "../../queue/log.js";
 import { connectRedis, type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
 import type { BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
+import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { type Sidecar, type SidecarApplier, startSidecar } from "../../sidecar/main.js";
@@ -220,7 +221,8 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     );
     await api.applyYaml(deployed.rbac.map((o) => JSON.stringify(o)).join("\n---\n"));
     const sa = deployed.serviceAccounts;
-    await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.gateway, sa.worker]));
+    await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.gateway]));
+    await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.worker], "applygate-secret-watcher"));
     const identities = Object.fromEntries(
       (Object.keys(sa) as Component[]).map((c) => {
         const username = api.addServiceAccount(sa[c].namespace, sa[c].name);
@@ -278,16 +280,19 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       .finally(() => seed.disconnect());
 
     // The worker replica with the decisions, as `applygate worker` assembles it.
-    let worker: { replica: Replica; decisions: Decisions } | undefined;
+    let worker: { replica: Replica; decisions: Decisions; cache: ClusterCache } | undefined;
     const startWorker = async () => {
       const wlog = log.child({ component: "worker" });
       const kc = identities.worker.kubeConfig;
-      const status = new KubeStatusSink(kc, wlog);
-      const directory = new KubeDirectory(kc, { log: wlog, status });
+      const cache = new ClusterCache(kc, wlog);
+      await cache.start();
+      const status = new KubeStatusSink(kc, wlog, Date.now, 8, cache);
+      const directory = new KubeDirectory(cache, { log: wlog, status });
       const decisions = createDecisions({
         redisUrl: redis.url,
         prefix,
-        objects: new KubeObjects(kc, wlog),
+        objects: new KubeObjects(kc, wlog, {}, cache),
+        changes: cache,
         directory,
         log: wlog,
         listIntervalMs: timers.listIntervalMs,
@@ -306,7 +311,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         branch: timers.branch,
       });
       await replica.start();
-      worker = { replica, decisions };
+      worker = { replica, decisions, cache };
     };
     const stopWorker = async () => {
       const w = worker;
@@ -314,6 +319,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       if (!w) return;
       await w.replica.stop();
       await w.decisions.close();
+      await w.cache.close();
     };
     await startWorker();
     stops.push(() => stopWorker());

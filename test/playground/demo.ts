@@ -221,12 +221,16 @@ spec:
  * The RoleBinding docs/install.md (step 4) tells a user to create in a namespace that holds
  * GitProviders and GitTargets: the named ServiceAccounts may get Secrets there by name.
  */
-export function secretReaderYaml(namespace: string, serviceAccounts: { namespace: string; name: string }[]) {
+export function secretReaderYaml(
+  namespace: string,
+  serviceAccounts: { namespace: string; name: string }[],
+  role: "applygate-secret-reader" | "applygate-secret-watcher" = "applygate-secret-reader",
+) {
   return JSON.stringify({
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "RoleBinding",
-    metadata: { name: "applygate-secret-reader", namespace },
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "applygate-secret-reader" },
+    metadata: { name: role, namespace },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
     subjects: serviceAccounts.map((sa) => ({ kind: "ServiceAccount", ...sa })),
   });
 }

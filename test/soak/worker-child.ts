@@ -8,6 +8,7 @@
 import pino from "pino";
 import { createDecisions, KubeObjects } from "../../queue/apply/index.js";
 import { silentLogger } from "../../queue/log.js";
+import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { makeKubeConfig } from "../cluster/kubeconfig.js";
@@ -23,12 +24,15 @@ const log = process.env.SCENARIO_LOG
 const wlog = log.child({ component: "worker", pid: process.pid });
 const redisUrl = process.env.REDIS_URL as string;
 const prefix = process.env.REDIS_PREFIX as string;
-const status = new KubeStatusSink(kc, wlog);
-const directory = new KubeDirectory(kc, { log: wlog, status });
+const cache = new ClusterCache(kc, wlog);
+await cache.start();
+const status = new KubeStatusSink(kc, wlog, Date.now, 8, cache);
+const directory = new KubeDirectory(cache, { log: wlog, status });
 const decisions = createDecisions({
   redisUrl,
   prefix,
-  objects: new KubeObjects(kc, wlog),
+  objects: new KubeObjects(kc, wlog, {}, cache),
+  changes: cache,
   directory,
   log: wlog,
   listIntervalMs: Number(process.env.LIST_INTERVAL_MS ?? 500),
@@ -50,5 +54,6 @@ process.once("SIGTERM", () => {
   void replica
     .stop()
     .then(() => decisions.close())
+    .then(() => cache.close())
     .finally(() => process.exit(0));
 });

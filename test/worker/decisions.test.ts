@@ -28,10 +28,11 @@ import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import type { BranchWorker } from "../../queue/worker/branch-worker.js";
+import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { redisFreshnessCheck, staleBecause } from "../../sidecar/tip-check.js";
-import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
@@ -64,6 +65,8 @@ interface World {
   bare: string;
   initial: string;
   targetUid: string;
+  /** Every request the API server answered, one audit Event per line. */
+  auditLog: string;
   custom: k8s.CustomObjectsApi;
   attempts: Attempt[];
   /** Scripts for the next attempts, in order; the default plays Requested … Succeeded. */
@@ -88,8 +91,10 @@ async function world(o: {
   windowSeconds?: number;
   /** The GitTarget's folder is in the initial commit (default); false: the branch holds others only. */
   folderInGit?: boolean;
+  listIntervalMs?: number;
 }): Promise<World> {
-  const api = await startApiServer({ bookmarkIntervalMs: 100 });
+  const auditLog = join(await mkdtemp(join(tmpdir(), "applygate-audit-")), "audit.jsonl");
+  const api = await startApiServer({ bookmarkIntervalMs: 100, auditLog });
   for (const f of crdFiles()) await api.installCrdFile(f);
   await api.installCrdFile(
     fileURLToPath(new URL("../cluster/crds/flux-kustomization.yaml", import.meta.url)),
@@ -187,10 +192,11 @@ async function world(o: {
       spec: { targets: [{ namespace: NS }], namespaces: ["web"] },
     },
   });
-  // GitTargets as the cluster holds them now, read again at every listing: a new one is seen.
-  const status = new KubeStatusSink(kc, log());
-  const directory = new KubeDirectory(kc, { log: log(), status });
-  const objects = new KubeObjects(kc, log());
+  // The worker's caches: a change (a new GitTarget) wakes the branch's listing at once.
+  const cache = new ClusterCache(kc, log());
+  const status = new KubeStatusSink(kc, log(), Date.now, 8, cache);
+  const directory = new KubeDirectory(cache, { log: log(), status });
+  const objects = new KubeObjects(kc, log(), {}, cache);
   const connection = { url: redis.url, maxRetriesPerRequest: null };
   const reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
   const branches = new Queue(QUEUES.branches, { connection, prefix: redis.prefix });
@@ -251,6 +257,7 @@ async function world(o: {
     bare: join(git.root, "site.git"),
     initial,
     targetUid: target.metadata.uid as string,
+    auditLog,
     custom,
     attempts,
     scripts,
@@ -263,7 +270,9 @@ async function world(o: {
         objects,
         directory,
         log: log(),
-        listIntervalMs: 500,
+        changes: cache,
+        // Only a safety net: every change must reach the branch through the watches.
+        listIntervalMs: o.listIntervalMs ?? 600_000,
       });
       const replica = new Replica({
         redisUrl: redis.url,
@@ -328,6 +337,7 @@ async function world(o: {
     },
     async close() {
       await w.stopReplica();
+      await cache.close();
       await exec.close(true);
       await reports.close();
       await branches.close();
@@ -770,6 +780,41 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     });
     // The first GitTarget's applier, already at the tip, was asked nothing.
     expect(w.attempts).toHaveLength(1);
+  });
+
+  it("an idle branch reads the cluster from the caches: after the start, no list or get of GitProviders, GitTargets, ScopeGrants, claims, ApplierGrants or Secrets, only watches", {
+    timeout: 60_000,
+  }, async () => {
+    // A short safety-net period: many listings of the branch in the idle time below.
+    w = await world({ appliedInitial: true, listIntervalMs: 100 });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    await waitFor("nothing left to decide", () => settled(w));
+    const cached = [
+      "gitproviders",
+      "gittargets",
+      "scopegrants",
+      "fluxclaims",
+      "argocdclaims",
+      "appliergrants",
+      "secrets",
+    ];
+    const reads = () =>
+      readAuditLog(w.auditLog).filter(
+        (e) => (e.verb === "list" || e.verb === "get") && cached.includes(e.objectRef?.resource ?? ""),
+      );
+    const before = reads().length;
+    let listings = 0;
+    const listed = (w.driver() as unknown as { o: { list: () => Promise<unknown> } }).o;
+    const list = listed.list;
+    listed.list = () => {
+      listings++;
+      return list();
+    };
+    await waitFor("ten listings of the idle branch", () => listings >= 10);
+    expect(reads().slice(before)).toEqual([]);
+    const watches = readAuditLog(w.auditLog).filter((e) => e.verb === "watch");
+    expect(watches.length).toBeGreaterThan(0);
   });
 
   it("a GitTarget naming a GitProvider in another namespace that does not admit it is refused: no writes, no applier, Accepted=False; admitted, it is taken at once", {
