@@ -397,8 +397,19 @@ function flushSkippingPublication(attach: Decisions["attach"], git: GitServer): 
         attached.start(
           new Proxy(worker, {
             get(target, prop, receiver) {
+              // Answers as a real flush would at the remote tip it leaves unchanged: that tip's
+              // folders (the barrier's proof) and no inbox position read.
               if (prop === "flush")
-                return async () => ({ ok: true, tip: await git.tip(DEMO_REPO, DEMO_BRANCH) });
+                return async () => {
+                  const tip = await git.tip(DEMO_REPO, DEMO_BRANCH);
+                  const read = await target.folders();
+                  return {
+                    ok: true,
+                    tip,
+                    folders: read !== undefined && read.tip === tip ? read.present : [],
+                    inboxMark: "0-0",
+                  };
+                };
               const v = Reflect.get(target, prop, receiver);
               return typeof v === "function" ? v.bind(target) : v;
             },
