@@ -7,7 +7,7 @@
 import type { Attempt } from "../../queue/contract.js";
 import { apiFailure, type KObject, RESOURCES } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
-import type { OperationExecutor, RecoveredOperation, ReportFn } from "../applier-kind.js";
+import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import { isConditionTrue } from "../claims/conditions.js";
 import { sameRepository } from "../claims/eligibility.js";
 import type { EventRecorder } from "../events.js";
@@ -20,8 +20,7 @@ import {
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
-import { recheckStanding } from "../standing.js";
-import { type FreshnessCheck, staleBecause } from "../tip-check.js";
+import { staleBecause } from "../tip-check.js";
 import { Aborted, type FluxClient, ksWakeKey, newToken, srcWakeKey } from "./client.js";
 import {
   artifactHolds,
@@ -33,7 +32,6 @@ import {
   tokenHandled,
 } from "./outcome.js";
 import {
-  type GitRepository,
   type Kustomization,
   keyOf,
   type ObjectKey,
@@ -76,13 +74,8 @@ export interface FluxExecutorDeps {
   events: EventRecorder;
   now: () => Date;
   timings?: Partial<FluxTimings>;
-  /**
-   * Whether the attempt's decision still holds (its commit is still the tip the worker decided).
-   * Without it, the fresh artifact a stamp fetched stands for the tip.
-   */
-  isCurrent?: (attempt: Attempt) => Promise<boolean>;
-  /** The last look before the resume: the tip again and the edit recheck (`Attempt.editsAfter`). */
-  freshness?: FreshnessCheck;
+  /** Asked before the resume: the tip (after the record), the claim's standing, the edit recheck. */
+  checks: SafetyChecks;
   window?: WindowHooks;
 }
 
@@ -178,20 +171,20 @@ export class FluxExecutor implements OperationExecutor {
       // The last checks read together, beside the report (each answers for the moment of the resume).
       const [, current, standing, fresh] = await Promise.all([
         report("Requested"),
-        this.current(attempt, read.source),
+        this.d.checks.tip(attempt),
         // The decision must still hold at the write: its GitTargets, the claim's standing, the grant.
-        recheckStanding(this.d.client.kube, attempt),
+        this.d.checks.standing(attempt),
         // An edit accepted after the flush mark for a folder this Kustomization applies would be
         // run over by this older commit. Stale: the worker flushes again and sends the commit
         // that carries it.
-        this.d.freshness?.(attempt),
+        this.d.checks.freshness(attempt),
       ]);
       if (!current) {
         throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
       }
       if (signal.aborted) throw new Refusal("RequestFailed", "SidecarStopping", "the sidecar is stopping");
       if (!standing.ok) throw new Refusal(standing.phase, standing.reason, standing.message);
-      const stale = fresh ? staleBecause(fresh, attempt) : undefined;
+      const stale = staleBecause(fresh, attempt);
       if (stale) throw new Refusal("Stale", stale.reason, stale.message);
       // 4. Resume.
       const resume = await this.resume(ks, read.ks, resumeToken, log);
@@ -401,7 +394,7 @@ export class FluxExecutor implements OperationExecutor {
       source = fetched;
       if (!artifactHolds(source, attempt.commit)) {
         const got = source.status?.artifact?.revision ?? "no artifact";
-        if (!(await this.current(attempt, source))) {
+        if (!(await this.d.checks.tip(attempt))) {
           throw new Refusal(
             "Stale",
             "Stale",
@@ -434,7 +427,7 @@ export class FluxExecutor implements OperationExecutor {
       );
     }
     if (!artifactHolds(again.source, attempt.commit)) {
-      if (!(await this.current(attempt, again.source))) {
+      if (!(await this.d.checks.tip(attempt))) {
         throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
       }
       throw new Refusal(
@@ -443,7 +436,7 @@ export class FluxExecutor implements OperationExecutor {
         `the artifact moved to ${again.source.status?.artifact?.revision}`,
       );
     }
-    if (!(await this.current(attempt, again.source))) {
+    if (!(await this.d.checks.tip(attempt))) {
       throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
     }
     return again;
@@ -492,13 +485,6 @@ export class FluxExecutor implements OperationExecutor {
       );
     }
     return { ks, source, sourceRef };
-  }
-
-  private async current(attempt: Attempt, source: GitRepository | undefined): Promise<boolean> {
-    if (this.d.isCurrent) return this.d.isCurrent(attempt);
-    // Without a decision to ask, a fresh artifact on another commit means the branch moved.
-    const fetched = commitOfRevision(source?.status?.artifact?.revision);
-    return fetched === undefined || fetched === attempt.commit;
   }
 
   // -------------------------------------------------------------------------------------------
