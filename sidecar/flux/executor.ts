@@ -6,6 +6,7 @@
  */
 import type { Attempt } from "../../queue/contract.js";
 import { apiFailure, type KObject, RESOURCES } from "../../queue/kube/index.js";
+import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import { isConditionTrue } from "../claims/conditions.js";
@@ -492,28 +493,21 @@ export class FluxExecutor implements OperationExecutor {
 
   /**
    * One server-side apply of `suspend: false` and T1, guarded by uid and resourceVersion; a
-   * conflict reads again and rechecks (at most five times). A lost answer may have landed, so it
-   * counts as a resume, marked from the last read.
+   * conflict reads again and rechecks, on the shared conflict-retry policy (the first try writes
+   * from the read the checks were made on). A lost answer may have landed, so it counts as a
+   * resume, marked from the last read.
    */
   private async resume(ref: ObjectKey, read: Kustomization, token: string, log: Logger) {
     let ks = read;
-    for (let attempt = 1; ; attempt++) {
-      const at = this.d.now().getTime();
-      try {
-        const after = await this.d.client.applySuspend(ref, false, token, {
-          uid: ks.metadata.uid,
-          resourceVersion: ks.metadata.resourceVersion,
-        });
-        return { mark: markOf(after), at };
-      } catch (err) {
-        const code = apiFailure(err).code;
-        if (code === 409) {
-          if (attempt >= 5)
-            throw new Refusal(
-              "RequestFailed",
-              "ResumeConflict",
-              "the Kustomization kept changing; not resumed",
-            );
+    let reads = 0;
+    // Only the write's own failure may have landed; a failed re-read is thrown as it is.
+    let writing = false;
+    let at = this.d.now().getTime();
+    try {
+      const done = await retryOnConflict(
+        async () => {
+          writing = false;
+          if (reads++ === 0) return ks;
           const next = await this.d.client.kustomization(ref);
           if (!next || next.metadata.uid !== ks.metadata.uid) {
             throw new Refusal(
@@ -535,19 +529,34 @@ export class FluxExecutor implements OperationExecutor {
             );
           }
           ks = next;
-          continue;
-        }
-        if (code === 404)
-          throw new Refusal("RequestFailed", "KustomizationNotFound", "the Kustomization is gone");
-        if (code !== undefined && code >= 400 && code < 500) {
-          throw new Refusal("RequestFailed", "ResumeRefused", (err as Error).message);
-        }
-        log.warn(
-          { err: (err as Error).message },
-          "the resume's answer was lost; following it as if it landed",
-        );
-        return { mark: markOf(ks), at };
+          return ks;
+        },
+        (current) => current,
+        async (current) => {
+          at = this.d.now().getTime();
+          writing = true;
+          const after = await this.d.client.applySuspend(ref, false, token, {
+            uid: current.metadata.uid,
+            resourceVersion: current.metadata.resourceVersion,
+          });
+          return { mark: markOf(after), at };
+        },
+        { what: `the resume of Kustomization ${keyOf(ref)}` },
+      );
+      // The mutation always writes, so the policy always answers the write's result.
+      return done as { mark: ReturnType<typeof markOf>; at: number };
+    } catch (err) {
+      if (err instanceof Refusal || !writing) throw err;
+      if (err instanceof ConflictRetriesExhausted)
+        throw new Refusal("RequestFailed", "ResumeConflict", "the Kustomization kept changing; not resumed");
+      const code = apiFailure(err).code;
+      if (code === 404)
+        throw new Refusal("RequestFailed", "KustomizationNotFound", "the Kustomization is gone");
+      if (code !== undefined && code >= 400 && code < 500) {
+        throw new Refusal("RequestFailed", "ResumeRefused", (err as Error).message);
       }
+      log.warn({ err: (err as Error).message }, "the resume's answer was lost; following it as if it landed");
+      return { mark: markOf(ks), at };
     }
   }
 
