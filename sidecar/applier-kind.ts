@@ -13,6 +13,8 @@ import type { EventRecorder } from "./events.js";
 import type { Following } from "./following.js";
 import type { ClaimLocator, Operation } from "./operation-record.js";
 import type { Reporter } from "./reporter.js";
+import type { Standing } from "./standing.js";
+import type { FreshnessCheck, TipCheck } from "./tip-check.js";
 
 export interface ReportExtra {
   /** Machine reason (DependencyNotReady, OperationUnfollowed, SuspendOwnedElsewhere, …). */
@@ -147,8 +149,25 @@ export interface WindowObserver {
   stop(): Promise<void>;
 }
 
-/** Everything a kind module gets to build its parts. */
-export interface ApplierDeps {
+/** Whether the attempt's decision still holds at the write (`recheckStanding`: claim, grant, GitTargets). */
+export type StandingCheck = (attempt: Attempt) => Promise<Standing>;
+
+/**
+ * The checks every kind must ask before the write that starts an apply. They are the shared
+ * safety rules, so a kind cannot be built without them: a missing tip check once meant an
+ * Argo CD sync was never Stale.
+ */
+export interface SafetyChecks {
+  /** Whether the attempt's commit is still the tip the branch worker recorded (after the record). */
+  tip: TipCheck;
+  /** The last look just before the write: the tip again and the edit recheck (`Attempt.editsAfter`). */
+  freshness: FreshnessCheck;
+  /** The decision still holds: the claim in control, the namespace's grant, a GitTarget standing. */
+  standing: StandingCheck;
+}
+
+/** Everything a kind module gets to build its parts; `O` is the kind's own settings. */
+export interface ApplierDeps<O = unknown> {
   kind: ApplierKind;
   kube: Kube;
   log: Logger;
@@ -157,15 +176,19 @@ export interface ApplierDeps {
   reporter: Reporter;
   redis?: Redis;
   now: () => Date;
-  /** Settings the kind reads (timeouts, intervals); free-form so each kind owns its own. */
-  options: Record<string, unknown>;
+  checks: SafetyChecks;
+  /** Settings the kind reads (timeouts, intervals), typed by the kind. */
+  options: O;
 }
 
-/** What `sidecar/flux/index.ts` and `sidecar/argocd/index.ts` export as `createApplierKind`. */
-export interface ApplierKindModule {
-  createApplierKind(deps: ApplierDeps): {
-    executor: OperationExecutor;
-    controller: ClaimController;
-    windowObserver?: WindowObserver;
-  };
+/** What a kind hands the shared sidecar. */
+export interface ApplierKindParts {
+  executor: OperationExecutor;
+  controller: ClaimController;
+  windowObserver?: WindowObserver;
+}
+
+/** What `sidecar/<kind>/index.ts` exports as `createApplierKind`, with `O` its settings. */
+export interface ApplierKindModule<O = unknown> {
+  createApplierKind(deps: ApplierDeps<O>): ApplierKindParts;
 }

@@ -16,7 +16,7 @@ import {
   type Setting,
 } from "../queue/config.js";
 import { FIELD_MANAGER } from "../queue/contract.js";
-import { Kube, RESOURCES } from "../queue/kube/index.js";
+import { Kube } from "../queue/kube/index.js";
 import { createLogger, type Logger } from "../queue/log.js";
 import { connectRedis } from "../queue/redis.js";
 import type {
@@ -32,15 +32,17 @@ import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
 import { defaultCacheDir } from "./git-ancestry.js";
 import { readiness, redisAnswersPing, type SidecarHttp, startSidecarHttp } from "./http.js";
+import { KINDS, type KindOptions, type SidecarApplier } from "./kinds.js";
 import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { queueReporter } from "./reporter.js";
+import { recheckStanding } from "./standing.js";
 import { redisFreshnessCheck, redisTipCheck } from "./tip-check.js";
 import { DEFAULT_WATCHED_KINDS, parseWatchKinds, type WatchedKind } from "./watch-kinds.js";
 
-export type SidecarApplier = "flux" | "argocd";
+export type { SidecarApplier } from "./kinds.js";
 
-export interface SidecarOptions {
-  applier: SidecarApplier;
+export interface SidecarOptions<K extends SidecarApplier = SidecarApplier> {
+  applier: K;
   kubeConfig: KubeConfig;
   redisUrl: string;
   redisPrefix: string;
@@ -55,9 +57,9 @@ export interface SidecarOptions {
   /** Folder of the sidecar's own Git clones (Argo CD's stale-operation proof); passed as options.cacheDir. */
   cacheDir?: string;
   /** The kind's module; loaded from sidecar/<applier>/index.ts when omitted. */
-  kindModule?: ApplierKindModule;
+  kindModule?: ApplierKindModule<KindOptions[K]>;
   /** Passed to the kind as deps.options. */
-  options?: Record<string, unknown>;
+  options?: KindOptions[K];
   /**
    * Serve /metrics, /healthz and /readyz (port 0 = any free port; every interface when host is
    * omitted). Off when omitted, as in-process tests and the playground want.
@@ -81,11 +83,18 @@ export interface Sidecar {
 export class ApplierNotAvailable extends ConfigError {}
 
 /** Loads sidecar/<applier>/index.ts; a clear one-line error when that kind is not built. */
-export async function loadApplierKind(applier: SidecarApplier): Promise<ApplierKindModule> {
-  const path = `./${applier}/index.js`;
-  let mod: Partial<ApplierKindModule>;
+export async function loadApplierKind<K extends SidecarApplier>(
+  applier: K,
+): Promise<ApplierKindModule<KindOptions[K]>> {
+  const entry = Object.hasOwn(KINDS, applier) ? KINDS[applier] : undefined;
+  if (!entry) {
+    throw new ApplierNotAvailable(
+      `the ${applier} applier is not available: sidecar/${applier}/index.ts does not exist in this build`,
+    );
+  }
+  let mod: Partial<ApplierKindModule<KindOptions[K]>>;
   try {
-    mod = (await import(path)) as Partial<ApplierKindModule>;
+    mod = await entry.load();
   } catch (err) {
     const e = err as { code?: string; message?: string };
     if (e.code === "ERR_MODULE_NOT_FOUND" && String(e.message).includes(`${applier}/index`)) {
@@ -98,10 +107,10 @@ export async function loadApplierKind(applier: SidecarApplier): Promise<ApplierK
   if (typeof mod.createApplierKind !== "function") {
     throw new ApplierNotAvailable(`sidecar/${applier}/index.ts does not export createApplierKind(deps)`);
   }
-  return mod as ApplierKindModule;
+  return mod as ApplierKindModule<KindOptions[K]>;
 }
 
-export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
+export async function startSidecar<K extends SidecarApplier>(opts: SidecarOptions<K>): Promise<Sidecar> {
   const module = opts.kindModule ?? (await loadApplierKind(opts.applier));
   const log = (opts.log ?? createLogger({ name: "sidecar" })).child({ applier: opts.applier });
   const now = opts.now ?? (() => new Date());
@@ -137,7 +146,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     }
     log.info({ port: http.port }, "serving /metrics, /healthz and /readyz");
   }
-  const deps: ApplierDeps = {
+  const deps: ApplierDeps<KindOptions[K]> = {
     kind: opts.applier,
     kube,
     log,
@@ -145,14 +154,16 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     following,
     reporter,
     now,
-    options: {
-      ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}),
+    checks: {
       // The recheck before a resume or sync asks the tip the branch worker recorded.
-      isCurrent: redisTipCheck(checksRedis, opts.redisPrefix),
+      tip: redisTipCheck(checksRedis, opts.redisPrefix),
       // Just before that write: the tip again and any edit accepted after the attempt's flush mark.
       freshness: redisFreshnessCheck(checksRedis, opts.redisPrefix),
-      ...opts.options,
+      // And the decision still holds: the claim in control, the grant, a GitTarget standing.
+      standing: (attempt) => recheckStanding(kube, attempt),
     },
+    // cacheDir is the Argo CD kind's (its ancestry clones); another kind ignores it, as before.
+    options: { ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}), ...opts.options } as KindOptions[K],
   };
   const parts = module.createApplierKind(deps);
   const executor = startExecutorHost({
@@ -168,7 +179,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
   });
   const reconciler = new ClaimReconciler({
-    claimType: opts.applier === "flux" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim,
+    claimType: KINDS[opts.applier].claimType,
     kube,
     log,
     events,

@@ -7,7 +7,7 @@
 import type { Attempt } from "../../queue/contract.js";
 import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
-import type { OperationExecutor, RecoveredOperation, ReportFn } from "../applier-kind.js";
+import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import type { EventRecorder } from "../events.js";
 import {
   type ClaimLocator,
@@ -19,8 +19,7 @@ import {
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
-import { recheckStanding } from "../standing.js";
-import { type FreshnessCheck, staleBecause } from "../tip-check.js";
+import { staleBecause } from "../tip-check.js";
 import {
   APPLICATION,
   type Application,
@@ -42,16 +41,6 @@ export interface ArgoCDExecutorOptions {
   maxPollMs?: number;
   /** Answers ancestry from the branch worker's clone; without it no operation is ever terminated. */
   ancestry?: Ancestry;
-  /**
-   * Whether the attempt's commit is still the tip the branch worker decided, asked just before the
-   * sync is started; false ends the attempt Stale with nothing started. Without it, never Stale.
-   */
-  isCurrent?: (attempt: Attempt) => Promise<boolean>;
-  /**
-   * The last look before the sync update: the tip again and the edit recheck (`Attempt.editsAfter`).
-   * Not fresh ends the attempt Stale with nothing started.
-   */
-  freshness?: FreshnessCheck;
 }
 
 /** Told when an operation's apply window opens and closes (the window observer). */
@@ -72,6 +61,11 @@ export interface ArgoCDExecutorDeps {
   events: EventRecorder;
   now: () => Date;
   options?: ArgoCDExecutorOptions;
+  /**
+   * Asked just before the sync update: the tip (a moved tip ends the attempt Stale with nothing
+   * started), the claim's standing, and the edit recheck (not fresh: Stale, nothing started).
+   */
+  checks: SafetyChecks;
   windows?: WindowHooks;
 }
 
@@ -215,18 +209,16 @@ export class ArgoCDExecutor implements OperationExecutor {
       // again); the decision must still hold (its GitTargets, the claim's standing: a claim
       // waiting in line or not in control never syncs, the grant); and an edit accepted after
       // the flush mark for this Application's folders would be run over by this older commit.
-      const isCurrent = this.d.options?.isCurrent;
-      const freshness = this.d.options?.freshness;
       const [, current, standing, fresh] = await Promise.all([
         requested,
-        isCurrent ? isCurrent(attempt) : true,
-        recheckStanding(this.d.kube, attempt),
-        freshness?.(attempt),
+        this.d.checks.tip(attempt),
+        this.d.checks.standing(attempt),
+        this.d.checks.freshness(attempt),
       ]);
       requested = undefined;
       if (!current) return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
       if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
-      const stale = fresh ? staleBecause(fresh, attempt) : undefined;
+      const stale = staleBecause(fresh, attempt);
       if (stale) return giveUp("Stale", stale.reason, stale.message);
 
       const op = buildSyncOperation(app, {

@@ -1,10 +1,8 @@
 /**
- * The Argo CD applier kind: what `applygate sidecar --applier argocd` loads. Settings come from
- * deps.options: pollMs, busyWaitMs, budgetMs, maxPollMs, windowGraceMs, controlNamespace,
- * watchKinds ([{apiVersion, kind}]), ancestry (a function) or ancestryGitDir (a clone of the
- * repository to answer ancestry from), watchApplications (default true). Without either, ancestry
- * comes from the sidecar's own clones under cacheDir (default under the OS temp dir), fetched
- * with the GitProvider's credentials within ancestryFetchDeadlineMs.
+ * The Argo CD applier kind: what `applygate sidecar --applier argocd` loads. Its settings are
+ * `ArgoCDKindOptions`; the safety checks come as deps.checks. Without `ancestry` or
+ * `ancestryGitDir`, ancestry comes from the sidecar's own clones under cacheDir (default under
+ * the OS temp dir), fetched with the GitProvider's credentials within ancestryFetchDeadlineMs.
  */
 import type { ApplierDeps, ApplierKindModule } from "../applier-kind.js";
 import { defaultCacheDir, GitAncestry, remoteFromCluster } from "../git-ancestry.js";
@@ -21,9 +19,32 @@ export { ArgoCDExecutor } from "./executor.js";
 export { ArgoCDWindowObserver } from "./observer.js";
 export type { Ancestry, AncestryAbout, AncestryAnswer } from "./stale.js";
 
+/** The Argo CD kind's settings, all optional (durations in milliseconds). */
+export interface ArgoCDKindOptions {
+  pollMs?: number;
+  busyWaitMs?: number;
+  budgetMs?: number;
+  maxPollMs?: number;
+  /** How long after an operation ends its window still reports Argo CD's writes. */
+  windowGraceMs?: number;
+  /** Argo CD's own namespace (how Applications there track their objects). */
+  controlNamespace?: string;
+  /** Kinds whose writes by Argo CD the window observer watches. */
+  watchKinds?: WatchedKind[];
+  /** Answers ancestry (tests); else from a clone at ancestryGitDir; else the sidecar's own clones. */
+  ancestry?: Ancestry;
+  ancestryGitDir?: string;
+  /** Folder of the sidecar's own clones. */
+  cacheDir?: string;
+  ancestryFetchDeadlineMs?: number;
+  /** Watch Applications to requeue their claims (default true). */
+  watchApplications?: boolean;
+}
+
+// Settings may come from JSON (scenario children): a value that is not a finite number is ignored.
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 
-export function createApplierKind(deps: ApplierDeps) {
+export function createApplierKind(deps: ApplierDeps<ArgoCDKindOptions>) {
   const o = deps.options;
   const log = deps.log.child({ applier: "argocd" });
   const windowObserver = new ArgoCDWindowObserver({
@@ -47,18 +68,13 @@ export function createApplierKind(deps: ApplierDeps) {
     if (v !== undefined) options[k] = v;
   }
   if (ancestry) options.ancestry = ancestry;
-  // isCurrent: (attempt) => Promise<boolean>, whether the attempt's commit is still the tip.
-  if (typeof o.isCurrent === "function")
-    options.isCurrent = o.isCurrent as ArgoCDExecutorOptions["isCurrent"];
-  // freshness: a FreshnessCheck asked just before the sync update (the tip and the edit recheck).
-  if (typeof o.freshness === "function")
-    options.freshness = o.freshness as ArgoCDExecutorOptions["freshness"];
   const executor = new ArgoCDExecutor({
     kube: deps.kube,
     log,
     events: deps.events,
     now: deps.now,
     options,
+    checks: deps.checks,
     windows: windowObserver,
   });
   const controller = new ArgoCDClaimController({
@@ -70,7 +86,7 @@ export function createApplierKind(deps: ApplierDeps) {
 }
 
 /** The sidecar's own clones, reached through the claim's GitTarget and GitProvider. */
-function clusterAncestry(deps: ApplierDeps, log: ApplierDeps["log"]): Ancestry {
+function clusterAncestry(deps: ApplierDeps<ArgoCDKindOptions>, log: ApplierDeps["log"]): Ancestry {
   const o = deps.options;
   const git = new GitAncestry({
     cacheDir: typeof o.cacheDir === "string" && o.cacheDir !== "" ? o.cacheDir : defaultCacheDir(),
@@ -96,4 +112,4 @@ function clusterAncestry(deps: ApplierDeps, log: ApplierDeps["log"]): Ancestry {
 }
 
 /** Checked here so a change to the kind contract fails the build in this module. */
-export const module: ApplierKindModule = { createApplierKind };
+export const module: ApplierKindModule<ArgoCDKindOptions> = { createApplierKind };

@@ -6,8 +6,9 @@
  */
 import type { Attempt } from "../../queue/contract.js";
 import { apiFailure, type KObject, RESOURCES } from "../../queue/kube/index.js";
+import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
 import type { Logger } from "../../queue/log.js";
-import type { OperationExecutor, RecoveredOperation, ReportFn } from "../applier-kind.js";
+import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import { isConditionTrue } from "../claims/conditions.js";
 import { sameRepository } from "../claims/eligibility.js";
 import type { EventRecorder } from "../events.js";
@@ -20,8 +21,7 @@ import {
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
-import { recheckStanding } from "../standing.js";
-import { type FreshnessCheck, staleBecause } from "../tip-check.js";
+import { staleBecause } from "../tip-check.js";
 import { Aborted, type FluxClient, ksWakeKey, newToken, srcWakeKey } from "./client.js";
 import {
   artifactHolds,
@@ -33,7 +33,6 @@ import {
   tokenHandled,
 } from "./outcome.js";
 import {
-  type GitRepository,
   type Kustomization,
   keyOf,
   type ObjectKey,
@@ -76,13 +75,8 @@ export interface FluxExecutorDeps {
   events: EventRecorder;
   now: () => Date;
   timings?: Partial<FluxTimings>;
-  /**
-   * Whether the attempt's decision still holds (its commit is still the tip the worker decided).
-   * Without it, the fresh artifact a stamp fetched stands for the tip.
-   */
-  isCurrent?: (attempt: Attempt) => Promise<boolean>;
-  /** The last look before the resume: the tip again and the edit recheck (`Attempt.editsAfter`). */
-  freshness?: FreshnessCheck;
+  /** Asked before the resume: the tip (after the record), the claim's standing, the edit recheck. */
+  checks: SafetyChecks;
   window?: WindowHooks;
 }
 
@@ -178,20 +172,20 @@ export class FluxExecutor implements OperationExecutor {
       // The last checks read together, beside the report (each answers for the moment of the resume).
       const [, current, standing, fresh] = await Promise.all([
         report("Requested"),
-        this.current(attempt, read.source),
+        this.d.checks.tip(attempt),
         // The decision must still hold at the write: its GitTargets, the claim's standing, the grant.
-        recheckStanding(this.d.client.kube, attempt),
+        this.d.checks.standing(attempt),
         // An edit accepted after the flush mark for a folder this Kustomization applies would be
         // run over by this older commit. Stale: the worker flushes again and sends the commit
         // that carries it.
-        this.d.freshness?.(attempt),
+        this.d.checks.freshness(attempt),
       ]);
       if (!current) {
         throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
       }
       if (signal.aborted) throw new Refusal("RequestFailed", "SidecarStopping", "the sidecar is stopping");
       if (!standing.ok) throw new Refusal(standing.phase, standing.reason, standing.message);
-      const stale = fresh ? staleBecause(fresh, attempt) : undefined;
+      const stale = staleBecause(fresh, attempt);
       if (stale) throw new Refusal("Stale", stale.reason, stale.message);
       // 4. Resume.
       const resume = await this.resume(ks, read.ks, resumeToken, log);
@@ -401,7 +395,7 @@ export class FluxExecutor implements OperationExecutor {
       source = fetched;
       if (!artifactHolds(source, attempt.commit)) {
         const got = source.status?.artifact?.revision ?? "no artifact";
-        if (!(await this.current(attempt, source))) {
+        if (!(await this.d.checks.tip(attempt))) {
           throw new Refusal(
             "Stale",
             "Stale",
@@ -434,7 +428,7 @@ export class FluxExecutor implements OperationExecutor {
       );
     }
     if (!artifactHolds(again.source, attempt.commit)) {
-      if (!(await this.current(attempt, again.source))) {
+      if (!(await this.d.checks.tip(attempt))) {
         throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
       }
       throw new Refusal(
@@ -443,7 +437,7 @@ export class FluxExecutor implements OperationExecutor {
         `the artifact moved to ${again.source.status?.artifact?.revision}`,
       );
     }
-    if (!(await this.current(attempt, again.source))) {
+    if (!(await this.d.checks.tip(attempt))) {
       throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
     }
     return again;
@@ -494,40 +488,26 @@ export class FluxExecutor implements OperationExecutor {
     return { ks, source, sourceRef };
   }
 
-  private async current(attempt: Attempt, source: GitRepository | undefined): Promise<boolean> {
-    if (this.d.isCurrent) return this.d.isCurrent(attempt);
-    // Without a decision to ask, a fresh artifact on another commit means the branch moved.
-    const fetched = commitOfRevision(source?.status?.artifact?.revision);
-    return fetched === undefined || fetched === attempt.commit;
-  }
-
   // -------------------------------------------------------------------------------------------
   // Step 4
 
   /**
    * One server-side apply of `suspend: false` and T1, guarded by uid and resourceVersion; a
-   * conflict reads again and rechecks (at most five times). A lost answer may have landed, so it
-   * counts as a resume, marked from the last read.
+   * conflict reads again and rechecks, on the shared conflict-retry policy (the first try writes
+   * from the read the checks were made on). A lost answer may have landed, so it counts as a
+   * resume, marked from the last read.
    */
   private async resume(ref: ObjectKey, read: Kustomization, token: string, log: Logger) {
     let ks = read;
-    for (let attempt = 1; ; attempt++) {
-      const at = this.d.now().getTime();
-      try {
-        const after = await this.d.client.applySuspend(ref, false, token, {
-          uid: ks.metadata.uid,
-          resourceVersion: ks.metadata.resourceVersion,
-        });
-        return { mark: markOf(after), at };
-      } catch (err) {
-        const code = apiFailure(err).code;
-        if (code === 409) {
-          if (attempt >= 5)
-            throw new Refusal(
-              "RequestFailed",
-              "ResumeConflict",
-              "the Kustomization kept changing; not resumed",
-            );
+    let reads = 0;
+    // Only the write's own failure may have landed; a failed re-read is thrown as it is.
+    let writing = false;
+    let at = this.d.now().getTime();
+    try {
+      const done = await retryOnConflict(
+        async () => {
+          writing = false;
+          if (reads++ === 0) return ks;
           const next = await this.d.client.kustomization(ref);
           if (!next || next.metadata.uid !== ks.metadata.uid) {
             throw new Refusal(
@@ -549,19 +529,34 @@ export class FluxExecutor implements OperationExecutor {
             );
           }
           ks = next;
-          continue;
-        }
-        if (code === 404)
-          throw new Refusal("RequestFailed", "KustomizationNotFound", "the Kustomization is gone");
-        if (code !== undefined && code >= 400 && code < 500) {
-          throw new Refusal("RequestFailed", "ResumeRefused", (err as Error).message);
-        }
-        log.warn(
-          { err: (err as Error).message },
-          "the resume's answer was lost; following it as if it landed",
-        );
-        return { mark: markOf(ks), at };
+          return ks;
+        },
+        (current) => current,
+        async (current) => {
+          at = this.d.now().getTime();
+          writing = true;
+          const after = await this.d.client.applySuspend(ref, false, token, {
+            uid: current.metadata.uid,
+            resourceVersion: current.metadata.resourceVersion,
+          });
+          return { mark: markOf(after), at };
+        },
+        { what: `the resume of Kustomization ${keyOf(ref)}` },
+      );
+      // The mutation always writes, so the policy always answers the write's result.
+      return done as { mark: ReturnType<typeof markOf>; at: number };
+    } catch (err) {
+      if (err instanceof Refusal || !writing) throw err;
+      if (err instanceof ConflictRetriesExhausted)
+        throw new Refusal("RequestFailed", "ResumeConflict", "the Kustomization kept changing; not resumed");
+      const code = apiFailure(err).code;
+      if (code === 404)
+        throw new Refusal("RequestFailed", "KustomizationNotFound", "the Kustomization is gone");
+      if (code !== undefined && code >= 400 && code < 500) {
+        throw new Refusal("RequestFailed", "ResumeRefused", (err as Error).message);
       }
+      log.warn({ err: (err as Error).message }, "the resume's answer was lost; following it as if it landed");
+      return { mark: markOf(ks), at };
     }
   }
 

@@ -1,13 +1,9 @@
 /**
  * The Flux applier kind: what `applygate sidecar --applier flux` plugs into the shared sidecar.
- * Options (all optional, milliseconds): pollMs, unresolvedAfterMs, unresolvedMaxIntervalMs,
- * sourceTimeoutMs, shortRequeueMs, resyncMs, releaseGiveUpMs, windowGraceMs; isCurrent, a
- * function (attempt) => Promise<boolean> telling whether the attempt's commit is still the tip;
- * and freshness, a FreshnessCheck asked just before the resume (the tip and the edit recheck).
+ * Its settings are `FluxKindOptions`; the safety checks come as deps.checks.
  */
-import type { Attempt, ClaimRef } from "../../queue/contract.js";
-import type { ApplierDeps, ReportFn } from "../applier-kind.js";
-import type { FreshnessCheck } from "../tip-check.js";
+import type { ClaimRef } from "../../queue/contract.js";
+import type { ApplierDeps, ApplierKindModule, ReportFn } from "../applier-kind.js";
 import { FluxClient } from "./client.js";
 import { FluxClaimController } from "./controller.js";
 import { FluxExecutor, type FluxTimings } from "./executor.js";
@@ -20,9 +16,23 @@ export { FluxWindowObserver } from "./observer.js";
 export { readOutcome } from "./outcome.js";
 export { checkSuspendOwnership } from "./suspend-owner.js";
 
+/** The Flux kind's settings, all optional, in milliseconds. */
+export interface FluxKindOptions extends Partial<FluxTimings> {
+  /** Between reads of the Kustomization and its source while following. */
+  pollMs?: number;
+  /** The claim reconciler's short requeue (waiting for a suspend token). */
+  shortRequeueMs?: number;
+  resyncMs?: number;
+  /** How long a hand-back is tried before the claim gives up. */
+  releaseGiveUpMs?: number;
+  /** How long after an operation ends its window still reports the applier's writes. */
+  windowGraceMs?: number;
+}
+
+// Settings may come from JSON (scenario children): a value that is not a finite number is ignored.
 const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 
-export function createApplierKind(deps: ApplierDeps) {
+export function createApplierKind(deps: ApplierDeps<FluxKindOptions>) {
   const o = deps.options;
   const log = deps.log.child({ applier: "flux" });
   const client = new FluxClient(deps.kube, { log, ...(num(o.pollMs) ? { pollMs: num(o.pollMs) } : {}) });
@@ -45,10 +55,7 @@ export function createApplierKind(deps: ApplierDeps) {
     now: deps.now,
     timings,
     window: windowObserver,
-    ...(typeof o.isCurrent === "function"
-      ? { isCurrent: o.isCurrent as (a: Attempt) => Promise<boolean> }
-      : {}),
-    ...(typeof o.freshness === "function" ? { freshness: o.freshness as FreshnessCheck } : {}),
+    checks: deps.checks,
   });
   const stops = new AbortController();
   const controller = new FluxClaimController({
@@ -96,3 +103,6 @@ export function createApplierKind(deps: ApplierDeps) {
   };
   return { executor, controller, windowObserver };
 }
+
+/** Checked here so a change to the kind contract fails the build in this module. */
+export const module: ApplierKindModule<FluxKindOptions> = { createApplierKind };

@@ -8,6 +8,7 @@
 import type { Kube } from "../../queue/kube/index.js";
 import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import { cm, startCluster } from "../sidecar-argocd/harness.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
 import type { Figure } from "./figure.js";
 import { median, sidecarRig, type Timeline } from "./send-to-apply.js";
 
@@ -40,7 +41,8 @@ export async function run(): Promise<Figure[]> {
       log: c.log,
       events: c.events,
       now: () => new Date(),
-      options: { pollMs: 50, ...rig.checks },
+      options: { pollMs: 50 },
+      checks: unrecordedChecks(c.kube, rig.checks),
     });
     rig.host("argocd", executor);
     const branchKey = `${repo.url}@main`;

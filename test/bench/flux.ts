@@ -46,7 +46,7 @@ export async function sendToApply(world: World): Promise<Figure[]> {
   const rig = await sidecarRig();
   const figures: Figure[] = [];
   try {
-    const s = await scene(world, { options: { pollMs: 1000, ...rig.checks } });
+    const s = await scene(world, { options: { pollMs: 1000 }, checks: rig.checks });
     // Every request pays what it pays in a cluster: in this one process it would cost only CPU.
     world.api.faults.latency(API_LATENCY_MS);
     await s.adopt();

@@ -40,7 +40,7 @@ export async function sidecarRig() {
   const prefix = `bench-${randomBytes(4).toString("hex")}`;
   const redis = connectRedis(url);
   const checks = {
-    isCurrent: redisTipCheck(redis, prefix),
+    tip: redisTipCheck(redis, prefix),
     freshness: redisFreshnessCheck(redis, prefix),
   };
   const sender = queueSender(url, prefix);

@@ -15,6 +15,7 @@ import { ArgoCDWindowObserver } from "../../sidecar/argocd/observer.js";
 import { memoryEvents } from "../../sidecar/events.js";
 import { Following } from "../../sidecar/following.js";
 import { memoryReporter } from "../../sidecar/reporter.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
 import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
 
 let c: Cluster;
@@ -299,6 +300,7 @@ describe("the window observer", () => {
         events: memoryEvents(),
         now: () => new Date(),
         options: { pollMs: 20 },
+        checks: unrecordedChecks(c.kube),
         windows: observer,
       });
       const tip = await repo.push("cm.yaml", cm("settings", `observed-${name}`));

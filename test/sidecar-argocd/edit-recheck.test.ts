@@ -17,6 +17,7 @@ import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import { readOperation } from "../../sidecar/operation-record.js";
 import { redisFreshnessCheck } from "../../sidecar/tip-check.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
 import { type Cluster, cm, recorder, startCluster } from "./harness.js";
 
 let c: Cluster;
@@ -68,7 +69,8 @@ describe("the Argo CD edit recheck", () => {
       log: c.log,
       events: c.events,
       now: () => new Date(),
-      options: { pollMs: 20, busyWaitMs: 10_000, freshness: redisFreshnessCheck(redis.client, redis.prefix) },
+      options: { pollMs: 20, busyWaitMs: 10_000 },
+      checks: unrecordedChecks(c.kube, { freshness: redisFreshnessCheck(redis.client, redis.prefix) }),
     });
     const run = async (a: Attempt) => {
       const r = recorder();

@@ -10,6 +10,7 @@ import { APPLICATION } from "../../sidecar/argocd/application.js";
 import { ArgoCDExecutor, type ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
 import { buildSyncOperation, startSyncUpdate } from "../../sidecar/argocd/sync.js";
 import { readOperation, recordOperation } from "../../sidecar/operation-record.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
 import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
 
 let c: Cluster;
@@ -42,6 +43,7 @@ const executor = (options: ArgoCDExecutorOptions = {}, kube: Kube = c.kube) =>
     events: c.events,
     now: () => new Date(),
     options: { ...FAST, ...options },
+    checks: unrecordedChecks(kube),
   });
 
 /** A fresh Application held off (automated enabled: false, prune on) with its claim. */
@@ -183,6 +185,7 @@ describe("one sync per attempt", () => {
       events: c.events,
       now: () => new Date(),
       options: FAST,
+      checks: unrecordedChecks(kube),
       windows: { opened: (w) => calls.push(`opened ${w.token}`), closed: (t) => calls.push(`closed ${t}`) },
     }).execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
     expect(r.phases().at(-1)).toBe("Succeeded");

@@ -11,6 +11,7 @@ import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import { readOperation } from "../../sidecar/operation-record.js";
 import { redisTipCheck } from "../../sidecar/tip-check.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
 import { type Cluster, cm, type Repo, recorder, startCluster } from "./harness.js";
 
 let c: Cluster;
@@ -54,7 +55,8 @@ describe("the recorded tip decides Stale for Argo CD", () => {
       log: c.log,
       events: c.events,
       now: () => new Date(),
-      options: { pollMs: 20, busyWaitMs: 10_000, isCurrent: redisTipCheck(redis.client, redis.prefix) },
+      options: { pollMs: 20, busyWaitMs: 10_000 },
+      checks: unrecordedChecks(c.kube, { tip: redisTipCheck(redis.client, redis.prefix) }),
     });
     const r = recorder();
     await executor.execute(attempt, r.report, new AbortController().signal);

@@ -11,20 +11,23 @@ import { createApplierKind } from "../../sidecar/flux/index.js";
 import { Following } from "../../sidecar/following.js";
 import { memoryReporter } from "../../sidecar/reporter.js";
 import { makeKubeConfig } from "../cluster/kubeconfig.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
 
 const kc = makeKubeConfig({
   server: process.env.APPLYGATE_SERVER!,
   user: "admin",
   token: process.env.APPLYGATE_TOKEN!,
 });
+const kube = new Kube(kc);
 const kind = createApplierKind({
   kind: "flux",
-  kube: new Kube(kc),
+  kube,
   log: silentLogger(),
   events: memoryEvents(),
   following: new Following(),
   reporter: memoryReporter(),
   now: () => new Date(),
+  checks: unrecordedChecks(kube),
   options: { pollMs: 50 },
 });
 const attempt = JSON.parse(process.env.APPLYGATE_ATTEMPT!);

@@ -46,7 +46,7 @@ export async function startClaimWorld(): Promise<ClaimWorld> {
     redisPrefix: redis.prefix,
     log: silentLogger(),
     resyncMs: SAFETY_NET_MS,
-    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200, inventoryRefreshMs: 100 },
+    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200 },
   });
   const condition = async (ns: string, type: string) => {
     const c = await world.kube.get<KObject>(RESOURCES.fluxClaim, ns, "claim");

@@ -12,6 +12,7 @@ import { FluxClient } from "../../sidecar/flux/client.js";
 import { FluxExecutor } from "../../sidecar/flux/executor.js";
 import { KUSTOMIZATION } from "../../sidecar/flux/resources.js";
 import { appliesSuspend } from "../../sidecar/flux/suspend-owner.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
 import { configMap, ctxOf, scene, startWorld, until, type World } from "./harness.js";
 
 let world: World;
@@ -317,6 +318,7 @@ describe.concurrent("a shared GitRepository and the apply window", () => {
       log: silentLogger(),
       events: memoryEvents(),
       now: () => new Date(),
+      checks: unrecordedChecks(world.kube),
       window: {
         // A slow list: the resume must wait for it, or the apply could land before the watch.
         async open() {

@@ -68,7 +68,7 @@ async function edit(s: Scene, value: string): Promise<string> {
 
 describe("the Flux edit recheck", () => {
   it("an edit accepted after the flush mark ends the attempt Stale before the resume; the attempt carrying it applies", async () => {
-    const s = await scene(world, { options: { freshness: redisFreshnessCheck(redis.client, redis.prefix) } });
+    const s = await scene(world, { checks: { freshness: redisFreshnessCheck(redis.client, redis.prefix) } });
     await s.adopt();
     const branch = await owner(s);
     const older = await s.push({ "apps/cm.yaml": configMap("app-config", "2") });
@@ -101,7 +101,7 @@ describe("the Flux edit recheck", () => {
   });
 
   it("an edit to another folder, or one before the mark, does not hold the apply", async () => {
-    const s = await scene(world, { options: { freshness: redisFreshnessCheck(redis.client, redis.prefix) } });
+    const s = await scene(world, { checks: { freshness: redisFreshnessCheck(redis.client, redis.prefix) } });
     await s.adopt();
     const branch = await owner(s);
     const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "5") });
@@ -113,7 +113,7 @@ describe("the Flux edit recheck", () => {
   });
 
   it("past the bound (no recheck on the attempt) the apply goes: continuous editing never starves it", async () => {
-    const s = await scene(world, { options: { freshness: redisFreshnessCheck(redis.client, redis.prefix) } });
+    const s = await scene(world, { checks: { freshness: redisFreshnessCheck(redis.client, redis.prefix) } });
     await s.adopt();
     const branch = await owner(s);
     const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "7") });

@@ -9,9 +9,10 @@ import type { Attempt, Report } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
-import type { ReportFn } from "../../sidecar/applier-kind.js";
+import type { ReportFn, SafetyChecks } from "../../sidecar/applier-kind.js";
 import { setConditions } from "../../sidecar/claims/conditions.js";
 import { type EventSpec, memoryEvents } from "../../sidecar/events.js";
+import type { FluxKindOptions } from "../../sidecar/flux/index.js";
 import { createApplierKind } from "../../sidecar/flux/index.js";
 import { GIT_REPOSITORY, KUSTOMIZATION, type Kustomization } from "../../sidecar/flux/resources.js";
 import { Following } from "../../sidecar/following.js";
@@ -20,6 +21,7 @@ import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { type FluxKnobs, type FluxSim, startFluxSim } from "../cluster/fluxsim/index.js";
 import { GitPeer } from "../git/peer.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
 import { untilWith } from "../support/wait.js";
 
 const crd = (file: string) => fileURLToPath(new URL(`../cluster/crds/${file}`, import.meta.url));
@@ -108,7 +110,9 @@ export interface Scene {
 export interface SceneOptions {
   /** Extra fields of the apps Kustomization's spec (e.g. a short retryInterval). */
   ksSpec?: Record<string, unknown>;
-  options?: Record<string, unknown>;
+  options?: FluxKindOptions;
+  /** Replaces a safety check (the tip is the Git server's head by default). */
+  checks?: Partial<SafetyChecks>;
   /** Extra Kustomizations on the same GitRepository: name → folder. */
   extra?: Record<string, string>;
   suspendedBefore?: boolean;
@@ -224,7 +228,9 @@ export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> 
     following,
     reporter,
     now: () => new Date(),
-    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200, inventoryRefreshMs: 100, ...o.options },
+    // The tip is the branch's head on the Git server, as the worker would have recorded it.
+    checks: unrecordedChecks(kube, { tip: async (a) => (await world.git.tip(ns)) === a.commit, ...o.checks }),
+    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200, ...o.options },
   });
   await kind.controller.start?.({ requeueApplier: () => {} });
 

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RESOURCES } from "../../queue/kube/index.js";
+import type { SafetyChecks } from "../../sidecar/applier-kind.js";
 import { KUSTOMIZATION } from "../../sidecar/flux/resources.js";
 import { configMap, scene, startWorld, until, type World } from "./harness.js";
 
@@ -133,7 +134,7 @@ describe.concurrent("one operation", () => {
       }
       return true;
     };
-    (s.kind.executor as unknown as { d: { isCurrent?: unknown } }).d.isCurrent = isCurrent;
+    (s.kind.executor as unknown as { d: { checks: SafetyChecks } }).d.checks.tip = isCurrent;
     const r = await s.run(s.attempt(commit));
     expect(r.last).toMatchObject({ phase: "Succeeded", revisionMismatch: true });
     expect(await s.configValue()).toBe("7");
@@ -158,7 +159,7 @@ describe.concurrent("an attempt that starts nothing", () => {
     await s.adopt();
     const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "12") });
     let calls = 0;
-    (s.kind.executor as unknown as { d: { isCurrent?: unknown } }).d.isCurrent = async () => ++calls < 2;
+    (s.kind.executor as unknown as { d: { checks: SafetyChecks } }).d.checks.tip = async () => ++calls < 2;
     const r = await s.run(s.attempt(commit));
     expect(r.phases).toEqual(["Requested", "Stale"]);
     expect(await opOf(s)).toBeUndefined();

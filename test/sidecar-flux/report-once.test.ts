@@ -12,7 +12,7 @@ import { API_VERSION } from "../../queue/crds/index.js";
 import { silentLogger } from "../../queue/log.js";
 import type { ApplierDeps, ApplierKindModule, ReportFn } from "../../sidecar/applier-kind.js";
 import { isConditionTrue } from "../../sidecar/claims/conditions.js";
-import { createApplierKind } from "../../sidecar/flux/index.js";
+import { createApplierKind, type FluxKindOptions } from "../../sidecar/flux/index.js";
 import { type Sidecar, startSidecar } from "../../sidecar/main.js";
 import { isInFlight, operationOf } from "../../sidecar/operation-record.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
@@ -41,8 +41,8 @@ it("a pass that read the operation before the executor completed it does not rep
   // checkExternal, between its read and its in-flight check) until the executor stopped following.
   let passSawSettling = false;
   let passWaited = false;
-  const kindModule: ApplierKindModule = {
-    createApplierKind(deps: ApplierDeps) {
+  const kindModule: ApplierKindModule<FluxKindOptions> = {
+    createApplierKind(deps: ApplierDeps<FluxKindOptions>) {
       const parts = createApplierKind(deps);
       const executor = parts.executor;
       const controller = parts.controller;
@@ -100,7 +100,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps, claimRef: {kind: Flu
     log: silentLogger(),
     resyncMs: 200,
     kindModule,
-    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200, inventoryRefreshMs: 100 },
+    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200 },
   });
   const attempts = new Queue(attemptsQueue("flux"), { connection: { url: redis.url }, prefix: redis.prefix });
   const reports = new Queue(QUEUES.reports, { connection: { url: redis.url }, prefix: redis.prefix });

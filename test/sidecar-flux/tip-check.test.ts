@@ -37,7 +37,7 @@ const opOf = async (s: Scene) =>
 
 describe.concurrent("the recorded tip decides Stale", () => {
   it("a commit the artifact holds but that is no longer the recorded tip ends Stale, nothing resumed", async () => {
-    const s = await scene(world, { options: { isCurrent: redisTipCheck(redis.client, redis.prefix) } });
+    const s = await scene(world, { checks: { tip: redisTipCheck(redis.client, redis.prefix) } });
     await s.adopt();
     const old = await s.push({ "apps/cm.yaml": configMap("app-config", "20") });
     await recordAsOwner(s, old);
@@ -64,7 +64,7 @@ describe.concurrent("the recorded tip decides Stale", () => {
   });
 
   it("no recorded tip does not block: the attempt runs", async () => {
-    const s = await scene(world, { options: { isCurrent: redisTipCheck(redis.client, redis.prefix) } });
+    const s = await scene(world, { checks: { tip: redisTipCheck(redis.client, redis.prefix) } });
     await s.adopt();
     const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "30") });
     const r = await s.run(s.attempt(commit));
