@@ -1,0 +1,634 @@
+/**
+ * The fleet benchmark: one real worker replica (`applygate worker`, in its own process) owning N
+ * branches of one repository, 10 appliers per branch (5 FluxClaims, 5 ArgoCDClaims, a GitTarget
+ * naming each, one GitProvider for the repository), against the simulated API server, a private
+ * `redis-server` and the real Git server. A scripted executor stands in for the sidecars: it takes
+ * attempts from the attempts queues and reports Requested … Succeeded on `reports`, recording the
+ * operation on the claim's status first, as a sidecar does.
+ *
+ * N comes from FLEET_N (comma-separated, default "1,100,1000"). Figures per N: API requests per
+ * second while every branch is idle and per branch woken (the worker's identity only, from the API
+ * server's audit log), worker RSS and heap, Redis memory per branch, push notice accepted → first
+ * attempt sent (p50/p99, all idle and with 10 % of branches busy), and the time a second replica
+ * takes to own every branch after the first is killed with SIGKILL. Each goal is printed beside
+ * its figure. The bench talks to the worker only through its command line, the API and Redis.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { type Job, Queue, Worker } from "bullmq";
+import { KubeObjects } from "../../queue/apply/index.js";
+import {
+  type Attempt,
+  attemptsQueue,
+  branchKey,
+  normalizeRepoUrl,
+  type PushNotice,
+  QUEUES,
+  type ReportPhase,
+} from "../../queue/contract.js";
+import { crdFiles } from "../../queue/crds/files.js";
+import { enqueueNotice } from "../../queue/intake.js";
+import { branchKeys, knownBranchesKey } from "../../queue/keys.js";
+import { silentLogger } from "../../queue/log.js";
+import { connectRedis } from "../../queue/redis.js";
+import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
+import { argocdApplicationCrd } from "../cluster/argosim/index.js";
+import { gitOk } from "../git/cli.js";
+import { type GitServer, startGitServer } from "../git/server.js";
+import { restartableRedis } from "../redis/restartable.js";
+import { until } from "../support/wait.js";
+import type { Figure } from "./figure.js";
+
+const NS = "fleet";
+const APPLIERS = 10;
+const WORKER_USER = "fleet-worker";
+const EXECUTOR_USER = "fleet-executor";
+const GROUP = "applygate.dev/v1alpha1";
+const here = fileURLToPath(new URL(".", import.meta.url));
+const cli = fileURLToPath(new URL("../../queue/cli/applygate.mjs", import.meta.url));
+const probe = join(here, "fleet-probe.mjs");
+const exec = promisify(execFile);
+
+/** Settings of one run; the environment overrides the windows for a quick look. */
+export interface FleetOptions {
+  sizes: number[];
+  /** Seconds of idle steady state counted for the API rate. */
+  steadySeconds: number;
+  /** Branches woken one at a time for the latency figures (per phase). */
+  samples: number;
+  leaseMs: number;
+}
+
+export function fleetOptions(env: NodeJS.ProcessEnv = process.env): FleetOptions {
+  return {
+    sizes: (env.FLEET_N ?? "1,100,1000")
+      .split(",")
+      .map((s) => Number(s.trim()))
+      .filter((n) => n > 0),
+    steadySeconds: Number(env.FLEET_STEADY_SECONDS ?? 20),
+    samples: Number(env.FLEET_SAMPLES ?? 40),
+    leaseMs: Number(env.FLEET_LEASE_MS ?? 10_000),
+  };
+}
+
+const branchName = (i: number) => `b${i}`;
+const folder = (j: number) => `apps/a${j}`;
+const isFlux = (j: number) => j < APPLIERS / 2;
+const claimName = (i: number, j: number) => `c-${i}-${j}`;
+
+/** Progress on stderr, so a long run shows where it is. */
+const step = (what: string) => process.stderr.write(`fleet ${new Date().toISOString()} ${what}\n`);
+
+function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
+}
+
+/** A commit on `branch` of a served bare repository touching the given paths (no request counted). */
+async function commitTo(
+  bare: string,
+  branch: string,
+  paths: string[],
+): Promise<{ before: string; after: string }> {
+  const tmp = await mkdtemp(join(tmpdir(), "applygate-fleet-"));
+  try {
+    const env = { GIT_INDEX_FILE: join(tmp, "index") };
+    const before = (await gitOk(["rev-parse", `refs/heads/${branch}`], { cwd: bare })).trim();
+    await gitOk(["read-tree", before], { cwd: bare, env });
+    for (const p of paths) {
+      const file = join(tmp, "content");
+      await writeFile(file, `${randomUUID()}\n`);
+      const blob = (await gitOk(["hash-object", "-w", file], { cwd: bare })).trim();
+      await gitOk(["update-index", "--add", "--cacheinfo", `100644,${blob},${p}`], { cwd: bare, env });
+    }
+    const tree = (await gitOk(["write-tree"], { cwd: bare, env })).trim();
+    const after = (
+      await gitOk(["commit-tree", tree, "-p", before, "-m", `edit ${paths.join(" ")}`], { cwd: bare })
+    ).trim();
+    await gitOk(["update-ref", `refs/heads/${branch}`, after, before], { cwd: bare });
+    return { before, after };
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+/** Runs `fn` over `items` with at most `width` at once. */
+async function pool<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, items.length) }, async () => {
+      while (next < items.length) await fn(items[next++] as T);
+    }),
+  );
+}
+
+interface Child {
+  proc: ChildProcess;
+  memory(): Promise<{ rss: number; heapUsed: number; heapTotal: number }>;
+}
+
+function startReplica(o: {
+  id: string;
+  kubeconfig: string;
+  redisUrl: string;
+  prefix: string;
+  cacheDir: string;
+  leaseMs: number;
+}): Child {
+  const proc = spawn(
+    process.execPath,
+    ["--import", probe, cli, "worker", "--metrics-port", "0", "--fetch-interval", "1h"],
+    {
+      env: {
+        ...process.env,
+        KUBECONFIG: o.kubeconfig,
+        REDIS_URL: o.redisUrl,
+        APPLYGATE_REDIS_PREFIX: o.prefix,
+        APPLYGATE_CACHE_DIR: o.cacheDir,
+        APPLYGATE_REPLICA_ID: o.id,
+        APPLYGATE_LEASE: `${o.leaseMs}ms`,
+        LOG_LEVEL: process.env.FLEET_LOG_LEVEL ?? "warn",
+      },
+      stdio: ["ignore", process.env.FLEET_LOG_LEVEL ? 2 : "ignore", "inherit", "ipc"],
+    },
+  );
+  return {
+    proc,
+    async memory() {
+      const heap = await new Promise<NodeJS.MemoryUsage>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error("the worker did not answer the memory probe")), 10_000);
+        proc.once("message", (m) => {
+          clearTimeout(t);
+          resolve((m as { memory: NodeJS.MemoryUsage }).memory);
+        });
+        proc.send("memory");
+      });
+      const status = await readFile(`/proc/${proc.pid}/status`, "utf8");
+      const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN) * 1024;
+      return { rss, heapUsed: heap.heapUsed, heapTotal: heap.heapTotal };
+    },
+  };
+}
+
+/** The cluster, the repository and the Redis one run at size N needs. */
+async function fleetWorld(n: number) {
+  const dir = await mkdtemp(join(tmpdir(), "applygate-fleet-"));
+  const auditLog = join(dir, "audit.jsonl");
+  const api: ApiServer = await startApiServer({
+    auditLog,
+    bookmarkIntervalMs: 1000,
+    watchCacheSize: 100_000,
+  });
+  for (const f of crdFiles()) await api.installCrdFile(f);
+  await api.installCrdFile(
+    fileURLToPath(new URL("../cluster/crds/flux-kustomization.yaml", import.meta.url)),
+  );
+  await api.installCrdFile(argocdApplicationCrd("3.5"));
+  const adminToken = randomBytes(16).toString("hex");
+  api.addUser("fleet-admin", adminToken, "all");
+  const workerToken = randomBytes(16).toString("hex");
+  api.addUser(WORKER_USER, workerToken, "all");
+  api.addUser(EXECUTOR_USER, randomBytes(16).toString("hex"), "all");
+  const kubeconfig = join(dir, "kubeconfig");
+  // client-node talks plain http only with insecure-skip-tls-verify set (see test/cluster/kubeconfig.ts).
+  await writeFile(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "sim", cluster: { server: api.url, "insecure-skip-tls-verify": true } }],
+      users: [{ name: WORKER_USER, user: { token: workerToken } }],
+      contexts: [{ name: "sim", context: { cluster: "sim", user: WORKER_USER, namespace: NS } }],
+      "current-context": "sim",
+    }),
+    { mode: 0o600 },
+  );
+
+  const git: GitServer = await startGitServer({ root: join(dir, "git") });
+  const files = Object.fromEntries(
+    Array.from({ length: APPLIERS }, (_, j) => [`${folder(j)}/README.md`, `a${j}\n`]),
+  );
+  const url = await git.createRepo("fleet", files);
+  const bare = join(git.root, "fleet.git");
+  const initial = (await git.tip("fleet")) as string;
+  const refs = Array.from({ length: n }, (_, i) => `create refs/heads/${branchName(i)} ${initial}\n`).join(
+    "",
+  );
+  const refsFile = join(dir, "refs");
+  await writeFile(refsFile, refs);
+  await exec("sh", ["-c", 'git update-ref --stdin < "$0"', refsFile], { cwd: bare });
+
+  const apply = async (text: string) => api.applyYaml(text);
+  await apply(JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: NS } }));
+  await apply(
+    JSON.stringify({
+      apiVersion: GROUP,
+      kind: "GitProvider",
+      metadata: { name: "gp", namespace: NS },
+      spec: { url, type: "gitea", webhookSecretRef: { name: "hook" } },
+    }),
+  );
+  const status = async (plural: string, name: string, body: unknown) => {
+    const res = await fetch(
+      `${api.url}/apis/applygate.dev/v1alpha1/namespaces/${NS}/${plural}/${name}/status`,
+      {
+        method: "PATCH",
+        headers: { "Content-Type": "application/merge-patch+json", Authorization: `Bearer ${adminToken}` },
+        body: JSON.stringify(body),
+      },
+    );
+    if (!res.ok) throw new Error(`status of ${plural}/${name}: ${res.status} ${await res.text()}`);
+  };
+  const pairs = Array.from(
+    { length: n * APPLIERS },
+    (_, k) => [Math.floor(k / APPLIERS), k % APPLIERS] as const,
+  );
+  await pool(pairs, 8, async ([i, j]) => {
+    const name = claimName(i, j);
+    const applier = isFlux(j)
+      ? {
+          apiVersion: "kustomize.toolkit.fluxcd.io/v1",
+          kind: "Kustomization",
+          metadata: { name, namespace: NS },
+          spec: {
+            interval: "100h",
+            prune: true,
+            path: `./${folder(j)}`,
+            sourceRef: { kind: "GitRepository", name: "repo" },
+          },
+        }
+      : {
+          apiVersion: "argoproj.io/v1alpha1",
+          kind: "Application",
+          metadata: { name, namespace: NS },
+          spec: {
+            project: "default",
+            source: { repoURL: url, path: folder(j), targetRevision: branchName(i) },
+            destination: { server: "https://kubernetes.default.svc", namespace: NS },
+          },
+        };
+    const claim = isFlux(j)
+      ? { kind: "FluxClaim", spec: { kustomizationRef: { name, namespace: NS } } }
+      : { kind: "ArgoCDClaim", spec: { applicationRef: { name, namespace: NS } } };
+    await apply(
+      [
+        applier,
+        { apiVersion: GROUP, kind: claim.kind, metadata: { name, namespace: NS }, spec: claim.spec },
+        {
+          apiVersion: GROUP,
+          kind: "GitTarget",
+          metadata: { name, namespace: NS },
+          spec: {
+            providerRef: { name: "gp" },
+            branch: branchName(i),
+            path: folder(j),
+            claimRef: { kind: claim.kind, name },
+            commitWindow: { idleSeconds: 1, maxSeconds: 30 },
+          },
+        },
+      ]
+        .map((o) => JSON.stringify(o))
+        .join("\n---\n"),
+    );
+    // Every applier has applied the branch's tip: the fleet starts idle.
+    await status(isFlux(j) ? "fluxclaims" : "argocdclaims", name, { status: { lastAppliedCommit: initial } });
+  });
+
+  const redisServer = await restartableRedis();
+  await redisServer.start();
+  const prefix = `fleet-${randomBytes(4).toString("hex")}`;
+  const redis = connectRedis(redisServer.url);
+  const keys = Array.from({ length: n }, (_, i) => branchKey(url, branchName(i)));
+  return {
+    dir,
+    api,
+    git,
+    url,
+    bare,
+    kubeconfig,
+    auditLog,
+    redisServer,
+    redis,
+    prefix,
+    keys,
+    async close() {
+      redis.disconnect();
+      await redisServer.remove();
+      await git.close();
+      await api.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+type World = Awaited<ReturnType<typeof fleetWorld>>;
+
+/** The scripted executor: consumes both attempts queues and reports each attempt to Succeeded. */
+function scriptedExecutor(world: World) {
+  const connection = { url: world.redisServer.url, maxRetriesPerRequest: null };
+  const reports = new Queue(QUEUES.reports, { connection, prefix: world.prefix });
+  const objects = new KubeObjects(world.api.kubeConfig(EXECUTOR_USER), silentLogger());
+  const sent = new Map<string, number[]>();
+  const report = async (a: Attempt, phase: ReportPhase) => {
+    await objects.patchClaimStatus(a.claim, () => ({
+      operation: {
+        token: a.token,
+        phase,
+        commit: a.commit,
+        targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+        requestedAt: a.sentAt,
+        ...(phase === "Succeeded" ? { completedAt: new Date().toISOString() } : {}),
+      },
+      ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
+    }));
+    await reports.add("phase", {
+      type: "phase",
+      token: a.token,
+      claim: a.claim,
+      branchKey: a.branchKey,
+      phase,
+      at: new Date().toISOString(),
+      commit: a.commit,
+    });
+  };
+  const workers = (["flux", "argocd"] as const).map(
+    (kind) =>
+      new Worker(
+        attemptsQueue(kind),
+        async (job: Job) => {
+          const a = job.data as Attempt;
+          const list = sent.get(`${a.branchKey} ${a.commit}`) ?? [];
+          list.push(Date.parse(a.sentAt));
+          sent.set(`${a.branchKey} ${a.commit}`, list);
+          for (const p of ["Requested", "Running", "Settling", "Succeeded"] as const) await report(a, p);
+        },
+        { connection, prefix: world.prefix, concurrency: 16 },
+      ),
+  );
+  return {
+    /** When the first attempt for this commit of the branch was sent, once one was. */
+    firstSent: (key: string, commit: string) => {
+      const l = sent.get(`${key} ${commit}`);
+      return l?.length ? Math.min(...l) : undefined;
+    },
+    async close() {
+      for (const w of workers) await w.close(true);
+      await reports.close();
+    },
+  };
+}
+
+/** Pushes a commit touching one Flux and one Argo CD folder of branch i and enqueues its push notice. */
+async function wake(
+  world: World,
+  notices: Queue,
+  i: number,
+): Promise<{ key: string; after: string; noticedAt: number }> {
+  const { before, after } = await commitTo(world.bare, branchName(i), [
+    `${folder(0)}/edit.txt`,
+    `${folder(APPLIERS - 1)}/edit.txt`,
+  ]);
+  const key = world.keys[i] as string;
+  const notice: PushNotice = {
+    type: "push",
+    provider: { namespace: NS, name: "gp" },
+    deliveryId: randomUUID(),
+    repository: [normalizeRepoUrl(world.url)],
+    branch: branchName(i),
+    before,
+    after,
+    deleted: false,
+    forced: false,
+    receivedAt: new Date().toISOString(),
+    branchKeys: [key],
+  };
+  const noticedAt = Date.now();
+  await enqueueNotice(notices, notice);
+  return { key, after, noticedAt };
+}
+
+async function leaseHolders(world: World): Promise<Array<string | null>> {
+  const pipe = world.redis.pipeline();
+  for (const k of world.keys) pipe.get(branchKeys(world.prefix, k).lease);
+  return ((await pipe.exec()) ?? []).map(([, v]) => (v as string | null) ?? null);
+}
+
+async function usedMemory(world: World): Promise<number> {
+  const info = await world.redis.info("memory");
+  return Number(/used_memory:(\d+)/.exec(info)?.[1]);
+}
+
+/** Worker requests (not watches) in [from, to), and the watches it opened. */
+function workerRequests(world: World, from: number, to: number) {
+  const events = readAuditLog(world.auditLog).filter((e) => e.user.username === WORKER_USER);
+  const inWindow = events.filter((e) => {
+    const t = Date.parse(e.requestReceivedTimestamp);
+    return t >= from && t < to;
+  });
+  const verbs: Record<string, number> = {};
+  for (const e of inWindow) verbs[e.verb] = (verbs[e.verb] ?? 0) + 1;
+  return { requests: inWindow.filter((e) => e.verb !== "watch").length, watches: verbs.watch ?? 0, verbs };
+}
+
+async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
+  const started = Date.now();
+  step(`N=${n}: creating the cluster objects and branches`);
+  const world = await fleetWorld(n);
+  const setupSeconds = (Date.now() - started) / 1000;
+  const figures: Figure[] = [];
+  const fig = (name: string, value: number, unit: string, note: string) =>
+    figures.push({ bench: `fleet N=${n}: ${name}`, value: Math.round(value * 100) / 100, unit, note });
+  const executor = scriptedExecutor(world);
+  const notices = new Queue(QUEUES.notices, { connection: world.redis, prefix: world.prefix });
+  const replicas: Child[] = [];
+  try {
+    await world.redis.sadd(knownBranchesKey(world.prefix), ...world.keys);
+    const redisBefore = await usedMemory(world);
+    const cache = (id: string) => join(world.dir, `cache-${id}`);
+    const first = startReplica({
+      id: "r1",
+      ...world,
+      redisUrl: world.redisServer.url,
+      cacheDir: cache("r1"),
+      leaseMs: o.leaseMs,
+    });
+    replicas.push(first);
+    const t0 = Date.now();
+    step(`N=${n}: first replica started`);
+    await until(
+      async () => (await leaseHolders(world)).every((h) => h?.startsWith("r1:")),
+      "the first replica to own every branch",
+      { timeoutMs: 600_000, everyMs: 250 },
+    );
+    await until(
+      async () => {
+        const pipe = world.redis.pipeline();
+        for (const k of world.keys) pipe.exists(branchKeys(world.prefix, k).decisions);
+        return ((await pipe.exec()) ?? []).every(([, v]) => v === 1);
+      },
+      "decisions to start on every branch",
+      { timeoutMs: 600_000, everyMs: 250 },
+    );
+    step(`N=${n}: every branch owned with decisions`);
+    const takenSeconds = (Date.now() - t0) / 1000;
+    // Let the first listings and observations settle before counting the steady state.
+    await new Promise((r) => setTimeout(r, 5000));
+
+    const s0 = Date.now();
+    await new Promise((r) => setTimeout(r, o.steadySeconds * 1000));
+    const steady = workerRequests(world, s0, Date.now());
+    const steadyRate = steady.requests / o.steadySeconds;
+    fig(
+      "API requests/s, all branches idle",
+      steadyRate,
+      "req/s",
+      `goal: independent of N (watches only); verbs ${JSON.stringify(steady.verbs)} over ${o.steadySeconds} s; ${(steadyRate / n).toFixed(2)} req/s per branch`,
+    );
+
+    const mem = await first.memory();
+    fig(
+      "worker RSS",
+      mem.rss / 2 ** 20,
+      "MiB",
+      `goal at 1,000 branches / 10,000 appliers: ≤ 1024 MiB; ${(mem.rss / n / 1024).toFixed(1)} KiB per branch, ${(mem.rss / (n * APPLIERS) / 1024).toFixed(1)} KiB per applier (whole process, baseline included)`,
+    );
+    fig(
+      "worker heap used",
+      mem.heapUsed / 2 ** 20,
+      "MiB",
+      `heapTotal ${(mem.heapTotal / 2 ** 20).toFixed(1)} MiB`,
+    );
+    const redisAfter = await usedMemory(world);
+    fig(
+      "Redis memory per branch",
+      (redisAfter - redisBefore) / n / 1024,
+      "KiB",
+      `used_memory ${((redisAfter - redisBefore) / 2 ** 20).toFixed(2)} MiB over the seeded set, private redis-server`,
+    );
+
+    // Decision latency: push notice accepted → first attempt sent, one branch woken at a time.
+    const latency = async (candidates: number[]) => {
+      const out: number[] = [];
+      for (const i of candidates) {
+        const w = await wake(world, notices, i);
+        const sent = await until(() => executor.firstSent(w.key, w.after), `an attempt for branch ${i}`, {
+          timeoutMs: 60_000,
+          everyMs: 5,
+        });
+        out.push(sent - w.noticedAt);
+      }
+      return out;
+    };
+    const sample = (from: number[]) => from.slice(0, Math.min(o.samples, from.length));
+    const all = Array.from({ length: n }, (_, i) => i);
+    step(`N=${n}: idle latency`);
+    const w0 = Date.now();
+    const idle = await latency(sample(all));
+    const w1 = Date.now();
+    const woken = workerRequests(world, w0, w1);
+    const perWake = (woken.requests - steadyRate * ((w1 - w0) / 1000)) / idle.length;
+    fig(
+      "API requests per branch woken",
+      perWake,
+      "req",
+      `over the steady rate; ${idle.length} wakes, verbs ${JSON.stringify(woken.verbs)}`,
+    );
+    fig("notice → attempt sent p50, all idle", percentile(idle, 50), "ms", `${idle.length} wakes`);
+    fig(
+      "notice → attempt sent p99, all idle",
+      percentile(idle, 99),
+      "ms",
+      `goal at 1,000 branches: < 100 ms; ${idle.length} wakes`,
+    );
+
+    // 10 % of branches busy: each gets a commit and notice again as soon as its last one was answered.
+    const busyCount = Math.floor(n / 10);
+    if (busyCount > 0) {
+      const busy = all.slice(n - busyCount);
+      let stop = false;
+      let busyWakes = 0;
+      const rotate = (async () => {
+        while (!stop)
+          await pool(busy, Math.min(busy.length, 8), async (i) => {
+            if (stop) return;
+            const w = await wake(world, notices, i);
+            await until(() => stop || executor.firstSent(w.key, w.after), `busy branch ${i}`, {
+              timeoutMs: 120_000,
+              everyMs: 20,
+            });
+            busyWakes++;
+          });
+      })();
+      step(`N=${n}: latency with 10% busy`);
+      const b0 = Date.now();
+      const busyLatency = await latency(sample(all.slice(0, n - busyCount)));
+      const busySeconds = (Date.now() - b0) / 1000;
+      stop = true;
+      await rotate;
+      const note = `${busyCount} busy branches woken ${(busyWakes / busySeconds).toFixed(1)}/s in all, 8 at a time; ${busyLatency.length} wakes measured`;
+      fig("notice → attempt sent p50, 10% busy", percentile(busyLatency, 50), "ms", note);
+      fig(
+        "notice → attempt sent p99, 10% busy",
+        percentile(busyLatency, 99),
+        "ms",
+        `goal at 1,000 branches: < 100 ms; ${note}`,
+      );
+    }
+
+    // Takeover: a second replica waits; the first is killed with SIGKILL.
+    const second = startReplica({
+      id: "r2",
+      ...world,
+      redisUrl: world.redisServer.url,
+      cacheDir: cache("r2"),
+      leaseMs: o.leaseMs,
+    });
+    replicas.push(second);
+    await second.memory(); // it answers once its modules are loaded
+    await new Promise((r) => setTimeout(r, 3000));
+    step(`N=${n}: killing the first replica`);
+    const killedAt = Date.now();
+    first.proc.kill("SIGKILL");
+    await until(
+      async () => (await leaseHolders(world)).every((h) => h?.startsWith("r2:")),
+      "the second replica to own every branch",
+      { timeoutMs: 600_000, everyMs: 100 },
+    );
+    fig(
+      "takeover after kill -9",
+      (Date.now() - killedAt) / 1000,
+      "s",
+      `goal at 1,000 branches: ≤ 15 s (within the lease); lease ${o.leaseMs / 1000} s`,
+    );
+    fig(
+      "setup",
+      setupSeconds,
+      "s",
+      `cluster objects and branches created; first replica owned every branch with decisions after ${takenSeconds.toFixed(1)} s`,
+    );
+    return figures;
+  } finally {
+    for (const r of replicas)
+      if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill("SIGKILL");
+    await executor.close();
+    await notices.close();
+    await world.close();
+  }
+}
+
+export async function run(o: FleetOptions = fleetOptions()): Promise<Figure[]> {
+  const figures: Figure[] = [];
+  for (const n of o.sizes) {
+    const f = await runSize(n, o);
+    // Printed as each size ends, so a long run shows its figures early.
+    for (const x of f) process.stderr.write(`${JSON.stringify(x)}\n`);
+    figures.push(...f);
+  }
+  return figures;
+}
