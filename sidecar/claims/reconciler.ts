@@ -631,25 +631,36 @@ export class ClaimReconciler {
       { token: op.token, commit: op.commit, phase: op.phase },
       "reporting a recorded end again",
     );
-    await this.o.reporter
-      .phase({
-        token: op.token,
-        claim: {
-          kind: this.o.claimType.kind,
-          namespace: claim.metadata.namespace ?? "",
-          name: claim.metadata.name,
-        },
-        branchKey,
-        phase: op.phase,
-        at: this.now().toISOString(),
-        commit: op.commit,
-        ...(op.outcome ? { reason: op.outcome } : {}),
-        ...(op.message ? { message: op.message } : {}),
-      })
-      .catch((err) => {
-        this.endsResent.delete(op.token);
-        this.o.log.warn({ err: (err as Error).message }, "could not report a recorded end again");
-      });
+    await this.reportEnd(claim, op, branchKey, {
+      phase: op.phase,
+      ...(op.outcome ? { reason: op.outcome } : {}),
+      ...(op.message ? { message: op.message } : {}),
+    }).catch((err) => {
+      this.endsResent.delete(op.token);
+      this.o.log.warn({ err: (err as Error).message }, "could not report a recorded end again");
+    });
+  }
+
+  /** Reports an end of `op` to the worker, as its executor would have. */
+  private reportEnd(
+    claim: KObject,
+    op: Operation,
+    branchKey: string,
+    end: { phase: Operation["phase"]; reason?: string; message?: string },
+  ): Promise<void> {
+    if (!this.o.reporter) return Promise.resolve();
+    return this.o.reporter.phase({
+      token: op.token,
+      claim: {
+        kind: this.o.claimType.kind,
+        namespace: claim.metadata.namespace ?? "",
+        name: claim.metadata.name,
+      },
+      branchKey,
+      at: this.now().toISOString(),
+      commit: op.commit,
+      ...end,
+    });
   }
 
   /** Follows up an operation in flight nobody here follows: recovery first, then OperationUnfollowed. */
@@ -700,24 +711,13 @@ export class ClaimReconciler {
       regarding: this.regarding(claim),
     });
     if (this.o.reporter && branchKey) {
-      await this.o.reporter
-        .phase({
-          token: op.token,
-          claim: {
-            kind: this.o.claimType.kind,
-            namespace: claim.metadata.namespace ?? "",
-            name: claim.metadata.name,
-          },
-          branchKey,
-          phase: "Failed",
-          at: this.now().toISOString(),
-          commit: op.commit,
-          reason: "OperationUnfollowed",
-          message,
-        })
-        .catch((err) =>
-          this.o.log.warn({ err: (err as Error).message }, "could not report OperationUnfollowed"),
-        );
+      await this.reportEnd(claim, op, branchKey, {
+        phase: "Failed",
+        reason: "OperationUnfollowed",
+        message,
+      }).catch((err) =>
+        this.o.log.warn({ err: (err as Error).message }, "could not report OperationUnfollowed"),
+      );
     }
     return undefined;
   }
