@@ -5,7 +5,8 @@
  * operation, and follow the token to its observed end, reporting each phase. Never retries.
  */
 import type { Attempt } from "../../queue/contract.js";
-import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
+import { apiFailure, type Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
+import { ConflictRetriesExhausted } from "../../queue/kube/retry.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import type { EventRecorder } from "../events.js";
@@ -75,6 +76,8 @@ function answerLost(err: unknown): boolean {
   return code === undefined || code >= 500;
 }
 const codeOf = (err: unknown) => apiFailure(err).code;
+/** An API call that failed (any answer, or none), as opposed to a decision of ours. */
+const failedCall = (err: unknown) => err instanceof KubeError || err instanceof ConflictRetriesExhausted;
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -394,12 +397,23 @@ export class ArgoCDExecutor implements OperationExecutor {
     }
   }
 
-  /** Moves the claim's record; false when the record is gone (the claim deleted or replaced). */
+  /**
+   * Moves the claim's record; false when the record is gone (the claim deleted or replaced). A
+   * failed write is no end of the sync, which runs whatever the API server answers: the record
+   * lags a phase and the sync is followed on (its end is written when observed).
+   */
   private async move(c: Ctx, change: Parameters<typeof updateOperation>[3]): Promise<boolean> {
     try {
       await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now });
       return true;
     } catch (err) {
+      if (failedCall(err)) {
+        c.log.warn(
+          { err: (err as Error).message },
+          "could not move the operation on the claim; following on",
+        );
+        return true;
+      }
       if (!(err instanceof OperationNotFound)) throw err;
       await c.report("Failed", { reason: "ClaimGone", message: err.message });
       return false;
@@ -412,17 +426,32 @@ export class ArgoCDExecutor implements OperationExecutor {
     reason: string | undefined,
     message: string,
   ): Promise<void> {
-    try {
-      await completeOperation(
-        this.d.kube,
-        c.claim,
-        c.token,
-        { phase, ...(reason ? { outcome: reason } : {}), message },
-        { now: this.d.now },
-      );
-    } catch (err) {
-      if (!(err instanceof OperationNotFound)) throw err;
-      c.log.warn({ err: err.message }, "operation record not found at completion");
+    // The end is observed: it is written on the claim until the write lands (a claim left showing
+    // the operation in flight would refuse every later attempt). A stop leaves it to recovery.
+    for (;;) {
+      try {
+        await completeOperation(
+          this.d.kube,
+          c.claim,
+          c.token,
+          { phase, ...(reason ? { outcome: reason } : {}), message },
+          { now: this.d.now },
+        );
+        break;
+      } catch (err) {
+        if (failedCall(err)) {
+          c.log.warn(
+            { err: (err as Error).message },
+            "could not record the end on the claim; writing it again",
+          );
+          await sleep(this.pollMs, c.signal);
+          if (c.signal.aborted) return;
+          continue;
+        }
+        if (!(err instanceof OperationNotFound)) throw err;
+        c.log.warn({ err: err.message }, "operation record not found at completion");
+        break;
+      }
     }
     c.log.info({ phase, reason }, "sync completed");
     await c.report(phase, { ...(reason ? { reason } : {}), message });

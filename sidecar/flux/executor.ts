@@ -5,7 +5,7 @@
  * second token, and complete once that one is handled. It never retries: the branch worker does.
  */
 import type { Attempt } from "../../queue/contract.js";
-import { apiFailure, type KObject, RESOURCES } from "../../queue/kube/index.js";
+import { apiFailure, type KObject, KubeError, RESOURCES } from "../../queue/kube/index.js";
 import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
@@ -111,6 +111,9 @@ interface Followed {
   outcome?: Exclude<Outcome, { state: "Pending" }>;
 }
 
+/** An API call that failed (any answer, or none): while following, read and write again. */
+const followable = (err: unknown) => err instanceof KubeError || err instanceof ConflictRetriesExhausted;
+
 const claimLocator = (c: { namespace: string; name: string }): ClaimLocator => ({
   type: RESOURCES.fluxClaim,
   namespace: c.namespace,
@@ -192,10 +195,15 @@ export class FluxExecutor implements OperationExecutor {
       recorded = undefined; // from here the operation is followed, never withdrawn
       resumed = true;
       this.resumed.set(attempt.token, { ks, claim, token: attempt.token });
-      await updateOperation(this.d.client.kube, claim, attempt.token, {
-        phase: "Running",
-        startedAt: this.d.now().toISOString(),
-      });
+      const startedAt = this.d.now().toISOString();
+      try {
+        await updateOperation(this.d.client.kube, claim, attempt.token, { phase: "Running", startedAt });
+      } catch (err) {
+        // The apply runs whatever the API server answers: a failed write is no end. The record
+        // still holds the resume token, which is all a restart needs to follow it.
+        if (!followable(err)) throw err;
+        log.warn({ err: (err as Error).message }, "could not record Running on the claim; following on");
+      }
       await report("Running");
       await this.follow(
         {
@@ -378,7 +386,18 @@ export class FluxExecutor implements OperationExecutor {
         );
       }
       const token = newToken(this.d.now());
-      await this.d.client.stampSource(first.sourceRef, token);
+      try {
+        await this.d.client.stampSource(first.sourceRef, token);
+      } catch (err) {
+        // Nothing started yet: the attempt ends here and the worker decides the retry (2 s
+        // backoff). A stamp that landed despite the error only makes the source fetch once more.
+        if (!(err instanceof KubeError) || err.code === 404) throw err;
+        throw new Refusal(
+          "RequestFailed",
+          "SourceRequestFailed",
+          `the stamp of GitRepository ${keyOf(first.sourceRef)} failed: ${err.message}`,
+        );
+      }
       log.debug({ sourceToken: token }, "stamped the GitRepository");
       const fetched = await this.d.client.until(
         () => this.d.client.source(first.sourceRef),
@@ -633,13 +652,18 @@ export class FluxExecutor implements OperationExecutor {
             await client.suspend(f.ks, f.suspendToken);
           }
           if (!f.unresolved && this.d.now().getTime() - f.resumedAt >= this.t.unresolvedAfterMs) {
-            f.unresolved = true;
             await this.markUnresolved(f);
+            f.unresolved = true;
           }
         }
       } catch (err) {
-        armed.cancel();
-        throw err;
+        // An API error while the apply runs is no end of it (an end is observed, never
+        // guessed): read again at the next wake and write what is not written yet.
+        if (!followable(err)) {
+          armed.cancel();
+          throw err;
+        }
+        f.log.warn({ err: (err as Error).message }, "an API call failed while following; reading again");
       }
       await armed.wait;
       if (f.unresolved) unresolvedInterval = Math.min(this.t.unresolvedMaxIntervalMs, unresolvedInterval * 2);
@@ -661,8 +685,9 @@ export class FluxExecutor implements OperationExecutor {
   /** Records T2 (Settling or Unresolved), then writes the suspend that carries it. */
   private async startSuspend(f: Followed, phase: "Settling" | "Unresolved") {
     const token = newToken(this.d.now());
-    f.suspendToken = token;
     await updateOperation(this.d.client.kube, f.claim, f.token, { phase, suspendToken: token });
+    // Only a recorded T2 is followed: a failed record is written again from the next read.
+    f.suspendToken = token;
     await this.d.client.suspend(f.ks, token);
     f.suspendWritten = true;
     this.resumed.delete(f.token);
@@ -714,6 +739,9 @@ export class FluxExecutor implements OperationExecutor {
         { now: this.d.now },
       );
     } catch (err) {
+      // A failed call is written again: following reads again and completes from that read (a
+      // claim left showing the operation in flight would refuse every later attempt).
+      if (followable(err)) throw err;
       log.warn({ err: (err as Error).message }, "could not complete the operation on the claim");
     }
     log.info({ phase, reason }, "operation completed");

@@ -106,8 +106,9 @@ function gitFault(r: Random): GitFault {
 function apiFault(r: Random): ApiFault {
   const roll = r.next();
   if (roll < 0.4) return { fault: "409", n: r.int(3, 12), scope: r.pick(CONFLICT_SCOPES) };
-  // A 500 fails the request it meets, and an attempt whose write fails is given back and retried
-  // after a backoff that doubles from 4 s: a few in a row, so the run's bounded wait outlasts them.
+  // A 500 fails the request it meets: before an apply starts that ends the attempt, which is given
+  // back and retried after a backoff that doubles from 2 s; once it runs, the executor follows on.
+  // A few in a row, so the run's bounded wait outlasts them.
   if (roll < 0.75) return { fault: "500", n: r.int(1, 3), scope: r.pick(API_SCOPES) };
   return { fault: "410" };
 }
