@@ -13,6 +13,7 @@ const edit = (app: "flux" | "argocd", value: string, at: number, save = true): E
   save,
   status: 202,
   message: `${app}: set greeting to ${value}`,
+  acceptedAt: at + 10,
 });
 const commit = (n: number, subject: string, flux: string, argocd = "hello"): CommitRecord => ({
   sha: sha(n),
@@ -76,7 +77,8 @@ describe("soak invariants", () => {
     );
     const { violations, reverts } = checkRun(r);
     expect(violations.map((v) => v.invariant)).toContain("no-revert");
-    expect(reverts[0]).toMatchObject({ from: "e2", to: "e1", lastedMs: 1000, whileApplying: false });
+    expect(reverts[0]).toMatchObject({ from: "e2", to: "e1", lastedMs: 1000, undone: true });
+    expect(reverts[0]?.residue).toBeUndefined();
   });
 
   it("no-revert: a later foreign push replacing an edit is no revert", () => {
@@ -88,15 +90,52 @@ describe("soak invariants", () => {
     expect(checkRun(r).violations).toEqual([]);
   });
 
-  it("no-revert: an edit that landed while its applier was already applying is counted, not a violation", () => {
+  /** The clean run plus an edit e3 at `at`, run over by t1's apply (e2) at 2800 and put back at 3500. */
+  function runOver(at: number, acceptedAt: number): RunRecord {
     const r = clean();
-    r.edits.push(edit("flux", "e3", 2700));
+    r.edits.push({ ...edit("flux", "e3", at), acceptedAt });
     r.commits.push(commit(3, "flux: set greeting to e3", "e3"));
-    r.cluster.flux.push({ at: 2700, value: "e3" }, { at: 2800, value: "e2" }, { at: 3500, value: "e3" });
+    r.cluster.flux.push({ at: at + 5, value: "e3" }, { at: 2800, value: "e2" }, { at: 3500, value: "e3" });
     r.final = { cluster: { flux: "e3", argocd: "hello" }, git: { flux: "e3", argocd: "hello" } };
+    return r;
+  }
+
+  it("no-revert: an edit whose write came after the apply's last look, run over by it and put back, is counted, not a violation", () => {
+    // t1 was Requested at 2500 (stamped just before the recheck's read); the write came at 2510.
+    const { violations, reverts } = checkRun(runOver(2490, 2510));
+    expect(violations).toEqual([]);
+    expect(reverts).toMatchObject([
+      { from: "e3", to: "e2", residue: "after-last-look", lastedMs: 700, by: { token: "t1" } },
+    ]);
+  });
+
+  it("no-revert: an edit whose write was in the inbox before the last look is a violation (the recheck must stop that apply)", () => {
+    const { violations, reverts } = checkRun(runOver(2300, 2450));
+    expect(violations.map((v) => v.invariant)).toEqual(["no-revert"]);
+    expect(reverts[0]?.residue).toBeUndefined();
+  });
+
+  it("no-revert: past the restale budget the attempt carries no recheck, so any edit it runs over is counted", () => {
+    const r = runOver(2300, 2450);
+    (r.operations[0] as { rechecksEdits?: boolean }).rechecksEdits = false;
     const { violations, reverts } = checkRun(r);
     expect(violations).toEqual([]);
-    expect(reverts).toMatchObject([{ from: "e3", to: "e2", whileApplying: true, lastedMs: 700 }]);
+    expect(reverts[0]?.residue).toBe("past-restale-budget");
+  });
+
+  it("no-revert: a revert never put back is a violation, however late the edit", () => {
+    const r = runOver(2490, 2510);
+    r.cluster.flux.pop();
+    r.endedAt = 5000;
+    expect(invariantsOf(r)).toContain("no-revert");
+  });
+
+  it("no-revert: an older value no apply out wrote is a violation (here after the operation ended)", () => {
+    const r = runOver(2490, 2510);
+    r.cluster.flux.splice(-2, 2, { at: 2900 + 2500, value: "e2" }, { at: 6000, value: "e3" });
+    const { violations, reverts } = checkRun(r);
+    expect(violations.map((v) => v.invariant)).toContain("no-revert");
+    expect(reverts[0]?.by).toBeUndefined();
   });
 
   it("commits-explained: a commit no action made (an applier's echo)", () => {

@@ -26,6 +26,8 @@ export interface EditRecord {
   message: string;
   /** The intake's id of the write, when accepted. */
   id?: string;
+  /** When the gateway answered the write (it was in Redis, the inbox, by then). */
+  acceptedAt?: number;
 }
 
 /** A foreign push that landed. */
@@ -60,8 +62,10 @@ export interface OperationRecord {
   /** When the worker sent the attempt (ms since the epoch). */
   sentAt: number;
   reasons: string[];
-  /** Phases as reported, repeats included, in arrival order. */
+  /** Phases as reported, repeats included, in arrival order (`at`: when the sidecar reported it). */
   phases: Array<{ phase: string; at: number }>;
+  /** The attempt carried the edit recheck (false past a chain's restale budget). */
+  rechecksEdits?: boolean;
 }
 
 /** An API edit of the other key (`note`): its write carries the greeting the cluster held then. */
@@ -103,11 +107,33 @@ export interface Revert {
    * the run's end when it never did).
    */
   lastedMs: number;
-  /** The edit landed while an operation of this applier was already running: the residue the seeds accept. */
-  whileApplying: boolean;
+  /** The cluster held the edit's value (or a newer one) again before the run ended. */
+  undone: boolean;
+  /** Why the design cannot prevent it (see `residueOf`); undefined: a violation. */
+  residue?: Residue;
+  /** When the edit was made and when the gateway acknowledged its write. */
+  edit: { at: number; acceptedAt?: number };
+  /** The operation of this applier out when the older value came, whose commit holds that value. */
+  by?: {
+    token: string;
+    commit: string;
+    sentAt: number;
+    requestedAt?: number;
+    runningAt?: number;
+    endedAt?: number;
+    rechecksEdits?: boolean;
+  };
 }
 
+/** The two reverts the design accepts (docs/design/decisions.md, "The revert the design accepts"). */
+export type Residue = "after-last-look" | "past-restale-budget";
+
 const APPS: readonly DemoApp[] = ["flux", "argocd"];
+/**
+ * How much later than the sidecar's end report the run's own watch may see the apply's last
+ * write (a loaded machine delays watch events): a value seen later is no longer that apply's.
+ */
+export const WATCH_LAG_MS = 2_000;
 const TERMINAL = new Set<string>(TERMINAL_PHASES);
 /** Phases that mean the applier was asked to apply (an attempt that started nothing has none). */
 const STARTED = new Set(["Requested", "Running", "Settling", "Unresolved", "Succeeded", "Failed"]);
@@ -119,10 +145,12 @@ export function checkRun(r: RunRecord): { violations: Violation[]; reverts: Reve
     violations: [
       ...converged(r),
       ...reverts
-        .filter((v) => !v.whileApplying)
+        .filter((v) => !v.residue)
         .map((v) => ({
           invariant: "no-revert" as const,
-          detail: `${v.app}: ${v.from} → ${v.to ?? "(none)"} at ${new Date(v.at).toISOString()} for ${v.lastedMs} ms`,
+          detail: `${v.app}: ${v.from} → ${v.to ?? "(none)"} at ${new Date(v.at).toISOString()} for ${v.lastedMs} ms${
+            v.undone ? "" : ", never undone"
+          } (${v.by ? `by the apply of ${v.by.commit.slice(0, 8)}, ${v.by.token}` : "by no apply out"})`,
         })),
       ...commitsExplained(r),
       ...operations(r),
@@ -184,27 +212,81 @@ export function findReverts(r: RunRecord): Revert[] {
         .slice(i + 1)
         .find((s) => s.value !== undefined && (rank.get(s.value) ?? Number.POSITIVE_INFINITY) >= was);
       const edit = r.edits.find((e) => e.app === app && e.value === prev.value) as EditRecord;
-      out.push({
+      const v: Revert = {
         app,
         from: prev.value,
         to: cur.value,
         at: cur.at,
         lastedMs: (back?.at ?? r.endedAt ?? cur.at) - cur.at,
-        whileApplying: applyingAt(r, app, edit.at),
-      });
+        undone: back !== undefined,
+        edit: { at: edit.at, ...(edit.acceptedAt !== undefined ? { acceptedAt: edit.acceptedAt } : {}) },
+        ...byOperation(r, app, cur),
+      };
+      const residue = residueOf(v);
+      out.push(residue ? { ...v, residue } : v);
     }
   }
   return out;
 }
 
-/** Whether an operation of the app's applier had started applying (Running) and not ended at `t`. */
-function applyingAt(r: RunRecord, app: DemoApp, t: number): boolean {
-  return r.operations.some((o) => {
-    if (o.app !== app) return false;
-    const running = o.phases.find((p) => p.phase === "Running")?.at;
-    const ended = o.phases.find((p) => TERMINAL.has(p.phase))?.at ?? Number.POSITIVE_INFINITY;
-    return running !== undefined && running <= t && t <= ended;
-  });
+/**
+ * A revert the design cannot prevent, or undefined. All of: the older value is the apply of an
+ * operation of this applier (its commit holds that value, the value came while it was out), the
+ * edit was put back before the run ended (the Repair), and the apply could not have known of the
+ * edit — its write reached the gateway after the sidecar's last look before the write that starts
+ * the apply began (the Requested report is stamped just before that read: a write acknowledged
+ * earlier was in the inbox the recheck reads, so it ends the attempt Stale), or the attempt
+ * carried no recheck at all (sent past its chain's restale budget). Anything else is a real
+ * revert: a violation.
+ */
+export function residueOf(v: Revert): Residue | undefined {
+  const by = v.by;
+  if (!by || !v.undone) return undefined;
+  if (by.endedAt !== undefined && v.at > by.endedAt + WATCH_LAG_MS) return undefined;
+  if (by.rechecksEdits === false) return "past-restale-budget";
+  const lastLook = by.requestedAt;
+  if (lastLook === undefined || v.edit.acceptedAt === undefined) return undefined;
+  return v.edit.acceptedAt >= lastLook ? "after-last-look" : undefined;
+}
+
+/** The operation out at the sample's time whose commit holds the sample's value (that apply wrote it). */
+function byOperation(r: RunRecord, app: DemoApp, sample: ClusterSample): Pick<Revert, "by"> {
+  // A commit from before the run (the tip it started at) holds the start value.
+  const valueAt = (commit: string) => {
+    const c = r.commits.find((c) => c.sha === commit);
+    return c ? c.values[app] : r.startValues[app];
+  };
+  const at = (o: OperationRecord, phase: string) => o.phases.find((p) => p.phase === phase)?.at;
+  const ended = (o: OperationRecord) => o.phases.find((p) => TERMINAL.has(p.phase))?.at;
+  const o = r.operations
+    .filter(
+      (o) =>
+        o.app === app &&
+        o.sentAt <= sample.at &&
+        (ended(o) ?? Number.POSITIVE_INFINITY) + WATCH_LAG_MS >= sample.at,
+    )
+    .filter((o) => valueAt(o.commit) === sample.value)
+    // The one still out at the sample first (an ended one only for a lagging watch), the latest sent.
+    .sort(
+      (x, y) =>
+        Number((ended(x) ?? Number.POSITIVE_INFINITY) < sample.at) -
+          Number((ended(y) ?? Number.POSITIVE_INFINITY) < sample.at) || y.sentAt - x.sentAt,
+    )[0];
+  if (!o) return {};
+  const requestedAt = at(o, "Requested");
+  const runningAt = at(o, "Running");
+  const endedAt = ended(o);
+  return {
+    by: {
+      token: o.token,
+      commit: o.commit,
+      sentAt: o.sentAt,
+      ...(requestedAt !== undefined ? { requestedAt } : {}),
+      ...(runningAt !== undefined ? { runningAt } : {}),
+      ...(endedAt !== undefined ? { endedAt } : {}),
+      ...(o.rechecksEdits !== undefined ? { rechecksEdits: o.rechecksEdits } : {}),
+    },
+  };
 }
 
 /**

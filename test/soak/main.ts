@@ -8,7 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { resolveEmbeddedRedis } from "../../queue/redis.js";
-import { describeAction, playRun, type RunResult } from "./run.js";
+import { describeAction, describeRevert, playRun, type RunResult } from "./run.js";
 
 const { values } = parseArgs({
   options: {
@@ -57,15 +57,16 @@ try {
     results.push(r);
     const reverts = r.reverts.length
       ? `, ${r.reverts.length} revert(s), longest ${longestRevert(r)} ms (${
-          r.reverts.filter((v) => v.whileApplying).length
-        } of an edit made while its applier applied)`
+          r.reverts.filter((v) => v.residue).length
+        } the design accepts)`
       : ", no revert";
     say(
       `run ${i + 1} seed ${runSeed}: ${r.actions.length} actions, ${r.seconds.toFixed(1)} s, ${
         r.violations.length ? `${r.violations.length} VIOLATION(S)` : "clean"
       }${reverts}`,
     );
-    if (r.violations.length) {
+    for (const v of r.reverts) say(`  revert ${describeRevert(v, r.startedAt)}`);
+    if (r.violations.length || replay !== undefined) {
       say("  actions:");
       for (const a of r.actions) say(`    ${describeAction(a)}`);
       say("  violations:");
@@ -91,7 +92,7 @@ const summary = {
     r.violations.map((v) => ({ seed: r.seed, run: run + 1, invariant: v.invariant, detail: v.detail })),
   ),
   reverts: results.reduce((n, r) => n + r.reverts.length, 0),
-  revertsWhileApplying: results.reduce((n, r) => n + r.reverts.filter((v) => v.whileApplying).length, 0),
+  revertsAccepted: results.reduce((n, r) => n + r.reverts.filter((v) => v.residue).length, 0),
   longestRevertMs: Math.max(0, ...results.map(longestRevert)),
   revertsPerRun: results.map((r) => ({
     seed: r.seed,

@@ -67,6 +67,8 @@ export interface RunResult {
   violations: Violation[];
   reverts: Revert[];
   seconds: number;
+  /** When the run started (ms since the epoch): the timeline's zero. */
+  startedAt: number;
   /** For a failing run: the timeline of values and the kept debug logs. */
   timeline: string[];
   logs: string[];
@@ -209,6 +211,7 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
         .phases()
         .filter((p) => p.token === at.token)
         .map((p) => ({ phase: p.phase, at: Date.parse(p.at) })),
+      rechecksEdits: at.editsAfter !== undefined,
     }));
     const { violations, reverts } = checkRun(record);
     return {
@@ -217,6 +220,7 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
       violations,
       reverts,
       seconds: (Date.now() - t0) / 1000,
+      startedAt: t0,
       timeline: timeline(record, t0),
       logs: violations.length ? logs : [],
     };
@@ -351,6 +355,7 @@ async function edit(
     status: answer.status,
     message: `${app}: set greeting to ${value}`,
     ...(answer.body.id ? { id: answer.body.id } : {}),
+    acceptedAt: Date.now(),
   });
 }
 
@@ -564,6 +569,20 @@ function timeline(r: RunRecord, t0: number): string[] {
           }]`,
       ),
     );
+}
+
+/** One revert on one line, times from the run's start: the edit, its write's acknowledgement, the operation that wrote the older value. */
+export function describeRevert(v: Revert, t0: number): string {
+  const ms = (t: number | undefined) => (t === undefined ? "—" : `${t - t0}`);
+  const by = v.by
+    ? `by ${v.by.token} (${v.by.commit.slice(0, 8)}: sent ${ms(v.by.sentAt)}, Requested ${ms(v.by.requestedAt)}, Running ${ms(v.by.runningAt)}, ended ${ms(v.by.endedAt)})`
+    : "by no operation out";
+  const kind = v.residue ? `accepted: ${v.residue}` : "VIOLATION";
+  return `${v.app}: ${v.from} → ${v.to ?? "(none)"} at ${ms(v.at)} for ${v.lastedMs} ms${
+    v.undone ? "" : " (never undone)"
+  } [${kind}]; edit at ${ms(v.edit.at)}, accepted ${ms(v.edit.acceptedAt)}; ${by}${
+    v.by?.rechecksEdits === false ? ", no recheck" : ""
+  }`;
 }
 
 export { describeAction };
