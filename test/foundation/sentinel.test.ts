@@ -360,6 +360,8 @@ describe("Redis through Sentinel, primary killed", () => {
         const r = await post(gw, n++);
         answers.push({ start, end: performance.now(), status: r.status });
         if (r.status === 202) burst.push(r.id as string);
+        // Pacing a writer the gateway refused (503 while the primary is away), not a wait: no
+        // condition ends it, the next write is the one that finds out.
         else await new Promise((r) => setTimeout(r, 10));
       }
     };
