@@ -154,99 +154,123 @@ export class ArgoCDExecutor implements OperationExecutor {
       await report(phase, { reason, message });
     };
 
-    for (;;) {
-      // Stopped before the sync started: no record stays on the claim, so no restart could recover
-      // it. Say so; the worker decides anew.
-      if (signal.aborted)
-        return giveUp("RequestFailed", "SidecarStopping", "the sidecar stopped before the sync started");
-      const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
-      if (!app)
-        return giveUp(
-          "Rejected",
-          "ApplicationNotFound",
-          `Application ${c.app.namespace}/${c.app.name} not found`,
-        );
-      const source = sourceOf(app);
-      if (source.state === "Unsupported") return giveUp("Rejected", source.reason, source.message);
-      if (isAutomatedSyncEnabled(automatedOf(app))) {
-        return giveUp(
-          "Rejected",
-          "NotHeld",
-          "automated sync is on: the claim does not hold this Application now",
-        );
-      }
-      const busy = busyWith(app);
-      if (busy.busy) {
-        const fatal = await this.terminateIfStale(app, c);
-        if (fatal) return giveUp("Rejected", "TerminateForbidden", fatal);
-        if (now() >= waitUntil) return giveUp("RequestFailed", "OperationInProgress", busy.message);
-        await sleep(this.pollMs, signal);
-        continue;
-      }
-
-      if (!recorded) {
-        try {
-          const r = await recordOperation(
-            this.d.kube,
-            c.claim,
-            {
-              token: c.token,
-              commit: c.commit,
-              targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
-            },
-            { now: this.d.now },
+    // Set from the update that starts the sync (its answer lost, it may have landed): from there
+    // the operation is followed, never withdrawn.
+    let started = false;
+    try {
+      for (;;) {
+        // Stopped before the sync started: no record stays on the claim, so no restart could recover
+        // it. Say so; the worker decides anew.
+        if (signal.aborted)
+          return giveUp("RequestFailed", "SidecarStopping", "the sidecar stopped before the sync started");
+        const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+        if (!app)
+          return giveUp(
+            "Rejected",
+            "ApplicationNotFound",
+            `Application ${c.app.namespace}/${c.app.name} not found`,
           );
-          recorded = r.previous ? { previous: r.previous } : {};
+        const source = sourceOf(app);
+        if (source.state === "Unsupported") return giveUp("Rejected", source.reason, source.message);
+        if (isAutomatedSyncEnabled(automatedOf(app))) {
+          return giveUp(
+            "Rejected",
+            "NotHeld",
+            "automated sync is on: the claim does not hold this Application now",
+          );
+        }
+        const busy = busyWith(app);
+        if (busy.busy) {
+          const fatal = await this.terminateIfStale(app, c);
+          if (fatal) return giveUp("Rejected", "TerminateForbidden", fatal);
+          if (now() >= waitUntil) return giveUp("RequestFailed", "OperationInProgress", busy.message);
+          await sleep(this.pollMs, signal);
+          continue;
+        }
+
+        if (!recorded) {
+          try {
+            const r = await recordOperation(
+              this.d.kube,
+              c.claim,
+              {
+                token: c.token,
+                commit: c.commit,
+                targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+              },
+              { now: this.d.now },
+            );
+            recorded = r.previous ? { previous: r.previous } : {};
+          } catch (err) {
+            if (!(err instanceof RecordRefused)) throw err;
+            const phase = err.reason === "OperationInFlight" ? "RequestFailed" : "Dropped";
+            return giveUp(phase, err.reason, err.message);
+          }
+          requested = report("Requested");
+          // No second read of the Application: the update is guarded by the version read above,
+          // so a change meanwhile is a 409 that reads again. Every read here is revert window.
+        }
+
+        // The last checks, read together beside the report (each answers for the moment of the
+        // update): a tip that moved while the record was made starts nothing (the worker decides
+        // again); the decision must still hold (its GitTargets, the claim's standing: a claim
+        // waiting in line or not in control never syncs, the grant); and an edit accepted after
+        // the flush mark for this Application's folders would be run over by this older commit.
+        const [, current, standing, fresh] = await Promise.all([
+          requested,
+          this.d.checks.tip(attempt),
+          this.d.checks.standing(attempt),
+          this.d.checks.freshness(attempt),
+        ]);
+        requested = undefined;
+        if (!current)
+          return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
+        if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
+        const stale = staleBecause(fresh, attempt);
+        if (stale) return giveUp("Stale", stale.reason, stale.message);
+
+        const op = buildSyncOperation(app, {
+          commit: c.commit,
+          token: c.token,
+          reasons: attempt.targets.map((t) => t.reason),
+        });
+        // The window opens before the update that starts the sync: Argo CD may apply before this
+        // process reads the answer, and a write seen before the window opened is never reported.
+        this.d.windows?.opened({
+          token: c.token,
+          claim: c.claim,
+          branchKey: c.branchKey,
+          application: c.app,
+        });
+        windowOpened = true;
+        started = true;
+        try {
+          await this.d.kube.replace(APPLICATION, startSyncUpdate(app, op));
         } catch (err) {
-          if (!(err instanceof RecordRefused)) throw err;
-          const phase = err.reason === "OperationInFlight" ? "RequestFailed" : "Dropped";
-          return giveUp(phase, err.reason, err.message);
+          const code = codeOf(err);
+          if (code === 409) {
+            started = false;
+            continue;
+          }
+          if (!answerLost(err)) {
+            const phase = code === 403 ? "Rejected" : "RequestFailed";
+            return giveUp(phase, code === 403 ? "Forbidden" : "UpdateRefused", apiFailure(err).message);
+          }
+          c.log.warn({ err: apiFailure(err).message }, "the update's answer was lost; following its token");
+          if (!(await this.landedAfterLoss(app.metadata.resourceVersion ?? "", c))) return closeWindow();
         }
-        requested = report("Requested");
-        // No second read of the Application: the update is guarded by the version read above,
-        // so a change meanwhile is a 409 that reads again. Every read here is revert window.
+        c.log.info("sync requested");
+        return this.follow(c, { unresolved: false });
       }
-
-      // The last checks, read together beside the report (each answers for the moment of the
-      // update): a tip that moved while the record was made starts nothing (the worker decides
-      // again); the decision must still hold (its GitTargets, the claim's standing: a claim
-      // waiting in line or not in control never syncs, the grant); and an edit accepted after
-      // the flush mark for this Application's folders would be run over by this older commit.
-      const [, current, standing, fresh] = await Promise.all([
-        requested,
-        this.d.checks.tip(attempt),
-        this.d.checks.standing(attempt),
-        this.d.checks.freshness(attempt),
-      ]);
-      requested = undefined;
-      if (!current) return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
-      if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
-      const stale = staleBecause(fresh, attempt);
-      if (stale) return giveUp("Stale", stale.reason, stale.message);
-
-      const op = buildSyncOperation(app, {
-        commit: c.commit,
-        token: c.token,
-        reasons: attempt.targets.map((t) => t.reason),
-      });
-      // The window opens before the update that starts the sync: Argo CD may apply before this
-      // process reads the answer, and a write seen before the window opened is never reported.
-      this.d.windows?.opened({ token: c.token, claim: c.claim, branchKey: c.branchKey, application: c.app });
-      windowOpened = true;
-      try {
-        await this.d.kube.replace(APPLICATION, startSyncUpdate(app, op));
-      } catch (err) {
-        const code = codeOf(err);
-        if (code === 409) continue;
-        if (!answerLost(err)) {
-          const phase = code === 403 ? "Rejected" : "RequestFailed";
-          return giveUp(phase, code === 403 ? "Forbidden" : "UpdateRefused", apiFailure(err).message);
-        }
-        c.log.warn({ err: apiFailure(err).message }, "the update's answer was lost; following its token");
-        if (!(await this.landedAfterLoss(app.metadata.resourceVersion ?? "", c))) return closeWindow();
+    } catch (err) {
+      // A throw before the sync started (Redis away for a check, an API error) starts nothing: the
+      // record is taken back, or a restart's recovery would end the attempt a second time.
+      if (!started) {
+        closeWindow();
+        if (recorded)
+          await withdrawOperation(this.d.kube, c.claim, c.token, recorded.previous).catch(() => false);
       }
-      c.log.info("sync requested");
-      return this.follow(c, { unresolved: false });
+      throw err;
     }
   }
 

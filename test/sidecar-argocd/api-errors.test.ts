@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RESOURCES } from "../../queue/kube/index.js";
+import type { SafetyChecks } from "../../sidecar/applier-kind.js";
 import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import { readOperation } from "../../sidecar/operation-record.js";
 import { unrecordedChecks } from "../support/safety-checks.js";
@@ -26,14 +27,14 @@ afterAll(async () => {
   await c?.close();
 });
 
-const executor = () =>
+const executor = (checks: Partial<SafetyChecks> = {}) =>
   new ArgoCDExecutor({
     kube: c.kube,
     log: c.log,
     events: c.events,
     now: () => new Date(),
     options: { pollMs: 20, busyWaitMs: 10_000, budgetMs: 10_000, maxPollMs: 100 },
-    checks: unrecordedChecks(c.kube),
+    checks: unrecordedChecks(c.kube, checks),
   });
 
 async function setup() {
@@ -92,5 +93,24 @@ describe("a 500 on the claim's status while a sync runs", () => {
     await done;
     expect(terminal(r.phases())).toEqual(["Succeeded"]);
     expect(await readOperation(c.kube, claim)).toMatchObject({ phase: "Succeeded", commit: c1 });
+  });
+});
+
+describe("a failure before the sync starts", () => {
+  it("(the last look's Redis read throwing) takes the record back and starts nothing, so no restart ends it again", async () => {
+    const { name, ref, claim } = await setup();
+    const r = recorder();
+    // Found by the soak (seed 5023, 8 actions): Redis went away between the record and the checks.
+    const lost = executor({
+      freshness: async () => {
+        throw new Error("Reached the max retries per request limit (which is 1)");
+      },
+    }).execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    await expect(lost).rejects.toThrow(/max retries/);
+    expect(r.phases()).toEqual(["Requested"]);
+    // Nothing on the claim for a restart's recovery to end a second time (it withdrew to nothing).
+    expect(await readOperation(c.kube, claim)).toBeUndefined();
+    expect(c.argo!.syncs(ref)).toHaveLength(0);
+    expect((await c.getApp(name)).operation ?? undefined).toBeUndefined();
   });
 });
