@@ -4,8 +4,8 @@
  * proportion to the change; each commit remembers the objects it added, so a push sends a pack
  * of just those.
  */
-import { createHash } from "node:crypto";
-import * as fs from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import * as nodeFs from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import git from "isomorphic-git";
@@ -38,6 +38,50 @@ export interface WrittenCommit {
   newOids: string[];
 }
 
+/** The file operations isomorphic-git uses (node's `fs.promises` shape). */
+export type GitFsPromises = Pick<
+  typeof nodeFs.promises,
+  | "readFile"
+  | "writeFile"
+  | "unlink"
+  | "readdir"
+  | "mkdir"
+  | "rmdir"
+  | "stat"
+  | "lstat"
+  | "readlink"
+  | "symlink"
+  | "chmod"
+>;
+
+/**
+ * The clone's file system: every file is written whole or not at all (into a temporary name
+ * beside it, then renamed). isomorphic-git writes an object straight to its final name and never
+ * writes over an existing one, so a process killed mid-write left a truncated object that every
+ * later commit of the same content trusted, and publication failed from then on ("Invalid
+ * compressed buffer") until somebody deleted the clone.
+ */
+export function wholeWritesFs(base: GitFsPromises = nodeFs.promises): { promises: GitFsPromises } {
+  const promises: GitFsPromises = {
+    readFile: base.readFile,
+    unlink: base.unlink,
+    readdir: base.readdir,
+    mkdir: base.mkdir,
+    rmdir: base.rmdir,
+    stat: base.stat,
+    lstat: base.lstat,
+    readlink: base.readlink,
+    symlink: base.symlink,
+    chmod: base.chmod,
+    writeFile: (async (path: string, data: never, options?: never) => {
+      const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
+      await base.writeFile(tmp, data, options);
+      await rename(tmp, path);
+    }) as GitFsPromises["writeFile"],
+  };
+  return { promises };
+}
+
 interface TreeEntry {
   mode: string;
   path: string;
@@ -51,20 +95,27 @@ export class BareRepo {
   /** Trees are immutable by id, so parsed ones are kept (bounded, oldest dropped). */
   private readonly trees = new Map<string, TreeEntry[]>();
 
-  private constructor(readonly gitdir: string) {}
+  private constructor(
+    readonly gitdir: string,
+    private readonly fs: { promises: GitFsPromises },
+  ) {}
 
-  /** Opens the bare clone in `gitdir`, creating an empty one when absent. */
-  static async open(gitdir: string): Promise<BareRepo> {
+  /**
+   * Opens the bare clone in `gitdir`, creating an empty one when absent. `files` is the file
+   * system under the whole-file writes (tests give one that fails).
+   */
+  static async open(gitdir: string, files?: GitFsPromises): Promise<BareRepo> {
+    const fs = wholeWritesFs(files);
     await mkdir(gitdir, { recursive: true });
-    if (!fs.existsSync(join(gitdir, "HEAD")))
+    if (!nodeFs.existsSync(join(gitdir, "HEAD")))
       await git.init({ fs, gitdir, bare: true, defaultBranch: "main" });
     await mkdir(join(gitdir, "objects", "pack"), { recursive: true });
-    return new BareRepo(gitdir);
+    return new BareRepo(gitdir, fs);
   }
 
   async hasObject(oid: string): Promise<boolean> {
     try {
-      await git.readObject({ fs, gitdir: this.gitdir, oid, format: "deflated", cache: this.cache });
+      await git.readObject({ fs: this.fs, gitdir: this.gitdir, oid, format: "deflated", cache: this.cache });
       return true;
     } catch {
       return false;
@@ -74,14 +125,14 @@ export class BareRepo {
   /** Local ref value (`refs/heads/<b>` mirrors the remote tip as last seen), or undefined. */
   async readRef(ref: string): Promise<string | undefined> {
     try {
-      return await git.resolveRef({ fs, gitdir: this.gitdir, ref });
+      return await git.resolveRef({ fs: this.fs, gitdir: this.gitdir, ref });
     } catch {
       return undefined;
     }
   }
 
   async writeRef(ref: string, oid: string): Promise<void> {
-    await git.writeRef({ fs, gitdir: this.gitdir, ref, value: oid, force: true });
+    await git.writeRef({ fs: this.fs, gitdir: this.gitdir, ref, value: oid, force: true });
   }
 
   /**
@@ -113,7 +164,7 @@ export class BareRepo {
   private async knownTips(extra: string[]): Promise<string[]> {
     const out = new Set<string>();
     for (const oid of extra) if (oid && (await this.hasObject(oid))) out.add(oid);
-    for (const ref of await git.listBranches({ fs, gitdir: this.gitdir })) {
+    for (const ref of await git.listBranches({ fs: this.fs, gitdir: this.gitdir })) {
       const oid = await this.readRef(`refs/heads/${ref}`);
       if (oid) out.add(oid);
     }
@@ -127,7 +178,7 @@ export class BareRepo {
     await writeFile(tmp, pack);
     await rename(tmp, join(dir, `${name}.pack`));
     await git.indexPack({
-      fs,
+      fs: this.fs,
       dir: this.gitdir,
       gitdir: this.gitdir,
       filepath: `objects/pack/${name}.pack`,
@@ -138,7 +189,7 @@ export class BareRepo {
   private async readTreeEntries(oid: string): Promise<TreeEntry[]> {
     const hit = this.trees.get(oid);
     if (hit) return hit;
-    const { tree } = await git.readTree({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+    const { tree } = await git.readTree({ fs: this.fs, gitdir: this.gitdir, oid, cache: this.cache });
     const entries = tree as TreeEntry[];
     if (this.trees.size > 20_000) this.trees.delete(this.trees.keys().next().value as string);
     this.trees.set(oid, entries);
@@ -146,14 +197,19 @@ export class BareRepo {
   }
 
   async treeOf(commit: string): Promise<string> {
-    const { commit: c } = await git.readCommit({ fs, gitdir: this.gitdir, oid: commit, cache: this.cache });
+    const { commit: c } = await git.readCommit({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      oid: commit,
+      cache: this.cache,
+    });
     return c.tree;
   }
 
   async readCommit(
     oid: string,
   ): Promise<{ message: string; parents: string[]; tree: string; timestamp: number }> {
-    const { commit } = await git.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+    const { commit } = await git.readCommit({ fs: this.fs, gitdir: this.gitdir, oid, cache: this.cache });
     return {
       message: commit.message,
       parents: commit.parent,
@@ -172,7 +228,7 @@ export class BareRepo {
       if (i < parts.length - 1 && entry.type !== "tree") return undefined;
       oid = entry.oid;
     }
-    const { blob } = await git.readBlob({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+    const { blob } = await git.readBlob({ fs: this.fs, gitdir: this.gitdir, oid, cache: this.cache });
     return Buffer.from(blob);
   }
 
@@ -226,7 +282,7 @@ export class BareRepo {
     if (tree === baseTree) return undefined;
     const committer = spec.committer ?? spec.author;
     const commit = await git.writeCommit({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       commit: {
         message: spec.message.endsWith("\n") ? spec.message : `${spec.message}\n`,
@@ -241,7 +297,7 @@ export class BareRepo {
   }
 
   private async emptyTree(newOids: string[]): Promise<string> {
-    const oid = await git.writeTree({ fs, gitdir: this.gitdir, tree: [] });
+    const oid = await git.writeTree({ fs: this.fs, gitdir: this.gitdir, tree: [] });
     newOids.push(oid);
     return oid;
   }
@@ -290,7 +346,7 @@ export class BareRepo {
     if (!changed) return oid;
     if (entries.size === 0) return undefined;
     const tree = [...entries.values()];
-    const written = await git.writeTree({ fs, gitdir: this.gitdir, tree });
+    const written = await git.writeTree({ fs: this.fs, gitdir: this.gitdir, tree });
     if (written !== oid) newOids.push(written);
     this.trees.set(written, tree);
     return written;
@@ -300,14 +356,19 @@ export class BareRepo {
   private async writeBlob(content: string | Buffer): Promise<string> {
     const buf = typeof content === "string" ? Buffer.from(content) : content;
     const oid = createHash("sha1").update(`blob ${buf.length}\0`).update(buf).digest("hex");
-    if (!(await this.hasObject(oid))) await git.writeBlob({ fs, gitdir: this.gitdir, blob: buf });
+    if (!(await this.hasObject(oid))) await git.writeBlob({ fs: this.fs, gitdir: this.gitdir, blob: buf });
     return oid;
   }
 
   /** A pack (no deltas) of exactly these objects. */
   async packOf(oids: string[]): Promise<Buffer> {
     const unique = [...new Set(oids)];
-    const { packfile } = await git.packObjects({ fs, gitdir: this.gitdir, oids: unique, cache: this.cache });
+    const { packfile } = await git.packObjects({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      oids: unique,
+      cache: this.cache,
+    });
     return Buffer.from(packfile as Uint8Array);
   }
 
