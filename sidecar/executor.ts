@@ -4,7 +4,7 @@
  * each job once (a stalled job is not run again), a thrown error is reported as RequestFailed,
  * and every retry is the branch worker's decision. One operation per claim at a time.
  */
-import { type Job, Worker } from "bullmq";
+import { Job, Worker } from "bullmq";
 import {
   type ApplierKind,
   Attempt,
@@ -35,6 +35,15 @@ export interface ExecutorHostOptions {
   stopTimeoutMs?: number;
   /** Told of every attempt taken and every phase reported. */
   metrics?: OperationMetrics;
+  /**
+   * Whether the attempt's operation is recorded on its claim (restart recovery then follows it).
+   * Asked for an attempt whose process died while it carried it out; without it such an attempt
+   * is only logged.
+   */
+  recorded?: (attempt: Attempt) => Promise<boolean>;
+  /** BullMQ's lock on a job taken and its stalled-job check (defaults 30 s each; tests shorten them). */
+  lockDurationMs?: number;
+  stalledIntervalMs?: number;
 }
 
 export interface ExecutorHost {
@@ -182,8 +191,41 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     // A job whose process died is not run again: the operation recorded on the claim is
     // recovered from there, and a new attempt is the branch worker's decision.
     maxStalledCount: 0,
+    ...(o.lockDurationMs ? { lockDuration: o.lockDurationMs } : {}),
+    ...(o.stalledIntervalMs ? { stalledInterval: o.stalledIntervalMs } : {}),
   });
   worker.on("error", (err) => o.log.warn({ err: err.message }, "attempt queue error"));
+  // A job whose process died (SIGKILL, a crash) is found stalled once its lock runs out. When it
+  // recorded nothing on the claim, it started nothing and nothing else would ever end it: the
+  // worker would wait for it forever. It is reported RequestFailed, and the worker decides anew.
+  worker.on("stalled", (jobId) => void endStalled(jobId));
+
+  async function endStalled(jobId: string) {
+    try {
+      const job = await Job.fromId(worker, jobId);
+      const parsed = Attempt.safeParse(job?.data);
+      if (!parsed.success) return;
+      const attempt = parsed.data;
+      const log = o.log.child({ applier: o.kind, token: attempt.token, branch: attempt.branchKey });
+      if (running.has(attempt.token) || o.following.isFollowed(attempt.token)) return;
+      if (!o.recorded) {
+        log.warn("an attempt's process died while carrying it out; nothing here can tell what it started");
+        return;
+      }
+      if (await o.recorded(attempt)) {
+        log.info("an attempt's process died after recording it; restart recovery follows it");
+        return;
+      }
+      const { report } = reporterFor(attempt.token, attempt.claim, attempt.branchKey, attempt.commit, log);
+      await report("RequestFailed", {
+        reason: "SidecarLost",
+        message:
+          "the sidecar carrying out the attempt ended before it recorded anything; nothing was started",
+      });
+    } catch (err) {
+      o.log.warn({ job: jobId, err: (err as Error).message }, "could not end a stalled attempt");
+    }
+  }
 
   return {
     recover(op) {

@@ -34,6 +34,7 @@ import { defaultCacheDir } from "./git-ancestry.js";
 import { readiness, redisAnswersPing, type SidecarHttp, startSidecarHttp } from "./http.js";
 import { KINDS, type KindOptions, type SidecarApplier } from "./kinds.js";
 import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
+import { readOperation } from "./operation-record.js";
 import { queueReporter } from "./reporter.js";
 import { recheckStanding } from "./standing.js";
 import { redisFreshnessCheck, redisTipCheck } from "./tip-check.js";
@@ -177,6 +178,15 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
     now,
     metrics,
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+    // An attempt whose process died: recorded on its claim means restart recovery follows it.
+    recorded: async (attempt) =>
+      (
+        await readOperation(kube, {
+          type: KINDS[opts.applier].claimType,
+          namespace: attempt.claim.namespace,
+          name: attempt.claim.name,
+        })
+      )?.token === attempt.token,
   });
   const reconciler = new ClaimReconciler({
     claimType: KINDS[opts.applier].claimType,

@@ -1,0 +1,118 @@
+/**
+ * A sidecar killed (SIGKILL, a crash) while it carried out an attempt, before it recorded anything
+ * on the claim: nothing was started, nothing on the claim lets a restart recover it, and the dead
+ * process reported nothing. Found by the soak (seed 5051 with 8 actions: the Flux sidecar killed
+ * while the GitRepository fetched): the worker waited for that attempt forever. The next process
+ * finds the job stalled once its lock runs out and reports it RequestFailed, unless the claim
+ * records it (then restart recovery follows it).
+ */
+import { Queue, Worker } from "bullmq";
+import { afterEach, describe, expect, it } from "vitest";
+import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contract.js";
+import { silentLogger } from "../queue/log.js";
+import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { untilWith } from "../test/support/wait.js";
+import { type ExecutorHost, startExecutorHost } from "./executor.js";
+import { Following } from "./following.js";
+import { queueReporter, type Reporter } from "./reporter.js";
+
+const until = untilWith({ timeoutMs: 15_000, everyMs: 20 });
+
+const attempt = (token: string): Attempt => ({
+  token,
+  claim: { kind: "FluxClaim", namespace: "apps", name: "web" },
+  applier: { kind: "flux", namespace: "flux-system", name: "web" },
+  branchKey: "git.example/org/repo@main",
+  repository: "https://git.example/org/repo",
+  branch: "main",
+  commit: "c".repeat(40),
+  targets: [{ uid: "u1", namespace: "apps", name: "t1", reason: "ForeignCommit" }],
+  sentAt: new Date().toISOString(),
+});
+
+describe("an attempt whose sidecar died", () => {
+  let redis: IsolatedRedis;
+  let host: ExecutorHost | undefined;
+  let reporter: Reporter | undefined;
+  let sender: Queue | undefined;
+  let collector: Worker | undefined;
+  const reports: Report[] = [];
+  /** Attempts the next process carried out: a stalled one must never run again (no retry). */
+  const executedAgain: string[] = [];
+
+  afterEach(async () => {
+    await host?.stop();
+    host = undefined;
+    await collector?.close();
+    await sender?.close();
+    await reporter?.close();
+    await redis?.cleanup();
+  });
+
+  /** Sends an attempt, lets a process take it and die holding it, then starts the next process. */
+  async function diedHolding(token: string, recorded: (a: Attempt) => Promise<boolean>) {
+    redis = await isolatedRedis("stalled");
+    const connection = { url: redis.url, maxRetriesPerRequest: null };
+    reports.length = 0;
+    executedAgain.length = 0;
+    reporter = queueReporter({ redisUrl: redis.url, prefix: redis.prefix });
+    sender = new Queue(attemptsQueue("flux"), { connection, prefix: redis.prefix });
+    collector = new Worker(QUEUES.reports, async (job) => void reports.push(job.data as Report), {
+      connection,
+      prefix: redis.prefix,
+    });
+    let taken = false;
+    const dying = new Worker(
+      attemptsQueue("flux"),
+      async () => {
+        taken = true;
+        await new Promise(() => {}); // dies before it records or reports anything
+      },
+      { connection, prefix: redis.prefix, lockDuration: 1_000, stalledInterval: 300, maxStalledCount: 0 },
+    );
+    const job = await sender.add("attempt", attempt(token), { attempts: 1 });
+    await until(() => taken, "the first process to take the attempt");
+    await dying.close(true); // its lock is no longer renewed, as after a SIGKILL
+    host = startExecutorHost({
+      kind: "flux",
+      executor: {
+        execute: async (a) => {
+          executedAgain.push(a.token);
+        },
+      },
+      reporter,
+      following: new Following(),
+      log: silentLogger(),
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      recorded,
+      lockDurationMs: 1_000,
+      stalledIntervalMs: 300,
+    });
+    return job;
+  }
+
+  const phases = (token: string) =>
+    reports.filter((r) => r.type === "phase" && r.token === token) as Array<Report & { reason?: string }>;
+
+  it("recorded nothing: reported RequestFailed (SidecarLost), once", async () => {
+    const job = await diedHolding("t1", async () => false);
+    await until(() => phases("t1").length > 0, "the lost attempt's report");
+    // The stalled job ends failed, never run again by the next process.
+    await until(async () => (await job.getState()) === "failed", "the stalled job to fail");
+    expect(executedAgain).toEqual([]);
+    expect(phases("t1")).toMatchObject([{ phase: "RequestFailed", reason: "SidecarLost", token: "t1" }]);
+  });
+
+  it("recorded on its claim: left to restart recovery, nothing reported", async () => {
+    let asked = false;
+    await diedHolding("t2", async () => {
+      asked = true;
+      return true;
+    });
+    await until(() => asked, "the claim asked whether it records the attempt");
+    // An absence, so it is waited out: a report sent after the answer would land within this.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(phases("t2")).toEqual([]);
+  });
+});
