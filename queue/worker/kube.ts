@@ -52,8 +52,24 @@ function withNulls(p: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
+/**
+ * Whether a status merge patch would change nothing the object's status shows: every field it
+ * names holds that value already (a null: the field is absent). Pure.
+ */
+export function patchChangesNothing(current: unknown, patch: unknown): boolean {
+  if (patch === null) return current === undefined || current === null;
+  if (typeof patch === "object" && !Array.isArray(patch)) {
+    if (current === null || typeof current !== "object" || Array.isArray(current)) return false;
+    const cur = current as Record<string, unknown>;
+    return Object.entries(patch as Record<string, unknown>).every(([k, v]) => patchChangesNothing(cur[k], v));
+  }
+  return JSON.stringify(current) === JSON.stringify(patch);
+}
+
 export class KubeStatusSink implements StatusSink {
   private readonly custom: k8s.CustomObjectsApi;
+  /** The resourceVersion each of our status writes left, by GitTarget: the cache shows it once it has it. */
+  private readonly written = new Map<string, string>();
 
   constructor(
     kc: k8s.KubeConfig,
@@ -160,9 +176,19 @@ export class KubeStatusSink implements StatusSink {
       name: t.name,
     };
     let attempt = 0;
+    const key = `${t.namespace}/${t.name}`;
+    // What a read shows is to be trusted for "unchanged" only when it is the server's, or a cached
+    // object that already holds our own last write (a cache a write ahead of it would hide that
+    // write, and a status going back to what the cache shows would never be written).
+    let trusted = false;
     const read = async (): Promise<GitTarget | undefined> => {
       const cached = attempt++ === 0 ? this.cache?.targets.get(t.name, t.namespace) : undefined;
-      if (cached) return cached;
+      if (cached) {
+        const mine = this.written.get(key);
+        trusted = mine === undefined || mine === cached.metadata.resourceVersion;
+        return cached;
+      }
+      trusted = true;
       try {
         return (await this.custom.getNamespacedCustomObject(ref)) as GitTarget;
       } catch (err) {
@@ -176,16 +202,25 @@ export class KubeStatusSink implements StatusSink {
         (current) => {
           if (!current) return undefined;
           const generation = current.metadata.generation as number | undefined;
-          return {
-            metadata: { resourceVersion: current.metadata.resourceVersion },
-            status: {
-              ...build(current, generation),
-              ...(generation !== undefined ? { observedGeneration: generation } : {}),
-            },
+          const status = {
+            ...build(current, generation),
+            ...(generation !== undefined ? { observedGeneration: generation } : {}),
           };
+          // A status that already shows this costs no request: a replica taking over a thousand
+          // branches would otherwise patch every GitTarget with what it says already.
+          if (trusted && patchChangesNothing(current.status ?? {}, status)) return undefined;
+          return { metadata: { resourceVersion: current.metadata.resourceVersion }, status };
         },
         // Seed 003: a lost optimistic-concurrency race is re-read and retried, never a wedge.
-        (_current, body) => this.custom.patchNamespacedCustomObjectStatus({ ...ref, body }, MERGE),
+        async (_current, body) => {
+          const out = (await this.custom.patchNamespacedCustomObjectStatus({ ...ref, body }, MERGE)) as {
+            metadata?: { resourceVersion?: string };
+          };
+          const rv = out?.metadata?.resourceVersion;
+          if (rv) this.written.set(key, rv);
+          else this.written.delete(key);
+          return out;
+        },
         { max: this.maxAttempts, what: `status of GitTarget ${t.namespace}/${t.name}` },
       );
     } catch (err) {
