@@ -72,6 +72,36 @@ spec: {providerRef: {name: repo${i}}, branch: main, path: clusters/dev}`);
     expect(cache.objects("FluxClaim")?.list("team")).toEqual([]);
   });
 
+  it("answers lookups from one build until a spec changes, never from a build older than the change", async () => {
+    const directory = new KubeDirectory(cache);
+    expect((await directory.branch(keyOf(7)))?.targets.map((t) => t.suspended)).toEqual([undefined]);
+    const version = cache.version;
+    // A status write changes nothing a lookup reads: the build is kept.
+    await server
+      .kubeConfig()
+      .makeApiClient(k8s.CustomObjectsApi)
+      .patchNamespacedCustomObjectStatus(
+        {
+          group: "applygate.dev",
+          version: "v1alpha1",
+          plural: "gittargets",
+          namespace: "team",
+          name: "site7",
+          body: { status: { observedGeneration: 1 } },
+        },
+        k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+      );
+    await server.applyYaml(`apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: site7, namespace: team}
+spec: {providerRef: {name: repo7}, branch: main, path: clusters/dev, suspend: true}`);
+    await waitFor("the spec change seen", async () =>
+      (await directory.branch(keyOf(7)))?.targets.some((t) => t.suspended === true),
+    );
+    // One bump for the spec change; the status write made none.
+    expect(cache.version).toBe(version + 1);
+  });
+
   it("tells the branch concerned of a GitTarget created, and of its GitProvider's Secret, and no other", async () => {
     await cache.start();
     const told: Array<Set<string> | "all"> = [];

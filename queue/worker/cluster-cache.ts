@@ -86,6 +86,10 @@ export type ChangeListener = (keys: Set<string> | "all") => void;
 
 const nsOf = (o: { metadata: { namespace?: string } }) => o.metadata.namespace ?? "default";
 
+/** Whether two versions of an object have the same identity and spec (a status write between them). */
+const sameSpec = (a: KObject, b: KObject) =>
+  a.metadata.uid === b.metadata.uid && JSON.stringify(a.spec) === JSON.stringify(b.spec);
+
 export class ClusterCache {
   readonly kube: Kube;
   readonly providers: TypedCache<GitProvider>;
@@ -100,17 +104,35 @@ export class ClusterCache {
   private readonly secrets = new Map<string, Promise<InformerHandle<KObject>>>();
   private readonly listeners = new Set<ChangeListener>();
   private started: Promise<void> | undefined;
+  /**
+   * Bumped by every change of what a branch spec is built from (a GitProvider, a GitTarget's spec,
+   * a ScopeGrant, a credentials Secret), never by a status write: lookups rebuild only then.
+   */
+  version = 0;
+  /** GitTargets by the claim they name, at the version they were indexed for. */
+  private byClaim: { version: number; targets: Map<string, KObject[]> } | undefined;
 
   constructor(kc: k8s.KubeConfig | Kube, log?: Logger) {
     this.kube = kc instanceof Kube ? kc : new Kube(kc, log ? { log } : {});
-    const providers = this.acquire(RESOURCES.gitProvider, (o, prev) => this.providerChanged(o, prev));
-    const targets = this.acquire(RESOURCES.gitTarget, (o, prev) => this.tell(this.keysOfTargets([o, prev])));
+    const providers = this.acquire(RESOURCES.gitProvider, (o, prev) => {
+      this.version++;
+      this.providerChanged(o, prev);
+    });
+    const targets = this.acquire(RESOURCES.gitTarget, (o, prev, type) => {
+      // A status write (ours, at every publication) changes nothing a branch reads of it.
+      if (type === "update" && prev && sameSpec(prev, o)) return;
+      this.version++;
+      this.tell(this.keysOfTargets([o, prev]));
+    });
     this.providers = new TypedCache(providers.informer, readGitProvider, log);
     this.targets = new TypedCache(targets.informer, readGitTarget, log);
     for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim])
       this.acquire(t, (o, prev) => this.tell(this.keysOfClaim(t.kind, o, prev)));
     this.acquire(RESOURCES.applierGrant, () => this.tell("all"));
-    const grants = this.acquire(SCOPE_GRANT, () => this.tell("all"));
+    const grants = this.acquire(SCOPE_GRANT, () => {
+      this.version++;
+      this.tell("all");
+    });
     this.grantsCache = new TypedCache(grants.informer, (o) => readObject(scopeGrant, o), log);
     for (const t of Object.values(APPLIER_TYPES)) {
       const h = this.kube.informers.acquire<KObject>(
@@ -130,8 +152,11 @@ export class ClusterCache {
     }
   }
 
-  private acquire(t: ResourceType, changed: (o: KObject, prev: KObject | undefined) => void) {
-    const h = this.kube.informer(t, { onChange: (_type, o, prev) => changed(o, prev) });
+  private acquire(
+    t: ResourceType,
+    changed: (o: KObject, prev: KObject | undefined, type: "add" | "update" | "delete") => void,
+  ) {
+    const h = this.kube.informer(t, { onChange: (type, o, prev) => changed(o, prev, type) });
     this.handles.push(h);
     return h;
   }
@@ -274,6 +299,7 @@ export class ClusterCache {
   }
 
   private secretChanged(s: KObject) {
+    this.version++;
     const ns = nsOf(s);
     const providers = this.providers
       .list(ns)
@@ -287,12 +313,21 @@ export class ClusterCache {
     );
   }
 
+  /** The branch keys of the GitTargets naming this claim, from an index kept per version. */
   private keysOfClaim(kind: string, o: KObject, _prev: KObject | undefined): Set<string> {
-    const ns = nsOf(o);
-    return this.targetsOf((t) => {
-      const ref = t.spec.claimRef;
-      return !!ref && ref.kind === kind && ref.name === o.metadata.name && (ref.namespace ?? nsOf(t)) === ns;
-    });
+    if (this.byClaim?.version !== this.version) {
+      const targets = new Map<string, KObject[]>();
+      for (const raw of this.targets.list()) {
+        const ref = raw.spec.claimRef;
+        if (!ref) continue;
+        const key = `${ref.kind}/${ref.namespace ?? nsOf(raw)}/${ref.name}`;
+        const list = targets.get(key) ?? [];
+        list.push(raw as unknown as KObject);
+        targets.set(key, list);
+      }
+      this.byClaim = { version: this.version, targets };
+    }
+    return this.keysOfTargets(this.byClaim.targets.get(`${kind}/${nsOf(o)}/${o.metadata.name}`) ?? []);
   }
 
   /** The branch keys of GitTargets whose claim holds this applier. */

@@ -324,8 +324,28 @@ export class KubeDirectory implements Directory {
     }
   }
 
+  /** The directory built from the caches, rebuilt only when what it reads changed (`ClusterCache.version`). */
+  private built: { version: number; directory: Promise<Directory> } | undefined;
+
+  /**
+   * A lookup answers from the directory built at the caches' current version: a replica taking a
+   * thousand branches builds it once, not once per branch over every GitTarget of the cluster.
+   */
   async branch(key: string) {
     await this.cache.start();
+    const version = this.cache.version;
+    if (this.built?.version !== version) {
+      const directory = this.build();
+      this.built = { version, directory };
+      // A build that failed is not kept: the next lookup builds again.
+      directory.catch(() => {
+        if (this.built?.directory === directory) this.built = undefined;
+      });
+    }
+    return (await this.built.directory).branch(key);
+  }
+
+  private async build(): Promise<Directory> {
     const providers = this.cache.providers.list();
     const targets = this.cache.targets.list();
     // Without the ScopeGrant kind installed nobody holds a grant: every target keeps its own scope.
@@ -355,6 +375,6 @@ export class KubeDirectory implements Directory {
       }
     }
     await this.acceptance(providers, targets);
-    return directoryFromObjects(providers, targets, secrets, grants).branch(key);
+    return directoryFromObjects(providers, targets, secrets, grants);
   }
 }
