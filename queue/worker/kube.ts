@@ -82,15 +82,19 @@ export class KubeStatusSink implements StatusSink {
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
   }
 
+  /** Writes every GitTarget of the branch at once (a report is one state, shown on each). */
   async report(targets: TargetRef[], report: PublicationReport): Promise<void> {
-    for (const t of targets)
-      await this.write(t, (current, generation) => {
-        const previous = current.status?.conditions as Condition[] | undefined;
-        const own = publicationConditions(report, previous, this.now(), generation);
-        // Conditions the publication does not own (WriteRefused) are kept as they are.
-        const others = (previous ?? []).filter((c) => !own.some((o) => o.type === c.type));
-        return { publication: withNulls(publicationStatus(report)), conditions: [...own, ...others] };
-      });
+    await Promise.all(targets.map((t) => this.reportOn(t, report)));
+  }
+
+  private async reportOn(t: TargetRef, report: PublicationReport): Promise<void> {
+    await this.write(t, (current, generation) => {
+      const previous = current.status?.conditions as Condition[] | undefined;
+      const own = publicationConditions(report, previous, this.now(), generation);
+      // Conditions the publication does not own (WriteRefused) are kept as they are.
+      const others = (previous ?? []).filter((c) => !own.some((o) => o.type === c.type));
+      return { publication: withNulls(publicationStatus(report)), conditions: [...own, ...others] };
+    });
   }
 
   /** Sets CredentialsAvailable on each GitTarget of a GitProvider whose credentials Secret was (not) read. */

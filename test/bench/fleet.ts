@@ -310,7 +310,16 @@ async function fleetWorld(n: number) {
   const prefix = `fleet-${randomBytes(4).toString("hex")}`;
   const redis = connectRedis(redisServer.url);
   const keys = Array.from({ length: n }, (_, i) => branchKey(url, branchName(i)));
+  /** GitTargets whose status shows a publication (the worker's first report on each). */
+  const reported = async () => {
+    const res = await fetch(`${api.url}/apis/applygate.dev/v1alpha1/namespaces/${NS}/gittargets`, {
+      headers: { Authorization: `Bearer ${adminToken}` },
+    });
+    const list = (await res.json()) as { items: Array<{ status?: { publication?: { commit?: string } } }> };
+    return list.items.filter((t) => t.status?.publication?.commit).length;
+  };
   return {
+    reported,
     dir,
     api,
     git,
@@ -492,6 +501,13 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
       { timeoutMs: 900_000, everyMs: 250 },
     );
     const takenSeconds = (Date.now() - t0) / 1000;
+    // Startup ends when every GitTarget shows its first publication status: those first writes
+    // are no steady state.
+    await until(async () => (await world.reported()) === n * APPLIERS, "every GitTarget's first status", {
+      timeoutMs: 900_000,
+      everyMs: 2000,
+    });
+    const settledSeconds = (Date.now() - t0) / 1000;
     const split = ids.map((id) => `${id}`).join(", ");
     const shares = await (async () => {
       const holders = await leaseHolders(world);
@@ -542,17 +558,37 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     );
 
     // Decision latency: push notice accepted → first attempt sent, one branch woken at a time.
+    // Each wake is also split where the worker records the tip it read (`…:tip`): before it, the
+    // notice's way to the branch worker and the read of the remote (Git); after it, the decision,
+    // the flush and the queueing of the attempt.
+    const segments = { read: [] as number[], decide: [] as number[] };
     const latency = async (candidates: number[]) => {
       const out: number[] = [];
       for (const i of candidates) {
         const w = await wake(world, notices, i);
-        const sent = await until(() => executor.firstSent(w.key, w.after), `an attempt for branch ${i}`, {
-          timeoutMs: 60_000,
-          everyMs: 5,
-        });
+        const tipKey = branchKeys(world.prefix, w.key).tip;
+        let readAt: number | undefined;
+        const sent = await until(
+          async () => {
+            if (readAt === undefined && (await world.redis.get(tipKey)) === w.after) readAt = Date.now();
+            return executor.firstSent(w.key, w.after);
+          },
+          `an attempt for branch ${i}`,
+          { timeoutMs: 60_000, everyMs: 2 },
+        );
         out.push(sent - w.noticedAt);
+        readAt ??= sent;
+        segments.read.push(Math.min(readAt, sent) - w.noticedAt);
+        segments.decide.push(Math.max(0, sent - readAt));
       }
       return out;
+    };
+    const segmentNote = () => {
+      const r = `notice → tip read p50 ${percentile(segments.read, 50)} / p99 ${percentile(segments.read, 99)} ms`;
+      const d = `tip read → attempt sent p50 ${percentile(segments.decide, 50)} / p99 ${percentile(segments.decide, 99)} ms`;
+      segments.read.length = 0;
+      segments.decide.length = 0;
+      return `${r}; ${d} (tip read seen by polling Redis every 2 ms)`;
     };
     const sample = (from: number[]) => from.slice(0, Math.min(o.samples, from.length));
     const all = Array.from({ length: n }, (_, i) => i);
@@ -568,12 +604,18 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
       "req",
       `over the steady rate; ${idle.length} wakes, verbs ${JSON.stringify(woken.verbs)}`,
     );
-    fig("notice → attempt sent p50, all idle", percentile(idle, 50), "ms", `${idle.length} wakes`);
+    const idleSplit = segmentNote();
+    fig(
+      "notice → attempt sent p50, all idle",
+      percentile(idle, 50),
+      "ms",
+      `${idle.length} wakes; ${idleSplit}`,
+    );
     fig(
       "notice → attempt sent p99, all idle",
       percentile(idle, 99),
       "ms",
-      `goal at 1,000 branches: < 100 ms; ${idle.length} wakes`,
+      `goal at 1,000 branches: < 100 ms; ${idle.length} wakes; ${idleSplit}`,
     );
 
     // 10 % of branches busy: each gets a commit and notice again as soon as its last one was answered.
@@ -600,7 +642,7 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
       const busySeconds = (Date.now() - b0) / 1000;
       stop = true;
       await rotate;
-      const note = `${busyCount} busy branches woken ${(busyWakes / busySeconds).toFixed(1)}/s in all, 8 at a time; ${busyLatency.length} wakes measured`;
+      const note = `${busyCount} busy branches woken ${(busyWakes / busySeconds).toFixed(1)}/s in all, 8 at a time; ${busyLatency.length} wakes measured; ${segmentNote()}`;
       fig("notice → attempt sent p50, 10% busy", percentile(busyLatency, 50), "ms", note);
       fig(
         "notice → attempt sent p99, 10% busy",
@@ -636,7 +678,7 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
       "setup",
       setupSeconds,
       "s",
-      `cluster objects and branches created; the replicas owned every branch with decisions after ${takenSeconds.toFixed(1)} s (${shares.join(" / ")})`,
+      `cluster objects and branches created; the replicas owned every branch with decisions after ${takenSeconds.toFixed(1)} s (${shares.join(" / ")}), every GitTarget showed its first status after ${settledSeconds.toFixed(1)} s`,
     );
     return figures;
   } finally {
