@@ -54,6 +54,22 @@ describe("BareRepo against a real Git server", () => {
     await peer.remove();
   });
 
+  it("branches of one repository at one tip fetched at once into one clone all get it", async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 50; i++) files[`apps/f${i}.yaml`] = `n: ${i}\n`;
+    const url = await server.createRepo("r", files);
+    const bare = join(server.root, "r.git");
+    const main = (await server.tip("r")) as string;
+    const branches = Array.from({ length: 12 }, (_, i) => `b${i}`);
+    for (const b of branches) await gitOk(["update-ref", `refs/heads/${b}`, main], { cwd: bare });
+    const repo = await BareRepo.open(join(dir, "r.git"));
+    // A worker replica takes every branch at once: each baseline reads the same objects.
+    const fetched = await Promise.all(branches.map((b) => repo.fetchBranch({ url }, b)));
+    expect(fetched.map((f) => f.tip)).toEqual(branches.map(() => main));
+    expect(fetched.filter((f) => f.downloaded).length).toBe(1);
+    expect(await repo.readFile(main, "apps/f7.yaml")).toEqual(Buffer.from("n: 7\n"));
+  });
+
   it("makes no commit for a change that leaves the tree as it was", async () => {
     const url = await server.createRepo("r", { "a.yaml": "a: 1\n" });
     const repo = await BareRepo.open(join(dir, "r.git"));

@@ -94,6 +94,8 @@ export class BareRepo {
   readonly cache: object = {};
   /** Trees are immutable by id, so parsed ones are kept (bounded, oldest dropped). */
   private readonly trees = new Map<string, TreeEntry[]>();
+  /** Downloads under way by the tip they fetch: branches at one tip share one download. */
+  private readonly downloads = new Map<string, Promise<void>>();
 
   private constructor(
     readonly gitdir: string,
@@ -149,9 +151,26 @@ export class BareRepo {
     const tip = ad.refs.get(`refs/heads/${branch}`);
     if (!tip) return { tip: undefined, downloaded: false };
     if (await this.hasObject(tip)) return { tip, downloaded: false };
-    const known = await this.knownTips(haves);
-    const pack = await uploadPack(remote, [tip], known);
-    await this.storePack(pack);
+    // Every branch a replica takes is baselined at once, and many sit at one tip: one download
+    // serves them all. One that failed is no proof for the others: each then downloads itself.
+    const under = this.downloads.get(tip);
+    if (under) {
+      const shared = await under.then(
+        () => true,
+        () => false,
+      );
+      if (shared && (await this.hasObject(tip))) return { tip, downloaded: false };
+    }
+    const download = (async () => {
+      const known = await this.knownTips(haves);
+      await this.storePack(await uploadPack(remote, [tip], known));
+    })();
+    this.downloads.set(tip, download);
+    try {
+      await download;
+    } finally {
+      if (this.downloads.get(tip) === download) this.downloads.delete(tip);
+    }
     return { tip, downloaded: true };
   }
 
@@ -174,7 +193,8 @@ export class BareRepo {
   private async storePack(pack: Buffer): Promise<void> {
     const name = `pack-${pack.subarray(pack.length - 20).toString("hex")}`;
     const dir = join(this.gitdir, "objects", "pack");
-    const tmp = join(dir, `tmp-${name}.pack`);
+    // Written under a name of its own: two downloads may bring the same pack.
+    const tmp = join(dir, `tmp-${name}-${randomBytes(6).toString("hex")}.pack`);
     await writeFile(tmp, pack);
     await rename(tmp, join(dir, `${name}.pack`));
     await git.indexPack({

@@ -25,6 +25,13 @@ export interface InformerSource<T> {
   /** e.g. `metadata.name=creds`: one object watched by name (a Secret), never its whole namespace. */
   fieldSelector?: string;
   list(): Promise<{ items: T[]; resourceVersion: string }>;
+  /**
+   * What is kept of each object listed or watched, before it is cached and handlers see it (the
+   * fields a user reads, so a cache of large objects stays small), named by `view`: informers of
+   * one path with different views are different caches.
+   */
+  transform?: (obj: T) => T;
+  view?: string;
 }
 
 export interface InformerOptions {
@@ -125,7 +132,8 @@ export class Informer<T extends KObject = KObject> {
     }
     if (this.stopped) return false;
     const next = new Map<string, T>();
-    for (const item of listed.items) next.set(objectKey(item), item);
+    const keep = this.source.transform ?? ((o: T) => o);
+    for (const item of listed.items) next.set(objectKey(item), keep(item));
     const before = this.store;
     this.store = next;
     for (const [key, obj] of next) {
@@ -171,12 +179,13 @@ export class Informer<T extends KObject = KObject> {
       }
       const key = objectKey(obj);
       const previous = this.store.get(key);
+      const kept = this.source.transform ? this.source.transform(obj) : obj;
       if (type === "ADDED" || type === "MODIFIED") {
-        this.store.set(key, obj);
-        this.emit(previous ? "update" : "add", obj, previous);
+        this.store.set(key, kept);
+        this.emit(previous ? "update" : "add", kept, previous);
       } else if (type === "DELETED") {
         this.store.delete(key);
-        this.emit("delete", obj, previous);
+        this.emit("delete", kept, previous);
       }
       if (rv) this.resourceVersion = rv;
     };
@@ -262,7 +271,7 @@ export class Informers {
     handler?: InformerHandler<T>,
     opts: InformerOptions = {},
   ): InformerHandle<T> {
-    const key = `${source.path}?${source.labelSelector ?? ""}&${source.fieldSelector ?? ""}`;
+    const key = `${source.path}?${source.labelSelector ?? ""}&${source.fieldSelector ?? ""}#${source.view ?? ""}`;
     let entry = this.byKey.get(key);
     if (!entry) {
       const informer = new Informer<T>(this.kc, source, { ...this.opts, ...opts });

@@ -42,6 +42,33 @@ describe("branch worker: pending writes become commits", () => {
     expect(status.byTarget.get("team/site")?.state).toBe("Published");
   });
 
+  it("answers a flush while a status write is still waiting on the API server", async () => {
+    h = await harness();
+    // A sink whose writes hang until released: an API server that does not answer.
+    let release: () => void = () => {};
+    const hung = new Promise<void>((r) => {
+      release = r;
+    });
+    const reports: string[] = [];
+    const worker = await h.newWorker({
+      status: {
+        async report(_targets, r) {
+          reports.push(r.state);
+          await hung;
+        },
+      },
+    });
+    await waitFor("the first status write under way", () => reports.length > 0);
+    const put = configMapWrite(h.key, "a", "1");
+    expect(await h.accept(put)).toBe(true);
+    const flushed = await worker.flush();
+    expect(flushed.ok).toBe(true);
+    expect(await h.published(put.id)).toBe(flushed.ok ? flushed.tip : undefined);
+    release();
+    // The status catches up once the API server answers: the report after the flush is written.
+    await waitFor("the status after the flush", () => reports.length >= 2);
+  });
+
   it("closes the window at once on a save, and a delete removes the file", async () => {
     h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
     await h.newWorker();

@@ -202,6 +202,9 @@ export class BranchWorker {
   private lastReport = "";
   /** GitTargets the last report was written to: one listed since gets it without waiting for news. */
   private reportedTo = new Set<string>();
+  /** The status report being written (reportStatus), and whether another waits behind it. */
+  private statusWriting: Promise<void> = Promise.resolve();
+  private statusQueued = false;
   /** Settled entries of notices and refused writes, removed with the next settle. */
   private doneEntries: SettledEntry[] = [];
   /** Windows closed since the last announcement to onWriteDecided. */
@@ -255,6 +258,7 @@ export class BranchWorker {
     this.stopCtl.abort(new Error("the branch worker is stopping"));
     this.wake();
     await this.loop;
+    await this.statusWriting;
     for (const f of this.flushes.splice(0)) f.resolve({ ok: false, cause: "worker stopped" });
   }
 
@@ -463,7 +467,7 @@ export class BranchWorker {
     }
     await this.updateIntake();
     await this.settleDoneEntries();
-    await this.reportStatus();
+    this.reportStatus();
   }
 
   // ------------------------------------------------------------------------------------------
@@ -1131,9 +1135,20 @@ export class BranchWorker {
 
   /**
    * Writes status only when the state, cause, pause or commit changed, not on every retry, and
-   * to a GitTarget listed since the last write at once (it would otherwise wait for news).
+   * to a GitTarget listed since the last write at once (it would otherwise wait for news). Written
+   * beside the loop, one report at a time, each reading the state when it starts: a flush asked
+   * meanwhile (an apply waiting on it) never waits for the API server.
    */
-  private async reportStatus(): Promise<void> {
+  private reportStatus(): void {
+    if (!this.o.status || this.statusQueued) return;
+    this.statusQueued = true;
+    this.statusWriting = this.statusWriting.then(async () => {
+      this.statusQueued = false;
+      await this.writeStatus();
+    });
+  }
+
+  private async writeStatus(): Promise<void> {
     if (!this.o.status) return;
     const r = this.report();
     const sig = JSON.stringify([r.state, r.commit, r.retryingSince, r.lastError, r.intakePaused]);

@@ -6,7 +6,9 @@ import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, readAuditLog, startApiServer } from "../../test/cluster/apiserver/index.js";
 import { waitFor } from "../../test/worker/harness.js";
+import { KubeObjects, listBranch } from "../apply/index.js";
 import { API_VERSION } from "../crds/index.js";
+import { silentLogger } from "../log.js";
 import { ClusterCache } from "./cluster-cache.js";
 import { KubeDirectory } from "./kube.js";
 
@@ -70,6 +72,36 @@ spec: {providerRef: {name: repo${i}}, branch: main, path: clusters/dev}`);
     expect(cache.objects("FluxClaim")?.list("team")).toEqual([]);
   });
 
+  it("answers lookups from one build until a spec changes, never from a build older than the change", async () => {
+    const directory = new KubeDirectory(cache);
+    expect((await directory.branch(keyOf(7)))?.targets.map((t) => t.suspended)).toEqual([undefined]);
+    const version = cache.version;
+    // A status write changes nothing a lookup reads: the build is kept.
+    await server
+      .kubeConfig()
+      .makeApiClient(k8s.CustomObjectsApi)
+      .patchNamespacedCustomObjectStatus(
+        {
+          group: "applygate.dev",
+          version: "v1alpha1",
+          plural: "gittargets",
+          namespace: "team",
+          name: "site7",
+          body: { status: { observedGeneration: 1 } },
+        },
+        k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+      );
+    await server.applyYaml(`apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: site7, namespace: team}
+spec: {providerRef: {name: repo7}, branch: main, path: clusters/dev, suspend: true}`);
+    await waitFor("the spec change seen", async () =>
+      (await directory.branch(keyOf(7)))?.targets.some((t) => t.suspended === true),
+    );
+    // One bump for the spec change; the status write made none.
+    expect(cache.version).toBe(version + 1);
+  });
+
   it("tells the branch concerned of a GitTarget created, and of its GitProvider's Secret, and no other", async () => {
     await cache.start();
     const told: Array<Set<string> | "all"> = [];
@@ -96,6 +128,100 @@ spec: {providerRef: {name: repo3}, branch: main, path: clusters/late}`);
       username: "git",
       password: "p",
     });
+    off();
+  });
+});
+
+describe("the worker's cache of appliers", () => {
+  let server: ApiServer;
+  let auditLog: string;
+  let cache: ClusterCache;
+  const testCrd = (f: string) => fileURLToPath(new URL(`../../test/cluster/crds/${f}`, import.meta.url));
+  const KEY = "git.example.com/org/apps@main";
+  const kustomization = (source: string, status: string) => `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: web, namespace: team}
+spec: {interval: 10m, prune: true, path: ./web, sourceRef: {kind: GitRepository, name: ${source}}}
+status: {lastAttemptedRevision: ${status}}`;
+  beforeAll(async () => {
+    auditLog = join(await mkdtemp(join(tmpdir(), "applygate-cache-")), "audit.jsonl");
+    server = await startApiServer({ auditLog, bookmarkIntervalMs: 100 });
+    for (const f of [
+      "applygate.dev_gittargets.yaml",
+      "applygate.dev_gitproviders.yaml",
+      "applygate.dev_fluxclaims.yaml",
+    ])
+      await server.installCrdFile(crd(f));
+    await server.installCrdFile(testCrd("flux-kustomization.yaml"));
+    await server
+      .kubeConfig()
+      .makeApiClient(k8s.CoreV1Api)
+      .createNamespace({ body: { metadata: { name: "team" } } });
+    await server.applyYaml(`apiVersion: ${API_VERSION}
+kind: GitProvider
+metadata: {name: apps, namespace: team}
+spec: {url: "https://git.example.com/org/apps.git", type: github, webhookSecretRef: {name: hook}}
+---
+apiVersion: ${API_VERSION}
+kind: FluxClaim
+metadata: {name: web, namespace: team}
+spec: {kustomizationRef: {name: web, namespace: team}}
+---
+apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: web, namespace: team}
+spec: {providerRef: {name: apps}, branch: main, path: web, claimRef: {kind: FluxClaim, name: web}}
+---
+${kustomization("repo", "a")}`);
+    cache = new ClusterCache(server.kubeConfig());
+  });
+  afterAll(async () => {
+    await cache.close();
+    await server.close();
+  });
+
+  it("lists a branch's appliers from the cache, keeps only their source, and tells the branch only when the source changes", async () => {
+    const objects = new KubeObjects(server.kubeConfig(), silentLogger(), {}, cache);
+    const names = [{ namespace: "team", name: "web" }];
+    const first = await listBranch(objects, names);
+    expect(first.targets[0]?.source).toBe("flux/GitRepository/team/repo");
+    const reads = () =>
+      readAuditLog(auditLog).filter(
+        (e) => (e.verb === "get" || e.verb === "list") && e.objectRef?.resource === "kustomizations",
+      );
+    const before = reads().length;
+    for (let i = 0; i < 5; i++) await listBranch(objects, names);
+    expect(reads().slice(before)).toEqual([]);
+    // Only the fields naming the source are kept, never the applier's status.
+    expect(cache.objects("Kustomization")?.get("web", "team")).toMatchObject({
+      spec: { sourceRef: { kind: "GitRepository", name: "repo" } },
+    });
+    expect(cache.objects("Kustomization")?.get("web", "team")?.status).toBeUndefined();
+
+    const told: Array<Set<string> | "all"> = [];
+    const off = cache.onChange((keys) => told.push(keys));
+    // Status moves at every apply: nothing the decisions read changed.
+    await server.applyYaml(kustomization("repo", "b"));
+    const statusMoved = cache.objects("Kustomization")?.get("web", "team")?.metadata.resourceVersion;
+    await waitFor("the status change cached", async () => {
+      const rv = (await server.kubeConfig().makeApiClient(k8s.CustomObjectsApi).getNamespacedCustomObject({
+        group: "kustomize.toolkit.fluxcd.io",
+        version: "v1",
+        namespace: "team",
+        plural: "kustomizations",
+        name: "web",
+      })) as { metadata: { resourceVersion: string } };
+      return (
+        cache.objects("Kustomization")?.get("web", "team")?.metadata.resourceVersion ===
+        rv.metadata.resourceVersion
+      );
+    });
+    expect(statusMoved).toBeDefined();
+    expect(told).toEqual([]);
+    await server.applyYaml(kustomization("other", "b"));
+    await waitFor("the source change told", () => told.length > 0);
+    expect(told).toEqual([new Set([KEY])]);
+    expect((await listBranch(objects, names)).targets[0]?.source).toBe("flux/GitRepository/team/other");
     off();
   });
 });

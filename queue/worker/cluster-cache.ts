@@ -19,7 +19,9 @@ import {
 } from "../crds/index.js";
 import {
   apiFailure,
+  collectionPath,
   type InformerHandle,
+  isForbidden,
   isNotFound,
   type KObject,
   Kube,
@@ -31,6 +33,41 @@ import {
   TypedCache,
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
+
+/**
+ * The appliers a claim holds. The decisions read only which source an applier reads (a
+ * Kustomization's `spec.sourceRef`, an Application's `spec.source(s)`), so that is all the cache
+ * keeps of them: an Argo CD Application's status alone can be tens of kilobytes.
+ */
+export const APPLIER_TYPES = {
+  Kustomization: {
+    group: "kustomize.toolkit.fluxcd.io",
+    version: "v1",
+    plural: "kustomizations",
+    kind: "Kustomization",
+  },
+  Application: { group: "argoproj.io", version: "v1alpha1", plural: "applications", kind: "Application" },
+} as const satisfies Record<string, ResourceType>;
+
+/** What the cache keeps of an applier: its identity and the spec fields naming its source. Pure. */
+export function applierView(o: KObject): KObject {
+  const spec = (o.spec ?? {}) as Record<string, unknown>;
+  const kept: Record<string, unknown> = {};
+  for (const f of ["sourceRef", "source", "sources"]) if (spec[f] !== undefined) kept[f] = spec[f];
+  const { name, namespace, uid, resourceVersion, generation } = o.metadata;
+  return {
+    ...(o.apiVersion ? { apiVersion: o.apiVersion } : {}),
+    ...(o.kind ? { kind: o.kind } : {}),
+    metadata: {
+      name,
+      ...(namespace !== undefined ? { namespace } : {}),
+      ...(uid !== undefined ? { uid } : {}),
+      ...(resourceVersion !== undefined ? { resourceVersion } : {}),
+      ...(generation !== undefined ? { generation } : {}),
+    },
+    spec: kept,
+  };
+}
 
 const SCOPE_GRANT: ResourceType = {
   group: GROUP,
@@ -49,6 +86,10 @@ export type ChangeListener = (keys: Set<string> | "all") => void;
 
 const nsOf = (o: { metadata: { namespace?: string } }) => o.metadata.namespace ?? "default";
 
+/** Whether two versions of an object have the same identity and spec (a status write between them). */
+const sameSpec = (a: KObject, b: KObject) =>
+  a.metadata.uid === b.metadata.uid && JSON.stringify(a.spec) === JSON.stringify(b.spec);
+
 export class ClusterCache {
   readonly kube: Kube;
   readonly providers: TypedCache<GitProvider>;
@@ -56,26 +97,66 @@ export class ClusterCache {
   readonly grantsCache: TypedCache<ScopeGrant>;
   /** Paths of the kinds the cluster does not serve. */
   private readonly absent = new Set<string>();
+  /** Paths of applier kinds not cached (not served, or not listable): read from the API server. */
+  private readonly uncached = new Set<string>();
   private readonly handles: InformerHandle<KObject>[] = [];
+  private readonly applierHandles: InformerHandle<KObject>[] = [];
   private readonly secrets = new Map<string, Promise<InformerHandle<KObject>>>();
   private readonly listeners = new Set<ChangeListener>();
   private started: Promise<void> | undefined;
+  /**
+   * Bumped by every change of what a branch spec is built from (a GitProvider, a GitTarget's spec,
+   * a ScopeGrant, a credentials Secret), never by a status write: lookups rebuild only then.
+   */
+  version = 0;
+  /** GitTargets by the claim they name, at the version they were indexed for. */
+  private byClaim: { version: number; targets: Map<string, KObject[]> } | undefined;
 
   constructor(kc: k8s.KubeConfig | Kube, log?: Logger) {
     this.kube = kc instanceof Kube ? kc : new Kube(kc, log ? { log } : {});
-    const providers = this.acquire(RESOURCES.gitProvider, (o, prev) => this.providerChanged(o, prev));
-    const targets = this.acquire(RESOURCES.gitTarget, (o, prev) => this.tell(this.keysOfTargets([o, prev])));
+    const providers = this.acquire(RESOURCES.gitProvider, (o, prev) => {
+      this.version++;
+      this.providerChanged(o, prev);
+    });
+    const targets = this.acquire(RESOURCES.gitTarget, (o, prev, type) => {
+      // A status write (ours, at every publication) changes nothing a branch reads of it.
+      if (type === "update" && prev && sameSpec(prev, o)) return;
+      this.version++;
+      this.tell(this.keysOfTargets([o, prev]));
+    });
     this.providers = new TypedCache(providers.informer, readGitProvider, log);
     this.targets = new TypedCache(targets.informer, readGitTarget, log);
     for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim])
       this.acquire(t, (o, prev) => this.tell(this.keysOfClaim(t.kind, o, prev)));
     this.acquire(RESOURCES.applierGrant, () => this.tell("all"));
-    const grants = this.acquire(SCOPE_GRANT, () => this.tell("all"));
+    const grants = this.acquire(SCOPE_GRANT, () => {
+      this.version++;
+      this.tell("all");
+    });
     this.grantsCache = new TypedCache(grants.informer, (o) => readObject(scopeGrant, o), log);
+    for (const t of Object.values(APPLIER_TYPES)) {
+      const h = this.kube.informers.acquire<KObject>(
+        {
+          path: collectionPath(t),
+          view: "applier-source",
+          transform: applierView,
+          list: () => this.kube.list<KObject>(t),
+        },
+        // Appliers' status moves at every apply; only a change of the source they read matters.
+        (_type, o, prev) => {
+          if (prev && JSON.stringify(prev.spec) === JSON.stringify(o.spec)) return;
+          this.tell(this.keysOfApplier(t.kind, o));
+        },
+      );
+      this.applierHandles.push(h);
+    }
   }
 
-  private acquire(t: ResourceType, changed: (o: KObject, prev: KObject | undefined) => void) {
-    const h = this.kube.informer(t, { onChange: (_type, o, prev) => changed(o, prev) });
+  private acquire(
+    t: ResourceType,
+    changed: (o: KObject, prev: KObject | undefined, type: "add" | "update" | "delete") => void,
+  ) {
+    const h = this.kube.informer(t, { onChange: (type, o, prev) => changed(o, prev, type) });
     this.handles.push(h);
     return h;
   }
@@ -86,8 +167,8 @@ export class ClusterCache {
    */
   start(): Promise<void> {
     this.started ??= (async () => {
-      await Promise.all(
-        this.handles.map(async (h) => {
+      await Promise.all([
+        ...this.handles.map(async (h) => {
           await h.informer.start();
           if (!h.informer.isSynced() && isNotFound(h.informer.lastError)) {
             this.absent.add(h.informer.path);
@@ -96,7 +177,21 @@ export class ClusterCache {
           }
           await h.synced();
         }),
-      );
+        // An applier kind the cluster does not serve, or the worker may not list (a role from
+        // before appliers were cached), is read from the API server as before.
+        ...this.applierHandles.map(async (h) => {
+          await h.informer.start();
+          if (
+            !h.informer.isSynced() &&
+            (isNotFound(h.informer.lastError) || isForbidden(h.informer.lastError))
+          ) {
+            this.uncached.add(h.informer.path);
+            await h.release();
+            return;
+          }
+          await h.synced();
+        }),
+      ]);
     })();
     return this.started;
   }
@@ -114,6 +209,12 @@ export class ClusterCache {
   objects(
     kind: string,
   ): { get(name: string, ns: string): KObject | undefined; list(ns: string): KObject[] } | undefined {
+    const applier = Object.values(APPLIER_TYPES).find((r) => r.kind === kind);
+    if (applier) {
+      const h = this.applierHandles.find((x) => x.informer.path === collectionPath(applier));
+      if (!h || this.uncached.has(h.informer.path)) return undefined;
+      return { get: (name, ns) => h.informer.get(name, ns), list: (ns) => h.informer.list(ns) };
+    }
     const t = Object.values(RESOURCES).find((r) => r.kind === kind);
     const h = t && this.handles.find((x) => x.informer.path === `/apis/${t.group}/${t.version}/${t.plural}`);
     if (!h) return undefined;
@@ -198,6 +299,7 @@ export class ClusterCache {
   }
 
   private secretChanged(s: KObject) {
+    this.version++;
     const ns = nsOf(s);
     const providers = this.providers
       .list(ns)
@@ -211,12 +313,38 @@ export class ClusterCache {
     );
   }
 
+  /** The branch keys of the GitTargets naming this claim, from an index kept per version. */
   private keysOfClaim(kind: string, o: KObject, _prev: KObject | undefined): Set<string> {
+    if (this.byClaim?.version !== this.version) {
+      const targets = new Map<string, KObject[]>();
+      for (const raw of this.targets.list()) {
+        const ref = raw.spec.claimRef;
+        if (!ref) continue;
+        const key = `${ref.kind}/${ref.namespace ?? nsOf(raw)}/${ref.name}`;
+        const list = targets.get(key) ?? [];
+        list.push(raw as unknown as KObject);
+        targets.set(key, list);
+      }
+      this.byClaim = { version: this.version, targets };
+    }
+    return this.keysOfTargets(this.byClaim.targets.get(`${kind}/${nsOf(o)}/${o.metadata.name}`) ?? []);
+  }
+
+  /** The branch keys of GitTargets whose claim holds this applier. */
+  private keysOfApplier(kind: string, o: KObject): Set<string> {
     const ns = nsOf(o);
-    return this.targetsOf((t) => {
-      const ref = t.spec.claimRef;
-      return !!ref && ref.kind === kind && ref.name === o.metadata.name && (ref.namespace ?? nsOf(t)) === ns;
-    });
+    const claimType = kind === "Kustomization" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim;
+    const field = kind === "Kustomization" ? "kustomizationRef" : "applicationRef";
+    const h = this.handles.find((x) => x.informer.path === collectionPath(claimType));
+    const keys = new Set<string>();
+    for (const c of h?.informer.list() ?? []) {
+      const ref = ((c.spec ?? {}) as Record<string, { name?: string; namespace?: string } | undefined>)[
+        field
+      ];
+      if (ref?.name !== o.metadata.name || (ref.namespace ?? nsOf(c)) !== ns) continue;
+      for (const k of this.keysOfClaim(claimType.kind, c, undefined)) keys.add(k);
+    }
+    return keys;
   }
 
   async close(): Promise<void> {

@@ -1,13 +1,16 @@
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import { type ApiServer, readAuditLog, startApiServer } from "../../test/cluster/apiserver/index.js";
 import { waitFor } from "../../test/worker/harness.js";
 import { API_VERSION, GROUP, VERSION } from "../crds/index.js";
 import { silentLogger } from "../log.js";
 import { ClusterCache } from "./cluster-cache.js";
-import { type CredentialsReporter, KubeDirectory, KubeStatusSink } from "./kube.js";
+import { type CredentialsReporter, KubeDirectory, KubeStatusSink, patchChangesNothing } from "./kube.js";
 import type { PublicationReport } from "./status.js";
 
 const crd = (f: string) => fileURLToPath(new URL(`../../manifests/base/crds/${f}`, import.meta.url));
@@ -16,8 +19,10 @@ const ref = { group: GROUP, version: VERSION, plural: "gittargets", namespace: "
 describe("GitTarget status and branch specs through the Kubernetes API", () => {
   let server: ApiServer;
   let custom: k8s.CustomObjectsApi;
+  let auditLog: string;
   beforeAll(async () => {
-    server = await startApiServer();
+    auditLog = join(await mkdtemp(join(tmpdir(), "applygate-status-")), "audit.jsonl");
+    server = await startApiServer({ auditLog });
     await server.installCrdFile(crd("applygate.dev_gittargets.yaml"));
     await server.installCrdFile(crd("applygate.dev_gitproviders.yaml"));
     const kc = server.kubeConfig();
@@ -96,6 +101,66 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
     expect(after.status.publication.lastError).toBeUndefined();
     const ready = after.status.conditions.find((c: any) => c.type === "Ready");
     expect(ready).toMatchObject({ status: "True", reason: "Published" });
+  });
+
+  it("patches no status that already shows the report, also from a replica that just took the branch", async () => {
+    const published: PublicationReport = {
+      branchKey: retrying.branchKey,
+      state: "Published",
+      commit: "b".repeat(40),
+      intakePaused: false,
+      retainedWrites: 0,
+      retainedBytes: 0,
+    };
+    const target = [{ namespace: "team", name: "site" }];
+    const patches = () =>
+      readAuditLog(auditLog).filter((e) => e.verb === "patch" && e.objectRef?.subresource === "status")
+        .length;
+    const kc = server.kubeConfig();
+    const first = new ClusterCache(kc);
+    caches.push(first);
+    await first.start();
+    const sink = new KubeStatusSink(kc, silentLogger(), Date.now, 8, first);
+    await sink.report(target, published);
+    const once = patches();
+    // Once the cache holds our write, the same report costs nothing.
+    await waitFor("the cache to hold the write", () =>
+      patchChangesNothing(first.targets.get("site", "team")?.status, {
+        publication: { commit: "b".repeat(40) },
+      }),
+    );
+    await sink.report(target, published);
+    expect(patches()).toBe(once);
+    // A replica that takes the branch over reports what the GitTarget shows already: no patch.
+    const second = new ClusterCache(kc);
+    caches.push(second);
+    await second.start();
+    await new KubeStatusSink(kc, silentLogger(), Date.now, 8, second).report(target, published);
+    expect(patches()).toBe(once);
+    // A change is written.
+    await new KubeStatusSink(kc, silentLogger(), Date.now, 8, second).report(target, {
+      ...published,
+      commit: "c".repeat(40),
+    });
+    expect(patches()).toBe(once + 1);
+    const got = (await custom.getNamespacedCustomObject(ref)) as { status: Record<string, any> };
+    expect(got.status.publication.commit).toBe("c".repeat(40));
+  });
+
+  it("a status patch changes nothing only when every field it names holds that value already", () => {
+    const current = { publication: { state: "Published", commit: "a" }, conditions: [{ type: "Ready" }] };
+    expect(
+      patchChangesNothing(current, { publication: { state: "Published", commit: "a", lastError: null } }),
+    ).toBe(true);
+    expect(patchChangesNothing(current, { publication: { commit: "b" } })).toBe(false);
+    expect(patchChangesNothing(current, { publication: { lastError: "x" } })).toBe(false);
+    expect(patchChangesNothing(current, { publication: { commit: null } })).toBe(false);
+    expect(patchChangesNothing(current, { conditions: [{ type: "Ready" }] })).toBe(true);
+    expect(patchChangesNothing(current, { conditions: [{ type: "Ready" }, { type: "Stalled" }] })).toBe(
+      false,
+    );
+    expect(patchChangesNothing(current, { observedGeneration: 2 })).toBe(false);
+    expect(patchChangesNothing({}, { publication: { state: "Published" } })).toBe(false);
   });
 
   it("records a refused write as condition WriteRefused and an Event with an action, kept by later reports", async () => {

@@ -52,8 +52,24 @@ function withNulls(p: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
+/**
+ * Whether a status merge patch would change nothing the object's status shows: every field it
+ * names holds that value already (a null: the field is absent). Pure.
+ */
+export function patchChangesNothing(current: unknown, patch: unknown): boolean {
+  if (patch === null) return current === undefined || current === null;
+  if (typeof patch === "object" && !Array.isArray(patch)) {
+    if (current === null || typeof current !== "object" || Array.isArray(current)) return false;
+    const cur = current as Record<string, unknown>;
+    return Object.entries(patch as Record<string, unknown>).every(([k, v]) => patchChangesNothing(cur[k], v));
+  }
+  return JSON.stringify(current) === JSON.stringify(patch);
+}
+
 export class KubeStatusSink implements StatusSink {
   private readonly custom: k8s.CustomObjectsApi;
+  /** The resourceVersion each of our status writes left, by GitTarget: the cache shows it once it has it. */
+  private readonly written = new Map<string, string>();
 
   constructor(
     kc: k8s.KubeConfig,
@@ -66,15 +82,19 @@ export class KubeStatusSink implements StatusSink {
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
   }
 
+  /** Writes every GitTarget of the branch at once (a report is one state, shown on each). */
   async report(targets: TargetRef[], report: PublicationReport): Promise<void> {
-    for (const t of targets)
-      await this.write(t, (current, generation) => {
-        const previous = current.status?.conditions as Condition[] | undefined;
-        const own = publicationConditions(report, previous, this.now(), generation);
-        // Conditions the publication does not own (WriteRefused) are kept as they are.
-        const others = (previous ?? []).filter((c) => !own.some((o) => o.type === c.type));
-        return { publication: withNulls(publicationStatus(report)), conditions: [...own, ...others] };
-      });
+    await Promise.all(targets.map((t) => this.reportOn(t, report)));
+  }
+
+  private async reportOn(t: TargetRef, report: PublicationReport): Promise<void> {
+    await this.write(t, (current, generation) => {
+      const previous = current.status?.conditions as Condition[] | undefined;
+      const own = publicationConditions(report, previous, this.now(), generation);
+      // Conditions the publication does not own (WriteRefused) are kept as they are.
+      const others = (previous ?? []).filter((c) => !own.some((o) => o.type === c.type));
+      return { publication: withNulls(publicationStatus(report)), conditions: [...own, ...others] };
+    });
   }
 
   /** Sets CredentialsAvailable on each GitTarget of a GitProvider whose credentials Secret was (not) read. */
@@ -160,9 +180,19 @@ export class KubeStatusSink implements StatusSink {
       name: t.name,
     };
     let attempt = 0;
+    const key = `${t.namespace}/${t.name}`;
+    // What a read shows is to be trusted for "unchanged" only when it is the server's, or a cached
+    // object that already holds our own last write (a cache a write ahead of it would hide that
+    // write, and a status going back to what the cache shows would never be written).
+    let trusted = false;
     const read = async (): Promise<GitTarget | undefined> => {
       const cached = attempt++ === 0 ? this.cache?.targets.get(t.name, t.namespace) : undefined;
-      if (cached) return cached;
+      if (cached) {
+        const mine = this.written.get(key);
+        trusted = mine === undefined || mine === cached.metadata.resourceVersion;
+        return cached;
+      }
+      trusted = true;
       try {
         return (await this.custom.getNamespacedCustomObject(ref)) as GitTarget;
       } catch (err) {
@@ -176,16 +206,25 @@ export class KubeStatusSink implements StatusSink {
         (current) => {
           if (!current) return undefined;
           const generation = current.metadata.generation as number | undefined;
-          return {
-            metadata: { resourceVersion: current.metadata.resourceVersion },
-            status: {
-              ...build(current, generation),
-              ...(generation !== undefined ? { observedGeneration: generation } : {}),
-            },
+          const status = {
+            ...build(current, generation),
+            ...(generation !== undefined ? { observedGeneration: generation } : {}),
           };
+          // A status that already shows this costs no request: a replica taking over a thousand
+          // branches would otherwise patch every GitTarget with what it says already.
+          if (trusted && patchChangesNothing(current.status ?? {}, status)) return undefined;
+          return { metadata: { resourceVersion: current.metadata.resourceVersion }, status };
         },
         // Seed 003: a lost optimistic-concurrency race is re-read and retried, never a wedge.
-        (_current, body) => this.custom.patchNamespacedCustomObjectStatus({ ...ref, body }, MERGE),
+        async (_current, body) => {
+          const out = (await this.custom.patchNamespacedCustomObjectStatus({ ...ref, body }, MERGE)) as {
+            metadata?: { resourceVersion?: string };
+          };
+          const rv = out?.metadata?.resourceVersion;
+          if (rv) this.written.set(key, rv);
+          else this.written.delete(key);
+          return out;
+        },
         { max: this.maxAttempts, what: `status of GitTarget ${t.namespace}/${t.name}` },
       );
     } catch (err) {
@@ -289,8 +328,28 @@ export class KubeDirectory implements Directory {
     }
   }
 
+  /** The directory built from the caches, rebuilt only when what it reads changed (`ClusterCache.version`). */
+  private built: { version: number; directory: Promise<Directory> } | undefined;
+
+  /**
+   * A lookup answers from the directory built at the caches' current version: a replica taking a
+   * thousand branches builds it once, not once per branch over every GitTarget of the cluster.
+   */
   async branch(key: string) {
     await this.cache.start();
+    const version = this.cache.version;
+    if (this.built?.version !== version) {
+      const directory = this.build();
+      this.built = { version, directory };
+      // A build that failed is not kept: the next lookup builds again.
+      directory.catch(() => {
+        if (this.built?.directory === directory) this.built = undefined;
+      });
+    }
+    return (await this.built.directory).branch(key);
+  }
+
+  private async build(): Promise<Directory> {
     const providers = this.cache.providers.list();
     const targets = this.cache.targets.list();
     // Without the ScopeGrant kind installed nobody holds a grant: every target keeps its own scope.
@@ -320,6 +379,6 @@ export class KubeDirectory implements Directory {
       }
     }
     await this.acceptance(providers, targets);
-    return directoryFromObjects(providers, targets, secrets, grants).branch(key);
+    return directoryFromObjects(providers, targets, secrets, grants);
   }
 }

@@ -71,6 +71,8 @@ export class Replica {
   private branchesQueue: Queue | undefined;
   private timers: NodeJS.Timeout[] = [];
   private stopping = false;
+  private renewing = false;
+  private sweeping = false;
 
   constructor(private readonly o: ReplicaOptions) {
     this.id = o.replicaId ?? `replica-${randomBytes(4).toString("hex")}`;
@@ -171,28 +173,55 @@ export class Replica {
     return p;
   }
 
+  /**
+   * Renews every lease at once (one pipelined burst on the connection, not one round trip after
+   * another): a thousand branches renewed in turn would outlast a third of the lease on a busy
+   * machine, and the last ones would expire.
+   */
   private async renewAll(): Promise<void> {
-    for (const [key, { worker, lease }] of this.workers) {
-      try {
-        if (!(await lease.renew())) {
-          this.o.log.warn({ branch: key }, "lost the branch's lease; stopping its worker");
-          this.workers.delete(key);
-          await worker.stop();
-        }
-      } catch (err) {
-        this.o.log.warn({ branch: key, err: (err as Error).message }, "lease renewal failed");
-      }
+    if (this.renewing) return;
+    this.renewing = true;
+    try {
+      await Promise.all(
+        [...this.workers].map(async ([key, { worker, lease }]) => {
+          try {
+            if (!(await lease.renew())) {
+              this.o.log.warn({ branch: key }, "lost the branch's lease; stopping its worker");
+              if (this.workers.get(key)?.worker === worker) this.workers.delete(key);
+              await worker.stop();
+            }
+          } catch (err) {
+            this.o.log.warn({ branch: key, err: (err as Error).message }, "lease renewal failed");
+          }
+        }),
+      );
+    } finally {
+      this.renewing = false;
     }
   }
 
-  /** Takes every known branch that has no owner (its owner died, or nobody took it yet). */
+  /**
+   * Takes every known branch that has no owner (its owner died, or nobody took it yet), several
+   * at once: a dead replica's thousand branches are taken in a few round trips' time, not one
+   * after another.
+   */
   async sweep(): Promise<void> {
-    if (this.stopping) return;
+    if (this.stopping || this.sweeping) return;
+    this.sweeping = true;
     try {
-      const keys = await this.redis.smembers(knownBranchesKey(this.o.prefix));
-      for (const key of keys) if (!this.workers.has(key)) await this.claim(key);
+      const keys = (await this.redis.smembers(knownBranchesKey(this.o.prefix))).filter(
+        (k) => !this.workers.has(k),
+      );
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: Math.min(SWEEP_WIDTH, keys.length) }, async () => {
+          while (next < keys.length && !this.stopping) await this.claim(keys[next++] as string);
+        }),
+      );
     } catch (err) {
       this.o.log.warn({ err: (err as Error).message }, "sweep of known branches failed");
+    } finally {
+      this.sweeping = false;
     }
   }
 
@@ -241,6 +270,9 @@ export class Replica {
     this.redis.disconnect();
   }
 }
+
+/** Branches a sweep takes at once. */
+const SWEEP_WIDTH = 32;
 
 /** How long a stop waits for a queue consumer's graceful close (its jobs are short). */
 const CONSUMER_CLOSE_MS = 5_000;

@@ -57,6 +57,8 @@ const exec = promisify(execFile);
 /** Settings of one run; the environment overrides the windows for a quick look. */
 export interface FleetOptions {
   sizes: number[];
+  /** Replicas owning the fleet together (each count a run of its own; 2: the branches are split). */
+  replicas: number[];
   /** Seconds of idle steady state counted for the API rate. */
   steadySeconds: number;
   /** Branches woken one at a time for the latency figures (per phase). */
@@ -67,6 +69,10 @@ export interface FleetOptions {
 export function fleetOptions(env: NodeJS.ProcessEnv = process.env): FleetOptions {
   return {
     sizes: (env.FLEET_N ?? "1,10")
+      .split(",")
+      .map((s) => Number(s.trim()))
+      .filter((n) => n > 0),
+    replicas: (env.FLEET_REPLICAS ?? "1,2")
       .split(",")
       .map((s) => Number(s.trim()))
       .filter((n) => n > 0),
@@ -301,11 +307,19 @@ async function fleetWorld(n: number) {
   });
 
   const redisServer = await restartableRedis();
-  await redisServer.start();
   const prefix = `fleet-${randomBytes(4).toString("hex")}`;
   const redis = connectRedis(redisServer.url);
   const keys = Array.from({ length: n }, (_, i) => branchKey(url, branchName(i)));
+  /** GitTargets whose status shows a publication (the worker's first report on each). */
+  const reported = async () => {
+    const res = await fetch(`${api.url}/apis/applygate.dev/v1alpha1/namespaces/${NS}/gittargets`, {
+      headers: { Authorization: `Bearer ${adminToken}` },
+    });
+    const list = (await res.json()) as { items: Array<{ status?: { publication?: { commit?: string } } }> };
+    return list.items.filter((t) => t.status?.publication?.commit).length;
+  };
   return {
+    reported,
     dir,
     api,
     git,
@@ -432,18 +446,28 @@ function workerRequests(world: World, from: number, to: number) {
     return t >= from && t < to;
   });
   const verbs: Record<string, number> = {};
-  for (const e of inWindow) verbs[e.verb] = (verbs[e.verb] ?? 0) + 1;
-  return { requests: inWindow.filter((e) => e.verb !== "watch").length, watches: verbs.watch ?? 0, verbs };
+  for (const e of inWindow) {
+    const r = e.objectRef;
+    const what = `${e.verb} ${r?.resource ?? e.requestURI}${r?.subresource ? `/${r.subresource}` : ""}`;
+    verbs[what] = (verbs[what] ?? 0) + 1;
+  }
+  const watches = inWindow.filter((e) => e.verb === "watch").length;
+  return { requests: inWindow.length - watches, watches, verbs };
 }
 
-async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
+async function runSize(n: number, count: number, o: FleetOptions): Promise<Figure[]> {
   const started = Date.now();
-  step(`N=${n}: creating the cluster objects and branches`);
+  step(`N=${n} replicas=${count}: creating the cluster objects and branches`);
   const world = await fleetWorld(n);
   const setupSeconds = (Date.now() - started) / 1000;
   const figures: Figure[] = [];
   const fig = (name: string, value: number, unit: string, note: string) =>
-    figures.push({ bench: `fleet N=${n}: ${name}`, value: Math.round(value * 100) / 100, unit, note });
+    figures.push({
+      bench: `fleet N=${n} replicas=${count}: ${name}`,
+      value: Math.round(value * 100) / 100,
+      unit,
+      note,
+    });
   const executor = scriptedExecutor(world);
   const notices = new Queue(QUEUES.notices, { connection: world.redis, prefix: world.prefix });
   const replicas: Child[] = [];
@@ -451,21 +475,22 @@ async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
     await world.redis.sadd(knownBranchesKey(world.prefix), ...world.keys);
     const redisBefore = await usedMemory(world);
     const cache = (id: string) => join(world.dir, `cache-${id}`);
-    const first = startReplica({
-      id: "r1",
-      ...world,
-      redisUrl: world.redisServer.url,
-      cacheDir: cache("r1"),
-      leaseMs: o.leaseMs,
-    });
-    replicas.push(first);
+    const replica = (id: string) =>
+      startReplica({
+        id,
+        ...world,
+        redisUrl: world.redisServer.url,
+        cacheDir: cache(id),
+        leaseMs: o.leaseMs,
+      });
+    const ids = Array.from({ length: count }, (_, k) => `r${k + 1}`);
+    for (const id of ids) replicas.push(replica(id));
+    const first = replicas[0] as Child;
     const t0 = Date.now();
-    step(`N=${n}: first replica started`);
-    await until(
-      async () => (await leaseHolders(world)).every((h) => h?.startsWith("r1:")),
-      "the first replica to own every branch",
-      { timeoutMs: 600_000, everyMs: 250 },
-    );
+    step(`N=${n} replicas=${count}: replicas started`);
+    const ownedBy = async (owners: string[]) =>
+      (await leaseHolders(world)).every((h) => owners.some((id) => h?.startsWith(`${id}:`)));
+    await until(() => ownedBy(ids), "the replicas to own every branch", { timeoutMs: 900_000, everyMs: 250 });
     await until(
       async () => {
         const pipe = world.redis.pipeline();
@@ -473,10 +498,24 @@ async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
         return ((await pipe.exec()) ?? []).every(([, v]) => v === 1);
       },
       "decisions to start on every branch",
-      { timeoutMs: 600_000, everyMs: 250 },
+      { timeoutMs: 900_000, everyMs: 250 },
     );
-    step(`N=${n}: every branch owned with decisions`);
     const takenSeconds = (Date.now() - t0) / 1000;
+    // Startup ends when every GitTarget shows its first publication status: those first writes
+    // are no steady state.
+    await until(async () => (await world.reported()) === n * APPLIERS, "every GitTarget's first status", {
+      timeoutMs: 900_000,
+      everyMs: 2000,
+    });
+    const settledSeconds = (Date.now() - t0) / 1000;
+    const split = ids.map((id) => `${id}`).join(", ");
+    const shares = await (async () => {
+      const holders = await leaseHolders(world);
+      return ids.map((id) => holders.filter((h) => h?.startsWith(`${id}:`)).length);
+    })();
+    step(
+      `N=${n} replicas=${count}: every branch owned with decisions after ${takenSeconds.toFixed(1)} s (${split}: ${shares.join(" / ")})`,
+    );
     // Let the first listings and observations settle before counting the steady state.
     await new Promise((r) => setTimeout(r, 5000));
 
@@ -491,18 +530,24 @@ async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
       `goal: independent of N (watches only); verbs ${JSON.stringify(steady.verbs)} over ${o.steadySeconds} s; ${(steadyRate / n).toFixed(2)} req/s per branch`,
     );
 
-    const mem = await first.memory();
+    const mems = await Promise.all(replicas.map((r) => r.memory()));
+    const rss = Math.max(...mems.map((m) => m.rss));
+    const heap = Math.max(...mems.map((m) => m.heapUsed));
+    const each =
+      count > 1
+        ? ` (largest of ${count}: ${mems.map((m) => (m.rss / 2 ** 20).toFixed(0)).join(" / ")} MiB)`
+        : "";
     fig(
       "worker RSS",
-      mem.rss / 2 ** 20,
+      rss / 2 ** 20,
       "MiB",
-      `goal at 1,000 branches / 10,000 appliers: ≤ 1024 MiB; ${(mem.rss / n / 1024).toFixed(1)} KiB per branch, ${(mem.rss / (n * APPLIERS) / 1024).toFixed(1)} KiB per applier (whole process, baseline included)`,
+      `goal at 1,000 branches / 10,000 appliers: ≤ 1024 MiB${each}; ${(rss / (n / count) / 1024).toFixed(1)} KiB per branch owned, ${(rss / ((n / count) * APPLIERS) / 1024).toFixed(1)} KiB per applier (whole process, baseline included)`,
     );
     fig(
       "worker heap used",
-      mem.heapUsed / 2 ** 20,
+      heap / 2 ** 20,
       "MiB",
-      `heapTotal ${(mem.heapTotal / 2 ** 20).toFixed(1)} MiB`,
+      `heapTotal ${(Math.max(...mems.map((m) => m.heapTotal)) / 2 ** 20).toFixed(1)} MiB${count > 1 ? `; each ${mems.map((m) => (m.heapUsed / 2 ** 20).toFixed(0)).join(" / ")} MiB` : ""}`,
     );
     const redisAfter = await usedMemory(world);
     fig(
@@ -513,17 +558,37 @@ async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
     );
 
     // Decision latency: push notice accepted → first attempt sent, one branch woken at a time.
+    // Each wake is also split where the worker records the tip it read (`…:tip`): before it, the
+    // notice's way to the branch worker and the read of the remote (Git); after it, the decision,
+    // the flush and the queueing of the attempt.
+    const segments = { read: [] as number[], decide: [] as number[] };
     const latency = async (candidates: number[]) => {
       const out: number[] = [];
       for (const i of candidates) {
         const w = await wake(world, notices, i);
-        const sent = await until(() => executor.firstSent(w.key, w.after), `an attempt for branch ${i}`, {
-          timeoutMs: 60_000,
-          everyMs: 5,
-        });
+        const tipKey = branchKeys(world.prefix, w.key).tip;
+        let readAt: number | undefined;
+        const sent = await until(
+          async () => {
+            if (readAt === undefined && (await world.redis.get(tipKey)) === w.after) readAt = Date.now();
+            return executor.firstSent(w.key, w.after);
+          },
+          `an attempt for branch ${i}`,
+          { timeoutMs: 60_000, everyMs: 2 },
+        );
         out.push(sent - w.noticedAt);
+        readAt ??= sent;
+        segments.read.push(Math.min(readAt, sent) - w.noticedAt);
+        segments.decide.push(Math.max(0, sent - readAt));
       }
       return out;
+    };
+    const segmentNote = () => {
+      const r = `notice → tip read p50 ${percentile(segments.read, 50)} / p99 ${percentile(segments.read, 99)} ms`;
+      const d = `tip read → attempt sent p50 ${percentile(segments.decide, 50)} / p99 ${percentile(segments.decide, 99)} ms`;
+      segments.read.length = 0;
+      segments.decide.length = 0;
+      return `${r}; ${d} (tip read seen by polling Redis every 2 ms)`;
     };
     const sample = (from: number[]) => from.slice(0, Math.min(o.samples, from.length));
     const all = Array.from({ length: n }, (_, i) => i);
@@ -539,12 +604,18 @@ async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
       "req",
       `over the steady rate; ${idle.length} wakes, verbs ${JSON.stringify(woken.verbs)}`,
     );
-    fig("notice → attempt sent p50, all idle", percentile(idle, 50), "ms", `${idle.length} wakes`);
+    const idleSplit = segmentNote();
+    fig(
+      "notice → attempt sent p50, all idle",
+      percentile(idle, 50),
+      "ms",
+      `${idle.length} wakes; ${idleSplit}`,
+    );
     fig(
       "notice → attempt sent p99, all idle",
       percentile(idle, 99),
       "ms",
-      `goal at 1,000 branches: < 100 ms; ${idle.length} wakes`,
+      `goal at 1,000 branches: < 100 ms; ${idle.length} wakes; ${idleSplit}`,
     );
 
     // 10 % of branches busy: each gets a commit and notice again as soon as its last one was answered.
@@ -571,7 +642,7 @@ async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
       const busySeconds = (Date.now() - b0) / 1000;
       stop = true;
       await rotate;
-      const note = `${busyCount} busy branches woken ${(busyWakes / busySeconds).toFixed(1)}/s in all, 8 at a time; ${busyLatency.length} wakes measured`;
+      const note = `${busyCount} busy branches woken ${(busyWakes / busySeconds).toFixed(1)}/s in all, 8 at a time; ${busyLatency.length} wakes measured; ${segmentNote()}`;
       fig("notice → attempt sent p50, 10% busy", percentile(busyLatency, 50), "ms", note);
       fig(
         "notice → attempt sent p99, 10% busy",
@@ -581,36 +652,33 @@ async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
       );
     }
 
-    // Takeover: a second replica waits; the first is killed with SIGKILL.
-    const second = startReplica({
-      id: "r2",
-      ...world,
-      redisUrl: world.redisServer.url,
-      cacheDir: cache("r2"),
-      leaseMs: o.leaseMs,
-    });
-    replicas.push(second);
-    await second.memory(); // it answers once its modules are loaded
-    await new Promise((r) => setTimeout(r, 3000));
-    step(`N=${n}: killing the first replica`);
+    // Takeover: with one replica a second one waits beside it; the first is killed with SIGKILL and
+    // the others take its branches.
+    if (count === 1) {
+      replicas.push(replica("r2"));
+      await (replicas[1] as Child).memory(); // it answers once its modules are loaded
+      await new Promise((r) => setTimeout(r, 3000));
+    }
+    const survivors = count === 1 ? ["r2"] : ids.slice(1);
+    const moved = (await leaseHolders(world)).filter((h) => h?.startsWith("r1:")).length;
+    step(`N=${n} replicas=${count}: killing the first replica (${moved} branches)`);
     const killedAt = Date.now();
     first.proc.kill("SIGKILL");
-    await until(
-      async () => (await leaseHolders(world)).every((h) => h?.startsWith("r2:")),
-      "the second replica to own every branch",
-      { timeoutMs: 600_000, everyMs: 100 },
-    );
+    await until(() => ownedBy(survivors), "the other replica to own every branch", {
+      timeoutMs: 900_000,
+      everyMs: 100,
+    });
     fig(
       "takeover after kill -9",
       (Date.now() - killedAt) / 1000,
       "s",
-      `goal at 1,000 branches: ≤ 15 s (within the lease); lease ${o.leaseMs / 1000} s`,
+      `goal at 1,000 branches: ≤ 15 s (within the lease); lease ${o.leaseMs / 1000} s; ${moved} branches moved`,
     );
     fig(
       "setup",
       setupSeconds,
       "s",
-      `cluster objects and branches created; first replica owned every branch with decisions after ${takenSeconds.toFixed(1)} s`,
+      `cluster objects and branches created; the replicas owned every branch with decisions after ${takenSeconds.toFixed(1)} s (${shares.join(" / ")}), every GitTarget showed its first status after ${settledSeconds.toFixed(1)} s`,
     );
     return figures;
   } finally {
@@ -624,11 +692,12 @@ async function runSize(n: number, o: FleetOptions): Promise<Figure[]> {
 
 export async function run(o: FleetOptions = fleetOptions()): Promise<Figure[]> {
   const figures: Figure[] = [];
-  for (const n of o.sizes) {
-    const f = await runSize(n, o);
-    // Printed as each size ends, so a long run shows its figures early.
-    for (const x of f) process.stderr.write(`${JSON.stringify(x)}\n`);
-    figures.push(...f);
-  }
+  for (const n of o.sizes)
+    for (const count of o.replicas) {
+      const f = await runSize(n, count, o);
+      // Printed as each run ends, so a long run shows its figures early.
+      for (const x of f) process.stderr.write(`${JSON.stringify(x)}\n`);
+      figures.push(...f);
+    }
   return figures;
 }
