@@ -304,7 +304,14 @@ export type DecisionAction =
    * The judgement of a watched applier write: `mirror` sends the held write on to its commit
    * window, otherwise its inbox entry is settled without a commit.
    */
-  | { type: "SettleWatchedWrite"; writeId: string; mirror: boolean; verdict: WatchedVerdict }
+  | {
+      type: "SettleWatchedWrite";
+      writeId: string;
+      mirror: boolean;
+      verdict: WatchedVerdict;
+      /** The kind of the folder's applier, null when no claim holds the folder. */
+      applierKind: ApplierRef["kind"] | null;
+    }
   /** Feed a `Tick` at (or after) this time. Replaces any earlier wake. */
   | { type: "ScheduleWake"; at: number };
 

@@ -498,7 +498,13 @@ function judgeWatched(
   const key = s.targets[e.targetUid]?.claim ?? null;
   const a = key ? s.appliers[key] : undefined;
   const settle = (verdict: WatchedVerdict) =>
-    actions.push({ type: "SettleWatchedWrite", writeId: e.writeId, mirror: mirrorsWrite(verdict), verdict });
+    actions.push({
+      type: "SettleWatchedWrite",
+      writeId: e.writeId,
+      mirror: mirrorsWrite(verdict),
+      verdict,
+      applierKind: a?.applier.kind ?? null,
+    });
   if (!a || !key || !APPLIER_FIELD_MANAGERS[a.applier.kind].includes(e.manager)) return void settle("late");
   const object = objectKey(e.ref);
   const writtenAtSec = toSeconds(e.writtenAt);

@@ -54,7 +54,13 @@ describe("watched applier writes: one judge", () => {
     const { d, sentAt } = windowed();
     const out = d.on(watched("y", sentAt + 1_000));
     expect(settled(out)).toEqual([
-      { type: "SettleWatchedWrite", writeId: "wa", mirror: false, verdict: "not_mirrored" },
+      {
+        type: "SettleWatchedWrite",
+        writeId: "wa",
+        mirror: false,
+        verdict: "not_mirrored",
+        applierKind: "flux",
+      },
     ]);
     expect(collided(out)).toBe(false);
     expect(out.some((a) => a.type === "RecordRepairPending")).toBe(false);
@@ -64,7 +70,7 @@ describe("watched applier writes: one judge", () => {
     const { d, att, editAt } = windowed();
     const out = d.on(watched("x", editAt + 1_000));
     expect(settled(out)).toEqual([
-      { type: "SettleWatchedWrite", writeId: "wa", mirror: false, verdict: "withheld" },
+      { type: "SettleWatchedWrite", writeId: "wa", mirror: false, verdict: "withheld", applierKind: "flux" },
     ]);
     expect(collided(out)).toBe(true);
     expect(out).toContainEqual({ type: "RecordRepairPending", claim: fluxClaim("app").claim, pending: true });
@@ -88,7 +94,7 @@ describe("watched applier writes: one judge", () => {
     // kubectl label tmp- after tmp=1: the applier's entry of its apply (1 s after the send) is newest.
     const out = d.on(watched("z", sentAt + 1_000));
     expect(settled(out)).toEqual([
-      { type: "SettleWatchedWrite", writeId: "wa", mirror: true, verdict: "undo" },
+      { type: "SettleWatchedWrite", writeId: "wa", mirror: true, verdict: "undo", applierKind: "flux" },
     ]);
     expect(collided(out)).toBe(false);
   });
@@ -105,7 +111,13 @@ describe("watched applier writes: one judge", () => {
     expect(second).toBeDefined();
     const out = d.on(watched("y", firstSent + 1_000));
     expect(settled(out)).toEqual([
-      { type: "SettleWatchedWrite", writeId: "wa", mirror: false, verdict: "not_mirrored" },
+      {
+        type: "SettleWatchedWrite",
+        writeId: "wa",
+        mirror: false,
+        verdict: "not_mirrored",
+        applierKind: "flux",
+      },
     ]);
   });
 
@@ -114,7 +126,7 @@ describe("watched applier writes: one judge", () => {
     d.settle([listed("u1", "app")], A);
     d.advance(60_000);
     expect(settled(d.on(watched("x", d.now)))).toEqual([
-      { type: "SettleWatchedWrite", writeId: "wa", mirror: true, verdict: "late" },
+      { type: "SettleWatchedWrite", writeId: "wa", mirror: true, verdict: "late", applierKind: "flux" },
     ]);
   });
 
