@@ -31,6 +31,7 @@ import {
   watchRule,
 } from "../../queue/crds/index.js";
 import { acceptWrite, enqueueNotice } from "../../queue/intake.js";
+import { writeProblem } from "../../queue/write-check.js";
 import {
   type InformerEvent,
   type InformerHandle,
@@ -444,8 +445,14 @@ export class Mirror {
       // Nothing Git holds changed (a status write, server bookkeeping): no write.
       if (was.ok && stable(was.object) === stable(clean.object)) return true;
     }
-    const who = authorshipOf(obj, target.applierManagers, previous);
     const change: WriteChange = { op: "upsert", object: clean.object as WriteChange & never };
+    // What the worker could not store is refused here, counted on the rule, never queued.
+    const problem = writeProblem([change]);
+    if (problem) {
+      this.refuse(st, `${shown}: ${problem.field}: ${problem.message}`);
+      return true;
+    }
+    const who = authorshipOf(obj, target.applierManagers, previous);
     if (who.kind === "applier")
       this.send(st, {
         changes: [change],

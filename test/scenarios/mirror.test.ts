@@ -7,11 +7,12 @@
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { branchKey } from "../../queue/contract.js";
+import { objectPath } from "../../queue/git/layout.js";
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
 import { connectRedis } from "../../queue/redis.js";
 import { clusterValue, commitsSince, foreignPush, gitValue, until } from "../playground/actors.js";
 import { DEMO_APPS, DEMO_NAMESPACE } from "../playground/demo.js";
-import { type Scene, startScene } from "./harness.js";
+import { operationsOf, type Scene, startScene, unique } from "./harness.js";
 
 const git = async (args: string[]) => {
   const { execFile } = await import("node:child_process");
@@ -114,6 +115,131 @@ describe("the watch plane", () => {
     const after = await commitsSince(s.a, s.start);
     expect(after.map((c) => c.sha)).toEqual([edit!.sha, pushed]);
     expect(await gitValue(s.a, "flux")).toBe("pushed");
+  });
+
+  const gitFile = async (path: string) =>
+    git(["--git-dir", `${s.a.git.root}/demo.git`, "show", `${s.a.demo.branch}:${path}`]).catch(
+      () => undefined,
+    );
+  const core = () => s.a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const ruleStatus = async () =>
+    (
+      (await s.a.kubeConfig.makeApiClient(k8s.CustomObjectsApi).getNamespacedCustomObject({
+        group: "applygate.dev",
+        version: "v1alpha1",
+        namespace: DEMO_NAMESPACE,
+        plural: "watchrules",
+        name: "flux-app",
+      })) as { status?: { mirrored?: number; refused?: number; excluded?: number } }
+    ).status ?? {};
+
+  it("publishes an API create and adopts it: one CatchUp apply stamps it as Flux's", async () => {
+    const name = `created-${unique()}`;
+    const ns = DEMO_APPS.flux.namespace;
+    await core().createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name, namespace: ns }, data: { made: "by the API" } },
+      fieldManager: "kubectl-create",
+    });
+    const path = objectPath("apps/flux", { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name });
+    await until(async () => (await gitFile(path)) !== undefined, "the created ConfigMap to reach Git");
+    expect(await gitFile(path)).toContain("made: by the API");
+    await until(
+      () => operationsOf(s, "flux").some((o) => o.attempt.targets.some((t) => t.reason === "CatchUp")),
+      "an adopt of the created object",
+    );
+    await until(async () => {
+      const cm = await core().readNamespacedConfigMap({ name, namespace: ns });
+      return cm.metadata?.labels?.["kustomize.toolkit.fluxcd.io/name"] === "flux-app";
+    }, "Flux to stamp the adopted object as its own");
+    // The stamp is the applier's write: Git's file holds no owner label.
+    await until(inboxEmpty, "the worker to settle the stamp");
+    expect(await gitFile(path)).not.toContain("kustomize.toolkit.fluxcd.io");
+  });
+
+  it("excludes another applier's object from the folder, counted on the rule", async () => {
+    const name = `other-${unique()}`;
+    const ns = DEMO_APPS.flux.namespace;
+    const excludedBefore = (await ruleStatus()).excluded ?? 0;
+    await core().createNamespacedConfigMap({
+      namespace: ns,
+      body: {
+        metadata: {
+          name,
+          namespace: ns,
+          labels: {
+            "kustomize.toolkit.fluxcd.io/name": "other",
+            "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+          },
+        },
+        data: { owner: "another Kustomization" },
+      },
+      fieldManager: "kustomize-controller",
+    });
+    await until(
+      async () => ((await ruleStatus()).excluded ?? 0) > excludedBefore,
+      "the exclusion to be counted",
+    );
+    await until(inboxEmpty, "nothing left in the inbox");
+    const path = objectPath("apps/flux", { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name });
+    expect(await gitFile(path)).toBeUndefined();
+  });
+
+  it("refuses a Secret once an administrator lets the mirror watch Secrets: nothing in Git, a Refusal apply", async () => {
+    // The administrator widens what the mirror may watch through the aggregated ClusterRole.
+    await s.a.api.applyYaml(
+      JSON.stringify({
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRole",
+        metadata: {
+          name: "applygate-mirror-watch-secrets",
+          labels: { "applygate.dev/aggregate-to-mirror": "true" },
+        },
+        rules: [{ apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch"] }],
+      }),
+    );
+    const custom = s.a.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    await custom.patchNamespacedCustomObject(
+      {
+        group: "applygate.dev",
+        version: "v1alpha1",
+        namespace: DEMO_NAMESPACE,
+        plural: "watchrules",
+        name: "flux-app",
+        body: {
+          spec: {
+            kinds: [
+              { group: "", version: "v1", kind: "ConfigMap" },
+              { group: "", version: "v1", kind: "Secret" },
+            ],
+          },
+        },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    const ns = DEMO_APPS.flux.namespace;
+    const refusals = () =>
+      operationsOf(s, "flux").filter((o) => o.attempt.targets.some((t) => t.reason === "Refusal")).length;
+    const before = refusals();
+    await until(() => s.a.mirror!.watchedPaths().includes("/api/v1/secrets"), "the mirror to watch Secrets");
+    const refusedBefore = (await ruleStatus()).refused ?? 0;
+    await core().createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: `creds-${unique()}`, namespace: ns }, stringData: { password: "hunter2" } },
+      fieldManager: "kubectl-create",
+    });
+    await until(async () => ((await ruleStatus()).refused ?? 0) > refusedBefore, "the Secret to be refused");
+    await until(() => refusals() > before, "a Refusal apply (onRefusal: Reapply)");
+    const tree = await git([
+      "--git-dir",
+      `${s.a.git.root}/demo.git`,
+      "ls-tree",
+      "-r",
+      "--name-only",
+      s.a.demo.branch,
+    ]);
+    expect(tree).not.toMatch(/Secret/i);
+    expect(tree).not.toContain("hunter2");
   });
 
   it("reports the WatchRules Ready with their counts", async () => {
