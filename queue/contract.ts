@@ -109,6 +109,20 @@ export const WriteRequest = z.object({
 });
 export type WriteRequest = z.infer<typeof WriteRequest>;
 
+/**
+ * A watched write whose touched managedFields entries are the applier's own managers alone. The
+ * watch plane cannot tell an echo of the applier's apply from a late apply or a write with no
+ * window open: the branch worker's decision core judges it (not mirrored, withheld with a Repair
+ * due, or mirrored as late) before the write joins a commit window.
+ */
+export const ApplierAuthored = z.object({
+  manager: z.string().min(1),
+  /** managedFields time of the applier's entry (RFC 3339, whole seconds). */
+  writtenAt: z.string().min(1),
+  resourceVersion: z.string(),
+});
+export type ApplierAuthored = z.infer<typeof ApplierAuthored>;
+
 /** A write as it is held durably in its branch's inbox until a push carrying it lands. */
 export const AcceptedWrite = WriteRequest.extend({
   id: z.string().min(1),
@@ -116,6 +130,8 @@ export const AcceptedWrite = WriteRequest.extend({
   branchKey: z.string().min(1),
   path: z.string(),
   acceptedAt: z.string(),
+  /** Set by the watch plane only (never by the intake API): the write is for the worker to judge. */
+  applierAuthored: ApplierAuthored.optional(),
 });
 export type AcceptedWrite = z.infer<typeof AcceptedWrite>;
 

@@ -35,7 +35,7 @@ async function branch(tip: string | undefined) {
     expect(await lease.acquire()).toBe(true);
     await recordTip(redis.client, redis.prefix, key, lease.token as string, tip);
   }
-  const accept = async (path: string) => {
+  const accept = async (path: string, more: Partial<AcceptedWrite> = {}) => {
     const write: AcceptedWrite = {
       id: `w-${randomUUID()}`,
       target: { namespace: "team", name: "site" },
@@ -49,6 +49,7 @@ async function branch(tip: string | undefined) {
           object: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "a", namespace: "team" } },
         },
       ],
+      ...more,
     };
     const r = await acceptWrite(redis.client, redis.prefix, write, branches);
     if (!r.accepted) throw new Error("not accepted");
@@ -95,6 +96,27 @@ describe("freshness: the tip and the edit recheck in one read", () => {
         editsAfter: { mark, folders: ["apps/two"] },
       }),
     ).toBe("moved");
+  });
+
+  it("a watched write of the applier's own managers after the mark is no edit to recheck for", async () => {
+    const b = await branch(A);
+    const mark = await b.accept("elsewhere");
+    await b.accept("apps", {
+      applierAuthored: {
+        manager: "kustomize-controller",
+        writtenAt: "2026-01-01T00:00:00Z",
+        resourceVersion: "1",
+      },
+    });
+    const ask = () =>
+      readFreshness(redis.client, redis.prefix, {
+        branchKey: b.key,
+        commit: A,
+        editsAfter: { mark, folders: ["apps"] },
+      });
+    expect(await ask()).toBe("current");
+    await b.accept("apps");
+    expect(await ask()).toBe("edited");
   });
 
   it("more entries after the mark than it reads is taken as an edit", async () => {

@@ -33,11 +33,15 @@ export function isWriteTo(fields: string[], folders: readonly string[]): boolean
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string;
   if ((f.kind ?? "write") !== "write") return false;
   let path: unknown;
+  let applierAuthored: unknown;
   try {
-    path = (JSON.parse(f.data ?? "") as { path?: unknown }).path;
+    ({ path, applierAuthored } = JSON.parse(f.data ?? "") as { path?: unknown; applierAuthored?: unknown });
   } catch {
     return true; // the worker will refuse it, but it could be an edit: do not apply over it
   }
+  // The watch plane's write of the applier's own managers is no API edit an apply could revert:
+  // the cluster runs what the applier wrote, and the worker judges it in the apply window.
+  if (applierAuthored !== undefined) return false;
   return typeof path !== "string" || folders.some((folder) => folderHolds(folder, path as string));
 }
 

@@ -124,6 +124,25 @@ export class DecisionDriver {
         folders: (p.folders ?? []).map((t) => this.uidOf(t)),
       });
     },
+    onWatchedApplierWrite: (w) => {
+      const change = w.changes[0];
+      const a = w.applierAuthored;
+      if (!a || change?.op !== "upsert") return void this.worker?.judged(w.id, true);
+      const m = change.object.metadata;
+      this.feed({
+        type: "WatchedApplierWrite",
+        writeId: w.id,
+        targetUid: this.uidOf(w.target),
+        ref: {
+          apiVersion: change.object.apiVersion,
+          kind: change.object.kind,
+          name: m.name,
+          ...(m.namespace ? { namespace: m.namespace } : {}),
+        },
+        manager: a.manager,
+        writtenAt: a.writtenAt,
+      });
+    },
     onRefusal: (n) => {
       this.feed({ type: "RefusalReceived", targetUid: this.uidOf(n.target) });
     },
@@ -341,6 +360,12 @@ export class DecisionDriver {
           "late apply over a newer edit withheld: Git keeps the edit, a Repair is due",
         );
         return;
+      case "SettleWatchedWrite": {
+        this.metrics.echo(a.applierKind ?? "none", a.verdict);
+        this.log.debug({ write: a.writeId, verdict: a.verdict }, "watched applier write judged");
+        this.worker?.judged(a.writeId, a.mirror);
+        return;
+      }
       case "ScheduleWake": {
         this.wake.abort();
         this.wake = new AbortController();

@@ -4,13 +4,17 @@ import type { ApplierKind } from "../contract.js";
 import { METRIC_NAMES } from "../metric-names.js";
 
 export const APPLY_WINDOW_COLLISIONS_TOTAL = METRIC_NAMES.applyWindowCollisionsTotal;
+/** Watched applier writes by judgement; no alert watches it, so it is not in METRIC_NAMES. */
+export const APPLY_ECHOES_TOTAL = "applygate_apply_echoes_total";
 
 export interface ApplyMetrics {
   /** A late apply over a newer API edit was withheld in an apply window. */
   collision(kind: ApplierKind): void;
+  /** A watched write of an applier's own managers was judged. */
+  echo(kind: ApplierKind | "none", outcome: string): void;
 }
 
-export const noApplyMetrics: ApplyMetrics = { collision() {} };
+export const noApplyMetrics: ApplyMetrics = { collision() {}, echo() {} };
 
 export function createApplyMetrics(registry: Registry): ApplyMetrics {
   const collisions = new Counter({
@@ -19,5 +23,14 @@ export function createApplyMetrics(registry: Registry): ApplyMetrics {
     labelNames: ["applier_kind"],
     registers: [registry],
   });
-  return { collision: (kind) => collisions.inc({ applier_kind: kind }) };
+  const echoes = new Counter({
+    name: APPLY_ECHOES_TOTAL,
+    help: "Watched writes of an applier's own managers, by the decision core's judgement",
+    labelNames: ["applier_kind", "outcome"],
+    registers: [registry],
+  });
+  return {
+    collision: (kind) => collisions.inc({ applier_kind: kind }),
+    echo: (kind, outcome) => echoes.inc({ applier_kind: kind, outcome }),
+  };
 }

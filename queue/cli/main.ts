@@ -26,6 +26,10 @@ export const COMMANDS: Record<string, Command> = {
     summary: "execute and follow apply operations beside Flux or Argo CD",
     module: "../../sidecar/main.js",
   },
+  mirror: {
+    summary: "mirror the API edits WatchRules select into Git (the watch plane)",
+    module: "../../sidecar/mirror/main.js",
+  },
   playground: {
     summary: "run everything on a laptop against a simulated cluster (embedded defaults)",
     module: "../../test/playground/main.js",

@@ -37,10 +37,20 @@ describe("committed CRD YAML", () => {
       "ArgoCDClaim",
       "ApplierGrant",
       "ScopeGrant",
+      "WatchRule",
     ]);
-    // Only a cluster administrator can make a ScopeGrant: it is cluster-scoped.
+    // Only a cluster administrator can make a ScopeGrant: it is cluster-scoped. A WatchRule is a
+    // namespace's own, and reaches no further than its GitTarget's scope.
     const scopes = crds.map((c) => (c.spec as unknown as { scope: string }).scope);
-    expect(scopes).toEqual(["Namespaced", "Namespaced", "Namespaced", "Namespaced", "Namespaced", "Cluster"]);
+    expect(scopes).toEqual([
+      "Namespaced",
+      "Namespaced",
+      "Namespaced",
+      "Namespaced",
+      "Namespaced",
+      "Cluster",
+      "Namespaced",
+    ]);
     for (const c of crds) {
       expect(c.kind).toBe("CustomResourceDefinition");
       expect(c.spec.names.categories).toEqual(["applygate"]);

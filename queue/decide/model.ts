@@ -14,6 +14,7 @@ import type {
   PhaseReport,
   ReportPhase,
 } from "../contract.js";
+import type { WatchedVerdict } from "./window.js";
 
 /**
  * Why an apply is due, as the core tracks it. `Adopt` and `Converge` are both sent as the
@@ -257,6 +258,19 @@ export type DecisionEvent =
   | { type: "FlushFailed"; flush: number }
   | { type: "Report"; report: PhaseReport }
   | { type: "ApplierWrite"; report: ApplierWriteReport }
+  /**
+   * The watch plane saw a write of an applier's own managers alone to an object of a GitTarget's
+   * folder (the inbox write `writeId`, held by the shell until it is judged).
+   */
+  | {
+      type: "WatchedApplierWrite";
+      writeId: string;
+      targetUid: string;
+      ref: ObjectRef;
+      manager: string;
+      /** managedFields time of the applier's entry (RFC 3339). */
+      writtenAt: string;
+    }
   /** The timer of the last ScheduleWake fired (the shell holds no timer until the next one). */
   | { type: "Tick" }
   /** The worker (re)started: a fresh baseline, operations and repairPending from claim status. */
@@ -285,6 +299,18 @@ export type DecisionAction =
       commit: string;
       token: string;
       targetUid: string;
+    }
+  /**
+   * The judgement of a watched applier write: `mirror` sends the held write on to its commit
+   * window, otherwise its inbox entry is settled without a commit.
+   */
+  | {
+      type: "SettleWatchedWrite";
+      writeId: string;
+      mirror: boolean;
+      verdict: WatchedVerdict;
+      /** The kind of the folder's applier, null when no claim holds the folder. */
+      applierKind: ApplierRef["kind"] | null;
     }
   /** Feed a `Tick` at (or after) this time. Replaces any earlier wake. */
   | { type: "ScheduleWake"; at: number };

@@ -43,9 +43,12 @@ import { admitRefusal, consentsToRefusal, trailingRefusalDue } from "./refusal.j
 import {
   isOver,
   judgeApplierWrite,
+  judgeWatchedWrite,
+  mirrorsWrite,
   objectKey,
   rememberApplierWrite,
   toSeconds,
+  type WatchedVerdict,
   windowClosesAt,
   windowOpen,
 } from "./window.js";
@@ -135,6 +138,9 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       break;
     case "ApplierWrite":
       judgeWrite(s, event.report, now, actions);
+      break;
+    case "WatchedApplierWrite":
+      judgeWatched(s, event, now, actions);
       break;
     case "Tick":
       // The shell's timer fired and it holds none now: ask for the next wake even when it is the
@@ -475,6 +481,38 @@ function judgeWrite(
   const hit = judgeApplierWrite(a.windows, object, writtenAtSec, now);
   rememberApplierWrite(a.windows, { ref: r.object, object, writtenAtSec }, now);
   if (hit) collide(s, key, hit.window, hit.edit, r.object, actions);
+}
+
+/**
+ * A watched write of the applier's own managers, judged by the same rule as a window observer's
+ * report: the apply landing is not mirrored, a late apply over a newer edit is withheld (a Repair
+ * due), and a write no window can explain, or an undo, is mirrored. A write to a folder whose
+ * applier is not the writer (no claim, another applier kind's manager) is mirrored as late.
+ */
+function judgeWatched(
+  s: DecisionState,
+  e: Extract<DecisionEvent, { type: "WatchedApplierWrite" }>,
+  now: number,
+  actions: DecisionAction[],
+): void {
+  const key = s.targets[e.targetUid]?.claim ?? null;
+  const a = key ? s.appliers[key] : undefined;
+  const settle = (verdict: WatchedVerdict) =>
+    actions.push({
+      type: "SettleWatchedWrite",
+      writeId: e.writeId,
+      mirror: mirrorsWrite(verdict),
+      verdict,
+      applierKind: a?.applier.kind ?? null,
+    });
+  if (!a || !key || !APPLIER_FIELD_MANAGERS[a.applier.kind].includes(e.manager)) return void settle("late");
+  const object = objectKey(e.ref);
+  const writtenAtSec = toSeconds(e.writtenAt);
+  const judged = judgeWatchedWrite(a.windows, object, writtenAtSec, now);
+  if (judged.verdict === "not_mirrored" || judged.verdict === "withheld")
+    rememberApplierWrite(a.windows, { ref: e.ref, object, writtenAtSec }, now);
+  if (judged.hit) collide(s, key, judged.hit.window, judged.hit.edit, e.ref, actions);
+  settle(judged.verdict);
 }
 
 /** A late apply over an edit: Git keeps the edit, a Repair is due for its target, logged and counted. */

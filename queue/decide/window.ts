@@ -96,3 +96,40 @@ export function rememberApplierWrite(
     w.writes = writes;
   }
 }
+
+/** What the one judge says of a watched write of the applier's own managers. */
+export type WatchedVerdict =
+  /** The apply landing: its content is the commit's, which Git holds. Not mirrored. */
+  | "not_mirrored"
+  /** A late apply over a newer edit: Git keeps the edit, a Repair is due. Not mirrored. */
+  | "withheld"
+  /** No window could be its apply (an echo after the grace, an apply somebody else started): mirrored. */
+  | "late"
+  /** An edit of the window is newer than the applier's entry: the API's undo left it newest. Mirrored. */
+  | "undo";
+
+/**
+ * Judges a watched write of the applier's own managers at `writtenAtSec` against its applier's
+ * windows, the same judgement a window observer's report gets (`judgeApplierWrite`), and says
+ * whether the write is mirrored. Only proof withholds: no window that could be its apply makes it
+ * late, an edit recorded in the window newer than the applier's entry makes it an undo, and both
+ * are mirrored as edits.
+ */
+export function judgeWatchedWrite(
+  windows: readonly ApplyWindow[],
+  object: string,
+  writtenAtSec: number,
+  now: number,
+): { verdict: WatchedVerdict; hit?: { window: ApplyWindow; edit: GuardedEdit } } {
+  const candidates = windowsForWrite(windows, writtenAtSec, now);
+  if (candidates.length === 0) return { verdict: "late" };
+  const newer = candidates.some((w) =>
+    w.edits.some((e) => e.object === object && e.editedAtSec > writtenAtSec),
+  );
+  if (newer) return { verdict: "undo" };
+  const hit = judgeApplierWrite(windows, object, writtenAtSec, now);
+  return hit ? { verdict: "withheld", hit } : { verdict: "not_mirrored" };
+}
+
+/** Whether a verdict sends the write on to a commit window. */
+export const mirrorsWrite = (v: WatchedVerdict): boolean => v === "late" || v === "undo";

@@ -8,6 +8,7 @@ import {
   GIT_TARGET_PLURAL,
   GROUP,
   VERSION,
+  WATCH_RULE_PLURAL,
 } from "../crds/index.js";
 
 /** A resource served under /apis/<group>/<version>/…/<plural> (custom resources and grouped built-ins). */
@@ -24,6 +25,7 @@ export const RESOURCES = {
   fluxClaim: { group: GROUP, version: VERSION, plural: FLUX_CLAIM_PLURAL, kind: "FluxClaim" },
   argoCDClaim: { group: GROUP, version: VERSION, plural: ARGOCD_CLAIM_PLURAL, kind: "ArgoCDClaim" },
   applierGrant: { group: GROUP, version: VERSION, plural: APPLIER_GRANT_PLURAL, kind: "ApplierGrant" },
+  watchRule: { group: GROUP, version: VERSION, plural: WATCH_RULE_PLURAL, kind: "WatchRule" },
 } as const satisfies Record<string, ResourceType>;
 
 export type ClaimType = typeof RESOURCES.fluxClaim | typeof RESOURCES.argoCDClaim;

@@ -100,6 +100,12 @@ export interface BranchHooks {
   onReport?(report: Report): void | Promise<void>;
   /** Writes that can no longer be applied (settled, never committed). */
   onRefused?(write: AcceptedWrite, reason: string): void | Promise<void>;
+  /**
+   * A watched write of the applier's own managers (`applierAuthored`) waits for the decision core's
+   * judgement: it joins a commit window only once `judged(write.id, true)` says so. Without this
+   * hook such a write is an edit like any other.
+   */
+  onWatchedApplierWrite?(write: AcceptedWrite): void | Promise<void>;
 }
 
 type PublishResult =
@@ -176,6 +182,9 @@ export class BranchWorker {
   private readonly log: Logger;
   private lastEntryId = "0";
   private readonly held = new Map<string, HeldWrite>();
+  /** Watched applier writes held until the decision core judged them, by write id. */
+  private readonly judging = new Map<string, HeldWrite>();
+  private verdicts: Array<{ writeId: string; mirror: boolean }> = [];
   private readonly windows = new Map<string, OpenWindow<HeldWrite>>();
   private pending: PendingWrite[] = [];
   private seq = 0;
@@ -319,6 +328,21 @@ export class BranchWorker {
     return this.targets.some((t) => t.suspended === true && `${t.namespace}/${t.name}` === target);
   }
 
+  /**
+   * The decision core's judgement of a watched applier write held since the inbox: `mirror` sends
+   * it on to its commit window, otherwise its entry is settled without a commit (the apply landing,
+   * or a late apply withheld).
+   */
+  judged(writeId: string, mirror: boolean): void {
+    this.verdicts.push({ writeId, mirror });
+    this.wake();
+  }
+
+  /** Watched applier writes not judged yet (for tests and status). */
+  get judgingCount(): number {
+    return this.judging.size;
+  }
+
   /** Asks for one observation of the remote (a push notice is only a hint to look). */
   observeSoon(reason: FetchReason = "notice"): void {
     this.observeAsked = reason;
@@ -421,6 +445,7 @@ export class BranchWorker {
   private async step(): Promise<void> {
     await this.drainInbox();
     const now = this.clock.now();
+    this.applyVerdicts(now);
     const retryDue = !this.retry || now >= this.retry.nextAt;
     const flushes = this.flushes.splice(0);
     if (flushes.length > 0) {
@@ -509,9 +534,31 @@ export class BranchWorker {
           continue;
         }
         this.held.set(h.write.id, h);
+        const judge = this.o.hooks?.onWatchedApplierWrite;
+        if (h.write.applierAuthored && judge) {
+          this.judging.set(h.write.id, h);
+          await judge(h.write);
+          continue;
+        }
         this.addWrite(h, now);
       }
       if (entries.length < 2000) return;
+    }
+  }
+
+  /** Carries out the judgements of watched applier writes that arrived since the last step. */
+  private applyVerdicts(now: number): void {
+    for (const v of this.verdicts.splice(0)) {
+      const h = this.judging.get(v.writeId);
+      if (!h) continue;
+      this.judging.delete(v.writeId);
+      if (v.mirror) {
+        this.addWrite(h, now);
+        continue;
+      }
+      this.held.delete(v.writeId);
+      this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
+      this.log.debug({ write: v.writeId }, "the applier's own write: settled without a commit");
     }
   }
 

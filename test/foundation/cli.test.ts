@@ -27,7 +27,7 @@ function applygate(
 }
 
 describe("the applygate command", () => {
-  it.each(["gateway", "worker", "sidecar", "playground"])("prints help for %s", async (cmd) => {
+  it.each(["gateway", "worker", "sidecar", "mirror", "playground"])("prints help for %s", async (cmd) => {
     const r = await applygate([cmd, "--help"]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`usage: applygate ${cmd}`);
@@ -86,6 +86,7 @@ describe("the playground", () => {
       throw new Error(`${(err as Error).message}\n${out}`);
     });
     expect(out).toMatch(/Redis\s+redis:\/\//);
+    expect(out).toContain("kubectl edit cm -n flux-app app-config");
     expect(out).toMatch(/Git\s+http:\/\/127\.0\.0\.1:\d+\/demo\.git/);
     const gateway = /Gateway\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
     expect(gateway).toBeDefined();
@@ -112,7 +113,14 @@ describe("the playground", () => {
               e.responseStatus.code === 200,
           );
         const f = auditFindings(events, users);
-        return wroteClaim("flux") && wroteClaim("argocd") && f.requests.gateway && f.requests.worker && f;
+        return (
+          wroteClaim("flux") &&
+          wroteClaim("argocd") &&
+          f.requests.gateway &&
+          f.requests.worker &&
+          f.requests.mirror &&
+          f
+        );
       },
       "every component at work in the audit log",
       { timeoutMs: 60_000, everyMs: 200 },

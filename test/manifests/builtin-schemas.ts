@@ -315,6 +315,12 @@ export const BUILTIN_SCHEMAS: Record<string, Schema> = {
   ),
   "rbac.authorization.k8s.io/v1/ClusterRole": kind("rbac.authorization.k8s.io/v1", "ClusterRole", {
     rules: { type: "array", items: policyRule },
+    aggregationRule: closed({
+      clusterRoleSelectors: {
+        type: "array",
+        items: closed({ matchLabels: { type: "object", additionalProperties: str } }),
+      },
+    }),
   }),
   "rbac.authorization.k8s.io/v1/Role": kind("rbac.authorization.k8s.io/v1", "Role", {
     rules: { type: "array", items: policyRule },

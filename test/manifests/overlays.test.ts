@@ -149,7 +149,7 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
     expect(conf).toMatch(/^maxmemory-policy noeviction$/m);
     const external = built.externalRedis!;
     expect(external.filter((o) => o.metadata.name === "applygate-redis")).toEqual([]);
-    expect(external.filter((o) => o.kind === "Deployment")).toHaveLength(2);
+    expect(external.filter((o) => o.kind === "Deployment")).toHaveLength(3);
     for (const d of external.filter((o) => o.kind === "Deployment")) {
       const env = podSpec(d).containers[0]!.env!.find((e) => e.name === "REDIS_URL");
       expect(env?.valueFrom?.secretKeyRef).toEqual({ name: "applygate-redis", key: "url" });

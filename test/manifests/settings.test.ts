@@ -184,9 +184,15 @@ spec: {url: "https://git.example/org/repo.git", type: github, webhookSecretRef: 
   };
   const redisSecret = (namespace: string) => ({ [`${namespace}/applygate-redis`]: { url: redisUrl } });
 
-  it("finds the gateway, the worker and both sidecars", () => {
+  it("finds the gateway, the worker, the mirror and both sidecars", () => {
     expect(workloads.map((w) => `${w.overlay}/${w.container.name}`).sort()).toEqual(
-      ["argocd/applygate-sidecar", "base/gateway", "base/worker", "flux/applygate-sidecar"].sort(),
+      [
+        "argocd/applygate-sidecar",
+        "base/gateway",
+        "base/mirror",
+        "base/worker",
+        "flux/applygate-sidecar",
+      ].sort(),
     );
   });
 

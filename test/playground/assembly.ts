@@ -26,6 +26,7 @@ import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { type Sidecar, type SidecarApplier, startSidecar } from "../../sidecar/main.js";
+import { Mirror } from "../../sidecar/mirror/mirror.js";
 import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
 import {
   type ArgoKnobs,
@@ -45,6 +46,7 @@ import {
   demoClaimsYaml,
   demoFiles,
   demoObjectsYaml,
+  demoWatchRulesYaml,
   hookPathFor,
   secretReaderYaml,
   WEBHOOK_TOKEN,
@@ -114,6 +116,11 @@ export interface AssemblyOptions {
   /** Start without the claims (nothing holds the appliers). Default false. */
   withoutClaims?: boolean;
   /**
+   * Run the watch plane (`applygate mirror`) under its ServiceAccount, with a WatchRule for each
+   * demo folder: API edits of the demo ConfigMaps become commits with no intake call. Default false.
+   */
+  withMirror?: boolean;
+  /**
    * A broken assembly for the soak's own tests: the decisions' flush answers "published" at the
    * remote tip without publishing anything (pair it with `branch.autoPublish: false`).
    */
@@ -130,6 +137,8 @@ export interface Assembly {
   gateway: StartedGateway;
   worker: { replica: Replica; decisions: Decisions };
   sidecars: Record<SidecarApplier, Sidecar>;
+  /** The watch plane, when `withMirror` asked for it. */
+  mirror?: Mirror;
   workdir: string;
   /** The admin's kubeconfig (the test setup and the person at the playground). */
   kubeconfigPath: string;
@@ -352,6 +361,21 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     const applyClaims = () => api.applyYaml(demoClaimsYaml());
     if (!opts.withoutClaims) await applyClaims();
 
+    let mirror: Mirror | undefined;
+    if (opts.withMirror) {
+      await api.applyYaml(demoWatchRulesYaml());
+      mirror = new Mirror({
+        kubeConfig: identities.mirror.kubeConfig,
+        redisUrl: redis.url,
+        redisPrefix: prefix,
+        log: log.child({ component: "mirror" }),
+        statusIntervalMs: 500,
+      });
+      await mirror.start();
+      const m = mirror;
+      stops.push(() => m.stop());
+    }
+
     return {
       redis,
       prefix,
@@ -365,6 +389,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         return worker;
       },
       sidecars,
+      ...(mirror ? { mirror } : {}),
       workdir,
       kubeconfigPath,
       kubeConfig: kc,

@@ -124,6 +124,27 @@ spec:
 `;
 }
 
+/**
+ * A WatchRule for each demo folder: the mirror writes every API edit of the app's ConfigMaps into
+ * the folder. The apps' namespaces are other than the rules' own, which the demo ScopeGrant allows.
+ */
+export function demoWatchRulesYaml(): string {
+  return (["flux", "argocd"] as const)
+    .map((app) => {
+      const target = app === "flux" ? "flux-app" : "argo-app";
+      return `
+apiVersion: applygate.dev/v1alpha1
+kind: WatchRule
+metadata: {name: ${target}, namespace: ${DEMO_NAMESPACE}}
+spec:
+  targetRef: {name: ${target}}
+  kinds: [{group: "", version: v1, kind: ConfigMap}]
+  namespaces: [${DEMO_APPS[app].namespace}]
+`;
+    })
+    .join("---\n");
+}
+
 /** Intervals of the demo appliers; the claims hold them, so they matter only when nothing does. */
 export interface ApplierTimers {
   /** GitRepository and Kustomization `spec.interval` (a Flux duration). */

@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build, type K8sObject, KUBECTL_AVAILABLE, OVERLAYS } from "../manifests/kustomize.js";
 
-export type Component = "gateway" | "worker" | "flux" | "argocd";
+export type Component = "gateway" | "worker" | "mirror" | "flux" | "argocd";
 
 export interface ServiceAccountRef {
   namespace: string;
@@ -62,6 +62,7 @@ export function buildDeployed(): Deployed {
     serviceAccounts: {
       gateway: serviceAccountOf(base, (w) => w.metadata.name === "applygate-gateway", "the gateway"),
       worker: serviceAccountOf(base, (w) => w.metadata.name === "applygate-worker", "the worker"),
+      mirror: serviceAccountOf(base, (w) => w.metadata.name === "applygate-mirror", "the mirror"),
       flux: serviceAccountOf(flux, withSidecar, "the Flux sidecar"),
       argocd: serviceAccountOf(argocd, withSidecar, "the Argo CD sidecar"),
     },

@@ -14,7 +14,7 @@ import {
 import { createLogger } from "../../queue/log.js";
 import { RedisUnavailableError } from "../../queue/redis.js";
 import type { Assembly } from "./assembly.js";
-import { DEMO_GRANT, DEMO_NAMESPACE, demoConfigPath } from "./demo.js";
+import { DEMO_APPS, DEMO_GRANT, DEMO_NAMESPACE, demoConfigPath } from "./demo.js";
 
 const settings = {
   logLevel: commonSettings.logLevel,
@@ -55,7 +55,7 @@ export async function run(argv: string[]): Promise<number> {
   const { startAssembly } = await import("./assembly.js");
   let assembly: Assembly;
   try {
-    assembly = await startAssembly({ log, gatewayPort: config.port });
+    assembly = await startAssembly({ log, gatewayPort: config.port, withMirror: true });
   } catch (err) {
     if (err instanceof RedisUnavailableError) {
       process.stderr.write(`applygate playground: ${err.message}\n`);
@@ -83,6 +83,9 @@ export async function run(argv: string[]): Promise<number> {
     `  git clone ${a.demo.repoUrl} demo && cd demo`,
     `    edit ${demoConfigPath("flux")}, then git commit -am edit && git push`,
     "    (watch the push notice arrive below and both appliers apply it once)",
+    `  kubectl edit cm -n ${DEMO_APPS.flux.namespace} ${DEMO_APPS.flux.name}`,
+    "    (the mirror writes the edit into Git within the commit window: no intake call, and",
+    "     Flux applying it is not mirrored back; kubectl get watchrules -A shows the counts)",
     "  applygate playground race      (npm start -- race: the two-edit race, with and without applygate)",
     "",
     "Ctrl-C stops everything.",

@@ -11,6 +11,7 @@ import { createLogger, type Logger } from "../../queue/log.js";
 import { settled } from "../playground/actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "../playground/assembly.js";
 import { auditProblems } from "../playground/audit-check.js";
+import type { Component } from "../playground/identities.js";
 import { observeProgress, type ProgressObserver } from "../playground/progress.js";
 import { testRedisUrl } from "../redis/isolated.js";
 import { failureContext } from "../support/print-failures.js";
@@ -26,7 +27,7 @@ export interface Scene {
 }
 
 export async function startScene(
-  o: { timers?: Partial<AssemblyTimers>; redisUrl?: string; log?: Logger } = {},
+  o: { timers?: Partial<AssemblyTimers>; redisUrl?: string; log?: Logger; withMirror?: boolean } = {},
 ): Promise<Scene> {
   const redisUrl = o.redisUrl ?? testRedisUrl();
   const a = await startAssembly({
@@ -36,6 +37,7 @@ export async function startScene(
     log:
       o.log ?? (process.env.SCENARIO_LOG ? createLogger({ level: process.env.SCENARIO_LOG }) : keptLogger()),
     timers: { ...FAST_TIMERS, ...o.timers },
+    ...(o.withMirror ? { withMirror: true } : {}),
   });
   let progress: ProgressObserver | undefined;
   try {
@@ -50,7 +52,14 @@ export async function startScene(
       async stop() {
         await p.stop();
         // Every component ran under its own ServiceAccount: none may have been refused or be admin.
-        const problems = auditProblems(await a.stop(), ["gateway", "worker", "flux", "argocd"]);
+        const components: Component[] = [
+          "gateway",
+          "worker",
+          "flux",
+          "argocd",
+          ...(o.withMirror ? ["mirror" as const] : []),
+        ];
+        const problems = auditProblems(await a.stop(), components);
         if (problems.length) throw new Error(`the audit log shows:\n${[...new Set(problems)].join("\n")}`);
       },
     };

@@ -212,6 +212,42 @@ describe("authorize", () => {
     expect(authorize({ ...sa, groups: [] }, { verb: "get", path: "/apis" }, empty).allowed).toBe(false);
   });
 
+  it("an aggregated ClusterRole holds the rules of the ClusterRoles its selectors match", () => {
+    const cr = (name: string, extra: object) => ({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name },
+      ...extra,
+    });
+    const policy: Policy = {
+      ...empty,
+      clusterRoles: [
+        cr("watched", {
+          aggregationRule: { clusterRoleSelectors: [{ matchLabels: { to: "watched" } }] },
+          rules: [],
+        }),
+        {
+          ...cr("cms", { rules: [{ verbs: ["list"], apiGroups: [""], resources: ["configmaps"] }] }),
+          metadata: { name: "cms", labels: { to: "watched" } },
+        },
+        cr("deps", { rules: [{ verbs: ["list"], apiGroups: ["apps"], resources: ["deployments"] }] }),
+      ],
+      clusterRoleBindings: [
+        {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "ClusterRoleBinding",
+          metadata: { name: "w" },
+          roleRef: { kind: "ClusterRole", name: "watched" },
+          subjects: [{ kind: "ServiceAccount", name: "b", namespace: "a" }],
+        },
+      ],
+    };
+    expect(authorize(sa, { verb: "list", group: "", resource: "configmaps" }, policy).allowed).toBe(true);
+    expect(authorize(sa, { verb: "list", group: "apps", resource: "deployments" }, policy).allowed).toBe(
+      false,
+    );
+  });
+
   it("matches a ServiceAccount subject by namespace and name, a Group by the user's groups", () => {
     const policy = (subject: object): Policy => ({
       ...empty,

@@ -26,6 +26,7 @@ export interface Subject {
 
 interface RoleObject extends KObject {
   rules?: PolicyRule[] | null;
+  aggregationRule?: { clusterRoleSelectors?: { matchLabels?: Record<string, string> }[] | null } | null;
 }
 
 interface BindingObject extends KObject {
@@ -161,10 +162,23 @@ export function authorize(
     "path" in a
       ? undefined
       : (a.namespace ?? (a.group === "" && a.resource === "namespaces" ? a.name : undefined));
-  const clusterRole = (name: string) =>
-    [...bootstrap.clusterRoles, ...stored.clusterRoles].find((r) => r.metadata.name === name) as
-      | RoleObject
-      | undefined;
+  const clusterRoles = [...bootstrap.clusterRoles, ...stored.clusterRoles] as RoleObject[];
+  // A ClusterRole with an aggregationRule holds the rules of every ClusterRole its selectors
+  // match, as kube-controller-manager's clusterrole-aggregation controller keeps it (at once here).
+  const aggregated = (r: RoleObject): RoleObject => {
+    const selectors = r.aggregationRule?.clusterRoleSelectors ?? [];
+    if (selectors.length === 0) return r;
+    const matches = (o: RoleObject) =>
+      selectors.some((sel) =>
+        Object.entries(sel.matchLabels ?? {}).every(([k, v]) => o.metadata.labels?.[k] === v),
+      );
+    const rules = clusterRoles.filter((o) => o !== r && matches(o)).flatMap((o) => o.rules ?? []);
+    return { ...r, rules: [...(r.rules ?? []), ...rules] };
+  };
+  const clusterRole = (name: string) => {
+    const r = clusterRoles.find((o) => o.metadata.name === name);
+    return r ? aggregated(r) : undefined;
+  };
   const referenced = (b: BindingObject, ns?: string): RoleObject | undefined =>
     b.roleRef.kind === "ClusterRole"
       ? clusterRole(b.roleRef.name)

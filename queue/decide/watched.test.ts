@@ -1,0 +1,156 @@
+/**
+ * The one judge of watched applier writes (the watch plane's writes of an applier's own managers
+ * alone): each case of the apply window, as the decision core answers it.
+ */
+import { describe, expect, it } from "vitest";
+import type { DecisionAction, DecisionEvent } from "./model.js";
+import { argoClaim, cm, Driver, fluxClaim, listed, report, sends, sha } from "./testing.js";
+
+const A = sha("a");
+const B = sha("b");
+const C = sha("c");
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function watched(
+  object: string,
+  writtenAt: number,
+  manager = "kustomize-controller",
+  id = "wa",
+): DecisionEvent {
+  return {
+    type: "WatchedApplierWrite",
+    writeId: id,
+    targetUid: "u1",
+    ref: cm(object),
+    manager,
+    writtenAt: iso(writtenAt),
+  };
+}
+
+const edit = (id: string, object: string, at: number): DecisionEvent => ({
+  type: "WriteDecided",
+  writeId: id,
+  targetUid: "u1",
+  createdObjects: [],
+  editedObjects: [{ ref: cm(object), editedAt: iso(at) }],
+});
+
+const settled = (out: DecisionAction[]) => out.filter((a) => a.type === "SettleWatchedWrite");
+const collided = (out: DecisionAction[]) => out.some((a) => a.type === "LogCollision");
+
+/** u1 (claim "app") settled at A, an edit of x decided, then the attempt for B sent at `sentAt`. */
+function windowed() {
+  const d = new Driver();
+  d.settle([listed("u1", "app")], A);
+  const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+  const editAt = d.now;
+  d.on(edit("w", "x", editAt));
+  const [att] = sends(d.publish(out, B));
+  return { d, att, sentAt: d.now, editAt };
+}
+
+describe("watched applier writes: one judge", () => {
+  it("the apply landing on an object nobody edited in the window is not mirrored and makes nothing due", () => {
+    const { d, sentAt } = windowed();
+    const out = d.on(watched("y", sentAt + 1_000));
+    expect(settled(out)).toEqual([
+      {
+        type: "SettleWatchedWrite",
+        writeId: "wa",
+        mirror: false,
+        verdict: "not_mirrored",
+        applierKind: "flux",
+      },
+    ]);
+    expect(collided(out)).toBe(false);
+    expect(out.some((a) => a.type === "RecordRepairPending")).toBe(false);
+  });
+
+  it("a late apply over a newer edit is withheld: not mirrored, a Repair due, the collision logged", () => {
+    const { d, att, editAt } = windowed();
+    const out = d.on(watched("x", editAt + 1_000));
+    expect(settled(out)).toEqual([
+      { type: "SettleWatchedWrite", writeId: "wa", mirror: false, verdict: "withheld", applierKind: "flux" },
+    ]);
+    expect(collided(out)).toBe(true);
+    expect(out).toContainEqual({ type: "RecordRepairPending", claim: fluxClaim("app").claim, pending: true });
+    const [repair] = sends(d.publish(d.on(report(att?.token ?? "", "app", "Succeeded", B)), C));
+    expect(repair?.targets[0]?.reason).toBe("Repair");
+  });
+
+  it("an edit decided after the watched apply over it still collides (either order)", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    const at = d.now;
+    expect(settled(d.on(watched("x", at + 1_000)))[0]).toMatchObject({ mirror: false });
+    expect(collided(d.on(edit("late-decided", "x", at)))).toBe(true);
+  });
+
+  it("an undo that leaves an older applier entry newest is mirrored as an edit", () => {
+    const { d, sentAt } = windowed();
+    d.advance(2_000);
+    d.on(edit("w2", "z", d.now));
+    // kubectl label tmp- after tmp=1: the applier's entry of its apply (1 s after the send) is newest.
+    const out = d.on(watched("z", sentAt + 1_000));
+    expect(settled(out)).toEqual([
+      { type: "SettleWatchedWrite", writeId: "wa", mirror: true, verdict: "undo", applierKind: "flux" },
+    ]);
+    expect(collided(out)).toBe(false);
+  });
+
+  it("a delayed echo of the attempt before, arriving after the next was sent inside its grace, is still that apply", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    const [first] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    const firstSent = d.now;
+    d.advance(2_000);
+    d.on(report(first?.token ?? "", "app", "Succeeded", B));
+    d.advance(3_000);
+    const [second] = sends(d.publish(d.on({ type: "Observed", tip: C, pushedByUs: false }), C));
+    expect(second).toBeDefined();
+    const out = d.on(watched("y", firstSent + 1_000));
+    expect(settled(out)).toEqual([
+      {
+        type: "SettleWatchedWrite",
+        writeId: "wa",
+        mirror: false,
+        verdict: "not_mirrored",
+        applierKind: "flux",
+      },
+    ]);
+  });
+
+  it("with no window open the applier's write is late and mirrored", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    d.advance(60_000);
+    expect(settled(d.on(watched("x", d.now)))).toEqual([
+      { type: "SettleWatchedWrite", writeId: "wa", mirror: true, verdict: "late", applierKind: "flux" },
+    ]);
+  });
+
+  it("an applier entry older than the window's send is no apply of it: mirrored", () => {
+    const { d, sentAt } = windowed();
+    expect(settled(d.on(watched("x", sentAt - 60_000)))[0]).toMatchObject({ mirror: true, verdict: "late" });
+  });
+
+  it("a write by a manager that is not the folder's applier's, or to a folder no claim holds, is mirrored", () => {
+    const { d, sentAt } = windowed();
+    expect(settled(d.on(watched("y", sentAt, "argocd-controller")))[0]).toMatchObject({ mirror: true });
+    const bare = new Driver();
+    bare.settle([listed("u1", null)], A);
+    expect(settled(bare.on(watched("y", bare.now)))[0]).toMatchObject({ mirror: true, verdict: "late" });
+  });
+
+  it("Argo CD's managers are judged for a folder an ArgoCDClaim holds", () => {
+    const d = new Driver();
+    const c = argoClaim("app");
+    d.settle([listed("u1", "app", { claim: c.claim, applier: c.applier, source: "argocd/app" })], A);
+    sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    expect(settled(d.on(watched("y", d.now, "argocd-application-controller")))[0]).toMatchObject({
+      mirror: false,
+      verdict: "not_mirrored",
+    });
+  });
+});

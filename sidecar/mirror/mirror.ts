@@ -1,0 +1,639 @@
+/**
+ * The watch plane: `applygate mirror`. It reads WatchRules, watches the kinds they select (one
+ * shared informer per kind, however many rules select it), and turns each watched write into a
+ * pending write through the same intake gate the intake API uses (the branch's inbox, its budget
+ * and pause latch), so the branch worker owns it from then on. Every decision is pure and lives
+ * beside it (authorship, sanitize, ownership, rules) or in the worker's decision core (the apply
+ * window's judgement of the applier's own writes); this file is the shell around them.
+ */
+import { randomUUID } from "node:crypto";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import {
+  type AcceptedWrite,
+  type ObjectRef,
+  QUEUES,
+  type RefusalNotice,
+  type WriteChange,
+} from "../../queue/contract.js";
+import {
+  type Condition,
+  type GitProvider,
+  type GitTarget,
+  GROUP,
+  type ScopeGrant,
+  scopeGrant,
+  VERSION,
+  type WatchedKind,
+  type WatchRule,
+  type WatchRuleStatus,
+  watchRule,
+} from "../../queue/crds/index.js";
+import { acceptWrite, enqueueNotice } from "../../queue/intake.js";
+import { writeProblem } from "../../queue/write-check.js";
+import {
+  type InformerEvent,
+  type InformerHandle,
+  type KObject,
+  Kube,
+  RESOURCES,
+  type ResourceType,
+  readGitProvider,
+  readGitTarget,
+  readObject,
+  TypedCache,
+} from "../../queue/kube/index.js";
+import { type Logger, silentLogger } from "../../queue/log.js";
+import { bullConnection, connectRedis } from "../../queue/redis.js";
+import { authorshipOf } from "./authorship.js";
+import { resolveKind } from "./discovery.js";
+import type { MirrorMetrics } from "./http.js";
+import { describeOwner, excludingOwner } from "./ownership.js";
+import { apiVersionOf, describeKind, kindKey, namesKind, type ResolvedKind, selects } from "./rules.js";
+import { DEFAULT_CONTROLLER_MANAGERS, isSecret, type SanitizeOptions, sanitize } from "./sanitize.js";
+import { lookupTarget, type ResolvedTarget, type TargetSources } from "./targets.js";
+
+export interface MirrorOptions {
+  kubeConfig: KubeConfig;
+  redisUrl: string;
+  redisPrefix: string;
+  log?: Logger;
+  now?: () => number;
+  /** Managers whose fields alone are left out (the HPA's spec.replicas); default DEFAULT_CONTROLLER_MANAGERS. */
+  controllerManagers?: readonly string[];
+  /** Authors are `<manager> <manager@domain>`; default `cluster.local`. */
+  authorDomain?: string;
+  /** How often a rule's unresolved kinds are looked up again (default 10 s). */
+  resolveIntervalMs?: number;
+  /** How often changed WatchRule status is written (default 2 s). */
+  statusIntervalMs?: number;
+  metrics?: MirrorMetrics;
+}
+
+const SCOPE_GRANT: ResourceType = {
+  group: GROUP,
+  version: VERSION,
+  plural: "scopegrants",
+  kind: "ScopeGrant",
+};
+
+interface RuleState {
+  key: string;
+  rule: WatchRule;
+  /** Served kinds this rule selects, by kindKey. */
+  kinds: Map<string, ResolvedKind>;
+  unresolved: string[];
+  target: ResolvedTarget | undefined;
+  targetProblem?: { reason: string; message: string };
+  mirrored: number;
+  refused: number;
+  excluded: number;
+  lastError?: { message: string; at: string };
+  statusDirty: boolean;
+  lastStatus: string;
+}
+
+interface KindWatch {
+  kind: ResolvedKind;
+  handle: InformerHandle<KObject>;
+}
+
+const ruleKey = (r: { metadata: { namespace?: string; name: string } }) =>
+  `${r.metadata.namespace ?? ""}/${r.metadata.name}`;
+
+/** A stable encoding (keys sorted), so two sanitized versions compare by content. */
+function stable(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
+  if (v && typeof v === "object")
+    return `{${Object.keys(v as object)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stable((v as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
+  return JSON.stringify(v);
+}
+
+const refOf = (kind: ResolvedKind, o: KObject): ObjectRef => ({
+  apiVersion: apiVersionOf(kind),
+  kind: kind.kind,
+  name: o.metadata.name,
+  ...(kind.namespaced && o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
+});
+
+export class Mirror {
+  readonly kube: Kube;
+  private readonly log: Logger;
+  private readonly now: () => number;
+  private readonly redis: Redis;
+  private readonly branches: Queue;
+  private readonly notices: Queue;
+  private readonly handles: InformerHandle<KObject>[] = [];
+  private rulesCache!: TypedCache<WatchRule>;
+  private targetsCache!: TypedCache<GitTarget>;
+  private providersCache!: TypedCache<GitProvider>;
+  private grantsCache!: TypedCache<ScopeGrant>;
+  private claims = new Map<string, InformerHandle<KObject>>();
+  private readonly rules = new Map<string, RuleState>();
+  private readonly watches = new Map<string, KindWatch>();
+  /** One chain of sends per branch, so one object's writes reach its inbox in order. */
+  private readonly chains = new Map<string, Promise<void>>();
+  /** Objects excluded as another applier's, logged once each (by uid and folder). */
+  private readonly loggedExclusions = new Set<string>();
+  private reconciling: Promise<void> | undefined;
+  private again = false;
+  private timers: NodeJS.Timeout[] = [];
+  private stopped = false;
+  private started = false;
+  /** Writes handed to an inbox, in order (tests and the playground read it). */
+  readonly sent: AcceptedWrite[] = [];
+
+  constructor(private readonly o: MirrorOptions) {
+    this.kube = new Kube(o.kubeConfig);
+    this.log = (o.log ?? silentLogger()).child({ component: "mirror" });
+    this.now = o.now ?? Date.now;
+    this.redis = connectRedis(o.redisUrl);
+    const connection = bullConnection(o.redisUrl);
+    this.branches = new Queue(QUEUES.branches, { connection, prefix: o.redisPrefix });
+    this.notices = new Queue(QUEUES.notices, { connection, prefix: o.redisPrefix });
+    for (const q of [this.branches, this.notices]) q.on("error", () => {});
+  }
+
+  /** Lists WatchRules, GitTargets, GitProviders, ScopeGrants and claims, then starts every rule. */
+  async start(): Promise<void> {
+    const onChange = () => this.reconcileSoon();
+    const acquire = (t: ResourceType) => {
+      const h = this.kube.informer(t, { onChange, log: this.log });
+      this.handles.push(h);
+      return h;
+    };
+    const rules = acquire(RESOURCES.watchRule);
+    const targets = acquire(RESOURCES.gitTarget);
+    const providers = acquire(RESOURCES.gitProvider);
+    const grants = acquire(SCOPE_GRANT);
+    this.claims.set("FluxClaim", acquire(RESOURCES.fluxClaim));
+    this.claims.set("ArgoCDClaim", acquire(RESOURCES.argoCDClaim));
+    await Promise.all(this.handles.map((h) => h.synced()));
+    this.rulesCache = new TypedCache(rules.informer, (o) => readObject(watchRule, o), this.log);
+    this.targetsCache = new TypedCache(targets.informer, readGitTarget, this.log);
+    this.providersCache = new TypedCache(providers.informer, readGitProvider, this.log);
+    this.grantsCache = new TypedCache(grants.informer, (o) => readObject(scopeGrant, o), this.log);
+    await this.reconcile();
+    const every = (ms: number, f: () => void) => {
+      const t = setInterval(f, ms);
+      t.unref?.();
+      this.timers.push(t);
+    };
+    every(this.o.resolveIntervalMs ?? 10_000, () => {
+      if ([...this.rules.values()].some((r) => r.unresolved.length > 0)) this.reconcileSoon();
+    });
+    every(this.o.statusIntervalMs ?? 2_000, () => void this.writeStatus());
+    this.started = true;
+    this.log.info({ rules: this.rules.size }, "mirror started");
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    await this.reconciling;
+    await Promise.all(this.chains.values());
+    await this.writeStatus();
+    await this.kube.close();
+    await this.branches.close();
+    await this.notices.close();
+    this.redis.disconnect();
+  }
+
+  /** Resolves once every write decided so far has reached its inbox. */
+  async idle(): Promise<void> {
+    while (this.reconciling) await this.reconciling;
+    for (;;) {
+      const pending = [...this.chains.values()];
+      await Promise.all(pending);
+      if (pending.every((p, i) => [...this.chains.values()][i] === p)) return;
+    }
+  }
+
+  /** What /readyz reports. */
+  async checks(): Promise<{ redis: boolean; started: boolean; unsyncedWatches: string[] }> {
+    const redis = await this.redis.ping().then(
+      (r) => r === "PONG",
+      () => false,
+    );
+    return { redis, started: this.started, unsyncedWatches: this.kube.unsyncedWatches() };
+  }
+
+  /** The counts and problems of each rule, as its status will say. */
+  ruleStates(): ReadonlyMap<string, Readonly<RuleState>> {
+    return this.rules;
+  }
+
+  /** Informer paths running, one per watched kind. */
+  watchedPaths(): string[] {
+    return [...this.watches.values()].map((w) => w.handle.informer.path);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Rules
+
+  private reconcileSoon(): void {
+    if (this.stopped) return;
+    if (this.reconciling) {
+      this.again = true;
+      return;
+    }
+    this.reconciling = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.reconcile();
+        } catch (err) {
+          this.log.error({ err: (err as Error).message }, "reconciling WatchRules failed");
+        }
+      } while (this.again && !this.stopped);
+      this.reconciling = undefined;
+    })();
+  }
+
+  private sources(): TargetSources {
+    return {
+      target: (ns, name) => this.targetsCache.get(name, ns),
+      provider: (ns, name) => this.providersCache.get(name, ns),
+      grants: () => this.grantsCache.list(),
+      claim: (kind, ns, name) => this.claims.get(kind)?.informer.get(name, ns) as never,
+    };
+  }
+
+  /** Brings rules, their targets and kinds, and the kind watches in line with the caches. */
+  private async reconcile(): Promise<void> {
+    const seen = new Set<string>();
+    for (const rule of this.rulesCache.list()) {
+      const key = ruleKey(rule);
+      seen.add(key);
+      let st = this.rules.get(key);
+      const changed = !st || st.rule.metadata.generation !== rule.metadata.generation;
+      if (!st) {
+        st = {
+          key,
+          rule,
+          kinds: new Map(),
+          unresolved: [],
+          target: undefined,
+          mirrored: rule.status?.mirrored ?? 0,
+          refused: rule.status?.refused ?? 0,
+          excluded: rule.status?.excluded ?? 0,
+          statusDirty: true,
+          lastStatus: "",
+        };
+        this.rules.set(key, st);
+      }
+      st.rule = rule;
+      const lookup = lookupTarget(this.sources(), rule.metadata.namespace ?? "", rule.spec.targetRef.name);
+      const before = st.target ? stable(st.target) : "";
+      if (lookup.ok) {
+        st.target = lookup.target;
+        delete st.targetProblem;
+      } else {
+        st.target = undefined;
+        st.targetProblem = { reason: lookup.reason, message: lookup.message };
+      }
+      const targetChanged = (st.target ? stable(st.target) : "") !== before;
+      const newKinds = await this.resolveKinds(st, changed);
+      st.statusDirty = true;
+      // A rule that starts, changes, gains a kind or a target takes a snapshot of what it selects.
+      if (st.target && (changed || targetChanged || newKinds.length > 0)) {
+        for (const k of changed || targetChanged ? [...st.kinds.values()] : newKinds) this.snapshot(st, k);
+      }
+    }
+    for (const key of [...this.rules.keys()]) if (!seen.has(key)) this.rules.delete(key);
+    await this.releaseUnused();
+  }
+
+  /** Resolves the rule's kinds (all again when it changed); answers the kinds it newly selects. */
+  private async resolveKinds(st: RuleState, changed: boolean): Promise<ResolvedKind[]> {
+    if (!changed && st.unresolved.length === 0) return [];
+    const want: WatchedKind[] = changed
+      ? st.rule.spec.kinds
+      : st.rule.spec.kinds.filter((k) => st.unresolved.includes(describeKind(k)));
+    if (changed) st.kinds = new Map();
+    const unresolved: string[] = [];
+    const added: ResolvedKind[] = [];
+    for (const k of want) {
+      const r = await resolveKind(this.kube, k);
+      if (!r) {
+        unresolved.push(describeKind(k));
+        continue;
+      }
+      await this.ensureWatch(r);
+      if (!st.kinds.has(kindKey(r))) added.push(r);
+      st.kinds.set(kindKey(r), r);
+    }
+    st.unresolved = unresolved;
+    return added;
+  }
+
+  private async ensureWatch(kind: ResolvedKind): Promise<void> {
+    const key = kindKey(kind);
+    if (this.watches.has(key)) return;
+    const handle = await this.kube.objectInformer<KObject>(
+      apiVersionOf(kind),
+      kind.kind,
+      undefined,
+      (type, obj, prev) => this.onObject(kind, type, obj, prev),
+    );
+    if (!handle) return;
+    this.watches.set(key, { kind, handle });
+    await handle.synced();
+  }
+
+  private async releaseUnused(): Promise<void> {
+    const used = new Set([...this.rules.values()].flatMap((r) => [...r.kinds.keys()]));
+    for (const [key, w] of [...this.watches]) {
+      if (used.has(key)) continue;
+      this.watches.delete(key);
+      await w.handle.release();
+    }
+  }
+
+  /** A rule's snapshot of one kind: every object it selects, written; the worker keeps only differences. */
+  private snapshot(st: RuleState, kind: ResolvedKind): void {
+    const w = this.watches.get(kindKey(kind));
+    if (!w) return;
+    for (const obj of w.handle.informer.list()) this.mirrorFor(st, kind, "add", obj, undefined);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Objects
+
+  private onObject(
+    kind: ResolvedKind,
+    type: InformerEvent,
+    obj: KObject,
+    previous: KObject | undefined,
+  ): void {
+    if (this.stopped || !this.rulesCache) return;
+    // One write per GitTarget, however many of its rules select the object.
+    const targets = new Set<string>();
+    for (const st of this.rules.values()) {
+      if (!st.target || !st.kinds.has(kindKey(kind))) continue;
+      const t = `${st.target.namespace}/${st.target.name}`;
+      if (targets.has(t)) continue;
+      if (this.mirrorFor(st, kind, type, obj, previous)) targets.add(t);
+    }
+  }
+
+  /** Judges one watched write for one rule; true when the rule selected the object. */
+  private mirrorFor(
+    st: RuleState,
+    kind: ResolvedKind,
+    type: InformerEvent,
+    obj: KObject,
+    previous: KObject | undefined,
+  ): boolean {
+    const target = st.target;
+    if (!target || !st.rule.spec.kinds.some((k) => namesKind(k, kind))) return false;
+    const sel = selects(st.rule, target.scope, kind, obj);
+    if (!sel.selected) {
+      // An update that takes the object out of the selector is not a delete: Git keeps its file.
+      if (sel.outOfScope && type !== "delete") this.refuse(st, sel.outOfScope);
+      return false;
+    }
+    const ref = refOf(kind, obj);
+    const shown = `${kind.kind} ${ref.namespace ? `${ref.namespace}/` : ""}${ref.name}`;
+    const owner = excludingOwner(obj, target.applier);
+    if (owner) {
+      st.excluded++;
+      this.o.metrics?.outcome("excluded");
+      st.statusDirty = true;
+      const once = `${obj.metadata.uid ?? shown}@${target.namespace}/${target.name}`;
+      if (!this.loggedExclusions.has(once)) {
+        this.loggedExclusions.add(once);
+        this.log.warn(
+          {
+            object: shown,
+            owner: describeOwner(owner),
+            target: `${target.namespace}/${target.name}`,
+            branch: target.branchKey,
+          },
+          "another applier's object: excluded from the folder",
+        );
+      }
+      return true;
+    }
+    const opts: SanitizeOptions = {
+      controllerManagers: this.o.controllerManagers ?? DEFAULT_CONTROLLER_MANAGERS,
+      ...(st.rule.spec.excludeFields ? { excludeFields: st.rule.spec.excludeFields } : {}),
+    };
+    if (type === "delete") {
+      if (isSecret(obj)) return true;
+      const s = sanitize(obj as Record<string, unknown>, opts);
+      if (!s.ok) return true; // never mirrored, so there is no file to delete
+      this.send(st, { changes: [{ op: "delete", ref }], author: this.author("unknown") });
+      return true;
+    }
+    const clean = sanitize(obj as Record<string, unknown>, opts);
+    if (!clean.ok) {
+      if (clean.reason === "secret") this.refuseSecret(st, ref, obj);
+      else {
+        st.excluded++;
+        st.statusDirty = true;
+        this.o.metrics?.outcome("excluded");
+      }
+      return true;
+    }
+    if (previous) {
+      const was = sanitize(previous as Record<string, unknown>, opts);
+      // Nothing Git holds changed (a status write, server bookkeeping): no write.
+      if (was.ok && stable(was.object) === stable(clean.object)) return true;
+    }
+    const change: WriteChange = { op: "upsert", object: clean.object as WriteChange & never };
+    // What the worker could not store is refused here, counted on the rule, never queued.
+    const problem = writeProblem([change]);
+    if (problem) {
+      this.refuse(st, `${shown}: ${problem.field}: ${problem.message}`);
+      return true;
+    }
+    const who = authorshipOf(obj, target.applierManagers, previous);
+    if (who.kind === "applier")
+      this.send(st, {
+        changes: [change],
+        author: this.author(who.write.manager),
+        applierAuthored: who.write,
+        editedAt: who.write.writtenAt,
+      });
+    else
+      this.send(st, {
+        changes: [change],
+        author: this.author(who.manager),
+        ...(who.editedAt ? { editedAt: who.editedAt } : {}),
+      });
+    return true;
+  }
+
+  private author(manager: string) {
+    return { name: manager, email: `${manager}@${this.o.authorDomain ?? "cluster.local"}` };
+  }
+
+  private send(
+    st: RuleState,
+    w: Pick<AcceptedWrite, "changes" | "author" | "editedAt" | "applierAuthored">,
+  ): void {
+    const target = st.target as ResolvedTarget;
+    const write: AcceptedWrite = {
+      ...w,
+      id: `m-${randomUUID()}`,
+      target: { namespace: target.namespace, name: target.name, ...(target.uid ? { uid: target.uid } : {}) },
+      branchKey: target.branchKey,
+      path: target.path,
+      acceptedAt: new Date(this.now()).toISOString(),
+    };
+    const chain = (this.chains.get(target.branchKey) ?? Promise.resolve()).then(() =>
+      this.deliver(st, write),
+    );
+    this.chains.set(target.branchKey, chain);
+    void chain.finally(() => {
+      if (this.chains.get(target.branchKey) === chain) this.chains.delete(target.branchKey);
+    });
+  }
+
+  /** Hands a write to its inbox through the intake gate; a paused branch is asked again after it says. */
+  private async deliver(st: RuleState, write: AcceptedWrite): Promise<void> {
+    for (let tries = 0; !this.stopped || tries === 0; tries++) {
+      try {
+        const r = await acceptWrite(this.redis, this.o.redisPrefix, write, this.branches, (err) =>
+          this.log.warn({ err: (err as Error).message, branch: write.branchKey }, "branch signal failed"),
+        );
+        if (r.accepted) {
+          st.mirrored++;
+          this.o.metrics?.outcome("mirrored");
+          st.statusDirty = true;
+          this.sent.push(write);
+          this.log.debug(
+            {
+              branch: write.branchKey,
+              write: write.id,
+              author: write.author.name,
+              applier: write.applierAuthored?.manager,
+            },
+            "watched write handed to the branch worker",
+          );
+          return;
+        }
+        await new Promise((r2) => setTimeout(r2, r.retryAfterSeconds * 1000).unref?.());
+      } catch (err) {
+        this.error(st, `handing a write to ${write.branchKey}: ${(err as Error).message}`);
+        await new Promise((r2) => setTimeout(r2, 1000).unref?.());
+      }
+    }
+  }
+
+  private refuse(st: RuleState, message: string): void {
+    st.refused++;
+    this.o.metrics?.outcome("refused");
+    st.statusDirty = true;
+    st.lastError = { message, at: new Date(this.now()).toISOString() };
+  }
+
+  /** A Secret is refused with a refusal notice, so `onRefusal: Reapply` puts Git's state back. */
+  private refuseSecret(st: RuleState, ref: ObjectRef, obj: KObject): void {
+    const target = st.target as ResolvedTarget;
+    this.refuse(
+      st,
+      `Secret ${ref.namespace ?? ""}/${ref.name}: Secrets are never written to Git in clear text`,
+    );
+    const who = authorshipOf(obj, target.applierManagers);
+    const notice: RefusalNotice = {
+      type: "refusal",
+      id: `refusal-mirror-${obj.metadata.uid ?? ref.name}-${obj.metadata.resourceVersion ?? ""}`,
+      target: { namespace: target.namespace, name: target.name, ...(target.uid ? { uid: target.uid } : {}) },
+      branchKey: target.branchKey,
+      receivedAt: new Date(this.now()).toISOString(),
+      object: ref,
+      reason: "SecretRefused: a Secret is never written to Git in clear text (no encryption configured)",
+      ...(who.kind === "edit" ? { author: { name: who.manager } } : {}),
+    };
+    void enqueueNotice(this.notices, notice).catch((err: unknown) =>
+      this.error(st, `recording the refusal of Secret ${ref.name}: ${(err as Error).message}`),
+    );
+  }
+
+  private error(st: RuleState, message: string): void {
+    st.lastError = { message, at: new Date(this.now()).toISOString() };
+    st.statusDirty = true;
+    this.log.warn({ rule: st.key, err: message }, "mirror error");
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Status
+
+  private statusOf(st: RuleState): WatchRuleStatus {
+    const at = new Date(this.now()).toISOString();
+    const cond = (type: string, ok: boolean, reason: string, message: string): Condition => {
+      const old = st.rule.status?.conditions?.find((c) => c.type === type);
+      const status = ok ? "True" : "False";
+      return {
+        type,
+        status,
+        reason,
+        message,
+        lastTransitionTime: old && old.status === status ? old.lastTransitionTime : at,
+        ...(st.rule.metadata.generation !== undefined
+          ? { observedGeneration: st.rule.metadata.generation }
+          : {}),
+      };
+    };
+    const kindsOk = st.unresolved.length === 0;
+    const ready = kindsOk && st.target !== undefined && st.rule.spec.suspend !== true;
+    const readyReason =
+      st.targetProblem?.reason ??
+      (st.rule.spec.suspend ? "Suspended" : kindsOk ? "Watching" : "KindsNotResolved");
+    const readyMessage =
+      st.targetProblem?.message ??
+      (kindsOk ? `watching ${st.kinds.size} kind(s)` : `not served yet: ${st.unresolved.join(", ")}`);
+    return {
+      conditions: [
+        cond("Ready", ready, readyReason, readyMessage),
+        cond(
+          "KindsResolved",
+          kindsOk,
+          kindsOk ? "Resolved" : "KindNotServed",
+          kindsOk ? "" : `not served yet (retried): ${st.unresolved.join(", ")}`,
+        ),
+      ],
+      ...(st.rule.metadata.generation !== undefined
+        ? { observedGeneration: st.rule.metadata.generation }
+        : {}),
+      resolvedKinds: [...st.kinds.values()],
+      unresolvedKinds: st.unresolved,
+      mirrored: st.mirrored,
+      refused: st.refused,
+      excluded: st.excluded,
+      ...(st.lastError
+        ? { lastError: st.lastError.message.slice(0, 4000), lastErrorAt: st.lastError.at }
+        : {}),
+    };
+  }
+
+  private async writeStatus(): Promise<void> {
+    for (const st of this.rules.values()) {
+      if (!st.statusDirty) continue;
+      const status = this.statusOf(st);
+      const text = stable({
+        ...status,
+        conditions: status.conditions?.map(({ lastTransitionTime: _, ...c }) => c),
+      });
+      st.statusDirty = false;
+      if (text === st.lastStatus) continue;
+      const ns = st.rule.metadata.namespace ?? "";
+      try {
+        await this.kube.patchStatus(RESOURCES.watchRule, ns, st.rule.metadata.name, status, undefined);
+        st.lastStatus = text;
+      } catch (err) {
+        st.statusDirty = true;
+        this.log.warn(
+          { rule: st.key, err: (err as Error).message },
+          "could not write the WatchRule's status",
+        );
+      }
+    }
+  }
+}

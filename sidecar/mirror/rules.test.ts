@@ -1,0 +1,112 @@
+import { describe, expect, it } from "vitest";
+import type { WatchRule } from "../../queue/crds/index.js";
+import { scopeOf } from "../../queue/scope.js";
+import { matchesSelector, type ResolvedKind, selects } from "./rules.js";
+
+const CM: ResolvedKind = {
+  group: "",
+  version: "v1",
+  kind: "ConfigMap",
+  resource: "configmaps",
+  namespaced: true,
+};
+const NS: ResolvedKind = {
+  group: "",
+  version: "v1",
+  kind: "Namespace",
+  resource: "namespaces",
+  namespaced: false,
+};
+
+function rule(spec: Partial<WatchRule["spec"]> = {}): WatchRule {
+  return {
+    apiVersion: "applygate.dev/v1alpha1",
+    kind: "WatchRule",
+    metadata: { name: "r", namespace: "team" },
+    spec: { targetRef: { name: "site" }, kinds: [{ group: "", version: "v1", kind: "ConfigMap" }], ...spec },
+  };
+}
+const own = scopeOf({ namespace: "team", name: "site" }, []);
+const obj = (namespace: string | undefined, labels: Record<string, string> = {}) => ({
+  metadata: { name: "c", ...(namespace ? { namespace } : {}), labels },
+});
+
+describe("which rules select an object", () => {
+  it("its own namespace by default, by kind or by resource", () => {
+    expect(selects(rule(), own, CM, obj("team"))).toEqual({ selected: true });
+    expect(
+      selects(rule({ kinds: [{ group: "", version: "v1", resource: "configmaps" }] }), own, CM, obj("team")),
+    ).toEqual({
+      selected: true,
+    });
+    expect(selects(rule(), own, CM, obj("other"))).toEqual({ selected: false });
+    expect(
+      selects(rule({ kinds: [{ group: "apps", version: "v1", kind: "ConfigMap" }] }), own, CM, obj("team"))
+        .selected,
+    ).toBe(false);
+  });
+
+  it("another namespace only with a ScopeGrant: a namespace editor's rule naming it is refused", () => {
+    const r = rule({ namespaces: ["other"] });
+    expect(selects(r, own, CM, obj("other"))).toMatchObject({
+      selected: false,
+      outOfScope: expect.stringContaining("other"),
+    });
+    const granted = scopeOf({ namespace: "team", name: "site" }, [
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "ScopeGrant",
+        metadata: { name: "g" },
+        spec: { targets: [{ namespace: "team" }], namespaces: ["other"] },
+      },
+    ]);
+    expect(selects(r, granted, CM, obj("other"))).toEqual({ selected: true });
+  });
+
+  it("a cluster-scoped kind only with a ScopeGrant of that kind", () => {
+    const r = rule({ kinds: [{ group: "", version: "v1", kind: "Namespace" }] });
+    expect(selects(r, own, NS, obj(undefined)).selected).toBe(false);
+    expect(selects(r, own, NS, obj(undefined))).toHaveProperty("outOfScope");
+    const granted = scopeOf({ namespace: "team", name: "site" }, [
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "ScopeGrant",
+        metadata: { name: "g" },
+        spec: { targets: [{ namespace: "team" }], kinds: [{ group: "", kind: "Namespace" }] },
+      },
+    ]);
+    expect(selects(r, granted, NS, obj(undefined))).toEqual({ selected: true });
+  });
+
+  it("the label selector and suspend", () => {
+    const r = rule({ selector: { matchLabels: { app: "web" } } });
+    expect(selects(r, own, CM, obj("team", { app: "web" })).selected).toBe(true);
+    expect(selects(r, own, CM, obj("team", { app: "db" })).selected).toBe(false);
+    expect(selects(rule({ suspend: true }), own, CM, obj("team")).selected).toBe(false);
+  });
+});
+
+describe("label selectors", () => {
+  it("matchLabels and every operator", () => {
+    const l = { a: "1", b: "2" };
+    expect(matchesSelector(undefined, l)).toBe(true);
+    expect(matchesSelector({ matchLabels: { a: "1" } }, l)).toBe(true);
+    expect(matchesSelector({ matchLabels: { a: "2" } }, l)).toBe(false);
+    expect(matchesSelector({ matchExpressions: [{ key: "a", operator: "In", values: ["1", "3"] }] }, l)).toBe(
+      true,
+    );
+    expect(matchesSelector({ matchExpressions: [{ key: "c", operator: "In", values: ["1"] }] }, l)).toBe(
+      false,
+    );
+    expect(matchesSelector({ matchExpressions: [{ key: "a", operator: "NotIn", values: ["1"] }] }, l)).toBe(
+      false,
+    );
+    expect(matchesSelector({ matchExpressions: [{ key: "c", operator: "NotIn", values: ["1"] }] }, l)).toBe(
+      true,
+    );
+    expect(matchesSelector({ matchExpressions: [{ key: "b", operator: "Exists" }] }, l)).toBe(true);
+    expect(matchesSelector({ matchExpressions: [{ key: "c", operator: "Exists" }] }, l)).toBe(false);
+    expect(matchesSelector({ matchExpressions: [{ key: "c", operator: "DoesNotExist" }] }, l)).toBe(true);
+    expect(matchesSelector({ matchExpressions: [{ key: "a", operator: "DoesNotExist" }] }, l)).toBe(false);
+  });
+});

@@ -1,0 +1,239 @@
+/**
+ * The mirror process under its own ServiceAccount and the RBAC the manifests grant, against the
+ * simulated API server (CRD schemas and RBAC enforced) and a private Redis prefix: a kind whose CRD
+ * is not installed is reported on the WatchRule and retried; once installed, and once the
+ * administrator lets the mirror watch it, the rule is Ready and its objects reach the inbox. One
+ * informer per kind however many rules select it; a namespace editor's rule reaches no further
+ * than its namespace.
+ */
+import * as k8s from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { crdFiles } from "../../queue/crds/files.js";
+import { silentLogger } from "../../queue/log.js";
+import { Mirror } from "../../sidecar/mirror/mirror.js";
+import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import { deployedIdentities } from "../playground/identities.js";
+import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { until } from "../playground/actors.js";
+
+let api: ApiServer;
+let redis: IsolatedRedis;
+let mirror: Mirror;
+let custom: k8s.CustomObjectsApi;
+
+const WIDGET_CRD = {
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name: "widgets.example.com" },
+  spec: {
+    group: "example.com",
+    names: { kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList" },
+    scope: "Namespaced",
+    versions: [
+      {
+        name: "v1",
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+      },
+    ],
+  },
+};
+
+const yaml = (...objs: object[]) => objs.map((o) => JSON.stringify(o)).join("\n---\n");
+
+beforeAll(async () => {
+  api = await startApiServer({ bookmarkIntervalMs: 200 });
+  for (const f of crdFiles()) await api.installCrdFile(f);
+  const deployed = deployedIdentities();
+  await api.applyYaml(
+    yaml(
+      ...["applygate-system", "team", "other"].map((name) => ({
+        apiVersion: "v1",
+        kind: "Namespace",
+        metadata: { name },
+      })),
+    ),
+  );
+  await api.applyYaml(yaml(...deployed.rbac));
+  const sa = deployed.serviceAccounts.mirror;
+  const kc = api.kubeConfig(api.addServiceAccount(sa.namespace, sa.name));
+  await api.applyYaml(
+    yaml(
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "GitProvider",
+        metadata: { name: "p", namespace: "team" },
+        spec: {
+          url: "https://git.example/team/site.git",
+          type: "github",
+          webhookSecretRef: { name: "hook" },
+        },
+      },
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "GitTarget",
+        metadata: { name: "site", namespace: "team" },
+        spec: { providerRef: { name: "p" }, branch: "main", path: "site" },
+      },
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "WatchRule",
+        metadata: { name: "widgets", namespace: "team" },
+        spec: {
+          targetRef: { name: "site" },
+          kinds: [{ group: "example.com", version: "v1", kind: "Widget" }],
+        },
+      },
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "WatchRule",
+        metadata: { name: "cms", namespace: "team" },
+        spec: { targetRef: { name: "site" }, kinds: [{ group: "", version: "v1", resource: "configmaps" }] },
+      },
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "WatchRule",
+        metadata: { name: "cms-too", namespace: "team" },
+        spec: {
+          targetRef: { name: "site" },
+          kinds: [{ group: "", version: "v1", kind: "ConfigMap" }],
+          namespaces: ["other"],
+        },
+      },
+    ),
+  );
+  redis = await isolatedRedis("mirror");
+  mirror = new Mirror({
+    kubeConfig: kc,
+    redisUrl: redis.url,
+    redisPrefix: redis.prefix,
+    log: silentLogger(),
+    resolveIntervalMs: 100,
+    statusIntervalMs: 50,
+  });
+  await mirror.start();
+  custom = api.kubeConfig().makeApiClient(k8s.CustomObjectsApi);
+});
+
+afterAll(async () => {
+  await mirror?.stop();
+  await redis?.cleanup();
+  await api?.close();
+});
+
+type Status = {
+  conditions?: { type: string; status: string; reason: string }[];
+  unresolvedKinds?: string[];
+  mirrored?: number;
+  refused?: number;
+};
+const status = async (name: string) =>
+  (
+    (await custom.getNamespacedCustomObject({
+      group: "applygate.dev",
+      version: "v1alpha1",
+      namespace: "team",
+      plural: "watchrules",
+      name,
+    })) as { status?: Status }
+  ).status ?? {};
+const cond = (s: Status, type: string) => s.conditions?.find((c) => c.type === type);
+
+describe("the mirror as deployed", () => {
+  it("reports a kind not served yet, retries, and watches it once its CRD is installed and granted", async () => {
+    await until(
+      async () => cond(await status("widgets"), "Ready")?.reason === "KindsNotResolved",
+      "unresolved reported",
+    );
+    const s = await status("widgets");
+    expect(s.unresolvedKinds).toEqual(["example.com/v1 Widget"]);
+    expect(cond(s, "KindsResolved")).toMatchObject({ status: "False", reason: "KindNotServed" });
+    await api.applyYaml(
+      yaml(WIDGET_CRD, {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRole",
+        metadata: {
+          name: "applygate-mirror-watch-widgets",
+          labels: { "applygate.dev/aggregate-to-mirror": "true" },
+        },
+        rules: [{ apiGroups: ["example.com"], resources: ["widgets"], verbs: ["get", "list", "watch"] }],
+      }),
+    );
+    await until(
+      async () => cond(await status("widgets"), "Ready")?.status === "True",
+      "the rule Ready once served",
+    );
+    await api.applyYaml(
+      yaml({
+        apiVersion: "example.com/v1",
+        kind: "Widget",
+        metadata: { name: "w", namespace: "team" },
+        spec: { size: 3 },
+      }),
+    );
+    await until(
+      () => mirror.sent.some((w) => w.changes[0]?.op === "upsert" && w.changes[0].object.kind === "Widget"),
+      "the Widget handed to the inbox",
+    );
+    const w = mirror.sent.find(
+      (x) => x.changes[0]?.op === "upsert" && x.changes[0].object.kind === "Widget",
+    )!;
+    expect(w).toMatchObject({
+      target: { namespace: "team", name: "site" },
+      path: "site",
+      branchKey: "git.example/team/site@main",
+    });
+    expect(
+      await redis.client.xlen(`${redis.prefix}:branch:git.example/team/site@main:inbox`),
+    ).toBeGreaterThan(0);
+  });
+
+  it("one informer per kind for every rule that selects it; another namespace only with a ScopeGrant", async () => {
+    const core = api.kubeConfig().makeApiClient(k8s.CoreV1Api);
+    await core.createNamespacedConfigMap({
+      namespace: "team",
+      body: { metadata: { name: "mine" }, data: { a: "1" } },
+    });
+    await core.createNamespacedConfigMap({
+      namespace: "other",
+      body: { metadata: { name: "theirs" }, data: { a: "1" } },
+    });
+    await until(
+      () =>
+        mirror.sent.some(
+          (w) => w.changes[0]?.op === "upsert" && w.changes[0].object.metadata.name === "mine",
+        ),
+      "own namespace mirrored",
+    );
+    expect(mirror.watchedPaths().filter((p) => p.endsWith("/configmaps"))).toEqual(["/api/v1/configmaps"]);
+    // Two rules of one GitTarget select "mine": one write.
+    expect(
+      mirror.sent.filter(
+        (w) => w.changes[0]?.op === "upsert" && w.changes[0].object.metadata.name === "mine",
+      ),
+    ).toHaveLength(1);
+    await until(async () => ((await status("cms-too")).refused ?? 0) > 0, "the other namespace refused");
+    expect(
+      mirror.sent.some(
+        (w) => w.changes[0]?.op === "upsert" && w.changes[0].object.metadata.name === "theirs",
+      ),
+    ).toBe(false);
+    // A cluster administrator's ScopeGrant lets it.
+    await api.applyYaml(
+      yaml({
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "ScopeGrant",
+        metadata: { name: "g" },
+        spec: { targets: [{ namespace: "team", name: "site" }], namespaces: ["other"] },
+      }),
+    );
+    await until(
+      () =>
+        mirror.sent.some(
+          (w) => w.changes[0]?.op === "upsert" && w.changes[0].object.metadata.name === "theirs",
+        ),
+      "the granted namespace mirrored",
+    );
+  });
+});
