@@ -11,6 +11,7 @@ import {
   readyColumn,
   timestamp,
 } from "./common.js";
+import { governanceStatus } from "./governance.js";
 import { immutable } from "./k8s-ext.js";
 
 /** Condition types a claim reports. */
@@ -60,6 +61,7 @@ export function claimStatus<const S extends readonly [string, ...string[]]>(prev
     lastAppliedCommit: z.string().optional(),
     repairPending: z.boolean().optional(),
     operation: operation.optional(),
+    governance: governanceStatus.optional(),
   });
 }
 

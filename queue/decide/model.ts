@@ -14,6 +14,7 @@ import type {
   PhaseReport,
   ReportPhase,
 } from "../contract.js";
+import type { ClaimGate, OverrideUse, TargetGovernance } from "./governance.js";
 
 /**
  * Why an apply is due, as the core tracks it. `Adopt` and `Converge` are both sent as the
@@ -69,6 +70,8 @@ export interface OperationOut {
   /** "Sent" until the executor's first report. */
   phase: ReportPhase | "Sent";
   carried: PendingReasons;
+  /** The change-window override this attempt used, if it went outside the windows. */
+  override?: string;
 }
 
 /** The applier unit: held by one claim; key is `claimKey(claim)`. */
@@ -96,6 +99,13 @@ export interface ApplierState {
    * recheck. Absent in a state saved before it existed.
    */
   restaleSince?: number | null;
+  /**
+   * The change-window override used last (null: none, or given back); absent: not known here, the
+   * claim's status says (`TargetGovernance.overrideUsed`).
+   */
+  overrideUsed?: OverrideUse | null;
+  /** What the claim was last told of governance (`ClaimGate`, as JSON). */
+  gateRecorded?: string;
 }
 
 /** The GitTarget unit, by uid. */
@@ -117,6 +127,8 @@ export interface TargetState {
    * saved before it existed (read as null).
    */
   folderAt: string | null;
+  /** Change windows and the claim's override, as the listing read them. */
+  governance?: TargetGovernance;
   /** When a Refusal was last made pending for it (at most one a minute). */
   lastRefusalAt: number | null;
   /** A refusal inside the minute waits for this time, carried by one trailing request. */
@@ -187,6 +199,8 @@ export interface ListedTarget {
   suspended: boolean;
   /** Its folder on the branch (`spec.path`). */
   path?: string;
+  /** Change windows and the claim's override (absent: none). */
+  governance?: TargetGovernance;
 }
 
 /** What the worker read in the tree of one commit: the GitTargets (uids) whose folder it holds. */
@@ -286,6 +300,8 @@ export type DecisionAction =
       token: string;
       targetUid: string;
     }
+  /** Write what the claim shows of governance (`ApplyAllowed`, `status.governance`). */
+  | { type: "RecordGate"; claim: ClaimRef; gate: ClaimGate }
   /** Feed a `Tick` at (or after) this time. Replaces any earlier wake. */
   | { type: "ScheduleWake"; at: number };
 

@@ -1,0 +1,68 @@
+/**
+ * Release governance on claims and GitTargets: change windows, the one-apply override, and what
+ * the claim's status shows of them. Each control is a rule of the decision core that makes an
+ * applier not due; the claim says why (`ApplyAllowed`) and the executors check it again at the
+ * moment of the write.
+ */
+import { z } from "zod";
+import { CHANGE_WINDOW_KINDS, DURATION_PATTERN } from "../decide/change-windows.js";
+import { timestamp } from "./common.js";
+
+export const changeWindow = z
+  .object({
+    kind: z.enum(CHANGE_WINDOW_KINDS).describe("allow: applies may start inside it; deny: none may."),
+    schedule: z
+      .string()
+      .min(1)
+      .max(128)
+      .describe("Cron schedule of the window's openings: minute hour day-of-month month day-of-week."),
+    duration: z
+      .string()
+      .regex(DURATION_PATTERN)
+      .max(32)
+      .describe("How long each opening lasts, e.g. 2h, 90m, 1h30m."),
+    timeZone: z.string().min(1).max(64).optional().describe("IANA time zone of the schedule; default UTC."),
+  })
+  .describe("One change window.");
+
+export const changeWindows = z
+  .array(changeWindow)
+  .max(32)
+  .describe(
+    "Change windows: with allow windows, applies start only inside one; deny windows win over allow. On a claim they replace its GitTargets' windows.",
+  );
+
+/**
+ * The annotation a person sets on a claim to let one apply start outside its change windows. Any
+ * new value grants one apply; the value is recorded (put a ticket or a name in it).
+ */
+export const CHANGE_WINDOW_OVERRIDE_ANNOTATION = "applygate.dev/change-window-override";
+
+/** The condition a claim shows when governance is configured. */
+export const APPLY_ALLOWED_CONDITION = "ApplyAllowed";
+
+/** Reasons of `ApplyAllowed`. */
+export const GOVERNANCE_REASONS = {
+  allowed: "InsideChangeWindow",
+  outside: "OutsideChangeWindow",
+  invalid: "InvalidChangeWindow",
+  override: "ChangeWindowOverride",
+} as const;
+
+export const governanceStatus = z
+  .object({
+    changeWindow: z
+      .object({
+        open: z.boolean(),
+        nextOpening: timestamp.optional().describe("When the next change window opens."),
+        closesAt: timestamp.optional().describe("When the open window may close."),
+      })
+      .optional(),
+    overrideUsed: z
+      .string()
+      .max(1024)
+      .optional()
+      .describe("The last change-window override value an apply used; the same value grants nothing again."),
+  })
+  .describe("What the governance rules decide for this claim now.");
+export type GovernanceStatus = z.infer<typeof governanceStatus>;
