@@ -27,7 +27,8 @@ import type { Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
-import type { BranchListing, ObjectSource } from "./catalog.js";
+import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
+import { gatePatch } from "./governance.js";
 import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
 import type { DecisionStore } from "./store.js";
 
@@ -327,6 +328,10 @@ export class DecisionDriver {
         return this.send(a.attempt);
       case "RecordRepairPending":
         return this.recordRepair(a.claim, a.pending);
+      case "RecordGate":
+        return this.writeClaim(a.claim, "writing the claim's governance status", (c) =>
+          gatePatch(c, a.gate, this.clock.now()),
+        );
       case "LogCollision":
         this.metrics.collision(a.applier.kind);
         this.log.warn(
@@ -384,18 +389,23 @@ export class DecisionDriver {
 
   /** Written in the background, in order per claim: a slow API server never holds a decision. */
   private recordRepair(claim: ClaimRef, pending: boolean): void {
+    this.writeClaim(claim, "writing repairPending failed", (c) =>
+      (c.status?.repairPending === true) === pending ? undefined : { repairPending: pending },
+    );
+  }
+
+  private writeClaim(
+    claim: ClaimRef,
+    what: string,
+    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+  ): void {
     const key = `${claim.kind}/${claim.namespace}/${claim.name}`;
     const prev = this.claimWrites.get(key) ?? Promise.resolve();
     const next = prev
-      .then(() =>
-        this.o.objects.patchClaimStatus(claim, (c) =>
-          (c.status?.repairPending === true) === pending ? undefined : { repairPending: pending },
-        ),
-      )
+      .then(() => this.o.objects.patchClaimStatus(claim, patch))
       .then(
         () => undefined,
-        (err) =>
-          this.log.warn({ claim, pending, err: (err as Error).message }, "writing repairPending failed"),
+        (err) => this.log.warn({ claim, err: (err as Error).message }, what),
       );
     this.claimWrites.set(key, next);
     void next.then(() => {

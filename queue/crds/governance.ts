@@ -59,10 +59,13 @@ export const governanceStatus = z
       })
       .optional(),
     overrideUsed: z
-      .string()
-      .max(1024)
+      .object({
+        value: z.string().max(1024).describe("The override annotation's value."),
+        token: z.string().describe("The operation token of the apply that used it."),
+        by: z.string().optional().describe("The field manager that set the annotation, when known."),
+      })
       .optional()
-      .describe("The last change-window override value an apply used; the same value grants nothing again."),
+      .describe("The last change-window override an apply used; the same value grants nothing again."),
   })
   .describe("What the governance rules decide for this claim now.");
 export type GovernanceStatus = z.infer<typeof governanceStatus>;

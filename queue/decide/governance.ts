@@ -34,7 +34,7 @@ export interface ClaimGate {
 const iso = (t: number) => new Date(t).toISOString();
 
 /** The windows of every GitTarget naming the applier, counted together (a claim's own appear once). */
-export function windowsOf(named: readonly TargetState[]): ChangeWindowSpec[] {
+export function windowsOf(named: readonly Pick<TargetState, "governance">[]): ChangeWindowSpec[] {
   const seen = new Set<string>();
   const out: ChangeWindowSpec[] = [];
   for (const t of named) {

@@ -28,6 +28,7 @@ import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import type { BranchWorker } from "../../queue/worker/branch-worker.js";
+import { type Clock, ManualClock } from "../../queue/worker/clock.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
@@ -92,6 +93,10 @@ async function world(o: {
   /** The GitTarget's folder is in the initial commit (default); false: the branch holds others only. */
   folderInGit?: boolean;
   listIntervalMs?: number;
+  /** The decisions' clock (the change windows read it); default the system clock. */
+  clock?: Clock;
+  /** More of the FluxClaim's spec (change windows). */
+  claimSpec?: Record<string, unknown>;
 }): Promise<World> {
   const auditLog = join(await mkdtemp(join(tmpdir(), "applygate-audit-")), "audit.jsonl");
   const api = await startApiServer({ bookmarkIntervalMs: 100, auditLog });
@@ -139,7 +144,7 @@ async function world(o: {
       apiVersion: "applygate.dev/v1alpha1",
       kind: "FluxClaim",
       metadata: { name: "claim", namespace: NS },
-      spec: { kustomizationRef: { name: "apps", namespace: NS } },
+      spec: { kustomizationRef: { name: "apps", namespace: NS }, ...o.claimSpec },
     },
   });
   if (o.appliedInitial)
@@ -271,6 +276,7 @@ async function world(o: {
         directory,
         log: log(),
         changes: cache,
+        ...(o.clock ? { clock: o.clock } : {}),
         // Only a safety net: every change must reach the branch through the watches.
         listIntervalMs: o.listIntervalMs ?? 600_000,
       });
@@ -901,5 +907,89 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       async () => (await read()).status?.publication?.commit !== undefined,
     );
     expect(await condition("Ready")).toMatchObject({ status: "True", reason: "Published" });
+  });
+
+  it("change windows: a foreign push outside the claim's window waits with OutsideChangeWindow and the next opening; at the opening the worker wakes and applies once; an override lets one apply through", {
+    timeout: 60_000,
+  }, async () => {
+    const clock = new ManualClock(Date.parse("2026-12-01T13:00:00Z"));
+    w = await world({
+      appliedInitial: true,
+      clock,
+      claimSpec: { changeWindows: [{ kind: "allow", schedule: "0 10 * * *", duration: "2h" }] },
+    });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const gate = async () =>
+      (
+        (await w.claim()).status?.conditions as
+          | { type: string; reason: string; message: string }[]
+          | undefined
+      )?.find((c) => c.type === "ApplyAllowed");
+    await waitFor(
+      "the claim shows the window closed",
+      async () => (await gate())?.reason === "OutsideChangeWindow",
+    );
+    expect((await w.claim()).status?.governance).toEqual({
+      changeWindow: { open: false, nextOpening: "2026-12-02T10:00:00.000Z" },
+    });
+
+    await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+    w.worker().observeSoon();
+    await waitFor("the ForeignCommit pending", () =>
+      w.driver().state.appliers[CLAIM_KEY]?.pending.all.includes("ForeignCommit"),
+    );
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+
+    // A second before the opening, still nothing; at the opening, the wake sends one apply.
+    clock.advance(Date.parse("2026-12-02T09:59:59Z") - clock.now());
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+    clock.advance(1000);
+    await waitFor("the apply at the opening", () => w.attempts.length === 1);
+    expect(w.attempts[0]?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    expect(w.attempts[0]?.override).toBeUndefined();
+    await waitFor(
+      "the claim shows the window open",
+      async () => (await gate())?.reason === "InsideChangeWindow",
+    );
+    await waitFor("nothing left to decide", () => settled(w));
+
+    // Past the window, a person overrides it for one apply.
+    clock.advance(3 * 3_600_000);
+    await waitFor("closed again", async () => (await gate())?.reason === "OutsideChangeWindow");
+    await foreignCommit(w.bare, `${FOLDER}/from-git-2.txt`, "git side 2\n");
+    w.worker().observeSoon();
+    await waitFor("the second ForeignCommit pending", () =>
+      w.driver().state.appliers[CLAIM_KEY]?.pending.all.includes("ForeignCommit"),
+    );
+    await w.custom.patchNamespacedCustomObject(
+      {
+        ...GROUP,
+        plural: "fluxclaims",
+        namespace: NS,
+        name: "claim",
+        body: { metadata: { annotations: { "applygate.dev/change-window-override": "INC-7 hotfix" } } },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await waitFor("the overridden apply", () => w.attempts.length === 2);
+    expect(w.attempts[1]?.override?.changeWindow).toBe("INC-7 hotfix");
+    await waitFor("nothing left to decide", () => settled(w));
+    await waitFor("the override recorded as used", async () => {
+      const used = (
+        (await w.claim()).status?.governance as { overrideUsed?: { value: string; token: string } }
+      )?.overrideUsed;
+      return used?.value === "INC-7 hotfix" && used.token === w.attempts[1]?.token;
+    });
+    // Used once: a third push waits for the next opening.
+    await foreignCommit(w.bare, `${FOLDER}/from-git-3.txt`, "git side 3\n");
+    w.worker().observeSoon();
+    await waitFor("the third ForeignCommit pending", () =>
+      w.driver().state.appliers[CLAIM_KEY]?.pending.all.includes("ForeignCommit"),
+    );
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(2);
   });
 });

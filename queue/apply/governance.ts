@@ -1,0 +1,118 @@
+/**
+ * Governance between the cluster and the decision core (pure): what the listing reads of change
+ * windows and overrides from a GitTarget and its claim, and the claim status patch that shows a
+ * `ClaimGate` (`ApplyAllowed`, `status.governance`).
+ */
+import type { Condition } from "../crds/common.js";
+import { APPLY_ALLOWED_CONDITION, CHANGE_WINDOW_OVERRIDE_ANNOTATION } from "../crds/governance.js";
+import type { ChangeWindowSpec, ClaimGate, OverrideUse, TargetGovernance } from "../decide/index.js";
+import type { KubeLike } from "./catalog.js";
+
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+const str = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
+
+function windowsIn(v: unknown): ChangeWindowSpec[] | undefined {
+  if (!Array.isArray(v)) return undefined;
+  return v.flatMap((w) => {
+    const o = obj(w);
+    const kind = o?.kind;
+    const schedule = str(o?.schedule);
+    const duration = str(o?.duration);
+    if ((kind !== "allow" && kind !== "deny") || !schedule || !duration) return [];
+    const tz = str(o?.timeZone);
+    return [{ kind, schedule, duration, ...(tz ? { timeZone: tz } : {}) }];
+  });
+}
+
+/**
+ * The field manager that set an annotation, from managedFields: who set the override, as far as
+ * the API server says (the client's field manager, e.g. `kubectl-annotate`).
+ */
+export function annotationSetBy(o: KubeLike, annotation: string): string | undefined {
+  const entries = (o.metadata as { managedFields?: unknown }).managedFields;
+  if (!Array.isArray(entries)) return undefined;
+  const key = `f:${annotation}`;
+  const owners = entries.filter((e) => {
+    const a = obj(obj(obj(obj(e)?.fieldsV1)?.["f:metadata"])?.["f:annotations"]);
+    return a !== undefined && key in a;
+  });
+  return str(obj(owners.at(-1))?.manager);
+}
+
+/** What the core needs of governance for one GitTarget naming claim `c`; undefined when nothing is set. */
+export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | undefined {
+  const changeWindows = windowsIn(c.spec?.changeWindows) ?? windowsIn(target.spec?.changeWindows) ?? [];
+  const annotations = (c.metadata as { annotations?: Record<string, string> }).annotations ?? {};
+  const value = str(annotations[CHANGE_WINDOW_OVERRIDE_ANNOTATION]);
+  const usedRaw = obj(obj(c.status?.governance)?.overrideUsed);
+  const usedValue = str(usedRaw?.value);
+  const usedToken = str(usedRaw?.token);
+  if (changeWindows.length === 0 && !value && !usedValue) return undefined;
+  const g: TargetGovernance = { changeWindows };
+  if (value) {
+    const by = annotationSetBy(c, CHANGE_WINDOW_OVERRIDE_ANNOTATION);
+    g.override = { value, ...(by ? { by } : {}) };
+  }
+  if (usedValue && usedToken) {
+    const by = str(usedRaw?.by);
+    g.overrideUsed = { value: usedValue, token: usedToken, ...(by ? { by } : {}) };
+  }
+  return g;
+}
+
+function stampedCondition(
+  previous: readonly Condition[] | undefined,
+  wanted: { status: "True" | "False"; reason: string; message: string },
+  now: number,
+  generation: number | undefined,
+): Condition {
+  const prev = previous?.find((p) => p.type === APPLY_ALLOWED_CONDITION);
+  return {
+    type: APPLY_ALLOWED_CONDITION,
+    ...wanted,
+    lastTransitionTime:
+      prev && prev.status === wanted.status ? prev.lastTransitionTime : new Date(now).toISOString(),
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  };
+}
+
+/**
+ * The status merge patch that makes the claim show `gate`, from the claim as read now; undefined
+ * when it already does. Other conditions are kept as they are (the sidecar owns them).
+ */
+export function gatePatch(
+  current: KubeLike,
+  gate: ClaimGate,
+  now: number,
+): Record<string, unknown> | undefined {
+  const status = (current.status ?? {}) as { conditions?: Condition[]; governance?: Record<string, unknown> };
+  const others = (status.conditions ?? []).filter((c) => c.type !== APPLY_ALLOWED_CONDITION);
+  const generation = (current.metadata as { generation?: number }).generation;
+  const conditions =
+    gate.condition === null
+      ? others
+      : [...others, stampedCondition(status.conditions, gate.condition, now, generation)];
+  const governance: Record<string, unknown> = {};
+  if (gate.changeWindow) governance.changeWindow = gate.changeWindow;
+  const nulled = gate.changeWindow
+    ? { changeWindow: { nextOpening: null, closesAt: null, ...gate.changeWindow } }
+    : {};
+  const used: OverrideUse | null | undefined =
+    gate.overrideUsed !== undefined
+      ? gate.overrideUsed
+      : (status.governance?.overrideUsed as OverrideUse | undefined);
+  if (used) governance.overrideUsed = used;
+  const same =
+    JSON.stringify(conditions) === JSON.stringify(status.conditions ?? []) &&
+    JSON.stringify(governance) === JSON.stringify(status.governance ?? {});
+  if (same) return undefined;
+  // A merge patch replaces the conditions list whole, and `governance` is replaced by nulling it first.
+  return {
+    conditions,
+    governance:
+      Object.keys(governance).length === 0
+        ? null
+        : { changeWindow: null, overrideUsed: null, ...governance, ...nulled },
+  };
+}
