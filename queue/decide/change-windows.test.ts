@@ -172,3 +172,11 @@ describe("judgeChangeWindows", () => {
     });
   });
 });
+
+describe("judgeChangeWindows: a deny that never ends", () => {
+  it("a minutely deny window with a long duration holds everything, with no opening", () => {
+    const w: ChangeWindowSpec = { kind: "deny", schedule: "* * * * *", duration: "63h" };
+    const v = judgeChangeWindows([w, weekdayNine], at("2026-12-01T10:00:00Z"));
+    expect(v).toEqual({ state: "Closed", opensAt: null, by: "deny" });
+  });
+});

@@ -75,6 +75,7 @@ function wallClock(t: number, tz: string): string {
 
 /** The second pass of a wall-clock time the clocks went back over (30 min or an hour). */
 function isRepeatedWallTime(t: number, tz: string): boolean {
+  if (tz === "UTC" || tz === "Etc/UTC") return false;
   const here = wallClock(t, tz);
   return wallClock(t - 3_600_000, tz) === here || wallClock(t - 1_800_000, tz) === here;
 }
@@ -97,36 +98,45 @@ function read(w: ChangeWindowSpec): Readable {
   return { ok: true, kind: w.kind, durationMs, tz, schedule: w.schedule };
 }
 
-/** The first fire time strictly after `after`, or null when there is none before `until`. */
-function nextFire(w: Extract<Readable, { ok: true }>, after: number, until: number): number | null {
+/** Fire times strictly after `after` and at most `until`, in order (repeated wall times left out). */
+function* fires(w: Extract<Readable, { ok: true }>, after: number, until: number): Generator<number> {
   const it = CronExpressionParser.parse(w.schedule, { tz: w.tz, currentDate: new Date(after) });
-  for (let i = 0; i < 10_000; i++) {
+  for (let i = 0; i < 100_000; i++) {
     let t: number;
     try {
       t = it.next().getTime();
     } catch {
-      return null; // a schedule that never fires again (e.g. a date that does not come)
+      return; // a schedule that never fires again (e.g. a date that does not come)
     }
-    if (t > until) return null;
-    if (!isRepeatedWallTime(t, w.tz)) return t;
+    if (t > until) return;
+    if (!isRepeatedWallTime(t, w.tz)) yield t;
   }
+}
+
+/** The first fire time strictly after `after`, or null when there is none before `until`. */
+function nextFire(w: Extract<Readable, { ok: true }>, after: number, until: number): number | null {
+  for (const t of fires(w, after, until)) return t;
   return null;
 }
 
 /**
  * When the window covers `t` (a fire `f` with `f <= t < f + duration`): the latest end among the
- * fires covering it, else null. The search starts two hours further back, so a fire a jump forward
- * moved later is found from any starting point.
+ * fires covering it, else null. Only the latest fires can cover t: the search starts near the one
+ * before t (`prev` may miss a fire a jump forward moved, hence two hours further back), so a
+ * minutely schedule with a long duration stays cheap.
  */
 function coverEnd(w: Extract<Readable, { ok: true }>, t: number): number | null {
-  let end: number | null = null;
   let from = t - w.durationMs - 7_200_000;
-  for (;;) {
-    const f = nextFire(w, from, t);
-    if (f === null) return end;
-    if (f + w.durationMs > t) end = Math.max(end ?? f + w.durationMs, f + w.durationMs);
-    from = f;
+  try {
+    const it = CronExpressionParser.parse(w.schedule, { tz: w.tz, currentDate: new Date(t + 1) });
+    const slack = w.tz === "UTC" || w.tz === "Etc/UTC" ? 1 : 7_200_000;
+    from = Math.max(from, it.prev().getTime() - slack);
+  } catch {
+    // no earlier fire: search from the start of the duration
   }
+  let end: number | null = null;
+  for (const f of fires(w, from, t)) if (f + w.durationMs > t) end = Math.max(end ?? 0, f + w.durationMs);
+  return end;
 }
 
 /** Where the allow coverage holding `t` ends: fires that open before (or as) it ends chain on. */
@@ -136,8 +146,7 @@ function allowCoverageEnd(allows: Extract<Readable, { ok: true }>[], t: number):
   for (let i = 0; i < 200; i++) {
     let further = end;
     for (const w of allows) {
-      for (let f = nextFire(w, from, end); f !== null; f = nextFire(w, f, end))
-        further = Math.max(further, f + w.durationMs);
+      for (const f of fires(w, from, end)) further = Math.max(further, f + w.durationMs);
     }
     if (further === end) return end;
     from = end;
@@ -165,9 +174,25 @@ function isOpenAt(ws: Extract<Readable, { ok: true }>[], t: number): boolean {
   return allows.length === 0 || allows.some((w) => coverEnd(w, t) !== null);
 }
 
-/** The verdict of `windows` at `now`: deny wins over allow; with allow windows, only inside one. */
+const verdicts = new Map<string, WindowVerdict>();
+
+/**
+ * The verdict of `windows` at `now`: deny wins over allow; with allow windows, only inside one.
+ * A step asks the same question several times (is it due, what the claim shows, when to wake):
+ * the last answers are kept, keyed by the windows and the moment.
+ */
 export function judgeChangeWindows(windows: readonly ChangeWindowSpec[], now: number): WindowVerdict {
   if (windows.length === 0) return { state: "Unrestricted" };
+  const key = `${now}|${JSON.stringify(windows)}`;
+  const known = verdicts.get(key);
+  if (known) return known;
+  const v = judge(windows, now);
+  if (verdicts.size >= 64) verdicts.delete(verdicts.keys().next().value as string);
+  verdicts.set(key, v);
+  return v;
+}
+
+function judge(windows: readonly ChangeWindowSpec[], now: number): WindowVerdict {
   const ws: Extract<Readable, { ok: true }>[] = [];
   for (const w of windows) {
     const r = read(w);
