@@ -212,6 +212,13 @@ export const Attempt = z.object({
    * override annotation it uses (and who set it, when known). The executor checks it still holds.
    */
   override: z.object({ changeWindow: z.string().min(1), by: z.string().optional() }).optional(),
+  /**
+   * When the claim requires approval: the foreign commits since the last applied commit, each
+   * with the approvals that let it through. The executor checks they still hold.
+   */
+  approvals: z
+    .array(z.object({ commit: Sha, sources: z.array(z.string()), by: z.array(z.string()).optional() }))
+    .optional(),
 });
 export type Attempt = z.infer<typeof Attempt>;
 

@@ -117,3 +117,31 @@ describe("change windows at the moment of the write", () => {
     });
   });
 });
+
+describe("approval at the moment of the write", () => {
+  const B = "b".repeat(40);
+  const approvedClaim = (approve: boolean): KObject => {
+    const c = claim();
+    (c.spec as Record<string, unknown>).approval = { manual: true };
+    if (approve) c.metadata.annotations = { [`approve.applygate.dev/${B}`]: "ada: CAB-1" };
+    return c;
+  };
+  const carrying = { ...attempt, approvals: [{ commit: B, sources: ["Manual"] }] };
+
+  it("the approvals the attempt carries still hold: it starts", () => {
+    expect(judge(approvedClaim(true), "2026-12-01T13:00:00Z", carrying).ok).toBe(true);
+  });
+  it("an approval withdrawn since the send: RequestFailed, NotApproved", () => {
+    expect(judge(approvedClaim(false), "2026-12-01T13:00:00Z", carrying)).toMatchObject({
+      ok: false,
+      phase: "RequestFailed",
+      reason: "NotApproved",
+    });
+  });
+  it("an attempt without approvals for a claim that requires them starts nothing", () => {
+    expect(judge(approvedClaim(true), "2026-12-01T13:00:00Z")).toMatchObject({
+      ok: false,
+      reason: "NotApproved",
+    });
+  });
+});

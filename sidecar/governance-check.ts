@@ -5,10 +5,15 @@
  * through, and only while the claim still offers it and no other apply has used it.
  */
 import type { KubeLike } from "../queue/apply/catalog.js";
-import { governanceOf } from "../queue/apply/governance.js";
+import { approvedCommits, governanceOf } from "../queue/apply/governance.js";
 import type { Attempt } from "../queue/contract.js";
 import { CHANGE_WINDOW_OVERRIDE_ANNOTATION, GOVERNANCE_REASONS } from "../queue/crds/index.js";
-import { judgeChangeWindows, windowsOf } from "../queue/decide/index.js";
+import {
+  type ApprovalSource,
+  approvalRequired,
+  judgeChangeWindows,
+  windowsOf,
+} from "../queue/decide/index.js";
 import type { KObject } from "../queue/kube/index.js";
 
 export interface GovernanceRefusal {
@@ -26,6 +31,8 @@ export function judgeGovernance(
 ): GovernanceRefusal | undefined {
   const c = claim as KubeLike;
   const named = targets.map((t) => governanceOf(t as KubeLike, c)).map((g) => (g ? { governance: g } : {}));
+  const unapproved = approvalRefusal(attempt, c, approvalRequired(named));
+  if (unapproved) return unapproved;
   const verdict = judgeChangeWindows(windowsOf(named), now);
   if (verdict.state === "Unrestricted" || verdict.state === "Open") return undefined;
   const offered = claim.metadata.annotations?.[CHANGE_WINDOW_OVERRIDE_ANNOTATION];
@@ -45,5 +52,34 @@ export function judgeGovernance(
     phase: "RequestFailed",
     reason: verdict.state === "Invalid" ? GOVERNANCE_REASONS.invalid : GOVERNANCE_REASONS.outside,
     message: carried === undefined ? why : `${why}; the override ${JSON.stringify(carried)} no longer holds`,
+  };
+}
+
+/**
+ * With approval required, the attempt must carry the approvals the worker judged (every foreign
+ * commit since the last applied one), and each must still hold on the claim: a manual approval
+ * withdrawn since the send starts nothing.
+ */
+function approvalRefusal(
+  attempt: Attempt,
+  claim: KubeLike,
+  sources: readonly ApprovalSource[],
+): GovernanceRefusal | undefined {
+  if (sources.length === 0) return undefined;
+  if (!attempt.approvals)
+    return {
+      phase: "RequestFailed",
+      reason: GOVERNANCE_REASONS.unapproved,
+      message: `the claim requires approval (${sources.join(", ")}) and the attempt carries none`,
+    };
+  const approved = approvedCommits(claim);
+  const withdrawn = attempt.approvals.filter(
+    (a) => sources.includes("Manual") && approved[a.commit]?.Manual === undefined,
+  );
+  if (withdrawn.length === 0) return undefined;
+  return {
+    phase: "RequestFailed",
+    reason: GOVERNANCE_REASONS.unapproved,
+    message: `approval withdrawn since the send: ${withdrawn.map((a) => a.commit.slice(0, 12)).join(", ")} (Manual)`,
   };
 }

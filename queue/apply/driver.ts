@@ -20,6 +20,7 @@ import {
   type DecisionAction,
   type DecisionEvent,
   type DecisionState,
+  type ForeignRead,
   initialState,
   step,
 } from "../decide/index.js";
@@ -27,8 +28,9 @@ import type { Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
+import { readForeign } from "./approval-walk.js";
 import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
-import { gatePatch } from "./governance.js";
+import { approvalReadsAsked, gatePatch } from "./governance.js";
 import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
 import type { DecisionStore } from "./store.js";
 
@@ -81,6 +83,8 @@ export class DecisionDriver {
   /** Stale reports held until the observation they asked for (the tip as it is then). */
   private heldStale: Report[] = [];
   private readonly claimWrites = new Map<string, Promise<void>>();
+  /** The approval reads last asked for (JSON), so each is read once. */
+  private commitsAsked = "";
   /** Every attempt sent, in order (for tests and the playground's narration). */
   readonly sent: Attempt[] = [];
 
@@ -298,6 +302,39 @@ export class DecisionDriver {
       this.saved = json;
     }
     for (const a of actions) await this.carry(a);
+    this.readCommitsIfAsked();
+  }
+
+  /**
+   * Appliers whose claim requires approval need the foreign commits since the commit they last
+   * applied, for the tip now: read them from the clone (a task in line, like every event) and
+   * feed them as `CommitsRead`. Until then the core holds them (`approvalGate`: Unread).
+   */
+  private readCommitsIfAsked(): void {
+    const asked = approvalReadsAsked(this.s);
+    const sig = JSON.stringify(asked);
+    if (asked.length === 0 || sig === this.commitsAsked || !this.worker) return;
+    this.commitsAsked = sig;
+    const worker = this.worker;
+    this.tasks.push(async () => {
+      const reads: Record<string, ForeignRead> = {};
+      try {
+        for (const q of asked)
+          reads[q.key] = await readForeign(
+            (oid) => worker.parentsOf(oid),
+            q.tip,
+            q.since,
+            this.s.published ?? [],
+          );
+      } catch (err) {
+        // Not read: the appliers stay held; the next step asks again.
+        this.commitsAsked = "";
+        this.log.warn({ err: (err as Error).message }, "reading the commits awaiting approval failed");
+        return;
+      }
+      await this.handle({ type: "CommitsRead", reads });
+    });
+    this.pump();
   }
 
   private async carry(a: DecisionAction): Promise<void> {

@@ -60,6 +60,33 @@ describe("governanceOf: what the listing reads", () => {
   });
 });
 
+describe("approvals on the claim", () => {
+  it("approval required by the claim (or its GitTarget), and the commits approved by annotation with who set each", () => {
+    const sha = "c".repeat(40);
+    const c = claim({
+      spec: { approval: { manual: true } },
+      annotations: { [`approve.applygate.dev/${sha}`]: "CAB-12", "approve.applygate.dev/short": "x" },
+      managedFields: [
+        {
+          manager: "kubectl-annotate",
+          fieldsV1: { "f:metadata": { "f:annotations": { [`f:approve.applygate.dev/${sha}`]: {} } } },
+        },
+      ],
+    });
+    expect(governanceOf(target(), c)).toEqual({
+      changeWindows: [],
+      approval: { sources: ["Manual"] },
+      approved: { [sha]: { Manual: { by: "kubectl-annotate", note: "CAB-12" } } },
+    });
+    expect(governanceOf(target({ approval: { manual: true } }), claim())?.approval).toEqual({
+      sources: ["Manual"],
+    });
+    expect(
+      governanceOf(target({ approval: { manual: true } }), claim({ spec: { approval: {} } })),
+    ).toBeUndefined();
+  });
+});
+
 describe("gatePatch: the claim shows the gate", () => {
   const now = Date.parse("2026-12-01T13:00:00Z");
   const closed = {
@@ -89,6 +116,7 @@ describe("gatePatch: the claim shows the gate", () => {
       governance: {
         changeWindow: { open: false, nextOpening: "2026-12-02T10:00:00.000Z", closesAt: null },
         overrideUsed: null,
+        awaitingApproval: null,
       },
     });
   });

@@ -4,8 +4,21 @@
  * `ClaimGate` (`ApplyAllowed`, `status.governance`).
  */
 import type { Condition } from "../crds/common.js";
-import { APPLY_ALLOWED_CONDITION, CHANGE_WINDOW_OVERRIDE_ANNOTATION } from "../crds/governance.js";
-import type { ChangeWindowSpec, ClaimGate, OverrideUse, TargetGovernance } from "../decide/index.js";
+import {
+  APPLY_ALLOWED_CONDITION,
+  APPROVE_ANNOTATION_PREFIX,
+  CHANGE_WINDOW_OVERRIDE_ANNOTATION,
+} from "../crds/governance.js";
+import {
+  type ApprovalSource,
+  approvalRequired,
+  type ChangeWindowSpec,
+  type ClaimGate,
+  type DecisionState,
+  type OverrideUse,
+  type TargetGovernance,
+  targetsNaming,
+} from "../decide/index.js";
 import type { KubeLike } from "./catalog.js";
 
 const obj = (v: unknown): Record<string, unknown> | undefined =>
@@ -48,8 +61,14 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
   const usedRaw = obj(obj(c.status?.governance)?.overrideUsed);
   const usedValue = str(usedRaw?.value);
   const usedToken = str(usedRaw?.token);
-  if (changeWindows.length === 0 && !value && !usedValue) return undefined;
+  const approvalSpec = obj(c.spec?.approval) ?? obj(target.spec?.approval);
+  const sources: ApprovalSource[] = approvalSpec?.manual === true ? ["Manual"] : [];
+  if (changeWindows.length === 0 && !value && !usedValue && sources.length === 0) return undefined;
   const g: TargetGovernance = { changeWindows };
+  if (sources.length > 0) {
+    g.approval = { sources };
+    g.approved = approvedCommits(c);
+  }
   if (value) {
     const by = annotationSetBy(c, CHANGE_WINDOW_OVERRIDE_ANNOTATION);
     g.override = { value, ...(by ? { by } : {}) };
@@ -59,6 +78,20 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
     g.overrideUsed = { value: usedValue, token: usedToken, ...(by ? { by } : {}) };
   }
   return g;
+}
+
+/** Manual approvals on the claim: `approve.applygate.dev/<sha>` annotations, with who set each. */
+export function approvedCommits(c: KubeLike): NonNullable<TargetGovernance["approved"]> {
+  const annotations = (c.metadata as { annotations?: Record<string, string> }).annotations ?? {};
+  const out: NonNullable<TargetGovernance["approved"]> = {};
+  for (const [key, note] of Object.entries(annotations)) {
+    if (!key.startsWith(APPROVE_ANNOTATION_PREFIX)) continue;
+    const sha = key.slice(APPROVE_ANNOTATION_PREFIX.length);
+    if (!/^[0-9a-f]{40}$/.test(sha)) continue;
+    const by = annotationSetBy(c, key);
+    out[sha] = { Manual: { ...(by ? { by } : {}), ...(note ? { note } : {}) } };
+  }
+  return out;
 }
 
 function stampedCondition(
@@ -95,6 +128,8 @@ export function gatePatch(
       : [...others, stampedCondition(status.conditions, gate.condition, now, generation)];
   const governance: Record<string, unknown> = {};
   if (gate.changeWindow) governance.changeWindow = gate.changeWindow;
+  if (gate.awaitingApproval && gate.awaitingApproval.length > 0)
+    governance.awaitingApproval = gate.awaitingApproval;
   const nulled = gate.changeWindow
     ? { changeWindow: { nextOpening: null, closesAt: null, ...gate.changeWindow } }
     : {};
@@ -113,6 +148,19 @@ export function gatePatch(
     governance:
       Object.keys(governance).length === 0
         ? null
-        : { changeWindow: null, overrideUsed: null, ...governance, ...nulled },
+        : { changeWindow: null, overrideUsed: null, awaitingApproval: null, ...governance, ...nulled },
   };
+}
+
+/** The appliers whose approval read is missing or out of date for the tip now (by claim key). */
+export function approvalReadsAsked(s: DecisionState): { key: string; tip: string; since: string | null }[] {
+  if (s.tip === null) return [];
+  const out: { key: string; tip: string; since: string | null }[] = [];
+  for (const [key, a] of Object.entries(s.appliers)) {
+    if (approvalRequired(targetsNaming(s, key)).length === 0) continue;
+    const r = a.foreignRead;
+    if (r && r.tip === s.tip && r.since === a.lastAppliedCommit) continue;
+    out.push({ key, tip: s.tip, since: a.lastAppliedCommit });
+  }
+  return out;
 }

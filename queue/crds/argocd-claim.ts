@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { applierRef, claimAccessFromDescription, claimPrinterColumns, claimStatus } from "./claim.js";
 import { accessFrom, type KindInfo, kindObject } from "./common.js";
-import { changeWindows } from "./governance.js";
+import { approval, changeWindows } from "./governance.js";
 
 export const ARGOCD_CLAIM_KIND = "ArgoCDClaim";
 export const ARGOCD_CLAIM_PLURAL = "argocdclaims";
@@ -14,6 +14,7 @@ export const argoCDClaimSpec = z.object({
   applicationRef: applierRef("applicationRef", "The Argo CD Application this claim holds."),
   accessFrom: accessFrom.optional().describe(claimAccessFromDescription),
   changeWindows: changeWindows.optional(),
+  approval: approval.optional(),
 });
 export type ArgoCDClaimSpec = z.infer<typeof argoCDClaimSpec>;
 

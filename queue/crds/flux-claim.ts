@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { applierRef, claimAccessFromDescription, claimPrinterColumns, claimStatus } from "./claim.js";
 import { accessFrom, type KindInfo, kindObject } from "./common.js";
-import { changeWindows } from "./governance.js";
+import { approval, changeWindows } from "./governance.js";
 
 export const FLUX_CLAIM_KIND = "FluxClaim";
 export const FLUX_CLAIM_PLURAL = "fluxclaims";
@@ -14,6 +14,7 @@ export const fluxClaimSpec = z.object({
   kustomizationRef: applierRef("kustomizationRef", "The Flux Kustomization this claim holds."),
   accessFrom: accessFrom.optional().describe(claimAccessFromDescription),
   changeWindows: changeWindows.optional(),
+  approval: approval.optional(),
 });
 export type FluxClaimSpec = z.infer<typeof fluxClaimSpec>;
 

@@ -12,7 +12,7 @@ import {
   readyColumn,
   timestamp,
 } from "./common.js";
-import { changeWindows } from "./governance.js";
+import { approval, changeWindows } from "./governance.js";
 import { checked, immutable } from "./k8s-ext.js";
 import { kindRef } from "./scope-grant.js";
 
@@ -128,6 +128,9 @@ export const gitTargetSpec = z.object({
   changeWindows: changeWindows
     .optional()
     .describe("Default change windows for the claim this GitTarget names, when the claim sets none."),
+  approval: approval
+    .optional()
+    .describe("Default approvals for the claim this GitTarget names, when the claim sets none."),
 });
 export type GitTargetSpec = z.infer<typeof gitTargetSpec>;
 export type GitTargetSpecInput = z.input<typeof gitTargetSpec>;

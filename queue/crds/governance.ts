@@ -32,6 +32,23 @@ export const changeWindows = z
     "Change windows: with allow windows, applies start only inside one; deny windows win over allow. On a claim they replace its GitTargets' windows.",
   );
 
+export const approval = z
+  .object({
+    manual: z
+      .boolean()
+      .optional()
+      .describe(
+        "A person approves each foreign commit by annotating the claim with approve.applygate.dev/<full commit SHA>.",
+      ),
+  })
+  .describe(
+    "Approvals a foreign commit needs before it is applied; every source set must approve it. The worker's own commits need none.",
+  );
+export type Approval = z.infer<typeof approval>;
+
+/** The prefix of a manual approval annotation: `approve.applygate.dev/<40-hex SHA>: <note>`. */
+export const APPROVE_ANNOTATION_PREFIX = "approve.applygate.dev/";
+
 /**
  * The annotation a person sets on a claim to let one apply start outside its change windows. Any
  * new value grants one apply; the value is recorded (put a ticket or a name in it).
@@ -47,6 +64,9 @@ export const GOVERNANCE_REASONS = {
   outside: "OutsideChangeWindow",
   invalid: "InvalidChangeWindow",
   override: "ChangeWindowOverride",
+  awaiting: "AwaitingApproval",
+  approved: "Approved",
+  unapproved: "NotApproved",
 } as const;
 
 export const governanceStatus = z
@@ -58,6 +78,16 @@ export const governanceStatus = z
         closesAt: timestamp.optional().describe("When the open window may close."),
       })
       .optional(),
+    awaitingApproval: z
+      .array(
+        z.object({
+          commit: z.string().describe("A foreign commit since the last applied commit."),
+          missing: z.array(z.string()).describe("The approval sources it still lacks."),
+        }),
+      )
+      .max(1000)
+      .optional()
+      .describe("Foreign commits that hold the apply until they are approved, newest first."),
     overrideUsed: z
       .object({
         value: z.string().max(1024).describe("The override annotation's value."),

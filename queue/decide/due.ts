@@ -41,7 +41,7 @@ export function notDueBecause(state: DecisionState, key: string, now: number): s
   if (named.length === 0) return "not named";
   // A suspended GitTarget freezes its folder: no apply for any reason until it resumes.
   if (named.some((t) => t.suspended)) return "suspended";
-  const held = governanceHolds(a, named, now);
+  const held = governanceHolds(state.tip, a, named, now);
   if (held) return held;
   if (state.tip === null || named.some((t) => (t.folderAt ?? null) !== state.tip)) return "barrier";
   return null;

@@ -163,3 +163,115 @@ describe("change windows in the decision core", () => {
     expect(gates(d.log)[0]?.condition?.reason).toBe("InvalidChangeWindow");
   });
 });
+
+describe("approval in the decision core: the tip-approval rule", () => {
+  const C = sha("c");
+  const manual = (approved: TargetGovernance["approved"] = {}): TargetGovernance => ({
+    changeWindows: [],
+    approval: { sources: ["Manual"] },
+    approved,
+  });
+  const read = (tip: string, since: string | null, commits: string[]) => ({
+    type: "CommitsRead" as const,
+    reads: { [KEY]: { tip, since, commits } },
+  });
+
+  /** Settled at A with approval required (A approved), then B pushed by somebody else. */
+  function foreign(g: TargetGovernance = manual()) {
+    const d = new Driver();
+    d.on({ type: "TargetsListed", targets: [governed(manual({ [A]: { Manual: {} } }))] });
+    d.on({ type: "Observed", tip: A, pushedByUs: false });
+    const first = d.on(read(A, null, [A]));
+    const [att] = sends(d.publish(first, A));
+    d.on(report(att?.token ?? "", "app", "Succeeded", A));
+    d.on({ type: "TargetsListed", targets: [governed(g)] });
+    const unread = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    return { d, unread };
+  }
+
+  it("a foreign commit waits with AwaitingApproval, naming the commit and the missing source", () => {
+    const { d, unread } = foreign();
+    expect(flushes(unread)).toEqual([]); // not read yet: held
+    const out = d.on(read(B, A, [B]));
+    expect(flushes(out)).toEqual([]);
+    const [gate] = gates(out);
+    expect(gate?.condition).toMatchObject({ status: "False", reason: "AwaitingApproval" });
+    expect(gate?.condition?.message).toContain(`${B.slice(0, 12)} (Manual); waiting: ForeignCommit`);
+    expect(gate?.awaitingApproval).toEqual([{ commit: B, missing: ["Manual"] }]);
+    expect(d.state.appliers[KEY]?.pending.all).toEqual(["ForeignCommit"]);
+  });
+
+  it("approved, one apply runs, carrying the approvals that let it through", () => {
+    const { d } = foreign();
+    d.on(read(B, A, [B]));
+    const out = d.on({
+      type: "TargetsListed",
+      targets: [governed(manual({ [B]: { Manual: { by: "kubectl-annotate" } } }))],
+    });
+    expect(gates(out)[0]?.condition).toMatchObject({ status: "True", reason: "Approved" });
+    const [attempt] = sends(d.publish(out, B));
+    expect(attempt?.approvals).toEqual([{ commit: B, sources: ["Manual"], by: ["kubectl-annotate"] }]);
+  });
+
+  it("the worker's own commits on top of an approved foreign commit need nothing; an unapproved one under them holds", () => {
+    const { d } = foreign();
+    // An API edit published on top of B: the worker records its publication (base B).
+    d.on({ type: "Published", upToMark: null, tip: C });
+    expect(d.state.published?.at(-1)).toEqual({ tip: C, base: B });
+    // The shell's read of C leaves C out (its own) and finds B, still unapproved.
+    expect(flushes(d.on(read(C, A, [B])))).toEqual([]);
+    const out = d.on({ type: "TargetsListed", targets: [governed(manual({ [B]: { Manual: {} } }))] });
+    const [attempt] = sends(d.publish(out, C));
+    expect(attempt?.commit).toBe(C);
+  });
+
+  it("every foreign commit since the last applied one must be approved, not only the tip", () => {
+    const { d } = foreign(manual({ [C]: { Manual: {} } }));
+    d.on({ type: "Observed", tip: C, pushedByUs: false });
+    const out = d.on(read(C, A, [C, B]));
+    expect(flushes(out)).toEqual([]);
+    expect(gates(out)[0]?.awaitingApproval).toEqual([{ commit: B, missing: ["Manual"] }]);
+  });
+
+  it("a read of another tip, or from another last applied commit, is no read: held", () => {
+    const { d } = foreign(manual({ [B]: { Manual: {} } }));
+    expect(flushes(d.on(read(C, A, [])))).toEqual([]);
+    expect(flushes(d.on(read(B, sha("9"), [])))).toEqual([]);
+    expect(flushes(d.on(read(B, A, [B])))).toHaveLength(1);
+  });
+
+  it("a Repair that would apply an unapproved tip waits too, and says so", () => {
+    const { d } = foreign();
+    d.on(read(B, A, [B]));
+    d.on({
+      type: "Restarted",
+      tokenPrefix: "r",
+      claims: [{ ...fluxOf(), repairPending: true, lastAppliedCommit: A }],
+      saved: d.state,
+    });
+    d.on({ type: "TargetsListed", targets: [governed(manual())] });
+    d.on({ type: "Observed", tip: B, pushedByUs: false });
+    const out = d.on(read(B, A, [B]));
+    expect(flushes(out)).toEqual([]);
+    expect(JSON.stringify(d.state.appliers[KEY]?.gateRecorded)).toMatch(/waiting: ForeignCommit, Repair/);
+  });
+
+  it("an unapproved commit is never applied after a restart either: the baseline converge waits for it", () => {
+    const { d } = foreign();
+    d.on({ type: "Restarted", tokenPrefix: "r", claims: [{ ...fluxOf(), lastAppliedCommit: A }] });
+    d.on({ type: "TargetsListed", targets: [governed(manual())] });
+    expect(flushes(d.on({ type: "Observed", tip: B, pushedByUs: false }))).toEqual([]);
+    expect(flushes(d.on(read(B, A, [B])))).toEqual([]);
+    expect(d.state.appliers[KEY]?.pending.byTarget.u1 ?? d.state.appliers[KEY]?.pending.all).toContain(
+      "Converge",
+    );
+  });
+});
+
+function fluxOf() {
+  return {
+    claim: { kind: "FluxClaim" as const, namespace: "apps", name: "app" },
+    applier: { kind: "flux" as const, namespace: "flux-system", name: "app" },
+    source: "flux-system/app",
+  };
+}

@@ -106,6 +106,8 @@ export interface ApplierState {
   overrideUsed?: OverrideUse | null;
   /** What the claim was last told of governance (`ClaimGate`, as JSON). */
   gateRecorded?: string;
+  /** The foreign commits between the commit it last applied (`since`) and `tip`, as the shell read them. */
+  foreignRead?: ForeignRead;
 }
 
 /** The GitTarget unit, by uid. */
@@ -180,6 +182,18 @@ export interface DecisionState {
   wakeAt: number | null;
   /** Collisions seen (withheld late applies), for the metric. */
   collisions: number;
+  /**
+   * The worker's own publications, newest last (bounded): the commits after `base` up to `tip`
+   * on the first-parent line are its own and need no approval. Absent in an older state.
+   */
+  published?: { tip: string; base: string | null }[];
+}
+
+/** Foreign commits (newest first) on the first-parent line from `tip` back to `since`. */
+export interface ForeignRead {
+  tip: string;
+  since: string | null;
+  commits: string[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -271,6 +285,8 @@ export type DecisionEvent =
   | { type: "FlushFailed"; flush: number }
   | { type: "Report"; report: PhaseReport }
   | { type: "ApplierWrite"; report: ApplierWriteReport }
+  /** The shell read the foreign commits since each applier's last applied commit, by claim key. */
+  | { type: "CommitsRead"; reads: Record<string, ForeignRead> }
   /** The timer of the last ScheduleWake fired (the shell holds no timer until the next one). */
   | { type: "Tick" }
   /** The worker (re)started: a fresh baseline, operations and repairPending from claim status. */

@@ -14,7 +14,7 @@ import {
 } from "../contract.js";
 import { backoffDelay } from "./backoff.js";
 import { claimKey, dueAppliers, targetsNaming } from "./due.js";
-import { claimGate, governanceWakeAt, windowGate } from "./governance.js";
+import { approvalGate, claimGate, governanceWakeAt, windowGate } from "./governance.js";
 import type {
   ApplierState,
   ApplyWindow,
@@ -50,6 +50,9 @@ import {
   windowClosesAt,
   windowOpen,
 } from "./window.js";
+
+/** How many of the worker's own publications the state keeps, for the approval walk. */
+export const PUBLISHED_KEPT = 500;
 
 export function initialState(branch: BranchIdentity, tokenPrefix: string): DecisionState {
   return {
@@ -136,6 +139,12 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       break;
     case "ApplierWrite":
       judgeWrite(s, event.report, now, actions);
+      break;
+    case "CommitsRead":
+      for (const [key, read] of Object.entries(event.reads)) {
+        const a = s.appliers[key];
+        if (a) a.foreignRead = read;
+      }
       break;
     case "Tick":
       // The shell's timer fired and it holds none now: ask for the next wake even when it is the
@@ -317,6 +326,9 @@ function publish(
   actions: DecisionAction[],
 ): void {
   if (!s.observed) observe(s, e.tip, true);
+  // The commits from the tip before up to this one are the worker's own: no approval needed.
+  if (e.tip !== s.tip)
+    s.published = [...(s.published ?? []), { tip: e.tip, base: s.tip }].slice(-PUBLISHED_KEPT);
   const markSeq = e.upToMark === null ? 0 : (s.unpublished.find((w) => w.writeId === e.upToMark)?.seq ?? 0);
   const landed = s.unpublished.filter((w) => w.seq <= markSeq);
   s.unpublished = s.unpublished.filter((w) => w.seq > markSeq);
@@ -382,6 +394,8 @@ export function sendAttempt(
   const namedUids = new Set(named.map((t) => t.uid));
   // Outside the change windows only an override lets it through: this attempt uses it up.
   const override = windowGate(a, named, now).override;
+  const approval = approvalGate(s.tip, a, named);
+  const approvals = approval.state === "Approved" ? { approvals: approval.approvals } : {};
   a.operation = { token, commit: s.tip, sentAt: now, phase: "Sent", carried: a.pending };
   if (override) {
     a.operation.override = override.value;
@@ -414,6 +428,7 @@ export function sendAttempt(
       ...(override
         ? { override: { changeWindow: override.value, ...(override.by ? { by: override.by } : {}) } }
         : {}),
+      ...approvals,
     },
   });
 }
@@ -629,7 +644,8 @@ function recordGates(s: DecisionState, now: number, actions: DecisionAction[]): 
   for (const [key, a] of Object.entries(s.appliers)) {
     const named = targetsNaming(s, key);
     if (named.length === 0) continue;
-    const gate = claimGate(a, named, now);
+    const gate = claimGate(s.tip, a, named, now);
+    if (gate === null) continue;
     const json = JSON.stringify(gate);
     if (json === a.gateRecorded) continue;
     const silent = a.gateRecorded === undefined && gate.condition === null && gate.overrideUsed === undefined;

@@ -992,4 +992,60 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     await w.driver().idle();
     expect(w.attempts).toHaveLength(2);
   });
+
+  it("manual approval: a foreign push waits with AwaitingApproval while API edits still reach Git; once a person approves its SHA, one apply runs, of the tip holding both", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true, claimSpec: { approval: { manual: true } } });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const governance = async () =>
+      (await w.claim()).status?.governance as
+        | { awaitingApproval?: { commit: string; missing: string[] }[] }
+        | undefined;
+    const reason = async () =>
+      ((await w.claim()).status?.conditions as { type: string; reason: string }[] | undefined)?.find(
+        (c) => c.type === "ApplyAllowed",
+      )?.reason;
+    await waitFor("nothing to approve at the start", async () => (await reason()) === "Approved");
+
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+    w.worker().observeSoon();
+    await waitFor("the claim waits for approval of the foreign commit", async () =>
+      (await governance())?.awaitingApproval?.some(
+        (a) => a.commit === foreign && a.missing.includes("Manual"),
+      ),
+    );
+    expect(await reason()).toBe("AwaitingApproval");
+
+    // API edits keep reaching Git meanwhile, and still no apply.
+    const edit = await w.accept("a", "1", { save: true });
+    const tip = await waitFor("the edit published", () => w.published(edit.id));
+    expect(await isAncestor(w, foreign, tip)).toBe(true);
+    await waitFor(
+      "the read of the new tip",
+      () => w.driver().state.appliers[CLAIM_KEY]?.foreignRead?.tip === tip,
+    );
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+    expect((await governance())?.awaitingApproval?.map((a) => a.commit)).toEqual([foreign]);
+
+    await w.custom.patchNamespacedCustomObject(
+      {
+        ...GROUP,
+        plural: "fluxclaims",
+        namespace: NS,
+        name: "claim",
+        body: { metadata: { annotations: { [`approve.applygate.dev/${foreign}`]: "ada: CAB-12" } } },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await waitFor("the approved apply", () => w.attempts.length === 1);
+    expect(w.attempts[0]?.commit).toBe(tip);
+    expect(w.attempts[0]?.approvals?.map((a) => [a.commit, a.sources])).toEqual([[foreign, ["Manual"]]]);
+    await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === tip);
+    await waitFor("nothing left to decide", () => settled(w));
+    await waitFor("approved", async () => (await reason()) === "Approved");
+    expect(w.attempts).toHaveLength(1);
+  });
 });
