@@ -99,3 +99,51 @@ export const governanceStatus = z
   })
   .describe("What the governance rules decide for this claim now.");
 export type GovernanceStatus = z.infer<typeof governanceStatus>;
+
+/** The approvals that let an apply through (as the attempt carried them). */
+export const operationApprovals = z
+  .array(
+    z.object({
+      commit: z.string().describe("A foreign commit the apply brought."),
+      sources: z.array(z.string()).describe("The approvals it had."),
+      by: z.array(z.string()).optional().describe("Who approved it, when known."),
+    }),
+  )
+  .max(1000)
+  .describe("The approvals that let this apply through.");
+
+/** The one-apply override an apply used (outside the change windows). */
+export const operationOverride = z
+  .object({
+    changeWindow: z.string().describe("The override annotation's value."),
+    by: z.string().optional().describe("The field manager that set it, when known."),
+  })
+  .describe("The change-window override this apply used.");
+
+/** How many ended operations a claim keeps in `status.history`, newest first. */
+export const HISTORY_LIMIT = 10;
+
+export const historyEntry = z
+  .object({
+    token: z.string(),
+    commit: z.string(),
+    reasons: z.array(z.string()).describe("The reasons it was started for (one per GitTarget)."),
+    startedBy: z.string().describe("Who or what started it: the branch worker, or an external resume."),
+    approvals: operationApprovals.optional(),
+    override: operationOverride.optional(),
+    requestedAt: timestamp,
+    startedAt: timestamp.optional(),
+    completedAt: timestamp.optional(),
+    phase: z.string().describe("Succeeded or Failed."),
+    outcome: z.string().optional(),
+    message: z.string().max(4096).optional(),
+  })
+  .describe("One ended operation.");
+export type HistoryEntry = z.infer<typeof historyEntry>;
+
+export const history = z
+  .array(historyEntry)
+  .max(HISTORY_LIMIT)
+  .describe(
+    "The last ended operations, newest first: what was applied, why, with which approvals, and how it ended.",
+  );

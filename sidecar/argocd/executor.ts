@@ -4,10 +4,12 @@
  * the operation on the claim, update the whole Application at the version read with our pinned
  * operation, and follow the token to its observed end, reporting each phase. Never retries.
  */
+
 import type { Attempt } from "../../queue/contract.js";
 import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
+import { attemptAudit } from "../audit.js";
 import type { EventRecorder } from "../events.js";
 import {
   type ClaimLocator,
@@ -190,6 +192,7 @@ export class ArgoCDExecutor implements OperationExecutor {
               token: c.token,
               commit: c.commit,
               targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+              ...attemptAudit(attempt),
             },
             { now: this.d.now },
           );
