@@ -30,7 +30,12 @@ import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
 import { readForeign } from "./approval-walk.js";
 import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
-import { approvalReadsAsked, gatePatch } from "./governance.js";
+import { readStatusOf, repoApiBase } from "./commit-status.js";
+import { approvalReadsAsked, type CommitStatusSpec, gatePatch } from "./governance.js";
+
+/** How often commit statuses awaited for approval are read again, by default. */
+export const COMMIT_STATUS_POLL_MS = 15_000;
+
 import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
 import type { DecisionStore } from "./store.js";
 
@@ -59,6 +64,8 @@ export interface DecisionDriverOptions {
   listIntervalMs?: number;
   /** A Stale report waits at most this long for the observation it asked for. Default 5 s. */
   staleObserveMs?: number;
+  /** How often commit statuses awaited for approval are read again. Default 15 s. */
+  commitStatusPollMs?: number;
 }
 
 type Task = () => Promise<void>;
@@ -85,6 +92,7 @@ export class DecisionDriver {
   private readonly claimWrites = new Map<string, Promise<void>>();
   /** The approval reads last asked for (JSON), so each is read once. */
   private commitsAsked = "";
+  private statusPoll = false;
   /** Every attempt sent, in order (for tests and the playground's narration). */
   readonly sent: Attempt[] = [];
 
@@ -310,22 +318,25 @@ export class DecisionDriver {
    * applied, for the tip now: read them from the clone (a task in line, like every event) and
    * feed them as `CommitsRead`. Until then the core holds them (`approvalGate`: Unread).
    */
-  private readCommitsIfAsked(): void {
-    const asked = approvalReadsAsked(this.s);
+  private readCommitsIfAsked(again = false): void {
+    const asked = approvalReadsAsked(this.s, again);
     const sig = JSON.stringify(asked);
-    if (asked.length === 0 || sig === this.commitsAsked || !this.worker) return;
+    if (asked.length === 0 || (sig === this.commitsAsked && !again) || !this.worker) return;
     this.commitsAsked = sig;
     const worker = this.worker;
     this.tasks.push(async () => {
       const reads: Record<string, ForeignRead> = {};
+      let waiting = false;
       try {
-        for (const q of asked)
-          reads[q.key] = await readForeign(
-            (oid) => worker.parentsOf(oid),
-            q.tip,
-            q.since,
-            this.s.published ?? [],
-          );
+        for (const q of asked) {
+          const published = this.s.published ?? [];
+          const read = await readForeign((oid) => worker.parentsOf(oid), q.tip, q.since, published);
+          if (q.commitStatus) {
+            read.statuses = await this.readStatuses(q.commitStatus, read.commits);
+            waiting ||= read.commits.some((c) => read.statuses?.[c] !== "success");
+          }
+          reads[q.key] = read;
+        }
       } catch (err) {
         // Not read: the appliers stay held; the next step asks again.
         this.commitsAsked = "";
@@ -333,8 +344,33 @@ export class DecisionDriver {
         return;
       }
       await this.handle({ type: "CommitsRead", reads });
+      // A status the host has not turned success yet is read again after a while.
+      if (waiting && !this.statusPoll) {
+        this.statusPoll = true;
+        const signal = this.life.signal;
+        void this.clock.sleep(this.o.commitStatusPollMs ?? COMMIT_STATUS_POLL_MS, signal).then(() => {
+          this.statusPoll = false;
+          if (!signal.aborted) this.readCommitsIfAsked(true);
+        });
+      }
     });
     this.pump();
+  }
+
+  /** The state of the required context on each commit; a failed read counts as not success. */
+  private async readStatuses(spec: CommitStatusSpec, commits: string[]): Promise<Record<string, string>> {
+    const base = repoApiBase(this.o.spec.remote.url, spec.api, spec.apiURL, spec.repository);
+    const token = this.o.spec.remote.auth?.password;
+    const out: Record<string, string> = {};
+    for (const c of commits) {
+      try {
+        out[c] = await readStatusOf({ api: spec.api, base, token }, c, spec.context);
+      } catch (err) {
+        out[c] = "error";
+        this.log.warn({ commit: c, err: (err as Error).message }, "reading a commit status failed");
+      }
+    }
+    return out;
   }
 
   private async carry(a: DecisionAction): Promise<void> {

@@ -63,10 +63,28 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
   const usedToken = str(usedRaw?.token);
   const approvalSpec = obj(c.spec?.approval) ?? obj(target.spec?.approval);
   const sources: ApprovalSource[] = approvalSpec?.manual === true ? ["Manual"] : [];
+  const cs = obj(approvalSpec?.commitStatus);
+  const context = str(cs?.context);
+  const api = cs?.api === "github" || cs?.api === "gitea" ? cs.api : undefined;
+  const apiURL = str(cs?.apiURL);
+  const repository = str(cs?.repository);
+  if (context && api) sources.push("CommitStatus");
   if (changeWindows.length === 0 && !value && !usedValue && sources.length === 0) return undefined;
   const g: TargetGovernance = { changeWindows };
   if (sources.length > 0) {
-    g.approval = { sources };
+    g.approval = {
+      sources,
+      ...(context && api
+        ? {
+            commitStatus: {
+              context,
+              api,
+              ...(apiURL ? { apiURL } : {}),
+              ...(repository ? { repository } : {}),
+            },
+          }
+        : {}),
+    };
     g.approved = approvedCommits(c);
   }
   if (value) {
@@ -152,15 +170,25 @@ export function gatePatch(
   };
 }
 
+export type CommitStatusSpec = NonNullable<NonNullable<TargetGovernance["approval"]>["commitStatus"]>;
+
 /** The appliers whose approval read is missing or out of date for the tip now (by claim key). */
-export function approvalReadsAsked(s: DecisionState): { key: string; tip: string; since: string | null }[] {
+export function approvalReadsAsked(
+  s: DecisionState,
+  again = false,
+): { key: string; tip: string; since: string | null; commitStatus?: CommitStatusSpec }[] {
   if (s.tip === null) return [];
-  const out: { key: string; tip: string; since: string | null }[] = [];
+  const out: { key: string; tip: string; since: string | null; commitStatus?: CommitStatusSpec }[] = [];
   for (const [key, a] of Object.entries(s.appliers)) {
-    if (approvalRequired(targetsNaming(s, key)).length === 0) continue;
+    const named = targetsNaming(s, key);
+    if (approvalRequired(named).length === 0) continue;
     const r = a.foreignRead;
-    if (r && r.tip === s.tip && r.since === a.lastAppliedCommit) continue;
-    out.push({ key, tip: s.tip, since: a.lastAppliedCommit });
+    const commitStatus = named.find((t) => t.governance?.approval?.commitStatus)?.governance?.approval
+      ?.commitStatus;
+    // Statuses change on the host: a read that still waits for one is read again when asked.
+    const waiting = commitStatus !== undefined && r?.commits.some((c) => r.statuses?.[c] !== "success");
+    if (r && r.tip === s.tip && r.since === a.lastAppliedCommit && !(again && waiting)) continue;
+    out.push({ key, tip: s.tip, since: a.lastAppliedCommit, ...(commitStatus ? { commitStatus } : {}) });
   }
   return out;
 }

@@ -5,6 +5,7 @@
  * moment of the write.
  */
 import { z } from "zod";
+import { COMMIT_STATUS_APIS } from "../apply/commit-status.js";
 import { CHANGE_WINDOW_KINDS, DURATION_PATTERN } from "../decide/change-windows.js";
 import { timestamp } from "./common.js";
 
@@ -40,6 +41,29 @@ export const approval = z
       .describe(
         "A person approves each foreign commit by annotating the claim with approve.applygate.dev/<full commit SHA>.",
       ),
+    commitStatus: z
+      .object({
+        context: z
+          .string()
+          .min(1)
+          .max(255)
+          .describe("The status context that must be success on the commit."),
+        api: z.enum(COMMIT_STATUS_APIS).describe("The Git host's API: github or gitea."),
+        apiURL: z
+          .string()
+          .regex(/^https?:\/\/[^\s]+$/)
+          .optional()
+          .describe(
+            "API root (e.g. https://gitea.example/api/v1); default from the GitProvider's URL (api.github.com, <host>/api/v3, <host>/api/v1).",
+          ),
+        repository: z
+          .string()
+          .regex(/^[^/\s]+\/[^/\s]+$/)
+          .optional()
+          .describe("owner/name on the Git host; default from the GitProvider's URL."),
+      })
+      .optional()
+      .describe("A commit status context on the Git host, read with the GitProvider's credentials."),
   })
   .describe(
     "Approvals a foreign commit needs before it is applied; every source set must approve it. The worker's own commits need none.",

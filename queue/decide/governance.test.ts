@@ -275,3 +275,38 @@ function fluxOf() {
     source: "flux-system/app",
   };
 }
+
+describe("approval sources alone and combined", () => {
+  const both: TargetGovernance = {
+    changeWindows: [],
+    approval: { sources: ["Manual", "CommitStatus"], commitStatus: { context: "ci/approved", api: "gitea" } },
+    approved: {},
+  };
+  function awaiting(g: TargetGovernance, statuses: Record<string, string>) {
+    const d = new Driver();
+    d.on({ type: "TargetsListed", targets: [governed(g)] });
+    d.on({ type: "Observed", tip: B, pushedByUs: false });
+    return d.on({ type: "CommitsRead", reads: { [KEY]: { tip: B, since: null, commits: [B], statuses } } });
+  }
+  it("commit status alone: success lets it through, pending or missing holds", () => {
+    const alone: TargetGovernance = {
+      ...both,
+      approval: { sources: ["CommitStatus"], commitStatus: { context: "ci/approved", api: "gitea" } },
+    };
+    expect(flushes(awaiting(alone, { [B]: "pending" }))).toEqual([]);
+    expect(gates(awaiting(alone, {}))[0]?.awaitingApproval).toEqual([
+      { commit: B, missing: ["CommitStatus"] },
+    ]);
+    expect(flushes(awaiting(alone, { [B]: "success" }))).toHaveLength(1);
+  });
+  it("combined: every source must approve; the claim names the one missing", () => {
+    expect(gates(awaiting(both, { [B]: "success" }))[0]?.awaitingApproval).toEqual([
+      { commit: B, missing: ["Manual"] },
+    ]);
+    const manualOnly = { ...both, approved: { [B]: { Manual: {} } } };
+    expect(gates(awaiting(manualOnly, {}))[0]?.awaitingApproval).toEqual([
+      { commit: B, missing: ["CommitStatus"] },
+    ]);
+    expect(flushes(awaiting(manualOnly, { [B]: "success" }))).toHaveLength(1);
+  });
+});

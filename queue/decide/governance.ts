@@ -17,13 +17,16 @@ export interface TargetGovernance {
   /** The override the claim's status records as used (by the attempt `token`). */
   overrideUsed?: OverrideUse;
   /** Which approvals a foreign commit needs before it is applied (absent: none). */
-  approval?: { sources: ApprovalSource[] };
+  approval?: {
+    sources: ApprovalSource[];
+    commitStatus?: { context: string; api: "github" | "gitea"; apiURL?: string; repository?: string };
+  };
   /** Approvals given, by full commit SHA. */
   approved?: Record<string, Partial<Record<ApprovalSource, { by?: string; note?: string }>>>;
 }
 
 /** Where an approval comes from. */
-export const APPROVAL_SOURCES = ["Manual"] as const;
+export const APPROVAL_SOURCES = ["Manual", "CommitStatus"] as const;
 export type ApprovalSource = (typeof APPROVAL_SOURCES)[number];
 
 /** A commit let through, and by which approvals (for the attempt and the audit). */
@@ -254,7 +257,8 @@ export function approvalGate(
   const missing: { commit: string; sources: ApprovalSource[] }[] = [];
   const approvals: CommitApproval[] = [];
   for (const commit of read.commits) {
-    const given = approved[commit] ?? {};
+    const given = { ...approved[commit] };
+    if (read.statuses?.[commit] === "success") given.CommitStatus = {};
     const lacking = sources.filter((src) => given[src] === undefined);
     if (lacking.length > 0) missing.push({ commit, sources: lacking });
     else {

@@ -194,6 +194,8 @@ export interface ForeignRead {
   tip: string;
   since: string | null;
   commits: string[];
+  /** The required commit status context's state per commit, when the claim asks for one. */
+  statuses?: Record<string, string>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import { redisFreshnessCheck, staleBecause } from "../../sidecar/tip-check.js";
 import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { startStatusHost } from "../git/status-host.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { foreignCommit } from "./foreign.js";
 import { waitFor } from "./harness.js";
@@ -95,8 +96,11 @@ async function world(o: {
   listIntervalMs?: number;
   /** The decisions' clock (the change windows read it); default the system clock. */
   clock?: Clock;
-  /** More of the FluxClaim's spec (change windows). */
+  /** More of the FluxClaim's spec (change windows, approval). */
   claimSpec?: Record<string, unknown>;
+  /** The GitProvider's token (a credentials Secret), for the Git host's API. */
+  providerToken?: string;
+  commitStatusPollMs?: number;
 }): Promise<World> {
   const auditLog = join(await mkdtemp(join(tmpdir(), "applygate-audit-")), "audit.jsonl");
   const api = await startApiServer({ bookmarkIntervalMs: 100, auditLog });
@@ -118,6 +122,11 @@ async function world(o: {
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const merge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
   await kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
+  if (o.providerToken)
+    await kc.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: "creds" }, stringData: { token: o.providerToken } },
+    });
 
   await custom.createNamespacedCustomObject({
     group: "kustomize.toolkit.fluxcd.io",
@@ -166,7 +175,12 @@ async function world(o: {
       apiVersion: "applygate.dev/v1alpha1",
       kind: "GitProvider",
       metadata: { name: "gp", namespace: NS },
-      spec: { url, type: "gitea", webhookSecretRef: { name: "hook" } },
+      spec: {
+        url,
+        type: "gitea",
+        webhookSecretRef: { name: "hook" },
+        ...(o.providerToken ? { credentialsSecretRef: { name: "creds" } } : {}),
+      },
     },
   });
   const target = (await custom.createNamespacedCustomObject({
@@ -277,6 +291,7 @@ async function world(o: {
         log: log(),
         changes: cache,
         ...(o.clock ? { clock: o.clock } : {}),
+        ...(o.commitStatusPollMs ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
         // Only a safety net: every change must reach the branch through the watches.
         listIntervalMs: o.listIntervalMs ?? 600_000,
       });
@@ -1047,5 +1062,51 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     await waitFor("nothing left to decide", () => settled(w));
     await waitFor("approved", async () => (await reason()) === "Approved");
     expect(w.attempts).toHaveLength(1);
+  });
+
+  it("commit-status approval: a foreign push waits with AwaitingApproval (CommitStatus) while API edits reach Git; the context turns success on the host and one apply runs", {
+    timeout: 60_000,
+  }, async () => {
+    const host = await startStatusHost({ api: "gitea", owner: "git", repo: "site", token: "s3cret" });
+    try {
+      w = await world({
+        appliedInitial: true,
+        providerToken: "s3cret",
+        commitStatusPollMs: 100,
+        claimSpec: {
+          approval: {
+            commitStatus: { context: "ci/approved", api: "gitea", apiURL: host.root, repository: "git/site" },
+          },
+        },
+      });
+      await w.startReplica();
+      await waitFor("baseline", () => w.driver().state.observed);
+      const awaiting = async () =>
+        (
+          (await w.claim()).status?.governance as {
+            awaitingApproval?: { commit: string; missing: string[] }[];
+          }
+        )?.awaitingApproval;
+      const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+      w.worker().observeSoon();
+      await waitFor("the claim waits for the commit status", async () =>
+        (await awaiting())?.some((a) => a.commit === foreign && a.missing.includes("CommitStatus")),
+      );
+      host.setStatus(foreign, "ci/approved", "pending");
+      const edit = await w.accept("a", "1", { save: true });
+      const tip = await waitFor("the edit published", () => w.published(edit.id));
+      await waitFor("read again while pending", () => host.requests.length >= 3);
+      expect(w.attempts).toHaveLength(0);
+
+      host.setStatus(foreign, "ci/approved", "success");
+      await waitFor("the approved apply", () => w.attempts.length === 1);
+      expect(w.attempts[0]?.commit).toBe(tip);
+      expect(w.attempts[0]?.approvals).toEqual([{ commit: foreign, sources: ["CommitStatus"] }]);
+      await waitFor("nothing left to decide", () => settled(w));
+      expect(w.attempts).toHaveLength(1);
+      expect(host.badRequests).toEqual([]);
+    } finally {
+      await host.close();
+    }
   });
 });
