@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type ChangeWindowSpec, judgeChangeWindows, parseDuration } from "./change-windows.js";
 
@@ -178,5 +179,59 @@ describe("judgeChangeWindows: a deny that never ends", () => {
     const w: ChangeWindowSpec = { kind: "deny", schedule: "* * * * *", duration: "63h" };
     const v = judgeChangeWindows([w, weekdayNine], at("2026-12-01T10:00:00Z"));
     expect(v).toEqual({ state: "Closed", opensAt: null, by: "deny" });
+  });
+});
+
+describe("judgeChangeWindows, by property", () => {
+  const open = (ws: ChangeWindowSpec[], t: number) => {
+    const s = judgeChangeWindows(ws, t).state;
+    return s === "Open" || s === "Unrestricted";
+  };
+  const windowArb = fc.record({
+    kind: fc.constantFrom("allow" as const, "deny" as const),
+    schedule: fc
+      .tuple(
+        fc.integer({ min: 0, max: 59 }),
+        fc.integer({ min: 0, max: 23 }),
+        fc.constantFrom("*", "1-5", "0,6", "3"),
+      )
+      .map(([m, h, dow]) => `${m} ${h} * * ${dow}`),
+    duration: fc.constantFrom("30m", "1h", "2h30m", "8h", "26h"),
+    timeZone: fc.constantFrom(
+      "UTC",
+      "Europe/Berlin",
+      "America/New_York",
+      "Australia/Lord_Howe",
+      "Asia/Kolkata",
+    ),
+  });
+  const start = at("2026-01-01T00:00:00Z");
+  const year = 365 * 24 * 3_600_000;
+
+  it("closed until the next opening and open at it; open until the next possible close", () => {
+    fc.assert(
+      fc.property(
+        fc.array(windowArb, { minLength: 1, maxLength: 3 }),
+        fc.integer({ min: 0, max: year }),
+        (ws, dt) => {
+          const now = start + dt;
+          const v = judgeChangeWindows(ws, now);
+          if (v.state === "Closed" && v.opensAt !== null) {
+            expect(v.opensAt).toBeGreaterThan(now);
+            expect(open(ws, v.opensAt)).toBe(true);
+            // Closed at every minute before it (sampled), so the worker's wake is the first chance.
+            const step = Math.max(60_000, Math.floor((v.opensAt - now) / 8));
+            for (let t = now; t < v.opensAt; t += step) expect(open(ws, t)).toBe(false);
+            expect(open(ws, v.opensAt - 1)).toBe(false);
+          }
+          if (v.state === "Open" && v.closesAt !== null) {
+            expect(v.closesAt).toBeGreaterThan(now);
+            const step = Math.max(60_000, Math.floor((v.closesAt - now) / 8));
+            for (let t = now; t < v.closesAt; t += step) expect(open(ws, t)).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
   });
 });
