@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { type StatusHost, startStatusHost } from "../../test/git/status-host.js";
-import { readStatusOf, repoApiBase } from "./commit-status.js";
+import { postStatus, readStatusOf, repoApiBase, statusOfReport } from "./commit-status.js";
 
 const SHA = "c".repeat(40);
 let host: StatusHost | undefined;
@@ -63,3 +63,44 @@ for (const api of ["github", "gitea"] as const) {
     });
   });
 }
+
+describe("posting applygate's own status", () => {
+  it("pending while the apply runs, success or failure at its end; nothing for an attempt that started nothing", () => {
+    const claim = { namespace: "prod", name: "shop" };
+    expect(statusOfReport("Requested", claim)).toBeUndefined();
+    expect(statusOfReport("Stale", claim)).toBeUndefined();
+    expect(statusOfReport("Running", claim)).toEqual({
+      state: "pending",
+      context: "applygate/prod/shop",
+      description: "applying",
+    });
+    expect(statusOfReport("Succeeded", claim)?.state).toBe("success");
+    expect(statusOfReport("Failed", claim, "health check failed")).toEqual({
+      state: "failure",
+      context: "applygate/prod/shop",
+      description: "health check failed",
+    });
+  });
+  for (const api of ["github", "gitea"] as const) {
+    it(`posts in the shape ${api} accepts`, async () => {
+      const h = await startStatusHost({ api, owner: "team", repo: "apps", token: "s3cret" });
+      host = h;
+      const o = { api, base: `${h.root}/repos/team/apps`, token: "s3cret" };
+      await postStatus(o, SHA, { state: "pending", context: "applygate/prod/shop", description: "applying" });
+      await postStatus(o, SHA, {
+        state: "success",
+        context: "applygate/prod/shop",
+        description: "x".repeat(300),
+      });
+      expect(h.badRequests).toEqual([]);
+      expect(h.posted.map((p) => [p.sha, p.state, p.context, p.description?.length])).toEqual([
+        [SHA, "pending", "applygate/prod/shop", 8],
+        [SHA, "success", "applygate/prod/shop", 140],
+      ]);
+      expect(await readStatusOf(o, SHA, "applygate/prod/shop")).toBe("success");
+      await expect(
+        postStatus({ ...o, token: "nope" }, SHA, { state: "failure", context: "c", description: "" }),
+      ).rejects.toThrow(/401/);
+    });
+  }
+});

@@ -72,3 +72,46 @@ export async function readStatusOf(o: StatusReadOptions, sha: string, context: s
       ? "missing"
       : "error";
 }
+
+export interface StatusPost {
+  state: "pending" | "success" | "failure";
+  context: string;
+  description: string;
+}
+
+/** Posts a commit status (`POST <repo>/statuses/{sha}`, the same shape on GitHub and Gitea). */
+export async function postStatus(o: StatusReadOptions, sha: string, post: StatusPost): Promise<void> {
+  const headers: Record<string, string> =
+    o.api === "github"
+      ? { accept: "application/vnd.github+json", "x-github-api-version": "2022-11-28" }
+      : { accept: "application/json" };
+  headers["content-type"] = "application/json";
+  if (o.token) headers.authorization = o.api === "github" ? `Bearer ${o.token}` : `token ${o.token}`;
+  const res = await (o.fetch ?? fetch)(`${o.base}/statuses/${sha}`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({
+      state: post.state,
+      context: post.context,
+      description: post.description.slice(0, 140),
+    }),
+    signal: AbortSignal.timeout(o.timeoutMs ?? 10_000),
+  });
+  if (!res.ok) throw new Error(`posting the status of ${sha.slice(0, 12)}: HTTP ${res.status}`);
+}
+
+/**
+ * The status an operation's report posts for its commit (pure): pending once the apply runs,
+ * success or failure at its end; an attempt that started nothing posts nothing.
+ */
+export function statusOfReport(
+  phase: string,
+  claim: { namespace: string; name: string },
+  message?: string,
+): StatusPost | undefined {
+  const context = `applygate/${claim.namespace}/${claim.name}`;
+  if (phase === "Running") return { state: "pending", context, description: "applying" };
+  if (phase === "Succeeded") return { state: "success", context, description: message ?? "applied" };
+  if (phase === "Failed") return { state: "failure", context, description: message ?? "the apply failed" };
+  return undefined;
+}

@@ -23,6 +23,7 @@ import {
   type ForeignRead,
   initialState,
   step,
+  targetsNaming,
 } from "../decide/index.js";
 import type { Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
@@ -30,7 +31,7 @@ import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
 import { readForeign } from "./approval-walk.js";
 import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
-import { readStatusOf, repoApiBase } from "./commit-status.js";
+import { postStatus, readStatusOf, repoApiBase, statusOfReport } from "./commit-status.js";
 import { approvalReadsAsked, type CommitStatusSpec, gatePatch } from "./governance.js";
 
 /** How often commit statuses awaited for approval are read again, by default. */
@@ -173,6 +174,7 @@ export class DecisionDriver {
         { claim: r.claim, token: r.token, phase: r.phase, commit: r.commit },
         "operation report received",
       );
+      this.reportStatus(r);
       this.feed({ type: "Report", report: r });
     },
   };
@@ -355,6 +357,27 @@ export class DecisionDriver {
       }
     });
     this.pump();
+  }
+
+  /**
+   * Posts the commit status of an operation's report when its claim asks for one
+   * (`spec.commitStatusReport`), in the background: the Git host never holds a decision.
+   */
+  private reportStatus(r: PhaseReport): void {
+    const key = `${r.claim.kind}/${r.claim.namespace}/${r.claim.name}`;
+    const a = this.s.appliers[key];
+    const spec = targetsNaming(this.s, key).find((t) => t.governance?.statusReport)?.governance?.statusReport;
+    const commit = r.commit ?? a?.operation?.commit;
+    const post = statusOfReport(r.phase, r.claim, r.message);
+    if (!spec || !commit || !post) return;
+    const base = repoApiBase(this.o.spec.remote.url, spec.api, spec.apiURL, spec.repository);
+    const token = this.o.spec.remote.auth?.password;
+    void postStatus({ api: spec.api, base, token }, commit, post).catch((err) =>
+      this.log.warn(
+        { claim: r.claim, commit, err: (err as Error).message },
+        "posting the commit status failed",
+      ),
+    );
   }
 
   /** The state of the required context on each commit; a failed read counts as not success. */

@@ -69,8 +69,16 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
   const apiURL = str(cs?.apiURL);
   const repository = str(cs?.repository);
   if (context && api) sources.push("CommitStatus");
-  if (changeWindows.length === 0 && !value && !usedValue && sources.length === 0) return undefined;
+  const report = obj(c.spec?.commitStatusReport);
+  const reportApi = report?.api === "github" || report?.api === "gitea" ? report.api : undefined;
+  if (changeWindows.length === 0 && !value && !usedValue && sources.length === 0 && !reportApi)
+    return undefined;
   const g: TargetGovernance = { changeWindows };
+  if (reportApi) {
+    const apiURL = str(report?.apiURL);
+    const repository = str(report?.repository);
+    g.statusReport = { api: reportApi, ...(apiURL ? { apiURL } : {}), ...(repository ? { repository } : {}) };
+  }
   if (sources.length > 0) {
     g.approval = {
       sources,

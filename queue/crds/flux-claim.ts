@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { applierRef, claimAccessFromDescription, claimPrinterColumns, claimStatus } from "./claim.js";
 import { accessFrom, type KindInfo, kindObject } from "./common.js";
-import { approval, changeWindows } from "./governance.js";
+import { approval, changeWindows, commitStatusReport } from "./governance.js";
 
 export const FLUX_CLAIM_KIND = "FluxClaim";
 export const FLUX_CLAIM_PLURAL = "fluxclaims";
@@ -15,6 +15,7 @@ export const fluxClaimSpec = z.object({
   accessFrom: accessFrom.optional().describe(claimAccessFromDescription),
   changeWindows: changeWindows.optional(),
   approval: approval.optional(),
+  commitStatusReport: commitStatusReport.optional(),
 });
 export type FluxClaimSpec = z.infer<typeof fluxClaimSpec>;
 

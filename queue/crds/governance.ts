@@ -70,6 +70,24 @@ export const approval = z
   );
 export type Approval = z.infer<typeof approval>;
 
+export const commitStatusReport = z
+  .object({
+    api: z.enum(COMMIT_STATUS_APIS).describe("The Git host's API: github or gitea."),
+    apiURL: z
+      .string()
+      .regex(/^https?:\/\/[^\s]+$/)
+      .optional()
+      .describe("API root; default from the GitProvider's URL."),
+    repository: z
+      .string()
+      .regex(/^[^/\s]+\/[^/\s]+$/)
+      .optional()
+      .describe("owner/name on the Git host; default from the GitProvider's URL."),
+  })
+  .describe(
+    "Post a commit status applygate/<namespace>/<claim> on each applied commit: pending while the apply runs, then success or failure.",
+  );
+
 /** The prefix of a manual approval annotation: `approve.applygate.dev/<40-hex SHA>: <note>`. */
 export const APPROVE_ANNOTATION_PREFIX = "approve.applygate.dev/";
 

@@ -21,6 +21,8 @@ export interface TargetGovernance {
     sources: ApprovalSource[];
     commitStatus?: { context: string; api: "github" | "gitea"; apiURL?: string; repository?: string };
   };
+  /** Post a commit status for each applied commit (the claim's `spec.commitStatusReport`). */
+  statusReport?: { api: "github" | "gitea"; apiURL?: string; repository?: string };
   /** Approvals given, by full commit SHA. */
   approved?: Record<string, Partial<Record<ApprovalSource, { by?: string; note?: string }>>>;
 }

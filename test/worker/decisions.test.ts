@@ -1109,4 +1109,33 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       await host.close();
     }
   });
+
+  it("commit status report: the applied commit gets applygate/<namespace>/<claim> pending while the apply runs, then success", {
+    timeout: 60_000,
+  }, async () => {
+    const host = await startStatusHost({ api: "gitea", owner: "git", repo: "site", token: "s3cret" });
+    try {
+      w = await world({
+        appliedInitial: true,
+        providerToken: "s3cret",
+        claimSpec: { commitStatusReport: { api: "gitea", apiURL: host.root, repository: "git/site" } },
+      });
+      await w.startReplica();
+      await waitFor("baseline", () => w.driver().state.observed);
+      const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+      w.worker().observeSoon();
+      await waitFor(
+        "the apply succeeded",
+        async () => (await w.claim()).status?.lastAppliedCommit === foreign,
+      );
+      await waitFor("both statuses posted", () => host.posted.length === 2);
+      expect(host.posted.map((p) => [p.sha, p.state, p.context])).toEqual([
+        [foreign, "pending", `applygate/${NS}/claim`],
+        [foreign, "success", `applygate/${NS}/claim`],
+      ]);
+      expect(host.badRequests).toEqual([]);
+    } finally {
+      await host.close();
+    }
+  });
 });
