@@ -223,6 +223,18 @@ export const Attempt = z.object({
    * `Stale` with reason `EditedAfterFlush`, nothing started, and the worker flushes and sends again.
    */
   editsAfter: z.object({ mark: z.string().min(1), folders: z.array(z.string()).min(1) }).optional(),
+  /**
+   * Sent outside the claim's change windows on a one-apply override: the value of the claim's
+   * override annotation it uses (and who set it, when known). The executor checks it still holds.
+   */
+  override: z.object({ changeWindow: z.string().min(1), by: z.string().optional() }).optional(),
+  /**
+   * When the claim requires approval: the foreign commits since the last applied commit, each
+   * with the approvals that let it through. The executor checks they still hold.
+   */
+  approvals: z
+    .array(z.object({ commit: Sha, sources: z.array(z.string()), by: z.array(z.string()).optional() }))
+    .optional(),
 });
 export type Attempt = z.infer<typeof Attempt>;
 

@@ -15,6 +15,9 @@ import {
 
 export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
 
+import type { HistoryEntry } from "../queue/crds/index.js";
+import { historyEntry, withHistory } from "./audit.js";
+
 export interface ClaimLocator {
   type: ResourceType;
   namespace: string;
@@ -60,6 +63,9 @@ export interface NewOperation {
   resumeToken?: string;
   suspendToken?: string;
   message?: string;
+  /** The approvals and the override that let the attempt through (`attemptAudit`). */
+  approvals?: Operation["approvals"];
+  override?: Operation["override"];
 }
 
 export interface RecordOptions {
@@ -74,6 +80,8 @@ const OPTIONAL_KEYS = [
   "suspendToken",
   "message",
   "outcome",
+  "approvals",
+  "override",
 ] as const satisfies readonly (keyof Operation)[];
 
 /**
@@ -118,6 +126,8 @@ export function decideRecord(claim: KObject | undefined, op: NewOperation, now: 
     ...(op.resumeToken ? { resumeToken: op.resumeToken } : {}),
     ...(op.suspendToken ? { suspendToken: op.suspendToken } : {}),
     ...(op.message ? { message: op.message } : {}),
+    ...(op.approvals ? { approvals: op.approvals } : {}),
+    ...(op.override ? { override: op.override } : {}),
   };
   return { action: "write", operation };
 }
@@ -281,6 +291,11 @@ export async function completeOperation(
       writeOperation(kube, claim, current!, {
         operation: exactOperationPatch(next),
         ...(next.phase === "Succeeded" ? { lastAppliedCommit: next.commit } : {}),
+        // The audit: the ended operation joins the bounded history in the same write.
+        history: withHistory(
+          (current?.status as { history?: HistoryEntry[] } | undefined)?.history,
+          historyEntry(next),
+        ),
       }),
     opts.retry,
   );

@@ -4,7 +4,8 @@
  * still holds this applier and is in control of it (not waiting in line behind another claim),
  * the applier's namespace still grants it, and at least one of the attempt's GitTargets still
  * stands (the same incarnation, not being deleted or suspended, naming this claim on this branch,
- * its GitProvider still there and admitting its namespace, and for a Refusal still consenting).
+ * its GitProvider still there and admitting its namespace, and for a Refusal still consenting),
+ * and the claim's change windows (or its override) still let it start (`judgeGovernance`).
  * The pure judgement is `judgeStanding`.
  */
 import type { Attempt } from "../queue/contract.js";
@@ -18,6 +19,7 @@ import {
 } from "../queue/crds/index.js";
 import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
+import { judgeGovernance } from "./governance-check.js";
 
 export type Standing =
   | { ok: true; targets: Attempt["targets"] }
@@ -34,6 +36,8 @@ export interface StandingInput {
    * (absent: gone). A GitProvider in the GitTarget's own namespace always admits it.
    */
   providers?: ReadonlyMap<string, KObject>;
+  /** The moment of the judgement (epoch ms), for the change windows; default the system clock. */
+  now?: number;
 }
 
 /** The GitProvider a GitTarget names, as `namespace/name` (its namespace by default). */
@@ -129,11 +133,22 @@ export function judgeStanding(i: StandingInput): Standing {
         "none of the attempt's GitTargets still holds its reason (gone, recreated, suspended, renamed its claim, its GitProvider gone or not admitting it, or withdrew consent)",
     };
   }
+  const held = judgeGovernance(
+    attempt,
+    claim,
+    standing.flatMap((t) => i.targets.get(`${t.namespace}/${t.name}`) ?? []),
+    i.now ?? Date.now(),
+  );
+  if (held) return { ok: false, ...held };
   return { ok: true, targets: standing };
 }
 
 /** Reads what `judgeStanding` needs, uncached, and judges. */
-export async function recheckStanding(kube: Kube, attempt: Attempt): Promise<Standing> {
+export async function recheckStanding(
+  kube: Kube,
+  attempt: Attempt,
+  now: () => number = Date.now,
+): Promise<Standing> {
   const claimType = attempt.claim.kind === "FluxClaim" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim;
   // Read together: the executor waits on this right before its write.
   const keys = [...new Set(attempt.targets.map((t) => `${t.namespace}/${t.name}`))];
@@ -179,5 +194,5 @@ export async function recheckStanding(kube: Kube, attempt: Attempt): Promise<Sta
     const o = providerRead[i];
     if (o) providers.set(key, o);
   });
-  return judgeStanding({ attempt, claim, grants, targets, providers });
+  return judgeStanding({ attempt, claim, grants, targets, providers, now: now() });
 }

@@ -18,6 +18,7 @@ import {
   VERSION,
 } from "../crds/index.js";
 import type { ClaimStatusSnapshot, FolderRead, ListedTarget } from "../decide/index.js";
+import { governanceOf } from "./governance.js";
 
 /** The kinds the catalog reads. */
 export const RESOURCE = {
@@ -216,6 +217,8 @@ export async function listBranch(
     }
     const src = sourceOf(applier, await a) ?? `claim/${claim.kind}/${claim.namespace}/${claim.name}`;
     Object.assign(listed, { claim, applier, source: src });
+    const governance = governanceOf(t, c);
+    if (governance) listed.governance = governance;
     claims.set(`${claim.kind}/${claim.namespace}/${claim.name}`, snapshotOf(claim, applier, src, c));
   }
   return { targets, claims: [...claims.values()] };

@@ -20,14 +20,23 @@ import {
   type DecisionAction,
   type DecisionEvent,
   type DecisionState,
+  type ForeignRead,
   initialState,
   step,
+  targetsNaming,
 } from "../decide/index.js";
 import type { Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
-import type { BranchListing, ObjectSource } from "./catalog.js";
+import { readForeign } from "./approval-walk.js";
+import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
+import { postStatus, readStatusOf, repoApiBase, statusOfReport } from "./commit-status.js";
+import { approvalReadsAsked, type CommitStatusSpec, gatePatch } from "./governance.js";
+
+/** How often commit statuses awaited for approval are read again, by default. */
+export const COMMIT_STATUS_POLL_MS = 15_000;
+
 import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
 import type { DecisionStore } from "./store.js";
 
@@ -56,6 +65,8 @@ export interface DecisionDriverOptions {
   listIntervalMs?: number;
   /** A Stale report waits at most this long for the observation it asked for. Default 5 s. */
   staleObserveMs?: number;
+  /** How often commit statuses awaited for approval are read again. Default 15 s. */
+  commitStatusPollMs?: number;
 }
 
 type Task = () => Promise<void>;
@@ -80,6 +91,9 @@ export class DecisionDriver {
   /** Stale reports held until the observation they asked for (the tip as it is then). */
   private heldStale: Report[] = [];
   private readonly claimWrites = new Map<string, Promise<void>>();
+  /** The approval reads last asked for (JSON), so each is read once. */
+  private commitsAsked = "";
+  private statusPoll = false;
   /** Every attempt sent, in order (for tests and the playground's narration). */
   readonly sent: Attempt[] = [];
 
@@ -179,6 +193,7 @@ export class DecisionDriver {
         { claim: r.claim, token: r.token, phase: r.phase, commit: r.commit },
         "operation report received",
       );
+      this.reportStatus(r);
       this.feed({ type: "Report", report: r });
     },
   };
@@ -316,6 +331,88 @@ export class DecisionDriver {
       this.saved = json;
     }
     for (const a of actions) await this.carry(a);
+    this.readCommitsIfAsked();
+  }
+
+  /**
+   * Appliers whose claim requires approval need the foreign commits since the commit they last
+   * applied, for the tip now: read them from the clone (a task in line, like every event) and
+   * feed them as `CommitsRead`. Until then the core holds them (`approvalGate`: Unread).
+   */
+  private readCommitsIfAsked(again = false): void {
+    const asked = approvalReadsAsked(this.s, again);
+    const sig = JSON.stringify(asked);
+    if (asked.length === 0 || (sig === this.commitsAsked && !again) || !this.worker) return;
+    this.commitsAsked = sig;
+    const worker = this.worker;
+    this.tasks.push(async () => {
+      const reads: Record<string, ForeignRead> = {};
+      let waiting = false;
+      try {
+        for (const q of asked) {
+          const published = this.s.published ?? [];
+          const read = await readForeign((oid) => worker.parentsOf(oid), q.tip, q.since, published);
+          if (q.commitStatus) {
+            read.statuses = await this.readStatuses(q.commitStatus, read.commits);
+            waiting ||= read.commits.some((c) => read.statuses?.[c] !== "success");
+          }
+          reads[q.key] = read;
+        }
+      } catch (err) {
+        // Not read: the appliers stay held; the next step asks again.
+        this.commitsAsked = "";
+        this.log.warn({ err: (err as Error).message }, "reading the commits awaiting approval failed");
+        return;
+      }
+      await this.handle({ type: "CommitsRead", reads });
+      // A status the host has not turned success yet is read again after a while.
+      if (waiting && !this.statusPoll) {
+        this.statusPoll = true;
+        const signal = this.life.signal;
+        void this.clock.sleep(this.o.commitStatusPollMs ?? COMMIT_STATUS_POLL_MS, signal).then(() => {
+          this.statusPoll = false;
+          if (!signal.aborted) this.readCommitsIfAsked(true);
+        });
+      }
+    });
+    this.pump();
+  }
+
+  /**
+   * Posts the commit status of an operation's report when its claim asks for one
+   * (`spec.commitStatusReport`), in the background: the Git host never holds a decision.
+   */
+  private reportStatus(r: PhaseReport): void {
+    const key = `${r.claim.kind}/${r.claim.namespace}/${r.claim.name}`;
+    const a = this.s.appliers[key];
+    const spec = targetsNaming(this.s, key).find((t) => t.governance?.statusReport)?.governance?.statusReport;
+    const commit = r.commit ?? a?.operation?.commit;
+    const post = statusOfReport(r.phase, r.claim, r.message);
+    if (!spec || !commit || !post) return;
+    const base = repoApiBase(this.o.spec.remote.url, spec.api, spec.apiURL, spec.repository);
+    const token = this.o.spec.remote.auth?.password;
+    void postStatus({ api: spec.api, base, token }, commit, post).catch((err) =>
+      this.log.warn(
+        { claim: r.claim, commit, err: (err as Error).message },
+        "posting the commit status failed",
+      ),
+    );
+  }
+
+  /** The state of the required context on each commit; a failed read counts as not success. */
+  private async readStatuses(spec: CommitStatusSpec, commits: string[]): Promise<Record<string, string>> {
+    const base = repoApiBase(this.o.spec.remote.url, spec.api, spec.apiURL, spec.repository);
+    const token = this.o.spec.remote.auth?.password;
+    const out: Record<string, string> = {};
+    for (const c of commits) {
+      try {
+        out[c] = await readStatusOf({ api: spec.api, base, token }, c, spec.context);
+      } catch (err) {
+        out[c] = "error";
+        this.log.warn({ commit: c, err: (err as Error).message }, "reading a commit status failed");
+      }
+    }
+    return out;
   }
 
   private async carry(a: DecisionAction): Promise<void> {
@@ -346,6 +443,10 @@ export class DecisionDriver {
         return this.send(a.attempt);
       case "RecordRepairPending":
         return this.recordRepair(a.claim, a.pending);
+      case "RecordGate":
+        return this.writeClaim(a.claim, "writing the claim's governance status", (c) =>
+          gatePatch(c, a.gate, this.clock.now()),
+        );
       case "LogCollision":
         this.metrics.collision(a.applier.kind);
         this.log.warn(
@@ -409,18 +510,23 @@ export class DecisionDriver {
 
   /** Written in the background, in order per claim: a slow API server never holds a decision. */
   private recordRepair(claim: ClaimRef, pending: boolean): void {
+    this.writeClaim(claim, "writing repairPending failed", (c) =>
+      (c.status?.repairPending === true) === pending ? undefined : { repairPending: pending },
+    );
+  }
+
+  private writeClaim(
+    claim: ClaimRef,
+    what: string,
+    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+  ): void {
     const key = `${claim.kind}/${claim.namespace}/${claim.name}`;
     const prev = this.claimWrites.get(key) ?? Promise.resolve();
     const next = prev
-      .then(() =>
-        this.o.objects.patchClaimStatus(claim, (c) =>
-          (c.status?.repairPending === true) === pending ? undefined : { repairPending: pending },
-        ),
-      )
+      .then(() => this.o.objects.patchClaimStatus(claim, patch))
       .then(
         () => undefined,
-        (err) =>
-          this.log.warn({ claim, pending, err: (err as Error).message }, "writing repairPending failed"),
+        (err) => this.log.warn({ claim, err: (err as Error).message }, what),
       );
     this.claimWrites.set(key, next);
     void next.then(() => {

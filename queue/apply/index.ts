@@ -39,6 +39,8 @@ export interface DecisionsOptions {
   listIntervalMs?: number;
   /** Told of each change of what a branch's listing reads: the branch lists again at once. */
   changes?: ChangeFeed;
+  /** How often commit statuses awaited for approval are read again (default 15 s). */
+  commitStatusPollMs?: number;
 }
 
 /** Changes of the cluster by branch key (the worker's ClusterCache). */
@@ -129,6 +131,7 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         ...(o.clock ? { clock: o.clock } : {}),
         ...(o.metrics ? { metrics: o.metrics } : {}),
         ...(listIntervalMs !== undefined ? { listIntervalMs } : {}),
+        ...(o.commitStatusPollMs !== undefined ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
       });
       drivers.set(ctx.key, driver);
       return {

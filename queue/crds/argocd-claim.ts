@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { applierRef, claimAccessFromDescription, claimPrinterColumns, claimStatus } from "./claim.js";
 import { accessFrom, type KindInfo, kindObject } from "./common.js";
+import { approval, changeWindows, commitStatusReport } from "./governance.js";
 
 export const ARGOCD_CLAIM_KIND = "ArgoCDClaim";
 export const ARGOCD_CLAIM_PLURAL = "argocdclaims";
@@ -12,6 +13,9 @@ export type ArgoCDPreviousSuspendState = (typeof ARGOCD_PREVIOUS_SUSPEND_STATES)
 export const argoCDClaimSpec = z.object({
   applicationRef: applierRef("applicationRef", "The Argo CD Application this claim holds."),
   accessFrom: accessFrom.optional().describe(claimAccessFromDescription),
+  changeWindows: changeWindows.optional(),
+  approval: approval.optional(),
+  commitStatusReport: commitStatusReport.optional(),
 });
 export type ArgoCDClaimSpec = z.infer<typeof argoCDClaimSpec>;
 

@@ -11,6 +11,7 @@ import {
   readyColumn,
   timestamp,
 } from "./common.js";
+import { governanceStatus, history, operationApprovals, operationOverride } from "./governance.js";
 import { immutable } from "./k8s-ext.js";
 
 /** Condition types a claim reports. */
@@ -44,6 +45,8 @@ export const operation = z
     suspendToken: z.string().optional(),
     message: z.string().optional(),
     outcome: z.string().optional(),
+    approvals: operationApprovals.optional(),
+    override: operationOverride.optional(),
   })
   .describe("The current or last apply, followed until the applier's own status proves it ended.");
 export type Operation = z.infer<typeof operation>;
@@ -60,6 +63,8 @@ export function claimStatus<const S extends readonly [string, ...string[]]>(prev
     lastAppliedCommit: z.string().optional(),
     repairPending: z.boolean().optional(),
     operation: operation.optional(),
+    governance: governanceStatus.optional(),
+    history: history.optional(),
   });
 }
 

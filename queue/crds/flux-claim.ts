@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { applierRef, claimAccessFromDescription, claimPrinterColumns, claimStatus } from "./claim.js";
 import { accessFrom, type KindInfo, kindObject } from "./common.js";
+import { approval, changeWindows, commitStatusReport } from "./governance.js";
 
 export const FLUX_CLAIM_KIND = "FluxClaim";
 export const FLUX_CLAIM_PLURAL = "fluxclaims";
@@ -12,6 +13,9 @@ export type FluxPreviousSuspendState = (typeof FLUX_PREVIOUS_SUSPEND_STATES)[num
 export const fluxClaimSpec = z.object({
   kustomizationRef: applierRef("kustomizationRef", "The Flux Kustomization this claim holds."),
   accessFrom: accessFrom.optional().describe(claimAccessFromDescription),
+  changeWindows: changeWindows.optional(),
+  approval: approval.optional(),
+  commitStatusReport: commitStatusReport.optional(),
 });
 export type FluxClaimSpec = z.infer<typeof fluxClaimSpec>;
 

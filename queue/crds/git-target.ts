@@ -12,6 +12,7 @@ import {
   readyColumn,
   timestamp,
 } from "./common.js";
+import { approval, changeWindows } from "./governance.js";
 import { checked, immutable } from "./k8s-ext.js";
 import { kindRef } from "./scope-grant.js";
 
@@ -124,6 +125,12 @@ export const gitTargetSpec = z.object({
     .describe(
       "Narrows what this folder may hold: writes of other kinds are refused. Never widens: other namespaces and privileged kinds still need a ScopeGrant.",
     ),
+  changeWindows: changeWindows
+    .optional()
+    .describe("Default change windows for the claim this GitTarget names, when the claim sets none."),
+  approval: approval
+    .optional()
+    .describe("Default approvals for the claim this GitTarget names, when the claim sets none."),
 });
 export type GitTargetSpec = z.infer<typeof gitTargetSpec>;
 export type GitTargetSpecInput = z.input<typeof gitTargetSpec>;

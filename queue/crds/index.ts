@@ -15,6 +15,7 @@ export * from "./common.js";
 export * from "./flux-claim.js";
 export * from "./git-provider.js";
 export * from "./git-target.js";
+export * from "./governance.js";
 export * from "./scope-grant.js";
 export * from "./watch-rule.js";
 

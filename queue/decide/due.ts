@@ -3,6 +3,7 @@
  * whether Git is ahead of the cluster.
  */
 import type { ClaimRef } from "../contract.js";
+import { governanceHolds } from "./governance.js";
 import type { ApplierState, DecisionState, TargetState } from "./model.js";
 import { hasPending, kindsPending } from "./reasons.js";
 
@@ -26,7 +27,7 @@ function sourceBusy(state: DecisionState, a: ApplierState, key: string): boolean
 /**
  * Why an applier is not due, or null when it is: a reason pending, no operation out, no applier
  * sharing its source with one out, past its backoff, named by a GitTarget, none of those GitTargets
- * suspended, and past the barrier: every GitTarget naming it has its folder in the tip, as the
+ * suspended, no governance rule holding it (`governanceHolds`), and past the barrier: every GitTarget naming it has its folder in the tip, as the
  * worker read the tip's tree (an Argo CD Application must never sync a path that does not exist).
  */
 export function notDueBecause(state: DecisionState, key: string, now: number): string | null {
@@ -40,6 +41,8 @@ export function notDueBecause(state: DecisionState, key: string, now: number): s
   if (named.length === 0) return "not named";
   // A suspended GitTarget freezes its folder: no apply for any reason until it resumes.
   if (named.some((t) => t.suspended)) return "suspended";
+  const held = governanceHolds(state.tip, a, named, now);
+  if (held) return held;
   if (state.tip === null || named.some((t) => (t.folderAt ?? null) !== state.tip)) return "barrier";
   return null;
 }

@@ -1,6 +1,8 @@
 /** The branch worker's pure decision core. See docs/design/decisions.md. */
 export * from "./backoff.js";
+export * from "./change-windows.js";
 export * from "./due.js";
+export * from "./governance.js";
 export * from "./model.js";
 export * from "./reasons.js";
 export * from "./refusal.js";

@@ -15,6 +15,7 @@ import type {
   ReportPhase,
 } from "../contract.js";
 import type { WatchedVerdict } from "./window.js";
+import type { ClaimGate, OverrideUse, TargetGovernance } from "./governance.js";
 
 /**
  * Why an apply is due, as the core tracks it. `Adopt` and `Converge` are both sent as the
@@ -70,6 +71,8 @@ export interface OperationOut {
   /** "Sent" until the executor's first report. */
   phase: ReportPhase | "Sent";
   carried: PendingReasons;
+  /** The change-window override this attempt used, if it went outside the windows. */
+  override?: string;
 }
 
 /** The applier unit: held by one claim; key is `claimKey(claim)`. */
@@ -97,6 +100,15 @@ export interface ApplierState {
    * recheck. Absent in a state saved before it existed.
    */
   restaleSince?: number | null;
+  /**
+   * The change-window override used last (null: none, or given back); absent: not known here, the
+   * claim's status says (`TargetGovernance.overrideUsed`).
+   */
+  overrideUsed?: OverrideUse | null;
+  /** What the claim was last told of governance (`ClaimGate`, as JSON). */
+  gateRecorded?: string;
+  /** The foreign commits between the commit it last applied (`since`) and `tip`, as the shell read them. */
+  foreignRead?: ForeignRead;
 }
 
 /** The GitTarget unit, by uid. */
@@ -118,6 +130,8 @@ export interface TargetState {
    * saved before it existed (read as null).
    */
   folderAt: string | null;
+  /** Change windows and the claim's override, as the listing read them. */
+  governance?: TargetGovernance;
   /** When a Refusal was last made pending for it (at most one a minute). */
   lastRefusalAt: number | null;
   /** A refusal inside the minute waits for this time, carried by one trailing request. */
@@ -169,6 +183,20 @@ export interface DecisionState {
   wakeAt: number | null;
   /** Collisions seen (withheld late applies), for the metric. */
   collisions: number;
+  /**
+   * The worker's own publications, newest last (bounded): the commits after `base` up to `tip`
+   * on the first-parent line are its own and need no approval. Absent in an older state.
+   */
+  published?: { tip: string; base: string | null }[];
+}
+
+/** Foreign commits (newest first) on the first-parent line from `tip` back to `since`. */
+export interface ForeignRead {
+  tip: string;
+  since: string | null;
+  commits: string[];
+  /** The required commit status context's state per commit, when the claim asks for one. */
+  statuses?: Record<string, string>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -188,6 +216,8 @@ export interface ListedTarget {
   suspended: boolean;
   /** Its folder on the branch (`spec.path`). */
   path?: string;
+  /** Change windows and the claim's override (absent: none). */
+  governance?: TargetGovernance;
 }
 
 /** What the worker read in the tree of one commit: the GitTargets (uids) whose folder it holds. */
@@ -271,6 +301,8 @@ export type DecisionEvent =
       /** managedFields time of the applier's entry (RFC 3339). */
       writtenAt: string;
     }
+  /** The shell read the foreign commits since each applier's last applied commit, by claim key. */
+  | { type: "CommitsRead"; reads: Record<string, ForeignRead> }
   /** The timer of the last ScheduleWake fired (the shell holds no timer until the next one). */
   | { type: "Tick" }
   /** The worker (re)started: a fresh baseline, operations and repairPending from claim status. */
@@ -312,6 +344,8 @@ export type DecisionAction =
       /** The kind of the folder's applier, null when no claim holds the folder. */
       applierKind: ApplierRef["kind"] | null;
     }
+  /** Write what the claim shows of governance (`ApplyAllowed`, `status.governance`). */
+  | { type: "RecordGate"; claim: ClaimRef; gate: ClaimGate }
   /** Feed a `Tick` at (or after) this time. Replaces any earlier wake. */
   | { type: "ScheduleWake"; at: number };
 

@@ -14,6 +14,7 @@ import {
 } from "../contract.js";
 import { backoffDelay } from "./backoff.js";
 import { claimKey, dueAppliers, targetsNaming } from "./due.js";
+import { approvalGate, claimGate, governanceWakeAt, windowGate } from "./governance.js";
 import type {
   ApplierState,
   ApplyWindow,
@@ -52,6 +53,9 @@ import {
   windowClosesAt,
   windowOpen,
 } from "./window.js";
+
+/** How many of the worker's own publications the state keeps, for the approval walk. */
+export const PUBLISHED_KEPT = 500;
 
 export function initialState(branch: BranchIdentity, tokenPrefix: string): DecisionState {
   return {
@@ -142,6 +146,12 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
     case "WatchedApplierWrite":
       judgeWatched(s, event, now, actions);
       break;
+    case "CommitsRead":
+      for (const [key, read] of Object.entries(event.reads)) {
+        const a = s.appliers[key];
+        if (a) a.foreignRead = read;
+      }
+      break;
     case "Tick":
       // The shell's timer fired and it holds none now: ask for the next wake even when it is the
       // same time (a timer may fire a millisecond early, before what it was set for is due).
@@ -222,6 +232,8 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
       suspended: l.suspended,
     });
     if (l.path !== undefined) t.path = l.path;
+    if (l.governance) t.governance = l.governance;
+    else delete t.governance;
     s.targets[l.uid] = t;
     if (key === null || l.claim === null || l.applier === null) continue;
     const a = s.appliers[key] ?? newApplier(l.claim, l.applier, l.source ?? key);
@@ -320,6 +332,9 @@ function publish(
   actions: DecisionAction[],
 ): void {
   if (!s.observed) observe(s, e.tip, true);
+  // The commits from the tip before up to this one are the worker's own: no approval needed.
+  if (e.tip !== s.tip)
+    s.published = [...(s.published ?? []), { tip: e.tip, base: s.tip }].slice(-PUBLISHED_KEPT);
   const markSeq = e.upToMark === null ? 0 : (s.unpublished.find((w) => w.writeId === e.upToMark)?.seq ?? 0);
   const landed = s.unpublished.filter((w) => w.seq <= markSeq);
   s.unpublished = s.unpublished.filter((w) => w.seq > markSeq);
@@ -383,7 +398,15 @@ export function sendAttempt(
   s.nextToken += 1;
   const token = `${s.tokenPrefix}-${s.nextToken}`;
   const namedUids = new Set(named.map((t) => t.uid));
+  // Outside the change windows only an override lets it through: this attempt uses it up.
+  const override = windowGate(a, named, now).override;
+  const approval = approvalGate(s.tip, a, named);
+  const approvals = approval.state === "Approved" ? { approvals: approval.approvals } : {};
   a.operation = { token, commit: s.tip, sentAt: now, phase: "Sent", carried: a.pending };
+  if (override) {
+    a.operation.override = override.value;
+    a.overrideUsed = { value: override.value, token, ...(override.by ? { by: override.by } : {}) };
+  }
   a.pending = emptyPending();
   a.lastTurnAt = now;
   const edits = s.unpublished.filter((w) => namedUids.has(w.targetUid)).flatMap((w) => w.edits);
@@ -408,6 +431,10 @@ export function sendAttempt(
       targets,
       sentAt: new Date(now).toISOString(),
       ...recheck,
+      ...(override
+        ? { override: { changeWindow: override.value, ...(override.by ? { by: override.by } : {}) } }
+        : {}),
+      ...approvals,
     },
   });
 }
@@ -457,6 +484,9 @@ export function settleReport(
     return;
   }
   giveBack(a.pending, op.carried, (kind, uid) => stillStands(s, key, kind, uid));
+  // Nothing was applied: an override this attempt used is given back for the next one.
+  if (op.override !== undefined && phase !== "Failed" && a.overrideUsed?.token === op.token)
+    a.overrideUsed = null;
   if (phase === "Stale") return;
   a.failures += 1;
   a.notBefore = now + backoffDelay(a.failures, phase === "Rejected");
@@ -642,8 +672,24 @@ function finish(s: DecisionState, now: number, actions: DecisionAction[]): StepR
       actions.push({ type: "RecordRepairPending", claim: a.claim, pending: want });
     }
   }
+  recordGates(s, now, actions);
   scheduleWake(s, now, actions);
   return { state: s, actions };
+}
+
+/** What each claim shows of governance, written through when it changes (never for a claim without any). */
+function recordGates(s: DecisionState, now: number, actions: DecisionAction[]): void {
+  for (const [key, a] of Object.entries(s.appliers)) {
+    const named = targetsNaming(s, key);
+    if (named.length === 0) continue;
+    const gate = claimGate(s.tip, a, named, now);
+    if (gate === null) continue;
+    const json = JSON.stringify(gate);
+    if (json === a.gateRecorded) continue;
+    const silent = a.gateRecorded === undefined && gate.condition === null && gate.overrideUsed === undefined;
+    a.gateRecorded = json;
+    if (!silent) actions.push({ type: "RecordGate", claim: a.claim, gate });
+  }
 }
 
 /** A converge alone, of the commit the applier last applied, asks nothing and is answered. */
@@ -675,6 +721,12 @@ function scheduleWake(s: DecisionState, now: number, actions: DecisionAction[]):
       const closes = windowClosesAt(w);
       if (closes !== null) times.push(closes);
     }
+  }
+  for (const key of Object.keys(s.appliers)) {
+    const named = targetsNaming(s, key);
+    if (!named.some((t) => (t.governance?.changeWindows.length ?? 0) > 0)) continue;
+    const at = governanceWakeAt(named, now);
+    if (at !== null) times.push(at);
   }
   for (const t of Object.values(s.targets)) if (t.trailingRefusalAt !== null) times.push(t.trailingRefusalAt);
   if (s.flush === null && s.flushNotBefore > now) times.push(s.flushNotBefore);

@@ -350,6 +350,14 @@ export class BranchWorker {
   }
 
   /**
+   * The parents of a commit the clone holds (an observed or published history): for the
+   * decisions' approval walk. Reads only immutable objects, so it may run beside the loop.
+   */
+  async parentsOf(oid: string): Promise<string[]> {
+    return (await this.o.repo.readCommit(oid)).parents;
+  }
+
+  /**
    * Which GitTargets have their folder in the tree of the tip this worker last observed or
    * published: the proof the decisions' barrier asks for. Undefined while the branch does not
    * exist. Reads only immutable objects already in the clone, so it may run beside the loop.

@@ -9,6 +9,7 @@ import { apiFailure, type Kube, KubeError, RESOURCES } from "../../queue/kube/in
 import { ConflictRetriesExhausted } from "../../queue/kube/retry.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
+import { attemptAudit } from "../audit.js";
 import type { EventRecorder } from "../events.js";
 import {
   type ClaimLocator,
@@ -197,6 +198,7 @@ export class ArgoCDExecutor implements OperationExecutor {
                 token: c.token,
                 commit: c.commit,
                 targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+                ...attemptAudit(attempt),
               },
               { now: this.d.now },
             );

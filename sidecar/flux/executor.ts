@@ -4,11 +4,13 @@
  * apply, follow until that token is handled and a reconcile provably ran, suspend again with a
  * second token, and complete once that one is handled. It never retries: the branch worker does.
  */
+
 import type { Attempt } from "../../queue/contract.js";
 import { apiFailure, type KObject, KubeError, RESOURCES } from "../../queue/kube/index.js";
 import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
+import { attemptAudit } from "../audit.js";
 import { isConditionTrue } from "../claims/conditions.js";
 import { sameRepository } from "../claims/eligibility.js";
 import type { EventRecorder } from "../events.js";
@@ -163,6 +165,7 @@ export class FluxExecutor implements OperationExecutor {
             commit: attempt.commit,
             targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
             resumeToken,
+            ...attemptAudit(attempt),
           },
           { now: this.d.now },
         );

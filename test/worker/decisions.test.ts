@@ -28,6 +28,7 @@ import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import type { BranchWorker } from "../../queue/worker/branch-worker.js";
+import { type Clock, ManualClock } from "../../queue/worker/clock.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
@@ -35,6 +36,7 @@ import { redisFreshnessCheck, staleBecause } from "../../sidecar/tip-check.js";
 import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { startStatusHost } from "../git/status-host.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { foreignCommit } from "./foreign.js";
 import { waitFor } from "./harness.js";
@@ -92,6 +94,13 @@ async function world(o: {
   /** The GitTarget's folder is in the initial commit (default); false: the branch holds others only. */
   folderInGit?: boolean;
   listIntervalMs?: number;
+  /** The decisions' clock (the change windows read it); default the system clock. */
+  clock?: Clock;
+  /** More of the FluxClaim's spec (change windows, approval). */
+  claimSpec?: Record<string, unknown>;
+  /** The GitProvider's token (a credentials Secret), for the Git host's API. */
+  providerToken?: string;
+  commitStatusPollMs?: number;
 }): Promise<World> {
   const auditLog = join(await mkdtemp(join(tmpdir(), "applygate-audit-")), "audit.jsonl");
   const api = await startApiServer({ bookmarkIntervalMs: 100, auditLog });
@@ -113,6 +122,11 @@ async function world(o: {
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const merge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
   await kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
+  if (o.providerToken)
+    await kc.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: "creds" }, stringData: { token: o.providerToken } },
+    });
 
   await custom.createNamespacedCustomObject({
     group: "kustomize.toolkit.fluxcd.io",
@@ -139,7 +153,7 @@ async function world(o: {
       apiVersion: "applygate.dev/v1alpha1",
       kind: "FluxClaim",
       metadata: { name: "claim", namespace: NS },
-      spec: { kustomizationRef: { name: "apps", namespace: NS } },
+      spec: { kustomizationRef: { name: "apps", namespace: NS }, ...o.claimSpec },
     },
   });
   if (o.appliedInitial)
@@ -161,7 +175,12 @@ async function world(o: {
       apiVersion: "applygate.dev/v1alpha1",
       kind: "GitProvider",
       metadata: { name: "gp", namespace: NS },
-      spec: { url, type: "gitea", webhookSecretRef: { name: "hook" } },
+      spec: {
+        url,
+        type: "gitea",
+        webhookSecretRef: { name: "hook" },
+        ...(o.providerToken ? { credentialsSecretRef: { name: "creds" } } : {}),
+      },
     },
   });
   const target = (await custom.createNamespacedCustomObject({
@@ -271,6 +290,8 @@ async function world(o: {
         directory,
         log: log(),
         changes: cache,
+        ...(o.clock ? { clock: o.clock } : {}),
+        ...(o.commitStatusPollMs ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
         // Only a safety net: every change must reach the branch through the watches.
         listIntervalMs: o.listIntervalMs ?? 600_000,
       });
@@ -901,5 +922,220 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       async () => (await read()).status?.publication?.commit !== undefined,
     );
     expect(await condition("Ready")).toMatchObject({ status: "True", reason: "Published" });
+  });
+
+  it("change windows: a foreign push outside the claim's window waits with OutsideChangeWindow and the next opening; at the opening the worker wakes and applies once; an override lets one apply through", {
+    timeout: 60_000,
+  }, async () => {
+    const clock = new ManualClock(Date.parse("2026-12-01T13:00:00Z"));
+    w = await world({
+      appliedInitial: true,
+      clock,
+      claimSpec: { changeWindows: [{ kind: "allow", schedule: "0 10 * * *", duration: "2h" }] },
+    });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const gate = async () =>
+      (
+        (await w.claim()).status?.conditions as
+          | { type: string; reason: string; message: string }[]
+          | undefined
+      )?.find((c) => c.type === "ApplyAllowed");
+    await waitFor(
+      "the claim shows the window closed",
+      async () => (await gate())?.reason === "OutsideChangeWindow",
+    );
+    expect((await w.claim()).status?.governance).toEqual({
+      changeWindow: { open: false, nextOpening: "2026-12-02T10:00:00.000Z" },
+    });
+
+    await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+    w.worker().observeSoon();
+    await waitFor("the ForeignCommit pending", () =>
+      w.driver().state.appliers[CLAIM_KEY]?.pending.all.includes("ForeignCommit"),
+    );
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+
+    // A second before the opening, still nothing; at the opening, the wake sends one apply.
+    clock.advance(Date.parse("2026-12-02T09:59:59Z") - clock.now());
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+    clock.advance(1000);
+    await waitFor("the apply at the opening", () => w.attempts.length === 1);
+    expect(w.attempts[0]?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    expect(w.attempts[0]?.override).toBeUndefined();
+    await waitFor(
+      "the claim shows the window open",
+      async () => (await gate())?.reason === "InsideChangeWindow",
+    );
+    await waitFor("nothing left to decide", () => settled(w));
+
+    // Past the window, a person overrides it for one apply.
+    clock.advance(3 * 3_600_000);
+    await waitFor("closed again", async () => (await gate())?.reason === "OutsideChangeWindow");
+    await foreignCommit(w.bare, `${FOLDER}/from-git-2.txt`, "git side 2\n");
+    w.worker().observeSoon();
+    await waitFor("the second ForeignCommit pending", () =>
+      w.driver().state.appliers[CLAIM_KEY]?.pending.all.includes("ForeignCommit"),
+    );
+    await w.custom.patchNamespacedCustomObject(
+      {
+        ...GROUP,
+        plural: "fluxclaims",
+        namespace: NS,
+        name: "claim",
+        body: { metadata: { annotations: { "applygate.dev/change-window-override": "INC-7 hotfix" } } },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await waitFor("the overridden apply", () => w.attempts.length === 2);
+    expect(w.attempts[1]?.override?.changeWindow).toBe("INC-7 hotfix");
+    await waitFor("nothing left to decide", () => settled(w));
+    await waitFor("the override recorded as used", async () => {
+      const used = (
+        (await w.claim()).status?.governance as { overrideUsed?: { value: string; token: string } }
+      )?.overrideUsed;
+      return used?.value === "INC-7 hotfix" && used.token === w.attempts[1]?.token;
+    });
+    // Used once: a third push waits for the next opening.
+    await foreignCommit(w.bare, `${FOLDER}/from-git-3.txt`, "git side 3\n");
+    w.worker().observeSoon();
+    await waitFor("the third ForeignCommit pending", () =>
+      w.driver().state.appliers[CLAIM_KEY]?.pending.all.includes("ForeignCommit"),
+    );
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(2);
+  });
+
+  it("manual approval: a foreign push waits with AwaitingApproval while API edits still reach Git; once a person approves its SHA, one apply runs, of the tip holding both", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true, claimSpec: { approval: { manual: true } } });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const governance = async () =>
+      (await w.claim()).status?.governance as
+        | { awaitingApproval?: { commit: string; missing: string[] }[] }
+        | undefined;
+    const reason = async () =>
+      ((await w.claim()).status?.conditions as { type: string; reason: string }[] | undefined)?.find(
+        (c) => c.type === "ApplyAllowed",
+      )?.reason;
+    await waitFor("nothing to approve at the start", async () => (await reason()) === "Approved");
+
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+    w.worker().observeSoon();
+    await waitFor("the claim waits for approval of the foreign commit", async () =>
+      (await governance())?.awaitingApproval?.some(
+        (a) => a.commit === foreign && a.missing.includes("Manual"),
+      ),
+    );
+    expect(await reason()).toBe("AwaitingApproval");
+
+    // API edits keep reaching Git meanwhile, and still no apply.
+    const edit = await w.accept("a", "1", { save: true });
+    const tip = await waitFor("the edit published", () => w.published(edit.id));
+    expect(await isAncestor(w, foreign, tip)).toBe(true);
+    await waitFor(
+      "the read of the new tip",
+      () => w.driver().state.appliers[CLAIM_KEY]?.foreignRead?.tip === tip,
+    );
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+    expect((await governance())?.awaitingApproval?.map((a) => a.commit)).toEqual([foreign]);
+
+    await w.custom.patchNamespacedCustomObject(
+      {
+        ...GROUP,
+        plural: "fluxclaims",
+        namespace: NS,
+        name: "claim",
+        body: { metadata: { annotations: { [`approve.applygate.dev/${foreign}`]: "ada: CAB-12" } } },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await waitFor("the approved apply", () => w.attempts.length === 1);
+    expect(w.attempts[0]?.commit).toBe(tip);
+    expect(w.attempts[0]?.approvals?.map((a) => [a.commit, a.sources])).toEqual([[foreign, ["Manual"]]]);
+    await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === tip);
+    await waitFor("nothing left to decide", () => settled(w));
+    await waitFor("approved", async () => (await reason()) === "Approved");
+    expect(w.attempts).toHaveLength(1);
+  });
+
+  it("commit-status approval: a foreign push waits with AwaitingApproval (CommitStatus) while API edits reach Git; the context turns success on the host and one apply runs", {
+    timeout: 60_000,
+  }, async () => {
+    const host = await startStatusHost({ api: "gitea", owner: "git", repo: "site", token: "s3cret" });
+    try {
+      w = await world({
+        appliedInitial: true,
+        providerToken: "s3cret",
+        commitStatusPollMs: 100,
+        claimSpec: {
+          approval: {
+            commitStatus: { context: "ci/approved", api: "gitea", apiURL: host.root, repository: "git/site" },
+          },
+        },
+      });
+      await w.startReplica();
+      await waitFor("baseline", () => w.driver().state.observed);
+      const awaiting = async () =>
+        (
+          (await w.claim()).status?.governance as {
+            awaitingApproval?: { commit: string; missing: string[] }[];
+          }
+        )?.awaitingApproval;
+      const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+      w.worker().observeSoon();
+      await waitFor("the claim waits for the commit status", async () =>
+        (await awaiting())?.some((a) => a.commit === foreign && a.missing.includes("CommitStatus")),
+      );
+      host.setStatus(foreign, "ci/approved", "pending");
+      const edit = await w.accept("a", "1", { save: true });
+      const tip = await waitFor("the edit published", () => w.published(edit.id));
+      await waitFor("read again while pending", () => host.requests.length >= 3);
+      expect(w.attempts).toHaveLength(0);
+
+      host.setStatus(foreign, "ci/approved", "success");
+      await waitFor("the approved apply", () => w.attempts.length === 1);
+      expect(w.attempts[0]?.commit).toBe(tip);
+      expect(w.attempts[0]?.approvals).toEqual([{ commit: foreign, sources: ["CommitStatus"] }]);
+      await waitFor("nothing left to decide", () => settled(w));
+      expect(w.attempts).toHaveLength(1);
+      expect(host.badRequests).toEqual([]);
+    } finally {
+      await host.close();
+    }
+  });
+
+  it("commit status report: the applied commit gets applygate/<namespace>/<claim> pending while the apply runs, then success", {
+    timeout: 60_000,
+  }, async () => {
+    const host = await startStatusHost({ api: "gitea", owner: "git", repo: "site", token: "s3cret" });
+    try {
+      w = await world({
+        appliedInitial: true,
+        providerToken: "s3cret",
+        claimSpec: { commitStatusReport: { api: "gitea", apiURL: host.root, repository: "git/site" } },
+      });
+      await w.startReplica();
+      await waitFor("baseline", () => w.driver().state.observed);
+      const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+      w.worker().observeSoon();
+      await waitFor(
+        "the apply succeeded",
+        async () => (await w.claim()).status?.lastAppliedCommit === foreign,
+      );
+      await waitFor("both statuses posted", () => host.posted.length === 2);
+      expect(host.posted.map((p) => [p.sha, p.state, p.context])).toEqual([
+        [foreign, "pending", `applygate/${NS}/claim`],
+        [foreign, "success", `applygate/${NS}/claim`],
+      ]);
+      expect(host.badRequests).toEqual([]);
+    } finally {
+      await host.close();
+    }
   });
 });

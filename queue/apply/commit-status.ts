@@ -1,0 +1,117 @@
+/**
+ * Commit statuses on the Git host, read for approval: a named status context is `success` for a
+ * commit. GitHub and Gitea answer the same question at the same path (the combined status of a
+ * ref: the latest status per context), GitHub under its API host (`https://api.github.com`, or
+ * `<host>/api/v3` for GitHub Enterprise), Gitea under `<host>/api/v1`; GitHub names a status's
+ * state `state`, Gitea `status`. Credentials are the GitProvider's token.
+ */
+export const COMMIT_STATUS_APIS = ["github", "gitea"] as const;
+export type CommitStatusApi = (typeof COMMIT_STATUS_APIS)[number];
+
+export type StatusState = "success" | "pending" | "failure" | "error" | "missing";
+
+/** The repository's API base, from its clone URL (or the `apiURL` given), e.g. `…/repos/team/apps`. */
+export function repoApiBase(
+  cloneUrl: string,
+  api: CommitStatusApi,
+  apiURL?: string,
+  repository?: string,
+): string {
+  const u = new URL(cloneUrl);
+  const path = u.pathname
+    .replace(/^\/+/, "")
+    .replace(/\.git$/, "")
+    .replace(/\/+$/, "");
+  const [owner, repo] = (repository ?? path).split("/").slice(-2);
+  if (!owner || !repo) throw new Error(`cannot tell owner and repository from ${cloneUrl}`);
+  const root = apiURL
+    ? apiURL.replace(/\/+$/, "")
+    : api === "gitea"
+      ? `${u.origin}${pathPrefix(u.pathname, 2)}/api/v1`
+      : u.host === "github.com"
+        ? "https://api.github.com"
+        : `${u.origin}/api/v3`;
+  return `${root}/repos/${encodeURIComponent(owner)}/${encodeURIComponent(repo)}`;
+}
+
+/** The path before the last `n` segments (a Gitea served under a sub-path). */
+function pathPrefix(pathname: string, n: number): string {
+  const segs = pathname.split("/").filter(Boolean);
+  return segs.length > n ? `/${segs.slice(0, -n).join("/")}` : "";
+}
+
+export interface StatusReadOptions {
+  api: CommitStatusApi;
+  base: string;
+  token?: string | undefined;
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+/** The state of `context` on `sha`: the host's latest status of that context, or `missing`. */
+export async function readStatusOf(o: StatusReadOptions, sha: string, context: string): Promise<StatusState> {
+  const headers: Record<string, string> =
+    o.api === "github"
+      ? { accept: "application/vnd.github+json", "x-github-api-version": "2022-11-28" }
+      : { accept: "application/json" };
+  if (o.token) headers.authorization = o.api === "github" ? `Bearer ${o.token}` : `token ${o.token}`;
+  const res = await (o.fetch ?? fetch)(`${o.base}/commits/${sha}/status`, {
+    headers,
+    signal: AbortSignal.timeout(o.timeoutMs ?? 10_000),
+  });
+  if (res.status === 404) return "missing";
+  if (!res.ok) throw new Error(`commit status of ${sha.slice(0, 12)}: HTTP ${res.status}`);
+  const body = (await res.json()) as { statuses?: Array<Record<string, unknown>> };
+  const key = o.api === "github" ? "state" : "status";
+  const mine = (body.statuses ?? []).filter((s) => s.context === context);
+  // Both hosts list the latest per context first; take the first one of the context.
+  const state = mine[0]?.[key];
+  return state === "success" || state === "pending" || state === "failure" || state === "error"
+    ? state
+    : mine.length === 0
+      ? "missing"
+      : "error";
+}
+
+export interface StatusPost {
+  state: "pending" | "success" | "failure";
+  context: string;
+  description: string;
+}
+
+/** Posts a commit status (`POST <repo>/statuses/{sha}`, the same shape on GitHub and Gitea). */
+export async function postStatus(o: StatusReadOptions, sha: string, post: StatusPost): Promise<void> {
+  const headers: Record<string, string> =
+    o.api === "github"
+      ? { accept: "application/vnd.github+json", "x-github-api-version": "2022-11-28" }
+      : { accept: "application/json" };
+  headers["content-type"] = "application/json";
+  if (o.token) headers.authorization = o.api === "github" ? `Bearer ${o.token}` : `token ${o.token}`;
+  const res = await (o.fetch ?? fetch)(`${o.base}/statuses/${sha}`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({
+      state: post.state,
+      context: post.context,
+      description: post.description.slice(0, 140),
+    }),
+    signal: AbortSignal.timeout(o.timeoutMs ?? 10_000),
+  });
+  if (!res.ok) throw new Error(`posting the status of ${sha.slice(0, 12)}: HTTP ${res.status}`);
+}
+
+/**
+ * The status an operation's report posts for its commit (pure): pending once the apply runs,
+ * success or failure at its end; an attempt that started nothing posts nothing.
+ */
+export function statusOfReport(
+  phase: string,
+  claim: { namespace: string; name: string },
+  message?: string,
+): StatusPost | undefined {
+  const context = `applygate/${claim.namespace}/${claim.name}`;
+  if (phase === "Running") return { state: "pending", context, description: "applying" };
+  if (phase === "Succeeded") return { state: "success", context, description: message ?? "applied" };
+  if (phase === "Failed") return { state: "failure", context, description: message ?? "the apply failed" };
+  return undefined;
+}

@@ -1,0 +1,202 @@
+/**
+ * Governance between the cluster and the decision core (pure): what the listing reads of change
+ * windows and overrides from a GitTarget and its claim, and the claim status patch that shows a
+ * `ClaimGate` (`ApplyAllowed`, `status.governance`).
+ */
+import type { Condition } from "../crds/common.js";
+import {
+  APPLY_ALLOWED_CONDITION,
+  APPROVE_ANNOTATION_PREFIX,
+  CHANGE_WINDOW_OVERRIDE_ANNOTATION,
+} from "../crds/governance.js";
+import {
+  type ApprovalSource,
+  approvalRequired,
+  type ChangeWindowSpec,
+  type ClaimGate,
+  type DecisionState,
+  type OverrideUse,
+  type TargetGovernance,
+  targetsNaming,
+} from "../decide/index.js";
+import type { KubeLike } from "./catalog.js";
+
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+const str = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
+
+function windowsIn(v: unknown): ChangeWindowSpec[] | undefined {
+  if (!Array.isArray(v)) return undefined;
+  return v.flatMap((w) => {
+    const o = obj(w);
+    const kind = o?.kind;
+    const schedule = str(o?.schedule);
+    const duration = str(o?.duration);
+    if ((kind !== "allow" && kind !== "deny") || !schedule || !duration) return [];
+    const tz = str(o?.timeZone);
+    return [{ kind, schedule, duration, ...(tz ? { timeZone: tz } : {}) }];
+  });
+}
+
+/**
+ * The field manager that set an annotation, from managedFields: who set the override, as far as
+ * the API server says (the client's field manager, e.g. `kubectl-annotate`).
+ */
+export function annotationSetBy(o: KubeLike, annotation: string): string | undefined {
+  const entries = (o.metadata as { managedFields?: unknown }).managedFields;
+  if (!Array.isArray(entries)) return undefined;
+  const key = `f:${annotation}`;
+  const owners = entries.filter((e) => {
+    const a = obj(obj(obj(obj(e)?.fieldsV1)?.["f:metadata"])?.["f:annotations"]);
+    return a !== undefined && key in a;
+  });
+  return str(obj(owners.at(-1))?.manager);
+}
+
+/** What the core needs of governance for one GitTarget naming claim `c`; undefined when nothing is set. */
+export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | undefined {
+  const changeWindows = windowsIn(c.spec?.changeWindows) ?? windowsIn(target.spec?.changeWindows) ?? [];
+  const annotations = (c.metadata as { annotations?: Record<string, string> }).annotations ?? {};
+  const value = str(annotations[CHANGE_WINDOW_OVERRIDE_ANNOTATION]);
+  const usedRaw = obj(obj(c.status?.governance)?.overrideUsed);
+  const usedValue = str(usedRaw?.value);
+  const usedToken = str(usedRaw?.token);
+  const approvalSpec = obj(c.spec?.approval) ?? obj(target.spec?.approval);
+  const sources: ApprovalSource[] = approvalSpec?.manual === true ? ["Manual"] : [];
+  const cs = obj(approvalSpec?.commitStatus);
+  const context = str(cs?.context);
+  const api = cs?.api === "github" || cs?.api === "gitea" ? cs.api : undefined;
+  const apiURL = str(cs?.apiURL);
+  const repository = str(cs?.repository);
+  if (context && api) sources.push("CommitStatus");
+  const report = obj(c.spec?.commitStatusReport);
+  const reportApi = report?.api === "github" || report?.api === "gitea" ? report.api : undefined;
+  if (changeWindows.length === 0 && !value && !usedValue && sources.length === 0 && !reportApi)
+    return undefined;
+  const g: TargetGovernance = { changeWindows };
+  if (reportApi) {
+    const apiURL = str(report?.apiURL);
+    const repository = str(report?.repository);
+    g.statusReport = { api: reportApi, ...(apiURL ? { apiURL } : {}), ...(repository ? { repository } : {}) };
+  }
+  if (sources.length > 0) {
+    g.approval = {
+      sources,
+      ...(context && api
+        ? {
+            commitStatus: {
+              context,
+              api,
+              ...(apiURL ? { apiURL } : {}),
+              ...(repository ? { repository } : {}),
+            },
+          }
+        : {}),
+    };
+    g.approved = approvedCommits(c);
+  }
+  if (value) {
+    const by = annotationSetBy(c, CHANGE_WINDOW_OVERRIDE_ANNOTATION);
+    g.override = { value, ...(by ? { by } : {}) };
+  }
+  if (usedValue && usedToken) {
+    const by = str(usedRaw?.by);
+    g.overrideUsed = { value: usedValue, token: usedToken, ...(by ? { by } : {}) };
+  }
+  return g;
+}
+
+/** Manual approvals on the claim: `approve.applygate.dev/<sha>` annotations, with who set each. */
+export function approvedCommits(c: KubeLike): NonNullable<TargetGovernance["approved"]> {
+  const annotations = (c.metadata as { annotations?: Record<string, string> }).annotations ?? {};
+  const out: NonNullable<TargetGovernance["approved"]> = {};
+  for (const [key, note] of Object.entries(annotations)) {
+    if (!key.startsWith(APPROVE_ANNOTATION_PREFIX)) continue;
+    const sha = key.slice(APPROVE_ANNOTATION_PREFIX.length);
+    if (!/^[0-9a-f]{40}$/.test(sha)) continue;
+    const by = annotationSetBy(c, key);
+    out[sha] = { Manual: { ...(by ? { by } : {}), ...(note ? { note } : {}) } };
+  }
+  return out;
+}
+
+function stampedCondition(
+  previous: readonly Condition[] | undefined,
+  wanted: { status: "True" | "False"; reason: string; message: string },
+  now: number,
+  generation: number | undefined,
+): Condition {
+  const prev = previous?.find((p) => p.type === APPLY_ALLOWED_CONDITION);
+  return {
+    type: APPLY_ALLOWED_CONDITION,
+    ...wanted,
+    lastTransitionTime:
+      prev && prev.status === wanted.status ? prev.lastTransitionTime : new Date(now).toISOString(),
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  };
+}
+
+/**
+ * The status merge patch that makes the claim show `gate`, from the claim as read now; undefined
+ * when it already does. Other conditions are kept as they are (the sidecar owns them).
+ */
+export function gatePatch(
+  current: KubeLike,
+  gate: ClaimGate,
+  now: number,
+): Record<string, unknown> | undefined {
+  const status = (current.status ?? {}) as { conditions?: Condition[]; governance?: Record<string, unknown> };
+  const others = (status.conditions ?? []).filter((c) => c.type !== APPLY_ALLOWED_CONDITION);
+  const generation = (current.metadata as { generation?: number }).generation;
+  const conditions =
+    gate.condition === null
+      ? others
+      : [...others, stampedCondition(status.conditions, gate.condition, now, generation)];
+  const governance: Record<string, unknown> = {};
+  if (gate.changeWindow) governance.changeWindow = gate.changeWindow;
+  if (gate.awaitingApproval && gate.awaitingApproval.length > 0)
+    governance.awaitingApproval = gate.awaitingApproval;
+  const nulled = gate.changeWindow
+    ? { changeWindow: { nextOpening: null, closesAt: null, ...gate.changeWindow } }
+    : {};
+  const used: OverrideUse | null | undefined =
+    gate.overrideUsed !== undefined
+      ? gate.overrideUsed
+      : (status.governance?.overrideUsed as OverrideUse | undefined);
+  if (used) governance.overrideUsed = used;
+  const same =
+    JSON.stringify(conditions) === JSON.stringify(status.conditions ?? []) &&
+    JSON.stringify(governance) === JSON.stringify(status.governance ?? {});
+  if (same) return undefined;
+  // A merge patch replaces the conditions list whole, and `governance` is replaced by nulling it first.
+  return {
+    conditions,
+    governance:
+      Object.keys(governance).length === 0
+        ? null
+        : { changeWindow: null, overrideUsed: null, awaitingApproval: null, ...governance, ...nulled },
+  };
+}
+
+export type CommitStatusSpec = NonNullable<NonNullable<TargetGovernance["approval"]>["commitStatus"]>;
+
+/** The appliers whose approval read is missing or out of date for the tip now (by claim key). */
+export function approvalReadsAsked(
+  s: DecisionState,
+  again = false,
+): { key: string; tip: string; since: string | null; commitStatus?: CommitStatusSpec }[] {
+  if (s.tip === null) return [];
+  const out: { key: string; tip: string; since: string | null; commitStatus?: CommitStatusSpec }[] = [];
+  for (const [key, a] of Object.entries(s.appliers)) {
+    const named = targetsNaming(s, key);
+    if (approvalRequired(named).length === 0) continue;
+    const r = a.foreignRead;
+    const commitStatus = named.find((t) => t.governance?.approval?.commitStatus)?.governance?.approval
+      ?.commitStatus;
+    // Statuses change on the host: a read that still waits for one is read again when asked.
+    const waiting = commitStatus !== undefined && r?.commits.some((c) => r.statuses?.[c] !== "success");
+    if (r && r.tip === s.tip && r.since === a.lastAppliedCommit && !(again && waiting)) continue;
+    out.push({ key, tip: s.tip, since: a.lastAppliedCommit, ...(commitStatus ? { commitStatus } : {}) });
+  }
+  return out;
+}

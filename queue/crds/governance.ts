@@ -1,0 +1,191 @@
+/**
+ * Release governance on claims and GitTargets: change windows, the one-apply override, and what
+ * the claim's status shows of them. Each control is a rule of the decision core that makes an
+ * applier not due; the claim says why (`ApplyAllowed`) and the executors check it again at the
+ * moment of the write.
+ */
+import { z } from "zod";
+import { COMMIT_STATUS_APIS } from "../apply/commit-status.js";
+import { CHANGE_WINDOW_KINDS, DURATION_PATTERN } from "../decide/change-windows.js";
+import { timestamp } from "./common.js";
+
+export const changeWindow = z
+  .object({
+    kind: z.enum(CHANGE_WINDOW_KINDS).describe("allow: applies may start inside it; deny: none may."),
+    schedule: z
+      .string()
+      .min(1)
+      .max(128)
+      .describe("Cron schedule of the window's openings: minute hour day-of-month month day-of-week."),
+    duration: z
+      .string()
+      .regex(DURATION_PATTERN)
+      .max(32)
+      .describe("How long each opening lasts, e.g. 2h, 90m, 1h30m."),
+    timeZone: z.string().min(1).max(64).optional().describe("IANA time zone of the schedule; default UTC."),
+  })
+  .describe("One change window.");
+
+export const changeWindows = z
+  .array(changeWindow)
+  .max(32)
+  .describe(
+    "Change windows: with allow windows, applies start only inside one; deny windows win over allow. On a claim they replace its GitTargets' windows.",
+  );
+
+export const approval = z
+  .object({
+    manual: z
+      .boolean()
+      .optional()
+      .describe(
+        "A person approves each foreign commit by annotating the claim with approve.applygate.dev/<full commit SHA>.",
+      ),
+    commitStatus: z
+      .object({
+        context: z
+          .string()
+          .min(1)
+          .max(255)
+          .describe("The status context that must be success on the commit."),
+        api: z.enum(COMMIT_STATUS_APIS).describe("The Git host's API: github or gitea."),
+        apiURL: z
+          .string()
+          .regex(/^https?:\/\/[^\s]+$/)
+          .optional()
+          .describe(
+            "API root (e.g. https://gitea.example/api/v1); default from the GitProvider's URL (api.github.com, <host>/api/v3, <host>/api/v1).",
+          ),
+        repository: z
+          .string()
+          .regex(/^[^/\s]+\/[^/\s]+$/)
+          .optional()
+          .describe("owner/name on the Git host; default from the GitProvider's URL."),
+      })
+      .optional()
+      .describe("A commit status context on the Git host, read with the GitProvider's credentials."),
+  })
+  .describe(
+    "Approvals a foreign commit needs before it is applied; every source set must approve it. The worker's own commits need none.",
+  );
+export type Approval = z.infer<typeof approval>;
+
+export const commitStatusReport = z
+  .object({
+    api: z.enum(COMMIT_STATUS_APIS).describe("The Git host's API: github or gitea."),
+    apiURL: z
+      .string()
+      .regex(/^https?:\/\/[^\s]+$/)
+      .optional()
+      .describe("API root; default from the GitProvider's URL."),
+    repository: z
+      .string()
+      .regex(/^[^/\s]+\/[^/\s]+$/)
+      .optional()
+      .describe("owner/name on the Git host; default from the GitProvider's URL."),
+  })
+  .describe(
+    "Post a commit status applygate/<namespace>/<claim> on each applied commit: pending while the apply runs, then success or failure.",
+  );
+
+/** The prefix of a manual approval annotation: `approve.applygate.dev/<40-hex SHA>: <note>`. */
+export const APPROVE_ANNOTATION_PREFIX = "approve.applygate.dev/";
+
+/**
+ * The annotation a person sets on a claim to let one apply start outside its change windows. Any
+ * new value grants one apply; the value is recorded (put a ticket or a name in it).
+ */
+export const CHANGE_WINDOW_OVERRIDE_ANNOTATION = "applygate.dev/change-window-override";
+
+/** The condition a claim shows when governance is configured. */
+export const APPLY_ALLOWED_CONDITION = "ApplyAllowed";
+
+/** Reasons of `ApplyAllowed`. */
+export const GOVERNANCE_REASONS = {
+  allowed: "InsideChangeWindow",
+  outside: "OutsideChangeWindow",
+  invalid: "InvalidChangeWindow",
+  override: "ChangeWindowOverride",
+  awaiting: "AwaitingApproval",
+  approved: "Approved",
+  unapproved: "NotApproved",
+} as const;
+
+export const governanceStatus = z
+  .object({
+    changeWindow: z
+      .object({
+        open: z.boolean(),
+        nextOpening: timestamp.optional().describe("When the next change window opens."),
+        closesAt: timestamp.optional().describe("When the open window may close."),
+      })
+      .optional(),
+    awaitingApproval: z
+      .array(
+        z.object({
+          commit: z.string().describe("A foreign commit since the last applied commit."),
+          missing: z.array(z.string()).describe("The approval sources it still lacks."),
+        }),
+      )
+      .max(1000)
+      .optional()
+      .describe("Foreign commits that hold the apply until they are approved, newest first."),
+    overrideUsed: z
+      .object({
+        value: z.string().max(1024).describe("The override annotation's value."),
+        token: z.string().describe("The operation token of the apply that used it."),
+        by: z.string().optional().describe("The field manager that set the annotation, when known."),
+      })
+      .optional()
+      .describe("The last change-window override an apply used; the same value grants nothing again."),
+  })
+  .describe("What the governance rules decide for this claim now.");
+export type GovernanceStatus = z.infer<typeof governanceStatus>;
+
+/** The approvals that let an apply through (as the attempt carried them). */
+export const operationApprovals = z
+  .array(
+    z.object({
+      commit: z.string().describe("A foreign commit the apply brought."),
+      sources: z.array(z.string()).describe("The approvals it had."),
+      by: z.array(z.string()).optional().describe("Who approved it, when known."),
+    }),
+  )
+  .max(1000)
+  .describe("The approvals that let this apply through.");
+
+/** The one-apply override an apply used (outside the change windows). */
+export const operationOverride = z
+  .object({
+    changeWindow: z.string().describe("The override annotation's value."),
+    by: z.string().optional().describe("The field manager that set it, when known."),
+  })
+  .describe("The change-window override this apply used.");
+
+/** How many ended operations a claim keeps in `status.history`, newest first. */
+export const HISTORY_LIMIT = 10;
+
+export const historyEntry = z
+  .object({
+    token: z.string(),
+    commit: z.string(),
+    reasons: z.array(z.string()).describe("The reasons it was started for (one per GitTarget)."),
+    startedBy: z.string().describe("Who or what started it: the branch worker, or an external resume."),
+    approvals: operationApprovals.optional(),
+    override: operationOverride.optional(),
+    requestedAt: timestamp,
+    startedAt: timestamp.optional(),
+    completedAt: timestamp.optional(),
+    phase: z.string().describe("Succeeded or Failed."),
+    outcome: z.string().optional(),
+    message: z.string().max(4096).optional(),
+  })
+  .describe("One ended operation.");
+export type HistoryEntry = z.infer<typeof historyEntry>;
+
+export const history = z
+  .array(historyEntry)
+  .max(HISTORY_LIMIT)
+  .describe(
+    "The last ended operations, newest first: what was applied, why, with which approvals, and how it ended.",
+  );

@@ -1,0 +1,232 @@
+/**
+ * Change windows (pure): whether an apply may start at a moment, and when the next opening is.
+ *
+ * A window is a cron schedule in a time zone and a duration: it is active from each time the
+ * schedule fires until the duration has passed. `allow` windows open the folder (when a claim has
+ * any, an apply may start only inside one), `deny` windows close it, and deny wins over allow.
+ * No window at all: always open.
+ *
+ * The schedule is read by `cron-parser`, but only its forward search (`next`) is used, so every
+ * question is answered from the same list of fire times:
+ * - a wall-clock time skipped by a daylight-saving jump forward fires at the first moment after
+ *   the jump with the same minutes (02:30 on a night that goes from 02:00 to 03:00 fires at 03:30);
+ * - a wall-clock time that happens twice when the clocks go back fires once, at its first
+ *   occurrence;
+ * - a duration is elapsed time: a 2h window opened at 01:00 on the night the clocks go back ends
+ *   two real hours later, at 02:00 of the repeated hour's second pass.
+ *
+ * A schedule, duration or time zone that cannot be read closes the folder: a control that is
+ * misconfigured holds applies rather than letting them through.
+ */
+import { CronExpressionParser } from "cron-parser";
+
+export const CHANGE_WINDOW_KINDS = ["allow", "deny"] as const;
+export type ChangeWindowKind = (typeof CHANGE_WINDOW_KINDS)[number];
+
+export interface ChangeWindowSpec {
+  kind: ChangeWindowKind;
+  /** Five-field cron (minute hour day-of-month month day-of-week), or six with seconds first. */
+  schedule: string;
+  /** Go-style duration: `90m`, `1h30m`, `45s`. */
+  duration: string;
+  /** IANA time zone the schedule is read in; default UTC. */
+  timeZone?: string;
+}
+
+/** Go-style durations of hours, minutes and seconds, as Argo CD's sync windows write them. */
+export const DURATION_PATTERN = /^(?=\d)(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
+
+/** Milliseconds of a duration, or null when it is not one (or is zero). */
+export function parseDuration(d: string): number | null {
+  const m = DURATION_PATTERN.exec(d);
+  if (!m) return null;
+  const ms = (Number(m[1] ?? 0) * 3600 + Number(m[2] ?? 0) * 60 + Number(m[3] ?? 0)) * 1000;
+  return ms > 0 ? ms : null;
+}
+
+/** Whether a time zone name is one the runtime knows. */
+export function isTimeZone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const wallClocks = new Map<string, Intl.DateTimeFormat>();
+function wallClock(t: number, tz: string): string {
+  let f = wallClocks.get(tz);
+  if (!f) {
+    f = new Intl.DateTimeFormat("en-CA", {
+      timeZone: tz,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+    });
+    wallClocks.set(tz, f);
+  }
+  return f.format(new Date(t));
+}
+
+/** The second pass of a wall-clock time the clocks went back over (30 min or an hour). */
+function isRepeatedWallTime(t: number, tz: string): boolean {
+  if (tz === "UTC" || tz === "Etc/UTC") return false;
+  const here = wallClock(t, tz);
+  return wallClock(t - 3_600_000, tz) === here || wallClock(t - 1_800_000, tz) === here;
+}
+
+/** A window read into what the evaluation needs; an unreadable one is `invalid`. */
+type Readable =
+  | { ok: true; kind: ChangeWindowKind; durationMs: number; tz: string; schedule: string }
+  | { ok: false; why: string };
+
+function read(w: ChangeWindowSpec): Readable {
+  const tz = w.timeZone ?? "UTC";
+  const durationMs = parseDuration(w.duration);
+  if (durationMs === null) return { ok: false, why: `duration ${JSON.stringify(w.duration)} is not one` };
+  if (!isTimeZone(tz)) return { ok: false, why: `time zone ${JSON.stringify(tz)} is unknown` };
+  try {
+    CronExpressionParser.parse(w.schedule, { tz });
+  } catch (err) {
+    return { ok: false, why: `schedule ${JSON.stringify(w.schedule)}: ${(err as Error).message}` };
+  }
+  return { ok: true, kind: w.kind, durationMs, tz, schedule: w.schedule };
+}
+
+/** Fire times strictly after `after` and at most `until`, in order (repeated wall times left out). */
+function* fires(w: Extract<Readable, { ok: true }>, after: number, until: number): Generator<number> {
+  const it = CronExpressionParser.parse(w.schedule, { tz: w.tz, currentDate: new Date(after) });
+  for (let i = 0; i < 100_000; i++) {
+    let t: number;
+    try {
+      t = it.next().getTime();
+    } catch {
+      return; // a schedule that never fires again (e.g. a date that does not come)
+    }
+    if (t > until) return;
+    if (!isRepeatedWallTime(t, w.tz)) yield t;
+  }
+}
+
+/** The first fire time strictly after `after`, or null when there is none before `until`. */
+function nextFire(w: Extract<Readable, { ok: true }>, after: number, until: number): number | null {
+  for (const t of fires(w, after, until)) return t;
+  return null;
+}
+
+/**
+ * When the window covers `t` (a fire `f` with `f <= t < f + duration`): the latest end among the
+ * fires covering it, else null. Only the latest fires can cover t: the search starts near the one
+ * before t (`prev` may miss a fire a jump forward moved, hence two hours further back), so a
+ * minutely schedule with a long duration stays cheap.
+ */
+function coverEnd(w: Extract<Readable, { ok: true }>, t: number): number | null {
+  let from = t - w.durationMs - 7_200_000;
+  try {
+    const it = CronExpressionParser.parse(w.schedule, { tz: w.tz, currentDate: new Date(t + 1) });
+    const slack = w.tz === "UTC" || w.tz === "Etc/UTC" ? 1 : 7_200_000;
+    from = Math.max(from, it.prev().getTime() - slack);
+  } catch {
+    // no earlier fire: search from the start of the duration
+  }
+  let end: number | null = null;
+  for (const f of fires(w, from, t)) if (f + w.durationMs > t) end = Math.max(end ?? 0, f + w.durationMs);
+  return end;
+}
+
+/** Where the allow coverage holding `t` ends: fires that open before (or as) it ends chain on. */
+function allowCoverageEnd(allows: Extract<Readable, { ok: true }>[], t: number): number {
+  let end = Math.max(...allows.map((w) => coverEnd(w, t) ?? t));
+  let from = t;
+  for (let i = 0; i < 200; i++) {
+    let further = end;
+    for (const w of allows) {
+      for (const f of fires(w, from, end)) further = Math.max(further, f + w.durationMs);
+    }
+    if (further === end) return end;
+    from = end;
+    end = further;
+  }
+  return end;
+}
+
+/** How far ahead an opening is looked for. */
+export const OPENING_HORIZON_MS = 400 * 24 * 3_600_000;
+
+export type WindowVerdict =
+  /** No window set: nothing to show. */
+  | { state: "Unrestricted" }
+  /** An apply may start; `closesAt` is the next moment that may change (null: never within the horizon). */
+  | { state: "Open"; closesAt: number | null }
+  /** No apply may start; `opensAt` is the next opening (null: none within the horizon). */
+  | { state: "Closed"; opensAt: number | null; by: "deny" | "outside-allow" }
+  /** A window cannot be read: closed until it is fixed. */
+  | { state: "Invalid"; message: string };
+
+function isOpenAt(ws: Extract<Readable, { ok: true }>[], t: number): boolean {
+  const allows = ws.filter((w) => w.kind === "allow");
+  if (ws.some((w) => w.kind === "deny" && coverEnd(w, t) !== null)) return false;
+  return allows.length === 0 || allows.some((w) => coverEnd(w, t) !== null);
+}
+
+const verdicts = new Map<string, WindowVerdict>();
+
+/**
+ * The verdict of `windows` at `now`: deny wins over allow; with allow windows, only inside one.
+ * A step asks the same question several times (is it due, what the claim shows, when to wake):
+ * the last answers are kept, keyed by the windows and the moment.
+ */
+export function judgeChangeWindows(windows: readonly ChangeWindowSpec[], now: number): WindowVerdict {
+  if (windows.length === 0) return { state: "Unrestricted" };
+  const key = `${now}|${JSON.stringify(windows)}`;
+  const known = verdicts.get(key);
+  if (known) return known;
+  const v = judge(windows, now);
+  if (verdicts.size >= 64) verdicts.delete(verdicts.keys().next().value as string);
+  verdicts.set(key, v);
+  return v;
+}
+
+function judge(windows: readonly ChangeWindowSpec[], now: number): WindowVerdict {
+  const ws: Extract<Readable, { ok: true }>[] = [];
+  for (const w of windows) {
+    const r = read(w);
+    if (!r.ok) return { state: "Invalid", message: r.why };
+    ws.push(r);
+  }
+  const denies = ws.filter((w) => w.kind === "deny");
+  const allows = ws.filter((w) => w.kind === "allow");
+  const until = now + OPENING_HORIZON_MS;
+  if (isOpenAt(ws, now)) {
+    // The next moment the verdict may change: the end of the allow coverage, or a deny starting.
+    const candidates: number[] = [];
+    if (allows.length > 0) {
+      candidates.push(allowCoverageEnd(allows, now));
+    }
+    for (const d of denies) {
+      const f = nextFire(d, now, until);
+      if (f !== null) candidates.push(f);
+    }
+    return { state: "Open", closesAt: candidates.length === 0 ? null : Math.min(...candidates) };
+  }
+  const deniedNow = denies.some((w) => coverEnd(w, now) !== null);
+  // Walk forward: past the deny coverage, or to the next allow opening, until open.
+  let t = now;
+  for (let i = 0; i < 1000 && t <= until; i++) {
+    if (isOpenAt(ws, t)) return { state: "Closed", opensAt: t, by: deniedNow ? "deny" : "outside-allow" };
+    const denyEnds = denies.map((w) => coverEnd(w, t)).filter((e): e is number => e !== null);
+    if (denyEnds.length > 0) {
+      t = Math.max(...denyEnds);
+      continue;
+    }
+    const opens = allows.map((w) => nextFire(w, t, until)).filter((f): f is number => f !== null);
+    if (opens.length === 0) break;
+    t = Math.min(...opens);
+  }
+  return { state: "Closed", opensAt: null, by: deniedNow ? "deny" : "outside-allow" };
+}

@@ -1,0 +1,272 @@
+/**
+ * Release governance in the decision core (pure): rules that make an applier not due, and what
+ * its claim shows of them. Change windows: outside an allowed window (or inside a deny window) no
+ * apply starts and every reason stays pending, unless a person set a one-apply override on the
+ * claim; the core wakes at the next opening and decides then.
+ */
+import { type ChangeWindowSpec, judgeChangeWindows, type WindowVerdict } from "./change-windows.js";
+import type { ApplierState, TargetState } from "./model.js";
+import { kindsPending, reasonOf } from "./reasons.js";
+
+/** What the listing reads of governance for one GitTarget and the claim it names. */
+export interface TargetGovernance {
+  /** The change windows in force: the claim's own (`spec.changeWindows`), else the GitTarget's. */
+  changeWindows: ChangeWindowSpec[];
+  /** The claim's override annotation, and who set it when managedFields say. */
+  override?: { value: string; by?: string };
+  /** The override the claim's status records as used (by the attempt `token`). */
+  overrideUsed?: OverrideUse;
+  /** Which approvals a foreign commit needs before it is applied (absent: none). */
+  approval?: {
+    sources: ApprovalSource[];
+    commitStatus?: { context: string; api: "github" | "gitea"; apiURL?: string; repository?: string };
+  };
+  /** Post a commit status for each applied commit (the claim's `spec.commitStatusReport`). */
+  statusReport?: { api: "github" | "gitea"; apiURL?: string; repository?: string };
+  /** Approvals given, by full commit SHA. */
+  approved?: Record<string, Partial<Record<ApprovalSource, { by?: string; note?: string }>>>;
+}
+
+/** Where an approval comes from. */
+export const APPROVAL_SOURCES = ["Manual", "CommitStatus"] as const;
+export type ApprovalSource = (typeof APPROVAL_SOURCES)[number];
+
+/** A commit let through, and by which approvals (for the attempt and the audit). */
+export interface CommitApproval {
+  commit: string;
+  sources: ApprovalSource[];
+  by?: string[];
+}
+
+export type ApprovalGate =
+  | { state: "NotRequired" }
+  /** The foreign commits since the last applied commit are not read for this tip yet. */
+  | { state: "Unread" }
+  | { state: "Approved"; approvals: CommitApproval[] }
+  | {
+      state: "Awaiting";
+      missing: { commit: string; sources: ApprovalSource[] }[];
+      approvals: CommitApproval[];
+    };
+
+export interface OverrideUse {
+  value: string;
+  token: string;
+  by?: string;
+}
+
+/** What an applier's claim shows of governance; written when it changes. */
+export interface ClaimGate {
+  /** `ApplyAllowed`; null when no control is configured (the condition is left alone). */
+  condition: { status: "True" | "False"; reason: string; message: string } | null;
+  changeWindow?: { open: boolean; nextOpening?: string; closesAt?: string };
+  /** Foreign commits waiting for approval, newest first, with the sources each lacks. */
+  awaitingApproval?: { commit: string; missing: ApprovalSource[] }[];
+  overrideUsed?: OverrideUse | null;
+}
+
+const iso = (t: number) => new Date(t).toISOString();
+
+/** The windows of every GitTarget naming the applier, counted together (a claim's own appear once). */
+export function windowsOf(named: readonly Pick<TargetState, "governance">[]): ChangeWindowSpec[] {
+  const seen = new Set<string>();
+  const out: ChangeWindowSpec[] = [];
+  for (const t of named) {
+    for (const w of t.governance?.changeWindows ?? []) {
+      const k = JSON.stringify([w.kind, w.schedule, w.duration, w.timeZone ?? "UTC"]);
+      if (seen.has(k)) continue;
+      seen.add(k);
+      out.push(w);
+    }
+  }
+  return out;
+}
+
+/** The override the claim offers now, if it has not been used: a value no apply has used yet. */
+export function overrideAvailable(
+  a: ApplierState,
+  named: readonly TargetState[],
+): { value: string; by?: string } | null {
+  const offered = named.find((t) => t.governance?.override)?.governance?.override;
+  if (!offered) return null;
+  const used =
+    a.overrideUsed !== undefined
+      ? a.overrideUsed
+      : (named.find((t) => t.governance?.overrideUsed)?.governance?.overrideUsed ?? null);
+  return used?.value === offered.value ? null : offered;
+}
+
+export interface WindowGate {
+  verdict: WindowVerdict;
+  /** Closed, but a one-apply override lets the next attempt through. */
+  override: { value: string; by?: string } | null;
+}
+
+export function windowGate(a: ApplierState, named: readonly TargetState[], now: number): WindowGate {
+  const verdict = judgeChangeWindows(windowsOf(named), now);
+  const closed = verdict.state === "Closed" || verdict.state === "Invalid";
+  return { verdict, override: closed ? overrideAvailable(a, named) : null };
+}
+
+/** Why governance holds the applier now, or null (for `notDueBecause`). */
+export function governanceHolds(
+  tip: string | null,
+  a: ApplierState,
+  named: readonly TargetState[],
+  now: number,
+): string | null {
+  const approval = approvalGate(tip, a, named).state;
+  if (approval === "Unread") return "approval not read";
+  if (approval === "Awaiting") return "awaiting approval";
+  const g = windowGate(a, named, now);
+  if ((g.verdict.state === "Closed" || g.verdict.state === "Invalid") && g.override === null)
+    return "outside change window";
+  return null;
+}
+
+/** When the core must look again: the next opening, or the next close of an open window. */
+export function governanceWakeAt(named: readonly TargetState[], now: number): number | null {
+  const v = judgeChangeWindows(windowsOf(named), now);
+  if (v.state === "Closed") return v.opensAt;
+  if (v.state === "Open") return v.closesAt;
+  return null;
+}
+
+/**
+ * What the claim shows: `ApplyAllowed` with the first rule holding (approval, then the windows),
+ * the commits awaiting approval and the reasons they hold, the next opening, the override used.
+ * Null while the commits since the last applied commit are being read (a moment: nothing to say).
+ */
+export function claimGate(
+  tip: string | null,
+  a: ApplierState,
+  named: readonly TargetState[],
+  now: number,
+): ClaimGate | null {
+  const approval = approvalGate(tip, a, named);
+  if (approval.state === "Unread") return null;
+  const windows = windowClaimGate(a, named, now);
+  if (approval.state === "NotRequired") return windows;
+  if (approval.state === "Approved") {
+    if (windows.condition && windows.condition.status === "False") return windows;
+    const inside = windows.condition ? `; ${windows.condition.message}` : "";
+    return {
+      ...windows,
+      condition: {
+        status: "True",
+        reason: "Approved",
+        message: `every foreign commit since the last applied commit is approved${inside}`,
+      },
+      awaitingApproval: [],
+    };
+  }
+  const kinds = [...new Set(kindsPending(a.pending).map(reasonOf))];
+  const list = approval.missing.map((m) => `${m.commit.slice(0, 12)} (${m.sources.join(", ")})`).join(", ");
+  return {
+    ...windows,
+    condition: {
+      status: "False",
+      reason: "AwaitingApproval",
+      message: `${approval.missing.length} foreign commit(s) since the last applied commit lack approval: ${list}${
+        kinds.length > 0 ? `; waiting: ${kinds.join(", ")}` : ""
+      }`,
+    },
+    awaitingApproval: approval.missing.map((m) => ({ commit: m.commit, missing: m.sources })),
+  };
+}
+
+function windowClaimGate(a: ApplierState, named: readonly TargetState[], now: number): ClaimGate {
+  const { verdict: v, override } = windowGate(a, named, now);
+  const used = a.overrideUsed !== undefined ? { overrideUsed: a.overrideUsed } : {};
+  switch (v.state) {
+    case "Unrestricted":
+      return { condition: null, ...used };
+    case "Open":
+      return {
+        condition: {
+          status: "True",
+          reason: "InsideChangeWindow",
+          message:
+            v.closesAt === null
+              ? "inside a change window"
+              : `inside a change window until ${iso(v.closesAt)}`,
+        },
+        changeWindow: { open: true, ...(v.closesAt !== null ? { closesAt: iso(v.closesAt) } : {}) },
+        ...used,
+      };
+    case "Closed": {
+      const next = v.opensAt === null ? "no opening within 400 days" : `next opening ${iso(v.opensAt)}`;
+      const why = v.by === "deny" ? "inside a deny window" : "outside every allow window";
+      return {
+        condition: override
+          ? {
+              status: "True",
+              reason: "ChangeWindowOverride",
+              message: `${why}; override ${JSON.stringify(override.value)} lets one apply start (${next})`,
+            }
+          : {
+              status: "False",
+              reason: "OutsideChangeWindow",
+              message: `${why}: no apply starts and reasons stay pending; ${next}`,
+            },
+        changeWindow: { open: false, ...(v.opensAt !== null ? { nextOpening: iso(v.opensAt) } : {}) },
+        ...used,
+      };
+    }
+    case "Invalid":
+      return {
+        condition: override
+          ? {
+              status: "True",
+              reason: "ChangeWindowOverride",
+              message: `${v.message}; override ${JSON.stringify(override.value)} lets one apply start`,
+            }
+          : {
+              status: "False",
+              reason: "InvalidChangeWindow",
+              message: `${v.message}: no apply starts until it is fixed`,
+            },
+        changeWindow: { open: false },
+        ...used,
+      };
+  }
+}
+
+/** The approval sources the GitTargets naming the applier require (a claim's own appear once). */
+export function approvalRequired(named: readonly Pick<TargetState, "governance">[]): ApprovalSource[] {
+  const out = new Set<ApprovalSource>();
+  for (const t of named) for (const src of t.governance?.approval?.sources ?? []) out.add(src);
+  return APPROVAL_SOURCES.filter((s) => out.has(s));
+}
+
+/**
+ * The tip-approval rule: the tip is approved when every foreign commit since the commit the
+ * applier last applied carries every required approval. The worker's own commits are not in the
+ * read (the shell leaves them out), so API edits on top of an approved commit need nothing. A read
+ * of another tip or from another last-applied commit is no read: the applier waits for one.
+ */
+export function approvalGate(
+  tip: string | null,
+  a: ApplierState,
+  named: readonly TargetState[],
+): ApprovalGate {
+  const sources = approvalRequired(named);
+  if (sources.length === 0) return { state: "NotRequired" };
+  const read = a.foreignRead;
+  if (tip === null || !read || read.tip !== tip || read.since !== a.lastAppliedCommit)
+    return { state: "Unread" };
+  const approved = named.find((t) => t.governance?.approved)?.governance?.approved ?? {};
+  const missing: { commit: string; sources: ApprovalSource[] }[] = [];
+  const approvals: CommitApproval[] = [];
+  for (const commit of read.commits) {
+    const given = { ...approved[commit] };
+    if (read.statuses?.[commit] === "success") given.CommitStatus = {};
+    const lacking = sources.filter((src) => given[src] === undefined);
+    if (lacking.length > 0) missing.push({ commit, sources: lacking });
+    else {
+      const by = sources.flatMap((src) => (given[src]?.by ? [given[src]?.by as string] : []));
+      approvals.push({ commit, sources, ...(by.length > 0 ? { by } : {}) });
+    }
+  }
+  return missing.length > 0 ? { state: "Awaiting", missing, approvals } : { state: "Approved", approvals };
+}

@@ -1,0 +1,85 @@
+/**
+ * Governance at the moment of the write (pure): the change windows of the claim (or its
+ * GitTargets) are judged again at `now`, so an attempt sent inside a window that has closed since
+ * starts nothing. Outside the windows only the one-apply override the attempt carries lets it
+ * through, and only while the claim still offers it and no other apply has used it.
+ */
+import type { KubeLike } from "../queue/apply/catalog.js";
+import { approvedCommits, governanceOf } from "../queue/apply/governance.js";
+import type { Attempt } from "../queue/contract.js";
+import { CHANGE_WINDOW_OVERRIDE_ANNOTATION, GOVERNANCE_REASONS } from "../queue/crds/index.js";
+import {
+  type ApprovalSource,
+  approvalRequired,
+  judgeChangeWindows,
+  windowsOf,
+} from "../queue/decide/index.js";
+import type { KObject } from "../queue/kube/index.js";
+
+export interface GovernanceRefusal {
+  phase: "RequestFailed";
+  reason: string;
+  message: string;
+}
+
+/** Why governance refuses the attempt now, or undefined when it may start. */
+export function judgeGovernance(
+  attempt: Attempt,
+  claim: KObject,
+  targets: readonly KObject[],
+  now: number,
+): GovernanceRefusal | undefined {
+  const c = claim as KubeLike;
+  const named = targets.map((t) => governanceOf(t as KubeLike, c)).map((g) => (g ? { governance: g } : {}));
+  const unapproved = approvalRefusal(attempt, c, approvalRequired(named));
+  if (unapproved) return unapproved;
+  const verdict = judgeChangeWindows(windowsOf(named), now);
+  if (verdict.state === "Unrestricted" || verdict.state === "Open") return undefined;
+  const offered = claim.metadata.annotations?.[CHANGE_WINDOW_OVERRIDE_ANNOTATION];
+  const carried = attempt.override?.changeWindow;
+  const used = (
+    claim.status as { governance?: { overrideUsed?: { value?: string; token?: string } } } | undefined
+  )?.governance?.overrideUsed;
+  const usedElsewhere = used?.value === carried && used?.token !== attempt.token;
+  if (carried !== undefined && offered === carried && !usedElsewhere) return undefined;
+  const why =
+    verdict.state === "Invalid"
+      ? verdict.message
+      : `outside the change windows at ${new Date(now).toISOString()}${
+          verdict.opensAt === null ? "" : `; next opening ${new Date(verdict.opensAt).toISOString()}`
+        }`;
+  return {
+    phase: "RequestFailed",
+    reason: verdict.state === "Invalid" ? GOVERNANCE_REASONS.invalid : GOVERNANCE_REASONS.outside,
+    message: carried === undefined ? why : `${why}; the override ${JSON.stringify(carried)} no longer holds`,
+  };
+}
+
+/**
+ * With approval required, the attempt must carry the approvals the worker judged (every foreign
+ * commit since the last applied one), and each must still hold on the claim: a manual approval
+ * withdrawn since the send starts nothing.
+ */
+function approvalRefusal(
+  attempt: Attempt,
+  claim: KubeLike,
+  sources: readonly ApprovalSource[],
+): GovernanceRefusal | undefined {
+  if (sources.length === 0) return undefined;
+  if (!attempt.approvals)
+    return {
+      phase: "RequestFailed",
+      reason: GOVERNANCE_REASONS.unapproved,
+      message: `the claim requires approval (${sources.join(", ")}) and the attempt carries none`,
+    };
+  const approved = approvedCommits(claim);
+  const withdrawn = attempt.approvals.filter(
+    (a) => sources.includes("Manual") && approved[a.commit]?.Manual === undefined,
+  );
+  if (withdrawn.length === 0) return undefined;
+  return {
+    phase: "RequestFailed",
+    reason: GOVERNANCE_REASONS.unapproved,
+    message: `approval withdrawn since the send: ${withdrawn.map((a) => a.commit.slice(0, 12)).join(", ")} (Manual)`,
+  };
+}
