@@ -6,6 +6,7 @@ import { fluxClaimInfo } from "./flux-claim.js";
 import { gitProviderInfo } from "./git-provider.js";
 import { gitTargetInfo } from "./git-target.js";
 import { scopeGrantInfo } from "./scope-grant.js";
+import { webhookClaimInfo } from "./webhook-claim.js";
 
 export * from "./applier-grant.js";
 export * from "./argocd-claim.js";
@@ -15,6 +16,7 @@ export * from "./flux-claim.js";
 export * from "./git-provider.js";
 export * from "./git-target.js";
 export * from "./scope-grant.js";
+export * from "./webhook-claim.js";
 
 /** Every kind we define, in the order the CRD files are written. */
 export const KINDS: readonly KindInfo[] = [
@@ -22,6 +24,7 @@ export const KINDS: readonly KindInfo[] = [
   gitTargetInfo,
   fluxClaimInfo,
   argoCDClaimInfo,
+  webhookClaimInfo,
   applierGrantInfo,
   scopeGrantInfo,
 ];

@@ -25,7 +25,11 @@ import type { BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
-import { type Sidecar, type SidecarApplier, startSidecar } from "../../sidecar/main.js";
+import { type SidecarApplier as AnyApplier, type Sidecar, startSidecar } from "../../sidecar/main.js";
+
+/** The sidecars the playground runs. */
+type SidecarApplier = Extract<AnyApplier, "flux" | "argocd">;
+
 import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
 import {
   type ArgoKnobs,

@@ -1,0 +1,46 @@
+/**
+ * The webhook applier kind: what `applygate sidecar --applier webhook` loads. It runs as its own
+ * Deployment (docs/design/webhook-applier.md): it calls the endpoints WebhookClaims name, records
+ * each operation on its claim, and reads the tool's reports the gateway queues in Redis.
+ */
+import type { ApplierDeps, ApplierKindModule } from "../applier-kind.js";
+import { type CallbackStore, redisCallbacks } from "./callbacks.js";
+import { WebhookClaimController } from "./controller.js";
+import { WebhookExecutor, type WebhookExecutorOptions } from "./executor.js";
+import { HmacKeys } from "./keys.js";
+
+export { WebhookClaimController } from "./controller.js";
+export { WebhookExecutor } from "./executor.js";
+
+/** The webhook kind's settings. */
+export interface WebhookKindOptions extends WebhookExecutorOptions {
+  /** Where reports are read from; from deps.redis and deps.redisPrefix when omitted. */
+  callbacks?: CallbackStore;
+}
+
+export function createApplierKind(deps: ApplierDeps<WebhookKindOptions>) {
+  const o = deps.options ?? {};
+  const log = deps.log.child({ applier: "webhook" });
+  let callbacks = o.callbacks;
+  if (!callbacks) {
+    if (!deps.redis || deps.redisPrefix === undefined)
+      throw new Error("the webhook applier needs Redis for the tool's reports");
+    callbacks = redisCallbacks(deps.redis, deps.redisPrefix);
+  }
+  const keys = new HmacKeys(deps.kube);
+  const { callbacks: _c, ...options } = o;
+  const executor = new WebhookExecutor({
+    kube: deps.kube,
+    log,
+    events: deps.events,
+    now: deps.now,
+    checks: deps.checks,
+    keys,
+    callbacks,
+    options,
+  });
+  return { executor, controller: new WebhookClaimController(keys) };
+}
+
+/** Checked here so a change to the kind contract fails the build in this module. */
+export const module: ApplierKindModule<WebhookKindOptions> = { createApplierKind };
