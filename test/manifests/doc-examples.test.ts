@@ -1,8 +1,15 @@
-/** Every YAML block in the Flux and Argo CD guides parses, and each of our kinds in it is valid. */
+/** Every YAML block in the Flux, Argo CD and webhook applier guides parses, and each of our kinds in it is valid. */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { applierGrant, argoCDClaim, fluxClaim, gitProvider, gitTarget } from "../../queue/crds/index.js";
+import {
+  applierGrant,
+  argoCDClaim,
+  fluxClaim,
+  gitProvider,
+  gitTarget,
+  webhookClaim,
+} from "../../queue/crds/index.js";
 
 const SCHEMAS: Record<string, { safeParse(v: unknown): { success: boolean; error?: unknown } }> = {
   GitProvider: gitProvider,
@@ -10,6 +17,7 @@ const SCHEMAS: Record<string, { safeParse(v: unknown): { success: boolean; error
   FluxClaim: fluxClaim,
   ArgoCDClaim: argoCDClaim,
   ApplierGrant: applierGrant,
+  WebhookClaim: webhookClaim,
 };
 
 function yamlBlocks(file: string): string[] {
@@ -17,7 +25,7 @@ function yamlBlocks(file: string): string[] {
   return [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
 }
 
-describe.each(["flux.md", "argocd.md"])("docs/%s examples", (file) => {
+describe.each(["flux.md", "argocd.md", "webhook.md"])("docs/%s examples", (file) => {
   it("parse, and each applygate object is valid against its kind's schema", () => {
     const blocks = yamlBlocks(file);
     expect(blocks.length).toBeGreaterThan(0);
