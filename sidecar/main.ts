@@ -289,7 +289,7 @@ const settings = {
   watchKinds: {
     flag: "watch-kinds",
     env: "APPLYGATE_ARGOCD_WATCH_KINDS",
-    help: "argocd: kinds whose writes by Argo CD the window observer watches, as apiVersion/Kind separated by commas, or none (each is listed and kept in memory cluster-wide)",
+    help: "argocd and webhook: kinds whose writes by Argo CD (or by a WebhookClaim's field managers) the window observer watches, as apiVersion/Kind separated by commas, or none (each is listed and kept in memory cluster-wide)",
     parse: parseWatchKinds,
     default: DEFAULT_WATCHED_KINDS,
     defaultLabel: DEFAULT_WATCHED_KINDS.map((k) => `${k.apiVersion}/${k.kind}`).join(","),
@@ -342,7 +342,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(config.applier === "argocd"
       ? { options: { controlNamespace: config.controlNamespace, watchKinds: config.watchKinds } }
       : config.applier === "webhook"
-        ? { options: { allowInternal: config.webhookAllowInternal } }
+        ? { options: { allowInternal: config.webhookAllowInternal, watchKinds: config.watchKinds } }
         : {}),
   });
   const signal = await stopSignal();

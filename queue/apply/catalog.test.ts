@@ -179,7 +179,7 @@ describe("listBranch: a GitTarget naming a WebhookClaim", () => {
         {
           kind: "WebhookClaim",
           metadata: { name: "deployer", namespace: "team" },
-          spec: { url: "https://deploy.example/hook", secretRef: { name: "k" } },
+          spec: { url: "https://deploy.example/hook", secretRef: { name: "k" }, fieldManagers: ["deployer"] },
           status: { lastAppliedCommit: "c0" },
         },
       ]),
@@ -187,7 +187,7 @@ describe("listBranch: a GitTarget naming a WebhookClaim", () => {
     );
     expect(listing.targets[0]).toMatchObject({
       claim: { kind: "WebhookClaim", namespace: "team", name: "deployer" },
-      applier: { kind: "webhook", namespace: "team", name: "deployer" },
+      applier: { kind: "webhook", namespace: "team", name: "deployer", fieldManagers: ["deployer"] },
       source: "claim/WebhookClaim/team/deployer",
     });
     expect(listing.claims[0]).toMatchObject({ lastAppliedCommit: "c0" });

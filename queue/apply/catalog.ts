@@ -86,7 +86,14 @@ export function claimOf(t: KubeLike): ClaimRef | null {
  */
 export function applierOf(claim: ClaimRef, c: KubeLike): ApplierRef | null {
   if (claim.kind === "WebhookClaim") {
-    return { kind: "webhook", namespace: c.metadata.namespace ?? claim.namespace, name: c.metadata.name };
+    const managers = c.spec?.fieldManagers;
+    const fieldManagers = Array.isArray(managers) ? managers.filter((m) => typeof m === "string") : [];
+    return {
+      kind: "webhook",
+      namespace: c.metadata.namespace ?? claim.namespace,
+      name: c.metadata.name,
+      ...(fieldManagers.length > 0 ? { fieldManagers } : {}),
+    };
   }
   const ref = obj(claim.kind === "FluxClaim" ? c.spec?.kustomizationRef : c.spec?.applicationRef);
   const name = str(ref?.name);

@@ -26,6 +26,7 @@ import {
 import { staleBecause } from "../tip-check.js";
 import type { CallbackStore } from "./callbacks.js";
 import type { HmacKeys } from "./keys.js";
+import type { WebhookWindowHooks } from "./observer.js";
 import { judgeReport, judgeSend, type SendResult } from "./outcome.js";
 import { requestBody, signedRequest } from "./request.js";
 import { type SendOptions, sendRequest } from "./send.js";
@@ -54,6 +55,8 @@ export interface WebhookExecutorDeps {
   keys: HmacKeys;
   callbacks: CallbackStore;
   options?: WebhookExecutorOptions;
+  /** The apply window: opened just before the request, closed when the operation ends. */
+  windows?: WebhookWindowHooks;
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -70,6 +73,7 @@ const sleep = (ms: number, signal: AbortSignal) =>
 
 interface Ctx {
   token: string;
+  branchKey: string;
   commit: string;
   claim: ClaimLocator;
   spec: WebhookClaimSpec;
@@ -123,7 +127,16 @@ export class WebhookExecutor implements OperationExecutor {
     if (!typed)
       return report("Dropped", { reason: "ClaimNotFound", message: "the WebhookClaim does not exist" });
     const spec = typed.spec;
-    const c: Ctx = { token: attempt.token, commit: attempt.commit, claim, spec, report, signal, log };
+    const c: Ctx = {
+      token: attempt.token,
+      branchKey: attempt.branchKey,
+      commit: attempt.commit,
+      claim,
+      spec,
+      report,
+      signal,
+      log,
+    };
     const key = await this.d.keys.read(claim.namespace, spec.secretRef.name, spec.secretRef.key);
     if (!key.ok) return report("RequestFailed", { reason: key.reason, message: key.message });
 
@@ -152,6 +165,7 @@ export class WebhookExecutor implements OperationExecutor {
       reason: string,
       message: string,
     ) => {
+      this.d.windows?.closed(c.token);
       await this.d.callbacks.close(c.token).catch(() => {});
       await withdrawOperation(this.d.kube, claim, c.token, recorded.previous).catch(() => false);
       log.info({ reason, message }, "request not sent");
@@ -177,6 +191,8 @@ export class WebhookExecutor implements OperationExecutor {
       claim: { namespace: claim.namespace, name: claim.name },
       signature: spec.signature,
     });
+    // The window opens before the request: the tool may apply before its answer is read.
+    this.openWindow(c);
     const deliveryId = randomUUID();
     const { bytes, headers } = signedRequest(requestBody(attempt), {
       key: key.key,
@@ -246,6 +262,7 @@ export class WebhookExecutor implements OperationExecutor {
     const spec = typed.spec;
     const c: Ctx = {
       token: r.operation.token,
+      branchKey: r.branchKey,
       commit: r.operation.commit,
       claim: r.claim,
       spec,
@@ -253,6 +270,7 @@ export class WebhookExecutor implements OperationExecutor {
       signal,
       log,
     };
+    this.openWindow(c);
     await this.d.callbacks.open(c.token, {
       claim: { namespace: r.claim.namespace, name: r.claim.name },
       signature: spec.signature,
@@ -323,6 +341,15 @@ export class WebhookExecutor implements OperationExecutor {
     }
   }
 
+  private openWindow(c: Ctx): void {
+    this.d.windows?.opened({
+      token: c.token,
+      claim: { namespace: c.claim.namespace, name: c.claim.name },
+      branchKey: c.branchKey,
+      managers: c.spec.fieldManagers ?? [],
+    });
+  }
+
   private async markUnresolved(c: Ctx, reason: string, message: string): Promise<void> {
     if (!(await this.move(c, { phase: "Unresolved", message }))) return;
     c.log.warn({ reason }, "operation unresolved: still followed");
@@ -348,6 +375,7 @@ export class WebhookExecutor implements OperationExecutor {
       return true;
     } catch (err) {
       if (!(err instanceof OperationNotFound)) throw err;
+      this.d.windows?.closed(c.token);
       await this.d.callbacks.close(c.token).catch(() => {});
       await c.report("Failed", { reason: "ClaimGone", message: err.message });
       return false;
@@ -367,6 +395,7 @@ export class WebhookExecutor implements OperationExecutor {
       if (!(err instanceof OperationNotFound)) throw err;
       c.log.warn({ err: err.message }, "operation record not found at completion");
     }
+    this.d.windows?.closed(c.token);
     // Closed only once the end is on the claim: a report after this is a miss.
     await this.d.callbacks
       .close(c.token)

@@ -4,10 +4,12 @@
  * each operation on its claim, and reads the tool's reports the gateway queues in Redis.
  */
 import type { ApplierDeps, ApplierKindModule } from "../applier-kind.js";
+import type { WatchedKind } from "../watch-kinds.js";
 import { type CallbackStore, redisCallbacks } from "./callbacks.js";
 import { WebhookClaimController } from "./controller.js";
 import { WebhookExecutor, type WebhookExecutorOptions } from "./executor.js";
 import { HmacKeys } from "./keys.js";
+import { WebhookWindowObserver } from "./observer.js";
 
 export { WebhookClaimController } from "./controller.js";
 export { WebhookExecutor } from "./executor.js";
@@ -16,6 +18,10 @@ export { WebhookExecutor } from "./executor.js";
 export interface WebhookKindOptions extends WebhookExecutorOptions {
   /** Where reports are read from; from deps.redis and deps.redisPrefix when omitted. */
   callbacks?: CallbackStore;
+  /** Kinds whose writes by the claims' field managers the window observer watches. */
+  watchKinds?: WatchedKind[];
+  /** How long after an operation ends its window still reports the tool's writes (default 10 s). */
+  windowGraceMs?: number;
 }
 
 export function createApplierKind(deps: ApplierDeps<WebhookKindOptions>) {
@@ -28,7 +34,15 @@ export function createApplierKind(deps: ApplierDeps<WebhookKindOptions>) {
     callbacks = redisCallbacks(deps.redis, deps.redisPrefix);
   }
   const keys = new HmacKeys(deps.kube);
-  const { callbacks: _c, ...options } = o;
+  const { callbacks: _c, watchKinds, windowGraceMs, ...options } = o;
+  const windowObserver = new WebhookWindowObserver({
+    kube: deps.kube,
+    reporter: deps.reporter,
+    log,
+    now: deps.now,
+    ...(Array.isArray(watchKinds) ? { kinds: watchKinds } : {}),
+    ...(typeof windowGraceMs === "number" ? { graceMs: windowGraceMs } : {}),
+  });
   const executor = new WebhookExecutor({
     kube: deps.kube,
     log,
@@ -38,8 +52,9 @@ export function createApplierKind(deps: ApplierDeps<WebhookKindOptions>) {
     keys,
     callbacks,
     options,
+    windows: windowObserver,
   });
-  return { executor, controller: new WebhookClaimController(keys) };
+  return { executor, controller: new WebhookClaimController(keys), windowObserver };
 }
 
 /** Checked here so a change to the kind contract fails the build in this module. */

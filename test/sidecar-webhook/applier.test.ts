@@ -51,7 +51,7 @@ describe("mode response", () => {
     await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
     expect(await w.phases(a.token)).toEqual(["Requested", "Succeeded"]);
     const claim = await w.claim("resp");
-    expect((claim?.status as { lastAppliedCommit?: string }).lastAppliedCommit).toBe(COMMIT);
+    expect((claim?.status as { lastAppliedCommit?: string } | undefined)?.lastAppliedCommit).toBe(COMMIT);
     // Finished: the token takes no report any longer.
     expect(await w.redis.client.exists(callbackKeys(w.redis.prefix, a.token).record)).toBe(0);
   });
