@@ -50,7 +50,7 @@ export async function startScene(
       async stop() {
         await p.stop();
         // Every component ran under its own ServiceAccount: none may have been refused or be admin.
-        const problems = auditProblems(await a.stop(), ["gateway", "worker", "flux", "argocd"]);
+        const problems = auditProblems(await a.stop(), ["gateway", "worker", "flux", "argocd", "webhook"]);
         if (problems.length) throw new Error(`the audit log shows:\n${[...new Set(problems)].join("\n")}`);
       },
     };
