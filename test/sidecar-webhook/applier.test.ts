@@ -230,6 +230,32 @@ describe("restart", () => {
   });
 });
 
+describe("conditions", () => {
+  it("a claim whose key Secret is missing is not Ready (SecretNotFound) until the Secret exists", async () => {
+    await w.api.applyYaml(`
+apiVersion: applygate.dev/v1alpha1
+kind: WebhookClaim
+metadata: {name: nokey, namespace: ${NS}}
+spec: {url: "${w.endpoint.url}/nokey", insecure: true, secretRef: {name: nokey-key}}
+---
+apiVersion: applygate.dev/v1alpha1
+kind: GitTarget
+metadata: {name: nokey-target, namespace: ${NS}}
+spec: {providerRef: {name: repo}, branch: main, path: apps/nokey, claimRef: {kind: WebhookClaim, name: nokey}}
+`);
+    const ready = async () =>
+      (
+        (await w.claim("nokey"))?.status as
+          | { conditions?: { type: string; status: string; reason: string }[] }
+          | undefined
+      )?.conditions?.find((c) => c.type === "Ready");
+    await until(async () => (await ready())?.reason === "SecretNotFound", "Ready Unknown: SecretNotFound");
+    expect((await ready())?.status).toBe("Unknown");
+    await w.setKey("nokey", "now-there");
+    await until(async () => (await ready())?.status === "True", "Ready once the Secret exists");
+  });
+});
+
 describe("SSRF", () => {
   it("without --webhook-allow-internal a loopback endpoint is refused and never called", async () => {
     await w.sidecar.stop();
