@@ -215,6 +215,8 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/webhook, claimRef: {k
       }, `WebhookClaim ${name} in control`);
     },
     async send(claim, token = `op-${randomBytes(4).toString("hex")}`) {
+      // As the branch worker does: a claim's next attempt only once its last one ended.
+      await until(() => w.sidecar.following.forClaim(`${NS}/${claim}`) === undefined, `${claim} free`);
       const attempt: Attempt = {
         token,
         claim: { kind: "WebhookClaim", namespace: NS, name: claim },
