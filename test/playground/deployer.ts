@@ -98,7 +98,8 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
   async function report(opToken: string, phase: "Succeeded" | "Failed", message: string): Promise<void> {
     const body = JSON.stringify({ phase, message });
     const signature = `sha256=${createHmac("sha256", o.key).update(body).digest("hex")}`;
-    // A lost report is asked again a few times: the gateway keeps one report once per body.
+    // A report whose answer is lost is sent again a few times: once the end is recorded, a
+    // repeat answers the miss (404), and the first Succeeded or Failed is the one kept.
     for (let attempt = 1; attempt <= 5; attempt++) {
       try {
         const res = await fetch(`${o.gatewayUrl()}/v1/operations/${encodeURIComponent(opToken)}`, {
