@@ -21,6 +21,7 @@ import { registerQueueMetrics } from "../queue/queue-metrics.js";
 import { connectRedis } from "../queue/redis.js";
 import { redact } from "../queue/redis-url.js";
 import { MISS_BODY, MISS_STATUS, sendMiss, withTimeout } from "./answers.js";
+import { callbackRoutes } from "./callbacks.js";
 import type { Catalog } from "./catalog.js";
 import { type DashboardAuth, dashboardRoutes } from "./dashboard.js";
 import { intakeRoutes } from "./intake.js";
@@ -215,6 +216,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       maxWaitMs: opts.maxWaitMs ?? 30_000,
     }),
   );
+  // The webhook applier's callback API: tools report the phases of the applies they were asked for.
+  await app.register(callbackRoutes({ ...deps, redis, prefix: opts.prefix }));
   if (opts.dashboard) {
     await app.register(dashboardRoutes({ queues: [...queues.values()], ...opts.dashboard }));
   }

@@ -31,6 +31,8 @@ import {
   SCOPE_GRANT_PLURAL,
   scopeGrant,
   VERSION,
+  WEBHOOK_CLAIM_PLURAL,
+  webhookClaim,
 } from "../queue/crds/index.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import {
@@ -100,6 +102,7 @@ export class ClusterCatalog implements Catalog {
   readonly #providers: Watched<KubernetesObject>;
   readonly #targets: Watched<KubernetesObject>;
   readonly #grants: Watched<KubernetesObject>;
+  readonly #webhookClaims: Watched<KubernetesObject>;
   readonly #core: CoreV1Api;
   readonly #custom: CustomObjectsApi;
   /** The status writer's pass under way, and whether another must follow it. */
@@ -114,7 +117,7 @@ export class ClusterCatalog implements Catalog {
   readonly #log: Logger;
 
   /** Restarts seen per informer, for tests and logs. */
-  readonly restarts = { providers: 0, targets: 0, grants: 0 };
+  readonly restarts = { providers: 0, targets: 0, grants: 0, webhookClaims: 0 };
 
   private constructor(private readonly opts: ClusterCatalogOptions) {
     this.#log = opts.log ?? silentLogger();
@@ -133,6 +136,11 @@ export class ClusterCatalog implements Catalog {
       >;
     this.#providers = makeInformer(kc, customPath(GIT_PROVIDER_PLURAL), listCustom(GIT_PROVIDER_PLURAL));
     this.#targets = makeInformer(kc, customPath(GIT_TARGET_PLURAL), listCustom(GIT_TARGET_PLURAL));
+    this.#webhookClaims = makeInformer(
+      kc,
+      customPath(WEBHOOK_CLAIM_PLURAL),
+      listCustom(WEBHOOK_CLAIM_PLURAL),
+    );
     this.#grants = makeInformer(
       kc,
       `/apis/${GROUP}/${VERSION}/${SCOPE_GRANT_PLURAL}`,
@@ -168,16 +176,18 @@ export class ClusterCatalog implements Catalog {
       ["providers", this.#providers],
       ["targets", this.#targets],
       ["grants", this.#grants],
+      ["webhookClaims", this.#webhookClaims],
     ] as const;
     for (const [name, informer] of entries) {
       for (const verb of ["add", "update", "delete"] as const)
         informer.on(verb, () => this.#scheduleRebuild());
       informer.on("error", (err) => this.#restart(name, informer, err));
     }
-    // Without the ScopeGrant kind installed nobody holds a grant: start without, keep trying.
+    // Without the ScopeGrant kind installed nobody holds a grant (without the WebhookClaim kind,
+    // no report is expected): start without, keep trying.
     await Promise.all(
       entries.map(([name, informer]) =>
-        name === "grants"
+        name === "grants" || name === "webhookClaims"
           ? informer.start().catch((err) => this.#restart(name, informer, err))
           : informer.start(),
       ),
@@ -286,7 +296,8 @@ export class ClusterCatalog implements Catalog {
     const providers = this.#valid(this.#providers, gitProvider, "GitProvider");
     const targets = this.#valid(this.#targets, gitTarget, "GitTarget");
     const grants = this.#valid(this.#grants, scopeGrant, "ScopeGrant");
-    const refs = namedSecrets(providers, targets);
+    const webhookClaims = this.#valid(this.#webhookClaims, webhookClaim, "WebhookClaim");
+    const refs = namedSecrets(providers, targets, webhookClaims);
     const added = [...refs.keys()].filter((key) => !this.#refs.has(key));
     for (const key of this.#secrets.keys()) if (!refs.has(key)) this.#secrets.delete(key);
     this.#refs = refs;
@@ -297,7 +308,7 @@ export class ClusterCatalog implements Catalog {
       const ref = refs.get(key);
       if (ref && cached.data) secrets.push({ namespace: ref.namespace, name: ref.name, data: cached.data });
     }
-    this.#snapshot = buildSnapshot({ providers, targets, secrets, grants });
+    this.#snapshot = buildSnapshot({ providers, targets, secrets, grants, webhookClaims });
     if (this.#loaded) this.#scheduleStatus();
   }
 
@@ -382,7 +393,12 @@ export class ClusterCatalog implements Catalog {
     this.#stopping = true;
     this.#stopRefresh?.();
     for (const t of this.#timers) clearTimeout(t);
-    await Promise.all([this.#providers.stop(), this.#targets.stop(), this.#grants.stop()]);
+    await Promise.all([
+      this.#providers.stop(),
+      this.#targets.stop(),
+      this.#grants.stop(),
+      this.#webhookClaims.stop(),
+    ]);
     await this.#statusPass;
   }
 

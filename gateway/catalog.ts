@@ -13,7 +13,9 @@ import {
   INTAKE_TOKEN_KEY,
   providerRefusal,
   type ScopeGrant,
+  type SignatureStyle,
   WEBHOOK_SECRET_TOKEN_KEY,
+  type WebhookClaim,
 } from "../queue/crds/index.js";
 import { type Scope, scopeOf } from "../queue/scope.js";
 import { hookPath } from "./verify.js";
@@ -31,6 +33,17 @@ export interface CatalogObjects {
   secrets: SecretData[];
   /** ScopeGrants: what GitTargets may hold beyond their own namespace. */
   grants?: ScopeGrant[];
+  /** WebhookClaims: the key a tool's report on one of their operations is checked with. */
+  webhookClaims?: WebhookClaim[];
+}
+
+/** What a tool's report on a WebhookClaim's operation is checked with. */
+export interface WebhookClaimEntry {
+  namespace: string;
+  name: string;
+  signature: SignatureStyle;
+  /** The HMAC key; undefined while the Secret or its key is missing. */
+  key?: string;
 }
 
 export interface ProviderEntry {
@@ -73,6 +86,7 @@ export interface CatalogSnapshot {
   targetsWriting(provider: ProviderEntry, branch: string): TargetEntry[];
   readonly providers: readonly ProviderEntry[];
   readonly targets: readonly TargetEntry[];
+  webhookClaim(namespace: string, name: string): WebhookClaimEntry | undefined;
 }
 
 /** Where the gateway's catalog comes from; a file or the cluster, interchangeable. */
@@ -160,9 +174,22 @@ export function buildSnapshot(objects: CatalogObjects): CatalogSnapshot {
     byTarget.set(nn(namespace, entry.name), entry);
   }
 
+  const claims = new Map<string, WebhookClaimEntry>();
+  for (const c of objects.webhookClaims ?? []) {
+    const namespace = c.metadata.namespace ?? DEFAULT_NAMESPACE;
+    const key = secrets.get(nn(namespace, c.spec.secretRef.name))?.[c.spec.secretRef.key];
+    claims.set(nn(namespace, c.metadata.name), {
+      namespace,
+      name: c.metadata.name,
+      signature: c.spec.signature,
+      ...(key ? { key } : {}),
+    });
+  }
+
   return {
     providers,
     targets,
+    webhookClaim: (namespace, name) => claims.get(nn(namespace, name)),
     providerByHookPath: (path) => byPath.get(path),
     target: (namespace, name) => byTarget.get(nn(namespace, name)),
     targetsWriting: (provider, branch) =>

@@ -3,7 +3,7 @@
  * cluster catalog fetches exactly these Secrets by name (the gateway may `get` a Secret, never
  * list or watch them).
  */
-import type { GitProvider, GitTarget } from "../queue/crds/index.js";
+import type { GitProvider, GitTarget, WebhookClaim } from "../queue/crds/index.js";
 
 const DEFAULT_NAMESPACE = "default";
 
@@ -19,10 +19,14 @@ export interface SecretRef {
 
 export const secretKey = (namespace: string, name: string) => `${namespace}/${name}`;
 
-/** The Secrets named by GitProviders (`webhookSecretRef`) and GitTargets (`intakeSecretRef`), keyed by namespace/name. */
+/**
+ * The Secrets named by GitProviders (`webhookSecretRef`), GitTargets (`intakeSecretRef`) and
+ * WebhookClaims (`secretRef`), keyed by namespace/name.
+ */
 export function namedSecrets(
   providers: readonly GitProvider[],
   targets: readonly GitTarget[],
+  webhookClaims: readonly WebhookClaim[] = [],
 ): Map<string, SecretRef> {
   const refs = new Map<string, SecretRef>();
   const add = (namespace: string, name: string, owner: string) => {
@@ -40,6 +44,10 @@ export function namedSecrets(
     if (!ref) continue;
     const ns = t.metadata.namespace ?? DEFAULT_NAMESPACE;
     add(ns, ref, `GitTarget ${secretKey(ns, t.metadata.name)}`);
+  }
+  for (const c of webhookClaims) {
+    const ns = c.metadata.namespace ?? DEFAULT_NAMESPACE;
+    add(ns, c.spec.secretRef.name, `WebhookClaim ${secretKey(ns, c.metadata.name)}`);
   }
   return refs;
 }

@@ -199,6 +199,8 @@ export const ApplierRef = z.object({
   kind: z.enum(APPLIER_KINDS),
   namespace: z.string().min(1),
   name: z.string().min(1),
+  /** A webhook endpoint's field managers (its WebhookClaim's spec.fieldManagers): its own writes. */
+  fieldManagers: z.array(z.string()).optional(),
 });
 export type ApplierRef = z.infer<typeof ApplierRef>;
 
@@ -297,7 +299,10 @@ export type ApplierWriteReport = z.infer<typeof ApplierWriteReport>;
 export const Report = z.discriminatedUnion("type", [PhaseReport, ApplierWriteReport]);
 export type Report = z.infer<typeof Report>;
 
-/** Field manager applygate writes with; appliers' own managers, for the apply window. */
+/**
+ * Field manager applygate writes with; appliers' own managers, for the apply window. A webhook
+ * endpoint's are its claim's (`ApplierRef.fieldManagers`), none by default.
+ */
 export const FIELD_MANAGER = "applygate";
 export const APPLIER_FIELD_MANAGERS: Record<ApplierKind, readonly string[]> = {
   flux: ["kustomize-controller"],

@@ -1,5 +1,5 @@
 /**
- * What an applier kind (Flux, Argo CD) plugs into the shared sidecar. The sidecar owns the queue,
+ * What an applier kind (Flux, Argo CD, webhook) plugs into the shared sidecar. The sidecar owns the queue,
  * the reports, the claim status, eligibility, ranking, the finalizer and Events; a kind owns what
  * it writes to its applier and how it reads the applier's status.
  */
@@ -175,6 +175,8 @@ export interface ApplierDeps<O = unknown> {
   following: Following;
   reporter: Reporter;
   redis?: Redis;
+  /** The Redis key prefix `redis` is used under. */
+  redisPrefix?: string;
   now: () => Date;
   checks: SafetyChecks;
   /** Settings the kind reads (timeouts, intervals), typed by the kind. */

@@ -25,10 +25,12 @@ describe("the applier-kind seam", () => {
     expect(KINDS.argocd.claimType).toBe(RESOURCES.argoCDClaim);
     expect(typeof (await loadApplierKind("flux")).createApplierKind).toBe("function");
     expect(typeof (await loadApplierKind("argocd")).createApplierKind).toBe("function");
+    expect(KINDS.webhook.claimType).toBe(RESOURCES.webhookClaim);
+    expect(typeof (await loadApplierKind("webhook")).createApplierKind).toBe("function");
   });
 
   it("a kind not in the registry is not available", async () => {
-    const err = await loadApplierKind("webhook" as SidecarApplier).catch((e) => e);
+    const err = await loadApplierKind("jenkins" as SidecarApplier).catch((e) => e);
     expect(err).toBeInstanceOf(ApplierNotAvailable);
   });
 

@@ -1,5 +1,5 @@
 /**
- * `applygate sidecar --applier flux|argocd`: wires the attempt executor, the claim reconciler and
+ * `applygate sidecar --applier flux|argocd|webhook`: wires the attempt executor, the claim reconciler and
  * the applier kind's module together. `startSidecar` is the same wiring for the playground and
  * scenario tests.
  */
@@ -154,6 +154,9 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
     events,
     following,
     reporter,
+    // The short-check connection: the webhook kind reads the tool's reports over it.
+    redis: checksRedis,
+    redisPrefix: opts.redisPrefix,
     now,
     checks: {
       // The recheck before a resume or sync asks the tip the branch worker recorded.
@@ -245,8 +248,8 @@ const settings = {
   applier: {
     flag: "applier",
     env: "APPLYGATE_APPLIER",
-    help: "the applier kind this sidecar runs beside: flux or argocd",
-    parse: parsers.oneOf("flux", "argocd"),
+    help: "the applier kind this sidecar runs beside: flux or argocd; webhook runs on its own and calls the endpoints WebhookClaims name",
+    parse: parsers.oneOf("flux", "argocd", "webhook"),
   } as Setting<SidecarApplier>,
   kubeconfig: {
     flag: "kubeconfig",
@@ -296,11 +299,19 @@ const settings = {
   watchKinds: {
     flag: "watch-kinds",
     env: "APPLYGATE_ARGOCD_WATCH_KINDS",
-    help: "argocd: kinds whose writes by Argo CD the window observer watches, as apiVersion/Kind separated by commas, or none (each is listed and kept in memory cluster-wide)",
+    help: "argocd and webhook: kinds whose writes by Argo CD (or by a WebhookClaim's field managers) the window observer watches, as apiVersion/Kind separated by commas, or none (each is listed and kept in memory cluster-wide)",
     parse: parseWatchKinds,
     default: DEFAULT_WATCHED_KINDS,
     defaultLabel: DEFAULT_WATCHED_KINDS.map((k) => `${k.apiVersion}/${k.kind}`).join(","),
   } as Setting<WatchedKind[]>,
+  webhookAllowInternal: {
+    flag: "webhook-allow-internal",
+    env: "APPLYGATE_WEBHOOK_ALLOW_INTERNAL",
+    help: "webhook: allow endpoints on loopback, link-local and cloud-metadata addresses (refused by default: a claim must not reach the node or the metadata service)",
+    parse: parsers.boolean,
+    boolean: true,
+    default: false,
+  } as Setting<boolean>,
   instance: {
     flag: "instance",
     env: "POD_NAME",
@@ -314,7 +325,7 @@ const settings = {
 export async function run(argv: string[]): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
     process.stdout.write(
-      `${helpText("sidecar", "Execute and follow apply operations beside Flux or Argo CD.", settings)}\n`,
+      `${helpText("sidecar", "Execute and follow apply operations beside Flux or Argo CD, or through webhook endpoints.", settings)}\n`,
     );
     return 0;
   }
@@ -340,7 +351,9 @@ export async function run(argv: string[]): Promise<number> {
     serve: { port: config.metricsPort },
     ...(config.applier === "argocd"
       ? { options: { controlNamespace: config.controlNamespace, watchKinds: config.watchKinds } }
-      : {}),
+      : config.applier === "webhook"
+        ? { options: { allowInternal: config.webhookAllowInternal, watchKinds: config.watchKinds } }
+        : {}),
   });
   const signal = await stopSignal();
   log.info({ signal }, "stopping");

@@ -172,3 +172,39 @@ describe("judgeStanding: the decision still holds at the write", () => {
     expect(judgeStanding(input({ attempt: a, targets, claim: admitting }))).toMatchObject({ ok: true });
   });
 });
+
+describe("judgeStanding for a WebhookClaim", () => {
+  const webhookAttempt: Attempt = {
+    ...attempt,
+    claim: { kind: "WebhookClaim", namespace: "team-a", name: "deployer" },
+    applier: { kind: "webhook", namespace: "team-a", name: "deployer" },
+    targets: [{ uid: "u1", namespace: "team-a", name: "one", reason: "CatchUp" }],
+  };
+  const hook = (name = "deployer"): KObject => ({
+    metadata: { name, namespace: "team-a" },
+    spec: { url: "https://deploy.example/hook", secretRef: { name: "k" } },
+    status: inControl("True", "EndpointReady"),
+  });
+  const naming = (claimName: string) =>
+    new Map([["team-a/one", target("one", "u1", { claimRef: { kind: "WebhookClaim", name: claimName } })]]);
+
+  it("stands while the claim is in control and a GitTarget names it (its applier is itself)", () => {
+    const s = judgeStanding({
+      attempt: webhookAttempt,
+      claim: hook(),
+      grants: [],
+      targets: naming("deployer"),
+    });
+    expect(s.ok).toBe(true);
+  });
+
+  it("an attempt for another endpoint is an ApplierMismatch", () => {
+    const s = judgeStanding({
+      attempt: { ...webhookAttempt, applier: { ...webhookAttempt.applier, name: "other" } },
+      claim: hook(),
+      grants: [],
+      targets: naming("deployer"),
+    });
+    expect(s).toMatchObject({ ok: false, reason: "ApplierMismatch" });
+  });
+});

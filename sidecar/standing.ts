@@ -17,7 +17,7 @@ import {
   notAllowedMessage,
   providerRefusal,
 } from "../queue/crds/index.js";
-import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import { claimTypeOf, type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
 import { judgeGovernance } from "./governance-check.js";
 
@@ -58,7 +58,13 @@ export function judgeStanding(i: StandingInput): Standing {
   if (claim.metadata.deletionTimestamp)
     return { ok: false, phase: "RequestFailed", reason: "ClaimDeleting", message: `${who} is being deleted` };
   const spec = (claim.spec ?? {}) as Record<string, { name?: string; namespace?: string } | undefined>;
-  const ref = attempt.claim.kind === "FluxClaim" ? spec.kustomizationRef : spec.applicationRef;
+  // A WebhookClaim's applier is its own endpoint: the claim names itself.
+  const ref =
+    attempt.claim.kind === "FluxClaim"
+      ? spec.kustomizationRef
+      : attempt.claim.kind === "ArgoCDClaim"
+        ? spec.applicationRef
+        : { name: claim.metadata.name, namespace: claim.metadata.namespace };
   if (
     ref?.name !== attempt.applier.name ||
     (ref?.namespace ?? claim.metadata.namespace) !== attempt.applier.namespace
@@ -149,7 +155,7 @@ export async function recheckStanding(
   attempt: Attempt,
   now: () => number = Date.now,
 ): Promise<Standing> {
-  const claimType = attempt.claim.kind === "FluxClaim" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim;
+  const claimType = claimTypeOf(attempt.claim.kind);
   // Read together: the executor waits on this right before its write.
   const keys = [...new Set(attempt.targets.map((t) => `${t.namespace}/${t.name}`))];
   const [claim, grants, read] = await Promise.all([

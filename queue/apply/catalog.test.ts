@@ -170,3 +170,26 @@ describe("catalog: GitTargets, claims, appliers and sources of a branch", () => 
     expect(Object.values(a?.pending.byTarget ?? {}).flat()).toEqual([]);
   });
 });
+
+describe("listBranch: a GitTarget naming a WebhookClaim", () => {
+  it("applies through the claim's own endpoint: the applier is the claim, the source the claim", async () => {
+    const listing = await listBranch(
+      new MemoryObjects([
+        target("w", { kind: "WebhookClaim", name: "deployer" }),
+        {
+          kind: "WebhookClaim",
+          metadata: { name: "deployer", namespace: "team" },
+          spec: { url: "https://deploy.example/hook", secretRef: { name: "k" }, fieldManagers: ["deployer"] },
+          status: { lastAppliedCommit: "c0" },
+        },
+      ]),
+      [{ namespace: "team", name: "w" }],
+    );
+    expect(listing.targets[0]).toMatchObject({
+      claim: { kind: "WebhookClaim", namespace: "team", name: "deployer" },
+      applier: { kind: "webhook", namespace: "team", name: "deployer", fieldManagers: ["deployer"] },
+      source: "claim/WebhookClaim/team/deployer",
+    });
+    expect(listing.claims[0]).toMatchObject({ lastAppliedCommit: "c0" });
+  });
+});

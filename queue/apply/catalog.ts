@@ -16,6 +16,7 @@ import {
   type GrantView,
   mayHold,
   VERSION,
+  WEBHOOK_CLAIM_PLURAL,
 } from "../crds/index.js";
 import type { ClaimStatusSnapshot, FolderRead, ListedTarget } from "../decide/index.js";
 import { governanceOf } from "./governance.js";
@@ -25,6 +26,7 @@ export const RESOURCE = {
   GitTarget: { group: GROUP, version: VERSION, plural: GIT_TARGET_PLURAL },
   FluxClaim: { group: GROUP, version: VERSION, plural: FLUX_CLAIM_PLURAL },
   ArgoCDClaim: { group: GROUP, version: VERSION, plural: ARGOCD_CLAIM_PLURAL },
+  WebhookClaim: { group: GROUP, version: VERSION, plural: WEBHOOK_CLAIM_PLURAL },
   ApplierGrant: { group: GROUP, version: VERSION, plural: APPLIER_GRANT_PLURAL },
   Kustomization: { group: "kustomize.toolkit.fluxcd.io", version: "v1", plural: "kustomizations" },
   Application: { group: "argoproj.io", version: "v1alpha1", plural: "applications" },
@@ -74,12 +76,26 @@ export function claimOf(t: KubeLike): ClaimRef | null {
   const ref = obj(t.spec?.claimRef);
   const kind = str(ref?.kind);
   const name = str(ref?.name);
-  if (!ref || !name || (kind !== "FluxClaim" && kind !== "ArgoCDClaim")) return null;
+  if (!ref || !name || (kind !== "FluxClaim" && kind !== "ArgoCDClaim" && kind !== "WebhookClaim"))
+    return null;
   return { kind, namespace: str(ref.namespace) ?? t.metadata.namespace ?? "default", name };
 }
 
-/** The applier a claim holds, from its immutable reference. */
+/**
+ * The applier a claim holds, from its immutable reference. A WebhookClaim's applier is its
+ * endpoint, which lives on the claim itself: the applier is named by the claim.
+ */
 export function applierOf(claim: ClaimRef, c: KubeLike): ApplierRef | null {
+  if (claim.kind === "WebhookClaim") {
+    const managers = c.spec?.fieldManagers;
+    const fieldManagers = Array.isArray(managers) ? managers.filter((m) => typeof m === "string") : [];
+    return {
+      kind: "webhook",
+      namespace: c.metadata.namespace ?? claim.namespace,
+      name: c.metadata.name,
+      ...(fieldManagers.length > 0 ? { fieldManagers } : {}),
+    };
+  }
   const ref = obj(claim.kind === "FluxClaim" ? c.spec?.kustomizationRef : c.spec?.applicationRef);
   const name = str(ref?.name);
   if (!name) return null;
@@ -93,7 +109,7 @@ export function applierOf(claim: ClaimRef, c: KubeLike): ApplierRef | null {
  * `spec.source.repoURL`. Unknown (the applier not found) is null: the core then uses the claim.
  */
 export function sourceOf(applier: ApplierRef, a: KubeLike | undefined): string | null {
-  if (!a) return null;
+  if (!a || applier.kind === "webhook") return null;
   if (applier.kind === "flux") {
     const ref = obj(a.spec?.sourceRef);
     const name = str(ref?.name);
@@ -163,7 +179,7 @@ export async function standsGranted(
   }));
   return mayHold(
     {
-      claimKind: claim.kind as "FluxClaim" | "ArgoCDClaim",
+      claimKind: claim.kind,
       claimNamespace: claim.namespace,
       applierNamespace: applier.namespace,
       applierName: applier.name,
@@ -207,6 +223,8 @@ export async function listBranch(
     if (!(await standsGranted(source, t, claim, c, applier))) continue;
     const aKey = `${applier.kind}/${applier.namespace}/${applier.name}`;
     let a = appliers.get(aKey);
+    // A webhook endpoint has no object of its own to read: its source is the claim.
+    if (!a && applier.kind === "webhook") a = Promise.resolve(undefined);
     if (!a) {
       a = source.get(
         applier.kind === "flux" ? "Kustomization" : "Application",

@@ -76,7 +76,7 @@ export class KubeObjects implements ObjectSource {
     claim: ClaimRef,
     patch: (current: KubeLike) => Record<string, unknown> | undefined,
   ): Promise<boolean> {
-    const kind = claim.kind as "FluxClaim" | "ArgoCDClaim";
+    const kind = claim.kind;
     const ref = { ...RESOURCE[kind], namespace: claim.namespace, name: claim.name };
     let found = true;
     try {

@@ -17,7 +17,9 @@ export const applierGrantFrom = z
     kind: z
       .enum(CLAIM_KINDS)
       .optional()
-      .describe("Only claims of this kind (FluxClaim or ArgoCDClaim); every claim kind when omitted."),
+      .describe(
+        "Only claims of this kind (FluxClaim, ArgoCDClaim or WebhookClaim); every claim kind when omitted.",
+      ),
   })
   .describe("Claims allowed to hold appliers in this namespace.");
 

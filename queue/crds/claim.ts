@@ -1,4 +1,4 @@
-/** What FluxClaim and ArgoCDClaim share: the applier reference shape, the operation, the status. */
+/** What FluxClaim, ArgoCDClaim and WebhookClaim share: the applier reference shape, the operation, the status. */
 import { z } from "zod";
 import { OPERATION_PHASES, Reason } from "../contract.js";
 import {

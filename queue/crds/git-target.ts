@@ -29,7 +29,7 @@ export const GIT_TARGET_CONDITIONS = [
   "Accepted",
 ] as const;
 
-export const CLAIM_KINDS = ["FluxClaim", "ArgoCDClaim"] as const;
+export const CLAIM_KINDS = ["FluxClaim", "ArgoCDClaim", "WebhookClaim"] as const;
 export type ClaimKind = (typeof CLAIM_KINDS)[number];
 
 export const ON_REFUSAL = ["Ignore", "Reapply"] as const;

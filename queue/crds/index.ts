@@ -7,6 +7,7 @@ import { gitProviderInfo } from "./git-provider.js";
 import { gitTargetInfo } from "./git-target.js";
 import { scopeGrantInfo } from "./scope-grant.js";
 import { watchRuleInfo } from "./watch-rule.js";
+import { webhookClaimInfo } from "./webhook-claim.js";
 
 export * from "./applier-grant.js";
 export * from "./argocd-claim.js";
@@ -18,6 +19,7 @@ export * from "./git-target.js";
 export * from "./governance.js";
 export * from "./scope-grant.js";
 export * from "./watch-rule.js";
+export * from "./webhook-claim.js";
 
 /** Every kind we define, in the order the CRD files are written. */
 export const KINDS: readonly KindInfo[] = [
@@ -25,6 +27,7 @@ export const KINDS: readonly KindInfo[] = [
   gitTargetInfo,
   fluxClaimInfo,
   argoCDClaimInfo,
+  webhookClaimInfo,
   applierGrantInfo,
   scopeGrantInfo,
   watchRuleInfo,

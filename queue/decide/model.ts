@@ -14,8 +14,8 @@ import type {
   PhaseReport,
   ReportPhase,
 } from "../contract.js";
-import type { WatchedVerdict } from "./window.js";
 import type { ClaimGate, OverrideUse, TargetGovernance } from "./governance.js";
+import type { WatchedVerdict } from "./window.js";
 
 /**
  * Why an apply is due, as the core tracks it. `Adopt` and `Converge` are both sent as the

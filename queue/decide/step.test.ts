@@ -865,3 +865,41 @@ describe("restart", () => {
     expect(retry?.targets[0]?.reason).toBe("Refusal");
   });
 });
+
+describe("webhook appliers", () => {
+  const webhook = {
+    claim: { kind: "WebhookClaim" as const, namespace: "apps", name: "deployer" },
+    applier: {
+      kind: "webhook" as const,
+      namespace: "apps",
+      name: "deployer",
+      fieldManagers: ["playground-deployer"],
+    },
+  };
+  const webhookListed = () =>
+    listed("u1", "deployer", {
+      claim: webhook.claim,
+      applier: webhook.applier,
+      source: "claim/WebhookClaim/apps/deployer",
+    });
+
+  it("a late write of the deployer's own field manager over a newer edit is withheld and makes a Repair due", () => {
+    const { d, att, editAt } = windowed(webhookListed());
+    const out = d.on(
+      applierWrite("deployer", "x", iso(editAt + 1_000), "playground-deployer", webhook.claim),
+    );
+    expect(out).toContainEqual({ type: "RecordRepairPending", claim: webhook.claim, pending: true });
+    const done = d.on(report(att?.token ?? "", "deployer", "Succeeded", B, webhook.claim));
+    const [repair] = sends(d.publish(done, C));
+    expect(repair?.applier.name).toBe("deployer");
+    expect(repair?.targets[0]?.reason).toBe("Repair");
+  });
+
+  it("a write of a manager the claim does not name is not its apply: no Repair", () => {
+    const { d, editAt } = windowed(webhookListed());
+    for (const manager of ["kubectl", "kustomize-controller", "argocd-controller"]) {
+      const out = d.on(applierWrite("deployer", "x", iso(editAt + 1_000), manager, webhook.claim));
+      expect(out.filter((a) => a.type === "RecordRepairPending" || a.type === "LogCollision")).toEqual([]);
+    }
+  });
+});

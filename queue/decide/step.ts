@@ -492,6 +492,11 @@ export function settleReport(
   a.notBefore = now + backoffDelay(a.failures, phase === "Rejected");
 }
 
+/** The applier's own field managers: the kind's, or for a webhook endpoint its claim's. */
+function ownManagers(applier: ApplierRef): readonly string[] {
+  return applier.kind === "webhook" ? (applier.fieldManagers ?? []) : APPLIER_FIELD_MANAGERS[applier.kind];
+}
+
 /**
  * A write of the applier's own field managers seen while a window is open. Over a newer edit
  * recorded in the window, it is a late apply: a Repair is due for that applier and the collision
@@ -505,7 +510,7 @@ function judgeWrite(
 ): void {
   const key = claimKey(r.claim);
   const a = s.appliers[key];
-  if (!a || !APPLIER_FIELD_MANAGERS[a.applier.kind].includes(r.manager)) return;
+  if (!a || !ownManagers(a.applier).includes(r.manager)) return;
   const object = objectKey(r.object);
   const writtenAtSec = toSeconds(r.writtenAt);
   const hit = judgeApplierWrite(a.windows, object, writtenAtSec, now);

@@ -16,12 +16,14 @@ import {
   type GitTarget,
   gitProvider,
   gitTarget,
+  type WebhookClaim,
+  webhookClaim,
 } from "../crds/index.js";
 import type { Logger } from "../log.js";
 import type { Informer } from "./informer.js";
 import { type ClaimType, type KObject, objectKey, RESOURCES } from "./resources.js";
 
-export type Claim = FluxClaim | ArgoCDClaim;
+export type Claim = FluxClaim | ArgoCDClaim | WebhookClaim;
 
 export type ReadResult<T> = { ok: true; value: T } | { ok: false; error: string };
 
@@ -34,7 +36,11 @@ export function readObject<S extends z.ZodTypeAny>(schema: S, obj: unknown): Rea
 }
 
 export const claimSchemaOf = (t: ClaimType) =>
-  t.kind === RESOURCES.fluxClaim.kind ? fluxClaim : argoCDClaim;
+  t.kind === RESOURCES.fluxClaim.kind
+    ? fluxClaim
+    : t.kind === RESOURCES.argoCDClaim.kind
+      ? argoCDClaim
+      : webhookClaim;
 
 export const readClaim = (t: ClaimType, obj: unknown): ReadResult<Claim> =>
   readObject(claimSchemaOf(t), obj) as ReadResult<Claim>;

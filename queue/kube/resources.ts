@@ -9,6 +9,7 @@ import {
   GROUP,
   VERSION,
   WATCH_RULE_PLURAL,
+  WEBHOOK_CLAIM_PLURAL,
 } from "../crds/index.js";
 
 /** A resource served under /apis/<group>/<version>/…/<plural> (custom resources and grouped built-ins). */
@@ -24,11 +25,24 @@ export const RESOURCES = {
   gitTarget: { group: GROUP, version: VERSION, plural: GIT_TARGET_PLURAL, kind: "GitTarget" },
   fluxClaim: { group: GROUP, version: VERSION, plural: FLUX_CLAIM_PLURAL, kind: "FluxClaim" },
   argoCDClaim: { group: GROUP, version: VERSION, plural: ARGOCD_CLAIM_PLURAL, kind: "ArgoCDClaim" },
+  webhookClaim: { group: GROUP, version: VERSION, plural: WEBHOOK_CLAIM_PLURAL, kind: "WebhookClaim" },
   applierGrant: { group: GROUP, version: VERSION, plural: APPLIER_GRANT_PLURAL, kind: "ApplierGrant" },
   watchRule: { group: GROUP, version: VERSION, plural: WATCH_RULE_PLURAL, kind: "WatchRule" },
 } as const satisfies Record<string, ResourceType>;
 
-export type ClaimType = typeof RESOURCES.fluxClaim | typeof RESOURCES.argoCDClaim;
+export type ClaimType =
+  | typeof RESOURCES.fluxClaim
+  | typeof RESOURCES.argoCDClaim
+  | typeof RESOURCES.webhookClaim;
+
+/** The resource of a claim kind. */
+export function claimTypeOf(kind: "FluxClaim" | "ArgoCDClaim" | "WebhookClaim"): ClaimType {
+  return kind === "FluxClaim"
+    ? RESOURCES.fluxClaim
+    : kind === "ArgoCDClaim"
+      ? RESOURCES.argoCDClaim
+      : RESOURCES.webhookClaim;
+}
 
 /** An object as the API server returns it, before a reader parses it. */
 export interface KObject {

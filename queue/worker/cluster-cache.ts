@@ -126,7 +126,7 @@ export class ClusterCache {
     });
     this.providers = new TypedCache(providers.informer, readGitProvider, log);
     this.targets = new TypedCache(targets.informer, readGitTarget, log);
-    for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim])
+    for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim])
       this.acquire(t, (o, prev) => this.tell(this.keysOfClaim(t.kind, o, prev)));
     this.acquire(RESOURCES.applierGrant, () => this.tell("all"));
     const grants = this.acquire(SCOPE_GRANT, () => {

@@ -7,7 +7,7 @@ import { normalizeRepoUrl } from "../../queue/contract.js";
 import type { ConditionInput } from "./conditions.js";
 
 export interface ClaimIdentity {
-  kind: "FluxClaim" | "ArgoCDClaim";
+  kind: "FluxClaim" | "ArgoCDClaim" | "WebhookClaim";
   namespace: string;
   name: string;
   /** spec.accessFrom.namespaces: namespaces besides its own whose GitTargets may name it. */
@@ -39,6 +39,8 @@ export interface ProviderView {
  */
 export type ApplierSource =
   | { state: "Known"; url: string; branch: string }
+  /** The applier applies whatever commit it is sent (a webhook endpoint has no source of its own). */
+  | { state: "Any" }
   | { state: "Unknown"; message: string }
   | { state: "Unsupported"; reason: string; message: string };
 
@@ -123,6 +125,7 @@ export function judgeTarget(
   if (source.state === "Unsupported") {
     return { target, verdict: "Refused", reason: source.reason, message: source.message };
   }
+  if (source.state === "Any") return { target, verdict: "Eligible" };
   if (!sameRepository(provider.url, source.url) || source.branch !== target.branch) {
     return {
       target,

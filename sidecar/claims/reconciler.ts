@@ -20,6 +20,7 @@ import {
 } from "../../queue/crds/index.js";
 import {
   type Claim,
+  type ClaimType,
   ConflictRetriesExhausted,
   type Informer,
   type InformerHandle,
@@ -64,7 +65,7 @@ import { claimKey, type RankEntry, type RankingRules, rankClaims, waitingConditi
 export const CLAIM_FINALIZER = "applygate.dev/claim";
 
 export interface ClaimReconcilerOptions {
-  claimType: typeof RESOURCES.fluxClaim | typeof RESOURCES.argoCDClaim;
+  claimType: ClaimType;
   kube: Kube;
   log: Logger;
   events: EventRecorder;

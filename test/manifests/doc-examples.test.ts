@@ -1,4 +1,4 @@
-/** Every YAML block in the Flux and Argo CD guides parses, and each of our kinds in it is valid. */
+/** Every YAML block in the Flux, Argo CD and webhook applier guides parses, and each of our kinds in it is valid. */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
@@ -9,6 +9,7 @@ import {
   gitProvider,
   gitTarget,
   watchRule,
+  webhookClaim,
 } from "../../queue/crds/index.js";
 
 const SCHEMAS: Record<string, { safeParse(v: unknown): { success: boolean; error?: unknown } }> = {
@@ -18,6 +19,7 @@ const SCHEMAS: Record<string, { safeParse(v: unknown): { success: boolean; error
   ArgoCDClaim: argoCDClaim,
   ApplierGrant: applierGrant,
   WatchRule: watchRule,
+  WebhookClaim: webhookClaim,
 };
 
 function yamlBlocks(file: string): string[] {
@@ -25,7 +27,7 @@ function yamlBlocks(file: string): string[] {
   return [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
 }
 
-describe.each(["flux.md", "argocd.md", "mirror.md"])("docs/%s examples", (file) => {
+describe.each(["flux.md", "argocd.md", "mirror.md", "webhook.md"])("docs/%s examples", (file) => {
   it("parse, and each applygate object is valid against its kind's schema", () => {
     const blocks = yamlBlocks(file);
     expect(blocks.length).toBeGreaterThan(0);

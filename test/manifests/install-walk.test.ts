@@ -87,7 +87,7 @@ describe.skipIf(!KUBECTL_AVAILABLE)("docs/install.md against the simulated clust
     }
     expect(ran).toContain("kubectl apply --server-side -k manifests/base");
     expect(ran).toContain("kubectl apply -k manifests/examples/resources");
-    expect(ran).toContain("kubectl delete fluxclaims,argocdclaims --all -A --wait=true");
+    expect(ran).toContain("kubectl delete fluxclaims,argocdclaims,webhookclaims --all -A --wait=true");
 
     const crds = await sh("kubectl get crd -l app.kubernetes.io/part-of=applygate -o name");
     expect(crds.out.trim().split("\n").length).toBeGreaterThanOrEqual(4);

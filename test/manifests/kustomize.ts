@@ -36,6 +36,8 @@ export const OVERLAYS = {
   examples: "manifests/examples/resources",
   flux: "test/manifests/fixtures/flux-system",
   argocd: "test/manifests/fixtures/argocd",
+  /** The webhook applier's own Deployment (added beside the base). */
+  webhook: "manifests/webhook",
   /** As docs/install.md shows: upstream's install.yaml (no namespaces) under `namespace: argocd`. */
   argocdUpstream: "test/manifests/fixtures/argocd-upstream",
 } as const;

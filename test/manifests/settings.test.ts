@@ -73,7 +73,7 @@ describe.skipIf(!KUBECTL_AVAILABLE)("settings from the manifests", () => {
   const workloads: Workload[] = [];
 
   beforeAll(async () => {
-    for (const overlay of ["base", "flux", "argocd"] as const) {
+    for (const overlay of ["base", "flux", "argocd", "webhook"] as const) {
       for (const object of build(OVERLAYS[overlay])) {
         if (object.kind !== "Deployment" && object.kind !== "StatefulSet") continue;
         for (const container of containersOf(object)) {
@@ -192,6 +192,7 @@ spec: {url: "https://git.example/org/repo.git", type: github, webhookSecretRef: 
         "base/mirror",
         "base/worker",
         "flux/applygate-sidecar",
+        "webhook/webhook",
       ].sort(),
     );
   });
@@ -268,6 +269,15 @@ spec: {url: "https://git.example/org/repo.git", type: github, webhookSecretRef: 
     } finally {
       api.faults.reset();
     }
+  });
+
+  it("starts the webhook applier as deployed (sidecar --applier webhook), ready with no WebhookClaim", async () => {
+    const w = only("webhook", "webhook");
+    expect(w.container.args).toEqual(["sidecar", "--applier", "webhook"]);
+    await startAndProbe(w, redisSecret("applygate-system"), async () => {
+      const port = w.container.ports![0]!.containerPort;
+      await until(async () => (await get(port, "/readyz")) === 200, "the webhook applier ready");
+    });
   });
 
   it("starts a sidecar without Secret applygate-redis: the pod starts and the container stays alive", async () => {

@@ -42,6 +42,7 @@ import {
   DEMO_BRANCH,
   DEMO_NAMESPACE,
   DEMO_REPO,
+  DEMO_WEBHOOK_APP,
   demoAppliersYaml,
   demoClaimsYaml,
   demoFiles,
@@ -51,6 +52,7 @@ import {
   secretReaderYaml,
   WEBHOOK_TOKEN,
 } from "./demo.js";
+import { startDeployer } from "./deployer.js";
 import { type Component, deployedIdentities, usernameOf } from "./identities.js";
 
 /**
@@ -72,7 +74,12 @@ export interface AssemblyTimers {
   /** Settings of every branch worker (periodic fetch, push cooldown...). */
   branch: Partial<Omit<BranchWorkerOptions, "spec" | "redis" | "prefix" | "lease" | "repo" | "log">>;
   /** Options of each sidecar kind (poll intervals, apply window grace...). */
-  sidecar: { flux: Record<string, unknown>; argocd: Record<string, unknown>; resyncMs: number };
+  sidecar: {
+    flux: Record<string, unknown>;
+    argocd: Record<string, unknown>;
+    webhook?: Record<string, unknown>;
+    resyncMs: number;
+  };
   /** How often the decisions list GitTargets again. */
   listIntervalMs: number;
 }
@@ -98,6 +105,7 @@ export const FAST_TIMERS: AssemblyTimers = {
   sidecar: {
     flux: { pollMs: 25, windowGraceMs: 2_000 },
     argocd: { pollMs: 50, windowGraceMs: 2_000 },
+    webhook: { pollMs: 25, windowGraceMs: 2_000 },
     resyncMs: 2_000,
   },
   listIntervalMs: 500,
@@ -232,6 +240,13 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     const sa = deployed.serviceAccounts;
     await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.gateway]));
     await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.worker], "applygate-secret-watcher"));
+    // The webhook applier watches the deployer's key Secret, as docs/webhook.md's binding lets it.
+    await api.applyYaml(
+      secretReaderYaml(DEMO_NAMESPACE, [sa.webhook], "applygate-secret-watcher").replace(
+        '"name":"applygate-secret-watcher","namespace"',
+        '"name":"applygate-webhook-secret-watcher","namespace"',
+      ),
+    );
     const identities = Object.fromEntries(
       (Object.keys(sa) as Component[]).map((c) => {
         const username = api.addServiceAccount(sa[c].namespace, sa[c].name);
@@ -279,6 +294,18 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       dashboard: { auth: { basic: { user: dashboard.user, password: dashboard.password } }, readOnly: false },
     });
     stops.push(() => gateway.close());
+    // The third applier: a deployer the WebhookClaim calls, applying apps/webhook as its own
+    // ServiceAccount and reporting back to the gateway.
+    const deployerSa = DEMO_WEBHOOK_APP.serviceAccount;
+    const deployer = await startDeployer({
+      key: DEMO_WEBHOOK_APP.key,
+      folder: DEMO_WEBHOOK_APP.folder,
+      repoUrl,
+      gatewayUrl: () => gateway.url,
+      kubeConfig: api.kubeConfig(api.addServiceAccount(deployerSa.namespace, deployerSa.name)),
+      log: log.child({ component: "deployer" }),
+    });
+    stops.push(() => deployer.close());
     hookUrl = `${gateway.url}${hookPathFor(WEBHOOK_TOKEN, DEMO_REPO, DEMO_NAMESPACE)}`;
 
     // The demo branch is known to the worker from the start, so it takes the branch at once and
@@ -344,7 +371,12 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         instance: `playground-${kind}`,
         resyncMs: timers.sidecar.resyncMs,
         options:
-          kind === "argocd" ? { watchKinds: SIMULATED_KINDS, ...timers.sidecar[kind] } : timers.sidecar[kind],
+          kind === "argocd"
+            ? { watchKinds: SIMULATED_KINDS, ...timers.sidecar[kind] }
+            : kind === "webhook"
+              ? // The deployer listens on loopback: the operator flag the playground sets.
+                { allowInternal: true, watchKinds: SIMULATED_KINDS, ...timers.sidecar.webhook }
+              : timers.sidecar[kind],
       });
     };
     const stopOneSidecar = async (kind: SidecarApplier) => {
@@ -357,8 +389,10 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     stops.push(() => stopOneSidecar("flux"));
     await startOneSidecar("argocd");
     stops.push(() => stopOneSidecar("argocd"));
+    await startOneSidecar("webhook");
+    stops.push(() => stopOneSidecar("webhook"));
 
-    const applyClaims = () => api.applyYaml(demoClaimsYaml());
+    const applyClaims = () => api.applyYaml(demoClaimsYaml(deployer.url));
     if (!opts.withoutClaims) await applyClaims();
 
     let mirror: Mirror | undefined;

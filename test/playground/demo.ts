@@ -15,6 +15,33 @@ export const DEMO_APPS = {
 } as const;
 export type DemoApp = keyof typeof DEMO_APPS;
 
+/** The third folder, applied by the playground's deployer through a WebhookClaim. */
+export const DEMO_WEBHOOK_APP = {
+  folder: "apps/webhook",
+  namespace: "webhook-app",
+  name: "app-config",
+  claim: "webhook-app",
+  key: "playground-deployer-hmac-key",
+  /** The deployer's own ServiceAccount (it applies with its identity, never applygate's). */
+  serviceAccount: { namespace: DEMO_NAMESPACE, name: "playground-deployer" },
+} as const;
+
+/** The webhook app's ConfigMap as Git and the cluster hold it. */
+export function demoWebhookConfigMap(data: Record<string, string> = {}): Record<string, unknown> {
+  const a = DEMO_WEBHOOK_APP;
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: a.name, namespace: a.namespace },
+    data: { greeting: "hello", replicas: "1", ...data },
+  };
+}
+
+export function demoWebhookConfigPath(): string {
+  const a = DEMO_WEBHOOK_APP;
+  return objectPath(a.folder, { apiVersion: "v1", kind: "ConfigMap", namespace: a.namespace, name: a.name });
+}
+
 /** The demo ConfigMap of an app, as the cluster and Git hold it. */
 export function demoConfigMap(app: DemoApp, data: Record<string, string> = {}): Record<string, unknown> {
   const a = DEMO_APPS[app];
@@ -38,9 +65,11 @@ export function demoConfigPath(app: DemoApp): string {
  */
 export function demoFiles(): Record<string, string> {
   return {
-    "README.md": "# demo\n\nApplied by Flux (apps/flux) and Argo CD (apps/argocd), held by applygate.\n",
+    "README.md":
+      "# demo\n\nApplied by Flux (apps/flux), Argo CD (apps/argocd) and a webhook deployer (apps/webhook), held by applygate.\n",
     [demoConfigPath("flux")]: objectYaml(demoConfigMap("flux")),
     [demoConfigPath("argocd")]: objectYaml(demoConfigMap("argocd")),
+    [demoWebhookConfigPath()]: objectYaml(demoWebhookConfigMap()),
   };
 }
 
@@ -54,7 +83,7 @@ export function hookPathFor(token: string, name: string, namespace: string): str
 /** The ScopeGrant the demo ships: its GitTargets may hold objects in the apps' namespaces. */
 export const DEMO_GRANT = {
   name: "demo-apps",
-  namespaces: [DEMO_APPS.flux.namespace, DEMO_APPS.argocd.namespace],
+  namespaces: [DEMO_APPS.flux.namespace, DEMO_APPS.argocd.namespace, DEMO_WEBHOOK_APP.namespace],
 } as const;
 
 /** Namespaces, GitProvider, Secrets, ScopeGrant and GitTargets of the demo, as YAML documents. */
@@ -72,6 +101,15 @@ metadata: {name: flux-app}
 apiVersion: v1
 kind: Namespace
 metadata: {name: argo-app}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ${DEMO_WEBHOOK_APP.namespace}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: demo-deployer-hmac, namespace: ${DEMO_NAMESPACE}}
+data: {hmacKey: ${b64(DEMO_WEBHOOK_APP.key)}}
 ---
 apiVersion: v1
 kind: Secret
@@ -97,7 +135,7 @@ apiVersion: applygate.dev/v1alpha1
 kind: ScopeGrant
 metadata: {name: ${DEMO_GRANT.name}}
 spec:
-  targets: [{namespace: ${DEMO_NAMESPACE}, name: flux-app}, {namespace: ${DEMO_NAMESPACE}, name: argo-app}]
+  targets: [{namespace: ${DEMO_NAMESPACE}, name: flux-app}, {namespace: ${DEMO_NAMESPACE}, name: argo-app}, {namespace: ${DEMO_NAMESPACE}, name: ${DEMO_WEBHOOK_APP.claim}}]
   namespaces: [${DEMO_GRANT.namespaces.join(", ")}]
 ---
 apiVersion: applygate.dev/v1alpha1
@@ -121,6 +159,33 @@ spec:
   claimRef: {kind: ArgoCDClaim, name: argo-app}
   onRefusal: Reapply
   intakeSecretRef: {name: demo-intake}
+---
+apiVersion: applygate.dev/v1alpha1
+kind: GitTarget
+metadata: {name: ${DEMO_WEBHOOK_APP.claim}, namespace: ${DEMO_NAMESPACE}}
+spec:
+  providerRef: {name: demo}
+  branch: ${DEMO_BRANCH}
+  path: ${DEMO_WEBHOOK_APP.folder}
+  claimRef: {kind: WebhookClaim, name: ${DEMO_WEBHOOK_APP.claim}}
+  onRefusal: Reapply
+  intakeSecretRef: {name: demo-intake}
+---
+# The deployer's own identity: it may apply ConfigMaps in its app's namespace, nothing else.
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ${DEMO_WEBHOOK_APP.serviceAccount.name}, namespace: ${DEMO_WEBHOOK_APP.serviceAccount.namespace}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: playground-deployer, namespace: ${DEMO_WEBHOOK_APP.namespace}}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, create, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: playground-deployer, namespace: ${DEMO_WEBHOOK_APP.namespace}}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: playground-deployer}
+subjects: [{kind: ServiceAccount, name: ${DEMO_WEBHOOK_APP.serviceAccount.name}, namespace: ${DEMO_WEBHOOK_APP.serviceAccount.namespace}}]
 `;
 }
 
@@ -207,8 +272,25 @@ spec:
 `;
 }
 
-/** The FluxClaim and ArgoCDClaim the demo GitTargets name, and the grants that let them hold. */
-export function demoClaimsYaml(): string {
+/**
+ * The FluxClaim, ArgoCDClaim and (given the deployer's URL) WebhookClaim the demo GitTargets
+ * name, and the grants that let them hold.
+ */
+export function demoClaimsYaml(deployerUrl?: string): string {
+  const webhook = deployerUrl
+    ? `---
+apiVersion: applygate.dev/v1alpha1
+kind: WebhookClaim
+metadata: {name: ${DEMO_WEBHOOK_APP.claim}, namespace: ${DEMO_NAMESPACE}}
+spec:
+  url: ${deployerUrl}
+  insecure: true
+  secretRef: {name: demo-deployer-hmac}
+  signature: generic-hmac
+  completion: {mode: callback, budgetSeconds: 60}
+  fieldManagers: [playground-deployer]
+`
+    : "";
   return `
 apiVersion: applygate.dev/v1alpha1
 kind: ApplierGrant
@@ -235,7 +317,7 @@ kind: ArgoCDClaim
 metadata: {name: argo-app, namespace: ${DEMO_NAMESPACE}}
 spec:
   applicationRef: {name: ${DEMO_APPLIERS.argocd.name}, namespace: ${ARGOCD_NAMESPACE}}
-`;
+${webhook}`;
 }
 
 /**

@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build, type K8sObject, KUBECTL_AVAILABLE, OVERLAYS } from "../manifests/kustomize.js";
 
-export type Component = "gateway" | "worker" | "mirror" | "flux" | "argocd";
+export type Component = "gateway" | "worker" | "mirror" | "flux" | "argocd" | "webhook";
 
 export interface ServiceAccountRef {
   namespace: string;
@@ -56,15 +56,21 @@ export function buildDeployed(): Deployed {
   const base = build(OVERLAYS.base);
   const flux = build(OVERLAYS.flux);
   const argocd = build(OVERLAYS.argocd);
+  const webhook = build(OVERLAYS.webhook);
   const withSidecar = (w: Workload) => w.spec.template.spec.containers.some((c) => c.name === SIDECAR);
   return {
-    rbac: [...base, ...flux, ...argocd].filter((o) => RBAC_KINDS.has(o.kind)),
+    rbac: [...base, ...flux, ...argocd, ...webhook].filter((o) => RBAC_KINDS.has(o.kind)),
     serviceAccounts: {
       gateway: serviceAccountOf(base, (w) => w.metadata.name === "applygate-gateway", "the gateway"),
       worker: serviceAccountOf(base, (w) => w.metadata.name === "applygate-worker", "the worker"),
       mirror: serviceAccountOf(base, (w) => w.metadata.name === "applygate-mirror", "the mirror"),
       flux: serviceAccountOf(flux, withSidecar, "the Flux sidecar"),
       argocd: serviceAccountOf(argocd, withSidecar, "the Argo CD sidecar"),
+      webhook: serviceAccountOf(
+        webhook,
+        (w) => w.metadata.name === "applygate-webhook",
+        "the webhook applier",
+      ),
     },
   };
 }

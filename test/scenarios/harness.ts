@@ -57,6 +57,7 @@ export async function startScene(
           "worker",
           "flux",
           "argocd",
+          "webhook",
           ...(o.withMirror ? ["mirror" as const] : []),
         ];
         const problems = auditProblems(await a.stop(), components);

@@ -1,0 +1,411 @@
+/**
+ * Carries out one apply through a WebhookClaim's endpoint (the imperative shell around
+ * request.ts, send.ts and outcome.ts): record the operation on the claim, the last checks, open
+ * the token for reports, send the signed request once, and follow the operation to its observed
+ * end: the answer (mode response) or the tool's reports (mode callback). Never sends twice: a
+ * lost answer is Unresolved, and every retry is the branch worker's decision.
+ */
+import { randomUUID } from "node:crypto";
+import type { LookupAddress } from "node:dns";
+import type { Attempt } from "../../queue/contract.js";
+import { type WebhookClaim, type WebhookClaimSpec, webhookClaim } from "../../queue/crds/index.js";
+import { type KObject, type Kube, RESOURCES, readObject } from "../../queue/kube/index.js";
+import type { Logger } from "../../queue/log.js";
+import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
+import type { EventRecorder } from "../events.js";
+import {
+  type ClaimLocator,
+  completeOperation,
+  type OperationChange,
+  OperationNotFound,
+  RecordRefused,
+  recordOperation,
+  updateOperation,
+  withdrawOperation,
+} from "../operation-record.js";
+import { staleBecause } from "../tip-check.js";
+import type { CallbackStore } from "./callbacks.js";
+import type { HmacKeys } from "./keys.js";
+import type { WebhookWindowHooks } from "./observer.js";
+import { judgeReport, judgeSend, type SendResult } from "./outcome.js";
+import { requestBody, signedRequest } from "./request.js";
+import { type SendOptions, sendRequest } from "./send.js";
+
+export interface WebhookExecutorOptions {
+  /** Loopback, link-local and metadata addresses allowed (the playground); refused by default. */
+  allowInternal?: boolean;
+  /** Between reads of the callback reports (default 250 ms). */
+  pollMs?: number;
+  /** The read interval of an Unresolved operation doubles up to this (default 30 s). */
+  maxPollMs?: number;
+  /** Extra CA for https endpoints (tests). */
+  ca?: string | Buffer;
+  /** Name resolution (tests). */
+  resolve?: (host: string) => Promise<LookupAddress[]>;
+  /** Replaces the HTTP send (tests of a lost answer). */
+  send?: (o: SendOptions) => Promise<SendResult>;
+}
+
+export interface WebhookExecutorDeps {
+  kube: Kube;
+  log: Logger;
+  events: EventRecorder;
+  now: () => Date;
+  checks: SafetyChecks;
+  keys: HmacKeys;
+  callbacks: CallbackStore;
+  options?: WebhookExecutorOptions;
+  /** The apply window: opened just before the request, closed when the operation ends. */
+  windows?: WebhookWindowHooks;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+
+interface Ctx {
+  token: string;
+  branchKey: string;
+  commit: string;
+  claim: ClaimLocator;
+  spec: WebhookClaimSpec;
+  report: ReportFn;
+  signal: AbortSignal;
+  log: Logger;
+}
+
+/** How the operation is followed after the request. */
+interface Follow {
+  /** Unresolved already (a lost answer, or the budget passed). */
+  unresolved: boolean;
+  /** When the budget ends (ms since the epoch). */
+  budgetEndsAt: number;
+  /** A lost answer in mode response: without a report by the budget's end, Failed (AnswerLost). */
+  failAtBudget: boolean;
+}
+
+export class WebhookExecutor implements OperationExecutor {
+  private readonly pollMs: number;
+  private readonly maxPollMs: number;
+
+  constructor(private readonly d: WebhookExecutorDeps) {
+    this.pollMs = d.options?.pollMs ?? 250;
+    this.maxPollMs = d.options?.maxPollMs ?? 30_000;
+  }
+
+  private locator(ns: string, name: string): ClaimLocator {
+    return { type: RESOURCES.webhookClaim, namespace: ns, name };
+  }
+
+  private async readClaim(claim: ClaimLocator): Promise<WebhookClaim | undefined> {
+    const o = await this.d.kube.get<KObject>(RESOURCES.webhookClaim, claim.namespace, claim.name);
+    if (!o) return undefined;
+    const r = readObject(webhookClaim, o);
+    if (!r.ok)
+      throw new Error(`WebhookClaim ${claim.namespace}/${claim.name} does not fit its schema: ${r.error}`);
+    return r.value;
+  }
+
+  async execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void> {
+    const claim = this.locator(attempt.claim.namespace, attempt.claim.name);
+    const log = this.d.log.child({
+      applier: "webhook",
+      claim: `${claim.namespace}/${claim.name}`,
+      token: attempt.token,
+      commit: attempt.commit,
+      branch: attempt.branchKey,
+    });
+    const typed = await this.readClaim(claim);
+    if (!typed)
+      return report("Dropped", { reason: "ClaimNotFound", message: "the WebhookClaim does not exist" });
+    const spec = typed.spec;
+    const c: Ctx = {
+      token: attempt.token,
+      branchKey: attempt.branchKey,
+      commit: attempt.commit,
+      claim,
+      spec,
+      report,
+      signal,
+      log,
+    };
+    const key = await this.d.keys.read(claim.namespace, spec.secretRef.name, spec.secretRef.key);
+    if (!key.ok) return report("RequestFailed", { reason: key.reason, message: key.message });
+
+    let recorded: { previous?: Awaited<ReturnType<typeof recordOperation>>["previous"] };
+    try {
+      const r = await recordOperation(
+        this.d.kube,
+        claim,
+        {
+          token: c.token,
+          commit: c.commit,
+          targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+        },
+        { now: this.d.now },
+      );
+      recorded = r.previous ? { previous: r.previous } : {};
+    } catch (err) {
+      if (!(err instanceof RecordRefused)) throw err;
+      return report(err.reason === "OperationInFlight" ? "RequestFailed" : "Dropped", {
+        reason: err.reason,
+        message: err.message,
+      });
+    }
+    const giveUp = async (
+      phase: "RequestFailed" | "Dropped" | "Stale" | "Rejected",
+      reason: string,
+      message: string,
+    ) => {
+      this.d.windows?.closed(c.token);
+      await this.d.callbacks.close(c.token).catch(() => {});
+      await withdrawOperation(this.d.kube, claim, c.token, recorded.previous).catch(() => false);
+      log.info({ reason, message }, "request not sent");
+      await report(phase, { reason, message });
+    };
+
+    // The last checks, beside the Requested report, just before the request that starts the apply.
+    const [, current, standing, fresh] = await Promise.all([
+      report("Requested"),
+      this.d.checks.tip(attempt),
+      this.d.checks.standing(attempt),
+      this.d.checks.freshness(attempt),
+    ]);
+    if (!current) return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
+    if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
+    const stale = staleBecause(fresh, attempt);
+    if (stale) return giveUp("Stale", stale.reason, stale.message);
+    if (signal.aborted)
+      return giveUp("RequestFailed", "SidecarStopping", "the sidecar stopped before the request");
+
+    // Open for reports before sending: a tool may report before it answers.
+    await this.d.callbacks.open(c.token, {
+      claim: { namespace: claim.namespace, name: claim.name },
+      signature: spec.signature,
+    });
+    // The window opens before the request: the tool may apply before its answer is read.
+    this.openWindow(c);
+    const deliveryId = randomUUID();
+    const { bytes, headers } = signedRequest(requestBody(attempt), {
+      key: key.key,
+      style: spec.signature,
+      deliveryId,
+    });
+    const sentAt = this.d.now();
+    const send = this.d.options?.send ?? sendRequest;
+    const result = await send({
+      url: spec.url,
+      bytes,
+      headers,
+      timeoutMs: spec.timeoutSeconds * 1000,
+      insecure: spec.insecure === true,
+      allowInternal: this.d.options?.allowInternal === true,
+      signal,
+      ...(this.d.options?.ca ? { ca: this.d.options.ca } : {}),
+      ...(this.d.options?.resolve ? { resolve: this.d.options.resolve } : {}),
+    });
+    const verdict = judgeSend(spec.completion.mode, result, spec.timeoutSeconds);
+    log.info({ delivery: deliveryId, result: result.kind, phase: verdict.phase }, "request sent");
+    const budgetEndsAt = sentAt.getTime() + spec.completion.budgetSeconds * 1000;
+    switch (verdict.phase) {
+      case "RequestFailed":
+        return giveUp("RequestFailed", verdict.reason, verdict.message);
+      case "Succeeded":
+        return this.complete(c, "Succeeded", undefined, verdict.message);
+      case "Failed":
+        return this.complete(c, "Failed", verdict.outcome, verdict.message);
+      case "Running":
+        if (
+          !(await this.move(c, {
+            phase: "Running",
+            startedAt: sentAt.toISOString(),
+            message: verdict.message,
+          }))
+        )
+          return;
+        await report("Running", { message: verdict.message });
+        return this.follow(c, { unresolved: false, budgetEndsAt, failAtBudget: false });
+      case "Unresolved":
+        await this.markUnresolved(c, verdict.outcome, verdict.message);
+        return this.follow(c, {
+          unresolved: true,
+          budgetEndsAt,
+          failAtBudget: spec.completion.mode === "response",
+        });
+    }
+  }
+
+  /**
+   * An operation recorded before a restart. Requested: this process may have sent the request
+   * (and lost its answer with it), so it is Unresolved and never sent again. Running and
+   * Unresolved are followed on from their reports.
+   */
+  async recover(r: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void> {
+    const log = this.d.log.child({
+      applier: "webhook",
+      claim: `${r.claim.namespace}/${r.claim.name}`,
+      token: r.operation.token,
+      commit: r.operation.commit,
+      branch: r.branchKey,
+      recovered: true,
+    });
+    const typed = await this.readClaim(r.claim);
+    if (!typed) return report("Failed", { reason: "ClaimGone", message: "the WebhookClaim was deleted" });
+    const spec = typed.spec;
+    const c: Ctx = {
+      token: r.operation.token,
+      branchKey: r.branchKey,
+      commit: r.operation.commit,
+      claim: r.claim,
+      spec,
+      report,
+      signal,
+      log,
+    };
+    this.openWindow(c);
+    await this.d.callbacks.open(c.token, {
+      claim: { namespace: r.claim.namespace, name: r.claim.name },
+      signature: spec.signature,
+    });
+    const from = Date.parse(r.operation.startedAt ?? r.operation.requestedAt);
+    const budgetEndsAt =
+      (Number.isFinite(from) ? from : this.d.now().getTime()) + spec.completion.budgetSeconds * 1000;
+    const mode = spec.completion.mode;
+    log.info({ phase: r.operation.phase }, "following a recovered operation");
+    if (r.operation.phase === "Requested") {
+      await this.markUnresolved(
+        c,
+        "AnswerLost",
+        "the sidecar restarted while the request was under way; not known whether the endpoint has it, and it is not sent again",
+      );
+      return this.follow(c, { unresolved: true, budgetEndsAt, failAtBudget: mode === "response" });
+    }
+    const unresolved = r.operation.phase === "Unresolved";
+    return this.follow(c, { unresolved, budgetEndsAt, failAtBudget: unresolved && mode === "response" });
+  }
+
+  /** Reads the tool's reports until one ends the operation; the budget only marks it Unresolved. */
+  private async follow(c: Ctx, f: Follow): Promise<void> {
+    let unresolved = f.unresolved;
+    let interval = this.pollMs;
+    for (;;) {
+      if (c.signal.aborted) return;
+      let reports: Awaited<ReturnType<CallbackStore["take"]>> = [];
+      try {
+        reports = await this.d.callbacks.take(c.token);
+      } catch (err) {
+        c.log.warn({ err: (err as Error).message }, "cannot read the reports; following on");
+      }
+      for (const r of reports) {
+        const v = judgeReport(r);
+        if (v.end)
+          return this.complete(
+            c,
+            v.phase,
+            v.phase === "Failed" ? "ToolReportedFailed" : undefined,
+            v.message ?? `the tool reported ${v.phase}`,
+          );
+        if (!(await this.move(c, { phase: "Running", ...(v.message ? { message: v.message } : {}) }))) return;
+        unresolved = false;
+        interval = this.pollMs;
+        await c.report("Running", v.message ? { message: v.message } : {});
+      }
+      const now = this.d.now().getTime();
+      if (now >= f.budgetEndsAt) {
+        if (f.failAtBudget && unresolved)
+          return this.complete(
+            c,
+            "Failed",
+            "AnswerLost",
+            `the request's answer was lost and the tool reported nothing within ${c.spec.completion.budgetSeconds} s; the branch worker decides whether to send again`,
+          );
+        if (!unresolved) {
+          unresolved = true;
+          await this.markUnresolved(
+            c,
+            "OperationUnresolved",
+            `the tool reported no end within ${c.spec.completion.budgetSeconds} s; still followed`,
+          );
+        }
+      }
+      await sleep(interval, c.signal);
+      if (unresolved) interval = Math.min(interval * 2, this.maxPollMs);
+    }
+  }
+
+  private openWindow(c: Ctx): void {
+    this.d.windows?.opened({
+      token: c.token,
+      claim: { namespace: c.claim.namespace, name: c.claim.name },
+      branchKey: c.branchKey,
+      managers: c.spec.fieldManagers ?? [],
+    });
+  }
+
+  private async markUnresolved(c: Ctx, reason: string, message: string): Promise<void> {
+    if (!(await this.move(c, { phase: "Unresolved", message }))) return;
+    c.log.warn({ reason }, "operation unresolved: still followed");
+    await c.report("Unresolved", { reason, message });
+    await this.d.events.emit({
+      type: "Warning",
+      reason: "OperationUnresolved",
+      action: "Follow",
+      note: `operation ${c.token} for ${c.commit}: ${message}`,
+      regarding: {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "WebhookClaim",
+        namespace: c.claim.namespace,
+        name: c.claim.name,
+      },
+    });
+  }
+
+  /** Moves the claim's record; false when the record is gone (the claim deleted or replaced). */
+  private async move(c: Ctx, change: OperationChange): Promise<boolean> {
+    try {
+      await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now });
+      return true;
+    } catch (err) {
+      if (!(err instanceof OperationNotFound)) throw err;
+      this.d.windows?.closed(c.token);
+      await this.d.callbacks.close(c.token).catch(() => {});
+      await c.report("Failed", { reason: "ClaimGone", message: err.message });
+      return false;
+    }
+  }
+
+  private async complete(c: Ctx, phase: "Succeeded" | "Failed", reason: string | undefined, message: string) {
+    try {
+      await completeOperation(
+        this.d.kube,
+        c.claim,
+        c.token,
+        { phase, ...(reason ? { outcome: reason } : {}), message },
+        { now: this.d.now },
+      );
+    } catch (err) {
+      if (!(err instanceof OperationNotFound)) throw err;
+      c.log.warn({ err: err.message }, "operation record not found at completion");
+    }
+    this.d.windows?.closed(c.token);
+    // Closed only once the end is on the claim: a report after this is a miss.
+    await this.d.callbacks
+      .close(c.token)
+      .catch((err) =>
+        c.log.warn(
+          { err: (err as Error).message },
+          "could not close the token for reports (expires on its own)",
+        ),
+      );
+    c.log.info({ phase, reason }, "operation completed");
+    await c.report(phase, { ...(reason ? { reason } : {}), message });
+  }
+}

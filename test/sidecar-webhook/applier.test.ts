@@ -1,0 +1,275 @@
+/**
+ * The webhook applier end to end, as deployed: each rule of docs/webhook.md against a real HTTP
+ * endpoint, the simulated API server and Redis.
+ */
+import { createHmac } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESOURCES } from "../../queue/kube/index.js";
+import { callbackKeys } from "../../queue/webhook-callback.js";
+import { COMMIT, NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
+
+let w: WebhookWorld;
+beforeAll(async () => {
+  w = await startWebhookWorld();
+});
+afterAll(async () => w?.close());
+
+/** Flux's generic-hmac check as its documentation gives it: `X-Signature: <algo>=<hex>`, HMAC of the body. */
+function fluxGenericHmacAccepts(key: string, header: string | undefined, body: Buffer): boolean {
+  if (!header) return false;
+  const [algo, hex] = header.split("=");
+  if (!algo || !hex || !["sha1", "sha256", "sha512"].includes(algo)) return false;
+  return createHmac(algo, key).update(body).digest("hex") === hex;
+}
+
+const report = (token: string, phase: string, message?: string) =>
+  w.redis.client.rpush(
+    callbackKeys(w.redis.prefix, token).reports,
+    JSON.stringify({ phase, ...(message ? { message } : {}), receivedAt: new Date().toISOString() }),
+  );
+
+describe("mode response", () => {
+  it("a 2xx within the timeout is Succeeded; the request carries the body, a delivery id, the token and a generic-hmac signature Flux accepts", async () => {
+    await w.createClaim("resp", { url: `${w.endpoint.url}/deploy` }, "k-resp");
+    const before = w.endpoint.received.length;
+    const a = await w.send("resp");
+    await until(async () => (await w.operation("resp"))?.phase === "Succeeded", "Succeeded");
+    const req = w.endpoint.received[before]!;
+    expect(req.path).toBe("/deploy");
+    expect(req.body).toEqual({
+      repository: "https://git.example/org/repo.git",
+      branch: "main",
+      commit: COMMIT,
+      reason: "CatchUp",
+      token: a.token,
+      claim: { namespace: NS, name: "resp" },
+    });
+    expect(req.headers["x-applygate-token"]).toBe(a.token);
+    expect(req.headers["x-applygate-delivery"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(fluxGenericHmacAccepts("k-resp", req.headers["x-signature"] as string, req.raw)).toBe(true);
+    expect(fluxGenericHmacAccepts("other", req.headers["x-signature"] as string, req.raw)).toBe(false);
+    await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
+    expect(await w.phases(a.token)).toEqual(["Requested", "Succeeded"]);
+    const claim = await w.claim("resp");
+    expect((claim?.status as { lastAppliedCommit?: string } | undefined)?.lastAppliedCommit).toBe(COMMIT);
+    // Finished: the token takes no report any longer.
+    expect(await w.redis.client.exists(callbackKeys(w.redis.prefix, a.token).record)).toBe(0);
+  });
+
+  it("a non-2xx answer is Failed with the body's first bytes as the message", async () => {
+    w.endpoint.handle((_r, res) => {
+      res.statusCode = 500;
+      res.end(`kubectl apply failed: ${"x".repeat(2000)}`);
+    });
+    const a = await w.send("resp");
+    await until(
+      async () =>
+        (await w.operation("resp"))?.token === a.token && (await w.operation("resp"))?.phase === "Failed",
+      "Failed",
+    );
+    const op = await w.operation("resp");
+    expect(op?.outcome).toBe("HTTP500");
+    expect(op?.message?.startsWith("kubectl apply failed: xxx")).toBe(true);
+    expect(op!.message!.length).toBeLessThan(600);
+    await until(async () => (await w.phases(a.token)).includes("Failed"), "reported");
+  });
+
+  it("a redirect is never followed: a 3xx is Failed and its Location is never called", async () => {
+    const before = w.endpoint.received.length;
+    w.endpoint.handle((r, res) => {
+      if (r.path === "/elsewhere") return res.end("followed");
+      res.statusCode = 307;
+      res.setHeader("location", `${w.endpoint.url}/elsewhere`);
+      res.end();
+    });
+    const a = await w.send("resp");
+    await until(
+      async () =>
+        (await w.operation("resp"))?.token === a.token && (await w.operation("resp"))?.phase === "Failed",
+      "Failed",
+    );
+    expect((await w.operation("resp"))?.outcome).toBe("HTTP307");
+    expect(w.endpoint.received.slice(before).map((r) => r.path)).toEqual(["/deploy"]);
+  });
+
+  it("no answer within the timeout is Failed (Timeout), and the request is not sent again", async () => {
+    await w.createClaim("slow", { url: `${w.endpoint.url}/slow`, timeoutSeconds: 1 });
+    const before = w.endpoint.received.length;
+    w.endpoint.handle(() => {}); // never answers
+    const a = await w.send("slow");
+    await until(async () => (await w.operation("slow"))?.phase === "Failed", "Failed");
+    expect((await w.operation("slow"))?.outcome).toBe("Timeout");
+    expect(w.endpoint.received.length - before).toBe(1);
+    await until(async () => (await w.phases(a.token)).includes("Failed"), "reported");
+    w.endpoint.handle((_r, res) => res.end("applied"));
+  });
+
+  it("signs with the github style in X-Hub-Signature-256", async () => {
+    await w.createClaim("gh", { url: `${w.endpoint.url}/gh`, signature: "github" }, "k-gh");
+    const before = w.endpoint.received.length;
+    await w.send("gh");
+    await until(async () => (await w.operation("gh"))?.phase === "Succeeded", "Succeeded");
+    const req = w.endpoint.received[before]!;
+    const expected = `sha256=${createHmac("sha256", "k-gh").update(req.raw).digest("hex")}`;
+    expect(req.headers["x-hub-signature-256"]).toBe(expected);
+    expect(req.headers["x-signature"]).toBeUndefined();
+    expect(req.headers["x-github-event"]).toBe("push");
+  });
+
+  it("a rotated key signs the next request, without a restart", async () => {
+    await w.setKey("gh", "k-gh-rotated");
+    // The Secret is watched: wait until the next request carries the new key's signature.
+    await until(async () => {
+      const before = w.endpoint.received.length;
+      const a = await w.send("gh");
+      await until(
+        async () =>
+          (await w.operation("gh"))?.token === a.token && (await w.operation("gh"))?.phase === "Succeeded",
+        "Succeeded",
+      );
+      const req = w.endpoint.received[before]!;
+      return (
+        req.headers["x-hub-signature-256"] ===
+        `sha256=${createHmac("sha256", "k-gh-rotated").update(req.raw).digest("hex")}`
+      );
+    }, "signed with the rotated key");
+  });
+});
+
+describe("mode callback", () => {
+  it("a 2xx is Running; the tool's reports move it and its Succeeded ends it", async () => {
+    await w.createClaim("cb", { url: `${w.endpoint.url}/cb`, mode: "callback" });
+    w.endpoint.handle((_r, res) => {
+      res.statusCode = 202;
+      res.end("queued");
+    });
+    const a = await w.send("cb");
+    await until(async () => (await w.operation("cb"))?.phase === "Running", "Running");
+    expect(await w.redis.client.exists(callbackKeys(w.redis.prefix, a.token).record)).toBe(1);
+    await report(a.token, "Running", "applying 3 objects");
+    await until(async () => (await w.operation("cb"))?.message === "applying 3 objects", "progress");
+    await report(a.token, "Succeeded", "applied");
+    await until(async () => (await w.operation("cb"))?.phase === "Succeeded", "Succeeded");
+    await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
+    expect(await w.phases(a.token)).toEqual(["Requested", "Running", "Running", "Succeeded"]);
+    expect(await w.redis.client.exists(callbackKeys(w.redis.prefix, a.token).record)).toBe(0);
+    w.endpoint.handle((_r, res) => res.end("applied"));
+  });
+
+  it("a reported Failed ends it Failed", async () => {
+    const a = await w.send("cb");
+    await until(
+      async () =>
+        (await w.operation("cb"))?.token === a.token && (await w.operation("cb"))?.phase === "Running",
+      "Running",
+    );
+    await report(a.token, "Failed", "helm upgrade failed");
+    await until(async () => (await w.operation("cb"))?.phase === "Failed", "Failed");
+    expect((await w.operation("cb"))?.message).toBe("helm upgrade failed");
+  });
+
+  it("without a report within the budget it is Unresolved, still followed, and a late report ends it", async () => {
+    await w.createClaim("quiet", { url: `${w.endpoint.url}/quiet`, mode: "callback", budgetSeconds: 1 });
+    const a = await w.send("quiet");
+    await until(async () => (await w.operation("quiet"))?.phase === "Unresolved", "Unresolved");
+    await until(async () => (await w.phases(a.token)).includes("Unresolved"), "reported Unresolved");
+    expect(w.sidecar.executor.running()).toContain(a.token);
+    await report(a.token, "Succeeded", "done at last");
+    await until(async () => (await w.operation("quiet"))?.phase === "Succeeded", "Succeeded");
+  });
+});
+
+describe("restart", () => {
+  it("a request cut by a stop is Unresolved; the next process follows it and never sends it again", async () => {
+    await w.createClaim("rs", { url: `${w.endpoint.url}/rs`, mode: "callback" });
+    w.endpoint.handle(() => {}); // the answer never comes before the stop
+    const before = w.endpoint.received.length;
+    const a = await w.send("rs");
+    await until(() => w.endpoint.received.length > before, "request under way");
+    await w.sidecar.stop();
+    expect((await w.operation("rs"))?.phase).toBe("Unresolved");
+    await w.restart();
+    await until(() => w.sidecar.executor.running().includes(a.token), "followed by the next process");
+    await report(a.token, "Succeeded", "it had applied");
+    await until(async () => (await w.operation("rs"))?.phase === "Succeeded", "Succeeded");
+    expect(w.endpoint.received.length - before).toBe(1);
+    w.endpoint.handle((_r, res) => res.end("applied"));
+  });
+
+  it("an operation a crashed process left Requested is Unresolved after the restart, followed, not sent again", async () => {
+    await w.sidecar.stop();
+    const before = w.endpoint.received.length;
+    const token = "op-crashed";
+    // What a process killed between the record and the answer leaves on the claim.
+    const claim = await w.claim("rs");
+    const target = ((await w.operation("rs"))?.targets ?? [])[0]!;
+    await w.kube.patchStatus(
+      RESOURCES.webhookClaim,
+      NS,
+      "rs",
+      {
+        operation: {
+          token,
+          phase: "Requested",
+          commit: COMMIT,
+          targets: [target],
+          requestedAt: new Date().toISOString(),
+        },
+      },
+      claim!.metadata.resourceVersion,
+    );
+    await w.restart();
+    await until(
+      async () => (await w.operation("rs"))?.phase === "Unresolved",
+      "Unresolved after the restart",
+    );
+    expect((await w.operation("rs"))?.message).toContain("not sent again");
+    await report(token, "Failed", "it had failed");
+    await until(async () => (await w.operation("rs"))?.phase === "Failed", "Failed");
+    expect(w.endpoint.received.length).toBe(before);
+  });
+});
+
+describe("conditions", () => {
+  it("a claim whose key Secret is missing is not Ready (SecretNotFound) until the Secret exists", async () => {
+    await w.api.applyYaml(`
+apiVersion: applygate.dev/v1alpha1
+kind: WebhookClaim
+metadata: {name: nokey, namespace: ${NS}}
+spec: {url: "${w.endpoint.url}/nokey", insecure: true, secretRef: {name: nokey-key}}
+---
+apiVersion: applygate.dev/v1alpha1
+kind: GitTarget
+metadata: {name: nokey-target, namespace: ${NS}}
+spec: {providerRef: {name: repo}, branch: main, path: apps/nokey, claimRef: {kind: WebhookClaim, name: nokey}}
+`);
+    const ready = async () =>
+      (
+        (await w.claim("nokey"))?.status as
+          | { conditions?: { type: string; status: string; reason: string }[] }
+          | undefined
+      )?.conditions?.find((c) => c.type === "Ready");
+    await until(async () => (await ready())?.reason === "SecretNotFound", "Ready Unknown: SecretNotFound");
+    expect((await ready())?.status).toBe("Unknown");
+    await w.setKey("nokey", "now-there");
+    await until(async () => (await ready())?.status === "True", "Ready once the Secret exists");
+  });
+});
+
+describe("SSRF", () => {
+  it("without --webhook-allow-internal a loopback endpoint is refused and never called", async () => {
+    await w.sidecar.stop();
+    await w.restart({ allowInternal: false });
+    const before = w.endpoint.received.length;
+    const a = await w.send("resp");
+    await until(async () => (await w.phases(a.token)).includes("RequestFailed"), "RequestFailed");
+    const r = (await w.reports(a.token)).find((x) => x.phase === "RequestFailed");
+    expect(r?.reason).toBe("AddressRefused");
+    expect(r?.message).toContain("loopback");
+    expect(w.endpoint.received.length).toBe(before);
+    // Nothing started: the record is taken back.
+    expect((await w.operation("resp"))?.token).not.toBe(a.token);
+    await w.sidecar.stop();
+    await w.restart();
+  });
+});

@@ -1,0 +1,67 @@
+/**
+ * The apply window of a webhook endpoint: while its operation runs, writes made by the claim's
+ * field managers are reported to the branch worker as the applier's own (so a late one over a
+ * newer edit becomes a Repair, queue/decide); writes by any other manager are edits, not reported.
+ */
+
+import { Queue } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ApplierWriteReport } from "../../queue/contract.js";
+import { QUEUES } from "../../queue/contract.js";
+import { bullConnection } from "../../queue/redis.js";
+import { NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
+
+let w: WebhookWorld;
+let reports: Queue;
+beforeAll(async () => {
+  w = await startWebhookWorld({ windowGraceMs: 200 });
+  reports = new Queue(QUEUES.reports, { connection: bullConnection(w.redis.url), prefix: w.redis.prefix });
+});
+afterAll(async () => {
+  await reports?.close();
+  await w?.close();
+});
+
+const applyConfigMap = async (name: string, value: string, manager: string) => {
+  const res = await fetch(
+    `${w.api.url}/api/v1/namespaces/${NS}/configmaps/${name}?fieldManager=${manager}&force=true`,
+    {
+      method: "PATCH",
+      headers: { "content-type": "application/apply-patch+yaml", authorization: `Bearer ${adminToken()}` },
+      body: JSON.stringify({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name, namespace: NS },
+        data: { value },
+      }),
+    },
+  );
+  if (!res.ok) throw new Error(`apply ${name}: ${res.status} ${await res.text()}`);
+};
+const adminToken = () => (w.api.kubeConfig().getCurrentUser()?.token as string | undefined) ?? "";
+
+const applierWrites = async (token: string) =>
+  (await reports.getJobs(["waiting", "active", "completed"]))
+    .map((j) => j.data as ApplierWriteReport)
+    .filter((r) => r.type === "applierWrite" && r.token === token);
+
+describe("the webhook applier's apply window", () => {
+  it("reports the deployer's own writes during the operation, and no other manager's", async () => {
+    await w.createClaim("win", { url: `${w.endpoint.url}/win` });
+    // The deployer applies under its field manager, then answers; meanwhile somebody edits another object.
+    w.endpoint.handle((_r, res) => {
+      void (async () => {
+        await applyConfigMap("deployed", "v1", "playground-deployer");
+        await applyConfigMap("edited", "hand", "kubectl-edit");
+        res.end("applied");
+      })();
+    });
+    const a = await w.send("win");
+    await until(async () => (await w.operation("win"))?.phase === "Succeeded", "Succeeded");
+    await until(async () => (await applierWrites(a.token)).length > 0, "the deployer's write reported");
+    const writes = await applierWrites(a.token);
+    expect(writes.map((r) => [r.object.name, r.manager])).toEqual([["deployed", "playground-deployer"]]);
+    expect(writes[0]?.claim).toEqual({ kind: "WebhookClaim", namespace: NS, name: "win" });
+    w.endpoint.handle((_r, res) => res.end("applied"));
+  });
+});
