@@ -1,0 +1,68 @@
+/**
+ * Governance at the moment of the write, by the Flux executor as deployed against fluxsim: an
+ * attempt whose claim's change window has closed, or whose approval was withdrawn, ends
+ * RequestFailed before the resume and nothing is applied; inside the window, with its approval,
+ * the same attempt applies, and the operation's end joins the claim's history with it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESOURCES } from "../../queue/kube/index.js";
+import { configMap, type Scene, scene, startWorld, type World } from "./harness.js";
+
+let world: World;
+beforeAll(async () => {
+  world = await startWorld();
+});
+afterAll(async () => world?.stop());
+
+const always = (kind: "allow" | "deny") => ({ kind, schedule: "0 0 * * *", duration: "24h" });
+
+async function claimSpec(s: Scene, spec: Record<string, unknown>, annotations?: Record<string, string>) {
+  await world.kube.mergePatch(RESOURCES.fluxClaim, s.claim.namespace, s.claim.name, {
+    spec,
+    ...(annotations ? { metadata: { annotations } } : {}),
+  });
+}
+
+describe("governance at the Flux executor's write", () => {
+  it("a deny window in force at the write: RequestFailed (OutsideChangeWindow), nothing resumed; an override the attempt carries lets it through once, recorded", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "2") });
+    const applied = world.sim.appliedRevisions(s.ks).length;
+    await claimSpec(s, { changeWindows: [always("deny")] });
+    const before = (await s.readKs()).metadata.resourceVersion;
+    const r = await s.run(s.attempt(commit));
+    expect(r.phases).toEqual(["Requested", "RequestFailed"]);
+    expect(r.last.reason).toBe("OutsideChangeWindow");
+    expect((await s.readKs()).metadata.resourceVersion).toBe(before);
+    expect(world.sim.appliedRevisions(s.ks)).toHaveLength(applied);
+
+    await claimSpec(s, {}, { "applygate.dev/change-window-override": "INC-9" });
+    const over = await s.run(
+      s.attempt(commit, { override: { changeWindow: "INC-9", by: "kubectl-annotate" } }),
+    );
+    expect(over.last.phase).toBe("Succeeded");
+    expect(await s.configValue()).toBe("2");
+    const status = (await s.readClaim()).status as { history?: Array<Record<string, unknown>> };
+    expect(status.history?.[0]).toMatchObject({
+      commit,
+      phase: "Succeeded",
+      override: { changeWindow: "INC-9", by: "kubectl-annotate" },
+      startedBy: "the branch worker, on the change-window override set by kubectl-annotate",
+    });
+  });
+
+  it("with approval required, an attempt whose approval was withdrawn starts nothing; approved, it applies", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "3") });
+    await claimSpec(s, { changeWindows: [always("allow")], approval: { manual: true } });
+    const carrying = s.attempt(commit, { approvals: [{ commit, sources: ["Manual"] }] });
+    const r = await s.run(carrying);
+    expect(r.last).toMatchObject({ phase: "RequestFailed", reason: "NotApproved" });
+    await claimSpec(s, {}, { [`approve.applygate.dev/${commit}`]: "ada" });
+    const ok = await s.run(s.attempt(commit, { approvals: [{ commit, sources: ["Manual"] }] }));
+    expect(ok.last.phase).toBe("Succeeded");
+    expect(await s.configValue()).toBe("3");
+  });
+});
