@@ -22,7 +22,9 @@ describe("branch worker: watched applier writes", () => {
 
   async function judgedWorker() {
     const asked: AcceptedWrite[] = [];
-    const worker: BranchWorker = await h.newWorker({ hooks: { onWatchedApplierWrite: (w) => void asked.push(w) } });
+    const worker: BranchWorker = await h.newWorker({
+      hooks: { onWatchedApplierWrite: (w) => void asked.push(w) },
+    });
     return { asked, worker };
   }
 

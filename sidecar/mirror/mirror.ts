@@ -31,7 +31,6 @@ import {
   watchRule,
 } from "../../queue/crds/index.js";
 import { acceptWrite, enqueueNotice } from "../../queue/intake.js";
-import { writeProblem } from "../../queue/write-check.js";
 import {
   type InformerEvent,
   type InformerHandle,
@@ -46,6 +45,7 @@ import {
 } from "../../queue/kube/index.js";
 import { type Logger, silentLogger } from "../../queue/log.js";
 import { bullConnection, connectRedis } from "../../queue/redis.js";
+import { writeProblem } from "../../queue/write-check.js";
 import { authorshipOf } from "./authorship.js";
 import { resolveKind } from "./discovery.js";
 import type { MirrorMetrics } from "./http.js";

@@ -12,9 +12,9 @@ import { crdFiles } from "../../queue/crds/files.js";
 import { silentLogger } from "../../queue/log.js";
 import { Mirror } from "../../sidecar/mirror/mirror.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import { until } from "../playground/actors.js";
 import { deployedIdentities } from "../playground/identities.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
-import { until } from "../playground/actors.js";
 
 let api: ApiServer;
 let redis: IsolatedRedis;
