@@ -90,6 +90,39 @@ export async function apiEdit(
   );
 }
 
+/**
+ * An API edit with nobody posting it to the intake API: the demo ConfigMap's greeting set on the
+ * cluster by "user", for the watch plane to mirror.
+ */
+export async function clusterEdit(a: Assembly, app: DemoApp, greeting: string): Promise<void> {
+  const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  await core.patchNamespacedConfigMap(
+    {
+      name: DEMO_APPS[app].name,
+      namespace: DEMO_APPS[app].namespace,
+      body: demoConfigMap(app, { greeting }),
+      fieldManager: USER_MANAGER,
+      force: true,
+    },
+    APPLY,
+  );
+}
+
+/** Commits on the branch after `from` that change the demo file of `app`, oldest first. */
+export async function commitsTouching(a: Assembly, from: string, app: DemoApp): Promise<string[]> {
+  const out = await gitOk([
+    "--git-dir",
+    repoDir(a),
+    "log",
+    "--reverse",
+    "--format=%H",
+    `${from}..${a.demo.branch}`,
+    "--",
+    demoConfigPath(app),
+  ]);
+  return out.split("\n").filter(Boolean);
+}
+
 /** The time the user's managedFields entry records (whole seconds, as the server writes it). */
 function editTime(o: k8s.V1ConfigMap): string | undefined {
   const entry = o.metadata?.managedFields?.find((m) => m.manager === USER_MANAGER);

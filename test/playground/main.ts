@@ -36,6 +36,10 @@ const RACE_HELP = `usage: applygate playground race
 Replays the two-edit race twice on assemblies of its own (its own Redis prefix, Git server and
 simulated cluster; a running playground is not touched): once with Flux and Argo CD on their own
 timers, once held by applygate, and prints the two timelines side by side.
+
+  --mirror   the watch plane mirrors the edits (nobody posts them to the intake API): on the
+             appliers' own timers it records the revert as a commit of its own; held, the two
+             edits are exactly two commits
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -115,7 +119,8 @@ async function race(argv: string[]): Promise<number> {
   const log = createLogger({ level: "error", name: "playground-race" });
   const { runRace } = await import("./race.js");
   try {
-    const { held } = await runRace({ log, out: (line) => process.stdout.write(`${line}\n`) });
+    const mirror = argv.includes("--mirror");
+    const { held } = await runRace({ log, mirror, out: (line) => process.stdout.write(`${line}\n`) });
     // The promise the race makes: with applygate, the later value wins with one commit per save.
     const kept = held.every(
       (r) => r.cluster === "green" && !r.reverted && r.commits === r.saves && r.applies.length === 0,

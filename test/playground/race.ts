@@ -21,8 +21,10 @@ import {
   apiEdit,
   appliedCommits,
   argoComparedCommit,
+  clusterEdit,
   clusterValue,
   commitsSince,
+  commitsTouching,
   fluxArtifactCommit,
   gitValue,
   holds,
@@ -75,13 +77,23 @@ const applierName = (app: DemoApp) => (app === "flux" ? "kustomize-controller" :
 /** Plays one run of the race on both apps at once. */
 export async function playRace(
   mode: RaceMode,
-  opts: { log?: Logger; redisUrl?: string; timers?: AssemblyTimers } = {},
+  opts: {
+    log?: Logger;
+    redisUrl?: string;
+    timers?: AssemblyTimers;
+    /**
+     * The watch plane mirrors the edits (nobody posts them to the intake API): on the appliers'
+     * own timers it also mirrors the revert, as a commit of its own.
+     */
+    mirror?: boolean;
+  } = {},
 ): Promise<RaceOutcome[]> {
   const a = await startAssembly({
     ...(opts.log ? { log: opts.log } : {}),
     ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}),
     timers: opts.timers ?? RACE_TIMERS,
     withoutClaims: mode === "own-timers",
+    ...(opts.mirror ? { withMirror: true } : {}),
   });
   try {
     if (mode === "held") await settled(a);
@@ -93,7 +105,9 @@ export async function playRace(
       for (const app of ["flux", "argocd"] as const)
         await until(async () => appliedCommits(a, app).includes(head), `${app} to apply the first commit`);
     }
-    return await Promise.all((["flux", "argocd"] as const).map((app) => raceOne(a, mode, app)));
+    return await Promise.all(
+      (["flux", "argocd"] as const).map((app) => raceOne(a, mode, app, opts.mirror === true)),
+    );
   } finally {
     await a.stop();
   }
@@ -114,7 +128,7 @@ async function selfHeal(a: Assembly): Promise<void> {
   );
 }
 
-async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceOutcome> {
+async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp, mirror: boolean): Promise<RaceOutcome> {
   const t0 = Date.now();
   const timeline: TimelineEntry[] = [];
   const note = (text: string) => timeline.push({ ms: Date.now() - t0, text });
@@ -151,7 +165,15 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceO
   })();
 
   const fetched = app === "flux" ? () => fluxArtifactCommit(a) : () => argoComparedCommit(a);
-  const first = await apiEdit(a, app, FIRST);
+  // With the watch plane on, the edit is made on the cluster alone and its commit is the one the
+  // mirror makes; otherwise the edit is reported to the intake API as a save.
+  const edit = async (greeting: string) => {
+    if (!mirror) return (await apiEdit(a, app, greeting)).body.commit;
+    await clusterEdit(a, app, greeting);
+    await until(async () => (await gitValue(a, app)) === greeting, `the mirror to commit ${greeting}`);
+    return (await commitsTouching(a, start, app)).at(-1);
+  };
+  const first = { body: { commit: await edit(FIRST) } };
   note(`API edit ${FIRST} → commit ${short(first.body.commit)}`);
   // Both apps race at once, so the applier may fetch a tip holding the other app's commit too.
   const fetchedFirst = await until(async () => {
@@ -159,7 +181,7 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceO
     return (await holds(a, c, first.body.commit)) ? c : undefined;
   }, "the applier to fetch the first commit");
   note(`${app === "flux" ? "GitRepository fetched" : "Argo CD compared"} ${short(fetchedFirst)}`);
-  const second = await apiEdit(a, app, SECOND);
+  const second = { body: { commit: await edit(SECOND) } };
   note(`API edit ${SECOND} → commit ${short(second.body.commit)}`);
 
   if (mode === "own-timers") {
@@ -189,7 +211,18 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp): Promise<RaceO
   recording = false;
   await recorder;
   stopWatch();
-  const commits = (await commitsSince(a, start)).filter((c) => c.subject.startsWith(`${app}: `));
+  if (mirror && mode === "own-timers") {
+    // The mirror records what the applier wrote too: wait for its commit of the revert.
+    await until(
+      async () => (await commitsTouching(a, start, app)).length > 2,
+      "the mirror to record the revert",
+      15_000,
+    ).catch((err) => note(`(${(err as Error).message})`));
+    note(`Git: ${(await commitsTouching(a, start, app)).length} commits, ends "${await gitValue(a, app)}"`);
+  }
+  const commits = mirror
+    ? await commitsTouching(a, start, app)
+    : (await commitsSince(a, start)).filter((c) => c.subject.startsWith(`${app}: `));
   const applies = appliedCommits(a, app)
     .slice(appliedBefore)
     .filter((c, i, all) => c !== all[i - 1]);
@@ -238,6 +271,8 @@ export function sideBySide(own: RaceOutcome, held: RaceOutcome, width = 58): str
 export async function runRace(opts: {
   log?: Logger;
   redisUrl?: string;
+  /** The watch plane mirrors the edits instead of intake calls. */
+  mirror?: boolean;
   out: (line: string) => void;
 }): Promise<{ own: RaceOutcome[]; held: RaceOutcome[] }> {
   opts.out(

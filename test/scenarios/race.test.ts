@@ -28,3 +28,24 @@ describe("the two-edit race", () => {
     // Appliers on one-second timers wait out their own intervals; a loaded machine stretches them.
   }, 120_000);
 });
+
+describe("the two-edit race with the watch plane mirroring the edits", () => {
+  it("held by applygate: exactly two commits, no revert, no apply", async () => {
+    const runs = await playRace("held", { redisUrl: testRedisUrl(), mirror: true });
+    for (const r of runs) {
+      expect(r.reverted, `${r.app}: ${JSON.stringify(r.timeline)}`).toBe(false);
+      expect(r.cluster).toBe(SECOND);
+      expect(r.git).toBe(SECOND);
+      expect(r.commits).toBe(2);
+      expect(r.applies).toEqual([]);
+    }
+  }, 120_000);
+
+  it("on the appliers' own timers: the mirror records the revert as a commit of its own", async () => {
+    const runs = await playRace("own-timers", { redisUrl: testRedisUrl(), mirror: true });
+    for (const r of runs) {
+      expect(r.reverted, `${r.app}: ${JSON.stringify(r.timeline)}`).toBe(true);
+      expect(r.commits, `${r.app}: ${JSON.stringify(r.timeline)}`).toBeGreaterThan(2);
+    }
+  }, 120_000);
+});
