@@ -309,3 +309,8 @@ export const APPLIER_FIELD_MANAGERS: Record<ApplierKind, readonly string[]> = {
   argocd: ["argocd-controller", "argocd-application-controller"],
   webhook: [],
 };
+
+/** The applier's own field managers: its kind's, or for a webhook endpoint its claim's. */
+export function applierManagersOf(applier: ApplierRef): readonly string[] {
+  return applier.kind === "webhook" ? (applier.fieldManagers ?? []) : APPLIER_FIELD_MANAGERS[applier.kind];
+}

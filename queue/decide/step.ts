@@ -4,9 +4,9 @@
  * tokens come from a counter in the state.
  */
 import {
-  APPLIER_FIELD_MANAGERS,
   type ApplierRef,
   type Attempt,
+  applierManagersOf,
   type ClaimRef,
   EDITED_AFTER_FLUSH,
   type ObjectRef,
@@ -492,11 +492,6 @@ export function settleReport(
   a.notBefore = now + backoffDelay(a.failures, phase === "Rejected");
 }
 
-/** The applier's own field managers: the kind's, or for a webhook endpoint its claim's. */
-function ownManagers(applier: ApplierRef): readonly string[] {
-  return applier.kind === "webhook" ? (applier.fieldManagers ?? []) : APPLIER_FIELD_MANAGERS[applier.kind];
-}
-
 /**
  * A write of the applier's own field managers seen while a window is open. Over a newer edit
  * recorded in the window, it is a late apply: a Repair is due for that applier and the collision
@@ -510,7 +505,7 @@ function judgeWrite(
 ): void {
   const key = claimKey(r.claim);
   const a = s.appliers[key];
-  if (!a || !ownManagers(a.applier).includes(r.manager)) return;
+  if (!a || !applierManagersOf(a.applier).includes(r.manager)) return;
   const object = objectKey(r.object);
   const writtenAtSec = toSeconds(r.writtenAt);
   const hit = judgeApplierWrite(a.windows, object, writtenAtSec, now);
@@ -540,7 +535,7 @@ function judgeWatched(
       verdict,
       applierKind: a?.applier.kind ?? null,
     });
-  if (!a || !key || !APPLIER_FIELD_MANAGERS[a.applier.kind].includes(e.manager)) return void settle("late");
+  if (!a || !key || !applierManagersOf(a.applier).includes(e.manager)) return void settle("late");
   const object = objectKey(e.ref);
   const writtenAtSec = toSeconds(e.writtenAt);
   const judged = judgeWatchedWrite(a.windows, object, writtenAtSec, now);

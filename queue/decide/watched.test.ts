@@ -154,3 +154,38 @@ describe("watched applier writes: one judge", () => {
     });
   });
 });
+
+describe("watched applier writes of a webhook endpoint: its claim's field managers", () => {
+  const claim = { kind: "WebhookClaim" as const, namespace: "apps", name: "deployer" };
+  const applier = {
+    kind: "webhook" as const,
+    namespace: "apps",
+    name: "deployer",
+    fieldManagers: ["deployer"],
+  };
+
+  function webhookWindowed() {
+    const d = new Driver();
+    d.settle([listed("u1", "deployer", { claim, applier, source: "claim/WebhookClaim/apps/deployer" })], A);
+    const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    const editAt = d.now;
+    d.on(edit("w", "x", editAt));
+    sends(d.publish(out, B));
+    return { d, sentAt: d.now, editAt };
+  }
+
+  it("the deployer's own apply landing is not mirrored; its late apply over a newer edit is withheld", () => {
+    const { d, sentAt, editAt } = webhookWindowed();
+    const landing = settled(d.on(watched("y", sentAt + 1_000, "deployer", "wa")));
+    expect(landing.map((a) => a.type === "SettleWatchedWrite" && a.verdict)).toEqual(["not_mirrored"]);
+    const late = d.on(watched("x", editAt + 1_000, "deployer", "wb"));
+    expect(settled(late).map((a) => a.type === "SettleWatchedWrite" && a.verdict)).toEqual(["withheld"]);
+    expect(late).toContainEqual({ type: "RecordRepairPending", claim, pending: true });
+  });
+
+  it("a manager the claim does not name is mirrored as a late write, never judged an echo", () => {
+    const { d, sentAt } = webhookWindowed();
+    const out = settled(d.on(watched("y", sentAt + 1_000, "kustomize-controller")));
+    expect(out.map((a) => a.type === "SettleWatchedWrite" && a.mirror)).toEqual([true]);
+  });
+});

@@ -172,6 +172,7 @@ export class Mirror {
     const grants = acquire(SCOPE_GRANT);
     this.claims.set("FluxClaim", acquire(RESOURCES.fluxClaim));
     this.claims.set("ArgoCDClaim", acquire(RESOURCES.argoCDClaim));
+    this.claims.set("WebhookClaim", acquire(RESOURCES.webhookClaim));
     await Promise.all(this.handles.map((h) => h.synced()));
     this.rulesCache = new TypedCache(rules.informer, (o) => readObject(watchRule, o), this.log);
     this.targetsCache = new TypedCache(targets.informer, readGitTarget, this.log);

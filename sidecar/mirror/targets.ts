@@ -5,7 +5,7 @@
  */
 
 import { applierOf, claimOf, type KubeLike } from "../../queue/apply/catalog.js";
-import { APPLIER_FIELD_MANAGERS, type ApplierRef, branchKey } from "../../queue/contract.js";
+import { type ApplierRef, applierManagersOf, branchKey } from "../../queue/contract.js";
 import {
   type GitProvider,
   type GitTarget,
@@ -72,7 +72,7 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
       path: t.spec.path,
       scope: scopeOf({ namespace, name, allowedKinds: t.spec.allowedKinds }, src.grants()),
       applier,
-      applierManagers: applier ? APPLIER_FIELD_MANAGERS[applier.kind] : [],
+      applierManagers: applier ? applierManagersOf(applier) : [],
     },
   };
 }
