@@ -13,6 +13,7 @@ import {
   type ReportPhase,
   TERMINAL_PHASES,
 } from "../queue/contract.js";
+import { StatusReason } from "../queue/crds/reasons.js";
 import type { Logger } from "../queue/log.js";
 import { bullConnection } from "../queue/redis.js";
 import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
@@ -165,10 +166,14 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       );
       await report("RequestFailed", { reason, message });
     };
-    if (stopping) return refuse("the sidecar is stopping", "SidecarStopping");
+    if (stopping) return refuse("the sidecar is stopping", StatusReason.SidecarStopping);
     if (running.has(attempt.token)) return; // a duplicate delivery of one we carry out
     const busy = busyClaim(key);
-    if (busy) return refuse(`operation ${busy.token} of this claim is still followed`, "OperationInFlight");
+    if (busy)
+      return refuse(
+        `operation ${busy.token} of this claim is still followed`,
+        StatusReason.OperationInFlight,
+      );
     const r = run(attempt.token, attempt.claim, attempt.branchKey, attempt.commit, (report, signal) =>
       o.executor.execute(attempt, report, signal),
     );

@@ -5,6 +5,7 @@
  * read, and a conflict reads again and retries (a lost race never wedges a claim).
  */
 import type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
+import { StatusReason } from "../queue/crds/reasons.js";
 import {
   type KObject,
   type Kube,
@@ -32,7 +33,10 @@ export function operationOf(claim: KObject | undefined): Operation | undefined {
   return (claim?.status as { operation?: Operation } | undefined)?.operation;
 }
 
-export type RefusalReason = "ClaimNotFound" | "ClaimDeleting" | "OperationInFlight";
+export type RefusalReason =
+  | typeof StatusReason.ClaimNotFound
+  | typeof StatusReason.ClaimDeleting
+  | typeof StatusReason.OperationInFlight;
 
 /** The record was refused: nothing may be started. */
 export class RecordRefused extends Error {
@@ -96,16 +100,17 @@ export type RecordDecision =
 
 /** Whether `op` may be recorded on `claim` as it was just read. */
 export function decideRecord(claim: KObject | undefined, op: NewOperation, now: Date): RecordDecision {
-  if (!claim) return { action: "refuse", reason: "ClaimNotFound", message: "the claim does not exist" };
+  if (!claim)
+    return { action: "refuse", reason: StatusReason.ClaimNotFound, message: "the claim does not exist" };
   if (claim.metadata.deletionTimestamp) {
-    return { action: "refuse", reason: "ClaimDeleting", message: "the claim is being deleted" };
+    return { action: "refuse", reason: StatusReason.ClaimDeleting, message: "the claim is being deleted" };
   }
   const current = operationOf(claim);
   if (current?.token === op.token) return { action: "already", operation: current };
   if (isInFlight(current)) {
     return {
       action: "refuse",
-      reason: "OperationInFlight",
+      reason: StatusReason.OperationInFlight,
       message: `operation ${current.token} (${current.phase}) is still in flight`,
     };
   }

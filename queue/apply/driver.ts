@@ -9,13 +9,8 @@
  * it (which the worker carries out in its own loop, calling hooks on the way) cannot deadlock.
  */
 import { randomBytes } from "node:crypto";
-import {
-  type Attempt,
-  type ClaimRef,
-  EDITED_AFTER_FLUSH,
-  type PhaseReport,
-  type Report,
-} from "../contract.js";
+import type { Attempt, ClaimRef, PhaseReport, Report } from "../contract.js";
+import { StatusReason } from "../crds/reasons.js";
 import {
   type DecisionAction,
   type DecisionEvent,
@@ -146,7 +141,7 @@ export class DecisionDriver {
       // first, as a push notice would, so the retry is not for the tip that was already stale.
       // One stale for an edit after its flush mark needs no look: the remote did not move, and
       // the flush it is answered with reads the inbox and publishes the edit.
-      const editedAfterFlush = r.phase === "Stale" && r.reason === EDITED_AFTER_FLUSH;
+      const editedAfterFlush = r.phase === "Stale" && r.reason === StatusReason.EditedAfterFlush;
       if ((r.phase === "Stale" || r.revisionMismatch === true) && !editedAfterFlush && this.worker) {
         this.heldStale.push(r);
         this.worker.observeSoon("notice");
@@ -374,7 +369,7 @@ export class DecisionDriver {
             branchKey: attempt.branchKey,
             phase: "RequestFailed",
             at: new Date(this.clock.now()).toISOString(),
-            reason: "QueueUnavailable",
+            reason: StatusReason.QueueUnavailable,
           },
         });
         return;

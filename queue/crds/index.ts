@@ -14,6 +14,7 @@ export * from "./common.js";
 export * from "./flux-claim.js";
 export * from "./git-provider.js";
 export * from "./git-target.js";
+export * from "./reasons.js";
 export * from "./scope-grant.js";
 
 /** Every kind we define, in the order the CRD files are written. */

@@ -8,10 +8,10 @@ import {
   type ApplierRef,
   type Attempt,
   type ClaimRef,
-  EDITED_AFTER_FLUSH,
   type ObjectRef,
   TERMINAL_PHASES,
 } from "../contract.js";
+import { StatusReason } from "../crds/reasons.js";
 import { backoffDelay } from "./backoff.js";
 import { claimKey, dueAppliers, targetsNaming } from "./due.js";
 import type {
@@ -442,7 +442,7 @@ export function settleReport(
   for (const w of a.windows) if (w.token === op.token && w.completedAt === null) w.completedAt = now;
   s.epoch += 1;
   if (phase === "Stale") {
-    if (r.reason === EDITED_AFTER_FLUSH) a.restaleSince ??= now;
+    if (r.reason === StatusReason.EditedAfterFlush) a.restaleSince ??= now;
   } else a.restaleSince = null;
   if (phase === "Succeeded") {
     a.lastAppliedCommit = r.commit ?? op.commit;

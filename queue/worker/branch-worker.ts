@@ -10,6 +10,7 @@
  */
 import type { Redis } from "ioredis";
 import { AcceptedWrite, type ObjectRef, PushNotice, RefusalNotice, Report } from "../contract.js";
+import { StatusReason } from "../crds/reasons.js";
 import { objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange } from "../git/repo.js";
 import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.js";
@@ -518,7 +519,7 @@ export class BranchWorker {
    */
   private async admission(write: AcceptedWrite): Promise<Refusal | undefined> {
     const problem = writeProblem(write.changes);
-    if (problem) return { reason: "Unstorable", message: `${problem.field}: ${problem.message}` };
+    if (problem) return { reason: StatusReason.Unstorable, message: `${problem.field}: ${problem.message}` };
     const verdict = (): Refusal | undefined => {
       const t = write.target;
       const target = this.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
@@ -526,7 +527,7 @@ export class BranchWorker {
       if (!target && refused) return { reason: refused.reason, message: refused.message };
       if (!target)
         return {
-          reason: "UnknownTarget",
+          reason: StatusReason.UnknownTarget,
           message: `GitTarget ${t.namespace}/${t.name} does not write this branch`,
         };
       const v = checkChanges(target.scope, write.changes);
@@ -729,7 +730,8 @@ export class BranchWorker {
       let written: Awaited<ReturnType<BareRepo["commitChanges"]>>;
       for (;;) {
         const { changes, refused } = this.changesOf(p);
-        for (const r of refused) await this.refuse(r.held, { reason: "Unstorable", message: r.reason });
+        for (const r of refused)
+          await this.refuse(r.held, { reason: StatusReason.Unstorable, message: r.reason });
         this.log.debug({ seq: p.seq, changes: changes.length, parent }, "committing a pending write");
         try {
           written = await this.o.repo.commitChanges(parent, changes, this.commitSpec(p));
@@ -742,7 +744,7 @@ export class BranchWorker {
           const culprits = await this.failingAlone(parent, p);
           const blamed = culprits.length > 0 ? culprits : p.writes.filter((h) => this.held.has(h.write.id));
           if (blamed.length === 0) throw err;
-          for (const h of blamed) await this.refuse(h, { reason: "CommitFailed", message });
+          for (const h of blamed) await this.refuse(h, { reason: StatusReason.CommitFailed, message });
         }
       }
       this.log.debug({ seq: p.seq, commit: written?.commit }, "committed a pending write");
@@ -937,7 +939,7 @@ export class BranchWorker {
   private failed(err: unknown, during: string): string {
     const cause = err instanceof Error ? err.message : String(err);
     this.retry = afterFailure(this.retry, this.clock.now(), cause);
-    this.retryReason = err instanceof BaseBranchMissingError ? "BaseBranchMissing" : undefined;
+    this.retryReason = err instanceof BaseBranchMissingError ? StatusReason.BaseBranchMissing : undefined;
     this.log.warn(
       { during, cause, nextRetryAt: new Date(this.retry.nextAt).toISOString() },
       "publication failed; retrying later",

@@ -17,6 +17,7 @@ import {
   providerRefusal,
   VERSION,
 } from "../crds/index.js";
+import { StatusReason } from "../crds/reasons.js";
 import { ConflictRetriesExhausted, retryOnConflict } from "../kube/index.js";
 import type { Logger } from "../log.js";
 import type { ClusterCache } from "./cluster-cache.js";
@@ -119,7 +120,7 @@ export class KubeStatusSink implements StatusSink {
           metadata: { name: `${t.name}.${randomBytes(8).toString("hex")}`, namespace: t.namespace },
           eventTime: at.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z"),
           type: "Warning",
-          reason: "WriteRefused",
+          reason: StatusReason.WriteRefused,
           action: "Refuse",
           note: `write ${refusal.writeId}${refusal.object ? ` (${refusal.object})` : ""} refused (${refusal.reason}): ${refusal.message}`.slice(
             0,
@@ -312,10 +313,13 @@ export class KubeDirectory implements Directory {
         // The provider goes on without credentials (a push then fails with auth); say why.
         const problem: CredentialsProblem =
           read.code === 403
-            ? { reason: "SecretForbidden", message: `the worker may not read Secret ${ref.name} (403)` }
+            ? {
+                reason: StatusReason.SecretForbidden,
+                message: `the worker may not read Secret ${ref.name} (403)`,
+              }
             : read.code === 404
-              ? { reason: "SecretNotFound", message: `Secret ${ref.name} does not exist` }
-              : { reason: "SecretUnreadable", message: `Secret ${ref.name}: ${read.message}` };
+              ? { reason: StatusReason.SecretNotFound, message: `Secret ${ref.name} does not exist` }
+              : { reason: StatusReason.SecretUnreadable, message: `Secret ${ref.name}: ${read.message}` };
         await this.credentialsRead(p, targets, ref.name, problem);
       }
     }

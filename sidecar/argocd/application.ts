@@ -5,6 +5,7 @@
  */
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import type { KObject, ResourceType } from "../../queue/kube/index.js";
 
 export const APPLICATION: ResourceType = {
@@ -188,7 +189,7 @@ export function releaseApply(app: { metadata: { name: string; namespace?: string
 
 export type SourceView =
   | { state: "Known"; url: string; branch: string }
-  | { state: "Unsupported"; reason: "UnsupportedSource"; message: string };
+  | { state: "Unsupported"; reason: typeof StatusReason.UnsupportedSource; message: string };
 
 const SHA_LIKE = /^[0-9a-f]{7,40}$/;
 
@@ -201,7 +202,7 @@ export function sourceOf(app: Application): SourceView {
   const spec = app.spec ?? {};
   const unsupported = (message: string): SourceView => ({
     state: "Unsupported",
-    reason: "UnsupportedSource",
+    reason: StatusReason.UnsupportedSource,
     message,
   });
   if (spec.sources && spec.sources.length > 0)

@@ -7,6 +7,7 @@
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   apiFailure,
   type InformerHandle,
@@ -95,7 +96,7 @@ export class ArgoCDClaimController implements ClaimController {
     if (!app) {
       return {
         configured: "Unknown",
-        reason: "ApplicationNotFound",
+        reason: StatusReason.ApplicationNotFound,
         message: `Application ${applier.namespace}/${applier.name} not found`,
       };
     }
@@ -103,7 +104,7 @@ export class ArgoCDClaimController implements ClaimController {
     if (probe === "error") {
       return {
         configured: "Unknown",
-        reason: "VersionCheckFailed",
+        reason: StatusReason.VersionCheckFailed,
         message: "the dry run of the switch failed",
       };
     }
@@ -125,8 +126,8 @@ export class ArgoCDClaimController implements ClaimController {
       const msg = `Application ${name} not found`;
       return {
         conditions: [
-          cond("InControl", "Unknown", "ApplicationNotFound", msg),
-          cond("Ready", "False", "ApplicationNotFound", msg),
+          cond("InControl", "Unknown", StatusReason.ApplicationNotFound, msg),
+          cond("Ready", "False", StatusReason.ApplicationNotFound, msg),
         ],
       };
     }
@@ -150,7 +151,7 @@ export class ArgoCDClaimController implements ClaimController {
           reason: plan.event,
           action: "HoldAutomatedSyncOff",
           note:
-            plan.event === "Adopted"
+            plan.event === StatusReason.Adopted
               ? `automated sync of Application ${name} held off (it was ${previous})`
               : `automated sync of Application ${name} was switched on; switched off again`,
           regarding: {
@@ -174,12 +175,27 @@ export class ArgoCDClaimController implements ClaimController {
     const op = ctx.operation;
     const conditions = op
       ? [
-          cond("InControl", "True", "Applying", `operation ${op.token} (${op.phase}) for ${op.commit}`),
-          cond("Ready", "True", "Applying", `operation ${op.token} is in flight`),
+          cond(
+            "InControl",
+            "True",
+            StatusReason.Applying,
+            `operation ${op.token} (${op.phase}) for ${op.commit}`,
+          ),
+          cond("Ready", "True", StatusReason.Applying, `operation ${op.token} is in flight`),
         ]
       : [
-          cond("InControl", "True", "AutomatedSyncOff", `automated sync of Application ${name} is held off`),
-          cond("Ready", "True", "AutomatedSyncOff", `automated sync of Application ${name} is held off`),
+          cond(
+            "InControl",
+            "True",
+            StatusReason.AutomatedSyncOff,
+            `automated sync of Application ${name} is held off`,
+          ),
+          cond(
+            "Ready",
+            "True",
+            StatusReason.AutomatedSyncOff,
+            `automated sync of Application ${name} is held off`,
+          ),
         ];
     return { conditions, ...(previous ? { status: { previousSuspendState: previous } } : {}) };
   }
@@ -195,7 +211,12 @@ export class ArgoCDClaimController implements ClaimController {
       return {
         done: true,
         conditions: [
-          cond("InControl", "False", "HandedOver", `automated sync left off for claim ${ctx.successor}`),
+          cond(
+            "InControl",
+            "False",
+            StatusReason.HandedOver,
+            `automated sync left off for claim ${ctx.successor}`,
+          ),
         ],
         status: { previousSuspendState: null },
       };
@@ -230,7 +251,7 @@ export class ArgoCDClaimController implements ClaimController {
         : "automated sync handed back";
     return {
       done: true,
-      conditions: [cond("InControl", "False", "Released", message)],
+      conditions: [cond("InControl", "False", StatusReason.Released, message)],
       status: { previousSuspendState: null },
     };
   }

@@ -10,7 +10,6 @@
  */
 import { branchKey as makeBranchKey } from "../../queue/contract.js";
 import {
-  APPLIER_NAMESPACE_NOT_ALLOWED,
   type ApplierGrant,
   type GitProvider,
   type GitTarget,
@@ -18,6 +17,7 @@ import {
   mayHold,
   notAllowedMessage,
 } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   type Claim,
   ConflictRetriesExhausted,
@@ -429,7 +429,7 @@ export class ClaimReconciler {
       // it held is handed back as on deletion.
       const eligibility: Eligibility = {
         state: "Refused",
-        reason: APPLIER_NAMESPACE_NOT_ALLOWED,
+        reason: StatusReason.ApplierNamespaceNotAllowed,
         message: notAllowedMessage(hold),
         verdicts: [],
       };
@@ -513,14 +513,14 @@ export class ClaimReconciler {
         conditions.push({
           type: "Ready",
           status: "False",
-          reason: "HeldByAnotherClaim",
+          reason: StatusReason.HeldByAnotherClaim,
           message: `claim ${standing.holder} holds the applier`,
           ...g,
         });
         conditions.push({
           type: "InControl",
           status: "False",
-          reason: "HeldByAnotherClaim",
+          reason: StatusReason.HeldByAnotherClaim,
           message: `claim ${standing.holder} holds the applier`,
           ...g,
         });
@@ -536,7 +536,8 @@ export class ClaimReconciler {
           return requeue;
         }
       } else if (!hasFinalizer && standing.standing !== "Waiting") {
-        const reason = eligibility.state === "NotReferenced" ? "NotReferenced" : "NotConfigured";
+        const reason =
+          eligibility.state === "NotReferenced" ? StatusReason.NotReferenced : StatusReason.NotConfigured;
         conditions.push({
           type: "InControl",
           status: "False",
@@ -569,7 +570,7 @@ export class ClaimReconciler {
         conditions.push({
           type: "InControl",
           status: "Unknown",
-          reason: "NotConfigured",
+          reason: StatusReason.NotConfigured,
           message: `the applier is left as this claim last held it (under field manager applygate): ${check.message}`,
           ...g,
         });
@@ -577,7 +578,7 @@ export class ClaimReconciler {
         conditions.push({
           type: "InControl",
           status: "False",
-          reason: "NotConfigured",
+          reason: StatusReason.NotConfigured,
           message: check.message,
           ...g,
         });
@@ -590,7 +591,7 @@ export class ClaimReconciler {
     conditions.push({
       type: "Configured",
       status: "True",
-      reason: "Bound",
+      reason: StatusReason.Bound,
       message: `GitTarget ${names} applies through this claim`,
       ...g,
     });
@@ -699,13 +700,13 @@ export class ClaimReconciler {
     const message = `operation ${op.token} was not followed by any sidecar for over a minute; the applier is held again`;
     await completeOperation(this.o.kube, this.locator(claim), op.token, {
       phase: "Failed",
-      outcome: "OperationUnfollowed",
+      outcome: StatusReason.OperationUnfollowed,
       message,
     });
     this.unfollowed.forget(op.token);
     await this.o.events.emit({
       type: "Warning",
-      reason: "OperationUnfollowed",
+      reason: StatusReason.OperationUnfollowed,
       action: "Complete",
       note: message,
       regarding: this.regarding(claim),
@@ -713,7 +714,7 @@ export class ClaimReconciler {
     if (this.o.reporter && branchKey) {
       await this.reportEnd(claim, op, branchKey, {
         phase: "Failed",
-        reason: "OperationUnfollowed",
+        reason: StatusReason.OperationUnfollowed,
         message,
       }).catch((err) =>
         this.o.log.warn({ err: (err as Error).message }, "could not report OperationUnfollowed"),
@@ -733,13 +734,13 @@ export class ClaimReconciler {
       typed.metadata.generation !== undefined ? { observedGeneration: typed.metadata.generation } : {};
     const inControl = findCondition(typed.status?.conditions, "InControl");
     const releasingSince =
-      inControl?.reason === "Releasing" && inControl.status === "False"
+      inControl?.reason === StatusReason.Releasing && inControl.status === "False"
         ? new Date(inControl.lastTransitionTime)
         : this.now();
     const releasing: ConditionInput = {
       type: "InControl",
       status: "False",
-      reason: "Releasing",
+      reason: StatusReason.Releasing,
       message: successor ? `handing the applier over to claim ${successor}` : "handing the applier back",
       ...g,
     };
@@ -765,7 +766,7 @@ export class ClaimReconciler {
     if (result.done) {
       await this.o.events.emit({
         type: "Normal",
-        reason: successor ? "HandedOver" : "Released",
+        reason: successor ? StatusReason.HandedOver : StatusReason.Released,
         action: "Release",
         note: successor ? `the applier is left held for claim ${successor}` : "the applier is handed back",
         regarding: this.regarding(claim),
@@ -776,7 +777,7 @@ export class ClaimReconciler {
       const where = result.conditions?.find((c) => c.type === "InControl")?.message ?? "as it was last held";
       await this.o.events.emit({
         type: "Warning",
-        reason: "ReleaseFailed",
+        reason: StatusReason.ReleaseFailed,
         action: "Release",
         note: `hand-back unfinished after ${Math.round(timeoutMs / 60_000)} minutes; the applier is left ${where}`,
         regarding: this.regarding(claim),
@@ -873,7 +874,7 @@ export function operationEndEvent(op: Operation, regarding: EventRegarding) {
   const detail = [op.outcome, op.message].filter(Boolean).join(": ");
   return {
     type: succeeded ? ("Normal" as const) : ("Warning" as const),
-    reason: succeeded ? "OperationSucceeded" : "OperationFailed",
+    reason: succeeded ? StatusReason.OperationSucceeded : StatusReason.OperationFailed,
     action: "Apply",
     note: `operation ${op.token} for commit ${op.commit} ${succeeded ? "succeeded" : "failed"}${detail ? ` (${detail})` : ""}`,
     regarding,
