@@ -105,7 +105,7 @@ export class DecisionDriver {
     onWriteDecided: (w) => {
       this.feed({
         type: "WriteDecided",
-        writeId: w.writeId,
+        entryId: w.entryId,
         targetUid: this.uidOf(w.target),
         createdObjects: w.createdObjects,
         editedObjects: w.editedObjects,
@@ -114,7 +114,7 @@ export class DecisionDriver {
     onPublished: (p) => {
       this.feed({
         type: "Published",
-        upToMark: p.writeIds.at(-1) ?? null,
+        upToMark: p.entryIds.at(-1) ?? null,
         tip: p.tip,
         folders: (p.folders ?? []).map((t) => this.uidOf(t)),
       });
@@ -299,7 +299,7 @@ export class DecisionDriver {
       case "Flush": {
         const worker = this.worker;
         if (!worker) return this.feed({ type: "FlushFailed", flush: a.flush });
-        this.log.info({ flush: a.flush, mark: a.mark }, "an apply is due: flushing");
+        this.log.info({ flush: a.flush }, "an apply is due: flushing");
         // Not awaited: the worker runs the flush in its own loop and calls the hooks on the way;
         // the Published (or FlushFailed) answering it comes after every event those hooks feed.
         void worker.flush().then((r) =>

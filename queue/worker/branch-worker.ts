@@ -43,8 +43,8 @@ export interface PendingWrite {
   target: string;
   writes: HeldWrite[];
   closedAt: number;
-  /** Inbox entry id of its last write when the window closed: the `writeId` the hooks use. */
-  decidedId?: string;
+  /** Inbox entry id of its last write when the window closed: how the hooks name it. */
+  entryId?: string;
 }
 
 /** A GitTarget as the hooks name it. */
@@ -72,10 +72,10 @@ export interface Observation {
   reason: FetchReason;
 }
 
-/** A pending write as the decisions see it: a closed window, one commit's worth of writes. */
-export interface DecidedWrite {
+/** A pending write was decided (a window closed): what the decisions are told of it. */
+export interface WriteDecided {
   /** Inbox entry id of its last write: unique and ordered. */
-  writeId: string;
+  entryId: string;
   target: { namespace: string; name: string; uid?: string };
   /** Upserts of objects the folder did not hold at the remote tip when the window closed. */
   createdObjects: ObjectRef[];
@@ -87,14 +87,14 @@ export interface PublishedWrites {
   tip: string;
   /** The GitTargets whose folder the tip's tree holds. */
   folders?: TargetName[];
-  /** `writeId`s of the pending writes this publication carried, in decided order. */
-  writeIds: string[];
+  /** Entry ids of the pending writes this publication carried, in decided order. */
+  entryIds: string[];
 }
 
 export interface BranchHooks {
   onObserved?(o: Observation): void | Promise<void>;
   /** A window closed into a pending write (called before any publication carrying it). */
-  onWriteDecided?(w: DecidedWrite): void | Promise<void>;
+  onWriteDecided?(w: WriteDecided): void | Promise<void>;
   /** A push carrying pending writes landed, or found the remote already at our head. */
   onPublished?(p: PublishedWrites): void | Promise<void>;
   onRefusal?(notice: RefusalNotice): void | Promise<void>;
@@ -596,7 +596,7 @@ export class BranchWorker {
   private closeWindow(w: OpenWindow<HeldWrite>, now: number): void {
     this.windows.delete(w.target);
     const last = w.writes.at(-1) as HeldWrite;
-    const p = { seq: ++this.seq, target: w.target, writes: w.writes, closedAt: now, decidedId: last.entryId };
+    const p = { seq: ++this.seq, target: w.target, writes: w.writes, closedAt: now, entryId: last.entryId };
     this.pending.push(p);
     if (this.o.hooks?.onWriteDecided) this.decided.push(p);
   }
@@ -608,7 +608,7 @@ export class BranchWorker {
     for (const p of this.decided.splice(0)) {
       const last = p.writes.at(-1) as HeldWrite;
       const created: ObjectRef[] = [];
-      const edited: DecidedWrite["editedObjects"] = [];
+      const edited: WriteDecided["editedObjects"] = [];
       for (const h of p.writes) {
         const editedAt = h.write.editedAt ?? h.write.acceptedAt;
         for (const c of h.write.changes) {
@@ -627,7 +627,7 @@ export class BranchWorker {
         }
       }
       await hook({
-        writeId: p.decidedId ?? last.entryId,
+        entryId: p.entryId ?? last.entryId,
         target: last.write.target,
         createdObjects: created,
         editedObjects: edited,
@@ -991,7 +991,7 @@ export class BranchWorker {
       await this.o.hooks?.onPublished?.({
         tip: head,
         folders: await this.foldersAt(head),
-        writeIds: carried.map((c) => c.pending.decidedId ?? (c.pending.writes.at(-1) as HeldWrite).entryId),
+        entryIds: carried.map((c) => c.pending.entryId ?? (c.pending.writes.at(-1) as HeldWrite).entryId),
       });
     this.retry = undefined;
     this.retryReason = undefined;
