@@ -14,7 +14,7 @@ import {
   TERMINAL_PHASES,
 } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/reasons.js";
-import type { Logger } from "../queue/log.js";
+import { applierField, claimField, type Logger } from "../queue/log.js";
 import { bullConnection } from "../queue/redis.js";
 import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
 import type { Following } from "./following.js";
@@ -111,7 +111,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     body: (report: ReportFn, signal: AbortSignal) => Promise<void>,
   ): Running {
     const key = claimKeyOf(claim);
-    const log = o.log.child({ applier: o.kind, claim: key, token, commit, branch: branchKey });
+    const log = o.log.child({ claim: claimField(claim), token, commit, branch: branchKey });
     const { report, state } = reporterFor(token, claim, branchKey, commit, log);
     const abort = new AbortController();
     const unfollow = o.following.follow(token, key);
@@ -162,7 +162,12 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         attempt.claim,
         attempt.branchKey,
         attempt.commit,
-        o.log.child({ applier: o.kind, claim: key, token: attempt.token, branch: attempt.branchKey }),
+        o.log.child({
+          claim: claimField(attempt.claim),
+          applier: applierField(attempt.applier),
+          token: attempt.token,
+          branch: attempt.branchKey,
+        }),
       );
       await report("RequestFailed", { reason, message });
     };

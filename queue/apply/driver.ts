@@ -18,7 +18,7 @@ import {
   initialState,
   step,
 } from "../decide/index.js";
-import type { Logger } from "../log.js";
+import { applierField, claimField, type Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
@@ -152,7 +152,7 @@ export class DecisionDriver {
         return;
       }
       this.log.debug(
-        { claim: r.claim, token: r.token, phase: r.phase, commit: r.commit },
+        { claim: claimField(r.claim), token: r.token, phase: r.phase, commit: r.commit },
         "operation report received",
       );
       this.feed({ type: "Report", report: r });
@@ -327,8 +327,8 @@ export class DecisionDriver {
         this.log.warn(
           {
             object: a.object,
-            applier: a.applier,
-            claim: a.claim,
+            applier: applierField(a.applier),
+            claim: claimField(a.claim),
             commit: a.commit,
             token: a.token,
             target: a.targetUid,
@@ -349,7 +349,12 @@ export class DecisionDriver {
   }
 
   private async send(attempt: Attempt): Promise<void> {
-    const log = this.log.child({ applier: attempt.applier, token: attempt.token, commit: attempt.commit });
+    const log = this.log.child({
+      claim: claimField(attempt.claim),
+      applier: applierField(attempt.applier),
+      token: attempt.token,
+      commit: attempt.commit,
+    });
     for (let i = 1; ; i++) {
       try {
         await this.o.sender.send(attempt);
@@ -390,7 +395,10 @@ export class DecisionDriver {
       .then(
         () => undefined,
         (err) =>
-          this.log.warn({ claim, pending, err: (err as Error).message }, "writing repairPending failed"),
+          this.log.warn(
+            { claim: claimField(claim), pending, err: (err as Error).message },
+            "writing repairPending failed",
+          ),
       );
     this.claimWrites.set(key, next);
     void next.then(() => {

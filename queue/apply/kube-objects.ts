@@ -7,7 +7,7 @@
 import * as k8s from "@kubernetes/client-node";
 import type { ClaimRef } from "../contract.js";
 import { ConflictRetriesExhausted, isNotFound, type RetryOptions, retryOnConflict } from "../kube/index.js";
-import type { Logger } from "../log.js";
+import { claimField, type Logger } from "../log.js";
 import { type KubeLike, type ObjectSource, RESOURCE, type ResourceKind } from "./catalog.js";
 
 /** What KubeObjects needs of a cache of the kinds it reads (queue/worker/cluster-cache.ts). */
@@ -96,8 +96,7 @@ export class KubeObjects implements ObjectSource {
       );
     } catch (err) {
       if (isNotFound(err)) return false;
-      if (err instanceof ConflictRetriesExhausted)
-        this.log.warn({ claim: `${claim.namespace}/${claim.name}` }, err.message);
+      if (err instanceof ConflictRetriesExhausted) this.log.warn({ claim: claimField(claim) }, err.message);
       throw err;
     }
     return found;

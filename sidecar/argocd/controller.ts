@@ -16,7 +16,7 @@ import {
   RESOURCES,
   retryOnConflict,
 } from "../../queue/kube/index.js";
-import type { Logger } from "../../queue/log.js";
+import { applierField, type Logger } from "../../queue/log.js";
 import type {
   ClaimContext,
   ClaimController,
@@ -170,7 +170,10 @@ export class ArgoCDClaimController implements ClaimController {
           },
         });
       }
-      this.d.log.info({ application: name, event: plan.event, wasOn: plan.wasOn }, "automated sync held off");
+      this.d.log.info(
+        { applier: applierField({ kind: "argocd", ...applier }), event: plan.event, wasOn: plan.wasOn },
+        "automated sync held off",
+      );
     }
     const op = ctx.operation;
     const conditions = op
@@ -205,7 +208,6 @@ export class ArgoCDClaimController implements ClaimController {
     applier: { namespace: string; name: string },
     ctx: ClaimContext,
   ): Promise<HandBackResult> {
-    const name = `${applier.namespace}/${applier.name}`;
     if (ctx.successor) {
       // Released, automated sync would start at once, unchecked, before the next claim holds it.
       return {
@@ -244,7 +246,10 @@ export class ArgoCDClaimController implements ClaimController {
         force: true,
       });
     }
-    this.d.log.info({ application: name, plan: plan.action, previous }, "automated sync handed back");
+    this.d.log.info(
+      { applier: applierField({ kind: "argocd", ...applier }), plan: plan.action, previous },
+      "automated sync handed back",
+    );
     const message =
       plan.action === "set"
         ? `automated sync set ${plan.enabled ? "on" : "off"} as it stood before, left under field manager ${FIELD_MANAGER}`

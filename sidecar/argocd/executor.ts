@@ -7,7 +7,7 @@
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
-import type { Logger } from "../../queue/log.js";
+import { applierField, claimField, type Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import type { EventRecorder } from "../events.js";
 import {
@@ -124,8 +124,8 @@ export class ArgoCDExecutor implements OperationExecutor {
       report,
       signal,
       log: this.d.log.child({
-        applier: "argocd",
-        application: `${attempt.applier.namespace}/${attempt.applier.name}`,
+        claim: claimField(attempt.claim),
+        applier: applierField(attempt.applier),
         token: attempt.token,
         commit: attempt.commit,
         branch: attempt.branchKey,
@@ -268,8 +268,8 @@ export class ArgoCDExecutor implements OperationExecutor {
       report,
       signal,
       log: this.d.log.child({
-        applier: "argocd",
-        application: `${r.applier.namespace}/${r.applier.name}`,
+        claim: claimField({ kind: r.claim.type.kind, namespace: r.claim.namespace, name: r.claim.name }),
+        applier: applierField({ kind: "argocd", ...r.applier }),
         token: r.operation.token,
         commit: r.operation.commit,
         branch: r.branchKey,

@@ -34,7 +34,7 @@ import {
   TypedCache,
   WorkQueue,
 } from "../../queue/kube/index.js";
-import type { Logger } from "../../queue/log.js";
+import { claimField, type Logger } from "../../queue/log.js";
 import type { ClaimContext, ClaimController, HandBackResult, HoldResult } from "../applier-kind.js";
 import type { EventRecorder, EventRegarding } from "../events.js";
 import type { ExecutorHost } from "../executor.js";
@@ -106,6 +106,10 @@ const splitKey = (key: string) => {
 
 export class ClaimReconciler {
   private readonly now: () => Date;
+  /** A claim's key (namespace/name) as every process logs a claim. */
+  private claimField(key: string): string {
+    return claimField({ kind: this.o.claimType.kind, ...splitKey(key) });
+  }
   private handles: InformerHandle<KObject>[] = [];
   private claims!: Informer<KObject>;
   private typedClaims!: TypedCache<Claim>;
@@ -134,7 +138,10 @@ export class ClaimReconciler {
       concurrency: o.concurrency ?? 4,
       ...(o.retryBackoffMs ? { backoffMs: o.retryBackoffMs } : {}),
       onError: (key, err, retryInMs) =>
-        this.o.log.warn({ claim: key, err: (err as Error).message, retryInMs }, "claim reconcile failed"),
+        this.o.log.warn(
+          { claim: this.claimField(key), err: (err as Error).message, retryInMs },
+          "claim reconcile failed",
+        ),
     });
   }
 
@@ -394,7 +401,10 @@ export class ClaimReconciler {
       } catch (err) {
         // A lost race past the retry bound is retried soon; other failures back off in the queue.
         if (err instanceof ConflictRetriesExhausted) {
-          this.o.log.info({ claim: key, err: err.message }, "claim status kept conflicting; again soon");
+          this.o.log.info(
+            { claim: this.claimField(key), err: err.message },
+            "claim status kept conflicting; again soon",
+          );
           return 200;
         }
         throw err;
@@ -486,7 +496,10 @@ export class ClaimReconciler {
     if (!claim) return undefined;
     const read = readClaim(this.o.claimType, claim);
     if (!read.ok) {
-      this.o.log.warn({ claim: j.key, err: read.error }, "claim does not fit its schema; left as it is");
+      this.o.log.warn(
+        { claim: this.claimField(j.key), err: read.error },
+        "claim does not fit its schema; left as it is",
+      );
       return undefined;
     }
     const typed = read.value;
@@ -682,7 +695,7 @@ export class ClaimReconciler {
       });
       if (started) {
         this.o.log.info(
-          { claim: j.key, token: op.token, commit: op.commit },
+          { claim: this.claimField(j.key), token: op.token, commit: op.commit },
           "following a recorded operation",
         );
         return undefined;

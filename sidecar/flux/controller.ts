@@ -13,7 +13,7 @@ import {
   KubeError,
   RESOURCES,
 } from "../../queue/kube/index.js";
-import type { Logger } from "../../queue/log.js";
+import { applierField, type Logger } from "../../queue/log.js";
 import type {
   ClaimContext,
   ClaimController,
@@ -377,7 +377,10 @@ export class FluxClaimController implements ClaimController {
       throw err;
     }
     await this.writeSuspend(applier, ks, suspendToken, ctx.log);
-    ctx.log.info({ kustomization: keyOf(applier), token }, "resumed by somebody else; suspended again");
+    ctx.log.info(
+      { applier: applierField({ kind: "flux", ...applier }), token },
+      "resumed by somebody else; suspended again",
+    );
     await ctx.events.emit({
       type: "Normal",
       reason: StatusReason.ClaimedResourceReconciled,
@@ -405,7 +408,7 @@ export class FluxClaimController implements ClaimController {
   }
 
   private async released(claim: KObject, applier: ObjectKey, ctx: ClaimContext, how: string) {
-    ctx.log.info({ kustomization: keyOf(applier) }, how);
+    ctx.log.info({ applier: applierField({ kind: "flux", ...applier }) }, how);
     await ctx.events.emit({
       type: "Normal",
       reason: StatusReason.Released,

@@ -8,7 +8,7 @@ import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type KObject, RESOURCES } from "../../queue/kube/index.js";
 import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
-import type { Logger } from "../../queue/log.js";
+import { applierField, claimField, type Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import { isConditionTrue } from "../claims/conditions.js";
 import { sameRepository } from "../claims/eligibility.js";
@@ -129,11 +129,11 @@ export class FluxExecutor implements OperationExecutor {
 
   async execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void> {
     const log = this.d.log.child({
-      applier: "flux",
+      claim: claimField(attempt.claim),
+      applier: applierField(attempt.applier),
       token: attempt.token,
       commit: attempt.commit,
       branch: attempt.branchKey,
-      kustomization: `${attempt.applier.namespace}/${attempt.applier.name}`,
     });
     const claim = claimLocator(attempt.claim);
     const ks: ObjectKey = { namespace: attempt.applier.namespace, name: attempt.applier.name };
@@ -253,7 +253,8 @@ export class FluxExecutor implements OperationExecutor {
   async recover(r: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void> {
     const op = r.operation;
     const log = this.d.log.child({
-      applier: "flux",
+      claim: claimField({ kind: r.claim.type.kind, namespace: r.claim.namespace, name: r.claim.name }),
+      applier: applierField({ kind: "flux", ...r.applier }),
       token: op.token,
       commit: op.commit,
       branch: r.branchKey,
@@ -772,7 +773,10 @@ export class FluxExecutor implements OperationExecutor {
       const t2 = newToken(this.d.now());
       await updateOperation(this.d.client.kube, r.claim, token, { phase: "Settling", suspendToken: t2 });
       await this.d.client.suspend(r.ks, t2);
-      log.info({ kustomization: keyOf(r.ks) }, "suspended on stop; the next process completes the operation");
+      log.info(
+        { applier: applierField({ kind: "flux", ...r.ks }) },
+        "suspended on stop; the next process completes the operation",
+      );
     } catch (err) {
       log.error({ err: (err as Error).message }, "could not suspend on stop");
     }
