@@ -32,6 +32,7 @@ import {
   scopeGrant,
   VERSION,
 } from "../queue/crds/index.js";
+import { ownedStatus, statusFieldManager } from "../queue/kube/index.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import {
   buildSnapshot,
@@ -345,7 +346,14 @@ export class ClusterCatalog implements Catalog {
       if (!statusDiffers(current, next)) continue;
       const ref = { group: GROUP, version: VERSION, plural: GIT_PROVIDER_PLURAL, namespace, name };
       try {
-        await this.#custom.patchNamespacedCustomObjectStatus({ ...ref, body: { status: next } }, MERGE);
+        await this.#custom.patchNamespacedCustomObjectStatus(
+          {
+            ...ref,
+            body: { status: ownedStatus("gitProvider", "gateway", next) },
+            fieldManager: statusFieldManager("gateway"),
+          },
+          MERGE,
+        );
       } catch (err) {
         const code = err instanceof ApiException ? err.code : 0;
         if (code === 404) continue; // deleted meanwhile

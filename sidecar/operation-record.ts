@@ -9,9 +9,11 @@ import { StatusReason } from "../queue/crds/reasons.js";
 import {
   type KObject,
   type Kube,
+  type OwnedStatus,
   type ResourceType,
   type RetryOptions,
   retryOnConflict,
+  statusWriter,
 } from "../queue/kube/index.js";
 
 export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
@@ -162,8 +164,13 @@ async function readClaim(kube: Kube, claim: ClaimLocator): Promise<KObject | und
   return kube.get<KObject>(claim.type, claim.namespace, claim.name);
 }
 
-function writeOperation(kube: Kube, claim: ClaimLocator, current: KObject, status: Record<string, unknown>) {
-  return kube.patchStatus<KObject>(
+function writeOperation(
+  kube: Kube,
+  claim: ClaimLocator,
+  current: KObject,
+  status: OwnedStatus<"claim", "operation-record">,
+) {
+  return statusWriter(kube, "claim", "operation-record").patch<KObject>(
     claim.type,
     claim.namespace,
     claim.name,

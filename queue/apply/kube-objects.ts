@@ -6,7 +6,16 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import type { ClaimRef } from "../contract.js";
-import { ConflictRetriesExhausted, isNotFound, type RetryOptions, retryOnConflict } from "../kube/index.js";
+import {
+  ConflictRetriesExhausted,
+  isNotFound,
+  type OwnedStatus,
+  ownedStatus,
+  type RetryOptions,
+  retryOnConflict,
+  type StatusParty,
+  statusFieldManager,
+} from "../kube/index.js";
 import { claimField, type Logger } from "../log.js";
 import { type KubeLike, type ObjectSource, RESOURCE, type ResourceKind } from "./catalog.js";
 
@@ -72,9 +81,14 @@ export class KubeObjects implements ObjectSource {
     }
   }
 
-  async patchClaimStatus(
+  /**
+   * Patches the claim's status as `party` (the branch worker's repairPending; a test's scripted
+   * executor stands in for the operation record), with only that party's fields.
+   */
+  async patchClaimStatus<P extends StatusParty<"claim"> = "branch-worker">(
     claim: ClaimRef,
-    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+    patch: (current: KubeLike) => OwnedStatus<"claim", P> | undefined,
+    party: P = "branch-worker" as P,
   ): Promise<boolean> {
     const kind = claim.kind as "FluxClaim" | "ArgoCDClaim";
     const ref = { ...RESOURCE[kind], namespace: claim.namespace, name: claim.name };
@@ -89,7 +103,14 @@ export class KubeObjects implements ObjectSource {
         },
         (_c, { current, status }) =>
           this.custom.patchNamespacedCustomObjectStatus(
-            { ...ref, body: { metadata: { resourceVersion: current.metadata.resourceVersion }, status } },
+            {
+              ...ref,
+              body: {
+                metadata: { resourceVersion: current.metadata.resourceVersion },
+                status: ownedStatus("claim", party, status),
+              },
+              fieldManager: statusFieldManager(party),
+            },
             MERGE,
           ),
         { ...this.retry, what: `status of ${kind} ${claim.namespace}/${claim.name}` },

@@ -18,7 +18,7 @@ import {
   VERSION,
 } from "../crds/index.js";
 import { StatusReason } from "../crds/reasons.js";
-import { ConflictRetriesExhausted, retryOnConflict } from "../kube/index.js";
+import { ConflictRetriesExhausted, ownedStatus, retryOnConflict, statusFieldManager } from "../kube/index.js";
 import type { Logger } from "../log.js";
 import type { ClusterCache } from "./cluster-cache.js";
 import { type Directory, directoryFromObjects } from "./directory.js";
@@ -186,7 +186,15 @@ export class KubeStatusSink implements StatusSink {
           };
         },
         // Seed 003: a lost optimistic-concurrency race is re-read and retried, never a wedge.
-        (_current, body) => this.custom.patchNamespacedCustomObjectStatus({ ...ref, body }, MERGE),
+        (_current, body) =>
+          this.custom.patchNamespacedCustomObjectStatus(
+            {
+              ...ref,
+              body: { ...body, status: ownedStatus("gitTarget", "branch-worker", body.status) },
+              fieldManager: statusFieldManager("branch-worker"),
+            },
+            MERGE,
+          ),
         { max: this.maxAttempts, what: `status of GitTarget ${t.namespace}/${t.name}` },
       );
     } catch (err) {

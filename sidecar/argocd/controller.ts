@@ -15,6 +15,7 @@ import {
   type Kube,
   RESOURCES,
   retryOnConflict,
+  statusWriter,
 } from "../../queue/kube/index.js";
 import { applierField, type Logger } from "../../queue/log.js";
 import type {
@@ -286,7 +287,7 @@ export class ArgoCDClaimController implements ClaimController {
           ? previous
           : undefined,
       (current) =>
-        this.d.kube.patchStatus(
+        statusWriter(this.d.kube, "claim", "claim-controller").patch(
           RESOURCES.argoCDClaim,
           ns,
           claim.metadata.name,

@@ -31,6 +31,7 @@ import {
   readGitProvider,
   readGitTarget,
   retryOnConflict,
+  statusWriter,
   TypedCache,
   WorkQueue,
 } from "../../queue/kube/index.js";
@@ -866,7 +867,7 @@ export class ClaimReconciler {
         };
       },
       (current, patch) =>
-        this.o.kube.patchStatus(
+        statusWriter(this.o.kube, "claim", "claim-controller").patch(
           t,
           current!.metadata.namespace ?? "",
           current!.metadata.name,

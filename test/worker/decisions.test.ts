@@ -210,17 +210,21 @@ async function world(o: {
         phase,
       );
       if (!["RequestFailed", "Rejected", "Dropped", "Stale"].includes(phase))
-        await objects.patchClaimStatus(a.claim, () => ({
-          operation: {
-            token: a.token,
-            phase,
-            commit: a.commit,
-            targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
-            requestedAt: a.sentAt,
-            ...(terminal ? { completedAt: new Date().toISOString() } : {}),
-          },
-          ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
-        }));
+        await objects.patchClaimStatus(
+          a.claim,
+          () => ({
+            operation: {
+              token: a.token,
+              phase,
+              commit: a.commit,
+              targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+              requestedAt: a.sentAt,
+              ...(terminal ? { completedAt: new Date().toISOString() } : {}),
+            },
+            ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
+          }),
+          "operation-record",
+        );
       const at = Date.now();
       await reports.add("phase", {
         type: "phase",
