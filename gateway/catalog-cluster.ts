@@ -32,7 +32,7 @@ import {
   scopeGrant,
   VERSION,
 } from "../queue/crds/index.js";
-import { ownedStatus, statusFieldManager } from "../queue/kube/index.js";
+import { addressOf, ownedStatus, RESOURCES, statusFieldManager } from "../queue/kube/index.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import {
   buildSnapshot,
@@ -138,11 +138,9 @@ export class ClusterCatalog implements Catalog {
       kc,
       `/apis/${GROUP}/${VERSION}/${SCOPE_GRANT_PLURAL}`,
       () =>
-        custom.listClusterCustomObject({
-          group: GROUP,
-          version: VERSION,
-          plural: SCOPE_GRANT_PLURAL,
-        }) as Promise<KubernetesListObject<KubernetesObject>>,
+        custom.listClusterCustomObject(addressOf(RESOURCES.scopeGrant)) as Promise<
+          KubernetesListObject<KubernetesObject>
+        >,
     );
   }
 
@@ -344,7 +342,7 @@ export class ClusterCatalog implements Catalog {
         now,
       );
       if (!statusDiffers(current, next)) continue;
-      const ref = { group: GROUP, version: VERSION, plural: GIT_PROVIDER_PLURAL, namespace, name };
+      const ref = { ...addressOf(RESOURCES.gitProvider), namespace, name };
       try {
         await this.#custom.patchNamespacedCustomObjectStatus(
           {

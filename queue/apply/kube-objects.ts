@@ -7,17 +7,19 @@
 import * as k8s from "@kubernetes/client-node";
 import type { ClaimRef } from "../contract.js";
 import {
+  addressOf,
   ConflictRetriesExhausted,
   isNotFound,
   type OwnedStatus,
   ownedStatus,
   type RetryOptions,
+  resourceOf,
   retryOnConflict,
   type StatusParty,
   statusFieldManager,
 } from "../kube/index.js";
 import { claimField, type Logger } from "../log.js";
-import { type KubeLike, type ObjectSource, RESOURCE, type ResourceKind } from "./catalog.js";
+import type { KubeLike, ObjectSource, ResourceKind } from "./catalog.js";
 
 /** What KubeObjects needs of a cache of the kinds it reads (queue/worker/cluster-cache.ts). */
 export interface CachedKinds {
@@ -56,7 +58,7 @@ export class KubeObjects implements ObjectSource {
   private async read(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
     try {
       return (await this.custom.getNamespacedCustomObject({
-        ...RESOURCE[kind],
+        ...addressOf(resourceOf(kind)),
         namespace,
         name,
       })) as KubeLike;
@@ -71,7 +73,10 @@ export class KubeObjects implements ObjectSource {
     const cached = await this.cached(kind);
     if (cached) return cached.list(namespace) as KubeLike[];
     try {
-      const out = (await this.custom.listNamespacedCustomObject({ ...RESOURCE[kind], namespace })) as {
+      const out = (await this.custom.listNamespacedCustomObject({
+        ...addressOf(resourceOf(kind)),
+        namespace,
+      })) as {
         items?: KubeLike[];
       };
       return out.items ?? [];
@@ -91,7 +96,7 @@ export class KubeObjects implements ObjectSource {
     party: P = "branch-worker" as P,
   ): Promise<boolean> {
     const kind = claim.kind as "FluxClaim" | "ArgoCDClaim";
-    const ref = { ...RESOURCE[kind], namespace: claim.namespace, name: claim.name };
+    const ref = { ...addressOf(resourceOf(kind)), namespace: claim.namespace, name: claim.name };
     let found = true;
     try {
       await retryOnConflict(

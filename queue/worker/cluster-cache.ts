@@ -8,15 +8,7 @@
  */
 import type * as k8s from "@kubernetes/client-node";
 import { branchKey } from "../contract.js";
-import {
-  type GitProvider,
-  type GitTarget,
-  GROUP,
-  SCOPE_GRANT_PLURAL,
-  type ScopeGrant,
-  scopeGrant,
-  VERSION,
-} from "../crds/index.js";
+import { type GitProvider, type GitTarget, type ScopeGrant, scopeGrant } from "../crds/index.js";
 import {
   apiFailure,
   type InformerHandle,
@@ -32,12 +24,7 @@ import {
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
 
-const SCOPE_GRANT: ResourceType = {
-  group: GROUP,
-  version: VERSION,
-  plural: SCOPE_GRANT_PLURAL,
-  kind: "ScopeGrant",
-};
+const SCOPE_GRANT: ResourceType = RESOURCES.scopeGrant;
 
 /** A credentials Secret as the cache knows it: its data, or why it cannot be read. */
 export type SecretRead =

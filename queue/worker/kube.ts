@@ -10,15 +10,19 @@ import * as k8s from "@kubernetes/client-node";
 import {
   API_VERSION,
   GIT_TARGET_KIND,
-  GIT_TARGET_PLURAL,
   type GitProvider,
   type GitTarget,
-  GROUP,
   providerRefusal,
-  VERSION,
 } from "../crds/index.js";
 import { StatusReason } from "../crds/reasons.js";
-import { ConflictRetriesExhausted, ownedStatus, retryOnConflict, statusFieldManager } from "../kube/index.js";
+import {
+  addressOf,
+  ConflictRetriesExhausted,
+  ownedStatus,
+  RESOURCES,
+  retryOnConflict,
+  statusFieldManager,
+} from "../kube/index.js";
 import type { Logger } from "../log.js";
 import type { ClusterCache } from "./cluster-cache.js";
 import { type Directory, directoryFromObjects } from "./directory.js";
@@ -110,9 +114,7 @@ export class KubeStatusSink implements StatusSink {
     const at = new Date(this.now());
     try {
       await this.custom.createNamespacedCustomObject({
-        group: "events.k8s.io",
-        version: "v1",
-        plural: "events",
+        ...addressOf(RESOURCES.event),
         namespace: t.namespace,
         body: {
           apiVersion: "events.k8s.io/v1",
@@ -154,9 +156,7 @@ export class KubeStatusSink implements StatusSink {
     build: (current: GitTarget, generation: number | undefined) => Record<string, unknown>,
   ): Promise<void> {
     const ref = {
-      group: GROUP,
-      version: VERSION,
-      plural: GIT_TARGET_PLURAL,
+      ...addressOf(RESOURCES.gitTarget),
       namespace: t.namespace,
       name: t.name,
     };

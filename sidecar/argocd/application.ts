@@ -6,20 +6,10 @@
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import type { KObject, ResourceType } from "../../queue/kube/index.js";
+import { type KObject, RESOURCES, type ResourceType } from "../../queue/kube/index.js";
 
-export const APPLICATION: ResourceType = {
-  group: "argoproj.io",
-  version: "v1alpha1",
-  plural: "applications",
-  kind: "Application",
-};
-export const APPLICATION_SET: ResourceType = {
-  group: "argoproj.io",
-  version: "v1alpha1",
-  plural: "applicationsets",
-  kind: "ApplicationSet",
-};
+export const APPLICATION: ResourceType = RESOURCES.application;
+export const APPLICATION_SET: ResourceType = RESOURCES.applicationSet;
 export const APPLICATION_API_VERSION = "argoproj.io/v1alpha1";
 
 /** The `info` entry of an operation that carries our token: how we find our sync again. */
