@@ -34,6 +34,7 @@ import {
   WEBHOOK_CLAIM_PLURAL,
   webhookClaim,
 } from "../queue/crds/index.js";
+import { addressOf, ownedStatus, RESOURCES, statusFieldManager } from "../queue/kube/index.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import {
   buildSnapshot,
@@ -145,11 +146,9 @@ export class ClusterCatalog implements Catalog {
       kc,
       `/apis/${GROUP}/${VERSION}/${SCOPE_GRANT_PLURAL}`,
       () =>
-        custom.listClusterCustomObject({
-          group: GROUP,
-          version: VERSION,
-          plural: SCOPE_GRANT_PLURAL,
-        }) as Promise<KubernetesListObject<KubernetesObject>>,
+        custom.listClusterCustomObject(addressOf(RESOURCES.scopeGrant)) as Promise<
+          KubernetesListObject<KubernetesObject>
+        >,
     );
   }
 
@@ -354,9 +353,16 @@ export class ClusterCatalog implements Catalog {
         now,
       );
       if (!statusDiffers(current, next)) continue;
-      const ref = { group: GROUP, version: VERSION, plural: GIT_PROVIDER_PLURAL, namespace, name };
+      const ref = { ...addressOf(RESOURCES.gitProvider), namespace, name };
       try {
-        await this.#custom.patchNamespacedCustomObjectStatus({ ...ref, body: { status: next } }, MERGE);
+        await this.#custom.patchNamespacedCustomObjectStatus(
+          {
+            ...ref,
+            body: { status: ownedStatus("gitProvider", "gateway", next) },
+            fieldManager: statusFieldManager("gateway"),
+          },
+          MERGE,
+        );
       } catch (err) {
         const code = err instanceof ApiException ? err.code : 0;
         if (code === 404) continue; // deleted meanwhile

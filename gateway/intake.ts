@@ -10,6 +10,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import type { ZodError, ZodType, ZodTypeDef } from "zod";
 import { type AcceptedWrite, RefusalNotice, RefusalRequest, WriteRequest } from "../queue/contract.js";
+import { StatusReason } from "../queue/crds/reasons.js";
 import { acceptWrite, enqueueNotice } from "../queue/intake.js";
 import type { Logger } from "../queue/log.js";
 import { checkChanges } from "../queue/scope.js";
@@ -142,7 +143,7 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
   const problem = writeProblem(p.request.changes);
   if (problem) {
     count("unstorable");
-    refused("Unstorable");
+    refused(StatusReason.Unstorable);
     return reply.code(422).send({ error: `${problem.field}: ${problem.message}`, field: problem.field });
   }
   const scoped = checkChanges(target.scope, p.request.changes);

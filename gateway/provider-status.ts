@@ -4,6 +4,8 @@
  * the one writer of GitProvider status (every replica computes the same status from the same
  * objects, so their writes agree). Pure.
  */
+
+import { StatusReason } from "../queue/crds/reasons.js";
 import type { ReadOutcome } from "./secret-refs.js";
 
 export interface ProviderCondition {
@@ -40,23 +42,27 @@ export function providerStatus(
   const secret = `Secret ${f.namespace}/${f.webhookSecretName}`;
   let ready: Omit<ProviderCondition, "type" | "lastTransitionTime">;
   if (f.hookPath)
-    ready = { status: "True", reason: "WebhookReady", message: `pushes are received at ${f.hookPath}` };
+    ready = {
+      status: "True",
+      reason: StatusReason.WebhookReady,
+      message: `pushes are received at ${f.hookPath}`,
+    };
   else if (!f.secret)
-    ready = { status: "Unknown", reason: "SecretPending", message: `${secret} not read yet` };
+    ready = { status: "Unknown", reason: StatusReason.SecretPending, message: `${secret} not read yet` };
   else if (f.secret.ok)
-    ready = { status: "False", reason: "SecretKeyMissing", message: `${secret} has no key token` };
+    ready = { status: "False", reason: StatusReason.SecretKeyMissing, message: `${secret} has no key token` };
   else if (f.secret.status === 403)
     ready = {
       status: "False",
-      reason: "SecretForbidden",
+      reason: StatusReason.SecretForbidden,
       message: `the gateway may not read ${secret}: bind ClusterRole applygate-secret-reader in ${f.namespace} (docs/security.md)`,
     };
   else if (f.secret.status === 404)
-    ready = { status: "False", reason: "SecretNotFound", message: `${secret} does not exist` };
+    ready = { status: "False", reason: StatusReason.SecretNotFound, message: `${secret} does not exist` };
   else
     ready = {
       status: "Unknown",
-      reason: "SecretUnreadable",
+      reason: StatusReason.SecretUnreadable,
       message: `${secret} could not be read (${f.secret.status || "no answer"}); retried on each refresh`,
     };
   const before = previous?.find((c) => c.type === "Ready");

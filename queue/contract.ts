@@ -241,7 +241,6 @@ export const Attempt = z.object({
 export type Attempt = z.infer<typeof Attempt>;
 
 /** The reason of a Stale report whose attempt found an edit accepted after its flush mark. */
-export const EDITED_AFTER_FLUSH = "EditedAfterFlush";
 
 /** Phases of a claim's operation (its `status.operation.phase`). */
 export const OPERATION_PHASES = [

@@ -27,3 +27,17 @@ export function createLogger(opts: { level?: string; name?: string; pretty?: boo
 export function silentLogger(): Logger {
   return pino({ level: "silent" });
 }
+
+/**
+ * `claim` and `applier` have one shape in every process's lines, `<kind>/<namespace>/<name>`, so
+ * one query finds a claim's or an applier's lines across the gateway, the worker and the sidecar:
+ * `claim` as `FluxClaim/team/web`, `applier` as `flux/team/web` (the applier kind, then the
+ * Kustomization's or Application's namespace and name).
+ */
+export function claimField(c: { kind: string; namespace: string; name: string }): string {
+  return `${c.kind}/${c.namespace}/${c.name}`;
+}
+
+export function applierField(a: { kind: string; namespace: string; name: string }): string {
+  return `${a.kind}/${a.namespace}/${a.name}`;
+}

@@ -8,6 +8,7 @@
  * and the branch worker checks every write it receives again before committing.
  */
 import type { KindRef, ScopeGrant } from "./crds/index.js";
+import { StatusReason } from "./crds/reasons.js";
 
 export type { KindRef };
 
@@ -51,7 +52,11 @@ export interface Scope {
   grants: string[];
 }
 
-export type ScopeReason = "KindNotAllowed" | "ForeignNamespace" | "PrivilegedKind" | "ClusterScoped";
+export type ScopeReason =
+  | typeof StatusReason.KindNotAllowed
+  | typeof StatusReason.ForeignNamespace
+  | typeof StatusReason.PrivilegedKind
+  | typeof StatusReason.ClusterScoped;
 
 export type ScopeVerdict =
   | { ok: true }
@@ -131,24 +136,27 @@ export function checkScope(scope: Scope, ref: ScopedRef): ScopeVerdict {
   });
   const qualified = group ? `${ref.kind}.${group}` : ref.kind;
   if (scope.allowedKinds && !matches(scope.allowedKinds, group, ref.kind))
-    return refuse("KindNotAllowed", `${target} allows only the kinds in its spec.allowedKinds`);
+    return refuse(StatusReason.KindNotAllowed, `${target} allows only the kinds in its spec.allowedKinds`);
   if (!ref.namespace) {
     if (!matches(scope.kinds, group, ref.kind))
       return refuse(
-        "ClusterScoped",
+        StatusReason.ClusterScoped,
         `${target} holds no cluster-scoped objects (no namespace) unless a ScopeGrant names kind ${qualified}`,
       );
     return { ok: true };
   }
   if (isPrivileged(group, ref.kind) && !matches(scope.kinds, group, ref.kind))
-    return refuse("PrivilegedKind", `${target} holds kind ${qualified} only if a ScopeGrant names it`);
+    return refuse(
+      StatusReason.PrivilegedKind,
+      `${target} holds kind ${qualified} only if a ScopeGrant names it`,
+    );
   if (
     ref.namespace !== scope.namespace &&
     !scope.namespaces.includes("*") &&
     !scope.namespaces.includes(ref.namespace)
   )
     return refuse(
-      "ForeignNamespace",
+      StatusReason.ForeignNamespace,
       `${target} holds namespaced objects in ${scope.namespace} only unless a ScopeGrant names namespace ${ref.namespace}`,
     );
   return { ok: true };

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
-import { apiFailure, isNotFound, type Kube } from "../queue/kube/index.js";
+import { addressOf, apiFailure, isNotFound, type Kube, RESOURCES } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 
 export const REPORTING_CONTROLLER = "applygate.dev/sidecar";
@@ -59,7 +59,7 @@ const ref = (r: EventRegarding) => ({
 });
 
 const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-const EVENTS = { group: "events.k8s.io", version: "v1", plural: "events" };
+const EVENTS = addressOf(RESOURCES.event);
 
 export class KubeEventRecorder implements EventRecorder {
   private readonly series = new Map<string, { name: string; count: number; last: number }>();

@@ -13,7 +13,8 @@ import {
   type ReportPhase,
   TERMINAL_PHASES,
 } from "../queue/contract.js";
-import type { Logger } from "../queue/log.js";
+import { StatusReason } from "../queue/crds/reasons.js";
+import { applierField, claimField, type Logger } from "../queue/log.js";
 import { bullConnection } from "../queue/redis.js";
 import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
 import type { Following } from "./following.js";
@@ -119,7 +120,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     body: (report: ReportFn, signal: AbortSignal) => Promise<void>,
   ): Running {
     const key = claimKeyOf(claim);
-    const log = o.log.child({ applier: o.kind, claim: key, token, commit, branch: branchKey });
+    const log = o.log.child({ claim: claimField(claim), token, commit, branch: branchKey });
     const { report, state } = reporterFor(token, claim, branchKey, commit, log);
     const abort = new AbortController();
     const unfollow = o.following.follow(token, key);
@@ -170,14 +171,23 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         attempt.claim,
         attempt.branchKey,
         attempt.commit,
-        o.log.child({ applier: o.kind, claim: key, token: attempt.token, branch: attempt.branchKey }),
+        o.log.child({
+          claim: claimField(attempt.claim),
+          applier: applierField(attempt.applier),
+          token: attempt.token,
+          branch: attempt.branchKey,
+        }),
       );
       await report("RequestFailed", { reason, message });
     };
-    if (stopping) return refuse("the sidecar is stopping", "SidecarStopping");
+    if (stopping) return refuse("the sidecar is stopping", StatusReason.SidecarStopping);
     if (running.has(attempt.token)) return; // a duplicate delivery of one we carry out
     const busy = busyClaim(key);
-    if (busy) return refuse(`operation ${busy.token} of this claim is still followed`, "OperationInFlight");
+    if (busy)
+      return refuse(
+        `operation ${busy.token} of this claim is still followed`,
+        StatusReason.OperationInFlight,
+      );
     const r = run(attempt.token, attempt.claim, attempt.branchKey, attempt.commit, (report, signal) =>
       o.executor.execute(attempt, report, signal),
     );

@@ -113,7 +113,7 @@ export async function loadApplierKind<K extends SidecarApplier>(
 
 export async function startSidecar<K extends SidecarApplier>(opts: SidecarOptions<K>): Promise<Sidecar> {
   const module = opts.kindModule ?? (await loadApplierKind(opts.applier));
-  const log = (opts.log ?? createLogger({ name: "sidecar" })).child({ applier: opts.applier });
+  const log = (opts.log ?? createLogger({ name: "sidecar" })).child({ applierKind: opts.applier });
   const now = opts.now ?? (() => new Date());
   const kube = new Kube(opts.kubeConfig, { log });
   const following = new Following(now);

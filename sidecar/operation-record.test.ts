@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
-import { ConflictRetriesExhausted, type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
+import {
+  ConflictRetriesExhausted,
+  type KObject,
+  Kube,
+  RESOURCES,
+  statusWriter,
+} from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import {
   type ClaimLocator,
@@ -59,7 +65,35 @@ describe("operation record", () => {
     const read = await kube.get<KObject>(RESOURCES.fluxClaim, claim.namespace, claim.name);
     expect((read!.status as { operation: unknown }).operation).toMatchObject({ token: "t1", commit: COMMIT });
     const mf = read!.metadata.managedFields?.find((m) => m.subresource === "status");
-    expect(mf?.manager).toBe("applygate");
+    expect(mf?.manager).toBe("applygate-operation-record");
+  });
+
+  it("each party's status fields are owned by its own field manager on the status subresource", async () => {
+    const claim = await newClaim();
+    await recordOperation(kube, claim, op("t1"));
+    const read = await kube.get<KObject>(RESOURCES.fluxClaim, claim.namespace, claim.name);
+    await statusWriter(kube, "claim", "branch-worker").patch(
+      RESOURCES.fluxClaim,
+      claim.namespace,
+      claim.name,
+      { repairPending: true },
+      read!.metadata.resourceVersion,
+    );
+    const after = await kube.get<KObject>(RESOURCES.fluxClaim, claim.namespace, claim.name);
+    const owned = Object.fromEntries(
+      (after!.metadata.managedFields ?? [])
+        .filter((m) => m.subresource === "status")
+        .map((m) => [
+          m.manager,
+          Object.keys((m.fieldsV1 as { "f:status": object })["f:status"])
+            .filter((k) => k.startsWith("f:"))
+            .sort(),
+        ]),
+    );
+    expect(owned).toEqual({
+      "applygate-operation-record": ["f:operation"],
+      "applygate-branch-worker": ["f:repairPending"],
+    });
   });
 
   it("recording the same token again is a no-op", async () => {
@@ -164,8 +198,8 @@ describe("operation record", () => {
     // Another writer moves the claim between our read and our write, once.
     let interfered = false;
     const racing = Object.create(kube) as Kube;
-    racing.patchStatus = async (...args: Parameters<Kube["patchStatus"]>) => {
-      if (!interfered) {
+    racing.mergePatch = async <T>(...args: Parameters<Kube["mergePatch"]>) => {
+      if (!interfered && args[4]?.status) {
         interfered = true;
         await kube.mergePatch(
           claim.type,
@@ -175,7 +209,7 @@ describe("operation record", () => {
           { status: true },
         );
       }
-      return kube.patchStatus(...args);
+      return kube.mergePatch<T>(...args);
     };
     const out = await updateOperation(
       racing,
@@ -193,11 +227,12 @@ describe("operation record", () => {
     const claim = await newClaim();
     await recordOperation(kube, claim, op("t1"));
     const racing = Object.create(kube) as Kube;
-    racing.patchStatus = async (...args: Parameters<Kube["patchStatus"]>) => {
-      await kube.mergePatch(claim.type, claim.namespace, claim.name, {
-        metadata: { labels: { bump: String(Math.random()).slice(2) } },
-      });
-      return kube.patchStatus(...args);
+    racing.mergePatch = async <T>(...args: Parameters<Kube["mergePatch"]>) => {
+      if (args[4]?.status)
+        await kube.mergePatch(claim.type, claim.namespace, claim.name, {
+          metadata: { labels: { bump: String(Math.random()).slice(2) } },
+        });
+      return kube.mergePatch<T>(...args);
     };
     await expect(
       updateOperation(

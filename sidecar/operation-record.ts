@@ -5,12 +5,15 @@
  * read, and a conflict reads again and retries (a lost race never wedges a claim).
  */
 import type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
+import { StatusReason } from "../queue/crds/reasons.js";
 import {
   type KObject,
   type Kube,
+  type OwnedStatus,
   type ResourceType,
   type RetryOptions,
   retryOnConflict,
+  statusWriter,
 } from "../queue/kube/index.js";
 
 export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
@@ -35,7 +38,10 @@ export function operationOf(claim: KObject | undefined): Operation | undefined {
   return (claim?.status as { operation?: Operation } | undefined)?.operation;
 }
 
-export type RefusalReason = "ClaimNotFound" | "ClaimDeleting" | "OperationInFlight";
+export type RefusalReason =
+  | typeof StatusReason.ClaimNotFound
+  | typeof StatusReason.ClaimDeleting
+  | typeof StatusReason.OperationInFlight;
 
 /** The record was refused: nothing may be started. */
 export class RecordRefused extends Error {
@@ -104,16 +110,17 @@ export type RecordDecision =
 
 /** Whether `op` may be recorded on `claim` as it was just read. */
 export function decideRecord(claim: KObject | undefined, op: NewOperation, now: Date): RecordDecision {
-  if (!claim) return { action: "refuse", reason: "ClaimNotFound", message: "the claim does not exist" };
+  if (!claim)
+    return { action: "refuse", reason: StatusReason.ClaimNotFound, message: "the claim does not exist" };
   if (claim.metadata.deletionTimestamp) {
-    return { action: "refuse", reason: "ClaimDeleting", message: "the claim is being deleted" };
+    return { action: "refuse", reason: StatusReason.ClaimDeleting, message: "the claim is being deleted" };
   }
   const current = operationOf(claim);
   if (current?.token === op.token) return { action: "already", operation: current };
   if (isInFlight(current)) {
     return {
       action: "refuse",
-      reason: "OperationInFlight",
+      reason: StatusReason.OperationInFlight,
       message: `operation ${current.token} (${current.phase}) is still in flight`,
     };
   }
@@ -167,8 +174,13 @@ async function readClaim(kube: Kube, claim: ClaimLocator): Promise<KObject | und
   return kube.get<KObject>(claim.type, claim.namespace, claim.name);
 }
 
-function writeOperation(kube: Kube, claim: ClaimLocator, current: KObject, status: Record<string, unknown>) {
-  return kube.patchStatus<KObject>(
+function writeOperation(
+  kube: Kube,
+  claim: ClaimLocator,
+  current: KObject,
+  status: OwnedStatus<"claim", "operation-record">,
+) {
+  return statusWriter(kube, "claim", "operation-record").patch<KObject>(
     claim.type,
     claim.namespace,
     claim.name,

@@ -11,12 +11,12 @@
 import type { Attempt } from "../queue/contract.js";
 import {
   type AccessFrom,
-  APPLIER_NAMESPACE_NOT_ALLOWED,
   type GrantView,
   mayHold,
   notAllowedMessage,
   providerRefusal,
 } from "../queue/crds/index.js";
+import { StatusReason } from "../queue/crds/reasons.js";
 import { claimTypeOf, type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
 import { judgeGovernance } from "./governance-check.js";
@@ -54,9 +54,19 @@ export function judgeStanding(i: StandingInput): Standing {
   const { attempt, claim } = i;
   const who = `${attempt.claim.kind} ${attempt.claim.namespace}/${attempt.claim.name}`;
   if (!claim)
-    return { ok: false, phase: "RequestFailed", reason: "ClaimNotFound", message: `${who} does not exist` };
+    return {
+      ok: false,
+      phase: "RequestFailed",
+      reason: StatusReason.ClaimNotFound,
+      message: `${who} does not exist`,
+    };
   if (claim.metadata.deletionTimestamp)
-    return { ok: false, phase: "RequestFailed", reason: "ClaimDeleting", message: `${who} is being deleted` };
+    return {
+      ok: false,
+      phase: "RequestFailed",
+      reason: StatusReason.ClaimDeleting,
+      message: `${who} is being deleted`,
+    };
   const spec = (claim.spec ?? {}) as Record<string, { name?: string; namespace?: string } | undefined>;
   // A WebhookClaim's applier is its own endpoint: the claim names itself.
   const ref =
@@ -72,7 +82,7 @@ export function judgeStanding(i: StandingInput): Standing {
     return {
       ok: false,
       phase: "Rejected",
-      reason: "ApplierMismatch",
+      reason: StatusReason.ApplierMismatch,
       message: `${who} holds ${ref?.namespace ?? "?"}/${ref?.name ?? "nothing"}, not ${attempt.applier.namespace}/${attempt.applier.name}`,
     };
   }
@@ -86,7 +96,7 @@ export function judgeStanding(i: StandingInput): Standing {
     return {
       ok: false,
       phase: "Dropped",
-      reason: APPLIER_NAMESPACE_NOT_ALLOWED,
+      reason: StatusReason.ApplierNamespaceNotAllowed,
       message: notAllowedMessage(hold),
     };
   const inControl = findCondition(
@@ -94,11 +104,11 @@ export function judgeStanding(i: StandingInput): Standing {
     "InControl",
   );
   if (inControl?.status !== "True") {
-    const waiting = inControl?.reason === "HeldByAnotherClaim";
+    const waiting = inControl?.reason === StatusReason.HeldByAnotherClaim;
     return {
       ok: false,
       phase: "RequestFailed",
-      reason: waiting ? "HeldByAnotherClaim" : "NotInControl",
+      reason: waiting ? StatusReason.HeldByAnotherClaim : StatusReason.NotInControl,
       message: waiting
         ? `${who} waits in line: ${inControl?.message ?? "another claim holds the applier"}`
         : `${who} is not in control of its applier (InControl is ${inControl?.status ?? "unset"})`,
@@ -134,7 +144,7 @@ export function judgeStanding(i: StandingInput): Standing {
     return {
       ok: false,
       phase: "Dropped",
-      reason: "NoTargetStands",
+      reason: StatusReason.NoTargetStands,
       message:
         "none of the attempt's GitTargets still holds its reason (gone, recreated, suspended, renamed its claim, its GitProvider gone or not admitting it, or withdrew consent)",
     };

@@ -12,7 +12,8 @@
  * recorded operation) still stand.
  */
 import type { Redis } from "ioredis";
-import { type Attempt, EDITED_AFTER_FLUSH } from "../queue/contract.js";
+import type { Attempt } from "../queue/contract.js";
+import { StatusReason } from "../queue/crds/reasons.js";
 import { type Freshness, readFreshness } from "../queue/freshness.js";
 import { readTip } from "../queue/worker/tip-record.js";
 
@@ -38,10 +39,13 @@ export function staleBecause(
   attempt: Attempt,
 ): { reason: string; message: string } | undefined {
   if (f === "moved")
-    return { reason: "Stale", message: `${attempt.commit} is no longer the tip of ${attempt.branch}` };
+    return {
+      reason: StatusReason.Stale,
+      message: `${attempt.commit} is no longer the tip of ${attempt.branch}`,
+    };
   if (f === "edited")
     return {
-      reason: EDITED_AFTER_FLUSH,
+      reason: StatusReason.EditedAfterFlush,
       message: `a write to ${attempt.editsAfter?.folders.join(", ")} was accepted after the flush of ${attempt.commit}: applying it would run the older commit over that edit`,
     };
   return undefined;

@@ -7,31 +7,19 @@
 import { readFile } from "node:fs/promises";
 import { parseAllDocuments } from "yaml";
 import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
-import {
-  APPLIER_GRANT_PLURAL,
-  ARGOCD_CLAIM_PLURAL,
-  FLUX_CLAIM_PLURAL,
-  GIT_TARGET_PLURAL,
-  GROUP,
-  type GrantView,
-  mayHold,
-  VERSION,
-  WEBHOOK_CLAIM_PLURAL,
-} from "../crds/index.js";
+import { type GrantView, mayHold } from "../crds/index.js";
 import type { ClaimStatusSnapshot, FolderRead, ListedTarget } from "../decide/index.js";
 import { governanceOf } from "./governance.js";
 
-/** The kinds the catalog reads. */
-export const RESOURCE = {
-  GitTarget: { group: GROUP, version: VERSION, plural: GIT_TARGET_PLURAL },
-  FluxClaim: { group: GROUP, version: VERSION, plural: FLUX_CLAIM_PLURAL },
-  ArgoCDClaim: { group: GROUP, version: VERSION, plural: ARGOCD_CLAIM_PLURAL },
-  WebhookClaim: { group: GROUP, version: VERSION, plural: WEBHOOK_CLAIM_PLURAL },
-  ApplierGrant: { group: GROUP, version: VERSION, plural: APPLIER_GRANT_PLURAL },
-  Kustomization: { group: "kustomize.toolkit.fluxcd.io", version: "v1", plural: "kustomizations" },
-  Application: { group: "argoproj.io", version: "v1alpha1", plural: "applications" },
-} as const;
-export type ResourceKind = keyof typeof RESOURCE;
+/** The kinds the catalog reads (entries of the layer's one table, queue/kube/resources.ts). */
+export type ResourceKind =
+  | "GitTarget"
+  | "FluxClaim"
+  | "ArgoCDClaim"
+  | "WebhookClaim"
+  | "ApplierGrant"
+  | "Kustomization"
+  | "Application";
 
 export interface KubeLike {
   apiVersion?: string;

@@ -9,13 +9,8 @@
  * it (which the worker carries out in its own loop, calling hooks on the way) cannot deadlock.
  */
 import { randomBytes } from "node:crypto";
-import {
-  type Attempt,
-  type ClaimRef,
-  EDITED_AFTER_FLUSH,
-  type PhaseReport,
-  type Report,
-} from "../contract.js";
+import type { Attempt, ClaimRef, PhaseReport, Report } from "../contract.js";
+import { StatusReason } from "../crds/reasons.js";
 import {
   type DecisionAction,
   type DecisionEvent,
@@ -25,7 +20,7 @@ import {
   step,
   targetsNaming,
 } from "../decide/index.js";
-import type { Logger } from "../log.js";
+import { applierField, claimField, type Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
@@ -124,7 +119,7 @@ export class DecisionDriver {
     onWriteDecided: (w) => {
       this.feed({
         type: "WriteDecided",
-        writeId: w.writeId,
+        entryId: w.entryId,
         targetUid: this.uidOf(w.target),
         createdObjects: w.createdObjects,
         editedObjects: w.editedObjects,
@@ -133,7 +128,7 @@ export class DecisionDriver {
     onPublished: (p) => {
       this.feed({
         type: "Published",
-        upToMark: p.writeIds.at(-1) ?? null,
+        upToMark: p.entryIds.at(-1) ?? null,
         tip: p.tip,
         folders: (p.folders ?? []).map((t) => this.uidOf(t)),
       });
@@ -179,7 +174,7 @@ export class DecisionDriver {
       // first, as a push notice would, so the retry is not for the tip that was already stale.
       // One stale for an edit after its flush mark needs no look: the remote did not move, and
       // the flush it is answered with reads the inbox and publishes the edit.
-      const editedAfterFlush = r.phase === "Stale" && r.reason === EDITED_AFTER_FLUSH;
+      const editedAfterFlush = r.phase === "Stale" && r.reason === StatusReason.EditedAfterFlush;
       if ((r.phase === "Stale" || r.revisionMismatch === true) && !editedAfterFlush && this.worker) {
         this.heldStale.push(r);
         this.worker.observeSoon("notice");
@@ -190,7 +185,7 @@ export class DecisionDriver {
         return;
       }
       this.log.debug(
-        { claim: r.claim, token: r.token, phase: r.phase, commit: r.commit },
+        { claim: claimField(r.claim), token: r.token, phase: r.phase, commit: r.commit },
         "operation report received",
       );
       this.reportStatus(r);
@@ -420,7 +415,7 @@ export class DecisionDriver {
       case "Flush": {
         const worker = this.worker;
         if (!worker) return this.feed({ type: "FlushFailed", flush: a.flush });
-        this.log.info({ flush: a.flush, mark: a.mark }, "an apply is due: flushing");
+        this.log.info({ flush: a.flush }, "an apply is due: flushing");
         // Not awaited: the worker runs the flush in its own loop and calls the hooks on the way;
         // the Published (or FlushFailed) answering it comes after every event those hooks feed.
         void worker.flush().then((r) =>
@@ -452,8 +447,8 @@ export class DecisionDriver {
         this.log.warn(
           {
             object: a.object,
-            applier: a.applier,
-            claim: a.claim,
+            applier: applierField(a.applier),
+            claim: claimField(a.claim),
             commit: a.commit,
             token: a.token,
             target: a.targetUid,
@@ -480,7 +475,12 @@ export class DecisionDriver {
   }
 
   private async send(attempt: Attempt): Promise<void> {
-    const log = this.log.child({ applier: attempt.applier, token: attempt.token, commit: attempt.commit });
+    const log = this.log.child({
+      claim: claimField(attempt.claim),
+      applier: applierField(attempt.applier),
+      token: attempt.token,
+      commit: attempt.commit,
+    });
     for (let i = 1; ; i++) {
       try {
         await this.o.sender.send(attempt);
@@ -500,7 +500,7 @@ export class DecisionDriver {
             branchKey: attempt.branchKey,
             phase: "RequestFailed",
             at: new Date(this.clock.now()).toISOString(),
-            reason: "QueueUnavailable",
+            reason: StatusReason.QueueUnavailable,
           },
         });
         return;
@@ -526,7 +526,7 @@ export class DecisionDriver {
       .then(() => this.o.objects.patchClaimStatus(claim, patch))
       .then(
         () => undefined,
-        (err) => this.log.warn({ claim, err: (err as Error).message }, what),
+        (err) => this.log.warn({ claim: claimField(claim), err: (err as Error).message }, what),
       );
     this.claimWrites.set(key, next);
     void next.then(() => {

@@ -6,9 +6,20 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import type { ClaimRef } from "../contract.js";
-import { ConflictRetriesExhausted, isNotFound, type RetryOptions, retryOnConflict } from "../kube/index.js";
-import type { Logger } from "../log.js";
-import { type KubeLike, type ObjectSource, RESOURCE, type ResourceKind } from "./catalog.js";
+import {
+  addressOf,
+  ConflictRetriesExhausted,
+  isNotFound,
+  type OwnedStatus,
+  ownedStatus,
+  type RetryOptions,
+  resourceOf,
+  retryOnConflict,
+  type StatusParty,
+  statusFieldManager,
+} from "../kube/index.js";
+import { claimField, type Logger } from "../log.js";
+import type { KubeLike, ObjectSource, ResourceKind } from "./catalog.js";
 
 /** What KubeObjects needs of a cache of the kinds it reads (queue/worker/cluster-cache.ts). */
 export interface CachedKinds {
@@ -47,7 +58,7 @@ export class KubeObjects implements ObjectSource {
   private async read(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
     try {
       return (await this.custom.getNamespacedCustomObject({
-        ...RESOURCE[kind],
+        ...addressOf(resourceOf(kind)),
         namespace,
         name,
       })) as KubeLike;
@@ -62,7 +73,10 @@ export class KubeObjects implements ObjectSource {
     const cached = await this.cached(kind);
     if (cached) return cached.list(namespace) as KubeLike[];
     try {
-      const out = (await this.custom.listNamespacedCustomObject({ ...RESOURCE[kind], namespace })) as {
+      const out = (await this.custom.listNamespacedCustomObject({
+        ...addressOf(resourceOf(kind)),
+        namespace,
+      })) as {
         items?: KubeLike[];
       };
       return out.items ?? [];
@@ -72,12 +86,17 @@ export class KubeObjects implements ObjectSource {
     }
   }
 
-  async patchClaimStatus(
+  /**
+   * Patches the claim's status as `party` (the branch worker's repairPending; a test's scripted
+   * executor stands in for the operation record), with only that party's fields.
+   */
+  async patchClaimStatus<P extends StatusParty<"claim"> = "branch-worker">(
     claim: ClaimRef,
-    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+    patch: (current: KubeLike) => OwnedStatus<"claim", P> | undefined,
+    party: P = "branch-worker" as P,
   ): Promise<boolean> {
     const kind = claim.kind;
-    const ref = { ...RESOURCE[kind], namespace: claim.namespace, name: claim.name };
+    const ref = { ...addressOf(resourceOf(kind)), namespace: claim.namespace, name: claim.name };
     let found = true;
     try {
       await retryOnConflict(
@@ -89,15 +108,21 @@ export class KubeObjects implements ObjectSource {
         },
         (_c, { current, status }) =>
           this.custom.patchNamespacedCustomObjectStatus(
-            { ...ref, body: { metadata: { resourceVersion: current.metadata.resourceVersion }, status } },
+            {
+              ...ref,
+              body: {
+                metadata: { resourceVersion: current.metadata.resourceVersion },
+                status: ownedStatus("claim", party, status, current),
+              },
+              fieldManager: statusFieldManager(party),
+            },
             MERGE,
           ),
         { ...this.retry, what: `status of ${kind} ${claim.namespace}/${claim.name}` },
       );
     } catch (err) {
       if (isNotFound(err)) return false;
-      if (err instanceof ConflictRetriesExhausted)
-        this.log.warn({ claim: `${claim.namespace}/${claim.name}` }, err.message);
+      if (err instanceof ConflictRetriesExhausted) this.log.warn({ claim: claimField(claim) }, err.message);
       throw err;
     }
     return found;

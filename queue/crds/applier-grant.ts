@@ -68,8 +68,6 @@ export interface GrantView {
   spec?: { from?: readonly { namespace?: string; kind?: string }[]; to?: readonly { name?: string }[] };
 }
 
-export const APPLIER_NAMESPACE_NOT_ALLOWED = "ApplierNamespaceNotAllowed";
-
 /**
  * Whether a claim may hold the applier it names (pure): always in its own namespace; in another
  * only when an ApplierGrant in the applier's namespace names the claim's namespace (and kind, if

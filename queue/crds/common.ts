@@ -1,6 +1,7 @@
 /** Shapes shared by every applygate kind: group, version, names, references, conditions. */
 import { z } from "zod";
 import { k8s } from "./k8s-ext.js";
+import { StatusReason } from "./reasons.js";
 
 export const GROUP = "applygate.dev";
 export const VERSION = "v1alpha1";
@@ -52,16 +53,15 @@ export function admitsNamespace(
 }
 
 /** The reason a GitTarget is refused when its GitProvider is in another namespace that does not admit it. */
-export const PROVIDER_NAMESPACE_NOT_ALLOWED = "ProviderNamespaceNotAllowed";
 
 /** Why a GitTarget may not use the GitProvider it names, or undefined when it may. */
 export function providerRefusal(
   target: { namespace: string },
   provider: { namespace: string; name: string; accessFrom?: AccessFrom | undefined },
-): { reason: typeof PROVIDER_NAMESPACE_NOT_ALLOWED; message: string } | undefined {
+): { reason: typeof StatusReason.ProviderNamespaceNotAllowed; message: string } | undefined {
   if (admitsNamespace(provider.namespace, provider.accessFrom, target.namespace)) return undefined;
   return {
-    reason: PROVIDER_NAMESPACE_NOT_ALLOWED,
+    reason: StatusReason.ProviderNamespaceNotAllowed,
     message: `GitProvider ${provider.namespace}/${provider.name} does not admit namespace ${target.namespace} (spec.accessFrom.namespaces)`,
   };
 }

@@ -17,6 +17,7 @@ export * from "./flux-claim.js";
 export * from "./git-provider.js";
 export * from "./git-target.js";
 export * from "./governance.js";
+export * from "./reasons.js";
 export * from "./scope-grant.js";
 export * from "./watch-rule.js";
 export * from "./webhook-claim.js";

@@ -31,16 +31,13 @@ const SOURCE: Record<string, string> = { a: "s1", b: "s1", c: "s2" };
 type Op =
   | { k: "edit"; t: number; o: number }
   | { k: "closeWindow" }
-  | { k: "saveStart" }
-  | { k: "saveCommit" }
+  | { k: "save" }
   | { k: "cooldownPublish" }
   | { k: "foreignPush"; dropFolder: boolean }
   | { k: "observe" }
   | { k: "completeFlush" }
   | { k: "failFlush" }
   | { k: "refusal"; t: number }
-  | { k: "dirty" }
-  | { k: "clean" }
   | { k: "execute"; i: number; outcome: ReportPhase }
   | { k: "deliver"; i: number }
   | { k: "duplicate"; i: number }
@@ -54,8 +51,7 @@ type Op =
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ k: fc.constant("edit" as const), t: fc.nat(3), o: fc.nat(3) }), weight: 4 },
   { arbitrary: fc.constant({ k: "closeWindow" as const }), weight: 2 },
-  fc.constant({ k: "saveStart" as const }),
-  fc.constant({ k: "saveCommit" as const }),
+  fc.constant({ k: "save" as const }),
   { arbitrary: fc.constant({ k: "cooldownPublish" as const }), weight: 2 },
   {
     arbitrary: fc.record({ k: fc.constant("foreignPush" as const), dropFolder: fc.boolean() }),
@@ -65,8 +61,6 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.constant({ k: "completeFlush" as const }), weight: 4 },
   fc.constant({ k: "failFlush" as const }),
   fc.record({ k: fc.constant("refusal" as const), t: fc.nat(3) }),
-  fc.constant({ k: "dirty" as const }),
-  fc.constant({ k: "clean" as const }),
   {
     arbitrary: fc.record({
       k: fc.constant("execute" as const),
@@ -143,8 +137,6 @@ class World {
   decidedEvents = new Map<string, DecisionEvent>();
   nextWrite = 0;
   seenObjects = new Set<string>();
-  saves: string[] = [];
-  nextSave = 0;
   pendingFlush: { flush: number } | null = null;
   consent: Record<string, "Ignore" | "Reapply"> = Object.fromEntries(
     TARGETS.map((t) => [t.uid, t.onRefusal]),
@@ -223,7 +215,7 @@ class World {
       const id = `w${++this.nextWrite}`;
       const ev: DecisionEvent = {
         type: "WriteDecided",
-        writeId: id,
+        entryId: id,
         targetUid: uid,
         createdObjects: edits.filter((e) => e.created).map((e) => cm(e.object)),
         editedObjects: edits.map((e) => ({ ref: cm(e.object), editedAt: new Date(e.at).toISOString() })),
@@ -316,7 +308,6 @@ class World {
   restart(saved: boolean): void {
     this.restarts += 1;
     this.pendingFlush = null;
-    this.saves = [];
     this.observedSinceStart = false;
     const claims = Object.values(this.truth).map((c) => ({
       ...c,
@@ -350,21 +341,12 @@ class World {
         break;
       }
       case "closeWindow":
-        if (this.saves.length === 0) this.decideOpen();
-        break;
-      case "saveStart": {
-        const id = `s${++this.nextSave}`;
-        this.saves.push(id);
-        this.feed({ type: "SaveStarted", saveId: id });
-        break;
-      }
-      case "saveCommit": {
-        const id = this.saves.shift();
-        if (id === undefined) break;
         this.decideOpen();
-        this.feed({ type: "SaveCommitted", saveId: id });
         break;
-      }
+      // A save closes its window at once, as the branch worker does.
+      case "save":
+        this.decideOpen();
+        break;
       case "cooldownPublish":
         if (this.decided.length > 0) this.publishDecided(this.decided.length);
         break;
@@ -399,12 +381,6 @@ class World {
         break;
       case "refusal":
         this.feed({ type: "RefusalReceived", targetUid: (TARGETS[op.t] as (typeof TARGETS)[number]).uid });
-        break;
-      case "dirty":
-        this.feed({ type: "CheckoutDirty" });
-        break;
-      case "clean":
-        this.feed({ type: "CheckoutClean" });
         break;
       case "execute":
         this.execute(op.i, op.outcome);
@@ -442,7 +418,7 @@ class World {
         // An edit decided while its applier may be applying, then the applier's write to the same object.
         const t = TARGETS[op.t] as (typeof TARGETS)[number];
         this.apply({ k: "edit", t: op.t, o: op.o });
-        if (this.saves.length === 0) this.decideOpen();
+        this.decideOpen();
         this.apply({ k: "applierWrite", c: CLAIMS.indexOf(t.claim), o: op.o, dt: op.dt });
         break;
       }
@@ -469,8 +445,6 @@ class World {
 
   /** Lets every applier succeed from now on and runs until nothing is pending. */
   drain(): void {
-    while (this.saves.length > 0) this.apply({ k: "saveCommit" });
-    this.feed({ type: "CheckoutClean" });
     // Every GitTarget gets a write, so each is past the barrier.
     for (const [i] of TARGETS.entries()) this.apply({ k: "edit", t: i, o: 0 });
     this.decideOpen();

@@ -138,9 +138,12 @@ export interface TargetState {
   trailingRefusalAt: number | null;
 }
 
-/** A write decided but not yet known published. */
-export interface UnpublishedWrite {
-  writeId: string;
+/**
+ * A pending write as the decisions keep it: decided, not yet known published. `entryId` is the
+ * inbox entry id of its last write (unique and ordered), what `Published.upToMark` names.
+ */
+export interface PendingWrite {
+  entryId: string;
   seq: number;
   targetUid: string;
   /** It created objects: an adopt is due once it is published. */
@@ -165,24 +168,16 @@ export interface DecisionState {
   /** The remote tip as last observed or published; null for an empty branch. */
   tip: string | null;
   writeSeq: number;
-  unpublished: UnpublishedWrite[];
-  /** Save ids whose commit boundary has not been reached yet. */
-  saves: string[];
-  /** A failed write left the checkout dirty: the worker cannot say what is published. */
-  dirty: boolean;
+  unpublished: PendingWrite[];
   /** The flush in progress: the worker waits for its publication before sending. */
-  flush: { id: number; mark: string | null; startedAt: number } | null;
+  flush: { id: number; startedAt: number } | null;
   nextFlushId: number;
   flushFailures: number;
   flushNotBefore: number;
-  /** Raised at every send of an attempt and every end of one. */
-  epoch: number;
   targets: Record<string, TargetState>;
   appliers: Record<string, ApplierState>;
   /** The earliest wake asked of the shell, to avoid repeating it. */
   wakeAt: number | null;
-  /** Collisions seen (withheld late applies), for the metric. */
-  collisions: number;
   /**
    * The worker's own publications, newest last (bounded): the commits after `base` up to `tip`
    * on the first-parent line are its own and need no approval. Absent in an older state.
@@ -255,17 +250,14 @@ export type DecisionEvent =
   /** A write was decided (a window closed, a save): it joins the pending writes in this order. */
   | {
       type: "WriteDecided";
-      writeId: string;
+      /** The inbox entry id of the pending write's last write. */
+      entryId: string;
       targetUid: string;
       /** Objects the write created in the target's folder: an adopt is due for its applier. */
       createdObjects: ObjectRef[];
       /** Every object the write changed, with when the edit happened on the cluster (RFC 3339). */
       editedObjects: { ref: ObjectRef; editedAt: string }[];
     }
-  | { type: "SaveStarted"; saveId: string }
-  | { type: "SaveCommitted"; saveId: string }
-  | { type: "CheckoutDirty" }
-  | { type: "CheckoutClean" }
   | { type: "RefusalReceived"; targetUid: string }
   /**
    * Pending writes up to `upToMark` (inclusive, in decided order) are in Git and `tip` is the
@@ -313,11 +305,12 @@ export type DecisionEvent =
 
 export type DecisionAction =
   /**
-   * Close the open commit window, take the flush mark (the last write decided, at least `mark`),
+   * Close the open commit windows, take the flush mark (the last write read from the inbox),
    * publish every pending write up to it now, without the cooldown, and answer with
-   * `Published {flush}` (or `FlushFailed`).
+   * `Published {flush, inboxMark}` (or `FlushFailed`). The mark is the shell's to take: only it
+   * knows which writes its open windows hold.
    */
-  | { type: "Flush"; flush: number; mark: string | null }
+  | { type: "Flush"; flush: number }
   /** Enqueue this attempt on the applier kind's queue. */
   | { type: "SendAttempt"; attempt: Attempt }
   /** Write `status.repairPending` on the claim. */

@@ -53,7 +53,7 @@ function windowed(target = listed("u1", "app")) {
   const editAt = d.now;
   d.on({
     type: "WriteDecided",
-    writeId: "w",
+    entryId: "w",
     targetUid: "u1",
     createdObjects: [],
     editedObjects: [{ ref: cm("x"), editedAt: iso(editAt) }],
@@ -113,24 +113,24 @@ describe("reasons", () => {
     d.settle([listed("u1", "app", { onRefusal: "Reapply" }), listed("u2", "app"), listed("u3", "app")], A);
     d.advance(61_000);
     // u1: Refusal and adopt pending; u2: adopt pending; u3 nothing of its own.
-    d.on({ type: "SaveStarted", saveId: "s" });
+    const sinceS = d.log.length; // every action from here: the flush a due applier asks for
     d.on({ type: "RefusalReceived", targetUid: "u1" });
     d.on({
       type: "WriteDecided",
-      writeId: "w1",
+      entryId: "w1",
       targetUid: "u1",
       createdObjects: [cm("x")],
       editedObjects: [],
     });
     d.on({
       type: "WriteDecided",
-      writeId: "w2",
+      entryId: "w2",
       targetUid: "u2",
       createdObjects: [cm("y")],
       editedObjects: [],
     });
     d.on({ type: "Published", upToMark: "w2", tip: B });
-    let sent = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "s" }), B));
+    let sent = sends(d.publish(d.log.slice(sinceS), B));
     expect(sent[0]?.targets.map((t) => [t.uid, t.reason])).toEqual([
       ["u1", "Refusal"],
       ["u2", "CatchUp"],
@@ -138,11 +138,11 @@ describe("reasons", () => {
     d.on(report(sent[0]?.token ?? "", "app", "Succeeded", B));
     // A ForeignCommit outranks everything, for every target; a Repair outranks a Refusal.
     d.advance(61_000);
-    d.on({ type: "SaveStarted", saveId: "s2" });
+    const sinceS2 = d.log.length; // every action from here: the flush a due applier asks for
     d.on({ type: "RefusalReceived", targetUid: "u1" });
     d.on({ type: "Observed", tip: C, pushedByUs: false });
     d.state.appliers["FluxClaim/apps/app"]?.pending.byTarget.u2?.push("Repair");
-    sent = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "s2" }), C));
+    sent = sends(d.publish(d.log.slice(sinceS2), C));
     expect(sent[0]?.targets.map((t) => t.reason)).toEqual([
       "ForeignCommit",
       "ForeignCommit",
@@ -162,18 +162,19 @@ describe("reasons", () => {
   it("any Succeeded answers every pending reason", () => {
     const d = new Driver();
     d.settle([listed("u1", "app", { onRefusal: "Reapply" })], A);
-    d.on({ type: "SaveStarted", saveId: "s" });
+    const sinceS = d.log.length; // every action from here: the flush a due applier asks for
     d.advance(61_000);
     d.on({ type: "RefusalReceived", targetUid: "u1" });
     d.on({ type: "Observed", tip: B, pushedByUs: false });
     d.on({
       type: "WriteDecided",
-      writeId: "w1",
+      entryId: "w1",
       targetUid: "u1",
       createdObjects: [cm("x")],
       editedObjects: [],
     });
-    const [att] = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "s" }), C));
+    // The flush closes every window: its publication carries w1 too.
+    const [att] = sends(d.publish(d.log.slice(sinceS), C, "w1"));
     expect(att?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
     expect(d.state.appliers["FluxClaim/apps/app"]?.operation?.carried.byTarget.u1).toEqual([
       "Refusal",
@@ -221,7 +222,7 @@ describe("reasons", () => {
     d.settle([listed("u1", "app")], A);
     const decided = d.on({
       type: "WriteDecided",
-      writeId: "w1",
+      entryId: "w1",
       targetUid: "u1",
       createdObjects: [cm("new")],
       editedObjects: [{ ref: cm("new"), editedAt: iso(d.now) }],
@@ -235,7 +236,7 @@ describe("reasons", () => {
     // Same commit again: still adopted.
     d.on({
       type: "WriteDecided",
-      writeId: "w2",
+      entryId: "w2",
       targetUid: "u1",
       createdObjects: [cm("n2")],
       editedObjects: [],
@@ -337,10 +338,10 @@ describe("due", () => {
   it("due = reason pending ∧ no operation out ∧ no source-sharer with one out ∧ past backoff", () => {
     const d = new Driver();
     d.settle([listed("u1", "app", { sourceName: "repo" }), listed("u2", "infra", { sourceName: "repo" })], A);
-    d.on({ type: "SaveStarted", saveId: "hold" });
+    const sinceHold = d.log.length; // every action from here: the flush a due applier asks for
     d.on({ type: "Observed", tip: B, pushedByUs: false });
     // One operation out per source: only one of the two sharing "repo" goes.
-    const first = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "hold" }), B));
+    const first = sends(d.publish(d.log.slice(sinceHold), B));
     expect(first).toHaveLength(1);
     expect(d.advance(1_000).filter((a) => a.type === "Flush")).toEqual([]);
     const done = d.on(report(first[0]?.token ?? "", first[0]?.claim.name ?? "", "Failed"));
@@ -386,7 +387,7 @@ describe("due", () => {
     out.push(
       ...d.on({
         type: "WriteDecided",
-        writeId: "w1",
+        entryId: "w1",
         targetUid: "u1",
         createdObjects: [cm("x")],
         editedObjects: [],
@@ -406,7 +407,7 @@ describe("due", () => {
     d.absent.delete("u2");
     d.on({
       type: "WriteDecided",
-      writeId: "w2",
+      entryId: "w2",
       targetUid: "u2",
       createdObjects: [cm("y")],
       editedObjects: [],
@@ -460,13 +461,11 @@ describe("due", () => {
     const d = new Driver();
     d.settle([listed("u1", "app")], A);
     expect(isGitAhead(d.state)).toBe(false);
-    const epoch = d.state.epoch;
     const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
     expect(isGitAhead(d.state)).toBe(true);
     const [att] = sends(d.publish(out, B));
     d.on(report(att?.token ?? "", "app", "Succeeded", B));
     expect(isGitAhead(d.state)).toBe(false);
-    expect(d.state.epoch).toBe(epoch + 2);
   });
 });
 
@@ -474,9 +473,9 @@ describe("flush, then apply", () => {
   it("flush then send", () => {
     const d = new Driver();
     d.settle([listed("u1", "app")], A);
-    d.on({ type: "WriteDecided", writeId: "w1", targetUid: "u1", createdObjects: [], editedObjects: [] });
+    d.on({ type: "WriteDecided", entryId: "w1", targetUid: "u1", createdObjects: [], editedObjects: [] });
     const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
-    expect(out).toEqual([{ type: "Flush", flush: 2, mark: "w1" }]);
+    expect(out).toEqual([{ type: "Flush", flush: 2 }]);
     // Nothing is sent until the publication of the flush answers, and then for the tip it produced.
     expect(sends(d.on({ type: "Published", upToMark: null, tip: B }))).toEqual([]);
     const sent = sends(d.on({ type: "Published", upToMark: "w1", tip: C, flush: 2 }));
@@ -489,7 +488,7 @@ describe("flush, then apply", () => {
     const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
     d.on({
       type: "WriteDecided",
-      writeId: "late",
+      entryId: "late",
       targetUid: "u1",
       createdObjects: [],
       editedObjects: [{ ref: cm("x"), editedAt: iso(d.now) }],
@@ -498,22 +497,6 @@ describe("flush, then apply", () => {
     expect(att?.commit).toBe(B);
     const w = d.state.appliers["FluxClaim/apps/app"]?.windows.at(-1);
     expect(w?.edits.map((e) => e.object)).toEqual(["v1/ConfigMap/apps/x"]);
-  });
-
-  it("a save in progress holds the apply", () => {
-    const d = new Driver();
-    d.settle([listed("u1", "app")], A);
-    d.on({ type: "SaveStarted", saveId: "s1" });
-    expect(d.on({ type: "Observed", tip: B, pushedByUs: false })).toEqual([]);
-    expect(flushes(d.on({ type: "SaveCommitted", saveId: "s1" }))).toHaveLength(1);
-  });
-
-  it("a dirty checkout holds the apply", () => {
-    const d = new Driver();
-    d.settle([listed("u1", "app")], A);
-    d.on({ type: "CheckoutDirty" });
-    expect(d.on({ type: "Observed", tip: B, pushedByUs: false })).toEqual([]);
-    expect(flushes(d.on({ type: "CheckoutClean" }))).toHaveLength(1);
   });
 
   it("a flush that could not publish is tried again after a backoff", () => {
@@ -544,10 +527,10 @@ describe("attempts and reports", () => {
       [listed("u1", "app", { onRefusal: "Reapply" }), listed("u2", "app", { onRefusal: "Reapply" })],
       A,
     );
-    d.on({ type: "SaveStarted", saveId: "s" });
+    const sinceS = d.log.length; // every action from here: the flush a due applier asks for
     d.on({ type: "RefusalReceived", targetUid: "u1" });
     d.on({ type: "RefusalReceived", targetUid: "u2" });
-    const [att] = sends(d.publish(d.on({ type: "SaveCommitted", saveId: "s" }), A));
+    const [att] = sends(d.publish(d.log.slice(sinceS), A));
     expect(att?.targets.map((t) => t.reason)).toEqual(["Refusal", "Refusal"]);
     // u2 withdraws its consent while the attempt is out: its refusal no longer stands.
     d.on({
@@ -602,7 +585,8 @@ describe("the edit recheck", () => {
     const out = d.on({ type: "Observed", tip, pushedByUs: false });
     const f = flushes(out)[0];
     if (f?.type !== "Flush") throw new Error("no flush");
-    return sends(d.on({ type: "Published", flush: f.flush, upToMark: f.mark, tip, inboxMark }));
+    const upToMark = d.state.unpublished.at(-1)?.entryId ?? null;
+    return sends(d.on({ type: "Published", flush: f.flush, upToMark, tip, inboxMark }));
   }
   const restale = (token: string) => {
     const r = report(token, "app", "Stale");
@@ -721,7 +705,7 @@ describe("the apply window", () => {
       targetUid: "u1",
     });
     expect(out).toContainEqual({ type: "RecordRepairPending", claim: fluxClaim("app").claim, pending: true });
-    expect(d.state.collisions).toBe(1);
+    expect(d.log.filter((a) => a.type === "LogCollision")).toHaveLength(1);
     const done = d.on(report(att?.token ?? "", "app", "Succeeded", B));
     const [repair] = sends(d.publish(done, C));
     expect(repair?.targets[0]?.reason).toBe("Repair");
@@ -740,7 +724,7 @@ describe("the apply window", () => {
     expect(d.on(applierWrite("app", "x", iso(editAt + 5_000), "kubectl-edit"))).toEqual([]);
     expect(d.on(applierWrite("app", "x", iso(editAt - 1_000)))).toEqual([]);
     expect(collided(d.on(applierWrite("app", "x", iso(editAt))))).toBe(true);
-    expect(d.state.collisions).toBe(1);
+    expect(d.log.filter((a) => a.type === "LogCollision")).toHaveLength(1);
   });
 
   it("an edit that reaches the worker after the applier write over it is still a collision", () => {
@@ -754,7 +738,7 @@ describe("the apply window", () => {
     const decided = (id: string, at: number) =>
       d.on({
         type: "WriteDecided",
-        writeId: id,
+        entryId: id,
         targetUid: "u1",
         createdObjects: [],
         editedObjects: [{ ref: cm("x"), editedAt: iso(at) }],
@@ -771,7 +755,7 @@ describe("the apply window", () => {
       token: att?.token,
       targetUid: "u1",
     });
-    expect(d.state.collisions).toBe(1);
+    expect(d.log.filter((a) => a.type === "LogCollision")).toHaveLength(1);
     const [repair] = sends(d.publish(d.on(report(att?.token ?? "", "app", "Succeeded", B)), C));
     expect(repair?.targets[0]?.reason).toBe("Repair");
   });
@@ -803,7 +787,7 @@ describe("the apply window", () => {
     d.advance(3_000);
     d.on({
       type: "WriteDecided",
-      writeId: "w2",
+      entryId: "w2",
       targetUid: "u1",
       createdObjects: [],
       editedObjects: [{ ref: cm("z"), editedAt: iso(d.now) }],
@@ -863,6 +847,32 @@ describe("restart", () => {
     expect(d.on({ type: "Observed", tip: A, pushedByUs: false })).toEqual([]);
     const [retry] = sends(d.publish(d.advance(2_000), A));
     expect(retry?.targets[0]?.reason).toBe("Refusal");
+  });
+  it("a state saved before pending writes were named by entryId keeps them by their old writeId, and drops the retired counters", () => {
+    const d = new Driver();
+    d.settle([listed("u1", "app")], A);
+    d.on({
+      type: "WriteDecided",
+      entryId: "5-0",
+      targetUid: "u1",
+      createdObjects: [cm("x")],
+      editedObjects: [],
+    });
+    const old = JSON.parse(JSON.stringify(d.state));
+    old.unpublished = old.unpublished.map(({ entryId, ...w }: { entryId: string }) => ({
+      ...w,
+      writeId: entryId,
+    }));
+    Object.assign(old, { epoch: 7, collisions: 2, saves: [], dirty: false });
+    d.on({ type: "Restarted", tokenPrefix: "p4", claims: [], saved: old });
+    expect(d.state.unpublished.map((w) => w.entryId)).toEqual(["5-0"]);
+    expect(Object.keys(d.state)).not.toContain("epoch");
+    expect(Object.keys(d.state)).not.toContain("saves");
+    // Its publication lands it: the object it created is adopted.
+    d.on({ type: "Observed", tip: A, pushedByUs: false });
+    d.on({ type: "Published", upToMark: "5-0", tip: B });
+    expect(d.state.unpublished).toEqual([]);
+    expect(d.state.appliers["FluxClaim/apps/app"]?.pending.byTarget.u1).toContain("Adopt");
   });
 });
 

@@ -8,10 +8,10 @@ import {
   type Attempt,
   applierManagersOf,
   type ClaimRef,
-  EDITED_AFTER_FLUSH,
   type ObjectRef,
   TERMINAL_PHASES,
 } from "../contract.js";
+import { StatusReason } from "../crds/reasons.js";
 import { backoffDelay } from "./backoff.js";
 import { claimKey, dueAppliers, targetsNaming } from "./due.js";
 import { approvalGate, claimGate, governanceWakeAt, windowGate } from "./governance.js";
@@ -28,6 +28,7 @@ import type {
   ListedTarget,
   PendingKind,
   PendingReasons,
+  PendingWrite,
   StepResult,
 } from "./model.js";
 import {
@@ -66,17 +67,13 @@ export function initialState(branch: BranchIdentity, tokenPrefix: string): Decis
     tip: null,
     writeSeq: 0,
     unpublished: [],
-    saves: [],
-    dirty: false,
     flush: null,
     nextFlushId: 0,
     flushFailures: 0,
     flushNotBefore: 0,
-    epoch: 0,
     targets: {},
     appliers: {},
     wakeAt: null,
-    collisions: 0,
   };
 }
 
@@ -111,18 +108,6 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       break;
     case "WriteDecided":
       decideWrite(s, event, now, actions);
-      break;
-    case "SaveStarted":
-      if (!s.saves.includes(event.saveId)) s.saves.push(event.saveId);
-      break;
-    case "SaveCommitted":
-      s.saves = s.saves.filter((id) => id !== event.saveId);
-      break;
-    case "CheckoutDirty":
-      s.dirty = true;
-      break;
-    case "CheckoutClean":
-      s.dirty = false;
       break;
     case "RefusalReceived":
       receiveRefusal(s, event.targetUid, now);
@@ -288,7 +273,7 @@ function decideWrite(
     };
   });
   s.unpublished.push({
-    writeId: e.writeId,
+    entryId: e.entryId,
     seq: s.writeSeq,
     targetUid: e.targetUid,
     created: e.createdObjects.length > 0,
@@ -335,7 +320,7 @@ function publish(
   // The commits from the tip before up to this one are the worker's own: no approval needed.
   if (e.tip !== s.tip)
     s.published = [...(s.published ?? []), { tip: e.tip, base: s.tip }].slice(-PUBLISHED_KEPT);
-  const markSeq = e.upToMark === null ? 0 : (s.unpublished.find((w) => w.writeId === e.upToMark)?.seq ?? 0);
+  const markSeq = e.upToMark === null ? 0 : (s.unpublished.find((w) => w.entryId === e.upToMark)?.seq ?? 0);
   const landed = s.unpublished.filter((w) => w.seq <= markSeq);
   s.unpublished = s.unpublished.filter((w) => w.seq > markSeq);
   for (const w of landed) {
@@ -411,7 +396,6 @@ export function sendAttempt(
   a.lastTurnAt = now;
   const edits = s.unpublished.filter((w) => namedUids.has(w.targetUid)).flatMap((w) => w.edits);
   a.windows.push({ token, commit: s.tip, sentAt: now, completedAt: null, edits: structuredClone(edits) });
-  s.epoch += 1;
   // The edit recheck watches the folders of every GitTarget naming the claim, not only those with a reason.
   const folders = [...new Set(named.flatMap((t) => (t.path === undefined ? [] : [t.path])))];
   const recheck =
@@ -473,9 +457,8 @@ export function settleReport(
   }
   a.operation = null;
   for (const w of a.windows) if (w.token === op.token && w.completedAt === null) w.completedAt = now;
-  s.epoch += 1;
   if (phase === "Stale") {
-    if (r.reason === EDITED_AFTER_FLUSH) a.restaleSince ??= now;
+    if (r.reason === StatusReason.EditedAfterFlush) a.restaleSince ??= now;
   } else a.restaleSince = null;
   if (phase === "Succeeded") {
     a.lastAppliedCommit = r.commit ?? op.commit;
@@ -558,7 +541,6 @@ function collide(
   if (!a) return;
   const t = s.targets[edit.targetUid];
   addPending(a.pending, "Repair", t?.claim === key ? t.uid : undefined);
-  s.collisions += 1;
   actions.push({
     type: "LogCollision",
     object,
@@ -594,15 +576,13 @@ export function restart(
   e: Extract<DecisionEvent, { type: "Restarted" }>,
   now: number,
 ): DecisionState {
-  const s = e.saved ? structuredClone(e.saved) : initialState(prev.branch, e.tokenPrefix);
+  const s = e.saved ? fromSaved(e.saved) : initialState(prev.branch, e.tokenPrefix);
   s.tokenPrefix = e.tokenPrefix;
   s.nextToken = 0;
   s.observed = false;
   s.flush = null;
   s.flushFailures = 0;
   s.flushNotBefore = 0;
-  s.saves = [];
-  s.dirty = false;
   s.wakeAt = null;
   // An operation the claim's status shows (in flight or succeeded) is restored or answered from
   // there; only one no executor recorded, or one that ended otherwise, gives its reasons back.
@@ -620,6 +600,26 @@ export function restart(
     a.windows = [];
   }
   for (const c of e.claims) restoreClaim(s, c, now);
+  return s;
+}
+
+/** Fields a state saved by an older version still carries: counters nothing read, save and checkout holds. */
+const RETIRED_FIELDS = ["epoch", "collisions", "saves", "dirty"] as const;
+
+/**
+ * A saved state as this version keeps it: a pending write saved under its old `writeId` is read by
+ * that id (the same inbox entry id), and retired fields are dropped.
+ */
+function fromSaved(saved: DecisionState): DecisionState {
+  const s = structuredClone(saved) as DecisionState &
+    Partial<Record<(typeof RETIRED_FIELDS)[number], unknown>>;
+  for (const f of RETIRED_FIELDS) delete s[f];
+  s.unpublished = s.unpublished.map((w) => {
+    const old = w as PendingWrite & { writeId?: string };
+    if (old.entryId !== undefined || old.writeId === undefined) return w;
+    const { writeId, ...rest } = old;
+    return { ...rest, entryId: writeId };
+  });
   return s;
 }
 
@@ -705,12 +705,11 @@ export function answerConvergeAtLastApplied(s: DecisionState, a: ApplierState): 
  */
 export function maybeFlush(s: DecisionState, now: number, actions: DecisionAction[]): void {
   if (!s.observed || s.tip === null || s.flush !== null) return;
-  if (s.saves.length > 0 || s.dirty || now < s.flushNotBefore) return;
+  if (now < s.flushNotBefore) return;
   if (dueAppliers(s, now).length === 0) return;
   s.nextFlushId += 1;
-  const mark = s.unpublished.at(-1)?.writeId ?? null;
-  s.flush = { id: s.nextFlushId, mark, startedAt: now };
-  actions.push({ type: "Flush", flush: s.flush.id, mark });
+  s.flush = { id: s.nextFlushId, startedAt: now };
+  actions.push({ type: "Flush", flush: s.flush.id });
 }
 
 function scheduleWake(s: DecisionState, now: number, actions: DecisionAction[]): void {

@@ -92,6 +92,8 @@ export class Driver {
   state: DecisionState;
   now: number;
   log: DecisionAction[] = [];
+  /** The last pending write decided when each flush was asked for. */
+  private readonly flushMarks = new Map<number, string | null>();
   /** GitTargets (uids) whose folder the tip lacks. */
   absent = new Set<string>();
 
@@ -104,6 +106,9 @@ export class Driver {
     const r = step(this.state, this.withFolders(event), this.now);
     this.state = r.state;
     this.log.push(...r.actions);
+    // A flush publishes what was decided when it was asked for, as the branch worker's does.
+    for (const f of r.actions)
+      if (f.type === "Flush") this.flushMarks.set(f.flush, this.state.unpublished.at(-1)?.entryId ?? null);
     return r.actions;
   }
 
@@ -125,7 +130,12 @@ export class Driver {
   publish(actions: DecisionAction[], tip: string, upToMark: string | null = null): DecisionAction[] {
     const f = actions.find((a) => a.type === "Flush");
     if (f?.type !== "Flush") throw new Error(`no flush in ${JSON.stringify(actions)}`);
-    return this.on({ type: "Published", flush: f.flush, upToMark: upToMark ?? f.mark, tip });
+    return this.on({
+      type: "Published",
+      flush: f.flush,
+      upToMark: upToMark ?? this.flushMarks.get(f.flush) ?? null,
+      tip,
+    });
   }
 
   /** Lists targets, observes `tip` as the baseline, and lets every applier converge on it. */

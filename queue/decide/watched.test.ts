@@ -29,7 +29,7 @@ function watched(
 
 const edit = (id: string, object: string, at: number): DecisionEvent => ({
   type: "WriteDecided",
-  writeId: id,
+  entryId: id,
   targetUid: "u1",
   createdObjects: [],
   editedObjects: [{ ref: cm(object), editedAt: iso(at) }],

@@ -9,4 +9,5 @@ export * from "./informer.js";
 export * from "./readers.js";
 export * from "./resources.js";
 export * from "./retry.js";
+export * from "./status-owners.js";
 export * from "./work-queue.js";

@@ -1,4 +1,7 @@
-/** The resources the layer addresses: our kinds' table, and the raw object shape the API returns. */
+/**
+ * The one table of the resources the processes address (our kinds, and the appliers' kinds they
+ * read and write), and the raw object shape the API returns.
+ */
 import type * as k8s from "@kubernetes/client-node";
 import {
   APPLIER_GRANT_PLURAL,
@@ -7,6 +10,7 @@ import {
   GIT_PROVIDER_PLURAL,
   GIT_TARGET_PLURAL,
   GROUP,
+  SCOPE_GRANT_PLURAL,
   VERSION,
   WATCH_RULE_PLURAL,
   WEBHOOK_CLAIM_PLURAL,
@@ -27,8 +31,47 @@ export const RESOURCES = {
   argoCDClaim: { group: GROUP, version: VERSION, plural: ARGOCD_CLAIM_PLURAL, kind: "ArgoCDClaim" },
   webhookClaim: { group: GROUP, version: VERSION, plural: WEBHOOK_CLAIM_PLURAL, kind: "WebhookClaim" },
   applierGrant: { group: GROUP, version: VERSION, plural: APPLIER_GRANT_PLURAL, kind: "ApplierGrant" },
+  scopeGrant: { group: GROUP, version: VERSION, plural: SCOPE_GRANT_PLURAL, kind: "ScopeGrant" },
+  kustomization: {
+    group: "kustomize.toolkit.fluxcd.io",
+    version: "v1",
+    plural: "kustomizations",
+    kind: "Kustomization",
+  },
+  gitRepository: {
+    group: "source.toolkit.fluxcd.io",
+    version: "v1",
+    plural: "gitrepositories",
+    kind: "GitRepository",
+  },
+  application: { group: "argoproj.io", version: "v1alpha1", plural: "applications", kind: "Application" },
+  applicationSet: {
+    group: "argoproj.io",
+    version: "v1alpha1",
+    plural: "applicationsets",
+    kind: "ApplicationSet",
+  },
+  event: { group: "events.k8s.io", version: "v1", plural: "events", kind: "Event" },
   watchRule: { group: GROUP, version: VERSION, plural: WATCH_RULE_PLURAL, kind: "WatchRule" },
 } as const satisfies Record<string, ResourceType>;
+
+type Resources = typeof RESOURCES;
+/** A kind the table holds, by its `kind`. */
+export type ResourceKind = Resources[keyof Resources]["kind"];
+
+/** Where a resource is served, as the client's custom-object calls take it. */
+export function addressOf(t: ResourceType): { group: string; version: string; plural: string } {
+  return { group: t.group, version: t.version, plural: t.plural };
+}
+
+/** The table's entry for `kind`. */
+export function resourceOf<K extends ResourceKind>(
+  kind: K,
+): Extract<Resources[keyof Resources], { kind: K }> {
+  const found = Object.values(RESOURCES).find((r) => r.kind === kind);
+  if (!found) throw new Error(`no resource ${kind}`);
+  return found as Extract<Resources[keyof Resources], { kind: K }>;
+}
 
 export type ClaimType =
   | typeof RESOURCES.fluxClaim

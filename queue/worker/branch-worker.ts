@@ -10,6 +10,7 @@
  */
 import type { Redis } from "ioredis";
 import { AcceptedWrite, type ObjectRef, PushNotice, RefusalNotice, Report } from "../contract.js";
+import { StatusReason } from "../crds/reasons.js";
 import { objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange } from "../git/repo.js";
 import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.js";
@@ -42,8 +43,8 @@ export interface PendingWrite {
   target: string;
   writes: HeldWrite[];
   closedAt: number;
-  /** Inbox entry id of its last write when the window closed: the `writeId` the hooks use. */
-  decidedId?: string;
+  /** Inbox entry id of its last write when the window closed: how the hooks name it. */
+  entryId?: string;
 }
 
 /** A GitTarget as the hooks name it. */
@@ -71,10 +72,10 @@ export interface Observation {
   reason: FetchReason;
 }
 
-/** A pending write as the decisions see it: a closed window, one commit's worth of writes. */
-export interface DecidedWrite {
+/** A pending write was decided (a window closed): what the decisions are told of it. */
+export interface WriteDecided {
   /** Inbox entry id of its last write: unique and ordered. */
-  writeId: string;
+  entryId: string;
   target: { namespace: string; name: string; uid?: string };
   /** Upserts of objects the folder did not hold at the remote tip when the window closed. */
   createdObjects: ObjectRef[];
@@ -86,14 +87,14 @@ export interface PublishedWrites {
   tip: string;
   /** The GitTargets whose folder the tip's tree holds. */
   folders?: TargetName[];
-  /** `writeId`s of the pending writes this publication carried, in decided order. */
-  writeIds: string[];
+  /** Entry ids of the pending writes this publication carried, in decided order. */
+  entryIds: string[];
 }
 
 export interface BranchHooks {
   onObserved?(o: Observation): void | Promise<void>;
   /** A window closed into a pending write (called before any publication carrying it). */
-  onWriteDecided?(w: DecidedWrite): void | Promise<void>;
+  onWriteDecided?(w: WriteDecided): void | Promise<void>;
   /** A push carrying pending writes landed, or found the remote already at our head. */
   onPublished?(p: PublishedWrites): void | Promise<void>;
   onRefusal?(notice: RefusalNotice): void | Promise<void>;
@@ -577,7 +578,7 @@ export class BranchWorker {
    */
   private async admission(write: AcceptedWrite): Promise<Refusal | undefined> {
     const problem = writeProblem(write.changes);
-    if (problem) return { reason: "Unstorable", message: `${problem.field}: ${problem.message}` };
+    if (problem) return { reason: StatusReason.Unstorable, message: `${problem.field}: ${problem.message}` };
     const verdict = (): Refusal | undefined => {
       const t = write.target;
       const target = this.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
@@ -585,7 +586,7 @@ export class BranchWorker {
       if (!target && refused) return { reason: refused.reason, message: refused.message };
       if (!target)
         return {
-          reason: "UnknownTarget",
+          reason: StatusReason.UnknownTarget,
           message: `GitTarget ${t.namespace}/${t.name} does not write this branch`,
         };
       const v = checkChanges(target.scope, write.changes);
@@ -654,7 +655,7 @@ export class BranchWorker {
   private closeWindow(w: OpenWindow<HeldWrite>, now: number): void {
     this.windows.delete(w.target);
     const last = w.writes.at(-1) as HeldWrite;
-    const p = { seq: ++this.seq, target: w.target, writes: w.writes, closedAt: now, decidedId: last.entryId };
+    const p = { seq: ++this.seq, target: w.target, writes: w.writes, closedAt: now, entryId: last.entryId };
     this.pending.push(p);
     if (this.o.hooks?.onWriteDecided) this.decided.push(p);
   }
@@ -666,7 +667,7 @@ export class BranchWorker {
     for (const p of this.decided.splice(0)) {
       const last = p.writes.at(-1) as HeldWrite;
       const created: ObjectRef[] = [];
-      const edited: DecidedWrite["editedObjects"] = [];
+      const edited: WriteDecided["editedObjects"] = [];
       for (const h of p.writes) {
         const editedAt = h.write.editedAt ?? h.write.acceptedAt;
         for (const c of h.write.changes) {
@@ -685,7 +686,7 @@ export class BranchWorker {
         }
       }
       await hook({
-        writeId: p.decidedId ?? last.entryId,
+        entryId: p.entryId ?? last.entryId,
         target: last.write.target,
         createdObjects: created,
         editedObjects: edited,
@@ -788,7 +789,8 @@ export class BranchWorker {
       let written: Awaited<ReturnType<BareRepo["commitChanges"]>>;
       for (;;) {
         const { changes, refused } = this.changesOf(p);
-        for (const r of refused) await this.refuse(r.held, { reason: "Unstorable", message: r.reason });
+        for (const r of refused)
+          await this.refuse(r.held, { reason: StatusReason.Unstorable, message: r.reason });
         this.log.debug({ seq: p.seq, changes: changes.length, parent }, "committing a pending write");
         try {
           written = await this.o.repo.commitChanges(parent, changes, this.commitSpec(p));
@@ -801,7 +803,7 @@ export class BranchWorker {
           const culprits = await this.failingAlone(parent, p);
           const blamed = culprits.length > 0 ? culprits : p.writes.filter((h) => this.held.has(h.write.id));
           if (blamed.length === 0) throw err;
-          for (const h of blamed) await this.refuse(h, { reason: "CommitFailed", message });
+          for (const h of blamed) await this.refuse(h, { reason: StatusReason.CommitFailed, message });
         }
       }
       this.log.debug({ seq: p.seq, commit: written?.commit }, "committed a pending write");
@@ -996,7 +998,7 @@ export class BranchWorker {
   private failed(err: unknown, during: string): string {
     const cause = err instanceof Error ? err.message : String(err);
     this.retry = afterFailure(this.retry, this.clock.now(), cause);
-    this.retryReason = err instanceof BaseBranchMissingError ? "BaseBranchMissing" : undefined;
+    this.retryReason = err instanceof BaseBranchMissingError ? StatusReason.BaseBranchMissing : undefined;
     this.log.warn(
       { during, cause, nextRetryAt: new Date(this.retry.nextAt).toISOString() },
       "publication failed; retrying later",
@@ -1048,7 +1050,7 @@ export class BranchWorker {
       await this.o.hooks?.onPublished?.({
         tip: head,
         folders: await this.foldersAt(head),
-        writeIds: carried.map((c) => c.pending.decidedId ?? (c.pending.writes.at(-1) as HeldWrite).entryId),
+        entryIds: carried.map((c) => c.pending.entryId ?? (c.pending.writes.at(-1) as HeldWrite).entryId),
       });
     this.retry = undefined;
     this.retryReason = undefined;

@@ -8,15 +8,7 @@
  */
 import type * as k8s from "@kubernetes/client-node";
 import { branchKey } from "../contract.js";
-import {
-  type GitProvider,
-  type GitTarget,
-  GROUP,
-  SCOPE_GRANT_PLURAL,
-  type ScopeGrant,
-  scopeGrant,
-  VERSION,
-} from "../crds/index.js";
+import { type GitProvider, type GitTarget, type ScopeGrant, scopeGrant } from "../crds/index.js";
 import {
   apiFailure,
   collectionPath,
@@ -40,14 +32,9 @@ import type { Logger } from "../log.js";
  * keeps of them: an Argo CD Application's status alone can be tens of kilobytes.
  */
 export const APPLIER_TYPES = {
-  Kustomization: {
-    group: "kustomize.toolkit.fluxcd.io",
-    version: "v1",
-    plural: "kustomizations",
-    kind: "Kustomization",
-  },
-  Application: { group: "argoproj.io", version: "v1alpha1", plural: "applications", kind: "Application" },
-} as const satisfies Record<string, ResourceType>;
+  Kustomization: RESOURCES.kustomization,
+  Application: RESOURCES.application,
+} as const;
 
 /** What the cache keeps of an applier: its identity and the spec fields naming its source. Pure. */
 export function applierView(o: KObject): KObject {
@@ -69,12 +56,7 @@ export function applierView(o: KObject): KObject {
   };
 }
 
-const SCOPE_GRANT: ResourceType = {
-  group: GROUP,
-  version: VERSION,
-  plural: SCOPE_GRANT_PLURAL,
-  kind: "ScopeGrant",
-};
+const SCOPE_GRANT: ResourceType = RESOURCES.scopeGrant;
 
 /** A credentials Secret as the cache knows it: its data, or why it cannot be read. */
 export type SecretRead =

@@ -10,14 +10,19 @@ import * as k8s from "@kubernetes/client-node";
 import {
   API_VERSION,
   GIT_TARGET_KIND,
-  GIT_TARGET_PLURAL,
   type GitProvider,
   type GitTarget,
-  GROUP,
   providerRefusal,
-  VERSION,
 } from "../crds/index.js";
-import { ConflictRetriesExhausted, retryOnConflict } from "../kube/index.js";
+import { StatusReason } from "../crds/reasons.js";
+import {
+  addressOf,
+  ConflictRetriesExhausted,
+  ownedStatus,
+  RESOURCES,
+  retryOnConflict,
+  statusFieldManager,
+} from "../kube/index.js";
 import type { Logger } from "../log.js";
 import type { ClusterCache } from "./cluster-cache.js";
 import { type Directory, directoryFromObjects } from "./directory.js";
@@ -129,9 +134,7 @@ export class KubeStatusSink implements StatusSink {
     const at = new Date(this.now());
     try {
       await this.custom.createNamespacedCustomObject({
-        group: "events.k8s.io",
-        version: "v1",
-        plural: "events",
+        ...addressOf(RESOURCES.event),
         namespace: t.namespace,
         body: {
           apiVersion: "events.k8s.io/v1",
@@ -139,7 +142,7 @@ export class KubeStatusSink implements StatusSink {
           metadata: { name: `${t.name}.${randomBytes(8).toString("hex")}`, namespace: t.namespace },
           eventTime: at.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z"),
           type: "Warning",
-          reason: "WriteRefused",
+          reason: StatusReason.WriteRefused,
           action: "Refuse",
           note: `write ${refusal.writeId}${refusal.object ? ` (${refusal.object})` : ""} refused (${refusal.reason}): ${refusal.message}`.slice(
             0,
@@ -173,9 +176,7 @@ export class KubeStatusSink implements StatusSink {
     build: (current: GitTarget, generation: number | undefined) => Record<string, unknown>,
   ): Promise<void> {
     const ref = {
-      group: GROUP,
-      version: VERSION,
-      plural: GIT_TARGET_PLURAL,
+      ...addressOf(RESOURCES.gitTarget),
       namespace: t.namespace,
       name: t.name,
     };
@@ -217,7 +218,14 @@ export class KubeStatusSink implements StatusSink {
         },
         // Seed 003: a lost optimistic-concurrency race is re-read and retried, never a wedge.
         async (_current, body) => {
-          const out = (await this.custom.patchNamespacedCustomObjectStatus({ ...ref, body }, MERGE)) as {
+          const out = (await this.custom.patchNamespacedCustomObjectStatus(
+            {
+              ...ref,
+              body: { ...body, status: ownedStatus("gitTarget", "branch-worker", body.status) },
+              fieldManager: statusFieldManager("branch-worker"),
+            },
+            MERGE,
+          )) as {
             metadata?: { resourceVersion?: string };
           };
           const rv = out?.metadata?.resourceVersion;
@@ -371,10 +379,13 @@ export class KubeDirectory implements Directory {
         // The provider goes on without credentials (a push then fails with auth); say why.
         const problem: CredentialsProblem =
           read.code === 403
-            ? { reason: "SecretForbidden", message: `the worker may not read Secret ${ref.name} (403)` }
+            ? {
+                reason: StatusReason.SecretForbidden,
+                message: `the worker may not read Secret ${ref.name} (403)`,
+              }
             : read.code === 404
-              ? { reason: "SecretNotFound", message: `Secret ${ref.name} does not exist` }
-              : { reason: "SecretUnreadable", message: `Secret ${ref.name}: ${read.message}` };
+              ? { reason: StatusReason.SecretNotFound, message: `Secret ${ref.name} does not exist` }
+              : { reason: StatusReason.SecretUnreadable, message: `Secret ${ref.name}: ${read.message}` };
         await this.credentialsRead(p, targets, ref.name, problem);
       }
     }

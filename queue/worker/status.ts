@@ -4,6 +4,7 @@
  * Reconciling and Stalled. A sink is an interface so the worker's loop needs no Kubernetes.
  */
 import type { Publication } from "../crds/index.js";
+import { StatusReason } from "../crds/reasons.js";
 
 export interface PublicationReport {
   branchKey: string;
@@ -60,7 +61,12 @@ export function refusalCondition(
         reason: refusal.reason,
         message: `write ${refusal.writeId} refused at ${new Date(refusal.at).toISOString()}: ${refusal.message}`,
       }
-    : { type: "WriteRefused", status: "False", reason: "Published", message: "a later write published" };
+    : {
+        type: "WriteRefused",
+        status: "False",
+        reason: StatusReason.Published,
+        message: "a later write published",
+      };
   // Each refusal is news: its time moves even when the condition was already True.
   return stamped(wanted, refusal ? undefined : previous, now, generation);
 }
@@ -87,7 +93,10 @@ function stamped(
 
 /** Why the worker could not read a GitProvider's credentials Secret. */
 export interface CredentialsProblem {
-  reason: "SecretForbidden" | "SecretNotFound" | "SecretUnreadable";
+  reason:
+    | typeof StatusReason.SecretForbidden
+    | typeof StatusReason.SecretNotFound
+    | typeof StatusReason.SecretUnreadable;
   message: string;
 }
 
@@ -100,7 +109,12 @@ export function credentialsCondition(
 ): Condition {
   const wanted: Omit<Condition, "lastTransitionTime"> = problem
     ? { type: "CredentialsAvailable", status: "False", ...problem }
-    : { type: "CredentialsAvailable", status: "True", reason: "SecretRead", message: "credentials read" };
+    : {
+        type: "CredentialsAvailable",
+        status: "True",
+        reason: StatusReason.SecretRead,
+        message: "credentials read",
+      };
   return stamped(wanted, previous, now, generation);
 }
 
@@ -129,7 +143,7 @@ export function acceptanceConditions(
         {
           type: "Accepted",
           status: "True",
-          reason: "Accepted",
+          reason: StatusReason.Accepted,
           message: "the GitProvider admits this namespace",
         },
       ];
@@ -198,33 +212,33 @@ export function publicationConditions(
           {
             type: "Ready",
             status: "True",
-            reason: "Published",
+            reason: StatusReason.Published,
             message: r.commit ? `published up to ${r.commit}` : "nothing to publish",
           },
-          { type: "Reconciling", status: "False", reason: "Published", message: "" },
-          { type: "Stalled", status: "False", reason: "Published", message: "" },
+          { type: "Reconciling", status: "False", reason: StatusReason.Published, message: "" },
+          { type: "Stalled", status: "False", reason: StatusReason.Published, message: "" },
         ]
       : [
           {
             type: "Ready",
             status: "False",
-            reason: r.retryReason ?? "PublicationRetrying",
+            reason: r.retryReason ?? StatusReason.PublicationRetrying,
             message: retryMsg,
           },
           {
             type: "Reconciling",
             status: "True",
-            reason: r.retryReason ?? "PublicationRetrying",
+            reason: r.retryReason ?? StatusReason.PublicationRetrying,
             message: retryMsg,
           },
           r.intakePaused
             ? {
                 type: "Stalled",
                 status: "True",
-                reason: "IntakePaused",
+                reason: StatusReason.IntakePaused,
                 message: `${retryMsg}; new writes are refused until the ${r.retainedWrites} retained writes (${r.retainedBytes} bytes) are published`,
               }
-            : { type: "Stalled", status: "False", reason: "PublicationRetrying", message: "" },
+            : { type: "Stalled", status: "False", reason: StatusReason.PublicationRetrying, message: "" },
         ];
   return wanted.map((c) => stamped(c, previous, now, generation));
 }

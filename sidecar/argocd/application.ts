@@ -5,20 +5,11 @@
  */
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
-import type { KObject, ResourceType } from "../../queue/kube/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
+import { type KObject, RESOURCES, type ResourceType } from "../../queue/kube/index.js";
 
-export const APPLICATION: ResourceType = {
-  group: "argoproj.io",
-  version: "v1alpha1",
-  plural: "applications",
-  kind: "Application",
-};
-export const APPLICATION_SET: ResourceType = {
-  group: "argoproj.io",
-  version: "v1alpha1",
-  plural: "applicationsets",
-  kind: "ApplicationSet",
-};
+export const APPLICATION: ResourceType = RESOURCES.application;
+export const APPLICATION_SET: ResourceType = RESOURCES.applicationSet;
 export const APPLICATION_API_VERSION = "argoproj.io/v1alpha1";
 
 /** The `info` entry of an operation that carries our token: how we find our sync again. */
@@ -188,7 +179,7 @@ export function releaseApply(app: { metadata: { name: string; namespace?: string
 
 export type SourceView =
   | { state: "Known"; url: string; branch: string }
-  | { state: "Unsupported"; reason: "UnsupportedSource"; message: string };
+  | { state: "Unsupported"; reason: typeof StatusReason.UnsupportedSource; message: string };
 
 const SHA_LIKE = /^[0-9a-f]{7,40}$/;
 
@@ -201,7 +192,7 @@ export function sourceOf(app: Application): SourceView {
   const spec = app.spec ?? {};
   const unsupported = (message: string): SourceView => ({
     state: "Unsupported",
-    reason: "UnsupportedSource",
+    reason: StatusReason.UnsupportedSource,
     message,
   });
   if (spec.sources && spec.sources.length > 0)

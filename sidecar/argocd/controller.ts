@@ -7,6 +7,7 @@
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   apiFailure,
   type InformerHandle,
@@ -14,8 +15,9 @@ import {
   type Kube,
   RESOURCES,
   retryOnConflict,
+  statusWriter,
 } from "../../queue/kube/index.js";
-import type { Logger } from "../../queue/log.js";
+import { applierField, type Logger } from "../../queue/log.js";
 import type {
   ClaimContext,
   ClaimController,
@@ -95,7 +97,7 @@ export class ArgoCDClaimController implements ClaimController {
     if (!app) {
       return {
         configured: "Unknown",
-        reason: "ApplicationNotFound",
+        reason: StatusReason.ApplicationNotFound,
         message: `Application ${applier.namespace}/${applier.name} not found`,
       };
     }
@@ -103,7 +105,7 @@ export class ArgoCDClaimController implements ClaimController {
     if (probe === "error") {
       return {
         configured: "Unknown",
-        reason: "VersionCheckFailed",
+        reason: StatusReason.VersionCheckFailed,
         message: "the dry run of the switch failed",
       };
     }
@@ -125,8 +127,8 @@ export class ArgoCDClaimController implements ClaimController {
       const msg = `Application ${name} not found`;
       return {
         conditions: [
-          cond("InControl", "Unknown", "ApplicationNotFound", msg),
-          cond("Ready", "False", "ApplicationNotFound", msg),
+          cond("InControl", "Unknown", StatusReason.ApplicationNotFound, msg),
+          cond("Ready", "False", StatusReason.ApplicationNotFound, msg),
         ],
       };
     }
@@ -150,7 +152,7 @@ export class ArgoCDClaimController implements ClaimController {
           reason: plan.event,
           action: "HoldAutomatedSyncOff",
           note:
-            plan.event === "Adopted"
+            plan.event === StatusReason.Adopted
               ? `automated sync of Application ${name} held off (it was ${previous})`
               : `automated sync of Application ${name} was switched on; switched off again`,
           regarding: {
@@ -169,17 +171,35 @@ export class ArgoCDClaimController implements ClaimController {
           },
         });
       }
-      this.d.log.info({ application: name, event: plan.event, wasOn: plan.wasOn }, "automated sync held off");
+      this.d.log.info(
+        { applier: applierField({ kind: "argocd", ...applier }), event: plan.event, wasOn: plan.wasOn },
+        "automated sync held off",
+      );
     }
     const op = ctx.operation;
     const conditions = op
       ? [
-          cond("InControl", "True", "Applying", `operation ${op.token} (${op.phase}) for ${op.commit}`),
-          cond("Ready", "True", "Applying", `operation ${op.token} is in flight`),
+          cond(
+            "InControl",
+            "True",
+            StatusReason.Applying,
+            `operation ${op.token} (${op.phase}) for ${op.commit}`,
+          ),
+          cond("Ready", "True", StatusReason.Applying, `operation ${op.token} is in flight`),
         ]
       : [
-          cond("InControl", "True", "AutomatedSyncOff", `automated sync of Application ${name} is held off`),
-          cond("Ready", "True", "AutomatedSyncOff", `automated sync of Application ${name} is held off`),
+          cond(
+            "InControl",
+            "True",
+            StatusReason.AutomatedSyncOff,
+            `automated sync of Application ${name} is held off`,
+          ),
+          cond(
+            "Ready",
+            "True",
+            StatusReason.AutomatedSyncOff,
+            `automated sync of Application ${name} is held off`,
+          ),
         ];
     return { conditions, ...(previous ? { status: { previousSuspendState: previous } } : {}) };
   }
@@ -189,13 +209,17 @@ export class ArgoCDClaimController implements ClaimController {
     applier: { namespace: string; name: string },
     ctx: ClaimContext,
   ): Promise<HandBackResult> {
-    const name = `${applier.namespace}/${applier.name}`;
     if (ctx.successor) {
       // Released, automated sync would start at once, unchecked, before the next claim holds it.
       return {
         done: true,
         conditions: [
-          cond("InControl", "False", "HandedOver", `automated sync left off for claim ${ctx.successor}`),
+          cond(
+            "InControl",
+            "False",
+            StatusReason.HandedOver,
+            `automated sync left off for claim ${ctx.successor}`,
+          ),
         ],
         status: { previousSuspendState: null },
       };
@@ -223,14 +247,17 @@ export class ArgoCDClaimController implements ClaimController {
         force: true,
       });
     }
-    this.d.log.info({ application: name, plan: plan.action, previous }, "automated sync handed back");
+    this.d.log.info(
+      { applier: applierField({ kind: "argocd", ...applier }), plan: plan.action, previous },
+      "automated sync handed back",
+    );
     const message =
       plan.action === "set"
         ? `automated sync set ${plan.enabled ? "on" : "off"} as it stood before, left under field manager ${FIELD_MANAGER}`
         : "automated sync handed back";
     return {
       done: true,
-      conditions: [cond("InControl", "False", "Released", message)],
+      conditions: [cond("InControl", "False", StatusReason.Released, message)],
       status: { previousSuspendState: null },
     };
   }
@@ -260,7 +287,7 @@ export class ArgoCDClaimController implements ClaimController {
           ? previous
           : undefined,
       (current) =>
-        this.d.kube.patchStatus(
+        statusWriter(this.d.kube, "claim", "claim-controller").patch(
           RESOURCES.argoCDClaim,
           ns,
           claim.metadata.name,

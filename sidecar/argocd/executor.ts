@@ -5,9 +5,10 @@
  * operation, and follow the token to its observed end, reporting each phase. Never retries.
  */
 import type { Attempt } from "../../queue/contract.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
 import { ConflictRetriesExhausted } from "../../queue/kube/retry.js";
-import type { Logger } from "../../queue/log.js";
+import { applierField, claimField, type Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import { attemptAudit } from "../audit.js";
 import type { EventRecorder } from "../events.js";
@@ -127,8 +128,8 @@ export class ArgoCDExecutor implements OperationExecutor {
       report,
       signal,
       log: this.d.log.child({
-        applier: "argocd",
-        application: `${attempt.applier.namespace}/${attempt.applier.name}`,
+        claim: claimField(attempt.claim),
+        applier: applierField(attempt.applier),
         token: attempt.token,
         commit: attempt.commit,
         branch: attempt.branchKey,
@@ -163,12 +164,16 @@ export class ArgoCDExecutor implements OperationExecutor {
         // Stopped before the sync started: no record stays on the claim, so no restart could recover
         // it. Say so; the worker decides anew.
         if (signal.aborted)
-          return giveUp("RequestFailed", "SidecarStopping", "the sidecar stopped before the sync started");
+          return giveUp(
+            "RequestFailed",
+            StatusReason.SidecarStopping,
+            "the sidecar stopped before the sync started",
+          );
         const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
         if (!app)
           return giveUp(
             "Rejected",
-            "ApplicationNotFound",
+            StatusReason.ApplicationNotFound,
             `Application ${c.app.namespace}/${c.app.name} not found`,
           );
         const source = sourceOf(app);
@@ -176,15 +181,16 @@ export class ArgoCDExecutor implements OperationExecutor {
         if (isAutomatedSyncEnabled(automatedOf(app))) {
           return giveUp(
             "Rejected",
-            "NotHeld",
+            StatusReason.NotHeld,
             "automated sync is on: the claim does not hold this Application now",
           );
         }
         const busy = busyWith(app);
         if (busy.busy) {
           const fatal = await this.terminateIfStale(app, c);
-          if (fatal) return giveUp("Rejected", "TerminateForbidden", fatal);
-          if (now() >= waitUntil) return giveUp("RequestFailed", "OperationInProgress", busy.message);
+          if (fatal) return giveUp("Rejected", StatusReason.TerminateForbidden, fatal);
+          if (now() >= waitUntil)
+            return giveUp("RequestFailed", StatusReason.OperationInProgress, busy.message);
           await sleep(this.pollMs, signal);
           continue;
         }
@@ -205,7 +211,7 @@ export class ArgoCDExecutor implements OperationExecutor {
             recorded = r.previous ? { previous: r.previous } : {};
           } catch (err) {
             if (!(err instanceof RecordRefused)) throw err;
-            const phase = err.reason === "OperationInFlight" ? "RequestFailed" : "Dropped";
+            const phase = err.reason === StatusReason.OperationInFlight ? "RequestFailed" : "Dropped";
             return giveUp(phase, err.reason, err.message);
           }
           requested = report("Requested");
@@ -256,7 +262,11 @@ export class ArgoCDExecutor implements OperationExecutor {
           }
           if (!answerLost(err)) {
             const phase = code === 403 ? "Rejected" : "RequestFailed";
-            return giveUp(phase, code === 403 ? "Forbidden" : "UpdateRefused", apiFailure(err).message);
+            return giveUp(
+              phase,
+              code === 403 ? StatusReason.Forbidden : StatusReason.UpdateRefused,
+              apiFailure(err).message,
+            );
           }
           c.log.warn({ err: apiFailure(err).message }, "the update's answer was lost; following its token");
           if (!(await this.landedAfterLoss(app.metadata.resourceVersion ?? "", c))) return closeWindow();
@@ -286,8 +296,8 @@ export class ArgoCDExecutor implements OperationExecutor {
       report,
       signal,
       log: this.d.log.child({
-        applier: "argocd",
-        application: `${r.applier.namespace}/${r.applier.name}`,
+        claim: claimField({ kind: r.claim.type.kind, namespace: r.claim.namespace, name: r.claim.name }),
+        applier: applierField({ kind: "argocd", ...r.applier }),
         token: r.operation.token,
         commit: r.operation.commit,
         branch: r.branchKey,
@@ -295,7 +305,8 @@ export class ArgoCDExecutor implements OperationExecutor {
       }),
     };
     const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
-    if (!app) return this.complete(c, "Failed", "ApplicationDeleted", "the Application was deleted");
+    if (!app)
+      return this.complete(c, "Failed", StatusReason.ApplicationDeleted, "the Application was deleted");
     if (syncProgress(app, c.token).stage === "Absent") {
       // Stopped between the record and the update, or the update's answer was lost with the
       // process: make sure it can never land now, then it is Failed and asked again.
@@ -323,7 +334,7 @@ export class ArgoCDExecutor implements OperationExecutor {
         continue;
       }
       if (!app) {
-        await this.complete(c, "Failed", "ApplicationDeleted", "the Application was deleted");
+        await this.complete(c, "Failed", StatusReason.ApplicationDeleted, "the Application was deleted");
         return false;
       }
       if (syncProgress(app, c.token).stage !== "Absent") return true;
@@ -345,7 +356,7 @@ export class ArgoCDExecutor implements OperationExecutor {
       await this.complete(
         c,
         "Failed",
-        "UpdateLost",
+        StatusReason.UpdateLost,
         "the update starting the sync got no answer and did not land; it never will now",
       );
       return false;
@@ -371,7 +382,8 @@ export class ArgoCDExecutor implements OperationExecutor {
           await sleep(interval, c.signal);
           continue;
         }
-        if (!app) return this.complete(c, "Failed", "ApplicationDeleted", "the Application was deleted");
+        if (!app)
+          return this.complete(c, "Failed", StatusReason.ApplicationDeleted, "the Application was deleted");
         const p = syncProgress(app, c.token);
         if (p.stage === "Completed") {
           const ok = p.phase === "Succeeded";
@@ -393,7 +405,11 @@ export class ArgoCDExecutor implements OperationExecutor {
             });
             if (!moved) return;
             await c.report(unresolved ? "Unresolved" : "Running", {
-              ...(p.blockedByWindow ? { reason: "SyncWindow" } : p.retrying ? { reason: "Retrying" } : {}),
+              ...(p.blockedByWindow
+                ? { reason: StatusReason.SyncWindow }
+                : p.retrying
+                  ? { reason: StatusReason.Retrying }
+                  : {}),
               ...(p.message ? { message: p.message } : {}),
             });
           }
@@ -403,7 +419,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           return this.complete(
             c,
             "Failed",
-            "OperationRemoved",
+            StatusReason.OperationRemoved,
             "the Application's operation was removed before the sync completed; Argo CD will not finish it",
           );
         }
@@ -441,7 +457,7 @@ export class ArgoCDExecutor implements OperationExecutor {
         return true;
       }
       if (!(err instanceof OperationNotFound)) throw err;
-      await c.report("Failed", { reason: "ClaimGone", message: err.message });
+      await c.report("Failed", { reason: StatusReason.ClaimGone, message: err.message });
       return false;
     }
   }
@@ -521,7 +537,7 @@ export class ArgoCDExecutor implements OperationExecutor {
     c.log.info({ stale: d.token, revision: d.revision }, "terminated a stale operation");
     await this.d.events.emit({
       type: "Normal",
-      reason: "StaleOperationTerminated",
+      reason: StatusReason.StaleOperationTerminated,
       action: "Terminate",
       note: `terminated applygate operation ${d.token} for ${d.revision}, an ancestor of ${c.commit}`,
       regarding: {

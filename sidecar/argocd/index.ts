@@ -46,7 +46,7 @@ const num = (v: unknown): number | undefined => (typeof v === "number" && Number
 
 export function createApplierKind(deps: ApplierDeps<ArgoCDKindOptions>) {
   const o = deps.options;
-  const log = deps.log.child({ applier: "argocd" });
+  const log = deps.log;
   const windowObserver = new ArgoCDWindowObserver({
     kube: deps.kube,
     reporter: deps.reporter,

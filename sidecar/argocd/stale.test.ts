@@ -73,8 +73,8 @@ describe("seed 002: terminate only a proven-stale operation", () => {
   });
 
   const leave: [string, Application, string][] = [
-    ["released (the commit we must sync)", app(ours(NEW), running(ours(NEW))), "Released"],
-    ["released, abbreviated", app(ours(NEW.slice(0, 8)), running(ours(NEW.slice(0, 8)))), "Released"],
+    ["released (the commit we must sync)", app(ours(NEW), running(ours(NEW))), "SameCommit"],
+    ["released, abbreviated", app(ours(NEW.slice(0, 8)), running(ours(NEW.slice(0, 8)))), "SameCommit"],
     ["symbolic", app(ours("main"), running(ours("main"))), "Symbolic"],
     ["newer (a descendant)", app(ours(NEWER), running(ours(NEWER))), "NotAncestor"],
     ["unknown to the clone", app(ours("4".repeat(40)), running(ours("4".repeat(40)))), "Unknown"],
@@ -112,9 +112,9 @@ describe("seed 002: terminate only a proven-stale operation", () => {
     ],
     ["no operation set (a stuck state)", app(undefined, running(ours(OLD))), "NoOperation"],
   ];
-  for (const [what, a, reason] of leave) {
+  for (const [what, a, why] of leave) {
     it(`leaves ${what} alone`, () => {
-      expect(decide(a, NEW, graph)).toEqual({ action: "leave", reason });
+      expect(decide(a, NEW, graph)).toEqual({ action: "leave", why });
     });
   }
 

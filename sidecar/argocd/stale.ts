@@ -25,20 +25,21 @@ export interface AncestryAbout {
   claim: { namespace: string; name: string };
 }
 
-export type LeaveReason =
+/** Why a running operation is left alone (never written anywhere: the decision is all). */
+export type LeaveCause =
   | "NoOperation"
   | "Foreign"
   | "NotStarted"
   | "AlreadyTerminating"
   | "Completed"
   | "NoRevision"
-  | "Released"
+  | "SameCommit"
   | "Symbolic"
   | "Unknown"
   | "NotAncestor";
 
 export type StaleDecision =
-  | { action: "leave"; reason: LeaveReason }
+  | { action: "leave"; why: LeaveCause }
   /** Ask the clone about this revision, then decide again with the answer. */
   | { action: "prove"; revision: string; token: string }
   /** Set status.operationState.phase to Terminating, guarded by this resourceVersion. */
@@ -57,25 +58,25 @@ export function runningRevision(app: Application): string | undefined {
 
 export function decideStale(app: Application, commit: string, proof?: AncestryAnswer): StaleDecision {
   const op = operationOf(app);
-  if (!op) return { action: "leave", reason: "NoOperation" };
+  if (!op) return { action: "leave", why: "NoOperation" };
   const token = tokenOf(op);
-  if (!token) return { action: "leave", reason: "Foreign" };
+  if (!token) return { action: "leave", why: "Foreign" };
   const state = stateOf(app);
   // Argo CD terminates the operation state; a state that is not this operation's is not ours to end.
-  if (!state || tokenOf(state.operation) !== token) return { action: "leave", reason: "NotStarted" };
-  if (state.phase === "Terminating") return { action: "leave", reason: "AlreadyTerminating" };
+  if (!state || tokenOf(state.operation) !== token) return { action: "leave", why: "NotStarted" };
+  if (state.phase === "Terminating") return { action: "leave", why: "AlreadyTerminating" };
   if (isCompletedPhase(state.phase) || state.phase !== "Running")
-    return { action: "leave", reason: "Completed" };
+    return { action: "leave", why: "Completed" };
   const revision = runningRevision(app);
-  if (!revision) return { action: "leave", reason: "NoRevision" };
+  if (!revision) return { action: "leave", why: "NoRevision" };
   const lower = revision.toLowerCase();
-  if (!COMMIT_ID.test(lower)) return { action: "leave", reason: "Symbolic" };
-  if (commit.toLowerCase().startsWith(lower)) return { action: "leave", reason: "Released" };
+  if (!COMMIT_ID.test(lower)) return { action: "leave", why: "Symbolic" };
+  if (commit.toLowerCase().startsWith(lower)) return { action: "leave", why: "SameCommit" };
   if (proof === undefined) return { action: "prove", revision, token };
-  if (proof === "unknown") return { action: "leave", reason: "Unknown" };
-  if (proof === "not-ancestor") return { action: "leave", reason: "NotAncestor" };
+  if (proof === "unknown") return { action: "leave", why: "Unknown" };
+  if (proof === "not-ancestor") return { action: "leave", why: "NotAncestor" };
   const resourceVersion = app.metadata.resourceVersion;
-  if (!resourceVersion) return { action: "leave", reason: "Unknown" };
+  if (!resourceVersion) return { action: "leave", why: "Unknown" };
   return { action: "terminate", revision, token, resourceVersion };
 }
 

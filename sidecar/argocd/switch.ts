@@ -5,6 +5,7 @@
  * checked, and refused while it is on. A hand-back puts the switch back as it stood before.
  */
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   type Application,
   type Automated,
@@ -22,10 +23,10 @@ export type SwitchVerdict =
   | {
       configured: false;
       reason:
-        | "UnsupportedSource"
-        | "OwnedByApplicationSet"
-        | "AutomatedSyncOwnedElsewhere"
-        | "ArgoCDVersionNotSupported";
+        | typeof StatusReason.UnsupportedSource
+        | typeof StatusReason.OwnedByApplicationSet
+        | typeof StatusReason.AutomatedSyncOwnedElsewhere
+        | typeof StatusReason.ArgoCDVersionNotSupported;
       message: string;
     };
 
@@ -41,7 +42,7 @@ export function judgeSwitch(app: Application, inputs: SwitchInputs): SwitchVerdi
   if (inputs.enabledFieldMissing) {
     return {
       configured: false,
-      reason: "ArgoCDVersionNotSupported",
+      reason: StatusReason.ArgoCDVersionNotSupported,
       message:
         "the Application schema has no spec.syncPolicy.automated.enabled (Argo CD before 3.1); automated sync cannot be held off",
     };
@@ -57,7 +58,7 @@ export function judgeSwitch(app: Application, inputs: SwitchInputs): SwitchVerdi
     if (on || templateOn) {
       return {
         configured: false,
-        reason: "OwnedByApplicationSet",
+        reason: StatusReason.OwnedByApplicationSet,
         message: `ApplicationSet ${appSet} generates this Application with automated sync on; set syncPolicy.automated.enabled: false in its template`,
       };
     }
@@ -66,7 +67,7 @@ export function judgeSwitch(app: Application, inputs: SwitchInputs): SwitchVerdi
   if (others.length > 0 && on) {
     return {
       configured: false,
-      reason: "AutomatedSyncOwnedElsewhere",
+      reason: StatusReason.AutomatedSyncOwnedElsewhere,
       message: `field manager ${others.join(", ")} applies spec.syncPolicy.automated.enabled and keeps automated sync on; remove the field from what it applies`,
     };
   }
@@ -75,7 +76,11 @@ export function judgeSwitch(app: Application, inputs: SwitchInputs): SwitchVerdi
 
 export type HoldPlan =
   | { write: false }
-  | { write: true; event?: "Adopted" | "ClaimedResourceReconciled"; wasOn: boolean };
+  | {
+      write: true;
+      event?: typeof StatusReason.Adopted | typeof StatusReason.ClaimedResourceReconciled;
+      wasOn: boolean;
+    };
 
 /**
  * Whether to apply the switch off. `adopted`: the claim already recorded how the switch stood
@@ -85,9 +90,9 @@ export function planHold(app: Application, adopted: boolean): HoldPlan {
   const automated = automatedOf(app);
   const on = isAutomatedSyncEnabled(automated);
   if (!on && automated?.enabled === false && weHoldSwitch(app)) return { write: false };
-  if (!adopted) return { write: true, event: "Adopted", wasOn: on };
+  if (!adopted) return { write: true, event: StatusReason.Adopted, wasOn: on };
   return on
-    ? { write: true, event: "ClaimedResourceReconciled", wasOn: true }
+    ? { write: true, event: StatusReason.ClaimedResourceReconciled, wasOn: true }
     : { write: true, wasOn: false };
 }
 

@@ -4,6 +4,7 @@
  * expect; a write that changes nothing is detected so the reconciler can skip it.
  */
 import type { Condition, ConditionStatus } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 
 export type { Condition, ConditionStatus } from "../../queue/crds/index.js";
 
@@ -24,7 +25,7 @@ const REASON = /^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/;
 
 /** A reason the API server accepts: CamelCase letters and digits; anything else becomes Unknown. */
 export function safeReason(reason: string): string {
-  return REASON.test(reason) && reason.length <= 1024 ? reason : "Unknown";
+  return REASON.test(reason) && reason.length <= 1024 ? reason : StatusReason.Unknown;
 }
 
 const iso = (now: Date | string) => (typeof now === "string" ? now : now.toISOString());

@@ -4,6 +4,7 @@
  * Ready, which reads the claim's own Ready back.
  */
 import { normalizeRepoUrl } from "../../queue/contract.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import type { ConditionInput } from "./conditions.js";
 
 export interface ClaimIdentity {
@@ -64,7 +65,7 @@ export type Eligibility =
   /** At least one eligible GitTarget names it: the claim acts (for the uids listed). */
   | { state: "Bound"; eligible: TargetView[]; verdicts: TargetVerdict[] }
   /** None eligible while one cannot be judged yet: keep whatever hold there is. */
-  | { state: "Undecided"; reason: "NotBound"; message: string; verdicts: TargetVerdict[] }
+  | { state: "Undecided"; reason: typeof StatusReason.NotBound; message: string; verdicts: TargetVerdict[] }
   /** Every GitTarget naming it is refused, conclusively. */
   | { state: "Refused"; reason: string; message: string; verdicts: TargetVerdict[] };
 
@@ -90,13 +91,18 @@ export function judgeTarget(
   const { claim } = input;
   const who = `GitTarget ${target.namespace}/${target.name}`;
   if (target.deleting) {
-    return { target, verdict: "Refused", reason: "TargetDeleting", message: `${who} is being deleted` };
+    return {
+      target,
+      verdict: "Refused",
+      reason: StatusReason.TargetDeleting,
+      message: `${who} is being deleted`,
+    };
   }
   if (target.namespace !== claim.namespace && !granted(claim.accessFrom, target.namespace)) {
     return {
       target,
       verdict: "Refused",
-      reason: "CrossNamespaceNotAllowed",
+      reason: StatusReason.CrossNamespaceNotAllowed,
       message: `${who} is in another namespace and not in the claim's spec.accessFrom.namespaces`,
     };
   }
@@ -106,7 +112,7 @@ export function judgeTarget(
     return {
       target,
       verdict: "Unknown",
-      reason: "ProviderNotFound",
+      reason: StatusReason.ProviderNotFound,
       message: `${who} names GitProvider ${providerNs}/${target.providerRef.name}, which was not found`,
     };
   }
@@ -114,13 +120,13 @@ export function judgeTarget(
     return {
       target,
       verdict: "Refused",
-      reason: "ProviderNotAdmitted",
+      reason: StatusReason.ProviderNotAdmitted,
       message: `GitProvider ${providerNs}/${provider.name} does not admit GitTargets from namespace ${target.namespace}`,
     };
   }
   const source = input.source;
   if (source.state === "Unknown") {
-    return { target, verdict: "Unknown", reason: "SourceUnknown", message: source.message };
+    return { target, verdict: "Unknown", reason: StatusReason.SourceUnknown, message: source.message };
   }
   if (source.state === "Unsupported") {
     return { target, verdict: "Refused", reason: source.reason, message: source.message };
@@ -130,7 +136,7 @@ export function judgeTarget(
     return {
       target,
       verdict: "Refused",
-      reason: "SourceMismatch",
+      reason: StatusReason.SourceMismatch,
       message: `${who} writes ${provider.url} branch ${target.branch}, but the applier's source fetches ${source.url} branch ${source.branch}`,
     };
   }
@@ -158,7 +164,7 @@ export function judgeEligibility(input: EligibilityInput): Eligibility {
   if (unknown.length > 0) {
     return {
       state: "Undecided",
-      reason: "NotBound",
+      reason: StatusReason.NotBound,
       message: unknown.map((v) => v.message).join("; "),
       verdicts,
     };
@@ -167,7 +173,7 @@ export function judgeEligibility(input: EligibilityInput): Eligibility {
   const reasons = new Set(refused.map((v) => v.reason));
   return {
     state: "Refused",
-    reason: reasons.size === 1 ? refused[0]!.reason : "NotBound",
+    reason: reasons.size === 1 ? refused[0]!.reason : StatusReason.NotBound,
     message: refused.map((v) => v.message).join("; "),
     verdicts,
   };
@@ -187,22 +193,22 @@ export function eligibilityConditions(e: Eligibility, generation?: number): Cond
         {
           type: "Ready",
           status: "True",
-          reason: "NotReferenced",
+          reason: StatusReason.NotReferenced,
           message: "no GitTarget names this claim",
           ...g,
         },
         {
           type: "Configured",
           status: "Unknown",
-          reason: "NotReferenced",
+          reason: StatusReason.NotReferenced,
           message: "no GitTarget names this claim",
           ...g,
         },
       ];
     case "Undecided":
       return [
-        { type: "Ready", status: "Unknown", reason: "NotBound", message: e.message, ...g },
-        { type: "Configured", status: "Unknown", reason: "NotBound", message: e.message, ...g },
+        { type: "Ready", status: "Unknown", reason: StatusReason.NotBound, message: e.message, ...g },
+        { type: "Configured", status: "Unknown", reason: StatusReason.NotBound, message: e.message, ...g },
       ];
     case "Refused":
       return [

@@ -3,6 +3,8 @@
  * one applier would take each other's writes for external ones. Of the claims of one kind in line
  * for one applier, exactly one holds it; the others are Configured=False, HeldByAnotherClaim.
  */
+
+import { StatusReason } from "../../queue/crds/reasons.js";
 import type { ConditionInput } from "./conditions.js";
 
 export interface RankEntry {
@@ -81,7 +83,7 @@ export function waitingCondition(holder: string, generation?: number): Condition
   return {
     type: "Configured",
     status: "False",
-    reason: "HeldByAnotherClaim",
+    reason: StatusReason.HeldByAnotherClaim,
     message: `the applier is held by claim ${holder}; this claim waits in line`,
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
   };

@@ -10,7 +10,6 @@
  */
 import { branchKey as makeBranchKey } from "../../queue/contract.js";
 import {
-  APPLIER_NAMESPACE_NOT_ALLOWED,
   type ApplierGrant,
   type GitProvider,
   type GitTarget,
@@ -18,6 +17,7 @@ import {
   mayHold,
   notAllowedMessage,
 } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   type Claim,
   type ClaimType,
@@ -32,10 +32,11 @@ import {
   readGitProvider,
   readGitTarget,
   retryOnConflict,
+  statusWriter,
   TypedCache,
   WorkQueue,
 } from "../../queue/kube/index.js";
-import type { Logger } from "../../queue/log.js";
+import { claimField, type Logger } from "../../queue/log.js";
 import type { ClaimContext, ClaimController, HandBackResult, HoldResult } from "../applier-kind.js";
 import type { EventRecorder, EventRegarding } from "../events.js";
 import type { ExecutorHost } from "../executor.js";
@@ -107,6 +108,10 @@ const splitKey = (key: string) => {
 
 export class ClaimReconciler {
   private readonly now: () => Date;
+  /** A claim's key (namespace/name) as every process logs a claim. */
+  private claimField(key: string): string {
+    return claimField({ kind: this.o.claimType.kind, ...splitKey(key) });
+  }
   private handles: InformerHandle<KObject>[] = [];
   private claims!: Informer<KObject>;
   private typedClaims!: TypedCache<Claim>;
@@ -135,7 +140,10 @@ export class ClaimReconciler {
       concurrency: o.concurrency ?? 4,
       ...(o.retryBackoffMs ? { backoffMs: o.retryBackoffMs } : {}),
       onError: (key, err, retryInMs) =>
-        this.o.log.warn({ claim: key, err: (err as Error).message, retryInMs }, "claim reconcile failed"),
+        this.o.log.warn(
+          { claim: this.claimField(key), err: (err as Error).message, retryInMs },
+          "claim reconcile failed",
+        ),
     });
   }
 
@@ -395,7 +403,10 @@ export class ClaimReconciler {
       } catch (err) {
         // A lost race past the retry bound is retried soon; other failures back off in the queue.
         if (err instanceof ConflictRetriesExhausted) {
-          this.o.log.info({ claim: key, err: err.message }, "claim status kept conflicting; again soon");
+          this.o.log.info(
+            { claim: this.claimField(key), err: err.message },
+            "claim status kept conflicting; again soon",
+          );
           return 200;
         }
         throw err;
@@ -430,7 +441,7 @@ export class ClaimReconciler {
       // it held is handed back as on deletion.
       const eligibility: Eligibility = {
         state: "Refused",
-        reason: APPLIER_NAMESPACE_NOT_ALLOWED,
+        reason: StatusReason.ApplierNamespaceNotAllowed,
         message: notAllowedMessage(hold),
         verdicts: [],
       };
@@ -487,7 +498,10 @@ export class ClaimReconciler {
     if (!claim) return undefined;
     const read = readClaim(this.o.claimType, claim);
     if (!read.ok) {
-      this.o.log.warn({ claim: j.key, err: read.error }, "claim does not fit its schema; left as it is");
+      this.o.log.warn(
+        { claim: this.claimField(j.key), err: read.error },
+        "claim does not fit its schema; left as it is",
+      );
       return undefined;
     }
     const typed = read.value;
@@ -514,14 +528,14 @@ export class ClaimReconciler {
         conditions.push({
           type: "Ready",
           status: "False",
-          reason: "HeldByAnotherClaim",
+          reason: StatusReason.HeldByAnotherClaim,
           message: `claim ${standing.holder} holds the applier`,
           ...g,
         });
         conditions.push({
           type: "InControl",
           status: "False",
-          reason: "HeldByAnotherClaim",
+          reason: StatusReason.HeldByAnotherClaim,
           message: `claim ${standing.holder} holds the applier`,
           ...g,
         });
@@ -537,7 +551,8 @@ export class ClaimReconciler {
           return requeue;
         }
       } else if (!hasFinalizer && standing.standing !== "Waiting") {
-        const reason = eligibility.state === "NotReferenced" ? "NotReferenced" : "NotConfigured";
+        const reason =
+          eligibility.state === "NotReferenced" ? StatusReason.NotReferenced : StatusReason.NotConfigured;
         conditions.push({
           type: "InControl",
           status: "False",
@@ -570,7 +585,7 @@ export class ClaimReconciler {
         conditions.push({
           type: "InControl",
           status: "Unknown",
-          reason: "NotConfigured",
+          reason: StatusReason.NotConfigured,
           message: `the applier is left as this claim last held it (under field manager applygate): ${check.message}`,
           ...g,
         });
@@ -578,7 +593,7 @@ export class ClaimReconciler {
         conditions.push({
           type: "InControl",
           status: "False",
-          reason: "NotConfigured",
+          reason: StatusReason.NotConfigured,
           message: check.message,
           ...g,
         });
@@ -591,7 +606,7 @@ export class ClaimReconciler {
     conditions.push({
       type: "Configured",
       status: "True",
-      reason: "Bound",
+      reason: StatusReason.Bound,
       message: `GitTarget ${names} applies through this claim`,
       ...g,
     });
@@ -682,7 +697,7 @@ export class ClaimReconciler {
       });
       if (started) {
         this.o.log.info(
-          { claim: j.key, token: op.token, commit: op.commit },
+          { claim: this.claimField(j.key), token: op.token, commit: op.commit },
           "following a recorded operation",
         );
         return undefined;
@@ -700,13 +715,13 @@ export class ClaimReconciler {
     const message = `operation ${op.token} was not followed by any sidecar for over a minute; the applier is held again`;
     await completeOperation(this.o.kube, this.locator(claim), op.token, {
       phase: "Failed",
-      outcome: "OperationUnfollowed",
+      outcome: StatusReason.OperationUnfollowed,
       message,
     });
     this.unfollowed.forget(op.token);
     await this.o.events.emit({
       type: "Warning",
-      reason: "OperationUnfollowed",
+      reason: StatusReason.OperationUnfollowed,
       action: "Complete",
       note: message,
       regarding: this.regarding(claim),
@@ -714,7 +729,7 @@ export class ClaimReconciler {
     if (this.o.reporter && branchKey) {
       await this.reportEnd(claim, op, branchKey, {
         phase: "Failed",
-        reason: "OperationUnfollowed",
+        reason: StatusReason.OperationUnfollowed,
         message,
       }).catch((err) =>
         this.o.log.warn({ err: (err as Error).message }, "could not report OperationUnfollowed"),
@@ -734,13 +749,13 @@ export class ClaimReconciler {
       typed.metadata.generation !== undefined ? { observedGeneration: typed.metadata.generation } : {};
     const inControl = findCondition(typed.status?.conditions, "InControl");
     const releasingSince =
-      inControl?.reason === "Releasing" && inControl.status === "False"
+      inControl?.reason === StatusReason.Releasing && inControl.status === "False"
         ? new Date(inControl.lastTransitionTime)
         : this.now();
     const releasing: ConditionInput = {
       type: "InControl",
       status: "False",
-      reason: "Releasing",
+      reason: StatusReason.Releasing,
       message: successor ? `handing the applier over to claim ${successor}` : "handing the applier back",
       ...g,
     };
@@ -766,7 +781,7 @@ export class ClaimReconciler {
     if (result.done) {
       await this.o.events.emit({
         type: "Normal",
-        reason: successor ? "HandedOver" : "Released",
+        reason: successor ? StatusReason.HandedOver : StatusReason.Released,
         action: "Release",
         note: successor ? `the applier is left held for claim ${successor}` : "the applier is handed back",
         regarding: this.regarding(claim),
@@ -777,7 +792,7 @@ export class ClaimReconciler {
       const where = result.conditions?.find((c) => c.type === "InControl")?.message ?? "as it was last held";
       await this.o.events.emit({
         type: "Warning",
-        reason: "ReleaseFailed",
+        reason: StatusReason.ReleaseFailed,
         action: "Release",
         note: `hand-back unfinished after ${Math.round(timeoutMs / 60_000)} minutes; the applier is left ${where}`,
         regarding: this.regarding(claim),
@@ -853,7 +868,7 @@ export class ClaimReconciler {
         };
       },
       (current, patch) =>
-        this.o.kube.patchStatus(
+        statusWriter(this.o.kube, "claim", "claim-controller").patch(
           t,
           current!.metadata.namespace ?? "",
           current!.metadata.name,
@@ -874,7 +889,7 @@ export function operationEndEvent(op: Operation, regarding: EventRegarding) {
   const detail = [op.outcome, op.message].filter(Boolean).join(": ");
   return {
     type: succeeded ? ("Normal" as const) : ("Warning" as const),
-    reason: succeeded ? "OperationSucceeded" : "OperationFailed",
+    reason: succeeded ? StatusReason.OperationSucceeded : StatusReason.OperationFailed,
     action: "Apply",
     note: `operation ${op.token} for commit ${op.commit} ${succeeded ? "succeeded" : "failed"}${detail ? ` (${detail})` : ""}`,
     regarding,

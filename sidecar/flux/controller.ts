@@ -5,6 +5,7 @@
  * or leave it suspended for a successor or because it was suspended before).
  */
 
+import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   ConflictRetriesExhausted,
   isConflict,
@@ -12,7 +13,7 @@ import {
   KubeError,
   RESOURCES,
 } from "../../queue/kube/index.js";
-import type { Logger } from "../../queue/log.js";
+import { applierField, type Logger } from "../../queue/log.js";
 import type {
   ClaimContext,
   ClaimController,
@@ -115,7 +116,7 @@ export class FluxClaimController implements ClaimController {
     if (ref?.kind !== "GitRepository") {
       return {
         state: "Unsupported",
-        reason: "UnsupportedSource",
+        reason: StatusReason.UnsupportedSource,
         message: `Kustomization ${keyOf(applier)} reads a ${ref?.kind ?? "missing"} source; only a GitRepository is supported`,
       };
     }
@@ -127,7 +128,7 @@ export class FluxClaimController implements ClaimController {
     if (!branch || pinned) {
       return {
         state: "Unsupported",
-        reason: "SourceNotABranch",
+        reason: StatusReason.SourceNotABranch,
         message: `GitRepository ${keyOf(ref)} does not follow a branch (spec.ref.branch alone)`,
       };
     }
@@ -139,7 +140,7 @@ export class FluxClaimController implements ClaimController {
     if (!ks) {
       return {
         configured: "Unknown",
-        reason: "KustomizationNotFound",
+        reason: StatusReason.KustomizationNotFound,
         message: `Kustomization ${keyOf(applier)} was not found`,
       };
     }
@@ -154,8 +155,8 @@ export class FluxClaimController implements ClaimController {
       const msg = `Kustomization ${keyOf(applier)} was not found`;
       return {
         conditions: [
-          inControl("Unknown", "KustomizationNotFound", msg),
-          ready("False", "KustomizationNotFound", msg),
+          inControl("Unknown", StatusReason.KustomizationNotFound, msg),
+          ready("False", StatusReason.KustomizationNotFound, msg),
         ],
         requeueAfterMs: this.resync,
       };
@@ -181,10 +182,10 @@ export class FluxClaimController implements ClaimController {
       conditions: [
         inControl(
           "True",
-          "Suspended",
+          StatusReason.Suspended,
           `Kustomization ${keyOf(applier)} is held suspended; each apply resumes it once`,
         ),
-        ready("True", "Suspended", `Kustomization ${keyOf(applier)} is held suspended`),
+        ready("True", StatusReason.Suspended, `Kustomization ${keyOf(applier)} is held suspended`),
       ],
       requeueAfterMs: this.resync,
     };
@@ -193,7 +194,10 @@ export class FluxClaimController implements ClaimController {
   async handBack(claim: KObject, applier: ObjectKey, ctx: ClaimContext): Promise<HandBackResult> {
     const releasing = (message: string): HandBackResult => ({
       done: false,
-      conditions: [inControl("False", "Releasing", message), ready("Unknown", "Releasing", message)],
+      conditions: [
+        inControl("False", StatusReason.Releasing, message),
+        ready("Unknown", StatusReason.Releasing, message),
+      ],
       requeueAfterMs: this.short,
     });
     const ks = await this.d.client.kustomization(applier);
@@ -202,7 +206,7 @@ export class FluxClaimController implements ClaimController {
       const where = ks.spec?.suspend === true ? "suspended under applygate" : "resumed";
       await ctx.events.emit({
         type: "Warning",
-        reason: "ReleaseFailed",
+        reason: StatusReason.ReleaseFailed,
         action: "Release",
         note: `gave up handing Kustomization ${keyOf(applier)} back after ${Math.round(this.giveUp / 60_000)} minutes; it is left ${where}`,
         regarding: regarding(claim),
@@ -221,7 +225,7 @@ export class FluxClaimController implements ClaimController {
         return releasing(`waiting for operation ${op.token} to complete`);
       await completeOperation(ctx.kube, locator(claim), op.token, {
         phase: "Failed",
-        outcome: "ClaimReleased",
+        outcome: StatusReason.ClaimReleased,
         message: "the claim let go of its Kustomization while the operation was not followed",
       }).catch(() => undefined);
     }
@@ -270,7 +274,7 @@ export class FluxClaimController implements ClaimController {
     await this.writeSuspend(applier, ks, token, ctx.log);
     await ctx.events.emit({
       type: "Warning",
-      reason: "OperationUnfollowed",
+      reason: StatusReason.OperationUnfollowed,
       action: "Suspend",
       note: `operation ${operation.token} was followed by nobody for over a minute; Kustomization ${keyOf(applier)} is suspended and the operation fails`,
       regarding: regarding(claim),
@@ -296,14 +300,14 @@ export class FluxClaimController implements ClaimController {
     const unresolved = op.phase === "Unresolved";
     return {
       conditions: [
-        inControl("True", "Applying", `operation ${op.token} (${op.phase}) for ${op.commit}`),
+        inControl("True", StatusReason.Applying, `operation ${op.token} (${op.phase}) for ${op.commit}`),
         unresolved
           ? ready(
               "False",
-              "OperationUnresolved",
+              StatusReason.OperationUnresolved,
               `operation ${op.token} did not complete in time; still followed`,
             )
-          : ready("True", "Applying", `operation ${op.token} is in flight`),
+          : ready("True", StatusReason.Applying, `operation ${op.token} is in flight`),
       ],
       requeueAfterMs: this.short,
     };
@@ -311,7 +315,10 @@ export class FluxClaimController implements ClaimController {
 
   private suspending(message: string): HoldResult {
     return {
-      conditions: [inControl("Unknown", "Suspending", message), ready("Unknown", "Suspending", message)],
+      conditions: [
+        inControl("Unknown", StatusReason.Suspending, message),
+        ready("Unknown", StatusReason.Suspending, message),
+      ],
       requeueAfterMs: this.short,
     };
   }
@@ -327,7 +334,7 @@ export class FluxClaimController implements ClaimController {
     await this.writeSuspend(applier, ks, token, ctx.log);
     await ctx.events.emit({
       type: "Normal",
-      reason: "Adopted",
+      reason: StatusReason.Adopted,
       action: "Suspend",
       note: `holding Kustomization ${keyOf(applier)} suspended (it was ${previous.toLowerCase()}); every apply is now started by applygate`,
       regarding: regarding(claim),
@@ -370,10 +377,13 @@ export class FluxClaimController implements ClaimController {
       throw err;
     }
     await this.writeSuspend(applier, ks, suspendToken, ctx.log);
-    ctx.log.info({ kustomization: keyOf(applier), token }, "resumed by somebody else; suspended again");
+    ctx.log.info(
+      { applier: applierField({ kind: "flux", ...applier }), token },
+      "resumed by somebody else; suspended again",
+    );
     await ctx.events.emit({
       type: "Normal",
-      reason: "ClaimedResourceReconciled",
+      reason: StatusReason.ClaimedResourceReconciled,
       action: "Suspend",
       note: `Kustomization ${keyOf(applier)} was resumed outside applygate and may have applied ${commit}; suspended again`,
       regarding: regarding(claim),
@@ -398,10 +408,10 @@ export class FluxClaimController implements ClaimController {
   }
 
   private async released(claim: KObject, applier: ObjectKey, ctx: ClaimContext, how: string) {
-    ctx.log.info({ kustomization: keyOf(applier) }, how);
+    ctx.log.info({ applier: applierField({ kind: "flux", ...applier }) }, how);
     await ctx.events.emit({
       type: "Normal",
-      reason: "Released",
+      reason: StatusReason.Released,
       action: "Release",
       note: `Kustomization ${keyOf(applier)} handed back: ${how}`,
       regarding: regarding(claim),

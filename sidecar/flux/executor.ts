@@ -6,9 +6,10 @@
  */
 
 import type { Attempt } from "../../queue/contract.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type KObject, KubeError, RESOURCES } from "../../queue/kube/index.js";
 import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
-import type { Logger } from "../../queue/log.js";
+import { applierField, claimField, type Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import { attemptAudit } from "../audit.js";
 import { isConditionTrue } from "../claims/conditions.js";
@@ -133,11 +134,11 @@ export class FluxExecutor implements OperationExecutor {
 
   async execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void> {
     const log = this.d.log.child({
-      applier: "flux",
+      claim: claimField(attempt.claim),
+      applier: applierField(attempt.applier),
       token: attempt.token,
       commit: attempt.commit,
       branch: attempt.branchKey,
-      kustomization: `${attempt.applier.namespace}/${attempt.applier.name}`,
     });
     const claim = claimLocator(attempt.claim);
     const ks: ObjectKey = { namespace: attempt.applier.namespace, name: attempt.applier.name };
@@ -187,9 +188,14 @@ export class FluxExecutor implements OperationExecutor {
         this.d.checks.freshness(attempt),
       ]);
       if (!current) {
-        throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
+        throw new Refusal(
+          "Stale",
+          StatusReason.Stale,
+          `${attempt.commit} is no longer the tip of ${attempt.branch}`,
+        );
       }
-      if (signal.aborted) throw new Refusal("RequestFailed", "SidecarStopping", "the sidecar is stopping");
+      if (signal.aborted)
+        throw new Refusal("RequestFailed", StatusReason.SidecarStopping, "the sidecar is stopping");
       if (!standing.ok) throw new Refusal(standing.phase, standing.reason, standing.message);
       const stale = staleBecause(fresh, attempt);
       if (stale) throw new Refusal("Stale", stale.reason, stale.message);
@@ -233,7 +239,11 @@ export class FluxExecutor implements OperationExecutor {
       // record stays on the claim, so no restart could recover it. Say so; the worker decides anew.
       const err =
         thrown instanceof Aborted && !resumed
-          ? new Refusal("RequestFailed", "SidecarStopping", "the sidecar stopped before the apply started")
+          ? new Refusal(
+              "RequestFailed",
+              StatusReason.SidecarStopping,
+              "the sidecar stopped before the apply started",
+            )
           : thrown;
       if (err instanceof Refusal) {
         log.info({ phase: err.phase, reason: err.reason }, err.message);
@@ -254,7 +264,8 @@ export class FluxExecutor implements OperationExecutor {
   async recover(r: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void> {
     const op = r.operation;
     const log = this.d.log.child({
-      applier: "flux",
+      claim: claimField({ kind: r.claim.type.kind, namespace: r.claim.namespace, name: r.claim.name }),
+      applier: applierField({ kind: "flux", ...r.applier }),
       token: op.token,
       commit: op.commit,
       branch: r.branchKey,
@@ -267,7 +278,7 @@ export class FluxExecutor implements OperationExecutor {
       await this.complete(
         claim,
         op.token,
-        { state: "Failed", reason: "KustomizationNotFound", message: "the Kustomization is gone" },
+        { state: "Failed", reason: StatusReason.KustomizationNotFound, message: "the Kustomization is gone" },
         report,
         log,
       );
@@ -324,7 +335,7 @@ export class FluxExecutor implements OperationExecutor {
           unresolved: false,
           outcome: {
             state: "Failed",
-            reason: "NotResumed",
+            reason: StatusReason.NotResumed,
             message: "recorded but never resumed before a restart",
           },
         },
@@ -357,14 +368,19 @@ export class FluxExecutor implements OperationExecutor {
     const applier = this.checkApplier(attempt, ref);
     applier.catch(() => {}); // awaited below, unless the claim already refuses
     const c = await this.d.client.kube.get<KObject>(claim.type, claim.namespace, claim.name);
-    if (!c) throw new Refusal("RequestFailed", "ClaimNotFound", `FluxClaim ${keyOf(claim)} does not exist`);
+    if (!c)
+      throw new Refusal(
+        "RequestFailed",
+        StatusReason.ClaimNotFound,
+        `FluxClaim ${keyOf(claim)} does not exist`,
+      );
     if (c.metadata.deletionTimestamp)
-      throw new Refusal("RequestFailed", "ClaimDeleting", "the claim is being deleted");
+      throw new Refusal("RequestFailed", StatusReason.ClaimDeleting, "the claim is being deleted");
     const want = (c.spec as { kustomizationRef?: ObjectKey } | undefined)?.kustomizationRef;
     if (want?.name !== ref.name || want?.namespace !== ref.namespace) {
       throw new Refusal(
         "Rejected",
-        "ApplierMismatch",
+        StatusReason.ApplierMismatch,
         `the claim holds ${want ? keyOf(want) : "nothing"}, not ${keyOf(ref)}`,
       );
     }
@@ -372,7 +388,7 @@ export class FluxExecutor implements OperationExecutor {
     if (!isConditionTrue(conditions, "InControl")) {
       throw new Refusal(
         "RequestFailed",
-        "NotInControl",
+        StatusReason.NotInControl,
         "the claim does not hold its Kustomization suspended (InControl is not True)",
       );
     }
@@ -384,7 +400,7 @@ export class FluxExecutor implements OperationExecutor {
       if (source.spec?.suspend) {
         throw new Refusal(
           "RequestFailed",
-          "SourceSuspended",
+          StatusReason.SourceSuspended,
           `GitRepository ${keyOf(first.sourceRef)} is suspended`,
         );
       }
@@ -410,7 +426,7 @@ export class FluxExecutor implements OperationExecutor {
       if (!fetched) {
         throw new Refusal(
           "RequestFailed",
-          fetched === null ? "SourceNotFound" : "SourceNotFetched",
+          fetched === null ? StatusReason.SourceNotFound : StatusReason.SourceNotFetched,
           "the GitRepository did not fetch in time",
         );
       }
@@ -420,13 +436,13 @@ export class FluxExecutor implements OperationExecutor {
         if (!(await this.d.checks.tip(attempt))) {
           throw new Refusal(
             "Stale",
-            "Stale",
+            StatusReason.Stale,
             `the source fetched ${got}; ${attempt.commit} is no longer the tip`,
           );
         }
         throw new Refusal(
           "RequestFailed",
-          "ArtifactMismatch",
+          StatusReason.ArtifactMismatch,
           `the GitRepository fetched ${got}, not ${attempt.commit}`,
         );
       }
@@ -438,29 +454,37 @@ export class FluxExecutor implements OperationExecutor {
     if (again.ks.metadata.uid !== first.ks.metadata.uid) {
       throw new Refusal(
         "RequestFailed",
-        "KustomizationReplaced",
+        StatusReason.KustomizationReplaced,
         "the Kustomization was replaced during the fetch",
       );
     }
     if (keyOf(again.sourceRef) !== keyOf(first.sourceRef)) {
       throw new Refusal(
         "RequestFailed",
-        "SourceChanged",
+        StatusReason.SourceChanged,
         "the Kustomization's sourceRef changed during the fetch",
       );
     }
     if (!artifactHolds(again.source, attempt.commit)) {
       if (!(await this.d.checks.tip(attempt))) {
-        throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
+        throw new Refusal(
+          "Stale",
+          StatusReason.Stale,
+          `${attempt.commit} is no longer the tip of ${attempt.branch}`,
+        );
       }
       throw new Refusal(
         "RequestFailed",
-        "ArtifactMoved",
+        StatusReason.ArtifactMoved,
         `the artifact moved to ${again.source.status?.artifact?.revision}`,
       );
     }
     if (!(await this.d.checks.tip(attempt))) {
-      throw new Refusal("Stale", "Stale", `${attempt.commit} is no longer the tip of ${attempt.branch}`);
+      throw new Refusal(
+        "Stale",
+        StatusReason.Stale,
+        `${attempt.commit} is no longer the tip of ${attempt.branch}`,
+      );
     }
     return again;
   }
@@ -473,18 +497,22 @@ export class FluxExecutor implements OperationExecutor {
     if (!ks)
       throw new Refusal(
         "RequestFailed",
-        "KustomizationNotFound",
+        StatusReason.KustomizationNotFound,
         `Kustomization ${keyOf(ref)} does not exist`,
       );
     if (ks.metadata.deletionTimestamp)
-      throw new Refusal("RequestFailed", "KustomizationDeleting", "the Kustomization is being deleted");
+      throw new Refusal(
+        "RequestFailed",
+        StatusReason.KustomizationDeleting,
+        "the Kustomization is being deleted",
+      );
     const owner = checkSuspendOwnership(ks);
     if (!owner.ok) throw new Refusal("Rejected", owner.reason, owner.message);
     const sourceRef = sourceRefOf(ks);
     if (sourceRef?.kind !== "GitRepository") {
       throw new Refusal(
         "Rejected",
-        "UnsupportedSource",
+        StatusReason.UnsupportedSource,
         `the Kustomization reads a ${sourceRef?.kind ?? "missing"} source; only GitRepository is held`,
       );
     }
@@ -495,7 +523,7 @@ export class FluxExecutor implements OperationExecutor {
     if (!source)
       throw new Refusal(
         "RequestFailed",
-        "SourceNotFound",
+        StatusReason.SourceNotFound,
         `GitRepository ${keyOf(sourceRef)} does not exist`,
       );
     const url = source.spec?.url ?? "";
@@ -503,7 +531,7 @@ export class FluxExecutor implements OperationExecutor {
     if (!sameRepository(url, attempt.repository) || branch !== attempt.branch) {
       throw new Refusal(
         "Rejected",
-        "SourceMismatch",
+        StatusReason.SourceMismatch,
         `the GitRepository fetches ${url} branch ${branch ?? "(none)"}, not ${attempt.repository} branch ${attempt.branch}`,
       );
     }
@@ -534,7 +562,7 @@ export class FluxExecutor implements OperationExecutor {
           if (!next || next.metadata.uid !== ks.metadata.uid) {
             throw new Refusal(
               "RequestFailed",
-              "KustomizationReplaced",
+              StatusReason.KustomizationReplaced,
               "the Kustomization was deleted or replaced before the resume",
             );
           }
@@ -546,7 +574,7 @@ export class FluxExecutor implements OperationExecutor {
           ) {
             throw new Refusal(
               "RequestFailed",
-              "SourceChanged",
+              StatusReason.SourceChanged,
               "the Kustomization's sourceRef changed before the resume",
             );
           }
@@ -570,12 +598,16 @@ export class FluxExecutor implements OperationExecutor {
     } catch (err) {
       if (err instanceof Refusal || !writing) throw err;
       if (err instanceof ConflictRetriesExhausted)
-        throw new Refusal("RequestFailed", "ResumeConflict", "the Kustomization kept changing; not resumed");
+        throw new Refusal(
+          "RequestFailed",
+          StatusReason.ResumeConflict,
+          "the Kustomization kept changing; not resumed",
+        );
       const code = apiFailure(err).code;
       if (code === 404)
-        throw new Refusal("RequestFailed", "KustomizationNotFound", "the Kustomization is gone");
+        throw new Refusal("RequestFailed", StatusReason.KustomizationNotFound, "the Kustomization is gone");
       if (code !== undefined && code >= 400 && code < 500) {
-        throw new Refusal("RequestFailed", "ResumeRefused", (err as Error).message);
+        throw new Refusal("RequestFailed", StatusReason.ResumeRefused, (err as Error).message);
       }
       log.warn({ err: (err as Error).message }, "the resume's answer was lost; following it as if it landed");
       return { mark: markOf(ks), at };
@@ -602,7 +634,11 @@ export class FluxExecutor implements OperationExecutor {
           await this.complete(
             f.claim,
             f.token,
-            { state: "Failed", reason: "KustomizationNotFound", message: "the Kustomization was deleted" },
+            {
+              state: "Failed",
+              reason: StatusReason.KustomizationNotFound,
+              message: "the Kustomization was deleted",
+            },
             f.report,
             f.log,
           );
@@ -641,7 +677,7 @@ export class FluxExecutor implements OperationExecutor {
               (() => {
                 const o = readOutcome(ks, { resumeToken: f.resumeToken, commit: f.commit, since: f.since });
                 return o.state === "Pending"
-                  ? ({ state: "Failed", reason: "NotReconciled", message: "no outcome" } as const)
+                  ? ({ state: "Failed", reason: StatusReason.NotReconciled, message: "no outcome" } as const)
                   : o;
               })();
             await this.complete(f.claim, f.token, outcome, f.report, f.log);
@@ -706,12 +742,12 @@ export class FluxExecutor implements OperationExecutor {
     if (write) await updateOperation(this.d.client.kube, f.claim, f.token, { phase: "Unresolved" });
     f.log.warn("operation unresolved: suspended, still followed");
     await f.report("Unresolved", {
-      reason: "OperationUnresolved",
+      reason: StatusReason.OperationUnresolved,
       message: "not completed in time; suspended and still followed",
     });
     await this.d.events.emit({
       type: "Warning",
-      reason: "OperationUnresolved",
+      reason: StatusReason.OperationUnresolved,
       action: "Follow",
       note: `operation ${f.token} for ${f.commit} did not complete within ${Math.round(this.t.unresolvedAfterMs / 1000)}s; Kustomization ${keyOf(f.ks)} is suspended again and still followed`,
       regarding: {
@@ -732,7 +768,11 @@ export class FluxExecutor implements OperationExecutor {
   ) {
     const phase = outcome.state;
     const reason =
-      outcome.state === "Failed" ? outcome.reason : outcome.revisionMismatch ? "RevisionMismatch" : "Applied";
+      outcome.state === "Failed"
+        ? outcome.reason
+        : outcome.revisionMismatch
+          ? StatusReason.RevisionMismatch
+          : StatusReason.Applied;
     try {
       await completeOperation(
         this.d.client.kube,
@@ -764,7 +804,10 @@ export class FluxExecutor implements OperationExecutor {
       const t2 = newToken(this.d.now());
       await updateOperation(this.d.client.kube, r.claim, token, { phase: "Settling", suspendToken: t2 });
       await this.d.client.suspend(r.ks, t2);
-      log.info({ kustomization: keyOf(r.ks) }, "suspended on stop; the next process completes the operation");
+      log.info(
+        { applier: applierField({ kind: "flux", ...r.ks }) },
+        "suspended on stop; the next process completes the operation",
+      );
     } catch (err) {
       log.error({ err: (err as Error).message }, "could not suspend on stop");
     }

@@ -3,6 +3,8 @@
  * reconcile ran since the resume, and what the apply came to, by the outcome table of the Flux
  * applier. A handled token alone proves nothing was applied: a suspended reconcile handles it too.
  */
+
+import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   type FluxCondition,
   type GitRepository,
@@ -121,7 +123,7 @@ export function readOutcome(ks: Kustomization, input: OutcomeInput): Outcome {
   if (!reconcileRanSince(ks, input.since)) {
     return {
       state: "Failed",
-      reason: "NotReconciled",
+      reason: StatusReason.NotReconciled,
       message: "the resume's token was handled without a reconcile (suspended again before it ran)",
     };
   }
@@ -146,17 +148,17 @@ export function readOutcome(ks: Kustomization, input: OutcomeInput): Outcome {
     }
     return {
       state: "Failed",
-      reason: "RevisionNotApplied",
+      reason: StatusReason.RevisionNotApplied,
       message: `Ready, but the applied revision is ${applied ?? "none"}, not ${input.commit} (the controller's source lagged)`,
     };
   }
   if (ready?.status === "False") {
-    const reason = ready.reason || "ReconciliationFailed";
+    const reason = ready.reason || StatusReason.ReconciliationFailed;
     return { state: "Failed", reason, message: ready.message ?? reason };
   }
   return {
     state: "Failed",
-    reason: "NotReady",
+    reason: StatusReason.NotReady,
     message: `the reconcile ended with Ready ${ready?.status ?? "absent"}`,
   };
 }

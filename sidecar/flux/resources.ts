@@ -2,21 +2,10 @@
  * The Flux objects the sidecar reads and writes, as far as it reads them: Kustomization
  * (kustomize.toolkit.fluxcd.io/v1) and GitRepository (source.toolkit.fluxcd.io/v1).
  */
-import type { KObject, ResourceType } from "../../queue/kube/index.js";
+import { type KObject, RESOURCES } from "../../queue/kube/index.js";
 
-export const KUSTOMIZATION = {
-  group: "kustomize.toolkit.fluxcd.io",
-  version: "v1",
-  plural: "kustomizations",
-  kind: "Kustomization",
-} as const satisfies ResourceType;
-
-export const GIT_REPOSITORY = {
-  group: "source.toolkit.fluxcd.io",
-  version: "v1",
-  plural: "gitrepositories",
-  kind: "GitRepository",
-} as const satisfies ResourceType;
+export const KUSTOMIZATION = RESOURCES.kustomization;
+export const GIT_REPOSITORY = RESOURCES.gitRepository;
 
 /** The annotation whose new value makes a Flux controller reconcile; handled into status.lastHandledReconcileAt. */
 export const REQUESTED_AT = "reconcile.fluxcd.io/requestedAt";

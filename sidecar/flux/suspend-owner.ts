@@ -5,6 +5,7 @@
  * apply takes it back, so it is no refusal.
  */
 import { FIELD_MANAGER } from "../../queue/contract.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import type { Kustomization, ManagedFieldsEntry } from "./resources.js";
 
 export const entriesOf = (ks: Kustomization | undefined): ManagedFieldsEntry[] =>
@@ -35,7 +36,7 @@ export function appliesSuspend(ks: Kustomization | undefined, manager: string = 
 
 export type SuspendOwnership =
   | { ok: true }
-  | { ok: false; reason: "SuspendOwnedElsewhere"; managers: string[]; message: string };
+  | { ok: false; reason: typeof StatusReason.SuspendOwnedElsewhere; managers: string[]; message: string };
 
 export function checkSuspendOwnership(
   ks: Kustomization | undefined,
@@ -45,7 +46,7 @@ export function checkSuspendOwnership(
   if (managers.length === 0) return { ok: true };
   return {
     ok: false,
-    reason: "SuspendOwnedElsewhere",
+    reason: StatusReason.SuspendOwnedElsewhere,
     managers,
     message: `spec.suspend of Kustomization ${ks?.metadata.namespace}/${ks?.metadata.name} is applied by ${managers.join(", ")}; remove the field from what that manager applies`,
   };

@@ -21,10 +21,8 @@ import {
   type Condition,
   type GitProvider,
   type GitTarget,
-  GROUP,
   type ScopeGrant,
   scopeGrant,
-  VERSION,
   type WatchedKind,
   type WatchRule,
   type WatchRuleStatus,
@@ -41,6 +39,8 @@ import {
   readGitProvider,
   readGitTarget,
   readObject,
+  type StatusWriter,
+  statusWriter,
   TypedCache,
 } from "../../queue/kube/index.js";
 import { type Logger, silentLogger } from "../../queue/log.js";
@@ -71,12 +71,7 @@ export interface MirrorOptions {
   metrics?: MirrorMetrics;
 }
 
-const SCOPE_GRANT: ResourceType = {
-  group: GROUP,
-  version: VERSION,
-  plural: "scopegrants",
-  kind: "ScopeGrant",
-};
+const SCOPE_GRANT: ResourceType = RESOURCES.scopeGrant;
 
 interface RuleState {
   key: string;
@@ -147,8 +142,11 @@ export class Mirror {
   /** Writes handed to an inbox, in order (tests and the playground read it). */
   readonly sent: AcceptedWrite[] = [];
 
+  private readonly statusWriter: StatusWriter<"watchRule", "mirror">;
+
   constructor(private readonly o: MirrorOptions) {
     this.kube = new Kube(o.kubeConfig);
+    this.statusWriter = statusWriter(this.kube, "watchRule", "mirror");
     this.log = (o.log ?? silentLogger()).child({ component: "mirror" });
     this.now = o.now ?? Date.now;
     this.redis = connectRedis(o.redisUrl);
@@ -626,7 +624,7 @@ export class Mirror {
       if (text === st.lastStatus) continue;
       const ns = st.rule.metadata.namespace ?? "";
       try {
-        await this.kube.patchStatus(RESOURCES.watchRule, ns, st.rule.metadata.name, status, undefined);
+        await this.statusWriter.patch(RESOURCES.watchRule, ns, st.rule.metadata.name, status, undefined);
         st.lastStatus = text;
       } catch (err) {
         st.statusDirty = true;

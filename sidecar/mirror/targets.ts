@@ -12,6 +12,7 @@ import {
   providerRefusal,
   type ScopeGrant,
 } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import { type Scope, scopeOf } from "../../queue/scope.js";
 
 export interface ResolvedTarget {
@@ -31,7 +32,10 @@ export type TargetLookup =
   | { ok: true; target: ResolvedTarget }
   | {
       ok: false;
-      reason: "TargetNotFound" | "ProviderNotFound" | "ProviderNamespaceNotAllowed";
+      reason:
+        | "TargetNotFound"
+        | typeof StatusReason.ProviderNotFound
+        | typeof StatusReason.ProviderNamespaceNotAllowed;
       message: string;
     };
 
@@ -51,7 +55,7 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
   if (!p)
     return {
       ok: false,
-      reason: "ProviderNotFound",
+      reason: StatusReason.ProviderNotFound,
       message: `GitProvider ${pns}/${t.spec.providerRef.name} not found`,
     };
   const refused = providerRefusal(

@@ -5,10 +5,12 @@
  * end: the answer (mode response) or the tool's reports (mode callback). Never sends twice: a
  * lost answer is Unresolved, and every retry is the branch worker's decision.
  */
+
 import { randomUUID } from "node:crypto";
 import type { LookupAddress } from "node:dns";
 import type { Attempt } from "../../queue/contract.js";
 import { type WebhookClaim, type WebhookClaimSpec, webhookClaim } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import { type KObject, type Kube, RESOURCES, readObject } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
@@ -125,7 +127,10 @@ export class WebhookExecutor implements OperationExecutor {
     });
     const typed = await this.readClaim(claim);
     if (!typed)
-      return report("Dropped", { reason: "ClaimNotFound", message: "the WebhookClaim does not exist" });
+      return report("Dropped", {
+        reason: StatusReason.ClaimNotFound,
+        message: "the WebhookClaim does not exist",
+      });
     const spec = typed.spec;
     const c: Ctx = {
       token: attempt.token,
@@ -155,7 +160,7 @@ export class WebhookExecutor implements OperationExecutor {
       recorded = r.previous ? { previous: r.previous } : {};
     } catch (err) {
       if (!(err instanceof RecordRefused)) throw err;
-      return report(err.reason === "OperationInFlight" ? "RequestFailed" : "Dropped", {
+      return report(err.reason === StatusReason.OperationInFlight ? "RequestFailed" : "Dropped", {
         reason: err.reason,
         message: err.message,
       });
@@ -184,7 +189,7 @@ export class WebhookExecutor implements OperationExecutor {
     const stale = staleBecause(fresh, attempt);
     if (stale) return giveUp("Stale", stale.reason, stale.message);
     if (signal.aborted)
-      return giveUp("RequestFailed", "SidecarStopping", "the sidecar stopped before the request");
+      return giveUp("RequestFailed", StatusReason.SidecarStopping, "the sidecar stopped before the request");
 
     // Open for reports before sending: a tool may report before it answers.
     await this.d.callbacks.open(c.token, {
@@ -258,7 +263,8 @@ export class WebhookExecutor implements OperationExecutor {
       recovered: true,
     });
     const typed = await this.readClaim(r.claim);
-    if (!typed) return report("Failed", { reason: "ClaimGone", message: "the WebhookClaim was deleted" });
+    if (!typed)
+      return report("Failed", { reason: StatusReason.ClaimGone, message: "the WebhookClaim was deleted" });
     const spec = typed.spec;
     const c: Ctx = {
       token: r.operation.token,
@@ -331,7 +337,7 @@ export class WebhookExecutor implements OperationExecutor {
           unresolved = true;
           await this.markUnresolved(
             c,
-            "OperationUnresolved",
+            StatusReason.OperationUnresolved,
             `the tool reported no end within ${c.spec.completion.budgetSeconds} s; still followed`,
           );
         }
@@ -356,7 +362,7 @@ export class WebhookExecutor implements OperationExecutor {
     await c.report("Unresolved", { reason, message });
     await this.d.events.emit({
       type: "Warning",
-      reason: "OperationUnresolved",
+      reason: StatusReason.OperationUnresolved,
       action: "Follow",
       note: `operation ${c.token} for ${c.commit}: ${message}`,
       regarding: {
@@ -377,7 +383,7 @@ export class WebhookExecutor implements OperationExecutor {
       if (!(err instanceof OperationNotFound)) throw err;
       this.d.windows?.closed(c.token);
       await this.d.callbacks.close(c.token).catch(() => {});
-      await c.report("Failed", { reason: "ClaimGone", message: err.message });
+      await c.report("Failed", { reason: StatusReason.ClaimGone, message: err.message });
       return false;
     }
   }

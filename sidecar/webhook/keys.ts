@@ -4,11 +4,19 @@
  * rotated key is used from the next request on, without a restart; a Secret no claim names any
  * longer is no longer watched.
  */
+import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type InformerHandle, type KObject, type Kube } from "../../queue/kube/index.js";
 
 export type KeyRead =
   | { ok: true; key: string }
-  | { ok: false; reason: "SecretNotFound" | "SecretKeyMissing" | "SecretUnreadable"; message: string };
+  | {
+      ok: false;
+      reason:
+        | typeof StatusReason.SecretNotFound
+        | typeof StatusReason.SecretKeyMissing
+        | typeof StatusReason.SecretUnreadable;
+      message: string;
+    };
 
 export class HmacKeys {
   private readonly watched = new Map<string, Promise<InformerHandle<KObject>>>();
@@ -22,18 +30,22 @@ export class HmacKeys {
       const f = apiFailure(h.informer.lastError ?? {});
       return {
         ok: false,
-        reason: "SecretUnreadable",
+        reason: StatusReason.SecretUnreadable,
         message: `Secret ${namespace}/${name} cannot be read${f.code ? ` (${f.code})` : ""}: ${f.message}`,
       };
     }
     const s = h.informer.get(name, namespace) as { data?: Record<string, string> } | undefined;
     if (!s)
-      return { ok: false, reason: "SecretNotFound", message: `Secret ${namespace}/${name} does not exist` };
+      return {
+        ok: false,
+        reason: StatusReason.SecretNotFound,
+        message: `Secret ${namespace}/${name} does not exist`,
+      };
     const b64 = s.data?.[key];
     if (!b64)
       return {
         ok: false,
-        reason: "SecretKeyMissing",
+        reason: StatusReason.SecretKeyMissing,
         message: `Secret ${namespace}/${name} has no key ${key}`,
       };
     return { ok: true, key: Buffer.from(b64, "base64").toString("utf8") };

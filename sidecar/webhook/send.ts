@@ -5,10 +5,12 @@
  * made to a checked one, the whole exchange is bounded by the claim's timeout, and only the
  * first bytes of the answer are read.
  */
+
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import http from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import { refusedAddress, refusedUrl } from "./address.js";
 import { MESSAGE_BYTES, type SendResult } from "./outcome.js";
 
@@ -125,7 +127,7 @@ export async function sendRequest(o: SendOptions): Promise<SendResult> {
     const onAbort = () =>
       finish({
         kind: connected ? "lost" : "notSent",
-        reason: "SidecarStopping",
+        reason: StatusReason.SidecarStopping,
         message: "the sidecar stopped",
       } as SendResult);
     o.signal?.addEventListener("abort", onAbort, { once: true });

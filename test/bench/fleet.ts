@@ -350,17 +350,21 @@ function scriptedExecutor(world: World) {
   const objects = new KubeObjects(world.api.kubeConfig(EXECUTOR_USER), silentLogger());
   const sent = new Map<string, number[]>();
   const report = async (a: Attempt, phase: ReportPhase) => {
-    await objects.patchClaimStatus(a.claim, () => ({
-      operation: {
-        token: a.token,
-        phase,
-        commit: a.commit,
-        targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
-        requestedAt: a.sentAt,
-        ...(phase === "Succeeded" ? { completedAt: new Date().toISOString() } : {}),
-      },
-      ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
-    }));
+    await objects.patchClaimStatus(
+      a.claim,
+      () => ({
+        operation: {
+          token: a.token,
+          phase,
+          commit: a.commit,
+          targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+          requestedAt: a.sentAt,
+          ...(phase === "Succeeded" ? { completedAt: new Date().toISOString() } : {}),
+        },
+        ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
+      }),
+      "operation-record",
+    );
     await reports.add("phase", {
       type: "phase",
       token: a.token,

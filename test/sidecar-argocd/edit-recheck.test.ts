@@ -8,7 +8,8 @@ import { randomUUID } from "node:crypto";
 import * as k8s from "@kubernetes/client-node";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AcceptedWrite, type Attempt, EDITED_AFTER_FLUSH, QUEUES } from "../../queue/contract.js";
+import { type AcceptedWrite, type Attempt, QUEUES } from "../../queue/contract.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { RESOURCES } from "../../queue/kube/index.js";
 import { BranchLease } from "../../queue/worker/lease.js";
@@ -118,7 +119,7 @@ describe("the Argo CD edit recheck", () => {
     const stale = attempt(c2, "t-2", { editsAfter: { mark, folders: [`apps/${name}`] } });
     const r = await run(stale);
     expect(r.phases()).toEqual(["Requested", "Stale"]);
-    expect(r.reports.at(-1)?.extra.reason).toBe(EDITED_AFTER_FLUSH);
+    expect(r.reports.at(-1)?.extra.reason).toBe(StatusReason.EditedAfterFlush);
     expect(c.argo!.syncs({ namespace: "argocd", name })).toHaveLength(1); // the first one only
     expect((await c.getApp(name)).operation ?? undefined).toBeUndefined();
     expect(

@@ -8,7 +8,8 @@
 import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AcceptedWrite, EDITED_AFTER_FLUSH, QUEUES } from "../../queue/contract.js";
+import { type AcceptedWrite, QUEUES } from "../../queue/contract.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { BranchLease } from "../../queue/worker/lease.js";
 import { recordTip } from "../../queue/worker/tip-record.js";
@@ -82,7 +83,7 @@ describe("the Flux edit recheck", () => {
     const attempt = s.attempt(older, { editsAfter: { mark, folders: ["target"] } });
     const r = await s.run(attempt);
     expect(r.phases).toEqual(["Requested", "Stale"]);
-    expect(r.last.reason).toBe(EDITED_AFTER_FLUSH);
+    expect(r.last.reason).toBe(StatusReason.EditedAfterFlush);
     // Nothing resumed: the older commit never ran over the edit.
     expect((await s.readKs()).metadata.resourceVersion).toBe(before);
     expect(world.sim.appliedRevisions(s.ks)).toHaveLength(applied);

@@ -108,6 +108,8 @@ export interface Scene {
 }
 
 export interface SceneOptions {
+  /** The client the Flux kind talks through (default the world's): a user of its own counts its requests. */
+  executorKube?: Kube;
   /** Extra fields of the apps Kustomization's spec (e.g. a short retryInterval). */
   ksSpec?: Record<string, unknown>;
   options?: FluxKindOptions;
@@ -222,7 +224,7 @@ export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> 
   const log = silentLogger();
   const kind = createApplierKind({
     kind: "flux",
-    kube,
+    kube: o.executorKube ?? kube,
     log,
     events,
     following,

@@ -71,6 +71,8 @@ interface World {
   auditLog: string;
   custom: k8s.CustomObjectsApi;
   attempts: Attempt[];
+  /** Late applies withheld, as the collision metric counts them. */
+  collisions: { kind: string }[];
   /** Scripts for the next attempts, in order; the default plays Requested … Succeeded. */
   scripts: Script[];
   startReplica(): Promise<{ replica: Replica; decisions: Decisions }>;
@@ -227,17 +229,21 @@ async function world(o: {
         phase,
       );
       if (!["RequestFailed", "Rejected", "Dropped", "Stale"].includes(phase))
-        await objects.patchClaimStatus(a.claim, () => ({
-          operation: {
-            token: a.token,
-            phase,
-            commit: a.commit,
-            targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
-            requestedAt: a.sentAt,
-            ...(terminal ? { completedAt: new Date().toISOString() } : {}),
-          },
-          ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
-        }));
+        await objects.patchClaimStatus(
+          a.claim,
+          () => ({
+            operation: {
+              token: a.token,
+              phase,
+              commit: a.commit,
+              targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+              requestedAt: a.sentAt,
+              ...(terminal ? { completedAt: new Date().toISOString() } : {}),
+            },
+            ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
+          }),
+          "operation-record",
+        );
       const at = Date.now();
       await reports.add("phase", {
         type: "phase",
@@ -279,6 +285,7 @@ async function world(o: {
     auditLog,
     custom,
     attempts,
+    collisions: [],
     scripts,
     async startReplica() {
       const cacheDir = await mkdtemp(join(tmpdir(), "applygate-decisions-"));
@@ -294,6 +301,7 @@ async function world(o: {
         ...(o.commitStatusPollMs ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
         // Only a safety net: every change must reach the branch through the watches.
         listIntervalMs: o.listIntervalMs ?? 600_000,
+        metrics: { collision: (kind) => w.collisions.push({ kind }), echo() {} },
       });
       const replica = new Replica({
         redisUrl: redis.url,
@@ -741,7 +749,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(w.attempts).toHaveLength(2);
     expect(w.attempts[1]?.targets.map((t) => t.reason)).toEqual(["Repair"]);
     expect(w.attempts[1]?.commit).toBe(tip);
-    expect(w.driver().state.collisions).toBe(1);
+    expect(w.collisions).toEqual([{ kind: "flux" }]);
     await waitFor("repairPending cleared", async () => (await w.claim()).status?.repairPending === false);
   });
   it("the folder barrier: a branch whose tip lacks the GitTarget's folder sends its applier nothing, for any reason, until a published write creates the folder", {

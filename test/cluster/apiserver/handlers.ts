@@ -27,6 +27,8 @@ export interface Context {
   gitVersion: string;
   /** The stored Roles, ClusterRoles and bindings, for users authorised by RBAC. */
   policy: () => Policy;
+  /** Requests answered so far, by authenticated user (a watch counts once, when it starts). */
+  requests: Map<string, number>;
   audit?: AuditLog;
 }
 
@@ -171,6 +173,7 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
     );
     if (!user) throw errors.unauthorized();
     audit?.authenticated(user);
+    ctx.requests.set(user.name, (ctx.requests.get(user.name) ?? 0) + 1);
     const fail = ctx.faults.take(method, url.pathname);
     if (fail) {
       const reason = fail.reason ?? reasonFor(fail.status);

@@ -60,6 +60,8 @@ export interface ApiServer {
   writeKubeconfig(path: string, user?: string): Promise<void>;
   /** A user with rules of its own, or "all" (a superuser, group system:masters). */
   addUser(name: string, token: string, rules: AuthRule[] | "all"): void;
+  /** How many requests `user` has made so far (a watch counts once): what a component costs the server. */
+  requestsBy(user: string): number;
   /**
    * A ServiceAccount's token: it authenticates as system:serviceaccount:<namespace>:<name> and may
    * do exactly what the stored Roles, ClusterRoles and bindings grant it. Returns the username.
@@ -91,6 +93,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     objects,
     users,
     faults,
+    requests: new Map(),
     anonymous:
       opts.anonymous === "deny"
         ? undefined
@@ -160,6 +163,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     kubeConfig: (user) => makeKubeConfig(identity(user)),
     writeKubeconfig: (path, user) => writeKubeconfigFile(path, identity(user)),
     addUser: (name, token, rules) => users.add(name, token, rules),
+    requestsBy: (user) => ctx.requests.get(user) ?? 0,
     addServiceAccount: (namespace, name) => {
       const sa = serviceAccountUser(namespace, name);
       users.add(sa.name, randomBytes(16).toString("hex"), "rbac" satisfies UserRules, sa.groups);

@@ -1,0 +1,126 @@
+/**
+ * Every reason applygate writes: on a condition of our kinds' status, on the end of an attempt or
+ * an operation, and on an Event. Product code names a reason only through this table, and each
+ * one is described once, in docs/reasons.md (a test holds the two together).
+ *
+ * Not here: why an apply is due (ForeignCommit, Repair, Refusal, CatchUp), the contract's
+ * `Reason` in queue/contract.ts, and reasons copied from somebody else's status (a Kustomization's
+ * Ready reason passed on as the operation's end).
+ */
+export const StatusReason = {
+  // GitProvider: Ready (the gateway's view of its webhook secret)
+  WebhookReady: "WebhookReady",
+  SecretPending: "SecretPending",
+  SecretKeyMissing: "SecretKeyMissing",
+
+  // GitProvider and GitTarget: a Secret that could not be read
+  SecretForbidden: "SecretForbidden",
+  SecretNotFound: "SecretNotFound",
+  SecretUnreadable: "SecretUnreadable",
+
+  // GitTarget: Accepted, CredentialsAvailable, Ready, Reconciling, Stalled, WriteRefused
+  Accepted: "Accepted",
+  ProviderNamespaceNotAllowed: "ProviderNamespaceNotAllowed",
+  SecretRead: "SecretRead",
+  Published: "Published",
+  PublicationRetrying: "PublicationRetrying",
+  BaseBranchMissing: "BaseBranchMissing",
+  IntakePaused: "IntakePaused",
+
+  // A refused write (GitTarget WriteRefused and the WriteRefused Event)
+  WriteRefused: "WriteRefused",
+  Unstorable: "Unstorable",
+  UnknownTarget: "UnknownTarget",
+  CommitFailed: "CommitFailed",
+  KindNotAllowed: "KindNotAllowed",
+  ForeignNamespace: "ForeignNamespace",
+  PrivilegedKind: "PrivilegedKind",
+  ClusterScoped: "ClusterScoped",
+
+  // Claim: Ready, Configured, InControl
+  Bound: "Bound",
+  NotReferenced: "NotReferenced",
+  NotBound: "NotBound",
+  NotConfigured: "NotConfigured",
+  HeldByAnotherClaim: "HeldByAnotherClaim",
+  Releasing: "Releasing",
+  ApplierNamespaceNotAllowed: "ApplierNamespaceNotAllowed",
+  TargetDeleting: "TargetDeleting",
+  CrossNamespaceNotAllowed: "CrossNamespaceNotAllowed",
+  ProviderNotFound: "ProviderNotFound",
+  ProviderNotAdmitted: "ProviderNotAdmitted",
+  SourceUnknown: "SourceUnknown",
+  SourceMismatch: "SourceMismatch",
+  UnsupportedSource: "UnsupportedSource",
+  SourceNotABranch: "SourceNotABranch",
+  KustomizationNotFound: "KustomizationNotFound",
+  ApplicationNotFound: "ApplicationNotFound",
+  VersionCheckFailed: "VersionCheckFailed",
+  ArgoCDVersionNotSupported: "ArgoCDVersionNotSupported",
+  AutomatedSyncOwnedElsewhere: "AutomatedSyncOwnedElsewhere",
+  OwnedByApplicationSet: "OwnedByApplicationSet",
+  SuspendOwnedElsewhere: "SuspendOwnedElsewhere",
+  Suspended: "Suspended",
+  AutomatedSyncOff: "AutomatedSyncOff",
+  Applying: "Applying",
+  Suspending: "Suspending",
+  /** What a reason the API server would refuse (not CamelCase) is written as. */
+  Unknown: "Unknown",
+
+  // The end of an attempt that started nothing (RequestFailed, Rejected, Dropped, Stale)
+  Stale: "Stale",
+  EditedAfterFlush: "EditedAfterFlush",
+  ClaimNotFound: "ClaimNotFound",
+  ClaimDeleting: "ClaimDeleting",
+  OperationInFlight: "OperationInFlight",
+  ApplierMismatch: "ApplierMismatch",
+  NotInControl: "NotInControl",
+  NoTargetStands: "NoTargetStands",
+  QueueUnavailable: "QueueUnavailable",
+  NotHeld: "NotHeld",
+  SidecarStopping: "SidecarStopping",
+  TerminateForbidden: "TerminateForbidden",
+  OperationInProgress: "OperationInProgress",
+  Forbidden: "Forbidden",
+  UpdateRefused: "UpdateRefused",
+  SourceSuspended: "SourceSuspended",
+  SourceNotFound: "SourceNotFound",
+  SourceNotFetched: "SourceNotFetched",
+  ArtifactMismatch: "ArtifactMismatch",
+  ArtifactMoved: "ArtifactMoved",
+  KustomizationReplaced: "KustomizationReplaced",
+  KustomizationDeleting: "KustomizationDeleting",
+  SourceChanged: "SourceChanged",
+  ResumeConflict: "ResumeConflict",
+  ResumeRefused: "ResumeRefused",
+
+  // An operation's phase and end (Running, Unresolved, Succeeded, Failed)
+  SyncWindow: "SyncWindow",
+  Retrying: "Retrying",
+  OperationUnresolved: "OperationUnresolved",
+  OperationUnfollowed: "OperationUnfollowed",
+  ClaimGone: "ClaimGone",
+  NotResumed: "NotResumed",
+  NotReconciled: "NotReconciled",
+  NotReady: "NotReady",
+  RevisionNotApplied: "RevisionNotApplied",
+  ReconciliationFailed: "ReconciliationFailed",
+  RevisionMismatch: "RevisionMismatch",
+  Applied: "Applied",
+  ApplicationDeleted: "ApplicationDeleted",
+  UpdateLost: "UpdateLost",
+  OperationRemoved: "OperationRemoved",
+  ClaimReleased: "ClaimReleased",
+
+  // Events about claims and appliers
+  Adopted: "Adopted",
+  ClaimedResourceReconciled: "ClaimedResourceReconciled",
+  Released: "Released",
+  HandedOver: "HandedOver",
+  ReleaseFailed: "ReleaseFailed",
+  StaleOperationTerminated: "StaleOperationTerminated",
+  OperationSucceeded: "OperationSucceeded",
+  OperationFailed: "OperationFailed",
+} as const;
+
+export type StatusReason = (typeof StatusReason)[keyof typeof StatusReason];
