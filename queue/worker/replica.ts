@@ -252,7 +252,11 @@ export class Replica {
     // A push to a branch no GitTarget writes is nobody's business.
     if (kind === "push" && !known) return;
     await appendNotice(this.redis, this.o.prefix, key, kind, data);
-    if (this.branchesQueue) await signalBranch(this.branchesQueue, key);
+    // Our own branch is woken here, without a round through the branches queue; any other's
+    // owner (or a replica to take it) hears of it through the queue.
+    const mine = this.workers.get(key);
+    if (mine) mine.worker.wake();
+    else if (this.branchesQueue) await signalBranch(this.branchesQueue, key);
   }
 
   /** Stops every branch worker and gives their leases back, so another replica takes them at once. */
