@@ -27,7 +27,7 @@ function yamlBlocks(file: string): string[] {
   return [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
 }
 
-describe.each(["flux.md", "argocd.md", "mirror.md", "webhook.md"])("docs/%s examples", (file) => {
+describe.each(["flux.md", "argocd.md", "mirror.md", "webhook-applier.md"])("docs/%s examples", (file) => {
   it("parse, and each applygate object is valid against its kind's schema", () => {
     const blocks = yamlBlocks(file);
     expect(blocks.length).toBeGreaterThan(0);

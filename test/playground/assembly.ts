@@ -240,7 +240,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     const sa = deployed.serviceAccounts;
     await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.gateway]));
     await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.worker], "applygate-secret-watcher"));
-    // The webhook applier watches the deployer's key Secret, as docs/webhook.md's binding lets it.
+    // The webhook applier watches the deployer's key Secret, as docs/webhook-applier.md's binding lets it.
     await api.applyYaml(
       secretReaderYaml(DEMO_NAMESPACE, [sa.webhook], "applygate-secret-watcher").replace(
         '"name":"applygate-secret-watcher","namespace"',

@@ -1,5 +1,5 @@
 /**
- * The webhook applier end to end, as deployed: each rule of docs/webhook.md against a real HTTP
+ * The webhook applier end to end, as deployed: each rule of docs/webhook-applier.md against a real HTTP
  * endpoint, the simulated API server and Redis.
  */
 import { createHmac } from "node:crypto";
