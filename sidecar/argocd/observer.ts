@@ -7,6 +7,7 @@
  * all namespaces.
  */
 
+import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
@@ -47,7 +48,7 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
   private readonly graceMs: number;
 
   constructor(private readonly d: ArgoCDWindowObserverDeps) {
-    this.graceMs = d.graceMs ?? 10_000;
+    this.graceMs = d.graceMs ?? WINDOW_GRACE_MS;
   }
 
   async start(): Promise<void> {

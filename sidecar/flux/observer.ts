@@ -5,8 +5,10 @@
  * the object, the entry's time and the resourceVersion, so the branch worker can tell an echo
  * from a late apply.
  */
+
 import type * as k8s from "@kubernetes/client-node";
 import { APPLIER_FIELD_MANAGERS, type ClaimRef } from "../../queue/contract.js";
+import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
@@ -88,7 +90,7 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
   close(token: string): void {
     const win = this.windows.get(token);
     if (!win || win.closing) return;
-    win.closing = setTimeout(() => this.end(win), this.d.graceMs ?? 10_000);
+    win.closing = setTimeout(() => this.end(win), this.d.graceMs ?? WINDOW_GRACE_MS);
     win.closing.unref?.();
   }
 

@@ -6,6 +6,7 @@
  * Repair). It watches the kinds it is configured with (`--watch-kinds`; by default ConfigMaps,
  * Services and Deployments, never Secrets), read-only, across all namespaces.
  */
+import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
@@ -50,7 +51,7 @@ export class WebhookWindowObserver implements WindowObserver, WebhookWindowHooks
   private readonly graceMs: number;
 
   constructor(private readonly d: WebhookWindowObserverDeps) {
-    this.graceMs = d.graceMs ?? 10_000;
+    this.graceMs = d.graceMs ?? WINDOW_GRACE_MS;
   }
 
   async start(): Promise<void> {
