@@ -8,6 +8,7 @@ import { ApiException, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-no
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
+import { RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, type AuthRule, startApiServer } from "../test/cluster/apiserver/index.js";
 import { KUBECTL_AVAILABLE } from "../test/manifests/kustomize.js";
 import { untilWith } from "../test/support/wait.js";
@@ -59,6 +60,7 @@ const LEAST_PRIVILEGE: AuthRule[] = [
   { verbs: ["patch"], groups: ["applygate.dev"], resources: ["gitproviders/status"] },
 ];
 const GATEWAY_TOKEN = "gateway-token";
+const PROVIDERS_PATH = "/apis/applygate.dev/v1alpha1/gitproviders";
 
 describe("cluster catalog with only get on Secrets", () => {
   let server: ApiServer;
@@ -68,6 +70,8 @@ describe("cluster catalog with only get on Secrets", () => {
   const ready = (token: string, name: string, namespace = NS) =>
     catalog.snapshot().providerByHookPath(hookPath(token, name, namespace)) !== undefined;
   const unreadableLogs = (secret: string) => lines.filter((l) => l.secret === secret && l.level === 40);
+  const watchFailures = (path: string) =>
+    lines.filter((l) => l.path === path && l.msg === "watch failed; retrying").length;
 
   beforeAll(async () => {
     server = await startApiServer({ bookmarkIntervalMs: 100 });
@@ -233,11 +237,82 @@ describe("cluster catalog with only get on Secrets", () => {
     await server.applyYaml(providerYaml(NS, "after-drop", "after-drop-webhook"));
     await until(() => ready("after-drop", "after-drop"), "after drop");
 
-    server.faults.failNext(3, { status: 500, pathPrefix: "/apis/applygate.dev/v1alpha1/gitproviders" });
-    server.faults.expireHistory();
+    // The layer's informer of GitProviders, the one the catalog holds.
+    const providers = catalog.kube.informer(RESOURCES.gitProvider);
+    const failuresBefore = watchFailures(PROVIDERS_PATH);
+    server.faults.failNext(3, { status: 500, pathPrefix: PROVIDERS_PATH });
     server.faults.dropWatches("", true);
     await server.applyYaml(providerYaml(NS, "after-errors", "after-drop-webhook"));
     await until(() => ready("after-drop", "after-errors"), "after errors");
-    expect(catalog.restarts.providers).toBeGreaterThan(0);
+    // Restarted after each error.
+    expect(watchFailures(PROVIDERS_PATH)).toBeGreaterThan(failuresBefore);
+
+    // While the re-watch is held back a provider is created and the server forgets its history:
+    // the re-watch is answered 410 and the informer lists again.
+    const listsBefore = providers.informer.lists;
+    server.faults.latency(300, { method: "GET", pathPrefix: PROVIDERS_PATH });
+    expect(server.faults.dropWatches(PROVIDERS_PATH)).toBe(1);
+    await server.applyYaml(providerYaml(NS, "after-expiry", "after-drop-webhook"));
+    server.faults.expireHistory();
+    await until(() => providers.informer.lists > listsBefore, "a relist after 410");
+    server.faults.latency(0);
+    await until(() => ready("after-drop", "after-expiry"), "after expiry");
+    await providers.release();
+    expect(catalog.kube.informers.running()).toContain(PROVIDERS_PATH);
+  });
+
+  it("watches one informer per kind from the cluster-access layer, and no Secrets", () => {
+    expect([...catalog.kube.informers.running()].sort()).toEqual(
+      [
+        "/apis/applygate.dev/v1alpha1/gitproviders",
+        "/apis/applygate.dev/v1alpha1/gittargets",
+        "/apis/applygate.dev/v1alpha1/scopegrants",
+        "/apis/applygate.dev/v1alpha1/webhookclaims",
+      ].sort(),
+    );
+  });
+});
+
+describe("cluster catalog start", () => {
+  let server: ApiServer;
+  beforeAll(async () => {
+    server = await startApiServer();
+    for (const f of crdFiles()) await server.installCrdFile(f);
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("fails, naming the refusal, when GitProviders cannot be listed", async () => {
+    server.addUser("no-providers", "no-providers-token", [
+      { verbs: ["get", "list", "watch"], groups: ["applygate.dev"], resources: ["gittargets"] },
+    ]);
+    await expect(
+      ClusterCatalog.start({ kubeConfig: server.kubeConfig("no-providers"), writeStatus: false }),
+    ).rejects.toThrow(/gitproviders.* 403/);
+  });
+
+  it("starts without ScopeGrants or WebhookClaims it may not list, and is loaded", async () => {
+    server.addUser("kinds-only", "kinds-only-token", [
+      {
+        verbs: ["get", "list", "watch"],
+        groups: ["applygate.dev"],
+        resources: ["gitproviders", "gittargets"],
+      },
+    ]);
+    const c = await ClusterCatalog.start({
+      kubeConfig: server.kubeConfig("kinds-only"),
+      writeStatus: false,
+      backoffMs: 5,
+    });
+    try {
+      expect(c.loaded()).toBe(true);
+      expect(c.kube.unsyncedWatches().sort()).toEqual([
+        "/apis/applygate.dev/v1alpha1/scopegrants",
+        "/apis/applygate.dev/v1alpha1/webhookclaims",
+      ]);
+    } finally {
+      await c.close();
+    }
   });
 });

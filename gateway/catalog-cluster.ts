@@ -1,40 +1,38 @@
 /**
- * The catalog read from the cluster. GitProviders and GitTargets come from informers (all
- * namespaces, or one); ScopeGrants, being cluster-scoped, from a cluster-wide informer. Secrets are never listed or watched: the gateway may only `get` a Secret
- * by name, in namespaces that opted in (docs/security.md), so the catalog reads exactly the
+ * The catalog read from the cluster, through the cluster-access layer (queue/kube/): GitProviders,
+ * GitTargets and WebhookClaims from the layer's shared informers (all namespaces, or one), and
+ * ScopeGrants, being cluster-scoped, from a cluster-wide one; one informer per kind, started and
+ * listed once, each object parsed by the layer's typed readers. The layer re-watches a watch that
+ * ends, lists again on 410 Gone and retries any other failure with backoff, so the catalog has no
+ * restart loop of its own. Secrets are never listed or watched: the gateway may only `get` a
+ * Secret by name, in namespaces that opted in (docs/security.md), so the catalog reads exactly the
  * Secrets those objects name, at once when a name appears and again every `secretRefreshMs` so a
  * rotation takes effect without a restart.
- *
- * An informer that stops on an error is started again with backoff (the 1.4.0 client does not do
- * it itself); `stop()` also fires an error, so a flag guards the restart.
  */
+import { KubeConfig } from "@kubernetes/client-node";
 import {
-  ApiException,
-  CoreV1Api,
-  CustomObjectsApi,
-  type Informer,
-  KubeConfig,
-  type KubernetesListObject,
-  type KubernetesObject,
-  makeInformer,
-  type ObjectCache,
-  PatchStrategy,
-  setHeaderOptions,
-} from "@kubernetes/client-node";
-import type { ZodType, ZodTypeDef } from "zod";
-import {
-  GIT_PROVIDER_PLURAL,
-  GIT_TARGET_PLURAL,
-  GROUP,
-  gitProvider,
-  gitTarget,
-  SCOPE_GRANT_PLURAL,
+  type GitProvider,
+  type GitTarget,
+  type ScopeGrant,
   scopeGrant,
-  VERSION,
-  WEBHOOK_CLAIM_PLURAL,
+  type WebhookClaim,
   webhookClaim,
 } from "../queue/crds/index.js";
-import { addressOf, ownedStatus, RESOURCES, statusFieldManager } from "../queue/kube/index.js";
+import {
+  apiFailure,
+  type InformerHandle,
+  type KObject,
+  Kube,
+  RESOURCES,
+  type ReadResult,
+  type ResourceType,
+  readGitProvider,
+  readGitTarget,
+  readObject,
+  type StatusWriter,
+  statusWriter,
+  TypedCache,
+} from "../queue/kube/index.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import {
   buildSnapshot,
@@ -54,8 +52,6 @@ import {
   type SecretRef,
   secretKey,
 } from "./secret-refs.js";
-
-type Watched<T extends KubernetesObject> = Informer<T> & ObjectCache<T>;
 
 /** Runs `tick` every `ms` until the returned function is called. Injected so tests refresh on demand. */
 export interface RefreshTimer {
@@ -86,26 +82,33 @@ export interface ClusterCatalogOptions {
   now?: () => Date;
 }
 
-const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-
 interface CachedSecret {
   outcome?: ReadOutcome;
   data?: Record<string, string>;
 }
+
+/** One kind the catalog watches: the layer's shared informer and its objects parsed. */
+interface Watched<T> {
+  handle: InformerHandle<KObject>;
+  cache: TypedCache<T>;
+}
+
+const DEFAULT_BACKOFF_MS = 500;
+const DEFAULT_MAX_BACKOFF_MS = 30_000;
 
 export class ClusterCatalog implements Catalog {
   #snapshot: CatalogSnapshot = EMPTY_SNAPSHOT;
   #loaded = false;
   #stopping = false;
   #rebuildPending = false;
-  #timers = new Set<NodeJS.Timeout>();
   #stopRefresh: (() => void) | undefined;
-  readonly #providers: Watched<KubernetesObject>;
-  readonly #targets: Watched<KubernetesObject>;
-  readonly #grants: Watched<KubernetesObject>;
-  readonly #webhookClaims: Watched<KubernetesObject>;
-  readonly #core: CoreV1Api;
-  readonly #custom: CustomObjectsApi;
+  /** The cluster-access client the catalog reads through; its informers are the catalog's, one per kind. */
+  readonly kube: Kube;
+  readonly #providers: Watched<GitProvider>;
+  readonly #targets: Watched<GitTarget>;
+  readonly #grants: Watched<ScopeGrant>;
+  readonly #webhookClaims: Watched<WebhookClaim>;
+  readonly #status: StatusWriter<"gitProvider", "gateway">;
   /** The status writer's pass under way, and whether another must follow it. */
   #statusPass: Promise<void> | undefined;
   #statusAgain = false;
@@ -117,45 +120,46 @@ export class ClusterCatalog implements Catalog {
   readonly #reading = new Map<string, Promise<void>>();
   readonly #log: Logger;
 
-  /** Restarts seen per informer, for tests and logs. */
-  readonly restarts = { providers: 0, targets: 0, grants: 0, webhookClaims: 0 };
-
   private constructor(private readonly opts: ClusterCatalogOptions) {
     this.#log = opts.log ?? silentLogger();
-    const kc = opts.kubeConfig;
+    const base = opts.backoffMs ?? DEFAULT_BACKOFF_MS;
+    const max = opts.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS;
+    this.kube = new Kube(opts.kubeConfig, {
+      log: this.#log,
+      backoffMs: (failures) => Math.min(base * 2 ** (failures - 1), max),
+    });
+    this.#status = statusWriter(this.kube, "gitProvider", "gateway");
     const ns = opts.namespace;
-    const custom = kc.makeApiClient(CustomObjectsApi);
-    this.#custom = custom;
-    this.#core = kc.makeApiClient(CoreV1Api);
-    const customPath = (plural: string) =>
-      ns ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}` : `/apis/${GROUP}/${VERSION}/${plural}`;
-    const listCustom = (plural: string) => () =>
-      (ns
-        ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural })
-        : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural })) as Promise<
-        KubernetesListObject<KubernetesObject>
-      >;
-    this.#providers = makeInformer(kc, customPath(GIT_PROVIDER_PLURAL), listCustom(GIT_PROVIDER_PLURAL));
-    this.#targets = makeInformer(kc, customPath(GIT_TARGET_PLURAL), listCustom(GIT_TARGET_PLURAL));
-    this.#webhookClaims = makeInformer(
-      kc,
-      customPath(WEBHOOK_CLAIM_PLURAL),
-      listCustom(WEBHOOK_CLAIM_PLURAL),
-    );
-    this.#grants = makeInformer(
-      kc,
-      `/apis/${GROUP}/${VERSION}/${SCOPE_GRANT_PLURAL}`,
-      () =>
-        custom.listClusterCustomObject(addressOf(RESOURCES.scopeGrant)) as Promise<
-          KubernetesListObject<KubernetesObject>
-        >,
-    );
+    const watch = <T>(
+      t: ResourceType,
+      read: (o: unknown) => ReadResult<T>,
+      namespace: string | undefined,
+    ): Watched<T> => {
+      const handle = this.kube.informer(t, {
+        ...(namespace ? { namespace } : {}),
+        onChange: () => this.#scheduleRebuild(),
+      });
+      return { handle, cache: new TypedCache(handle.informer, read, this.#log) };
+    };
+    this.#providers = watch(RESOURCES.gitProvider, readGitProvider, ns);
+    this.#targets = watch(RESOURCES.gitTarget, readGitTarget, ns);
+    this.#webhookClaims = watch(RESOURCES.webhookClaim, (o) => readObject(webhookClaim, o), ns);
+    // ScopeGrants are cluster-scoped: watched cluster-wide even with a namespace set.
+    this.#grants = watch(RESOURCES.scopeGrant, (o) => readObject(scopeGrant, o), undefined);
   }
 
-  /** Starts watching and resolves once both kinds were listed and every named Secret read once. */
+  /**
+   * Starts watching and resolves once GitProviders and GitTargets were listed and every named
+   * Secret read once; rejects (and stops) when the first list of either fails.
+   */
   static async start(opts: ClusterCatalogOptions): Promise<ClusterCatalog> {
     const c = new ClusterCatalog(opts);
-    await c.#startAll();
+    try {
+      await c.#startAll();
+    } catch (err) {
+      await c.close();
+      throw err;
+    }
     return c;
   }
 
@@ -171,26 +175,14 @@ export class ClusterCatalog implements Catalog {
   }
 
   async #startAll(): Promise<void> {
-    const entries = [
-      ["providers", this.#providers],
-      ["targets", this.#targets],
-      ["grants", this.#grants],
-      ["webhookClaims", this.#webhookClaims],
-    ] as const;
-    for (const [name, informer] of entries) {
-      for (const verb of ["add", "update", "delete"] as const)
-        informer.on(verb, () => this.#scheduleRebuild());
-      informer.on("error", (err) => this.#restart(name, informer, err));
-    }
     // Without the ScopeGrant kind installed nobody holds a grant (without the WebhookClaim kind,
-    // no report is expected): start without, keep trying.
-    await Promise.all(
-      entries.map(([name, informer]) =>
-        name === "grants" || name === "webhookClaims"
-          ? informer.start().catch((err) => this.#restart(name, informer, err))
-          : informer.start(),
-      ),
-    );
+    // no report is expected): start without, the layer keeps trying.
+    await Promise.all([
+      firstList(this.#providers.handle),
+      firstList(this.#targets.handle),
+      this.#grants.handle.informer.start(),
+      this.#webhookClaims.handle.informer.start(),
+    ]);
     this.#rebuild();
     await Promise.all(this.#reading.values());
     this.#rebuild();
@@ -200,23 +192,6 @@ export class ClusterCatalog implements Catalog {
     this.#stopRefresh = timer.every(this.opts.secretRefreshMs ?? DEFAULT_SECRET_REFRESH_MS, () =>
       this.refreshSecrets(),
     );
-  }
-
-  #restart(name: keyof ClusterCatalog["restarts"], informer: Watched<any>, err: unknown, attempt = 0): void {
-    if (this.#stopping) return;
-    const base = this.opts.backoffMs ?? 500;
-    const delay = Math.min(base * 2 ** attempt, this.opts.maxBackoffMs ?? 30_000);
-    this.#log.warn({ kind: name, err: (err as Error)?.message, delayMs: delay }, "watch failed; restarting");
-    const timer = setTimeout(() => {
-      this.#timers.delete(timer);
-      if (this.#stopping) return;
-      this.restarts[name]++;
-      informer.start().then(
-        () => this.#scheduleRebuild(),
-        (e: unknown) => this.#restart(name, informer, e, attempt + 1),
-      );
-    }, delay);
-    this.#timers.add(timer);
   }
 
   /** Reads every named Secret again; resolves when all reads ended. Called by the refresh timer. */
@@ -239,11 +214,11 @@ export class ClusterCatalog implements Catalog {
     let outcome: ReadOutcome;
     let data: Record<string, string> | undefined;
     try {
-      const s = await this.#core.readNamespacedSecret({ name: ref.name, namespace: ref.namespace });
+      const s = await this.kube.core.readNamespacedSecret({ name: ref.name, namespace: ref.namespace });
       outcome = { ok: true, resourceVersion: s.metadata?.resourceVersion ?? "" };
       data = secretValues({ data: s.data ?? null, stringData: s.stringData ?? null });
     } catch (err) {
-      outcome = { ok: false, status: err instanceof ApiException ? err.code : 0 };
+      outcome = { ok: false, status: apiFailure(err).code ?? 0 };
     }
     // Dropped while the read was under way (no longer named, or stopping): forget it.
     const current = this.#refs.get(key);
@@ -292,10 +267,10 @@ export class ClusterCatalog implements Catalog {
 
   /** Parses the watched objects, reads newly named Secrets at once, forgets unnamed ones, swaps the snapshot. */
   #rebuild(): void {
-    const providers = this.#valid(this.#providers, gitProvider, "GitProvider");
-    const targets = this.#valid(this.#targets, gitTarget, "GitTarget");
-    const grants = this.#valid(this.#grants, scopeGrant, "ScopeGrant");
-    const webhookClaims = this.#valid(this.#webhookClaims, webhookClaim, "WebhookClaim");
+    const providers = this.#providers.cache.list();
+    const targets = this.#targets.cache.list();
+    const grants = this.#grants.cache.list();
+    const webhookClaims = this.#webhookClaims.cache.list();
     const refs = namedSecrets(providers, targets, webhookClaims);
     const added = [...refs.keys()].filter((key) => !this.#refs.has(key));
     for (const key of this.#secrets.keys()) if (!refs.has(key)) this.#secrets.delete(key);
@@ -330,16 +305,16 @@ export class ClusterCatalog implements Catalog {
   /** Writes the status of every GitProvider whose status differs from what the gateway knows. */
   async #writeStatuses(): Promise<void> {
     const now = (this.opts.now ?? (() => new Date()))();
-    for (const raw of this.#providers.list()) {
+    for (const raw of this.#providers.handle.informer.list()) {
       if (this.#stopping) return;
-      const parsed = gitProvider.safeParse(raw);
-      if (!parsed.success) continue;
-      const p = parsed.data;
+      const parsed = this.#providers.cache.of(raw);
+      if (!parsed.ok) continue;
+      const p = parsed.value;
       const namespace = p.metadata.namespace ?? "default";
       const name = p.metadata.name;
       const entry = this.#snapshot.providers.find((e) => e.namespace === namespace && e.name === name);
-      const current = (raw as { status?: Record<string, unknown> }).status;
-      const generation = raw.metadata?.generation;
+      const current = raw.status as Record<string, unknown> | undefined;
+      const generation = raw.metadata.generation;
       const secret = this.#secrets.get(secretKey(namespace, p.spec.webhookSecretRef.name))?.outcome;
       const next = providerStatus(
         {
@@ -353,18 +328,12 @@ export class ClusterCatalog implements Catalog {
         now,
       );
       if (!statusDiffers(current, next)) continue;
-      const ref = { ...addressOf(RESOURCES.gitProvider), namespace, name };
       try {
-        await this.#custom.patchNamespacedCustomObjectStatus(
-          {
-            ...ref,
-            body: { status: ownedStatus("gitProvider", "gateway", next) },
-            fieldManager: statusFieldManager("gateway"),
-          },
-          MERGE,
-        );
+        // Unguarded, as every field written is the gateway's own and computed from the cached
+        // object: a change since makes the informer call for another pass.
+        await this.#status.patch(RESOURCES.gitProvider, namespace, name, next, undefined);
       } catch (err) {
-        const code = err instanceof ApiException ? err.code : 0;
+        const code = apiFailure(err).code ?? 0;
         if (code === 404) continue; // deleted meanwhile
         const key = `${namespace}/${name}:${code}`;
         if (this.#statusFailures.has(key)) continue;
@@ -377,18 +346,6 @@ export class ClusterCatalog implements Catalog {
     }
   }
 
-  /** The watched objects the schema accepts; each one it refuses is logged and left out. */
-  #valid<T>(informer: Watched<KubernetesObject>, schema: ZodType<T, ZodTypeDef, unknown>, kind: string): T[] {
-    const valid: T[] = [];
-    for (const o of informer.list()) {
-      const r = schema.safeParse(o);
-      if (r.success) valid.push(r.data);
-      else
-        this.#log.warn({ object: nameOf(o), issue: r.error.issues[0]?.message }, `${kind} ignored: invalid`);
-    }
-    return valid;
-  }
-
   snapshot(): CatalogSnapshot {
     return this.#snapshot;
   }
@@ -398,13 +355,7 @@ export class ClusterCatalog implements Catalog {
   async close(): Promise<void> {
     this.#stopping = true;
     this.#stopRefresh?.();
-    for (const t of this.#timers) clearTimeout(t);
-    await Promise.all([
-      this.#providers.stop(),
-      this.#targets.stop(),
-      this.#grants.stop(),
-      this.#webhookClaims.stop(),
-    ]);
+    await this.kube.close();
     await this.#statusPass;
   }
 
@@ -414,6 +365,16 @@ export class ClusterCatalog implements Catalog {
   }
 }
 
-function nameOf(o: KubernetesObject): string {
-  return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
+/**
+ * Starts a kind's informer and waits for its first list; throws that list's failure (no CRD, no
+ * RBAC) instead of waiting for a retry. The layer resolves `start()` after the first list, landed
+ * or failed, and only a landed one resolves `whenSynced()`, before `start()` does.
+ */
+async function firstList(handle: InformerHandle<KObject>): Promise<void> {
+  const { informer } = handle;
+  const listed = await Promise.race([
+    informer.whenSynced().then(() => true),
+    informer.start().then(() => false),
+  ]);
+  if (!listed) throw informer.lastError ?? new Error(`first list of ${informer.path} failed`);
 }
