@@ -228,7 +228,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       }
       const { report } = reporterFor(attempt.token, attempt.claim, attempt.branchKey, attempt.commit, log);
       await report("RequestFailed", {
-        reason: "SidecarLost",
+        reason: StatusReason.SidecarLost,
         message:
           "the sidecar carrying out the attempt ended before it recorded anything; nothing was started",
       });

@@ -7,7 +7,7 @@
 import type { KubeLike } from "../queue/apply/catalog.js";
 import { approvedCommits, governanceOf } from "../queue/apply/governance.js";
 import type { Attempt } from "../queue/contract.js";
-import { CHANGE_WINDOW_OVERRIDE_ANNOTATION, GOVERNANCE_REASONS } from "../queue/crds/index.js";
+import { CHANGE_WINDOW_OVERRIDE_ANNOTATION, StatusReason } from "../queue/crds/index.js";
 import {
   type ApprovalSource,
   approvalRequired,
@@ -50,7 +50,7 @@ export function judgeGovernance(
         }`;
   return {
     phase: "RequestFailed",
-    reason: verdict.state === "Invalid" ? GOVERNANCE_REASONS.invalid : GOVERNANCE_REASONS.outside,
+    reason: verdict.state === "Invalid" ? StatusReason.InvalidChangeWindow : StatusReason.OutsideChangeWindow,
     message: carried === undefined ? why : `${why}; the override ${JSON.stringify(carried)} no longer holds`,
   };
 }
@@ -69,7 +69,7 @@ function approvalRefusal(
   if (!attempt.approvals)
     return {
       phase: "RequestFailed",
-      reason: GOVERNANCE_REASONS.unapproved,
+      reason: StatusReason.NotApproved,
       message: `the claim requires approval (${sources.join(", ")}) and the attempt carries none`,
     };
   const approved = approvedCommits(claim);
@@ -79,7 +79,7 @@ function approvalRefusal(
   if (withdrawn.length === 0) return undefined;
   return {
     phase: "RequestFailed",
-    reason: GOVERNANCE_REASONS.unapproved,
+    reason: StatusReason.NotApproved,
     message: `approval withdrawn since the send: ${withdrawn.map((a) => a.commit.slice(0, 12)).join(", ")} (Manual)`,
   };
 }

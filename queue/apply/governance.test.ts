@@ -90,7 +90,7 @@ describe("approvals on the claim", () => {
 describe("gatePatch: the claim shows the gate", () => {
   const now = Date.parse("2026-12-01T13:00:00Z");
   const closed = {
-    condition: { status: "False" as const, reason: "OutsideChangeWindow", message: "m" },
+    condition: { status: "False" as const, reason: "OutsideChangeWindow" as const, message: "m" },
     changeWindow: { open: false, nextOpening: "2026-12-02T10:00:00.000Z" },
   };
   it("adds ApplyAllowed beside the sidecar's conditions and sets status.governance", () => {

@@ -100,17 +100,6 @@ export const CHANGE_WINDOW_OVERRIDE_ANNOTATION = "applygate.dev/change-window-ov
 /** The condition a claim shows when governance is configured. */
 export const APPLY_ALLOWED_CONDITION = "ApplyAllowed";
 
-/** Reasons of `ApplyAllowed`. */
-export const GOVERNANCE_REASONS = {
-  allowed: "InsideChangeWindow",
-  outside: "OutsideChangeWindow",
-  invalid: "InvalidChangeWindow",
-  override: "ChangeWindowOverride",
-  awaiting: "AwaitingApproval",
-  approved: "Approved",
-  unapproved: "NotApproved",
-} as const;
-
 export const governanceStatus = z
   .object({
     changeWindow: z

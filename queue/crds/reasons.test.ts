@@ -18,6 +18,7 @@ const ALSO_OTHER_WORDS = new Set([
   "Bound", // a claim's eligibility state
   "NotReferenced", // a claim's eligibility state
   "Suspended", // a FluxClaim's previousSuspendState
+  "Approved", // an approval gate's state
 ]);
 
 function productFiles(): string[] {
@@ -69,4 +70,69 @@ describe("StatusReason", () => {
     }
     expect([...new Set(found)]).toEqual([]);
   });
+
+  it("holds every reason product code writes", () => {
+    expect(unlistedReasons(productFiles())).toEqual([]);
+  });
+
+  it("finds a reason the table does not hold in each place one is written", () => {
+    const code = [
+      'report("RequestFailed", { reason: "NotInTableA", message: "m" });',
+      "type R =",
+      "  | { ok: false; reason:",
+      '    | "NotInTableB"',
+      "    | typeof StatusReason.Stale };",
+      'const readyReason = "NotInTableC";',
+      'const v = { phase: "Failed", outcome: ok ? "NotInTableD" : "NotInTableE" };',
+      'const notice = { reason: "NotInTableF: a free-text reason" };',
+      `const t = { reason: \`NotInTableG: \${why}\` };`,
+    ].join("\n");
+    expect(unlistedIn(code)).toEqual([
+      { line: 1, reason: "NotInTableA" },
+      { line: 3, reason: "NotInTableB" },
+      { line: 6, reason: "NotInTableC" },
+      { line: 8, reason: "NotInTableF" },
+      { line: 9, reason: "NotInTableG" },
+      { line: 7, reason: "NotInTableD" },
+      { line: 7, reason: "NotInTableE" },
+    ]);
+  });
+
+  it("leaves alone what is not a reason of this table", () => {
+    const code = [
+      'const k = t.reason === "ForeignCommit" ? t.reason : "Adopt";',
+      'const target = { uid, reason: "CatchUp" };',
+      'const phase = err.reason === StatusReason.OperationInFlight ? "RequestFailed" : "Dropped";',
+      `const r = { reason: StatusReason.Stale, outcome: \`HTTP\${status}\`, message: "Gone away" };`,
+      'log.info({ reason: "baseline" }, "fetch");',
+    ].join("\n");
+    expect(unlistedIn(code)).toEqual([]);
+  });
 });
+
+/**
+ * A reason-shaped literal in a reason's place that the table does not hold: the value or type of
+ * a `reason` or `outcome` property or a `…Reason` name (`reason: "X"`, `reason:\n | "X"`,
+ * `readyReason = "X"`, both branches of `reason: c ? "X" : "Y"`, a free-text reason `"X: why"`).
+ * Member access (`t.reason ? … : "X"`) and the reasons an apply is due are not this table's.
+ */
+function unlistedIn(text: string): { line: number; reason: string }[] {
+  const known = new Set<string>([...all, ...APPLY_REASONS]);
+  const direct = /(?<![.\w])(?:reason|outcome|\w*Reason)\??\s*[:=]\s*\|?\s*["`]([A-Z]\w*)(?:["`]|: )/g;
+  const ternary =
+    /(?<![.\w])(?:reason|outcome|\w*Reason)\??\s*[:=]\s*[^"`\n;,{}]*?\?\s*["`]([A-Z]\w*)["`]\s*:\s*["`]([A-Z]\w*)["`]/g;
+  const out: { line: number; reason: string }[] = [];
+  for (const re of [direct, ternary])
+    for (const m of text.matchAll(re))
+      for (const reason of m.slice(1))
+        if (reason !== undefined && !known.has(reason))
+          out.push({ line: text.slice(0, m.index).split("\n").length, reason });
+  return out;
+}
+
+function unlistedReasons(files: readonly string[]): string[] {
+  const found = files.flatMap((file) =>
+    unlistedIn(readFileSync(new URL(file, root), "utf8")).map((u) => `${file}:${u.line} ${u.reason}`),
+  );
+  return [...new Set(found)].sort();
+}

@@ -4,8 +4,9 @@
  * one is described once, in docs/reasons.md (a test holds the two together).
  *
  * Not here: why an apply is due (ForeignCommit, Repair, Refusal, CatchUp), the contract's
- * `Reason` in queue/contract.ts, and reasons copied from somebody else's status (a Kustomization's
- * Ready reason passed on as the operation's end).
+ * `Reason` in queue/contract.ts, reasons copied from somebody else's status (a Kustomization's
+ * Ready reason passed on as the operation's end), and `HTTP<status>`, a webhook endpoint's
+ * non-2xx answer as the operation's end (one per status code, spelled where it is made).
  */
 export const StatusReason = {
   // GitProvider: Ready (the gateway's view of its webhook secret)
@@ -36,6 +37,8 @@ export const StatusReason = {
   ForeignNamespace: "ForeignNamespace",
   PrivilegedKind: "PrivilegedKind",
   ClusterScoped: "ClusterScoped",
+  /** The reason a refusal notice from the watch plane starts with. */
+  SecretRefused: "SecretRefused",
 
   // Claim: Ready, Configured, InControl
   Bound: "Bound",
@@ -64,6 +67,20 @@ export const StatusReason = {
   AutomatedSyncOff: "AutomatedSyncOff",
   Applying: "Applying",
   Suspending: "Suspending",
+
+  // WebhookClaim: Configured, InControl, Ready
+  InvalidSpec: "InvalidSpec",
+  URLRefused: "URLRefused",
+  EndpointHeld: "EndpointHeld",
+  EndpointReady: "EndpointReady",
+
+  // Claim: ApplyAllowed (release governance: change windows, approvals)
+  InsideChangeWindow: "InsideChangeWindow",
+  OutsideChangeWindow: "OutsideChangeWindow",
+  InvalidChangeWindow: "InvalidChangeWindow",
+  ChangeWindowOverride: "ChangeWindowOverride",
+  AwaitingApproval: "AwaitingApproval",
+  Approved: "Approved",
   /** What a reason the API server would refuse (not CamelCase) is written as. */
   Unknown: "Unknown",
 
@@ -93,6 +110,12 @@ export const StatusReason = {
   SourceChanged: "SourceChanged",
   ResumeConflict: "ResumeConflict",
   ResumeRefused: "ResumeRefused",
+  SidecarLost: "SidecarLost",
+  NotApproved: "NotApproved",
+  ResolveFailed: "ResolveFailed",
+  AddressRefused: "AddressRefused",
+  ConnectFailed: "ConnectFailed",
+  ConnectTimeout: "ConnectTimeout",
 
   // An operation's phase and end (Running, Unresolved, Succeeded, Failed)
   SyncWindow: "SyncWindow",
@@ -111,6 +134,16 @@ export const StatusReason = {
   UpdateLost: "UpdateLost",
   OperationRemoved: "OperationRemoved",
   ClaimReleased: "ClaimReleased",
+  AnswerLost: "AnswerLost",
+  Timeout: "Timeout",
+  ToolReportedFailed: "ToolReportedFailed",
+
+  // WatchRule: Ready, KindsResolved
+  TargetNotFound: "TargetNotFound",
+  Watching: "Watching",
+  KindsNotResolved: "KindsNotResolved",
+  Resolved: "Resolved",
+  KindNotServed: "KindNotServed",
 
   // Events about claims and appliers
   Adopted: "Adopted",

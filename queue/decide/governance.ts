@@ -4,6 +4,7 @@
  * apply starts and every reason stays pending, unless a person set a one-apply override on the
  * claim; the core wakes at the next opening and decides then.
  */
+import { StatusReason } from "../crds/reasons.js";
 import { type ChangeWindowSpec, judgeChangeWindows, type WindowVerdict } from "./change-windows.js";
 import type { ApplierState, TargetState } from "./model.js";
 import { kindsPending, reasonOf } from "./reasons.js";
@@ -55,10 +56,19 @@ export interface OverrideUse {
   by?: string;
 }
 
+/** The reasons of a claim's `ApplyAllowed`. */
+export type ApplyAllowedReason =
+  | typeof StatusReason.InsideChangeWindow
+  | typeof StatusReason.OutsideChangeWindow
+  | typeof StatusReason.InvalidChangeWindow
+  | typeof StatusReason.ChangeWindowOverride
+  | typeof StatusReason.AwaitingApproval
+  | typeof StatusReason.Approved;
+
 /** What an applier's claim shows of governance; written when it changes. */
 export interface ClaimGate {
   /** `ApplyAllowed`; null when no control is configured (the condition is left alone). */
-  condition: { status: "True" | "False"; reason: string; message: string } | null;
+  condition: { status: "True" | "False"; reason: ApplyAllowedReason; message: string } | null;
   changeWindow?: { open: boolean; nextOpening?: string; closesAt?: string };
   /** Foreign commits waiting for approval, newest first, with the sources each lacks. */
   awaitingApproval?: { commit: string; missing: ApprovalSource[] }[];
@@ -154,7 +164,7 @@ export function claimGate(
       ...windows,
       condition: {
         status: "True",
-        reason: "Approved",
+        reason: StatusReason.Approved,
         message: `every foreign commit since the last applied commit is approved${inside}`,
       },
       awaitingApproval: [],
@@ -166,7 +176,7 @@ export function claimGate(
     ...windows,
     condition: {
       status: "False",
-      reason: "AwaitingApproval",
+      reason: StatusReason.AwaitingApproval,
       message: `${approval.missing.length} foreign commit(s) since the last applied commit lack approval: ${list}${
         kinds.length > 0 ? `; waiting: ${kinds.join(", ")}` : ""
       }`,
@@ -185,7 +195,7 @@ function windowClaimGate(a: ApplierState, named: readonly TargetState[], now: nu
       return {
         condition: {
           status: "True",
-          reason: "InsideChangeWindow",
+          reason: StatusReason.InsideChangeWindow,
           message:
             v.closesAt === null
               ? "inside a change window"
@@ -201,12 +211,12 @@ function windowClaimGate(a: ApplierState, named: readonly TargetState[], now: nu
         condition: override
           ? {
               status: "True",
-              reason: "ChangeWindowOverride",
+              reason: StatusReason.ChangeWindowOverride,
               message: `${why}; override ${JSON.stringify(override.value)} lets one apply start (${next})`,
             }
           : {
               status: "False",
-              reason: "OutsideChangeWindow",
+              reason: StatusReason.OutsideChangeWindow,
               message: `${why}: no apply starts and reasons stay pending; ${next}`,
             },
         changeWindow: { open: false, ...(v.opensAt !== null ? { nextOpening: iso(v.opensAt) } : {}) },
@@ -218,12 +228,12 @@ function windowClaimGate(a: ApplierState, named: readonly TargetState[], now: nu
         condition: override
           ? {
               status: "True",
-              reason: "ChangeWindowOverride",
+              reason: StatusReason.ChangeWindowOverride,
               message: `${v.message}; override ${JSON.stringify(override.value)} lets one apply start`,
             }
           : {
               status: "False",
-              reason: "InvalidChangeWindow",
+              reason: StatusReason.InvalidChangeWindow,
               message: `${v.message}: no apply starts until it is fixed`,
             },
         changeWindow: { open: false },

@@ -22,6 +22,7 @@ import {
   type GitProvider,
   type GitTarget,
   type ScopeGrant,
+  StatusReason,
   scopeGrant,
   type WatchedKind,
   type WatchRule,
@@ -547,7 +548,7 @@ export class Mirror {
       branchKey: target.branchKey,
       receivedAt: new Date(this.now()).toISOString(),
       object: ref,
-      reason: "SecretRefused: a Secret is never written to Git in clear text (no encryption configured)",
+      reason: `${StatusReason.SecretRefused}: a Secret is never written to Git in clear text (no encryption configured)`,
       ...(who.kind === "edit" ? { author: { name: who.manager } } : {}),
     };
     void enqueueNotice(this.notices, notice).catch((err: unknown) =>
@@ -584,7 +585,11 @@ export class Mirror {
     const ready = kindsOk && st.target !== undefined && st.rule.spec.suspend !== true;
     const readyReason =
       st.targetProblem?.reason ??
-      (st.rule.spec.suspend ? "Suspended" : kindsOk ? "Watching" : "KindsNotResolved");
+      (st.rule.spec.suspend
+        ? StatusReason.Suspended
+        : kindsOk
+          ? StatusReason.Watching
+          : StatusReason.KindsNotResolved);
     const readyMessage =
       st.targetProblem?.message ??
       (kindsOk ? `watching ${st.kinds.size} kind(s)` : `not served yet: ${st.unresolved.join(", ")}`);
@@ -594,7 +599,7 @@ export class Mirror {
         cond(
           "KindsResolved",
           kindsOk,
-          kindsOk ? "Resolved" : "KindNotServed",
+          kindsOk ? StatusReason.Resolved : StatusReason.KindNotServed,
           kindsOk ? "" : `not served yet (retried): ${st.unresolved.join(", ")}`,
         ),
       ],

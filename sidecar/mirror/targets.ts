@@ -33,7 +33,7 @@ export type TargetLookup =
   | {
       ok: false;
       reason:
-        | "TargetNotFound"
+        | typeof StatusReason.TargetNotFound
         | typeof StatusReason.ProviderNotFound
         | typeof StatusReason.ProviderNamespaceNotAllowed;
       message: string;
@@ -49,7 +49,12 @@ export interface TargetSources {
 
 export function lookupTarget(src: TargetSources, namespace: string, name: string): TargetLookup {
   const t = src.target(namespace, name);
-  if (!t) return { ok: false, reason: "TargetNotFound", message: `GitTarget ${namespace}/${name} not found` };
+  if (!t)
+    return {
+      ok: false,
+      reason: StatusReason.TargetNotFound,
+      message: `GitTarget ${namespace}/${name} not found`,
+    };
   const pns = t.spec.providerRef.namespace ?? namespace;
   const p = src.provider(pns, t.spec.providerRef.name);
   if (!p)

@@ -3,7 +3,7 @@
  * applies only when called, and only the branch worker's attempts call it. So holding is being
  * ready to send (a URL the rules allow, a readable HMAC key), and handing back is immediate.
  */
-import { type WebhookClaim, webhookClaim } from "../../queue/crds/index.js";
+import { StatusReason, type WebhookClaim, webhookClaim } from "../../queue/crds/index.js";
 import { type KObject, readObject } from "../../queue/kube/index.js";
 import type { ClaimController, ExternalCheck, HandBackResult, HoldResult } from "../applier-kind.js";
 import type { ApplierSource } from "../claims/eligibility.js";
@@ -25,10 +25,10 @@ export class WebhookClaimController implements ClaimController {
 
   async checkExternal(claim: KObject): Promise<ExternalCheck> {
     const r = readObject(webhookClaim, claim);
-    if (!r.ok) return { configured: false, reason: "InvalidSpec", message: r.error };
+    if (!r.ok) return { configured: false, reason: StatusReason.InvalidSpec, message: r.error };
     const spec: WebhookClaim["spec"] = r.value.spec;
     const bad = refusedUrl(spec.url, { insecure: spec.insecure === true });
-    if (bad) return { configured: false, reason: "URLRefused", message: bad };
+    if (bad) return { configured: false, reason: StatusReason.URLRefused, message: bad };
     const key = await this.keys.read(claim.metadata.namespace ?? "", spec.secretRef.name, spec.secretRef.key);
     if (!key.ok) return { configured: "Unknown", reason: key.reason, message: key.message };
     return { configured: true };
@@ -42,14 +42,14 @@ export class WebhookClaimController implements ClaimController {
         {
           type: "InControl",
           status: "True",
-          reason: "EndpointHeld",
+          reason: StatusReason.EndpointHeld,
           message: "the endpoint is called only for the branch worker's attempts",
           ...g,
         },
         {
           type: "Ready",
           status: "True",
-          reason: "EndpointReady",
+          reason: StatusReason.EndpointReady,
           message: "requests are signed and sent",
           ...g,
         },

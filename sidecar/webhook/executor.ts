@@ -289,7 +289,7 @@ export class WebhookExecutor implements OperationExecutor {
     if (r.operation.phase === "Requested") {
       await this.markUnresolved(
         c,
-        "AnswerLost",
+        StatusReason.AnswerLost,
         "the sidecar restarted while the request was under way; not known whether the endpoint has it, and it is not sent again",
       );
       return this.follow(c, { unresolved: true, budgetEndsAt, failAtBudget: mode === "response" });
@@ -316,7 +316,7 @@ export class WebhookExecutor implements OperationExecutor {
           return this.complete(
             c,
             v.phase,
-            v.phase === "Failed" ? "ToolReportedFailed" : undefined,
+            v.phase === "Failed" ? StatusReason.ToolReportedFailed : undefined,
             v.message ?? `the tool reported ${v.phase}`,
           );
         if (!(await this.move(c, { phase: "Running", ...(v.message ? { message: v.message } : {}) }))) return;
@@ -330,7 +330,7 @@ export class WebhookExecutor implements OperationExecutor {
           return this.complete(
             c,
             "Failed",
-            "AnswerLost",
+            StatusReason.AnswerLost,
             `the request's answer was lost and the tool reported nothing within ${c.spec.completion.budgetSeconds} s; the branch worker decides whether to send again`,
           );
         if (!unresolved) {

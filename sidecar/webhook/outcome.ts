@@ -4,6 +4,7 @@
  * a lost answer is Unresolved, never a success and never silently sent again.
  */
 import type { CompletionMode } from "../../queue/crds/index.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 import type { CallbackReport } from "../../queue/webhook-callback.js";
 
 /** How many bytes of an answer's body are kept as the operation's message. */
@@ -40,16 +41,16 @@ export function judgeSend(mode: CompletionMode, r: SendResult, timeoutSeconds: n
     case "lost":
       return {
         phase: "Unresolved",
-        outcome: "AnswerLost",
+        outcome: StatusReason.AnswerLost,
         message: `the request's answer was lost (${r.message}); not known whether the endpoint has it`,
       };
     case "timeout":
       // In callback mode a timeout is a lost answer too: the tool may have accepted it.
       return mode === "response"
-        ? { phase: "Failed", outcome: "Timeout", message: `no answer within ${timeoutSeconds} s` }
+        ? { phase: "Failed", outcome: StatusReason.Timeout, message: `no answer within ${timeoutSeconds} s` }
         : {
             phase: "Unresolved",
-            outcome: "AnswerLost",
+            outcome: StatusReason.AnswerLost,
             message: `no answer within ${timeoutSeconds} s; not known whether the endpoint accepted it`,
           };
     case "answered": {

@@ -36,7 +36,7 @@ const systemResolve = (host: string) =>
 
 export async function sendRequest(o: SendOptions): Promise<SendResult> {
   const bad = refusedUrl(o.url, { insecure: o.insecure });
-  if (bad) return { kind: "notSent", reason: "URLRefused", message: bad };
+  if (bad) return { kind: "notSent", reason: StatusReason.URLRefused, message: bad };
   const u = new URL(o.url);
   const host = u.hostname.replace(/^\[|\]$/g, "");
   const resolve = o.resolve ?? systemResolve;
@@ -44,14 +44,23 @@ export async function sendRequest(o: SendOptions): Promise<SendResult> {
   try {
     addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await resolve(host);
   } catch (err) {
-    return { kind: "notSent", reason: "ResolveFailed", message: `${host}: ${(err as Error).message}` };
+    return {
+      kind: "notSent",
+      reason: StatusReason.ResolveFailed,
+      message: `${host}: ${(err as Error).message}`,
+    };
   }
   if (addresses.length === 0)
-    return { kind: "notSent", reason: "ResolveFailed", message: `${host} has no address` };
+    return { kind: "notSent", reason: StatusReason.ResolveFailed, message: `${host} has no address` };
   if (!o.allowInternal) {
     for (const a of addresses) {
       const why = refusedAddress(a.address);
-      if (why) return { kind: "notSent", reason: "AddressRefused", message: `${host} resolves to ${why}` };
+      if (why)
+        return {
+          kind: "notSent",
+          reason: StatusReason.AddressRefused,
+          message: `${host} resolves to ${why}`,
+        };
     }
   }
   const chosen = addresses[0]!;
@@ -113,14 +122,15 @@ export async function sendRequest(o: SendOptions): Promise<SendResult> {
     });
     req.on("error", (err) => {
       if (connected) finish({ kind: "lost", message: err.message });
-      else finish({ kind: "notSent", reason: "ConnectFailed", message: `${u.host}: ${err.message}` });
+      else
+        finish({ kind: "notSent", reason: StatusReason.ConnectFailed, message: `${u.host}: ${err.message}` });
     });
     const timer = setTimeout(() => {
       if (connected) finish({ kind: "timeout" });
       else
         finish({
           kind: "notSent",
-          reason: "ConnectTimeout",
+          reason: StatusReason.ConnectTimeout,
           message: `${u.host}: no connection within ${o.timeoutMs} ms`,
         });
     }, o.timeoutMs);
