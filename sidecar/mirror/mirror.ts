@@ -52,6 +52,7 @@ import type { MirrorMetrics } from "./http.js";
 import { describeOwner, excludingOwner } from "./ownership.js";
 import { apiVersionOf, describeKind, kindKey, namesKind, type ResolvedKind, selects } from "./rules.js";
 import { DEFAULT_CONTROLLER_MANAGERS, isSecret, type SanitizeOptions, sanitize } from "./sanitize.js";
+import { SWEEP_AUTHOR, sweepPlan } from "./sweep.js";
 import { lookupTarget, type ResolvedTarget, type TargetSources } from "./targets.js";
 
 export interface MirrorOptions {
@@ -358,6 +359,21 @@ export class Mirror {
     const w = this.watches.get(kindKey(kind));
     if (!w) return;
     for (const obj of w.handle.informer.list()) this.mirrorFor(st, kind, "add", obj, undefined);
+    if (st.rule.spec.prune?.mode === "Always") this.sweep(st, kind, w.handle.informer.list());
+  }
+
+  /**
+   * After a snapshot under `prune.mode: Always`: one sweep write, after the snapshot's writes on the
+   * branch's chain, that the worker turns into deletes of the files of objects gone live. Every
+   * live object of the kind in the swept namespaces is named, selected or not, so a file that
+   * another rule holds for a live object stays.
+   */
+  private sweep(st: RuleState, kind: ResolvedKind, objects: readonly KObject[]): void {
+    const target = st.target;
+    if (!target || st.rule.spec.suspend === true) return;
+    const plan = sweepPlan(st.rule, target.scope, kind, objects);
+    if (!plan) return;
+    this.send(st, { changes: [], author: this.author(SWEEP_AUTHOR), sweep: plan });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -474,7 +490,7 @@ export class Mirror {
 
   private send(
     st: RuleState,
-    w: Pick<AcceptedWrite, "changes" | "author" | "editedAt" | "applierAuthored">,
+    w: Pick<AcceptedWrite, "changes" | "author" | "editedAt" | "applierAuthored" | "sweep">,
   ): void {
     const target = st.target as ResolvedTarget;
     const write: AcceptedWrite = {
@@ -502,8 +518,11 @@ export class Mirror {
           this.log.warn({ err: (err as Error).message, branch: write.branchKey }, "branch signal failed"),
         );
         if (r.accepted) {
-          st.mirrored++;
-          this.o.metrics?.outcome("mirrored");
+          // A sweep is no mirrored object: its deletes are counted nowhere on the rule.
+          if (!write.sweep) {
+            st.mirrored++;
+            this.o.metrics?.outcome("mirrored");
+          }
           st.statusDirty = true;
           this.sent.push(write);
           this.log.debug(
