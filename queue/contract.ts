@@ -152,6 +152,12 @@ export const SnapshotSweep = z.object({
     })
     .optional(),
   live: z.array(z.string()),
+  /**
+   * The commit the folder's applier last applied (its claim's `status.lastAppliedCommit`). Only a
+   * file also present, at the same path, at this commit is swept: a file added since was never
+   * applied, so its object's absence proves nothing. Absent: the sweep deletes nothing.
+   */
+  appliedCommit: z.string().min(1).optional(),
 });
 export type SnapshotSweep = z.infer<typeof SnapshotSweep>;
 

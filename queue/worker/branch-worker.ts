@@ -580,10 +580,22 @@ export class BranchWorker {
     if (!this.baselined) await this.observe("baseline");
     const tip = this.remoteTip;
     if (!tip) return [];
+    // Only a file Git held at the commit last applied is swept: one added since (a foreign push,
+    // a publication not applied yet) was never live, and deleting it would lose its object.
+    const applied = sweep.appliedCommit;
+    if (!applied || !(await this.o.repo.hasObject(applied))) {
+      this.log.debug(
+        { write: write.id, kind: sweep.kind, commit: applied },
+        "snapshot sweep: the applied commit is unknown or not in the clone; nothing deleted",
+      );
+      return [];
+    }
     const changes: WriteChange[] = [];
     for (const { dir, namespace } of sweptDirs(write.path, sweep)) {
+      const wasApplied = new Set(await this.o.repo.listFiles(applied, dir));
       const files: SweptFile[] = [];
       for (const name of await this.o.repo.listFiles(tip, dir)) {
+        if (!wasApplied.has(name)) continue;
         const content = await this.o.repo.readFile(tip, `${dir}/${name}`);
         if (content) files.push({ name, content: content.toString("utf8") });
       }

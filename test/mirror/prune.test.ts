@@ -6,12 +6,14 @@
  * that the rule selects, and leaves the files the rule does not select (another label, another
  * kind) and those of live objects.
  */
+import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../../queue/crds/files.js";
 import { silentLogger } from "../../queue/log.js";
 import { Mirror } from "../../sidecar/mirror/mirror.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import { gitOk } from "../git/cli.js";
 import { deployedIdentities } from "../playground/identities.js";
 import { FOLDER, type Harness, harness, waitFor } from "../worker/harness.js";
 
@@ -32,6 +34,7 @@ const OTHER_KIND = path("apps/deployment", "web");
 let api: ApiServer;
 let h: Harness;
 let mirror: Mirror;
+let applied: string;
 
 const rule = (mode: "OnEvent" | "Always") => ({
   apiVersion: "applygate.dev/v1alpha1",
@@ -80,7 +83,18 @@ beforeAll(async () => {
         apiVersion: "applygate.dev/v1alpha1",
         kind: "GitTarget",
         metadata: { name: "site", namespace: "team" },
-        spec: { providerRef: { name: "p" }, branch: "main", path: FOLDER },
+        spec: {
+          providerRef: { name: "p" },
+          branch: "main",
+          path: FOLDER,
+          claimRef: { kind: "FluxClaim", name: "apps" },
+        },
+      },
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "FluxClaim",
+        metadata: { name: "apps", namespace: "team" },
+        spec: { kustomizationRef: { name: "apps", namespace: "team" } },
       },
       {
         apiVersion: "v1",
@@ -91,6 +105,22 @@ beforeAll(async () => {
       rule("OnEvent"),
     ),
   );
+  // The applier applied the repository as it starts: a sweep deletes only files Git held then.
+  applied = (await gitOk(["rev-parse", "refs/heads/main"], { cwd: join(h.server.root, "site.git") })).trim();
+  await api
+    .kubeConfig()
+    .makeApiClient(k8s.CustomObjectsApi)
+    .patchNamespacedCustomObjectStatus(
+      {
+        group: "applygate.dev",
+        version: "v1alpha1",
+        namespace: "team",
+        plural: "fluxclaims",
+        name: "apps",
+        body: { status: { lastAppliedCommit: applied } },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
   const sa = deployed.serviceAccounts.mirror;
   mirror = new Mirror({
     kubeConfig: api.kubeConfig(api.addServiceAccount(sa.namespace, sa.name)),
@@ -137,7 +167,12 @@ describe("prune after a snapshot", () => {
     expect(await h.file(OTHER_RULES)).toBeDefined(); // not selected by this rule
     expect(await h.file(OTHER_KIND)).toBeDefined(); // a kind the rule does not select
     const sweep = mirror.sent.find((w) => w.sweep);
-    expect(sweep?.sweep).toMatchObject({ kind: "ConfigMap", namespaces: ["team"], live: ["team/live"] });
+    expect(sweep?.sweep).toMatchObject({
+      kind: "ConfigMap",
+      namespaces: ["team"],
+      live: ["team/live"],
+      appliedCommit: applied,
+    });
     // Through the same intake gate and into a commit of its own.
     await waitFor("the sweep published", async () => (await h.published(sweep!.id)) !== null);
     expect(await h.inboxLength()).toBe(0);

@@ -5,9 +5,12 @@
  * its charge and no commit.
  */
 import { randomUUID } from "node:crypto";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { AcceptedWrite, SnapshotSweep } from "../../queue/contract.js";
 import { branchKeys } from "../../queue/keys.js";
+import { gitOk } from "../git/cli.js";
+import { foreignCommit } from "./foreign.js";
 import { configMapWrite, FOLDER, fileOf, type Harness, harness, TARGET, waitFor } from "./harness.js";
 
 const cm = (name: string) =>
@@ -23,6 +26,10 @@ const sweepWrite = (key: string, sweep: SnapshotSweep): AcceptedWrite => ({
   changes: [],
   sweep,
 });
+
+/** The server's tip of main: the commit the applier applied, in these tests. */
+const tipOf = async (h: Harness) =>
+  (await gitOk(["rev-parse", "refs/heads/main"], { cwd: join(h.server.root, "site.git") })).trim();
 
 describe("a snapshot sweep in the branch worker", () => {
   let h: Harness;
@@ -43,6 +50,7 @@ describe("a snapshot sweep in the branch worker", () => {
       kind: "ConfigMap",
       namespaces: ["web"],
       live: ["web/b"],
+      appliedCommit: await tipOf(h),
     });
     expect(await h.accept(w)).toBe(true);
     await h.newWorker();
@@ -63,6 +71,7 @@ describe("a snapshot sweep in the branch worker", () => {
       kind: "ConfigMap",
       namespaces: ["web"],
       live: ["web/a", "web/x"],
+      appliedCommit: await tipOf(h),
     });
     const last = configMapWrite(h.key, "y", "1", { save: true });
     expect(await h.accept(first)).toBe(true);
@@ -76,5 +85,41 @@ describe("a snapshot sweep in the branch worker", () => {
       const intake = await h.redis.client.hgetall(branchKeys(h.redis.prefix, h.key).intake);
       return Number(intake.charged ?? 0) === 0;
     });
+  });
+
+  it("sweeps only files Git held at the applied commit: one added since, never applied, stays", async () => {
+    h = await harness({ "README.md": "hi\n", [fileOf("gone")]: cm("gone") });
+    const applied = await tipOf(h);
+    // Git ahead of the cluster: a later commit adds an object the applier has not applied yet.
+    await foreignCommit(join(h.server.root, "site.git"), fileOf("fresh"), cm("fresh"));
+    const w = sweepWrite(h.key, {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      namespaces: ["web"],
+      live: [],
+      appliedCommit: applied,
+    });
+    expect(await h.accept(w)).toBe(true);
+    await h.newWorker();
+    await waitFor("the sweep published", async () => (await h.published(w.id)) !== null);
+    expect(await h.file(fileOf("gone"))).toBeUndefined();
+    expect(await h.file(fileOf("fresh"))).toBeDefined();
+  });
+
+  it("without an applied commit, or with one the clone does not hold, a sweep deletes nothing", async () => {
+    h = await harness(
+      { "README.md": "hi\n", [fileOf("gone")]: cm("gone") },
+      { idleMs: 5_000, maxMs: 20_000 },
+    );
+    await h.newWorker();
+    const before = (await h.log()).length;
+    const sweep = { apiVersion: "v1", kind: "ConfigMap", namespaces: ["web"], live: [] };
+    const none = sweepWrite(h.key, sweep);
+    const unknown = sweepWrite(h.key, { ...sweep, appliedCommit: "0".repeat(40) });
+    const last = configMapWrite(h.key, "y", "1", { save: true });
+    for (const w of [none, unknown, last]) expect(await h.accept(w)).toBe(true);
+    await waitFor("the save published", async () => (await h.published(last.id)) !== null);
+    expect(await h.file(fileOf("gone"))).toBeDefined();
+    expect((await h.log()).length).toBe(before + 1);
   });
 });
