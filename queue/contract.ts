@@ -124,7 +124,48 @@ export const ApplierAuthored = z.object({
 export type ApplierAuthored = z.infer<typeof ApplierAuthored>;
 
 /** A write as it is held durably in its branch's inbox until a push carrying it lands. */
+/**
+ * A snapshot's prune sweep (set by the watch plane only, for a WatchRule with `prune.mode: Always`):
+ * the worker turns it into delete changes, one per file of this kind in these namespaces whose
+ * object is not live and whose stored labels the rule's selector matches, and the write then
+ * passes the same checks as any other. `live` holds every live object of the kind in those
+ * namespaces (`<namespace>/<name>`, `/<name>` when cluster-scoped), selected or not, so a file
+ * another rule holds for a live object is never swept.
+ */
+export const SnapshotSweep = z.object({
+  apiVersion: z.string().min(1),
+  kind: z.string().min(1),
+  /** The namespaces swept; empty for a cluster-scoped kind. */
+  namespaces: z.array(z.string().min(1)),
+  selector: z
+    .object({
+      matchLabels: z.record(z.string()).optional(),
+      matchExpressions: z
+        .array(
+          z.object({
+            key: z.string().min(1),
+            operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]),
+            values: z.array(z.string()).optional(),
+          }),
+        )
+        .optional(),
+    })
+    .optional(),
+  live: z.array(z.string()),
+  /**
+   * The commit the folder's applier last applied (its claim's `status.lastAppliedCommit`). Only a
+   * file also present, at the same path, at this commit is swept: a file added since was never
+   * applied, so its object's absence proves nothing. Absent: the sweep deletes nothing.
+   */
+  appliedCommit: z.string().min(1).optional(),
+});
+export type SnapshotSweep = z.infer<typeof SnapshotSweep>;
+
 export const AcceptedWrite = WriteRequest.extend({
+  /** At least one change, unless the write is a sweep (whose changes the worker fills in). */
+  changes: z.array(WriteChange).max(1000),
+  /** Set by the watch plane only (never by the intake API): delete the files of objects gone live. */
+  sweep: SnapshotSweep.optional(),
   id: z.string().min(1),
   target: NamespacedName.extend({ uid: z.string().optional() }),
   branchKey: z.string().min(1),

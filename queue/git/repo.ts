@@ -252,6 +252,17 @@ export class BareRepo {
     return Buffer.from(blob);
   }
 
+  /** Names of the files (blobs) directly in folder `dir` at `commit`; none when it is absent. */
+  async listFiles(commit: string, dir: string): Promise<string[]> {
+    let oid = await this.treeOf(commit);
+    for (const part of dir.split("/").filter(Boolean)) {
+      const entry = (await this.readTreeEntries(oid)).find((e) => e.path === part);
+      if (entry?.type !== "tree") return [];
+      oid = entry.oid;
+    }
+    return (await this.readTreeEntries(oid)).filter((e) => e.type === "blob").map((e) => e.path);
+  }
+
   /**
    * Whether the tree of `commit` holds the folder `path` (`.` is the root). Git keeps no empty
    * folder, so a folder in the tree holds at least one file.

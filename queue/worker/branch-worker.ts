@@ -9,11 +9,20 @@
  * steps ever touch the checkout at once.
  */
 import type { Redis } from "ioredis";
-import { AcceptedWrite, type ObjectRef, PushNotice, RefusalNotice, Report } from "../contract.js";
+import {
+  AcceptedWrite,
+  type ObjectRef,
+  PushNotice,
+  RefusalNotice,
+  Report,
+  type SnapshotSweep,
+  type WriteChange,
+} from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import { objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange } from "../git/repo.js";
 import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.js";
+import { type SweptFile, sweepDeletes, sweptDirs } from "../git/sweep.js";
 import type { Logger } from "../log.js";
 import { checkChanges, refOfChange } from "../scope.js";
 import { writeProblem } from "../write-check.js";
@@ -537,6 +546,15 @@ export class BranchWorker {
           this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
           continue;
         }
+        // A snapshot's prune sweep becomes the delete changes it makes on the tip, then is
+        // judged like any write; one that finds nothing to delete leaves without a commit.
+        if (h.write.sweep) {
+          h.write.changes = await this.sweepChanges(h.write);
+          if (h.write.changes.length === 0) {
+            this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
+            continue;
+          }
+        }
         const refusal = await this.admission(h.write);
         if (refusal) {
           await this.refuse(h, refusal);
@@ -553,6 +571,42 @@ export class BranchWorker {
       }
       if (entries.length < 2000) return;
     }
+  }
+
+  /** The delete changes of a sweep on the remote tip: files of objects gone live the rule selects. */
+  private async sweepChanges(write: AcceptedWrite): Promise<WriteChange[]> {
+    const sweep = write.sweep as SnapshotSweep;
+    // The sweep needs the folder as Git holds it: read the remote first if nothing was read yet.
+    if (!this.baselined) await this.observe("baseline");
+    const tip = this.remoteTip;
+    if (!tip) return [];
+    // Only a file Git held at the commit last applied is swept: one added since (a foreign push,
+    // a publication not applied yet) was never live, and deleting it would lose its object.
+    const applied = sweep.appliedCommit;
+    if (!applied || !(await this.o.repo.hasObject(applied))) {
+      this.log.debug(
+        { write: write.id, kind: sweep.kind, commit: applied },
+        "snapshot sweep: the applied commit is unknown or not in the clone; nothing deleted",
+      );
+      return [];
+    }
+    const changes: WriteChange[] = [];
+    for (const { dir, namespace } of sweptDirs(write.path, sweep)) {
+      const wasApplied = new Set(await this.o.repo.listFiles(applied, dir));
+      const files: SweptFile[] = [];
+      for (const name of await this.o.repo.listFiles(tip, dir)) {
+        if (!wasApplied.has(name)) continue;
+        const content = await this.o.repo.readFile(tip, `${dir}/${name}`);
+        if (content) files.push({ name, content: content.toString("utf8") });
+      }
+      for (const ref of sweepDeletes(sweep, namespace, files)) changes.push({ op: "delete", ref });
+    }
+    if (changes.length > 0)
+      this.log.info(
+        { write: write.id, kind: sweep.kind, deletes: changes.length },
+        "snapshot sweep: files of objects gone live to delete",
+      );
+    return changes.slice(0, 1000);
   }
 
   /** Carries out the judgements of watched applier writes that arrived since the last step. */

@@ -53,7 +53,8 @@ import type { MirrorMetrics } from "./http.js";
 import { describeOwner, excludingOwner } from "./ownership.js";
 import { apiVersionOf, describeKind, kindKey, namesKind, type ResolvedKind, selects } from "./rules.js";
 import { DEFAULT_CONTROLLER_MANAGERS, isSecret, type SanitizeOptions, sanitize } from "./sanitize.js";
-import { lookupTarget, type ResolvedTarget, type TargetSources } from "./targets.js";
+import { SWEEP_AUTHOR, sweepPlan } from "./sweep.js";
+import { appliedCommitOf, lookupTarget, type ResolvedTarget, type TargetSources } from "./targets.js";
 
 export interface MirrorOptions {
   kubeConfig: KubeConfig;
@@ -88,6 +89,8 @@ interface RuleState {
   lastError?: { message: string; at: string };
   statusDirty: boolean;
   lastStatus: string;
+  /** Whether a sweep skipped for want of an applied commit was logged (once per rule). */
+  sweepWithoutApplyLogged?: boolean;
 }
 
 interface KindWatch {
@@ -359,6 +362,32 @@ export class Mirror {
     const w = this.watches.get(kindKey(kind));
     if (!w) return;
     for (const obj of w.handle.informer.list()) this.mirrorFor(st, kind, "add", obj, undefined);
+    if (st.rule.spec.prune?.mode === "Always") this.sweep(st, kind, w.handle.informer.list());
+  }
+
+  /**
+   * After a snapshot under `prune.mode: Always`: one sweep write, after the snapshot's writes on the
+   * branch's chain, that the worker turns into deletes of the files of objects gone live. Every
+   * live object of the kind in the swept namespaces is named, selected or not, so a file that
+   * another rule holds for a live object stays. It carries the commit the applier last applied:
+   * only a file Git held then is swept. Nothing applied yet (or no claim): no sweep.
+   */
+  private sweep(st: RuleState, kind: ResolvedKind, objects: readonly KObject[]): void {
+    const target = st.target;
+    if (!target || st.rule.spec.suspend === true) return;
+    const appliedCommit = appliedCommitOf(this.sources(), target.namespace, target.name);
+    if (!appliedCommit) {
+      if (!st.sweepWithoutApplyLogged)
+        this.log.debug(
+          { rule: st.key, branch: target.branchKey, kind: kind.kind },
+          "prune sweep skipped: the GitTarget's applier has applied no commit yet",
+        );
+      st.sweepWithoutApplyLogged = true;
+      return;
+    }
+    const plan = sweepPlan(st.rule, target.scope, kind, objects);
+    if (!plan) return;
+    this.send(st, { changes: [], author: this.author(SWEEP_AUTHOR), sweep: { ...plan, appliedCommit } });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -475,7 +504,7 @@ export class Mirror {
 
   private send(
     st: RuleState,
-    w: Pick<AcceptedWrite, "changes" | "author" | "editedAt" | "applierAuthored">,
+    w: Pick<AcceptedWrite, "changes" | "author" | "editedAt" | "applierAuthored" | "sweep">,
   ): void {
     const target = st.target as ResolvedTarget;
     const write: AcceptedWrite = {
@@ -503,8 +532,11 @@ export class Mirror {
           this.log.warn({ err: (err as Error).message, branch: write.branchKey }, "branch signal failed"),
         );
         if (r.accepted) {
-          st.mirrored++;
-          this.o.metrics?.outcome("mirrored");
+          // A sweep is no mirrored object: its deletes are counted nowhere on the rule.
+          if (!write.sweep) {
+            st.mirrored++;
+            this.o.metrics?.outcome("mirrored");
+          }
           st.statusDirty = true;
           this.sent.push(write);
           this.log.debug(

@@ -4,8 +4,11 @@
  * it names others, and another namespace or a cluster-scoped kind only as far as the GitTarget's
  * scope reaches, which only a cluster administrator's ScopeGrant widens.
  */
-import type { LabelSelector, WatchedKind, WatchRule } from "../../queue/crds/index.js";
+import type { WatchedKind, WatchRule } from "../../queue/crds/index.js";
 import { checkScope, type Scope } from "../../queue/scope.js";
+import { matchesSelector } from "../../queue/selector.js";
+
+export { matchesSelector };
 
 /** A kind as discovery serves it. */
 export interface ResolvedKind {
@@ -34,24 +37,6 @@ export function namesKind(k: WatchedKind, r: ResolvedKind): boolean {
     k.version === r.version &&
     (k.kind !== undefined ? k.kind === r.kind : k.resource === r.resource)
   );
-}
-
-export function matchesSelector(
-  selector: LabelSelector | undefined,
-  labels: Record<string, string>,
-): boolean {
-  if (!selector) return true;
-  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
-  for (const e of selector.matchExpressions ?? []) {
-    const has = Object.hasOwn(labels, e.key);
-    const value = labels[e.key];
-    const values = e.values ?? [];
-    if (e.operator === "Exists" && !has) return false;
-    if (e.operator === "DoesNotExist" && has) return false;
-    if (e.operator === "In" && (!has || !values.includes(value as string))) return false;
-    if (e.operator === "NotIn" && has && values.includes(value as string)) return false;
-  }
-  return true;
 }
 
 /** The namespaces a rule watches: those it names, else its own. */

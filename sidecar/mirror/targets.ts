@@ -85,3 +85,15 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
     },
   };
 }
+
+/**
+ * The commit the GitTarget's applier last applied, read from its claim's status when asked (not
+ * part of the resolved target: an apply must not count as a change of the target).
+ */
+export function appliedCommitOf(src: TargetSources, namespace: string, name: string): string | undefined {
+  const t = src.target(namespace, name);
+  const claimRef = t ? claimOf(t as unknown as KubeLike) : null;
+  const claim = claimRef ? src.claim(claimRef.kind, claimRef.namespace, claimRef.name) : undefined;
+  const last = (claim?.status as { lastAppliedCommit?: unknown } | undefined)?.lastAppliedCommit;
+  return typeof last === "string" && last.length > 0 ? last : undefined;
+}
