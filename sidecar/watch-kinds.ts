@@ -1,4 +1,6 @@
 /** The kinds a window observer watches for its applier's writes (`--watch-kinds`). */
+import type { InformerHandle, KObject, Kube } from "../queue/kube/index.js";
+import type { Logger } from "../queue/log.js";
 
 export interface WatchedKind {
   apiVersion: string;
@@ -34,4 +36,40 @@ export function parseWatchKinds(raw: string): WatchedKind[] {
       );
     return { apiVersion, kind };
   });
+}
+
+/**
+ * Watches each kind (one informer each, started together) and hands every create or update to
+ * `onWrite` with the object's managedFields as last seen, a write's proof; `remember` (truthy) says whose
+ * managedFields to keep. A kind the cluster does not serve is logged and left out.
+ */
+export async function watchWrites<T extends { metadata: { uid?: string; managedFields?: unknown[] } }>(
+  kube: Kube,
+  kinds: readonly WatchedKind[],
+  log: Logger,
+  onWrite: (obj: T, previous: unknown[] | undefined) => void,
+  remember: (obj: T) => unknown = () => true,
+): Promise<InformerHandle<KObject>[]> {
+  const last = new Map<string, unknown[]>();
+  const handles: InformerHandle<KObject>[] = [];
+  for (const k of kinds) {
+    const handle = await kube.objectInformer<KObject>(k.apiVersion, k.kind, undefined, (type, obj) => {
+      const uid = obj.metadata?.uid;
+      if (type === "delete") {
+        if (uid) last.delete(uid);
+        return;
+      }
+      const o = { apiVersion: k.apiVersion, kind: k.kind, ...obj } as unknown as T;
+      const previous = uid ? last.get(uid) : undefined;
+      if (uid && remember(o)) last.set(uid, o.metadata.managedFields ?? []);
+      onWrite(o, previous);
+    });
+    if (!handle) {
+      log.warn({ kind: `${k.apiVersion}/${k.kind}` }, "the cluster does not serve this kind; not watched");
+      continue;
+    }
+    handles.push(handle);
+  }
+  await Promise.all(handles.map((w) => w.informer.start()));
+  return handles;
 }

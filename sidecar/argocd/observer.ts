@@ -13,7 +13,7 @@ import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
 import type { ClaimLocator } from "../operation-record.js";
 import type { Reporter } from "../reporter.js";
-import { DEFAULT_WATCHED_KINDS, type WatchedKind } from "../watch-kinds.js";
+import { DEFAULT_WATCHED_KINDS, type WatchedKind, watchWrites } from "../watch-kinds.js";
 import { appInstance } from "./application.js";
 import type { WindowHooks } from "./executor.js";
 import {
@@ -41,8 +41,6 @@ export interface ArgoCDWindowObserverDeps {
 export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
   private readonly windows = new Map<string, OpenWindow>();
   private readonly watchers: InformerHandle<KObject>[] = [];
-  /** The managedFields of each tracked object (by uid) as last seen: a write's proof. */
-  private readonly last = new Map<string, unknown[]>();
   /** resourceVersions already reported, per window token. */
   private readonly seen = new Map<string, Set<string>>();
   private readonly graceMs: number;
@@ -52,33 +50,15 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
   }
 
   async start(): Promise<void> {
-    for (const k of this.d.kinds ?? DEFAULT_WATCHED_KINDS) {
-      const handle = await this.d.kube.objectInformer<KObject>(
-        k.apiVersion,
-        k.kind,
-        undefined,
-        (type, obj) => {
-          const uid = obj.metadata?.uid;
-          if (type === "delete") {
-            if (uid) this.last.delete(uid);
-            return;
-          }
-          const o = { apiVersion: k.apiVersion, kind: k.kind, ...obj } as WatchedObject;
-          const previous = uid ? this.last.get(uid) : undefined;
-          if (uid && trackedInstance(o)) this.last.set(uid, o.metadata.managedFields ?? []);
-          void this.observe(o, previous);
-        },
-      );
-      if (!handle) {
-        this.d.log.warn(
-          { kind: `${k.apiVersion}/${k.kind}` },
-          "the cluster does not serve this kind; not watched",
-        );
-        continue;
-      }
-      this.watchers.push(handle);
-    }
-    await Promise.all(this.watchers.map((w) => w.informer.start()));
+    this.watchers.push(
+      ...(await watchWrites<WatchedObject>(
+        this.d.kube,
+        this.d.kinds ?? DEFAULT_WATCHED_KINDS,
+        this.d.log,
+        (o, previous) => void this.observe(o, previous),
+        trackedInstance,
+      )),
+    );
   }
 
   async stop(): Promise<void> {

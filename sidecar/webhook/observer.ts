@@ -12,7 +12,7 @@ import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
 import { applierWriteOf } from "../applier-write.js";
 import type { Reporter } from "../reporter.js";
-import { DEFAULT_WATCHED_KINDS, type WatchedKind } from "../watch-kinds.js";
+import { DEFAULT_WATCHED_KINDS, type WatchedKind, watchWrites } from "../watch-kinds.js";
 
 export interface WebhookWindow {
   token: string;
@@ -45,8 +45,6 @@ export interface WebhookWindowObserverDeps {
 export class WebhookWindowObserver implements WindowObserver, WebhookWindowHooks {
   private readonly windows = new Map<string, Open>();
   private readonly watchers: InformerHandle<KObject>[] = [];
-  /** The managedFields of each object (by uid) as last seen: a write's proof. */
-  private readonly last = new Map<string, unknown[]>();
   private readonly seen = new Map<string, Set<string>>();
   private readonly graceMs: number;
 
@@ -55,33 +53,14 @@ export class WebhookWindowObserver implements WindowObserver, WebhookWindowHooks
   }
 
   async start(): Promise<void> {
-    for (const k of this.d.kinds ?? DEFAULT_WATCHED_KINDS) {
-      const handle = await this.d.kube.objectInformer<KObject>(
-        k.apiVersion,
-        k.kind,
-        undefined,
-        (type, obj) => {
-          const uid = obj.metadata?.uid;
-          if (type === "delete") {
-            if (uid) this.last.delete(uid);
-            return;
-          }
-          const o = { apiVersion: k.apiVersion, kind: k.kind, ...obj } as Watched;
-          const previous = uid ? this.last.get(uid) : undefined;
-          if (uid) this.last.set(uid, o.metadata.managedFields ?? []);
-          void this.observe(o, previous);
-        },
-      );
-      if (!handle) {
-        this.d.log.warn(
-          { kind: `${k.apiVersion}/${k.kind}` },
-          "the cluster does not serve this kind; not watched",
-        );
-        continue;
-      }
-      this.watchers.push(handle);
-    }
-    await Promise.all(this.watchers.map((w) => w.informer.start()));
+    this.watchers.push(
+      ...(await watchWrites<Watched>(
+        this.d.kube,
+        this.d.kinds ?? DEFAULT_WATCHED_KINDS,
+        this.d.log,
+        (o, previous) => void this.observe(o, previous),
+      )),
+    );
   }
 
   async stop(): Promise<void> {
