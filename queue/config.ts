@@ -158,6 +158,16 @@ export const commonSettings = {
   } as Setting<string>,
 };
 
+/** `--kubeconfig`: the processes that talk to the API server (sidecar, mirror) read it from here. */
+export const kubeconfigSetting: Setting<string> = {
+  flag: "kubeconfig",
+  env: "KUBECONFIG",
+  help: "kubeconfig file; in-cluster service account when unset",
+  parse: parsers.string,
+  default: "",
+  defaultLabel: "in-cluster",
+};
+
 /** `--help`: every command's switch for printing its flags instead of running. */
 export const helpSetting: Setting<boolean> = {
   flag: "help",

@@ -4,19 +4,20 @@
  * scenario tests.
  */
 import { hostname } from "node:os";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { stopSignal } from "../queue/cli/stop-signal.js";
 import {
   ConfigError,
   commonSettings,
   helpSetting,
   helpText,
+  kubeconfigSetting,
   loadConfig,
   parsers,
   type Setting,
 } from "../queue/config.js";
 import { FIELD_MANAGER } from "../queue/contract.js";
-import { Kube } from "../queue/kube/index.js";
+import { Kube, loadKubeConfig } from "../queue/kube/index.js";
 import { createLogger, type Logger } from "../queue/log.js";
 import { connectRedis } from "../queue/redis.js";
 import type {
@@ -251,14 +252,7 @@ const settings = {
     help: "the applier kind this sidecar runs beside: flux or argocd; webhook runs on its own and calls the endpoints WebhookClaims name",
     parse: parsers.oneOf("flux", "argocd", "webhook"),
   } as Setting<SidecarApplier>,
-  kubeconfig: {
-    flag: "kubeconfig",
-    env: "KUBECONFIG",
-    help: "kubeconfig file; in-cluster service account when unset",
-    parse: parsers.string,
-    default: "",
-    defaultLabel: "in-cluster",
-  } as Setting<string>,
+  kubeconfig: kubeconfigSetting,
   ...commonSettings,
   resync: {
     flag: "resync",
@@ -331,13 +325,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const { config } = loadConfig(settings, argv);
   const log = createLogger({ name: "sidecar", level: config.logLevel });
-  const kc = new KubeConfig();
-  try {
-    if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
-    else kc.loadFromCluster();
-  } catch (err) {
-    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${(err as Error).message}`);
-  }
+  const kc = loadKubeConfig(config.kubeconfig);
   const sidecar = await startSidecar({
     applier: config.applier,
     kubeConfig: kc,

@@ -1,12 +1,17 @@
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
 import { untilWith } from "../../test/support/wait.js";
+import { ConfigError } from "../config.js";
 import { crdFiles } from "../crds/files.js";
 import {
   apiFailure,
   ConflictRetriesExhausted,
   type KObject,
   Kube,
+  loadKubeConfig,
   RESOURCES,
   retryOnConflict,
 } from "./index.js";
@@ -94,5 +99,29 @@ describe("kube helpers", () => {
     await h.release();
     await h.release(); // a second release is harmless
     expect(kube.informers.running()).toEqual([]);
+  });
+});
+
+describe("loadKubeConfig", () => {
+  it("names the setting when the file cannot be read", () => {
+    expect(() => loadKubeConfig("/nonexistent/kubeconfig")).toThrow(ConfigError);
+    expect(() => loadKubeConfig("/nonexistent/kubeconfig")).toThrow(/--kubeconfig \(KUBECONFIG\)/);
+  });
+
+  it("loads the named file", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "kubeconfig-"));
+    const file = join(dir, "config");
+    await writeFile(
+      file,
+      [
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]",
+        "users: [{name: u, user: {token: t}}]",
+        "contexts: [{name: x, context: {cluster: c, user: u}}]",
+        "current-context: x",
+      ].join("\n"),
+    );
+    expect(loadKubeConfig(file).getCurrentCluster()?.server).toBe("http://127.0.0.1:1");
   });
 });

@@ -5,6 +5,7 @@
  * by the callers through `retryOnConflict` (retry.ts), which knows what to re-read.
  */
 import * as k8s from "@kubernetes/client-node";
+import { ConfigError } from "../config.js";
 import { FIELD_MANAGER } from "../contract.js";
 import { apiFailure, isNotFound, KubeError } from "./errors.js";
 import { type InformerHandle, type InformerHandler, type InformerOptions, Informers } from "./informer.js";
@@ -26,6 +27,21 @@ export interface PatchOptions {
   /** Sent as metadata.resourceVersion: a mismatch is a 409. */
   resourceVersion?: string;
   fieldManager?: string;
+}
+
+/**
+ * The kubeconfig of a process started with `--kubeconfig`: that file, or the in-cluster
+ * ServiceAccount when unset. A file that cannot be read is a bad setting, named as such.
+ */
+export function loadKubeConfig(file: string): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  try {
+    if (file) kc.loadFromFile(file);
+    else kc.loadFromCluster();
+  } catch (err) {
+    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${(err as Error).message}`);
+  }
+  return kc;
 }
 
 const ref = (t: ResourceType, namespace: string, name: string) =>

@@ -22,6 +22,7 @@ import {
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
+import { sleepUnlessAborted } from "../sleep.js";
 import { staleBecause } from "../tip-check.js";
 import {
   APPLICATION,
@@ -80,18 +81,6 @@ function answerLost(err: unknown): boolean {
 const codeOf = (err: unknown) => apiFailure(err).code;
 /** An API call that failed (any answer, or none), as opposed to a decision of ours. */
 const failedCall = (err: unknown) => err instanceof KubeError || err instanceof ConflictRetriesExhausted;
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 
 interface Ctx {
   token: string;
@@ -191,7 +180,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           if (fatal) return giveUp("Rejected", StatusReason.TerminateForbidden, fatal);
           if (now() >= waitUntil)
             return giveUp("RequestFailed", StatusReason.OperationInProgress, busy.message);
-          await sleep(this.pollMs, signal);
+          await sleepUnlessAborted(this.pollMs, signal);
           continue;
         }
 
@@ -330,7 +319,7 @@ export class ArgoCDExecutor implements OperationExecutor {
         app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
       } catch (err) {
         c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; retrying");
-        await sleep(this.pollMs, c.signal);
+        await sleepUnlessAborted(this.pollMs, c.signal);
         continue;
       }
       if (!app) {
@@ -350,7 +339,7 @@ export class ArgoCDExecutor implements OperationExecutor {
       } catch (err) {
         if (codeOf(err) === 409) continue;
         c.log.warn({ err: apiFailure(err).message }, "cannot fence the lost update; retrying");
-        await sleep(this.pollMs, c.signal);
+        await sleepUnlessAborted(this.pollMs, c.signal);
         continue;
       }
       await this.complete(
@@ -379,7 +368,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
         } catch (err) {
           c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; following on");
-          await sleep(interval, c.signal);
+          await sleepUnlessAborted(interval, c.signal);
           continue;
         }
         if (!app)
@@ -431,7 +420,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           });
           continue;
         }
-        await sleep(interval, c.signal);
+        await sleepUnlessAborted(interval, c.signal);
         if (unresolved) interval = Math.min(interval * 2, this.maxPollMs);
       }
     } finally {
@@ -486,7 +475,7 @@ export class ArgoCDExecutor implements OperationExecutor {
             { err: (err as Error).message },
             "could not record the end on the claim; writing it again",
           );
-          await sleep(this.pollMs, c.signal);
+          await sleepUnlessAborted(this.pollMs, c.signal);
           if (c.signal.aborted) return;
           continue;
         }

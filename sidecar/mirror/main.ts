@@ -2,17 +2,17 @@
  * `applygate mirror`: the watch plane, in the cluster whose objects it watches, under its own
  * ServiceAccount (get, list and watch on the kinds WatchRules select; see docs/mirror.md).
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import { stopSignal } from "../../queue/cli/stop-signal.js";
 import {
-  ConfigError,
   commonSettings,
   helpSetting,
   helpText,
+  kubeconfigSetting,
   loadConfig,
   parsers,
   type Setting,
 } from "../../queue/config.js";
+import { loadKubeConfig } from "../../queue/kube/index.js";
 import { createLogger } from "../../queue/log.js";
 import { createMirrorMetrics, startMirrorHttp } from "./http.js";
 import { Mirror } from "./mirror.js";
@@ -27,14 +27,7 @@ const list = (raw: string) =>
         .filter((s) => s !== "");
 
 const settings = {
-  kubeconfig: {
-    flag: "kubeconfig",
-    env: "KUBECONFIG",
-    help: "kubeconfig file; in-cluster service account when unset",
-    parse: parsers.string,
-    default: "",
-    defaultLabel: "in-cluster",
-  } as Setting<string>,
+  kubeconfig: kubeconfigSetting,
   ...commonSettings,
   controllerManagers: {
     flag: "controller-managers",
@@ -78,13 +71,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const { config } = loadConfig(settings, argv);
   const log = createLogger({ name: "mirror", level: config.logLevel });
-  const kc = new KubeConfig();
-  try {
-    if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
-    else kc.loadFromCluster();
-  } catch (err) {
-    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${(err as Error).message}`);
-  }
+  const kc = loadKubeConfig(config.kubeconfig);
   const metrics = createMirrorMetrics(true);
   const mirror = new Mirror({
     metrics,

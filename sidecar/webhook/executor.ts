@@ -25,6 +25,7 @@ import {
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
+import { sleepUnlessAborted } from "../sleep.js";
 import { staleBecause } from "../tip-check.js";
 import type { CallbackStore } from "./callbacks.js";
 import type { HmacKeys } from "./keys.js";
@@ -60,18 +61,6 @@ export interface WebhookExecutorDeps {
   /** The apply window: opened just before the request, closed when the operation ends. */
   windows?: WebhookWindowHooks;
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 
 interface Ctx {
   token: string;
@@ -342,7 +331,7 @@ export class WebhookExecutor implements OperationExecutor {
           );
         }
       }
-      await sleep(interval, c.signal);
+      await sleepUnlessAborted(interval, c.signal);
       if (unresolved) interval = Math.min(interval * 2, this.maxPollMs);
     }
   }
