@@ -161,6 +161,23 @@ export const SnapshotSweep = z.object({
 });
 export type SnapshotSweep = z.infer<typeof SnapshotSweep>;
 
+/**
+ * What the watch plane saw when a snapshot's collection started (set by the watch plane only): the
+ * branch worker's apply epoch and whether Git was ahead of the cluster, read from the branch's
+ * published apply state (`branchKeys(…).applyState`) just before the collection was listed. Every
+ * write of one snapshot, and its sweep, carries the same stamp. The worker discards a snapshot
+ * collected while Git was ahead, across an epoch change, or arriving while Git is ahead, unless it
+ * is `initial` (the first of its collection: the startup baseline) or the branch has no trigger.
+ */
+export const SnapshotStamp = z.object({
+  id: z.string().min(1),
+  /** The epoch read; null when the branch had published none (unknown: judged as stale). */
+  epoch: z.number().int().nullable(),
+  gitAhead: z.boolean(),
+  initial: z.boolean(),
+});
+export type SnapshotStamp = z.infer<typeof SnapshotStamp>;
+
 export const AcceptedWrite = WriteRequest.extend({
   /** At least one change, unless the write is a sweep (whose changes the worker fills in). */
   changes: z.array(WriteChange).max(1000),
@@ -173,6 +190,15 @@ export const AcceptedWrite = WriteRequest.extend({
   acceptedAt: z.string(),
   /** Set by the watch plane only (never by the intake API): the write is for the worker to judge. */
   applierAuthored: ApplierAuthored.optional(),
+  /** Set by the watch plane only: the write belongs to a snapshot collected as the stamp says. */
+  snapshot: SnapshotStamp.optional(),
+  /**
+   * Set by the watch plane only, on a write with no changes: a marker of the GitTarget's initial
+   * snapshots for one round (the mirror's coverage token, `watchedTargetKey`). `started` comes
+   * before the round's first write, `done` after its last: once every write before `done` is
+   * settled, the GitTarget is past the initial-snapshot barrier.
+   */
+  initialSnapshots: z.object({ token: z.string().min(1), phase: z.enum(["started", "done"]) }).optional(),
 });
 export type AcceptedWrite = z.infer<typeof AcceptedWrite>;
 

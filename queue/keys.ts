@@ -20,6 +20,13 @@ export const branchKeys = (prefix: string, branchKey: string) => {
      * sidecars read it to tell whether an attempt's commit is still the tip.
      */
     tip: `${base}:tip`,
+    /**
+     * The decisions' apply state, JSON `{epoch, gitAhead}`: the apply epoch (raised at every send of
+     * an attempt and every end of one) and whether Git is ahead of the cluster. Written with the
+     * decision state, before the actions of the step that changed it are carried out, only while
+     * the lease is held. The watch plane reads it when a snapshot's collection starts.
+     */
+    applyState: `${base}:apply-state`,
   };
 };
 
@@ -44,3 +51,21 @@ export const branchSignalOptions = (branchKey: string) => ({
 export const writePublishedKey = (prefix: string, writeId: string) => `${prefix}:write:${writeId}:published`;
 export const publishedChannel = (prefix: string) => `${prefix}:published`;
 export const PUBLISHED_TTL_SECONDS = 3600;
+
+/**
+ * Pub/sub channel on which a branch worker asks the watch plane to collect a GitTarget again
+ * (`{branchKey, namespace, name}`): its snapshots were discarded while Git was ahead, and Git no
+ * longer is (or the 5-minute bound passed).
+ */
+export const recollectChannel = (prefix: string) => `${prefix}:mirror:recollect`;
+
+/**
+ * A GitTarget the watch plane covers: the mirror's coverage token (`<instance>:<round>`, a new
+ * round whenever it starts initial snapshots for the GitTarget), kept with a TTL the mirror
+ * refreshes while it lives (`WATCHED_TTL_MS`). Present: the GitTarget is past the initial-snapshot
+ * barrier only once the mirror's `initialSnapshotsDone` of that token is published. Absent (no
+ * WatchRule, no mirror deployed, or one down longer than the TTL): the folder barrier alone.
+ */
+export const watchedTargetKey = (prefix: string, branchKey: string, namespace: string, name: string) =>
+  `${prefix}:branch:${branchKey}:watched:${namespace}/${name}`;
+export const WATCHED_TTL_MS = 30_000;

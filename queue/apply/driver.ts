@@ -62,6 +62,8 @@ export interface DecisionDriverOptions {
   staleObserveMs?: number;
   /** How often commit statuses awaited for approval are read again. Default 15 s. */
   commitStatusPollMs?: number;
+  /** Asks the watch plane to collect a GitTarget's snapshots again (`recollectChannel`). */
+  recollect?(target: { namespace: string; name: string }): Promise<void>;
 }
 
 type Task = () => Promise<void>;
@@ -151,6 +153,21 @@ export class DecisionDriver {
         manager: a.manager,
         writtenAt: a.writtenAt,
       });
+    },
+    onSnapshotWrite: (w) => {
+      if (!w.snapshot) return void this.worker?.judged(w.id, true);
+      this.feed({
+        type: "SnapshotWrite",
+        writeId: w.id,
+        targetUid: this.uidOf(w.target),
+        snapshot: w.snapshot,
+      });
+    },
+    onInitialSnapshotsStarted: (p) => {
+      this.feed({ type: "InitialSnapshotsStarted", targetUid: this.uidOf(p.target), token: p.token });
+    },
+    onInitialSnapshotsPublished: (p) => {
+      this.feed({ type: "InitialSnapshotsPublished", targetUid: this.uidOf(p.target), token: p.token });
     },
     onRefusal: (n) => {
       this.feed({ type: "RefusalReceived", targetUid: this.uidOf(n.target) });
@@ -246,6 +263,11 @@ export class DecisionDriver {
 
   private releaseStale(): void {
     for (const r of this.heldStale.splice(0)) this.feed({ type: "Report", report: r as PhaseReport });
+  }
+
+  private targetName(uid: string): string {
+    const t = this.s.targets[uid];
+    return t ? `${t.namespace}/${t.name}` : uid;
   }
 
   private uidOf(t: { namespace: string; name: string; uid?: string | undefined }): string {
@@ -460,6 +482,42 @@ export class DecisionDriver {
         this.metrics.echo(a.applierKind ?? "none", a.verdict);
         this.log.debug({ write: a.writeId, verdict: a.verdict }, "watched applier write judged");
         this.worker?.judged(a.writeId, a.mirror);
+        return;
+      }
+      case "SettleSnapshotWrite": {
+        const target = this.targetName(a.targetUid);
+        if (a.counted && (a.verdict === "discarded" || a.verdict === "used")) {
+          this.metrics.staleSnapshot(a.verdict);
+          if (a.verdict === "used")
+            this.log.warn(
+              { target },
+              "a snapshot collected while Git was ahead is used: its GitTarget's snapshots were held 5 minutes",
+            );
+          else
+            this.log.info(
+              { target },
+              "a snapshot collected while Git was ahead or across an apply is discarded; collected again after the apply",
+            );
+        }
+        this.worker?.judged(a.writeId, a.use);
+        return;
+      }
+      case "Recollect": {
+        const t = a.target;
+        this.log.info(
+          { target: `${t.namespace}/${t.name}`, bound: a.bound },
+          a.bound
+            ? "snapshots held 5 minutes: asking the watch plane for a fresh one, to be used"
+            : "Git is no longer ahead: asking the watch plane to collect the snapshots again",
+        );
+        await this.o
+          .recollect?.({ namespace: t.namespace, name: t.name })
+          .catch((err: unknown) =>
+            this.log.warn(
+              { target: `${t.namespace}/${t.name}`, err: (err as Error).message },
+              "could not ask for a recollection",
+            ),
+          );
         return;
       }
       case "ScheduleWake": {

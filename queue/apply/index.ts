@@ -8,6 +8,7 @@
  */
 import { Queue } from "bullmq";
 import { type ApplierKind, type Attempt, attemptsQueue } from "../contract.js";
+import { recollectChannel, watchedTargetKey } from "../keys.js";
 import type { Logger } from "../log.js";
 import { bullConnection } from "../redis.js";
 import type { BranchWorker } from "../worker/branch-worker.js";
@@ -111,6 +112,16 @@ export function createDecisions(o: DecisionsOptions): Decisions {
           // each listing.
           worker?.updateTargets(spec.targets, { refused: spec.refused, baseBranch: spec.baseBranch });
           const listing = await listBranch(o.objects, spec.targets);
+          // The watch plane's coverage of each GitTarget (a live mirror's token, or none).
+          if (listing.targets.length > 0) {
+            const tokens = await ctx.redis.mget(
+              ...listing.targets.map((t) => watchedTargetKey(o.prefix, ctx.key, t.namespace, t.name)),
+            );
+            listing.targets.forEach((t, i) => {
+              const token = tokens[i];
+              if (token) t.watch = token;
+            });
+          }
           // The tip's tree as the worker last read it, for the GitTargets listed now: a new
           // GitTarget whose folder is already in Git is past the barrier at once.
           const read = await worker?.folders();
@@ -132,6 +143,9 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         ...(o.metrics ? { metrics: o.metrics } : {}),
         ...(listIntervalMs !== undefined ? { listIntervalMs } : {}),
         ...(o.commitStatusPollMs !== undefined ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
+        async recollect(t) {
+          await ctx.redis.publish(recollectChannel(o.prefix), JSON.stringify({ branchKey: ctx.key, ...t }));
+        },
       });
       drivers.set(ctx.key, driver);
       return {

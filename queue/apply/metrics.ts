@@ -6,15 +6,19 @@ import { METRIC_NAMES } from "../metric-names.js";
 export const APPLY_WINDOW_COLLISIONS_TOTAL = METRIC_NAMES.applyWindowCollisionsTotal;
 /** Watched applier writes by judgement; no alert watches it, so it is not in METRIC_NAMES. */
 export const APPLY_ECHOES_TOTAL = "applygate_apply_echoes_total";
+/** Snapshots judged stale: `discarded`, or `used` when the 5-minute bound let one through. */
+export const STALE_SNAPSHOTS_TOTAL = "applygate_stale_snapshots_total";
 
 export interface ApplyMetrics {
   /** A late apply over a newer API edit was withheld in an apply window. */
   collision(kind: ApplierKind): void;
   /** A watched write of an applier's own managers was judged. */
   echo(kind: ApplierKind | "none", outcome: string): void;
+  /** A stale snapshot was discarded, or used under the 5-minute bound (once per snapshot). */
+  staleSnapshot(outcome: "discarded" | "used"): void;
 }
 
-export const noApplyMetrics: ApplyMetrics = { collision() {}, echo() {} };
+export const noApplyMetrics: ApplyMetrics = { collision() {}, echo() {}, staleSnapshot() {} };
 
 export function createApplyMetrics(registry: Registry): ApplyMetrics {
   const collisions = new Counter({
@@ -29,7 +33,14 @@ export function createApplyMetrics(registry: Registry): ApplyMetrics {
     labelNames: ["applier_kind", "outcome"],
     registers: [registry],
   });
+  const stale = new Counter({
+    name: STALE_SNAPSHOTS_TOTAL,
+    help: "Snapshots collected while Git was ahead or across an apply: discarded, or used once held 5 minutes",
+    labelNames: ["outcome"],
+    registers: [registry],
+  });
   return {
+    staleSnapshot: (outcome) => stale.inc({ outcome }),
     collision: (kind) => collisions.inc({ applier_kind: kind }),
     echo: (kind, outcome) => echoes.inc({ applier_kind: kind, outcome }),
   };

@@ -4,12 +4,41 @@
  * the branch can never overwrite what the new owner decided.
  */
 import type { Redis } from "ioredis";
-import type { DecisionState } from "../decide/index.js";
+import { type DecisionState, isGitAhead } from "../decide/index.js";
 import { branchKeys } from "../keys.js";
 import { fencedWrite } from "../worker/lease.js";
 
-// KEYS: lease, decisions. ARGV: lease token, state JSON.
-const save = fencedWrite("redis.call('SET', KEYS[2], ARGV[2])");
+// KEYS: lease, decisions, apply state. ARGV: lease token, state JSON, apply state JSON.
+const save = fencedWrite("redis.call('SET', KEYS[2], ARGV[2])\nredis.call('SET', KEYS[3], ARGV[3])");
+
+/** What the watch plane reads of a branch's decisions (`branchKeys(…).applyState`). */
+export interface ApplyState {
+  epoch: number;
+  gitAhead: boolean;
+}
+
+export const applyStateOf = (s: DecisionState): ApplyState => ({
+  epoch: s.applyEpoch ?? 0,
+  gitAhead: isGitAhead(s),
+});
+
+/** The branch's published apply state, or undefined when none is (no worker decided for it yet). */
+export async function readApplyState(
+  redis: Redis,
+  prefix: string,
+  branchKey: string,
+): Promise<ApplyState | undefined> {
+  const raw = await redis.get(branchKeys(prefix, branchKey).applyState);
+  if (!raw) return undefined;
+  try {
+    const v = JSON.parse(raw) as Partial<ApplyState>;
+    return typeof v.epoch === "number" && typeof v.gitAhead === "boolean"
+      ? { epoch: v.epoch, gitAhead: v.gitAhead }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export class DecisionStore {
   constructor(
@@ -32,9 +61,19 @@ export class DecisionStore {
     }
   }
 
-  /** Saves the state; false when the lease token is no longer the owner's (nothing written). */
+  /**
+   * Saves the state, and with it the apply state the watch plane reads, in one fenced write; false
+   * when the lease token is no longer the owner's (nothing written). The shell saves before it
+   * carries out the step's actions, so an attempt is never sent before its epoch is published.
+   */
   async save(leaseToken: string | undefined, state: DecisionState): Promise<boolean> {
     if (!leaseToken) return false;
-    return save(this.redis, this.keys.lease, leaseToken, [this.keys.decisions], [JSON.stringify(state)]);
+    return save(
+      this.redis,
+      this.keys.lease,
+      leaseToken,
+      [this.keys.decisions, this.keys.applyState],
+      [JSON.stringify(state), JSON.stringify(applyStateOf(state))],
+    );
   }
 }

@@ -6,6 +6,7 @@ import type { ClaimRef } from "../contract.js";
 import { governanceHolds } from "./governance.js";
 import type { ApplierState, DecisionState, TargetState } from "./model.js";
 import { hasPending, kindsPending } from "./reasons.js";
+import { targetProven } from "./snapshots.js";
 
 export function claimKey(c: ClaimRef): string {
   return `${c.kind}/${c.namespace}/${c.name}`;
@@ -27,8 +28,10 @@ function sourceBusy(state: DecisionState, a: ApplierState, key: string): boolean
 /**
  * Why an applier is not due, or null when it is: a reason pending, no operation out, no applier
  * sharing its source with one out, past its backoff, named by a GitTarget, none of those GitTargets
- * suspended, no governance rule holding it (`governanceHolds`), and past the barrier: every GitTarget naming it has its folder in the tip, as the
- * worker read the tip's tree (an Argo CD Application must never sync a path that does not exist).
+ * suspended, no governance rule holding it (`governanceHolds`), and past the barrier: every
+ * GitTarget naming it is proven (`targetProven`): its folder in the tip, as the worker read the
+ * tip's tree (an Argo CD Application must never sync a path that does not exist), and, where the
+ * watch plane covers it, its initial snapshots published.
  */
 export function notDueBecause(state: DecisionState, key: string, now: number): string | null {
   const a = state.appliers[key];
@@ -43,7 +46,7 @@ export function notDueBecause(state: DecisionState, key: string, now: number): s
   if (named.some((t) => t.suspended)) return "suspended";
   const held = governanceHolds(state.tip, a, named, now);
   if (held) return held;
-  if (state.tip === null || named.some((t) => (t.folderAt ?? null) !== state.tip)) return "barrier";
+  if (!named.every((t) => targetProven(t, state.tip))) return "barrier";
   return null;
 }
 
@@ -65,11 +68,18 @@ export function dueAppliers(state: DecisionState, now: number): string[] {
 }
 
 /**
- * Git is ahead of the cluster while an applier has a ForeignCommit, Repair, Refusal or converge
- * pending, or an attempt out. An adopt does not count: the cluster already runs those objects.
+ * Git is ahead of the cluster while an applier has a ForeignCommit, Repair or Refusal pending, a
+ * converge it may be asked for (every GitTarget naming it past the barrier), or an attempt out. An
+ * adopt does not count: the cluster already runs those objects. A converge held by the barrier
+ * does not either: it waits for the initial snapshots, which must not wait for it.
  */
 export function isGitAhead(state: DecisionState): boolean {
-  return Object.values(state.appliers).some(
-    (a) => a.operation !== null || kindsPending(a.pending).some((k) => k !== "Adopt"),
-  );
+  return Object.entries(state.appliers).some(([key, a]) => {
+    if (a.operation !== null) return true;
+    const kinds = kindsPending(a.pending);
+    if (kinds.some((k) => k !== "Adopt" && k !== "Converge")) return true;
+    if (!kinds.includes("Converge")) return false;
+    const named = targetsNaming(state, key);
+    return named.length > 0 && named.every((t) => targetProven(t, state.tip));
+  });
 }

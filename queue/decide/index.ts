@@ -6,5 +6,6 @@ export * from "./governance.js";
 export * from "./model.js";
 export * from "./reasons.js";
 export * from "./refusal.js";
+export * from "./snapshots.js";
 export * from "./step.js";
 export * from "./window.js";

@@ -13,8 +13,10 @@ import type {
   ObjectRef,
   PhaseReport,
   ReportPhase,
+  SnapshotStamp,
 } from "../contract.js";
 import type { ClaimGate, OverrideUse, TargetGovernance } from "./governance.js";
+import type { SnapshotHold, SnapshotVerdict } from "./snapshots.js";
 import type { WatchedVerdict } from "./window.js";
 
 /**
@@ -132,6 +134,15 @@ export interface TargetState {
   folderAt: string | null;
   /** Change windows and the claim's override, as the listing read them. */
   governance?: TargetGovernance;
+  /**
+   * The watch plane's coverage token (`<mirror instance>:<round>`) while a live mirror covers it
+   * (the listing read it); null or absent: no WatchRule, or no mirror alive.
+   */
+  watch?: string | null;
+  /** The coverage token whose initial snapshots are published (the barrier passes when it is `watch`). */
+  initialSnapshotsAt?: string | null;
+  /** Its snapshots held while Git is ahead (absent: none ever was). */
+  snapshots?: SnapshotHold;
   /** When a Refusal was last made pending for it (at most one a minute). */
   lastRefusalAt: number | null;
   /** A refusal inside the minute waits for this time, carried by one trailing request. */
@@ -183,6 +194,12 @@ export interface DecisionState {
    * on the first-parent line are its own and need no approval. Absent in an older state.
    */
   published?: { tip: string; base: string | null }[];
+  /**
+   * The apply epoch: raised at every send of an attempt and at every end of one (and at a
+   * restart, which may have missed an end). A snapshot collected under another epoch overlapped an
+   * apply. Absent in an older state (read as 0).
+   */
+  applyEpoch?: number;
 }
 
 /** Foreign commits (newest first) on the first-parent line from `tip` back to `since`. */
@@ -213,6 +230,8 @@ export interface ListedTarget {
   path?: string;
   /** Change windows and the claim's override (absent: none). */
   governance?: TargetGovernance;
+  /** The live watch plane's coverage token for it (absent: not covered). */
+  watch?: string;
 }
 
 /** What the worker read in the tree of one commit: the GitTargets (uids) whose folder it holds. */
@@ -293,6 +312,15 @@ export type DecisionEvent =
       /** managedFields time of the applier's entry (RFC 3339). */
       writtenAt: string;
     }
+  /**
+   * A write of a snapshot the watch plane collected (the inbox write `writeId`, held by the shell
+   * until it is judged): used, or discarded while Git is ahead.
+   */
+  | { type: "SnapshotWrite"; writeId: string; targetUid: string; snapshot: SnapshotStamp }
+  /** The watch plane started a round (`token`) of this GitTarget's initial snapshots: it covers it. */
+  | { type: "InitialSnapshotsStarted"; targetUid: string; token: string }
+  /** Every write before the watch plane's `done` marker of `token` for this GitTarget is settled. */
+  | { type: "InitialSnapshotsPublished"; targetUid: string; token: string }
   /** The shell read the foreign commits since each applier's last applied commit, by claim key. */
   | { type: "CommitsRead"; reads: Record<string, ForeignRead> }
   /** The timer of the last ScheduleWake fired (the shell holds no timer until the next one). */
@@ -337,6 +365,21 @@ export type DecisionAction =
       /** The kind of the folder's applier, null when no claim holds the folder. */
       applierKind: ApplierRef["kind"] | null;
     }
+  /**
+   * The judgement of a snapshot write: `use` sends the held write on, otherwise its inbox entry is
+   * settled without a commit (its charge returned; the recollection brings what it held). `counted`:
+   * the first verdict on this snapshot that counts as discarded or used.
+   */
+  | {
+      type: "SettleSnapshotWrite";
+      writeId: string;
+      use: boolean;
+      verdict: SnapshotVerdict;
+      counted: boolean;
+      targetUid: string;
+    }
+  /** Ask the watch plane to collect this GitTarget's snapshots again. */
+  | { type: "Recollect"; target: { uid: string; namespace: string; name: string }; bound: boolean }
   /** Write what the claim shows of governance (`ApplyAllowed`, `status.governance`). */
   | { type: "RecordGate"; claim: ClaimRef; gate: ClaimGate }
   /** Feed a `Tick` at (or after) this time. Replaces any earlier wake. */

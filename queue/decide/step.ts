@@ -13,7 +13,7 @@ import {
 } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import { backoffDelay } from "./backoff.js";
-import { claimKey, dueAppliers, targetsNaming } from "./due.js";
+import { claimKey, dueAppliers, isGitAhead, targetsNaming } from "./due.js";
 import { approvalGate, claimGate, governanceWakeAt, windowGate } from "./governance.js";
 import type {
   ApplierState,
@@ -42,6 +42,7 @@ import {
   reasonForTarget,
 } from "./reasons.js";
 import { admitRefusal, consentsToRefusal, trailingRefusalDue } from "./refusal.js";
+import { hasTrigger, holdEndsAt, judgeSnapshot, recollectDue } from "./snapshots.js";
 import {
   isOver,
   judgeApplierWrite,
@@ -131,6 +132,19 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
     case "WatchedApplierWrite":
       judgeWatched(s, event, now, actions);
       break;
+    case "SnapshotWrite":
+      judgeSnapshotWrite(s, event, now, actions);
+      break;
+    case "InitialSnapshotsStarted": {
+      const t = s.targets[event.targetUid];
+      if (t) t.watch = event.token;
+      break;
+    }
+    case "InitialSnapshotsPublished": {
+      const t = s.targets[event.targetUid];
+      if (t) t.initialSnapshotsAt = event.token;
+      break;
+    }
     case "CommitsRead":
       for (const [key, read] of Object.entries(event.reads)) {
         const a = s.appliers[key];
@@ -217,6 +231,7 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
       suspended: l.suspended,
     });
     if (l.path !== undefined) t.path = l.path;
+    t.watch = l.watch ?? null;
     if (l.governance) t.governance = l.governance;
     else delete t.governance;
     s.targets[l.uid] = t;
@@ -394,6 +409,7 @@ export function sendAttempt(
   }
   a.pending = emptyPending();
   a.lastTurnAt = now;
+  raiseEpoch(s);
   const edits = s.unpublished.filter((w) => namedUids.has(w.targetUid)).flatMap((w) => w.edits);
   a.windows.push({ token, commit: s.tip, sentAt: now, completedAt: null, edits: structuredClone(edits) });
   // The edit recheck watches the folders of every GitTarget naming the claim, not only those with a reason.
@@ -456,6 +472,7 @@ export function settleReport(
     return;
   }
   a.operation = null;
+  raiseEpoch(s);
   for (const w of a.windows) if (w.token === op.token && w.completedAt === null) w.completedAt = now;
   if (phase === "Stale") {
     if (r.reason === StatusReason.EditedAfterFlush) a.restaleSince ??= now;
@@ -528,6 +545,37 @@ function judgeWatched(
   settle(judged.verdict);
 }
 
+/** The apply epoch moves: at every send of an attempt and every end of one. */
+function raiseEpoch(s: DecisionState): void {
+  s.applyEpoch = (s.applyEpoch ?? 0) + 1;
+}
+
+/**
+ * A snapshot write: used when it is initial, on a branch with no trigger, or collected and
+ * arriving while Git is not ahead in one epoch; otherwise discarded (its GitTarget's snapshots are
+ * held and collected again after the apply), until the hold's 5 minutes let one through.
+ */
+function judgeSnapshotWrite(
+  s: DecisionState,
+  e: Extract<DecisionEvent, { type: "SnapshotWrite" }>,
+  now: number,
+  actions: DecisionAction[],
+): void {
+  const t = s.targets[e.targetUid];
+  const view = { epoch: s.applyEpoch ?? 0, gitAhead: isGitAhead(s), triggered: hasTrigger(s) };
+  const j = judgeSnapshot(t?.snapshots, e.snapshot, view, now);
+  if (t && (t.snapshots !== undefined || j.verdict === "discarded" || j.verdict === "used"))
+    t.snapshots = j.hold;
+  actions.push({
+    type: "SettleSnapshotWrite",
+    writeId: e.writeId,
+    use: j.verdict !== "discarded",
+    verdict: j.verdict,
+    counted: j.counted,
+    targetUid: e.targetUid,
+  });
+}
+
 /** A late apply over an edit: Git keeps the edit, a Repair is due for its target, logged and counted. */
 function collide(
   s: DecisionState,
@@ -584,6 +632,8 @@ export function restart(
   s.flushFailures = 0;
   s.flushNotBefore = 0;
   s.wakeAt = null;
+  // A restart may have missed the end of an operation: a snapshot collected before it is stale.
+  raiseEpoch(s);
   // An operation the claim's status shows (in flight or succeeded) is restored or answered from
   // there; only one no executor recorded, or one that ended otherwise, gives its reasons back.
   const recorded = new Set(
@@ -663,6 +713,7 @@ function finish(s: DecisionState, now: number, actions: DecisionAction[]): StepR
     answerConvergeAtLastApplied(s, a);
   }
   maybeFlush(s, now, actions);
+  askRecollections(s, now, actions);
   for (const a of Object.values(s.appliers)) {
     const want =
       kindsPending(a.pending).includes("Repair") ||
@@ -675,6 +726,23 @@ function finish(s: DecisionState, now: number, actions: DecisionAction[]): StepR
   recordGates(s, now, actions);
   scheduleWake(s, now, actions);
   return { state: s, actions };
+}
+
+/**
+ * A GitTarget whose snapshots were discarded is collected again once Git is no longer ahead (after
+ * the apply), or once its hold's bound passed (that snapshot is then used whatever it says).
+ */
+function askRecollections(s: DecisionState, now: number, actions: DecisionAction[]): void {
+  const ahead = isGitAhead(s);
+  for (const t of Object.values(s.targets)) {
+    if (!t.snapshots || !recollectDue(t.snapshots, ahead, now)) continue;
+    t.snapshots.recollectAsked = true;
+    actions.push({
+      type: "Recollect",
+      target: { uid: t.uid, namespace: t.namespace, name: t.name },
+      bound: ahead,
+    });
+  }
 }
 
 /** What each claim shows of governance, written through when it changes (never for a claim without any). */
@@ -728,6 +796,10 @@ function scheduleWake(s: DecisionState, now: number, actions: DecisionAction[]):
     if (at !== null) times.push(at);
   }
   for (const t of Object.values(s.targets)) if (t.trailingRefusalAt !== null) times.push(t.trailingRefusalAt);
+  for (const t of Object.values(s.targets)) {
+    const ends = holdEndsAt(t.snapshots);
+    if (ends !== null && ends > now) times.push(ends);
+  }
   if (s.flush === null && s.flushNotBefore > now) times.push(s.flushNotBefore);
   const at = times.length === 0 ? null : Math.min(...times);
   if (at !== null && at !== s.wakeAt) actions.push({ type: "ScheduleWake", at });

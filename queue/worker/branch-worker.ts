@@ -116,6 +116,19 @@ export interface BranchHooks {
    * hook such a write is an edit like any other.
    */
   onWatchedApplierWrite?(write: AcceptedWrite): void | Promise<void>;
+  /**
+   * A write of a snapshot that is not initial (`write.snapshot`) waits for the decision core's
+   * judgement: `judged(write.id, true)` uses it, `false` discards it (collected while Git was
+   * ahead or across an apply). Without this hook every snapshot write is used.
+   */
+  onSnapshotWrite?(write: AcceptedWrite): void | Promise<void>;
+  /** The watch plane started the initial snapshots of a GitTarget for the round `token`. */
+  onInitialSnapshotsStarted?(p: { target: TargetName; token: string }): void | Promise<void>;
+  /**
+   * Every write the inbox held before the watch plane's `done` marker of `token` for this
+   * GitTarget is settled (published, discarded or refused): its initial snapshots are in Git.
+   */
+  onInitialSnapshotsPublished?(p: { target: TargetName; token: string }): void | Promise<void>;
 }
 
 type PublishResult =
@@ -192,8 +205,10 @@ export class BranchWorker {
   private readonly log: Logger;
   private lastEntryId = "0";
   private readonly held = new Map<string, HeldWrite>();
-  /** Watched applier writes held until the decision core judged them, by write id. */
-  private readonly judging = new Map<string, HeldWrite>();
+  /** Writes held until the decision core judged them (a snapshot's, a watched applier write), by write id. */
+  private readonly judging = new Map<string, HeldWrite & { stage: "snapshot" | "applier" }>();
+  /** The watch plane's initial-snapshot markers read, waiting for every write before them to settle. */
+  private snapshotMarks: Array<{ target: TargetName; token: string; entryId: string }> = [];
   private verdicts: Array<{ writeId: string; mirror: boolean }> = [];
   private readonly windows = new Map<string, OpenWindow<HeldWrite>>();
   private pending: PendingWrite[] = [];
@@ -339,9 +354,10 @@ export class BranchWorker {
   }
 
   /**
-   * The decision core's judgement of a watched applier write held since the inbox: `mirror` sends
-   * it on to its commit window, otherwise its entry is settled without a commit (the apply landing,
-   * or a late apply withheld).
+   * The decision core's judgement of a write held since the inbox: `mirror` sends it on (to its
+   * commit window, or a snapshot's applier write on to the apply window's judgement), otherwise
+   * its entry is settled without a commit (the apply landing, a late apply withheld, a stale
+   * snapshot discarded).
    */
   judged(writeId: string, mirror: boolean): void {
     this.verdicts.push({ writeId, mirror });
@@ -463,7 +479,7 @@ export class BranchWorker {
   private async step(): Promise<void> {
     await this.drainInbox();
     const now = this.clock.now();
-    this.applyVerdicts(now);
+    await this.applyVerdicts(now);
     const retryDue = !this.retry || now >= this.retry.nextAt;
     const flushes = this.flushes.splice(0);
     if (flushes.length > 0) {
@@ -510,7 +526,33 @@ export class BranchWorker {
     }
     await this.updateIntake();
     await this.settleDoneEntries();
+    await this.settleSnapshotMarks();
     this.reportStatus();
+  }
+
+  /** Initial-snapshot markers with nothing before them held any more: their GitTarget's snapshots are in Git. */
+  private async settleSnapshotMarks(): Promise<void> {
+    if (this.snapshotMarks.length === 0) return;
+    const held = [...this.held.values()];
+    const waiting: typeof this.snapshotMarks = [];
+    for (const m of this.snapshotMarks) {
+      const before = held.some(
+        (h) =>
+          h.write.target.namespace === m.target.namespace &&
+          h.write.target.name === m.target.name &&
+          compareEntryIds(h.entryId, m.entryId) < 0,
+      );
+      if (before) {
+        waiting.push(m);
+        continue;
+      }
+      this.log.info(
+        { target: `${m.target.namespace}/${m.target.name}`, token: m.token },
+        "the watch plane's initial snapshots are published",
+      );
+      await this.o.hooks?.onInitialSnapshotsPublished?.({ target: m.target, token: m.token });
+    }
+    this.snapshotMarks = waiting;
   }
 
   // ------------------------------------------------------------------------------------------
@@ -546,6 +588,17 @@ export class BranchWorker {
           this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
           continue;
         }
+        // The watch plane's markers: a round of a GitTarget's initial snapshots starts, or is all before it.
+        const mark = h.write.initialSnapshots;
+        if (mark !== undefined) {
+          this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
+          const t = h.write.target;
+          const target = { namespace: t.namespace, name: t.name, ...(t.uid ? { uid: t.uid } : {}) };
+          if (mark.phase === "started")
+            await this.o.hooks?.onInitialSnapshotsStarted?.({ target, token: mark.token });
+          else this.snapshotMarks.push({ target, token: mark.token, entryId: h.entryId });
+          continue;
+        }
         // A snapshot's prune sweep becomes the delete changes it makes on the tip, then is
         // judged like any write; one that finds nothing to delete leaves without a commit.
         if (h.write.sweep) {
@@ -561,12 +614,13 @@ export class BranchWorker {
           continue;
         }
         this.held.set(h.write.id, h);
-        const judge = this.o.hooks?.onWatchedApplierWrite;
-        if (h.write.applierAuthored && judge) {
-          this.judging.set(h.write.id, h);
-          await judge(h.write);
+        const stale = this.o.hooks?.onSnapshotWrite;
+        if (h.write.snapshot && !h.write.snapshot.initial && stale) {
+          this.judging.set(h.write.id, { ...h, stage: "snapshot" });
+          await stale(h.write);
           continue;
         }
+        if (await this.judgeApplierWrite(h)) continue;
         this.addWrite(h, now);
       }
       if (entries.length < 2000) return;
@@ -609,19 +663,37 @@ export class BranchWorker {
     return changes.slice(0, 1000);
   }
 
-  /** Carries out the judgements of watched applier writes that arrived since the last step. */
-  private applyVerdicts(now: number): void {
+  /** Hands a watched applier write to the apply window's judge; true when it is held for it. */
+  private async judgeApplierWrite(h: HeldWrite): Promise<boolean> {
+    const judge = this.o.hooks?.onWatchedApplierWrite;
+    if (!h.write.applierAuthored || !judge) return false;
+    this.judging.set(h.write.id, { ...h, stage: "applier" });
+    await judge(h.write);
+    return true;
+  }
+
+  /** Carries out the judgements of held writes that arrived since the last step. */
+  private async applyVerdicts(now: number): Promise<void> {
     for (const v of this.verdicts.splice(0)) {
-      const h = this.judging.get(v.writeId);
-      if (!h) continue;
+      const j = this.judging.get(v.writeId);
+      if (!j) continue;
       this.judging.delete(v.writeId);
+      const { stage, ...h } = j;
       if (v.mirror) {
+        // A snapshot's write used: an applier's write still goes to the apply window's judge.
+        if (stage === "snapshot" && (await this.judgeApplierWrite(h))) continue;
         this.addWrite(h, now);
         continue;
       }
       this.held.delete(v.writeId);
+      // It leaves the inbox with its charge: a later snapshot brings what it held.
       this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
-      this.log.debug({ write: v.writeId }, "the applier's own write: settled without a commit");
+      this.log.debug(
+        { write: v.writeId, snapshot: h.write.snapshot?.id },
+        stage === "snapshot"
+          ? "a snapshot write collected while Git was ahead: discarded"
+          : "the applier's own write: settled without a commit",
+      );
     }
   }
 

@@ -10,11 +10,13 @@ import { randomUUID } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
+import { readApplyState } from "../../queue/apply/store.js";
 import {
   type AcceptedWrite,
   type ObjectRef,
   QUEUES,
   type RefusalNotice,
+  type SnapshotStamp,
   type WriteChange,
 } from "../../queue/contract.js";
 import {
@@ -30,6 +32,7 @@ import {
   watchRule,
 } from "../../queue/crds/index.js";
 import { acceptWrite, enqueueNotice } from "../../queue/intake.js";
+import { recollectChannel, WATCHED_TTL_MS, watchedTargetKey } from "../../queue/keys.js";
 import {
   type InformerEvent,
   type InformerHandle,
@@ -70,6 +73,8 @@ export interface MirrorOptions {
   resolveIntervalMs?: number;
   /** How often changed WatchRule status is written (default 2 s). */
   statusIntervalMs?: number;
+  /** How often the mirror's coverage of its GitTargets is refreshed in Redis (default a third of its TTL). */
+  coverageIntervalMs?: number;
   metrics?: MirrorMetrics;
 }
 
@@ -112,6 +117,12 @@ function stable(v: unknown): string {
   return JSON.stringify(v);
 }
 
+/** A GitTarget as the mirror's coverage knows it. */
+const coverageKey = (t: ResolvedTarget) => `${t.branchKey} ${t.namespace}/${t.name}`;
+/** One collection: a rule's kind, for the GitTarget it writes to now. */
+const collectionKey = (st: RuleState, kind: ResolvedKind) =>
+  `${st.target ? coverageKey(st.target) : ""}|${st.key}|${kindKey(kind)}`;
+
 const refOf = (kind: ResolvedKind, o: KObject): ObjectRef => ({
   apiVersion: apiVersionOf(kind),
   kind: kind.kind,
@@ -145,6 +156,16 @@ export class Mirror {
   private started = false;
   /** Writes handed to an inbox, in order (tests and the playground read it). */
   readonly sent: AcceptedWrite[] = [];
+  /** The initial-snapshot markers handed to an inbox, in order. */
+  readonly markers: AcceptedWrite[] = [];
+  /** This process: a coverage token is `<instance>:<round>`, so a restart starts new rounds. */
+  readonly instance = randomUUID().slice(0, 8);
+  /** Collections (GitTarget, rule, kind) that took their initial snapshot in this process. */
+  private readonly collected = new Set<string>();
+  /** The coverage token of each GitTarget the mirror covers, by `<branchKey> <namespace>/<name>`. */
+  private readonly coverage = new Map<string, { token: string; target: ResolvedTarget }>();
+  private rounds = 0;
+  private subscriber: Redis | undefined;
 
   private readonly statusWriter: StatusWriter<"watchRule", "mirror">;
 
@@ -190,6 +211,8 @@ export class Mirror {
       if ([...this.rules.values()].some((r) => r.unresolved.length > 0)) this.reconcileSoon();
     });
     every(this.o.statusIntervalMs ?? 2_000, () => void this.writeStatus());
+    every(this.o.coverageIntervalMs ?? Math.floor(WATCHED_TTL_MS / 3), () => void this.refreshCoverage());
+    await this.subscribeRecollections();
     this.started = true;
     this.log.info({ rules: this.rules.size }, "mirror started");
   }
@@ -197,6 +220,7 @@ export class Mirror {
   async stop(): Promise<void> {
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
+    this.subscriber?.disconnect();
     await this.reconciling;
     await Promise.all(this.chains.values());
     await this.writeStatus();
@@ -269,6 +293,7 @@ export class Mirror {
   /** Brings rules, their targets and kinds, and the kind watches in line with the caches. */
   private async reconcile(): Promise<void> {
     const seen = new Set<string>();
+    const due: Array<{ st: RuleState; kinds: ResolvedKind[] }> = [];
     for (const rule of this.rulesCache.list()) {
       const key = ruleKey(rule);
       seen.add(key);
@@ -303,12 +328,109 @@ export class Mirror {
       const newKinds = await this.resolveKinds(st, changed);
       st.statusDirty = true;
       // A rule that starts, changes, gains a kind or a target takes a snapshot of what it selects.
-      if (st.target && (changed || targetChanged || newKinds.length > 0)) {
-        for (const k of changed || targetChanged ? [...st.kinds.values()] : newKinds) this.snapshot(st, k);
-      }
+      if (st.target && (changed || targetChanged || newKinds.length > 0))
+        due.push({ st, kinds: changed || targetChanged ? [...st.kinds.values()] : newKinds });
     }
     for (const key of [...this.rules.keys()]) if (!seen.has(key)) this.rules.delete(key);
+    await this.takeSnapshots(due);
+    this.forgetCoverage();
     await this.releaseUnused();
+  }
+
+  /**
+   * Snapshots, grouped by GitTarget. A GitTarget with a collection taking its first snapshot starts
+   * a round of initial snapshots: its coverage token is written to Redis (so the worker's barrier
+   * holds its applier), a `started` marker goes to the inbox, then the writes, then a `done`
+   * marker, after which the worker lets the applier go once everything before it is published.
+   */
+  private async takeSnapshots(due: Array<{ st: RuleState; kinds: ResolvedKind[] }>): Promise<void> {
+    const byTarget = new Map<string, Array<{ st: RuleState; kinds: ResolvedKind[] }>>();
+    for (const d of due) {
+      const t = d.st.target as ResolvedTarget;
+      const key = coverageKey(t);
+      byTarget.set(key, [...(byTarget.get(key) ?? []), d]);
+    }
+    for (const [key, group] of byTarget) {
+      const target = (group[0] as { st: RuleState }).st.target as ResolvedTarget;
+      const initial = group.some((d) => d.kinds.some((k) => !this.collected.has(collectionKey(d.st, k))));
+      let token: string | undefined;
+      if (initial) {
+        token = `${this.instance}:${++this.rounds}`;
+        this.coverage.set(key, { token, target });
+        await this.writeCoverage(target, token);
+        this.marker(group[0] as { st: RuleState }, token, "started");
+      }
+      for (const d of group) for (const k of d.kinds) await this.snapshot(d.st, k);
+      if (token) this.marker(group[0] as { st: RuleState }, token, "done");
+    }
+  }
+
+  private marker(d: { st: RuleState }, token: string, phase: "started" | "done"): void {
+    this.send(d.st, { changes: [], author: this.author(SWEEP_AUTHOR), initialSnapshots: { token, phase } });
+  }
+
+  private async writeCoverage(target: ResolvedTarget, token: string): Promise<void> {
+    try {
+      await this.redis.set(
+        watchedTargetKey(this.o.redisPrefix, target.branchKey, target.namespace, target.name),
+        token,
+        "PX",
+        WATCHED_TTL_MS,
+      );
+    } catch (err) {
+      this.log.warn(
+        {
+          branch: target.branchKey,
+          target: `${target.namespace}/${target.name}`,
+          err: (err as Error).message,
+        },
+        "could not record the mirror's coverage of a GitTarget",
+      );
+    }
+  }
+
+  /** Keeps the coverage of every GitTarget a rule still mirrors alive (it expires when the mirror is gone). */
+  private async refreshCoverage(): Promise<void> {
+    if (this.stopped) return;
+    for (const { token, target } of this.coverage.values()) await this.writeCoverage(target, token);
+  }
+
+  /** A GitTarget no rule mirrors any more is not covered: its coverage is left to expire. */
+  private forgetCoverage(): void {
+    const live = new Set(
+      [...this.rules.values()].flatMap((r) => (r.target && r.kinds.size > 0 ? [coverageKey(r.target)] : [])),
+    );
+    for (const key of [...this.coverage.keys()]) if (!live.has(key)) this.coverage.delete(key);
+  }
+
+  /** The worker asks for a GitTarget's snapshots again (Git is no longer ahead, or the hold's bound passed). */
+  private async subscribeRecollections(): Promise<void> {
+    const sub = connectRedis(this.o.redisUrl);
+    this.subscriber = sub;
+    sub.on("error", () => {});
+    sub.on("message", (_channel: string, raw: string) => {
+      let m: { branchKey?: string; namespace?: string; name?: string };
+      try {
+        m = JSON.parse(raw);
+      } catch {
+        return;
+      }
+      const due = [...this.rules.values()].filter(
+        (r) =>
+          r.target?.branchKey === m.branchKey &&
+          r.target?.namespace === m.namespace &&
+          r.target?.name === m.name,
+      );
+      if (due.length === 0) return;
+      this.log.info(
+        { branch: m.branchKey, target: `${m.namespace}/${m.name}` },
+        "collecting a GitTarget's snapshots again, as its branch worker asked",
+      );
+      void this.takeSnapshots(due.map((st) => ({ st, kinds: [...st.kinds.values()] }))).catch(
+        (err: unknown) => this.log.warn({ err: (err as Error).message }, "collecting snapshots again failed"),
+      );
+    });
+    await sub.subscribe(recollectChannel(this.o.redisPrefix));
   }
 
   /** Resolves the rule's kinds (all again when it changed); answers the kinds it newly selects. */
@@ -357,12 +479,36 @@ export class Mirror {
     }
   }
 
-  /** A rule's snapshot of one kind: every object it selects, written; the worker keeps only differences. */
-  private snapshot(st: RuleState, kind: ResolvedKind): void {
+  /**
+   * A rule's snapshot of one kind: every object it selects, written; the worker keeps only
+   * differences. The branch's apply state (epoch, whether Git is ahead) is read just before the
+   * collection is listed, and every write of the snapshot and its sweep carries it, so the worker
+   * can discard a snapshot collected while Git was ahead or across an apply. The first snapshot of
+   * a collection in this process is initial: the startup baseline, never held.
+   */
+  private async snapshot(st: RuleState, kind: ResolvedKind): Promise<void> {
+    const target = st.target;
+    if (!target) return;
+    let applied: Awaited<ReturnType<typeof readApplyState>>;
+    try {
+      applied = await readApplyState(this.redis, this.o.redisPrefix, target.branchKey);
+    } catch (err) {
+      this.error(st, `reading the apply state of ${target.branchKey}: ${(err as Error).message}`);
+      applied = undefined;
+    }
     const w = this.watches.get(kindKey(kind));
-    if (!w) return;
-    for (const obj of w.handle.informer.list()) this.mirrorFor(st, kind, "add", obj, undefined);
-    if (st.rule.spec.prune?.mode === "Always") this.sweep(st, kind, w.handle.informer.list());
+    if (!w || st.target !== target) return;
+    const collection = collectionKey(st, kind);
+    const stamp: SnapshotStamp = {
+      id: `s-${randomUUID()}`,
+      epoch: applied?.epoch ?? null,
+      gitAhead: applied?.gitAhead ?? false,
+      initial: !this.collected.has(collection),
+    };
+    this.collected.add(collection);
+    const objects = w.handle.informer.list();
+    for (const obj of objects) this.mirrorFor(st, kind, "add", obj, undefined, stamp);
+    if (st.rule.spec.prune?.mode === "Always") this.sweep(st, kind, objects, stamp);
   }
 
   /**
@@ -372,7 +518,7 @@ export class Mirror {
    * another rule holds for a live object stays. It carries the commit the applier last applied:
    * only a file Git held then is swept. Nothing applied yet (or no claim): no sweep.
    */
-  private sweep(st: RuleState, kind: ResolvedKind, objects: readonly KObject[]): void {
+  private sweep(st: RuleState, kind: ResolvedKind, objects: readonly KObject[], stamp: SnapshotStamp): void {
     const target = st.target;
     if (!target || st.rule.spec.suspend === true) return;
     const appliedCommit = appliedCommitOf(this.sources(), target.namespace, target.name);
@@ -387,7 +533,12 @@ export class Mirror {
     }
     const plan = sweepPlan(st.rule, target.scope, kind, objects);
     if (!plan) return;
-    this.send(st, { changes: [], author: this.author(SWEEP_AUTHOR), sweep: { ...plan, appliedCommit } });
+    this.send(st, {
+      changes: [],
+      author: this.author(SWEEP_AUTHOR),
+      sweep: { ...plan, appliedCommit },
+      snapshot: stamp,
+    });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -417,8 +568,10 @@ export class Mirror {
     type: InformerEvent,
     obj: KObject,
     previous: KObject | undefined,
+    stamp?: SnapshotStamp,
   ): boolean {
     const target = st.target;
+    const snap = stamp ? { snapshot: stamp } : {};
     if (!target || !st.rule.spec.kinds.some((k) => namesKind(k, kind))) return false;
     const sel = selects(st.rule, target.scope, kind, obj);
     if (!sel.selected) {
@@ -488,12 +641,14 @@ export class Mirror {
         author: this.author(who.write.manager),
         applierAuthored: who.write,
         editedAt: who.write.writtenAt,
+        ...snap,
       });
     else
       this.send(st, {
         changes: [change],
         author: this.author(who.manager),
         ...(who.editedAt ? { editedAt: who.editedAt } : {}),
+        ...snap,
       });
     return true;
   }
@@ -504,7 +659,10 @@ export class Mirror {
 
   private send(
     st: RuleState,
-    w: Pick<AcceptedWrite, "changes" | "author" | "editedAt" | "applierAuthored" | "sweep">,
+    w: Pick<
+      AcceptedWrite,
+      "changes" | "author" | "editedAt" | "applierAuthored" | "sweep" | "snapshot" | "initialSnapshots"
+    >,
   ): void {
     const target = st.target as ResolvedTarget;
     const write: AcceptedWrite = {
@@ -532,13 +690,14 @@ export class Mirror {
           this.log.warn({ err: (err as Error).message, branch: write.branchKey }, "branch signal failed"),
         );
         if (r.accepted) {
-          // A sweep is no mirrored object: its deletes are counted nowhere on the rule.
-          if (!write.sweep) {
+          // A sweep or a marker is no mirrored object: counted nowhere on the rule.
+          if (!write.sweep && !write.initialSnapshots) {
             st.mirrored++;
             this.o.metrics?.outcome("mirrored");
           }
           st.statusDirty = true;
-          this.sent.push(write);
+          if (write.initialSnapshots) this.markers.push(write);
+          else this.sent.push(write);
           this.log.debug(
             {
               branch: write.branchKey,

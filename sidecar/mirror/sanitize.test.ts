@@ -1,5 +1,7 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { controllerOnlyFields, deleteDotted, sanitize } from "./sanitize.js";
+import { parse } from "yaml";
+import { controllerOnlyFields, deleteDotted, sanitize, serverSetFields } from "./sanitize.js";
 
 const t = "2026-03-01T10:00:00Z";
 
@@ -181,5 +183,94 @@ describe("deleteDotted", () => {
     expect(o).toEqual({ a: { "b.c": { e: 2 }, b: { c: 3 } } });
     deleteDotted(o, "x.y");
     expect(o).toEqual({ a: { "b.c": { e: 2 }, b: { c: 3 } } });
+  });
+});
+
+describe("server-set fields, on shapes a real API server (k3s v1.36) returned", () => {
+  const corpus = (file: string) =>
+    (
+      parse(readFileSync(new URL(`./testdata/${file}`, import.meta.url), "utf8")) as {
+        object: Record<string, unknown>;
+      }
+    ).object;
+  const spec = (o: Record<string, unknown>) => (o.spec ?? {}) as Record<string, unknown>;
+
+  it("a Pod: what admission and the scheduler set, and no manager owns, is left out; what its creator wrote is kept", () => {
+    const raw = corpus("pod_graceful-delete_watch.modified.yaml");
+    const s = sanitize(raw);
+    if (!s.ok) throw new Error(s.message);
+    // Set by the ServiceAccount and priority admission plugins, the DefaultTolerationSeconds
+    // plugin and the scheduler's binding: in the live object, owned by nobody.
+    for (const f of [
+      "nodeName",
+      "preemptionPolicy",
+      "priority",
+      "serviceAccount",
+      "serviceAccountName",
+      "tolerations",
+    ]) {
+      expect(spec(raw)).toHaveProperty(f);
+      expect(spec(s.object)).not.toHaveProperty(f);
+    }
+    // Owned by the manager that created it (defaults included: an Update owns what it sent).
+    expect(Object.keys(spec(s.object)).sort()).toEqual([
+      "automountServiceAccountToken",
+      "containers",
+      "dnsPolicy",
+      "enableServiceLinks",
+      "restartPolicy",
+      "schedulerName",
+      "securityContext",
+      "terminationGracePeriodSeconds",
+    ]);
+    expect((spec(s.object).containers as unknown[])[0]).toMatchObject({
+      name: "c",
+      image: "busybox:1.36",
+      terminationMessagePath: "/dev/termination-log",
+    });
+    expect(s.object.metadata).toEqual({
+      name: "p1",
+      namespace: "<ns-1>",
+      labels: { "mutationlab.configbutler.ai/scenario": "graceful-delete" },
+    });
+  });
+
+  it("a Deployment created by a client-side write: every field is owned, so nothing is taken for a default", () => {
+    const raw = corpus("deployment_scale-patch_watch.modified.1.yaml");
+    expect(serverSetFields(raw, (raw.metadata as { managedFields: [] }).managedFields)).toEqual([]);
+    const s = sanitize(raw, { controllerManagers: [] });
+    if (!s.ok) throw new Error(s.message);
+    const { status: _, ...declared } = structuredClone(raw) as Record<string, unknown>;
+    expect(spec(s.object)).toEqual(spec(declared));
+  });
+
+  it("a server-side apply owns what it sent: a field the server added beside it is left out", () => {
+    const raw = corpus("configmap_server-side-apply_watch.modified.yaml");
+    const s = sanitize(raw);
+    if (!s.ok) throw new Error(s.message);
+    expect(s.object.data).toEqual({ key: "updated" });
+    // The same apply with a field nobody sent (as a mutating webhook or a schema default adds one).
+    const defaulted = structuredClone(raw) as Record<string, unknown>;
+    (defaulted.data as Record<string, string>).injected = "by-the-server";
+    defaulted.immutable = false;
+    const d = sanitize(defaulted);
+    if (!d.ok) throw new Error(d.message);
+    expect(d.object.data).toEqual({ key: "updated" });
+    expect(d.object).not.toHaveProperty("immutable");
+  });
+
+  it("an object with no managedFields keeps everything", () => {
+    const raw = corpus("pod_graceful-delete_watch.modified.yaml");
+    delete (raw.metadata as Record<string, unknown>).managedFields;
+    const s = sanitize(raw);
+    if (!s.ok) throw new Error(s.message);
+    expect(spec(s.object)).toEqual(spec(raw));
+  });
+
+  it("managedFields holding only status entries tell nothing apart: everything is kept", () => {
+    const raw = corpus("pod_graceful-delete_watch.modified.yaml");
+    const meta = raw.metadata as { managedFields: { subresource?: string }[] };
+    meta.managedFields = meta.managedFields.filter((e) => e.subresource === "status");
+    expect(serverSetFields(raw, meta.managedFields)).toEqual([]);
   });
 });

@@ -5,7 +5,9 @@
  * (the classic: `spec.replicas` written by the HorizontalPodAutoscaler through the scale
  * subresource, so Git keeps the HPA's spec and not the live replica count). Objects a controller
  * owns (a ReplicaSet, a Pod, a CronJob's Job) are never mirrored, and a Secret is refused: Git
- * never receives one in clear text.
+ * never receives one in clear text. A field no field manager owns was set by the API server (a
+ * default, an admission plugin, the scheduler) and is left out too, where managedFields tell it
+ * apart (`serverSetFields`).
  */
 import { ARGOCD_TRACKING_ANNOTATION, FLUX_NAME_LABEL, FLUX_NAMESPACE_LABEL } from "./ownership.js";
 
@@ -87,6 +89,7 @@ export function sanitize(raw: Obj, opts: SanitizeOptions = {}): Sanitized {
   for (const k of METADATA_DROPPED) delete meta[k];
   dropKeys(meta, "annotations", ANNOTATIONS_DROPPED);
   dropKeys(meta, "labels", LABELS_DROPPED);
+  for (const path of serverSetFields(obj, managed)) deleteSegments(obj, path);
   for (const path of controllerOnlyFields(managed, opts.controllerManagers ?? DEFAULT_CONTROLLER_MANAGERS))
     deleteSegments(obj, path);
   for (const dotted of opts.excludeFields ?? []) deleteDotted(obj, dotted);
@@ -140,6 +143,42 @@ export function controllerOnlyFields(
   return theirs.filter(
     (p) => p.length > 0 && p[0] !== "status" && !others.some((o) => startsWith(o, p) || startsWith(p, o)),
   );
+}
+
+/** Top-level fields never judged by ownership: the object's identity, and metadata (its own rules). */
+const NOT_JUDGED = new Set(["apiVersion", "kind", "metadata", "status"]);
+
+/**
+ * Fields of `obj` (outside apiVersion, kind, metadata and status) that no managedFields entry owns,
+ * at or above or below them: the API server set them (a default such as a Service's `clusterIP`,
+ * an admission plugin's `tolerations`, the scheduler's `nodeName`), nobody wrote them. A keyed list
+ * is judged whole, as its entries are (an owned list keeps every item and every field of them).
+ *
+ * Only where they can be told apart: an object with no managedFields, or none outside status, keeps
+ * everything. And a client-side write (operation `Update`: `kubectl create`, `kubectl edit`, a
+ * controller's update) owns every field of the object it sent *after* defaulting, so the defaults
+ * of an object created that way are its creator's and are kept; a server-side apply owns only what
+ * it sent, so the defaults around it are dropped.
+ */
+export function serverSetFields(obj: Obj, entries: readonly ManagedEntry[]): string[][] {
+  const owned = entries
+    .filter((e) => e.subresource !== "status")
+    .flatMap((e) => ownedPaths(e.fieldsV1))
+    .filter((p) => p.length > 0);
+  if (owned.length === 0) return [];
+  const out: string[][] = [];
+  const walk = (value: Obj, path: string[]) => {
+    for (const [k, v] of Object.entries(value)) {
+      const at = [...path, k];
+      if (path.length === 0 && NOT_JUDGED.has(k)) continue;
+      if (owned.some((o) => startsWith(at, o))) continue; // owned here or above: kept whole
+      if (isObj(v) && owned.some((o) => startsWith(o, at)))
+        walk(v, at); // owned below: judge inside
+      else out.push(at);
+    }
+  };
+  walk(obj, []);
+  return out;
 }
 
 function deleteSegments(obj: Obj, path: string[]): void {

@@ -301,7 +301,7 @@ async function world(o: {
         ...(o.commitStatusPollMs ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
         // Only a safety net: every change must reach the branch through the watches.
         listIntervalMs: o.listIntervalMs ?? 600_000,
-        metrics: { collision: (kind) => w.collisions.push({ kind }), echo() {} },
+        metrics: { collision: (kind) => w.collisions.push({ kind }), echo() {}, staleSnapshot() {} },
       });
       const replica = new Replica({
         redisUrl: redis.url,

@@ -1,0 +1,418 @@
+/**
+ * Snapshots while Git is ahead, and the initial-snapshot barrier, through the real pieces: the
+ * mirror under its own ServiceAccount and the RBAC the manifests grant, a worker replica with
+ * decisions on, real Redis (BullMQ, the published apply state, the recollection channel), the real
+ * Git server, the simulated API server, and a scripted executor standing in for the sidecar that
+ * applies a commit's ConfigMap to the cluster when told to.
+ *
+ * - A GitTarget the mirror covers is asked for nothing before its initial snapshots are published:
+ *   a push observed while they are being collected waits, and the apply that follows carries the
+ *   edit the snapshot brought.
+ * - A snapshot collected while a pushed commit is not applied yet (Git ahead) is discarded instead
+ *   of reverting the push; once the apply ends, the mirror collects again and Git keeps the push.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as k8s from "@kubernetes/client-node";
+import { type Job, Queue, Worker } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
+import {
+  type AcceptedWrite,
+  type Attempt,
+  attemptsQueue,
+  branchKey,
+  QUEUES,
+  type ReportPhase,
+} from "../../queue/contract.js";
+import { crdFiles } from "../../queue/crds/files.js";
+import { notDueBecause } from "../../queue/decide/index.js";
+import { objectYaml } from "../../queue/git/layout.js";
+import { acceptWrite } from "../../queue/intake.js";
+import { branchKeys, knownBranchesKey, watchedTargetKey } from "../../queue/keys.js";
+import { createLogger, silentLogger } from "../../queue/log.js";
+import { ClusterCache } from "../../queue/worker/cluster-cache.js";
+import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
+import { Replica } from "../../queue/worker/replica.js";
+import { Mirror } from "../../sidecar/mirror/mirror.js";
+import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import { gitOk } from "../git/cli.js";
+import { type GitServer, startGitServer } from "../git/server.js";
+import { deployedIdentities } from "../playground/identities.js";
+import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { foreignCommit } from "../worker/foreign.js";
+import { waitFor } from "../worker/harness.js";
+
+const NS = "team";
+const FOLDER = "clusters/dev";
+const CM_FILE = `${FOLDER}/core/configmap/${NS}/app.yaml`;
+const CLAIM_KEY = `FluxClaim/${NS}/claim`;
+const GROUP = { group: "applygate.dev", version: "v1alpha1" };
+const merge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
+const log = () =>
+  process.env.APPLYGATE_TEST_LOG
+    ? createLogger({ level: process.env.APPLYGATE_TEST_LOG, pretty: false })
+    : silentLogger();
+const yaml = (...objs: object[]) => objs.map((o) => JSON.stringify(o)).join("\n---\n");
+const cmObject = (value: string) => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  metadata: { name: "app", namespace: NS },
+  data: { a: value },
+});
+
+let api: ApiServer;
+let git: GitServer;
+let redis: IsolatedRedis;
+let key: string;
+let bare: string;
+let replica: Replica;
+let decisions: Decisions;
+let mirror: Mirror | undefined;
+let cache: ClusterCache;
+let exec: Worker;
+let reports: Queue;
+let core: k8s.CoreV1Api;
+let targetUid: string;
+const cacheDirs: string[] = [];
+const attempts: Attempt[] = [];
+const stale: string[] = [];
+/** Attempts the executor holds (the apply runs) until the test lets them end. */
+let holdNext = false;
+const held: Array<() => Promise<void>> = [];
+
+const valueIn = async (rev: string) => {
+  const text = await gitOk(["show", `${rev}:${CM_FILE}`], { cwd: bare }).catch(() => undefined);
+  return text ? (parse(text) as { data?: { a?: string } }).data?.a : undefined;
+};
+const gitValue = async () => valueIn("refs/heads/main");
+const liveValue = async () => (await core.readNamespacedConfigMap({ name: "app", namespace: NS })).data?.a;
+const setLive = async (value: string, fieldManager = "kubectl-edit") =>
+  core.patchNamespacedConfigMap(
+    { name: "app", namespace: NS, body: { data: { a: value } }, fieldManager },
+    merge,
+  );
+const driver = () => decisions.drivers.get(key);
+const inboxEmpty = async () => (await redis.client.xlen(branchKeys(redis.prefix, key).inbox)) === 0;
+
+beforeAll(async () => {
+  api = await startApiServer({ bookmarkIntervalMs: 100 });
+  for (const f of crdFiles()) await api.installCrdFile(f);
+  await api.installCrdFile(
+    fileURLToPath(new URL("../cluster/crds/flux-kustomization.yaml", import.meta.url)),
+  );
+  git = await startGitServer();
+  const url = await git.createRepo("site", {
+    [`${FOLDER}/README.md`]: "dev\n",
+    [CM_FILE]: objectYaml(cmObject("1")),
+  });
+  bare = join(git.root, "site.git");
+  const initial = (await git.tip("site")) as string;
+  redis = await isolatedRedis("snapshots");
+  key = branchKey(url, "main");
+  const kc = api.kubeConfig();
+  core = kc.makeApiClient(k8s.CoreV1Api);
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const deployed = deployedIdentities();
+  await api.applyYaml(
+    yaml(
+      ...["applygate-system", NS].map((name) => ({
+        apiVersion: "v1",
+        kind: "Namespace",
+        metadata: { name },
+      })),
+    ),
+  );
+  await api.applyYaml(yaml(...deployed.rbac));
+  await api.applyYaml(
+    yaml(
+      {
+        apiVersion: "kustomize.toolkit.fluxcd.io/v1",
+        kind: "Kustomization",
+        metadata: { name: "apps", namespace: NS },
+        spec: {
+          interval: "100h",
+          prune: true,
+          path: `./${FOLDER}`,
+          sourceRef: { kind: "GitRepository", name: "repo" },
+        },
+      },
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "FluxClaim",
+        metadata: { name: "claim", namespace: NS },
+        spec: { kustomizationRef: { name: "apps", namespace: NS } },
+      },
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "GitProvider",
+        metadata: { name: "gp", namespace: NS },
+        spec: { url, type: "gitea", webhookSecretRef: { name: "hook" } },
+      },
+      {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "GitTarget",
+        metadata: { name: "site", namespace: NS },
+        spec: {
+          providerRef: { name: "gp" },
+          branch: "main",
+          path: FOLDER,
+          claimRef: { kind: "FluxClaim", name: "claim" },
+          commitWindow: { idleSeconds: 1, maxSeconds: 30 },
+        },
+      },
+      { ...cmObject("1") },
+    ),
+  );
+  await custom.patchNamespacedCustomObjectStatus(
+    {
+      ...GROUP,
+      plural: "fluxclaims",
+      namespace: NS,
+      name: "claim",
+      body: { status: { lastAppliedCommit: initial } },
+    },
+    merge,
+  );
+  const target = (await custom.getNamespacedCustomObject({
+    ...GROUP,
+    plural: "gittargets",
+    namespace: NS,
+    name: "site",
+  })) as { metadata: { uid: string } };
+  targetUid = target.metadata.uid;
+
+  // The sidecar's part: record the operation on the claim, apply the commit's ConfigMap to the
+  // cluster (as kustomize-controller), and report each phase.
+  cache = new ClusterCache(kc, log());
+  const status = new KubeStatusSink(kc, log(), Date.now, 8, cache);
+  const directory = new KubeDirectory(cache, { log: log(), status });
+  const objects = new KubeObjects(kc, log(), {}, cache);
+  const connection = { url: redis.url, maxRetriesPerRequest: null };
+  reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
+  const report = async (a: Attempt, phase: ReportPhase) => {
+    const terminal = phase === "Succeeded";
+    await objects.patchClaimStatus(
+      a.claim,
+      () => ({
+        operation: {
+          token: a.token,
+          phase,
+          commit: a.commit,
+          targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+          requestedAt: a.sentAt,
+          ...(terminal ? { completedAt: new Date().toISOString() } : {}),
+        },
+        ...(terminal ? { lastAppliedCommit: a.commit } : {}),
+      }),
+      "operation-record",
+    );
+    await reports.add("phase", {
+      type: "phase",
+      token: a.token,
+      claim: a.claim,
+      branchKey: a.branchKey,
+      phase,
+      at: new Date().toISOString(),
+      commit: a.commit,
+    });
+  };
+  const apply = async (a: Attempt) => {
+    const value = await valueIn(a.commit);
+    if (value !== undefined && value !== (await liveValue())) await setLive(value, "kustomize-controller");
+    await report(a, "Succeeded");
+  };
+  exec = new Worker(
+    attemptsQueue("flux"),
+    async (job: Job) => {
+      const a = job.data as Attempt;
+      attempts.push(a);
+      await report(a, "Requested");
+      await report(a, "Running");
+      if (!holdNext) return apply(a);
+      holdNext = false;
+      held.push(() => apply(a));
+    },
+    { connection, prefix: redis.prefix, concurrency: 4 },
+  );
+  const cacheDir = await mkdtemp(join(tmpdir(), "applygate-snapshots-"));
+  cacheDirs.push(cacheDir);
+  decisions = createDecisions({
+    redisUrl: redis.url,
+    prefix: redis.prefix,
+    objects,
+    directory,
+    log: log(),
+    changes: cache,
+    // Only a safety net: the watch plane's markers tell the worker what it needs at once.
+    listIntervalMs: 600_000,
+    metrics: { collision() {}, echo() {}, staleSnapshot: (outcome) => stale.push(outcome) },
+  });
+  replica = new Replica({
+    redisUrl: redis.url,
+    prefix: redis.prefix,
+    directory,
+    cacheDir,
+    log: log(),
+    status,
+    leaseMs: 3000,
+    attach: decisions.attach,
+    branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
+  });
+  await redis.client.sadd(knownBranchesKey(redis.prefix), key);
+  await replica.start();
+  await waitFor("the branch taken with decisions on", () => driver()?.state.observed);
+}, 60_000);
+
+afterAll(async () => {
+  await mirror?.stop();
+  await replica?.stop();
+  await decisions?.close();
+  await cache?.close();
+  await exec?.close(true);
+  await reports?.close();
+  await api?.close();
+  await git?.close();
+  await redis?.cleanup();
+  for (const d of cacheDirs) await rm(d, { recursive: true, force: true });
+});
+
+const settled = () => {
+  const a = driver()?.state.appliers[CLAIM_KEY];
+  return (
+    a !== undefined &&
+    a.operation === null &&
+    Object.values(a.pending.byTarget).every((k) => k.length === 0) &&
+    a.pending.all.length === 0
+  );
+};
+
+async function startMirror(): Promise<Mirror> {
+  const sa = deployedIdentities().serviceAccounts.mirror;
+  const m = new Mirror({
+    kubeConfig: api.kubeConfig(api.addServiceAccount(sa.namespace, sa.name)),
+    redisUrl: redis.url,
+    redisPrefix: redis.prefix,
+    log: log(),
+    resolveIntervalMs: 100,
+    statusIntervalMs: 50,
+  });
+  await m.start();
+  return m;
+}
+
+describe("the watch plane's snapshots and the barrier, through the mirror, the worker and Redis", () => {
+  it("a GitTarget the mirror covers is asked for nothing until its initial snapshots are published", {
+    timeout: 90_000,
+  }, async () => {
+    await waitFor("the start settled", () => settled());
+    // An edit made while no mirror runs: the cluster holds 2, Git 1.
+    await setLive("2");
+    await api.applyYaml(
+      yaml({
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "WatchRule",
+        metadata: { name: "cms", namespace: NS },
+        spec: { targetRef: { name: "site" }, kinds: [{ group: "", version: "v1", kind: "ConfigMap" }] },
+      }),
+    );
+    // The watch plane covers the GitTarget and starts a round of initial snapshots, as the mirror
+    // does first (coverage in Redis, then the `started` marker); its snapshot is not in yet.
+    const token = "before:1";
+    await redis.client.set(watchedTargetKey(redis.prefix, key, NS, "site"), token, "PX", 30_000);
+    const branches = new Queue(QUEUES.branches, { connection: redis.client, prefix: redis.prefix });
+    const marker: AcceptedWrite = {
+      id: "m-started",
+      target: { namespace: NS, name: "site" },
+      branchKey: key,
+      path: FOLDER,
+      acceptedAt: new Date().toISOString(),
+      author: { name: "applygate-mirror", email: "applygate-mirror@cluster.local" },
+      changes: [],
+      initialSnapshots: { token, phase: "started" },
+    };
+    expect((await acceptWrite(redis.client, redis.prefix, marker, branches)).accepted).toBe(true);
+    await branches.close();
+    await waitFor("the coverage known", () => driver()?.state.targets[targetUid]?.watch === token);
+
+    // A push lands meanwhile: a ForeignCommit is pending, and it waits for the snapshots.
+    const foreign = await foreignCommit(bare, `${FOLDER}/from-git.txt`, "git side\n");
+    replica.branch(key)?.observeSoon();
+    await waitFor("the push observed", () => driver()?.state.tip === foreign);
+    await driver()?.idle();
+    expect(notDueBecause(driver()!.state, CLAIM_KEY, Date.now())).toBe("barrier");
+    const before = attempts.length;
+
+    // The mirror starts: its own round, its snapshot (the edit made while none ran), then `done`.
+    mirror = await startMirror();
+    await waitFor("the snapshot's edit in Git", async () => (await gitValue()) === "2");
+    await waitFor("the apply after the snapshots", () => attempts.length > before);
+    const [apply] = attempts.slice(before);
+    expect(apply?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+    // The apply carries both sides: the push and the edit the snapshot brought, never 1 again.
+    expect(await valueIn(apply!.commit)).toBe("2");
+    await waitFor("settled again", () => settled());
+    expect(await liveValue()).toBe("2");
+    expect(mirror.markers.map((m) => m.initialSnapshots?.phase)).toEqual(["started", "done"]);
+  });
+
+  it("a snapshot collected while a push is not applied yet is discarded, and collected again after the apply", {
+    timeout: 90_000,
+  }, async () => {
+    const m = mirror as Mirror;
+    await waitFor("settled", () => settled());
+    await waitFor("the inbox empty", inboxEmpty);
+    // Somebody pushes 9; its apply runs (held by the executor): Git is ahead of the cluster.
+    holdNext = true;
+    const pushed = await foreignCommit(bare, CM_FILE, objectYaml(cmObject("9")));
+    replica.branch(key)?.observeSoon();
+    await waitFor("the apply of the push running", () => held.length === 1);
+    const ahead = JSON.parse((await redis.client.get(branchKeys(redis.prefix, key).applyState)) ?? "{}");
+    expect(ahead.gitAhead).toBe(true);
+
+    // The rule changes while the apply runs: the mirror takes a snapshot, which holds the old 2.
+    const sentBefore = m.sent.length;
+    await api
+      .kubeConfig()
+      .makeApiClient(k8s.CustomObjectsApi)
+      .patchNamespacedCustomObject(
+        {
+          ...GROUP,
+          plural: "watchrules",
+          namespace: NS,
+          name: "cms",
+          body: { spec: { excludeFields: ["data.unused"] } },
+        },
+        merge,
+      );
+    await waitFor("the snapshot handed", () => m.sent.length > sentBefore);
+    const snap = m.sent[sentBefore];
+    expect(snap?.snapshot).toMatchObject({ gitAhead: true, initial: false });
+    await waitFor("its write left the inbox", inboxEmpty);
+    // Git keeps the push: the snapshot did not revert it.
+    expect(await gitValue()).toBe("9");
+    expect(stale).toEqual(["discarded"]);
+    expect(await redis.client.get(`${redis.prefix}:write:${snap!.id}:published`)).toBeNull();
+
+    // The apply ends: Git is no longer ahead, and the worker asks the mirror to collect again.
+    const sentAfterDiscard = m.sent.length;
+    await (held.shift() as () => Promise<void>)();
+    await waitFor("the cluster runs the push", async () => (await liveValue()) === "9");
+    await waitFor("collected again", () =>
+      m.sent.slice(sentAfterDiscard).some((w) => w.snapshot && w.snapshot.id !== snap?.snapshot?.id),
+    );
+    const again = m.sent
+      .slice(sentAfterDiscard)
+      .find((w) => w.snapshot && w.snapshot.id !== snap?.snapshot?.id);
+    expect(again?.snapshot).toMatchObject({ gitAhead: false, initial: false });
+    await waitFor("the fresh snapshot settled", inboxEmpty);
+    await waitFor("settled", () => settled());
+    expect(await gitValue()).toBe("9");
+    expect(stale).toEqual(["discarded"]);
+    // No commit after the push: neither snapshot changed anything in Git.
+    expect(await git.tip("site")).toBe(pushed);
+  });
+});
