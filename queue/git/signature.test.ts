@@ -85,10 +85,11 @@ describe("SSH signatures made by git (gpg.format=ssh)", () => {
   let dir: string;
   beforeAll(() => {
     dir = workRepo().dir;
-    for (const t of ["ed25519", "ecdsa", "rsa"] as const) signers[t] = sshKey(keysDir, t);
+    for (const t of ["ed25519", "ecdsa", "ecdsa384", "ecdsa521", "rsa"] as const)
+      signers[t] = sshKey(keysDir, t);
   });
 
-  for (const type of ["ed25519", "ecdsa", "rsa"] as const)
+  for (const type of ["ed25519", "ecdsa", "ecdsa384", "ecdsa521", "rsa"] as const)
     it(`verifies a commit signed with an ${type} key`, async () => {
       const signer = signers[type] as SshSigner;
       const sha = commitFile(dir, `${type}.txt`, type, signer);
@@ -110,7 +111,7 @@ describe("SSH signatures made by git (gpg.format=ssh)", () => {
     expect(!v.ok && v.message).toMatch(/does not verify/);
   });
 
-  for (const type of ["ecdsa", "rsa"] as const)
+  for (const type of ["ecdsa", "ecdsa521", "rsa"] as const)
     it(`refuses a tampered commit signed with ${type}`, async () => {
       const signer = signers[type] as SshSigner;
       const raw = rawCommit(dir, commitFile(dir, `t-${type}.txt`, "t", signer));

@@ -34,10 +34,21 @@ export interface GpgSigner {
 
 export type Signer = SshSigner | GpgSigner;
 
-export function sshKey(dir: string, type: "ed25519" | "ecdsa" | "rsa", comment = `${type}@test`): SshSigner {
+export function sshKey(
+  dir: string,
+  type: "ed25519" | "ecdsa" | "ecdsa384" | "ecdsa521" | "rsa",
+  comment = `${type}@test`,
+): SshSigner {
   const keyPath = join(dir, `id_${type}_${Math.random().toString(36).slice(2, 8)}`);
-  const bits = type === "ecdsa" ? ["-b", "256"] : type === "rsa" ? ["-b", "2048"] : [];
-  execFileSync("ssh-keygen", ["-q", "-t", type, ...bits, "-N", "", "-C", comment, "-f", keyPath]);
+  const bits = {
+    ecdsa: ["-b", "256"],
+    ecdsa384: ["-b", "384"],
+    ecdsa521: ["-b", "521"],
+    rsa: ["-b", "2048"],
+    ed25519: [],
+  }[type];
+  const t = type.startsWith("ecdsa") ? "ecdsa" : type;
+  execFileSync("ssh-keygen", ["-q", "-t", t, ...bits, "-N", "", "-C", comment, "-f", keyPath]);
   return { format: "ssh", keyPath, publicKey: readFileSync(`${keyPath}.pub`, "utf8").trim() };
 }
 
