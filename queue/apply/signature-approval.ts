@@ -108,7 +108,7 @@ export class SignatureReader {
         const verdict = await verifyCommit(await rawOf(c), k);
         v = verdict.ok
           ? { ok: true, key: verdict.key, ...(verdict.signer ? { signer: verdict.signer } : {}) }
-          : { ok: false, reason: verdict.reason, message: verdict.message };
+          : { ok: false, reason: verdict.reason, message: verdict.message.slice(0, 1000) };
         if (this.verdicts.size >= this.limit)
           this.verdicts.delete(this.verdicts.keys().next().value as string);
         this.verdicts.set(at, v);
