@@ -24,7 +24,7 @@ import {
 } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import type { GitTarget } from "../../queue/crds/index.js";
-import { type SshSigner, sshKey } from "../../queue/git/signing-testing.js";
+import { gpgKey, hasGpg, type SshSigner, sshKey } from "../../queue/git/signing-testing.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
@@ -1155,6 +1155,8 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     const ada = sshKey(keysDir, "ed25519", "ada@release");
     const eve = sshKey(keysDir, "ecdsa", "eve@laptop");
     const sshSigning = (k: SshSigner) => ({ config: ["gpg.format=ssh", `user.signingkey=${k.keyPath}`] });
+    // An OpenPGP key made by gpg when the machine has it (the pure tests cover both formats).
+    const grace = hasGpg ? gpgKey(keysDir, "Grace <grace@example.test>") : undefined;
     w = await world({
       appliedInitial: true,
       claimSpec: { approval: { signature: { secretRef: { name: "release-keys" } } } },
@@ -1210,7 +1212,12 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       {
         namespace: NS,
         name: "release-keys",
-        body: { stringData: { authorized_keys: `${ada.publicKey}\n${eve.publicKey}\n` } },
+        body: {
+          stringData: {
+            authorized_keys: `${ada.publicKey}\n${eve.publicKey}\n`,
+            ...(grace ? { "grace.asc": grace.publicKey } : {}),
+          },
+        },
       },
       k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
     );
@@ -1223,7 +1230,18 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
 
     // An unsigned commit under one signed by Ada: every foreign commit must be signed.
     const unsigned = await foreignCommit(w.bare, `${FOLDER}/plain.txt`, "plain\n");
-    const signed = await foreignCommit(w.bare, `${FOLDER}/signed.txt`, "signed\n", "main", sshSigning(ada));
+    const signed = await foreignCommit(
+      w.bare,
+      `${FOLDER}/signed.txt`,
+      "signed\n",
+      "main",
+      grace
+        ? {
+            config: ["gpg.format=openpgp", `user.signingkey=${grace.fingerprint}`],
+            env: { GNUPGHOME: grace.home },
+          }
+        : sshSigning(ada),
+    );
     w.worker().observeSoon();
     await waitFor("the unsigned commit holds the signed tip", async () => {
       const list = await awaiting();
@@ -1233,6 +1251,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     });
     expect(w.driver().state.appliers[CLAIM_KEY]?.foreignRead?.signatures?.[signed]).toMatchObject({
       ok: true,
+      ...(grace ? { key: grace.fingerprint, signer: "Grace <grace@example.test>" } : {}),
     });
     await w.driver().idle();
     expect(w.attempts).toHaveLength(1);
