@@ -1255,5 +1255,16 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     });
     await w.driver().idle();
     expect(w.attempts).toHaveLength(1);
+
+    // After a restart it still holds: nothing is applied, the claim still names the unsigned commit.
+    await w.stopReplica();
+    await w.startReplica();
+    await waitFor("the read for the tip after the restart", () => {
+      const r = w.driver().state.appliers[CLAIM_KEY]?.foreignRead;
+      return r?.tip === signed && r.signatures?.[unsigned]?.ok === false;
+    });
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(1);
+    expect((await awaiting())?.map((a) => a.commit)).toEqual([unsigned]);
   });
 });
