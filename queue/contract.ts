@@ -302,7 +302,14 @@ export const Attempt = z.object({
    * with the approvals that let it through. The executor checks they still hold.
    */
   approvals: z
-    .array(z.object({ commit: Sha, sources: z.array(z.string()), by: z.array(z.string()).optional() }))
+    .array(
+      z.object({
+        commit: Sha,
+        sources: z.array(z.string()),
+        by: z.array(z.string()).optional(),
+        signedBy: z.string().optional(),
+      }),
+    )
     .optional(),
 });
 export type Attempt = z.infer<typeof Attempt>;

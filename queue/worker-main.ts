@@ -11,7 +11,9 @@ import { collectDefaultMetrics, Registry } from "prom-client";
 import {
   createApplyMetrics,
   createDecisions,
+  type KeysSecrets,
   KubeObjects,
+  keysFromObjects,
   loadObjectsFile,
   type ObjectSource,
   SAFETY_NET_LIST_INTERVAL_MS,
@@ -149,10 +151,13 @@ export async function run(argv: string[]): Promise<number> {
   // GitTargets, claims and appliers the decisions read (and claims' repairPending they write).
   let objects: ObjectSource;
   let cache: ClusterCache | undefined;
+  let keys: KeysSecrets;
   if (config.targetsFile) {
     directory = withGitTimeout(await loadDirectoryFile(config.targetsFile), config.gitTimeout);
     status = logStatusSink(log);
-    objects = await loadObjectsFile(config.targetsFile);
+    const file = await loadObjectsFile(config.targetsFile);
+    objects = file;
+    keys = keysFromObjects(file.objects);
   } else {
     const kc = new KubeConfig();
     kc.loadFromDefault();
@@ -163,6 +168,8 @@ export async function run(argv: string[]): Promise<number> {
     directory = withGitTimeout(new KubeDirectory(cache, { log, status: sink }), config.gitTimeout);
     status = sink;
     objects = new KubeObjects(kc, log, {}, cache);
+    const watched = cache;
+    keys = (namespace, name) => watched.secret(namespace, name);
   }
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -182,6 +189,7 @@ export async function run(argv: string[]): Promise<number> {
     metrics: createApplyMetrics(registry),
     listIntervalMs: config.listInterval,
     ...(cache ? { changes: cache } : {}),
+    keys,
   });
   replica = new Replica({
     attach: decisions.attach,

@@ -15,6 +15,7 @@ import {
   windowsOf,
 } from "../queue/decide/index.js";
 import type { KObject } from "../queue/kube/index.js";
+import { signatureRefusal, type TrustedFingerprints } from "./signature-check.js";
 
 export interface GovernanceRefusal {
   phase: "RequestFailed";
@@ -28,11 +29,15 @@ export function judgeGovernance(
   claim: KObject,
   targets: readonly KObject[],
   now: number,
+  /** The keys the claim's signature approval trusts now, read at the write (`readTrustedFingerprints`). */
+  signatureKeys?: TrustedFingerprints,
 ): GovernanceRefusal | undefined {
   const c = claim as KubeLike;
   const named = targets.map((t) => governanceOf(t as KubeLike, c)).map((g) => (g ? { governance: g } : {}));
   const unapproved = approvalRefusal(attempt, c, approvalRequired(named));
   if (unapproved) return unapproved;
+  const unsigned = signatureRefusal(attempt, approvalRequired(named), signatureKeys);
+  if (unsigned) return unsigned;
   const verdict = judgeChangeWindows(windowsOf(named), now);
   if (verdict.state === "Unrestricted" || verdict.state === "Open") return undefined;
   const offered = claim.metadata.annotations?.[CHANGE_WINDOW_OVERRIDE_ANNOTATION];

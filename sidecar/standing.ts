@@ -5,7 +5,8 @@
  * the applier's namespace still grants it, and at least one of the attempt's GitTargets still
  * stands (the same incarnation, not being deleted or suspended, naming this claim on this branch,
  * its GitProvider still there and admitting its namespace, and for a Refusal still consenting),
- * and the claim's change windows (or its override) still let it start (`judgeGovernance`).
+ * and the claim's change windows (or its override) still let it start, and the approvals it
+ * carries still hold (`judgeGovernance`; a signature's key still trusted: signature-check.ts).
  * The pure judgement is `judgeStanding`.
  */
 import type { Attempt } from "../queue/contract.js";
@@ -20,6 +21,7 @@ import { StatusReason } from "../queue/crds/reasons.js";
 import { claimTypeOf, type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
 import { judgeGovernance } from "./governance-check.js";
+import { readTrustedFingerprints, signatureSpecOf, type TrustedFingerprints } from "./signature-check.js";
 
 export type Standing =
   | { ok: true; targets: Attempt["targets"] }
@@ -38,6 +40,8 @@ export interface StandingInput {
   providers?: ReadonlyMap<string, KObject>;
   /** The moment of the judgement (epoch ms), for the change windows; default the system clock. */
   now?: number;
+  /** The keys the claim's signature approval trusts now (read when it requires one). */
+  signatureKeys?: TrustedFingerprints;
 }
 
 /** The GitProvider a GitTarget names, as `namespace/name` (its namespace by default). */
@@ -154,6 +158,7 @@ export function judgeStanding(i: StandingInput): Standing {
     claim,
     standing.flatMap((t) => i.targets.get(`${t.namespace}/${t.name}`) ?? []),
     i.now ?? Date.now(),
+    i.signatureKeys,
   );
   if (held) return { ok: false, ...held };
   return { ok: true, targets: standing };
@@ -210,5 +215,16 @@ export async function recheckStanding(
     const o = providerRead[i];
     if (o) providers.set(key, o);
   });
-  return judgeStanding({ attempt, claim, grants, targets, providers, now: now() });
+  // Signature approval: the keys Secret is read again (one GET by name), only when required.
+  const signature = claim && attempt.approvals ? signatureSpecOf(claim, [...targets.values()]) : undefined;
+  const signatureKeys = signature ? await readTrustedFingerprints(kube, signature) : undefined;
+  return judgeStanding({
+    attempt,
+    claim,
+    grants,
+    targets,
+    providers,
+    now: now(),
+    ...(signatureKeys ? { signatureKeys } : {}),
+  });
 }

@@ -28,6 +28,7 @@ import { readForeign } from "./approval-walk.js";
 import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
 import { postStatus, readStatusOf, repoApiBase, statusOfReport } from "./commit-status.js";
 import { approvalReadsAsked, type CommitStatusSpec, gatePatch } from "./governance.js";
+import { type KeysSecrets, SignatureReader } from "./signature-approval.js";
 
 /** How often commit statuses awaited for approval are read again, by default. */
 export const COMMIT_STATUS_POLL_MS = 15_000;
@@ -64,6 +65,8 @@ export interface DecisionDriverOptions {
   commitStatusPollMs?: number;
   /** Asks the watch plane to collect a GitTarget's snapshots again (`recollectChannel`). */
   recollect?(target: { namespace: string; name: string }): Promise<void>;
+  /** Where the keys Secrets of signature approval are read (the worker's cache); none: no key is trusted. */
+  keys?: KeysSecrets;
 }
 
 type Task = () => Promise<void>;
@@ -91,12 +94,14 @@ export class DecisionDriver {
   /** The approval reads last asked for (JSON), so each is read once. */
   private commitsAsked = "";
   private statusPoll = false;
+  private readonly signatures: SignatureReader;
   /** Every attempt sent, in order (for tests and the playground's narration). */
   readonly sent: Attempt[] = [];
 
   constructor(private readonly o: DecisionDriverOptions) {
     this.clock = o.clock ?? systemClock;
     this.metrics = o.metrics ?? noApplyMetrics;
+    this.signatures = new SignatureReader(o.keys);
     this.log = o.log.child({ branch: o.spec.key });
     const prefix = `f${o.lease.fence ?? 0}x${randomBytes(3).toString("hex")}`;
     this.s = initialState({ key: o.spec.key, repository: o.spec.remote.url, branch: o.spec.branch }, prefix);
@@ -373,6 +378,11 @@ export class DecisionDriver {
             read.statuses = await this.readStatuses(q.commitStatus, read.commits);
             waiting ||= read.commits.some((c) => read.statuses?.[c] !== "success");
           }
+          if (q.signature)
+            Object.assign(
+              read,
+              await this.signatures.read(q.signature, read.commits, (oid) => worker.rawCommitOf(oid)),
+            );
           reads[q.key] = read;
         }
       } catch (err) {

@@ -16,6 +16,8 @@ import {
   type ClaimGate,
   type DecisionState,
   type OverrideUse,
+  type SignatureSpec,
+  signatureRequired,
   type TargetGovernance,
   targetsNaming,
 } from "../decide/index.js";
@@ -69,6 +71,8 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
   const apiURL = str(cs?.apiURL);
   const repository = str(cs?.repository);
   if (context && api) sources.push("CommitStatus");
+  const signature = signatureSpecOf(approvalSpec, obj(c.spec?.approval) ? c : target);
+  if (signature) sources.push("Signature");
   const report = obj(c.spec?.commitStatusReport);
   const reportApi = report?.api === "github" || report?.api === "gitea" ? report.api : undefined;
   if (changeWindows.length === 0 && !value && !usedValue && sources.length === 0 && !reportApi)
@@ -92,6 +96,7 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
             },
           }
         : {}),
+      ...(signature ? { signature } : {}),
     };
     g.approved = approvedCommits(c);
   }
@@ -104,6 +109,20 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
     g.overrideUsed = { value: usedValue, token: usedToken, ...(by ? { by } : {}) };
   }
   return g;
+}
+
+/**
+ * `approval.signature` of the object that sets the approval: its keys Secret lives in that
+ * object's namespace. Only mode HEAD (each commit's own signature) is read.
+ */
+function signatureSpecOf(
+  approvalSpec: Record<string, unknown> | undefined,
+  holder: KubeLike,
+): SignatureSpec | undefined {
+  const sig = obj(approvalSpec?.signature);
+  const name = str(obj(sig?.secretRef)?.name);
+  if (!sig || !name || (sig.mode !== undefined && sig.mode !== "HEAD")) return undefined;
+  return { secret: { namespace: holder.metadata.namespace ?? "default", name }, mode: "HEAD" };
 }
 
 /** Manual approvals on the claim: `approve.applygate.dev/<sha>` annotations, with who set each. */
@@ -180,13 +199,19 @@ export function gatePatch(
 
 export type CommitStatusSpec = NonNullable<NonNullable<TargetGovernance["approval"]>["commitStatus"]>;
 
+/** One approval read the decisions ask for. */
+export interface ApprovalReadAsked {
+  key: string;
+  tip: string;
+  since: string | null;
+  commitStatus?: CommitStatusSpec;
+  signature?: SignatureSpec;
+}
+
 /** The appliers whose approval read is missing or out of date for the tip now (by claim key). */
-export function approvalReadsAsked(
-  s: DecisionState,
-  again = false,
-): { key: string; tip: string; since: string | null; commitStatus?: CommitStatusSpec }[] {
+export function approvalReadsAsked(s: DecisionState, again = false): ApprovalReadAsked[] {
   if (s.tip === null) return [];
-  const out: { key: string; tip: string; since: string | null; commitStatus?: CommitStatusSpec }[] = [];
+  const out: ApprovalReadAsked[] = [];
   for (const [key, a] of Object.entries(s.appliers)) {
     const named = targetsNaming(s, key);
     if (approvalRequired(named).length === 0) continue;
@@ -195,8 +220,18 @@ export function approvalReadsAsked(
       ?.commitStatus;
     // Statuses change on the host: a read that still waits for one is read again when asked.
     const waiting = commitStatus !== undefined && r?.commits.some((c) => r.statuses?.[c] !== "success");
-    if (r && r.tip === s.tip && r.since === a.lastAppliedCommit && !(again && waiting)) continue;
-    out.push({ key, tip: s.tip, since: a.lastAppliedCommit, ...(commitStatus ? { commitStatus } : {}) });
+    // Signatures checked against other keys than the listing sees now are read again.
+    const signature = signatureRequired(named);
+    const keysMoved = signature !== undefined && (!r?.signatures || r.keys !== signature.keys);
+    if (r && r.tip === s.tip && r.since === a.lastAppliedCommit && !(again && waiting) && !keysMoved)
+      continue;
+    out.push({
+      key,
+      tip: s.tip,
+      since: a.lastAppliedCommit,
+      ...(commitStatus ? { commitStatus } : {}),
+      ...(signature ? { signature } : {}),
+    });
   }
   return out;
 }

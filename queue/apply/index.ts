@@ -18,12 +18,14 @@ import type { BranchAttachment, BranchContext } from "../worker/replica.js";
 import { listBranch, type ObjectSource } from "./catalog.js";
 import { type AttemptSender, DecisionDriver } from "./driver.js";
 import type { ApplyMetrics } from "./metrics.js";
+import { type KeysSecrets, withKeyDigests } from "./signature-approval.js";
 import { DecisionStore } from "./store.js";
 
 export * from "./catalog.js";
 export * from "./driver.js";
 export * from "./kube-objects.js";
 export * from "./metrics.js";
+export * from "./signature-approval.js";
 export * from "./store.js";
 
 export interface DecisionsOptions {
@@ -42,6 +44,8 @@ export interface DecisionsOptions {
   changes?: ChangeFeed;
   /** How often commit statuses awaited for approval are read again (default 15 s). */
   commitStatusPollMs?: number;
+  /** Where the keys Secrets of signature approval are read (the worker's ClusterCache). */
+  keys?: KeysSecrets;
 }
 
 /** Changes of the cluster by branch key (the worker's ClusterCache). */
@@ -122,6 +126,8 @@ export function createDecisions(o: DecisionsOptions): Decisions {
               if (token) t.watch = token;
             });
           }
+          // The keys a signature approval trusts, as a digest: a changed Secret is a changed listing.
+          await withKeyDigests(listing, o.keys);
           // The tip's tree as the worker last read it, for the GitTargets listed now: a new
           // GitTarget whose folder is already in Git is past the barrier at once.
           const read = await worker?.folders();
@@ -146,6 +152,7 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         async recollect(t) {
           await ctx.redis.publish(recollectChannel(o.prefix), JSON.stringify({ branchKey: ctx.key, ...t }));
         },
+        ...(o.keys ? { keys: o.keys } : {}),
       });
       drivers.set(ctx.key, driver);
       return {

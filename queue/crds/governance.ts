@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { COMMIT_STATUS_APIS } from "../apply/commit-status.js";
 import { CHANGE_WINDOW_KINDS, DURATION_PATTERN } from "../decide/change-windows.js";
-import { timestamp } from "./common.js";
+import { localSecretRef, timestamp } from "./common.js";
 
 export const changeWindow = z
   .object({
@@ -31,6 +31,23 @@ export const changeWindows = z
   .max(32)
   .describe(
     "Change windows: with allow windows, applies start only inside one; deny windows win over allow. On a claim they replace its GitTargets' windows.",
+  );
+
+/** How a signature approves a commit (Flux's `GitRepository.spec.verify.mode`; only HEAD is read). */
+export const SIGNATURE_MODES = ["HEAD"] as const;
+
+export const signatureApproval = z
+  .object({
+    secretRef: localSecretRef.describe(
+      "Secret in this object's namespace holding the trusted public keys: armored OpenPGP public key blocks and authorized_keys lines (ssh-ed25519, ecdsa-sha2-nistp256/384/521, ssh-rsa), in any of its keys.",
+    ),
+    mode: z
+      .enum(SIGNATURE_MODES)
+      .optional()
+      .describe("HEAD (default): each foreign commit's own signature (gpgsig). Tags are not read."),
+  })
+  .describe(
+    "Each foreign commit is signed (OpenPGP, or SSH in namespace git) by a key of the Secret, as Flux's GitRepository spec.verify checks the head commit.",
   );
 
 export const approval = z
@@ -64,6 +81,7 @@ export const approval = z
       })
       .optional()
       .describe("A commit status context on the Git host, read with the GitProvider's credentials."),
+    signature: signatureApproval.optional(),
   })
   .describe(
     "Approvals a foreign commit needs before it is applied; every source set must approve it. The worker's own commits need none.",
@@ -114,6 +132,13 @@ export const governanceStatus = z
         z.object({
           commit: z.string().describe("A foreign commit since the last applied commit."),
           missing: z.array(z.string()).describe("The approval sources it still lacks."),
+          signature: z
+            .object({
+              reason: z.string().describe("CommitUnsigned, SignatureUntrusted, SignatureInvalid, ..."),
+              message: z.string().max(1024),
+            })
+            .optional()
+            .describe("Why its signature does not approve it, when a signature is required."),
         }),
       )
       .max(1000)
@@ -138,6 +163,10 @@ export const operationApprovals = z
       commit: z.string().describe("A foreign commit the apply brought."),
       sources: z.array(z.string()).describe("The approvals it had."),
       by: z.array(z.string()).optional().describe("Who approved it, when known."),
+      signedBy: z
+        .string()
+        .optional()
+        .describe("The key whose signature approved it (SSH SHA256:…, OpenPGP fingerprint)."),
     }),
   )
   .max(1000)

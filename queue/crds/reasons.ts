@@ -81,6 +81,12 @@ export const StatusReason = {
   ChangeWindowOverride: "ChangeWindowOverride",
   AwaitingApproval: "AwaitingApproval",
   Approved: "Approved",
+  // Why a signature does not approve a commit (status.governance.awaitingApproval[].signature)
+  CommitUnsigned: "CommitUnsigned",
+  SignatureUntrusted: "SignatureUntrusted",
+  SignatureInvalid: "SignatureInvalid",
+  SignatureUnsupported: "SignatureUnsupported",
+  NoTrustedKeys: "NoTrustedKeys",
   /** What a reason the API server would refuse (not CamelCase) is written as. */
   Unknown: "Unknown",
 

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { approvalReadsAsked } from "../apply/governance.js";
 import type { ChangeWindowSpec } from "./change-windows.js";
-import type { TargetGovernance } from "./governance.js";
+import { targetsNaming } from "./due.js";
+import { approvalGate, type TargetGovernance } from "./governance.js";
 import type { DecisionAction } from "./model.js";
 import { Driver, flushes, listed, report, sends, sha } from "./testing.js";
 
@@ -308,5 +310,169 @@ describe("approval sources alone and combined", () => {
       { commit: B, missing: ["CommitStatus"] },
     ]);
     expect(flushes(awaiting(manualOnly, { [B]: "success" }))).toHaveLength(1);
+  });
+});
+
+describe("signature approval, alone and combined", () => {
+  const C = sha("c");
+  const signature = {
+    secret: { namespace: "apps", name: "release-keys" },
+    mode: "HEAD" as const,
+    keys: "k1",
+  };
+  const signed: TargetGovernance = {
+    changeWindows: [],
+    approval: { sources: ["Signature"], signature },
+    approved: {},
+  };
+  const good = { ok: true as const, key: "SHA256:abc", signer: "ada@laptop" };
+  const untrusted = {
+    ok: false as const,
+    reason: "SignatureUntrusted",
+    message: "signed by SSH key SHA256:eve (ssh-ed25519), which is not among the trusted keys",
+  };
+  function readWith(
+    g: TargetGovernance,
+    signatures: Record<string, typeof good | typeof untrusted> | undefined,
+    o: { keys?: string; commits?: string[]; statuses?: Record<string, string> } = {},
+  ) {
+    const d = new Driver();
+    d.on({ type: "TargetsListed", targets: [governed(g)] });
+    d.on({ type: "Observed", tip: B, pushedByUs: false });
+    const out = d.on({
+      type: "CommitsRead",
+      reads: {
+        [KEY]: {
+          tip: B,
+          since: null,
+          commits: o.commits ?? [B],
+          ...(signatures ? { signatures, keys: o.keys ?? "k1" } : {}),
+          ...(o.statuses ? { statuses: o.statuses } : {}),
+        },
+      },
+    });
+    return { d, out };
+  }
+
+  it("a commit signed by a trusted key is approved by its signature alone; the attempt names the key", () => {
+    const { d, out } = readWith(signed, { [B]: good });
+    expect(gates(out)[0]?.condition).toMatchObject({ status: "True", reason: "Approved" });
+    const [attempt] = sends(d.publish(out, B));
+    expect(attempt?.approvals).toEqual([
+      { commit: B, sources: ["Signature"], by: ["ada@laptop (SHA256:abc)"], signedBy: "SHA256:abc" },
+    ]);
+  });
+
+  it("an untrusted key holds: AwaitingApproval names the commit, the source and why", () => {
+    const { d, out } = readWith(signed, { [B]: untrusted });
+    expect(flushes(out)).toEqual([]);
+    const [gate] = gates(out);
+    expect(gate?.condition).toMatchObject({ status: "False", reason: "AwaitingApproval" });
+    expect(gate?.condition?.message).toContain(
+      `${B.slice(0, 12)} (Signature: signed by SSH key SHA256:eve (ssh-ed25519), which is not among the trusted keys)`,
+    );
+    expect(gate?.awaitingApproval).toEqual([
+      {
+        commit: B,
+        missing: ["Signature"],
+        signature: { reason: "SignatureUntrusted", message: untrusted.message },
+      },
+    ]);
+    expect(d.state.appliers[KEY]?.pending.all).toEqual(["Converge"]);
+  });
+
+  it("every foreign commit must be signed: a signed tip over an unsigned commit holds", () => {
+    const unsigned = { ok: false as const, reason: "CommitUnsigned", message: "the commit is not signed" };
+    const { out } = readWith(signed, { [C]: good, [B]: unsigned }, { commits: [C, B] });
+    expect(flushes(out)).toEqual([]);
+    expect(gates(out)[0]?.awaitingApproval).toEqual([
+      {
+        commit: B,
+        missing: ["Signature"],
+        signature: { reason: "CommitUnsigned", message: "the commit is not signed" },
+      },
+    ]);
+  });
+
+  it("signatures checked against other keys than the listing sees, or not checked, are no read: held, nothing shown", () => {
+    const stale = readWith(signed, { [B]: good }, { keys: "k0" });
+    expect(flushes(stale.out)).toEqual([]);
+    expect(gates(stale.out)).toEqual([]);
+    const none = readWith(signed, undefined);
+    expect(flushes(none.out)).toEqual([]);
+    // The Secret changed (listing digest k2): the approval given against k1 no longer counts.
+    const moved = readWith(signed, { [B]: untrusted });
+    expect(approvalReadsAsked(moved.d.state)).toEqual([]);
+    moved.d.on({
+      type: "TargetsListed",
+      targets: [
+        governed({
+          ...signed,
+          approval: { sources: ["Signature"], signature: { ...signature, keys: "k2" } },
+        }),
+      ],
+    });
+    const a = moved.d.state.appliers[KEY];
+    expect(a && approvalGate(B, a, targetsNaming(moved.d.state, KEY)).state).toBe("Unread");
+    expect(approvalReadsAsked(moved.d.state)).toEqual([
+      { key: KEY, tip: B, since: null, signature: { ...signature, keys: "k2" } },
+    ]);
+  });
+
+  it("combined with manual: both must approve, the claim names the one missing", () => {
+    const both: TargetGovernance = {
+      changeWindows: [],
+      approval: { sources: ["Manual", "Signature"], signature },
+      approved: {},
+    };
+    expect(gates(readWith(both, { [B]: good }).out)[0]?.awaitingApproval).toEqual([
+      { commit: B, missing: ["Manual"] },
+    ]);
+    const manualOnly = { ...both, approved: { [B]: { Manual: { by: "kubectl-annotate" } } } };
+    expect(gates(readWith(manualOnly, { [B]: untrusted }).out)[0]?.awaitingApproval).toEqual([
+      {
+        commit: B,
+        missing: ["Signature"],
+        signature: { reason: "SignatureUntrusted", message: untrusted.message },
+      },
+    ]);
+    const ok = readWith(manualOnly, { [B]: good });
+    const [attempt] = sends(ok.d.publish(ok.out, B));
+    expect(attempt?.approvals?.[0]).toMatchObject({
+      sources: ["Manual", "Signature"],
+      signedBy: "SHA256:abc",
+    });
+  });
+
+  it("combined with a commit status: a signed commit still waits for its status, and the reverse", () => {
+    const three: TargetGovernance = {
+      changeWindows: [],
+      approval: {
+        sources: ["CommitStatus", "Signature"],
+        commitStatus: { context: "ci/approved", api: "gitea" },
+        signature,
+      },
+      approved: {},
+    };
+    expect(
+      gates(readWith(three, { [B]: good }, { statuses: { [B]: "pending" } }).out)[0]?.awaitingApproval,
+    ).toEqual([{ commit: B, missing: ["CommitStatus"] }]);
+    expect(
+      gates(readWith(three, { [B]: untrusted }, { statuses: { [B]: "success" } }).out)[0]
+        ?.awaitingApproval?.[0]?.missing,
+    ).toEqual(["Signature"]);
+    expect(flushes(readWith(three, { [B]: good }, { statuses: { [B]: "success" } }).out)).toHaveLength(1);
+  });
+
+  it("the worker's own commits on top of a signed foreign commit need no signature", () => {
+    const { d } = readWith(signed, { [B]: untrusted });
+    d.on({ type: "Published", upToMark: null, tip: C });
+    // The shell's read of C leaves C (its own) out and finds B, now signed by a trusted key.
+    const out = d.on({
+      type: "CommitsRead",
+      reads: { [KEY]: { tip: C, since: null, commits: [B], signatures: { [B]: good }, keys: "k1" } },
+    });
+    const [attempt] = sends(d.publish(out, C));
+    expect(attempt?.commit).toBe(C);
   });
 });

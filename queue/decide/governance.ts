@@ -21,6 +21,7 @@ export interface TargetGovernance {
   approval?: {
     sources: ApprovalSource[];
     commitStatus?: { context: string; api: "github" | "gitea"; apiURL?: string; repository?: string };
+    signature?: SignatureSpec;
   };
   /** Post a commit status for each applied commit (the claim's `spec.commitStatusReport`). */
   statusReport?: { api: "github" | "gitea"; apiURL?: string; repository?: string };
@@ -28,8 +29,19 @@ export interface TargetGovernance {
   approved?: Record<string, Partial<Record<ApprovalSource, { by?: string; note?: string }>>>;
 }
 
+/**
+ * Signature approval: each foreign commit is signed by a key of the Secret (in the namespace of
+ * the object that sets it). `keys` is the digest of the Secret as the listing read it: a read of
+ * the signatures against other keys is read again.
+ */
+export interface SignatureSpec {
+  secret: { namespace: string; name: string };
+  mode: "HEAD";
+  keys?: string;
+}
+
 /** Where an approval comes from. */
-export const APPROVAL_SOURCES = ["Manual", "CommitStatus"] as const;
+export const APPROVAL_SOURCES = ["Manual", "CommitStatus", "Signature"] as const;
 export type ApprovalSource = (typeof APPROVAL_SOURCES)[number];
 
 /** A commit let through, and by which approvals (for the attempt and the audit). */
@@ -37,6 +49,14 @@ export interface CommitApproval {
   commit: string;
   sources: ApprovalSource[];
   by?: string[];
+  /** The key that signed it, when a signature approves it (SSH `SHA256:…`, OpenPGP fingerprint). */
+  signedBy?: string;
+}
+
+/** Why a commit's signature does not approve it (a reason of queue/crds/reasons.ts, and words). */
+export interface SignatureProblem {
+  reason: string;
+  message: string;
 }
 
 export type ApprovalGate =
@@ -46,7 +66,7 @@ export type ApprovalGate =
   | { state: "Approved"; approvals: CommitApproval[] }
   | {
       state: "Awaiting";
-      missing: { commit: string; sources: ApprovalSource[] }[];
+      missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[];
       approvals: CommitApproval[];
     };
 
@@ -71,7 +91,7 @@ export interface ClaimGate {
   condition: { status: "True" | "False"; reason: ApplyAllowedReason; message: string } | null;
   changeWindow?: { open: boolean; nextOpening?: string; closesAt?: string };
   /** Foreign commits waiting for approval, newest first, with the sources each lacks. */
-  awaitingApproval?: { commit: string; missing: ApprovalSource[] }[];
+  awaitingApproval?: { commit: string; missing: ApprovalSource[]; signature?: SignatureProblem }[];
   overrideUsed?: OverrideUse | null;
 }
 
@@ -171,7 +191,14 @@ export function claimGate(
     };
   }
   const kinds = [...new Set(kindsPending(a.pending).map(reasonOf))];
-  const list = approval.missing.map((m) => `${m.commit.slice(0, 12)} (${m.sources.join(", ")})`).join(", ");
+  const list = approval.missing
+    .map((m) => {
+      const sources = m.sources.map((src) =>
+        src === "Signature" && m.signature ? `Signature: ${m.signature.message}` : src,
+      );
+      return `${m.commit.slice(0, 12)} (${sources.join(", ")})`;
+    })
+    .join(", ");
   return {
     ...windows,
     condition: {
@@ -181,7 +208,11 @@ export function claimGate(
         kinds.length > 0 ? `; waiting: ${kinds.join(", ")}` : ""
       }`,
     },
-    awaitingApproval: approval.missing.map((m) => ({ commit: m.commit, missing: m.sources })),
+    awaitingApproval: approval.missing.map((m) => ({
+      commit: m.commit,
+      missing: m.sources,
+      ...(m.signature ? { signature: m.signature } : {}),
+    })),
   };
 }
 
@@ -266,17 +297,37 @@ export function approvalGate(
   if (tip === null || !read || read.tip !== tip || read.since !== a.lastAppliedCommit)
     return { state: "Unread" };
   const approved = named.find((t) => t.governance?.approved)?.governance?.approved ?? {};
-  const missing: { commit: string; sources: ApprovalSource[] }[] = [];
+  const missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[] = [];
   const approvals: CommitApproval[] = [];
+  // Signatures checked against other keys than the listing sees now (a key added or removed since)
+  // are no read: the shell reads again.
+  const sigSpec = signatureRequired(named);
+  if (sigSpec && (!read.signatures || read.keys !== sigSpec.keys)) return { state: "Unread" };
+  const signed = read.signatures;
   for (const commit of read.commits) {
     const given = { ...approved[commit] };
     if (read.statuses?.[commit] === "success") given.CommitStatus = {};
+    const sig = signed?.[commit];
+    if (sig?.ok) given.Signature = { by: sig.signer ? `${sig.signer} (${sig.key})` : sig.key };
     const lacking = sources.filter((src) => given[src] === undefined);
-    if (lacking.length > 0) missing.push({ commit, sources: lacking });
-    else {
+    if (lacking.length > 0) {
+      const problem: SignatureProblem | undefined =
+        lacking.includes("Signature") && sig && !sig.ok
+          ? { reason: sig.reason, message: sig.message }
+          : undefined;
+      missing.push({ commit, sources: lacking, ...(problem ? { signature: problem } : {}) });
+    } else {
       const by = sources.flatMap((src) => (given[src]?.by ? [given[src]?.by as string] : []));
-      approvals.push({ commit, sources, ...(by.length > 0 ? { by } : {}) });
+      const signedBy = sig?.ok && sources.includes("Signature") ? { signedBy: sig.key } : {};
+      approvals.push({ commit, sources, ...(by.length > 0 ? { by } : {}), ...signedBy });
     }
   }
   return missing.length > 0 ? { state: "Awaiting", missing, approvals } : { state: "Approved", approvals };
+}
+
+/** The signature approval the GitTargets naming the applier require, if any (the first one set). */
+export function signatureRequired(
+  named: readonly Pick<TargetState, "governance">[],
+): SignatureSpec | undefined {
+  return named.find((t) => t.governance?.approval?.signature)?.governance?.approval?.signature;
 }

@@ -209,7 +209,16 @@ export interface ForeignRead {
   commits: string[];
   /** The required commit status context's state per commit, when the claim asks for one. */
   statuses?: Record<string, string>;
+  /** Each commit's signature checked against the trusted keys, when the claim asks for one. */
+  signatures?: Record<string, SignatureRead>;
+  /** The digest of the trusted keys the signatures were checked against (`approval.signature.keys`). */
+  keys?: string;
 }
+
+/** A commit's signature as the shell checked it: by which key, or why it does not approve it. */
+export type SignatureRead =
+  | { ok: true; key: string; signer?: string }
+  | { ok: false; reason: string; message: string };
 
 // ---------------------------------------------------------------------------------------------
 // Events

@@ -238,6 +238,19 @@ export class BareRepo {
     };
   }
 
+  /** A commit object's bytes as Git stores them (for its signature: what was signed is in them). */
+  async readRawCommit(oid: string): Promise<Uint8Array> {
+    const o = await git.readObject({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      oid,
+      format: "content",
+      cache: this.cache,
+    });
+    if (o.type !== "commit") throw new Error(`${oid} is a ${o.type}, not a commit`);
+    return o.object as Uint8Array;
+  }
+
   /** Content of a file at a commit, or undefined when absent. */
   async readFile(commit: string, path: string): Promise<Buffer | undefined> {
     let oid = await this.treeOf(commit);

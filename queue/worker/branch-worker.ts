@@ -383,6 +383,11 @@ export class BranchWorker {
     return (await this.o.repo.readCommit(oid)).parents;
   }
 
+  /** A commit object's bytes, for the decisions' signature check (immutable: may run beside the loop). */
+  async rawCommitOf(oid: string): Promise<Uint8Array> {
+    return this.o.repo.readRawCommit(oid);
+  }
+
   /**
    * Which GitTargets have their folder in the tree of the tip this worker last observed or
    * published: the proof the decisions' barrier asks for. Undefined while the branch does not

@@ -224,4 +224,29 @@ ${kustomization("repo", "a")}`);
     expect((await listBranch(objects, names)).targets[0]?.source).toBe("flux/GitRepository/team/other");
     off();
   });
+
+  it("tells the branch of a claim whose signature approval names a keys Secret, when that Secret changes", async () => {
+    await cache.start();
+    const told: Array<Set<string> | "all"> = [];
+    const off = cache.onChange((keys) => told.push(keys));
+    await server.applyYaml(`apiVersion: ${API_VERSION}
+kind: FluxClaim
+metadata: {name: web, namespace: team}
+spec: {kustomizationRef: {name: web, namespace: team}, approval: {signature: {secretRef: {name: release-keys}}}}`);
+    await waitFor("the claim's change told", () => told.length > 0);
+    // The keys Secret is watched by name from its first read on (the listing reads it).
+    expect(await cache.secret("team", "release-keys")).toMatchObject({ ok: false, code: 404 });
+    told.length = 0;
+    await server
+      .kubeConfig()
+      .makeApiClient(k8s.CoreV1Api)
+      .createNamespacedSecret({
+        namespace: "team",
+        body: { metadata: { name: "release-keys" }, stringData: { authorized_keys: "ssh-ed25519 AAAA" } },
+      });
+    await waitFor("the keys Secret told", () => told.length > 0);
+    expect(told).toEqual([new Set([KEY])]);
+    expect(await cache.secret("team", "release-keys")).toMatchObject({ ok: true });
+    off();
+  });
 });

@@ -1,8 +1,9 @@
 /**
  * The worker's view of the cluster: the shared informers of the cluster-access layer
  * (queue/kube/) for GitProviders, GitTargets, ScopeGrants, claims and ApplierGrants, started and
- * listed once per process, and one watch per credentials Secret a GitProvider names (a field
- * selector `metadata.name=`, never the Secrets of a whole namespace). Branch lookups and listings
+ * listed once per process, and one watch per Secret our objects name (a GitProvider's credentials,
+ * a claim's keys for signature approval; a field selector `metadata.name=`, never the Secrets of a
+ * whole namespace). Branch lookups and listings
  * read these caches, so an idle branch costs the API server nothing; a change of a GitTarget,
  * GitProvider, claim or Secret tells the branches it concerns at once.
  */
@@ -67,6 +68,13 @@ export type SecretRead =
 export type ChangeListener = (keys: Set<string> | "all") => void;
 
 const nsOf = (o: { metadata: { namespace?: string } }) => o.metadata.namespace ?? "default";
+
+/** The keys Secret a spec's `approval.signature` names, if any. */
+function signatureSecretOf(spec: unknown): string | undefined {
+  const name = (spec as { approval?: { signature?: { secretRef?: { name?: unknown } } } } | undefined)
+    ?.approval?.signature?.secretRef?.name;
+  return typeof name === "string" ? name : undefined;
+}
 
 /** Whether two versions of an object have the same identity and spec (a status write between them). */
 const sameSpec = (a: KObject, b: KObject) =>
@@ -287,12 +295,19 @@ export class ClusterCache {
       .list(ns)
       .filter((p) => p.spec.credentialsSecretRef?.name === s.metadata.name)
       .map((p) => p.metadata.name);
-    this.tell(
-      this.targetsOf(
-        (t) =>
-          providers.includes(t.spec.providerRef.name) && (t.spec.providerRef.namespace ?? nsOf(t)) === ns,
-      ),
+    const keys = this.targetsOf(
+      (t) =>
+        (providers.includes(t.spec.providerRef.name) && (t.spec.providerRef.namespace ?? nsOf(t)) === ns) ||
+        (nsOf(t) === ns && signatureSecretOf(t.spec) === s.metadata.name),
     );
+    // A keys Secret of signature approval concerns the branches of the claims naming it.
+    for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim]) {
+      const h = this.handles.find((x) => x.informer.path === collectionPath(t));
+      for (const c of h?.informer.list(ns) ?? [])
+        if (signatureSecretOf(c.spec) === s.metadata.name)
+          for (const k of this.keysOfClaim(t.kind, c, undefined)) keys.add(k);
+    }
+    this.tell(keys);
   }
 
   /** The branch keys of the GitTargets naming this claim, from an index kept per version. */

@@ -329,6 +329,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         prefix,
         objects: new KubeObjects(kc, wlog, {}, cache),
         changes: cache,
+        keys: (namespace, name) => cache.secret(namespace, name),
         directory,
         log: wlog,
         listIntervalMs: timers.listIntervalMs,

@@ -33,6 +33,7 @@ const decisions = createDecisions({
   prefix,
   objects: new KubeObjects(kc, wlog, {}, cache),
   changes: cache,
+  keys: (namespace, name) => cache.secret(namespace, name),
   directory,
   log: wlog,
   listIntervalMs: Number(process.env.LIST_INTERVAL_MS ?? 500),

@@ -24,6 +24,7 @@ import {
 } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import type { GitTarget } from "../../queue/crds/index.js";
+import { gpgKey, hasGpg, type SshSigner, sshKey } from "../../queue/git/signing-testing.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
@@ -297,6 +298,7 @@ async function world(o: {
         directory,
         log: log(),
         changes: cache,
+        keys: (namespace, name) => cache.secret(namespace, name),
         ...(o.clock ? { clock: o.clock } : {}),
         ...(o.commitStatusPollMs ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
         // Only a safety net: every change must reach the branch through the watches.
@@ -1145,5 +1147,124 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     } finally {
       await host.close();
     }
+  });
+  it("signature approval: a foreign commit signed by an untrusted SSH key waits with AwaitingApproval (SignatureUntrusted) while API edits reach Git; its key added to the Secret, one apply runs; an unsigned one waits (CommitUnsigned)", {
+    timeout: 60_000,
+  }, async () => {
+    const keysDir = await mkdtemp(join(tmpdir(), "applygate-keys-"));
+    const ada = sshKey(keysDir, "ed25519", "ada@release");
+    const eve = sshKey(keysDir, "ecdsa", "eve@laptop");
+    const sshSigning = (k: SshSigner) => ({ config: ["gpg.format=ssh", `user.signingkey=${k.keyPath}`] });
+    // An OpenPGP key made by gpg when the machine has it (the pure tests cover both formats).
+    const grace = hasGpg ? gpgKey(keysDir, "Grace <grace@example.test>") : undefined;
+    w = await world({
+      appliedInitial: true,
+      claimSpec: { approval: { signature: { secretRef: { name: "release-keys" } } } },
+    });
+    const core = w.api.kubeConfig().makeApiClient(k8s.CoreV1Api);
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: "release-keys" }, stringData: { authorized_keys: `${ada.publicKey}\n` } },
+    });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    type Awaiting = { commit: string; missing: string[]; signature?: { reason: string; message: string } };
+    const awaiting = async () =>
+      ((await w.claim()).status?.governance as { awaitingApproval?: Awaiting[] } | undefined)
+        ?.awaitingApproval;
+    const condition = async () =>
+      (
+        (await w.claim()).status?.conditions as
+          | { type: string; reason: string; message: string }[]
+          | undefined
+      )?.find((c) => c.type === "ApplyAllowed");
+
+    const foreign = await foreignCommit(
+      w.bare,
+      `${FOLDER}/from-git.txt`,
+      "git side\n",
+      "main",
+      sshSigning(eve),
+    );
+    w.worker().observeSoon();
+    await waitFor("the claim waits: signed by a key not trusted", async () => {
+      return (await awaiting())?.some(
+        (a) => a.commit === foreign && a.signature?.reason === "SignatureUntrusted",
+      );
+    });
+    expect((await condition())?.reason).toBe("AwaitingApproval");
+    expect((await condition())?.message).toMatch(
+      /\(Signature: signed by SSH key SHA256:\S+ \(ecdsa-sha2-nistp256\)/,
+    );
+
+    // API edits keep reaching Git meanwhile, and still no apply.
+    const edit = await w.accept("a", "1", { save: true });
+    const tip = await waitFor("the edit published", () => w.published(edit.id));
+    await waitFor(
+      "the read of the new tip",
+      () => w.driver().state.appliers[CLAIM_KEY]?.foreignRead?.tip === tip,
+    );
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+
+    // Eve's key trusted: the Secret's watch tells the branch, the signatures are checked again.
+    await core.patchNamespacedSecret(
+      {
+        namespace: NS,
+        name: "release-keys",
+        body: {
+          stringData: {
+            authorized_keys: `${ada.publicKey}\n${eve.publicKey}\n`,
+            ...(grace ? { "grace.asc": grace.publicKey } : {}),
+          },
+        },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await waitFor("the approved apply", () => w.attempts.length === 1);
+    expect(w.attempts[0]?.commit).toBe(tip);
+    expect(w.attempts[0]?.approvals).toMatchObject([{ commit: foreign, sources: ["Signature"] }]);
+    expect(w.attempts[0]?.approvals?.[0]?.signedBy).toMatch(/^SHA256:/);
+    await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === tip);
+    await waitFor("nothing left to decide", () => settled(w));
+
+    // An unsigned commit under one signed by Ada: every foreign commit must be signed.
+    const unsigned = await foreignCommit(w.bare, `${FOLDER}/plain.txt`, "plain\n");
+    const signed = await foreignCommit(
+      w.bare,
+      `${FOLDER}/signed.txt`,
+      "signed\n",
+      "main",
+      grace
+        ? {
+            config: ["gpg.format=openpgp", `user.signingkey=${grace.fingerprint}`],
+            env: { GNUPGHOME: grace.home },
+          }
+        : sshSigning(ada),
+    );
+    w.worker().observeSoon();
+    await waitFor("the unsigned commit holds the signed tip", async () => {
+      const list = await awaiting();
+      return (
+        list?.length === 1 && list[0]?.commit === unsigned && list[0]?.signature?.reason === "CommitUnsigned"
+      );
+    });
+    expect(w.driver().state.appliers[CLAIM_KEY]?.foreignRead?.signatures?.[signed]).toMatchObject({
+      ok: true,
+      ...(grace ? { key: grace.fingerprint, signer: "Grace <grace@example.test>" } : {}),
+    });
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(1);
+
+    // After a restart it still holds: nothing is applied, the claim still names the unsigned commit.
+    await w.stopReplica();
+    await w.startReplica();
+    await waitFor("the read for the tip after the restart", () => {
+      const r = w.driver().state.appliers[CLAIM_KEY]?.foreignRead;
+      return r?.tip === signed && r.signatures?.[unsigned]?.ok === false;
+    });
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(1);
+    expect((await awaiting())?.map((a) => a.commit)).toEqual([unsigned]);
   });
 });

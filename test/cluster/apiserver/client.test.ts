@@ -89,6 +89,33 @@ describe("simulated API server with @kubernetes/client-node", () => {
     expect(gone.code).toBe(404);
   });
 
+  it("folds a Secret's stringData into data on create, update and merge patch, as the real API server does", async () => {
+    await core.createNamespacedSecret({
+      namespace: "default",
+      body: { metadata: { name: "folded" }, stringData: { a: "1", b: "2" } },
+    });
+    const patched = await core.patchNamespacedSecret(
+      { namespace: "default", name: "folded", body: { stringData: { a: "3" } } },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    const b64 = (v: string) => Buffer.from(v).toString("base64");
+    expect(patched.data).toEqual({ a: b64("3"), b: b64("2") });
+    expect(patched.stringData).toBeUndefined();
+    const read = await core.readNamespacedSecret({ namespace: "default", name: "folded" });
+    expect(read.data).toEqual({ a: b64("3"), b: b64("2") });
+    expect(read.metadata?.resourceVersion).toBe(patched.metadata?.resourceVersion);
+    const updated = await core.replaceNamespacedSecret({
+      namespace: "default",
+      name: "folded",
+      body: {
+        metadata: { name: "folded", resourceVersion: read.metadata?.resourceVersion },
+        data: read.data,
+        stringData: { c: "4" },
+      },
+    });
+    expect(updated.data).toEqual({ a: b64("3"), b: b64("2"), c: b64("4") });
+  });
+
   it("pages a list with limit and continue", async () => {
     for (let i = 0; i < 5; i++)
       await core.createNamespacedConfigMap({

@@ -262,8 +262,13 @@ export class Objects {
       o.metadata.labels = { ...o.metadata.labels, "kubernetes.io/metadata.name": o.metadata.name! };
     }
     if (t.kind === "Secret" && t.group === "" && !o.type) o.type = "Opaque";
+    this.foldStringData(t, o);
+  }
+
+  private foldStringData(t: ResourceType, o: KObject): void {
     if (t.kind === "Secret" && t.group === "" && isPlainObject(o.stringData)) {
-      const data = (isPlainObject(o.data) ? o.data : {}) as Record<string, string>;
+      // A copy: after a merge patch `o.data` may still be the stored object's own.
+      const data = { ...(isPlainObject(o.data) ? o.data : {}) } as Record<string, string>;
       for (const [k, v] of Object.entries(o.stringData)) data[k] = Buffer.from(String(v)).toString("base64");
       o.data = data;
       delete o.stringData;
@@ -358,6 +363,8 @@ export class Objects {
     owners?: ReturnType<typeof ownersAfterUpdate>,
   ): WriteResult {
     const t = target.type;
+    // An update or patch folds stringData into data too, as the real API server does.
+    this.foldStringData(t, next);
     let o = next;
     if (target.subresource === "status") {
       o = { ...structuredClone(old), status: next.status };

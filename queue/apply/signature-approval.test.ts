@@ -1,0 +1,158 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { StatusReason } from "../crds/reasons.js";
+import { commitFile, rawCommit, sshKey, workRepo } from "../git/signing-testing.js";
+import type { BranchListing, KubeLike } from "./catalog.js";
+import { governanceOf } from "./governance.js";
+import {
+  type KeysSecretRead,
+  keysDigest,
+  keysFromObjects,
+  SignatureReader,
+  withKeyDigests,
+} from "./signature-approval.js";
+
+const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+describe("governanceOf reads approval.signature", () => {
+  const sig = { secretRef: { name: "release-keys" } };
+  const claim = (spec: Record<string, unknown>): KubeLike => ({
+    metadata: { name: "c", namespace: "prod" },
+    spec,
+  });
+  const target = (spec: Record<string, unknown>): KubeLike => ({
+    metadata: { name: "t", namespace: "team" },
+    spec,
+  });
+
+  it("on the claim: the Secret is in the claim's namespace, mode HEAD by default", () => {
+    expect(governanceOf(target({}), claim({ approval: { signature: sig } }))?.approval).toEqual({
+      sources: ["Signature"],
+      signature: { secret: { namespace: "prod", name: "release-keys" }, mode: "HEAD" },
+    });
+  });
+
+  it("on the GitTarget as the default: the Secret is in the GitTarget's namespace; combines with manual", () => {
+    expect(governanceOf(target({ approval: { manual: true, signature: sig } }), claim({}))?.approval).toEqual(
+      {
+        sources: ["Manual", "Signature"],
+        signature: { secret: { namespace: "team", name: "release-keys" }, mode: "HEAD" },
+      },
+    );
+  });
+
+  it("a mode not read, or no Secret named, is no signature source", () => {
+    expect(
+      governanceOf(target({}), claim({ approval: { signature: { ...sig, mode: "Tag" } } })),
+    ).toBeUndefined();
+    expect(governanceOf(target({}), claim({ approval: { signature: {} } }))).toBeUndefined();
+  });
+});
+
+describe("keysDigest", () => {
+  it("changes with the Secret's data, not with the order of its keys; an unreadable Secret has its own", () => {
+    const a = keysDigest({ ok: true, data: { a: b64("1"), b: b64("2") } });
+    expect(keysDigest({ ok: true, data: { b: b64("2"), a: b64("1") } })).toBe(a);
+    expect(keysDigest({ ok: true, data: { a: b64("1") } })).not.toBe(a);
+    expect(keysDigest({ ok: false, code: 404, message: "" })).toBe("unreadable:404");
+  });
+});
+
+describe("withKeyDigests", () => {
+  it("puts the digest of each named Secret into the listing", async () => {
+    const listing = {
+      targets: [
+        {
+          uid: "u",
+          namespace: "prod",
+          name: "t",
+          claim: null,
+          applier: null,
+          source: null,
+          onRefusal: "Ignore",
+          suspended: false,
+          governance: {
+            changeWindows: [],
+            approval: {
+              sources: ["Signature"],
+              signature: { secret: { namespace: "prod", name: "k" }, mode: "HEAD" },
+            },
+          },
+        },
+      ],
+      claims: [],
+    } as unknown as BranchListing;
+    const data = { keys: b64("ssh-ed25519 AAAA") };
+    await withKeyDigests(listing, async (ns, name) =>
+      ns === "prod" && name === "k" ? { ok: true, data } : { ok: false, code: 404, message: "" },
+    );
+    expect(listing.targets[0]?.governance?.approval?.signature?.keys).toBe(keysDigest({ ok: true, data }));
+  });
+});
+
+describe("SignatureReader", () => {
+  const keysDir = mkdtempSync(join(tmpdir(), "sig-reader-"));
+  const spec = { secret: { namespace: "prod", name: "k" }, mode: "HEAD" as const };
+
+  it("checks each commit against the Secret's keys, once per key set", async () => {
+    const ada = sshKey(keysDir, "ed25519", "ada");
+    const eve = sshKey(keysDir, "ed25519", "eve");
+    const { dir } = workRepo();
+    const good = commitFile(dir, "a", "a", ada);
+    const bad = commitFile(dir, "b", "b", eve);
+    const plain = commitFile(dir, "c", "c");
+    let secret: KeysSecretRead = {
+      ok: true,
+      data: { authorized_keys: b64(`# release\n${ada.publicKey}\n`) },
+    };
+    const reads: string[] = [];
+    const reader = new SignatureReader(async () => secret);
+    const rawOf = async (oid: string) => {
+      reads.push(oid);
+      return rawCommit(dir, oid);
+    };
+    const first = await reader.read(spec, [plain, bad, good], rawOf);
+    expect(first.keys).toBe(keysDigest(secret));
+    expect(first.signatures[good]).toMatchObject({ ok: true, signer: "ada" });
+    expect(first.signatures[bad]).toMatchObject({ ok: false, reason: StatusReason.SignatureUntrusted });
+    expect(first.signatures[plain]).toMatchObject({ ok: false, reason: StatusReason.CommitUnsigned });
+    await reader.read(spec, [plain, bad, good], rawOf);
+    expect(reads).toHaveLength(3);
+    // Eve's key trusted too: checked again against the new set.
+    secret = { ok: true, data: { a: b64(ada.publicKey), e: b64(eve.publicKey) } };
+    const second = await reader.read(spec, [bad], rawOf);
+    expect(second.signatures[bad]).toMatchObject({ ok: true, signer: "eve" });
+    expect(second.keys).not.toBe(first.keys);
+  });
+
+  it("a Secret that cannot be read trusts no key and says why", async () => {
+    const reader = new SignatureReader(async () => ({ ok: false, code: 403, message: "forbidden" }));
+    const out = await reader.read(spec, ["c1"], async () => new Uint8Array());
+    expect(out.signatures.c1).toMatchObject({ ok: false, reason: StatusReason.NoTrustedKeys });
+    expect((out.signatures.c1 as { message: string }).message).toContain(
+      "bind applygate-secret-watcher in prod",
+    );
+    const missing = await new SignatureReader(async () => ({ ok: false, code: 404, message: "" })).read(
+      spec,
+      ["c1"],
+      async () => new Uint8Array(),
+    );
+    expect((missing.signatures.c1 as { message: string }).message).toBe(
+      "the keys Secret prod/k does not exist",
+    );
+  });
+
+  it("keysFromObjects reads data and stringData of a Secret in a file", async () => {
+    const keys = keysFromObjects([
+      {
+        kind: "Secret",
+        metadata: { name: "k", namespace: "prod" },
+        stringData: { x: "ssh-ed25519 A" },
+      } as KubeLike,
+    ]);
+    expect(await keys("prod", "k")).toEqual({ ok: true, data: { x: b64("ssh-ed25519 A") } });
+    expect(await keys("prod", "other")).toMatchObject({ ok: false, code: 404 });
+  });
+});

@@ -1,0 +1,120 @@
+/**
+ * Signature approval between the cluster, the clone and the decision core: the keys Secret a
+ * claim's `approval.signature` names, read from the worker's cache of Secrets (each watched by
+ * name), its digest for the listing, and each foreign commit's signature checked against its keys.
+ */
+import { createHash } from "node:crypto";
+import { StatusReason } from "../crds/reasons.js";
+import type { SignatureRead, SignatureSpec } from "../decide/index.js";
+import { readTrustedKeys, type TrustedKeys, verifyCommit } from "../git/signature.js";
+import type { BranchListing, KubeLike } from "./catalog.js";
+
+/** A keys Secret as the cache knows it: its data (base64 values), or why it cannot be read. */
+export type KeysSecretRead =
+  | { ok: true; data: Record<string, string> }
+  | { ok: false; code: number | undefined; message: string };
+
+/** Where keys Secrets are read: the worker's cache (`ClusterCache.secret`), watched by name. */
+export type KeysSecrets = (namespace: string, name: string) => Promise<KeysSecretRead>;
+
+/** Keys Secrets from objects held in memory (a `--targets-file`): `data` as is, `stringData` encoded. */
+export function keysFromObjects(objects: readonly KubeLike[]): KeysSecrets {
+  return async (namespace, name) => {
+    const s = objects.find(
+      (o) =>
+        o.kind === "Secret" && o.metadata.name === name && (o.metadata.namespace ?? "default") === namespace,
+    ) as (KubeLike & { data?: Record<string, string>; stringData?: Record<string, string> }) | undefined;
+    if (!s) return { ok: false, code: 404, message: `Secret ${name} does not exist` };
+    const data = { ...(s.data ?? {}) };
+    for (const [k, v] of Object.entries(s.stringData ?? {}))
+      data[k] = Buffer.from(v, "utf8").toString("base64");
+    return { ok: true, data };
+  };
+}
+
+/** The digest of a keys Secret as read: what the listing tells the core, and a read records. Pure. */
+export function keysDigest(read: KeysSecretRead): string {
+  if (!read.ok) return `unreadable:${read.code ?? "error"}`;
+  const entries = Object.entries(read.data).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `sha256:${createHash("sha256").update(JSON.stringify(entries)).digest("hex")}`;
+}
+
+/** Puts the digest of each keys Secret the listed GitTargets name into their governance. */
+export async function withKeyDigests(
+  listing: BranchListing,
+  secrets: KeysSecrets | undefined,
+): Promise<void> {
+  for (const t of listing.targets) {
+    const sig = t.governance?.approval?.signature;
+    if (!sig) continue;
+    sig.keys = secrets
+      ? keysDigest(await secrets(sig.secret.namespace, sig.secret.name))
+      : keysDigest({ ok: false, code: undefined, message: "no Secrets are read" });
+  }
+}
+
+/** Why no key can be trusted when the Secret is not read. Pure. */
+function unreadable(spec: SignatureSpec, read: Extract<KeysSecretRead, { ok: false }>): SignatureRead {
+  const name = `${spec.secret.namespace}/${spec.secret.name}`;
+  const why =
+    read.code === 404
+      ? `the keys Secret ${name} does not exist`
+      : read.code === 403
+        ? `the worker may not read the keys Secret ${name} (bind applygate-secret-watcher in ${spec.secret.namespace})`
+        : `the keys Secret ${name} cannot be read: ${read.message}`;
+  return { ok: false, reason: StatusReason.NoTrustedKeys, message: why };
+}
+
+/**
+ * Checks commits' signatures against the keys of a Secret. Keeps the keys parsed per digest and
+ * each verdict per (digest, commit): a commit and a key set never change, so each is checked once.
+ */
+export class SignatureReader {
+  private readonly parsed = new Map<string, Promise<TrustedKeys>>();
+  private readonly verdicts = new Map<string, SignatureRead>();
+
+  constructor(
+    private readonly secrets: KeysSecrets | undefined,
+    private readonly limit = 10_000,
+  ) {}
+
+  async read(
+    spec: SignatureSpec,
+    commits: readonly string[],
+    rawOf: (oid: string) => Promise<Uint8Array>,
+  ): Promise<{ signatures: Record<string, SignatureRead>; keys: string }> {
+    const secret: KeysSecretRead = this.secrets
+      ? await this.secrets(spec.secret.namespace, spec.secret.name)
+      : { ok: false, code: undefined, message: "no Secrets are read" };
+    const keys = keysDigest(secret);
+    const signatures: Record<string, SignatureRead> = {};
+    if (!secret.ok) {
+      const v = unreadable(spec, secret);
+      for (const c of commits) signatures[c] = v;
+      return { signatures, keys };
+    }
+    let trusted = this.parsed.get(keys);
+    if (!trusted) {
+      const texts = Object.values(secret.data).map((b64) => Buffer.from(b64, "base64").toString("utf8"));
+      trusted = readTrustedKeys(texts);
+      if (this.parsed.size >= 32) this.parsed.delete(this.parsed.keys().next().value as string);
+      this.parsed.set(keys, trusted);
+    }
+    const k = await trusted;
+    for (const c of commits) {
+      const at = `${keys}:${c}`;
+      let v = this.verdicts.get(at);
+      if (!v) {
+        const verdict = await verifyCommit(await rawOf(c), k);
+        v = verdict.ok
+          ? { ok: true, key: verdict.key, ...(verdict.signer ? { signer: verdict.signer } : {}) }
+          : { ok: false, reason: verdict.reason, message: verdict.message.slice(0, 1000) };
+        if (this.verdicts.size >= this.limit)
+          this.verdicts.delete(this.verdicts.keys().next().value as string);
+        this.verdicts.set(at, v);
+      }
+      signatures[c] = v;
+    }
+    return { signatures, keys };
+  }
+}
