@@ -117,7 +117,9 @@ export async function playRace(
     ...(opts.mirror ? { withMirror: true } : {}),
   });
   try {
-    if (mode === "held") await settled(a, 30_000, RACE_APPS);
+    // Each claim holds its applier and the converge at the start applied the tip (a loaded machine
+    // stretches the three converges).
+    if (mode === "held") await settled(a, 60_000, RACE_APPS);
     else {
       // Argo CD syncs on its own only what is OutOfSync; with self-heal on (as many teams run it)
       // the edit that differs from the commit it compared is what it syncs over.

@@ -33,7 +33,7 @@ describe("the two-edit race", () => {
       expect(r.commits).toBe(r.saves);
       expect(r.applies, timeline(r)).toEqual([]);
     }
-  }, 120_000);
+  }, 180_000);
 
   it("on the appliers' own timers: an apply of the older commit reverts the later edit", async () => {
     const runs = await playRace("own-timers", { redisUrl: testRedisUrl() });
@@ -46,7 +46,7 @@ describe("the two-edit race", () => {
       expect(r.applies.length, timeline(r)).toBeGreaterThanOrEqual(2);
     }
     // Appliers on one-second timers wait out their own intervals; a loaded machine stretches them.
-  }, 120_000);
+  }, 180_000);
 });
 
 describe("the two-edit race with the watch plane mirroring the edits", () => {
@@ -59,7 +59,7 @@ describe("the two-edit race with the watch plane mirroring the edits", () => {
       expect(r.commits, timeline(r)).toBe(2);
       expect(r.applies, timeline(r)).toEqual([]);
     }
-  }, 120_000);
+  }, 180_000);
 
   it("on the appliers' own timers: the mirror records the revert as a commit of its own", async () => {
     const runs = await playRace("own-timers", { redisUrl: testRedisUrl(), mirror: true });
@@ -68,5 +68,5 @@ describe("the two-edit race with the watch plane mirroring the edits", () => {
       expect(r.revertedBy, timeline(r)).toContain(MANAGERS[r.app]);
       expect(r.commits, timeline(r)).toBeGreaterThan(2);
     }
-  }, 120_000);
+  }, 180_000);
 });
