@@ -177,4 +177,46 @@ describe("the Git server's post-push webhook", () => {
       sink.close();
     }
   });
+
+  it("delivers to every hook added, each signed with its own secret, and none to a hook removed", async () => {
+    const { createServer } = await import("node:http");
+    const { createHmac } = await import("node:crypto");
+    const received: Array<{ path: string; headers: Record<string, unknown>; body: string }> = [];
+    const sink = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        received.push({ path: req.url ?? "", headers: req.headers, body });
+        res.end();
+      });
+    });
+    await new Promise<void>((r) => sink.listen(0, "127.0.0.1", r));
+    const port = (sink.address() as { port: number }).port;
+    const server = await startGitServer({ webhook: { url: `http://127.0.0.1:${port}/a`, secret: "one" } });
+    try {
+      const removeB = server.addWebhook({ url: `http://127.0.0.1:${port}/b`, secret: "two" });
+      server.addWebhook({ url: `http://127.0.0.1:${port}/c`, secret: "three" });
+      removeB();
+      const url = await server.createRepo("hooked", { "a.yaml": "a\n" });
+      const p = await GitPeer.clone(url);
+      const after = await p.commitAndPush("b.yaml", "b\n", "b");
+      await p.remove();
+      // Hooks are delivered one after another in the order added: once /c has its notice, /b would have had one.
+      await waitFor(() => received.some((r) => r.path === "/c"), "the last hook's push notice to arrive");
+      expect(received.map((r) => r.path)).toEqual(["/a", "/c"]);
+      for (const [path, secret] of [
+        ["/a", "one"],
+        ["/c", "three"],
+      ] as const) {
+        const hit = received.find((r) => r.path === path);
+        expect(JSON.parse(hit!.body)).toMatchObject({ after });
+        expect(hit!.headers["x-gitea-signature"]).toBe(
+          createHmac("sha256", secret).update(hit!.body).digest("hex"),
+        );
+      }
+    } finally {
+      await server.close();
+      sink.close();
+    }
+  });
 });

@@ -30,6 +30,11 @@ export interface GitServerOptions {
   webhook?: { url: string; secret: string };
 }
 
+export interface PushHook {
+  url: string;
+  secret: string;
+}
+
 export interface RequestCounts {
   advertisement: number;
   fetch: number;
@@ -66,6 +71,11 @@ export interface GitServer {
     setDown(down: boolean): void;
     clear(): void;
   };
+  /**
+   * Adds a push webhook delivered after the one of the options, as a Git host delivers each of a
+   * repository's hooks (a CI system's beside applygate's). Answers a function that removes it.
+   */
+  addWebhook(hook: PushHook): () => void;
   close(): Promise<void>;
 }
 
@@ -170,9 +180,9 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
     return out;
   };
 
+  const hooks: PushHook[] = opts.webhook ? [opts.webhook] : [];
   const deliverPushWebhooks = async (repoPath: string, before: Map<string, string>) => {
-    const hook = opts.webhook;
-    if (!hook) return;
+    if (hooks.length === 0) return;
     const after = await branchTips(join(root, repoPath));
     const repoName = repoPath.replace(/\.git$/, "");
     for (const [ref, sha] of after) {
@@ -186,22 +196,24 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
         pusher: { login: "playground" },
         commits: [],
       });
-      const signature = createHmac("sha256", hook.secret).update(body).digest("hex");
-      await fetch(hook.url, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "x-gitea-event": "push",
-          "x-gitea-delivery": randomUUID(),
-          "x-gitea-signature": signature,
-        },
-        body,
-      }).catch(() => {});
+      for (const hook of [...hooks]) {
+        const signature = createHmac("sha256", hook.secret).update(body).digest("hex");
+        await fetch(hook.url, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "x-gitea-event": "push",
+            "x-gitea-delivery": randomUUID(),
+            "x-gitea-signature": signature,
+          },
+          body,
+        }).catch(() => {});
+      }
     }
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
-    if (kindOf(req) === "push" && opts.webhook && !down && !refuse) {
+    if (kindOf(req) === "push" && hooks.length > 0 && !down && !refuse) {
       // Read the tips before receive-pack can move them (the request body waits, paused, meanwhile).
       const repoPath = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname)
         .replace(/^\/+/, "")
@@ -361,6 +373,13 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
         down = false;
         refuse = false;
       },
+    },
+    addWebhook(hook) {
+      hooks.push(hook);
+      return () => {
+        const i = hooks.indexOf(hook);
+        if (i >= 0) hooks.splice(i, 1);
+      };
     },
     async close() {
       stalled.clear();

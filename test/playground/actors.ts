@@ -13,14 +13,15 @@ import type { Assembly } from "./assembly.js";
 import {
   ARGOCD_NAMESPACE,
   DEMO_APPLIERS,
-  DEMO_APPS,
   DEMO_NAMESPACE,
   DEMO_REPO,
-  type DemoApp,
+  DEMO_TARGETS,
   demoConfigMap,
   demoConfigPath,
   FLUX_NAMESPACE,
   INTAKE_TOKEN,
+  PLAYGROUND_APPS,
+  type PlaygroundApp,
 } from "./demo.js";
 
 /** The field manager API edits are made with: somebody editing through the Kubernetes API. */
@@ -38,11 +39,11 @@ export interface WriteAnswer {
 /** Posts a write to a GitTarget through the gateway's intake API. */
 export async function postWrite(
   a: Assembly,
-  app: DemoApp,
+  app: PlaygroundApp,
   body: Record<string, unknown>,
   opts: { wait?: boolean } = {},
 ): Promise<WriteAnswer> {
-  const target = app === "flux" ? "flux-app" : "argo-app";
+  const target = DEMO_TARGETS[app];
   const q = opts.wait === false ? "" : "?wait=published&timeout=30";
   const res = await fetch(`${a.gateway.url}/v1/targets/${DEMO_NAMESPACE}/${target}/writes${q}`, {
     method: "POST",
@@ -59,7 +60,7 @@ export async function postWrite(
  */
 export async function apiEdit(
   a: Assembly,
-  app: DemoApp,
+  app: PlaygroundApp,
   greeting: string,
   opts: { wait?: boolean; author?: string; save?: boolean } = {},
 ): Promise<WriteAnswer> {
@@ -67,8 +68,8 @@ export async function apiEdit(
   const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const written = await core.patchNamespacedConfigMap(
     {
-      name: DEMO_APPS[app].name,
-      namespace: DEMO_APPS[app].namespace,
+      name: PLAYGROUND_APPS[app].name,
+      namespace: PLAYGROUND_APPS[app].namespace,
       body: object,
       fieldManager: USER_MANAGER,
       force: true,
@@ -94,12 +95,12 @@ export async function apiEdit(
  * An API edit with nobody posting it to the intake API: the demo ConfigMap's greeting set on the
  * cluster by "user", for the watch plane to mirror.
  */
-export async function clusterEdit(a: Assembly, app: DemoApp, greeting: string): Promise<void> {
+export async function clusterEdit(a: Assembly, app: PlaygroundApp, greeting: string): Promise<void> {
   const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
   await core.patchNamespacedConfigMap(
     {
-      name: DEMO_APPS[app].name,
-      namespace: DEMO_APPS[app].namespace,
+      name: PLAYGROUND_APPS[app].name,
+      namespace: PLAYGROUND_APPS[app].namespace,
       body: demoConfigMap(app, { greeting }),
       fieldManager: USER_MANAGER,
       force: true,
@@ -109,7 +110,7 @@ export async function clusterEdit(a: Assembly, app: DemoApp, greeting: string): 
 }
 
 /** Commits on the branch after `from` that change the demo file of `app`, oldest first. */
-export async function commitsTouching(a: Assembly, from: string, app: DemoApp): Promise<string[]> {
+export async function commitsTouching(a: Assembly, from: string, app: PlaygroundApp): Promise<string[]> {
   const out = await gitOk([
     "--git-dir",
     repoDir(a),
@@ -137,11 +138,11 @@ export interface ClusterValue {
 }
 
 /** The demo ConfigMap's greeting on the cluster, and who wrote it. */
-export async function clusterValue(a: Assembly, app: DemoApp): Promise<ClusterValue> {
+export async function clusterValue(a: Assembly, app: PlaygroundApp): Promise<ClusterValue> {
   const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const cm = await core.readNamespacedConfigMap({
-    name: DEMO_APPS[app].name,
-    namespace: DEMO_APPS[app].namespace,
+    name: PLAYGROUND_APPS[app].name,
+    namespace: PLAYGROUND_APPS[app].namespace,
   });
   const owner = cm.metadata?.managedFields?.find((m) =>
     JSON.stringify(m.fieldsV1 ?? {}).includes('"f:greeting"'),
@@ -150,7 +151,7 @@ export async function clusterValue(a: Assembly, app: DemoApp): Promise<ClusterVa
 }
 
 /** The greeting the demo file holds at the tip of the branch. */
-export async function gitValue(a: Assembly, app: DemoApp): Promise<string | undefined> {
+export async function gitValue(a: Assembly, app: PlaygroundApp): Promise<string | undefined> {
   const text = await gitOk(["--git-dir", repoDir(a), "show", `${a.demo.branch}:${demoConfigPath(app)}`]);
   return /greeting: (.*)/.exec(text)?.[1]?.trim();
 }
@@ -192,7 +193,7 @@ export async function commitsSince(
 }
 
 /** Somebody pushes to the branch with the git CLI (a foreign commit). */
-export async function foreignPush(a: Assembly, app: DemoApp, greeting: string): Promise<string> {
+export async function foreignPush(a: Assembly, app: PlaygroundApp, greeting: string): Promise<string> {
   const peer = await GitPeer.clone(a.demo.repoUrl, a.demo.branch);
   try {
     const { objectYaml } = await import("../../queue/git/layout.js");
@@ -239,7 +240,8 @@ export async function argoComparedCommit(a: Assembly): Promise<string | undefine
 }
 
 /** Applies the applier has completed, oldest first, as commit ids. */
-export function appliedCommits(a: Assembly, app: DemoApp): string[] {
+export function appliedCommits(a: Assembly, app: PlaygroundApp): string[] {
+  if (app === "webhook") return [...a.deployer.applies];
   if (app === "flux") {
     return a.flux.appliedRevisions(DEMO_APPLIERS.flux).map((r) => r.split(":").pop() as string);
   }
@@ -248,15 +250,21 @@ export function appliedCommits(a: Assembly, app: DemoApp): string[] {
     .map((s) => s.revision);
 }
 
+const CLAIM_PLURALS: Record<PlaygroundApp, string> = {
+  flux: "fluxclaims",
+  argocd: "argocdclaims",
+  webhook: "webhookclaims",
+};
+
 /** A claim as the cluster holds it. */
-export async function readClaim(a: Assembly, app: DemoApp): Promise<Obj | undefined> {
+export async function readClaim(a: Assembly, app: PlaygroundApp): Promise<Obj | undefined> {
   return (await custom(a)
     .getNamespacedCustomObject({
       group: "applygate.dev",
       version: "v1alpha1",
-      plural: app === "flux" ? "fluxclaims" : "argocdclaims",
+      plural: CLAIM_PLURALS[app],
       namespace: DEMO_NAMESPACE,
-      name: app === "flux" ? "flux-app" : "argo-app",
+      name: DEMO_TARGETS[app],
     })
     .catch(() => undefined)) as Obj | undefined;
 }
@@ -266,12 +274,16 @@ const condition = (o: Obj | undefined, type: string) =>
     ?.status;
 
 /**
- * Waits until both claims hold their appliers and the converge at the start applied the tip: the
- * state every scenario starts from.
+ * Waits until the claims hold their appliers and the converge at the start applied the tip: the
+ * state every scenario starts from (Flux's and Argo CD's claims unless `apps` names others).
  */
-export async function settled(a: Assembly, timeoutMs = 30_000): Promise<string> {
+export async function settled(
+  a: Assembly,
+  timeoutMs = 30_000,
+  apps: readonly PlaygroundApp[] = ["flux", "argocd"],
+): Promise<string> {
   const head = await tip(a);
-  for (const app of ["flux", "argocd"] as const) {
+  for (const app of apps) {
     await until(
       async () => {
         const c = await readClaim(a, app);
@@ -306,8 +318,12 @@ export interface ValueSample {
 }
 
 /** Every value the app's ConfigMap takes on the cluster, from a watch (each resourceVersion). */
-export async function watchValue(kc: k8s.KubeConfig, app: DemoApp, into: ValueSample[]): Promise<() => void> {
-  const { namespace, name } = DEMO_APPS[app];
+export async function watchValue(
+  kc: k8s.KubeConfig,
+  app: PlaygroundApp,
+  into: ValueSample[],
+): Promise<() => void> {
+  const { namespace, name } = PLAYGROUND_APPS[app];
   let stopped = false;
   let req: { abort(): void } | undefined;
   const seen = (cm: k8s.V1ConfigMap | undefined) => {

@@ -49,10 +49,11 @@ import {
   demoObjectsYaml,
   demoWatchRulesYaml,
   hookPathFor,
+  type PlaygroundApp,
   secretReaderYaml,
   WEBHOOK_TOKEN,
 } from "./demo.js";
-import { startDeployer } from "./deployer.js";
+import { type Deployer, startDeployer } from "./deployer.js";
 import { type Component, deployedIdentities, usernameOf } from "./identities.js";
 
 /**
@@ -82,6 +83,10 @@ export interface AssemblyTimers {
   };
   /** How often the decisions list GitTargets again. */
   listIntervalMs: number;
+  /** The playground deployer's build: between fetching a commit and applying it (default none). */
+  deployer?: { buildMs?: number };
+  /** GitTargets' commit windows, idle seconds (default 5 s), by app. */
+  commitIdleSeconds?: Partial<Record<PlaygroundApp, number>>;
 }
 
 /** What the playground runs with: the products' defaults, except what would make a demo dull. */
@@ -121,7 +126,12 @@ export interface AssemblyOptions {
   gatewayPort?: number;
   dashboard?: { user: string; password: string };
   timers?: AssemblyTimers;
-  /** Start without the claims (nothing holds the appliers). Default false. */
+  /**
+   * Start without the claims (nothing holds the appliers): Flux and Argo CD run on their own
+   * timers, and the deployer applies each pushed commit touching its folder, as a CI pipeline
+   * triggered by the Git host's push webhook does (its first run applies the tip at start).
+   * `applyClaims` takes the deployer's push trigger away again. Default false.
+   */
   withoutClaims?: boolean;
   /**
    * Run the watch plane (`applygate mirror`) under its ServiceAccount, with a WatchRule for each
@@ -145,6 +155,8 @@ export interface Assembly {
   gateway: StartedGateway;
   worker: { replica: Replica; decisions: Decisions };
   sidecars: Record<SidecarApplier, Sidecar>;
+  /** The webhook applier's endpoint: applies `apps/webhook` when its claim calls it (or on pushes, unheld). */
+  deployer: Deployer;
   /** The watch plane, when `withMirror` asked for it. */
   mirror?: Mirror;
   workdir: string;
@@ -166,7 +178,7 @@ export interface Assembly {
   startWorker(): Promise<void>;
   stopSidecar(kind: SidecarApplier): Promise<void>;
   startSidecar(kind: SidecarApplier): Promise<void>;
-  /** Creates the FluxClaim and ArgoCDClaim the GitTargets name. */
+  /** Creates the FluxClaim, ArgoCDClaim and WebhookClaim the GitTargets name (the deployer no longer builds on pushes). */
   applyClaims(): Promise<void>;
   /** Stops everything; answers what the audit log said of the components, read before it is removed. */
   stop(): Promise<AuditFindings>;
@@ -225,7 +237,12 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     });
     stops.push(() => git.close());
     const repoUrl = await git.createRepo(DEMO_REPO, demoFiles(), { branch: DEMO_BRANCH });
-    await api.applyYaml(demoObjectsYaml(repoUrl));
+    await api.applyYaml(
+      demoObjectsYaml(
+        repoUrl,
+        timers.commitIdleSeconds ? { commitIdleSeconds: timers.commitIdleSeconds } : {},
+      ),
+    );
     await api.applyYaml(demoAppliersYaml(repoUrl, { fluxInterval: timers.fluxInterval }));
 
     // Each component runs as the ServiceAccount its manifests name, with only the RBAC they grant;
@@ -304,8 +321,14 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       gatewayUrl: () => gateway.url,
       kubeConfig: api.kubeConfig(api.addServiceAccount(deployerSa.namespace, deployerSa.name)),
       log: log.child({ component: "deployer" }),
+      pushSecret: DEMO_WEBHOOK_APP.pushSecret,
+      ...(timers.deployer?.buildMs ? { buildMs: timers.deployer.buildMs } : {}),
     });
     stops.push(() => deployer.close());
+    // The Git host notifies the deployer of every push, as a CI system subscribed to the repository;
+    // only while nothing holds it does a push trigger a build.
+    const unhook = git.addWebhook({ url: deployer.pushUrl, secret: DEMO_WEBHOOK_APP.pushSecret });
+    stops.push(async () => unhook());
     hookUrl = `${gateway.url}${hookPathFor(WEBHOOK_TOKEN, DEMO_REPO, DEMO_NAMESPACE)}`;
 
     // The demo branch is known to the worker from the start, so it takes the branch at once and
@@ -393,8 +416,16 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     await startOneSidecar("webhook");
     stops.push(() => stopOneSidecar("webhook"));
 
-    const applyClaims = () => api.applyYaml(demoClaimsYaml(deployer.url));
+    const applyClaims = async () => {
+      deployer.triggerOnPush(false);
+      await api.applyYaml(demoClaimsYaml(deployer.url));
+    };
     if (!opts.withoutClaims) await applyClaims();
+    else {
+      // Its own trigger: every push, and a first run that applies the tip the repository starts at.
+      deployer.triggerOnPush(true);
+      void deployer.build((await git.tip(DEMO_REPO, DEMO_BRANCH)) as string);
+    }
 
     let mirror: Mirror | undefined;
     if (opts.withMirror) {
@@ -424,6 +455,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         return worker;
       },
       sidecars,
+      deployer,
       ...(mirror ? { mirror } : {}),
       workdir,
       kubeconfigPath,

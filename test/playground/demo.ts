@@ -24,27 +24,43 @@ export const DEMO_WEBHOOK_APP = {
   key: "playground-deployer-hmac-key",
   /** The deployer's own ServiceAccount (it applies with its identity, never applygate's). */
   serviceAccount: { namespace: DEMO_NAMESPACE, name: "playground-deployer" },
+  /** The secret of the Git host's push webhook to the deployer (its trigger when nothing holds it). */
+  pushSecret: "playground-deployer-push-secret",
 } as const;
+
+/** Every folder the playground applies: Flux's, Argo CD's and the webhook deployer's. */
+export const PLAYGROUND_APPS = {
+  ...DEMO_APPS,
+  webhook: {
+    folder: DEMO_WEBHOOK_APP.folder,
+    namespace: DEMO_WEBHOOK_APP.namespace,
+    name: DEMO_WEBHOOK_APP.name,
+  },
+} as const;
+export type PlaygroundApp = keyof typeof PLAYGROUND_APPS;
+
+/** The GitTarget (and claim) of each app, in the demo namespace. */
+export const DEMO_TARGETS: Record<PlaygroundApp, string> = {
+  flux: "flux-app",
+  argocd: "argo-app",
+  webhook: DEMO_WEBHOOK_APP.claim,
+};
 
 /** The webhook app's ConfigMap as Git and the cluster hold it. */
 export function demoWebhookConfigMap(data: Record<string, string> = {}): Record<string, unknown> {
-  const a = DEMO_WEBHOOK_APP;
-  return {
-    apiVersion: "v1",
-    kind: "ConfigMap",
-    metadata: { name: a.name, namespace: a.namespace },
-    data: { greeting: "hello", replicas: "1", ...data },
-  };
+  return demoConfigMap("webhook", data);
 }
 
 export function demoWebhookConfigPath(): string {
-  const a = DEMO_WEBHOOK_APP;
-  return objectPath(a.folder, { apiVersion: "v1", kind: "ConfigMap", namespace: a.namespace, name: a.name });
+  return demoConfigPath("webhook");
 }
 
 /** The demo ConfigMap of an app, as the cluster and Git hold it. */
-export function demoConfigMap(app: DemoApp, data: Record<string, string> = {}): Record<string, unknown> {
-  const a = DEMO_APPS[app];
+export function demoConfigMap(
+  app: PlaygroundApp,
+  data: Record<string, string> = {},
+): Record<string, unknown> {
+  const a = PLAYGROUND_APPS[app];
   return {
     apiVersion: "v1",
     kind: "ConfigMap",
@@ -54,8 +70,8 @@ export function demoConfigMap(app: DemoApp, data: Record<string, string> = {}): 
 }
 
 /** The file of the demo ConfigMap of an app (the layout of objects in Git). */
-export function demoConfigPath(app: DemoApp): string {
-  const a = DEMO_APPS[app];
+export function demoConfigPath(app: PlaygroundApp): string {
+  const a = PLAYGROUND_APPS[app];
   return objectPath(a.folder, { apiVersion: "v1", kind: "ConfigMap", namespace: a.namespace, name: a.name });
 }
 
@@ -87,8 +103,20 @@ export const DEMO_GRANT = {
 } as const;
 
 /** Namespaces, GitProvider, Secrets, ScopeGrant and GitTargets of the demo, as YAML documents. */
-export function demoObjectsYaml(repoUrl: string): string {
+export function demoObjectsYaml(
+  repoUrl: string,
+  opts: {
+    /** A GitTarget's commit window, idle seconds (the default 5 s when not named). */
+    commitIdleSeconds?: Partial<Record<PlaygroundApp, number>>;
+  } = {},
+): string {
   const b64 = (s: string) => Buffer.from(s).toString("base64");
+  const commitWindow = (app: PlaygroundApp) => {
+    const idle = opts.commitIdleSeconds?.[app];
+    return idle === undefined
+      ? ""
+      : `\n  commitWindow: {idleSeconds: ${idle}, maxSeconds: ${Math.max(idle, 60)}}`;
+  };
   return `
 apiVersion: v1
 kind: Namespace
@@ -144,7 +172,7 @@ metadata: {name: flux-app, namespace: ${DEMO_NAMESPACE}}
 spec:
   providerRef: {name: demo}
   branch: ${DEMO_BRANCH}
-  path: apps/flux
+  path: apps/flux${commitWindow("flux")}
   claimRef: {kind: FluxClaim, name: flux-app}
   onRefusal: Reapply
   intakeSecretRef: {name: demo-intake}
@@ -155,7 +183,7 @@ metadata: {name: argo-app, namespace: ${DEMO_NAMESPACE}}
 spec:
   providerRef: {name: demo}
   branch: ${DEMO_BRANCH}
-  path: apps/argocd
+  path: apps/argocd${commitWindow("argocd")}
   claimRef: {kind: ArgoCDClaim, name: argo-app}
   onRefusal: Reapply
   intakeSecretRef: {name: demo-intake}
@@ -166,7 +194,7 @@ metadata: {name: ${DEMO_WEBHOOK_APP.claim}, namespace: ${DEMO_NAMESPACE}}
 spec:
   providerRef: {name: demo}
   branch: ${DEMO_BRANCH}
-  path: ${DEMO_WEBHOOK_APP.folder}
+  path: ${DEMO_WEBHOOK_APP.folder}${commitWindow("webhook")}
   claimRef: {kind: WebhookClaim, name: ${DEMO_WEBHOOK_APP.claim}}
   onRefusal: Reapply
   intakeSecretRef: {name: demo-intake}
@@ -194,9 +222,9 @@ subjects: [{kind: ServiceAccount, name: ${DEMO_WEBHOOK_APP.serviceAccount.name},
  * the folder. The apps' namespaces are other than the rules' own, which the demo ScopeGrant allows.
  */
 export function demoWatchRulesYaml(): string {
-  return (["flux", "argocd"] as const)
+  return (["flux", "argocd", "webhook"] as const)
     .map((app) => {
-      const target = app === "flux" ? "flux-app" : "argo-app";
+      const target = DEMO_TARGETS[app];
       return `
 apiVersion: applygate.dev/v1alpha1
 kind: WatchRule
@@ -204,7 +232,7 @@ metadata: {name: ${target}, namespace: ${DEMO_NAMESPACE}}
 spec:
   targetRef: {name: ${target}}
   kinds: [{group: "", version: v1, kind: ConfigMap}]
-  namespaces: [${DEMO_APPS[app].namespace}]
+  namespaces: [${PLAYGROUND_APPS[app].namespace}]
 `;
     })
     .join("---\n");

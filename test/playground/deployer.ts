@@ -3,12 +3,16 @@
  * the request's `X-Signature` (HMAC-SHA256 of the raw body with its key, compared in constant
  * time), answers 202 at once, fetches the commit it was told from the Git server, applies every
  * object of its folder with server-side apply under its own field manager and its own identity,
- * and reports the end to the gateway's callback API, signed with the same key. It never applies
- * on its own: only when called.
+ * and reports the end to the gateway's callback API, signed with the same key.
+ *
+ * Held by its WebhookClaim it never applies on its own: only when called. Without a claim it plays
+ * what a CI pipeline does without applygate: the Git host's push webhook (`/push`) triggers a build
+ * of each pushed commit that touches its folder, one after another, each applied after its build
+ * delay whatever the cluster holds meanwhile.
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -31,12 +35,34 @@ export interface DeployerOptions {
   /** Its own identity (a ServiceAccount allowed to apply ConfigMaps in its app's namespace). */
   kubeConfig: KubeConfig;
   log: Logger;
+  /** How long a build takes between fetching a commit and applying it (default 0). */
+  buildMs?: number;
+  /** The secret of the Git host's push webhook to `/push` (a Gitea-style signature over the raw body). */
+  pushSecret?: string;
 }
 
 export interface Deployer {
+  /** Where its WebhookClaim calls it. */
   url: string;
+  /** Where the Git host delivers its push webhook. */
+  pushUrl: string;
   /** Requests accepted, and applies that ended (for tests and the ready screen). */
   stats: { accepted: number; applied: number; failed: number };
+  /** Commits it applied, in order (called or push-triggered). */
+  applies: string[];
+  /** Commits the Git host's push webhook announced, in order (whether or not they were built). */
+  pushes: string[];
+  /** The commit its last build or call fetched, once it has the objects it is about to apply. */
+  fetched(): string | undefined;
+  /**
+   * Whether a push triggers a build (its own trigger, as a pipeline runs without applygate). Off by
+   * default: held by its claim, a push is only noted.
+   */
+  triggerOnPush(on: boolean): void;
+  /** How long each build takes from now on (a test slows one down); starts at the option's value. */
+  buildMs: number;
+  /** Builds and applies `commit` as a push would (a pipeline's first run), when the last queued build ended. */
+  build(commit: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -45,22 +71,34 @@ interface Request {
   token: string;
 }
 
-function signatureValid(key: string, raw: Buffer, header: string | undefined): boolean {
-  const expected = Buffer.from(`sha256=${createHmac("sha256", key).update(raw).digest("hex")}`);
+function signatureValid(key: string, raw: Buffer, header: string | undefined, prefix = "sha256="): boolean {
+  const expected = Buffer.from(`${prefix}${createHmac("sha256", key).update(raw).digest("hex")}`);
   const given = Buffer.from(header ?? "");
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
+
+const NO_COMMIT = "0".repeat(40);
 
 export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
   const work = await mkdtemp(join(tmpdir(), "applygate-deployer-"));
   await gitOk(["init", "-q", "--bare", work]);
   const stats = { accepted: 0, applied: 0, failed: 0 };
+  const applies: string[] = [];
+  const pushes: string[] = [];
+  let fetched: string | undefined;
+  let onPush = false;
+  let closed = false;
+  /** Push-triggered builds run one after another, in the order the pushes arrived. */
+  let builds: Promise<void> = Promise.resolve();
+  let buildMs = o.buildMs ?? 0;
+  const buildDelay = () =>
+    buildMs > 0 ? new Promise<void>((r) => setTimeout(r, buildMs)) : Promise.resolve();
   const cluster = o.kubeConfig.getCurrentCluster()!.server;
   const token = o.kubeConfig.getCurrentUser()?.token ?? "";
 
   /** Every object of the folder at `commit`, as Git holds it. */
   async function objectsAt(commit: string): Promise<Record<string, unknown>[]> {
-    await gitOk(["fetch", "-q", o.repoUrl, "+refs/heads/*:refs/remotes/origin/*"], { cwd: work });
+    await fetchRepo();
     const files = (await gitOk(["ls-tree", "-r", "--name-only", commit, "--", o.folder], { cwd: work }))
       .split("\n")
       .filter((f) => f.endsWith(".yaml") || f.endsWith(".yml"));
@@ -74,6 +112,50 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
     }
     return out;
   }
+
+  async function fetchRepo(): Promise<void> {
+    await gitOk(["fetch", "-q", o.repoUrl, "+refs/heads/*:refs/remotes/origin/*"], { cwd: work });
+  }
+
+  /** Whether the push from `before` to `after` changed a file of its folder (a pipeline's path filter). */
+  async function touchesFolder(before: string, after: string): Promise<boolean> {
+    if (before === NO_COMMIT) return true;
+    const changed = await gitOk(["diff", "--name-only", before, after, "--", o.folder], { cwd: work }).catch(
+      () => "unknown",
+    );
+    return changed.trim().length > 0;
+  }
+
+  /** Fetches, waits out the build, applies: the objects are those of `commit`, whatever the cluster holds by then. */
+  async function applyCommit(commit: string): Promise<number> {
+    const objects = await objectsAt(commit);
+    fetched = commit;
+    await buildDelay();
+    if (closed) throw new Error("the deployer stopped");
+    for (const obj of objects) await serverSideApply(obj);
+    applies.push(commit);
+    return objects.length;
+  }
+
+  async function pushBuild(before: string, after: string): Promise<void> {
+    if (closed) return;
+    try {
+      await fetchRepo();
+      if (!(await touchesFolder(before, after))) return;
+      const n = await applyCommit(after);
+      stats.applied++;
+      o.log.info({ commit: after, objects: n }, "deployer applied a pushed commit");
+    } catch (err) {
+      if (closed) return;
+      stats.failed++;
+      o.log.warn({ commit: after, err: (err as Error).message }, "deployer build failed");
+    }
+  }
+
+  const queueBuild = (before: string, after: string) => {
+    builds = builds.then(() => pushBuild(before, after));
+    return builds;
+  };
 
   async function serverSideApply(obj: Record<string, unknown>): Promise<void> {
     const meta = obj.metadata as { name: string; namespace?: string };
@@ -116,15 +198,10 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
 
   async function deploy(r: Request): Promise<void> {
     try {
-      const objects = await objectsAt(r.commit);
-      for (const obj of objects) await serverSideApply(obj);
+      const n = await applyCommit(r.commit);
       stats.applied++;
-      o.log.info({ commit: r.commit, token: r.token, objects: objects.length }, "deployer applied");
-      await report(
-        r.token,
-        "Succeeded",
-        `applied ${objects.length} object(s) of ${o.folder} at ${r.commit.slice(0, 7)}`,
-      );
+      o.log.info({ commit: r.commit, token: r.token, objects: n }, "deployer applied");
+      await report(r.token, "Succeeded", `applied ${n} object(s) of ${o.folder} at ${r.commit.slice(0, 7)}`);
     } catch (err) {
       stats.failed++;
       o.log.warn({ commit: r.commit, token: r.token, err: (err as Error).message }, "deployer failed");
@@ -140,8 +217,35 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
       req.on("error", reject);
     });
 
+  /** The Git host's push webhook: noted always, built only while it triggers on pushes. */
+  const onPushHook = (raw: Buffer, signature: string | undefined, res: ServerResponse) => {
+    if (!o.pushSecret || !signatureValid(o.pushSecret, raw, signature, "")) {
+      res.statusCode = 401;
+      return res.end("bad signature");
+    }
+    let push: { before?: unknown; after?: unknown };
+    try {
+      push = JSON.parse(raw.toString("utf8"));
+    } catch {
+      res.statusCode = 400;
+      return res.end("not JSON");
+    }
+    if (typeof push.after !== "string" || push.after === NO_COMMIT) {
+      res.statusCode = 204;
+      return res.end();
+    }
+    pushes.push(push.after);
+    res.statusCode = 202;
+    res.end(onPush ? "build queued" : "noted");
+    if (onPush) void queueBuild(typeof push.before === "string" ? push.before : NO_COMMIT, push.after);
+  };
+
   const server: Server = createServer(async (req, res) => {
     const raw = await read(req).catch(() => Buffer.alloc(0));
+    if (req.method === "POST" && req.url === "/push") {
+      const sig = req.headers["x-gitea-signature"];
+      return onPushHook(raw, Array.isArray(sig) ? sig[0] : sig, res);
+    }
     const sig = req.headers["x-signature"];
     if (req.method !== "POST" || !signatureValid(o.key, raw, Array.isArray(sig) ? sig[0] : sig)) {
       res.statusCode = 401;
@@ -167,8 +271,23 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
   const port = (server.address() as AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}/deploy`,
+    pushUrl: `http://127.0.0.1:${port}/push`,
     stats,
+    applies,
+    pushes,
+    fetched: () => fetched,
+    get buildMs() {
+      return buildMs;
+    },
+    set buildMs(ms: number) {
+      buildMs = ms;
+    },
+    triggerOnPush(on) {
+      onPush = on;
+    },
+    build: (commit) => queueBuild(NO_COMMIT, commit),
     async close() {
+      closed = true;
       await new Promise<void>((r) => {
         server.closeAllConnections();
         server.close(() => r());

@@ -34,8 +34,9 @@ const SUMMARY =
 const RACE_HELP = `usage: applygate playground race
 
 Replays the two-edit race twice on assemblies of its own (its own Redis prefix, Git server and
-simulated cluster; a running playground is not touched): once with Flux and Argo CD on their own
-timers, once held by applygate, and prints the two timelines side by side.
+simulated cluster; a running playground is not touched): once with Flux, Argo CD and the webhook
+deployer on their own timers (the deployer building every push, as a CI pipeline does), once held
+by applygate, and prints the two timelines side by side for each applier.
 
   --mirror   the watch plane mirrors the edits (nobody posts them to the intake API): on the
              appliers' own timers it records the revert as a commit of its own; held, the two
@@ -121,7 +122,8 @@ async function race(argv: string[]): Promise<number> {
   try {
     const mirror = argv.includes("--mirror");
     const { held } = await runRace({ log, mirror, out: (line) => process.stdout.write(`${line}\n`) });
-    // The promise the race makes: with applygate, the later value wins with one commit per save.
+    // The promise the race makes, for each of the three appliers: with applygate, the later value
+    // wins with one commit per save.
     const kept = held.every(
       (r) => r.cluster === "green" && !r.reverted && r.commits === r.saves && r.applies.length === 0,
     );

@@ -3,13 +3,17 @@
  *
  * Each run makes the same two API edits to each demo app's ConfigMap (greeting "blue", then
  * "green"), each mirrored into Git as one save. The second edit lands right after the applier
- * fetched the first commit, the moment the race needs:
+ * fetched the first commit, the moment the race needs. The three appliers race at once: Flux,
+ * Argo CD and the playground deployer (the webhook applier's endpoint, applying `apps/webhook`).
  *
  * - **own timers**: no claims. The Kustomization reconciles every second, the Application has
- *   automated sync (with self-heal) on and a one-second refresh. The applier applies the first commit over the
- *   second edit: the cluster goes back to "blue" until a later apply brings "green" again.
- * - **held by applygate**: the claims hold both appliers. The same edits give one commit each
- *   and no apply at all: the cluster already runs them, and nothing reverts "green".
+ *   automated sync (with self-heal) on and a one-second refresh, and the deployer builds every
+ *   pushed commit of its folder as a CI pipeline on the Git host's push webhook does. The applier
+ *   applies the first commit over the second edit: the cluster goes back to "blue" until a later
+ *   apply brings "green" again.
+ * - **held by applygate**: the claims hold the three appliers (the deployer applies only when its
+ *   WebhookClaim calls it). The same edits give one commit each and no apply at all: the cluster
+ *   already runs them, and nothing reverts "green".
  *
  * The race starts assemblies of its own (its own Redis prefix, Git server, API server and ports):
  * it needs the appliers' timing knobs in its own process and a clean history for each run, and
@@ -36,16 +40,27 @@ import {
   watchValue,
 } from "./actors.js";
 import { type Assembly, type AssemblyTimers, FAST_TIMERS, startAssembly } from "./assembly.js";
-import { DEMO_APPLIERS, type DemoApp } from "./demo.js";
+import { DEMO_APPLIERS, DEMO_NAMESPACE, DEMO_WEBHOOK_APP, type PlaygroundApp } from "./demo.js";
+import { DEPLOYER_FIELD_MANAGER } from "./deployer.js";
 
 export const FIRST = "blue";
 export const SECOND = "green";
 
-/** Timers of the race: appliers on one-second timers, and a build/sync delay the race falls into. */
+/** The appliers that race, each on its own ConfigMap. */
+export const RACE_APPS = ["flux", "argocd", "webhook"] as const satisfies readonly PlaygroundApp[];
+
+/**
+ * Timers of the race: appliers on one-second timers, and a build/sync delay the race falls into.
+ * The deployer's build (4 s) outlasts its GitTarget's commit window (1 s idle), as a CI build
+ * outlasts the default 5 s: with the watch plane on, a revert that stays on the cluster for a
+ * build's length is a commit of its own, never folded into the apply that undoes it.
+ */
 export const RACE_TIMERS: AssemblyTimers = {
   ...FAST_TIMERS,
   flux: { perObjectApplyMs: 1, buildMs: 1500 },
   argo: { refreshIntervalMs: 1000, syncDelayMs: 1500 },
+  deployer: { buildMs: 4000 },
+  commitIdleSeconds: { webhook: 1 },
   fluxInterval: "1s",
 };
 
@@ -58,11 +73,13 @@ export interface TimelineEntry {
 
 export interface RaceOutcome {
   mode: RaceMode;
-  app: DemoApp;
+  app: PlaygroundApp;
   timeline: TimelineEntry[];
   /** The cluster's greeting at the end, and whether "green" was ever replaced by "blue". */
   cluster: string | undefined;
   reverted: boolean;
+  /** The field managers that wrote over "green" (the appliers that reverted it). */
+  revertedBy: string[];
   git: string | undefined;
   /** Commits on the branch made by the two saves. */
   commits: number;
@@ -72,9 +89,13 @@ export interface RaceOutcome {
 }
 
 const short = (sha: string | undefined) => (sha ? sha.slice(0, 7) : "-");
-const applierName = (app: DemoApp) => (app === "flux" ? "kustomize-controller" : "argocd-controller");
+const APPLIER_NAMES: Record<PlaygroundApp, string> = {
+  flux: "kustomize-controller",
+  argocd: "argocd-controller",
+  webhook: DEPLOYER_FIELD_MANAGER,
+};
 
-/** Plays one run of the race on both apps at once. */
+/** Plays one run of the race on the three apps at once. */
 export async function playRace(
   mode: RaceMode,
   opts: {
@@ -96,18 +117,18 @@ export async function playRace(
     ...(opts.mirror ? { withMirror: true } : {}),
   });
   try {
-    if (mode === "held") await settled(a);
+    // Each claim holds its applier and the converge at the start applied the tip (a loaded machine
+    // stretches the three converges).
+    if (mode === "held") await settled(a, 60_000, RACE_APPS);
     else {
       // Argo CD syncs on its own only what is OutOfSync; with self-heal on (as many teams run it)
       // the edit that differs from the commit it compared is what it syncs over.
       await selfHeal(a);
       const head = await tip(a);
-      for (const app of ["flux", "argocd"] as const)
+      for (const app of RACE_APPS)
         await until(async () => appliedCommits(a, app).includes(head), `${app} to apply the first commit`);
     }
-    return await Promise.all(
-      (["flux", "argocd"] as const).map((app) => raceOne(a, mode, app, opts.mirror === true)),
-    );
+    return await Promise.all(RACE_APPS.map((app) => raceOne(a, mode, app, opts.mirror === true)));
   } finally {
     await a.stop();
   }
@@ -128,7 +149,12 @@ async function selfHeal(a: Assembly): Promise<void> {
   );
 }
 
-async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp, mirror: boolean): Promise<RaceOutcome> {
+async function raceOne(
+  a: Assembly,
+  mode: RaceMode,
+  app: PlaygroundApp,
+  mirror: boolean,
+): Promise<RaceOutcome> {
   const t0 = Date.now();
   const timeline: TimelineEntry[] = [];
   const note = (text: string) => timeline.push({ ms: Date.now() - t0, text });
@@ -136,6 +162,7 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp, mirror: boolea
   const appliedBefore = appliedCommits(a, app).length;
   let seenSecond = false;
   let reverted = false;
+  const revertedBy = new Set<string>();
 
   // The recorder: every value the cluster takes (from a watch: each resourceVersion, however
   // briefly it lived) and every apply the applier completes.
@@ -153,18 +180,33 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp, mirror: boolea
         if (v.value === SECOND) seenSecond = true;
         // The later edit reverted: once "green" was on the cluster, an applier wrote anything else.
         const back = seenSecond && v.value !== SECOND && v.manager !== USER_MANAGER;
-        if (back) reverted = true;
+        if (back) {
+          reverted = true;
+          revertedBy.add(v.manager ?? "?");
+        }
         note(`cluster: ${v.value} (by ${v.manager ?? "?"})${back ? "  ← REVERTED" : ""}`);
       }
       const list = appliedCommits(a, app);
       for (; applied < list.length; applied++) {
-        if (list[applied] !== list[applied - 1]) note(`${applierName(app)} applied ${short(list[applied])}`);
+        if (list[applied] !== list[applied - 1])
+          note(`${APPLIER_NAMES[app]} applied ${short(list[applied])}`);
       }
       await new Promise((r) => setTimeout(r, 20));
     }
   })();
 
-  const fetched = app === "flux" ? () => fluxArtifactCommit(a) : () => argoComparedCommit(a);
+  // What the applier has fetched: the deployer on its own trigger fetches each pushed commit of its
+  // folder and builds it; held, it only notes the push the Git host announced.
+  const fetched = {
+    flux: () => fluxArtifactCommit(a),
+    argocd: () => argoComparedCommit(a),
+    webhook: async () => (mode === "held" ? a.deployer.pushes.at(-1) : a.deployer.fetched()),
+  }[app];
+  const fetchedNote = {
+    flux: "GitRepository fetched",
+    argocd: "Argo CD compared",
+    webhook: mode === "held" ? "deployer notified of push" : "deployer fetched",
+  }[app];
   // With the watch plane on, the edit is made on the cluster alone and its commit is the one the
   // mirror makes; otherwise the edit is reported to the intake API as a save.
   const edit = async (greeting: string) => {
@@ -180,7 +222,7 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp, mirror: boolea
     const c = await fetched();
     return (await holds(a, c, first.body.commit)) ? c : undefined;
   }, "the applier to fetch the first commit");
-  note(`${app === "flux" ? "GitRepository fetched" : "Argo CD compared"} ${short(fetchedFirst)}`);
+  note(`${fetchedNote} ${short(fetchedFirst)}`);
   const second = { body: { commit: await edit(SECOND) } };
   note(`API edit ${SECOND} → commit ${short(second.body.commit)}`);
 
@@ -203,8 +245,12 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp, mirror: boolea
       async () => holds(a, await fetched(), second.body.commit),
       "the applier to fetch the second commit",
     );
-    const quietMs = (a.timers.flux.buildMs ?? 0) + (a.timers.argo.syncDelayMs ?? 0) + 1000;
-    note(`${app === "flux" ? "GitRepository fetched" : "Argo CD compared"} ${short(await fetched())}`);
+    const quietMs =
+      (a.timers.flux.buildMs ?? 0) +
+      (a.timers.argo.syncDelayMs ?? 0) +
+      (a.timers.deployer?.buildMs ?? 0) +
+      1000;
+    note(`${fetchedNote} ${short(await fetched())}`);
     await new Promise((r) => setTimeout(r, quietMs));
     note(`(watched ${(quietMs / 1000).toFixed(1)}s more: no apply)`);
   }
@@ -232,6 +278,7 @@ async function raceOne(a: Assembly, mode: RaceMode, app: DemoApp, mirror: boolea
     timeline,
     cluster: (await clusterValue(a, app)).greeting,
     reverted,
+    revertedBy: [...revertedBy],
     git: await gitValue(a, app),
     commits: commits.length,
     saves: 2,
@@ -245,10 +292,11 @@ export function sideBySide(own: RaceOutcome, held: RaceOutcome, width = 58): str
     e
       ? `${`+${(e.ms / 1000).toFixed(2)}s`.padStart(7)}  ${e.text}`.slice(0, width).padEnd(width)
       : "".padEnd(width);
-  const title =
-    own.app === "flux"
-      ? "Flux (Kustomization flux-system/flux-app)"
-      : "Argo CD (Application argocd/argo-app)";
+  const title = {
+    flux: `Flux (Kustomization ${DEMO_APPLIERS.flux.namespace}/${DEMO_APPLIERS.flux.name})`,
+    argocd: `Argo CD (Application ${DEMO_APPLIERS.argocd.namespace}/${DEMO_APPLIERS.argocd.name})`,
+    webhook: `Webhook applier (the playground deployer; held: WebhookClaim ${DEMO_NAMESPACE}/${DEMO_WEBHOOK_APP.claim})`,
+  }[own.app];
   const lines = [
     title,
     `${"appliers on their own timers".padEnd(width)} │ held by applygate`,
@@ -278,11 +326,11 @@ export async function runRace(opts: {
   opts.out(
     "The two-edit race: two API edits a moment apart, the second right after the applier fetched the first.",
   );
-  opts.out("Run 1: the appliers on their own timers (no claims)…");
+  opts.out("Run 1: the appliers on their own timers (no claims; the deployer builds every push)…");
   const own = await playRace("own-timers", opts);
   opts.out("Run 2: the same edits, the appliers held by applygate…");
   const held = await playRace("held", opts);
-  for (const app of ["flux", "argocd"] as const) {
+  for (const app of RACE_APPS) {
     opts.out("");
     for (const line of sideBySide(
       own.find((r) => r.app === app) as RaceOutcome,

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { objectYaml } from "../../queue/git/layout.js";
 import { GitPeer } from "../git/peer.js";
 import { KUBECTL_AVAILABLE } from "../manifests/kustomize.js";
+import { apiEdit, foreignPush, gitValue } from "../playground/actors.js";
 import {
   DEMO_APPS,
   DEMO_NAMESPACE,
@@ -21,6 +22,7 @@ import {
   demoWebhookConfigPath,
 } from "../playground/demo.js";
 import { DEPLOYER_FIELD_MANAGER } from "../playground/deployer.js";
+import { observeProgress } from "../playground/progress.js";
 import { untilWith } from "../support/wait.js";
 import { type Scene, startScene } from "./harness.js";
 
@@ -118,5 +120,44 @@ describe("the playground's webhook applier", () => {
     // The figure the report quotes: request recorded → the deployer's Succeeded recorded.
     console.log(`webhook applier: send → Succeeded ${ms} ms`);
     expect(ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it("the apply window judges the deployer's field manager: its late write over a newer edit makes a Repair due, and the edit wins", async () => {
+    const attempts = await observeProgress({
+      redisUrl: s.a.redis.url,
+      prefix: s.a.prefix,
+      kinds: ["webhook"],
+    });
+    // A build long enough for an API edit to land between the deployer's fetch and its apply.
+    s.a.deployer.buildMs = 1500;
+    try {
+      const pushed = await foreignPush(s.a, "webhook", "pushed");
+      await until(async () => s.a.deployer.fetched() === pushed, "the deployer to fetch the pushed commit");
+      const edit = await apiEdit(s.a, "webhook", "edited");
+      expect(edit.body.commit, JSON.stringify(edit)).toBeDefined();
+      // The deployer applies the commit it fetched, over the edit: a late apply.
+      await until(
+        async () => s.a.deployer.applies.includes(pushed),
+        "the deployer to apply the pushed commit",
+      );
+      const repair = await until(
+        async () => attempts.attempts().find((at) => at.targets.some((t) => t.reason === "Repair")),
+        "a Repair sent to the webhook applier",
+      );
+      expect(repair.applier).toMatchObject({ kind: "webhook", name: DEMO_WEBHOOK_APP.claim });
+      await until(
+        async () => (await greeting(DEMO_WEBHOOK_APP.namespace)) === "edited",
+        "the edit back on the cluster",
+      );
+      await until(
+        async () => (await webhookClaim()).status?.lastAppliedCommit === repair.commit,
+        "the Repair applied",
+      );
+      expect(await gitValue(s.a, "webhook")).toBe("edited");
+      expect(s.a.deployer.applies.at(-1)).toBe(repair.commit);
+    } finally {
+      s.a.deployer.buildMs = 0;
+      await attempts.stop();
+    }
   });
 });

@@ -3,6 +3,7 @@
  * endpoint, the simulated API server and Redis.
  */
 import { createHmac } from "node:crypto";
+import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RESOURCES } from "../../queue/kube/index.js";
 import { callbackKeys } from "../../queue/webhook-callback.js";
@@ -21,6 +22,14 @@ function fluxGenericHmacAccepts(key: string, header: string | undefined, body: B
   if (!algo || !hex || !["sha1", "sha256", "sha512"].includes(algo)) return false;
   return createHmac(algo, key).update(body).digest("hex") === hex;
 }
+
+/** applygate_operations_unresolved{applier_kind="webhook"} as the sidecar's /metrics says it. */
+const unresolvedGauge = async () => {
+  const line = (await w.sidecar.metrics.text())
+    .split("\n")
+    .find((l) => l.startsWith('applygate_operations_unresolved{applier_kind="webhook"}'));
+  return Number(line?.split(" ").at(-1));
+};
 
 const report = (token: string, phase: string, message?: string) =>
   w.redis.client.rpush(
@@ -174,8 +183,20 @@ describe("mode callback", () => {
     await until(async () => (await w.operation("quiet"))?.phase === "Unresolved", "Unresolved");
     await until(async () => (await w.phases(a.token)).includes("Unresolved"), "reported Unresolved");
     expect(w.sidecar.executor.running()).toContain(a.token);
+    // The same gauge and Event as the other kinds.
+    expect(await unresolvedGauge()).toBe(1);
+    const event = await until(
+      async () =>
+        (
+          await w.api.kubeConfig().makeApiClient(k8s.EventsV1Api).listNamespacedEvent({ namespace: NS })
+        ).items.find((e) => e.reason === "OperationUnresolved" && e.regarding?.name === "quiet"),
+      "the OperationUnresolved Event",
+    );
+    expect(event).toMatchObject({ type: "Warning", action: "Follow", regarding: { kind: "WebhookClaim" } });
+    expect(event.note).toContain(a.token);
     await report(a.token, "Succeeded", "done at last");
     await until(async () => (await w.operation("quiet"))?.phase === "Succeeded", "Succeeded");
+    expect(await unresolvedGauge()).toBe(0);
   });
 });
 

@@ -104,7 +104,7 @@ export interface WebhookWorld {
   createClaim(name: string, spec: ClaimSpec, key?: string): Promise<void>;
   setKey(name: string, key: string): Promise<void>;
   /** Queues an attempt for the claim as a branch worker does; returns it. */
-  send(claim: string, token?: string): Promise<Attempt>;
+  send(claim: string, token?: string, commit?: string): Promise<Attempt>;
   reports(token: string): Promise<PhaseReport[]>;
   phases(token: string): Promise<ReportPhase[]>;
   operation(claim: string): Promise<Operation | undefined>;
@@ -214,7 +214,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/webhook, claimRef: {k
         return conds?.some((x) => x.type === "InControl" && x.status === "True");
       }, `WebhookClaim ${name} in control`);
     },
-    async send(claim, token = `op-${randomBytes(4).toString("hex")}`) {
+    async send(claim, token = `op-${randomBytes(4).toString("hex")}`, commit = COMMIT) {
       // As the branch worker does: a claim's next attempt only once its last one ended.
       await until(() => w.sidecar.following.forClaim(`${NS}/${claim}`) === undefined, `${claim} free`);
       const attempt: Attempt = {
@@ -224,7 +224,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/webhook, claimRef: {k
         branchKey: "git.example/org/repo@main",
         repository: "https://git.example/org/repo.git",
         branch: "main",
-        commit: COMMIT,
+        commit,
         targets: [{ uid: targetUids.get(claim)!, namespace: NS, name: `${claim}-target`, reason: "CatchUp" }],
         sentAt: new Date().toISOString(),
       };
