@@ -154,6 +154,8 @@ export class Mirror {
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private started = false;
+  /** The typed caches exist: before that, a change is left for the first reconcile to read. */
+  private cachesReady = false;
   /** Writes handed to an inbox, in order (tests and the playground read it). */
   readonly sent: AcceptedWrite[] = [];
   /** The initial-snapshot markers handed to an inbox, in order. */
@@ -201,7 +203,15 @@ export class Mirror {
     this.targetsCache = new TypedCache(targets.informer, readGitTarget, this.log);
     this.providersCache = new TypedCache(providers.informer, readGitProvider, this.log);
     this.grantsCache = new TypedCache(grants.informer, (o) => readObject(scopeGrant, o), this.log);
-    await this.reconcile();
+    // Changes seen while the informers synced are in the caches this first pass reads.
+    this.reconciling = this.reconcile();
+    try {
+      await this.reconciling;
+    } finally {
+      this.reconciling = undefined;
+    }
+    this.cachesReady = true;
+    if (this.again) this.reconcileSoon();
     const every = (ms: number, f: () => void) => {
       const t = setInterval(f, ms);
       t.unref?.();
@@ -264,7 +274,7 @@ export class Mirror {
 
   private reconcileSoon(): void {
     if (this.stopped) return;
-    if (this.reconciling) {
+    if (this.reconciling || !this.cachesReady) {
       this.again = true;
       return;
     }
