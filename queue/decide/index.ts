@@ -7,4 +7,5 @@ export * from "./model.js";
 export * from "./reasons.js";
 export * from "./refusal.js";
 export * from "./step.js";
+export * from "./sync-windows.js";
 export * from "./window.js";
