@@ -41,6 +41,8 @@ export interface DecisionsOptions {
   changes?: ChangeFeed;
   /** How often commit statuses awaited for approval are read again (default 15 s). */
   commitStatusPollMs?: number;
+  /** Argo CD's own namespace, where AppProjects live (default `argocd`). */
+  argocdNamespace?: string;
 }
 
 /** Changes of the cluster by branch key (the worker's ClusterCache). */
@@ -110,7 +112,9 @@ export function createDecisions(o: DecisionsOptions): Decisions {
           // The branch worker learns the same GitTargets (a new one, a suspension, one refused) at
           // each listing.
           worker?.updateTargets(spec.targets, { refused: spec.refused, baseBranch: spec.baseBranch });
-          const listing = await listBranch(o.objects, spec.targets);
+          const listing = await listBranch(o.objects, spec.targets, {
+            ...(o.argocdNamespace ? { argocdNamespace: o.argocdNamespace } : {}),
+          });
           // The tip's tree as the worker last read it, for the GitTargets listed now: a new
           // GitTarget whose folder is already in Git is past the barrier at once.
           const read = await worker?.folders();

@@ -81,6 +81,8 @@ export const StatusReason = {
   ChangeWindowOverride: "ChangeWindowOverride",
   AwaitingApproval: "AwaitingApproval",
   Approved: "Approved",
+  BlockedBySyncWindow: "BlockedBySyncWindow",
+  InsideSyncWindow: "InsideSyncWindow",
   /** What a reason the API server would refuse (not CamelCase) is written as. */
   Unknown: "Unknown",
 
