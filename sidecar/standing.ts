@@ -19,6 +19,7 @@ import {
 import { StatusReason } from "../queue/crds/reasons.js";
 import { claimTypeOf, type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
+import { commitStatusesAtWrite } from "./commit-status-check.js";
 import { judgeGovernance } from "./governance-check.js";
 
 export type Standing =
@@ -38,6 +39,8 @@ export interface StandingInput {
   providers?: ReadonlyMap<string, KObject>;
   /** The moment of the judgement (epoch ms), for the change windows; default the system clock. */
   now?: number;
+  /** A required commit status's state per commit the attempt carries, read at the write. */
+  commitStatuses?: Readonly<Record<string, string>>;
 }
 
 /** The GitProvider a GitTarget names, as `namespace/name` (its namespace by default). */
@@ -154,6 +157,7 @@ export function judgeStanding(i: StandingInput): Standing {
     claim,
     standing.flatMap((t) => i.targets.get(`${t.namespace}/${t.name}`) ?? []),
     i.now ?? Date.now(),
+    i.commitStatuses,
   );
   if (held) return { ok: false, ...held };
   return { ok: true, targets: standing };
@@ -210,5 +214,16 @@ export async function recheckStanding(
     const o = providerRead[i];
     if (o) providers.set(key, o);
   });
-  return judgeStanding({ attempt, claim, grants, targets, providers, now: now() });
+  const commitStatuses = claim
+    ? await commitStatusesAtWrite(kube, attempt, claim, [...targets.values()])
+    : undefined;
+  return judgeStanding({
+    attempt,
+    claim,
+    grants,
+    targets,
+    providers,
+    now: now(),
+    ...(commitStatuses ? { commitStatuses } : {}),
+  });
 }
