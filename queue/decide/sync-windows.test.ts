@@ -169,13 +169,14 @@ describe("judgeSyncWindows (CanSync for applygate's automated syncs)", () => {
     expect(judgeSyncWindows([nowhere], at("2026-12-01T10:30:00Z")).state).toBe("Blocked");
   });
 
-  it("agrees with argosim's copy of Argo CD's CanSync at any moment (UTC windows)", () => {
+  it("agrees with argosim's copy of Argo CD's CanSync at any moment and at every edge", () => {
     const window = fc.record({
       kind: fc.constantFrom("allow", "deny"),
       schedule: fc.constantFrom("0 10 * * *", "*/15 * * * *", "30 9 * * 1-5", "0 0 1 * *", "5 */2 * * *"),
       duration: fc.constantFrom("1m", "14m", "1h", "90m", "36h"),
       applications: fc.constant<string[]>(["*"]),
       manualSync: fc.boolean(),
+      timeZone: fc.constantFrom("UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"),
     });
     fc.assert(
       fc.property(
