@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import {
+  COMMIT_STATUS_POLL_MS,
   createApplyMetrics,
   createDecisions,
   type KeysSecrets,
@@ -107,6 +108,20 @@ export const workerSettings = {
     parse: parsers.duration,
     default: DEFAULT_PUSH_CYCLE_TIMEOUT_MS,
   } as Setting<number>,
+  commitStatusPoll: {
+    flag: "commit-status-poll",
+    env: "APPLYGATE_COMMIT_STATUS_POLL",
+    help: "how often a commit status awaited for approval (a claim's approval.commitStatus) is read again from the Git host",
+    parse: parsers.duration,
+    default: COMMIT_STATUS_POLL_MS,
+  } as Setting<number>,
+  argocdNamespace: {
+    flag: "argocd-namespace",
+    env: "APPLYGATE_ARGOCD_NAMESPACE",
+    help: "Argo CD's own namespace, where the AppProjects whose sync windows an ArgoCDClaim's claim shows live",
+    parse: parsers.string,
+    default: "argocd",
+  } as Setting<string>,
   metricsPort: {
     flag: "metrics-port",
     env: "APPLYGATE_METRICS_PORT",
@@ -188,6 +203,8 @@ export async function run(argv: string[]): Promise<number> {
     log,
     metrics: createApplyMetrics(registry),
     listIntervalMs: config.listInterval,
+    commitStatusPollMs: config.commitStatusPoll,
+    argocdNamespace: config.argocdNamespace,
     ...(cache ? { changes: cache } : {}),
     keys,
   });

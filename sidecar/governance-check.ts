@@ -2,7 +2,9 @@
  * Governance at the moment of the write (pure): the change windows of the claim (or its
  * GitTargets) are judged again at `now`, so an attempt sent inside a window that has closed since
  * starts nothing. Outside the windows only the one-apply override the attempt carries lets it
- * through, and only while the claim still offers it and no other apply has used it.
+ * through, and only while the claim still offers it and no other apply has used it. The approvals
+ * the attempt carries must still hold: a manual one still on the claim, a commit status still
+ * `success` on the Git host as read at the write (`commitStatuses`, read by the shell).
  */
 import type { KubeLike } from "../queue/apply/catalog.js";
 import { approvedCommits, governanceOf } from "../queue/apply/governance.js";
@@ -31,10 +33,14 @@ export function judgeGovernance(
   now: number,
   /** The keys the claim's signature approval trusts now, read at the write (`readTrustedFingerprints`). */
   signatureKeys?: TrustedFingerprints,
+  /** The required status context's state per carried commit, as read at the write. */
+  commitStatuses?: Readonly<Record<string, string>>,
 ): GovernanceRefusal | undefined {
   const c = claim as KubeLike;
   const named = targets.map((t) => governanceOf(t as KubeLike, c)).map((g) => (g ? { governance: g } : {}));
-  const unapproved = approvalRefusal(attempt, c, approvalRequired(named));
+  const unapproved =
+    approvalRefusal(attempt, c, approvalRequired(named)) ??
+    commitStatusRefusal(attempt, approvalRequired(named), commitStatuses);
   if (unapproved) return unapproved;
   const unsigned = signatureRefusal(attempt, approvalRequired(named), signatureKeys);
   if (unsigned) return unsigned;
@@ -86,5 +92,30 @@ function approvalRefusal(
     phase: "RequestFailed",
     reason: StatusReason.NotApproved,
     message: `approval withdrawn since the send: ${withdrawn.map((a) => a.commit.slice(0, 12)).join(", ")} (Manual)`,
+  };
+}
+
+/**
+ * With a commit status required, each commit the attempt carries must still have the context
+ * `success` as read at the write; anything else (pending, failure, missing, a read that failed or
+ * was not made) starts nothing: a failure never counts as approval.
+ */
+function commitStatusRefusal(
+  attempt: Attempt,
+  sources: readonly ApprovalSource[],
+  statuses: Readonly<Record<string, string>> | undefined,
+): GovernanceRefusal | undefined {
+  if (!sources.includes("CommitStatus") || !attempt.approvals) return undefined;
+  const lost = attempt.approvals
+    .filter((a) => a.sources.includes("CommitStatus"))
+    .map((a) => ({ commit: a.commit, state: statuses?.[a.commit] ?? "unread" }))
+    .filter((a) => a.state !== "success");
+  if (lost.length === 0) return undefined;
+  return {
+    phase: "RequestFailed",
+    reason: StatusReason.NotApproved,
+    message: `commit status no longer success at the write: ${lost
+      .map((a) => `${a.commit.slice(0, 12)} (${a.state})`)
+      .join(", ")} (CommitStatus)`,
   };
 }

@@ -20,6 +20,7 @@ import {
 import { StatusReason } from "../queue/crds/reasons.js";
 import { claimTypeOf, type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
+import { commitStatusesAtWrite } from "./commit-status-check.js";
 import { judgeGovernance } from "./governance-check.js";
 import { readTrustedFingerprints, signatureSpecOf, type TrustedFingerprints } from "./signature-check.js";
 
@@ -42,6 +43,8 @@ export interface StandingInput {
   now?: number;
   /** The keys the claim's signature approval trusts now (read when it requires one). */
   signatureKeys?: TrustedFingerprints;
+  /** A required commit status's state per commit the attempt carries, read at the write. */
+  commitStatuses?: Readonly<Record<string, string>>;
 }
 
 /** The GitProvider a GitTarget names, as `namespace/name` (its namespace by default). */
@@ -159,6 +162,7 @@ export function judgeStanding(i: StandingInput): Standing {
     standing.flatMap((t) => i.targets.get(`${t.namespace}/${t.name}`) ?? []),
     i.now ?? Date.now(),
     i.signatureKeys,
+    i.commitStatuses,
   );
   if (held) return { ok: false, ...held };
   return { ok: true, targets: standing };
@@ -218,6 +222,9 @@ export async function recheckStanding(
   // Signature approval: the keys Secret is read again (one GET by name), only when required.
   const signature = claim && attempt.approvals ? signatureSpecOf(claim, [...targets.values()]) : undefined;
   const signatureKeys = signature ? await readTrustedFingerprints(kube, signature) : undefined;
+  const commitStatuses = claim
+    ? await commitStatusesAtWrite(kube, attempt, claim, [...targets.values()])
+    : undefined;
   return judgeStanding({
     attempt,
     claim,
@@ -226,5 +233,6 @@ export async function recheckStanding(
     providers,
     now: now(),
     ...(signatureKeys ? { signatureKeys } : {}),
+    ...(commitStatuses ? { commitStatuses } : {}),
   });
 }

@@ -193,3 +193,69 @@ describe("listBranch: a GitTarget naming a WebhookClaim", () => {
     expect(listing.claims[0]).toMatchObject({ lastAppliedCommit: "c0" });
   });
 });
+
+describe("catalog: the sync windows of an Argo CD Application's AppProject", () => {
+  const project = (name: string, namespace: string, syncWindows: unknown[]): KubeLike => ({
+    kind: "AppProject",
+    metadata: { name, namespace },
+    spec: { syncWindows },
+  });
+  const withApp = (spec: Record<string, unknown>, ...more: KubeLike[]) => {
+    const o = objects();
+    const app = o.objects.find((x) => x.kind === "Application")!;
+    app.spec = { ...app.spec, ...spec };
+    o.objects.push(...more);
+    return o;
+  };
+  const names = [{ namespace: "team", name: "b" }];
+  const freeze = { kind: "deny", schedule: "0 18 * * *", duration: "1h", timeZone: "Europe/Berlin" };
+
+  it("lists the windows of the Application's project that belong to it, and only those", async () => {
+    const o = withApp(
+      { project: "shop", destination: { namespace: "prod", server: "https://kubernetes.default.svc" } },
+      project("shop", "argocd", [
+        { ...freeze, applications: ["w*"], manualSync: true },
+        { ...freeze, namespaces: ["dev"] },
+        { kind: "allow", schedule: "0 9 * * 1-5", duration: "8h", clusters: ["https://kubernetes.*"] },
+      ]),
+      project("default", "argocd", [{ ...freeze, applications: ["*"] }]),
+    );
+    const l = await listBranch(o, names);
+    expect(l.targets[0]?.governance?.syncWindows).toEqual([
+      { ...freeze, applications: ["w*"], manualSync: true },
+      { kind: "allow", schedule: "0 9 * * 1-5", duration: "8h", clusters: ["https://kubernetes.*"] },
+    ]);
+    // No claim governance of its own: only the sync windows.
+    expect(l.targets[0]?.governance?.changeWindows).toEqual([]);
+  });
+
+  it("no project named reads the default project, in Argo CD's namespace (configurable)", async () => {
+    const o = withApp(
+      { destination: { namespace: "prod" } },
+      project("default", "argocd", [{ ...freeze, applications: ["web"] }]),
+      project("default", "gitops", [{ ...freeze, applications: ["web"], duration: "2h" }]),
+    );
+    expect((await listBranch(o, names)).targets[0]?.governance?.syncWindows?.[0]?.duration).toBe("1h");
+    const other = await listBranch(o, names, { argocdNamespace: "gitops" });
+    expect(other.targets[0]?.governance?.syncWindows?.[0]?.duration).toBe("2h");
+  });
+
+  it("a project with no window of the Application, or none at all, or one that cannot be read, governs nothing", async () => {
+    const none = withApp(
+      { project: "shop" },
+      project("shop", "argocd", [{ ...freeze, applications: ["api"] }]),
+    );
+    expect((await listBranch(none, names)).targets[0]?.governance).toBeUndefined();
+    const missing = withApp({ project: "gone" });
+    expect((await listBranch(missing, names)).targets[0]?.governance).toBeUndefined();
+    const failing = withApp({ project: "shop" });
+    const get = failing.get.bind(failing);
+    failing.get = async (kind, ns, name) => {
+      if (kind === "AppProject") throw new Error("appprojects.argoproj.io is forbidden");
+      return get(kind, ns, name);
+    };
+    const l = await listBranch(failing, names);
+    expect(l.targets[0]?.applier?.kind).toBe("argocd");
+    expect(l.targets[0]?.governance).toBeUndefined();
+  });
+});

@@ -8,7 +8,13 @@ import { readFile } from "node:fs/promises";
 import { parseAllDocuments } from "yaml";
 import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
 import { type GrantView, mayHold } from "../crds/index.js";
-import type { ClaimStatusSnapshot, FolderRead, ListedTarget } from "../decide/index.js";
+import {
+  type ClaimStatusSnapshot,
+  type FolderRead,
+  type ListedTarget,
+  matchSyncWindows,
+  type SyncWindowSpec,
+} from "../decide/index.js";
 import { governanceOf } from "./governance.js";
 
 /** The kinds the catalog reads (entries of the layer's one table, queue/kube/resources.ts). */
@@ -19,7 +25,8 @@ export type ResourceKind =
   | "WebhookClaim"
   | "ApplierGrant"
   | "Kustomization"
-  | "Application";
+  | "Application"
+  | "AppProject";
 
 export interface KubeLike {
   apiVersion?: string;
@@ -176,6 +183,60 @@ export async function standsGranted(
   );
 }
 
+/** The AppProject's sync windows, as stored (entries without a kind, schedule or duration left out). */
+export function syncWindowsIn(project: KubeLike | undefined): SyncWindowSpec[] {
+  const list = project?.spec?.syncWindows;
+  if (!Array.isArray(list)) return [];
+  const strs = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+  return list.flatMap((w) => {
+    const o = obj(w);
+    const kind = str(o?.kind);
+    const schedule = typeof o?.schedule === "string" ? o.schedule : undefined;
+    const duration = typeof o?.duration === "string" ? o.duration : undefined;
+    if (!o || !kind || schedule === undefined || duration === undefined) return [];
+    const out: SyncWindowSpec = { kind, schedule, duration };
+    for (const f of ["applications", "namespaces", "clusters"] as const) {
+      const v = strs(o[f]);
+      if (v.length > 0) out[f] = v;
+    }
+    if (o.manualSync === true) out.manualSync = true;
+    if (o.andOperator === true) out.andOperator = true;
+    const tz = str(o.timeZone);
+    if (tz) out.timeZone = tz;
+    return [out];
+  });
+}
+
+/**
+ * The sync windows of an Argo CD Application's AppProject that belong to it. A project that cannot
+ * be read counts as none: Argo CD holds the sync by itself, the claim only says less.
+ */
+async function syncWindowsOfApplication(
+  source: ObjectSource,
+  app: KubeLike,
+  argocdNamespace: string,
+): Promise<SyncWindowSpec[]> {
+  const name = str(app.spec?.project) ?? "default";
+  let project: KubeLike | undefined;
+  try {
+    project = await source.get("AppProject", argocdNamespace, name);
+  } catch {
+    return [];
+  }
+  const d = obj(app.spec?.destination);
+  const destination = {
+    ...(str(d?.namespace) ? { namespace: str(d?.namespace) } : {}),
+    ...(str(d?.server) ? { server: str(d?.server) } : {}),
+    ...(str(d?.name) ? { name: str(d?.name) } : {}),
+  };
+  return matchSyncWindows(syncWindowsIn(project), { name: app.metadata.name, destination });
+}
+
+export interface ListOptions {
+  /** Argo CD's own namespace, where AppProjects live (default `argocd`). */
+  argocdNamespace?: string;
+}
+
 /**
  * Lists the GitTargets named (namespace/name) with their claims, appliers and sources, and the
  * status of every claim they name. A GitTarget or claim that is gone is left out.
@@ -183,7 +244,9 @@ export async function standsGranted(
 export async function listBranch(
   source: ObjectSource,
   names: Array<{ namespace: string; name: string }>,
+  opts: ListOptions = {},
 ): Promise<BranchListing> {
+  const projects = new Map<string, Promise<SyncWindowSpec[]>>();
   const targets: ListedTarget[] = [];
   const claims = new Map<string, ClaimStatusSnapshot>();
   const appliers = new Map<string, Promise<KubeLike | undefined>>();
@@ -221,9 +284,19 @@ export async function listBranch(
       );
       appliers.set(aKey, a);
     }
-    const src = sourceOf(applier, await a) ?? `claim/${claim.kind}/${claim.namespace}/${claim.name}`;
+    const app = await a;
+    const src = sourceOf(applier, app) ?? `claim/${claim.kind}/${claim.namespace}/${claim.name}`;
     Object.assign(listed, { claim, applier, source: src });
-    const governance = governanceOf(t, c);
+    let governance = governanceOf(t, c);
+    if (applier.kind === "argocd" && app) {
+      let windows = projects.get(aKey);
+      if (!windows) {
+        windows = syncWindowsOfApplication(source, app, opts.argocdNamespace ?? "argocd");
+        projects.set(aKey, windows);
+      }
+      const syncWindows = await windows;
+      if (syncWindows.length > 0) governance = { ...(governance ?? { changeWindows: [] }), syncWindows };
+    }
     if (governance) listed.governance = governance;
     claims.set(`${claim.kind}/${claim.namespace}/${claim.name}`, snapshotOf(claim, applier, src, c));
   }

@@ -115,10 +115,28 @@ describe("gatePatch: the claim shows the gate", () => {
       ],
       governance: {
         changeWindow: { open: false, nextOpening: "2026-12-02T10:00:00.000Z", closesAt: null },
+        syncWindow: null,
         overrideUsed: null,
         awaitingApproval: null,
       },
     });
+  });
+  it("shows an Argo CD claim's sync window, and drops one the claim no longer has", () => {
+    const blocked = {
+      condition: { status: "False" as const, reason: "BlockedBySyncWindow" as const, message: "m" },
+      syncWindow: { open: false, nextOpening: "2026-12-01T19:00:00.000Z" },
+    };
+    const p = gatePatch(claim({}), blocked, now);
+    expect(p?.governance).toEqual({
+      changeWindow: null,
+      syncWindow: { open: false, nextOpening: "2026-12-01T19:00:00.000Z", closesAt: null },
+      overrideUsed: null,
+      awaitingApproval: null,
+    });
+    const shown = { governance: { syncWindow: blocked.syncWindow }, conditions: p?.conditions };
+    expect(gatePatch(claim({ status: shown }), blocked, now)).toBeUndefined();
+    const gone = gatePatch(claim({ status: shown }), { ...closed }, now);
+    expect(gone?.governance).toMatchObject({ syncWindow: null });
   });
   it("writes nothing when the claim already shows it; keeps lastTransitionTime while the status holds", () => {
     const shown = {

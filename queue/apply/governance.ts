@@ -173,11 +173,15 @@ export function gatePatch(
       : [...others, stampedCondition(status.conditions, gate.condition, now, generation)];
   const governance: Record<string, unknown> = {};
   if (gate.changeWindow) governance.changeWindow = gate.changeWindow;
+  if (gate.syncWindow) governance.syncWindow = gate.syncWindow;
   if (gate.awaitingApproval && gate.awaitingApproval.length > 0)
     governance.awaitingApproval = gate.awaitingApproval;
-  const nulled = gate.changeWindow
-    ? { changeWindow: { nextOpening: null, closesAt: null, ...gate.changeWindow } }
-    : {};
+  const nulled = {
+    ...(gate.changeWindow
+      ? { changeWindow: { nextOpening: null, closesAt: null, ...gate.changeWindow } }
+      : {}),
+    ...(gate.syncWindow ? { syncWindow: { nextOpening: null, closesAt: null, ...gate.syncWindow } } : {}),
+  };
   const used: OverrideUse | null | undefined =
     gate.overrideUsed !== undefined
       ? gate.overrideUsed
@@ -193,7 +197,14 @@ export function gatePatch(
     governance:
       Object.keys(governance).length === 0
         ? null
-        : { changeWindow: null, overrideUsed: null, awaitingApproval: null, ...governance, ...nulled },
+        : {
+            changeWindow: null,
+            syncWindow: null,
+            overrideUsed: null,
+            awaitingApproval: null,
+            ...governance,
+            ...nulled,
+          },
   };
 }
 

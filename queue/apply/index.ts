@@ -46,6 +46,8 @@ export interface DecisionsOptions {
   commitStatusPollMs?: number;
   /** Where the keys Secrets of signature approval are read (the worker's ClusterCache). */
   keys?: KeysSecrets;
+  /** Argo CD's own namespace, where AppProjects live (default `argocd`). */
+  argocdNamespace?: string;
 }
 
 /** Changes of the cluster by branch key (the worker's ClusterCache). */
@@ -115,7 +117,9 @@ export function createDecisions(o: DecisionsOptions): Decisions {
           // The branch worker learns the same GitTargets (a new one, a suspension, one refused) at
           // each listing.
           worker?.updateTargets(spec.targets, { refused: spec.refused, baseBranch: spec.baseBranch });
-          const listing = await listBranch(o.objects, spec.targets);
+          const listing = await listBranch(o.objects, spec.targets, {
+            ...(o.argocdNamespace ? { argocdNamespace: o.argocdNamespace } : {}),
+          });
           // The watch plane's coverage of each GitTarget (a live mirror's token, or none).
           if (listing.targets.length > 0) {
             const tokens = await ctx.redis.mget(

@@ -127,6 +127,14 @@ export const governanceStatus = z
         closesAt: timestamp.optional().describe("When the open window may close."),
       })
       .optional(),
+    syncWindow: z
+      .object({
+        open: z.boolean().describe("Whether the AppProject's sync windows would let a sync run now."),
+        nextOpening: timestamp.optional().describe("When Argo CD would next let a sync run."),
+        closesAt: timestamp.optional().describe("When the sync windows may next hold a sync."),
+      })
+      .optional()
+      .describe("Argo CD only: the Application's own sync windows (its AppProject's spec.syncWindows)."),
     awaitingApproval: z
       .array(
         z.object({

@@ -87,6 +87,8 @@ export const StatusReason = {
   SignatureInvalid: "SignatureInvalid",
   SignatureUnsupported: "SignatureUnsupported",
   NoTrustedKeys: "NoTrustedKeys",
+  BlockedBySyncWindow: "BlockedBySyncWindow",
+  InsideSyncWindow: "InsideSyncWindow",
   /** What a reason the API server would refuse (not CamelCase) is written as. */
   Unknown: "Unknown",
 

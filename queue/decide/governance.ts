@@ -8,6 +8,7 @@ import { StatusReason } from "../crds/reasons.js";
 import { type ChangeWindowSpec, judgeChangeWindows, type WindowVerdict } from "./change-windows.js";
 import type { ApplierState, TargetState } from "./model.js";
 import { kindsPending, reasonOf } from "./reasons.js";
+import { judgeSyncWindows, type SyncWindowSpec, type SyncWindowVerdict } from "./sync-windows.js";
 
 /** What the listing reads of governance for one GitTarget and the claim it names. */
 export interface TargetGovernance {
@@ -25,6 +26,11 @@ export interface TargetGovernance {
   };
   /** Post a commit status for each applied commit (the claim's `spec.commitStatusReport`). */
   statusReport?: { api: "github" | "gitea"; apiURL?: string; repository?: string };
+  /**
+   * Argo CD only: the sync windows of the Application's AppProject that belong to it
+   * (`matchSyncWindows`), as the listing read them. Argo CD holds a sync they block.
+   */
+  syncWindows?: SyncWindowSpec[];
   /** Approvals given, by full commit SHA. */
   approved?: Record<string, Partial<Record<ApprovalSource, { by?: string; note?: string }>>>;
 }
@@ -83,13 +89,17 @@ export type ApplyAllowedReason =
   | typeof StatusReason.InvalidChangeWindow
   | typeof StatusReason.ChangeWindowOverride
   | typeof StatusReason.AwaitingApproval
-  | typeof StatusReason.Approved;
+  | typeof StatusReason.Approved
+  | typeof StatusReason.BlockedBySyncWindow
+  | typeof StatusReason.InsideSyncWindow;
 
 /** What an applier's claim shows of governance; written when it changes. */
 export interface ClaimGate {
   /** `ApplyAllowed`; null when no control is configured (the condition is left alone). */
   condition: { status: "True" | "False"; reason: ApplyAllowedReason; message: string } | null;
   changeWindow?: { open: boolean; nextOpening?: string; closesAt?: string };
+  /** Argo CD: whether the project's sync windows would let a sync run now, and when that changes. */
+  syncWindow?: { open: boolean; nextOpening?: string; closesAt?: string };
   /** Foreign commits waiting for approval, newest first, with the sources each lacks. */
   awaitingApproval?: { commit: string; missing: ApprovalSource[]; signature?: SignatureProblem }[];
   overrideUsed?: OverrideUse | null;
@@ -151,15 +161,32 @@ export function governanceHolds(
   const g = windowGate(a, named, now);
   if ((g.verdict.state === "Closed" || g.verdict.state === "Invalid") && g.override === null)
     return "outside change window";
+  const sync = syncWindowVerdict(named, now);
+  if (sync.state === "Blocked" || sync.state === "Invalid") return "blocked by sync window";
   return null;
+}
+
+/** The Argo CD sync windows of the applier (every GitTarget naming it lists the same). */
+export function syncWindowsOf(named: readonly Pick<TargetState, "governance">[]): SyncWindowSpec[] {
+  return named.find((t) => t.governance?.syncWindows?.length)?.governance?.syncWindows ?? [];
+}
+
+/** Whether Argo CD's sync windows would hold an automated sync now (applygate's syncs are). */
+export function syncWindowVerdict(
+  named: readonly Pick<TargetState, "governance">[],
+  now: number,
+): SyncWindowVerdict {
+  return judgeSyncWindows(syncWindowsOf(named), now, false);
 }
 
 /** When the core must look again: the next opening, or the next close of an open window. */
 export function governanceWakeAt(named: readonly TargetState[], now: number): number | null {
   const v = judgeChangeWindows(windowsOf(named), now);
-  if (v.state === "Closed") return v.opensAt;
-  if (v.state === "Open") return v.closesAt;
-  return null;
+  const change = v.state === "Closed" ? v.opensAt : v.state === "Open" ? v.closesAt : null;
+  const s = syncWindowVerdict(named, now);
+  const sync = s.state === "Blocked" ? s.opensAt : s.state === "Open" ? s.closesAt : null;
+  if (change === null) return sync;
+  return sync === null ? change : Math.min(change, sync);
 }
 
 /**
@@ -175,7 +202,7 @@ export function claimGate(
 ): ClaimGate | null {
   const approval = approvalGate(tip, a, named);
   if (approval.state === "Unread") return null;
-  const windows = windowClaimGate(a, named, now);
+  const windows = withSyncWindows(windowClaimGate(a, named, now), named, now);
   if (approval.state === "NotRequired") return windows;
   if (approval.state === "Approved") {
     if (windows.condition && windows.condition.status === "False") return windows;
@@ -213,6 +240,44 @@ export function claimGate(
       missing: m.sources,
       ...(m.signature ? { signature: m.signature } : {}),
     })),
+  };
+}
+
+/**
+ * Argo CD's sync windows on top of the change windows: a sync they would hold shows
+ * `BlockedBySyncWindow` with the next opening (unless a change window already holds the applier);
+ * an override does not open them (Argo CD would hold the sync all the same).
+ */
+function withSyncWindows(gate: ClaimGate, named: readonly TargetState[], now: number): ClaimGate {
+  const v = syncWindowVerdict(named, now);
+  if (v.state === "Unrestricted") return gate;
+  if (v.state === "Open") {
+    const until = v.closesAt === null ? "" : ` until ${iso(v.closesAt)}`;
+    return {
+      ...gate,
+      condition: gate.condition ?? {
+        status: "True",
+        reason: StatusReason.InsideSyncWindow,
+        message: `the AppProject's sync windows let a sync run${until}`,
+      },
+      syncWindow: { open: true, ...(v.closesAt !== null ? { closesAt: iso(v.closesAt) } : {}) },
+    };
+  }
+  const syncWindow = {
+    open: false,
+    ...(v.state === "Blocked" && v.opensAt !== null ? { nextOpening: iso(v.opensAt) } : {}),
+  };
+  if (gate.condition?.status === "False") return { ...gate, syncWindow };
+  const message =
+    v.state === "Invalid"
+      ? `${v.message}: Argo CD holds every sync of the Application until it is fixed`
+      : `${v.by === "deny" ? "inside a deny sync window" : "outside every allow sync window"} of the AppProject: Argo CD would hold the sync, so none is asked for and reasons stay pending; ${
+          v.opensAt === null ? "no opening within 400 days" : `next opening ${iso(v.opensAt)}`
+        }`;
+  return {
+    ...gate,
+    condition: { status: "False", reason: StatusReason.BlockedBySyncWindow, message },
+    syncWindow,
   };
 }
 

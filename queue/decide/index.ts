@@ -8,4 +8,5 @@ export * from "./reasons.js";
 export * from "./refusal.js";
 export * from "./snapshots.js";
 export * from "./step.js";
+export * from "./sync-windows.js";
 export * from "./window.js";

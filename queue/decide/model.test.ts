@@ -3,21 +3,51 @@
  * flushes, executor outcomes and their reports (delivered late, twice, or never), refusals,
  * restarts and clock jumps, played against a small simulated shell (a linear remote history, the
  * commit window, the pending writes, an executor that records operations on its claim's status).
+ * Governed, the same world also generates approvals of foreign commits, the shell's reads of them,
+ * change windows and Argo CD sync windows, and checks that no attempt is ever sent for a tip with
+ * an unapproved foreign commit, or outside a window.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Attempt, PhaseReport, ReportPhase } from "../contract.js";
+import type { ChangeWindowSpec } from "./change-windows.js";
 import { claimKey } from "./due.js";
+import type { TargetGovernance } from "./governance.js";
 import type {
   ClaimStatusSnapshot,
   DecisionAction,
   DecisionEvent,
   DecisionState,
+  ForeignRead,
   ListedTarget,
 } from "./model.js";
 import { hasPending } from "./reasons.js";
 import { initialState, step } from "./step.js";
+import type { SyncWindowSpec } from "./sync-windows.js";
 import { BRANCH, cm, fluxClaim, listed, sha } from "./testing.js";
+
+/**
+ * Governance of the governed world: claim `a` needs a manual approval of every foreign commit and
+ * applies only in even UTC hours, never 01:00-01:30; claim `c`'s Application is held by Argo CD
+ * sync windows from just after hh:15 until hh:25. Each rule has its own oracle below, written
+ * from the schedule by hand, not through the core's window code.
+ */
+const CHANGE_WINDOWS: ChangeWindowSpec[] = [
+  { kind: "allow", schedule: "0 */2 * * *", duration: "1h" },
+  { kind: "deny", schedule: "0 1 * * *", duration: "30m" },
+];
+const SYNC_WINDOWS: SyncWindowSpec[] = [
+  { kind: "deny", schedule: "15 * * * *", duration: "10m", applications: ["*"] },
+];
+function changeWindowOpen(t: number): boolean {
+  const d = new Date(t);
+  const h = d.getUTCHours();
+  return h % 2 === 0 && !(h === 1 && d.getUTCMinutes() < 30);
+}
+function syncWindowOpen(t: number): boolean {
+  const intoHour = t - Math.floor(t / 3_600_000) * 3_600_000;
+  return !(intoHour > 15 * 60_000 && intoHour < 25 * 60_000);
+}
 
 const TARGETS = [
   { uid: "u1", claim: "a", source: "s1", onRefusal: "Reapply" as const, folder: true },
@@ -30,6 +60,8 @@ const SOURCE: Record<string, string> = { a: "s1", b: "s1", c: "s2" };
 
 type Op =
   | { k: "edit"; t: number; o: number }
+  | { k: "approve"; i: number }
+  | { k: "readCommits" }
   | { k: "closeWindow" }
   | { k: "save" }
   | { k: "cooldownPublish" }
@@ -50,6 +82,8 @@ type Op =
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ k: fc.constant("edit" as const), t: fc.nat(3), o: fc.nat(3) }), weight: 4 },
+  { arbitrary: fc.record({ k: fc.constant("approve" as const), i: fc.nat(5) }), weight: 2 },
+  { arbitrary: fc.constant({ k: "readCommits" as const }), weight: 3 },
   { arbitrary: fc.constant({ k: "closeWindow" as const }), weight: 2 },
   fc.constant({ k: "save" as const }),
   { arbitrary: fc.constant({ k: "cooldownPublish" as const }), weight: 2 },
@@ -151,8 +185,14 @@ class World {
   attemptsSent = 0;
   collisions = 0;
   restartsWithRepair = 0;
+  // Governance: the parent of each commit, the foreign ones, and those approved (by claim `a`).
+  parent = new Map<string, string | null>([[sha(1), null]]);
+  foreign = new Set<string>();
+  approved = new Set<string>();
+  held = 0;
+  governedSends = 0;
 
-  constructor() {
+  constructor(readonly governed = false) {
     this.state = step(
       initialState(BRANCH, "r0"),
       { type: "Restarted", tokenPrefix: "r0", claims: Object.values(this.truth) },
@@ -166,8 +206,71 @@ class World {
       listed(t.uid, t.claim, {
         sourceName: t.source,
         onRefusal: this.consent[t.uid] ?? "Ignore",
+        ...(this.governance(t.claim) ? { governance: this.governance(t.claim) as TargetGovernance } : {}),
       }),
     );
+  }
+
+  governance(claim: string): TargetGovernance | undefined {
+    if (!this.governed) return undefined;
+    if (claim === "a")
+      return {
+        changeWindows: CHANGE_WINDOWS,
+        approval: { sources: ["Manual"] },
+        approved: Object.fromEntries([...this.approved].map((c) => [c, { Manual: { by: "ada" } }])),
+      };
+    if (claim === "c") return { changeWindows: [], syncWindows: SYNC_WINDOWS };
+    return undefined;
+  }
+
+  /** The foreign commits on the line from `tip` back to `since` (all of them when `since` is not on it). */
+  foreignSince(tip: string, since: string | null): string[] {
+    const out: string[] = [];
+    for (let c: string | null = tip; c !== null && c !== since; c = this.parent.get(c) ?? null)
+      if (this.foreign.has(c)) out.push(c);
+    return out;
+  }
+
+  /** The shell reads the foreign commits since claim `a`'s last applied commit, for the core's tip. */
+  readCommits(): void {
+    if (!this.governed || this.state.tip === null) return;
+    const key = claimKey(fluxClaim("a").claim);
+    const a = this.state.appliers[key];
+    if (!a) return;
+    const read: ForeignRead = {
+      tip: this.state.tip,
+      since: a.lastAppliedCommit,
+      commits: this.foreignSince(this.state.tip, a.lastAppliedCommit),
+    };
+    this.feed({ type: "CommitsRead", reads: { [key]: read } });
+  }
+
+  /** Approves one foreign commit not approved yet (or every one), and the listing says so. */
+  approve(i: number | "all"): void {
+    if (!this.governed) return;
+    const open = [...this.foreign].filter((c) => !this.approved.has(c));
+    if (open.length === 0) return;
+    for (const c of i === "all" ? open : [open[i % open.length] as string]) this.approved.add(c);
+    this.feed({ type: "TargetsListed", targets: this.listing() });
+  }
+
+  /** Never an attempt for a tip with an unapproved foreign commit, or outside a window. */
+  checkGovernance(att: Attempt): void {
+    if (!this.governed) return;
+    const claim = att.claim.name;
+    if (claim === "a") {
+      const since = (this.truth.a as ClaimStatusSnapshot).lastAppliedCommit ?? null;
+      for (const c of this.foreignSince(att.commit, since))
+        expect(this.approved.has(c), `attempt ${att.token} for ${att.commit} brings unapproved ${c}`).toBe(
+          true,
+        );
+      expect(changeWindowOpen(this.now), `attempt for a at ${new Date(this.now).toISOString()}`).toBe(true);
+      this.governedSends += 1;
+    }
+    if (claim === "c") {
+      expect(syncWindowOpen(this.now), `attempt for c at ${new Date(this.now).toISOString()}`).toBe(true);
+      this.governedSends += 1;
+    }
   }
 
   /** Feeds one event and checks every invariant on what comes out. */
@@ -193,11 +296,15 @@ class World {
         const holds = this.commits.get(a.attempt.commit) ?? new Set();
         for (const w of this.publishedEver)
           expect(holds.has(w), `commit holds published write ${w}`).toBe(true);
+        this.checkGovernance(a.attempt);
         this.queued.push(a.attempt);
         this.attemptsSent += 1;
       }
     }
     this.state = state;
+    this.held += actions.filter(
+      (a) => a.type === "RecordGate" && a.gate.condition?.status === "False",
+    ).length;
     const bySource = new Map<string, number>();
     for (const ap of Object.values(state.appliers)) {
       if (ap.operation) bySource.set(ap.source, (bySource.get(ap.source) ?? 0) + 1);
@@ -244,6 +351,7 @@ class World {
       const id = sha(this.nextCommit++);
       this.commits.set(id, holds);
       this.folders.set(id, folders);
+      this.parent.set(id, this.remoteTip);
       this.remoteTip = id;
       this.lastOwnTip = id;
     }
@@ -340,6 +448,12 @@ class World {
         this.seenObjects.add(key);
         break;
       }
+      case "approve":
+        this.approve(op.i);
+        break;
+      case "readCommits":
+        this.readCommits();
+        break;
       case "closeWindow":
         this.decideOpen();
         break;
@@ -358,6 +472,8 @@ class World {
         if (op.dropFolder) folders.delete("u3");
         else folders.add("u3");
         this.folders.set(id, folders);
+        this.parent.set(id, this.remoteTip);
+        this.foreign.add(id);
         this.remoteTip = id;
         break;
       }
@@ -451,8 +567,10 @@ class World {
     this.publishDecided(this.decided.length);
     // Reports lost for good are recovered from the claims' status by a restart.
     this.restart(true);
-    for (let round = 0; round < 40 && !(this.observedSinceStart && this.quiet()); round++) {
+    this.approve("all");
+    for (let round = 0; round < 60 && !(this.observedSinceStart && this.quiet()); round++) {
       this.apply({ k: "observe" });
+      this.readCommits();
       this.completeFlush();
       while (this.queued.length > 0) this.execute(0, "Succeeded");
       while (this.mailbox.length > 0) this.apply({ k: "deliver", i: 0 });
@@ -483,5 +601,26 @@ describe("decision core, model-based", () => {
     // ... and the apply window's collisions and a restart carrying repairPending.
     expect(collisions).toBeGreaterThan(10);
     expect(restartsWithRepair).toBeGreaterThan(10);
+  });
+});
+
+describe("decision core, model-based, governed", () => {
+  it("never sends an attempt for a tip with an unapproved foreign commit, or outside a change or sync window", () => {
+    let governedSends = 0;
+    let held = 0;
+    fc.assert(
+      fc.property(fc.array(opArb, { minLength: 1, maxLength: 150, size: "max" }), (ops) => {
+        const w = new World(true);
+        for (const op of ops) w.apply(op);
+        w.drain();
+        expect(w.quiet(), JSON.stringify(w.state.appliers)).toBe(true);
+        governedSends += w.governedSends;
+        held += w.held;
+      }),
+      { numRuns: 150 },
+    );
+    // The runs sent governed attempts, and the rules held some.
+    expect(governedSends).toBeGreaterThan(100);
+    expect(held).toBeGreaterThan(50);
   });
 });

@@ -791,7 +791,12 @@ function scheduleWake(s: DecisionState, now: number, actions: DecisionAction[]):
   }
   for (const key of Object.keys(s.appliers)) {
     const named = targetsNaming(s, key);
-    if (!named.some((t) => (t.governance?.changeWindows.length ?? 0) > 0)) continue;
+    if (
+      !named.some(
+        (t) => (t.governance?.changeWindows.length ?? 0) > 0 || (t.governance?.syncWindows?.length ?? 0) > 0,
+      )
+    )
+      continue;
     const at = governanceWakeAt(named, now);
     if (at !== null) times.push(at);
   }

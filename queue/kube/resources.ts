@@ -45,6 +45,7 @@ export const RESOURCES = {
     kind: "GitRepository",
   },
   application: { group: "argoproj.io", version: "v1alpha1", plural: "applications", kind: "Application" },
+  appProject: { group: "argoproj.io", version: "v1alpha1", plural: "appprojects", kind: "AppProject" },
   applicationSet: {
     group: "argoproj.io",
     version: "v1alpha1",

@@ -250,3 +250,86 @@ spec: {kustomizationRef: {name: web, namespace: team}, approval: {signature: {se
     off();
   });
 });
+
+describe("the worker's cluster cache: Argo CD AppProjects", () => {
+  let server: ApiServer;
+  let auditLog: string;
+  let cache: ClusterCache;
+  const project = (duration: string) => `apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: shop, namespace: argocd}
+spec:
+  sourceRepos: ["*"]
+  destinations: [{server: "*", namespace: "*"}]
+  syncWindows: [{kind: deny, schedule: "0 18 * * *", duration: ${duration}, applications: ["web"]}]`;
+  beforeAll(async () => {
+    auditLog = join(await mkdtemp(join(tmpdir(), "applygate-cache-")), "audit.jsonl");
+    server = await startApiServer({ auditLog, bookmarkIntervalMs: 100 });
+    for (const f of [
+      "applygate.dev_gittargets.yaml",
+      "applygate.dev_gitproviders.yaml",
+      "applygate.dev_argocdclaims.yaml",
+    ])
+      await server.installCrdFile(crd(f));
+    for (const f of ["argocd-application.yaml", "argocd-appproject.yaml"])
+      await server.installCrdFile(fileURLToPath(new URL(`../../test/cluster/crds/${f}`, import.meta.url)));
+    const core = server.kubeConfig().makeApiClient(k8s.CoreV1Api);
+    for (const name of ["team", "argocd"]) await core.createNamespace({ body: { metadata: { name } } });
+    await server.applyYaml(`apiVersion: ${API_VERSION}
+kind: GitProvider
+metadata: {name: apps, namespace: team}
+spec: {url: "https://git.example.com/org/apps.git", type: github, webhookSecretRef: {name: hook}}
+---
+apiVersion: ${API_VERSION}
+kind: ArgoCDClaim
+metadata: {name: web, namespace: team}
+spec: {applicationRef: {name: web, namespace: team}}
+---
+apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: web, namespace: team}
+spec: {providerRef: {name: apps}, branch: main, path: web, claimRef: {kind: ArgoCDClaim, name: web}}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: web, namespace: team}
+spec:
+  project: shop
+  source: {repoURL: "https://git.example.com/org/apps.git", path: web, targetRevision: main}
+  destination: {server: "https://kubernetes.default.svc", namespace: shop}
+---
+${project("1h")}`);
+    cache = new ClusterCache(server.kubeConfig());
+  });
+  afterAll(async () => {
+    await cache.close();
+    await server.close();
+  });
+
+  it("lists an Application's sync windows from the cached AppProject, and a change of them tells every branch", async () => {
+    const objects = new KubeObjects(server.kubeConfig(), silentLogger(), {}, cache);
+    const names = [{ namespace: "team", name: "web" }];
+    const first = await listBranch(objects, names);
+    expect(first.targets[0]?.governance?.syncWindows).toEqual([
+      { kind: "deny", schedule: "0 18 * * *", duration: "1h", applications: ["web"] },
+    ]);
+    const reads = () =>
+      readAuditLog(auditLog).filter(
+        (e) => (e.verb === "get" || e.verb === "list") && e.objectRef?.resource === "appprojects",
+      );
+    const before = reads().length;
+    for (let i = 0; i < 3; i++) await listBranch(objects, names);
+    expect(reads().slice(before)).toEqual([]);
+    // Only the windows are kept of a project.
+    expect(Object.keys(cache.objects("AppProject")?.get("shop", "argocd")?.spec ?? {})).toEqual([
+      "syncWindows",
+    ]);
+
+    const told: Array<Set<string> | "all"> = [];
+    const off = cache.onChange((keys) => told.push(keys));
+    await server.applyYaml(project("2h"));
+    await waitFor("the windows' change told", () => told.includes("all"));
+    expect((await listBranch(objects, names)).targets[0]?.governance?.syncWindows?.[0]?.duration).toBe("2h");
+    off();
+  });
+});

@@ -28,20 +28,25 @@ import {
 import type { Logger } from "../log.js";
 
 /**
- * The appliers a claim holds. The decisions read only which source an applier reads (a
- * Kustomization's `spec.sourceRef`, an Application's `spec.source(s)`), so that is all the cache
+ * The appliers a claim holds, and Argo CD's AppProjects. The decisions read only which source an
+ * applier reads (a Kustomization's `spec.sourceRef`, an Application's `spec.source(s)`), an
+ * Application's project and destination, and a project's sync windows, so that is all the cache
  * keeps of them: an Argo CD Application's status alone can be tens of kilobytes.
  */
 export const APPLIER_TYPES = {
   Kustomization: RESOURCES.kustomization,
   Application: RESOURCES.application,
+  /** Only `spec.syncWindows`: the windows Argo CD holds a sync in, shown on the claim. */
+  AppProject: RESOURCES.appProject,
 } as const;
 
 /** What the cache keeps of an applier: its identity and the spec fields naming its source. Pure. */
 export function applierView(o: KObject): KObject {
   const spec = (o.spec ?? {}) as Record<string, unknown>;
   const kept: Record<string, unknown> = {};
-  for (const f of ["sourceRef", "source", "sources"]) if (spec[f] !== undefined) kept[f] = spec[f];
+  // An Application's project and destination say which sync windows of its AppProject are its own.
+  for (const f of ["sourceRef", "source", "sources", "project", "destination", "syncWindows"])
+    if (spec[f] !== undefined) kept[f] = spec[f];
   const { name, namespace, uid, resourceVersion, generation } = o.metadata;
   return {
     ...(o.apiVersion ? { apiVersion: o.apiVersion } : {}),
@@ -135,7 +140,9 @@ export class ClusterCache {
         // Appliers' status moves at every apply; only a change of the source they read matters.
         (_type, o, prev) => {
           if (prev && JSON.stringify(prev.spec) === JSON.stringify(o.spec)) return;
-          this.tell(this.keysOfApplier(t.kind, o));
+          // A project's sync windows may concern any Application of it.
+          if (t.kind === "AppProject") this.tell("all");
+          else this.tell(this.keysOfApplier(t.kind, o));
         },
       );
       this.applierHandles.push(h);

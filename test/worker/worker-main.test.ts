@@ -4,7 +4,8 @@ import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { helpText } from "../../queue/config.js";
+import { COMMIT_STATUS_POLL_MS } from "../../queue/apply/index.js";
+import { ConfigError, helpText, loadConfig } from "../../queue/config.js";
 import { freePort } from "../../queue/redis.js";
 import { workerSettings } from "../../queue/worker-main.js";
 import { configMapWrite, type Harness, harness, waitFor } from "./harness.js";
@@ -22,6 +23,37 @@ describe("applygate worker's settings", () => {
       expect(row, `docs/worker.md documents --${s.flag}`).toBeDefined();
       if (s.env) expect(row).toContain(`\`${s.env}\``);
     }
+  });
+});
+
+describe("applygate worker's commit status poll and Argo CD namespace", () => {
+  it("reads --commit-status-poll and APPLYGATE_COMMIT_STATUS_POLL as a duration, 15 s by default", () => {
+    expect(loadConfig(workerSettings, [], {}).config.commitStatusPoll).toBe(COMMIT_STATUS_POLL_MS);
+    expect(COMMIT_STATUS_POLL_MS).toBe(15_000);
+    expect(loadConfig(workerSettings, ["--commit-status-poll", "2s"], {}).config.commitStatusPoll).toBe(2000);
+    expect(
+      loadConfig(workerSettings, [], { APPLYGATE_COMMIT_STATUS_POLL: "500ms" }).config.commitStatusPoll,
+    ).toBe(500);
+    // The flag wins over the environment.
+    expect(
+      loadConfig(workerSettings, ["--commit-status-poll=1m"], { APPLYGATE_COMMIT_STATUS_POLL: "500ms" })
+        .config.commitStatusPoll,
+    ).toBe(60_000);
+    expect(() => loadConfig(workerSettings, ["--commit-status-poll", "often"], {})).toThrow(ConfigError);
+    expect(() => loadConfig(workerSettings, ["--commit-status-poll", "often"], {})).toThrow(
+      /--commit-status-poll \(APPLYGATE_COMMIT_STATUS_POLL\)/,
+    );
+  });
+
+  it("reads --argocd-namespace and APPLYGATE_ARGOCD_NAMESPACE, argocd by default", () => {
+    expect(loadConfig(workerSettings, [], {}).config.argocdNamespace).toBe("argocd");
+    expect(loadConfig(workerSettings, ["--argocd-namespace", "gitops"], {}).config.argocdNamespace).toBe(
+      "gitops",
+    );
+    expect(loadConfig(workerSettings, [], { APPLYGATE_ARGOCD_NAMESPACE: "cd" }).config.argocdNamespace).toBe(
+      "cd",
+    );
+    expect(() => loadConfig(workerSettings, ["--argocd-namespace", ""], {})).toThrow(ConfigError);
   });
 });
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { newOperationState, operationStatePatch, retryGate } from "./operation.js";
 import { kitchen, nextRetryAt, parseDuration } from "./retry.js";
 import type { Application } from "./types.js";
-import { canSync, matchingWindows, windowActive } from "./windows.js";
+import { canSync, matchingWindows, tzOffset, windowActive } from "./windows.js";
 
 const at = (iso: string) => Date.parse(iso);
 
@@ -70,5 +70,18 @@ describe("operation state patches (setOperationState, merge patch)", () => {
     const patch = operationStatePatch(waiting, started.retry, 11_000) as any;
     expect(patch.status.operationState.finishedAt).toBeNull();
     expect(patch.operation).toBeUndefined();
+  });
+});
+
+describe("sync window timeZone (scheduleOffsetByTimeZone)", () => {
+  const at = (iso: string) => Date.parse(iso);
+  it("reads the schedule on the zone's wall clock at the offset of the moment judged; an unknown zone is UTC", () => {
+    const w = { kind: "deny", schedule: "0 10 * * *", duration: "1h", timeZone: "Europe/Berlin" };
+    expect(tzOffset("Europe/Berlin", at("2026-12-01T09:30:00Z"))).toBe(3_600_000);
+    expect(windowActive(w, at("2026-12-01T09:30:00Z"))).toBe(true); // 10:30 in Berlin
+    expect(windowActive(w, at("2026-12-01T10:30:00Z"))).toBe(false);
+    expect(windowActive(w, at("2026-07-01T08:30:00Z"))).toBe(true); // summer: UTC+2
+    expect(windowActive({ ...w, timeZone: "America/New_York" }, at("2026-12-01T15:30:00Z"))).toBe(true);
+    expect(windowActive({ ...w, timeZone: "Nowhere/Else" }, at("2026-12-01T10:30:00Z"))).toBe(true);
   });
 });

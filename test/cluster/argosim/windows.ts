@@ -1,7 +1,9 @@
 /**
  * Sync windows as Argo CD 3.5 decides them (SyncWindows.Matches, active, CanSync, hasDeny,
  * manualEnabled): standard 5-field cron in UTC; a window is active when the schedule's next firing
- * after (now − duration) is before now. timeZone and syncOverrun are not reproduced.
+ * after (now + offset − duration) is before now + offset, where offset is the window's timeZone's
+ * offset from UTC at the moment judged (`scheduleOffsetByTimeZone`; an unknown zone is UTC).
+ * syncOverrun is not reproduced.
  */
 import { parseDuration } from "./retry.js";
 import type { Application, SyncWindow } from "./types.js";
@@ -67,11 +69,35 @@ export function nextFiring(c: Cron, t: number): number | undefined {
   return undefined;
 }
 
+/** The zone's offset from UTC at `t` in ms (Go: `time.Now().In(loc).Zone()`); 0 for UTC or an unknown zone. */
+export function tzOffset(tz: string | undefined, t: number): number {
+  if (!tz || tz === "UTC") return 0;
+  let parts: Intl.DateTimeFormatPart[];
+  try {
+    parts = new Intl.DateTimeFormat("en-US", {
+      timeZone: tz,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "numeric",
+      day: "numeric",
+      hour: "numeric",
+      minute: "numeric",
+      second: "numeric",
+    }).formatToParts(new Date(t));
+  } catch {
+    return 0;
+  }
+  const p = Object.fromEntries(parts.map((x) => [x.type, Number(x.value)]));
+  const wall = Date.UTC(p.year ?? 0, (p.month ?? 1) - 1, p.day, p.hour, p.minute, p.second);
+  return wall - Math.floor(t / 1000) * 1000;
+}
+
 export function windowActive(w: SyncWindow, now: number): boolean {
   const cron = parseCron(w.schedule ?? "");
   const duration = parseDuration(w.duration ?? "");
-  const next = nextFiring(cron, now - duration);
-  return next !== undefined && next < now;
+  const local = now + tzOffset(w.timeZone, now);
+  const next = nextFiring(cron, local - duration);
+  return next !== undefined && next < local;
 }
 
 function glob(pattern: string, text: string): boolean {

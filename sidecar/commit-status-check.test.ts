@@ -1,0 +1,169 @@
+/**
+ * The commit status an attempt's approval rests on, re-checked at the moment of the write: the
+ * pure rule (`judgeStanding` → `judgeGovernance`), and the read from a real HTTP host answering
+ * the GitHub and Gitea shapes, with the GitProvider's credentials from the simulated API server.
+ */
+import * as k8s from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Attempt } from "../queue/contract.js";
+import { crdFiles } from "../queue/crds/files.js";
+import { type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
+import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
+import { type StatusHost, startStatusHost } from "../test/git/status-host.js";
+import { commitStatusesAtWrite } from "./commit-status-check.js";
+import { judgeStanding } from "./standing.js";
+
+const A = "a".repeat(40);
+const B = "b".repeat(40);
+
+function attemptWith(approvals: Attempt["approvals"]): Attempt {
+  return {
+    token: "t1",
+    claim: { kind: "FluxClaim", namespace: "team-a", name: "web" },
+    applier: { kind: "flux", namespace: "team-a", name: "web" },
+    branchKey: "git.example/r@main",
+    repository: "https://git.example/r",
+    branch: "main",
+    commit: B,
+    targets: [{ uid: "u1", namespace: "team-a", name: "one", reason: "ForeignCommit" }],
+    sentAt: "2026-12-01T11:59:59Z",
+    ...(approvals ? { approvals } : {}),
+  };
+}
+
+function claim(approval: Record<string, unknown>): KObject {
+  return {
+    metadata: { name: "web", namespace: "team-a" },
+    spec: { kustomizationRef: { name: "web" }, approval },
+    status: {
+      conditions: [
+        {
+          type: "InControl",
+          status: "True",
+          reason: "Suspended",
+          message: "",
+          lastTransitionTime: "2026-01-01T00:00:00Z",
+        },
+      ],
+    },
+  };
+}
+const target: KObject = {
+  metadata: { name: "one", namespace: "team-a", uid: "u1" },
+  spec: { branch: "main", claimRef: { kind: "FluxClaim", name: "web" }, providerRef: { name: "repo" } },
+};
+const statusApproval = (apiURL?: string, api = "github") => ({
+  commitStatus: { context: "release/approved", api, repository: "team/apps", ...(apiURL ? { apiURL } : {}) },
+});
+const judge = (c: KObject, a: Attempt, commitStatuses?: Record<string, string>) =>
+  judgeStanding({
+    attempt: a,
+    claim: c,
+    grants: [],
+    targets: new Map([["team-a/one", target]]),
+    ...(commitStatuses ? { commitStatuses } : {}),
+  });
+
+describe("commit status approval re-checked at the write (pure)", () => {
+  const carried = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
+
+  it("still success at the write: the attempt may start", () => {
+    expect(judge(claim(statusApproval()), carried, { [A]: "success" })).toMatchObject({ ok: true });
+  });
+
+  it("turned pending, failure or missing since the send, or not readable: nothing starts, NotApproved", () => {
+    for (const state of ["pending", "failure", "missing", "error"]) {
+      const s = judge(claim(statusApproval()), carried, { [A]: state });
+      expect(s, state).toMatchObject({ ok: false, phase: "RequestFailed", reason: "NotApproved" });
+      if (!s.ok) expect(s.message).toContain(`${A.slice(0, 12)} (${state})`);
+    }
+    // No read at all is no approval.
+    expect(judge(claim(statusApproval()), carried)).toMatchObject({ ok: false, reason: "NotApproved" });
+  });
+
+  it("a claim that requires no commit status is not asked for one", () => {
+    expect(judge(claim({ manual: false }), carried)).toMatchObject({ ok: true });
+  });
+});
+
+describe("commit status read at the write, from the Git host", () => {
+  let api: ApiServer;
+  let kube: Kube;
+  const hosts: StatusHost[] = [];
+
+  beforeAll(async () => {
+    api = await startApiServer({});
+    for (const f of crdFiles()) await api.installCrdFile(f);
+    const kc = api.kubeConfig();
+    await kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: "team-a" } } });
+    kube = new Kube(kc);
+    await kube.core.createNamespacedSecret({
+      namespace: "team-a",
+      body: { metadata: { name: "creds" }, stringData: { username: "git", password: "s3cret" } },
+    });
+    await kube.apply(RESOURCES.gitProvider, {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "GitProvider",
+      metadata: { name: "repo", namespace: "team-a" },
+      spec: {
+        url: "https://git.example/team/apps.git",
+        type: "gitea",
+        webhookSecretRef: { name: "hook" },
+        credentialsSecretRef: { name: "creds" },
+      },
+    } as KObject);
+  });
+  afterAll(async () => {
+    for (const h of hosts) await h.close();
+    await kube?.close();
+    await api?.close();
+  });
+
+  for (const hostApi of ["github", "gitea"] as const) {
+    it(`${hostApi}: reads the context on each carried commit with the GitProvider's token`, async () => {
+      const h = await startStatusHost({ api: hostApi, owner: "team", repo: "apps", token: "s3cret" });
+      hosts.push(h);
+      const c = claim(statusApproval(h.root, hostApi));
+      const a = attemptWith([
+        { commit: A, sources: ["CommitStatus"] },
+        { commit: B, sources: ["CommitStatus"] },
+      ]);
+      h.setStatus(A, "release/approved", "success");
+      h.setStatus(B, "release/approved", "success");
+      expect(await commitStatusesAtWrite(kube, a, c, [target])).toEqual({ [A]: "success", [B]: "success" });
+      // The status turns red after the send: the write finds it so.
+      h.setStatus(B, "release/approved", "failure");
+      const read = await commitStatusesAtWrite(kube, a, c, [target]);
+      expect(read).toEqual({ [A]: "success", [B]: "failure" });
+      expect(judge(c, a, read)).toMatchObject({ ok: false, reason: "NotApproved" });
+      expect(h.badRequests).toEqual([]);
+    });
+  }
+
+  it("a host that does not answer, or refuses the credentials, counts as not approved", async () => {
+    const h = await startStatusHost({ api: "github", owner: "team", repo: "apps", token: "other" });
+    hosts.push(h);
+    h.setStatus(A, "release/approved", "success");
+    const a = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
+    expect(await commitStatusesAtWrite(kube, a, claim(statusApproval(h.root)), [target])).toEqual({
+      [A]: "error",
+    });
+    const closed = await startStatusHost({ api: "github", owner: "team", repo: "apps", token: "s3cret" });
+    const root = closed.root;
+    await closed.close();
+    const read = await commitStatusesAtWrite(kube, a, claim(statusApproval(root)), [target], {
+      timeoutMs: 2000,
+    });
+    expect(read).toEqual({ [A]: "error" });
+  });
+
+  it("no commit status required, or no approval carried: nothing is read", async () => {
+    const a = attemptWith([{ commit: A, sources: ["Manual"] }]);
+    expect(await commitStatusesAtWrite(kube, a, claim(statusApproval("http://127.0.0.1:9")), [target])).toBe(
+      undefined,
+    );
+    expect(await commitStatusesAtWrite(kube, attemptWith(undefined), claim({ manual: true }), [target])).toBe(
+      undefined,
+    );
+  });
+});

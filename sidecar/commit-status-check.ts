@@ -1,0 +1,80 @@
+/**
+ * The commit statuses an attempt's approvals rest on, read again at the moment of the write: the
+ * required context (`approval.commitStatus` of the claim or its GitTarget) on each commit the
+ * attempt carries, from the Git host, with the credentials of the GitProvider the GitTarget names
+ * (its Secret's `password`, else `token`; read only where the namespace binds
+ * applygate-secret-reader to the sidecar, else the host is asked anonymously). A read that fails
+ * is recorded as `error`, so it never counts as approval (`judgeGovernance`).
+ */
+import { readStatusOf, repoApiBase } from "../queue/apply/commit-status.js";
+import { governanceOf } from "../queue/apply/governance.js";
+import type { KubeLike } from "../queue/apply/index.js";
+import type { Attempt } from "../queue/contract.js";
+import type { GitProvider } from "../queue/crds/index.js";
+import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import { secretValue } from "../queue/worker/directory.js";
+
+/** Undefined when the claim requires no commit status (or the attempt carries no approvals). */
+export async function commitStatusesAtWrite(
+  kube: Kube,
+  attempt: Attempt,
+  claim: KObject,
+  targets: readonly KObject[],
+  opts: { timeoutMs?: number; fetch?: typeof fetch } = {},
+): Promise<Record<string, string> | undefined> {
+  const commits = (attempt.approvals ?? [])
+    .filter((a) => a.sources.includes("CommitStatus"))
+    .map((a) => a.commit);
+  if (commits.length === 0) return undefined;
+  let spec: NonNullable<NonNullable<ReturnType<typeof governanceOf>>["approval"]>["commitStatus"];
+  let target: KObject | undefined;
+  for (const t of targets) {
+    const cs = governanceOf(t as KubeLike, claim as KubeLike)?.approval?.commitStatus;
+    if (cs) {
+      spec = cs;
+      target = t;
+      break;
+    }
+  }
+  if (!spec || !target) return undefined;
+  const out: Record<string, string> = {};
+  try {
+    const ref = (target.spec as { providerRef?: { name?: string; namespace?: string } } | undefined)
+      ?.providerRef;
+    const pns = ref?.namespace ?? target.metadata.namespace ?? "default";
+    const provider = ref?.name
+      ? await kube.get<GitProvider>(RESOURCES.gitProvider, pns, ref.name)
+      : undefined;
+    if (!provider) throw new Error(`the GitProvider of GitTarget ${target.metadata.name} is gone`);
+    let token: string | undefined;
+    const secretRef = provider.spec.credentialsSecretRef;
+    if (secretRef) {
+      const s = await kube.core
+        .readNamespacedSecret({ name: secretRef.name, namespace: pns })
+        .catch(() => undefined);
+      const secret = s && { kind: "Secret" as const, metadata: { name: secretRef.name }, data: s.data ?? {} };
+      if (secret) token = secretValue(secret, "password") ?? secretValue(secret, "token");
+    }
+    const base = repoApiBase(provider.spec.url, spec.api, spec.apiURL, spec.repository);
+    for (const c of commits) {
+      try {
+        out[c] = await readStatusOf(
+          {
+            api: spec.api,
+            base,
+            token,
+            ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+            ...(opts.fetch ? { fetch: opts.fetch } : {}),
+          },
+          c,
+          spec.context,
+        );
+      } catch {
+        out[c] = "error";
+      }
+    }
+  } catch {
+    for (const c of commits) out[c] ??= "error";
+  }
+  return out;
+}
