@@ -308,6 +308,7 @@ export const Attempt = z.object({
         sources: z.array(z.string()),
         by: z.array(z.string()).optional(),
         signedBy: z.string().optional(),
+        tag: z.object({ name: z.string(), signedBy: z.string() }).optional(),
       }),
     )
     .optional(),

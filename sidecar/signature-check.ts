@@ -2,7 +2,8 @@
  * Signature approval at the moment of the write. A commit and its signature never change; what
  * can change since the send is which keys are trusted: a key removed from the keys Secret (one
  * leaked, a person gone) approves nothing any more. So the executor reads the Secret again, by
- * name, and each approval the attempt carries must name a key (`signedBy`) still in it. A Secret
+ * name, and each approval the attempt carries must name a key (`signedBy`, and in a tag mode the
+ * tag's `tag.signedBy`) still in it. A Secret
  * gone or not readable trusts no key: the attempt starts nothing (it fails closed).
  */
 import type { KubeLike } from "../queue/apply/catalog.js";
@@ -44,11 +45,18 @@ export function signatureRefusal(
       `the claim requires a signature and the attempt carries none for ${unsigned.map((a) => a.commit.slice(0, 12)).join(", ")}`,
     );
   if (!trusted?.ok) return refuse(`the keys cannot be read at the write: ${trusted?.message ?? "not read"}`);
-  const revoked = attempt.approvals.filter((a) => !trusted.keys.has(a.signedBy as string));
+  // In the tag modes the tag's key must still be trusted too (in mode Tag it is `signedBy`).
+  const revoked = attempt.approvals.flatMap((a) => {
+    const keys = [a.signedBy as string, ...(a.tag ? [a.tag.signedBy] : [])];
+    const gone = [...new Set(keys)].filter((k) => !trusted.keys.has(k));
+    return gone.length > 0 ? [{ a, gone }] : [];
+  });
   if (revoked.length === 0) return undefined;
   return refuse(
     `signing key no longer trusted since the send: ${revoked
-      .map((a) => `${a.commit.slice(0, 12)} (${a.signedBy})`)
+      .map(
+        ({ a, gone }) => `${a.commit.slice(0, 12)} (${a.tag ? `tag ${a.tag.name}: ` : ""}${gone.join(", ")})`,
+      )
       .join(", ")} (Signature)`,
   );
 }

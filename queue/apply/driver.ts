@@ -18,6 +18,7 @@ import {
   type ForeignRead,
   initialState,
   step,
+  tagMatches,
   targetsNaming,
 } from "../decide/index.js";
 import { applierField, claimField, type Logger } from "../log.js";
@@ -373,16 +374,37 @@ export class DecisionDriver {
       try {
         for (const q of asked) {
           const published = this.s.published ?? [];
-          const read = await readForeign((oid) => worker.parentsOf(oid), q.tip, q.since, published);
+          const line: string[] = [];
+          const read = await readForeign(
+            (oid) => worker.parentsOf(oid),
+            q.tip,
+            q.since,
+            published,
+            undefined,
+            line,
+          );
           if (q.commitStatus) {
             read.statuses = await this.readStatuses(q.commitStatus, read.commits);
             waiting ||= read.commits.some((c) => read.statuses?.[c] !== "success");
           }
-          if (q.signature)
+          const sig = q.signature;
+          if (sig) {
+            // A tag mode reads the repository's tags on the line (only then are tags fetched).
+            const tagged =
+              sig.mode === "HEAD"
+                ? undefined
+                : {
+                    line,
+                    tags: () => worker.tagsAt(line, (name) => tagMatches(name, sig.tagPattern)),
+                    rawTagOf: (oid: string) => worker.rawTagOf(oid),
+                  };
             Object.assign(
               read,
-              await this.signatures.read(q.signature, read.commits, (oid) => worker.rawCommitOf(oid)),
+              await this.signatures.read(sig, read.commits, (oid) => worker.rawCommitOf(oid), tagged),
             );
+            // A tag pushed later moves no tip: a commit no tag approves yet is read again.
+            waiting ||= tagged !== undefined && read.commits.some((c) => !read.signatures?.[c]?.ok);
+          }
           reads[q.key] = read;
         }
       } catch (err) {

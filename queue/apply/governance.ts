@@ -16,6 +16,7 @@ import {
   type ClaimGate,
   type DecisionState,
   type OverrideUse,
+  SIGNATURE_MODES,
   type SignatureSpec,
   signatureRequired,
   type TargetGovernance,
@@ -113,7 +114,7 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
 
 /**
  * `approval.signature` of the object that sets the approval: its keys Secret lives in that
- * object's namespace. Only mode HEAD (each commit's own signature) is read.
+ * object's namespace. Modes HEAD (the default), Tag and TagAndHEAD; a tag pattern in the tag modes.
  */
 function signatureSpecOf(
   approvalSpec: Record<string, unknown> | undefined,
@@ -121,8 +122,14 @@ function signatureSpecOf(
 ): SignatureSpec | undefined {
   const sig = obj(approvalSpec?.signature);
   const name = str(obj(sig?.secretRef)?.name);
-  if (!sig || !name || (sig.mode !== undefined && sig.mode !== "HEAD")) return undefined;
-  return { secret: { namespace: holder.metadata.namespace ?? "default", name }, mode: "HEAD" };
+  const mode = sig?.mode === undefined ? "HEAD" : SIGNATURE_MODES.find((m) => m === sig.mode);
+  if (!sig || !name || !mode) return undefined;
+  const pattern = mode !== "HEAD" ? str(sig.tagPattern) : undefined;
+  return {
+    secret: { namespace: holder.metadata.namespace ?? "default", name },
+    mode,
+    ...(pattern ? { tagPattern: pattern } : {}),
+  };
 }
 
 /** Manual approvals on the claim: `approve.applygate.dev/<sha>` annotations, with who set each. */
@@ -230,9 +237,14 @@ export function approvalReadsAsked(s: DecisionState, again = false): ApprovalRea
     const commitStatus = named.find((t) => t.governance?.approval?.commitStatus)?.governance?.approval
       ?.commitStatus;
     // Statuses change on the host: a read that still waits for one is read again when asked.
-    const waiting = commitStatus !== undefined && r?.commits.some((c) => r.statuses?.[c] !== "success");
-    // Signatures checked against other keys than the listing sees now are read again.
+    // So do tags in a tag mode: a signed tag pushed later (no new commit) approves a waiting one.
     const signature = signatureRequired(named);
+    const waiting =
+      (commitStatus !== undefined && r?.commits.some((c) => r.statuses?.[c] !== "success")) ||
+      (signature !== undefined &&
+        signature.mode !== "HEAD" &&
+        r?.commits.some((c) => !r.signatures?.[c]?.ok));
+    // Signatures checked against other keys than the listing sees now are read again.
     const keysMoved = signature !== undefined && (!r?.signatures || r.keys !== signature.keys);
     if (r && r.tip === s.tip && r.since === a.lastAppliedCommit && !(again && waiting) && !keysMoved)
       continue;

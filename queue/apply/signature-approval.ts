@@ -5,8 +5,15 @@
  */
 import { createHash } from "node:crypto";
 import { StatusReason } from "../crds/reasons.js";
-import type { SignatureRead, SignatureSpec } from "../decide/index.js";
-import { readTrustedKeys, type TrustedKeys, verifyCommit } from "../git/signature.js";
+import { type SignatureRead, type SignatureSpec, type TagRead, tagSignatures } from "../decide/index.js";
+import type { RemoteTag } from "../git/repo.js";
+import {
+  readTrustedKeys,
+  type SignatureVerdict,
+  type TrustedKeys,
+  verifyCommit,
+  verifyTag,
+} from "../git/signature.js";
 import type { BranchListing, KubeLike } from "./catalog.js";
 
 /** A keys Secret as the cache knows it: its data (base64 values), or why it cannot be read. */
@@ -78,10 +85,51 @@ export class SignatureReader {
     private readonly limit = 10_000,
   ) {}
 
+  /**
+   * The signatures of `commits` as the spec's mode reads them: each commit's own (HEAD), the tags
+   * on `line` (Tag, see tagSignatures), or both (TagAndHEAD). `tags` lists the repository's tags
+   * on `line` (asked only in a tag mode), `rawTagOf` reads a tag object.
+   */
   async read(
     spec: SignatureSpec,
     commits: readonly string[],
     rawOf: (oid: string) => Promise<Uint8Array>,
+    tagged?: {
+      line: readonly string[];
+      tags: () => Promise<RemoteTag[]>;
+      rawTagOf: (oid: string) => Promise<Uint8Array>;
+    },
+  ): Promise<{ signatures: Record<string, SignatureRead>; keys: string }> {
+    if (spec.mode === "HEAD" || !tagged) return this.readObjects(spec, commits, rawOf, verifyCommit, "");
+    const heads =
+      spec.mode === "TagAndHEAD" ? await this.readObjects(spec, commits, rawOf, verifyCommit, "") : undefined;
+    const remote = await tagged.tags();
+    const annotated = remote.filter((t) => t.annotated);
+    const read = await this.readObjects(
+      spec,
+      annotated.map((t) => t.object),
+      tagged.rawTagOf,
+      verifyTag,
+      "tag:",
+    );
+    const tags: TagRead[] = remote.map((t) => ({
+      name: t.name,
+      commit: t.commit,
+      annotated: t.annotated,
+      ...(t.annotated && read.signatures[t.object] ? { verdict: read.signatures[t.object] } : {}),
+    }));
+    return {
+      signatures: tagSignatures(spec.mode, tagged.line, commits, tags, spec.tagPattern, heads?.signatures),
+      keys: read.keys,
+    };
+  }
+
+  private async readObjects(
+    spec: SignatureSpec,
+    commits: readonly string[],
+    rawOf: (oid: string) => Promise<Uint8Array>,
+    verify: (raw: Uint8Array, keys: TrustedKeys) => Promise<SignatureVerdict>,
+    kind: string,
   ): Promise<{ signatures: Record<string, SignatureRead>; keys: string }> {
     const secret: KeysSecretRead = this.secrets
       ? await this.secrets(spec.secret.namespace, spec.secret.name)
@@ -102,10 +150,10 @@ export class SignatureReader {
     }
     const k = await trusted;
     for (const c of commits) {
-      const at = `${keys}:${c}`;
+      const at = `${keys}:${kind}${c}`;
       let v = this.verdicts.get(at);
       if (!v) {
-        const verdict = await verifyCommit(await rawOf(c), k);
+        const verdict = await verify(await rawOf(c), k);
         v = verdict.ok
           ? { ok: true, key: verdict.key, ...(verdict.signer ? { signer: verdict.signer } : {}) }
           : { ok: false, reason: verdict.reason, message: verdict.message.slice(0, 1000) };

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { COMMIT_STATUS_APIS } from "../apply/commit-status.js";
 import { CHANGE_WINDOW_KINDS, DURATION_PATTERN } from "../decide/change-windows.js";
+import { SIGNATURE_MODES } from "../decide/governance.js";
 import { localSecretRef, timestamp } from "./common.js";
 
 export const changeWindow = z
@@ -33,9 +34,6 @@ export const changeWindows = z
     "Change windows: with allow windows, applies start only inside one; deny windows win over allow. On a claim they replace its GitTargets' windows.",
   );
 
-/** How a signature approves a commit (Flux's `GitRepository.spec.verify.mode`; only HEAD is read). */
-export const SIGNATURE_MODES = ["HEAD"] as const;
-
 export const signatureApproval = z
   .object({
     secretRef: localSecretRef.describe(
@@ -44,7 +42,18 @@ export const signatureApproval = z
     mode: z
       .enum(SIGNATURE_MODES)
       .optional()
-      .describe("HEAD (default): each foreign commit's own signature (gpgsig). Tags are not read."),
+      .describe(
+        "HEAD (default): each foreign commit's own signature (gpgsig). Tag: a signed annotated tag points at the commit or at one above it on the branch's first-parent line (a release tag approves what it brings). TagAndHEAD: both.",
+      ),
+    tagPattern: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[^\s]+$/)
+      .optional()
+      .describe(
+        "Modes Tag and TagAndHEAD: only tags whose name matches are read (* any characters, ? one), e.g. v*.",
+      ),
   })
   .describe(
     "Each foreign commit is signed (OpenPGP, or SSH in namespace git) by a key of the Secret, as Flux's GitRepository spec.verify checks the head commit.",
@@ -174,7 +183,16 @@ export const operationApprovals = z
       signedBy: z
         .string()
         .optional()
-        .describe("The key whose signature approved it (SSH SHA256:…, OpenPGP fingerprint)."),
+        .describe(
+          "The key whose signature approved it (SSH SHA256:…, OpenPGP fingerprint): the tag's in mode Tag, the commit's own otherwise.",
+        ),
+      tag: z
+        .object({
+          name: z.string().describe("The signed annotated tag that approved it (without refs/tags/)."),
+          signedBy: z.string().describe("The key that signed the tag."),
+        })
+        .optional()
+        .describe("Modes Tag and TagAndHEAD: the release tag that approved it."),
     }),
   )
   .max(1000)

@@ -87,6 +87,7 @@ export const StatusReason = {
   SignatureInvalid: "SignatureInvalid",
   SignatureUnsupported: "SignatureUnsupported",
   NoTrustedKeys: "NoTrustedKeys",
+  CommitNotTagged: "CommitNotTagged",
   BlockedBySyncWindow: "BlockedBySyncWindow",
   InsideSyncWindow: "InsideSyncWindow",
   /** What a reason the API server would refuse (not CamelCase) is written as. */

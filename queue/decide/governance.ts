@@ -42,9 +42,19 @@ export interface TargetGovernance {
  */
 export interface SignatureSpec {
   secret: { namespace: string; name: string };
-  mode: "HEAD";
+  /**
+   * HEAD: each foreign commit's own signature. Tag: a signed annotated tag at or above it on the
+   * first-parent line (queue/decide/tag-approval.ts). TagAndHEAD: both.
+   */
+  mode: SignatureMode;
+  /** In a tag mode, only tags whose name matches (`*`, `?`) are read. */
+  tagPattern?: string;
   keys?: string;
 }
+
+/** How a signature approves a commit (Flux's `GitRepository.spec.verify.mode`). */
+export const SIGNATURE_MODES = ["HEAD", "Tag", "TagAndHEAD"] as const;
+export type SignatureMode = (typeof SIGNATURE_MODES)[number];
 
 /** Where an approval comes from. */
 export const APPROVAL_SOURCES = ["Manual", "CommitStatus", "Signature"] as const;
@@ -55,8 +65,13 @@ export interface CommitApproval {
   commit: string;
   sources: ApprovalSource[];
   by?: string[];
-  /** The key that signed it, when a signature approves it (SSH `SHA256:…`, OpenPGP fingerprint). */
+  /**
+   * The key that signed it, when a signature approves it (SSH `SHA256:…`, OpenPGP fingerprint):
+   * in mode Tag the tag's key, in HEAD and TagAndHEAD the commit's own.
+   */
   signedBy?: string;
+  /** In a tag mode: the signed tag that approves it and the tag's key. */
+  tag?: { name: string; signedBy: string };
 }
 
 /** Why a commit's signature does not approve it (a reason of queue/crds/reasons.ts, and words). */
@@ -373,7 +388,10 @@ export function approvalGate(
     const given = { ...approved[commit] };
     if (read.statuses?.[commit] === "success") given.CommitStatus = {};
     const sig = signed?.[commit];
-    if (sig?.ok) given.Signature = { by: sig.signer ? `${sig.signer} (${sig.key})` : sig.key };
+    if (sig?.ok) {
+      const key = sig.signer ? `${sig.signer} (${sig.key})` : sig.key;
+      given.Signature = { by: sig.tag ? `${key} [tag ${sig.tag.name}]` : key };
+    }
     const lacking = sources.filter((src) => given[src] === undefined);
     if (lacking.length > 0) {
       const problem: SignatureProblem | undefined =
@@ -383,7 +401,10 @@ export function approvalGate(
       missing.push({ commit, sources: lacking, ...(problem ? { signature: problem } : {}) });
     } else {
       const by = sources.flatMap((src) => (given[src]?.by ? [given[src]?.by as string] : []));
-      const signedBy = sig?.ok && sources.includes("Signature") ? { signedBy: sig.key } : {};
+      const signedBy =
+        sig?.ok && sources.includes("Signature")
+          ? { signedBy: sig.key, ...(sig.tag ? { tag: { name: sig.tag.name, signedBy: sig.tag.key } } : {}) }
+          : {};
       approvals.push({ commit, sources, ...(by.length > 0 ? { by } : {}), ...signedBy });
     }
   }

@@ -9,4 +9,5 @@ export * from "./refusal.js";
 export * from "./snapshots.js";
 export * from "./step.js";
 export * from "./sync-windows.js";
+export * from "./tag-approval.js";
 export * from "./window.js";

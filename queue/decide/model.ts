@@ -217,7 +217,13 @@ export interface ForeignRead {
 
 /** A commit's signature as the shell checked it: by which key, or why it does not approve it. */
 export type SignatureRead =
-  | { ok: true; key: string; signer?: string }
+  | {
+      ok: true;
+      key: string;
+      signer?: string;
+      /** In a tag mode: the signed tag that approves it, and its key (`key` is the tag's in `Tag`). */
+      tag?: { name: string; key: string; signer?: string };
+    }
   | { ok: false; reason: string; message: string };
 
 // ---------------------------------------------------------------------------------------------

@@ -89,6 +89,14 @@ interface TreeEntry {
   type: "blob" | "tree" | "commit";
 }
 
+/** A tag the server advertises. */
+export interface RemoteTag {
+  name: string;
+  object: string;
+  commit: string;
+  annotated: boolean;
+}
+
 export class BareRepo {
   /** isomorphic-git's cache of pack indexes: shared by every call on this clone. */
   readonly cache: object = {};
@@ -172,6 +180,51 @@ export class BareRepo {
       if (this.downloads.get(tip) === download) this.downloads.delete(tip);
     }
     return { tip, downloaded: true };
+  }
+
+  /**
+   * The tags the server holds now (one advertisement): each name (without `refs/tags/`), the
+   * object its ref names and the commit it peels to. An annotated tag's ref names a tag object
+   * and the server advertises its peeled commit (`^{}`); a lightweight tag's names the commit.
+   */
+  async remoteTags(remote: Remote): Promise<RemoteTag[]> {
+    const ad = await advertise(remote, "git-upload-pack");
+    const out: RemoteTag[] = [];
+    for (const [ref, object] of ad.refs) {
+      if (!ref.startsWith("refs/tags/") || ref.endsWith("^{}")) continue;
+      const peeled = ad.refs.get(`${ref}^{}`);
+      out.push({
+        name: ref.slice("refs/tags/".length),
+        object,
+        commit: peeled ?? object,
+        annotated: peeled !== undefined,
+      });
+    }
+    return out;
+  }
+
+  /**
+   * Downloads the objects of `oids` this clone lacks (one upload-pack, only when some are
+   * missing), telling the server we hold `haves`: the tag objects of the tags a claim reads.
+   */
+  async fetchObjects(remote: Remote, oids: readonly string[], haves: string[] = []): Promise<void> {
+    const missing: string[] = [];
+    for (const oid of new Set(oids)) if (!(await this.hasObject(oid))) missing.push(oid);
+    if (missing.length === 0) return;
+    await this.storePack(await uploadPack(remote, missing, await this.knownTips(haves)));
+  }
+
+  /** A tag object's bytes as Git stores them (for its signature). */
+  async readRawTag(oid: string): Promise<Uint8Array> {
+    const o = await git.readObject({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      oid,
+      format: "content",
+      cache: this.cache,
+    });
+    if (o.type !== "tag") throw new Error(`${oid} is a ${o.type}, not a tag`);
+    return o.object as Uint8Array;
   }
 
   /** Reads only the advertisement: the server's tip of the branch. */

@@ -20,7 +20,7 @@ import {
 } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import { objectPath, objectYaml, refOf } from "../git/layout.js";
-import type { BareRepo, FileChange } from "../git/repo.js";
+import type { BareRepo, FileChange, RemoteTag } from "../git/repo.js";
 import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.js";
 import { type SweptFile, sweepDeletes, sweptDirs } from "../git/sweep.js";
 import type { Logger } from "../log.js";
@@ -386,6 +386,29 @@ export class BranchWorker {
   /** A commit object's bytes, for the decisions' signature check (immutable: may run beside the loop). */
   async rawCommitOf(oid: string): Promise<Uint8Array> {
     return this.o.repo.readRawCommit(oid);
+  }
+
+  /**
+   * The tags of the repository pointing at one of `commits` (one advertisement), with the tag
+   * objects of the annotated ones downloaded when the clone lacks them: for the decisions'
+   * signature check in a tag mode. Only then are tags read; the clone keeps no tag refs.
+   */
+  async tagsAt(
+    commits: readonly string[],
+    keep: (name: string) => boolean = () => true,
+  ): Promise<RemoteTag[]> {
+    const on = new Set(commits);
+    const tags = (await this.o.repo.remoteTags(this.remote())).filter(
+      (t) => on.has(t.commit) && keep(t.name),
+    );
+    const objects = tags.filter((t) => t.annotated).map((t) => t.object);
+    await this.o.repo.fetchObjects(this.remote(), objects, commits.slice(0, 1));
+    return tags;
+  }
+
+  /** A tag object's bytes (immutable: may run beside the loop). */
+  async rawTagOf(oid: string): Promise<Uint8Array> {
+    return this.o.repo.readRawTag(oid);
   }
 
   /**
