@@ -76,6 +76,26 @@ describe("signature approval at the write (pure)", () => {
     );
   });
 
+  it("in a tag mode the tag's key must still be trusted too (TagAndHEAD: the commit's and the tag's)", () => {
+    const tagged = (commitKey: string, tagKey: string) => [
+      {
+        commit: COMMIT,
+        sources: ["Signature"],
+        signedBy: commitKey,
+        tag: { name: "v1.0.0", signedBy: tagKey },
+      },
+    ];
+    const keys = { ok: true as const, keys: new Set(["SHA256:ada", "SHA256:grace"]) };
+    expect(judge(claim(signature), attempt(tagged("SHA256:ada", "SHA256:grace")), keys)).toMatchObject({
+      ok: true,
+    });
+    const out = judge(claim(signature), attempt(tagged("SHA256:ada", "SHA256:eve")), keys);
+    expect(out).toMatchObject({ ok: false, phase: "RequestFailed", reason: StatusReason.NotApproved });
+    expect((out as { message: string }).message).toBe(
+      `signing key no longer trusted since the send: ${COMMIT.slice(0, 12)} (tag v1.0.0: SHA256:eve) (Signature)`,
+    );
+  });
+
   it("keys that cannot be read trust nothing, and an approval without a signing key is none", () => {
     expect(
       judge(claim(signature), attempt(signedBy("SHA256:ada")), { ok: false, message: "gone" }),

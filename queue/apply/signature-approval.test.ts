@@ -43,9 +43,24 @@ describe("governanceOf reads approval.signature", () => {
     );
   });
 
+  it("modes Tag and TagAndHEAD are read, with a tag pattern (ignored in mode HEAD)", () => {
+    expect(
+      governanceOf(target({}), claim({ approval: { signature: { ...sig, mode: "Tag", tagPattern: "v*" } } }))
+        ?.approval?.signature,
+    ).toEqual({ secret: { namespace: "prod", name: "release-keys" }, mode: "Tag", tagPattern: "v*" });
+    expect(
+      governanceOf(target({}), claim({ approval: { signature: { ...sig, mode: "TagAndHEAD" } } }))?.approval
+        ?.signature,
+    ).toEqual({ secret: { namespace: "prod", name: "release-keys" }, mode: "TagAndHEAD" });
+    expect(
+      governanceOf(target({}), claim({ approval: { signature: { ...sig, mode: "HEAD", tagPattern: "v*" } } }))
+        ?.approval?.signature,
+    ).toEqual({ secret: { namespace: "prod", name: "release-keys" }, mode: "HEAD" });
+  });
+
   it("a mode not read, or no Secret named, is no signature source", () => {
     expect(
-      governanceOf(target({}), claim({ approval: { signature: { ...sig, mode: "Tag" } } })),
+      governanceOf(target({}), claim({ approval: { signature: { ...sig, mode: "Commit" } } })),
     ).toBeUndefined();
     expect(governanceOf(target({}), claim({ approval: { signature: {} } }))).toBeUndefined();
   });

@@ -363,6 +363,33 @@ describe("signature approval, alone and combined", () => {
     ]);
   });
 
+  it("mode Tag: the attempt names the release tag and its key; a commit waiting for a tag is read again when asked (HEAD: not)", () => {
+    const byTag: TargetGovernance = {
+      ...signed,
+      approval: { sources: ["Signature"], signature: { ...signature, mode: "Tag" } },
+    };
+    const tagged = { ...good, tag: { name: "v1.0.0", key: "SHA256:abc", signer: "ada@laptop" } };
+    const { d, out } = readWith(byTag, { [B]: tagged });
+    const [attempt] = sends(d.publish(out, B));
+    expect(attempt?.approvals).toEqual([
+      {
+        commit: B,
+        sources: ["Signature"],
+        by: ["ada@laptop (SHA256:abc) [tag v1.0.0]"],
+        signedBy: "SHA256:abc",
+        tag: { name: "v1.0.0", signedBy: "SHA256:abc" },
+      },
+    ]);
+    const untagged = { ok: false as const, reason: "CommitNotTagged", message: "no annotated tag" };
+    const waiting = readWith(byTag, { [B]: untagged });
+    expect(approvalReadsAsked(waiting.d.state)).toEqual([]);
+    expect(approvalReadsAsked(waiting.d.state, true)).toEqual([
+      { key: KEY, tip: B, since: null, signature: { ...signature, mode: "Tag" } },
+    ]);
+    const head = readWith(signed, { [B]: untrusted });
+    expect(approvalReadsAsked(head.d.state, true)).toEqual([]);
+  });
+
   it("an untrusted key holds: AwaitingApproval names the commit, the source and why", () => {
     const { d, out } = readWith(signed, { [B]: untrusted });
     expect(flushes(out)).toEqual([]);

@@ -82,7 +82,8 @@ export function tagSignatures(
     const here = [...(at.get(c) ?? [])].sort(byName);
     const good = here.find((t) => t.annotated && t.verdict?.ok);
     if (good) trusted = good;
-    else if (here[0]) other = here[0];
+    // Why none approves: the nearest tag above, an annotated one before a lightweight one.
+    else if (here[0]) other = here.find((t) => t.annotated) ?? here[0];
     if (!wanted.has(c)) continue;
     const head = heads?.[c];
     if (mode === "TagAndHEAD" && !head?.ok) {

@@ -218,6 +218,37 @@ describe.skipIf(!hasGpg)("OpenPGP signatures made by git with gpg", () => {
     });
   });
 
+  it("verifies an annotated tag signed by git tag -s with gpg; an untrusted key's tag and a lightweight tag's commit do not verify", async () => {
+    commitFile(dir, "t.txt", "t");
+    gitWith(dir, ada)(["tag", "-s", "-m", "release 2", "v2"]);
+    gitWith(dir, eve)(["tag", "-s", "-m", "release 2 by eve", "v2-eve"]);
+    gitWith(dir)(["tag", "-a", "-m", "not signed", "v2-plain"]);
+    const raw = (name: string) => execFileSync("git", ["cat-file", "tag", name], { cwd: dir });
+    const keys = await readTrustedKeys([ada.publicKey]);
+    expect(splitSignedTag(raw("v2")).signature).toContain("BEGIN PGP SIGNATURE");
+    expect(await verifyTag(raw("v2"), keys)).toEqual({
+      ok: true,
+      format: "openpgp",
+      key: ada.fingerprint,
+      signer: "Ada Release <ada@example.test>",
+    });
+    expect(await verifyTag(raw("v2-eve"), keys)).toMatchObject({
+      ok: false,
+      reason: StatusReason.SignatureUntrusted,
+    });
+    expect(await verifyTag(raw("v2-plain"), keys)).toMatchObject({
+      ok: false,
+      reason: StatusReason.CommitUnsigned,
+      message: "the tag is not signed",
+    });
+    expect(
+      await verifyTag(tamper(Buffer.from(raw("v2").toString().replace("release", "changed"))), keys),
+    ).toMatchObject({
+      ok: false,
+      reason: StatusReason.SignatureInvalid,
+    });
+  });
+
   it("verifies a commit signed with an RSA key", async () => {
     const raw = rawCommit(dir, commitFile(dir, "r.txt", "r", rsa));
     expect(await verifyCommit(raw, await readTrustedKeys([rsa.publicKey]))).toMatchObject({

@@ -1267,4 +1267,77 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(w.attempts).toHaveLength(1);
     expect((await awaiting())?.map((a) => a.commit)).toEqual([unsigned]);
   });
+
+  it("signature approval by tag (mode Tag, tagPattern v*): an untagged foreign commit waits (CommitNotTagged); a lightweight tag, an untrusted key's tag and a trusted tag off the pattern approve nothing; a trusted signed tag pushed later, with no new commit, lets one apply run that names the tag", {
+    timeout: 60_000,
+  }, async () => {
+    const keysDir = await mkdtemp(join(tmpdir(), "applygate-keys-"));
+    const ada = sshKey(keysDir, "ed25519", "ada@release");
+    const eve = sshKey(keysDir, "ed25519", "eve@laptop");
+    w = await world({
+      appliedInitial: true,
+      claimSpec: {
+        approval: { signature: { secretRef: { name: "release-keys" }, mode: "Tag", tagPattern: "v*" } },
+      },
+      commitStatusPollMs: 100,
+    });
+    const core = w.api.kubeConfig().makeApiClient(k8s.CoreV1Api);
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: "release-keys" }, stringData: { authorized_keys: `${ada.publicKey}\n` } },
+    });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    type Awaiting = { commit: string; missing: string[]; signature?: { reason: string; message: string } };
+    const awaiting = async () =>
+      ((await w.claim()).status?.governance as { awaitingApproval?: Awaiting[] } | undefined)
+        ?.awaitingApproval;
+    const waitsWith = (commit: string, reason: string, message?: RegExp) =>
+      waitFor(`the claim waits: ${reason}`, async () =>
+        (await awaiting())?.some(
+          (a) =>
+            a.commit === commit &&
+            a.signature?.reason === reason &&
+            (message === undefined || message.test(a.signature.message)),
+        ),
+      );
+    // Tags pushed as another writer would: straight into the served repository.
+    const tag = async (args: string[], signer?: SshSigner) =>
+      gitOk(
+        [
+          ...(signer ? ["-c", "gpg.format=ssh", "-c", `user.signingkey=${signer.keyPath}`] : []),
+          "tag",
+          ...args,
+        ],
+        { cwd: w.bare },
+      );
+
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/release.txt`, "release\n");
+    w.worker().observeSoon();
+    await waitsWith(foreign, "CommitNotTagged", /no annotated tag matching "v\*"/);
+
+    await tag(["v0", foreign]);
+    await waitsWith(foreign, "CommitUnsigned", /tag v0 is a lightweight tag/);
+    await tag(["-s", "-m", "release by eve", "v0.9", foreign], eve);
+    await waitsWith(foreign, "SignatureUntrusted", /^tag v0\.9: /);
+    await tag(["-s", "-m", "nightly", "nightly-1", foreign], ada);
+    // Every tag is read again while the commit waits: still nothing approves it.
+    const reads = () => w.driver().state.appliers[CLAIM_KEY]?.foreignRead;
+    await w.driver().idle();
+    expect(reads()?.signatures?.[foreign]).toMatchObject({ ok: false, reason: "SignatureUntrusted" });
+    expect(w.attempts).toHaveLength(0);
+
+    // The release manager tags the release: no new commit, the next read of the tags approves it.
+    await tag(["-s", "-m", "release 1.0.0", "v1.0.0", foreign], ada);
+    await waitFor("the approved apply", () => w.attempts.length === 1);
+    expect(w.attempts[0]?.commit).toBe(foreign);
+    const approvals = w.attempts[0]?.approvals;
+    expect(approvals).toMatchObject([{ commit: foreign, sources: ["Signature"], tag: { name: "v1.0.0" } }]);
+    expect(approvals?.[0]?.signedBy).toMatch(/^SHA256:/);
+    expect(approvals?.[0]?.tag?.signedBy).toBe(approvals?.[0]?.signedBy);
+    expect(approvals?.[0]?.by?.[0]).toContain("[tag v1.0.0]");
+    await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === foreign);
+    await waitFor("nothing left to decide", () => settled(w));
+    expect(w.attempts).toHaveLength(1);
+  });
 });
