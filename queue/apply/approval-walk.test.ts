@@ -29,6 +29,16 @@ describe("readForeign: the foreign commits an apply of the tip would bring", () 
     expect((await readForeign(read, "o2", "a", own)).commits).toEqual(["f1"]);
     expect((await readForeign(read, "o3", "f2", own)).commits).toEqual([]);
   });
+  it("gives the line it walked, newest first, the worker's publication tips included (what a tag mode reads tags on)", async () => {
+    const read = history("a", "f1", "o1", "o2", "f2", "o3");
+    const own = [
+      { tip: "o2", base: "f1" },
+      { tip: "o3", base: "f2" },
+    ];
+    const line: string[] = [];
+    await readForeign(read, "o3", "a", own, undefined, line);
+    expect(line).toEqual(["o3", "f2", "o2", "f1"]);
+  });
   it("without a last applied commit, only the newest foreign commit is asked for", async () => {
     const read = history("a", "b", "o");
     expect((await readForeign(read, "o", null, [{ tip: "o", base: "b" }])).commits).toEqual(["b"]);
