@@ -1,9 +1,10 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { StatusReason } from "../crds/reasons.js";
-import { commitFile, rawCommit, sshKey, workRepo } from "../git/signing-testing.js";
+import { commitFile, gitWith, rawCommit, sshKey, workRepo } from "../git/signing-testing.js";
 import type { BranchListing, KubeLike } from "./catalog.js";
 import { governanceOf } from "./governance.js";
 import {
@@ -140,6 +141,47 @@ describe("SignatureReader", () => {
     const second = await reader.read(spec, [bad], rawOf);
     expect(second.signatures[bad]).toMatchObject({ ok: true, signer: "eve" });
     expect(second.keys).not.toBe(first.keys);
+  });
+
+  it("reads tags only in a tag mode: Tag verifies each tag object once per key set, TagAndHEAD the commits too", async () => {
+    const ada = sshKey(keysDir, "ed25519", "ada");
+    const { dir } = workRepo();
+    const under = commitFile(dir, "u", "u");
+    const top = commitFile(dir, "t", "t", ada);
+    gitWith(dir, ada)(["tag", "-s", "-m", "release", "v1", top]);
+    const tagObject = execFileSync("git", ["rev-parse", "refs/tags/v1"], { cwd: dir }).toString().trim();
+    const secret: KeysSecretRead = { ok: true, data: { authorized_keys: b64(ada.publicKey) } };
+    const reader = new SignatureReader(async () => secret);
+    let listed = 0;
+    const tagReads: string[] = [];
+    const tagged = {
+      line: [top, under],
+      tags: async () => {
+        listed++;
+        return [{ name: "v1", object: tagObject, commit: top, annotated: true }];
+      },
+      rawTagOf: async (oid: string) => {
+        tagReads.push(oid);
+        return execFileSync("git", ["cat-file", "tag", oid], { cwd: dir });
+      },
+    };
+    const rawOf = async (oid: string) => rawCommit(dir, oid);
+    const head = await reader.read(spec, [top, under], rawOf, tagged);
+    expect(listed).toBe(0);
+    expect(head.signatures[under]).toMatchObject({ ok: false, reason: StatusReason.CommitUnsigned });
+    const byTag = await reader.read({ ...spec, mode: "Tag" }, [top, under], rawOf, tagged);
+    expect(byTag.keys).toBe(keysDigest(secret));
+    for (const c of [top, under])
+      expect(byTag.signatures[c]).toMatchObject({
+        ok: true,
+        signer: "ada",
+        tag: { name: "v1", signer: "ada" },
+      });
+    const both = await reader.read({ ...spec, mode: "TagAndHEAD" }, [top, under], rawOf, tagged);
+    expect(both.signatures[top]).toMatchObject({ ok: true, tag: { name: "v1" } });
+    expect(both.signatures[under]).toMatchObject({ ok: false, reason: StatusReason.CommitUnsigned });
+    expect(listed).toBe(2);
+    expect(tagReads).toEqual([tagObject]);
   });
 
   it("a Secret that cannot be read trusts no key and says why", async () => {

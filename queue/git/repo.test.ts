@@ -54,6 +54,30 @@ describe("BareRepo against a real Git server", () => {
     await peer.remove();
   });
 
+  it("lists the server's tags (annotated peeled to their commit, lightweight as is) and downloads only the tag objects it lacks", async () => {
+    const url = await server.createRepo("r", { "a.txt": "a\n" });
+    const bare = join(server.root, "r.git");
+    const repo = await BareRepo.open(join(dir, "r.git"));
+    const { tip } = await repo.fetchBranch({ url }, "main");
+    await gitOk(["tag", "-a", "-m", "release 1", "v1", "main"], { cwd: bare });
+    await gitOk(["tag", "light", "main"], { cwd: bare });
+    const tags = await repo.remoteTags({ url });
+    const v1 = (await gitOk(["rev-parse", "refs/tags/v1"], { cwd: bare })).trim();
+    expect(tags.sort((a, b) => (a.name < b.name ? -1 : 1))).toEqual([
+      { name: "light", object: tip, commit: tip, annotated: false },
+      { name: "v1", object: v1, commit: tip, annotated: true },
+    ]);
+    expect(await repo.hasObject(v1)).toBe(false);
+    const before = server.counts().fetch;
+    await repo.fetchObjects({ url }, [v1], [tip as string]);
+    expect(server.counts().fetch).toBe(before + 1);
+    const raw = Buffer.from(await repo.readRawTag(v1)).toString("utf8");
+    expect(raw).toContain(`object ${tip}\ntype commit\ntag v1\n`);
+    await repo.fetchObjects({ url }, [v1], [tip as string]);
+    expect(server.counts().fetch).toBe(before + 1);
+    await expect(repo.readRawTag(tip as string)).rejects.toThrow(/not a tag/);
+  });
+
   it("branches of one repository at one tip fetched at once into one clone all get it", async () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 50; i++) files[`apps/f${i}.yaml`] = `n: ${i}\n`;
