@@ -365,6 +365,10 @@ export class DecisionDriver {
   private readCommitsIfAsked(again = false): void {
     const asked = approvalReadsAsked(this.s, again);
     const sig = JSON.stringify(asked);
+    // A read kept from before a restart that still waits (a commit status, a tag) is read again
+    // after a while too: the poll is armed by reads, and none is asked for it now.
+    if (asked.length === 0 && !again && this.worker && approvalReadsAsked(this.s, true).length > 0)
+      this.pollAgain();
     if (asked.length === 0 || (sig === this.commitsAsked && !again) || !this.worker) return;
     this.commitsAsked = sig;
     const worker = this.worker;
@@ -414,17 +418,21 @@ export class DecisionDriver {
         return;
       }
       await this.handle({ type: "CommitsRead", reads });
-      // A status the host has not turned success yet is read again after a while.
-      if (waiting && !this.statusPoll) {
-        this.statusPoll = true;
-        const signal = this.life.signal;
-        void this.clock.sleep(this.o.commitStatusPollMs ?? COMMIT_STATUS_POLL_MS, signal).then(() => {
-          this.statusPoll = false;
-          if (!signal.aborted) this.readCommitsIfAsked(true);
-        });
-      }
+      // A status the host has not turned success yet (a tag not pushed yet) is read again after a while.
+      if (waiting) this.pollAgain();
     });
     this.pump();
+  }
+
+  /** Reads the commits awaiting approval again after `commitStatusPollMs` (one timer at a time). */
+  private pollAgain(): void {
+    if (this.statusPoll) return;
+    this.statusPoll = true;
+    const signal = this.life.signal;
+    void this.clock.sleep(this.o.commitStatusPollMs ?? COMMIT_STATUS_POLL_MS, signal).then(() => {
+      this.statusPoll = false;
+      if (!signal.aborted) this.readCommitsIfAsked(true);
+    });
   }
 
   /**

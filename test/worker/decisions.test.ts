@@ -1327,6 +1327,13 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(reads()?.signatures?.[foreign]).toMatchObject({ ok: false, reason: "SignatureUntrusted" });
     expect(w.attempts).toHaveLength(0);
 
+    // After a restart the tags are still read again while the commit waits.
+    await w.stopReplica();
+    await w.startReplica();
+    await waitFor("the read kept or made again after the restart", () => reads()?.tip === foreign);
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+
     // The release manager tags the release: no new commit, the next read of the tags approves it.
     await tag(["-s", "-m", "release 1.0.0", "v1.0.0", foreign], ada);
     await waitFor("the approved apply", () => w.attempts.length === 1);
