@@ -177,7 +177,7 @@ export async function run(): Promise<Figure[]> {
         bench: `flux.apply.fixed-cost.${objects}`,
         value: Math.round(ours - base),
         unit: "ms",
-        note: `${note}; median operation minus median plain resume; per pair: median ${Math.round(median(added))}, ${spread(added)}`,
+        note: `${note}; median operation minus median plain resume; per pair: median ${Math.round(median(added))}, ${spread(added)} (${added.map(Math.round).join(", ")})`,
       });
       figures.push({
         bench: `flux.apply.requests.${objects}`,
