@@ -388,7 +388,7 @@ export class FluxExecutor implements OperationExecutor {
     log: Logger,
   ) {
     // The Kustomization and its source are read beside the claim; the claim's refusals come first.
-    const applier = this.checkApplier(attempt, ref);
+    const applier = this.checkApplierFresh(attempt, ref);
     applier.catch(() => {}); // awaited below, unless the claim already refuses
     const c = await this.d.client.kube.get<KObject>(claim.type, claim.namespace, claim.name);
     if (!c)
@@ -418,7 +418,10 @@ export class FluxExecutor implements OperationExecutor {
 
     // 1. The artifact must hold the commit.
     const first = await applier;
-    let source = first.source;
+    // A cache behind the server never costs a fetch: an artifact not seen there is read again.
+    let source = artifactHolds(first.source, attempt.commit)
+      ? first.source
+      : ((await this.d.client.source(first.sourceRef)) ?? first.source);
     if (!artifactHolds(source, attempt.commit)) {
       if (source.spec?.suspend) {
         throw new Refusal(
@@ -473,7 +476,17 @@ export class FluxExecutor implements OperationExecutor {
 
     // 2. Recheck just before the resume (the source read beside the Kustomization: a changed
     // sourceRef is refused below anyway).
-    const again = await this.checkApplier(attempt, ref, first.sourceRef);
+    let again = await this.checkApplierFresh(attempt, ref, first.sourceRef);
+    if (
+      again.cached &&
+      (again.ks.metadata.uid !== first.ks.metadata.uid ||
+        keyOf(again.sourceRef) !== keyOf(first.sourceRef) ||
+        !artifactHolds(again.source, attempt.commit))
+    ) {
+      // Refused on the cache: decided again from the API server (the fetch just seen there may
+      // not have reached the watch yet).
+      again = await this.checkApplier(attempt, ref, first.sourceRef, false);
+    }
     if (again.ks.metadata.uid !== first.ks.metadata.uid) {
       throw new Refusal(
         "RequestFailed",
@@ -519,10 +532,12 @@ export class FluxExecutor implements OperationExecutor {
    * server again and rechecks; the artifact may move after any read, which the outcome's revision
    * check reports (RevisionMismatch).
    */
-  private async checkApplier(attempt: Attempt, ref: ObjectKey, expectedSource?: ObjectKey) {
-    const early = expectedSource ? this.d.client.observedSource(expectedSource) : undefined;
+  private async checkApplier(attempt: Attempt, ref: ObjectKey, expectedSource?: ObjectKey, cached = true) {
+    const client = this.d.client;
+    const readSource = (r: ObjectKey) => (cached ? client.observedSource(r) : client.source(r));
+    const early = expectedSource ? readSource(expectedSource) : undefined;
     early?.catch(() => {}); // awaited below, unless the Kustomization already refuses
-    const ks = await this.d.client.observedKustomization(ref);
+    const ks = await (cached ? client.observedKustomization(ref) : client.kustomization(ref));
     if (!ks)
       throw new Refusal(
         "RequestFailed",
@@ -548,7 +563,7 @@ export class FluxExecutor implements OperationExecutor {
     const source =
       early && keyOf(sourceRef) === keyOf(expectedSource as ObjectKey)
         ? await early
-        : await this.d.client.observedSource(sourceRef);
+        : await readSource(sourceRef);
     if (!source)
       throw new Refusal(
         "RequestFailed",
@@ -564,7 +579,17 @@ export class FluxExecutor implements OperationExecutor {
         `the GitRepository fetches ${url} branch ${branch ?? "(none)"}, not ${attempt.repository} branch ${attempt.branch}`,
       );
     }
-    return { ks, source, sourceRef };
+    return { ks, source, sourceRef, cached };
+  }
+
+  /** checkApplier from the cache; a refusal decided there is decided again from the API server. */
+  private async checkApplierFresh(attempt: Attempt, ref: ObjectKey, expectedSource?: ObjectKey) {
+    try {
+      return await this.checkApplier(attempt, ref, expectedSource);
+    } catch (err) {
+      if (!(err instanceof Refusal)) throw err;
+      return this.checkApplier(attempt, ref, expectedSource, false);
+    }
   }
 
   // -------------------------------------------------------------------------------------------
