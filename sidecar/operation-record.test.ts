@@ -245,4 +245,64 @@ describe("operation record", () => {
     ).rejects.toBeInstanceOf(ConflictRetriesExhausted);
     expect((await readOperation(kube, claim))?.phase).toBe("Requested");
   });
+
+  describe("from the claim last seen", () => {
+    /** A client that counts the claim reads it makes. */
+    const counting = () => {
+      const c = Object.create(kube) as Kube & { reads: number };
+      c.reads = 0;
+      c.get = async <T>(...args: Parameters<Kube["get"]>) => {
+        c.reads++;
+        return kube.get<T>(...(args as [never, string, string]));
+      };
+      return c;
+    };
+
+    it("each write starts from the answer to the one before: no read between the phases", async () => {
+      const claim = await newClaim();
+      const k = counting();
+      const seen = { claim: (await kube.get<KObject>(claim.type, claim.namespace, claim.name))! };
+      await recordOperation(k, claim, op("t1"), { seen });
+      await updateOperation(k, claim, "t1", { phase: "Running" }, { seen });
+      await updateOperation(k, claim, "t1", { phase: "Settling", suspendToken: "s" }, { seen });
+      await completeOperation(k, claim, "t1", { phase: "Succeeded" }, { seen });
+      expect(k.reads).toBe(0);
+      const read = await kube.get<KObject>(claim.type, claim.namespace, claim.name);
+      expect(read!.status).toMatchObject({ operation: { phase: "Succeeded" }, lastAppliedCommit: COMMIT });
+      expect(seen.claim.metadata.resourceVersion).toBe(read!.metadata.resourceVersion);
+    });
+
+    it("another party's write since is a conflict that reads again and keeps its change", async () => {
+      const claim = await newClaim();
+      const seen = { claim: (await kube.get<KObject>(claim.type, claim.namespace, claim.name))! };
+      await recordOperation(kube, claim, op("t1"), { seen });
+      await kube.mergePatch(
+        claim.type,
+        claim.namespace,
+        claim.name,
+        { status: { repairPending: true } },
+        { status: true },
+      );
+      await kube.mergePatch(claim.type, claim.namespace, claim.name, { metadata: { labels: { x: "1" } } });
+      const k = counting();
+      await updateOperation(k, claim, "t1", { phase: "Running" }, { seen });
+      expect(k.reads).toBe(1);
+      const read = await kube.get<KObject>(claim.type, claim.namespace, claim.name);
+      expect(read!.metadata.labels).toMatchObject({ x: "1" });
+      expect(read!.status).toMatchObject({ repairPending: true, operation: { phase: "Running" } });
+    });
+
+    it("a refusal decided on the claim seen is decided again from a fresh read", async () => {
+      const claim = await newClaim();
+      await recordOperation(kube, claim, op("t0"));
+      // Seen while t0 was still in flight; completed since.
+      const seen = { claim: (await kube.get<KObject>(claim.type, claim.namespace, claim.name))! };
+      await completeOperation(kube, claim, "t0", { phase: "Succeeded" });
+      const k = counting();
+      const { operation } = await recordOperation(k, claim, op("t1"), { seen });
+      expect(operation.token).toBe("t1");
+      expect(k.reads).toBe(1);
+      expect((await readOperation(kube, claim))?.token).toBe("t1");
+    });
+  });
 });

@@ -7,6 +7,7 @@
 import type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
 import { StatusReason } from "../queue/crds/reasons.js";
 import {
+  isConflict,
   type KObject,
   type Kube,
   type OwnedStatus,
@@ -77,6 +78,18 @@ export interface NewOperation {
 export interface RecordOptions {
   now?: () => Date;
   retry?: RetryOptions;
+  /**
+   * The claim as its caller last read or wrote it, kept up to date by every write made with it:
+   * an executor that writes one operation's phases one after the other writes each from the
+   * answer to the one before, without a read between (the write is guarded by that
+   * resourceVersion, so a change meanwhile is a 409 that reads again).
+   */
+  seen?: SeenClaim;
+}
+
+/** The claim as last read or written (see RecordOptions.seen). */
+export interface SeenClaim {
+  claim?: KObject;
 }
 
 const OPTIONAL_KEYS = [
@@ -174,6 +187,55 @@ async function readClaim(kube: Kube, claim: ClaimLocator): Promise<KObject | und
   return kube.get<KObject>(claim.type, claim.namespace, claim.name);
 }
 
+/**
+ * The conflict-retry policy over the claim, starting from the claim last seen when there is one:
+ * a write from it that lands saves the read. Anything else decided on it (a refusal, nothing to
+ * write, a conflict) is decided again from a fresh read, so a claim seen before another party's
+ * change never refuses or skips a write by itself. Every write's answer becomes the claim seen.
+ */
+async function writeFromSeen<W, R extends KObject>(
+  kube: Kube,
+  claim: ClaimLocator,
+  seen: SeenClaim | undefined,
+  mutate: (current: KObject | undefined) => W | undefined,
+  write: (current: KObject, change: W) => Promise<R>,
+  retry: RetryOptions | undefined,
+): Promise<R | undefined> {
+  const remember = async (current: KObject, change: W) => {
+    try {
+      const written = await write(current, change);
+      if (seen) seen.claim = written;
+      return written;
+    } catch (err) {
+      if (seen) delete seen.claim;
+      throw err;
+    }
+  };
+  const last = seen?.claim;
+  if (last) {
+    let change: W | undefined;
+    try {
+      change = mutate(last);
+    } catch {
+      change = undefined; // decided again below, from a fresh read
+    }
+    if (change !== undefined) {
+      try {
+        return await remember(last, change);
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+      }
+    }
+  }
+  const done = await retryOnConflict(
+    () => readClaim(kube, claim),
+    mutate,
+    (c, w) => remember(c!, w),
+    retry,
+  );
+  return done;
+}
+
 function writeOperation(
   kube: Kube,
   claim: ClaimLocator,
@@ -203,8 +265,10 @@ export async function recordOperation(
 ): Promise<{ operation: Operation; previous?: Operation }> {
   const now = opts.now ?? (() => new Date());
   let outcome: { operation: Operation; previous?: Operation } | undefined;
-  await retryOnConflict(
-    () => readClaim(kube, claim),
+  await writeFromSeen(
+    kube,
+    claim,
+    opts.seen,
     (current) => {
       const d = decideRecord(current, op, now());
       if (d.action === "refuse") throw new RecordRefused(d.reason, d.message);
@@ -217,7 +281,7 @@ export async function recordOperation(
       return d.operation;
     },
     (current, operation) =>
-      writeOperation(kube, claim, current!, { operation: exactOperationPatch(operation) }),
+      writeOperation(kube, claim, current, { operation: exactOperationPatch(operation) }),
     opts.retry,
   );
   return outcome!;
@@ -248,15 +312,17 @@ export async function updateOperation(
   opts: RecordOptions = {},
 ): Promise<Operation> {
   let result: Operation | undefined;
-  await retryOnConflict(
-    () => readClaim(kube, claim),
+  await writeFromSeen(
+    kube,
+    claim,
+    opts.seen,
     (current) => {
       const op = byToken(current, token);
       const next = applyChange(op, change);
       result = next ?? op;
       return next;
     },
-    (current, next) => writeOperation(kube, claim, current!, { operation: exactOperationPatch(next) }),
+    (current, next) => writeOperation(kube, claim, current, { operation: exactOperationPatch(next) }),
     opts.retry,
   );
   return result!;
@@ -281,8 +347,10 @@ export async function completeOperation(
 ): Promise<Operation> {
   const now = opts.now ?? (() => new Date());
   let result: Operation | undefined;
-  await retryOnConflict(
-    () => readClaim(kube, claim),
+  await writeFromSeen(
+    kube,
+    claim,
+    opts.seen,
     (current) => {
       const op = byToken(current, token);
       if (!isInFlight(op)) {
@@ -300,7 +368,7 @@ export async function completeOperation(
       return next;
     },
     (current, next) =>
-      writeOperation(kube, claim, current!, {
+      writeOperation(kube, claim, current, {
         operation: exactOperationPatch(next),
         ...(next.phase === "Succeeded" ? { lastAppliedCommit: next.commit } : {}),
         // The audit: the ended operation joins the bounded history in the same write.

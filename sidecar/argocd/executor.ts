@@ -19,6 +19,7 @@ import {
   OperationNotFound,
   RecordRefused,
   recordOperation,
+  type SeenClaim,
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
@@ -91,6 +92,8 @@ interface Ctx {
   report: ReportFn;
   signal: AbortSignal;
   log: Logger;
+  /** The claim as the operation's last write answered it: the next write starts from it. */
+  seen: SeenClaim;
 }
 
 export class ArgoCDExecutor implements OperationExecutor {
@@ -116,6 +119,7 @@ export class ArgoCDExecutor implements OperationExecutor {
       branchKey: attempt.branchKey,
       report,
       signal,
+      seen: {},
       log: this.d.log.child({
         claim: claimField(attempt.claim),
         applier: applierField(attempt.applier),
@@ -195,7 +199,7 @@ export class ArgoCDExecutor implements OperationExecutor {
                 targets: attempt.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
                 ...attemptAudit(attempt),
               },
-              { now: this.d.now },
+              { now: this.d.now, seen: c.seen },
             );
             recorded = r.previous ? { previous: r.previous } : {};
           } catch (err) {
@@ -284,6 +288,7 @@ export class ArgoCDExecutor implements OperationExecutor {
       branchKey: r.branchKey,
       report,
       signal,
+      seen: {},
       log: this.d.log.child({
         claim: claimField({ kind: r.claim.type.kind, namespace: r.claim.namespace, name: r.claim.name }),
         applier: applierField({ kind: "argocd", ...r.applier }),
@@ -435,7 +440,7 @@ export class ArgoCDExecutor implements OperationExecutor {
    */
   private async move(c: Ctx, change: Parameters<typeof updateOperation>[3]): Promise<boolean> {
     try {
-      await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now });
+      await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now, seen: c.seen });
       return true;
     } catch (err) {
       if (failedCall(err)) {
@@ -466,7 +471,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           c.claim,
           c.token,
           { phase, ...(reason ? { outcome: reason } : {}), message },
-          { now: this.d.now },
+          { now: this.d.now, seen: c.seen },
         );
         break;
       } catch (err) {

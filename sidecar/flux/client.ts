@@ -1,7 +1,9 @@
 /**
  * The Flux applier's reads and writes: the Kustomization's spec.suspend and requestedAt by
  * server-side apply under our field manager, the GitRepository's requestedAt, and waits that wake
- * on a watch event of the object or a fallback re-read. Every read is uncached.
+ * on a watch event of the object or a fallback re-read. `kustomization` and `source` read the API
+ * server; `observedKustomization` and `observedSource` answer from the watch's cache while it runs
+ * and holds the object (else they read the API server).
  */
 import { randomBytes } from "node:crypto";
 import { FIELD_MANAGER } from "../../queue/contract.js";
@@ -28,34 +30,36 @@ export class Aborted extends Error {
 
 /** Wakes waiters of an object on every watch event about it. */
 export class Wakeups {
-  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly waiters = new Map<string, Set<(byEvent: boolean) => void>>();
 
   notify(key: string): void {
     const set = this.waiters.get(key);
     if (!set) return;
-    for (const w of [...set]) w();
+    for (const w of [...set]) w(true);
   }
 
   /**
    * Arms a wait for the next event about `key`, `ms`, or abort, whichever comes first. Armed
    * before the read it follows, so an event landing between the read and the wait is not missed.
+   * The wait answers true when an event woke it (false: the time ran out, an abort, a cancel).
    */
-  arm(key: string, ms: number, signal?: AbortSignal): { wait: Promise<void>; cancel: () => void } {
+  arm(key: string, ms: number, signal?: AbortSignal): { wait: Promise<boolean>; cancel: () => void } {
     let cancel = () => {};
-    const wait = new Promise<void>((resolve) => {
+    const wait = new Promise<boolean>((resolve) => {
       const set = this.waiters.get(key) ?? new Set();
       this.waiters.set(key, set);
-      const done = () => {
+      const done = (byEvent = false) => {
         clearTimeout(timer);
         set.delete(done);
         if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
-        signal?.removeEventListener("abort", done);
-        resolve();
+        signal?.removeEventListener("abort", onAbort);
+        resolve(byEvent);
       };
+      const onAbort = () => done(false);
       set.add(done);
-      const timer = setTimeout(done, ms);
-      signal?.addEventListener("abort", done, { once: true });
-      cancel = done;
+      const timer = setTimeout(onAbort, ms);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      cancel = onAbort;
     });
     return { wait, cancel };
   }
@@ -111,6 +115,30 @@ export class FluxClient {
   }
 
   /**
+   * The Kustomization as the watch last delivered it: undefined while the watch is not running or
+   * has not listed since its last failure, or does not hold the object (not delivered yet, or gone).
+   */
+  cachedKustomization(ref: ObjectKey): Kustomization | undefined {
+    return this.cached(0, ref) as Kustomization | undefined;
+  }
+
+  /** From the watch's cache when it holds the Kustomization, else read from the API server. */
+  async observedKustomization(ref: ObjectKey): Promise<Kustomization | undefined> {
+    return this.cachedKustomization(ref) ?? this.kustomization(ref);
+  }
+
+  /** From the watch's cache when it holds the GitRepository, else read from the API server. */
+  async observedSource(ref: ObjectKey): Promise<GitRepository | undefined> {
+    return (this.cached(1, ref) as GitRepository | undefined) ?? this.source(ref);
+  }
+
+  private cached(i: 0 | 1, ref: ObjectKey) {
+    const h = this.handles[i];
+    if (!h?.informer.isSynced()) return undefined;
+    return h.informer.get(ref.name, ref.namespace);
+  }
+
+  /**
    * One server-side apply of spec.suspend (and requestedAt when a token is given) under our field
    * manager. `guard` carries uid and resourceVersion preconditions: a changed object is a 409, a
    * deleted one a 404, never re-created.
@@ -141,12 +169,19 @@ export class FluxClient {
 
   /**
    * Suspends with a token, guarded by the object just read so a deleted Kustomization is never
-   * re-created; a conflict reads again (the shared conflict-retry policy). Undefined when it is gone.
+   * re-created; a conflict reads again (the shared conflict-retry policy). `from` is the
+   * Kustomization as the caller just observed it: the first try is guarded by it instead of a read
+   * (a change since is a 409 that reads again). Undefined when it is gone.
    */
-  async suspend(ref: ObjectKey, token: string): Promise<Kustomization | undefined> {
+  async suspend(ref: ObjectKey, token: string, from?: Kustomization): Promise<Kustomization | undefined> {
+    let first = from;
     try {
       return await retryOnConflict(
-        () => this.kustomization(ref),
+        async () => {
+          const given = first;
+          first = undefined;
+          return given ?? (await this.kustomization(ref));
+        },
         (ks) => ks,
         (_ks, ks) =>
           this.applySuspend(ref, true, token, {

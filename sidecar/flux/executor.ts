@@ -21,6 +21,7 @@ import {
   type Operation,
   RecordRefused,
   recordOperation,
+  type SeenClaim,
   updateOperation,
   withdrawOperation,
 } from "../operation-record.js";
@@ -110,9 +111,14 @@ interface Followed {
   unresolved: boolean;
   report: ReportFn;
   log: Logger;
+  /** The claim as its last operation write answered it: the next write starts from it. */
+  seen: SeenClaim;
   /** Set once the outcome of the resumed reconcile has been read. */
   outcome?: Exclude<Outcome, { state: "Pending" }>;
 }
+
+/** A read while following that the watch's cache has not caught up with: wait for the next event. */
+const NOT_YET = Symbol("not yet");
 
 /** An API call that failed (any answer, or none): while following, read and write again. */
 const followable = (err: unknown) => err instanceof KubeError || err instanceof ConflictRetriesExhausted;
@@ -155,6 +161,9 @@ export class FluxExecutor implements OperationExecutor {
     watching?.catch(() => {}); // a failure is thrown where it is awaited
     try {
       const read = await this.prepare(attempt, claim, ks, signal, log);
+      // Each write of the operation starts from the claim the one before answered (guarded by its
+      // resourceVersion: a change meanwhile is a 409 that reads again).
+      const seen: SeenClaim = { claim: read.claim };
       // 3. Record before the write that starts it; a refused record starts nothing.
       const resumeToken = newToken(this.d.now());
       try {
@@ -168,7 +177,7 @@ export class FluxExecutor implements OperationExecutor {
             resumeToken,
             ...attemptAudit(attempt),
           },
-          { now: this.d.now },
+          { now: this.d.now, seen },
         );
         recorded = { ...(r.previous ? { previous: r.previous } : {}) };
       } catch (err) {
@@ -206,7 +215,13 @@ export class FluxExecutor implements OperationExecutor {
       this.resumed.set(attempt.token, { ks, claim, token: attempt.token });
       const startedAt = this.d.now().toISOString();
       try {
-        await updateOperation(this.d.client.kube, claim, attempt.token, { phase: "Running", startedAt });
+        await updateOperation(
+          this.d.client.kube,
+          claim,
+          attempt.token,
+          { phase: "Running", startedAt },
+          { seen },
+        );
       } catch (err) {
         // The apply runs whatever the API server answers: a failed write is no end. The record
         // still holds the resume token, which is all a restart needs to follow it.
@@ -226,6 +241,7 @@ export class FluxExecutor implements OperationExecutor {
           unresolved: false,
           report,
           log,
+          seen,
         },
         signal,
       );
@@ -290,7 +306,8 @@ export class FluxExecutor implements OperationExecutor {
       const on = requestedAtOf(current);
       const handled = current.status?.lastHandledReconcileAt;
       const seen = (t: string | undefined) => t !== undefined && (on === t || handled === t);
-      const recorded = { claim, token: op.token, ks, commit: op.commit, since, report, log };
+      const seenClaim: SeenClaim = {};
+      const recorded = { claim, token: op.token, ks, commit: op.commit, since, report, log, seen: seenClaim };
       if (!op.resumeToken) {
         // An external resume the claim suspended: complete it once its suspend is handled.
         const suspendToken = op.suspendToken ?? newToken(this.d.now());
@@ -325,7 +342,13 @@ export class FluxExecutor implements OperationExecutor {
       }
       // Recorded, never resumed (or a suspend it never reported followed): suspend, then Failed.
       const suspendToken = op.suspendToken ?? newToken(this.d.now());
-      await updateOperation(this.d.client.kube, claim, op.token, { phase: "Settling", suspendToken });
+      await updateOperation(
+        this.d.client.kube,
+        claim,
+        op.token,
+        { phase: "Settling", suspendToken },
+        { seen: seenClaim },
+      );
       await this.follow(
         {
           ...recorded,
@@ -365,7 +388,7 @@ export class FluxExecutor implements OperationExecutor {
     log: Logger,
   ) {
     // The Kustomization and its source are read beside the claim; the claim's refusals come first.
-    const applier = this.checkApplier(attempt, ref);
+    const applier = this.checkApplierFresh(attempt, ref);
     applier.catch(() => {}); // awaited below, unless the claim already refuses
     const c = await this.d.client.kube.get<KObject>(claim.type, claim.namespace, claim.name);
     if (!c)
@@ -395,7 +418,10 @@ export class FluxExecutor implements OperationExecutor {
 
     // 1. The artifact must hold the commit.
     const first = await applier;
-    let source = first.source;
+    // A cache behind the server never costs a fetch: an artifact not seen there is read again.
+    let source = artifactHolds(first.source, attempt.commit)
+      ? first.source
+      : ((await this.d.client.source(first.sourceRef)) ?? first.source);
     if (!artifactHolds(source, attempt.commit)) {
       if (source.spec?.suspend) {
         throw new Refusal(
@@ -450,7 +476,17 @@ export class FluxExecutor implements OperationExecutor {
 
     // 2. Recheck just before the resume (the source read beside the Kustomization: a changed
     // sourceRef is refused below anyway).
-    const again = await this.checkApplier(attempt, ref, first.sourceRef);
+    let again = await this.checkApplierFresh(attempt, ref, first.sourceRef);
+    if (
+      again.cached &&
+      (again.ks.metadata.uid !== first.ks.metadata.uid ||
+        keyOf(again.sourceRef) !== keyOf(first.sourceRef) ||
+        !artifactHolds(again.source, attempt.commit))
+    ) {
+      // Refused on the cache: decided again from the API server (the fetch just seen there may
+      // not have reached the watch yet).
+      again = await this.checkApplier(attempt, ref, first.sourceRef, false);
+    }
     if (again.ks.metadata.uid !== first.ks.metadata.uid) {
       throw new Refusal(
         "RequestFailed",
@@ -486,14 +522,22 @@ export class FluxExecutor implements OperationExecutor {
         `${attempt.commit} is no longer the tip of ${attempt.branch}`,
       );
     }
-    return again;
+    return { ...again, claim: c };
   }
 
-  /** Reads the Kustomization and its GitRepository and checks what a resume requires of them. */
-  private async checkApplier(attempt: Attempt, ref: ObjectKey, expectedSource?: ObjectKey) {
-    const early = expectedSource ? this.d.client.source(expectedSource) : undefined;
+  /**
+   * Reads the Kustomization and its GitRepository and checks what a resume requires of them. From
+   * the watch's cache when it holds them: the resume is guarded by the resourceVersion read here,
+   * so a Kustomization changed since (the cache behind the server) is a 409 that reads the API
+   * server again and rechecks; the artifact may move after any read, which the outcome's revision
+   * check reports (RevisionMismatch).
+   */
+  private async checkApplier(attempt: Attempt, ref: ObjectKey, expectedSource?: ObjectKey, cached = true) {
+    const client = this.d.client;
+    const readSource = (r: ObjectKey) => (cached ? client.observedSource(r) : client.source(r));
+    const early = expectedSource ? readSource(expectedSource) : undefined;
     early?.catch(() => {}); // awaited below, unless the Kustomization already refuses
-    const ks = await this.d.client.kustomization(ref);
+    const ks = await (cached ? client.observedKustomization(ref) : client.kustomization(ref));
     if (!ks)
       throw new Refusal(
         "RequestFailed",
@@ -519,7 +563,7 @@ export class FluxExecutor implements OperationExecutor {
     const source =
       early && keyOf(sourceRef) === keyOf(expectedSource as ObjectKey)
         ? await early
-        : await this.d.client.source(sourceRef);
+        : await readSource(sourceRef);
     if (!source)
       throw new Refusal(
         "RequestFailed",
@@ -535,7 +579,17 @@ export class FluxExecutor implements OperationExecutor {
         `the GitRepository fetches ${url} branch ${branch ?? "(none)"}, not ${attempt.repository} branch ${attempt.branch}`,
       );
     }
-    return { ks, source, sourceRef };
+    return { ks, source, sourceRef, cached };
+  }
+
+  /** checkApplier from the cache; a refusal decided there is decided again from the API server. */
+  private async checkApplierFresh(attempt: Attempt, ref: ObjectKey, expectedSource?: ObjectKey) {
+    try {
+      return await this.checkApplier(attempt, ref, expectedSource);
+    } catch (err) {
+      if (!(err instanceof Refusal)) throw err;
+      return this.checkApplier(attempt, ref, expectedSource, false);
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -620,6 +674,9 @@ export class FluxExecutor implements OperationExecutor {
   private async follow(f: Followed, signal: AbortSignal): Promise<void> {
     const client = this.d.client;
     let unresolvedInterval = client.pollMs;
+    // Whether the watch's cache may answer the next read: after a watch event, and after a write of
+    // ours (its event is on its way). The poll interval's re-read asks the API server.
+    let fromCache = true;
     for (;;) {
       if (signal.aborted) throw new Aborted("stopping");
       const armed = client.wakeups.arm(
@@ -628,7 +685,12 @@ export class FluxExecutor implements OperationExecutor {
         signal,
       );
       try {
-        const ks = await client.kustomization(f.ks);
+        const read = await this.readFollowed(f, fromCache);
+        if (read === NOT_YET) {
+          fromCache = await armed.wait;
+          continue;
+        }
+        const ks = read;
         if (!ks) {
           this.resumed.delete(f.token);
           await this.complete(
@@ -641,6 +703,7 @@ export class FluxExecutor implements OperationExecutor {
             },
             f.report,
             f.log,
+            f.seen,
           );
           return;
         }
@@ -655,19 +718,22 @@ export class FluxExecutor implements OperationExecutor {
           });
           if (outcome.state !== "Pending") {
             f.outcome = outcome;
-            await this.startSuspend(f, "Settling");
+            await this.startSuspend(f, "Settling", ks);
+            fromCache = true;
             continue;
           }
           if (this.d.now().getTime() - f.resumedAt >= this.t.unresolvedAfterMs) {
-            await this.startSuspend(f, "Unresolved");
+            await this.startSuspend(f, "Unresolved", ks);
+            fromCache = true;
             continue;
           }
         } else {
           // 6. Suspended again with T2; T2 handled proves every earlier reconcile ended.
           if (!f.suspendWritten) {
-            await client.suspend(f.ks, f.suspendToken);
+            await client.suspend(f.ks, f.suspendToken, ks);
             f.suspendWritten = true;
             armed.cancel();
+            fromCache = true;
             continue;
           }
           if (tokenHandled(ks, f.suspendToken) && ks.spec?.suspend === true) {
@@ -680,7 +746,7 @@ export class FluxExecutor implements OperationExecutor {
                   ? ({ state: "Failed", reason: StatusReason.NotReconciled, message: "no outcome" } as const)
                   : o;
               })();
-            await this.complete(f.claim, f.token, outcome, f.report, f.log);
+            await this.complete(f.claim, f.token, outcome, f.report, f.log, f.seen);
             return;
           }
           if (
@@ -688,7 +754,7 @@ export class FluxExecutor implements OperationExecutor {
             (requestedAtOf(ks) !== f.suspendToken && !tokenHandled(ks, f.suspendToken))
           ) {
             f.log.info("the Kustomization was resumed before the suspend was handled; suspending again");
-            await client.suspend(f.ks, f.suspendToken);
+            await client.suspend(f.ks, f.suspendToken, ks);
           }
           if (!f.unresolved && this.d.now().getTime() - f.resumedAt >= this.t.unresolvedAfterMs) {
             await this.markUnresolved(f);
@@ -704,9 +770,33 @@ export class FluxExecutor implements OperationExecutor {
         }
         f.log.warn({ err: (err as Error).message }, "an API call failed while following; reading again");
       }
-      await armed.wait;
+      fromCache = await armed.wait;
       if (f.unresolved) unresolvedInterval = Math.min(this.t.unresolvedMaxIntervalMs, unresolvedInterval * 2);
     }
+  }
+
+  /**
+   * The Kustomization for one step of following. From the watch's cache when it may answer and
+   * shows our last write (the token of the resume, or of the suspend once written): a cache that
+   * does not show it yet has not delivered that write, and judging it (a suspend not seen would
+   * be written again) waits for the next event instead. Read from the API server otherwise: the
+   * poll interval's re-read, and whenever the watch does not run or does not hold the object.
+   */
+  private async readFollowed(
+    f: Followed,
+    fromCache: boolean,
+  ): Promise<Kustomization | undefined | typeof NOT_YET> {
+    const client = this.d.client;
+    if (!fromCache) return client.kustomization(f.ks);
+    const cached = client.cachedKustomization(f.ks);
+    if (!cached) return client.kustomization(f.ks);
+    const token =
+      f.suspendToken === undefined ? f.resumeToken : f.suspendWritten ? f.suspendToken : undefined;
+    const shows =
+      token === undefined ||
+      requestedAtOf(cached) === token ||
+      cached.status?.lastHandledReconcileAt === token;
+    return shows ? cached : NOT_YET;
   }
 
   /** Only the mismatch row needs the source: read it when Ready=True at another revision. */
@@ -718,16 +808,22 @@ export class FluxExecutor implements OperationExecutor {
     ) {
       return undefined;
     }
-    return (await this.d.client.source(ref))?.status?.artifact?.revision;
+    return (await this.d.client.observedSource(ref))?.status?.artifact?.revision;
   }
 
   /** Records T2 (Settling or Unresolved), then writes the suspend that carries it. */
-  private async startSuspend(f: Followed, phase: "Settling" | "Unresolved") {
+  private async startSuspend(f: Followed, phase: "Settling" | "Unresolved", ks: Kustomization) {
     const token = newToken(this.d.now());
-    await updateOperation(this.d.client.kube, f.claim, f.token, { phase, suspendToken: token });
+    await updateOperation(
+      this.d.client.kube,
+      f.claim,
+      f.token,
+      { phase, suspendToken: token },
+      { seen: f.seen },
+    );
     // Only a recorded T2 is followed: a failed record is written again from the next read.
     f.suspendToken = token;
-    await this.d.client.suspend(f.ks, token);
+    await this.d.client.suspend(f.ks, token, ks);
     f.suspendWritten = true;
     this.resumed.delete(f.token);
     if (phase === "Unresolved") {
@@ -739,7 +835,8 @@ export class FluxExecutor implements OperationExecutor {
   }
 
   private async markUnresolved(f: Followed, write = true) {
-    if (write) await updateOperation(this.d.client.kube, f.claim, f.token, { phase: "Unresolved" });
+    if (write)
+      await updateOperation(this.d.client.kube, f.claim, f.token, { phase: "Unresolved" }, { seen: f.seen });
     f.log.warn("operation unresolved: suspended, still followed");
     await f.report("Unresolved", {
       reason: StatusReason.OperationUnresolved,
@@ -765,6 +862,7 @@ export class FluxExecutor implements OperationExecutor {
     outcome: Exclude<Outcome, { state: "Pending" }>,
     report: ReportFn,
     log: Logger,
+    seen?: SeenClaim,
   ) {
     const phase = outcome.state;
     const reason =
@@ -779,7 +877,7 @@ export class FluxExecutor implements OperationExecutor {
         claim,
         token,
         { phase, outcome: reason, message: outcome.message },
-        { now: this.d.now },
+        { now: this.d.now, ...(seen ? { seen } : {}) },
       );
     } catch (err) {
       // A failed call is written again: following reads again and completes from that read (a

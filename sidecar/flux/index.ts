@@ -41,6 +41,7 @@ export function createApplierKind(deps: ApplierDeps<FluxKindOptions>) {
     reporter: deps.reporter,
     log,
     now: deps.now,
+    readKustomization: (ref) => client.observedKustomization(ref),
     ...(num(o.windowGraceMs) !== undefined ? { graceMs: num(o.windowGraceMs) } : {}),
   });
   const timings: Partial<FluxTimings> = {};

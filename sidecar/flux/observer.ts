@@ -56,6 +56,11 @@ export interface FluxWindowObserverDeps {
   inventoryRefreshMs?: number;
   /** How long opening a window may hold the resume while its watches list (default 2 s). */
   openTimeoutMs?: number;
+  /**
+   * Reads the Kustomization whose inventory is watched (default: from the API server; the kind
+   * passes its client's watch cache, so a window's refreshes cost no request).
+   */
+  readKustomization?: (ref: ObjectKey) => Promise<Kustomization | undefined>;
 }
 
 export class FluxWindowObserver implements WindowObserver, WindowHooks {
@@ -117,11 +122,13 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
   private async refresh(win: Window): Promise<void> {
     if (this.windows.get(win.token) !== win) return;
     try {
-      const ks = await this.d.kube.get<Kustomization>(
-        KUSTOMIZATION,
-        win.kustomization.namespace,
-        win.kustomization.name,
-      );
+      const ks = this.d.readKustomization
+        ? await this.d.readKustomization(win.kustomization)
+        : await this.d.kube.get<Kustomization>(
+            KUSTOMIZATION,
+            win.kustomization.namespace,
+            win.kustomization.name,
+          );
       for (const e of ks?.status?.inventory?.entries ?? []) {
         const ref = parseInventoryId(e.id, e.v);
         if (!ref) continue;

@@ -5,18 +5,27 @@
  * starts with the artifact already holding the commit. The baseline is a plain reconcile of a
  * Kustomization resumed (`flux resume ks`: spec.suspend false, wait until the commit is applied
  * and Ready); ours is the whole operation, from the attempt to Succeeded (recheck, record,
- * resume, follow, suspend again, suspend handled). Medians of a few runs.
+ * resume, follow, suspend again, suspend handled). Medians of a few runs, each a plain resume and
+ * an operation back to back. `FLUX_BENCH_RUNS`, `FLUX_BENCH_OBJECTS` and `FLUX_BENCH_SEND=0`
+ * change how many runs, which sizes, and leave out the send-to-apply figures.
  */
 
+import { availableParallelism, loadavg } from "node:os";
 import { Kube } from "../../queue/kube/index.js";
 import type { FluxClient } from "../../sidecar/flux/client.js";
 import { GIT_REPOSITORY, KUSTOMIZATION } from "../../sidecar/flux/resources.js";
+import { recheckStanding } from "../../sidecar/standing.js";
 import { configMap, type Scene, scene, startWorld, until, type World } from "../sidecar-flux/harness.js";
 import type { Figure } from "./figure.js";
 import { median, sidecarRig, type Timeline } from "./send-to-apply.js";
 
 const KNOBS = { fetchLatencyMs: 50, buildMs: 85, perObjectApplyMs: 4, defaultIntervalScale: 1 };
-const RUNS = 5;
+/** Runs per size (`FLUX_BENCH_RUNS`, default 5). */
+const RUNS = Number(process.env.FLUX_BENCH_RUNS ?? 5);
+/** Sizes in objects (`FLUX_BENCH_OBJECTS`, default "1,200"). */
+const OBJECTS = (process.env.FLUX_BENCH_OBJECTS ?? "1,200").split(",").map(Number);
+/** `FLUX_BENCH_SEND=0` leaves out the send-to-apply figures. */
+const SEND = process.env.FLUX_BENCH_SEND !== "0";
 const SEND_RUNS = 11;
 /** Latency of every API request in the send-to-apply figures, about an in-cluster round trip. */
 const API_LATENCY_MS = 5;
@@ -83,81 +92,99 @@ export async function sendToApply(world: World): Promise<Figure[]> {
   return figures;
 }
 
+/** Figures at a few points of a sample: the spread a loaded machine gives. */
+const spread = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => Math.round(s[Math.min(s.length - 1, Math.floor(q * (s.length - 1)))]!);
+  return `min ${at(0)}, p25 ${at(0.25)}, p75 ${at(0.75)}, max ${at(1)}`;
+};
+
 export async function run(): Promise<Figure[]> {
   const world = await startWorld(KNOBS);
   const figures: Figure[] = [];
   try {
-    figures.push(...(await sendToApply(world)));
-    for (const objects of [1, 200]) {
+    if (SEND) figures.push(...(await sendToApply(world)));
+    for (const objects of OBJECTS) {
       const files = (v: string) =>
         Object.fromEntries(
           Array.from({ length: objects }, (_, i) => [`apps/cm-${i}.yaml`, configMap(`cm-${i}`, v)]),
         );
       // Baseline: resumed, applied by a stamped source's new artifact.
       const plain = await scene(world, { objects });
+      // Ours: the seven steps, held suspended, the executor under a user of its own so the API
+      // server counts its requests, the standing recheck included (fluxsim's own reconcile is the
+      // same in both).
+      const user = `bench-sidecar-${objects}`;
+      world.api.addUser(user, `token-${user}`, "all");
+      const executorKube = new Kube(world.api.kubeConfig(user));
+      const held = await scene(world, {
+        objects,
+        options: { pollMs: 1000 },
+        executorKube,
+        checks: { standing: (a) => recheckStanding(executorKube, a) },
+      });
+      await held.adopt();
       const plainMs: number[] = [];
-      for (let i = 0; i < RUNS; i++) {
-        const commit = await plain.push(files(`p${i}`));
+      const oursMs: number[] = [];
+      const requests: number[] = [];
+      // One plain resume and one operation back to back in each run, so a machine whose load
+      // drifts weighs on both alike; the first pair warms up (discovery, connections) uncounted.
+      for (let i = -1; i < RUNS; i++) {
+        const pc = await plain.push(files(`p${i}`));
         // Held while the source fetches (a new artifact would apply it at once), then resumed.
         await world.kube.mergePatch(KUSTOMIZATION, plain.ns, "apps", { spec: { suspend: true } });
-        await prefetch(world, plain, commit, `fetch-p${i}`);
+        await prefetch(world, plain, pc, `fetch-p${i}`);
         const t0 = performance.now();
         await world.kube.mergePatch(KUSTOMIZATION, plain.ns, "apps", { spec: { suspend: false } });
         await until(
           async () => {
             const ks = await plain.readKs();
             const ready = ks.status?.conditions?.find((c) => c.type === "Ready");
-            return ready?.status === "True" && ks.status?.lastAppliedRevision === `main@sha1:${commit}`;
+            return ready?.status === "True" && ks.status?.lastAppliedRevision === `main@sha1:${pc}`;
           },
           "the plain apply",
           60_000,
         );
-        plainMs.push(performance.now() - t0);
-      }
-      // Ours: the seven steps, held suspended, the executor under a user of its own so the API
-      // server counts its requests (fluxsim's own reconcile is the same in both).
-      const user = `bench-sidecar-${objects}`;
-      world.api.addUser(user, `token-${user}`, "all");
-      const executorKube = new Kube(world.api.kubeConfig(user));
-      const held = await scene(world, { objects, options: { pollMs: 1000 }, executorKube });
-      await held.adopt();
-      const oursMs: number[] = [];
-      const requests: number[] = [];
-      for (let i = 0; i < RUNS; i++) {
+        const plainRun = performance.now() - t0;
+
         const commit = await held.push(files(`o${i}`));
         await prefetch(world, held, commit, `fetch-o${i}`);
         const before = world.api.requestsBy(user);
-        const t0 = performance.now();
+        const t1 = performance.now();
         const r = await held.run(held.attempt(commit));
         if (r.last.phase !== "Succeeded")
           throw new Error(`operation ended ${r.last.phase} (${r.last.reason})`);
-        oursMs.push(performance.now() - t0);
+        const oursRun = performance.now() - t1;
+        if (i < 0) continue;
+        plainMs.push(plainRun);
+        oursMs.push(oursRun);
         requests.push(world.api.requestsBy(user) - before);
       }
       await executorKube.close();
       const base = median(plainMs);
       const ours = median(oursMs);
-      const note = `${objects} object(s), ${RUNS} runs, knobs ${JSON.stringify(KNOBS)}`;
+      const added = oursMs.map((o, i) => o - plainMs[i]!);
+      const note = `${objects} object(s), ${RUNS} runs (a plain resume and an operation back to back in each), knobs ${JSON.stringify(KNOBS)}, load average ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} cores at the end`;
       figures.push({
         bench: `flux.apply.suspended.${objects}`,
         value: Math.round(ours),
         unit: "ms",
         baseline: Math.round(base),
         ratio: Number((ours / base).toFixed(2)),
-        note: `${note}; baseline: a plain resume (flux resume), artifact fetched beforehand`,
+        note: `${note}; baseline: a plain resume (flux resume), artifact fetched beforehand; operation ${spread(oursMs)}; plain ${spread(plainMs)}`,
       });
       figures.push({
         bench: `flux.apply.fixed-cost.${objects}`,
         value: Math.round(ours - base),
         unit: "ms",
-        note,
+        note: `${note}; median operation minus median plain resume; per pair: median ${Math.round(median(added))}, ${spread(added)} (${added.map(Math.round).join(", ")})`,
       });
       figures.push({
         bench: `flux.apply.requests.${objects}`,
         value: median(requests),
         unit: "requests",
         baseline: 1,
-        note: `${note}; API requests the executor makes for one apply, resume to suspended again (a watch counts once); baseline: a plain resume is one patch; per run ${requests.join(", ")}`,
+        note: `${note}; API requests the executor makes for one apply, attempt to suspended again and completed, the standing recheck included (a watch counts once); baseline: a plain resume is one patch; per run ${requests.join(", ")}`,
       });
     }
   } finally {

@@ -46,6 +46,13 @@ export class Faults {
     return dropped;
   }
 
+  /** Scripted failures not yet taken, of those for paths under `pathPrefix` (all without one). */
+  pending(pathPrefix = ""): number {
+    return this.failures
+      .filter((x) => (x.pathPrefix ?? "").startsWith(pathPrefix))
+      .reduce((n, x) => n + x.remaining, 0);
+  }
+
   /** Takes one scripted failure for this request, if any matches. */
   take(method: string, path: string): FailSpec | undefined {
     const f = this.failures.find(

@@ -29,6 +29,8 @@ export interface Context {
   policy: () => Policy;
   /** Requests answered so far, by authenticated user (a watch counts once, when it starts). */
   requests: Map<string, number>;
+  /** Users whose requests are also written down, as `METHOD path` (a watch as `WATCH path`). */
+  traces: Map<string, string[]>;
   audit?: AuditLog;
 }
 
@@ -158,6 +160,14 @@ function tokenFromPath(url: URL): string | undefined {
   return decodeURIComponent(m[1]!);
 }
 
+/** `GET path`, `WATCH path`, `PATCH(apply) path`: one request as a trace writes it. */
+function traceLine(method: string, url: URL, contentType: string | undefined): string {
+  const w = url.searchParams.get("watch");
+  const verb = method === "GET" && (w === "true" || w === "1") ? "WATCH" : method;
+  const patch = method === "PATCH" ? patchKinds[(contentType ?? "").split(";")[0]!.trim()] : undefined;
+  return `${verb}${patch ? `(${patch})` : ""} ${url.pathname}`;
+}
+
 export async function handle(ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? "/", "http://localhost");
   const method = req.method ?? "GET";
@@ -174,6 +184,7 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
     if (!user) throw errors.unauthorized();
     audit?.authenticated(user);
     ctx.requests.set(user.name, (ctx.requests.get(user.name) ?? 0) + 1);
+    ctx.traces.get(user.name)?.push(traceLine(method, url, req.headers["content-type"]));
     const fail = ctx.faults.take(method, url.pathname);
     if (fail) {
       const reason = fail.reason ?? reasonFor(fail.status);

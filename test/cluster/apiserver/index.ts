@@ -44,6 +44,8 @@ export interface ApiServerFaults {
   latency(ms: number, scope?: { method?: string; pathPrefix?: string }): void;
   /** The next n requests matching method/pathPrefix fail with the status given. */
   failNext(n: number, spec: FailSpec): void;
+  /** How many of those scripted failures no request has taken yet (of paths under the prefix). */
+  pending(pathPrefix?: string): number;
   /**
    * End every open watch whose path starts with the prefix; returns how many. Clean end by
    * default (clients re-watch from their last resourceVersion); `abrupt` breaks the connection.
@@ -62,6 +64,11 @@ export interface ApiServer {
   addUser(name: string, token: string, rules: AuthRule[] | "all"): void;
   /** How many requests `user` has made so far (a watch counts once): what a component costs the server. */
   requestsBy(user: string): number;
+  /**
+   * Writes down every request `user` makes from now on, as `METHOD path` (a watch as
+   * `WATCH path`), and returns the list it fills; `stop` forgets it.
+   */
+  traceRequests(user: string): { requests: string[]; stop(): void };
   /**
    * A ServiceAccount's token: it authenticates as system:serviceaccount:<namespace>:<name> and may
    * do exactly what the stored Roles, ClusterRoles and bindings grant it. Returns the username.
@@ -94,6 +101,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     users,
     faults,
     requests: new Map(),
+    traces: new Map(),
     anonymous:
       opts.anonymous === "deny"
         ? undefined
@@ -164,6 +172,11 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     writeKubeconfig: (path, user) => writeKubeconfigFile(path, identity(user)),
     addUser: (name, token, rules) => users.add(name, token, rules),
     requestsBy: (user) => ctx.requests.get(user) ?? 0,
+    traceRequests(user) {
+      const requests: string[] = [];
+      ctx.traces.set(user, requests);
+      return { requests, stop: () => ctx.traces.get(user) === requests && ctx.traces.delete(user) };
+    },
     addServiceAccount: (namespace, name) => {
       const sa = serviceAccountUser(namespace, name);
       users.add(sa.name, randomBytes(16).toString("hex"), "rbac" satisfies UserRules, sa.groups);
@@ -175,6 +188,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     faults: {
       latency: (ms, scope) => faults.latency(ms, scope),
       failNext: (n, spec) => faults.failNext(n, spec),
+      pending: (prefix) => faults.pending(prefix),
       dropWatches: (prefix, abrupt) => faults.dropWatches(prefix, abrupt),
       expireHistory: () => store.compact(),
       reset: () => faults.reset(),

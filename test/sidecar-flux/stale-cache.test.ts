@@ -1,0 +1,59 @@
+/**
+ * The Flux executor reads the Kustomization and its GitRepository from its watch cache. A cache
+ * behind the API server must never decide anything by itself: an artifact it has not seen yet is
+ * read again from the server (no refusal, no second fetch), and a Kustomization changed since is
+ * a 409 on the guarded resume that reads again. Here the cache is held at an old version for the
+ * whole operation.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FluxClient } from "../../sidecar/flux/client.js";
+import {
+  GIT_REPOSITORY,
+  type GitRepository,
+  KUSTOMIZATION,
+  type Kustomization,
+} from "../../sidecar/flux/resources.js";
+import { configMap, type Scene, scene, startWorld, type World } from "./harness.js";
+
+let world: World;
+beforeAll(async () => {
+  world = await startWorld();
+});
+afterAll(async () => {
+  await world?.stop();
+});
+
+const clientOf = (s: Scene) => (s.kind.executor as unknown as { d: { client: FluxClient } }).d.client;
+
+describe("a watch cache behind the API server", () => {
+  it("a GitRepository whose fetch the cache has not seen: read again, resumed once, Succeeded", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const stale = (await world.kube.get<GitRepository>(GIT_REPOSITORY, s.ns, "repo"))!;
+    const client = clientOf(s);
+    client.observedSource = async () => stale;
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "stale-src") });
+    const before = world.sim.appliedRevisions(s.ks).length;
+    const r = await s.run(s.attempt(commit));
+    expect(r.last.phase).toBe("Succeeded");
+    expect(world.sim.appliedRevisions(s.ks).slice(before)).toEqual([`main@sha1:${commit}`]);
+    expect(await s.configValue()).toBe("stale-src");
+  });
+
+  it("a Kustomization changed since the cache's version: the resume's 409 reads again, Succeeded once", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const stale = (await world.kube.get<Kustomization>(KUSTOMIZATION, s.ns, "apps"))!;
+    await world.kube.mergePatch(KUSTOMIZATION, s.ns, "apps", { metadata: { labels: { moved: "yes" } } });
+    const client = clientOf(s);
+    client.cachedKustomization = () => stale;
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "stale-ks") });
+    const before = world.sim.appliedRevisions(s.ks).length;
+    const r = await s.run(s.attempt(commit));
+    expect(r.last.phase).toBe("Succeeded");
+    expect(world.sim.appliedRevisions(s.ks).slice(before)).toEqual([`main@sha1:${commit}`]);
+    const ks = await s.readKs();
+    expect(ks.spec?.suspend).toBe(true);
+    expect(ks.metadata.labels?.moved).toBe("yes");
+  });
+});
