@@ -217,6 +217,30 @@ describe("intake", () => {
     expect((await inbox()).length).toBe(before);
   });
 
+  it("keeps a change's base for the worker, and refuses with 422 a base that names another object", async () => {
+    const object = write.changes[0]!.object;
+    const post = (base: unknown) =>
+      gw.app.inject({
+        method: "POST",
+        url: WRITES,
+        headers: bearer,
+        payload: { ...write, changes: [{ op: "upsert", object, base }] },
+      });
+    const before = (await inbox()).length;
+    const other = await post({ ...object, metadata: { name: "api", namespace: "apps" } });
+    expect(other.statusCode).toBe(422);
+    expect(other.json().field).toBe("changes.0.base");
+    expect((await inbox()).length).toBe(before);
+    const ok = await post({ ...object, data: { a: "0" } });
+    expect(ok.statusCode).toBe(202);
+    const held = AcceptedWrite.parse((await inbox()).at(-1)!.data);
+    expect(held.changes[0]).toMatchObject({
+      op: "upsert",
+      base: { data: { a: "0" } },
+      object: { data: { a: "1" } },
+    });
+  });
+
   it("answers 4xx, not 503, for a body nested deeper than serializing it allows", async () => {
     const levels = 200_000;
     const body = `{"author":{"name":"a","email":"a@b"},"changes":[{"op":"upsert","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"${NS}"},"data":${"[".repeat(levels)}${"]".repeat(levels)}}}]}`;

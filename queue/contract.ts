@@ -92,7 +92,17 @@ const KubeObject = z
 // Intake: writes (API-side edits to be mirrored into a GitTarget's folder)
 
 export const WriteChange = z.discriminatedUnion("op", [
-  z.object({ op: z.literal("upsert"), object: KubeObject }),
+  z.object({
+    op: z.literal("upsert"),
+    object: KubeObject,
+    /**
+     * The object as the writer saw it just before its edit. With it, the write stores only the
+     * change from `base` to `object`, carried over the file Git holds when the commit is written
+     * (a field the writer did not change keeps Git's value); without it, `object` is stored whole.
+     * Must name the same object (API group, kind, namespace, name). See docs/design/intake.md.
+     */
+    base: KubeObject.optional(),
+  }),
   z.object({ op: z.literal("delete"), ref: ObjectRef }),
 ]);
 export type WriteChange = z.infer<typeof WriteChange>;

@@ -82,6 +82,33 @@ describe("what the door lets through is storable", () => {
     };
     expect(writeProblem([{ op: "upsert", object: big }])?.message).toMatch(/bytes as JSON/);
   });
+
+  it("takes a base only of the same object, bounded like the object", () => {
+    const object = {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "web", namespace: "apps" },
+    };
+    expect(
+      writeProblem([{ op: "upsert", object, base: { ...object, apiVersion: "apps/v1beta2" } }]),
+    ).toBeUndefined();
+    for (const base of [
+      { ...object, apiVersion: "v1" },
+      { ...object, kind: "StatefulSet" },
+      { ...object, metadata: { name: "api", namespace: "apps" } },
+      { ...object, metadata: { name: "web" } },
+    ])
+      expect(writeProblem([{ op: "upsert", object, base }])).toMatchObject({
+        field: "changes.0.base",
+        message: expect.stringMatching(/names another object/),
+      });
+    expect(
+      writeProblem([{ op: "upsert", object, base: { ...object, spec: nested(1000) } as typeof object }]),
+    ).toMatchObject({
+      field: "changes.0.base",
+      message: expect.stringMatching(/nested deeper than 64/),
+    });
+  });
 });
 
 describe("property: anything the door accepts, the worker can store", () => {

@@ -116,6 +116,7 @@ export type CheckedChange =
   | {
       op: "upsert";
       object: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
+      base?: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } | undefined;
     }
   | { op: "delete"; ref: RefLike };
 
@@ -134,6 +135,25 @@ export function changeProblem(c: CheckedChange, i: number): WriteProblem | undef
     `${at}.metadata.namespace`,
   );
   if (problem) return problem;
+  const bounded = boundsProblem(o, at);
+  if (bounded || !c.base) return bounded;
+  const base = c.base;
+  const baseAt = `changes.${i}.base`;
+  if (
+    groupOfApiVersion(base.apiVersion) !== groupOfApiVersion(o.apiVersion) ||
+    base.kind !== o.kind ||
+    base.metadata.name !== o.metadata.name ||
+    (base.metadata.namespace ?? "") !== (o.metadata.namespace ?? "")
+  )
+    return {
+      field: baseAt,
+      message: "names another object: a base must have the object's API group, kind, namespace and name",
+    };
+  return boundsProblem(base, baseAt);
+}
+
+/** Nesting depth and size of one object. */
+function boundsProblem(o: unknown, at: string): WriteProblem | undefined {
   if (depthExceeds(o, MAX_OBJECT_DEPTH))
     return { field: at, message: `nested deeper than ${MAX_OBJECT_DEPTH} levels` };
   let bytes: number;

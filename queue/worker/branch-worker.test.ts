@@ -99,6 +99,84 @@ describe("branch worker: pending writes become commits", () => {
     expect(await h.log()).toEqual(["save a=2", "save a=1", "initial content"]);
   });
 
+  describe("a write that names its change with a base", () => {
+    const cm = (data: Record<string, string>) => ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "a", namespace: "web" },
+      data,
+    });
+    const upsert = (data: Record<string, string>, base?: Record<string, string>, message?: string) =>
+      configMapWrite(h.key, "a", "", {
+        save: true,
+        ...(message ? { message } : {}),
+        changes: [{ op: "upsert", object: cm(data), ...(base ? { base: cm(base) } : {}) }],
+      });
+
+    it("stores only the change: a field the writer copied from the cluster keeps Git's value (seed 5126)", async () => {
+      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+      await h.newWorker();
+      const e2 = upsert({ greeting: "e2", note: "n1" }, undefined, "set greeting to e2");
+      await h.accept(e2);
+      await waitFor("e2 published", () => h.published(e2.id));
+      // The cluster holds p1, a late apply over e2 that Git never took; the note's writer reports
+      // the object as it saw it, before and after its own edit.
+      const n3 = upsert({ greeting: "p1", note: "n3" }, { greeting: "p1", note: "n1" }, "set note to n3");
+      await h.accept(n3);
+      await waitFor("n3 published", () => h.published(n3.id));
+      const file = (await h.file(fileOf("a"))) as string;
+      expect(file).toContain("greeting: e2");
+      expect(file).toContain("note: n3");
+      // A field the writer removed is removed; one it added is added.
+      const removed = upsert({ greeting: "p1", extra: "x" }, { greeting: "p1", note: "n3" }, "drop the note");
+      await h.accept(removed);
+      await waitFor("removal published", () => h.published(removed.id));
+      const after = (await h.file(fileOf("a"))) as string;
+      expect(after).toContain("greeting: e2");
+      expect(after).toContain("extra: x");
+      expect(after).not.toContain("note:");
+      expect(await h.log()).toEqual([
+        "drop the note",
+        "set note to n3",
+        "set greeting to e2",
+        "initial content",
+      ]);
+    });
+
+    it("carries each write of one window over the one before, and keeps a whole write without a base whole", async () => {
+      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+      const first = upsert({ greeting: "g1", note: "n1" });
+      const greeting = {
+        ...upsert({ greeting: "g2", note: "stale" }, { greeting: "g1", note: "stale" }),
+        save: false,
+      };
+      const note = upsert({ greeting: "stale", note: "n2" }, { greeting: "stale", note: "n1" }, "two edits");
+      for (const w of [first, greeting, note]) await h.accept(w);
+      await h.newWorker();
+      await waitFor("the window published", () => h.published(note.id));
+      const file = (await h.file(fileOf("a"))) as string;
+      expect(file).toContain("greeting: g2");
+      expect(file).toContain("note: n2");
+      const whole = upsert({ greeting: "g3" });
+      await h.accept(whole);
+      await waitFor("the whole write published", () => h.published(whole.id));
+      const last = (await h.file(fileOf("a"))) as string;
+      expect(last).toContain("greeting: g3");
+      expect(last).not.toContain("note:");
+    });
+
+    it("stores a write with a base whole when Git holds no file for its object", async () => {
+      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+      await h.newWorker();
+      const created = upsert({ greeting: "g1", note: "n1" }, { greeting: "g0" });
+      await h.accept(created);
+      await waitFor("published", () => h.published(created.id));
+      const file = (await h.file(fileOf("a"))) as string;
+      expect(file).toContain("greeting: g1");
+      expect(file).toContain("note: n1");
+    });
+  });
+
   it("makes no commit for a write that changes nothing, and none when a published write is replayed", async () => {
     h = await harness(undefined, { idleMs: 20, maxMs: 100 });
     await h.newWorker();

@@ -9,6 +9,7 @@
  * steps ever touch the checkout at once.
  */
 import type { Redis } from "ioredis";
+import { parse as parseYaml } from "yaml";
 import {
   AcceptedWrite,
   type ObjectRef,
@@ -19,11 +20,12 @@ import {
   type WriteChange,
 } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
-import { objectPath, objectYaml, refOf } from "../git/layout.js";
+import { cleanObject, objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange, RemoteTag } from "../git/repo.js";
 import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.js";
 import { type SweptFile, sweepDeletes, sweptDirs } from "../git/sweep.js";
 import type { Logger } from "../log.js";
+import { isMap, mergedObject } from "../object-merge.js";
 import { checkChanges, refOfChange } from "../scope.js";
 import { writeProblem } from "../write-check.js";
 import { type Clock, systemClock } from "./clock.js";
@@ -942,7 +944,7 @@ export class BranchWorker {
     for (const p of this.pending.slice(this.built.commits.length)) {
       let written: Awaited<ReturnType<BareRepo["commitChanges"]>>;
       for (;;) {
-        const { changes, refused } = this.changesOf(p);
+        const { changes, refused } = await this.changesOf(parent, p);
         for (const r of refused)
           await this.refuse(r.held, { reason: StatusReason.Unstorable, message: r.reason });
         this.log.debug({ seq: p.seq, changes: changes.length, parent }, "committing a pending write");
@@ -980,7 +982,7 @@ export class BranchWorker {
     const failing: HeldWrite[] = [];
     for (const h of p.writes) {
       if (!this.held.has(h.write.id)) continue;
-      const { changes } = this.changesOf({ ...p, writes: [h] });
+      const { changes } = await this.changesOf(parent, { ...p, writes: [h] });
       try {
         await this.o.repo.commitChanges(parent, changes, this.commitSpec({ ...p, writes: [h] }));
       } catch (err) {
@@ -990,28 +992,70 @@ export class BranchWorker {
     return failing;
   }
 
-  private changesOf(p: PendingWrite): {
+  /**
+   * The file changes of a pending write's held writes on `parent`, in order. An upsert with a base
+   * stores only its change, carried over the object as this commit has it so far (an earlier
+   * write's result, else the file at `parent`): a field the writer did not change keeps Git's
+   * value. Without a base, or with no object in Git to merge onto, the object is stored whole.
+   */
+  private async changesOf(
+    parent: string | undefined,
+    p: PendingWrite,
+  ): Promise<{
     changes: FileChange[];
     refused: Array<{ held: HeldWrite; reason: string }>;
-  } {
+  }> {
     const changes: FileChange[] = [];
     const refused: Array<{ held: HeldWrite; reason: string }> = [];
+    const sofar = new Map<string, string | null>();
+    const fileAt = async (path: string, mine: FileChange[]): Promise<string | null | undefined> => {
+      const own = mine.findLast((c) => c.path === path);
+      if (own) return own.content === null ? null : String(own.content);
+      if (sofar.has(path)) return sofar.get(path);
+      if (!parent) return undefined;
+      return (await this.o.repo.readFile(parent, path))?.toString("utf8");
+    };
     for (const h of p.writes) {
       if (!this.held.has(h.write.id)) continue;
-      try {
-        const mine: FileChange[] = [];
-        for (const c of h.write.changes) {
-          if (c.op === "upsert") {
-            const obj = c.object as unknown as Parameters<typeof refOf>[0] & Record<string, unknown>;
-            mine.push({ path: objectPath(h.write.path, refOf(obj)), content: objectYaml(obj) });
-          } else {
-            mine.push({ path: objectPath(h.write.path, c.ref), content: null });
+      const mine: FileChange[] = [];
+      let problem: string | undefined;
+      for (const c of h.write.changes) {
+        // The layout's and the serializer's refusals settle the write as refused; a failed read
+        // of Git is thrown, for the publication to be tried again.
+        const stored = (f: () => FileChange) => {
+          try {
+            mine.push(f());
+          } catch (err) {
+            problem ??= (err as Error).message;
           }
+        };
+        if (c.op === "delete") {
+          stored(() => ({ path: objectPath(h.write.path, c.ref), content: null }));
+          continue;
         }
-        changes.push(...mine);
-      } catch (err) {
-        refused.push({ held: h, reason: (err as Error).message });
+        const obj = c.object as unknown as Parameters<typeof refOf>[0] & Record<string, unknown>;
+        let path: string;
+        try {
+          path = objectPath(h.write.path, refOf(obj));
+        } catch (err) {
+          problem ??= (err as Error).message;
+          continue;
+        }
+        const base = c.base as Record<string, unknown> | undefined;
+        const current = base ? storedObject(await fileAt(path, mine)) : undefined;
+        stored(() => ({
+          path,
+          content: objectYaml(
+            current && base ? mergedObject(cleanObject(obj), cleanObject(base), current) : obj,
+          ),
+        }));
       }
+      if (problem !== undefined) {
+        refused.push({ held: h, reason: problem });
+        continue;
+      }
+      changes.push(...mine);
+      for (const c of mine) sofar.set(c.path, c.content === null ? null : String(c.content));
     }
     return { changes, refused };
   }
@@ -1448,5 +1492,16 @@ function safeJson<T>(
     return r.success ? r.data : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/** The object a file of the folder holds, as the merge reads it; undefined when it holds no object. */
+function storedObject(text: string | null | undefined): Record<string, unknown> | undefined {
+  if (!text) return undefined;
+  try {
+    const parsed: unknown = parseYaml(text);
+    return isMap(parsed) ? parsed : undefined;
+  } catch {
+    return undefined; // not YAML (a person pushed something else): the object is stored whole
   }
 }

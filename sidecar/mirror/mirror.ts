@@ -632,12 +632,20 @@ export class Mirror {
       }
       return true;
     }
+    let base: Record<string, unknown> | undefined;
     if (previous) {
       const was = sanitize(previous as Record<string, unknown>, opts);
       // Nothing Git holds changed (a status write, server bookkeeping): no write.
       if (was.ok && stable(was.object) === stable(clean.object)) return true;
+      if (was.ok) base = was.object;
     }
-    const change: WriteChange = { op: "upsert", object: clean.object as WriteChange & never };
+    // The write names its change: the object as this watch last saw it is its base, so a field
+    // this write did not change (one a withheld late apply set, say) keeps Git's value.
+    const change: WriteChange = {
+      op: "upsert",
+      object: clean.object as WriteChange & never,
+      ...(base ? { base: base as WriteChange & never } : {}),
+    };
     // What the worker could not store is refused here, counted on the rule, never queued.
     const problem = writeProblem([change]);
     if (problem) {

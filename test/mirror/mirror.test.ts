@@ -242,4 +242,28 @@ describe("the mirror as deployed", () => {
       "the granted namespace mirrored",
     );
   });
+
+  it("names each edit's change: the object as the watch last saw it is the write's base", async () => {
+    const core = api.kubeConfig().makeApiClient(k8s.CoreV1Api);
+    const upserts = (name: string) =>
+      mirror.sent.flatMap((w) =>
+        w.changes.flatMap((c) => (c.op === "upsert" && c.object.metadata.name === name ? [c] : [])),
+      );
+    await core.createNamespacedConfigMap({
+      namespace: "team",
+      body: { metadata: { name: "based" }, data: { greeting: "p1" } },
+    });
+    await until(() => upserts("based").length === 1, "the create mirrored");
+    // A create has nothing before it: the object is written whole.
+    expect(upserts("based")[0]?.base).toBeUndefined();
+    await core.patchNamespacedConfigMap(
+      { name: "based", namespace: "team", body: { data: { note: "n3" } } },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await until(() => upserts("based").length === 2, "the edit mirrored");
+    const edit = upserts("based")[1];
+    if (!edit) throw new Error("no edit mirrored");
+    expect((edit.base as { data?: unknown } | undefined)?.data).toEqual({ greeting: "p1" });
+    expect((edit.object as { data?: unknown }).data).toEqual({ greeting: "p1", note: "n3" });
+  });
 });

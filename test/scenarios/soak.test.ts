@@ -9,7 +9,7 @@
 import { describe, expect, it } from "vitest";
 import { FAST_TIMERS } from "../playground/assembly.js";
 import { testRedisUrl } from "../redis/isolated.js";
-import type { Action } from "../soak/plan.js";
+import { type Action, planRun } from "../soak/plan.js";
 import { playRun } from "../soak/run.js";
 import { SEED_ACTIONS, SEED_SET } from "../soak/seed-set.js";
 
@@ -65,6 +65,26 @@ describe("the soak", () => {
     expect(r.violations, r.timeline.join("\n")).toEqual([]);
     expect(r.reverts).toEqual([]);
   }, 180_000);
+
+  it("seed 5126: a note reported while a late apply's revert is on the cluster keeps the edit in Git", async () => {
+    // The seed's first four actions (edit e0, push p1, edit e2, a note of the same object) with
+    // their timing made certain: e2 once Argo CD applies p1, so the apply runs over it (the
+    // residue the design accepts), and the note while p1 is on the cluster, before the Repair
+    // puts e2 back. The note's write carries the cluster's object, greeting p1 included; its base
+    // alone says the note is all it changed.
+    const plan = planRun(5126, { actions: 8 }).slice(0, 4);
+    expect(plan.map((x) => x.kind)).toEqual(["edit", "push", "edit", "note"]);
+    const [e0, p1, e2, n3] = plan as [Action, Action, Action, Action];
+    if (e2.kind !== "edit" || n3.kind !== "note") throw new Error("seed 5126's plan changed");
+    const scripted: Action[] = [
+      e0,
+      p1,
+      { ...e2, gapMs: 0, whileApplying: true },
+      { ...n3, gapMs: 0, whileReverted: true },
+    ];
+    const r = await playRun({ seed: 5126, redisUrl: testRedisUrl(), plan: scripted });
+    expect(r.violations, [...r.timeline, ...r.logs.slice(-200)].join("\n")).toEqual([]);
+  }, 240_000);
 
   describe.each(SEED_SET)("seed %i", (seed) => {
     it("breaks no invariant", async () => {

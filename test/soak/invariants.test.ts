@@ -130,6 +130,21 @@ describe("soak invariants", () => {
     expect(invariantsOf(r)).toContain("no-revert");
   });
 
+  it("no-revert: the cluster taking a newer edit is no revert, even when its write reached Git first (seed 5211)", () => {
+    const r = clean();
+    // e2's write was committed before e1's (e1's first report met a 503 and was sent again).
+    r.commits = [commit(1, "flux: set greeting to e2", "e2"), commit(2, "flux: set greeting to e1", "e1")];
+    r.commits.push(commit(3, "flux: set greeting to e3", "e3"));
+    r.edits.push(edit("flux", "e3", 3000));
+    r.cluster.flux.push({ at: 3000, value: "e3" });
+    r.final = { cluster: { flux: "e3", argocd: "hello" }, git: { flux: "e3", argocd: "hello" } };
+    r.operations[0]!.commit = sha(3);
+    expect(checkRun(r).reverts).toEqual([]);
+    // An older edit's value coming back over a newer one still is one.
+    r.cluster.flux.push({ at: 3500, value: "e1" });
+    expect(checkRun(r).reverts.map((v) => `${v.from} → ${v.to}`)).toEqual(["e3 → e1"]);
+  });
+
   it("no-revert: an older value no apply out wrote is a violation (here after the operation ended)", () => {
     const r = runOver(2490, 2510);
     r.cluster.flux.splice(-2, 2, { at: 2900 + 2500, value: "e2" }, { at: 6000, value: "e3" });

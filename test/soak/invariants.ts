@@ -208,6 +208,11 @@ export function findReverts(r: RunRecord): Revert[] {
       const was = rank.get(prev.value) ?? Number.POSITIVE_INFINITY;
       const now = cur.value === undefined ? -2 : (rank.get(cur.value) ?? Number.POSITIVE_INFINITY);
       if (now >= was) continue;
+      // The cluster took a newer API edit: no step back, whatever order its writes reached Git in
+      // (the report of an edit the gateway answered 503 is sent again after the next edit's).
+      const prevEdit = r.edits.find((e) => e.app === app && e.value === prev.value);
+      const curEdit = r.edits.find((e) => e.app === app && e.value === cur.value);
+      if (prevEdit && curEdit && curEdit.at >= prevEdit.at && cur.at >= curEdit.at) continue;
       const back = samples
         .slice(i + 1)
         .find((s) => s.value !== undefined && (rank.get(s.value) ?? Number.POSITIVE_INFINITY) >= was);

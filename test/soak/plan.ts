@@ -44,9 +44,24 @@ export type ApiFault =
 
 export type Action =
   /** An API edit of the app's greeting, reported through the intake (a save closes its commit window). */
-  | { kind: "edit"; app: DemoApp; value: string; save: boolean; gapMs: number }
+  | {
+      kind: "edit";
+      app: DemoApp;
+      value: string;
+      save: boolean;
+      gapMs: number;
+      /** A scripted run only: made once, after the gap, an apply of the app's applier is Running. */
+      whileApplying?: boolean;
+    }
   /** An API edit of another key of the same object (`note`); the write carries the object as the cluster holds it. */
-  | { kind: "note"; app: DemoApp; value: string; gapMs: number }
+  | {
+      kind: "note";
+      app: DemoApp;
+      value: string;
+      gapMs: number;
+      /** A scripted run only: made once, after the gap, an applier's write is over the app's last edit. */
+      whileReverted?: boolean;
+    }
   /** Several saved edits of one app within one second. */
   | { kind: "burst"; app: DemoApp; values: string[]; gapMs: number }
   /** Somebody pushes a new greeting to Git with the git CLI (`note`: only the other key). */

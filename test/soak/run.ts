@@ -13,7 +13,6 @@ import { connectRedis } from "../../queue/redis.js";
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
 import {
-  apiEdit,
   clusterValue,
   gitValue,
   postWrite,
@@ -151,7 +150,7 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
     const pending: Array<Promise<void>> = [];
     for (const action of actions) {
       if (action.gapMs) await new Promise((r) => setTimeout(r, action.gapMs));
-      pending.push(play({ a, processes, redis }, action, record));
+      pending.push(play({ a, processes, redis, progress }, action, record));
       // Restarts, pushes and a Redis restart take their time; edits and faults overlap whatever follows.
       if (action.kind === "restart" || action.kind === "push" || action.kind === "redis")
         await pending[pending.length - 1];
@@ -251,13 +250,20 @@ interface Stage {
   a: Assembly;
   processes: Processes;
   redis: RestartableRedis | undefined;
+  progress: Awaited<ReturnType<typeof observeProgress>>;
 }
 
-async function play({ a, processes, redis }: Stage, action: Action, record: RunRecord): Promise<void> {
+async function play(
+  { a, processes, redis, progress }: Stage,
+  action: Action,
+  record: RunRecord,
+): Promise<void> {
   switch (action.kind) {
     case "edit":
+      if (action.whileApplying) await applying(progress, action.app);
       return edit(a, action.app, action.value, action.save, record);
     case "note":
+      if (action.whileReverted) await reverted(record, action.app);
       return noteEdit(a, action.app, action.value, record);
     case "burst":
       // Edits of one app within one second: each starts 0–300 ms after the one before (the gaps are
@@ -316,6 +322,38 @@ async function play({ a, processes, redis }: Stage, action: Action, record: RunR
   }
 }
 
+/** Until an apply of the app's applier is Running and not ended (a scripted run's condition). */
+async function applying(progress: Stage["progress"], app: DemoApp): Promise<void> {
+  await until(
+    () => {
+      const phases = progress.phases();
+      return progress
+        .attempts()
+        .some(
+          (at) =>
+            (at.applier.kind === "flux" ? "flux" : "argocd") === app &&
+            phases.some((p) => p.token === at.token && p.phase === "Running") &&
+            !phases.some((p) => p.token === at.token && TERMINAL.has(p.phase)),
+        );
+    },
+    `an apply of ${app} running`,
+    { timeoutMs: 60_000, everyMs: 10 },
+  );
+}
+
+/** Until the cluster shows an applier's value over the app's last edit (a scripted run's condition). */
+async function reverted(record: RunRecord, app: DemoApp): Promise<void> {
+  await until(
+    () => {
+      const edit = record.edits.filter((e) => e.app === app).at(-1);
+      const now = record.cluster[app].at(-1);
+      return !!edit && !!now && now.at > edit.at && now.manager !== USER_MANAGER && now.value !== edit.value;
+    },
+    `an applier's write over the last edit of ${app}`,
+    { timeoutMs: 60_000, everyMs: 5 },
+  );
+}
+
 /** A pause that is part of an action (an outage's length, a gap between edits), not a wait for a condition. */
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -338,37 +376,59 @@ async function edit(
   save: boolean,
   record: RunRecord,
 ): Promise<void> {
+  const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const { name, namespace } = DEMO_APPS[app];
   const at = Date.now();
-  let answer = await apiEdit(a, app, value, { wait: false, save });
+  const written = await core.patchNamespacedConfigMap(
+    {
+      name,
+      namespace,
+      body: demoConfigMap(app, { greeting: value }),
+      fieldManager: USER_MANAGER,
+      force: true,
+    },
+    APPLY,
+  );
+  const message = `${app}: set greeting to ${value}`;
   // The edit is on the cluster; only its report waits for the gateway to take writes again.
-  if (answer.status === 503 || answer.status === 429)
-    answer = await deliver(
-      () =>
-        postWrite(a, app, writeBody(app, demoConfigMap(app, { greeting: value }), save, at), { wait: false }),
-      `the gateway to take ${app} = ${value}`,
-    );
+  const answer = await deliver(
+    () =>
+      postWrite(a, app, writeBody(namedChange(app, written, "greeting"), save, at, message), { wait: false }),
+    `the gateway to take ${app} = ${value}`,
+  );
   record.edits.push({
     app,
     value,
     at,
     save,
     status: answer.status,
-    message: `${app}: set greeting to ${value}`,
+    message,
     ...(answer.body.id ? { id: answer.body.id } : {}),
     acceptedAt: Date.now(),
   });
 }
 
+/**
+ * The change a mirror reports for one edit, as the intake takes it: the object as the cluster holds
+ * it just after the edit, and as its base the same object before the edit (the edited key as it
+ * was: absent, since only this actor sets it), so the write names the one key it changed and every
+ * other field keeps Git's value — a greeting a late apply put back on the cluster included.
+ */
+function namedChange(app: DemoApp, written: k8s.V1ConfigMap, key: "greeting" | "note") {
+  const object = demoConfigMap(app, { ...(written.data ?? {}) });
+  const { [key]: _edited, ...before } = object.data as Record<string, string>;
+  return { op: "upsert", object, base: { ...object, data: before } };
+}
+
 const writeBody = (
-  app: DemoApp,
-  object: Record<string, unknown>,
+  change: ReturnType<typeof namedChange>,
   save: boolean,
   editedAt: number,
-  message?: string,
+  message: string,
 ) => ({
-  changes: [{ op: "upsert", object }],
+  changes: [change],
   author: { name: "user", email: "user@example.com" },
-  message: message ?? `${app}: set greeting to ${(object.data as { greeting?: string }).greeting}`,
+  message,
   save,
   // Whole seconds, as the server's managedFields record the edit.
   editedAt: new Date(Math.floor(editedAt / 1000) * 1000).toISOString(),
@@ -378,7 +438,8 @@ const APPLY = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.ServerSideA
 
 /**
  * An edit of another key (`note`), by a field manager of its own so the greeting keeps its owner.
- * The write reports the object as the cluster holds it then, greeting included, as a mirror does.
+ * The write reports the object as the cluster holds it then, greeting included, as a mirror does,
+ * with the object before the edit as its base: the note is the one field it changed.
  */
 async function noteEdit(a: Assembly, app: DemoApp, value: string, record: RunRecord): Promise<void> {
   const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
@@ -395,9 +456,8 @@ async function noteEdit(a: Assembly, app: DemoApp, value: string, record: RunRec
     APPLY,
   );
   const message = `${app}: set note to ${value}`;
-  const object = demoConfigMap(app, { ...(written.data ?? {}) });
   const answer = await deliver(
-    () => postWrite(a, app, writeBody(app, object, true, at, message), { wait: false }),
+    () => postWrite(a, app, writeBody(namedChange(app, written, "note"), true, at, message), { wait: false }),
     `the gateway to take ${app} note = ${value}`,
   );
   record.notes.push({

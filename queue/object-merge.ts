@@ -1,0 +1,87 @@
+/**
+ * A write that names what it changed: the change from the object as the writer saw it before its
+ * edit (`base`) to the object after it (`next`), carried over the object Git holds now
+ * (`current`). A field the writer did not change keeps Git's value, whatever the writer's copy
+ * of it says; a field it changed, added or removed takes the writer's value (the writer wins a
+ * field Git also changed since the base). Pure; see docs/design/intake.md.
+ *
+ * The rules, per key of a map (at any depth):
+ * - base and next hold the same value (or both lack the key): the key is Git's, kept as it is;
+ * - next lacks the key: it is removed;
+ * - next holds a map: merged key by key, the same way (a base or Git value that is no map counts
+ *   as an empty map, as a JSON merge patch applies);
+ * - anything else (a scalar, null, a list): next's value replaces Git's whole. Lists are never
+ *   merged item by item, not even Kubernetes' merge-keyed lists (containers by name).
+ */
+
+type JsonMap = Record<string, unknown>;
+
+/** Is this a map (a JSON object), not a list or null? */
+export function isMap(v: unknown): v is JsonMap {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+/** Structural equality of JSON values (key order ignored, list order kept). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false;
+    return true;
+  }
+  if (isMap(a)) {
+    if (!isMap(b)) return false;
+    const ka = Object.keys(a);
+    if (ka.length !== Object.keys(b).length) return false;
+    for (const k of ka) if (!Object.hasOwn(b, k) || !jsonEqual(a[k], b[k])) return false;
+    return true;
+  }
+  return false;
+}
+
+const own = (m: JsonMap, k: string): unknown => (Object.hasOwn(m, k) ? m[k] : undefined);
+
+/** Git's object (`current`) with the change from `base` to `next` carried over it; inputs untouched. */
+export function mergeChange(base: JsonMap, next: JsonMap, current: JsonMap): JsonMap {
+  const out: JsonMap = { ...current };
+  const keys = new Set([...Object.keys(base), ...Object.keys(next)]);
+  for (const k of keys) {
+    const inBase = Object.hasOwn(base, k);
+    const inNext = Object.hasOwn(next, k);
+    const b = own(base, k);
+    const n = own(next, k);
+    if (inBase === inNext && jsonEqual(b, n)) continue;
+    if (!inNext) {
+      delete out[k];
+      continue;
+    }
+    if (isMap(n)) {
+      const c = own(current, k);
+      out[k] = mergeChange(isMap(b) ? b : {}, n, isMap(c) ? c : {});
+      continue;
+    }
+    out[k] = n;
+  }
+  return out;
+}
+
+/**
+ * The file a write of `next` stores when Git holds `current` and the writer named its change by
+ * `base`: the merge, with the object's identity (API version, kind, name, namespace) always the
+ * writer's. No base, or nothing in Git to merge onto: `next` whole (an object new to Git, or a
+ * write that names no change).
+ */
+export function mergedObject(
+  next: JsonMap,
+  base: JsonMap | undefined,
+  current: JsonMap | undefined,
+): JsonMap {
+  if (!base || !current) return next;
+  const merged = mergeChange(base, next, current);
+  const meta = isMap(merged.metadata) ? { ...merged.metadata } : {};
+  const nextMeta = isMap(next.metadata) ? next.metadata : {};
+  meta.name = nextMeta.name;
+  if (nextMeta.namespace === undefined) delete meta.namespace;
+  else meta.namespace = nextMeta.namespace;
+  return { ...merged, apiVersion: next.apiVersion, kind: next.kind, metadata: meta };
+}
