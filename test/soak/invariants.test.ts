@@ -213,4 +213,36 @@ describe("soak invariants", () => {
     (r.commits[1] as CommitRecord).notes = { flux: "n3", argocd: undefined };
     expect(checkRun(r).violations).toEqual([]);
   });
+
+  it("with the webhook applier's folder: its pushes explain their commits, its end is converged, its operations are its own", () => {
+    const r = clean();
+    r.commits.push(commit(3, "webhook greeting w3 (pushed to Git)", "e2"));
+    r.webhook = {
+      pushes: [{ value: "w3", at: 3000, commit: sha(3), subject: "webhook greeting w3 (pushed to Git)" }],
+      final: { cluster: "w3", git: "w3" },
+    };
+    const hookOp = (token: string, sentAt: number) => ({
+      token,
+      app: "webhook" as const,
+      commit: sha(3),
+      sentAt,
+      reasons: ["ForeignCommit"],
+      phases: [
+        { phase: "Requested", at: sentAt + 100 },
+        { phase: "Succeeded", at: sentAt + 400 },
+      ],
+    });
+    // An operation of the webhook applier while Flux applies is no overlap: another applier.
+    r.operations.push(hookOp("w1", 2450));
+    expect(checkRun(r).violations).toEqual([]);
+    const stale = structuredClone(r);
+    (stale.webhook as NonNullable<RunRecord["webhook"]>).final.cluster = "hello";
+    expect(invariantsOf(stale)).toEqual(["converged"]);
+    const missing = structuredClone(r);
+    missing.commits.pop();
+    expect(invariantsOf(missing)).toContain("commits-explained");
+    const twoAtOnce = structuredClone(r);
+    twoAtOnce.operations.push(hookOp("w2", 2500));
+    expect(invariantsOf(twoAtOnce)).toEqual(["operations"]);
+  });
 });

@@ -55,9 +55,12 @@ export interface CommitRecord {
   notes?: Record<DemoApp, string | undefined>;
 }
 
+/** An applier of the run: one of the demo apps, or the webhook applier of the third folder. */
+export type Applier = DemoApp | "webhook";
+
 export interface OperationRecord {
   token: string;
-  app: DemoApp;
+  app: Applier;
   commit: string;
   /** When the worker sent the attempt (ms since the epoch). */
   sentAt: number;
@@ -94,6 +97,14 @@ export interface RunRecord {
   operations: OperationRecord[];
   /** When the run stopped watching the cluster (ms since the epoch). */
   endedAt?: number;
+  /**
+   * A run with pushes of the webhook applier's folder (`--webhook`): the pushes that landed, and
+   * the greeting of that folder's ConfigMap on the cluster and at the Git tip at the end.
+   */
+  webhook?: {
+    pushes: Array<{ value: string; at: number; commit: string; subject: string }>;
+    final: { cluster: string | undefined; git: string | undefined };
+  };
 }
 
 /** A revert seen on the cluster: an API edit's value replaced by an older one. */
@@ -161,10 +172,17 @@ export function checkRun(r: RunRecord): { violations: Violation[]; reverts: Reve
 
 /** 1. At the end every held folder on the cluster equals the Git tip. */
 export function converged(r: RunRecord): Violation[] {
-  return APPS.filter((app) => r.final.cluster[app] !== r.final.git[app]).map((app) => ({
+  const out: Violation[] = APPS.filter((app) => r.final.cluster[app] !== r.final.git[app]).map((app) => ({
     invariant: "converged",
     detail: `${app}: the cluster holds ${r.final.cluster[app]}, Git ${r.final.git[app]}`,
   }));
+  const hook = r.webhook?.final;
+  if (hook && hook.cluster !== hook.git)
+    out.push({
+      invariant: "converged",
+      detail: `webhook: the cluster holds ${hook.cluster}, Git ${hook.git}`,
+    });
+  return out;
 }
 
 /**
@@ -301,7 +319,8 @@ function byOperation(r: RunRecord, app: DemoApp, sample: ClusterSample): Pick<Re
  */
 export function commitsExplained(r: RunRecord): Violation[] {
   const out: Violation[] = [];
-  const pushed = new Set(r.pushes.map((p) => p.commit));
+  const pushes = [...r.pushes, ...(r.webhook?.pushes ?? [])];
+  const pushed = new Set(pushes.map((p) => p.commit));
   const accepted = [...r.edits, ...r.notes].filter((e) => e.status === 202);
   const messages = new Map(accepted.map((e) => [e.message, e]));
   let mine = 0;
@@ -323,7 +342,7 @@ export function commitsExplained(r: RunRecord): Violation[] {
       });
     }
   }
-  const missingPushes = r.pushes.filter((p) => !r.commits.some((c) => c.sha === p.commit));
+  const missingPushes = pushes.filter((p) => !r.commits.some((c) => c.sha === p.commit));
   for (const p of missingPushes)
     out.push({
       invariant: "commits-explained",
@@ -351,7 +370,7 @@ export function operations(r: RunRecord): Violation[] {
         detail: `${o.app} operation ${o.token} for ${o.commit.slice(0, 8)} ended ${ends.length ? ends.join(" and ") : "never"}`,
       });
   }
-  for (const app of APPS) {
+  for (const app of [...APPS, "webhook" as const]) {
     const spans = r.operations
       .filter((o) => o.app === app && o.phases.some((p) => STARTED.has(p.phase)))
       .map((o) => ({

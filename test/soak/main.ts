@@ -1,5 +1,5 @@
 /**
- * `npm run soak -- --runs N --seed S [--minutes M] [--actions K] [--replay SEED] [--log LEVEL]`
+ * `npm run soak -- --runs N --seed S [--minutes M] [--actions K] [--replay SEED] [--log LEVEL] [--webhook]`
  *
  * Plays seeded random runs over the whole assembly and checks the invariants after each. Run i
  * uses seed S + i, so `--replay <that seed>` plays a failing run again. Progress goes to stderr
@@ -18,6 +18,7 @@ const { values } = parseArgs({
     actions: { type: "string", default: "12" },
     replay: { type: "string" },
     log: { type: "string" },
+    webhook: { type: "boolean", default: false },
   },
 });
 
@@ -52,6 +53,7 @@ try {
       seed: runSeed,
       redisUrl: redis.url,
       actions,
+      webhook: values.webhook === true,
       ...(values.log ? { logLevel: values.log } : {}),
     });
     results.push(r);
@@ -77,7 +79,9 @@ try {
         say("  debug logs:");
         for (const line of r.logs) process.stderr.write(`    ${line}`);
       }
-      say(`  replay: npm run soak -- --replay ${runSeed} --actions ${actions}`);
+      say(
+        `  replay: npm run soak -- --replay ${runSeed} --actions ${actions}${values.webhook ? " --webhook" : ""}`,
+      );
     }
   }
 } finally {

@@ -3,7 +3,7 @@
  * plays draw every fault action between them.
  */
 import { describe, expect, it } from "vitest";
-import { type Action, needs, planRun } from "./plan.js";
+import { type Action, describeAction, needs, planRun } from "./plan.js";
 import { SEED_ACTIONS, SEED_SET } from "./seed-set.js";
 
 /** What an action exercises, at the grain the seed set must cover. */
@@ -25,6 +25,25 @@ describe("soak plans", () => {
   it("the same seed draws the same run; another seed another", () => {
     expect(planRun(42, { actions: 30 })).toEqual(planRun(42, { actions: 30 }));
     expect(planRun(43, { actions: 30 })).not.toEqual(planRun(42, { actions: 30 }));
+  });
+
+  it("without --webhook a seed draws the plan it always drew; with it, pushes of the webhook folder too", () => {
+    // Pinned: seed 1902 of the suite's set, as every soak before the webhook action drew it.
+    expect(planRun(1902, { actions: SEED_ACTIONS }).map(describeAction)).toEqual([
+      "+546ms API server answers the next 10 writes under /apis/applygate.dev/ 409",
+      "+260ms restart worker",
+      "+908ms restart worker",
+      "+1285ms burst argocd = b3-0, b3-1, b3-2",
+      "+734ms Git stalls the next push request for 955 ms",
+      "+0ms Git loses the next push's reply",
+    ]);
+    for (let s = 6000; s < 6100; s++) {
+      const plain = planRun(s, { actions: 8 });
+      expect(planRun(s, { actions: 8, webhook: false })).toEqual(plain);
+      expect(plain.some((a) => a.kind === "hook")).toBe(false);
+    }
+    const hooks = Array.from({ length: 20 }, (_, i) => planRun(6000 + i, { actions: 8, webhook: true }));
+    expect(hooks.flat().some((a) => a.kind === "hook")).toBe(true);
   });
 
   it("the suite's seed set draws every fault action", () => {

@@ -66,6 +66,11 @@ export type Action =
   | { kind: "burst"; app: DemoApp; values: string[]; gapMs: number }
   /** Somebody pushes a new greeting to Git with the git CLI (`note`: only the other key). */
   | { kind: "push"; app: DemoApp; value: string; note: boolean; gapMs: number }
+  /**
+   * Somebody pushes a new greeting of the third folder (apps/webhook), which the webhook applier
+   * applies through the playground's deployer. Drawn only with `webhook` (`--webhook`).
+   */
+  | { kind: "hook"; value: string; gapMs: number }
   /** An edit on the cluster that the mirror refuses (it never reaches Git; the GitTarget reapplies). */
   | { kind: "refuse"; app: DemoApp; value: string; gapMs: number }
   /** A stop and start of one process: graceful (SIGTERM) or SIGKILL. */
@@ -77,6 +82,11 @@ export type Action =
 
 export interface PlanOptions {
   actions: number;
+  /**
+   * Draw pushes of the webhook applier's folder too. Off by default: the weights then are the
+   * ones every seed played so far was drawn with, so those seeds replay as before.
+   */
+  webhook?: boolean;
 }
 
 /** Relative weights of the action kinds. */
@@ -92,10 +102,13 @@ const WEIGHTS: ReadonlyArray<[Action["kind"], number]> = [
   ["api", 6],
 ];
 
-function kindOf(r: Random): Action["kind"] {
-  const total = WEIGHTS.reduce((s, [, w]) => s + w, 0);
+/** With `webhook`: the same, and pushes of the webhook folder as often as foreign pushes of one app. */
+const WEBHOOK_WEIGHTS: ReadonlyArray<[Action["kind"], number]> = [...WEIGHTS, ["hook", 10]];
+
+function kindOf(r: Random, weights: ReadonlyArray<[Action["kind"], number]>): Action["kind"] {
+  const total = weights.reduce((s, [, w]) => s + w, 0);
   let x = r.next() * total;
-  for (const [kind, w] of WEIGHTS) {
+  for (const [kind, w] of weights) {
     x -= w;
     if (x < 0) return kind;
   }
@@ -135,8 +148,9 @@ function apiFault(r: Random): ApiFault {
 export function planRun(seed: number, o: PlanOptions): Action[] {
   const r = seeded(seed);
   const actions: Action[] = [];
+  const weights = o.webhook ? WEBHOOK_WEIGHTS : WEIGHTS;
   for (let i = 0; i < o.actions; i++) {
-    const kind = kindOf(r);
+    const kind = kindOf(r, weights);
     const gapMs = gap(r);
     const app = r.pick(APPS);
     switch (kind) {
@@ -159,6 +173,9 @@ export function planRun(seed: number, o: PlanOptions): Action[] {
         break;
       case "refuse":
         actions.push({ kind, app, value: `r${i}`, gapMs });
+        break;
+      case "hook":
+        actions.push({ kind, value: `w${i}`, gapMs });
         break;
       case "restart":
         actions.push({ kind, process: r.pick(RESTARTABLE), kill: r.chance(0.5), gapMs });
@@ -198,6 +215,8 @@ export function describeAction(a: Action): string {
       return `${pause} push ${a.app} ${a.note ? "note" : "greeting"} = ${a.value}`;
     case "refuse":
       return `${pause} refused edit ${a.app} = ${a.value}`;
+    case "hook":
+      return `${pause} push webhook greeting = ${a.value}`;
     case "restart":
       return `${pause} ${a.kill ? "SIGKILL and start" : "restart"} ${a.process}`;
     case "redis":

@@ -26,9 +26,12 @@ import {
   DEMO_APPS,
   DEMO_NAMESPACE,
   DEMO_REPO,
+  DEMO_WEBHOOK_APP,
   type DemoApp,
   demoConfigMap,
   demoConfigPath,
+  demoWebhookConfigMap,
+  demoWebhookConfigPath,
   INTAKE_TOKEN,
 } from "../playground/demo.js";
 import { observeProgress } from "../playground/progress.js";
@@ -38,6 +41,7 @@ import { checkRun, type Revert, type RunRecord, type Violation } from "./invaria
 import { type Action, APPS, describeAction, needs, planRun } from "./plan.js";
 import { type Processes, startProcesses } from "./processes.js";
 import { seeded } from "./random.js";
+import { type Report, reporter } from "./reporter.js";
 
 export interface RunOptions {
   seed: number;
@@ -58,6 +62,8 @@ export interface RunOptions {
   flushSkipsPublication?: boolean;
   /** How long to wait for quiescence before judging the run as it stands (default 90 s). */
   quiesceTimeoutMs?: number;
+  /** Draw pushes of the webhook applier's folder too (`--webhook`; another plan for the same seed). */
+  webhook?: boolean;
 }
 
 export interface RunResult {
@@ -86,7 +92,8 @@ function timersFor(seed: number): AssemblyTimers {
 
 export async function playRun(o: RunOptions): Promise<RunResult> {
   const t0 = Date.now();
-  const actions = o.plan ?? planRun(o.seed, { actions: o.actions ?? 12 });
+  const actions = o.plan ?? planRun(o.seed, { actions: o.actions ?? 12, webhook: o.webhook ?? false });
+  const withHook = o.webhook === true || actions.some((x) => x.kind === "hook");
   const logs: string[] = [];
   const log: Logger = o.logLevel
     ? createLogger({ level: o.logLevel })
@@ -117,7 +124,13 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
   });
   const stopWatches: Array<() => void> = [];
   let processes: Processes | undefined;
-  const progress = await observeProgress({ redisUrl, prefix: a.prefix, repeats: true });
+  const progress = await observeProgress({
+    redisUrl,
+    prefix: a.prefix,
+    repeats: true,
+    // The webhook applier's attempts are judged (invariant 4, quiescence) in a run that pushes its folder.
+    kinds: withHook ? ["flux", "argocd", "webhook"] : ["flux", "argocd"],
+  });
   try {
     // A child's log lines join the run's: printed with --log, kept for a failure otherwise.
     processes = await startProcesses(a, need.children, (line) =>
@@ -143,6 +156,7 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
       commits: [],
       final: { cluster: { flux: undefined, argocd: undefined }, git: { flux: undefined, argocd: undefined } },
       operations: [],
+      ...(withHook ? { webhook: { pushes: [], final: { cluster: undefined, git: undefined } } } : {}),
     };
     for (const app of APPS) stopWatches.push(await watchValue(a.kubeConfig, app, record.cluster[app]));
     const attemptsBefore = progress.attempts().length;
@@ -181,6 +195,7 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
         const differ: string[] = [];
         for (const app of APPS)
           if ((await gitValue(a, app)) !== (await clusterValue(a, app)).greeting) differ.push(app);
+        if (withHook && (await hookGitValue(a)) !== (await hookClusterValue(a))) differ.push("webhook");
         const state = `${await tip(a)} ${progress.events.length} ${open} ${differ}`;
         if (state !== still.state) still = { since: Date.now(), state };
         return open === 0 && differ.length === 0 && Date.now() - still.since >= QUIET_MS;
@@ -198,11 +213,13 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
       record.final.cluster[app] = (await clusterValue(a, app)).greeting;
       record.final.git[app] = await gitValue(a, app);
     }
+    if (record.webhook)
+      record.webhook.final = { cluster: await hookClusterValue(a), git: await hookGitValue(a) };
     await progress.stop();
     const attempts = progress.attempts().slice(attemptsBefore);
     record.operations = attempts.map((at) => ({
       token: at.token,
-      app: at.applier.kind === "flux" ? "flux" : "argocd",
+      app: at.applier.kind,
       commit: at.commit,
       sentAt: Date.parse(at.sentAt),
       reasons: [...new Set(at.targets.map((t) => t.reason))],
@@ -279,6 +296,8 @@ async function play(
       return push(a, action.app, action.value, action.note, record);
     case "refuse":
       return refuse(a, action.app, action.value, record);
+    case "hook":
+      return hookPush(a, action.value, record);
     case "restart":
       return processes.restart(action.process, action.kill);
     case "redis":
@@ -331,7 +350,7 @@ async function applying(progress: Stage["progress"], app: DemoApp): Promise<void
         .attempts()
         .some(
           (at) =>
-            (at.applier.kind === "flux" ? "flux" : "argocd") === app &&
+            at.applier.kind === app &&
             phases.some((p) => p.token === at.token && p.phase === "Running") &&
             !phases.some((p) => p.token === at.token && TERMINAL.has(p.phase)),
         );
@@ -352,6 +371,17 @@ async function reverted(record: RunRecord, app: DemoApp): Promise<void> {
     `an applier's write over the last edit of ${app}`,
     { timeoutMs: 60_000, everyMs: 5 },
   );
+}
+
+/** Each run's reporter of API edits (one chain, as the watch plane has one per branch). */
+const reporters = new WeakMap<RunRecord, Report>();
+function reportOf(record: RunRecord): Report {
+  let r = reporters.get(record);
+  if (!r) {
+    r = reporter();
+    reporters.set(record, r);
+  }
+  return r;
 }
 
 /** A pause that is part of an action (an outage's length, a gap between edits), not a wait for a condition. */
@@ -390,11 +420,16 @@ async function edit(
     APPLY,
   );
   const message = `${app}: set greeting to ${value}`;
-  // The edit is on the cluster; only its report waits for the gateway to take writes again.
-  const answer = await deliver(
-    () =>
-      postWrite(a, app, writeBody(namedChange(app, written, "greeting"), save, at, message), { wait: false }),
-    `the gateway to take ${app} = ${value}`,
+  // The edit is on the cluster; its report joins the run's one chain of reports (sent again
+  // while the gateway cannot take writes: Redis away).
+  const answer = await reportOf(record)(() =>
+    deliver(
+      () =>
+        postWrite(a, app, writeBody(namedChange(app, written, "greeting"), save, at, message), {
+          wait: false,
+        }),
+      `the gateway to take ${app} = ${value}`,
+    ),
   );
   record.edits.push({
     app,
@@ -456,9 +491,12 @@ async function noteEdit(a: Assembly, app: DemoApp, value: string, record: RunRec
     APPLY,
   );
   const message = `${app}: set note to ${value}`;
-  const answer = await deliver(
-    () => postWrite(a, app, writeBody(namedChange(app, written, "note"), true, at, message), { wait: false }),
-    `the gateway to take ${app} note = ${value}`,
+  const answer = await reportOf(record)(() =>
+    deliver(
+      () =>
+        postWrite(a, app, writeBody(namedChange(app, written, "note"), true, at, message), { wait: false }),
+      `the gateway to take ${app} note = ${value}`,
+    ),
   );
   record.notes.push({
     app,
@@ -520,6 +558,55 @@ async function push(
     .exec(await gitOk(["--git-dir", gitDir, "show", `${commit}:${demoConfigPath(app)}`]))?.[1]
     ?.trim();
   record.pushes.push({ app, value: pushedGreeting ?? value, at: Date.now(), commit, subject });
+}
+
+/**
+ * Somebody pushes a new greeting of the webhook applier's folder with the git CLI (tried again on
+ * a Git fault, as `push` is); the worker sends it to the WebhookClaim's deployer.
+ */
+async function hookPush(a: Assembly, value: string, record: RunRecord): Promise<void> {
+  const { objectYaml } = await import("../../queue/git/layout.js");
+  const subject = `webhook greeting ${value} (pushed to Git)`;
+  const gitDir = join(a.git.root, `${DEMO_REPO}.git`);
+  const landed = async () =>
+    (
+      await gitOk(["--git-dir", gitDir, "log", "--format=%H", "-F", `--grep=${subject}`, a.demo.branch])
+    ).trim() || undefined;
+  const commit = await until(
+    async () => {
+      const already = await landed();
+      if (already) return already;
+      const peer = await GitPeer.clone(a.demo.repoUrl, a.demo.branch);
+      try {
+        await peer.writeFile(demoWebhookConfigPath(), objectYaml(demoWebhookConfigMap({ greeting: value })));
+        await peer.commit(subject);
+        const out = await peer.push();
+        return out.ok ? (await gitOk(["rev-parse", "HEAD"], { cwd: peer.dir })).trim() : await landed();
+      } finally {
+        await peer.remove();
+      }
+    },
+    `the push of ${subject}`,
+    { timeoutMs: 60_000, everyMs: 200, retryErrors: true },
+  );
+  record.webhook?.pushes.push({ value, at: Date.now(), commit, subject });
+}
+
+/** The webhook folder's greeting at the tip of the branch. */
+async function hookGitValue(a: Assembly): Promise<string | undefined> {
+  const gitDir = join(a.git.root, `${DEMO_REPO}.git`);
+  const text = await gitOk(["--git-dir", gitDir, "show", `${a.demo.branch}:${demoWebhookConfigPath()}`]);
+  return /greeting: (.*)/.exec(text)?.[1]?.trim();
+}
+
+/** The greeting the deployer applied to the cluster. */
+async function hookClusterValue(a: Assembly): Promise<string | undefined> {
+  const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const cm = await core.readNamespacedConfigMap({
+    name: DEMO_WEBHOOK_APP.name,
+    namespace: DEMO_WEBHOOK_APP.namespace,
+  });
+  return cm.data?.greeting;
 }
 
 /** An edit on the cluster the mirror refuses: reported to the refusals endpoint, never to Git. */
@@ -601,6 +688,10 @@ function timeline(r: RunRecord, t0: number): string[] {
     ...r.pushes.map((p) => ({
       t: p.at,
       line: `${ms(p.at)}  push ${p.app} "${p.subject}" greeting ${p.value} (${p.commit.slice(0, 8)})`,
+    })),
+    ...(r.webhook?.pushes ?? []).map((p) => ({
+      t: p.at,
+      line: `${ms(p.at)}  push webhook "${p.subject}" (${p.commit.slice(0, 8)})`,
     })),
     ...APPS.flatMap((app) =>
       r.cluster[app].map((s) => ({
