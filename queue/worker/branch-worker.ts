@@ -33,6 +33,7 @@ import { DEFAULT_INTAKE_BUDGET_BYTES, writeCharge } from "./intake-budget.js";
 import type { BranchLease } from "./lease.js";
 import { type FetchReason, noMetrics, type WorkerMetrics } from "./metrics.js";
 import { afterFailure, contentionBackoff, type RetryState } from "./retry.js";
+import type { Slots } from "./slots.js";
 import type { PublicationReport, StatusSink, WriteRefusal } from "./status.js";
 import { recordTip } from "./tip-record.js";
 import { addToWindow, DEFAULT_WINDOW, dueWindows, nextWindowDeadline, type OpenWindow } from "./windows.js";
@@ -160,6 +161,11 @@ export interface BranchWorkerOptions {
   pushCooldownMs?: number;
   /** Fallback poll of the inbox when no wake-up arrives. */
   pollMs?: number;
+  /**
+   * Bounds the first reads of the remote (the baselines) the replica's branch workers make at
+   * once; each holds a slot for its read and download.
+   */
+  baselineSlots?: Slots;
   /** Publish closed windows by itself; false leaves publication to flush(). */
   autoPublish?: boolean;
   committer?: { name: string; email: string };
@@ -761,7 +767,17 @@ export class BranchWorker {
     const haves = [previous, this.built.commits.at(-1)?.commit].filter((x): x is string => !!x);
     this.metrics.fetch(this.key, reason);
     this.log.debug({ reason, haves }, "reading the remote tip");
-    const { tip, downloaded } = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves);
+    const release =
+      reason === "baseline" && this.o.baselineSlots
+        ? await this.o.baselineSlots.acquire(this.stopCtl.signal)
+        : undefined;
+    let read: Awaited<ReturnType<BareRepo["fetchBranch"]>>;
+    try {
+      read = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves);
+    } finally {
+      release?.();
+    }
+    const { tip, downloaded } = read;
     this.log.debug({ reason, commit: tip, downloaded }, "read the remote tip");
     const baseline = !this.baselined;
     this.baselined = true;

@@ -6,7 +6,7 @@
  * from the window between that check and the push.
  */
 import type { Redis } from "ioredis";
-import { branchKeys } from "../keys.js";
+import { branchKeys, branchKeys as branchKeysOf } from "../keys.js";
 
 export const DEFAULT_LEASE_MS = 10_000;
 
@@ -52,6 +52,48 @@ export function fencedWrite(body: string) {
   return async (redis: Redis, leaseKey: string, token: string, keys: string[], args: string[]) =>
     (await redis.eval(script, 1 + keys.length, leaseKey, ...keys, token, ...args)) === 1;
 }
+
+/**
+ * Takes every lease of `branchKeys` nobody holds (or that `replicaId` holds already), pipelined:
+ * one round trip for a whole sweep, where taking them one by one cost a round trip each. Returns
+ * the leases taken, and for the ones held by another replica how long until theirs lapses (ms).
+ */
+export async function acquireLeases(
+  redis: Redis,
+  prefix: string,
+  branchKeys: string[],
+  replicaId: string,
+  ttlMs = DEFAULT_LEASE_MS,
+): Promise<{ taken: BranchLease[]; heldForMs: number[] }> {
+  const taken: BranchLease[] = [];
+  const heldForMs: number[] = [];
+  for (let i = 0; i < branchKeys.length; i += ACQUIRE_CHUNK) {
+    const chunk = branchKeys.slice(i, i + ACQUIRE_CHUNK);
+    const pipe = redis.pipeline();
+    for (const key of chunk) {
+      const k = branchKeysOf(prefix, key);
+      pipe.eval(ACQUIRE, 2, k.lease, k.fence, replicaId, String(ttlMs));
+      pipe.pttl(k.lease);
+    }
+    const replies = (await pipe.exec()) ?? [];
+    chunk.forEach((key, j) => {
+      const [err, value] = replies[2 * j] ?? [];
+      if (err) throw err;
+      if (typeof value === "string") {
+        const lease = new BranchLease(redis, prefix, key, replicaId, ttlMs);
+        lease.token = value;
+        taken.push(lease);
+        return;
+      }
+      const pttl = Number(replies[2 * j + 1]?.[1]);
+      if (pttl > 0) heldForMs.push(pttl);
+    });
+  }
+  return { taken, heldForMs };
+}
+
+/** Leases asked for in one pipeline. */
+const ACQUIRE_CHUNK = 500;
 
 export class BranchLease {
   /** `<replica>:<fence>` while held. */
