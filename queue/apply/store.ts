@@ -32,9 +32,18 @@ export class DecisionStore {
     }
   }
 
-  /** Saves the state; false when the lease token is no longer the owner's (nothing written). */
-  async save(leaseToken: string | undefined, state: DecisionState): Promise<boolean> {
+  /**
+   * Saves the state (`json`: its JSON when the caller has it already); false when the lease
+   * token is no longer the owner's (nothing written).
+   */
+  async save(leaseToken: string | undefined, state: DecisionState, json?: string): Promise<boolean> {
     if (!leaseToken) return false;
-    return save(this.redis, this.keys.lease, leaseToken, [this.keys.decisions], [JSON.stringify(state)]);
+    return save(
+      this.redis,
+      this.keys.lease,
+      leaseToken,
+      [this.keys.decisions],
+      [json ?? JSON.stringify(state)],
+    );
   }
 }

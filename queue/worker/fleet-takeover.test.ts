@@ -40,6 +40,10 @@ describe("acquireLeases", () => {
     expect(k0.fence).toBe(1);
     expect(await k0.renew()).toBe(true);
     expect(await other.renew()).toBe(true);
+    // Scripts run by their SHA; a Redis that forgot them (a restart, a failover) is sent them again.
+    await r.client.script("FLUSH");
+    expect(await k0.renew()).toBe(true);
+    expect((await acquireLeases(r.client, r.prefix, ["fresh"], "me", 5000)).taken).toHaveLength(1);
   });
 });
 
