@@ -109,4 +109,25 @@ describe("branch tips read through protocol v2 ls-refs, shared per repository", 
     stall.release();
     expect(await staying).toBe(main);
   });
+
+  it("a push notice's commit is downloaded beside the read of the tip, and a wrong one is no harm", async () => {
+    const repo = await BareRepo.open(join(dir, "r.git"));
+    await repo.fetchBranch({ url }, "main");
+    const peer = await GitPeer.clone(url);
+    const pushed = await peer.commitAndPush("b.yaml", "b: 1\n", "moved");
+    server.resetCounts();
+    const stall = server.faults.stallNext(1, "advertisement");
+    const read = repo.fetchBranch({ url }, "main", [main], pushed);
+    // The download is at the server while the read of the tip still waits.
+    await until(() => server.counts().fetch === 1, "the hinted download reached the server");
+    expect(server.counts().advertisement).toBe(1);
+    stall.release();
+    expect(await read).toEqual({ tip: pushed, downloaded: true });
+    expect(server.counts().fetch).toBe(1);
+    // A hint naming no commit of the host: the read answers the real tip all the same.
+    const again = await peer.commitAndPush("c.yaml", "c: 1\n", "again");
+    expect((await repo.fetchBranch({ url }, "main", [pushed], "1".repeat(40))).tip).toBe(again);
+    expect(await repo.readFile(again, "c.yaml")).toEqual(Buffer.from("c: 1\n"));
+    await peer.remove();
+  });
 });

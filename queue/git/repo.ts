@@ -147,15 +147,28 @@ export class BareRepo {
    * Reads the branch tip from the server (one `ls-refs`, shared with the other branches of the
    * repository read at the time) and, only when this clone lacks it, downloads the missing
    * objects (one upload-pack). Returns the tip, or undefined when the branch
-   * does not exist. `haves` are commits we hold that the server may share with the tip.
+   * does not exist. `haves` are commits we hold that the server may share with the tip; `hint`
+   * is the commit a push notice says the branch moved to, downloaded beside the read.
    */
   async fetchBranch(
     remote: Remote,
     branch: string,
     haves: string[] = [],
+    hint?: string,
   ): Promise<{ tip: string | undefined; downloaded: boolean }> {
+    // A push notice names the commit the branch moved to: its download starts beside the read of
+    // the tip instead of after it. A hint that is not the tip (a later push, a forced one) costs
+    // a download the read then ignores; one the host refuses (gone, unreachable) is dropped.
+    let hinted: Promise<boolean> | undefined;
+    if (hint && /^[0-9a-f]{40}$/.test(hint) && hint !== ZERO_OID && !(await this.hasObject(hint)))
+      hinted = this.download(remote, hint, haves).then(
+        () => true,
+        () => false,
+      );
     const tip = await this.refReads.tip(remote, branch);
     if (!tip) return { tip: undefined, downloaded: false };
+    if (tip === hint && hinted && (await hinted) && (await this.hasObject(tip)))
+      return { tip, downloaded: true };
     if (await this.hasObject(tip)) return { tip, downloaded: false };
     // Every branch a replica takes is baselined at once, and many sit at one tip: one download
     // serves them all. One that failed is no proof for the others: each then downloads itself.
@@ -167,6 +180,12 @@ export class BareRepo {
       );
       if (shared && (await this.hasObject(tip))) return { tip, downloaded: false };
     }
+    await this.download(remote, tip, haves);
+    return { tip, downloaded: true };
+  }
+
+  /** Downloads what `tip` needs that the clone lacks (one upload-pack), shared by every caller at once. */
+  private async download(remote: Remote, tip: string, haves: string[]): Promise<void> {
     const download = (async () => {
       const known = await this.knownTips(haves);
       await this.storePack(await uploadPack(remote, [tip], known));
@@ -177,7 +196,6 @@ export class BareRepo {
     } finally {
       if (this.downloads.get(tip) === download) this.downloads.delete(tip);
     }
-    return { tip, downloaded: true };
   }
 
   /** Reads only the server's tip of the branch (no download). */

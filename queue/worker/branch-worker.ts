@@ -219,6 +219,8 @@ export class BranchWorker {
   private lastPublishedAt: number | undefined;
   private nextFetchAt = 0;
   private observeAsked: FetchReason | undefined;
+  /** The commit the last push notice names, for the next observation's download. */
+  private noticeHint: string | undefined;
   private flushes: Array<{ mark: string | undefined; resolve: (r: FlushResult) => void }> = [];
   private wakeCtl = new AbortController();
   /** Aborts every Git call under way when the worker stops, so a stalled remote cannot hold it. */
@@ -672,7 +674,12 @@ export class BranchWorker {
   private async handleNotice(e: InboxEntry): Promise<void> {
     const hooks = this.o.hooks ?? {};
     if (e.kind === "push") {
-      if (safeJson(e.data, PushNotice)) this.observeAsked = "notice";
+      const n = safeJson(e.data, PushNotice);
+      if (n) {
+        this.observeAsked = "notice";
+        // The commit it names is downloaded beside the read of the tip (a hint, never trusted).
+        this.noticeHint = n.deleted ? undefined : n.after;
+      }
     } else if (e.kind === "refusal") {
       const n = safeJson(e.data, RefusalNotice);
       if (n) await hooks.onRefusal?.(n);
@@ -777,7 +784,9 @@ export class BranchWorker {
         : undefined;
     let read: Awaited<ReturnType<BareRepo["fetchBranch"]>>;
     try {
-      read = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves);
+      const hint = this.noticeHint;
+      this.noticeHint = undefined;
+      read = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves, hint);
     } finally {
       release?.();
     }
