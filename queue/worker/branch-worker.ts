@@ -1127,7 +1127,8 @@ export class BranchWorker {
       this.log.info({ commit: head, writes: ids.size }, "published");
     }
     this.remoteTip = head;
-    if (head) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
+    // A flush with nothing to push lands the tip the clone's ref already names: no write.
+    if (head && moved) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
     this.built = { base: head, commits: [] };
     if (head && (moved || carried.length > 0))
       await this.o.hooks?.onPublished?.({
