@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { createServer, Socket } from "node:net";
 import type { ConnectionOptions } from "bullmq";
 import { Redis, type RedisOptions } from "ioredis";
@@ -143,4 +144,35 @@ function stopChild(child: ChildProcess): Promise<void> {
     child.kill("SIGTERM");
     setTimeout(() => child.kill("SIGKILL"), 3000).unref();
   });
+}
+
+/**
+ * The name of a command running `lua` on this client by its SHA (EVALSHA, loading the script
+ * once when Redis does not know it: after a restart, a failover): the script's text is not sent
+ * with every call. Called with the number of keys first, then the keys and arguments; available
+ * on the client and on its pipelines.
+ */
+export function scriptCommand(redis: Redis, lua: string): string {
+  const name = `applygate_${createHash("sha1").update(lua).digest("hex").slice(0, 16)}`;
+  let defined = definedScripts.get(redis);
+  if (!defined) {
+    defined = new Set();
+    definedScripts.set(redis, defined);
+  }
+  if (!defined.has(name)) {
+    redis.defineCommand(name, { lua });
+    defined.add(name);
+  }
+  return name;
+}
+
+const definedScripts = new WeakMap<Redis, Set<string>>();
+
+/** Runs `lua` by its SHA (see scriptCommand). */
+export function evalScript(redis: Redis, lua: string, numKeys: number, ...args: string[]): Promise<unknown> {
+  const name = scriptCommand(redis, lua);
+  return (redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[name]?.(
+    numKeys,
+    ...args,
+  ) as Promise<unknown>;
 }

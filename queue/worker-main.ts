@@ -32,7 +32,7 @@ import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
 import { KubeDirectory, KubeStatusSink } from "./worker/kube.js";
 import { DEFAULT_LEASE_MS } from "./worker/lease.js";
 import { createWorkerMetrics } from "./worker/metrics.js";
-import { Replica } from "./worker/replica.js";
+import { DEFAULT_BASELINE_CONCURRENCY, Replica } from "./worker/replica.js";
 import type { StatusSink } from "./worker/status.js";
 
 export const workerSettings = {
@@ -86,6 +86,13 @@ export const workerSettings = {
     help: "safety-net period of each branch's listing of its GitTargets and claims; a change the worker's watches see lists the branch concerned at once",
     parse: parsers.duration,
     default: SAFETY_NET_LIST_INTERVAL_MS,
+  } as Setting<number>,
+  baselineConcurrency: {
+    flag: "baseline-concurrency",
+    env: "APPLYGATE_BASELINE_CONCURRENCY",
+    help: "branches reading the remote for the first time (their baseline: a read of the tip and a download) at once; a replica taking many branches reads them this many at a time, not all at once against one Git host",
+    parse: parsers.positiveInt,
+    default: DEFAULT_BASELINE_CONCURRENCY,
   } as Setting<number>,
   pushCooldown: {
     flag: "push-cooldown",
@@ -217,6 +224,7 @@ export async function run(argv: string[]): Promise<number> {
     log,
     replicaId: config.replicaId,
     leaseMs: config.lease,
+    baselineConcurrency: config.baselineConcurrency,
     status,
     metrics,
     branch: {

@@ -72,6 +72,9 @@ export interface DecisionDriverOptions {
 
 type Task = () => Promise<void>;
 
+/** Why a wake-up timer was dropped: a newer one replaced it. */
+const REPLACED = new Error("replaced by a newer wake-up");
+
 const folders = (l: BranchListing) => (l.folders ? { folders: l.folders } : {});
 
 export class DecisionDriver {
@@ -344,7 +347,7 @@ export class DecisionDriver {
     this.s = state;
     const json = JSON.stringify(state);
     if (json !== this.saved) {
-      if (!(await this.o.store.save(this.o.lease.token, state))) {
+      if (!(await this.o.store.save(this.o.lease.token, state, json))) {
         this.log.warn("lost the branch's lease; decisions stop before carrying anything out");
         this.stopped = true;
         this.wake.abort();
@@ -561,7 +564,8 @@ export class DecisionDriver {
         return;
       }
       case "ScheduleWake": {
-        this.wake.abort();
+        // A reason of our own: abort() without one builds a DOMException (and its stack) each time.
+        this.wake.abort(REPLACED);
         this.wake = new AbortController();
         const signal = this.wake.signal;
         void this.clock.sleep(Math.max(0, a.at - this.clock.now()), signal).then(() => {

@@ -62,18 +62,19 @@ export class DecisionStore {
   }
 
   /**
-   * Saves the state, and with it the apply state the watch plane reads, in one fenced write; false
-   * when the lease token is no longer the owner's (nothing written). The shell saves before it
-   * carries out the step's actions, so an attempt is never sent before its epoch is published.
+   * Saves the state (`json`: its JSON when the caller has it already), and with it the apply
+   * state the watch plane reads, in one fenced write; false when the lease token is no longer the
+   * owner's (nothing written). The shell saves before it carries out the step's actions, so an
+   * attempt is never sent before its epoch is published.
    */
-  async save(leaseToken: string | undefined, state: DecisionState): Promise<boolean> {
+  async save(leaseToken: string | undefined, state: DecisionState, json?: string): Promise<boolean> {
     if (!leaseToken) return false;
     return save(
       this.redis,
       this.keys.lease,
       leaseToken,
       [this.keys.decisions, this.keys.applyState],
-      [JSON.stringify(state), JSON.stringify(applyStateOf(state))],
+      [json ?? JSON.stringify(state), JSON.stringify(applyStateOf(state))],
     );
   }
 }

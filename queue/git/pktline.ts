@@ -4,6 +4,8 @@
  */
 
 export const FLUSH = Buffer.from("0000");
+/** Protocol v2's delimiter packet: ends a command's capabilities, before its arguments. */
+export const DELIM = Buffer.from("0001");
 
 export function pktLine(payload: string | Buffer): Buffer {
   const body = typeof payload === "string" ? Buffer.from(payload) : payload;

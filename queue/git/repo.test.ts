@@ -209,8 +209,9 @@ describe("every Git call has its deadline", () => {
     // The clone's first download (upload-pack), after an advertisement that answered.
     server.faults.stallNext(1, "fetch");
     await timedOut(repo.fetchBranch(remote, "main"), /git-upload-pack within 1000 ms$/);
+    // The tip probe: once the host is known to speak protocol v2, one ls-refs upload-pack post.
     server.faults.stallNext(1, "advertisement");
-    await timedOut(repo.remoteTip(remote, "main"), /info\/refs.* within 1000 ms$/);
+    await timedOut(repo.remoteTip(remote, "main"), /git-upload-pack within 1000 ms$/);
     const { tip } = await repo.fetchBranch({ url }, "main");
     const c = await repo.commitChanges(tip, [{ path: "b.yaml", content: "b\n" }], {
       message: "b",

@@ -9,6 +9,7 @@ import * as nodeFs from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import git from "isomorphic-git";
+import { RefReads } from "./ref-reads.js";
 import { advertise, type Remote, receivePack, uploadPack, ZERO_OID } from "./smart-http.js";
 
 export interface FileChange {
@@ -82,6 +83,9 @@ export function wholeWritesFs(base: GitFsPromises = nodeFs.promises): { promises
   return { promises };
 }
 
+/** Commits a download names as held, at most. */
+const HAVES_MAX = 32;
+
 interface TreeEntry {
   mode: string;
   path: string;
@@ -104,6 +108,8 @@ export class BareRepo {
   private readonly trees = new Map<string, TreeEntry[]>();
   /** Downloads under way by the tip they fetch: branches at one tip share one download. */
   private readonly downloads = new Map<string, Promise<void>>();
+  /** Reads of branch tips, shared by every branch of this repository read at one time. */
+  readonly refReads = new RefReads();
 
   private constructor(
     readonly gitdir: string,
@@ -146,18 +152,31 @@ export class BareRepo {
   }
 
   /**
-   * Reads the branch tip from the server (one advertisement) and, only when this clone lacks it,
-   * downloads the missing objects (one upload-pack). Returns the tip, or undefined when the branch
-   * does not exist. `haves` are commits we hold that the server may share with the tip.
+   * Reads the branch tip from the server (one `ls-refs`, shared with the other branches of the
+   * repository read at the time) and, only when this clone lacks it, downloads the missing
+   * objects (one upload-pack). Returns the tip, or undefined when the branch
+   * does not exist. `haves` are commits we hold that the server may share with the tip; `hint`
+   * is the commit a push notice says the branch moved to, downloaded beside the read.
    */
   async fetchBranch(
     remote: Remote,
     branch: string,
     haves: string[] = [],
+    hint?: string,
   ): Promise<{ tip: string | undefined; downloaded: boolean }> {
-    const ad = await advertise(remote, "git-upload-pack");
-    const tip = ad.refs.get(`refs/heads/${branch}`);
+    // A push notice names the commit the branch moved to: its download starts beside the read of
+    // the tip instead of after it. A hint that is not the tip (a later push, a forced one) costs
+    // a download the read then ignores; one the host refuses (gone, unreachable) is dropped.
+    let hinted: Promise<boolean> | undefined;
+    if (hint && /^[0-9a-f]{40}$/.test(hint) && hint !== ZERO_OID && !(await this.hasObject(hint)))
+      hinted = this.download(remote, hint, haves).then(
+        () => true,
+        () => false,
+      );
+    const tip = await this.refReads.tip(remote, branch);
     if (!tip) return { tip: undefined, downloaded: false };
+    if (tip === hint && hinted && (await hinted) && (await this.hasObject(tip)))
+      return { tip, downloaded: true };
     if (await this.hasObject(tip)) return { tip, downloaded: false };
     // Every branch a replica takes is baselined at once, and many sit at one tip: one download
     // serves them all. One that failed is no proof for the others: each then downloads itself.
@@ -169,6 +188,12 @@ export class BareRepo {
       );
       if (shared && (await this.hasObject(tip))) return { tip, downloaded: false };
     }
+    await this.download(remote, tip, haves);
+    return { tip, downloaded: true };
+  }
+
+  /** Downloads what `tip` needs that the clone lacks (one upload-pack), shared by every caller at once. */
+  private async download(remote: Remote, tip: string, haves: string[]): Promise<void> {
     const download = (async () => {
       const known = await this.knownTips(haves);
       await this.storePack(await uploadPack(remote, [tip], known));
@@ -179,7 +204,6 @@ export class BareRepo {
     } finally {
       if (this.downloads.get(tip) === download) this.downloads.delete(tip);
     }
-    return { tip, downloaded: true };
   }
 
   /**
@@ -227,20 +251,25 @@ export class BareRepo {
     return o.object as Uint8Array;
   }
 
-  /** Reads only the advertisement: the server's tip of the branch. */
+  /** Reads only the server's tip of the branch (no download). */
   async remoteTip(remote: Remote, branch: string): Promise<string | undefined> {
-    const ad = await advertise(remote, "git-upload-pack");
-    return ad.refs.get(`refs/heads/${branch}`);
+    return this.refReads.tip(remote, branch);
   }
 
+  /**
+   * Commits to tell upload-pack we hold: the caller's own (the branch's last tip, its last
+   * commit) first, then other branches' tips up to HAVES_MAX. Only as many local refs are read as
+   * are needed: a clone of a thousand branches is not read whole for every download.
+   */
   private async knownTips(extra: string[]): Promise<string[]> {
     const out = new Set<string>();
     for (const oid of extra) if (oid && (await this.hasObject(oid))) out.add(oid);
-    for (const ref of await git.listBranches({ fs: this.fs, gitdir: this.gitdir })) {
+    const branches = await git.listBranches({ fs: this.fs, gitdir: this.gitdir });
+    for (const ref of branches.slice(0, Math.max(0, HAVES_MAX - out.size))) {
       const oid = await this.readRef(`refs/heads/${ref}`);
       if (oid) out.add(oid);
     }
-    return [...out].slice(0, 32);
+    return [...out].slice(0, HAVES_MAX);
   }
 
   private async storePack(pack: Buffer): Promise<void> {

@@ -1,10 +1,11 @@
 /**
- * A small smart-HTTP client (protocol v1) for the three calls the branch worker makes: read the
- * advertisement, fetch a pack, and push a pack with a compare-and-swap ref update. Written here
- * rather than taken from isomorphic-git so that each call costs exactly one request, carries its
- * own deadline, and a push sends only the objects the worker knows it added.
+ * A small smart-HTTP client for the calls the branch worker makes: read branch tips (protocol v2
+ * `ls-refs` naming just the branches asked for, or the v0 advertisement of every ref from a host
+ * that does not speak v2), fetch a pack, and push a pack with a compare-and-swap ref update.
+ * Written here rather than taken from isomorphic-git so that each call costs exactly one request,
+ * carries its own deadline, and a push sends only the objects the worker knows it added.
  */
-import { FLUSH, lineText, pktLine, readPktLines } from "./pktline.js";
+import { DELIM, FLUSH, lineText, pktLine, readPktLines } from "./pktline.js";
 
 export const ZERO_OID = "0".repeat(40);
 /** Deadline of one Git network call. */
@@ -153,6 +154,10 @@ export async function advertise(
     method: "GET",
     headers: { ...authHeader(remote), accept: `application/x-${service}-advertisement` },
   });
+  return parseAdvertisement(buf);
+}
+
+function parseAdvertisement(buf: Buffer): Advertisement {
   const { lines } = readPktLines(buf);
   const refs = new Map<string, string>();
   let capabilities = new Set<string>();
@@ -180,6 +185,84 @@ export async function advertise(
     refs.set(name, oid);
   }
   return { refs, capabilities };
+}
+
+/**
+ * What `info/refs` answers a client asking for protocol v2: either the host speaks it (its
+ * capabilities, no refs) or it ignores the ask and sends the v0 advertisement of every ref.
+ */
+export type RefsDiscovery = { version: 2; capabilities: Set<string> } | { version: 0; ad: Advertisement };
+
+/** One GET of `info/refs` asking for protocol v2 (`Git-Protocol: version=2`), for upload-pack. */
+export async function discoverRefs(remote: Remote): Promise<RefsDiscovery> {
+  const buf = await call(remote, endpoint(remote, "info/refs?service=git-upload-pack"), {
+    method: "GET",
+    headers: {
+      ...authHeader(remote),
+      accept: "application/x-git-upload-pack-advertisement",
+      "git-protocol": "version=2",
+    },
+  });
+  const texts = readPktLines(buf)
+    .lines.filter((l): l is Buffer => l !== null)
+    .map(lineText)
+    .filter((t) => !t.startsWith("# service="));
+  if (texts[0] === "version 2") return { version: 2, capabilities: new Set(texts.slice(1)) };
+  return { version: 0, ad: parseAdvertisement(buf) };
+}
+
+/** Whether a v2 capability list offers `ls-refs` (bare, or with its features: `ls-refs=unborn`). */
+export function offersLsRefs(capabilities: Set<string>): boolean {
+  for (const c of capabilities) if (c === "ls-refs" || c.startsWith("ls-refs=")) return true;
+  return false;
+}
+
+/**
+ * One protocol v2 `ls-refs` POST naming `prefixes` (`ref-prefix` arguments): the refs under them
+ * the server holds right now. A prefix matches more than the ref it names (`refs/heads/b1` also
+ * matches `refs/heads/b10`): read the exact names from the map.
+ */
+export async function lsRefs(remote: Remote, prefixes: string[]): Promise<Map<string, string>> {
+  const body = Buffer.concat([
+    pktLine("command=ls-refs\n"),
+    pktLine("agent=applygate\n"),
+    DELIM,
+    ...[...new Set(prefixes)].map((p) => pktLine(`ref-prefix ${p}\n`)),
+    FLUSH,
+  ]);
+  const buf = await call(remote, endpoint(remote, "git-upload-pack"), {
+    method: "POST",
+    headers: {
+      ...authHeader(remote),
+      "content-type": "application/x-git-upload-pack-request",
+      accept: "application/x-git-upload-pack-result",
+      "git-protocol": "version=2",
+    },
+    body,
+  });
+  let lines: Array<Buffer | null>;
+  try {
+    lines = readPktLines(buf).lines;
+  } catch (err) {
+    throw new GitRemoteError("protocol", `ls-refs: ${(err as Error).message}`);
+  }
+  const refs = new Map<string, string>();
+  let flushed = false;
+  for (const line of lines) {
+    if (line === null) {
+      flushed = true;
+      break;
+    }
+    const text = lineText(line);
+    if (text.startsWith("ERR ")) throw new GitRemoteError("protocol", `ls-refs: ${text.slice(4)}`);
+    const [oid, name] = text.split(" ");
+    if (!oid || !name || !/^[0-9a-f]{40}$/.test(oid))
+      throw new GitRemoteError("protocol", `ls-refs answered a line that names no ref: ${text.slice(0, 80)}`);
+    refs.set(name, oid);
+  }
+  // A list cut short is no proof a branch is absent: only one ended by its flush is read.
+  if (!flushed) throw new GitRemoteError("protocol", "ls-refs answer ended before its flush");
+  return refs;
 }
 
 /**

@@ -35,6 +35,7 @@ import { DEFAULT_INTAKE_BUDGET_BYTES, writeCharge } from "./intake-budget.js";
 import type { BranchLease } from "./lease.js";
 import { type FetchReason, noMetrics, type WorkerMetrics } from "./metrics.js";
 import { afterFailure, contentionBackoff, type RetryState } from "./retry.js";
+import type { Slots } from "./slots.js";
 import type { PublicationReport, StatusSink, WriteRefusal } from "./status.js";
 import { recordTip } from "./tip-record.js";
 import { addToWindow, DEFAULT_WINDOW, dueWindows, nextWindowDeadline, type OpenWindow } from "./windows.js";
@@ -175,6 +176,11 @@ export interface BranchWorkerOptions {
   pushCooldownMs?: number;
   /** Fallback poll of the inbox when no wake-up arrives. */
   pollMs?: number;
+  /**
+   * Bounds the first reads of the remote (the baselines) the replica's branch workers make at
+   * once; each holds a slot for its read and download.
+   */
+  baselineSlots?: Slots;
   /** Publish closed windows by itself; false leaves publication to flush(). */
   autoPublish?: boolean;
   committer?: { name: string; email: string };
@@ -198,6 +204,9 @@ interface Built {
     newOids: string[];
   }>;
 }
+
+/** Why a branch worker's sleep ended early: it was woken. */
+const WAKE_REASON = new Error("woken");
 
 export class BranchWorker {
   readonly key: string;
@@ -227,6 +236,8 @@ export class BranchWorker {
   private lastPublishedAt: number | undefined;
   private nextFetchAt = 0;
   private observeAsked: FetchReason | undefined;
+  /** The commit the last push notice names, for the next observation's download. */
+  private noticeHint: string | undefined;
   private flushes: Array<{ mark: string | undefined; resolve: (r: FlushResult) => void }> = [];
   private wakeCtl = new AbortController();
   /** Aborts every Git call under way when the worker stops, so a stalled remote cannot hold it. */
@@ -285,7 +296,8 @@ export class BranchWorker {
 
   /** New work may be waiting (a signal, a notice): look now instead of at the next poll. */
   wake(): void {
-    this.wakeCtl.abort();
+    // A reason of our own: abort() without one builds a DOMException (and its stack) per wake.
+    this.wakeCtl.abort(WAKE_REASON);
   }
 
   /** Stops after the current step; nothing pending is lost (it stays in the inbox). */
@@ -764,7 +776,12 @@ export class BranchWorker {
   private async handleNotice(e: InboxEntry): Promise<void> {
     const hooks = this.o.hooks ?? {};
     if (e.kind === "push") {
-      if (safeJson(e.data, PushNotice)) this.observeAsked = "notice";
+      const n = safeJson(e.data, PushNotice);
+      if (n) {
+        this.observeAsked = "notice";
+        // The commit it names is downloaded beside the read of the tip (a hint, never trusted).
+        this.noticeHint = n.deleted ? undefined : n.after;
+      }
     } else if (e.kind === "refusal") {
       const n = safeJson(e.data, RefusalNotice);
       if (n) await hooks.onRefusal?.(n);
@@ -863,7 +880,19 @@ export class BranchWorker {
     const haves = [previous, this.built.commits.at(-1)?.commit].filter((x): x is string => !!x);
     this.metrics.fetch(this.key, reason);
     this.log.debug({ reason, haves }, "reading the remote tip");
-    const { tip, downloaded } = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves);
+    const release =
+      reason === "baseline" && this.o.baselineSlots
+        ? await this.o.baselineSlots.acquire(this.stopCtl.signal)
+        : undefined;
+    let read: Awaited<ReturnType<BareRepo["fetchBranch"]>>;
+    try {
+      const hint = this.noticeHint;
+      this.noticeHint = undefined;
+      read = await this.o.repo.fetchBranch(this.remote(), this.o.spec.branch, haves, hint);
+    } finally {
+      release?.();
+    }
+    const { tip, downloaded } = read;
     this.log.debug({ reason, commit: tip, downloaded }, "read the remote tip");
     const baseline = !this.baselined;
     this.baselined = true;
@@ -1242,7 +1271,8 @@ export class BranchWorker {
       this.log.info({ commit: head, writes: ids.size }, "published");
     }
     this.remoteTip = head;
-    if (head) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
+    // A flush with nothing to push lands the tip the clone's ref already names: no write.
+    if (head && moved) await this.o.repo.writeRef(`refs/heads/${this.o.spec.branch}`, head);
     this.built = { base: head, commits: [] };
     if (head && (moved || carried.length > 0))
       await this.o.hooks?.onPublished?.({

@@ -8,6 +8,7 @@ import type { Redis } from "ioredis";
 import { WRITE_OVERHEAD_BYTES } from "../intake.js";
 import type { InboxKind } from "../keys.js";
 import { branchKeys, PUBLISHED_TTL_SECONDS, publishedChannel, writePublishedKey } from "../keys.js";
+import { evalScript } from "../redis.js";
 import { fencedWrite } from "./lease.js";
 
 /**
@@ -196,7 +197,8 @@ export class Inbox {
     token: string,
     retry: { pending: boolean; retryAfterSeconds: number; budgetBytes: number; recount?: boolean },
   ): Promise<IntakeState> {
-    const [fenced, paused, charged] = (await this.redis.eval(
+    const [fenced, paused, charged] = (await evalScript(
+      this.redis,
       SYNC_INTAKE_LUA,
       3,
       this.keys.lease,

@@ -6,7 +6,8 @@
  * from the window between that check and the push.
  */
 import type { Redis } from "ioredis";
-import { branchKeys } from "../keys.js";
+import { branchKeys, branchKeys as branchKeysOf } from "../keys.js";
+import { evalScript, scriptCommand } from "../redis.js";
 
 export const DEFAULT_LEASE_MS = 10_000;
 
@@ -50,8 +51,54 @@ return 0
 export function fencedWrite(body: string) {
   const script = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n${body.trim()}\nreturn 1\n`;
   return async (redis: Redis, leaseKey: string, token: string, keys: string[], args: string[]) =>
-    (await redis.eval(script, 1 + keys.length, leaseKey, ...keys, token, ...args)) === 1;
+    (await evalScript(redis, script, 1 + keys.length, leaseKey, ...keys, token, ...args)) === 1;
 }
+
+/**
+ * Takes every lease of `branchKeys` nobody holds (or that `replicaId` holds already), pipelined:
+ * one round trip for a whole sweep, where taking them one by one cost a round trip each. Returns
+ * the leases taken, and for the ones held by another replica how long until theirs lapses (ms).
+ */
+export async function acquireLeases(
+  redis: Redis,
+  prefix: string,
+  branchKeys: string[],
+  replicaId: string,
+  ttlMs = DEFAULT_LEASE_MS,
+): Promise<{ taken: BranchLease[]; heldForMs: number[] }> {
+  const taken: BranchLease[] = [];
+  const heldForMs: number[] = [];
+  for (let i = 0; i < branchKeys.length; i += ACQUIRE_CHUNK) {
+    const chunk = branchKeys.slice(i, i + ACQUIRE_CHUNK);
+    const acquire = scriptCommand(redis, ACQUIRE);
+    const pipe = redis.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & {
+      pttl(key: string): unknown;
+      exec(): Promise<Array<[Error | null, unknown]> | null>;
+    };
+    for (const key of chunk) {
+      const k = branchKeysOf(prefix, key);
+      (pipe[acquire] as (...a: unknown[]) => unknown)(2, k.lease, k.fence, replicaId, String(ttlMs));
+      pipe.pttl(k.lease);
+    }
+    const replies = (await pipe.exec()) ?? [];
+    chunk.forEach((key, j) => {
+      const [err, value] = replies[2 * j] ?? [];
+      if (err) throw err;
+      if (typeof value === "string") {
+        const lease = new BranchLease(redis, prefix, key, replicaId, ttlMs);
+        lease.token = value;
+        taken.push(lease);
+        return;
+      }
+      const pttl = Number(replies[2 * j + 1]?.[1]);
+      if (pttl > 0) heldForMs.push(pttl);
+    });
+  }
+  return { taken, heldForMs };
+}
+
+/** Leases asked for in one pipeline. */
+const ACQUIRE_CHUNK = 500;
 
 export class BranchLease {
   /** `<replica>:<fence>` while held. */
@@ -78,9 +125,15 @@ export class BranchLease {
   /** Takes the branch when nobody holds it (or we already do). */
   async acquire(): Promise<boolean> {
     const k = this.keys();
-    const value = (await this.redis.eval(ACQUIRE, 2, k.lease, k.fence, this.replicaId, String(this.ttlMs))) as
-      | string
-      | null;
+    const value = (await evalScript(
+      this.redis,
+      ACQUIRE,
+      2,
+      k.lease,
+      k.fence,
+      this.replicaId,
+      String(this.ttlMs),
+    )) as string | null;
     this.token = value ?? undefined;
     return value !== null;
   }
@@ -88,7 +141,8 @@ export class BranchLease {
   /** Extends the lease; false (and the token forgotten) when another replica holds it now. */
   async renew(): Promise<boolean> {
     if (!this.token) return false;
-    const ok = (await this.redis.eval(RENEW, 1, this.keys().lease, this.token, String(this.ttlMs))) === 1;
+    const ok =
+      (await evalScript(this.redis, RENEW, 1, this.keys().lease, this.token, String(this.ttlMs))) === 1;
     if (!ok) this.token = undefined;
     return ok;
   }
@@ -103,7 +157,7 @@ export class BranchLease {
 
   async release(): Promise<void> {
     if (!this.token) return;
-    await this.redis.eval(RELEASE, 1, this.keys().lease, this.token);
+    await evalScript(this.redis, RELEASE, 1, this.keys().lease, this.token);
     this.token = undefined;
   }
 }

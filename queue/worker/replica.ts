@@ -17,8 +17,9 @@ import type { Logger } from "../log.js";
 import { bullConnection, connectRedis } from "../redis.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
 import type { BranchSpec, Directory } from "./directory.js";
-import { BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
+import { acquireLeases, BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
 import type { WorkerMetrics } from "./metrics.js";
+import { Slots } from "./slots.js";
 import type { StatusSink } from "./status.js";
 
 /** Something that runs beside a branch worker for as long as the replica owns the branch. */
@@ -49,6 +50,12 @@ export interface ReplicaOptions {
   leaseMs?: number;
   /** How often known branches are swept for ones without an owner. */
   sweepMs?: number;
+  /**
+   * Branch workers reading the remote for the first time at once (default
+   * DEFAULT_BASELINE_CONCURRENCY): a replica taking a thousand branches must not send a thousand
+   * reads and downloads at once to one Git host.
+   */
+  baselineConcurrency?: number;
   status?: StatusSink;
   metrics?: WorkerMetrics;
   hooks?: (branchKey: string) => BranchHooks;
@@ -67,15 +74,23 @@ export class Replica {
   >();
   private readonly repos = new Map<string, Promise<BareRepo>>();
   private readonly claiming = new Map<string, Promise<void>>();
+  /** Leases a sweep took whose branch worker is not started yet: renewed with the others. */
+  private readonly starting = new Map<string, BranchLease>();
+  /** A sweep due when the first lease another replica holds lapses (sooner than the period). */
+  private earlySweep: NodeJS.Timeout | undefined;
   private bull: Worker[] = [];
   private branchesQueue: Queue | undefined;
   private timers: NodeJS.Timeout[] = [];
   private stopping = false;
   private renewing = false;
   private sweeping = false;
+  private sweepAgain = false;
+
+  private readonly baselineSlots: Slots;
 
   constructor(private readonly o: ReplicaOptions) {
     this.id = o.replicaId ?? `replica-${randomBytes(4).toString("hex")}`;
+    this.baselineSlots = new Slots(o.baselineConcurrency ?? DEFAULT_BASELINE_CONCURRENCY);
     this.redis = connectRedis(o.redisUrl);
   }
 
@@ -112,8 +127,11 @@ export class Replica {
     return this.workers.get(key)?.worker;
   }
 
-  /** Takes the branch if nobody owns it, or wakes our worker for it. */
-  async claim(key: string): Promise<void> {
+  /**
+   * Takes the branch if nobody owns it, or wakes our worker for it. `taken` is its lease when a
+   * sweep took it already.
+   */
+  async claim(key: string, taken?: BranchLease): Promise<void> {
     if (this.stopping) return;
     const mine = this.workers.get(key);
     if (mine) {
@@ -122,14 +140,21 @@ export class Replica {
     }
     const inflight = this.claiming.get(key);
     if (inflight) return inflight;
-    const p = this.takeBranch(key).finally(() => this.claiming.delete(key));
+    const p = this.takeBranch(key, taken).finally(() => {
+      this.claiming.delete(key);
+      this.starting.delete(key);
+    });
     this.claiming.set(key, p);
     return p;
   }
 
-  private async takeBranch(key: string): Promise<void> {
-    const lease = new BranchLease(this.redis, this.o.prefix, key, this.id, this.leaseMs);
-    if (!(await lease.acquire())) return;
+  private async takeBranch(key: string, taken?: BranchLease): Promise<void> {
+    const lease = taken ?? new BranchLease(this.redis, this.o.prefix, key, this.id, this.leaseMs);
+    if (!taken && !(await lease.acquire())) return;
+    if (this.stopping) {
+      await lease.release().catch(() => {});
+      return;
+    }
     const spec = await this.o.directory.branch(key);
     if (!spec) {
       this.o.log.warn({ branch: key }, "no GitTarget names this branch; leaving it");
@@ -141,6 +166,7 @@ export class Replica {
     const attached = this.o.attach?.({ key, spec, lease, redis: this.redis, log });
     const hooks = mergeHooks(this.o.hooks?.(key), attached?.hooks);
     const worker = new BranchWorker({
+      baselineSlots: this.baselineSlots,
       ...this.o.branch,
       spec,
       redis: this.redis,
@@ -182,6 +208,13 @@ export class Replica {
     if (this.renewing) return;
     this.renewing = true;
     try {
+      // Leases a sweep took for branches still starting: a lapse before their worker runs would
+      // let another replica take them meanwhile.
+      await Promise.all(
+        [...this.starting.values()].map(async (lease) => {
+          await lease.renew().catch(() => false);
+        }),
+      );
       await Promise.all(
         [...this.workers].map(async ([key, { worker, lease }]) => {
           try {
@@ -201,28 +234,67 @@ export class Replica {
   }
 
   /**
-   * Takes every known branch that has no owner (its owner died, or nobody took it yet), several
-   * at once: a dead replica's thousand branches are taken in a few round trips' time, not one
-   * after another.
+   * Takes every known branch that has no owner (its owner died, or nobody took it yet): first
+   * every lease at once (one pipelined round trip per 500 branches), then the branch workers,
+   * several at once. A dead replica's thousand branches are owned within a round trip of their
+   * leases lapsing, and the next sweep is due when the first lease another replica holds lapses,
+   * not a sweep period later.
    */
   async sweep(): Promise<void> {
-    if (this.stopping || this.sweeping) return;
+    if (this.stopping) return;
+    if (this.sweeping) {
+      // Asked while one runs (a lease lapsing now): once more right after it.
+      this.sweepAgain = true;
+      return;
+    }
     this.sweeping = true;
     try {
       const keys = (await this.redis.smembers(knownBranchesKey(this.o.prefix))).filter(
-        (k) => !this.workers.has(k),
+        (k) => !this.workers.has(k) && !this.claiming.has(k),
       );
+      const { taken, heldForMs } = await acquireLeases(
+        this.redis,
+        this.o.prefix,
+        keys,
+        this.id,
+        this.leaseMs,
+      );
+      if (this.stopping) {
+        await Promise.all(taken.map((l) => l.release().catch(() => {})));
+        return;
+      }
+      for (const lease of taken) this.starting.set(lease.branchKey, lease);
+      this.sweepWhenLapsed(heldForMs);
       let next = 0;
       await Promise.all(
-        Array.from({ length: Math.min(SWEEP_WIDTH, keys.length) }, async () => {
-          while (next < keys.length && !this.stopping) await this.claim(keys[next++] as string);
+        Array.from({ length: Math.min(SWEEP_WIDTH, taken.length) }, async () => {
+          while (next < taken.length && !this.stopping) {
+            const lease = taken[next++] as BranchLease;
+            await this.claim(lease.branchKey, lease);
+          }
         }),
       );
     } catch (err) {
       this.o.log.warn({ err: (err as Error).message }, "sweep of known branches failed");
     } finally {
       this.sweeping = false;
+      if (this.sweepAgain && !this.stopping) {
+        this.sweepAgain = false;
+        void this.sweep();
+      }
     }
+  }
+
+  /** Schedules one sweep for when the first of these leases (ms left) lapses, if before the next. */
+  private sweepWhenLapsed(heldForMs: number[]): void {
+    if (heldForMs.length === 0 || this.earlySweep) return;
+    const period = this.o.sweepMs ?? Math.min(2000, Math.max(200, Math.floor(this.leaseMs / 3)));
+    const soonest = Math.min(...heldForMs);
+    if (soonest >= period) return;
+    this.earlySweep = setTimeout(() => {
+      this.earlySweep = undefined;
+      void this.sweep();
+    }, soonest + 5);
   }
 
   /** Moves a notice into the inbox of each branch it concerns, in arrival order with the writes. */
@@ -263,6 +335,8 @@ export class Replica {
   async stop(): Promise<void> {
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
+    if (this.earlySweep) clearTimeout(this.earlySweep);
+    await Promise.all(this.claiming.values());
     await Promise.all(this.bull.map((w) => closeConsumer(w, this.o.log)));
     await this.branchesQueue?.close();
     for (const { worker, lease, attached } of this.workers.values()) {
@@ -274,6 +348,9 @@ export class Replica {
     this.redis.disconnect();
   }
 }
+
+/** Branches reading their baseline at once, by default. */
+export const DEFAULT_BASELINE_CONCURRENCY = 32;
 
 /** Branches a sweep takes at once. */
 const SWEEP_WIDTH = 32;

@@ -137,6 +137,8 @@ async function pool<T>(items: T[], width: number, fn: (item: T) => Promise<void>
 interface Child {
   proc: ChildProcess;
   memory(): Promise<{ rss: number; heapUsed: number; heapTotal: number }>;
+  /** Starts a CPU profile of the replica (FLEET_PROFILE); `stop` writes it to `file`. */
+  profile(what: "start" | "stop", file?: string): Promise<void>;
 }
 
 function startReplica(o: {
@@ -178,6 +180,19 @@ function startReplica(o: {
       const status = await readFile(`/proc/${proc.pid}/status`, "utf8");
       const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN) * 1024;
       return { rss, heapUsed: heap.heapUsed, heapTotal: heap.heapTotal };
+    },
+    async profile(what, file) {
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error("the worker did not answer the profile probe")), 30_000);
+        const on = (m: unknown) => {
+          if ((m as { profile?: string }).profile !== (what === "start" ? "started" : "stopped")) return;
+          clearTimeout(t);
+          proc.off("message", on);
+          resolve();
+        };
+        proc.on("message", on);
+        proc.send({ profile: what, file });
+      });
     },
   };
 }
@@ -597,6 +612,8 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     };
     const sample = (from: number[]) => from.slice(0, Math.min(o.samples, from.length));
     const all = Array.from({ length: n }, (_, i) => i);
+    const profileDir = process.env.FLEET_PROFILE;
+    if (profileDir) await first.profile("start");
     step(`N=${n}: idle latency`);
     const w0 = Date.now();
     const idle = await latency(sample(all));
@@ -656,6 +673,9 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
         `goal at 1,000 branches: < 100 ms; ${note}`,
       );
     }
+
+    if (profileDir)
+      await first.profile("stop", join(profileDir, `fleet-N${n}-r${count}-${Date.now()}.cpuprofile`));
 
     // Takeover: with one replica a second one waits beside it; the first is killed with SIGKILL and
     // the others take its branches.

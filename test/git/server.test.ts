@@ -67,12 +67,12 @@ describe("the Git smart-HTTP test server", () => {
   it("counts requests by kind", async () => {
     server.resetCounts();
     const a = await peer();
-    // The CLI speaks protocol v2: ls-refs and the fetch are two upload-pack posts.
-    expect(server.counts()).toMatchObject({ advertisement: 1, fetch: 2, push: 0 });
+    // The CLI speaks protocol v2: ls-refs (a read of the refs) and the fetch are two upload-pack posts.
+    expect(server.counts()).toMatchObject({ advertisement: 2, fetch: 1, push: 0 });
     await a.writeFile("z.yaml", "z\n");
     await a.commit("z");
     await a.push();
-    expect(server.counts()).toMatchObject({ advertisement: 2, fetch: 2, push: 1 });
+    expect(server.counts()).toMatchObject({ advertisement: 3, fetch: 1, push: 1 });
   });
 
   it("answers an injected 5xx and then serves again", async () => {

@@ -10,9 +10,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { gunzipSync } from "node:zlib";
 import { git, gitOk } from "./cli.js";
 
-/** advertisement: GET info/refs (either service); fetch: POST git-upload-pack; push: POST git-receive-pack. */
+/**
+ * advertisement: a read of the refs, GET info/refs (either service) or a protocol v2 `ls-refs`
+ * POST; fetch: any other POST git-upload-pack; push: POST git-receive-pack.
+ */
 export type RequestKind = "advertisement" | "fetch" | "push";
 export type KindFilter = RequestKind | "any";
 
@@ -28,6 +32,8 @@ export interface GitServerOptions {
    * host would (the playground points it at the gateway's receiver).
    */
   webhook?: { url: string; secret: string };
+  /** Speak protocol v2 to clients asking for it (default true); false: answer v0 always, as an old host. */
+  protocolV2?: boolean;
 }
 
 export interface PushHook {
@@ -67,6 +73,8 @@ export interface GitServer {
     dropPushReply(n?: number): void;
     /** Refuse every push with 403 while on. */
     refusePushes(on: boolean): void;
+    /** Speak protocol v2 to upload-pack clients asking for it, or not (a host downgraded). */
+    protocolV2(on: boolean): void;
     /** Answer everything 503 while down (a Git host outage). */
     setDown(down: boolean): void;
     clear(): void;
@@ -79,10 +87,34 @@ export interface GitServer {
   close(): Promise<void>;
 }
 
+/** Bodies of protocol v2 upload-pack POSTs, read whole to tell an `ls-refs` from a fetch. */
+const bodies = new WeakMap<IncomingMessage, Buffer>();
+
+const isV2UploadPack = (req: IncomingMessage) =>
+  req.method === "POST" &&
+  new URL(req.url ?? "/", "http://x").pathname.endsWith("/git-upload-pack") &&
+  String(req.headers["git-protocol"] ?? "").includes("version=2");
+
+function commandOf(body: Buffer, encoding: string | undefined): string | undefined {
+  let text: Buffer = body;
+  try {
+    if (encoding === "gzip") text = gunzipSync(body);
+  } catch {
+    return undefined;
+  }
+  return /command=([a-z-]+)/.exec(text.subarray(0, 64).toString("latin1"))?.[1];
+}
+
 function kindOf(req: IncomingMessage): RequestKind | undefined {
   const url = new URL(req.url ?? "/", "http://x");
   if (req.method === "GET" && url.pathname.endsWith("/info/refs")) return "advertisement";
-  if (req.method === "POST" && url.pathname.endsWith("/git-upload-pack")) return "fetch";
+  if (req.method === "POST" && url.pathname.endsWith("/git-upload-pack")) {
+    const body = bodies.get(req);
+    const encoding = req.headers["content-encoding"];
+    return body && commandOf(body, typeof encoding === "string" ? encoding : undefined) === "ls-refs"
+      ? "advertisement"
+      : "fetch";
+  }
   if (req.method === "POST" && url.pathname.endsWith("/git-receive-pack")) return "push";
   return undefined;
 }
@@ -97,6 +129,7 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
   let faults: Fault[] = [];
   let down = false;
   let refuse = false;
+  let speaksV2 = opts.protocolV2 ?? true;
   const stalled = new Set<() => void>();
   const sockets = new Set<Socket>();
 
@@ -116,10 +149,12 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
     };
     // Protocol v2 only for upload-pack: receive-pack's v2 advertisement lacks the service line.
     const service = url.searchParams.get("service") ?? url.pathname.split("/").pop();
-    if (req.headers["git-protocol"] && service === "git-upload-pack")
+    if (speaksV2 && req.headers["git-protocol"] && service === "git-upload-pack")
       env.GIT_PROTOCOL = String(req.headers["git-protocol"]);
     const child = spawn(backend, [], { env });
-    req.pipe(child.stdin);
+    const read = bodies.get(req);
+    if (read) child.stdin.end(read);
+    else req.pipe(child.stdin);
     child.stdin.on("error", () => {});
     let head = Buffer.alloc(0);
     let headersDone = false;
@@ -213,6 +248,15 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
+    if (isV2UploadPack(req) && !bodies.has(req)) {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        bodies.set(req, Buffer.concat(chunks));
+        handle(req, res);
+      });
+      return;
+    }
     if (kindOf(req) === "push" && hooks.length > 0 && !down && !refuse) {
       // Read the tips before receive-pack can move them (the request body waits, paused, meanwhile).
       const repoPath = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname)
@@ -368,10 +412,14 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
       setDown(d) {
         down = d;
       },
+      protocolV2(on) {
+        speaksV2 = on;
+      },
       clear() {
         faults = [];
         down = false;
         refuse = false;
+        speaksV2 = opts.protocolV2 ?? true;
       },
     },
     addWebhook(hook) {
