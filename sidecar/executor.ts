@@ -58,6 +58,9 @@ export interface ExecutorHost {
 
 export const claimKeyOf = (c: { namespace: string; name: string }) => `${c.namespace}/${c.name}`;
 
+/** How long a stop waits for the attempts consumer's graceful close once the operations ended. */
+const CONSUMER_CLOSE_MS = 5_000;
+
 interface Running {
   token: string;
   claim: string;
@@ -270,15 +273,24 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       } catch (err) {
         o.log.error({ err: (err as Error).message }, "executor shutdown failed");
       }
-      // BullMQ's close can hang for a long time right after a Redis reconnect; a stop must not
-      // wait on it beyond the same bound (the operations are recorded on their claims anyway).
+      // BullMQ's graceful close never resolves while its blocking connection is still
+      // reconnecting (a stop right after Redis came back). A second close(true) would only hand
+      // back that same hung promise, so past the bound the consumer's connections are dropped
+      // without waiting: the operations are recorded on their claims (restart recovery follows
+      // them) and a job taken but not ended is found stalled by the next process.
+      let timer: NodeJS.Timeout | undefined;
       const closed = await Promise.race([
-        closing.then(() => true),
-        new Promise<boolean>((res) => setTimeout(() => res(false), o.stopTimeoutMs ?? 30_000).unref()),
-      ]);
+        closing.then(
+          () => true,
+          () => true,
+        ),
+        new Promise<boolean>((res) => {
+          timer = setTimeout(() => res(false), Math.min(o.stopTimeoutMs ?? 30_000, CONSUMER_CLOSE_MS));
+        }),
+      ]).finally(() => clearTimeout(timer));
       if (!closed) {
-        o.log.warn("attempt queue did not close in time; closing it by force");
-        await worker.close(true).catch(() => {});
+        o.log.warn("attempt queue did not close in time; stopping without it");
+        void worker.disconnect().catch(() => {});
       }
     },
   };

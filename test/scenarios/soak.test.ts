@@ -66,6 +66,30 @@ describe("the soak", () => {
     expect(r.reverts).toEqual([]);
   }, 180_000);
 
+  it("stops a run that does not finish at its bound and reports what it was doing", async () => {
+    // An action that never comes in time stands for one that never ends (seed 5213: a sidecar
+    // stop that hung): the run is judged at its bound, with its actions and its kept logs.
+    const t0 = Date.now();
+    const r = await playRun({
+      seed: 1,
+      redisUrl: testRedisUrl(),
+      plan: [
+        { kind: "edit", app: "flux", value: "e0", save: true, gapMs: 0 },
+        { kind: "edit", app: "flux", value: "e1", save: true, gapMs: 3_600_000 },
+      ],
+      timers: FAST_TIMERS,
+      runTimeoutMs: 30_000,
+    });
+    expect(r.violations.map((v) => v.invariant)).toEqual(["finished"]);
+    expect(r.violations[0]?.detail).toMatch(
+      /did not finish in 0\.5 minute\(s\); it was waiting \d+ ms before action 2 of 2/,
+    );
+    expect(r.actions).toHaveLength(2);
+    expect(r.timeline.join("\n")).toContain("edit flux = e0");
+    expect(r.logs.length).toBeGreaterThan(0);
+    expect(Date.now() - t0).toBeLessThan(100_000);
+  }, 180_000);
+
   it("seed 5126: a note reported while a late apply's revert is on the cluster keeps the edit in Git", async () => {
     // The seed's first four actions (edit e0, push p1, edit e2, a note of the same object) with
     // their timing made certain: e2 once Argo CD applies p1, so the apply runs over it (the

@@ -6,7 +6,14 @@
 import { TERMINAL_PHASES } from "../../queue/contract.js";
 import type { DemoApp } from "../playground/demo.js";
 
-export type Invariant = "converged" | "no-revert" | "commits-explained" | "operations" | "nothing-lost";
+/** "finished": the run ended within its bound (judged by the run itself, not by checkRun). */
+export type Invariant =
+  | "converged"
+  | "no-revert"
+  | "commits-explained"
+  | "operations"
+  | "nothing-lost"
+  | "finished";
 
 export interface Violation {
   invariant: Invariant;

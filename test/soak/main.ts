@@ -1,10 +1,12 @@
 /**
- * `npm run soak -- --runs N --seed S [--minutes M] [--actions K] [--replay SEED] [--log LEVEL] [--webhook]`
+ * `npm run soak -- --runs N --seed S [--minutes M] [--actions K] [--replay SEED] [--log LEVEL]
+ *  [--webhook] [--run-minutes R]`
  *
  * Plays seeded random runs over the whole assembly and checks the invariants after each. Run i
  * uses seed S + i, so `--replay <that seed>` plays a failing run again. Progress goes to stderr
  * as it runs; the last line on stdout is one JSON summary; the exit code is 0 only without a
- * violation.
+ * violation. A run that has not ended after R minutes (default 5) is stopped and reported as a
+ * violation ("finished") with what it was doing, its actions and its kept logs.
  */
 import { parseArgs } from "node:util";
 import { resolveEmbeddedRedis } from "../../queue/redis.js";
@@ -19,6 +21,7 @@ const { values } = parseArgs({
     replay: { type: "string" },
     log: { type: "string" },
     webhook: { type: "boolean", default: false },
+    "run-minutes": { type: "string" },
   },
 });
 
@@ -38,6 +41,8 @@ const minutes = values.minutes === undefined ? undefined : int("minutes", values
 const runs =
   replay !== undefined ? 1 : int("runs", values.runs, minutes === undefined ? 10 : Number.MAX_SAFE_INTEGER);
 const actions = int("actions", values.actions, 12);
+const runMinutes =
+  values["run-minutes"] === undefined ? undefined : int("run-minutes", values["run-minutes"], 5);
 const deadline = minutes === undefined ? Number.POSITIVE_INFINITY : Date.now() + minutes * 60_000;
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
@@ -55,6 +60,7 @@ try {
       actions,
       webhook: values.webhook === true,
       ...(values.log ? { logLevel: values.log } : {}),
+      ...(runMinutes ? { runTimeoutMs: runMinutes * 60_000 } : {}),
     });
     results.push(r);
     const reverts = r.reverts.length

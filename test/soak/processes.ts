@@ -88,11 +88,14 @@ export async function startProcesses(
     await spawnChild(p);
   }
 
+  let closed = false;
   return {
     async restart(p, kill) {
       const child = children.get(p);
       if (child) {
         await end(child, kill ? "SIGKILL" : "SIGTERM");
+        // Closed meanwhile (a run past its bound kills a child whose stop hung): start no other.
+        if (closed) throw new Error(`the run's processes are closed; the ${p} process is not started again`);
         await spawnChild(p);
       } else if (p === "worker") {
         await a.stopWorker();
@@ -103,6 +106,7 @@ export async function startProcesses(
       }
     },
     async close() {
+      closed = true;
       for (const child of children.values()) await end(child, "SIGKILL");
       children.clear();
     },

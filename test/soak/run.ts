@@ -64,6 +64,27 @@ export interface RunOptions {
   quiesceTimeoutMs?: number;
   /** Draw pushes of the webhook applier's folder too (`--webhook`; another plan for the same seed). */
   webhook?: boolean;
+  /**
+   * How long the whole run may take before it is stopped and reported as a violation with what
+   * it was doing, its actions and its kept logs (default RUN_TIMEOUT_MS): a hang is a finding.
+   */
+  runTimeoutMs?: number;
+}
+
+/** A run's bound: its actions take seconds, the quiescence wait at most 90 s. */
+export const RUN_TIMEOUT_MS = 5 * 60_000;
+
+/** What a run shares with its bound: enough to report it and clean up if it never ends. */
+interface RunContext {
+  logs: string[];
+  actions: Action[];
+  /** What the run is doing now (the action it plays, or the stage it is in). */
+  at: string;
+  record?: RunRecord;
+  /** Stops whatever the run started; safe to call more than once. */
+  cleanup?: () => Promise<void>;
+  /** Set once the run's bound passed: a body that goes on stops at its next action. */
+  abandoned?: boolean;
 }
 
 export interface RunResult {
@@ -90,11 +111,58 @@ function timersFor(seed: number): AssemblyTimers {
   };
 }
 
+/**
+ * Plays one run within its bound. A run that has not ended by then (an action or a stop that
+ * never finishes) is judged as it stands: one violation ("finished") naming what it was doing,
+ * with its actions, its timeline so far and its kept logs; what it started is stopped.
+ */
 export async function playRun(o: RunOptions): Promise<RunResult> {
   const t0 = Date.now();
+  const boundMs = o.runTimeoutMs ?? RUN_TIMEOUT_MS;
+  const ctx: RunContext = { logs: [], actions: [], at: "starting its assembly" };
+  const body = playRunBody(o, ctx, t0);
+  let timer: NodeJS.Timeout | undefined;
+  const ended = await Promise.race([
+    body,
+    new Promise<undefined>((r) => {
+      timer = setTimeout(() => r(undefined), boundMs);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  if (ended) return ended;
+  ctx.abandoned = true;
+  body.catch(() => {}); // it may still end (or throw) once its assembly is stopped below
+  const minutes = Number((boundMs / 60_000).toFixed(2));
+  const result: RunResult = {
+    seed: o.seed,
+    actions: ctx.actions,
+    violations: [
+      {
+        invariant: "finished",
+        detail: `the run did not finish in ${minutes} minute(s); it was ${ctx.at}`,
+      },
+    ],
+    reverts: [],
+    seconds: (Date.now() - t0) / 1000,
+    startedAt: t0,
+    timeline: ctx.record ? timeline(ctx.record, t0) : [],
+    logs: [...ctx.logs],
+  };
+  // Children are SIGKILLed first, so a stop stuck on one cannot hold the cleanup; bounded anyway.
+  let cleanupTimer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    ctx.cleanup?.().catch(() => {}),
+    new Promise<void>((r) => {
+      cleanupTimer = setTimeout(r, 30_000);
+    }),
+  ]).finally(() => clearTimeout(cleanupTimer));
+  return result;
+}
+
+async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<RunResult> {
   const actions = o.plan ?? planRun(o.seed, { actions: o.actions ?? 12, webhook: o.webhook ?? false });
   const withHook = o.webhook === true || actions.some((x) => x.kind === "hook");
-  const logs: string[] = [];
+  ctx.actions = actions;
+  const logs = ctx.logs;
   const log: Logger = o.logLevel
     ? createLogger({ level: o.logLevel })
     : pino(
@@ -131,7 +199,20 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
     // The webhook applier's attempts are judged (invariant 4, quiescence) in a run that pushes its folder.
     kinds: withHook ? ["flux", "argocd", "webhook"] : ["flux", "argocd"],
   });
+  let cleaning: Promise<void> | undefined;
+  ctx.cleanup = () =>
+    (cleaning ??= (async () => {
+      for (const stop of stopWatches) stop();
+      a.git.faults.clear();
+      a.api.faults.reset();
+      await processes?.close();
+      await progress.stop().catch(() => {});
+      await a.stop();
+      await redis?.remove();
+    })());
   try {
+    if (ctx.abandoned) throw new Error("the run passed its bound");
+    ctx.at = "starting its processes";
     // A child's log lines join the run's: printed with --log, kept for a failure otherwise.
     processes = await startProcesses(a, need.children, (line) =>
       o.logLevel ? process.stdout.write(line) : keep(logs, line),
@@ -158,18 +239,25 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
       operations: [],
       ...(withHook ? { webhook: { pushes: [], final: { cluster: undefined, git: undefined } } } : {}),
     };
+    ctx.record = record;
     for (const app of APPS) stopWatches.push(await watchValue(a.kubeConfig, app, record.cluster[app]));
     const attemptsBefore = progress.attempts().length;
 
     const pending: Array<Promise<void>> = [];
-    for (const action of actions) {
+    for (const [i, action] of actions.entries()) {
+      const which = `action ${i + 1} of ${actions.length}: ${describeAction(action)}`;
+      ctx.at = `waiting ${action.gapMs} ms before ${which}`;
       if (action.gapMs) await new Promise((r) => setTimeout(r, action.gapMs));
+      if (ctx.abandoned) throw new Error("the run passed its bound");
+      ctx.at = `playing ${which}`;
       pending.push(play({ a, processes, redis, progress }, action, record));
       // Restarts, pushes and a Redis restart take their time; edits and faults overlap whatever follows.
       if (action.kind === "restart" || action.kind === "push" || action.kind === "redis")
         await pending[pending.length - 1];
     }
+    ctx.at = "waiting for the actions still going (edits and faults overlap what follows)";
     await Promise.all(pending);
+    ctx.at = "waiting for quiescence";
 
     // Quiescence: every accepted write published (or refused), every attempt ended, the cluster
     // holds Git's value for both apps, and nothing (tip, attempts, reports) moved for QUIET_MS —
@@ -241,13 +329,7 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
       logs: violations.length ? logs : [],
     };
   } finally {
-    for (const stop of stopWatches) stop();
-    await progress.stop().catch(() => {});
-    a.git.faults.clear();
-    a.api.faults.reset();
-    await processes?.close();
-    await a.stop();
-    await redis?.remove();
+    await ctx.cleanup();
   }
 }
 
