@@ -122,7 +122,9 @@ export async function playRace(
     if (mode === "held") await settled(a, 60_000, RACE_APPS);
     else {
       // Argo CD syncs on its own only what is OutOfSync; with self-heal on (as many teams run it)
-      // the edit that differs from the commit it compared is what it syncs over.
+      // the edit that differs from the commit it compared is what it syncs over: the edit's change
+      // refreshes the Application at once against that commit (CompareWithRecent), before the
+      // edit's own commit is resolved.
       await selfHeal(a);
       const head = await tip(a);
       for (const app of RACE_APPS)

@@ -301,6 +301,29 @@ describe("argosim", () => {
     await until(async () => (await getApp("status")).status?.sync?.revision === next, "revision moves");
   });
 
+  it("a change to a managed object refreshes at once against the revision compared last (CompareWithRecent): self-heal syncs it back even when a newer commit holds the change", async () => {
+    const r = await repo({ "a.yaml": cm("recent-a", { k: "1" }) });
+    await sim();
+    await createApp("recent", r.url, { syncPolicy: { automated: { selfHeal: true } } });
+    const first = (await finished("recent")).syncResult.revision;
+    await until(async () => {
+      const s = (await getApp("recent")).status?.sync;
+      return s?.status === "Synced" && s.revision === first;
+    }, "the refresh after the sync");
+    // The newer commit holds the edit; no timed refresh (an hour away) resolves it.
+    await r.push("a.yaml", cm("recent-a", { k: "2" }));
+    await core.patchNamespacedConfigMap(
+      { name: "recent-a", namespace: "apps", body: { data: { k: "2" } } },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    const healed = await until(async () => {
+      const s = await opState("recent");
+      return s?.phase === "Succeeded" && s.operation.sync?.selfHealAttemptsCount === 1 ? s : undefined;
+    }, "self-heal to sync the revision compared last");
+    expect(healed.syncResult.revision).toBe(first);
+    expect((await readCm("recent-a"))?.data).toEqual({ k: "1" });
+  });
+
   // ---- Operations -------------------------------------------------------------------------------
 
   it("an operation is processed only while operation is set", async () => {

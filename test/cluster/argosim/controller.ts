@@ -11,7 +11,7 @@ import { type Clock, sleep, wireTime } from "../clock.js";
 import { decideAutoSync, type SyncStatus } from "./automation.js";
 import type { SyncEngine } from "./engine.js";
 import { errorMessage, isConflict, isNotFound, MERGE, type ObjectClient, readOrUndefined } from "./kube.js";
-import { REFRESH_ANNOTATION } from "./objects.js";
+import { REFRESH_ANNOTATION, TRACKING_ANNOTATION } from "./objects.js";
 import {
   afterFailure,
   completed,
@@ -77,6 +77,11 @@ export class AppController {
   private readonly applied = new Map<string, string>();
   private readonly records = new Map<string, SyncRecord[]>();
   private readonly watchers: Watcher[] = [];
+  private watching = true;
+  /** Kinds whose objects are watched (Argo CD's cluster cache), by apiVersion/kind. */
+  private readonly watchedKinds = new Set<string>();
+  /** Applications a managed object of changed since their last refresh (CompareWithRecent). */
+  private readonly recentRequested = new Set<string>();
 
   constructor(
     private readonly d: {
@@ -127,6 +132,7 @@ export class AppController {
   }
 
   async stop(): Promise<void> {
+    this.watching = false;
     for (const w of this.watchers) w.stop();
     for (const { hold } of this.boundHolds.values()) hold.released = true;
     await this.queue.stop();
@@ -179,6 +185,61 @@ export class AppController {
       if (!app) return;
     }
     await this.refreshIfDue(k, app);
+    this.watchManagedKinds();
+  }
+
+  /**
+   * Argo CD's cluster cache watches the objects it manages: a change to one carrying an
+   * Application's tracking annotation refreshes that Application at once, comparing with the
+   * revision it compared last (CompareWithRecent), not the newest commit.
+   */
+  private watchManagedKinds(): void {
+    for (const { apiVersion, kind } of this.d.engine.managedKinds()) {
+      const id = `${apiVersion}/${kind}`;
+      if (this.watchedKinds.has(id)) continue;
+      this.watchedKinds.add(id);
+      void this.d.api.collectionPath(apiVersion, kind).then(
+        (path) => {
+          if (!this.watching) return;
+          this.watchers.push(
+            watchAll(
+              this.d.kc,
+              path,
+              (type, o) => {
+                if (type === "LIST") return;
+                const k = this.appOfTracking(
+                  (o as { metadata?: { annotations?: Record<string, string> } }).metadata?.annotations?.[
+                    TRACKING_ANNOTATION
+                  ],
+                );
+                if (!k || !this.known.has(k)) return;
+                this.recentRequested.add(k);
+                this.queue.add(k);
+              },
+              async () => {
+                const l = await this.d.api.list(apiVersion, kind);
+                return { resourceVersion: l.metadata?.resourceVersion, items: l.items };
+              },
+              (e) => this.d.log.debug({ err: errorMessage(e) }, "watch ended"),
+            ),
+          );
+        },
+        (e) => {
+          this.watchedKinds.delete(id);
+          this.d.log.debug({ err: errorMessage(e), kind: id }, "cannot watch kind");
+        },
+      );
+    }
+  }
+
+  /** The Application key of a tracking id (`<instance>:<group>/<kind>:<ns>/<name>`). */
+  private appOfTracking(id: string | undefined): string | undefined {
+    const instance = id?.split(":")[0];
+    if (!instance) return undefined;
+    const at = instance.indexOf("_");
+    return at < 0
+      ? `${this.d.controlNamespace}/${instance}`
+      : `${instance.slice(0, at)}/${instance.slice(at + 1)}`;
   }
 
   private async processOperation(k: string, app: Application): Promise<void> {
@@ -393,16 +454,19 @@ export class AppController {
     const last = this.lastRefresh.get(k);
     const annotated = app.metadata.annotations?.[REFRESH_ANNOTATION] !== undefined;
     const comparedTo = { source: app.spec.source, destination: app.spec.destination };
-    const due =
+    const latest =
       annotated ||
       last === undefined ||
       now - last >= interval ||
       this.refreshRequested.has(k) ||
       !isDeepStrictEqual(app.status?.sync?.comparedTo, comparedTo);
-    if (!due) {
+    const recent = app.status?.sync?.revision || undefined;
+    if (!latest && !(this.recentRequested.has(k) && recent)) {
+      this.recentRequested.delete(k);
       this.queue.addAfter(k, last + interval - now);
       return;
     }
+    this.recentRequested.delete(k);
     this.refreshRequested.delete(k);
     this.lastRefresh.set(k, now);
     this.queue.addAfter(k, interval);
@@ -410,7 +474,7 @@ export class AppController {
     let sync: SyncStatus | undefined;
     let error: string | undefined;
     try {
-      sync = await this.d.engine.compare(app);
+      sync = await this.d.engine.compare(app, latest ? undefined : recent);
     } catch (e) {
       error = errorMessage(e);
     }

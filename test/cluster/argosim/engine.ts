@@ -98,11 +98,21 @@ export class SyncEngine {
     return out;
   }
 
-  /** A refresh: the spec's source at its target revision against the live objects. */
-  async compare(app: Application): Promise<SyncStatus> {
+  /** Every kind some Application has applied or compared: the kinds whose changes refresh it. */
+  managedKinds(): { apiVersion: string; kind: string }[] {
+    const all = new Map<string, { apiVersion: string; kind: string }>();
+    for (const m of this.kinds.values()) for (const [k, v] of m) all.set(k, v);
+    return [...all.values()];
+  }
+
+  /**
+   * A refresh: the spec's source at its target revision (or at the revision given, as
+   * CompareWithRecent does with the revision compared last) against the live objects.
+   */
+  async compare(app: Application, revision?: string): Promise<SyncStatus> {
     const source = app.spec.source;
     if (!source) throw new Error("application has no source");
-    const r = await this.render(app, source, source.targetRevision);
+    const r = await this.render(app, source, revision || source.targetRevision);
     const outOfSync: SyncStatus["outOfSync"] = [];
     for (const o of r.resources) {
       const live = await readOrUndefined(this.d.api, o);

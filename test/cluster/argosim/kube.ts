@@ -23,6 +23,13 @@ export class ObjectClient extends KubernetesObjectApi {
     if (!r) throw new Error(`the server could not find the requested resource ${apiVersion} ${kind}`);
     return r.namespaced;
   }
+
+  /** The collection path of a kind across namespaces, as a watch asks for it. */
+  async collectionPath(apiVersion: string, kind: string): Promise<string> {
+    const r = await this.resource(apiVersion, kind);
+    if (!r) throw new Error(`the server could not find the requested resource ${apiVersion} ${kind}`);
+    return `${apiVersion.includes("/") ? "/apis" : "/api"}/${apiVersion}/${r.name}`;
+  }
 }
 
 export function objectClient(kc: KubeConfig, userAgent: string): ObjectClient {
