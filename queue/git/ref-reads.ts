@@ -12,12 +12,14 @@
  * the next time. An `ls-refs` that fails other than by the network forgets what was learnt.
  */
 import {
+  abortReason,
   discoverRefs,
   GitRemoteError,
   lsRefs,
   offersLsRefs,
   type Remote,
   type RemoteAuth,
+  redact,
 } from "./smart-http.js";
 
 interface Waiter {
@@ -54,7 +56,7 @@ export class RefReads {
     const outer = remote.signal;
     if (outer?.aborted)
       return Promise.reject(
-        new GitRemoteError("timeout", `${redact(remote.url)} not called: ${reasonOf(outer)}`),
+        new GitRemoteError("timeout", `${redact(remote.url)} not called: ${abortReason(outer)}`),
       );
     const key = `${remote.url}\0${authKey(remote.auth)}`;
     let line = this.lines.get(key);
@@ -69,7 +71,10 @@ export class RefReads {
         const i = l.queued.indexOf(w);
         if (i >= 0) l.queued.splice(i, 1);
         w.reject(
-          new GitRemoteError("timeout", `${redact(remote.url)} abandoned: ${reasonOf(outer as AbortSignal)}`),
+          new GitRemoteError(
+            "timeout",
+            `${redact(remote.url)} abandoned: ${abortReason(outer as AbortSignal)}`,
+          ),
         );
       };
       let settled = false;
@@ -144,21 +149,5 @@ export class RefReads {
       if (!(err instanceof GitRemoteError) || !["unreachable", "timeout"].includes(err.kind)) line.v2 = false;
       throw err;
     }
-  }
-}
-
-function reasonOf(signal: AbortSignal): string {
-  const r = signal.reason as unknown;
-  return r instanceof Error ? r.message : String(r ?? "aborted");
-}
-
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    u.username = "";
-    u.password = "";
-    return u.toString();
-  } catch {
-    return url;
   }
 }

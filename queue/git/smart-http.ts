@@ -129,12 +129,14 @@ async function call(remote: Remote, url: string, init: RequestInit): Promise<Buf
   return Buffer.from(body);
 }
 
-function abortReason(signal: AbortSignal): string {
+/** Why a caller's signal aborted: its reason's message (an Error), for the error a call answers. */
+export function abortReason(signal: AbortSignal): string {
   const r = signal.reason as unknown;
   return r instanceof Error ? r.message : String(r ?? "aborted");
 }
 
-function redact(url: string): string {
+/** The URL without the credentials it may embed: what error messages and logs may carry. */
+export function redact(url: string): string {
   try {
     const u = new URL(url);
     u.username = "";
