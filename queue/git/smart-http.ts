@@ -222,13 +222,20 @@ export function offersLsRefs(capabilities: Set<string>): boolean {
 /**
  * One protocol v2 `ls-refs` POST naming `prefixes` (`ref-prefix` arguments): the refs under them
  * the server holds right now. A prefix matches more than the ref it names (`refs/heads/b1` also
- * matches `refs/heads/b10`): read the exact names from the map.
+ * matches `refs/heads/b10`): read the exact names from the map. With `peel`, a ref naming an
+ * annotated tag also gets the object it peels to under `<ref>^{}`, as the v0 advertisement
+ * names it.
  */
-export async function lsRefs(remote: Remote, prefixes: string[]): Promise<Map<string, string>> {
+export async function lsRefs(
+  remote: Remote,
+  prefixes: string[],
+  opts: { peel?: boolean } = {},
+): Promise<Map<string, string>> {
   const body = Buffer.concat([
     pktLine("command=ls-refs\n"),
     pktLine("agent=applygate\n"),
     DELIM,
+    ...(opts.peel ? [pktLine("peel\n")] : []),
     ...[...new Set(prefixes)].map((p) => pktLine(`ref-prefix ${p}\n`)),
     FLUSH,
   ]);
@@ -257,10 +264,16 @@ export async function lsRefs(remote: Remote, prefixes: string[]): Promise<Map<st
     }
     const text = lineText(line);
     if (text.startsWith("ERR ")) throw new GitRemoteError("protocol", `ls-refs: ${text.slice(4)}`);
-    const [oid, name] = text.split(" ");
+    const [oid, name, ...attributes] = text.split(" ");
     if (!oid || !name || !/^[0-9a-f]{40}$/.test(oid))
       throw new GitRemoteError("protocol", `ls-refs answered a line that names no ref: ${text.slice(0, 80)}`);
     refs.set(name, oid);
+    const peeled = attributes.find((a) => a.startsWith("peeled:"))?.slice("peeled:".length);
+    if (peeled !== undefined) {
+      if (!/^[0-9a-f]{40}$/.test(peeled))
+        throw new GitRemoteError("protocol", `ls-refs answered a bad peeled object: ${text.slice(0, 80)}`);
+      refs.set(`${name}^{}`, peeled);
+    }
   }
   // A list cut short is no proof a branch is absent: only one ended by its flush is read.
   if (!flushed) throw new GitRemoteError("protocol", "ls-refs answer ended before its flush");
