@@ -240,7 +240,12 @@ export class BareRepo {
   }
 
   /** A tag object's bytes as Git stores them (for its signature). */
-  async readRawTag(oid: string): Promise<Uint8Array> {
+  readRawTag(oid: string): Promise<Uint8Array> {
+    return this.readRaw(oid, "tag");
+  }
+
+  /** An object's bytes as Git stores them, when it is of `type`. */
+  private async readRaw(oid: string, type: "tag" | "commit"): Promise<Uint8Array> {
     const o = await git.readObject({
       fs: this.fs,
       gitdir: this.gitdir,
@@ -248,7 +253,7 @@ export class BareRepo {
       format: "content",
       cache: this.cache,
     });
-    if (o.type !== "tag") throw new Error(`${oid} is a ${o.type}, not a tag`);
+    if (o.type !== type) throw new Error(`${oid} is a ${o.type}, not a ${type}`);
     return o.object as Uint8Array;
   }
 
@@ -322,16 +327,8 @@ export class BareRepo {
   }
 
   /** A commit object's bytes as Git stores them (for its signature: what was signed is in them). */
-  async readRawCommit(oid: string): Promise<Uint8Array> {
-    const o = await git.readObject({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      oid,
-      format: "content",
-      cache: this.cache,
-    });
-    if (o.type !== "commit") throw new Error(`${oid} is a ${o.type}, not a commit`);
-    return o.object as Uint8Array;
+  readRawCommit(oid: string): Promise<Uint8Array> {
+    return this.readRaw(oid, "commit");
   }
 
   /** Content of a file at a commit, or undefined when absent. */
