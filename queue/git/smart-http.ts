@@ -129,6 +129,25 @@ async function call(remote: Remote, url: string, init: RequestInit): Promise<Buf
   return Buffer.from(body);
 }
 
+/** One POST of `body` to a service's endpoint, with the service's request and result types. */
+function post(
+  remote: Remote,
+  service: Service,
+  body: Buffer,
+  headers: Record<string, string> = {},
+): Promise<Buffer> {
+  return call(remote, endpoint(remote, service), {
+    method: "POST",
+    headers: {
+      ...authHeader(remote),
+      "content-type": `application/x-${service}-request`,
+      accept: `application/x-${service}-result`,
+      ...headers,
+    },
+    body,
+  });
+}
+
 /** Why a caller's signal aborted: its reason's message (an Error), for the error a call answers. */
 export function abortReason(signal: AbortSignal): string {
   const r = signal.reason as unknown;
@@ -239,16 +258,7 @@ export async function lsRefs(
     ...[...new Set(prefixes)].map((p) => pktLine(`ref-prefix ${p}\n`)),
     FLUSH,
   ]);
-  const buf = await call(remote, endpoint(remote, "git-upload-pack"), {
-    method: "POST",
-    headers: {
-      ...authHeader(remote),
-      "content-type": "application/x-git-upload-pack-request",
-      accept: "application/x-git-upload-pack-result",
-      "git-protocol": "version=2",
-    },
-    body,
-  });
+  const buf = await post(remote, "git-upload-pack", body, { "git-protocol": "version=2" });
   let lines: Array<Buffer | null>;
   try {
     lines = readPktLines(buf).lines;
@@ -292,15 +302,7 @@ export async function uploadPack(remote: Remote, wants: string[], haves: string[
   parts.push(FLUSH);
   for (const oid of haves) parts.push(pktLine(`have ${oid}\n`));
   parts.push(pktLine("done\n"));
-  const buf = await call(remote, endpoint(remote, "git-upload-pack"), {
-    method: "POST",
-    headers: {
-      ...authHeader(remote),
-      "content-type": "application/x-git-upload-pack-request",
-      accept: "application/x-git-upload-pack-result",
-    },
-    body: Buffer.concat(parts),
-  });
+  const buf = await post(remote, "git-upload-pack", Buffer.concat(parts));
   const { lines, rest } = readPktLines(buf, 0, true);
   for (const line of lines) {
     if (line && lineText(line).startsWith("ERR "))
@@ -325,15 +327,7 @@ export interface RefUpdate {
  */
 export async function receivePack(remote: Remote, update: RefUpdate, pack: Buffer): Promise<void> {
   const command = `${update.oldOid} ${update.newOid} ${update.ref}\0report-status agent=applygate\n`;
-  const buf = await call(remote, endpoint(remote, "git-receive-pack"), {
-    method: "POST",
-    headers: {
-      ...authHeader(remote),
-      "content-type": "application/x-git-receive-pack-request",
-      accept: "application/x-git-receive-pack-result",
-    },
-    body: Buffer.concat([pktLine(command), FLUSH, pack]),
-  });
+  const buf = await post(remote, "git-receive-pack", Buffer.concat([pktLine(command), FLUSH, pack]));
   const { lines } = readPktLines(buf);
   const texts = lines.filter((l): l is Buffer => l !== null).map(lineText);
   const unpack = texts.find((t) => t.startsWith("unpack "));
