@@ -10,26 +10,15 @@ import { crdFiles } from "../queue/crds/files.js";
 import { type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { type StatusHost, startStatusHost } from "../test/git/status-host.js";
+import { makeAttempt } from "../test/support/attempts.js";
 import { commitStatusesAtWrite } from "./commit-status-check.js";
 import { judgeStanding } from "./standing.js";
 
 const A = "a".repeat(40);
 const B = "b".repeat(40);
 
-function attemptWith(approvals: Attempt["approvals"]): Attempt {
-  return {
-    token: "t1",
-    claim: { kind: "FluxClaim", namespace: "team-a", name: "web" },
-    applier: { kind: "flux", namespace: "team-a", name: "web" },
-    branchKey: "git.example/r@main",
-    repository: "https://git.example/r",
-    branch: "main",
-    commit: B,
-    targets: [{ uid: "u1", namespace: "team-a", name: "one", reason: "ForeignCommit" }],
-    sentAt: "2026-12-01T11:59:59Z",
-    ...(approvals ? { approvals } : {}),
-  };
-}
+const attemptWith = (approvals: Attempt["approvals"]): Attempt =>
+  makeAttempt({ commit: B, ...(approvals ? { approvals } : {}) });
 
 function claim(approval: Record<string, unknown>): KObject {
   return {

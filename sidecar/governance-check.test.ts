@@ -1,19 +1,10 @@
 import { describe, expect, it } from "vitest";
 import type { Attempt } from "../queue/contract.js";
 import type { KObject } from "../queue/kube/index.js";
+import { makeAttempt } from "../test/support/attempts.js";
 import { judgeStanding } from "./standing.js";
 
-const attempt: Attempt = {
-  token: "t1",
-  claim: { kind: "FluxClaim", namespace: "team-a", name: "web" },
-  applier: { kind: "flux", namespace: "team-a", name: "web" },
-  branchKey: "git.example/r@main",
-  repository: "https://git.example/r",
-  branch: "main",
-  commit: "a".repeat(40),
-  targets: [{ uid: "u1", namespace: "team-a", name: "one", reason: "ForeignCommit" }],
-  sentAt: "2026-12-01T11:59:59Z",
-};
+const attempt = makeAttempt();
 const morning = { kind: "allow", schedule: "0 10 * * *", duration: "2h" };
 
 function claim(

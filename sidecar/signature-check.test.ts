@@ -9,22 +9,13 @@ import { StatusReason } from "../queue/crds/reasons.js";
 import { commitFile, gpgKey, hasGpg, rawCommit, sshKey, workRepo } from "../queue/git/signing-testing.js";
 import { type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
+import { makeAttempt } from "../test/support/attempts.js";
 import { readTrustedFingerprints } from "./signature-check.js";
 import { judgeStanding, recheckStanding } from "./standing.js";
 
 const COMMIT = "c".repeat(40);
-const attempt = (approvals?: Attempt["approvals"]): Attempt => ({
-  token: "t1",
-  claim: { kind: "FluxClaim", namespace: "apps", name: "web" },
-  applier: { kind: "flux", namespace: "apps", name: "web" },
-  branchKey: "git.example/r@main",
-  repository: "https://git.example/r",
-  branch: "main",
-  commit: COMMIT,
-  targets: [{ uid: "u1", namespace: "apps", name: "one", reason: "ForeignCommit" }],
-  sentAt: "2026-12-01T11:59:59Z",
-  ...(approvals ? { approvals } : {}),
-});
+const attempt = (approvals?: Attempt["approvals"]): Attempt =>
+  makeAttempt({ namespace: "apps", commit: COMMIT, ...(approvals ? { approvals } : {}) });
 const inControl = {
   conditions: [
     {

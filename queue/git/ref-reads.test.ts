@@ -110,6 +110,67 @@ describe("branch tips read through protocol v2 ls-refs, shared per repository", 
     expect(await staying).toBe(main);
   });
 
+  /** An annotated tag, a lightweight one and a tag of the annotated one: what each peels to. */
+  const tagRepo = async () => {
+    const bare = join(server.root, "r.git");
+    await gitOk(["tag", "-a", "-m", "release 1", "v1", "main"], { cwd: bare });
+    await gitOk(["tag", "light", "main"], { cwd: bare });
+    await gitOk(["tag", "-a", "-m", "again", "v1-again", "v1"], { cwd: bare });
+    const oid = async (ref: string) => (await gitOk(["rev-parse", ref], { cwd: bare })).trim();
+    return [
+      { name: "light", object: main, commit: main, annotated: false },
+      { name: "v1", object: await oid("refs/tags/v1"), commit: main, annotated: true },
+      { name: "v1-again", object: await oid("refs/tags/v1-again"), commit: main, annotated: true },
+    ];
+  };
+  const byName = <T extends { name: string }>(xs: T[]) => [...xs].sort((a, b) => (a.name < b.name ? -1 : 1));
+
+  it("tags are read with one ls-refs of refs/tags/, peeled: no branch is asked for or answered", async () => {
+    const expected = await tagRepo();
+    const repo = await BareRepo.open(join(dir, "r.git"));
+    server.resetCounts();
+    expect(byName(await repo.remoteTags({ url }))).toEqual(expected);
+    // The info/refs learning v2, then the ls-refs: it names the tags' prefix only, with peel.
+    expect(server.counts()).toMatchObject({ advertisement: 2, fetch: 0 });
+    expect(server.lsRefsAsked()).toEqual([["peel", "ref-prefix refs/tags/"]]);
+    // What that request answers: the tags and their peeled commits, none of the 41 branches.
+    expect([...(await lsRefs({ url }, ["refs/tags/"], { peel: true })).keys()].sort()).toEqual([
+      "refs/tags/light",
+      "refs/tags/v1",
+      "refs/tags/v1-again",
+      "refs/tags/v1-again^{}",
+      "refs/tags/v1^{}",
+    ]);
+    server.resetCounts();
+    // Once v2 is known, a read of the tags is one request; asked while another read is on the
+    // wire, it goes with the branches asked meanwhile in the next one.
+    const stall = server.faults.stallNext(1, "advertisement");
+    const first = repo.remoteTip({ url }, "main");
+    await until(() => server.counts().advertisement >= 1, "the first ls-refs is at the server");
+    const later = Promise.all([repo.remoteTags({ url }), repo.remoteTip({ url }, "b7")]);
+    stall.release();
+    expect(await first).toBe(main);
+    const [tags, tip] = await later;
+    expect(byName(tags)).toEqual(expected);
+    expect(tip).toBe(main);
+    expect(server.counts().advertisement).toBe(2);
+    expect(server.lsRefsAsked()).toEqual([
+      ["ref-prefix refs/heads/main"],
+      ["peel", "ref-prefix refs/tags/", "ref-prefix refs/heads/b7"],
+    ]);
+  });
+
+  it("a host that does not speak v2 gives the tags from its v0 advertisement, peeled the same", async () => {
+    const expected = await tagRepo();
+    server.faults.protocolV2(false);
+    const repo = await BareRepo.open(join(dir, "r.git"));
+    server.resetCounts();
+    expect(byName(await repo.remoteTags({ url }))).toEqual(expected);
+    expect(server.counts()).toMatchObject({ advertisement: 1, fetch: 0 });
+    expect(server.lsRefsAsked()).toEqual([]);
+    server.faults.protocolV2(true);
+  });
+
   it("a push notice's commit is downloaded beside the read of the tip, and a wrong one is no harm", async () => {
     const repo = await BareRepo.open(join(dir, "r.git"));
     await repo.fetchBranch({ url }, "main");

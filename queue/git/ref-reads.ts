@@ -1,29 +1,35 @@
 /**
- * Reads of branch tips for one repository, shared: every read asked while one is on the wire
- * waits for the next request, which names all of them at once. So a replica taking a thousand
- * branches of one repository sends a few requests, not a thousand, and a single wake costs one
- * small request. A read is always answered by a request sent after it was asked: a tip is never
- * older than the question (a push notice asks after the push).
+ * Reads of branch tips, and of the tags, for one repository, shared: every read asked while one
+ * is on the wire waits for the next request, which names all of them at once. So a replica
+ * taking a thousand branches of one repository sends a few requests, not a thousand, and a single
+ * wake costs one small request. A read is always answered by a request sent after it was asked: a
+ * tip is never older than the question (a push notice asks after the push).
  *
- * The request is protocol v2 `ls-refs` with one `ref-prefix` per branch asked, so the answer
- * names those branches only, not every ref of the repository. Whether the host speaks v2 is
- * learnt from one `info/refs` asking for it (`Git-Protocol: version=2`); a host that ignores the
- * ask answers the v0 advertisement of every ref, which then serves the reads, and is asked again
- * the next time. An `ls-refs` that fails other than by the network forgets what was learnt.
+ * The request is protocol v2 `ls-refs` with one `ref-prefix` per branch asked (`refs/tags/`, with
+ * `peel`, for the tags), so the answer names those refs only, not every ref of the repository.
+ * Whether the host speaks v2 is learnt from one `info/refs` asking for it (`Git-Protocol:
+ * version=2`); a host that ignores the ask answers the v0 advertisement of every ref, which then
+ * serves the reads, and is asked again the next time. An `ls-refs` that fails other than by the
+ * network forgets what was learnt.
  */
 import {
+  abortReason,
   discoverRefs,
   GitRemoteError,
   lsRefs,
   offersLsRefs,
   type Remote,
   type RemoteAuth,
+  redact,
 } from "./smart-http.js";
 
 interface Waiter {
-  branch: string;
+  /** The `ref-prefix` this read asks for. */
+  prefix: string;
+  /** Whether it needs annotated tags' peeled objects (`<ref>^{}`). */
+  peel: boolean;
   remote: Remote;
-  resolve(tip: string | undefined): void;
+  resolve(refs: Map<string, string>): void;
   reject(err: unknown): void;
 }
 
@@ -50,11 +56,26 @@ export class RefReads {
   readonly stats: RefReadStats = { requests: 0, reads: 0 };
 
   /** The tip of `refs/heads/<branch>` as the server holds it now, or undefined when absent. */
-  tip(remote: Remote, branch: string): Promise<string | undefined> {
+  async tip(remote: Remote, branch: string): Promise<string | undefined> {
+    const ref = `refs/heads/${branch}`;
+    return (await this.read(remote, ref, false)).get(ref);
+  }
+
+  /**
+   * The tags the server holds now: each `refs/tags/<name>` and the object it names, and for an
+   * annotated tag also `refs/tags/<name>^{}`, the object it peels to (as the v0 advertisement
+   * names them).
+   */
+  async tags(remote: Remote): Promise<Map<string, string>> {
+    const refs = await this.read(remote, "refs/tags/", true);
+    return new Map([...refs].filter(([name]) => name.startsWith("refs/tags/")));
+  }
+
+  private read(remote: Remote, prefix: string, peel: boolean): Promise<Map<string, string>> {
     const outer = remote.signal;
     if (outer?.aborted)
       return Promise.reject(
-        new GitRemoteError("timeout", `${redact(remote.url)} not called: ${reasonOf(outer)}`),
+        new GitRemoteError("timeout", `${redact(remote.url)} not called: ${abortReason(outer)}`),
       );
     const key = `${remote.url}\0${authKey(remote.auth)}`;
     let line = this.lines.get(key);
@@ -69,12 +90,16 @@ export class RefReads {
         const i = l.queued.indexOf(w);
         if (i >= 0) l.queued.splice(i, 1);
         w.reject(
-          new GitRemoteError("timeout", `${redact(remote.url)} abandoned: ${reasonOf(outer as AbortSignal)}`),
+          new GitRemoteError(
+            "timeout",
+            `${redact(remote.url)} abandoned: ${abortReason(outer as AbortSignal)}`,
+          ),
         );
       };
       let settled = false;
       const w: Waiter = {
-        branch,
+        prefix,
+        peel,
         remote,
         resolve: (t) => {
           if (settled) return;
@@ -114,7 +139,8 @@ export class RefReads {
       ...(first.remote.auth ? { auth: first.remote.auth } : {}),
       ...(first.remote.timeoutMs !== undefined ? { timeoutMs: first.remote.timeoutMs } : {}),
     };
-    const names = batch.map((w) => `refs/heads/${w.branch}`);
+    const prefixes = batch.map((w) => w.prefix);
+    const peel = batch.some((w) => w.peel);
     try {
       let refs: Map<string, string>;
       if (!line.v2) {
@@ -123,42 +149,31 @@ export class RefReads {
         if (found.version === 0) refs = found.ad.refs;
         else if (offersLsRefs(found.capabilities)) {
           line.v2 = true;
-          refs = await this.lsRefs(line, remote, names);
+          refs = await this.lsRefs(line, remote, prefixes, peel);
         } else
           throw new GitRemoteError("protocol", `${redact(remote.url)} speaks protocol v2 without ls-refs`);
-      } else refs = await this.lsRefs(line, remote, names);
+      } else refs = await this.lsRefs(line, remote, prefixes, peel);
       this.stats.reads += batch.length;
-      for (const w of batch) w.resolve(refs.get(`refs/heads/${w.branch}`));
+      for (const w of batch) w.resolve(refs);
     } catch (err) {
       for (const w of batch) w.reject(err);
     }
   }
 
-  private async lsRefs(line: Line, remote: Remote, names: string[]): Promise<Map<string, string>> {
+  private async lsRefs(
+    line: Line,
+    remote: Remote,
+    prefixes: string[],
+    peel: boolean,
+  ): Promise<Map<string, string>> {
     this.stats.requests++;
     try {
-      return await lsRefs(remote, names);
+      return await lsRefs(remote, prefixes, { peel });
     } catch (err) {
       // Not the network: the host may have stopped speaking v2 (an upgrade, another node behind
       // a balancer). The next read asks `info/refs` again.
       if (!(err instanceof GitRemoteError) || !["unreachable", "timeout"].includes(err.kind)) line.v2 = false;
       throw err;
     }
-  }
-}
-
-function reasonOf(signal: AbortSignal): string {
-  const r = signal.reason as unknown;
-  return r instanceof Error ? r.message : String(r ?? "aborted");
-}
-
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    u.username = "";
-    u.password = "";
-    return u.toString();
-  } catch {
-    return url;
   }
 }

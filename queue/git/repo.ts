@@ -10,7 +10,7 @@ import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import git from "isomorphic-git";
 import { RefReads } from "./ref-reads.js";
-import { advertise, type Remote, receivePack, uploadPack, ZERO_OID } from "./smart-http.js";
+import { type Remote, receivePack, uploadPack, ZERO_OID } from "./smart-http.js";
 
 export interface FileChange {
   /** Path from the repository root, `/`-separated. */
@@ -108,7 +108,7 @@ export class BareRepo {
   private readonly trees = new Map<string, TreeEntry[]>();
   /** Downloads under way by the tip they fetch: branches at one tip share one download. */
   private readonly downloads = new Map<string, Promise<void>>();
-  /** Reads of branch tips, shared by every branch of this repository read at one time. */
+  /** Reads of branch tips and tags, shared by every branch of this repository read at one time. */
   readonly refReads = new RefReads();
 
   private constructor(
@@ -207,16 +207,17 @@ export class BareRepo {
   }
 
   /**
-   * The tags the server holds now (one advertisement): each name (without `refs/tags/`), the
-   * object its ref names and the commit it peels to. An annotated tag's ref names a tag object
-   * and the server advertises its peeled commit (`^{}`); a lightweight tag's names the commit.
+   * The tags the server holds now (one `ls-refs` of `refs/tags/`, or the v0 advertisement from a
+   * host that does not speak v2): each name (without `refs/tags/`), the object its ref names and
+   * the commit it peels to. An annotated tag's ref names a tag object and the server gives its
+   * peeled commit (`^{}`); a lightweight tag's names the commit.
    */
   async remoteTags(remote: Remote): Promise<RemoteTag[]> {
-    const ad = await advertise(remote, "git-upload-pack");
+    const refs = await this.refReads.tags(remote);
     const out: RemoteTag[] = [];
-    for (const [ref, object] of ad.refs) {
-      if (!ref.startsWith("refs/tags/") || ref.endsWith("^{}")) continue;
-      const peeled = ad.refs.get(`${ref}^{}`);
+    for (const [ref, object] of refs) {
+      if (ref.endsWith("^{}")) continue;
+      const peeled = refs.get(`${ref}^{}`);
       out.push({
         name: ref.slice("refs/tags/".length),
         object,
@@ -239,7 +240,12 @@ export class BareRepo {
   }
 
   /** A tag object's bytes as Git stores them (for its signature). */
-  async readRawTag(oid: string): Promise<Uint8Array> {
+  readRawTag(oid: string): Promise<Uint8Array> {
+    return this.readRaw(oid, "tag");
+  }
+
+  /** An object's bytes as Git stores them, when it is of `type`. */
+  private async readRaw(oid: string, type: "tag" | "commit"): Promise<Uint8Array> {
     const o = await git.readObject({
       fs: this.fs,
       gitdir: this.gitdir,
@@ -247,7 +253,7 @@ export class BareRepo {
       format: "content",
       cache: this.cache,
     });
-    if (o.type !== "tag") throw new Error(`${oid} is a ${o.type}, not a tag`);
+    if (o.type !== type) throw new Error(`${oid} is a ${o.type}, not a ${type}`);
     return o.object as Uint8Array;
   }
 
@@ -321,16 +327,8 @@ export class BareRepo {
   }
 
   /** A commit object's bytes as Git stores them (for its signature: what was signed is in them). */
-  async readRawCommit(oid: string): Promise<Uint8Array> {
-    const o = await git.readObject({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      oid,
-      format: "content",
-      cache: this.cache,
-    });
-    if (o.type !== "commit") throw new Error(`${oid} is a ${o.type}, not a commit`);
-    return o.object as Uint8Array;
+  readRawCommit(oid: string): Promise<Uint8Array> {
+    return this.readRaw(oid, "commit");
   }
 
   /** Content of a file at a commit, or undefined when absent. */

@@ -129,12 +129,33 @@ async function call(remote: Remote, url: string, init: RequestInit): Promise<Buf
   return Buffer.from(body);
 }
 
-function abortReason(signal: AbortSignal): string {
+/** One POST of `body` to a service's endpoint, with the service's request and result types. */
+function post(
+  remote: Remote,
+  service: Service,
+  body: Buffer,
+  headers: Record<string, string> = {},
+): Promise<Buffer> {
+  return call(remote, endpoint(remote, service), {
+    method: "POST",
+    headers: {
+      ...authHeader(remote),
+      "content-type": `application/x-${service}-request`,
+      accept: `application/x-${service}-result`,
+      ...headers,
+    },
+    body,
+  });
+}
+
+/** Why a caller's signal aborted: its reason's message (an Error), for the error a call answers. */
+export function abortReason(signal: AbortSignal): string {
   const r = signal.reason as unknown;
   return r instanceof Error ? r.message : String(r ?? "aborted");
 }
 
-function redact(url: string): string {
+/** The URL without the credentials it may embed: what error messages and logs may carry. */
+export function redact(url: string): string {
   try {
     const u = new URL(url);
     u.username = "";
@@ -220,26 +241,24 @@ export function offersLsRefs(capabilities: Set<string>): boolean {
 /**
  * One protocol v2 `ls-refs` POST naming `prefixes` (`ref-prefix` arguments): the refs under them
  * the server holds right now. A prefix matches more than the ref it names (`refs/heads/b1` also
- * matches `refs/heads/b10`): read the exact names from the map.
+ * matches `refs/heads/b10`): read the exact names from the map. With `peel`, a ref naming an
+ * annotated tag also gets the object it peels to under `<ref>^{}`, as the v0 advertisement
+ * names it.
  */
-export async function lsRefs(remote: Remote, prefixes: string[]): Promise<Map<string, string>> {
+export async function lsRefs(
+  remote: Remote,
+  prefixes: string[],
+  opts: { peel?: boolean } = {},
+): Promise<Map<string, string>> {
   const body = Buffer.concat([
     pktLine("command=ls-refs\n"),
     pktLine("agent=applygate\n"),
     DELIM,
+    ...(opts.peel ? [pktLine("peel\n")] : []),
     ...[...new Set(prefixes)].map((p) => pktLine(`ref-prefix ${p}\n`)),
     FLUSH,
   ]);
-  const buf = await call(remote, endpoint(remote, "git-upload-pack"), {
-    method: "POST",
-    headers: {
-      ...authHeader(remote),
-      "content-type": "application/x-git-upload-pack-request",
-      accept: "application/x-git-upload-pack-result",
-      "git-protocol": "version=2",
-    },
-    body,
-  });
+  const buf = await post(remote, "git-upload-pack", body, { "git-protocol": "version=2" });
   let lines: Array<Buffer | null>;
   try {
     lines = readPktLines(buf).lines;
@@ -255,10 +274,16 @@ export async function lsRefs(remote: Remote, prefixes: string[]): Promise<Map<st
     }
     const text = lineText(line);
     if (text.startsWith("ERR ")) throw new GitRemoteError("protocol", `ls-refs: ${text.slice(4)}`);
-    const [oid, name] = text.split(" ");
+    const [oid, name, ...attributes] = text.split(" ");
     if (!oid || !name || !/^[0-9a-f]{40}$/.test(oid))
       throw new GitRemoteError("protocol", `ls-refs answered a line that names no ref: ${text.slice(0, 80)}`);
     refs.set(name, oid);
+    const peeled = attributes.find((a) => a.startsWith("peeled:"))?.slice("peeled:".length);
+    if (peeled !== undefined) {
+      if (!/^[0-9a-f]{40}$/.test(peeled))
+        throw new GitRemoteError("protocol", `ls-refs answered a bad peeled object: ${text.slice(0, 80)}`);
+      refs.set(`${name}^{}`, peeled);
+    }
   }
   // A list cut short is no proof a branch is absent: only one ended by its flush is read.
   if (!flushed) throw new GitRemoteError("protocol", "ls-refs answer ended before its flush");
@@ -277,15 +302,7 @@ export async function uploadPack(remote: Remote, wants: string[], haves: string[
   parts.push(FLUSH);
   for (const oid of haves) parts.push(pktLine(`have ${oid}\n`));
   parts.push(pktLine("done\n"));
-  const buf = await call(remote, endpoint(remote, "git-upload-pack"), {
-    method: "POST",
-    headers: {
-      ...authHeader(remote),
-      "content-type": "application/x-git-upload-pack-request",
-      accept: "application/x-git-upload-pack-result",
-    },
-    body: Buffer.concat(parts),
-  });
+  const buf = await post(remote, "git-upload-pack", Buffer.concat(parts));
   const { lines, rest } = readPktLines(buf, 0, true);
   for (const line of lines) {
     if (line && lineText(line).startsWith("ERR "))
@@ -310,15 +327,7 @@ export interface RefUpdate {
  */
 export async function receivePack(remote: Remote, update: RefUpdate, pack: Buffer): Promise<void> {
   const command = `${update.oldOid} ${update.newOid} ${update.ref}\0report-status agent=applygate\n`;
-  const buf = await call(remote, endpoint(remote, "git-receive-pack"), {
-    method: "POST",
-    headers: {
-      ...authHeader(remote),
-      "content-type": "application/x-git-receive-pack-request",
-      accept: "application/x-git-receive-pack-result",
-    },
-    body: Buffer.concat([pktLine(command), FLUSH, pack]),
-  });
+  const buf = await post(remote, "git-receive-pack", Buffer.concat([pktLine(command), FLUSH, pack]));
   const { lines } = readPktLines(buf);
   const texts = lines.filter((l): l is Buffer => l !== null).map(lineText);
   const unpack = texts.find((t) => t.startsWith("unpack "));

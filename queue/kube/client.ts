@@ -260,6 +260,32 @@ export class Kube {
   }
 
   /**
+   * The shared informer of one Secret, watched by name (field selector `metadata.name=<name>`, so
+   * none of its namespace's other Secrets is read); `onChange` as for `informer`.
+   */
+  secretInformer(
+    namespace: string,
+    name: string,
+    onChange?: InformerHandler<KObject>,
+  ): InformerHandle<KObject> {
+    return this.informers.acquire<KObject>(
+      {
+        path: `/api/v1/namespaces/${namespace}/secrets`,
+        fieldSelector: `metadata.name=${name}`,
+        list: async () => {
+          const out = await this.core.listNamespacedSecret({
+            namespace,
+            fieldSelector: `metadata.name=${name}`,
+          });
+          const items = out.items.map((s) => ({ ...s, kind: "Secret" }) as unknown as KObject);
+          return { items, resourceVersion: out.metadata?.resourceVersion ?? "" };
+        },
+      },
+      onChange,
+    );
+  }
+
+  /**
    * The shared informer of any kind by apiVersion and kind (found through discovery), e.g. the
    * objects an applier applies; undefined when the cluster does not serve the kind.
    */

@@ -403,7 +403,7 @@ export class BranchWorker {
   }
 
   /**
-   * The tags of the repository pointing at one of `commits` (one advertisement), with the tag
+   * The tags of the repository pointing at one of `commits` (one read of `refs/tags/`), with the tag
    * objects of the annotated ones downloaded when the clone lacks them: for the decisions'
    * signature check in a tag mode. Only then are tags read; the clone keeps no tag refs.
    */

@@ -13,6 +13,55 @@ import { ClusterCache } from "./cluster-cache.js";
 import { KubeDirectory } from "./kube.js";
 
 const crd = (f: string) => fileURLToPath(new URL(`../../manifests/base/crds/${f}`, import.meta.url));
+const testCrd = (f: string) => fileURLToPath(new URL(`../../test/cluster/crds/${f}`, import.meta.url));
+
+/**
+ * An API server (auditing to a file) holding, in namespace `team`, GitProvider `apps`, claim `web`
+ * of `claimKind` and its GitTarget `web`, then `rest` (the applier and what it reads).
+ */
+async function applierWorld(o: {
+  claimKind: "FluxClaim" | "ArgoCDClaim";
+  claimSpec: string;
+  crds: string[];
+  namespaces: string[];
+  rest: string;
+}): Promise<{ server: ApiServer; auditLog: string }> {
+  const auditLog = join(await mkdtemp(join(tmpdir(), "applygate-cache-")), "audit.jsonl");
+  const server = await startApiServer({ auditLog, bookmarkIntervalMs: 100 });
+  const plural = o.claimKind === "FluxClaim" ? "fluxclaims" : "argocdclaims";
+  for (const f of [
+    "applygate.dev_gittargets.yaml",
+    "applygate.dev_gitproviders.yaml",
+    `applygate.dev_${plural}.yaml`,
+  ])
+    await server.installCrdFile(crd(f));
+  for (const f of o.crds) await server.installCrdFile(testCrd(f));
+  const core = server.kubeConfig().makeApiClient(k8s.CoreV1Api);
+  for (const name of ["team", ...o.namespaces]) await core.createNamespace({ body: { metadata: { name } } });
+  await server.applyYaml(`apiVersion: ${API_VERSION}
+kind: GitProvider
+metadata: {name: apps, namespace: team}
+spec: {url: "https://git.example.com/org/apps.git", type: github, webhookSecretRef: {name: hook}}
+---
+apiVersion: ${API_VERSION}
+kind: ${o.claimKind}
+metadata: {name: web, namespace: team}
+spec: ${o.claimSpec}
+---
+apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: web, namespace: team}
+spec: {providerRef: {name: apps}, branch: main, path: web, claimRef: {kind: ${o.claimKind}, name: web}}
+---
+${o.rest}`);
+  return { server, auditLog };
+}
+
+/** The reads (get, list) of `resource` in an audit log. */
+const readsOf = (auditLog: string, resource: string) =>
+  readAuditLog(auditLog).filter(
+    (e) => (e.verb === "get" || e.verb === "list") && e.objectRef?.resource === resource,
+  );
 const BRANCHES = 20;
 const keyOf = (i: number) => `git.example.com/org/repo${i}@main`;
 
@@ -136,7 +185,6 @@ describe("the worker's cache of appliers", () => {
   let server: ApiServer;
   let auditLog: string;
   let cache: ClusterCache;
-  const testCrd = (f: string) => fileURLToPath(new URL(`../../test/cluster/crds/${f}`, import.meta.url));
   const KEY = "git.example.com/org/apps@main";
   const kustomization = (source: string, status: string) => `apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
@@ -144,35 +192,13 @@ metadata: {name: web, namespace: team}
 spec: {interval: 10m, prune: true, path: ./web, sourceRef: {kind: GitRepository, name: ${source}}}
 status: {lastAttemptedRevision: ${status}}`;
   beforeAll(async () => {
-    auditLog = join(await mkdtemp(join(tmpdir(), "applygate-cache-")), "audit.jsonl");
-    server = await startApiServer({ auditLog, bookmarkIntervalMs: 100 });
-    for (const f of [
-      "applygate.dev_gittargets.yaml",
-      "applygate.dev_gitproviders.yaml",
-      "applygate.dev_fluxclaims.yaml",
-    ])
-      await server.installCrdFile(crd(f));
-    await server.installCrdFile(testCrd("flux-kustomization.yaml"));
-    await server
-      .kubeConfig()
-      .makeApiClient(k8s.CoreV1Api)
-      .createNamespace({ body: { metadata: { name: "team" } } });
-    await server.applyYaml(`apiVersion: ${API_VERSION}
-kind: GitProvider
-metadata: {name: apps, namespace: team}
-spec: {url: "https://git.example.com/org/apps.git", type: github, webhookSecretRef: {name: hook}}
----
-apiVersion: ${API_VERSION}
-kind: FluxClaim
-metadata: {name: web, namespace: team}
-spec: {kustomizationRef: {name: web, namespace: team}}
----
-apiVersion: ${API_VERSION}
-kind: GitTarget
-metadata: {name: web, namespace: team}
-spec: {providerRef: {name: apps}, branch: main, path: web, claimRef: {kind: FluxClaim, name: web}}
----
-${kustomization("repo", "a")}`);
+    ({ server, auditLog } = await applierWorld({
+      claimKind: "FluxClaim",
+      claimSpec: "{kustomizationRef: {name: web, namespace: team}}",
+      crds: ["flux-kustomization.yaml"],
+      namespaces: [],
+      rest: kustomization("repo", "a"),
+    }));
     cache = new ClusterCache(server.kubeConfig());
   });
   afterAll(async () => {
@@ -185,10 +211,7 @@ ${kustomization("repo", "a")}`);
     const names = [{ namespace: "team", name: "web" }];
     const first = await listBranch(objects, names);
     expect(first.targets[0]?.source).toBe("flux/GitRepository/team/repo");
-    const reads = () =>
-      readAuditLog(auditLog).filter(
-        (e) => (e.verb === "get" || e.verb === "list") && e.objectRef?.resource === "kustomizations",
-      );
+    const reads = () => readsOf(auditLog, "kustomizations");
     const before = reads().length;
     for (let i = 0; i < 5; i++) await listBranch(objects, names);
     expect(reads().slice(before)).toEqual([]);
@@ -263,34 +286,12 @@ spec:
   destinations: [{server: "*", namespace: "*"}]
   syncWindows: [{kind: deny, schedule: "0 18 * * *", duration: ${duration}, applications: ["web"]}]`;
   beforeAll(async () => {
-    auditLog = join(await mkdtemp(join(tmpdir(), "applygate-cache-")), "audit.jsonl");
-    server = await startApiServer({ auditLog, bookmarkIntervalMs: 100 });
-    for (const f of [
-      "applygate.dev_gittargets.yaml",
-      "applygate.dev_gitproviders.yaml",
-      "applygate.dev_argocdclaims.yaml",
-    ])
-      await server.installCrdFile(crd(f));
-    for (const f of ["argocd-application.yaml", "argocd-appproject.yaml"])
-      await server.installCrdFile(fileURLToPath(new URL(`../../test/cluster/crds/${f}`, import.meta.url)));
-    const core = server.kubeConfig().makeApiClient(k8s.CoreV1Api);
-    for (const name of ["team", "argocd"]) await core.createNamespace({ body: { metadata: { name } } });
-    await server.applyYaml(`apiVersion: ${API_VERSION}
-kind: GitProvider
-metadata: {name: apps, namespace: team}
-spec: {url: "https://git.example.com/org/apps.git", type: github, webhookSecretRef: {name: hook}}
----
-apiVersion: ${API_VERSION}
-kind: ArgoCDClaim
-metadata: {name: web, namespace: team}
-spec: {applicationRef: {name: web, namespace: team}}
----
-apiVersion: ${API_VERSION}
-kind: GitTarget
-metadata: {name: web, namespace: team}
-spec: {providerRef: {name: apps}, branch: main, path: web, claimRef: {kind: ArgoCDClaim, name: web}}
----
-apiVersion: argoproj.io/v1alpha1
+    ({ server, auditLog } = await applierWorld({
+      claimKind: "ArgoCDClaim",
+      claimSpec: "{applicationRef: {name: web, namespace: team}}",
+      crds: ["argocd-application.yaml", "argocd-appproject.yaml"],
+      namespaces: ["argocd"],
+      rest: `apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata: {name: web, namespace: team}
 spec:
@@ -298,7 +299,8 @@ spec:
   source: {repoURL: "https://git.example.com/org/apps.git", path: web, targetRevision: main}
   destination: {server: "https://kubernetes.default.svc", namespace: shop}
 ---
-${project("1h")}`);
+${project("1h")}`,
+    }));
     cache = new ClusterCache(server.kubeConfig());
   });
   afterAll(async () => {
@@ -313,10 +315,7 @@ ${project("1h")}`);
     expect(first.targets[0]?.governance?.syncWindows).toEqual([
       { kind: "deny", schedule: "0 18 * * *", duration: "1h", applications: ["web"] },
     ]);
-    const reads = () =>
-      readAuditLog(auditLog).filter(
-        (e) => (e.verb === "get" || e.verb === "list") && e.objectRef?.resource === "appprojects",
-      );
+    const reads = () => readsOf(auditLog, "appprojects");
     const before = reads().length;
     for (let i = 0; i < 3; i++) await listBranch(objects, names);
     expect(reads().slice(before)).toEqual([]);

@@ -224,21 +224,7 @@ export class ClusterCache {
     const key = `${namespace}/${name}`;
     let p = this.secrets.get(key);
     if (!p) {
-      const h = this.kube.informers.acquire<KObject>(
-        {
-          path: `/api/v1/namespaces/${namespace}/secrets`,
-          fieldSelector: `metadata.name=${name}`,
-          list: async () => {
-            const out = await this.kube.core.listNamespacedSecret({
-              namespace,
-              fieldSelector: `metadata.name=${name}`,
-            });
-            const items = out.items.map((s) => ({ ...s, kind: "Secret" }) as unknown as KObject);
-            return { items, resourceVersion: out.metadata?.resourceVersion ?? "" };
-          },
-        },
-        (_type, s) => this.secretChanged(s),
-      );
+      const h = this.kube.secretInformer(namespace, name, (_type, s) => this.secretChanged(s));
       p = h.informer.start().then(() => h);
       this.secrets.set(key, p);
     }

@@ -55,18 +55,7 @@ export class HmacKeys {
     const id = `${namespace}/${name}`;
     let p = this.watched.get(id);
     if (!p) {
-      const h = this.kube.informers.acquire<KObject>({
-        path: `/api/v1/namespaces/${namespace}/secrets`,
-        fieldSelector: `metadata.name=${name}`,
-        list: async () => {
-          const out = await this.kube.core.listNamespacedSecret({
-            namespace,
-            fieldSelector: `metadata.name=${name}`,
-          });
-          const items = out.items.map((s) => ({ ...s, kind: "Secret" }) as unknown as KObject);
-          return { items, resourceVersion: out.metadata?.resourceVersion ?? "" };
-        },
-      });
+      const h = this.kube.secretInformer(namespace, name);
       p = h.informer.start().then(() => h);
       this.watched.set(id, p);
     }

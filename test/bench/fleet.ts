@@ -41,6 +41,7 @@ import { argocdApplicationCrd } from "../cluster/argosim/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { restartableRedis } from "../redis/restartable.js";
+import { reportPhase } from "../support/attempts.js";
 import { until } from "../support/wait.js";
 import type { Figure } from "./figure.js";
 
@@ -364,32 +365,7 @@ function scriptedExecutor(world: World) {
   const reports = new Queue(QUEUES.reports, { connection, prefix: world.prefix });
   const objects = new KubeObjects(world.api.kubeConfig(EXECUTOR_USER), silentLogger());
   const sent = new Map<string, number[]>();
-  const report = async (a: Attempt, phase: ReportPhase) => {
-    await objects.patchClaimStatus(
-      a.claim,
-      () => ({
-        operation: {
-          token: a.token,
-          phase,
-          commit: a.commit,
-          targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
-          requestedAt: a.sentAt,
-          ...(phase === "Succeeded" ? { completedAt: new Date().toISOString() } : {}),
-        },
-        ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
-      }),
-      "operation-record",
-    );
-    await reports.add("phase", {
-      type: "phase",
-      token: a.token,
-      claim: a.claim,
-      branchKey: a.branchKey,
-      phase,
-      at: new Date().toISOString(),
-      commit: a.commit,
-    });
-  };
+  const report = (a: Attempt, phase: ReportPhase) => reportPhase(objects, reports, a, phase);
   const workers = (["flux", "argocd"] as const).map(
     (kind) =>
       new Worker(

@@ -63,6 +63,11 @@ export interface GitServer {
   /** Tip of a branch as the server holds it, or undefined. */
   tip(name: string, branch?: string): Promise<string | undefined>;
   counts(): RequestCounts;
+  /**
+   * The arguments of each protocol v2 `ls-refs` served since the last resetCounts, in order (one
+   * array a request: `peel`, `ref-prefix refs/heads/main`, …).
+   */
+  lsRefsAsked(): string[][];
   resetCounts(): void;
   faults: {
     /** Answer the next n requests of a kind with a status (default 500) and no Git work. */
@@ -105,6 +110,37 @@ function commandOf(body: Buffer, encoding: string | undefined): string | undefin
   return /command=([a-z-]+)/.exec(text.subarray(0, 64).toString("latin1"))?.[1];
 }
 
+/** The argument lines of a v2 command (the pkt-lines after its delimiter, up to the flush). */
+function argumentsOf(body: Buffer, encoding: string | undefined): string[] {
+  let buf: Buffer = body;
+  try {
+    if (encoding === "gzip") buf = gunzipSync(body);
+  } catch {
+    return [];
+  }
+  const out: string[] = [];
+  let afterDelim = false;
+  for (let i = 0; i + 4 <= buf.length; ) {
+    const len = Number.parseInt(buf.subarray(i, i + 4).toString("latin1"), 16);
+    if (Number.isNaN(len) || len === 0) break;
+    if (len === 1) {
+      afterDelim = true;
+      i += 4;
+      continue;
+    }
+    if (len < 4) break;
+    if (afterDelim)
+      out.push(
+        buf
+          .subarray(i + 4, i + len)
+          .toString("utf8")
+          .replace(/\n$/, ""),
+      );
+    i += len;
+  }
+  return out;
+}
+
 function kindOf(req: IncomingMessage): RequestKind | undefined {
   const url = new URL(req.url ?? "/", "http://x");
   if (req.method === "GET" && url.pathname.endsWith("/info/refs")) return "advertisement";
@@ -126,6 +162,7 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
   const execPath = (await gitOk(["--exec-path"])).trim();
   const backend = join(execPath, "git-http-backend");
   const counts: RequestCounts = { advertisement: 0, fetch: 0, push: 0 };
+  let lsRefsAsked: string[][] = [];
   let faults: Fault[] = [];
   let down = false;
   let refuse = false;
@@ -277,6 +314,11 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
   const handleNow = (req: IncomingMessage, res: ServerResponse) => {
     const kind = kindOf(req);
     if (kind) counts[kind]++;
+    const body = bodies.get(req);
+    if (kind === "advertisement" && body) {
+      const encoding = req.headers["content-encoding"];
+      lsRefsAsked.push(argumentsOf(body, typeof encoding === "string" ? encoding : undefined));
+    }
     if (opts.auth) {
       const expected = `Basic ${Buffer.from(`${opts.auth.username}:${opts.auth.password}`).toString("base64")}`;
       if (req.headers.authorization !== expected) {
@@ -364,7 +406,9 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
       return r.code === 0 ? r.stdout.trim() : undefined;
     },
     counts: () => ({ ...counts }),
+    lsRefsAsked: () => lsRefsAsked.map((a) => [...a]),
     resetCounts() {
+      lsRefsAsked = [];
       counts.advertisement = 0;
       counts.fetch = 0;
       counts.push = 0;

@@ -20,14 +20,7 @@ import { type Job, Queue, Worker } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
-import {
-  type AcceptedWrite,
-  type Attempt,
-  attemptsQueue,
-  branchKey,
-  QUEUES,
-  type ReportPhase,
-} from "../../queue/contract.js";
+import { type AcceptedWrite, type Attempt, attemptsQueue, branchKey, QUEUES } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import { notDueBecause } from "../../queue/decide/index.js";
 import { objectYaml } from "../../queue/git/layout.js";
@@ -43,6 +36,7 @@ import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { deployedIdentities } from "../playground/identities.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { reportPhase } from "../support/attempts.js";
 import { foreignCommit } from "../worker/foreign.js";
 import { waitFor } from "../worker/harness.js";
 
@@ -193,33 +187,8 @@ beforeAll(async () => {
   const objects = new KubeObjects(kc, log(), {}, cache);
   const connection = { url: redis.url, maxRetriesPerRequest: null };
   reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
-  const report = async (a: Attempt, phase: ReportPhase) => {
-    const terminal = phase === "Succeeded";
-    await objects.patchClaimStatus(
-      a.claim,
-      () => ({
-        operation: {
-          token: a.token,
-          phase,
-          commit: a.commit,
-          targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
-          requestedAt: a.sentAt,
-          ...(terminal ? { completedAt: new Date().toISOString() } : {}),
-        },
-        ...(terminal ? { lastAppliedCommit: a.commit } : {}),
-      }),
-      "operation-record",
-    );
-    await reports.add("phase", {
-      type: "phase",
-      token: a.token,
-      claim: a.claim,
-      branchKey: a.branchKey,
-      phase,
-      at: new Date().toISOString(),
-      commit: a.commit,
-    });
-  };
+  const report = (a: Attempt, phase: "Requested" | "Running" | "Succeeded") =>
+    reportPhase(objects, reports, a, phase);
   const apply = async (a: Attempt) => {
     const value = await valueIn(a.commit);
     if (value !== undefined && value !== (await liveValue())) await setLive(value, "kustomize-controller");

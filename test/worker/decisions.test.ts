@@ -39,6 +39,7 @@ import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { startStatusHost } from "../git/status-host.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { reportPhase } from "../support/attempts.js";
 import { foreignCommit } from "./foreign.js";
 import { waitFor } from "./harness.js";
 
@@ -225,39 +226,7 @@ async function world(o: {
   const attempts: Attempt[] = [];
   const scripts: Script[] = [];
   const executor: Executor = {
-    async report(a, phase, reason) {
-      const terminal = ["Succeeded", "Failed", "RequestFailed", "Rejected", "Dropped", "Stale"].includes(
-        phase,
-      );
-      if (!["RequestFailed", "Rejected", "Dropped", "Stale"].includes(phase))
-        await objects.patchClaimStatus(
-          a.claim,
-          () => ({
-            operation: {
-              token: a.token,
-              phase,
-              commit: a.commit,
-              targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
-              requestedAt: a.sentAt,
-              ...(terminal ? { completedAt: new Date().toISOString() } : {}),
-            },
-            ...(phase === "Succeeded" ? { lastAppliedCommit: a.commit } : {}),
-          }),
-          "operation-record",
-        );
-      const at = Date.now();
-      await reports.add("phase", {
-        type: "phase",
-        token: a.token,
-        claim: a.claim,
-        branchKey: a.branchKey,
-        phase,
-        at: new Date(at).toISOString(),
-        commit: a.commit,
-        ...(reason ? { reason } : {}),
-      });
-      return at;
-    },
+    report: (a, phase, reason) => reportPhase(objects, reports, a, phase, reason),
     async send(r) {
       await reports.add(r.type, r);
     },
