@@ -12,6 +12,12 @@ export const branchKeys = (prefix: string, branchKey: string) => {
     /** Ownership lease and fencing number of the branch. */
     lease: `${base}:lease`,
     fence: `${base}:fence`,
+    /**
+     * Set (with a short TTL) by a replica that handed the branch over while balancing: its id. While
+     * it lives and the lease is free, that replica does not take the branch back and a replica at
+     * or over its share leaves it to one under its share.
+     */
+    handoff: `${base}:handoff`,
     /** The decision core's state (JSON), written only while the lease is held. */
     decisions: `${base}:decisions`,
     /**
@@ -35,6 +41,13 @@ export type InboxKind = "write" | "push" | "refusal" | "report";
 
 /** Set of every branch key that has ever had work, so a worker can sweep them after a restart. */
 export const knownBranchesKey = (prefix: string) => `${prefix}:branches`;
+
+/**
+ * Worker replicas alive: a sorted set of replica ids scored by when their heartbeat lapses (Redis
+ * time, ms), and per replica a heartbeat key with that TTL holding `{owned, at}` (JSON).
+ */
+export const replicasKey = (prefix: string) => `${prefix}:replicas`;
+export const replicaKey = (prefix: string, replicaId: string) => `${prefix}:replica:${replicaId}`;
 
 /** BullMQ job options for a branch signal: at most one active and one waiting job per branch. */
 export const branchSignalOptions = (branchKey: string) => ({

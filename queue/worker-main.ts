@@ -66,6 +66,13 @@ export const workerSettings = {
     parse: parsers.duration,
     default: DEFAULT_LEASE_MS,
   } as Setting<number>,
+  balance: {
+    flag: "balance",
+    env: "APPLYGATE_BALANCE",
+    help: "balance branches between worker replicas: a replica owning more than its fair share (known branches / live replicas, plus 10 %) hands quiet branches over a few at a time; false leaves each branch with whichever replica took it",
+    parse: parsers.boolean,
+    default: true,
+  } as Setting<boolean>,
   intakeBudget: {
     flag: "intake-budget",
     env: "APPLYGATE_INTAKE_BUDGET",
@@ -225,6 +232,7 @@ export async function run(argv: string[]): Promise<number> {
     replicaId: config.replicaId,
     leaseMs: config.lease,
     baselineConcurrency: config.baselineConcurrency,
+    ...(config.balance ? {} : { balance: false as const }),
     status,
     metrics,
     branch: {

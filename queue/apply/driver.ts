@@ -15,6 +15,7 @@ import {
   type DecisionAction,
   type DecisionEvent,
   type DecisionState,
+  decisionsQuiet,
   type ForeignRead,
   initialState,
   step,
@@ -238,6 +239,19 @@ export class DecisionDriver {
     this.tasks.length = 0;
     await this.pumping;
     await Promise.all(this.claimWrites.values());
+  }
+
+  /**
+   * No event waiting or being handled, and the decisions at rest (no attempt out, no apply window
+   * open, no flush, no decided write unpublished): a hand-over now interrupts nothing.
+   */
+  quiet(): boolean {
+    return (
+      !this.pumping &&
+      this.tasks.length === 0 &&
+      this.heldStale.length === 0 &&
+      decisionsQuiet(this.s, this.clock.now())
+    );
   }
 
   /** Resolves when every event fed so far has been handled. */

@@ -161,6 +161,7 @@ export function createDecisions(o: DecisionsOptions): Decisions {
       drivers.set(ctx.key, driver);
       return {
         hooks: driver.hooks,
+        quiet: () => driver.quiet(),
         start: (w) => {
           worker = w;
           return driver.start(w);

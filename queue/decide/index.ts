@@ -4,6 +4,7 @@ export * from "./change-windows.js";
 export * from "./due.js";
 export * from "./governance.js";
 export * from "./model.js";
+export * from "./quiet.js";
 export * from "./reasons.js";
 export * from "./refusal.js";
 export * from "./snapshots.js";

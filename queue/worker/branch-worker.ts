@@ -310,6 +310,26 @@ export class BranchWorker {
     for (const f of this.flushes.splice(0)) f.resolve({ ok: false, cause: "worker stopped" });
   }
 
+  /**
+   * Nothing under way that a hand-over would interrupt: the first read of the remote done, no write
+   * held (in a window, pending, frozen or being judged), no publication under way or retrying, no
+   * flush asked. Balancing hands over only a quiet branch (docs/design/balancing.md).
+   */
+  quiet(): boolean {
+    return (
+      this.baselined &&
+      this.held.size === 0 &&
+      this.judging.size === 0 &&
+      this.pending.length === 0 &&
+      this.windows.size === 0 &&
+      this.frozen.size === 0 &&
+      this.flushes.length === 0 &&
+      this.cycleSignal === undefined &&
+      this.retry === undefined &&
+      this.observeAsked === undefined
+    );
+  }
+
   get running(): boolean {
     return this.loop !== undefined && !this.stopped;
   }

@@ -11,6 +11,11 @@ import { evalScript, scriptCommand } from "../redis.js";
 
 export const DEFAULT_LEASE_MS = 10_000;
 
+/**
+ * Takes a free lease (or keeps our own). A free lease a replica handed over (KEYS[3] names it) is
+ * not taken back by that replica, nor by one that does not take hand-overs now (ARGV[3] ~= '1'):
+ * the answer is then the marker's time left (ms), a number, where a lease held answers nil.
+ */
 const ACQUIRE = `
 local cur = redis.call('GET', KEYS[1])
 if cur then
@@ -19,6 +24,13 @@ if cur then
     return cur
   end
   return false
+end
+local handoff = redis.call('GET', KEYS[3])
+if handoff then
+  if handoff == ARGV[1] or ARGV[3] ~= '1' then
+    return math.max(1, redis.call('PTTL', KEYS[3]))
+  end
+  redis.call('DEL', KEYS[3])
 end
 local fence = redis.call('INCR', KEYS[2])
 local value = ARGV[1] .. ':' .. fence
@@ -29,6 +41,16 @@ return value
 const RENEW = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`;
+
+/** Gives the lease back and marks it handed over by ARGV[2] for ARGV[3] ms. */
+const HAND_OVER = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
   return 1
 end
 return 0
@@ -57,7 +79,9 @@ export function fencedWrite(body: string) {
 /**
  * Takes every lease of `branchKeys` nobody holds (or that `replicaId` holds already), pipelined:
  * one round trip for a whole sweep, where taking them one by one cost a round trip each. Returns
- * the leases taken, and for the ones held by another replica how long until theirs lapses (ms).
+ * the leases taken, for the ones held by another replica how long until theirs lapses (ms), and
+ * the free ones left because they were handed over (never taken back by the replica that handed
+ * them over; by others only with `takeHandedOver`), whose marker lapses in `heldForMs` too.
  */
 export async function acquireLeases(
   redis: Redis,
@@ -65,9 +89,11 @@ export async function acquireLeases(
   branchKeys: string[],
   replicaId: string,
   ttlMs = DEFAULT_LEASE_MS,
-): Promise<{ taken: BranchLease[]; heldForMs: number[] }> {
+  takeHandedOver = true,
+): Promise<{ taken: BranchLease[]; heldForMs: number[]; handedOver: string[] }> {
   const taken: BranchLease[] = [];
   const heldForMs: number[] = [];
+  const handedOver: string[] = [];
   for (let i = 0; i < branchKeys.length; i += ACQUIRE_CHUNK) {
     const chunk = branchKeys.slice(i, i + ACQUIRE_CHUNK);
     const acquire = scriptCommand(redis, ACQUIRE);
@@ -77,7 +103,15 @@ export async function acquireLeases(
     };
     for (const key of chunk) {
       const k = branchKeysOf(prefix, key);
-      (pipe[acquire] as (...a: unknown[]) => unknown)(2, k.lease, k.fence, replicaId, String(ttlMs));
+      (pipe[acquire] as (...a: unknown[]) => unknown)(
+        3,
+        k.lease,
+        k.fence,
+        k.handoff,
+        replicaId,
+        String(ttlMs),
+        takeHandedOver ? "1" : "0",
+      );
       pipe.pttl(k.lease);
     }
     const replies = (await pipe.exec()) ?? [];
@@ -90,11 +124,16 @@ export async function acquireLeases(
         taken.push(lease);
         return;
       }
+      if (typeof value === "number") {
+        handedOver.push(key);
+        heldForMs.push(value);
+        return;
+      }
       const pttl = Number(replies[2 * j + 1]?.[1]);
       if (pttl > 0) heldForMs.push(pttl);
     });
   }
-  return { taken, heldForMs };
+  return { taken, heldForMs, handedOver };
 }
 
 /** Leases asked for in one pipeline. */
@@ -122,20 +161,48 @@ export class BranchLease {
     return branchKeys(this.prefix, this.branchKey);
   }
 
-  /** Takes the branch when nobody holds it (or we already do). */
-  async acquire(): Promise<boolean> {
+  /**
+   * Takes the branch when nobody holds it (or we already do); one handed over is taken only with
+   * `takeHandedOver`, and never by the replica that handed it over while its marker lives.
+   */
+  async acquire(takeHandedOver = true): Promise<boolean> {
     const k = this.keys();
     const value = (await evalScript(
       this.redis,
       ACQUIRE,
-      2,
+      3,
       k.lease,
       k.fence,
+      k.handoff,
       this.replicaId,
       String(this.ttlMs),
-    )) as string | null;
-    this.token = value ?? undefined;
-    return value !== null;
+      takeHandedOver ? "1" : "0",
+    )) as string | number | null;
+    this.token = typeof value === "string" ? value : undefined;
+    return typeof value === "string";
+  }
+
+  /**
+   * Gives the lease back as a hand-over: for `markerMs` this replica does not take it back, and
+   * only a replica taking hand-overs (under its share) does; afterwards any replica takes it.
+   */
+  async handOver(markerMs: number): Promise<boolean> {
+    if (!this.token) return false;
+    const k = this.keys();
+    const token = this.token;
+    this.token = undefined;
+    return (
+      (await evalScript(
+        this.redis,
+        HAND_OVER,
+        2,
+        k.lease,
+        k.handoff,
+        token,
+        this.replicaId,
+        String(markerMs),
+      )) === 1
+    );
   }
 
   /** Extends the lease; false (and the token forgotten) when another replica holds it now. */

@@ -3,7 +3,9 @@
  * owns, and gives them up when it loses a lease. BullMQ's deduplicated `branches` job is only a
  * "this branch has work" signal that wakes the owner or lets a replica take an unowned branch; the
  * writes themselves wait in the branch's inbox. A sweep of the known branches takes over branches
- * whose owner died, within the lease time plus one sweep.
+ * whose owner died, within the lease time plus one sweep. Each replica announces itself in Redis
+ * and, balancing, hands branches over a few at a time while it owns more than its fair share, so
+ * replicas started later share the work (docs/design/balancing.md).
  */
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
@@ -15,16 +17,23 @@ import { appendNotice, signalBranch } from "../intake.js";
 import { knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
 import { bullConnection, connectRedis } from "../redis.js";
+import { type BalanceSettings, DEFAULT_BALANCE, decideHandover, takeBudget } from "./balance.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
 import type { BranchSpec, Directory } from "./directory.js";
 import { acquireLeases, BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
 import type { WorkerMetrics } from "./metrics.js";
+import { announce, leave } from "./presence.js";
 import { Slots } from "./slots.js";
 import type { StatusSink } from "./status.js";
 
 /** Something that runs beside a branch worker for as long as the replica owns the branch. */
 export interface BranchAttachment {
   hooks: BranchHooks;
+  /**
+   * Nothing under way beside the worker (no apply attempt out, no apply window open): balancing
+   * hands over only a branch whose worker and attachment are both quiet. Absent: quiet.
+   */
+  quiet?(): boolean;
   /** Called with the worker before it starts. */
   start(worker: BranchWorker): void;
   /** Called when the worker stopped, before the lease is given back. */
@@ -61,6 +70,11 @@ export interface ReplicaOptions {
   hooks?: (branchKey: string) => BranchHooks;
   /** Runs beside every branch worker (the decisions: queue/apply). */
   attach?: (ctx: BranchContext) => BranchAttachment;
+  /**
+   * Balancing branches between replicas (default on): `false` turns it off (the replica still
+   * announces itself, so the others count it). Partial settings override DEFAULT_BALANCE.
+   */
+  balance?: false | (Partial<BalanceSettings> & { periodMs?: number });
   /** Settings passed to every branch worker (clock, budget, intervals...). */
   branch?: Partial<Omit<BranchWorkerOptions, "spec" | "redis" | "prefix" | "lease" | "repo" | "log">>;
 }
@@ -70,8 +84,15 @@ export class Replica {
   private readonly redis: Redis;
   private readonly workers = new Map<
     string,
-    { worker: BranchWorker; lease: BranchLease; attached?: BranchAttachment }
+    { worker: BranchWorker; lease: BranchLease; attached?: BranchAttachment; takenAt: number }
   >();
+  /** Branches being handed over: stopping, their lease not given back yet. */
+  private readonly handing = new Set<string>();
+  /** The presence round under way (heartbeat, then the hand-overs it decided). */
+  private presenceRound: Promise<void> | undefined;
+  /** The fair share as last read (undefined until the first heartbeat answered). */
+  private share: number | undefined;
+  private handingOver = false;
   private readonly repos = new Map<string, Promise<BareRepo>>();
   private readonly claiming = new Map<string, Promise<void>>();
   /** Leases a sweep took whose branch worker is not started yet: renewed with the others. */
@@ -98,6 +119,24 @@ export class Replica {
     return this.o.leaseMs ?? DEFAULT_LEASE_MS;
   }
 
+  private get sweepMs() {
+    return this.o.sweepMs ?? Math.min(2000, Math.max(200, Math.floor(this.leaseMs / 3)));
+  }
+
+  private get balancing(): boolean {
+    return this.o.balance !== false;
+  }
+
+  private get balanceSettings(): BalanceSettings & { periodMs: number } {
+    const b = this.o.balance === false ? {} : (this.o.balance ?? {});
+    return { ...DEFAULT_BALANCE, periodMs: this.sweepMs, ...b };
+  }
+
+  /** How long a hand-over's marker keeps the lease for a replica under its share: a sweep and a half. */
+  private get handoffMs() {
+    return Math.ceil(this.sweepMs * 1.5);
+  }
+
   async start(): Promise<void> {
     const connection = bullConnection(this.o.redisUrl);
     const opts = { connection, prefix: this.o.prefix, concurrency: 16 };
@@ -114,7 +153,10 @@ export class Replica {
     );
     const renewEvery = Math.max(200, Math.floor(this.leaseMs / 3));
     this.timers.push(setInterval(() => void this.renewAll(), renewEvery));
-    this.timers.push(setInterval(() => void this.sweep(), this.o.sweepMs ?? Math.min(2000, renewEvery)));
+    this.timers.push(setInterval(() => void this.sweep(), this.sweepMs));
+    this.timers.push(setInterval(() => void this.presence(), this.balanceSettings.periodMs));
+    // Announced before the first sweep, so a replica started beside others takes its share only.
+    await this.presence();
     await this.sweep();
   }
 
@@ -132,7 +174,7 @@ export class Replica {
    * sweep took it already.
    */
   async claim(key: string, taken?: BranchLease): Promise<void> {
-    if (this.stopping) return;
+    if (this.stopping || this.handing.has(key)) return;
     const mine = this.workers.get(key);
     if (mine) {
       mine.worker.wake();
@@ -150,7 +192,8 @@ export class Replica {
 
   private async takeBranch(key: string, taken?: BranchLease): Promise<void> {
     const lease = taken ?? new BranchLease(this.redis, this.o.prefix, key, this.id, this.leaseMs);
-    if (!taken && !(await lease.acquire())) return;
+    // Counted before this branch is (its claim is recorded once this call returns its promise).
+    if (!taken && !(await lease.acquire(this.handOverRoom(this.ownedCount()) > 0))) return;
     if (this.stopping) {
       await lease.release().catch(() => {});
       return;
@@ -179,7 +222,7 @@ export class Replica {
       ...(hooks ? { hooks } : {}),
       refreshSpec: () => this.o.directory.branch(key),
     });
-    this.workers.set(key, { worker, lease, ...(attached ? { attached } : {}) });
+    this.workers.set(key, { worker, lease, ...(attached ? { attached } : {}), takenAt: Date.now() });
     this.o.log.info({ branch: key, fence: lease.fence, replica: this.id }, "took the branch");
     attached?.start(worker);
     worker.start();
@@ -250,15 +293,32 @@ export class Replica {
     this.sweeping = true;
     try {
       const keys = (await this.redis.smembers(knownBranchesKey(this.o.prefix))).filter(
-        (k) => !this.workers.has(k) && !this.claiming.has(k),
+        (k) => !this.workers.has(k) && !this.claiming.has(k) && !this.handing.has(k),
       );
-      const { taken, heldForMs } = await acquireLeases(
+      // Free leases nobody handed over are taken at once, whatever the share (a dead or stopped
+      // replica's branches are owned again within a sweep); hand-overs only up to the share.
+      const first = await acquireLeases(
         this.redis,
         this.o.prefix,
         keys,
         this.id,
         this.leaseMs,
+        !this.balancing,
       );
+      const taken = first.taken;
+      const heldForMs = first.heldForMs;
+      const room = Math.min(first.handedOver.length, this.handOverRoom(this.ownedCount() + taken.length));
+      if (room > 0) {
+        const more = await acquireLeases(
+          this.redis,
+          this.o.prefix,
+          first.handedOver.slice(0, room),
+          this.id,
+          this.leaseMs,
+          true,
+        );
+        taken.push(...more.taken);
+      }
       if (this.stopping) {
         await Promise.all(taken.map((l) => l.release().catch(() => {})));
         return;
@@ -295,6 +355,86 @@ export class Replica {
       this.earlySweep = undefined;
       void this.sweep();
     }, soonest + 5);
+  }
+
+  /** Branches owned, being started or being taken. */
+  private ownedCount(): number {
+    return this.workers.size + new Set([...this.claiming.keys(), ...this.starting.keys()]).size;
+  }
+
+  /** How many handed-over leases this replica may take beside `owned` branches: any when not balancing. */
+  private handOverRoom(owned: number): number {
+    return this.balancing ? takeBudget(owned, this.share) : Number.POSITIVE_INFINITY;
+  }
+
+  /** One presence round: the heartbeat, then (balancing) the hand-overs it decides. */
+  private presence(): Promise<void> {
+    if (this.stopping) return Promise.resolve();
+    this.presenceRound ??= this.presenceStep().finally(() => {
+      this.presenceRound = undefined;
+    });
+    return this.presenceRound;
+  }
+
+  private async presenceStep(): Promise<void> {
+    try {
+      // Shorter than a lease: a dead replica leaves the count before its leases lapse, so the
+      // replicas taking them over do not hand branches over on its account meanwhile.
+      const ttl = Math.max(Math.ceil(this.leaseMs / 2), Math.ceil(1.5 * this.balanceSettings.periodMs));
+      const fleet = await announce(this.redis, this.o.prefix, this.id, ttl, this.workers.size);
+      if (this.stopping) return;
+      const now = Date.now();
+      const owned = [...this.workers].map(([key, w]) => ({
+        key,
+        takenAt: w.takenAt,
+        quiet: w.worker.quiet() && (w.attached?.quiet?.() ?? true),
+      }));
+      const d = decideHandover(
+        { known: fleet.known, live: fleet.live, owned, now, handingOver: this.handingOver },
+        this.balanceSettings,
+      );
+      this.share = d.share;
+      if (!this.balancing) return;
+      if (d.handingOver !== this.handingOver)
+        this.o.log.info(
+          { replica: this.id, owned: owned.length, share: d.share, live: fleet.live, known: fleet.known },
+          d.handingOver ? "over the fair share: handing branches over" : "down to the fair share",
+        );
+      this.handingOver = d.handingOver;
+      for (const key of d.handOver) {
+        if (this.stopping) return;
+        await this.handOver(key);
+      }
+    } catch (err) {
+      this.o.log.warn({ err: (err as Error).message }, "presence round failed");
+    }
+  }
+
+  /**
+   * Hands one branch over: the graceful stop of its worker, then its lease given back with a
+   * marker, so a replica under its share takes it at once (told through the branches queue) and
+   * this one does not take it back. The worker is asked again right before: only a quiet branch
+   * moves. Nothing is lost either way: what the inbox holds waits there for the next owner.
+   */
+  private async handOver(key: string): Promise<void> {
+    const mine = this.workers.get(key);
+    if (!mine || this.handing.has(key)) return;
+    if (!mine.worker.quiet() || !(mine.attached?.quiet?.() ?? true)) return;
+    this.handing.add(key);
+    try {
+      this.workers.delete(key);
+      await mine.worker.stop();
+      await mine.attached?.stop();
+      const fence = mine.lease.fence;
+      const given = await mine.lease.handOver(this.handoffMs);
+      this.o.log.info(
+        { branch: key, fence, replica: this.id, given },
+        "handed the branch over to balance the replicas",
+      );
+      if (given && this.branchesQueue) await signalBranch(this.branchesQueue, key).catch(() => {});
+    } finally {
+      this.handing.delete(key);
+    }
   }
 
   /** Moves a notice into the inbox of each branch it concerns, in arrival order with the writes. */
@@ -336,6 +476,8 @@ export class Replica {
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
     if (this.earlySweep) clearTimeout(this.earlySweep);
+    await this.presenceRound;
+    await leave(this.redis, this.o.prefix, this.id).catch(() => {});
     await Promise.all(this.claiming.values());
     await Promise.all(this.bull.map((w) => closeConsumer(w, this.o.log)));
     await this.branchesQueue?.close();

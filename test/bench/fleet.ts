@@ -496,6 +496,30 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
       { timeoutMs: 900_000, everyMs: 250 },
     );
     const takenSeconds = (Date.now() - t0) / 1000;
+    // Replicas started together split the branches as their sweeps reach them; balancing then
+    // evens them out: every replica within its fair share and slack (docs/design/balancing.md).
+    if (count > 1) {
+      const firstHolders = await leaseHolders(world);
+      const first = ids.map((id) => firstHolders.filter((h) => h?.startsWith(`${id}:`)).length);
+      const share = Math.ceil(n / count);
+      const slack = Math.max(1, Math.floor(share / 10));
+      let even: number[] = [];
+      await until(
+        async () => {
+          const holders = await leaseHolders(world);
+          even = ids.map((id) => holders.filter((h) => h?.startsWith(`${id}:`)).length);
+          return even.reduce((a, b) => a + b, 0) === n && even.every((c) => c <= share + slack);
+        },
+        "the replicas to balance the branches",
+        { timeoutMs: 900_000, everyMs: 250 },
+      );
+      fig(
+        "branches balanced after start",
+        (Date.now() - t0) / 1000,
+        "s",
+        `every replica within its share ${share} + ${slack}: ${even.join(" / ")} (${first.join(" / ")} when every branch was first owned with decisions)`,
+      );
+    }
     // Startup ends when every GitTarget shows its first publication status: those first writes
     // are no steady state.
     await until(async () => (await world.reported()) === n * APPLIERS, "every GitTarget's first status", {

@@ -26,6 +26,21 @@ describe("applygate worker's settings", () => {
   });
 });
 
+describe("applygate worker's balancing switch", () => {
+  it("is on by default; --balance false or APPLYGATE_BALANCE=false turns it off", () => {
+    expect(loadConfig(workerSettings, [], {}).config.balance).toBe(true);
+    expect(loadConfig(workerSettings, ["--balance", "false"], {}).config.balance).toBe(false);
+    expect(loadConfig(workerSettings, ["--balance=off"], {}).config.balance).toBe(false);
+    expect(loadConfig(workerSettings, [], { APPLYGATE_BALANCE: "false" }).config.balance).toBe(false);
+    expect(
+      loadConfig(workerSettings, ["--balance", "true"], { APPLYGATE_BALANCE: "false" }).config.balance,
+    ).toBe(true);
+    expect(() => loadConfig(workerSettings, ["--balance", "maybe"], {})).toThrow(
+      /--balance \(APPLYGATE_BALANCE\)/,
+    );
+  });
+});
+
 describe("applygate worker's commit status poll and Argo CD namespace", () => {
   it("reads --commit-status-poll and APPLYGATE_COMMIT_STATUS_POLL as a duration, 15 s by default", () => {
     expect(loadConfig(workerSettings, [], {}).config.commitStatusPoll).toBe(COMMIT_STATUS_POLL_MS);
