@@ -149,6 +149,8 @@ function startReplica(o: {
   prefix: string;
   cacheDir: string;
   leaseMs: number;
+  /** Whether replicas balance branches between them (off for the takeover of every branch). */
+  balance: boolean;
 }): Child {
   const proc = spawn(
     process.execPath,
@@ -162,6 +164,7 @@ function startReplica(o: {
         APPLYGATE_CACHE_DIR: o.cacheDir,
         APPLYGATE_REPLICA_ID: o.id,
         APPLYGATE_LEASE: `${o.leaseMs}ms`,
+        APPLYGATE_BALANCE: String(o.balance),
         LOG_LEVEL: process.env.FLEET_LOG_LEVEL ?? "warn",
       },
       stdio: ["ignore", process.env.FLEET_LOG_LEVEL ? 2 : "ignore", "inherit", "ipc"],
@@ -477,6 +480,9 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
         redisUrl: world.redisServer.url,
         cacheDir: cache(id),
         leaseMs: o.leaseMs,
+        // One replica with a standby measures the takeover of every branch: the standby must not
+        // be handed half of them while it waits.
+        balance: count > 1,
       });
     const ids = Array.from({ length: count }, (_, k) => `r${k + 1}`);
     for (const id of ids) replicas.push(replica(id));
