@@ -3,6 +3,12 @@
  * wait out any operation set on the Application (terminating ours only when proven stale), record
  * the operation on the claim, update the whole Application at the version read with our pinned
  * operation, and follow the token to its observed end, reporting each phase. Never retries.
+ *
+ * The Application is followed through the watch of its namespace (watch.ts): reads come from the
+ * cache and waits wake on its events, not on a poll. The cache may lag behind the API server, so
+ * nothing it shows may refuse, fail or terminate by itself: each such decision is taken again on
+ * a read from the API server. The update that starts the sync is guarded by the version it was
+ * made from, so a cache behind the server costs a 409 that reads the server again.
  */
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
@@ -34,10 +40,19 @@ import {
 } from "./application.js";
 import { type Ancestry, decideStale, terminatePatch } from "./stale.js";
 import { buildSyncOperation, busyWith, refreshPatch, startSyncUpdate, syncProgress } from "./sync.js";
+import { ApplicationWatch, type AppRef, appKey } from "./watch.js";
 
 export interface ArgoCDExecutorOptions {
-  /** Between reads of the Application while following (default 1 s). */
+  /**
+   * Between reads of the Application while its namespace's watch is not synced (not listed yet,
+   * or failing): then it is polled from the API server (default 1 s).
+   */
   pollMs?: number;
+  /**
+   * While the watch runs, an Application waited on is still read from the API server this often,
+   * events or not: the safety net of the watch (default 30 s).
+   */
+  resyncMs?: number;
   /** How long another operation is waited out before the attempt fails (default 5 minutes). */
   busyWaitMs?: number;
   /** After this long the operation is Unresolved and still followed (default 5 minutes). */
@@ -72,6 +87,14 @@ export interface ArgoCDExecutorDeps {
    */
   checks: SafetyChecks;
   windows?: WindowHooks;
+  /** The Applications' watch (tests hand one in); default one of this executor's own on `kube`. */
+  applications?: ApplicationWatch;
+}
+
+/** A read of the Application, and whether the watch's cache answered it (a cache may lag). */
+interface Read {
+  app: Application | undefined;
+  cached: boolean;
 }
 
 /** The update's answer never came: it may or may not have landed. */
@@ -101,13 +124,41 @@ export class ArgoCDExecutor implements OperationExecutor {
   private readonly busyWaitMs: number;
   private readonly budgetMs: number;
   private readonly maxPollMs: number;
+  private readonly resyncMs: number;
+  readonly applications: ApplicationWatch;
 
   constructor(private readonly d: ArgoCDExecutorDeps) {
     const o = d.options ?? {};
+    this.applications = d.applications ?? new ApplicationWatch(d.kube, d.log);
     this.pollMs = o.pollMs ?? 1000;
+    this.resyncMs = o.resyncMs ?? 30_000;
     this.busyWaitMs = o.busyWaitMs ?? 5 * 60_000;
     this.budgetMs = o.budgetMs ?? 5 * 60_000;
     this.maxPollMs = o.maxPollMs ?? 60_000;
+  }
+
+  /** Stops the Applications' watches (after every running operation saw its signal abort). */
+  async shutdown(): Promise<void> {
+    await this.applications.stop();
+  }
+
+  /**
+   * The Application from the watch's cache when `fromCache` and it holds it, else from the API
+   * server (so "not found" is always the server's answer).
+   */
+  private async readApp(ref: AppRef, fromCache: boolean): Promise<Read> {
+    const hit = fromCache ? this.applications.cached(ref) : undefined;
+    if (hit) return { app: hit, cached: true };
+    return { app: await this.applications.read(ref), cached: false };
+  }
+
+  /**
+   * How long a wait for the Application's next event lasts: while the watch runs, the safety net
+   * (`resyncMs`); without it, `pollMs` (or `fallback`); never past `deadline` (epoch ms).
+   */
+  private waitMs(ref: AppRef, fallback: number, deadline?: number): number {
+    const ms = this.applications.watching(ref) ? this.resyncMs : fallback;
+    return deadline === undefined ? ms : Math.max(0, Math.min(ms, deadline - this.d.now().getTime()));
   }
 
   async execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void> {
@@ -152,7 +203,11 @@ export class ArgoCDExecutor implements OperationExecutor {
     // Set from the update that starts the sync (its answer lost, it may have landed): from there
     // the operation is followed, never withdrawn.
     let started = false;
+    // Whether the watch's cache may answer the next read: not after a refusal decided on it (it is
+    // decided again from the API server), a conflict, or a wait that no event ended.
+    let fromCache = true;
     try {
+      await this.applications.serve(c.app.namespace);
       for (;;) {
         // Stopped before the sync started: no record stays on the claim, so no restart could recover
         // it. Say so; the worker decides anew.
@@ -162,7 +217,26 @@ export class ArgoCDExecutor implements OperationExecutor {
             StatusReason.SidecarStopping,
             "the sidecar stopped before the sync started",
           );
-        const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+        // Armed before the read, so an event between the read and the wait is not missed.
+        const armed = this.applications.wakeups.arm(
+          appKey(c.app),
+          this.waitMs(c.app, this.pollMs, waitUntil),
+          signal,
+        );
+        let read: Read;
+        try {
+          read = await this.readApp(c.app, fromCache);
+        } catch (err) {
+          armed.cancel();
+          throw err;
+        }
+        fromCache = true;
+        const app = read.app;
+        // A refusal seen in the cache is decided again on the API server's answer.
+        const confirm = () => {
+          armed.cancel();
+          fromCache = false;
+        };
         if (!app)
           return giveUp(
             "Rejected",
@@ -170,8 +244,18 @@ export class ArgoCDExecutor implements OperationExecutor {
             `Application ${c.app.namespace}/${c.app.name} not found`,
           );
         const source = sourceOf(app);
-        if (source.state === "Unsupported") return giveUp("Rejected", source.reason, source.message);
+        if (source.state === "Unsupported") {
+          if (read.cached) {
+            confirm();
+            continue;
+          }
+          return giveUp("Rejected", source.reason, source.message);
+        }
         if (isAutomatedSyncEnabled(automatedOf(app))) {
+          if (read.cached) {
+            confirm();
+            continue;
+          }
           return giveUp(
             "Rejected",
             StatusReason.NotHeld,
@@ -180,13 +264,24 @@ export class ArgoCDExecutor implements OperationExecutor {
         }
         const busy = busyWith(app);
         if (busy.busy) {
-          const fatal = await this.terminateIfStale(app, c);
-          if (fatal) return giveUp("Rejected", StatusReason.TerminateForbidden, fatal);
-          if (now() >= waitUntil)
+          const fatal = await this.terminateIfStale(app, read.cached, c);
+          if (fatal) {
+            armed.cancel();
+            return giveUp("Rejected", StatusReason.TerminateForbidden, fatal);
+          }
+          if (now() >= waitUntil) {
+            if (read.cached) {
+              confirm();
+              continue;
+            }
+            armed.cancel();
             return giveUp("RequestFailed", StatusReason.OperationInProgress, busy.message);
-          await sleepUnlessAborted(this.pollMs, signal);
+          }
+          // Waited out on the watch: its next event about the Application, else a read of the server.
+          fromCache = await armed.wait;
           continue;
         }
+        armed.cancel();
 
         if (!recorded) {
           try {
@@ -250,7 +345,9 @@ export class ArgoCDExecutor implements OperationExecutor {
         } catch (err) {
           const code = codeOf(err);
           if (code === 409) {
+            // Changed since the version read (the cache may have been behind): read the server.
             started = false;
+            fromCache = false;
             continue;
           }
           if (!answerLost(err)) {
@@ -364,22 +461,39 @@ export class ArgoCDExecutor implements OperationExecutor {
     let unresolved = from.unresolved;
     let interval = this.pollMs;
     let lastRunning: string | undefined;
+    // Whether the watch's cache may answer the next read: after one of its events; a wait that no
+    // event ended, and a failure seen in the cache, read the API server.
+    let fromCache = true;
     this.d.windows?.opened({ token: c.token, claim: c.claim, branchKey: c.branchKey, application: c.app });
     try {
+      await this.applications.serve(c.app.namespace);
       for (;;) {
         if (c.signal.aborted) return;
-        let app: Application | undefined;
+        // Armed before the read, so an event between the read and the wait is not missed. The
+        // budget's end wakes it too.
+        const armed = this.applications.wakeups.arm(
+          appKey(c.app),
+          this.waitMs(c.app, interval, unresolved ? undefined : start + this.budgetMs),
+          c.signal,
+        );
+        let read: Read;
         try {
-          app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+          read = await this.readApp(c.app, fromCache);
         } catch (err) {
           c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; following on");
-          await sleepUnlessAborted(interval, c.signal);
+          fromCache = await armed.wait;
           continue;
         }
-        if (!app)
+        fromCache = true;
+        const app = read.app;
+        if (!app) {
+          armed.cancel();
           return this.complete(c, "Failed", StatusReason.ApplicationDeleted, "the Application was deleted");
+        }
         const p = syncProgress(app, c.token);
         if (p.stage === "Completed") {
+          // An operation state carrying our token, completed: the server held it, whatever came since.
+          armed.cancel();
           const ok = p.phase === "Succeeded";
           return this.complete(
             c,
@@ -397,7 +511,10 @@ export class ArgoCDExecutor implements OperationExecutor {
               ...(p.startedAt ? { startedAt: p.startedAt } : {}),
               ...(p.message ? { message: p.message } : {}),
             });
-            if (!moved) return;
+            if (!moved) {
+              armed.cancel();
+              return;
+            }
             await c.report(unresolved ? "Unresolved" : "Running", {
               ...(p.blockedByWindow
                 ? { reason: StatusReason.SyncWindow }
@@ -409,6 +526,12 @@ export class ArgoCDExecutor implements OperationExecutor {
           }
         }
         if ((p.stage === "Orphaned" || p.stage === "Absent") && unresolved) {
+          armed.cancel();
+          if (read.cached) {
+            // A cache behind the server may not show our update yet: decided on the server's answer.
+            fromCache = false;
+            continue;
+          }
           // Argo CD processes an operation only while `operation` is set: this one never ends.
           return this.complete(
             c,
@@ -418,6 +541,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           );
         }
         if (!unresolved && now() - start >= this.budgetMs) {
+          armed.cancel();
           unresolved = true;
           if (!(await this.move(c, { phase: "Unresolved" }))) return;
           await c.report("Unresolved", {
@@ -425,7 +549,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           });
           continue;
         }
-        await sleepUnlessAborted(interval, c.signal);
+        fromCache = await armed.wait;
         if (unresolved) interval = Math.min(interval * 2, this.maxPollMs);
       }
     } finally {
@@ -496,9 +620,21 @@ export class ArgoCDExecutor implements OperationExecutor {
   /**
    * Seed 002: terminate the set operation only when it is ours, running, and its revision is a
    * proven ancestor of the commit we must sync. A conflict waits for the next poll; Forbidden is
-   * fatal (returned as the message).
+   * fatal (returned as the message). Judged first on `seen` (the cache's copy when `cached`): one
+   * that could be terminated is judged again, and proven, on a read from the API server, and the
+   * terminate is guarded by that read's version.
    */
-  private async terminateIfStale(app: Application, c: Ctx): Promise<string | undefined> {
+  private async terminateIfStale(seen: Application, cached: boolean, c: Ctx): Promise<string | undefined> {
+    if (decideStale(seen, c.commit).action === "leave") return undefined;
+    let app = seen;
+    if (cached) {
+      const fresh = await this.applications.read(c.app).catch((err: unknown) => {
+        c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; trying on the next poll");
+        return undefined;
+      });
+      if (!fresh) return undefined;
+      app = fresh;
+    }
     let d = decideStale(app, c.commit);
     if (d.action === "prove") {
       const ancestry = this.d.options?.ancestry;

@@ -21,7 +21,10 @@ export type { Ancestry, AncestryAbout, AncestryAnswer } from "./stale.js";
 
 /** The Argo CD kind's settings, all optional (durations in milliseconds). */
 export interface ArgoCDKindOptions {
+  /** Between reads of an Application while its namespace's watch is not synced. */
   pollMs?: number;
+  /** While the watch runs, an Application waited on is still read from the API server this often. */
+  resyncMs?: number;
   busyWaitMs?: number;
   budgetMs?: number;
   maxPollMs?: number;
@@ -63,7 +66,7 @@ export function createApplierKind(deps: ApplierDeps<ArgoCDKindOptions>) {
         ? cloneAncestry(o.ancestryGitDir)
         : clusterAncestry(deps, log);
   const options: ArgoCDExecutorOptions = {};
-  for (const k of ["pollMs", "busyWaitMs", "budgetMs", "maxPollMs"] as const) {
+  for (const k of ["pollMs", "resyncMs", "busyWaitMs", "budgetMs", "maxPollMs"] as const) {
     const v = num(o[k]);
     if (v !== undefined) options[k] = v;
   }

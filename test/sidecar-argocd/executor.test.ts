@@ -46,6 +46,16 @@ const executor = (options: ArgoCDExecutorOptions = {}, kube: Kube = c.kube) =>
     checks: unrecordedChecks(kube),
   });
 
+/**
+ * Waits until the executor's watch shows the Application with an operation set: a test about an
+ * operation being waited out starts only once the watch has delivered it.
+ */
+async function watched(e: ArgoCDExecutor, ref: { namespace: string; name: string }) {
+  await e.applications.serve(ref.namespace);
+  await until(async () => !!e.applications.cached(ref)?.operation, "the watch to show the operation");
+  return e;
+}
+
 /** A fresh Application held off (automated enabled: false, prune on) with its claim. */
 async function setup(spec: Record<string, unknown> = {}) {
   const name = `app${++n}`;
@@ -249,7 +259,7 @@ describe("one sync per attempt", () => {
       info: [],
     });
     const r = recorder();
-    await executor({ busyWaitMs: 300 }).execute(
+    await (await watched(executor({ busyWaitMs: 300 }), ref)).execute(
       c.attempt(name, name, c1, `t-${name}`),
       r.report,
       new AbortController().signal,
@@ -270,12 +280,14 @@ describe("one sync per attempt", () => {
     const r = recorder();
     const stop = new AbortController();
     let reads = 0;
-    const kube = Object.create(c.kube) as Kube;
-    kube.get = (...args) => {
+    // The watch's safety net short, so the wait reads the API server again and again.
+    const e = await watched(executor({ resyncMs: 50 }), ref);
+    const read = e.applications.read.bind(e.applications);
+    e.applications.read = (ref) => {
       reads++;
-      return c.kube.get(...args);
+      return read(ref);
     };
-    const done = executor({}, kube).execute(c.attempt(name, name, c1, `t-${name}`), r.report, stop.signal);
+    const done = e.execute(c.attempt(name, name, c1, `t-${name}`), r.report, stop.signal);
     // Waiting out the other operation (reading the Application again and again): nothing recorded.
     await until(() => reads >= 3, "the executor to wait out the other operation");
     stop.abort();
@@ -547,7 +559,7 @@ describe("seed 002: stale operations of ours", () => {
       await setOperation(name, foreign ? { ...op, initiatedBy: { username: "admin" } } : op);
       await until(async () => (await state(name))?.phase === "Running", "old sync running");
       const r = recorder();
-      await executor({ ancestry: h.ancestry, busyWaitMs: 300 }).execute(
+      await (await watched(executor({ ancestry: h.ancestry, busyWaitMs: 300 }), ref)).execute(
         c.attempt(name, name, commit, `t-${name}`),
         r.report,
         new AbortController().signal,
@@ -605,7 +617,7 @@ describe("seed 002: stale operations of ours", () => {
     ]);
     const kube = new Kube(c.api.kubeConfig("no-patch"));
     const r = recorder();
-    await executor({ ancestry: h.ancestry }, kube).execute(
+    await (await watched(executor({ ancestry: h.ancestry }, kube), ref)).execute(
       c.attempt(name, name, h.c2, `t-${name}`),
       r.report,
       new AbortController().signal,

@@ -93,17 +93,18 @@ describe("sync window edges through argosim (injected clock)", () => {
   it("requested one second before a deny window starts: it is asked for, writes, is held Running through the window, and completes pinned when it ends", async () => {
     const deny = { kind: "deny", schedule: "0 18 * * *", duration: "1h", applications: ["*"] };
     const { name, ns, ref } = await setup([deny]);
+    // The watch of the namespace listed before the clock is set: the second that follows is the
+    // sync's alone.
+    const e = executor();
+    await e.applications.serve("argocd");
+    await until(async () => !!e.applications.cached(ref), "the watch to hold the Application");
     const F = at("2026-12-01T18:00:00Z");
     clock.set(F - 1000);
     // The decision core, one second before: open, closing the instant after the firing.
     expect(judgeSyncWindows([deny], clock.now())).toMatchObject({ state: "Open" });
 
     const r = recorder();
-    const done = executor().execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const done = e.execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
     // Argo CD checked the windows at the first pass (before the window) and started writing...
     await until(async () => c.argo!.syncs(ref).length === 1, "the sync to start writing");
     // ...and the window begins while its writes are under way.
