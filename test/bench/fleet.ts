@@ -616,6 +616,11 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
         );
         out.push(sent - w.noticedAt);
         readAt ??= sent;
+        // FLEET_TRACE=1: one line per wake, to find a slow one in the worker's log (FLEET_LOG_LEVEL).
+        if (process.env.FLEET_TRACE === "1")
+          step(
+            `wake ${w.key} ${w.after.slice(0, 8)} noticed ${new Date(w.noticedAt).toISOString()} tip read +${readAt - w.noticedAt} ms sent +${sent - w.noticedAt} ms`,
+          );
         segments.read.push(Math.min(readAt, sent) - w.noticedAt);
         segments.decide.push(Math.max(0, sent - readAt));
       }
