@@ -25,6 +25,8 @@ import type { KubeLike, ObjectSource, ResourceKind } from "./catalog.js";
 export interface CachedKinds {
   start(): Promise<void>;
   objects(kind: string): { get(name: string, ns: string): unknown; list(ns: string): unknown[] } | undefined;
+  /** A read of a kind not cached that the cache still answers (kept a short while), if it does. */
+  readUncached?(kind: string, namespace: string, name: string): Promise<unknown> | undefined;
 }
 
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
@@ -45,6 +47,8 @@ export class KubeObjects implements ObjectSource {
   async get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
     const cached = await this.cached(kind);
     if (cached) return cached.get(name, namespace) as KubeLike | undefined;
+    const kept = this.cache?.readUncached?.(kind, namespace, name);
+    if (kept) return (await kept) as KubeLike | undefined;
     return this.read(kind, namespace, name);
   }
 

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, readAuditLog, startApiServer } from "../../test/cluster/apiserver/index.js";
+import { capturingLogger } from "../../test/support/log-lines.js";
 import { waitFor } from "../../test/worker/harness.js";
 import { KubeObjects, listBranch } from "../apply/index.js";
 import { API_VERSION } from "../crds/index.js";
@@ -330,5 +331,151 @@ ${project("1h")}`,
     await waitFor("the windows' change told", () => told.includes("all"));
     expect((await listBranch(objects, names)).targets[0]?.governance?.syncWindows?.[0]?.duration).toBe("2h");
     off();
+  });
+});
+
+describe("the worker's cluster cache: an AppProject kind not served, or not listable", () => {
+  const BRANCH_TARGETS = 10;
+  const LISTINGS = 5;
+  const testCrd = (f: string) => fileURLToPath(new URL(`../../test/cluster/crds/${f}`, import.meta.url));
+  const defaultProject = `apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: default, namespace: argocd}
+spec:
+  sourceRepos: ["*"]
+  destinations: [{server: "*", namespace: "*"}]
+  syncWindows: [{kind: deny, schedule: "0 18 * * *", duration: 1h, applications: ["*"]}]`;
+  const names = Array.from({ length: BRANCH_TARGETS }, (_, i) => ({ namespace: "team", name: `web${i}` }));
+  /** GETs of one AppProject (never the probes, a `list ?limit=1` of the collection). */
+  const projectGets = (requests: string[]) => requests.filter((r) => /^GET .*\/appprojects\/[^/]+$/.test(r));
+
+  async function world() {
+    const server = await startApiServer({ bookmarkIntervalMs: 100 });
+    for (const f of [
+      "applygate.dev_gittargets.yaml",
+      "applygate.dev_gitproviders.yaml",
+      "applygate.dev_argocdclaims.yaml",
+    ])
+      await server.installCrdFile(crd(f));
+    await server.installCrdFile(testCrd("argocd-application.yaml"));
+    const core = server.kubeConfig().makeApiClient(k8s.CoreV1Api);
+    for (const name of ["team", "argocd"]) await core.createNamespace({ body: { metadata: { name } } });
+    const docs = [
+      `apiVersion: ${API_VERSION}
+kind: GitProvider
+metadata: {name: apps, namespace: team}
+spec: {url: "https://git.example.com/org/apps.git", type: github, webhookSecretRef: {name: hook}}`,
+    ];
+    for (const { name } of names)
+      docs.push(`apiVersion: ${API_VERSION}
+kind: ArgoCDClaim
+metadata: {name: ${name}, namespace: team}
+spec: {applicationRef: {name: ${name}, namespace: team}}
+---
+apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: ${name}, namespace: team}
+spec: {providerRef: {name: apps}, branch: ${name}, path: ${name}, claimRef: {kind: ArgoCDClaim, name: ${name}}}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: ${name}, namespace: team}
+spec:
+  project: default
+  source: {repoURL: "https://git.example.com/org/apps.git", path: ${name}, targetRevision: ${name}}
+  destination: {server: "https://kubernetes.default.svc", namespace: shop}`);
+    await server.applyYaml(docs.join("\n---\n"));
+    return server;
+  }
+  /** Every branch listed `LISTINGS` times, each branch on its own as a branch worker does. */
+  async function listAll(objects: KubeObjects) {
+    const out = [];
+    for (let round = 0; round < LISTINGS; round++)
+      for (const n of names) out.push(await listBranch(objects, [n]));
+    return out;
+  }
+
+  it("without the AppProject CRD reads no project per listing, and sees the windows within the look's period once the CRD and project come", async () => {
+    const server = await world();
+    server.addUser("worker", "worker-token", "all");
+    const cache = new ClusterCache(server.kubeConfig("worker"), silentLogger(), { rediscoverMs: 200 });
+    try {
+      const objects = new KubeObjects(server.kubeConfig("worker"), silentLogger(), {}, cache);
+      await cache.start();
+      const trace = server.traceRequests("worker");
+      const t0 = Date.now();
+      const listings = await listAll(objects);
+      const elapsed = Date.now() - t0;
+      // The claim shows nothing of sync windows: Argo CD holds a sync by itself.
+      for (const l of listings) expect(l.targets[0]?.governance?.syncWindows).toBeUndefined();
+      expect(listings.every((l) => l.targets[0]?.source === "argocd/git.example.com/org/apps")).toBe(true);
+      expect(projectGets(trace.requests)).toEqual([]);
+      // The look for the kind: one small list per period, whatever the number of listings.
+      const looks = trace.requests.filter((r) => r === "GET /apis/argoproj.io/v1alpha1/appprojects");
+      expect(looks.length).toBeLessThanOrEqual(Math.ceil(elapsed / 200) + 1);
+
+      const told: Array<Set<string> | "all"> = [];
+      const off = cache.onChange((keys) => told.push(keys));
+      await server.installCrdFile(testCrd("argocd-appproject.yaml"));
+      await server.applyYaml(defaultProject);
+      const created = Date.now();
+      await waitFor("the project's windows seen", async () => {
+        const l = await listBranch(objects, [names[0] as { namespace: string; name: string }]);
+        return l.targets[0]?.governance?.syncWindows?.length === 1;
+      });
+      // Within the period of the look (200 ms here), with room for a loaded machine.
+      expect(Date.now() - created).toBeLessThan(5000);
+      expect(told).toContain("all");
+      off();
+      // Cached from then on: listings read no project.
+      const before = projectGets(trace.requests).length;
+      const after = await listAll(objects);
+      expect(after.every((l) => l.targets[0]?.governance?.syncWindows?.[0]?.kind === "deny")).toBe(true);
+      expect(projectGets(trace.requests).length).toBe(before);
+      trace.stop();
+    } finally {
+      await cache.close();
+      await server.close();
+    }
+  });
+
+  it("with a role that may get AppProjects but not list them, reads each project once per TTL and warns once, naming the permission", async () => {
+    const server = await world();
+    await server.installCrdFile(testCrd("argocd-appproject.yaml"));
+    await server.applyYaml(defaultProject);
+    server.addUser("old-worker", "old-worker-token", [
+      { verbs: ["*"], groups: ["", "applygate.dev", "kustomize.toolkit.fluxcd.io"], resources: ["*"] },
+      { verbs: ["*"], groups: ["argoproj.io"], resources: ["applications"] },
+      { verbs: ["get"], groups: ["argoproj.io"], resources: ["appprojects"] },
+    ]);
+    let now = 1_000_000;
+    const { log, lines } = capturingLogger();
+    const cache = new ClusterCache(server.kubeConfig("old-worker"), log, {
+      rediscoverMs: 60_000,
+      readTtlMs: 30_000,
+      now: () => now,
+    });
+    try {
+      const objects = new KubeObjects(server.kubeConfig("old-worker"), silentLogger(), {}, cache);
+      await cache.start();
+      const trace = server.traceRequests("old-worker");
+      const listings = await listAll(objects);
+      // The windows are still shown: the project is read, one read for every listing of the TTL.
+      for (const l of listings) expect(l.targets[0]?.governance?.syncWindows?.[0]?.kind).toBe("deny");
+      expect(projectGets(trace.requests)).toHaveLength(1);
+      now += 30_000;
+      await listAll(objects);
+      expect(projectGets(trace.requests)).toHaveLength(2);
+      const warnings = lines
+        .map((l) => JSON.parse(l) as { level: number; permission?: string; msg: string })
+        .filter((l) => l.permission !== undefined);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]?.level).toBe(40);
+      expect(warnings[0]?.permission).toBe("list, watch appprojects.argoproj.io");
+      trace.stop();
+    } finally {
+      await cache.close();
+      await server.close();
+    }
   });
 });

@@ -6,6 +6,12 @@
  * whole namespace). Branch lookups and listings
  * read these caches, so an idle branch costs the API server nothing; a change of a GitTarget,
  * GitProvider, claim or Secret tells the branches it concerns at once.
+ *
+ * An applier kind the cluster does not serve (Argo CD not installed, no AppProject CRD) is known
+ * absent: its reads answer "not found" from memory, and the kind is looked for again every 30 s
+ * (one `list ?limit=1`), its informer started and the branches concerned told once it is found. One
+ * the worker's role may get but not list (a role from before appliers were cached) is read from
+ * the API server, each object's answer kept 30 s and shared by the readers meanwhile.
  */
 import type * as k8s from "@kubernetes/client-node";
 import { branchKey } from "../contract.js";
@@ -64,6 +70,37 @@ export function applierView(o: KObject): KObject {
 
 const SCOPE_GRANT: ResourceType = RESOURCES.scopeGrant;
 
+/**
+ * How often an applier kind the cluster does not serve (no Argo CD, no AppProject CRD), or the
+ * worker may not list, is looked for again: one `list ?limit=1` of its collection per period.
+ */
+export const REDISCOVER_MS = 30_000;
+/** How long an object of a kind the worker may get but not list is kept once read (and coalesced). */
+export const UNLISTABLE_READ_TTL_MS = 30_000;
+
+export interface ClusterCacheOptions {
+  /** Period of the look for applier kinds not cached (default REDISCOVER_MS). */
+  rediscoverMs?: number;
+  /** How long a read of a kind the worker may not list answers again (default UNLISTABLE_READ_TTL_MS). */
+  readTtlMs?: number;
+  now?: () => number;
+}
+
+/**
+ * An applier kind as this process knows it: cached by its informer, absent (the cluster does not
+ * serve it: its reads answer "not found" from memory), or unlistable (the role may not list or
+ * watch it: each object is read from the API server, the answer kept a short while).
+ */
+interface ApplierKind {
+  t: ResourceType;
+  state: "cached" | "absent" | "unlistable";
+  handle: InformerHandle<KObject> | undefined;
+  /** Answers read from the API server for an unlistable kind, by `namespace/name`. */
+  reads: Map<string, { at: number; answer: Promise<KObject | undefined> }>;
+  warned: boolean;
+  probing: boolean;
+}
+
 /** A credentials Secret as the cache knows it: its data, or why it cannot be read. */
 export type SecretRead =
   | { ok: true; data: Record<string, string> }
@@ -92,10 +129,13 @@ export class ClusterCache {
   readonly grantsCache: TypedCache<ScopeGrant>;
   /** Paths of the kinds the cluster does not serve. */
   private readonly absent = new Set<string>();
-  /** Paths of applier kinds not cached (not served, or not listable): read from the API server. */
-  private readonly uncached = new Set<string>();
   private readonly handles: InformerHandle<KObject>[] = [];
-  private readonly applierHandles: InformerHandle<KObject>[] = [];
+  private readonly appliers: ApplierKind[];
+  private readonly log: Logger | undefined;
+  private readonly rediscoverMs: number;
+  private readonly readTtlMs: number;
+  private readonly now: () => number;
+  private rediscovery: NodeJS.Timeout | undefined;
   private readonly secrets = new Map<string, Promise<InformerHandle<KObject>>>();
   private readonly listeners = new Set<ChangeListener>();
   private started: Promise<void> | undefined;
@@ -107,8 +147,12 @@ export class ClusterCache {
   /** GitTargets by the claim they name, at the version they were indexed for. */
   private byClaim: { version: number; targets: Map<string, KObject[]> } | undefined;
 
-  constructor(kc: k8s.KubeConfig | Kube, log?: Logger) {
+  constructor(kc: k8s.KubeConfig | Kube, log?: Logger, opts: ClusterCacheOptions = {}) {
     this.kube = kc instanceof Kube ? kc : new Kube(kc, log ? { log } : {});
+    this.log = log;
+    this.rediscoverMs = opts.rediscoverMs ?? REDISCOVER_MS;
+    this.readTtlMs = opts.readTtlMs ?? UNLISTABLE_READ_TTL_MS;
+    this.now = opts.now ?? Date.now;
     const providers = this.acquire(RESOURCES.gitProvider, (o, prev) => {
       this.version++;
       this.providerChanged(o, prev);
@@ -129,24 +173,148 @@ export class ClusterCache {
       this.tell("all");
     });
     this.grantsCache = new TypedCache(grants.informer, (o) => readObject(scopeGrant, o), log);
-    for (const t of Object.values(APPLIER_TYPES)) {
-      const h = this.kube.informers.acquire<KObject>(
-        {
-          path: collectionPath(t),
-          view: "applier-source",
-          transform: applierView,
-          list: () => this.kube.list<KObject>(t),
-        },
-        // Appliers' status moves at every apply; only a change of the source they read matters.
-        (_type, o, prev) => {
-          if (prev && JSON.stringify(prev.spec) === JSON.stringify(o.spec)) return;
-          // A project's sync windows may concern any Application of it.
-          if (t.kind === "AppProject") this.tell("all");
-          else this.tell(this.keysOfApplier(t.kind, o));
-        },
-      );
-      this.applierHandles.push(h);
+    this.appliers = Object.values(APPLIER_TYPES).map((t) => ({
+      t,
+      state: "cached" as const,
+      handle: undefined,
+      reads: new Map(),
+      warned: false,
+      probing: false,
+    }));
+  }
+
+  /**
+   * The informer of an applier kind. Its handler tells nothing until the kind is cached (a kind
+   * found again tells once, when its first list has landed).
+   */
+  private acquireApplier(k: ApplierKind): InformerHandle<KObject> {
+    const t = k.t;
+    return this.kube.informers.acquire<KObject>(
+      {
+        path: collectionPath(t),
+        view: "applier-source",
+        transform: applierView,
+        list: () => this.kube.list<KObject>(t),
+      },
+      // Appliers' status moves at every apply; only a change of the source they read matters.
+      (_type, o, prev) => {
+        if (k.state !== "cached") return;
+        if (prev && JSON.stringify(prev.spec) === JSON.stringify(o.spec)) return;
+        // A project's sync windows may concern any Application of it.
+        if (t.kind === "AppProject") this.tell("all");
+        else this.tell(this.keysOfApplier(t.kind, o));
+      },
+    );
+  }
+
+  /**
+   * Starts an applier kind's informer and waits for its first list. A kind the cluster does not
+   * serve (404) is absent, one the role may not list (403) unlistable: their informer is stopped
+   * (it would keep the worker unready) and the kind is looked for again every `rediscoverMs`.
+   */
+  private async startApplier(k: ApplierKind): Promise<boolean> {
+    const h = this.acquireApplier(k);
+    await h.informer.start();
+    const err = h.informer.lastError;
+    if (!h.informer.isSynced() && (isNotFound(err) || isForbidden(err))) {
+      await h.release();
+      this.notCached(k, isNotFound(err) ? "absent" : "unlistable");
+      return false;
     }
+    await h.synced();
+    k.handle = h;
+    k.state = "cached";
+    k.reads.clear();
+    return true;
+  }
+
+  private notCached(k: ApplierKind, state: "absent" | "unlistable") {
+    k.state = state;
+    if (state === "unlistable" && !k.warned) {
+      k.warned = true;
+      this.log?.warn(
+        {
+          kind: k.t.kind,
+          permission: `list, watch ${k.t.plural}.${k.t.group}`,
+          readTtlMs: this.readTtlMs,
+        },
+        `the worker's role may not list and watch ${k.t.plural}.${k.t.group}: each is read from the API server, an answer kept ${this.readTtlMs / 1000} s; grant the verbs list and watch on ${k.t.plural} (manifests/base/rbac.yaml, ClusterRole applygate-worker)`,
+      );
+    }
+    if (!this.rediscovery && this.rediscoverMs > 0) {
+      this.rediscovery = setInterval(() => void this.rediscover(), this.rediscoverMs);
+      this.rediscovery.unref?.();
+    }
+  }
+
+  /** Looks again for the applier kinds not cached: one small list each; a kind found is cached. */
+  private async rediscover(): Promise<void> {
+    for (const k of this.appliers) {
+      if (k.state === "cached" || k.probing) continue;
+      k.probing = true;
+      try {
+        const state = await this.probe(k.t);
+        if (state !== "found") {
+          this.notCached(k, state);
+          continue;
+        }
+        if (!(await this.startApplier(k))) continue;
+        this.log?.info(
+          { kind: k.t.kind },
+          `${k.t.plural}.${k.t.group} can be listed now: cached from here on`,
+        );
+        // The branches whose listing read it as not found (or from the API server) list again.
+        if (k.t.kind === "AppProject") this.tell("all");
+        else {
+          const keys = new Set<string>();
+          for (const o of k.handle?.informer.list() ?? [])
+            for (const key of this.keysOfApplier(k.t.kind, o)) keys.add(key);
+          this.tell(keys);
+        }
+      } catch (err) {
+        this.log?.debug(
+          { kind: k.t.kind, err: (err as Error).message },
+          "looking for an applier kind failed",
+        );
+      } finally {
+        k.probing = false;
+      }
+    }
+    if (this.appliers.every((k) => k.state === "cached") && this.rediscovery) {
+      clearInterval(this.rediscovery);
+      this.rediscovery = undefined;
+    }
+  }
+
+  /** Whether a kind is served and listable now: one `list ?limit=1` of its collection. */
+  private async probe(t: ResourceType): Promise<"found" | "absent" | "unlistable"> {
+    try {
+      await this.kube.custom.listClusterCustomObject({
+        group: t.group,
+        version: t.version,
+        plural: t.plural,
+        limit: 1,
+      });
+      return "found";
+    } catch (err) {
+      if (isNotFound(err)) return "absent";
+      if (isForbidden(err)) return "unlistable";
+      throw err;
+    }
+  }
+
+  /** An object of an unlistable kind, read from the API server; one read per object per TTL. */
+  private readUnlistable(k: ApplierKind, name: string, ns: string): Promise<KObject | undefined> {
+    const key = `${ns}/${name}`;
+    const now = this.now();
+    const kept = k.reads.get(key);
+    if (kept && now - kept.at < this.readTtlMs) return kept.answer;
+    for (const [key2, r] of k.reads) if (now - r.at >= this.readTtlMs) k.reads.delete(key2);
+    const answer = this.kube.get<KObject>(k.t, ns, name).then((o) => o && applierView(o));
+    // A failure is kept too: a role without get costs one request per TTL, not one per listing.
+    answer.catch(() => {});
+    k.reads.set(key, { at: now, answer });
+    return answer;
   }
 
   private acquire(
@@ -160,7 +328,8 @@ export class ClusterCache {
 
   /**
    * Lists every collection once. A kind the cluster does not serve (no ScopeGrant CRD, no Argo CD
-   * claims) holds nothing: its informer is stopped, as the old lookups read a 404 as empty.
+   * claims) holds nothing: its informer is stopped, as the old lookups read a 404 as empty. An
+   * applier kind not served or not listable is looked for again every `rediscoverMs`.
    */
   start(): Promise<void> {
     this.started ??= (async () => {
@@ -174,20 +343,7 @@ export class ClusterCache {
           }
           await h.synced();
         }),
-        // An applier kind the cluster does not serve, or the worker may not list (a role from
-        // before appliers were cached), is read from the API server as before.
-        ...this.applierHandles.map(async (h) => {
-          await h.informer.start();
-          if (
-            !h.informer.isSynced() &&
-            (isNotFound(h.informer.lastError) || isForbidden(h.informer.lastError))
-          ) {
-            this.uncached.add(h.informer.path);
-            await h.release();
-            return;
-          }
-          await h.synced();
-        }),
+        ...this.appliers.map((k) => this.startApplier(k)),
       ]);
     })();
     return this.started;
@@ -206,10 +362,13 @@ export class ClusterCache {
   objects(
     kind: string,
   ): { get(name: string, ns: string): KObject | undefined; list(ns: string): KObject[] } | undefined {
-    const applier = Object.values(APPLIER_TYPES).find((r) => r.kind === kind);
-    if (applier) {
-      const h = this.applierHandles.find((x) => x.informer.path === collectionPath(applier));
-      if (!h || this.uncached.has(h.informer.path)) return undefined;
+    const k = this.appliers.find((x) => x.t.kind === kind);
+    if (k) {
+      // Not served: known absent, answered from memory until the look finds the kind.
+      if (k.state === "absent") return { get: () => undefined, list: () => [] };
+      if (k.state === "unlistable") return undefined;
+      const h = k.handle;
+      if (!h) return undefined;
       return { get: (name, ns) => h.informer.get(name, ns), list: (ns) => h.informer.list(ns) };
     }
     const t = Object.values(RESOURCES).find((r) => r.kind === kind);
@@ -217,6 +376,15 @@ export class ClusterCache {
     if (!h) return undefined;
     if (this.absent.has(h.informer.path)) return { get: () => undefined, list: () => [] };
     return { get: (name, ns) => h.informer.get(name, ns), list: (ns) => h.informer.list(ns) };
+  }
+
+  /**
+   * An object of an applier kind the role may get but not list, read from the API server: one
+   * read per object per `readTtlMs`, readers at once sharing it. Undefined for every other kind.
+   */
+  readUncached(kind: string, namespace: string, name: string): Promise<KObject | undefined> | undefined {
+    const k = this.appliers.find((x) => x.t.kind === kind);
+    return k?.state === "unlistable" ? this.readUnlistable(k, name, namespace) : undefined;
   }
 
   /** A credentials Secret, watched by name from its first read on. */
@@ -338,6 +506,8 @@ export class ClusterCache {
   }
 
   async close(): Promise<void> {
+    if (this.rediscovery) clearInterval(this.rediscovery);
+    this.rediscovery = undefined;
     this.listeners.clear();
     await this.kube.close();
   }

@@ -215,6 +215,13 @@ async function fleetWorld(n: number) {
     fileURLToPath(new URL("../cluster/crds/flux-kustomization.yaml", import.meta.url)),
   );
   await api.installCrdFile(argocdApplicationCrd("3.5"));
+  // Argo CD always serves AppProjects and has a `default` project; FLEET_NO_APPPROJECT=1 measures
+  // a cluster without the CRD (the worker knows the kind absent and reads no project).
+  const withProjects = process.env.FLEET_NO_APPPROJECT !== "1";
+  if (withProjects)
+    await api.installCrdFile(
+      fileURLToPath(new URL("../cluster/crds/argocd-appproject.yaml", import.meta.url)),
+    );
   const adminToken = randomBytes(16).toString("hex");
   api.addUser("fleet-admin", adminToken, "all");
   const workerToken = randomBytes(16).toString("hex");
@@ -251,6 +258,17 @@ async function fleetWorld(n: number) {
 
   const apply = async (text: string) => api.applyYaml(text);
   await apply(JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: NS } }));
+  if (withProjects) {
+    await apply(JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: "argocd" } }));
+    await apply(
+      JSON.stringify({
+        apiVersion: "argoproj.io/v1alpha1",
+        kind: "AppProject",
+        metadata: { name: "default", namespace: "argocd" },
+        spec: { sourceRepos: ["*"], destinations: [{ server: "*", namespace: "*" }] },
+      }),
+    );
+  }
   await apply(
     JSON.stringify({
       apiVersion: GROUP,
@@ -604,6 +622,11 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
         );
         out.push(sent - w.noticedAt);
         readAt ??= sent;
+        // FLEET_TRACE=1: one line per wake, to find a slow one in the worker's log (FLEET_LOG_LEVEL).
+        if (process.env.FLEET_TRACE === "1")
+          step(
+            `wake ${w.key} ${w.after.slice(0, 8)} noticed ${new Date(w.noticedAt).toISOString()} tip read +${readAt - w.noticedAt} ms sent +${sent - w.noticedAt} ms`,
+          );
         segments.read.push(Math.min(readAt, sent) - w.noticedAt);
         segments.decide.push(Math.max(0, sent - readAt));
       }
