@@ -79,6 +79,9 @@ export interface RunOptions {
   runTimeoutMs?: number;
 }
 
+/** How long a `--mirror` run's assembly may take to settle (the mirror's barrier included). */
+const SETTLE_MIRROR_MS = 90_000;
+
 /** A run's bound: its actions take seconds, the quiescence wait at most 90 s. */
 export const RUN_TIMEOUT_MS = 5 * 60_000;
 
@@ -235,7 +238,9 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
     processes = await startProcesses(a, need.children, (line) =>
       o.logLevel ? process.stdout.write(line) : keep(logs, line),
     );
-    const start = o.unheld ? await tip(a) : await settled(a);
+    // With the watch plane, the converge at the start also waits for the mirror's initial snapshots
+    // to be published (the barrier): on a loaded machine that alone can take half a minute.
+    const start = o.unheld ? await tip(a) : await settled(a, viaMirror ? SETTLE_MIRROR_MS : undefined);
     if (o.unheld) {
       for (const app of APPS)
         await until(
