@@ -219,7 +219,13 @@ export class BranchWorker {
   /** Writes held until the decision core judged them (a snapshot's, a watched applier write), by write id. */
   private readonly judging = new Map<string, HeldWrite & { stage: "snapshot" | "applier" }>();
   /** The watch plane's initial-snapshot markers read, waiting for every write before them to settle. */
-  private snapshotMarks: Array<{ target: TargetName; token: string; entryId: string }> = [];
+  /**
+   * `done` markers read, waiting for the writes before them to be published. A marker's entry
+   * stays in the inbox until then, so a new owner of the branch reads it again: were it settled
+   * on reading, an owner that stopped before the publication would take the mark with it and the
+   * GitTarget would stay behind the barrier until the mirror's next round.
+   */
+  private snapshotMarks: Array<{ target: TargetName; token: string; entryId: string; charge: number }> = [];
   private verdicts: Array<{ writeId: string; mirror: boolean }> = [];
   private readonly windows = new Map<string, OpenWindow<HeldWrite>>();
   private pending: PendingWrite[] = [];
@@ -587,8 +593,9 @@ export class BranchWorker {
       }
     }
     await this.updateIntake();
-    await this.settleDoneEntries();
+    // A mark settled now gives its marker's entry to the settle just after it.
     await this.settleSnapshotMarks();
+    await this.settleDoneEntries();
     this.reportStatus();
   }
 
@@ -613,6 +620,7 @@ export class BranchWorker {
         "the watch plane's initial snapshots are published",
       );
       await this.o.hooks?.onInitialSnapshotsPublished?.({ target: m.target, token: m.token });
+      this.doneEntries.push({ entryId: m.entryId, charge: m.charge });
     }
     this.snapshotMarks = waiting;
   }
@@ -653,12 +661,14 @@ export class BranchWorker {
         // The watch plane's markers: a round of a GitTarget's initial snapshots starts, or is all before it.
         const mark = h.write.initialSnapshots;
         if (mark !== undefined) {
-          this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
           const t = h.write.target;
           const target = { namespace: t.namespace, name: t.name, ...(t.uid ? { uid: t.uid } : {}) };
-          if (mark.phase === "started")
+          if (mark.phase === "started") {
+            this.doneEntries.push({ entryId: h.entryId, charge: h.charge });
             await this.o.hooks?.onInitialSnapshotsStarted?.({ target, token: mark.token });
-          else this.snapshotMarks.push({ target, token: mark.token, entryId: h.entryId });
+          }
+          // Its entry is settled once the mark is (see `snapshotMarks`).
+          else this.snapshotMarks.push({ target, token: mark.token, entryId: h.entryId, charge: h.charge });
           continue;
         }
         // A snapshot's prune sweep becomes the delete changes it makes on the tip, then is

@@ -384,4 +384,73 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     // No commit after the push: neither snapshot changed anything in Git.
     expect(await git.tip("site")).toBe(pushed);
   });
+
+  it("a new owner of the branch lifts the barrier for a done marker the last owner read before the writes ahead of it were published (soak --mirror seed 9101)", {
+    timeout: 90_000,
+  }, async () => {
+    await waitFor("settled", () => settled());
+    await waitFor("the inbox empty", inboxEmpty);
+    // The mirror's rounds are played by hand here, so the run of the mirror started above stops.
+    await mirror?.stop();
+    mirror = undefined;
+    const token = "handover:1";
+    await redis.client.set(watchedTargetKey(redis.prefix, key, NS, "site"), token, "PX", 60_000);
+    const branches = new Queue(QUEUES.branches, { connection: redis.client, prefix: redis.prefix });
+    const write = (id: string, over: Partial<AcceptedWrite>): AcceptedWrite => ({
+      id,
+      target: { namespace: NS, name: "site" },
+      branchKey: key,
+      path: FOLDER,
+      acceptedAt: new Date().toISOString(),
+      author: { name: "applygate-mirror", email: "applygate-mirror@cluster.local" },
+      changes: [],
+      ...over,
+    });
+    const hand = async (w: AcceptedWrite) =>
+      expect((await acceptWrite(redis.client, redis.prefix, w, branches)).accepted).toBe(true);
+    await hand(write("m-h-started", { initialSnapshots: { token, phase: "started" } }));
+    await waitFor("the round known", () => driver()?.state.targets[targetUid]?.watch === token);
+    // Git is down: the round's write stays pending behind the `done` marker.
+    git.faults.setDown(true);
+    await hand(
+      write("m-h-edit", {
+        author: { name: "kubectl-edit", email: "kubectl-edit@cluster.local" },
+        changes: [{ op: "upsert", object: cmObject("8") as never }],
+      }),
+    );
+    await hand(write("m-h-done", { initialSnapshots: { token, phase: "done" } }));
+    const worker = () => replica.branch(key) as unknown as { snapshotMarks: unknown[] } | undefined;
+    await waitFor(
+      "the done marker read, its writes not published",
+      () => worker()?.snapshotMarks.length === 1,
+    );
+    await branches.close();
+    expect(driver()?.state.targets[targetUid]?.initialSnapshotsAt).not.toBe(token);
+
+    // The owner stops before the publication; another takes the branch, and Git comes back.
+    await replica.stop();
+    const cacheDir = await mkdtemp(join(tmpdir(), "applygate-snapshots-"));
+    cacheDirs.push(cacheDir);
+    const status = new KubeStatusSink(api.kubeConfig(), log(), Date.now, 8, cache);
+    replica = new Replica({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      directory: new KubeDirectory(cache, { log: log(), status }),
+      cacheDir,
+      log: log(),
+      status,
+      leaseMs: 3000,
+      attach: decisions.attach,
+      branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
+    });
+    await replica.start();
+    git.faults.setDown(false);
+    await waitFor("the edit published by the new owner", async () => (await gitValue()) === "8");
+    // The mark came with the inbox: the GitTarget is past the barrier for this round.
+    await waitFor(
+      "the round's initial snapshots published",
+      () => driver()?.state.targets[targetUid]?.initialSnapshotsAt === token,
+    );
+    await waitFor("the inbox empty", inboxEmpty);
+  });
 });

@@ -3,7 +3,13 @@
  * records are made by hand: a checker that cannot fail would let the soak pass anything.
  */
 import { describe, expect, it } from "vitest";
-import { type CommitRecord, checkRun, type EditRecord, type RunRecord } from "./invariants.js";
+import {
+  type CommitRecord,
+  checkRun,
+  type EditRecord,
+  type HandedWrite,
+  type RunRecord,
+} from "./invariants.js";
 
 const sha = (n: number) => n.toString(16).padStart(40, "0");
 const edit = (app: "flux" | "argocd", value: string, at: number, save = true): EditRecord => ({
@@ -244,5 +250,130 @@ describe("soak invariants", () => {
     const twoAtOnce = structuredClone(r);
     twoAtOnce.operations.push(hookOp("w2", 2500));
     expect(invariantsOf(twoAtOnce)).toEqual(["operations"]);
+  });
+
+  describe("a run whose edits only the watch plane reported (--mirror)", () => {
+    const handed = (id: string, at: number, over: Partial<HandedWrite> = {}): HandedWrite => ({
+      id,
+      app: "flux",
+      at,
+      applier: false,
+      snapshot: false,
+      ...over,
+    });
+    const windowEdit = (value: string, at: number, id: string): EditRecord => ({
+      ...edit("flux", value, at, false),
+      message: "",
+      id,
+      acceptedAt: at + 10,
+    });
+    /**
+     * Two edits of the Flux app made on the cluster, handed by the mirror (m1, m2) and committed in
+     * one closed window; the applier's echo of its apply handed too (m3) and committed by nobody.
+     */
+    function mirrored(): RunRecord {
+      const r = clean();
+      r.edits = [windowEdit("e1", 1000, "m1"), windowEdit("e2", 2000, "m2")];
+      r.mirror = {
+        handed: [
+          handed("m1", 1010, { greeting: "e1" }),
+          handed("m2", 2010, { greeting: "e2" }),
+          handed("m3", 2700, { greeting: "e2", applier: true }),
+        ],
+      };
+      r.commits = [{ ...commit(1, "Update demo/flux-app (2 writes)", "e2"), writeIds: ["m1", "m2"] }];
+      r.operations[0] = { ...(r.operations[0] as RunRecord["operations"][number]), commit: sha(1) };
+      return r;
+    }
+
+    it("a clean run breaks none", () => {
+      expect(checkRun(mirrored()).violations).toEqual([]);
+    });
+
+    it("commits-explained: a commit of the applier's echo alone, one carrying no handed write, a write in two commits", () => {
+      const echo = mirrored();
+      echo.commits.push({ ...commit(2, "Update demo/flux-app (1 write)", "e2"), writeIds: ["m3"] });
+      expect(checkRun(echo).violations.map((v) => v.detail)).toEqual([
+        expect.stringContaining("carries only the applier's own writes"),
+      ]);
+      const unknown = mirrored();
+      unknown.commits.push({ ...commit(2, "Update demo/flux-app (1 write)", "e2"), writeIds: ["x9"] });
+      expect(checkRun(unknown).violations.map((v) => v.detail)).toEqual([
+        expect.stringContaining("carries no write the mirror handed"),
+      ]);
+      // A window split in two commits that both carry m2: two commits for one closed window.
+      const split = mirrored();
+      split.commits = [
+        { ...commit(1, "Update demo/flux-app (1 write)", "e1"), writeIds: ["m1", "m2"] },
+        { ...commit(2, "Update demo/flux-app (1 write)", "e2"), writeIds: ["m2"] },
+      ];
+      expect(checkRun(split).violations.map((v) => v.detail)).toEqual([
+        expect.stringContaining("carried by two commits"),
+      ]);
+      // More write commits than edits handed.
+      const many = mirrored();
+      many.mirror = {
+        handed: [handed("m1", 1010, { greeting: "e1" }), handed("m2", 2010, { greeting: "e2" })],
+      };
+      many.commits = [
+        { ...commit(1, "Update demo/flux-app (1 write)", "e1"), writeIds: ["m1"] },
+        { ...commit(2, "Update demo/flux-app (1 write)", "e2"), writeIds: ["m2"] },
+        { ...commit(3, "Update demo/flux-app (1 write)", "e2"), writeIds: ["m1"] },
+      ];
+      expect(invariantsOf(many)).toEqual(["commits-explained", "commits-explained"]);
+    });
+
+    it("no-revert: judged from the mirror's handed time; an edit it never handed is not judged", () => {
+      // e3 handed at 2450, before t1's Requested (2500): the recheck must have stopped that apply.
+      const early = mirrored();
+      early.edits.push(windowEdit("e3", 2300, "m4"));
+      (early.edits[2] as EditRecord).acceptedAt = 2450;
+      early.mirror?.handed.push(handed("m4", 2450, { greeting: "e3" }));
+      early.commits.push({ ...commit(2, "Update demo/flux-app (1 write)", "e3"), writeIds: ["m4"] });
+      early.cluster.flux.push(
+        { at: 2305, value: "e3" },
+        { at: 2800, value: "e2" },
+        { at: 3500, value: "e3" },
+      );
+      early.final = { cluster: { flux: "e3", argocd: "hello" }, git: { flux: "e3", argocd: "hello" } };
+      expect(invariantsOf(early)).toEqual(["no-revert"]);
+      // Handed after the last look: the residue the design accepts.
+      const late = structuredClone(early);
+      (late.edits[2] as EditRecord).acceptedAt = 2510;
+      const { violations, reverts } = checkRun(late);
+      expect(violations).toEqual([]);
+      expect(reverts[0]?.residue).toBe("after-last-look");
+      // Never handed (status 0: the mirror was down, a later edit replaced it): not the gateway's.
+      const unhanded = structuredClone(early);
+      unhanded.edits[2] = { ...(unhanded.edits[2] as EditRecord), status: 0 };
+      unhanded.mirror = { handed: (unhanded.mirror?.handed ?? []).filter((h) => h.id !== "m4") };
+      unhanded.commits.pop();
+      unhanded.cluster.flux.splice(-1);
+      unhanded.final = { cluster: { flux: "e2", argocd: "hello" }, git: { flux: "e2", argocd: "hello" } };
+      expect(checkRun(unhanded).violations).toEqual([]);
+    });
+
+    it("nothing-lost: a handed edit in no commit; a window edit or note replaced by a later one is fine", () => {
+      const lost = mirrored();
+      lost.edits.push(windowEdit("e3", 2500, "m4"));
+      lost.mirror?.handed.push(handed("m4", 2510, { greeting: "e3" }));
+      expect(invariantsOf(lost)).toEqual(["nothing-lost"]);
+      const notes = mirrored();
+      const note = (value: string, at: number, id: string) => ({
+        ...windowEdit(value, at, id),
+        greeting: "e2",
+      });
+      notes.notes = [note("n3", 2100, "m5"), note("n4", 2200, "m6")];
+      notes.mirror?.handed.push(handed("m5", 2110, { note: "n3" }), handed("m6", 2210, { note: "n4" }));
+      notes.commits.push({
+        ...commit(2, "Update demo/flux-app (2 writes)", "e2"),
+        notes: { flux: "n4", argocd: undefined },
+        writeIds: ["m5", "m6"],
+      });
+      expect(checkRun(notes).violations).toEqual([]);
+      // The last note missing: lost, the earlier one with it.
+      (notes.commits[1] as CommitRecord).notes = { flux: undefined, argocd: undefined };
+      expect(invariantsOf(notes)).toEqual(["nothing-lost", "nothing-lost"]);
+    });
   });
 });

@@ -60,6 +60,25 @@ export interface CommitRecord {
   values: Record<DemoApp, string | undefined>;
   /** What each app's other key (`note`) holds at that commit. */
   notes?: Record<DemoApp, string | undefined>;
+  /** The ids of the writes the commit carries (its `Applygate-Write` trailers). */
+  writeIds?: string[];
+}
+
+/** A write the watch plane handed to an inbox (`Mirror.sent`), as a `--mirror` run records it. */
+export interface HandedWrite {
+  id: string;
+  /** The demo app whose object it writes (undefined: another object, the webhook folder's). */
+  app: DemoApp | undefined;
+  /** When the mirror had it in the inbox (ms since the epoch). */
+  at: number;
+  /** Marked as the applier's own write (the decision core judges it against the apply window). */
+  applier: boolean;
+  /** Part of a snapshot (the worker may discard it while Git is ahead). */
+  snapshot: boolean;
+  /** The greeting it sets (differing from its base, or with no base: a snapshot's). */
+  greeting?: string | undefined;
+  /** The note it sets, likewise. */
+  note?: string | undefined;
 }
 
 /** An applier of the run: one of the demo apps, or the webhook applier of the third folder. */
@@ -92,6 +111,12 @@ export interface RefusalRecord {
 }
 
 export interface RunRecord {
+  /**
+   * A run whose edits only the watch plane reported (`--mirror`): every write it handed. The edits
+   * and notes then carry the id and acceptance time of the write that handed their value, and
+   * status 202 only once one did.
+   */
+  mirror?: { handed: HandedWrite[] };
   startValues: Record<DemoApp, string | undefined>;
   edits: EditRecord[];
   /** Edits of the other key; they count as writes of the run, not as greeting values. */
@@ -222,7 +247,11 @@ export function ranks(r: RunRecord, app: DemoApp): Map<string, number> {
  */
 export function findReverts(r: RunRecord): Revert[] {
   const out: Revert[] = [];
-  const edited = new Set(r.edits.map((e) => `${e.app}/${e.value}`));
+  // With the watch plane, an edit it never handed (a later edit replaced it before its watch saw
+  // it, or it came and went while the mirror was down) was never the gateway's: only handed ones count.
+  const edited = new Set(
+    r.edits.filter((e) => !r.mirror || e.status === 202).map((e) => `${e.app}/${e.value}`),
+  );
   for (const app of APPS) {
     const rank = ranks(r, app);
     const samples = r.cluster[app];
@@ -325,6 +354,7 @@ function byOperation(r: RunRecord, app: DemoApp, sample: ClusterSample): Pick<Re
  * more of them than writes accepted. No commit of an applier's echo.
  */
 export function commitsExplained(r: RunRecord): Violation[] {
+  if (r.mirror) return mirroredCommitsExplained(r, r.mirror.handed);
   const out: Violation[] = [];
   const pushes = [...r.pushes, ...(r.webhook?.pushes ?? [])];
   const pushed = new Set(pushes.map((p) => p.commit));
@@ -359,6 +389,58 @@ export function commitsExplained(r: RunRecord): Violation[] {
     out.push({
       invariant: "commits-explained",
       detail: `${mine} commits of writes for ${accepted.length} writes accepted`,
+    });
+  return out;
+}
+
+/**
+ * 3, for a run whose edits the watch plane reported. The mirror has no save: its edits join the
+ * open commit window, and each closed window is one commit. So every commit is a foreign push of
+ * the run or carries (by its write trailers) a write the mirror handed that is not the applier's
+ * own; no write is carried by two commits (one commit per closed window); and there are no more
+ * write commits than edits handed. A commit carrying only the applier's writes is its echo.
+ */
+function mirroredCommitsExplained(r: RunRecord, handed: HandedWrite[]): Violation[] {
+  const out: Violation[] = [];
+  const pushes = [...r.pushes, ...(r.webhook?.pushes ?? [])];
+  const pushed = new Set(pushes.map((p) => p.commit));
+  const byId = new Map(handed.map((h) => [h.id, h]));
+  const carriedBy = new Map<string, string>();
+  let mine = 0;
+  for (const c of r.commits) {
+    if (pushed.has(c.sha)) continue;
+    mine++;
+    const carried = (c.writeIds ?? []).map((id) => byId.get(id)).filter((h) => h !== undefined);
+    if (carried.length === 0)
+      out.push({
+        invariant: "commits-explained",
+        detail: `commit ${c.sha.slice(0, 8)} "${c.subject}" carries no write the mirror handed`,
+      });
+    else if (carried.every((h) => h.applier))
+      out.push({
+        invariant: "commits-explained",
+        detail: `commit ${c.sha.slice(0, 8)} "${c.subject}" carries only the applier's own writes (an echo)`,
+      });
+    for (const h of carried) {
+      const earlier = carriedBy.get(h.id);
+      if (earlier)
+        out.push({
+          invariant: "commits-explained",
+          detail: `the write ${h.id} is carried by two commits (${earlier.slice(0, 8)}, ${c.sha.slice(0, 8)})`,
+        });
+      else carriedBy.set(h.id, c.sha);
+    }
+  }
+  for (const p of pushes.filter((p) => !r.commits.some((c) => c.sha === p.commit)))
+    out.push({
+      invariant: "commits-explained",
+      detail: `the foreign push ${p.commit.slice(0, 8)} is not on the branch`,
+    });
+  const edits = handed.filter((h) => !h.applier).length;
+  if (mine > edits)
+    out.push({
+      invariant: "commits-explained",
+      detail: `${mine} commits of writes for ${edits} edits the mirror handed`,
     });
   return out;
 }
@@ -418,9 +500,19 @@ export function nothingLost(r: RunRecord): Violation[] {
         });
     });
   }
-  // A note is a save, never replaced within its window: some commit holds its value.
-  for (const n of r.notes.filter((e) => e.status === 202))
-    if (!r.commits.some((c) => c.notes?.[n.app] === n.value))
-      out.push({ invariant: "nothing-lost", detail: `${n.app} note = ${n.value} (save) is in no commit` });
+  // A saved note is never replaced within its window: some commit holds its value. One that joined
+  // a window (the watch plane's) may be replaced there by a later note of its app.
+  for (const app of APPS) {
+    const notes = r.notes.filter((e) => e.app === app && e.status === 202).sort((a, b) => a.at - b.at);
+    const inGit = (v: string) => r.commits.some((c) => c.notes?.[app] === v);
+    notes.forEach((n, i) => {
+      if (inGit(n.value)) return;
+      if (!n.save && notes.slice(i + 1).some((later) => inGit(later.value))) return;
+      out.push({
+        invariant: "nothing-lost",
+        detail: `${app} note = ${n.value}${n.save ? " (save)" : ""} is in no commit`,
+      });
+    });
+  }
   return out;
 }

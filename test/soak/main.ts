@@ -1,6 +1,6 @@
 /**
  * `npm run soak -- --runs N --seed S [--minutes M] [--actions K] [--replay SEED] [--log LEVEL]
- *  [--webhook] [--run-minutes R]`
+ *  [--webhook] [--mirror] [--run-minutes R]`
  *
  * Plays seeded random runs over the whole assembly and checks the invariants after each. Run i
  * uses seed S + i, so `--replay <that seed>` plays a failing run again. Progress goes to stderr
@@ -21,6 +21,7 @@ const { values } = parseArgs({
     replay: { type: "string" },
     log: { type: "string" },
     webhook: { type: "boolean", default: false },
+    mirror: { type: "boolean", default: false },
     "run-minutes": { type: "string" },
   },
 });
@@ -59,6 +60,7 @@ try {
       redisUrl: redis.url,
       actions,
       webhook: values.webhook === true,
+      mirror: values.mirror === true,
       ...(values.log ? { logLevel: values.log } : {}),
       ...(runMinutes ? { runTimeoutMs: runMinutes * 60_000 } : {}),
     });
@@ -86,7 +88,7 @@ try {
         for (const line of r.logs) process.stderr.write(`    ${line}`);
       }
       say(
-        `  replay: npm run soak -- --replay ${runSeed} --actions ${actions}${values.webhook ? " --webhook" : ""}`,
+        `  replay: npm run soak -- --replay ${runSeed} --actions ${actions}${values.webhook ? " --webhook" : ""}${values.mirror ? " --mirror" : ""}`,
       );
     }
   }

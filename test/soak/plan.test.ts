@@ -46,6 +46,32 @@ describe("soak plans", () => {
     expect(hooks.flat().some((a) => a.kind === "hook")).toBe(true);
   });
 
+  it("with --mirror a seed draws edits the watch plane reports: never a save, no refusal, restarts of the mirror too", () => {
+    // Pinned: seed 9100, the first of the --mirror batch in docs/testing.md.
+    expect(planRun(9100, { actions: 8, mirror: true }).map(describeAction)).toEqual([
+      "+2232ms burst flux = b0-0, b0-1, b0-2",
+      "+1230ms Git outage for 718 ms",
+      "+353ms push argocd greeting = p2",
+      "+0ms API server answers the next 10 writes under /apis/argoproj.io/ 409",
+      "+239ms edit flux = e4",
+      "+507ms edit flux = e5",
+      "+1822ms edit flux note = n6",
+      "+127ms edit argocd = e7",
+    ]);
+    const plans = Array.from({ length: 100 }, (_, i) => planRun(6000 + i, { actions: 8, mirror: true }));
+    const all = plans.flat();
+    expect(all.some((a) => a.kind === "refuse")).toBe(false);
+    expect(all.some((a) => (a.kind === "edit" || a.kind === "note") && a.save !== false)).toBe(false);
+    const mirrorRestarts = all.filter((a) => a.kind === "restart" && a.process === "mirror");
+    expect(mirrorRestarts.length).toBeGreaterThan(0);
+    expect(mirrorRestarts.some((a) => a.kind === "restart" && a.kill)).toBe(false);
+    // The mirror's restart is in-process: it never asks for a child.
+    for (const p of plans) expect(needs(p).children.has("mirror" as never)).toBe(false);
+    // Without the flag nothing changes (the pin of seed 1902 above, and every seed of this range).
+    for (let s = 6000; s < 6100; s++)
+      expect(planRun(s, { actions: 8, mirror: false })).toEqual(planRun(s, { actions: 8 }));
+  });
+
   it("the suite's seed set draws every fault action", () => {
     const drawn = new Set(SEED_SET.flatMap((s) => planRun(s, { actions: SEED_ACTIONS }).map(tag)));
     for (const t of [

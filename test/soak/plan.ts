@@ -8,6 +8,12 @@ import { type Random, seeded } from "./random.js";
 export const APPS: readonly DemoApp[] = ["flux", "argocd"];
 export type Restartable = "worker" | "flux" | "argocd";
 export const RESTARTABLE: readonly Restartable[] = ["worker", "flux", "argocd"];
+/**
+ * With `mirror`: the watch plane restarts too. It runs in the run's own process, so its restart is
+ * graceful only (a stop, then a new process's start: new coverage rounds, initial snapshots).
+ */
+export type MirrorRestartable = Restartable | "mirror";
+const MIRROR_RESTARTABLE: readonly MirrorRestartable[] = [...RESTARTABLE, "mirror"];
 
 /** Faults of the Git host (test/git/server.ts). */
 export type GitFault =
@@ -59,6 +65,8 @@ export type Action =
       app: DemoApp;
       value: string;
       gapMs: number;
+      /** False with `mirror`: the watched note joins the open commit window like any mirrored edit. */
+      save?: boolean;
       /** A scripted run only: made once, after the gap, an applier's write is over the app's last edit. */
       whileReverted?: boolean;
     }
@@ -73,8 +81,8 @@ export type Action =
   | { kind: "hook"; value: string; gapMs: number }
   /** An edit on the cluster that the mirror refuses (it never reaches Git; the GitTarget reapplies). */
   | { kind: "refuse"; app: DemoApp; value: string; gapMs: number }
-  /** A stop and start of one process: graceful (SIGTERM) or SIGKILL. */
-  | { kind: "restart"; process: Restartable; kill: boolean; gapMs: number }
+  /** A stop and start of one process: graceful (SIGTERM) or SIGKILL (never the mirror). */
+  | { kind: "restart"; process: MirrorRestartable; kill: boolean; gapMs: number }
   /** Redis stopped (SIGTERM, its append-only file kept) and started again on its port after `downMs`. */
   | { kind: "redis"; downMs: number; gapMs: number }
   | ({ kind: "git"; gapMs: number } & GitFault)
@@ -87,6 +95,13 @@ export interface PlanOptions {
    * ones every seed played so far was drawn with, so those seeds replay as before.
    */
   webhook?: boolean;
+  /**
+   * The watch plane is the only reporter of edits (`--mirror`): edits and notes are made on the
+   * cluster with no intake call and join commit windows (the mirror has no save), no refusal is
+   * drawn (the demo objects hold nothing the mirror refuses), and restarts draw the mirror too.
+   * Off by default, so every seed played without it draws the plan it always drew.
+   */
+  mirror?: boolean;
 }
 
 /** Relative weights of the action kinds. */
@@ -104,6 +119,9 @@ const WEIGHTS: ReadonlyArray<[Action["kind"], number]> = [
 
 /** With `webhook`: the same, and pushes of the webhook folder as often as foreign pushes of one app. */
 const WEBHOOK_WEIGHTS: ReadonlyArray<[Action["kind"], number]> = [...WEIGHTS, ["hook", 10]];
+
+/** With `mirror`: the same, without refusals (the watch plane refuses only what the demo never holds). */
+const MIRROR_WEIGHTS: ReadonlyArray<[Action["kind"], number]> = WEIGHTS.filter(([k]) => k !== "refuse");
 
 function kindOf(r: Random, weights: ReadonlyArray<[Action["kind"], number]>): Action["kind"] {
   const total = weights.reduce((s, [, w]) => s + w, 0);
@@ -148,17 +166,19 @@ function apiFault(r: Random): ApiFault {
 export function planRun(seed: number, o: PlanOptions): Action[] {
   const r = seeded(seed);
   const actions: Action[] = [];
-  const weights = o.webhook ? WEBHOOK_WEIGHTS : WEIGHTS;
+  const base = o.mirror ? MIRROR_WEIGHTS : WEIGHTS;
+  const weights = o.webhook ? [...base, ...WEBHOOK_WEIGHTS.slice(WEIGHTS.length)] : base;
   for (let i = 0; i < o.actions; i++) {
     const kind = kindOf(r, weights);
     const gapMs = gap(r);
     const app = r.pick(APPS);
     switch (kind) {
       case "edit":
-        actions.push({ kind, app, value: `e${i}`, save: r.chance(0.7), gapMs });
+        // The draw is made either way, so the generator's order is the flag's only difference.
+        actions.push({ kind, app, value: `e${i}`, save: r.chance(0.7) && !o.mirror, gapMs });
         break;
       case "note":
-        actions.push({ kind, app, value: `n${i}`, gapMs });
+        actions.push({ kind, app, value: `n${i}`, gapMs, ...(o.mirror ? { save: false } : {}) });
         break;
       case "burst":
         actions.push({
@@ -177,9 +197,12 @@ export function planRun(seed: number, o: PlanOptions): Action[] {
       case "hook":
         actions.push({ kind, value: `w${i}`, gapMs });
         break;
-      case "restart":
-        actions.push({ kind, process: r.pick(RESTARTABLE), kill: r.chance(0.5), gapMs });
+      case "restart": {
+        const process = r.pick(o.mirror ? MIRROR_RESTARTABLE : RESTARTABLE);
+        const kill = r.chance(0.5) && process !== "mirror";
+        actions.push({ kind, process, kill, gapMs });
         break;
+      }
       case "redis":
         actions.push({ kind, downMs: r.int(200, 2000), gapMs });
         break;
@@ -197,7 +220,8 @@ export function planRun(seed: number, o: PlanOptions): Action[] {
 /** Whether a plan needs each process in a child of its own (it SIGKILLs it) or a private Redis. */
 export function needs(actions: readonly Action[]): { children: Set<Restartable>; privateRedis: boolean } {
   const children = new Set<Restartable>();
-  for (const a of actions) if (a.kind === "restart" && a.kill) children.add(a.process);
+  for (const a of actions)
+    if (a.kind === "restart" && a.kill && a.process !== "mirror") children.add(a.process);
   return { children, privateRedis: actions.some((a) => a.kind === "redis") };
 }
 
@@ -208,7 +232,7 @@ export function describeAction(a: Action): string {
     case "edit":
       return `${pause} edit ${a.app} = ${a.value}${a.save ? " (save)" : ""}`;
     case "note":
-      return `${pause} edit ${a.app} note = ${a.value} (save)`;
+      return `${pause} edit ${a.app} note = ${a.value}${a.save === false ? "" : " (save)"}`;
     case "burst":
       return `${pause} burst ${a.app} = ${a.values.join(", ")}`;
     case "push":

@@ -10,6 +10,8 @@ import { TERMINAL_PHASES } from "../../queue/contract.js";
 import { writePublishedKey } from "../../queue/keys.js";
 import { createLogger, type Logger } from "../../queue/log.js";
 import { connectRedis } from "../../queue/redis.js";
+import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
+import { Mirror } from "../../sidecar/mirror/mirror.js";
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
 import {
@@ -37,7 +39,7 @@ import {
 import { observeProgress } from "../playground/progress.js";
 import { type RestartableRedis, restartableRedis } from "../redis/restartable.js";
 import { until } from "../support/wait.js";
-import { checkRun, type Revert, type RunRecord, type Violation } from "./invariants.js";
+import { checkRun, type HandedWrite, type Revert, type RunRecord, type Violation } from "./invariants.js";
 import { type Action, APPS, describeAction, needs, planRun } from "./plan.js";
 import { type Processes, startProcesses } from "./processes.js";
 import { seeded } from "./random.js";
@@ -65,11 +67,20 @@ export interface RunOptions {
   /** Draw pushes of the webhook applier's folder too (`--webhook`; another plan for the same seed). */
   webhook?: boolean;
   /**
+   * The watch plane is the only reporter of edits (`--mirror`; another plan for the same seed):
+   * the assembly runs the mirror, the actors edit the cluster only, and the record's writes are
+   * the mirror's handed ones.
+   */
+  mirror?: boolean;
+  /**
    * How long the whole run may take before it is stopped and reported as a violation with what
    * it was doing, its actions and its kept logs (default RUN_TIMEOUT_MS): a hang is a finding.
    */
   runTimeoutMs?: number;
 }
+
+/** How long a `--mirror` run's assembly may take to settle (the mirror's barrier included). */
+const SETTLE_MIRROR_MS = 90_000;
 
 /** A run's bound: its actions take seconds, the quiescence wait at most 90 s. */
 export const RUN_TIMEOUT_MS = 5 * 60_000;
@@ -159,7 +170,14 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
 }
 
 async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<RunResult> {
-  const actions = o.plan ?? planRun(o.seed, { actions: o.actions ?? 12, webhook: o.webhook ?? false });
+  const actions =
+    o.plan ??
+    planRun(o.seed, {
+      actions: o.actions ?? 12,
+      webhook: o.webhook ?? false,
+      ...(o.mirror ? { mirror: true } : {}),
+    });
+  const viaMirror = o.mirror === true;
   const withHook = o.webhook === true || actions.some((x) => x.kind === "hook");
   ctx.actions = actions;
   const logs = ctx.logs;
@@ -185,6 +203,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
       ? { ...timers, branch: { ...timers.branch, autoPublish: false } }
       : timers,
     withoutClaims: o.unheld ?? false,
+    ...(viaMirror ? { withMirror: true } : {}),
     ...(o.flushSkipsPublication ? { flushSkipsPublication: true } : {}),
   }).catch(async (err) => {
     await redis?.remove();
@@ -192,6 +211,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
   });
   const stopWatches: Array<() => void> = [];
   let processes: Processes | undefined;
+  const plane = viaMirror ? watchPlane(a, log) : undefined;
   const progress = await observeProgress({
     redisUrl,
     prefix: a.prefix,
@@ -206,6 +226,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
       a.git.faults.clear();
       a.api.faults.reset();
       await processes?.close();
+      await plane?.stop().catch(() => {});
       await progress.stop().catch(() => {});
       await a.stop();
       await redis?.remove();
@@ -217,7 +238,9 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
     processes = await startProcesses(a, need.children, (line) =>
       o.logLevel ? process.stdout.write(line) : keep(logs, line),
     );
-    const start = o.unheld ? await tip(a) : await settled(a);
+    // With the watch plane, the converge at the start also waits for the mirror's initial snapshots
+    // to be published (the barrier): on a loaded machine that alone can take half a minute.
+    const start = o.unheld ? await tip(a) : await settled(a, viaMirror ? SETTLE_MIRROR_MS : undefined);
     if (o.unheld) {
       for (const app of APPS)
         await until(
@@ -228,6 +251,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
         );
     }
     const record: RunRecord = {
+      ...(plane ? { mirror: { handed: plane.handed } } : {}),
       startValues: { flux: await gitValue(a, "flux"), argocd: await gitValue(a, "argocd") },
       edits: [],
       pushes: [],
@@ -250,7 +274,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
       if (action.gapMs) await new Promise((r) => setTimeout(r, action.gapMs));
       if (ctx.abandoned) throw new Error("the run passed its bound");
       ctx.at = `playing ${which}`;
-      pending.push(play({ a, processes, redis, progress }, action, record));
+      pending.push(play({ a, processes, redis, progress, plane }, action, record));
       // Restarts, pushes and a Redis restart take their time; edits and faults overlap whatever follows.
       if (action.kind === "restart" || action.kind === "push" || action.kind === "redis")
         await pending[pending.length - 1];
@@ -272,6 +296,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
     };
     await until(
       async () => {
+        handedEdits(record);
         if ((await unpublished()) > 0) return false;
         const ended = new Set(
           progress
@@ -296,6 +321,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
     for (const stop of stopWatches.splice(0)) stop();
     record.endedAt = Date.now();
 
+    handedEdits(record);
     record.commits = await commitsAfter(a, start);
     for (const app of APPS) {
       record.final.cluster[app] = (await clusterValue(a, app)).greeting;
@@ -350,10 +376,105 @@ interface Stage {
   processes: Processes;
   redis: RestartableRedis | undefined;
   progress: Awaited<ReturnType<typeof observeProgress>>;
+  /** The watch plane, in a `--mirror` run. */
+  plane: WatchPlane | undefined;
 }
 
+/**
+ * The watch plane of a `--mirror` run: the assembly's mirror, replaced by a new one on a restart,
+ * and every write each of them handed to an inbox, stamped when it was there (just after the
+ * intake gate took it, as `Mirror.sent` gains it).
+ */
+interface WatchPlane {
+  handed: HandedWrite[];
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function watchPlane(a: Assembly, log: Logger): WatchPlane {
+  const handed: HandedWrite[] = [];
+  const record = (m: Mirror) => {
+    const push = m.sent.push.bind(m.sent);
+    m.sent.push = (...ws) => {
+      for (const w of ws) handed.push(handedWrite(w, Date.now()));
+      return push(...ws);
+    };
+    return m;
+  };
+  let current = record(a.mirror as Mirror);
+  let restarts = 0;
+  return {
+    handed,
+    async restart() {
+      await current.stop();
+      const next = record(
+        new Mirror({
+          kubeConfig: a.identities.mirror.kubeConfig,
+          redisUrl: a.redis.url,
+          redisPrefix: a.prefix,
+          log: log.child({ component: "mirror", restart: ++restarts }),
+          statusIntervalMs: 500,
+        }),
+      );
+      current = next;
+      await next.start();
+    },
+    // The assembly stops the first one; a later one is the run's.
+    stop: () => (current === a.mirror ? Promise.resolve() : current.stop()),
+  };
+}
+
+/** What one handed write set of the demo objects: a key counts only where it differs from the write's base. */
+function handedWrite(w: Mirror["sent"][number], at: number): HandedWrite {
+  const change = w.changes[0] as { object?: k8s.V1ConfigMap; base?: k8s.V1ConfigMap } | undefined;
+  const meta = change?.object?.metadata;
+  const app = APPS.find(
+    (x) => DEMO_APPS[x].name === meta?.name && DEMO_APPS[x].namespace === meta?.namespace,
+  );
+  const set = (key: "greeting" | "note") => {
+    const v = change?.object?.data?.[key];
+    return v !== undefined && v !== change?.base?.data?.[key] ? v : undefined;
+  };
+  return {
+    id: w.id,
+    app,
+    at,
+    applier: w.applierAuthored !== undefined,
+    snapshot: w.snapshot !== undefined,
+    greeting: set("greeting"),
+    note: set("note"),
+  };
+}
+
+/**
+ * In a `--mirror` run: each edit and note the mirror handed takes the id and time of the first
+ * write (not the applier's) that set its value after it was made; one never handed stays at 0.
+ */
+function handedEdits(r: RunRecord): void {
+  const handed = r.mirror?.handed;
+  if (!handed) return;
+  for (const [list, key] of [
+    [r.edits, "greeting"],
+    [r.notes, "note"],
+  ] as const)
+    for (const e of list) {
+      if (e.status === 202) continue;
+      const h = handed.find((h) => h.app === e.app && !h.applier && h[key] === e.value && h.at >= e.at);
+      if (h) Object.assign(e, { status: 202, id: h.id, acceptedAt: h.at });
+    }
+}
+
+/** An edit as a person makes it with kubectl: a merge patch of one key, under the person's field manager. */
+async function clusterEdit(a: Assembly, app: DemoApp, data: Record<string, string>, manager: string) {
+  const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const { name, namespace } = DEMO_APPS[app];
+  return core.patchNamespacedConfigMap({ name, namespace, body: { data }, fieldManager: manager }, MERGE);
+}
+
+const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
+
 async function play(
-  { a, processes, redis, progress }: Stage,
+  { a, processes, redis, progress, plane }: Stage,
   action: Action,
   record: RunRecord,
 ): Promise<void> {
@@ -381,6 +502,10 @@ async function play(
     case "hook":
       return hookPush(a, action.value, record);
     case "restart":
+      if (action.process === "mirror") {
+        if (!plane) throw new Error("a mirror restart needs a --mirror run");
+        return plane.restart();
+      }
       return processes.restart(action.process, action.kill);
     case "redis":
       if (!redis) throw new Error("a Redis restart needs the run's private Redis");
@@ -488,6 +613,13 @@ async function edit(
   save: boolean,
   record: RunRecord,
 ): Promise<void> {
+  if (record.mirror) {
+    // The watch plane is the only reporter: the edit is made on the cluster, and no more.
+    const at = Date.now();
+    await clusterEdit(a, app, { greeting: value }, USER_MANAGER);
+    record.edits.push({ app, value, at, save: false, status: 0, message: "" });
+    return;
+  }
   const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const { name, namespace } = DEMO_APPS[app];
   const at = Date.now();
@@ -559,6 +691,20 @@ const APPLY = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.ServerSideA
  * with the object before the edit as its base: the note is the one field it changed.
  */
 async function noteEdit(a: Assembly, app: DemoApp, value: string, record: RunRecord): Promise<void> {
+  if (record.mirror) {
+    const at = Date.now();
+    const written = await clusterEdit(a, app, { note: value }, `${USER_MANAGER}-notes`);
+    record.notes.push({
+      app,
+      value,
+      at,
+      save: false,
+      status: 0,
+      message: "",
+      greeting: written.data?.greeting,
+    });
+    return;
+  }
   const core = a.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const { name, namespace } = DEMO_APPS[app];
   const at = Date.now();
@@ -734,6 +880,7 @@ async function commitsAfter(a: Assembly, start: string): Promise<RunRecord["comm
     "--format=%H %s",
     `${start}..${a.demo.branch}`,
   ]);
+  const trailer = new RegExp(`^${WRITE_TRAILER}: (\\S+)$`, "gm");
   const commits: RunRecord["commits"] = [];
   for (const line of out.split("\n").filter(Boolean)) {
     const sha = line.slice(0, 40);
@@ -746,7 +893,9 @@ async function commitsAfter(a: Assembly, start: string): Promise<RunRecord["comm
       values[app] = /greeting: (.*)/.exec(text)?.[1]?.trim();
       notes[app] = /note: (.*)/.exec(text)?.[1]?.trim();
     }
-    commits.push({ sha, subject: line.slice(41), values, notes });
+    const body = await gitOk(["--git-dir", gitDir, "show", "-s", "--format=%b", sha]);
+    const writeIds = [...body.matchAll(trailer)].map((m) => m[1] as string);
+    commits.push({ sha, subject: line.slice(41), values, notes, writeIds });
   }
   return commits;
 }
@@ -762,6 +911,12 @@ function timeline(r: RunRecord, t0: number): string[] {
     ...r.notes.map((e) => ({
       t: e.at,
       line: `${ms(e.at)}  edit ${e.app} note = ${e.value} (greeting ${e.greeting}) → ${e.status}`,
+    })),
+    ...(r.mirror?.handed ?? []).map((h) => ({
+      t: h.at,
+      line: `${ms(h.at)}  mirror handed ${h.app ?? "?"} ${h.id}${h.greeting !== undefined ? ` greeting ${h.greeting}` : ""}${
+        h.note !== undefined ? ` note ${h.note}` : ""
+      }${h.applier ? " (the applier's)" : ""}${h.snapshot ? " (snapshot)" : ""}`,
     })),
     ...r.refusals.map((e) => ({
       t: e.at,
