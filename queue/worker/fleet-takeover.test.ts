@@ -1,10 +1,12 @@
 /**
  * Taking many branches at once: a sweep takes every lease nobody holds in one pipelined round
- * trip before starting any branch worker, a lease another replica holds is taken as soon as it
- * lapses (not a sweep period later), and the first reads of the remote are bounded.
+ * trip and hands the branches to a start queue, a lease another replica holds is taken as soon as
+ * it lapses (not a sweep period later, nor after the branches of the last sweep started), a stop
+ * gives back the leases of branches never started, and the first reads of the remote are bounded.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { type IsolatedRedis, isolatedRedis } from "../../test/redis/isolated.js";
+import { capturingLogger } from "../../test/support/log-lines.js";
 import { untilWith } from "../../test/support/wait.js";
 import { branchKeys, knownBranchesKey } from "../keys.js";
 import { silentLogger } from "../log.js";
@@ -87,6 +89,185 @@ describe("a replica's sweep", () => {
       return takenAt.size === keys.length;
     }, "every lapsed lease taken");
     expect(Math.max(...takenAt.values()) - lapsesAt).toBeLessThan(1000);
+  });
+
+  /** A directory whose lookups wait until `open()`: branch workers that are slow to start. */
+  function slowDirectory() {
+    let open = () => {};
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    const asked = new Set<string>();
+    return {
+      asked,
+      open,
+      // No GitTarget names these branches: once the gate opens each start gives its lease back.
+      directory: {
+        branch: async (key: string) => {
+          asked.add(key);
+          await gate;
+          return undefined;
+        },
+      },
+    };
+  }
+
+  const holders = async (keys: string[]) => {
+    const pipe = r.client.pipeline();
+    for (const k of keys) pipe.get(branchKeys(r.prefix, k).lease);
+    return ((await pipe.exec()) ?? []).map(([, v]) => v as string | null);
+  };
+
+  it("takes leases that lapse while the branches of the last sweep are still starting, at their lapse", async () => {
+    r = await isolatedRedis("sweep-slow");
+    // More free branches than start at once, each slow to start: the first sweep takes them all.
+    const slow = Array.from({ length: 40 }, (_, i) => `slow${i}`);
+    // A dead replica's leases, lapsing one after another while those starts are under way.
+    const lapsing = ["l0", "l1", "l2"];
+    await r.client.sadd(knownBranchesKey(r.prefix), ...slow, ...lapsing);
+    const lapsesAt = new Map<string, number>();
+    for (const [i, k] of lapsing.entries()) {
+      const ttl = 300 + 600 * i;
+      await r.client.set(branchKeys(r.prefix, k).lease, `dead:${i + 1}`, "PX", ttl);
+      lapsesAt.set(k, Date.now() + ttl);
+    }
+    const s = slowDirectory();
+    const leaseMs = 2000;
+    replica = new Replica({
+      redisUrl: r.url,
+      prefix: r.prefix,
+      cacheDir: "/nonexistent",
+      replicaId: "me",
+      sweepMs: 500,
+      leaseMs,
+      directory: s.directory,
+      log: silentLogger(),
+    });
+    const t0 = Date.now();
+    // Resolves once the branches of its first sweep started: not before the gate opens.
+    const started = replica.start();
+    try {
+      const takenAt = new Map<string, number>();
+      await until(
+        async () => {
+          const now = Date.now();
+          for (const [i, h] of (await holders(lapsing)).entries()) {
+            const k = lapsing[i] as string;
+            if (!takenAt.has(k) && h?.startsWith("me:")) takenAt.set(k, now);
+          }
+          // Past a lease's time too, to see the slow branches' leases renewed while they wait.
+          return takenAt.size === lapsing.length && now - t0 > leaseMs + 500;
+        },
+        "the lapsed leases taken while the first sweep's branches start",
+        8_000,
+      );
+      for (const k of lapsing) {
+        expect(takenAt.get(k), k).toBeDefined();
+        // About one sweep period after its lapse, however long the earlier starts take.
+        expect((takenAt.get(k) as number) - (lapsesAt.get(k) as number), k).toBeLessThan(1000);
+      }
+      // Every slow branch is still ours: started at once (32) or waiting its turn (8), each renewed.
+      expect(s.asked.size).toBe(32);
+      expect((await holders(slow)).every((h) => h?.startsWith("me:"))).toBe(true);
+    } finally {
+      s.open();
+      await started;
+    }
+    // Once the gate opens every start ends: no GitTarget names them, their leases go back.
+    await until(
+      async () => (await holders([...slow, ...lapsing])).every((h) => h === null),
+      "every lease given back",
+    );
+    expect(s.asked.size).toBe(slow.length + lapsing.length);
+  });
+
+  it("does not start a branch whose lease another replica took while it waited to start", async () => {
+    r = await isolatedRedis("sweep-lost");
+    const keys = Array.from({ length: 40 }, (_, i) => `b${i}`);
+    await r.client.sadd(knownBranchesKey(r.prefix), ...keys);
+    const s = slowDirectory();
+    const { log, lines } = capturingLogger();
+    replica = new Replica({
+      redisUrl: r.url,
+      prefix: r.prefix,
+      cacheDir: "/nonexistent",
+      replicaId: "me",
+      sweepMs: 60_000,
+      leaseMs: 600,
+      directory: s.directory,
+      log,
+    });
+    const started = replica.start();
+    try {
+      await until(async () => s.asked.size === 32, "32 branches starting");
+      const lost = keys.find((k) => !s.asked.has(k)) as string;
+      // Its lease lapsed (a stalled renewal) and another replica took it.
+      await r.client.set(branchKeys(r.prefix, lost).lease, "other:99", "PX", 60_000);
+      await until(
+        () =>
+          lines.some(
+            (l) =>
+              l.includes('"lost the lease of a branch still starting') && l.includes(`"branch":"${lost}"`),
+          ),
+        "the renewal to find the lease lost",
+      );
+      s.open();
+      await started;
+      expect(s.asked.has(lost)).toBe(false);
+      expect(s.asked.size).toBe(keys.length - 1);
+      expect(await r.client.get(branchKeys(r.prefix, lost).lease)).toBe("other:99");
+    } finally {
+      s.open();
+      await started;
+    }
+  });
+
+  it("a stop during the starts waits for those in flight and gives back the leases of branches never started", async () => {
+    r = await isolatedRedis("sweep-stop");
+    const keys = Array.from({ length: 40 }, (_, i) => `b${i}`);
+    await r.client.sadd(knownBranchesKey(r.prefix), ...keys);
+    const s = slowDirectory();
+    const stopping = new Replica({
+      redisUrl: r.url,
+      prefix: r.prefix,
+      cacheDir: "/nonexistent",
+      replicaId: "me",
+      sweepMs: 60_000,
+      leaseMs: 10_000,
+      directory: s.directory,
+      log: silentLogger(),
+    });
+    const started = stopping.start();
+    let stopped: Promise<void> | undefined;
+    try {
+      await until(async () => s.asked.size === 32, "32 branches starting");
+      expect((await holders(keys)).every((h) => h?.startsWith("me:"))).toBe(true);
+      let done = false;
+      stopped = stopping.stop().then(() => {
+        done = true;
+      });
+      const inFlight = keys.filter((k) => s.asked.has(k));
+      const never = keys.filter((k) => !s.asked.has(k));
+      expect(never).toHaveLength(8);
+      // Within a round trip, not at their lapse 10 s later.
+      await until(
+        async () => (await holders(never)).every((h) => h === null),
+        "the leases of branches never started given back",
+        3_000,
+      );
+      // The starts in flight keep theirs, and the stop waits for them.
+      expect((await holders(inFlight)).every((h) => h?.startsWith("me:"))).toBe(true);
+      expect(done).toBe(false);
+      s.open();
+      await stopped;
+      expect((await holders(keys)).every((h) => h === null)).toBe(true);
+      // Nothing the stop gave back was started after it.
+      expect(s.asked.size).toBe(32);
+    } finally {
+      s.open();
+      await stopped;
+      await started;
+    }
   });
 });
 

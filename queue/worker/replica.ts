@@ -3,9 +3,11 @@
  * owns, and gives them up when it loses a lease. BullMQ's deduplicated `branches` job is only a
  * "this branch has work" signal that wakes the owner or lets a replica take an unowned branch; the
  * writes themselves wait in the branch's inbox. A sweep of the known branches takes over branches
- * whose owner died, within the lease time plus one sweep. Each replica announces itself in Redis
- * and, balancing, hands branches over a few at a time while it owns more than its fair share, so
- * replicas started later share the work (docs/design/balancing.md).
+ * whose owner died, within the lease time plus one sweep: it takes their leases and hands them to
+ * the replica's start queue, which starts their branch workers beside the sweeps (SWEEP_WIDTH at
+ * once), so the next sweep never waits for the starts of the last one. Each replica announces
+ * itself in Redis and, balancing, hands branches over a few at a time while it owns more than its
+ * fair share, so replicas started later share the work (docs/design/balancing.md).
  */
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
@@ -94,9 +96,16 @@ export class Replica {
   private share: number | undefined;
   private handingOver = false;
   private readonly repos = new Map<string, Promise<BareRepo>>();
+  /** Branches being taken (a claim, or a start queued by a sweep): one take per branch at a time. */
   private readonly claiming = new Map<string, Promise<void>>();
   /** Leases a sweep took whose branch worker is not started yet: renewed with the others. */
   private readonly starting = new Map<string, BranchLease>();
+  /** Branches a sweep took, waiting for their branch worker to start, in the order taken. */
+  private readonly startQueue: QueuedStart[] = [];
+  /** Branch workers of the start queue being started now (at most SWEEP_WIDTH). */
+  private startsRunning = 0;
+  /** The sweep running now, if one is. */
+  private sweepRun: Promise<unknown> | undefined;
   /** A sweep due when the first lease another replica holds lapses (sooner than the period). */
   private earlySweep: NodeJS.Timeout | undefined;
   private bull: Worker[] = [];
@@ -157,7 +166,8 @@ export class Replica {
     this.timers.push(setInterval(() => void this.presence(), this.balanceSettings.periodMs));
     // Announced before the first sweep, so a replica started beside others takes its share only.
     await this.presence();
-    await this.sweep();
+    // Started once the branches free now are owned and their branch workers started.
+    await Promise.all(await this.sweepOnce());
   }
 
   /** Branch keys this replica owns now. */
@@ -169,11 +179,8 @@ export class Replica {
     return this.workers.get(key)?.worker;
   }
 
-  /**
-   * Takes the branch if nobody owns it, or wakes our worker for it. `taken` is its lease when a
-   * sweep took it already.
-   */
-  async claim(key: string, taken?: BranchLease): Promise<void> {
+  /** Takes the branch if nobody owns it, or wakes our worker for it. */
+  async claim(key: string): Promise<void> {
     if (this.stopping || this.handing.has(key)) return;
     const mine = this.workers.get(key);
     if (mine) {
@@ -182,14 +189,12 @@ export class Replica {
     }
     const inflight = this.claiming.get(key);
     if (inflight) return inflight;
-    const p = this.takeBranch(key, taken).finally(() => {
-      this.claiming.delete(key);
-      this.starting.delete(key);
-    });
+    const p = this.takeBranch(key).finally(() => this.claiming.delete(key));
     this.claiming.set(key, p);
     return p;
   }
 
+  /** Starts the branch's worker, with `taken` when a sweep took its lease already. */
   private async takeBranch(key: string, taken?: BranchLease): Promise<void> {
     const lease = taken ?? new BranchLease(this.redis, this.o.prefix, key, this.id, this.leaseMs);
     // Counted before this branch is (its claim is recorded once this call returns its promise).
@@ -205,6 +210,11 @@ export class Replica {
       return;
     }
     const repo = await this.repoFor(spec.remote.url);
+    // A renewal found the lease another replica's while we looked the branch up: not ours to start.
+    if (!lease.token) {
+      this.o.log.warn({ branch: key }, "lost the branch's lease while starting it; not starting it");
+      return;
+    }
     const log = this.o.log.child({ replica: this.id, fence: lease.fence });
     const attached = this.o.attach?.({ key, spec, lease, redis: this.redis, log });
     const hooks = mergeHooks(this.o.hooks?.(key), attached?.hooks);
@@ -223,6 +233,7 @@ export class Replica {
       refreshSpec: () => this.o.directory.branch(key),
     });
     this.workers.set(key, { worker, lease, ...(attached ? { attached } : {}), takenAt: Date.now() });
+    if (this.starting.get(key) === lease) this.starting.delete(key);
     this.o.log.info({ branch: key, fence: lease.fence, replica: this.id }, "took the branch");
     attached?.start(worker);
     worker.start();
@@ -252,10 +263,13 @@ export class Replica {
     this.renewing = true;
     try {
       // Leases a sweep took for branches still starting: a lapse before their worker runs would
-      // let another replica take them meanwhile.
+      // let another replica take them meanwhile. One another replica holds now is not started.
       await Promise.all(
-        [...this.starting.values()].map(async (lease) => {
-          await lease.renew().catch(() => false);
+        [...this.starting].map(async ([key, lease]) => {
+          if (await lease.renew().catch(() => true)) return;
+          this.o.log.warn({ branch: key }, "lost the lease of a branch still starting; not starting it");
+          if (this.starting.get(key) === lease) this.starting.delete(key);
+          this.dropQueued(key);
         }),
       );
       await Promise.all(
@@ -277,72 +291,156 @@ export class Replica {
   }
 
   /**
-   * Takes every known branch that has no owner (its owner died, or nobody took it yet): first
-   * every lease at once (one pipelined round trip per 500 branches), then the branch workers,
-   * several at once. A dead replica's thousand branches are owned within a round trip of their
-   * leases lapsing, and the next sweep is due when the first lease another replica holds lapses,
-   * not a sweep period later.
+   * Takes every known branch that has no owner (its owner died, or nobody took it yet): every
+   * lease at once (one pipelined round trip per 500 branches), handed to the start queue, which
+   * starts their branch workers beside the sweeps. A sweep ends once its leases are taken, so a
+   * dead replica's thousand branches are owned within a round trip of their leases lapsing, and
+   * the next sweep is due when the first lease another replica holds lapses, not a sweep period
+   * later and not after the branch workers of this one started.
    */
   async sweep(): Promise<void> {
-    if (this.stopping) return;
+    await this.sweepOnce();
+  }
+
+  /** One sweep; resolves with the starts of the branches it took (each settles once started). */
+  private async sweepOnce(): Promise<Array<Promise<void>>> {
+    if (this.stopping) return [];
     if (this.sweeping) {
       // Asked while one runs (a lease lapsing now): once more right after it.
       this.sweepAgain = true;
-      return;
+      return [];
     }
     this.sweeping = true;
+    const run = this.takeFree();
+    this.sweepRun = run;
     try {
-      const keys = (await this.redis.smembers(knownBranchesKey(this.o.prefix))).filter(
-        (k) => !this.workers.has(k) && !this.claiming.has(k) && !this.handing.has(k),
-      );
-      // Free leases nobody handed over are taken at once, whatever the share (a dead or stopped
-      // replica's branches are owned again within a sweep); hand-overs only up to the share.
-      const first = await acquireLeases(
-        this.redis,
-        this.o.prefix,
-        keys,
-        this.id,
-        this.leaseMs,
-        !this.balancing,
-      );
-      const taken = first.taken;
-      const heldForMs = first.heldForMs;
-      const room = Math.min(first.handedOver.length, this.handOverRoom(this.ownedCount() + taken.length));
-      if (room > 0) {
-        const more = await acquireLeases(
-          this.redis,
-          this.o.prefix,
-          first.handedOver.slice(0, room),
-          this.id,
-          this.leaseMs,
-          true,
-        );
-        taken.push(...more.taken);
-      }
-      if (this.stopping) {
-        await Promise.all(taken.map((l) => l.release().catch(() => {})));
-        return;
-      }
-      for (const lease of taken) this.starting.set(lease.branchKey, lease);
-      this.sweepWhenLapsed(heldForMs);
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: Math.min(SWEEP_WIDTH, taken.length) }, async () => {
-          while (next < taken.length && !this.stopping) {
-            const lease = taken[next++] as BranchLease;
-            await this.claim(lease.branchKey, lease);
-          }
-        }),
-      );
+      return await run;
     } catch (err) {
       this.o.log.warn({ err: (err as Error).message }, "sweep of known branches failed");
+      return [];
     } finally {
       this.sweeping = false;
+      this.sweepRun = undefined;
       if (this.sweepAgain && !this.stopping) {
         this.sweepAgain = false;
         void this.sweep();
       }
     }
+  }
+
+  private async takeFree(): Promise<Array<Promise<void>>> {
+    const keys = (await this.redis.smembers(knownBranchesKey(this.o.prefix))).filter(
+      (k) => !this.workers.has(k) && !this.claiming.has(k) && !this.handing.has(k),
+    );
+    // Free leases nobody handed over are taken at once, whatever the share (a dead or stopped
+    // replica's branches are owned again within a sweep); hand-overs only up to the share.
+    const first = await acquireLeases(
+      this.redis,
+      this.o.prefix,
+      keys,
+      this.id,
+      this.leaseMs,
+      !this.balancing,
+    );
+    const taken = first.taken;
+    const heldForMs = first.heldForMs;
+    const room = Math.min(first.handedOver.length, this.handOverRoom(this.ownedCount() + taken.length));
+    if (room > 0) {
+      const more = await acquireLeases(
+        this.redis,
+        this.o.prefix,
+        first.handedOver.slice(0, room),
+        this.id,
+        this.leaseMs,
+        true,
+      );
+      taken.push(...more.taken);
+    }
+    if (this.stopping) {
+      await Promise.all(taken.map((l) => l.release().catch(() => {})));
+      return [];
+    }
+    const starts = this.queueStarts(taken);
+    this.sweepWhenLapsed(heldForMs);
+    return starts;
+  }
+
+  /**
+   * Records the leases a sweep took (renewed from now on) and queues their branch workers' starts.
+   * A branch a claim of ours took meanwhile is left to it.
+   */
+  private queueStarts(taken: BranchLease[]): Array<Promise<void>> {
+    const starts: Array<Promise<void>> = [];
+    for (const lease of taken) {
+      const key = lease.branchKey;
+      const inflight = this.claiming.get(key);
+      if (inflight) {
+        // Our lease holds the claim's token; should the claim not start the branch, the next
+        // sweep takes the lease again (same token, extended) and starts it.
+        starts.push(inflight);
+        continue;
+      }
+      const mine = this.workers.get(key);
+      if (mine) {
+        // Its worker's lease lapsed and we took the branch anew: that worker stops at its next
+        // renewal, and the branch is taken again by the sweep after.
+        if (mine.lease.token !== lease.token) void lease.release().catch(() => {});
+        continue;
+      }
+      let settle = () => {};
+      const started = new Promise<void>((r) => {
+        settle = r;
+      });
+      this.claiming.set(key, started);
+      this.starting.set(key, lease);
+      this.startQueue.push({ lease, started, settle });
+      starts.push(started);
+    }
+    this.pumpStarts();
+    return starts;
+  }
+
+  /** Starts queued branch workers while fewer than SWEEP_WIDTH are starting. */
+  private pumpStarts(): void {
+    while (!this.stopping && this.startsRunning < SWEEP_WIDTH) {
+      const next = this.startQueue.shift();
+      if (!next) return;
+      this.startsRunning++;
+      void this.startQueued(next).finally(() => {
+        this.startsRunning--;
+        this.pumpStarts();
+      });
+    }
+  }
+
+  private async startQueued(queued: QueuedStart): Promise<void> {
+    const { lease } = queued;
+    const key = lease.branchKey;
+    try {
+      if (lease.token) await this.takeBranch(key, lease);
+    } catch (err) {
+      this.o.log.warn({ branch: key, err: (err as Error).message }, "starting the branch failed; leaving it");
+      // Given back, so the next sweep (ours or another replica's) tries again at once.
+      if (this.workers.get(key)?.lease !== lease) await lease.release().catch(() => {});
+    } finally {
+      this.settleStart(queued);
+    }
+  }
+
+  /** Takes a branch out of the start queue (its lease lost, or the replica stopping). */
+  private dropQueued(key: string): QueuedStart | undefined {
+    const i = this.startQueue.findIndex((q) => q.lease.branchKey === key);
+    if (i < 0) return undefined;
+    const [queued] = this.startQueue.splice(i, 1) as [QueuedStart];
+    this.settleStart(queued);
+    return queued;
+  }
+
+  private settleStart({ lease, started, settle }: QueuedStart): void {
+    const key = lease.branchKey;
+    if (this.starting.get(key) === lease) this.starting.delete(key);
+    if (this.claiming.get(key) === started) this.claiming.delete(key);
+    settle();
   }
 
   /** Schedules one sweep for when the first of these leases (ms left) lapses, if before the next. */
@@ -351,10 +449,14 @@ export class Replica {
     const period = this.o.sweepMs ?? Math.min(2000, Math.max(200, Math.floor(this.leaseMs / 3)));
     const soonest = Math.min(...heldForMs);
     if (soonest >= period) return;
-    this.earlySweep = setTimeout(() => {
-      this.earlySweep = undefined;
-      void this.sweep();
-    }, soonest + 5);
+    // Not sooner than EARLY_SWEEP_GAP_MS: leases lapsing a millisecond apart go in one sweep.
+    this.earlySweep = setTimeout(
+      () => {
+        this.earlySweep = undefined;
+        void this.sweep();
+      },
+      Math.max(soonest + 5, EARLY_SWEEP_GAP_MS),
+    );
   }
 
   /** Branches owned, being started or being taken. */
@@ -476,6 +578,18 @@ export class Replica {
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
     if (this.earlySweep) clearTimeout(this.earlySweep);
+    // A sweep taking leases now gives them back when it sees the stop (bounded: Redis may be gone).
+    const sweeping = this.sweepRun?.catch(() => {});
+    if (sweeping) await within(sweeping, CONSUMER_CLOSE_MS);
+    // Branches a sweep took and never started: their leases go back now, for another replica.
+    const never = this.startQueue.splice(0);
+    await Promise.all(
+      never.map(async (q) => {
+        await q.lease.release().catch(() => {});
+        this.settleStart(q);
+      }),
+    );
+    // Starts in flight end (their workers are stopped below with the others).
     await this.presenceRound;
     await leave(this.redis, this.o.prefix, this.id).catch(() => {});
     await Promise.all(this.claiming.values());
@@ -494,8 +608,19 @@ export class Replica {
 /** Branches reading their baseline at once, by default. */
 export const DEFAULT_BASELINE_CONCURRENCY = 32;
 
-/** Branches a sweep takes at once. */
+/** Branch workers the start queue starts at once. */
 const SWEEP_WIDTH = 32;
+
+/** The shortest wait before a sweep due at a lease's lapse (a burst of lapses makes one sweep). */
+const EARLY_SWEEP_GAP_MS = 50;
+
+/** A branch a sweep took, waiting for its branch worker to start. */
+interface QueuedStart {
+  lease: BranchLease;
+  /** The branch's entry in `claiming` until its start ended. */
+  started: Promise<void>;
+  settle: () => void;
+}
 
 /** How long a stop waits for a queue consumer's graceful close (its jobs are short). */
 const CONSUMER_CLOSE_MS = 5_000;
@@ -506,17 +631,22 @@ const CONSUMER_CLOSE_MS = 5_000;
  * back): past the bound the stop goes on, so the branch workers stop and the leases go back.
  */
 async function closeConsumer(w: Worker, log: Logger): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const closed = await Promise.race([
-    w.close().then(() => true),
-    new Promise<false>((r) => {
-      timer = setTimeout(() => r(false), CONSUMER_CLOSE_MS);
-    }),
-  ]).finally(() => clearTimeout(timer));
+  const closed = await within(w.close(), CONSUMER_CLOSE_MS);
   if (!closed) {
     log.warn({ queue: w.name }, "queue consumer did not close in time; stopping without it");
     void w.disconnect().catch(() => {});
   }
+}
+
+/** True when `p` settled within `ms`, false when the wait gave up first. */
+async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.then(() => true),
+    new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 /** Calls both sets of hooks, the replica's first. */
