@@ -4,10 +4,10 @@
  * write whose signal was lost is still taken within the period.
  */
 import { mkdtemp, rm } from "node:fs/promises";
+import { createConnection, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Queue } from "bullmq";
-import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { type GitServer, startGitServer } from "../../test/git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../../test/redis/isolated.js";
@@ -17,28 +17,53 @@ import { branchKey } from "../contract.js";
 import { acceptWrite } from "../intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../keys.js";
 import { silentLogger } from "../log.js";
-import { connectRedis } from "../redis.js";
 import { scopeOf } from "../scope.js";
 import type { BranchSpec } from "./directory.js";
 import { Replica, type ReplicaOptions } from "./replica.js";
 
 const until = untilWith({ timeoutMs: 30_000, everyMs: 10 });
 
-/** Commands of clients (not of scripts) that name an inbox of `prefix`, as MONITOR shows them. */
+/**
+ * Commands of clients (not of scripts) that name an inbox of `prefix`, as MONITOR shows them, read
+ * on a plain socket (each line: `+<time> [<db> <client or lua>] "<command>" "<arg>" ...`).
+ */
 class InboxCommands {
-  private monitor: Redis | undefined;
+  private socket: Socket | undefined;
   lines: Array<{ command: string; inboxes: number }> = [];
 
   async start(url: string, prefix: string): Promise<void> {
-    const client = connectRedis(url);
-    this.monitor = await client.monitor();
-    client.disconnect();
-    const inbox = `${prefix}:branch:`;
-    this.monitor.on("monitor", (_time: string, args: string[], source: string) => {
-      if (source === "lua") return;
-      const inboxes = args.filter((a) => a.startsWith(inbox) && a.endsWith(":inbox")).length;
-      if (inboxes > 0) this.lines.push({ command: String(args[0]).toLowerCase(), inboxes });
+    const { hostname, port } = new URL(url);
+    const socket = createConnection({ host: hostname, port: Number(port || 6379) });
+    this.socket = socket;
+    await new Promise<void>((resolve, reject) => {
+      socket.once("connect", resolve);
+      socket.once("error", reject);
     });
+    socket.on("error", () => {});
+    const inbox = `${prefix}:branch:`;
+    let buffered = "";
+    let ready: () => void = () => {};
+    const ok = new Promise<void>((r) => {
+      ready = r;
+    });
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      buffered += chunk;
+      let nl = buffered.indexOf("\r\n");
+      while (nl >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 2);
+        nl = buffered.indexOf("\r\n");
+        if (line === "+OK") ready();
+        const source = /^\+\S+ \[\d+ ([^\]]+)\]/.exec(line)?.[1];
+        if (!source || source === "lua") continue;
+        const args = [...line.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1] as string);
+        const inboxes = args.filter((a) => a.startsWith(inbox) && a.endsWith(":inbox")).length;
+        if (inboxes > 0) this.lines.push({ command: String(args[0]).toLowerCase(), inboxes });
+      }
+    });
+    socket.write("MONITOR\r\n");
+    await ok;
   }
 
   reset(): void {
@@ -50,7 +75,7 @@ class InboxCommands {
   }
 
   stop(): void {
-    this.monitor?.disconnect();
+    this.socket?.destroy();
   }
 }
 
