@@ -28,6 +28,7 @@ import { DEFAULT_PUSH_CYCLE_TIMEOUT_MS } from "./worker/branch-worker.js";
 import { ClusterCache } from "./worker/cluster-cache.js";
 import type { Directory } from "./worker/directory.js";
 import { loadDirectoryFile, withGitTimeout } from "./worker/directory.js";
+import { DEFAULT_IDLE_POLL_MS, DEFAULT_INBOX_CHECK_MS } from "./worker/idle.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
 import { KubeDirectory, KubeStatusSink } from "./worker/kube.js";
 import { DEFAULT_LEASE_MS } from "./worker/lease.js";
@@ -93,6 +94,20 @@ export const workerSettings = {
     help: "safety-net period of each branch's listing of its GitTargets and claims; a change the worker's watches see lists the branch concerned at once",
     parse: parsers.duration,
     default: SAFETY_NET_LIST_INTERVAL_MS,
+  } as Setting<number>,
+  inboxCheckInterval: {
+    flag: "inbox-check-interval",
+    env: "APPLYGATE_INBOX_CHECK_INTERVAL",
+    help: "how often the replica asks Redis, in one round trip for all its branches, which inboxes hold entries their branch worker has not read, and wakes those: how late a write whose wake-up signal was lost is noticed",
+    parse: parsers.duration,
+    default: DEFAULT_INBOX_CHECK_MS,
+  } as Setting<number>,
+  idlePollInterval: {
+    flag: "idle-poll-interval",
+    env: "APPLYGATE_IDLE_POLL_INTERVAL",
+    help: "longest sleep of an idle branch worker (no retry pending, no commit window, fetch or cooldown due sooner); the inbox check wakes it for news",
+    parse: parsers.duration,
+    default: DEFAULT_IDLE_POLL_MS,
   } as Setting<number>,
   baselineConcurrency: {
     flag: "baseline-concurrency",
@@ -233,11 +248,13 @@ export async function run(argv: string[]): Promise<number> {
     leaseMs: config.lease,
     baselineConcurrency: config.baselineConcurrency,
     ...(config.balance ? {} : { balance: false as const }),
+    inboxCheckMs: config.inboxCheckInterval,
     status,
     metrics,
     branch: {
       budgetBytes: config.intakeBudget,
       fetchIntervalMs: config.fetchInterval,
+      idlePollMs: config.idlePollInterval,
       pushCooldownMs: config.pushCooldown,
       pushCycleTimeoutMs: config.pushCycleTimeout,
     },

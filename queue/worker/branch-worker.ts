@@ -30,6 +30,7 @@ import { checkChanges, refOfChange } from "../scope.js";
 import { writeProblem } from "../write-check.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { BranchSpec, RefusedTarget, TargetSpec } from "./directory.js";
+import { nextStepAt } from "./idle.js";
 import { compareEntryIds, Inbox, type InboxEntry, LostLeaseError, type SettledEntry } from "./inbox.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES, writeCharge } from "./intake-budget.js";
 import type { BranchLease } from "./lease.js";
@@ -174,8 +175,17 @@ export interface BranchWorkerOptions {
   maxContentionRetries?: number;
   /** Minimum gap between two pushes the worker starts by itself (a flush ignores it). */
   pushCooldownMs?: number;
-  /** Fallback poll of the inbox when no wake-up arrives. */
+  /**
+   * Longest sleep while publication retries or intake is paused, and the wait after a step that
+   * failed (default 1 s). Also the longest idle sleep unless `idlePollMs` says otherwise.
+   */
   pollMs?: number;
+  /**
+   * Longest sleep of an idle branch (no retry pending, no deadline of its own: commit window,
+   * fetch, cooldown): its read of the inbox when no wake-up arrives. Default `pollMs`; a replica
+   * sets it far longer (DEFAULT_IDLE_POLL_MS), as its inbox check wakes the worker for news.
+   */
+  idlePollMs?: number;
   /**
    * Bounds the first reads of the remote (the baselines) the replica's branch workers make at
    * once; each holds a slot for its read and download.
@@ -334,6 +344,14 @@ export class BranchWorker {
       this.retry === undefined &&
       this.observeAsked === undefined
     );
+  }
+
+  /**
+   * The last inbox entry id this worker read ("0" before its first read): an entry after it is
+   * news the worker has not seen, which the replica's inbox check wakes it for.
+   */
+  get readMark(): string {
+    return this.lastEntryId;
   }
 
   get running(): boolean {
@@ -529,13 +547,19 @@ export class BranchWorker {
       if (this.stopped) break;
       if (this.flushes.length > 0) continue;
       const now = this.clock.now();
-      // Only deadlines the next step acts on: a past one that is not acted on would spin the loop.
-      const deadlines = [now + pollMs, nextWindowDeadline(this.windows)];
-      if (this.pending.length === 0) deadlines.push(Math.max(this.nextFetchAt, this.retry?.nextAt ?? 0));
-      else if (this.autoPublishing()) {
-        deadlines.push(this.retry ? this.retry.nextAt : this.lastPushAt + (this.o.pushCooldownMs ?? 0));
-      }
-      const next = Math.min(...deadlines.filter((d): d is number => d !== undefined));
+      const next = nextStepAt({
+        now,
+        pollMs,
+        idlePollMs: this.o.idlePollMs ?? pollMs,
+        windowDeadline: nextWindowDeadline(this.windows),
+        pendingWrites: this.pending.length,
+        nextFetchAt: this.nextFetchAt,
+        retryAt: this.retry?.nextAt,
+        intakePaused: this.paused,
+        autoPublish: this.autoPublishing(),
+        lastPushAt: this.lastPushAt,
+        pushCooldownMs: this.o.pushCooldownMs ?? 0,
+      });
       if (next > now) await this.clock.sleep(next - now, this.wakeCtl.signal);
     }
   }

@@ -8,7 +8,8 @@ import type { Redis } from "ioredis";
 import { WRITE_OVERHEAD_BYTES } from "../intake.js";
 import type { InboxKind } from "../keys.js";
 import { branchKeys, PUBLISHED_TTL_SECONDS, publishedChannel, writePublishedKey } from "../keys.js";
-import { evalScript } from "../redis.js";
+import { evalScript, scriptCommand } from "../redis.js";
+import { branchesWithNews, inBatches, type ReadMark } from "./idle.js";
 import { fencedWrite } from "./lease.js";
 
 /**
@@ -224,4 +225,46 @@ export class Inbox {
     });
     return out;
   }
+}
+
+// KEYS: inboxes. ARGV: the last entry id each inbox's branch worker read, in the same order ("0":
+// none yet). Returns the 1-based positions of the inboxes holding an entry after it. An inbox
+// with nothing new answers an empty range, so an idle one costs no entry copied.
+const UNREAD_LUA = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  local from = ARGV[i] == '0' and '-' or '(' .. ARGV[i]
+  if #redis.call('XRANGE', key, from, '+', 'COUNT', 1) > 0 then out[#out + 1] = i end
+end
+return out
+`;
+
+/** Inboxes asked about in one script call. */
+const UNREAD_BATCH = 1000;
+
+/**
+ * The branches whose inbox holds an entry after their read mark: one script call per
+ * UNREAD_BATCH branches, all sent in one pipeline (one round trip for a replica's branches).
+ */
+export async function unreadInboxes(redis: Redis, prefix: string, marks: ReadMark[]): Promise<string[]> {
+  if (marks.length === 0) return [];
+  const batches = inBatches(marks, UNREAD_BATCH);
+  const unread = scriptCommand(redis, UNREAD_LUA);
+  const pipe = redis.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & {
+    exec(): Promise<Array<[Error | null, unknown]> | null>;
+  };
+  for (const batch of batches) {
+    (pipe[unread] as (...a: unknown[]) => unknown)(
+      batch.length,
+      ...batch.map((m) => branchKeys(prefix, m.branchKey).inbox),
+      ...batch.map((m) => m.readTo),
+    );
+  }
+  const replies = (await pipe.exec()) ?? [];
+  const positions = batches.map((_, b) => {
+    const [err, value] = replies[b] ?? [null, []];
+    if (err) throw err;
+    return (value as number[]) ?? [];
+  });
+  return branchesWithNews(batches, positions);
 }

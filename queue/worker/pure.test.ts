@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { withGitTimeout } from "./directory.js";
+import { branchesWithNews, inBatches, nextStepAt, type SleepInputs } from "./idle.js";
 import { WRITE_OVERHEAD_BYTES, writeCharge } from "./intake-budget.js";
 import { afterFailure, contentionBackoff, retryDelay } from "./retry.js";
 import { publicationConditions } from "./status.js";
@@ -97,5 +98,50 @@ describe("the Git deadline", () => {
     });
     expect(await d.branch("git.example/b@main")).toBeUndefined();
     expect(spec.remote).toEqual({ url: "https://git.example/a.git" });
+  });
+});
+
+describe("a branch worker's next step", () => {
+  const idle: SleepInputs = {
+    now: 1_000_000,
+    pollMs: 1000,
+    idlePollMs: 60_000,
+    windowDeadline: undefined,
+    pendingWrites: 0,
+    nextFetchAt: 1_000_000 + 3_600_000,
+    retryAt: undefined,
+    intakePaused: false,
+    autoPublish: true,
+    lastPushAt: Number.NEGATIVE_INFINITY,
+    pushCooldownMs: 1000,
+  };
+
+  it("sleeps an idle branch for the idle period, bounded by its own deadlines", () => {
+    expect(nextStepAt(idle)).toBe(idle.now + 60_000);
+    expect(nextStepAt({ ...idle, nextFetchAt: idle.now + 5000 })).toBe(idle.now + 5000);
+    expect(nextStepAt({ ...idle, windowDeadline: idle.now + 40 })).toBe(idle.now + 40);
+    // A pending write waits for the push cooldown, not for the idle period.
+    expect(nextStepAt({ ...idle, pendingWrites: 1, lastPushAt: idle.now - 200 })).toBe(idle.now + 800);
+    // Publication left to flushes: a pending write sets no deadline of its own.
+    expect(nextStepAt({ ...idle, pendingWrites: 1, autoPublish: false })).toBe(idle.now + 60_000);
+  });
+
+  it("keeps the short period while publication retries or intake is paused", () => {
+    const retrying = { ...idle, retryAt: idle.now + 300_000 };
+    expect(nextStepAt(retrying)).toBe(idle.now + 1000);
+    expect(nextStepAt({ ...retrying, pendingWrites: 2 })).toBe(idle.now + 1000);
+    expect(nextStepAt({ ...idle, intakePaused: true })).toBe(idle.now + 1000);
+    // A retry due sooner than the period is the deadline.
+    expect(nextStepAt({ ...idle, retryAt: idle.now + 10, pendingWrites: 1 })).toBe(idle.now + 10);
+    // Without a pending write, the periodic read waits for the retry (its attempt).
+    expect(nextStepAt({ ...idle, retryAt: idle.now + 10, nextFetchAt: idle.now })).toBe(idle.now + 10);
+  });
+
+  it("maps the inbox check's answer back to branches, batch by batch", () => {
+    const marks = Array.from({ length: 5 }, (_, i) => ({ branchKey: `b${i}`, readTo: "0" }));
+    const batches = inBatches(marks, 2);
+    expect(batches.map((b) => b.length)).toEqual([2, 2, 1]);
+    expect(branchesWithNews(batches, [[2], [], [1]])).toEqual(["b1", "b4"]);
+    expect(branchesWithNews(batches, [[], [1, 2]])).toEqual(["b2", "b3"]);
   });
 });

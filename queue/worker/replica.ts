@@ -22,6 +22,8 @@ import { bullConnection, connectRedis } from "../redis.js";
 import { type BalanceSettings, DEFAULT_BALANCE, decideHandover, takeBudget } from "./balance.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
 import type { BranchSpec, Directory } from "./directory.js";
+import { DEFAULT_IDLE_POLL_MS, DEFAULT_INBOX_CHECK_MS } from "./idle.js";
+import { unreadInboxes } from "./inbox.js";
 import { acquireLeases, BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { announce, leave } from "./presence.js";
@@ -61,6 +63,12 @@ export interface ReplicaOptions {
   leaseMs?: number;
   /** How often known branches are swept for ones without an owner. */
   sweepMs?: number;
+  /**
+   * How often the replica asks Redis, in one round trip for all its branches, which inboxes hold
+   * entries their branch worker has not read, and wakes those: the bound on noticing a write or
+   * notice whose wake-up signal was lost. Default `branch.pollMs`, else DEFAULT_INBOX_CHECK_MS.
+   */
+  inboxCheckMs?: number;
   /**
    * Branch workers reading the remote for the first time at once (default
    * DEFAULT_BASELINE_CONCURRENCY): a replica taking a thousand branches must not send a thousand
@@ -115,6 +123,7 @@ export class Replica {
   private renewing = false;
   private sweeping = false;
   private sweepAgain = false;
+  private checking = false;
 
   private readonly baselineSlots: Slots;
 
@@ -164,6 +173,8 @@ export class Replica {
     this.timers.push(setInterval(() => void this.renewAll(), renewEvery));
     this.timers.push(setInterval(() => void this.sweep(), this.sweepMs));
     this.timers.push(setInterval(() => void this.presence(), this.balanceSettings.periodMs));
+    const checkEvery = this.o.inboxCheckMs ?? this.o.branch?.pollMs ?? DEFAULT_INBOX_CHECK_MS;
+    this.timers.push(setInterval(() => void this.checkInboxes(), checkEvery));
     // Announced before the first sweep, so a replica started beside others takes its share only.
     await this.presence();
     // Started once the branches free now are owned and their branch workers started.
@@ -220,6 +231,8 @@ export class Replica {
     const hooks = mergeHooks(this.o.hooks?.(key), attached?.hooks);
     const worker = new BranchWorker({
       baselineSlots: this.baselineSlots,
+      // The inbox check wakes an idle branch for news: it need not read its inbox by itself.
+      idlePollMs: DEFAULT_IDLE_POLL_MS,
       ...this.o.branch,
       spec,
       redis: this.redis,
@@ -287,6 +300,29 @@ export class Replica {
       );
     } finally {
       this.renewing = false;
+    }
+  }
+
+  /**
+   * The safety net for a lost wake-up signal (a Redis restart between an append and its signal, a
+   * signal taken by a replica that just lost the branch): asks Redis in one round trip which of
+   * the branches owned here have inbox entries past what their worker read, and wakes those. Every
+   * append also wakes its owner at once; this only bounds how late a lost signal is made good.
+   */
+  private async checkInboxes(): Promise<void> {
+    if (this.checking || this.stopping) return;
+    this.checking = true;
+    try {
+      const marks = [...this.workers]
+        .filter(([, { worker }]) => worker.running)
+        .map(([branchKey, { worker }]) => ({ branchKey, readTo: worker.readMark }));
+      for (const key of await unreadInboxes(this.redis, this.o.prefix, marks)) {
+        this.workers.get(key)?.worker.wake();
+      }
+    } catch (err) {
+      this.o.log.warn({ err: (err as Error).message }, "inbox check failed");
+    } finally {
+      this.checking = false;
     }
   }
 
