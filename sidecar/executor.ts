@@ -42,10 +42,24 @@ export interface ExecutorHostOptions {
    * is only logged.
    */
   recorded?: (attempt: Attempt) => Promise<boolean>;
-  /** BullMQ's lock on a job taken and its stalled-job check (defaults 30 s each; tests shorten them). */
+  /**
+   * BullMQ's lock on a job taken and its stalled-job check (defaults ATTEMPT_LOCK_MS and
+   * ATTEMPT_STALLED_CHECK_MS; tests shorten them).
+   */
   lockDurationMs?: number;
   stalledIntervalMs?: number;
 }
+
+/**
+ * How long a taken attempt's lock lasts unrenewed (BullMQ renews it at half this). A sidecar
+ * killed before it recorded an attempt on the claim leaves the job locked this long; the next
+ * process reports it RequestFailed within this plus one stalled check, and the worker decides
+ * anew. BullMQ's 30 s default made that up to a minute (more under load) in which the branch
+ * waited for an attempt nobody carried out.
+ */
+export const ATTEMPT_LOCK_MS = 10_000;
+/** How often the sidecar looks for taken attempts whose lock lapsed. */
+export const ATTEMPT_STALLED_CHECK_MS = 5_000;
 
 export interface ExecutorHost {
   /** Follows an operation recorded on a claim that nobody here follows; false when it cannot. */
@@ -204,8 +218,8 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     // A job whose process died is not run again: the operation recorded on the claim is
     // recovered from there, and a new attempt is the branch worker's decision.
     maxStalledCount: 0,
-    ...(o.lockDurationMs ? { lockDuration: o.lockDurationMs } : {}),
-    ...(o.stalledIntervalMs ? { stalledInterval: o.stalledIntervalMs } : {}),
+    lockDuration: o.lockDurationMs ?? ATTEMPT_LOCK_MS,
+    stalledInterval: o.stalledIntervalMs ?? ATTEMPT_STALLED_CHECK_MS,
   });
   worker.on("error", (err) => o.log.warn({ err: err.message }, "attempt queue error"));
   // A job whose process died (SIGKILL, a crash) is found stalled once its lock runs out. When it
