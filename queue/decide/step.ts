@@ -657,8 +657,8 @@ export function restart(
   }
   for (const c of e.claims) restoreClaim(s, c, now);
   // A window whose operation is not out any more ended while no owner followed it (its end report
-  // may have reached the last owner after its last save, or may reach nobody): this owner learns
-  // of the end now, so its grace runs from now, never shorter than the last owner's would have.
+  // never reached the last owner, and reaches this one, if at all, after the restart): this owner
+  // learns of the end now, so its grace runs from now, never shorter than the last owner's would have.
   for (const a of Object.values(s.appliers))
     for (const w of a.windows)
       if (w.completedAt === null && a.operation?.token !== w.token) w.completedAt = now;
