@@ -144,6 +144,8 @@ export function snapshotOf(
         return uid && reason ? [{ uid, reason }] : [];
       }),
     };
+    const requestedAt = str(op.requestedAt);
+    if (requestedAt) s.operation.requestedAt = requestedAt;
   }
   return s;
 }

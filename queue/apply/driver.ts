@@ -150,6 +150,7 @@ export class DecisionDriver {
       const a = w.applierAuthored;
       if (!a || change?.op !== "upsert") return void this.worker?.judged(w.id, true);
       const m = change.object.metadata;
+      const arrivedAt = Date.parse(w.acceptedAt);
       this.feed({
         type: "WatchedApplierWrite",
         writeId: w.id,
@@ -162,6 +163,7 @@ export class DecisionDriver {
         },
         manager: a.manager,
         writtenAt: a.writtenAt,
+        ...(Number.isFinite(arrivedAt) ? { arrivedAt } : {}),
       });
     },
     onSnapshotWrite: (w) => {
@@ -314,6 +316,7 @@ export class DecisionDriver {
         restored: saved !== undefined,
         targets: listing.targets.length,
         operationsOut: Object.values(this.s.appliers).filter((a) => a.operation).length,
+        applyWindows: Object.values(this.s.appliers).reduce((n, a) => n + a.windows.length, 0),
       },
       "decisions started",
     );

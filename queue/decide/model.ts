@@ -267,6 +267,8 @@ export interface ClaimStatusSnapshot {
     phase: ReportPhase;
     commit: string;
     targets: { uid: string; reason: string }[];
+    /** When the executor recorded the operation (RFC 3339), before the write that starts it. */
+    requestedAt?: string;
   };
 }
 
@@ -326,6 +328,11 @@ export type DecisionEvent =
       manager: string;
       /** managedFields time of the applier's entry (RFC 3339). */
       writtenAt: string;
+      /**
+       * When the write reached the branch's inbox (epoch ms): it is judged against the windows as
+       * they were then, however late an owner reads it. Absent: judged as of the step's time.
+       */
+      arrivedAt?: number;
     }
   /**
    * A write of a snapshot the watch plane collected (the inbox write `writeId`, held by the shell

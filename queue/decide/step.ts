@@ -53,6 +53,7 @@ import {
   toSeconds,
   type WatchedVerdict,
   windowClosesAt,
+  windowKept,
   windowOpen,
 } from "./window.js";
 
@@ -538,9 +539,12 @@ function judgeWatched(
   if (!a || !key || !applierManagersOf(a.applier).includes(e.manager)) return void settle("late");
   const object = objectKey(e.ref);
   const writtenAtSec = toSeconds(e.writtenAt);
-  const judged = judgeWatchedWrite(a.windows, object, writtenAtSec, now);
+  // As of its arrival in the inbox: an owner reading it late (after a handover) judges it against
+  // the windows as the owner then would have.
+  const at = e.arrivedAt !== undefined && Number.isFinite(e.arrivedAt) ? Math.min(now, e.arrivedAt) : now;
+  const judged = judgeWatchedWrite(a.windows, object, writtenAtSec, at);
   if (judged.verdict === "not_mirrored" || judged.verdict === "withheld")
-    rememberApplierWrite(a.windows, { ref: e.ref, object, writtenAtSec }, now);
+    rememberApplierWrite(a.windows, { ref: e.ref, object, writtenAtSec }, at);
   if (judged.hit) collide(s, key, judged.hit.window, judged.hit.edit, e.ref, actions);
   settle(judged.verdict);
 }
@@ -647,9 +651,17 @@ export function restart(
     if (a.operation && !recorded.has(a.operation.token))
       giveBack(a.pending, a.operation.carried, (kind, uid) => stillStands(s, key, kind, uid));
     a.operation = null;
-    a.windows = [];
+    // The apply windows are kept as saved: an applier's write still in the inbox is judged by the
+    // new owner against the same windows, sent and ended when the last owner saw it.
+    a.windows ??= [];
   }
   for (const c of e.claims) restoreClaim(s, c, now);
+  // A window whose operation is not out any more ended while no owner followed it (its end report
+  // never reached the last owner, and reaches this one, if at all, after the restart): this owner
+  // learns of the end now, so its grace runs from now, never shorter than the last owner's would have.
+  for (const a of Object.values(s.appliers))
+    for (const w of a.windows)
+      if (w.completedAt === null && a.operation?.token !== w.token) w.completedAt = now;
   return s;
 }
 
@@ -683,14 +695,20 @@ function restoreClaim(s: DecisionState, c: ClaimStatusSnapshot, now: number): vo
   a.repairRecorded = c.repairPending === true;
   if (c.repairPending) addPending(a.pending, "Repair");
   if (op && !TERMINAL_PHASES.includes(op.phase)) {
+    // Its window as saved (sent when the last owner sent it, with the edits it guards), else one
+    // opened when the executor recorded it (before any write of the apply), else now.
+    const saved = a.windows.find((w) => w.token === op.token);
+    const requested = op.requestedAt === undefined ? Number.NaN : Date.parse(op.requestedAt);
+    const sentAt = saved?.sentAt ?? (Number.isFinite(requested) && requested <= now ? requested : now);
     a.operation = {
       token: op.token,
       commit: op.commit,
-      sentAt: now,
+      sentAt,
       phase: op.phase,
       carried: carriedFromStatus(op.targets),
     };
-    a.windows.push({ token: op.token, commit: op.commit, sentAt: now, completedAt: null, edits: [] });
+    if (saved) saved.completedAt = null;
+    else a.windows.push({ token: op.token, commit: op.commit, sentAt, completedAt: null, edits: [] });
   }
 }
 
@@ -709,7 +727,7 @@ function finish(s: DecisionState, now: number, actions: DecisionAction[]): StepR
     if (a) addPending(a.pending, "Refusal", t.uid);
   }
   for (const a of Object.values(s.appliers)) {
-    a.windows = a.windows.filter((w) => windowOpen(w, now));
+    a.windows = a.windows.filter((w) => windowKept(w, now));
     answerConvergeAtLastApplied(s, a);
   }
   maybeFlush(s, now, actions);
@@ -786,7 +804,7 @@ function scheduleWake(s: DecisionState, now: number, actions: DecisionAction[]):
     if (hasPending(a.pending) && a.notBefore > now) times.push(a.notBefore);
     for (const w of a.windows) {
       const closes = windowClosesAt(w);
-      if (closes !== null) times.push(closes);
+      if (closes !== null && closes > now) times.push(closes);
     }
   }
   for (const key of Object.keys(s.appliers)) {

@@ -155,6 +155,87 @@ describe("watched applier writes: one judge", () => {
   });
 });
 
+describe("watched applier writes after a restart: the new owner judges as the last owner would", () => {
+  const claimOf = (token: string, phase: "Running" | "Succeeded", requestedAt?: string) => ({
+    ...fluxClaim("app"),
+    source: "flux-system/app",
+    lastAppliedCommit: A,
+    operation: {
+      token,
+      phase,
+      commit: B,
+      targets: [{ uid: "u1", reason: "ForeignCommit" }],
+      ...(requestedAt ? { requestedAt } : {}),
+    },
+  });
+  const restartWith = (d: Driver, claims: ReturnType<typeof claimOf>[]) =>
+    d.on({ type: "Restarted", tokenPrefix: "p2", claims, saved: JSON.parse(JSON.stringify(d.state)) });
+
+  it("an operation that ended before the restart keeps its window and grace: its echo is not mirrored", () => {
+    const { d, att, sentAt } = windowed();
+    d.advance(2_000);
+    d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    d.advance(4_000);
+    restartWith(d, [claimOf(att?.token ?? "", "Succeeded")]);
+    expect(settled(d.on(watched("y", sentAt + 1_000)))[0]).toMatchObject({ verdict: "not_mirrored" });
+    // The grace still runs from the end the last owner saw, not from the restart.
+    d.advance(6_000);
+    expect(settled(d.on(watched("y", sentAt + 1_000, undefined, "wb")))[0]).toMatchObject({
+      verdict: "late",
+    });
+  });
+
+  it("a write that reached the inbox inside the grace is judged as of its arrival, however late an owner reads it", () => {
+    const { d, att, sentAt } = windowed();
+    d.advance(2_000);
+    d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    const end = d.now;
+    d.advance(4_000);
+    const arrivedAt = d.now;
+    d.advance(8_000);
+    restartWith(d, [claimOf(att?.token ?? "", "Succeeded")]);
+    const held = { ...watched("y", sentAt + 1_000), arrivedAt } as DecisionEvent;
+    expect(settled(d.on(held))[0]).toMatchObject({ verdict: "not_mirrored" });
+    // Arriving after the grace it is late, and so is one judged with no arrival time now.
+    expect(
+      settled(d.on({ ...held, writeId: "wb", arrivedAt: end + 10_000 } as DecisionEvent))[0],
+    ).toMatchObject({
+      verdict: "late",
+    });
+    expect(settled(d.on(watched("y", sentAt + 1_000, undefined, "wc")))[0]).toMatchObject({
+      verdict: "late",
+    });
+  });
+
+  it("an operation whose end no owner saw (its report lost with the last owner) ends at the restart: its grace runs from then", () => {
+    const { d, att, sentAt } = windowed();
+    d.advance(5_000);
+    restartWith(d, [claimOf(att?.token ?? "", "Succeeded")]);
+    const w = d.state.appliers["FluxClaim/apps/app"]?.windows.find((x) => x.token === att?.token);
+    expect([w?.sentAt, w?.completedAt]).toEqual([sentAt, d.now]);
+    d.advance(9_000);
+    expect(settled(d.on(watched("y", sentAt + 1_000)))[0]).toMatchObject({ verdict: "not_mirrored" });
+    // Its edits are still guarded: a late apply over the edit is withheld.
+    expect(settled(d.on(watched("x", sentAt, undefined, "wb")))[0]).toMatchObject({ verdict: "withheld" });
+  });
+
+  it("an operation still out keeps the window its attempt opened: a write before the restart is its apply", () => {
+    const { d, att, sentAt } = windowed();
+    d.advance(5_000);
+    restartWith(d, [claimOf(att?.token ?? "", "Running")]);
+    expect(d.state.appliers["FluxClaim/apps/app"]?.operation?.sentAt).toBe(sentAt);
+    expect(settled(d.on(watched("y", sentAt + 1_000)))[0]).toMatchObject({ verdict: "not_mirrored" });
+  });
+
+  it("with no saved state, an operation still out opens its window when the executor recorded it", () => {
+    const d = new Driver();
+    const requested = d.now - 5_000;
+    d.on({ type: "Restarted", tokenPrefix: "p2", claims: [claimOf("old-1", "Running", iso(requested))] });
+    d.on({ type: "TargetsListed", targets: [listed("u1", "app")] });
+    expect(settled(d.on(watched("y", requested + 1_000)))[0]).toMatchObject({ verdict: "not_mirrored" });
+  });
+});
+
 describe("watched applier writes of a webhook endpoint: its claim's field managers", () => {
   const claim = { kind: "WebhookClaim" as const, namespace: "apps", name: "deployer" };
   const applier = {

@@ -10,6 +10,14 @@ import type { AppliedWrite, ApplyWindow, GuardedEdit } from "./model.js";
 
 export const WINDOW_GRACE_MS = 10_000;
 
+/**
+ * How long a closed window is still kept: a watched write that reached the inbox while the window
+ * was open but is judged later (read again by the next owner after a handover: the lease runs
+ * out, 10 s by default, and the branch starts) is judged as of its arrival, against the window as
+ * it was then.
+ */
+export const WINDOW_KEPT_MS = 60_000;
+
 export function objectKey(ref: ObjectRef): string {
   return `${ref.apiVersion}/${ref.kind}/${ref.namespace ?? ""}/${ref.name}`;
 }
@@ -26,6 +34,12 @@ export function windowClosesAt(w: ApplyWindow): number | null {
 export function windowOpen(w: ApplyWindow, now: number): boolean {
   const closes = windowClosesAt(w);
   return closes === null || now < closes;
+}
+
+/** Whether a window is still kept at `now` (open, or closed less than `WINDOW_KEPT_MS` ago). */
+export function windowKept(w: ApplyWindow, now: number): boolean {
+  const closes = windowClosesAt(w);
+  return closes === null || now < closes + WINDOW_KEPT_MS;
 }
 
 /**

@@ -75,6 +75,8 @@ interface World {
   attempts: Attempt[];
   /** Late applies withheld, as the collision metric counts them. */
   collisions: { kind: string }[];
+  /** Watched applier writes judged, as the echo metric counts them. */
+  echoes: { kind: string; outcome: string }[];
   /** Scripts for the next attempts, in order; the default plays Requested … Succeeded. */
   scripts: Script[];
   startReplica(): Promise<{ replica: Replica; decisions: Decisions }>;
@@ -256,6 +258,7 @@ async function world(o: {
     custom,
     attempts,
     collisions: [],
+    echoes: [],
     scripts,
     async startReplica() {
       const cacheDir = await mkdtemp(join(tmpdir(), "applygate-decisions-"));
@@ -272,7 +275,11 @@ async function world(o: {
         ...(o.commitStatusPollMs ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
         // Only a safety net: every change must reach the branch through the watches.
         listIntervalMs: o.listIntervalMs ?? 600_000,
-        metrics: { collision: (kind) => w.collisions.push({ kind }), echo() {}, staleSnapshot() {} },
+        metrics: {
+          collision: (kind) => w.collisions.push({ kind }),
+          echo: (kind, outcome) => w.echoes.push({ kind, outcome }),
+          staleSnapshot() {},
+        },
       });
       const replica = new Replica({
         redisUrl: redis.url,
@@ -723,6 +730,53 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(w.collisions).toEqual([{ kind: "flux" }]);
     await waitFor("repairPending cleared", async () => (await w.claim()).status?.repairPending === false);
   });
+  it("an apply's own write that reached the inbox within the grace after its operation ended, read by the next owner after a handover past the grace, is the applier's echo: settled without a commit", {
+    timeout: 60_000,
+  }, async () => {
+    const clock = new ManualClock(Date.parse("2026-12-01T13:00:00Z"));
+    w = await world({ appliedInitial: true, clock });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const f1 = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    w.worker().observeSoon();
+    await waitFor("the foreign push applied", async () => (await w.claim()).status?.lastAppliedCommit === f1);
+    await waitFor("its operation ended", () => {
+      const a = w.driver().state.appliers[CLAIM_KEY];
+      return a?.operation === null && a.windows[0]?.completedAt != null;
+    });
+    const window = w.driver().state.appliers[CLAIM_KEY]?.windows[0];
+    expect(window?.token).toBe(w.attempts[0]?.token);
+    await w.stopReplica();
+
+    // The apply's own write, made in the second the operation ended, reaches the inbox 4 s after
+    // the end, inside the 10 s grace, while no owner runs; the next owner takes the branch 12 s
+    // after the end (a killed owner's lease ran out first) and reads it then.
+    const end = window?.completedAt as number;
+    const writtenAt = new Date(Math.floor(end / 1000) * 1000).toISOString();
+    clock.advance(12_000);
+    const echo = await w.accept("a", "applied", {
+      acceptedAt: new Date(end + 4_000).toISOString(),
+      // As the watch plane hands it: the GitTarget's uid, the applier's manager and its time.
+      target: { namespace: NS, name: "site", uid: w.targetUid },
+      applierAuthored: { manager: "kustomize-controller", writtenAt, resourceVersion: "42" },
+    });
+    const tip = await w.git.tip("site");
+    await w.startReplica();
+    await waitFor("the write judged", () => w.echoes.length > 0);
+    expect(w.echoes).toEqual([{ kind: "flux", outcome: "not_mirrored" }]);
+    await waitFor("its inbox entry settled", async () => {
+      await w.driver().idle();
+      return (
+        w.worker().judgingCount === 0 &&
+        (await w.redis.client.xlen(branchKeys(w.redis.prefix, w.key).inbox)) === 0
+      );
+    });
+    expect(await w.published(echo.id)).toBeNull();
+    expect(await w.git.tip("site")).toBe(tip);
+    expect(await show(w, "main", cm("a"))).toBeUndefined();
+    expect(w.attempts).toHaveLength(1);
+  });
+
   it("the folder barrier: a branch whose tip lacks the GitTarget's folder sends its applier nothing, for any reason, until a published write creates the folder", {
     timeout: 60_000,
   }, async () => {
