@@ -6,6 +6,9 @@ export interface GitResult {
   stderr: string;
 }
 
+/** How many git processes this process started (a probe that polls should start few). */
+export const gitSpawns = { n: 0 };
+
 /**
  * Runs the real `git` CLI asynchronously. Never use execFileSync in tests that serve Git
  * in-process: it blocks the event loop that has to answer the CLI's own requests.
@@ -14,6 +17,7 @@ export function git(
   args: string[],
   opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<GitResult> {
+  gitSpawns.n++;
   return new Promise((resolve) => {
     execFile(
       "git",

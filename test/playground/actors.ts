@@ -4,6 +4,7 @@
  * intake API with its `editedAt`), a Git push by somebody else, and reads of what the cluster,
  * Git and the appliers hold.
  */
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { git, gitOk } from "../git/cli.js";
@@ -150,9 +151,36 @@ export async function clusterValue(a: Assembly, app: PlaygroundApp): Promise<Clu
   return { greeting: cm.data?.greeting, manager: owner, resourceVersion: cm.metadata?.resourceVersion };
 }
 
+/*
+ * Reads of Git that waits poll (every 25 ms, for several apps at once) answer from memory when
+ * nothing moved: the branch's ref is read from its file, and what a commit holds is fixed by its
+ * id. Spawning the git CLI for every probe made the waits themselves the heaviest load of the
+ * process (30 to 50 spawns a second, the event loop busy all the time) exactly while the worker
+ * it waits on commits and pushes in that process, which on a loaded machine took the worker past
+ * the waits' bounds.
+ */
+const fileByCommit = new Map<string, string | undefined>();
+const ancestry = new Map<string, boolean>();
+const remember = <K, V>(m: Map<K, V>, k: K, v: V) => {
+  if (m.size > 10_000) m.clear();
+  m.set(k, v);
+};
+
+/** The branch's tip from its ref file (what receive-pack writes), else from the git CLI. */
+async function branchTip(a: Assembly): Promise<string | undefined> {
+  const ref = await readFile(join(repoDir(a), "refs", "heads", a.demo.branch), "utf8").catch(() => "");
+  return /^[0-9a-f]{40}$/.test(ref.trim()) ? ref.trim() : a.git.tip(DEMO_REPO, a.demo.branch);
+}
+
 /** The greeting the demo file holds at the tip of the branch. */
 export async function gitValue(a: Assembly, app: PlaygroundApp): Promise<string | undefined> {
-  const text = await gitOk(["--git-dir", repoDir(a), "show", `${a.demo.branch}:${demoConfigPath(app)}`]);
+  const at = await branchTip(a);
+  const key = `${repoDir(a)} ${at} ${demoConfigPath(app)}`;
+  let text = at ? fileByCommit.get(key) : undefined;
+  if (text === undefined) {
+    text = await gitOk(["--git-dir", repoDir(a), "show", `${at ?? a.demo.branch}:${demoConfigPath(app)}`]);
+    if (at) remember(fileByCommit, key, text);
+  }
   return /greeting: (.*)/.exec(text)?.[1]?.trim();
 }
 
@@ -170,7 +198,13 @@ export async function holds(
 ): Promise<boolean> {
   if (!commit || !ancestor) return false;
   if (commit === ancestor) return true;
-  return (await git(["--git-dir", repoDir(a), "merge-base", "--is-ancestor", ancestor, commit])).code === 0;
+  const key = `${repoDir(a)} ${ancestor} ${commit}`;
+  const known = ancestry.get(key);
+  if (known !== undefined) return known;
+  const { code } = await git(["--git-dir", repoDir(a), "merge-base", "--is-ancestor", ancestor, commit]);
+  // 0: it holds it, 1: it does not, for good; anything else (a commit not here yet) is asked again.
+  if (code === 0 || code === 1) remember(ancestry, key, code === 0);
+  return code === 0;
 }
 
 /** Commits on the branch after `from`, oldest first, as `sha subject`. */

@@ -89,7 +89,7 @@ export function operationsOf(s: Scene, kind: "flux" | "argocd") {
 export const unique = () => randomBytes(3).toString("hex");
 
 /** The scenario's debug logs, kept in memory (the last 3,000 lines) for a failure to print. */
-function keptLogger(): Logger {
+export function keptLogger(): Logger {
   const lines: string[] = [];
   failureContext.set("the scenario's last log lines", () => lines.join(""));
   return pino(

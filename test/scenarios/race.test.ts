@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { DEPLOYER_FIELD_MANAGER } from "../playground/deployer.js";
 import { playRace, RACE_APPS, type RaceOutcome, SECOND } from "../playground/race.js";
 import { testRedisUrl } from "../redis/isolated.js";
+import { keptLogger } from "./harness.js";
 
 /** The field manager each applier writes with: the one whose write reverts "green" on its own timers. */
 const MANAGERS = {
@@ -51,7 +52,8 @@ describe("the two-edit race", () => {
 
 describe("the two-edit race with the watch plane mirroring the edits", () => {
   it("held by applygate: exactly two commits, no revert, no apply", async () => {
-    const runs = await playRace("held", { redisUrl: testRedisUrl(), mirror: true });
+    // The assembly's debug logs are kept and printed if the case fails.
+    const runs = await playRace("held", { log: keptLogger(), redisUrl: testRedisUrl(), mirror: true });
     for (const r of each(runs)) {
       expect(r.reverted, timeline(r)).toBe(false);
       expect(r.cluster).toBe(SECOND);
@@ -62,7 +64,7 @@ describe("the two-edit race with the watch plane mirroring the edits", () => {
   }, 180_000);
 
   it("on the appliers' own timers: the mirror records the revert as a commit of its own", async () => {
-    const runs = await playRace("own-timers", { redisUrl: testRedisUrl(), mirror: true });
+    const runs = await playRace("own-timers", { log: keptLogger(), redisUrl: testRedisUrl(), mirror: true });
     for (const r of each(runs)) {
       expect(r.reverted, timeline(r)).toBe(true);
       expect(r.revertedBy, timeline(r)).toContain(MANAGERS[r.app]);
