@@ -28,6 +28,10 @@ export interface ProgressObserver {
   phases(): PhaseReport[];
   /** Attempts seen so far, in order. */
   attempts(): Attempt[];
+  /** Jobs the queues announced whose data is not read yet (their events are on their way). */
+  unread(): number;
+  /** Resolves once every job announced so far is read (its event emitted). */
+  drained(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -45,6 +49,7 @@ export async function observeProgress(o: {
   const closers: Array<() => Promise<void>> = [];
   // Jobs are read in the order their "added" events arrive, one at a time, so output keeps order.
   let chain: Promise<void> = Promise.resolve();
+  let unread = 0;
   const emit = (e: ProgressEvent) => {
     events.push(e);
     o.onEvent?.(e);
@@ -57,8 +62,10 @@ export async function observeProgress(o: {
     queue.on("error", () => {});
     await qe.waitUntilReady();
     qe.on("added", ({ jobId }) => {
+      unread += 1;
       chain = chain.then(async () => {
         const job = await queue.getJob(jobId).catch(() => undefined);
+        unread -= 1;
         if (job) handle(job);
       });
     });
@@ -94,6 +101,8 @@ export async function observeProgress(o: {
     events,
     phases: () => events.flatMap((e) => (e.type === "phase" ? [e.report] : [])),
     attempts: () => events.flatMap((e) => (e.type === "attempt" ? [e.attempt] : [])),
+    unread: () => unread,
+    drained: () => chain,
     async stop() {
       await chain;
       await Promise.all(closers.map((c) => c()));

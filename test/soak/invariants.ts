@@ -6,14 +6,19 @@
 import { TERMINAL_PHASES } from "../../queue/contract.js";
 import type { DemoApp } from "../playground/demo.js";
 
-/** "finished": the run ended within its bound (judged by the run itself, not by checkRun). */
+/**
+ * "finished": the run ended within its bound; "quiescent": the run was quiet (every write
+ * published, every attempt seen sent ended, the cluster on Git's values) within the quiescence
+ * wait. Both judged by the run itself, not by checkRun.
+ */
 export type Invariant =
   | "converged"
   | "no-revert"
   | "commits-explained"
   | "operations"
   | "nothing-lost"
-  | "finished";
+  | "finished"
+  | "quiescent";
 
 export interface Violation {
   invariant: Invariant;

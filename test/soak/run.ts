@@ -6,8 +6,9 @@
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
-import { TERMINAL_PHASES } from "../../queue/contract.js";
-import { writePublishedKey } from "../../queue/keys.js";
+import { branchKey, TERMINAL_PHASES } from "../../queue/contract.js";
+import type { DecisionState } from "../../queue/decide/index.js";
+import { branchKeys, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, type Logger } from "../../queue/log.js";
 import { connectRedis } from "../../queue/redis.js";
 import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
@@ -42,6 +43,7 @@ import { until } from "../support/wait.js";
 import { checkRun, type HandedWrite, type Revert, type RunRecord, type Violation } from "./invariants.js";
 import { type Action, APPS, describeAction, needs, planRun } from "./plan.js";
 import { type Processes, startProcesses } from "./processes.js";
+import { type Look, openAttempts, waitQuiet, whyNotQuiet } from "./quiescence.js";
 import { seeded } from "./random.js";
 import { type Report, reporter } from "./reporter.js";
 
@@ -283,10 +285,12 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
     await Promise.all(pending);
     ctx.at = "waiting for quiescence";
 
-    // Quiescence: every accepted write published (or refused), every attempt ended, the cluster
-    // holds Git's value for both apps, and nothing (tip, attempts, reports) moved for QUIET_MS —
-    // an attempt decided a moment later counts too.
-    let still = { since: Date.now(), state: "" };
+    // Quiescence (test/soak/quiescence.ts): every accepted write published (or refused), no apply
+    // due and not sent (the branch's decision state), every attempt of the run seen sent ended,
+    // nothing the queues announced unread, the cluster holds Git's value for both apps, and nothing
+    // (tip, attempts, reports) moved for QUIET_MS. The record is then read; if anything moved
+    // meanwhile (an attempt sent once the wait had ended), the wait goes on, so the record judged
+    // is the quiet one.
     const answers = connectRedis(redisUrl);
     const unpublished = async () => {
       const ids = [...record.edits, ...record.notes].filter((e) => e.status === 202 && e.id).map((e) => e.id);
@@ -294,43 +298,80 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
       const got = keys.length ? await answers.mget(...keys) : [];
       return got.filter((v) => v === null).length;
     };
-    await until(
-      async () => {
-        handedEdits(record);
-        if ((await unpublished()) > 0) return false;
-        const ended = new Set(
-          progress
-            .phases()
-            .filter((p) => TERMINAL.has(p.phase))
-            .map((p) => p.token),
-        );
-        const open = o.unheld ? 0 : progress.attempts().filter((at) => !ended.has(at.token)).length;
-        const differ: string[] = [];
-        for (const app of APPS)
-          if ((await gitValue(a, app)) !== (await clusterValue(a, app)).greeting) differ.push(app);
-        if (withHook && (await hookGitValue(a)) !== (await hookClusterValue(a))) differ.push("webhook");
-        const state = `${await tip(a)} ${progress.events.length} ${open} ${differ}`;
-        if (state !== still.state) still = { since: Date.now(), state };
-        return open === 0 && differ.length === 0 && Date.now() - still.since >= QUIET_MS;
-      },
-      "quiescence",
-      { timeoutMs: o.quiesceTimeoutMs ?? 90_000, everyMs: 200, retryErrors: true },
-    )
-      .catch(() => false)
-      .finally(() => answers.disconnect());
+    const decisions = branchKeys(a.prefix, branchKey(a.demo.repoUrl, a.demo.branch)).decisions;
+    const due = async () => {
+      const raw = await answers.get(decisions);
+      const s = raw ? (JSON.parse(raw) as DecisionState) : undefined;
+      return Object.values(s?.appliers ?? {})
+        .filter((ap) => ap.pending.all.length || Object.values(ap.pending.byTarget).some((r) => r.length))
+        .map(
+          (ap) =>
+            `${ap.applier.kind} (${[...new Set([...ap.pending.all, ...Object.values(ap.pending.byTarget).flat()])].join(", ")})`,
+        )
+        .sort();
+    };
+    const look = async (): Promise<Look> => {
+      handedEdits(record);
+      const waiting = await unpublished();
+      const dueNow = o.unheld ? [] : await due();
+      const differ: string[] = [];
+      for (const app of APPS)
+        if ((await gitValue(a, app)) !== (await clusterValue(a, app)).greeting) differ.push(app);
+      if (withHook && (await hookGitValue(a)) !== (await hookClusterValue(a))) differ.push("webhook");
+      const head = await tip(a);
+      // Read last, so an attempt sent while the values were read is in this look.
+      const phases = progress.phases();
+      return {
+        at: Date.now(),
+        unpublished: waiting,
+        // The run's attempts (invariant 4's): the converge's at the start is settled before the record
+        // starts, and its end may have come before the observer could read the reports.
+        sent: o.unheld
+          ? []
+          : progress
+              .attempts()
+              .slice(attemptsBefore)
+              .map((at) => at.token),
+        ended: phases.filter((p) => TERMINAL.has(p.phase)).map((p) => p.token),
+        unread: progress.unread(),
+        due: dueNow,
+        differ,
+        tip: head,
+        events: progress.events.length,
+      };
+    };
+    const end = await waitQuiet({
+      look,
+      readRecord: () => readFinal(a, record, start),
+      drained: () => progress.drained(),
+      quietMs: QUIET_MS,
+      timeoutMs: o.quiesceTimeoutMs ?? 90_000,
+      everyMs: 200,
+      now: Date.now,
+      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+      onMoved: (at, after) =>
+        log.info(
+          {
+            quietAt: at.at - t0,
+            lookedAt: after.at - t0,
+            open: openAttempts(after),
+            events: after.events - at.events,
+          },
+          "soak: quiet, but something moved while the record was read; waiting on",
+        ),
+    }).finally(() => answers.disconnect());
     for (const stop of stopWatches.splice(0)) stop();
     record.endedAt = Date.now();
-
+    // Not quiet within the bound: judged as it stands, with a violation that says what was open.
+    if (!end.quiet) await readFinal(a, record, start);
     handedEdits(record);
-    record.commits = await commitsAfter(a, start);
-    for (const app of APPS) {
-      record.final.cluster[app] = (await clusterValue(a, app)).greeting;
-      record.final.git[app] = await gitValue(a, app);
-    }
-    if (record.webhook)
-      record.webhook.final = { cluster: await hookClusterValue(a), git: await hookGitValue(a) };
     await progress.stop();
-    const attempts = progress.attempts().slice(attemptsBefore);
+    // A quiet run is judged on the attempts the quiet look saw (one sent after is not the run's).
+    const judged = end.quiet ? new Set(end.look.sent) : undefined;
+    const attempts = progress
+      .attempts()
+      .slice(attemptsBefore)
+      .filter((at) => !judged || judged.has(at.token));
     record.operations = attempts.map((at) => ({
       token: at.token,
       app: at.applier.kind,
@@ -343,7 +384,21 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
         .map((p) => ({ phase: p.phase, at: Date.parse(p.at) })),
       rechecksEdits: at.editsAfter !== undefined,
     }));
-    const { violations, reverts } = checkRun(record);
+    const checked = checkRun(record);
+    const reverts = checked.reverts;
+    const violations: Violation[] = [
+      ...(end.quiet
+        ? []
+        : [
+            {
+              invariant: "quiescent" as const,
+              detail: `not quiet after ${((o.quiesceTimeoutMs ?? 90_000) / 1000).toFixed(0)} s: ${
+                end.look ? whyNotQuiet(end.look) : "never looked"
+              }`,
+            },
+          ]),
+      ...checked.violations,
+    ];
     return {
       seed: o.seed,
       actions,
@@ -868,6 +923,17 @@ async function refuse(a: Assembly, app: DemoApp, value: string, record: RunRecor
   record.refusals.push({ app, value, at, status: answer.status });
 }
 
+/** The record's end: the branch's commits since the run's start, and each value on the cluster and in Git. */
+async function readFinal(a: Assembly, record: RunRecord, start: string): Promise<void> {
+  record.commits = await commitsAfter(a, start);
+  for (const app of APPS) {
+    record.final.cluster[app] = (await clusterValue(a, app)).greeting;
+    record.final.git[app] = await gitValue(a, app);
+  }
+  if (record.webhook)
+    record.webhook.final = { cluster: await hookClusterValue(a), git: await hookGitValue(a) };
+}
+
 /** The branch's commits after `start`, first parent first, with each app's greeting at that commit. */
 async function commitsAfter(a: Assembly, start: string): Promise<RunRecord["commits"]> {
   const gitDir = join(a.git.root, `${DEMO_REPO}.git`);
@@ -946,6 +1012,9 @@ function timeline(r: RunRecord, t0: number): string[] {
         line: `${ms(p.at)}  ${o.app} ${o.token} ${p.phase} (${o.commit.slice(0, 8)})`,
       })),
     ),
+    ...(r.endedAt !== undefined
+      ? [{ t: r.endedAt, line: `${ms(r.endedAt)}  the record read (the run's end)` }]
+      : []),
   ]
     .sort((x, y) => x.t - y.t)
     .map((x) => x.line)
