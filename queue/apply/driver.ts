@@ -117,33 +117,38 @@ export class DecisionDriver {
     return this.s;
   }
 
-  /** The hooks to give the branch worker. */
+  /**
+   * The hooks to give the branch worker. An event naming a GitTarget is built when it is handled,
+   * not when it is queued: its uid is resolved against the listing loaded by then (the restore's
+   * first, for events the worker reports before it lands), so a new owner judges a write naming
+   * its GitTarget by namespace and name only exactly as the first owner did.
+   */
   readonly hooks: BranchHooks = {
     onObserved: (o) => {
-      this.feed({
+      this.feed(() => ({
         type: "Observed",
         tip: o.tip ?? null,
         pushedByUs: o.pushedByUs,
         folders: (o.folders ?? []).map((t) => this.uidOf(t)),
-      });
+      }));
       this.releaseStale();
     },
     onWriteDecided: (w) => {
-      this.feed({
+      this.feed(() => ({
         type: "WriteDecided",
         entryId: w.entryId,
         targetUid: this.uidOf(w.target),
         createdObjects: w.createdObjects,
         editedObjects: w.editedObjects,
-      });
+      }));
     },
     onPublished: (p) => {
-      this.feed({
+      this.feed(() => ({
         type: "Published",
         upToMark: p.entryIds.at(-1) ?? null,
         tip: p.tip,
         folders: (p.folders ?? []).map((t) => this.uidOf(t)),
-      });
+      }));
     },
     onWatchedApplierWrite: (w) => {
       const change = w.changes[0];
@@ -151,7 +156,7 @@ export class DecisionDriver {
       if (!a || change?.op !== "upsert") return void this.worker?.judged(w.id, true);
       const m = change.object.metadata;
       const arrivedAt = Date.parse(w.acceptedAt);
-      this.feed({
+      this.feed(() => ({
         type: "WatchedApplierWrite",
         writeId: w.id,
         targetUid: this.uidOf(w.target),
@@ -164,25 +169,30 @@ export class DecisionDriver {
         manager: a.manager,
         writtenAt: a.writtenAt,
         ...(Number.isFinite(arrivedAt) ? { arrivedAt } : {}),
-      });
+      }));
     },
     onSnapshotWrite: (w) => {
       if (!w.snapshot) return void this.worker?.judged(w.id, true);
-      this.feed({
+      const snapshot = w.snapshot;
+      this.feed(() => ({
         type: "SnapshotWrite",
         writeId: w.id,
         targetUid: this.uidOf(w.target),
-        snapshot: w.snapshot,
-      });
+        snapshot,
+      }));
     },
     onInitialSnapshotsStarted: (p) => {
-      this.feed({ type: "InitialSnapshotsStarted", targetUid: this.uidOf(p.target), token: p.token });
+      this.feed(() => ({ type: "InitialSnapshotsStarted", targetUid: this.uidOf(p.target), token: p.token }));
     },
     onInitialSnapshotsPublished: (p) => {
-      this.feed({ type: "InitialSnapshotsPublished", targetUid: this.uidOf(p.target), token: p.token });
+      this.feed(() => ({
+        type: "InitialSnapshotsPublished",
+        targetUid: this.uidOf(p.target),
+        token: p.token,
+      }));
     },
     onRefusal: (n) => {
-      this.feed({ type: "RefusalReceived", targetUid: this.uidOf(n.target) });
+      this.feed(() => ({ type: "RefusalReceived", targetUid: this.uidOf(n.target) }));
     },
     onReport: (r) => {
       if (r.type === "applierWrite") {
@@ -263,9 +273,10 @@ export class DecisionDriver {
 
   // ------------------------------------------------------------------------------------------
 
-  private feed(event: DecisionEvent): void {
+  /** Queues an event; one given as a function is built when its turn comes (see `hooks`). */
+  private feed(event: DecisionEvent | (() => DecisionEvent)): void {
     if (this.stopped) return;
-    this.tasks.push(() => this.handle(event));
+    this.tasks.push(() => this.handle(typeof event === "function" ? event() : event));
     this.pump();
   }
 
@@ -501,7 +512,7 @@ export class DecisionDriver {
         // Not awaited: the worker runs the flush in its own loop and calls the hooks on the way;
         // the Published (or FlushFailed) answering it comes after every event those hooks feed.
         void worker.flush().then((r) =>
-          this.feed(
+          this.feed(() =>
             r.ok && r.tip
               ? {
                   type: "Published",

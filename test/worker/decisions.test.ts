@@ -72,6 +72,8 @@ interface World {
   /** Every request the API server answered, one audit Event per line. */
   auditLog: string;
   custom: k8s.CustomObjectsApi;
+  /** Where the decisions read GitTargets, claims and appliers (and write claims' status). */
+  objects: KubeObjects;
   attempts: Attempt[];
   /** Late applies withheld, as the collision metric counts them. */
   collisions: { kind: string }[];
@@ -256,6 +258,7 @@ async function world(o: {
     targetUid: target.metadata.uid as string,
     auditLog,
     custom,
+    objects,
     attempts,
     collisions: [],
     echoes: [],
@@ -762,6 +765,63 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     });
     const tip = await w.git.tip("site");
     await w.startReplica();
+    await waitFor("the write judged", () => w.echoes.length > 0);
+    expect(w.echoes).toEqual([{ kind: "flux", outcome: "not_mirrored" }]);
+    await waitFor("its inbox entry settled", async () => {
+      await w.driver().idle();
+      return (
+        w.worker().judgingCount === 0 &&
+        (await w.redis.client.xlen(branchKeys(w.redis.prefix, w.key).inbox)) === 0
+      );
+    });
+    expect(await w.published(echo.id)).toBeNull();
+    expect(await w.git.tip("site")).toBe(tip);
+    expect(await show(w, "main", cm("a"))).toBeUndefined();
+    expect(w.attempts).toHaveLength(1);
+  });
+
+  it("an apply's own write with no GitTarget uid, read by a new owner before its first listing of the GitTargets landed, is judged against the GitTarget: the applier's echo, settled without a commit", {
+    timeout: 60_000,
+  }, async () => {
+    const clock = new ManualClock(Date.parse("2026-12-01T13:00:00Z"));
+    w = await world({ appliedInitial: true, clock });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    const f1 = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    w.worker().observeSoon();
+    await waitFor("the foreign push applied", async () => (await w.claim()).status?.lastAppliedCommit === f1);
+    await waitFor("its operation ended", () => {
+      const a = w.driver().state.appliers[CLAIM_KEY];
+      return a?.operation === null && a.windows[0]?.completedAt != null;
+    });
+    const end = w.driver().state.appliers[CLAIM_KEY]?.windows[0]?.completedAt as number;
+    await w.stopReplica();
+
+    // The apply's own write reaches the inbox 2 s after its operation ended, naming its GitTarget
+    // by namespace and name only (no uid), while no owner runs.
+    const writtenAt = new Date(Math.floor(end / 1000) * 1000).toISOString();
+    clock.advance(2_000);
+    const echo = await w.accept("a", "applied", {
+      acceptedAt: new Date(end + 2_000).toISOString(),
+      target: { namespace: NS, name: "site" },
+      applierAuthored: { manager: "kustomize-controller", writtenAt, resourceVersion: "42" },
+    });
+    const tip = await w.git.tip("site");
+    // The next owner's first listing of the GitTargets waits until its branch worker has read the
+    // write from the inbox and handed it to the judge.
+    let release = () => {};
+    const listed = new Promise<void>((r) => {
+      release = r;
+    });
+    const get = w.objects.get.bind(w.objects);
+    w.objects.get = async (kind, namespace, name) => {
+      if (kind === "GitTarget") await listed;
+      return get(kind, namespace, name);
+    };
+    const started = w.startReplica();
+    await waitFor("the write handed to the judge", () => (w.worker()?.judgingCount ?? 0) > 0);
+    release();
+    await started;
     await waitFor("the write judged", () => w.echoes.length > 0);
     expect(w.echoes).toEqual([{ kind: "flux", outcome: "not_mirrored" }]);
     await waitFor("its inbox entry settled", async () => {
