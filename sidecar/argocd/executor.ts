@@ -264,10 +264,18 @@ export class ArgoCDExecutor implements OperationExecutor {
         }
         const busy = busyWith(app);
         if (busy.busy) {
-          const fatal = await this.terminateIfStale(app, read.cached, c);
-          if (fatal) {
+          const terminate = await this.terminateIfStale(app, read.cached, c);
+          if (terminate.fatal) {
             armed.cancel();
-            return giveUp("Rejected", StatusReason.TerminateForbidden, fatal);
+            return giveUp("Rejected", StatusReason.TerminateForbidden, terminate.fatal);
+          }
+          if (terminate.retry && now() < waitUntil) {
+            // A terminate that conflicted or failed changed nothing on the Application, so no watch
+            // event would end the wait: tried again after a poll interval, on the server's answer.
+            armed.cancel();
+            await sleepUnlessAborted(Math.min(this.pollMs, Math.max(0, waitUntil - now())), signal);
+            fromCache = false;
+            continue;
           }
           if (now() >= waitUntil) {
             if (read.cached) {
@@ -619,20 +627,24 @@ export class ArgoCDExecutor implements OperationExecutor {
 
   /**
    * Seed 002: terminate the set operation only when it is ours, running, and its revision is a
-   * proven ancestor of the commit we must sync. A conflict waits for the next poll; Forbidden is
-   * fatal (returned as the message). Judged first on `seen` (the cache's copy when `cached`): one
+   * proven ancestor of the commit we must sync. A conflict or a failure is tried again after a
+   * poll interval (`retry`); Forbidden is fatal (returned as `fatal`). Judged first on `seen` (the cache's copy when `cached`): one
    * that could be terminated is judged again, and proven, on a read from the API server, and the
    * terminate is guarded by that read's version.
    */
-  private async terminateIfStale(seen: Application, cached: boolean, c: Ctx): Promise<string | undefined> {
-    if (decideStale(seen, c.commit).action === "leave") return undefined;
+  private async terminateIfStale(
+    seen: Application,
+    cached: boolean,
+    c: Ctx,
+  ): Promise<{ fatal?: string; retry?: boolean }> {
+    if (decideStale(seen, c.commit).action === "leave") return {};
     let app = seen;
     if (cached) {
       const fresh = await this.applications.read(c.app).catch((err: unknown) => {
         c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; trying on the next poll");
         return undefined;
       });
-      if (!fresh) return undefined;
+      if (!fresh) return { retry: true };
       app = fresh;
     }
     let d = decideStale(app, c.commit);
@@ -645,7 +657,7 @@ export class ArgoCDExecutor implements OperationExecutor {
         : "unknown";
       d = decideStale(app, c.commit, answer);
     }
-    if (d.action !== "terminate") return undefined;
+    if (d.action !== "terminate") return {};
     try {
       await this.d.kube.mergePatch(APPLICATION, c.app.namespace, c.app.name, terminatePatch(), {
         resourceVersion: d.resourceVersion,
@@ -654,15 +666,15 @@ export class ArgoCDExecutor implements OperationExecutor {
       const code = codeOf(err);
       if (code === 409) {
         c.log.info({ stale: d.token }, "terminating a stale operation conflicted; trying on the next poll");
-        return undefined;
+        return { retry: true };
       }
       if (code === 403)
-        return `terminating stale operation ${d.token} is forbidden: ${apiFailure(err).message}`;
+        return { fatal: `terminating stale operation ${d.token} is forbidden: ${apiFailure(err).message}` };
       c.log.warn(
         { err: apiFailure(err).message },
         "terminating a stale operation failed; trying on the next poll",
       );
-      return undefined;
+      return { retry: true };
     }
     c.log.info({ stale: d.token, revision: d.revision }, "terminated a stale operation");
     await this.d.events.emit({
@@ -678,6 +690,6 @@ export class ArgoCDExecutor implements OperationExecutor {
         ...(app.metadata.uid ? { uid: app.metadata.uid } : {}),
       },
     });
-    return undefined;
+    return {};
   }
 }

@@ -520,7 +520,11 @@ describe("seed 002: stale operations of ours", () => {
     hold.release();
   });
 
-  it("retries a conflicting terminate on the next poll", async () => {
+  // With the watch running, a terminate that conflicted changed nothing on the Application: no
+  // event would end the wait, which lasted the resync (30 s) past the busy wait, so the attempt
+  // failed (OperationInProgress) instead of terminating (seen in a clean-clone run). The watch is
+  // synced first here, so the retry must come from the poll interval.
+  it("retries a conflicting terminate on the next poll, the watch running", async () => {
     const { name, ref } = await setup();
     const h = await history();
     const hold = await ourRunning(name, ref, h.c1.slice(0, 10)); // abbreviated, proven through the clone
@@ -530,7 +534,14 @@ describe("seed 002: stale operations of ours", () => {
       status: 409,
     });
     const r = recorder();
-    await executor({ ancestry: h.ancestry }).execute(
+    const e = await watched(executor({ ancestry: h.ancestry }), ref);
+    // The cache holds the Application as the server does now: no event is still on its way.
+    const version = (await c.getApp(name)).metadata.resourceVersion;
+    await until(
+      async () => e.applications.cached(ref)?.metadata.resourceVersion === version,
+      "the watch to catch up",
+    );
+    await e.execute(
       c.attempt(name, name, h.c2, `t-${name}`),
       r.report,
       new AbortController().signal,
