@@ -541,11 +541,7 @@ describe("seed 002: stale operations of ours", () => {
       async () => e.applications.cached(ref)?.metadata.resourceVersion === version,
       "the watch to catch up",
     );
-    await e.execute(
-      c.attempt(name, name, h.c2, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    await e.execute(c.attempt(name, name, h.c2, `t-${name}`), r.report, new AbortController().signal);
     expect(r.phases().at(-1)).toBe("Succeeded");
     hold.release();
   });
