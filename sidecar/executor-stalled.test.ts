@@ -12,6 +12,7 @@ import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contr
 import { silentLogger } from "../queue/log.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { untilWith } from "../test/support/wait.js";
+import type { OperationExecutor } from "./applier-kind.js";
 import {
   ATTEMPT_LOCK_MS,
   ATTEMPT_STALLED_CHECK_MS,
@@ -58,7 +59,12 @@ describe("an attempt whose sidecar died", () => {
    * Sends an attempt, lets a process take it and die holding it, then starts the next process;
    * both with short locks, or (`defaults`) with the lock and check a sidecar runs with.
    */
-  async function diedHolding(token: string, recorded: (a: Attempt) => Promise<boolean>, defaults = false) {
+  async function diedHolding(
+    token: string,
+    recorded: (a: Attempt) => Promise<boolean>,
+    defaults = false,
+    recover?: OperationExecutor["recover"],
+  ) {
     const lock = defaults ? ATTEMPT_LOCK_MS : 1_000;
     const check = defaults ? ATTEMPT_STALLED_CHECK_MS : 300;
     redis = await isolatedRedis("stalled");
@@ -89,6 +95,7 @@ describe("an attempt whose sidecar died", () => {
         execute: async (a) => {
           executedAgain.push(a.token);
         },
+        ...(recover ? { recover } : {}),
       },
       reporter,
       following: new Following(),
@@ -138,5 +145,48 @@ describe("an attempt whose sidecar died", () => {
     // An absence, so it is waited out: a report sent after the answer would land within this.
     await new Promise((r) => setTimeout(r, 300));
     expect(phases("t2")).toEqual([]);
+  });
+
+  // Found by the soak (seed 22014 with 8 actions): the Argo CD sidecar was killed after it recorded
+  // an attempt and requested its sync. The next process recovered the operation from the claim and
+  // reported it Succeeded; the worker then sent a newer attempt, whose record replaced it on the
+  // claim. When the dead process's lock ran out, the stalled check found the claim recording
+  // another token and reported the first operation RequestFailed (SidecarLost) too: two terminal
+  // reports for one operation.
+  it("recovered and ended here before it is found stalled: its one end is the only report", async () => {
+    let claimRecords = "t4";
+    const job = await diedHolding(
+      "t4",
+      async (a) => claimRecords === a.token,
+      false,
+      async (_op, report) => {
+        await report("Succeeded");
+      },
+    );
+    const started = host!.recover({
+      claim: {
+        type: { group: "applygate.dev", version: "v1alpha1", plural: "fluxclaims", kind: "FluxClaim" },
+        namespace: "apps",
+        name: "web",
+      },
+      applier: { namespace: "flux-system", name: "web" },
+      branchKey: "git.example/org/repo@main",
+      operation: {
+        token: "t4",
+        phase: "Running",
+        commit: "c".repeat(40),
+        targets: [],
+        requestedAt: new Date().toISOString(),
+      },
+    });
+    expect(started).toBe(true);
+    await until(() => phases("t4").length > 0, "the recovered operation's end");
+    claimRecords = "t5"; // the worker's next attempt is recorded on the claim
+    await until(async () => (await job.getState()) === "failed", "the stalled job to fail");
+    // An absence, so it is waited out: a report sent after the stalled check would land within this.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(executedAgain).toEqual([]);
+    expect(phases("t4")).toMatchObject([{ phase: "Succeeded", token: "t4" }]);
+    expect(phases("t4")).toHaveLength(1);
   });
 });

@@ -72,6 +72,9 @@ export interface ExecutorHost {
 
 export const claimKeyOf = (c: { namespace: string; name: string }) => `${c.namespace}/${c.name}`;
 
+/** How many tokens whose terminal report was sent are remembered (oldest forgotten first). */
+const ENDS_MEMORY = 4096;
+
 /** How long a stop waits for the attempts consumer's graceful close once the operations ended. */
 const CONSUMER_CLOSE_MS = 5_000;
 
@@ -86,6 +89,15 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
   const now = o.now ?? (() => new Date());
   const running = new Map<string, Running>();
   let stopping = false;
+  /**
+   * Tokens whose terminal report this process sent (the last ENDS_MEMORY), whatever sent it: the
+   * attempt's run, a recovery, a refusal. A stalled job is never reported again for one of them.
+   */
+  const endsReported = new Set<string>();
+  const rememberEnd = (token: string) => {
+    endsReported.add(token);
+    if (endsReported.size > ENDS_MEMORY) endsReported.delete(endsReported.values().next().value as string);
+  };
 
   const busyClaim = (claim: string) => [...running.values()].find((r) => r.claim === claim);
 
@@ -98,7 +110,10 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         return;
       }
       state.last = phase;
-      if (TERMINAL_PHASES.includes(phase)) state.terminal = true;
+      if (TERMINAL_PHASES.includes(phase)) {
+        state.terminal = true;
+        rememberEnd(token);
+      }
       o.metrics?.phase(o.kind, token, phase);
       log.info({ phase, reason: extra.reason }, "operation phase");
       const r = {
@@ -234,7 +249,15 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       if (!parsed.success) return;
       const attempt = parsed.data;
       const log = o.log.child({ applier: o.kind, token: attempt.token, branch: attempt.branchKey });
-      if (running.has(attempt.token) || o.following.isFollowed(attempt.token)) return;
+      // Carried out, followed or already ended here: a job left by a process killed after it
+      // recorded the attempt, whose operation this process recovered, completed, and whose claim
+      // now records a newer one (the record no longer names it), is not lost (seed 22014).
+      const accountedFor = () =>
+        running.has(attempt.token) ||
+        o.following.isFollowed(attempt.token) ||
+        o.following.ended(attempt.token) ||
+        endsReported.has(attempt.token);
+      if (accountedFor()) return;
       if (!o.recorded) {
         log.warn("an attempt's process died while carrying it out; nothing here can tell what it started");
         return;
@@ -243,6 +266,8 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         log.info("an attempt's process died after recording it; restart recovery follows it");
         return;
       }
+      // A recovery may have taken it up and ended it while the claim was read.
+      if (accountedFor()) return;
       const { report } = reporterFor(attempt.token, attempt.claim, attempt.branchKey, attempt.commit, log);
       await report("RequestFailed", {
         reason: StatusReason.SidecarLost,
