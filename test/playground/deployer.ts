@@ -79,6 +79,52 @@ function signatureValid(key: string, raw: Buffer, header: string | undefined, pr
 
 const NO_COMMIT = "0".repeat(40);
 
+export interface ReportSend {
+  url: string;
+  body: string;
+  signature: string;
+  /** How long it keeps trying before it gives up (default 10 minutes). */
+  giveUpMs?: number;
+  /** True once its sender closed: it stops trying (answering false). */
+  stopped?: () => boolean;
+  /** Injected for tests. */
+  sleep?: (ms: number) => Promise<void>;
+  now?: () => number;
+}
+
+/**
+ * Sends one signed report to the gateway's callback API and keeps sending it while the answer
+ * says "try again": a `503` (Redis unavailable, with `Retry-After`), any other 5xx, or no answer.
+ * The operation ends only with a report (a lost one leaves it Unresolved and its applier's next
+ * attempt waiting), so a few quick tries are not enough: a Redis restart longer than they last
+ * would lose the end. `202` (kept) and the uniform miss `404` (finished or unknown: a repeat of
+ * a report already kept) stop it; so does `400`, which no repeat can change. Answers whether the
+ * report was kept (or already was). It stops when its sender closes.
+ */
+export async function sendReport(r: ReportSend): Promise<boolean> {
+  const sleep = r.sleep ?? ((ms: number) => new Promise<void>((done) => setTimeout(done, ms)));
+  const now = r.now ?? Date.now;
+  const until = now() + (r.giveUpMs ?? 10 * 60_000);
+  for (let attempt = 1; ; attempt++) {
+    let waitMs = Math.min(200 * attempt, 2000);
+    try {
+      const res = await fetch(r.url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-signature": r.signature },
+        body: r.body,
+      });
+      await res.arrayBuffer().catch(() => undefined);
+      if (res.status === 202 || res.status === 404) return true;
+      if (res.status < 500) return false;
+      const after = Number(res.headers.get("retry-after"));
+      if (Number.isFinite(after) && after > 0) waitMs = Math.min(after * 1000, 30_000);
+    } catch {}
+    if (now() + waitMs > until || r.stopped?.()) return false;
+    await sleep(waitMs);
+    if (r.stopped?.()) return false;
+  }
+}
+
 export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
   const work = await mkdtemp(join(tmpdir(), "applygate-deployer-"));
   await gitOk(["init", "-q", "--bare", work]);
@@ -180,20 +226,13 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
   async function report(opToken: string, phase: "Succeeded" | "Failed", message: string): Promise<void> {
     const body = JSON.stringify({ phase, message });
     const signature = `sha256=${createHmac("sha256", o.key).update(body).digest("hex")}`;
-    // A report whose answer is lost is sent again a few times: once the end is recorded, a
-    // repeat answers the miss (404), and the first Succeeded or Failed is the one kept.
-    for (let attempt = 1; attempt <= 5; attempt++) {
-      try {
-        const res = await fetch(`${o.gatewayUrl()}/v1/operations/${encodeURIComponent(opToken)}`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-signature": signature },
-          body,
-        });
-        if (res.status === 202 || res.status === 404) return;
-      } catch {}
-      await new Promise((r) => setTimeout(r, 200 * attempt));
-    }
-    o.log.warn({ token: opToken }, "deployer could not report to the gateway");
+    const kept = await sendReport({
+      url: `${o.gatewayUrl()}/v1/operations/${encodeURIComponent(opToken)}`,
+      body,
+      signature,
+      stopped: () => closed,
+    });
+    if (!kept && !closed) o.log.warn({ token: opToken }, "deployer could not report to the gateway");
   }
 
   async function deploy(r: Request): Promise<void> {
