@@ -149,7 +149,7 @@ describe("the replica's inbox check", () => {
 
   it("asks about every idle branch in one round trip a period, and no idle branch reads its inbox", async () => {
     const n = 200;
-    const { keys } = await fleet(n, { inboxCheckMs: 200 });
+    const { keys } = await fleet(n, { inboxCheckMs: 200, idlePollMs: 600_000 });
     expect(replica?.owned().length).toBe(n);
     monitor = new InboxCommands();
     await monitor.start(r.url, r.prefix);
