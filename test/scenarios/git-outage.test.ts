@@ -150,7 +150,24 @@ describe("a Git outage", () => {
     expect(ops[0]!.phases.at(-1)).toBe("Succeeded");
     expect(operationsOf(s, "argocd")).toHaveLength(0);
 
-    // Intake resumed: the refused edit, sent again, publishes.
+    // Intake resumed: the refused edit, sent again, publishes. It is made in a second after the
+    // apply's last write: an applier write in the same second as a guarded edit is taken to be
+    // over it, and the design asks a (redundant) Repair then (docs/design/decisions.md, "an
+    // applier write in the same second as a guarded edit is over it"). In that second this check
+    // would see that Repair, not an edit asking for an apply.
+    const applied = await core.readNamespacedConfigMap({
+      name: DEMO_APPS.flux.name,
+      namespace: DEMO_APPS.flux.namespace,
+    });
+    const appliedSec = Math.max(
+      ...(applied.metadata?.managedFields ?? [])
+        .filter((m) => m.manager !== USER_MANAGER && m.time)
+        .map((m) => Math.floor(new Date(m.time as Date).getTime() / 1000)),
+    );
+    await until(
+      async () => Math.floor(Date.now() / 1000) > appliedSec,
+      "a second after the apply's last write",
+    );
     const again = await apiEdit(a, "flux", refused!.greeting);
     expect(again.status, JSON.stringify(again.body)).toBe(200);
     expect(await holds(a, again.body.commit, published)).toBe(true);
