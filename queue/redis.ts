@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createServer, Socket } from "node:net";
 import type { ConnectionOptions } from "bullmq";
-import { Redis, type RedisOptions } from "ioredis";
+import { type ChainableCommander, Redis, type RedisOptions } from "ioredis";
 import { parseRedisUrl, redisTargetOptions } from "./redis-url.js";
 
 /** Options BullMQ needs on every connection it blocks on. */
@@ -167,6 +167,22 @@ export function scriptCommand(redis: Redis, lua: string): string {
 }
 
 const definedScripts = new WeakMap<Redis, Set<string>>();
+
+/**
+ * A new pipeline of `redis`, and a function queueing a call of `lua` by its SHA on it (see
+ * scriptCommand; the script is defined before the pipeline is made, so the pipeline has it).
+ */
+export function scriptPipeline(
+  redis: Redis,
+  lua: string,
+): { pipe: ChainableCommander; script: (numKeys: number, ...args: string[]) => void } {
+  const name = scriptCommand(redis, lua);
+  const pipe = redis.pipeline();
+  const call = (pipe as unknown as Record<string, (...a: unknown[]) => unknown>)[name] as (
+    ...a: unknown[]
+  ) => unknown;
+  return { pipe, script: (numKeys, ...args) => void call.call(pipe, numKeys, ...args) };
+}
 
 /** Runs `lua` by its SHA (see scriptCommand). */
 export function evalScript(redis: Redis, lua: string, numKeys: number, ...args: string[]): Promise<unknown> {

@@ -8,7 +8,7 @@ import type { Redis } from "ioredis";
 import { WRITE_OVERHEAD_BYTES } from "../intake.js";
 import type { InboxKind } from "../keys.js";
 import { branchKeys, PUBLISHED_TTL_SECONDS, publishedChannel, writePublishedKey } from "../keys.js";
-import { evalScript, scriptCommand } from "../redis.js";
+import { evalScript, scriptPipeline } from "../redis.js";
 import { branchesWithNews, inBatches, type ReadMark } from "./idle.js";
 import { fencedWrite } from "./lease.js";
 
@@ -249,12 +249,9 @@ const UNREAD_BATCH = 1000;
 export async function unreadInboxes(redis: Redis, prefix: string, marks: ReadMark[]): Promise<string[]> {
   if (marks.length === 0) return [];
   const batches = inBatches(marks, UNREAD_BATCH);
-  const unread = scriptCommand(redis, UNREAD_LUA);
-  const pipe = redis.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & {
-    exec(): Promise<Array<[Error | null, unknown]> | null>;
-  };
+  const { pipe, script } = scriptPipeline(redis, UNREAD_LUA);
   for (const batch of batches) {
-    (pipe[unread] as (...a: unknown[]) => unknown)(
+    script(
       batch.length,
       ...batch.map((m) => branchKeys(prefix, m.branchKey).inbox),
       ...batch.map((m) => m.readTo),

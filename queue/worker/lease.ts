@@ -7,7 +7,7 @@
  */
 import type { Redis } from "ioredis";
 import { branchKeys, branchKeys as branchKeysOf } from "../keys.js";
-import { evalScript, scriptCommand } from "../redis.js";
+import { evalScript, scriptPipeline } from "../redis.js";
 
 export const DEFAULT_LEASE_MS = 10_000;
 
@@ -96,22 +96,10 @@ export async function acquireLeases(
   const handedOver: string[] = [];
   for (let i = 0; i < branchKeys.length; i += ACQUIRE_CHUNK) {
     const chunk = branchKeys.slice(i, i + ACQUIRE_CHUNK);
-    const acquire = scriptCommand(redis, ACQUIRE);
-    const pipe = redis.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & {
-      pttl(key: string): unknown;
-      exec(): Promise<Array<[Error | null, unknown]> | null>;
-    };
+    const { pipe, script: acquire } = scriptPipeline(redis, ACQUIRE);
     for (const key of chunk) {
       const k = branchKeysOf(prefix, key);
-      (pipe[acquire] as (...a: unknown[]) => unknown)(
-        3,
-        k.lease,
-        k.fence,
-        k.handoff,
-        replicaId,
-        String(ttlMs),
-        takeHandedOver ? "1" : "0",
-      );
+      acquire(3, k.lease, k.fence, k.handoff, replicaId, String(ttlMs), takeHandedOver ? "1" : "0");
       pipe.pttl(k.lease);
     }
     const replies = (await pipe.exec()) ?? [];
