@@ -192,3 +192,33 @@ export function evalScript(redis: Redis, lua: string, numKeys: number, ...args: 
     ...args,
   ) as Promise<unknown>;
 }
+
+/** How long a stop waits for a BullMQ consumer's graceful close (its jobs are short). */
+export const CONSUMER_CLOSE_MS = 5_000;
+
+/** True when `p` settled within `ms`, false when the wait gave up first. */
+export async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.then(() => true),
+    new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Waits at most `ms` for a BullMQ consumer's graceful close (`closing`, already asked for); past
+ * it the consumer's connections are dropped without waiting. BullMQ's close never resolves while
+ * its blocking connection is still reconnecting (a stop right after Redis came back), and a second
+ * close hands back that same promise. Answers whether it closed in time.
+ */
+export async function closedWithin(
+  consumer: { disconnect(): Promise<void> },
+  closing: Promise<unknown>,
+  ms = CONSUMER_CLOSE_MS,
+): Promise<boolean> {
+  if (await within(closing, ms)) return true;
+  void consumer.disconnect().catch(() => {});
+  return false;
+}

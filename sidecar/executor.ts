@@ -15,7 +15,7 @@ import {
 } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/reasons.js";
 import { applierField, claimField, type Logger } from "../queue/log.js";
-import { bullConnection } from "../queue/redis.js";
+import { bullConnection, CONSUMER_CLOSE_MS, closedWithin } from "../queue/redis.js";
 import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
 import type { Following } from "./following.js";
 import type { OperationMetrics } from "./metrics.js";
@@ -74,9 +74,6 @@ export const claimKeyOf = (c: { namespace: string; name: string }) => `${c.names
 
 /** How many tokens whose terminal report was sent are remembered (oldest forgotten first). */
 const ENDS_MEMORY = 4096;
-
-/** How long a stop waits for the attempts consumer's graceful close once the operations ended. */
-const CONSUMER_CLOSE_MS = 5_000;
 
 interface Running {
   token: string;
@@ -312,25 +309,12 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       } catch (err) {
         o.log.error({ err: (err as Error).message }, "executor shutdown failed");
       }
-      // BullMQ's graceful close never resolves while its blocking connection is still
-      // reconnecting (a stop right after Redis came back). A second close(true) would only hand
-      // back that same hung promise, so past the bound the consumer's connections are dropped
-      // without waiting: the operations are recorded on their claims (restart recovery follows
-      // them) and a job taken but not ended is found stalled by the next process.
-      let timer: NodeJS.Timeout | undefined;
-      const closed = await Promise.race([
-        closing.then(
-          () => true,
-          () => true,
-        ),
-        new Promise<boolean>((res) => {
-          timer = setTimeout(() => res(false), Math.min(o.stopTimeoutMs ?? 30_000, CONSUMER_CLOSE_MS));
-        }),
-      ]).finally(() => clearTimeout(timer));
-      if (!closed) {
+      // Past the bound the consumer's connections are dropped without waiting: the operations
+      // are recorded on their claims (restart recovery follows them) and a job taken but not
+      // ended is found stalled by the next process.
+      const settled = closing.catch(() => {});
+      if (!(await closedWithin(worker, settled, Math.min(o.stopTimeoutMs ?? 30_000, CONSUMER_CLOSE_MS))))
         o.log.warn("attempt queue did not close in time; stopping without it");
-        void worker.disconnect().catch(() => {});
-      }
     },
   };
 }

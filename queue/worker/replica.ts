@@ -18,7 +18,7 @@ import { BareRepo } from "../git/repo.js";
 import { appendNotice, signalBranch } from "../intake.js";
 import { knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
-import { bullConnection, connectRedis } from "../redis.js";
+import { bullConnection, CONSUMER_CLOSE_MS, closedWithin, connectRedis, within } from "../redis.js";
 import { type BalanceSettings, DEFAULT_BALANCE, decideHandover, takeBudget } from "./balance.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
 import type { BranchSpec, Directory } from "./directory.js";
@@ -658,31 +658,13 @@ interface QueuedStart {
   settle: () => void;
 }
 
-/** How long a stop waits for a queue consumer's graceful close (its jobs are short). */
-const CONSUMER_CLOSE_MS = 5_000;
-
 /**
- * Closes a queue consumer gracefully, waiting at most CONSUMER_CLOSE_MS. BullMQ's close waits
- * forever for a blocking connection that is still reconnecting (a stop right after Redis came
- * back): past the bound the stop goes on, so the branch workers stop and the leases go back.
+ * Closes a queue consumer gracefully, waiting at most CONSUMER_CLOSE_MS: past the bound the stop
+ * goes on, so the branch workers stop and the leases go back.
  */
 async function closeConsumer(w: Worker, log: Logger): Promise<void> {
-  const closed = await within(w.close(), CONSUMER_CLOSE_MS);
-  if (!closed) {
+  if (!(await closedWithin(w, w.close())))
     log.warn({ queue: w.name }, "queue consumer did not close in time; stopping without it");
-    void w.disconnect().catch(() => {});
-  }
-}
-
-/** True when `p` settled within `ms`, false when the wait gave up first. */
-async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p.then(() => true),
-    new Promise<false>((r) => {
-      timer = setTimeout(() => r(false), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /** Calls both sets of hooks, the replica's first. */
