@@ -17,7 +17,7 @@ import { StatusReason } from "../queue/crds/reasons.js";
 import { applierField, claimField, type Logger } from "../queue/log.js";
 import { bullConnection, CONSUMER_CLOSE_MS, closedWithin } from "../queue/redis.js";
 import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
-import type { Following } from "./following.js";
+import { type Following, RecentTokens } from "./following.js";
 import type { OperationMetrics } from "./metrics.js";
 import type { Reporter } from "./reporter.js";
 
@@ -72,9 +72,6 @@ export interface ExecutorHost {
 
 export const claimKeyOf = (c: { namespace: string; name: string }) => `${c.namespace}/${c.name}`;
 
-/** How many tokens whose terminal report was sent are remembered (oldest forgotten first). */
-const ENDS_MEMORY = 4096;
-
 interface Running {
   token: string;
   claim: string;
@@ -87,14 +84,10 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
   const running = new Map<string, Running>();
   let stopping = false;
   /**
-   * Tokens whose terminal report this process sent (the last ENDS_MEMORY), whatever sent it: the
+   * Tokens whose terminal report this process sent (the last 4096), whatever sent it: the
    * attempt's run, a recovery, a refusal. A stalled job is never reported again for one of them.
    */
-  const endsReported = new Set<string>();
-  const rememberEnd = (token: string) => {
-    endsReported.add(token);
-    if (endsReported.size > ENDS_MEMORY) endsReported.delete(endsReported.values().next().value as string);
-  };
+  const endsReported = new RecentTokens();
 
   const busyClaim = (claim: string) => [...running.values()].find((r) => r.claim === claim);
 
@@ -109,7 +102,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       state.last = phase;
       if (TERMINAL_PHASES.includes(phase)) {
         state.terminal = true;
-        rememberEnd(token);
+        endsReported.add(token);
       }
       o.metrics?.phase(o.kind, token, phase);
       log.info({ phase, reason: extra.reason }, "operation phase");

@@ -13,6 +13,22 @@ export interface FollowedOperation {
 /** How many ended tokens are remembered (oldest forgotten first). */
 const ENDED_MEMORY = 4096;
 
+/** Tokens remembered, the last `size` of them (the oldest forgotten first). */
+export class RecentTokens {
+  private readonly tokens = new Set<string>();
+
+  constructor(private readonly size = ENDED_MEMORY) {}
+
+  add(token: string): void {
+    this.tokens.add(token);
+    if (this.tokens.size > this.size) this.tokens.delete(this.tokens.values().next().value as string);
+  }
+
+  has(token: string): boolean {
+    return this.tokens.has(token);
+  }
+}
+
 export class Following {
   private readonly byToken = new Map<string, FollowedOperation>();
   private readonly listeners = new Set<(claim: string) => void>();
@@ -21,7 +37,7 @@ export class Following {
    * the end was written can offer one to recovery after it stopped being followed; following it
    * again would report its end a second time.
    */
-  private readonly endedTokens = new Set<string>();
+  private readonly endedTokens = new RecentTokens();
 
   constructor(private readonly now: () => Date = () => new Date()) {}
 
@@ -38,7 +54,7 @@ export class Following {
     return (end) => {
       if (done) return;
       done = true;
-      if (end?.ended) this.remember(token);
+      if (end?.ended) this.endedTokens.add(token);
       if (this.byToken.get(token) === entry) this.byToken.delete(token);
       for (const l of this.listeners) l(claim);
     };
@@ -51,12 +67,6 @@ export class Following {
   /** Whether this process followed the operation to a reported end. */
   ended(token: string): boolean {
     return this.endedTokens.has(token);
-  }
-
-  private remember(token: string) {
-    this.endedTokens.add(token);
-    if (this.endedTokens.size > ENDED_MEMORY)
-      this.endedTokens.delete(this.endedTokens.values().next().value as string);
   }
 
   /** The token this process follows for a claim, if any. */
