@@ -137,8 +137,13 @@ export class Replica {
     return this.o.leaseMs ?? DEFAULT_LEASE_MS;
   }
 
+  /** How often every lease is renewed: a third of the lease. */
+  private get renewMs() {
+    return Math.max(200, Math.floor(this.leaseMs / 3));
+  }
+
   private get sweepMs() {
-    return this.o.sweepMs ?? Math.min(2000, Math.max(200, Math.floor(this.leaseMs / 3)));
+    return this.o.sweepMs ?? Math.min(2000, this.renewMs);
   }
 
   private get balancing(): boolean {
@@ -169,8 +174,7 @@ export class Replica {
       new Worker(QUEUES.notices, async (job: Job) => this.routeNotice(job.data), opts).on("error", onError),
       new Worker(QUEUES.reports, async (job: Job) => this.routeReport(job.data), opts).on("error", onError),
     );
-    const renewEvery = Math.max(200, Math.floor(this.leaseMs / 3));
-    this.timers.push(setInterval(() => void this.renewAll(), renewEvery));
+    this.timers.push(setInterval(() => void this.renewAll(), this.renewMs));
     this.timers.push(setInterval(() => void this.sweep(), this.sweepMs));
     this.timers.push(setInterval(() => void this.presence(), this.balanceSettings.periodMs));
     const checkEvery = this.o.inboxCheckMs ?? this.o.branch?.pollMs ?? DEFAULT_INBOX_CHECK_MS;
@@ -482,9 +486,8 @@ export class Replica {
   /** Schedules one sweep for when the first of these leases (ms left) lapses, if before the next. */
   private sweepWhenLapsed(heldForMs: number[]): void {
     if (heldForMs.length === 0 || this.earlySweep) return;
-    const period = this.o.sweepMs ?? Math.min(2000, Math.max(200, Math.floor(this.leaseMs / 3)));
     const soonest = Math.min(...heldForMs);
-    if (soonest >= period) return;
+    if (soonest >= this.sweepMs) return;
     // Not sooner than EARLY_SWEEP_GAP_MS: leases lapsing a millisecond apart go in one sweep.
     this.earlySweep = setTimeout(
       () => {
@@ -522,11 +525,7 @@ export class Replica {
       const fleet = await announce(this.redis, this.o.prefix, this.id, ttl, this.workers.size);
       if (this.stopping) return;
       const now = Date.now();
-      const owned = [...this.workers].map(([key, w]) => ({
-        key,
-        takenAt: w.takenAt,
-        quiet: w.worker.quiet() && (w.attached?.quiet?.() ?? true),
-      }));
+      const owned = [...this.workers].map(([key, w]) => ({ key, takenAt: w.takenAt, quiet: quiet(w) }));
       const d = decideHandover(
         { known: fleet.known, live: fleet.live, owned, now, handingOver: this.handingOver },
         this.balanceSettings,
@@ -557,7 +556,7 @@ export class Replica {
   private async handOver(key: string): Promise<void> {
     const mine = this.workers.get(key);
     if (!mine || this.handing.has(key)) return;
-    if (!mine.worker.quiet() || !(mine.attached?.quiet?.() ?? true)) return;
+    if (!quiet(mine)) return;
     this.handing.add(key);
     try {
       this.workers.delete(key);
@@ -666,6 +665,10 @@ async function closeConsumer(w: Worker, log: Logger): Promise<void> {
   if (!(await closedWithin(w, w.close())))
     log.warn({ queue: w.name }, "queue consumer did not close in time; stopping without it");
 }
+
+/** Whether a branch may be handed over: its worker and what runs beside it are both quiet. */
+const quiet = (w: { worker: BranchWorker; attached?: BranchAttachment }) =>
+  w.worker.quiet() && (w.attached?.quiet?.() ?? true);
 
 /** Calls both sets of hooks, the replica's first. */
 function mergeHooks(a: BranchHooks | undefined, b: BranchHooks | undefined): BranchHooks | undefined {
