@@ -2,8 +2,6 @@
  * Wakes the waiters of an object on every watch event about it: the followers of the Flux and
  * Argo CD appliers wait on these instead of polling while their watch runs.
  */
-
-/** Wakes waiters of an object on every watch event about it. */
 export class Wakeups {
   private readonly waiters = new Map<string, Set<(byEvent: boolean) => void>>();
 

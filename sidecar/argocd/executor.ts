@@ -628,9 +628,9 @@ export class ArgoCDExecutor implements OperationExecutor {
   /**
    * Seed 002: terminate the set operation only when it is ours, running, and its revision is a
    * proven ancestor of the commit we must sync. A conflict or a failure is tried again after a
-   * poll interval (`retry`); Forbidden is fatal (returned as `fatal`). Judged first on `seen` (the cache's copy when `cached`): one
-   * that could be terminated is judged again, and proven, on a read from the API server, and the
-   * terminate is guarded by that read's version.
+   * poll interval (`retry`); Forbidden is fatal (returned as `fatal`). Judged first on `seen` (the
+   * cache's copy when `cached`): one that could be terminated is judged again, and proven, on a
+   * read from the API server, and the terminate is guarded by that read's version.
    */
   private async terminateIfStale(
     seen: Application,

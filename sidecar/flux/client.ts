@@ -20,8 +20,6 @@ import {
   REQUESTED_AT,
 } from "./resources.js";
 
-export { Wakeups } from "../wakeups.js";
-
 /** A requestedAt token: the time first (as flux reconcile writes it), then a random tail so two never match. */
 export function newToken(now: Date): string {
   return `${now.toISOString()}-${randomBytes(3).toString("hex")}`;
