@@ -39,14 +39,7 @@ const executor = (checks: Partial<SafetyChecks> = {}) =>
 
 async function setup() {
   const name = `err${++n}`;
-  const ns = await c.namespace(`ns-${name}`);
-  await c.createApp(name, repo, {
-    destination: { server: "https://kubernetes.default.svc", namespace: ns },
-    syncPolicy: { automated: { enabled: false, prune: true } },
-  });
-  await c.createClaim(name, name);
-  await c.markHeld(name);
-  const ref = { namespace: "argocd", name };
+  const { ref } = await c.heldApp(name, repo);
   const claim = { type: RESOURCES.argoCDClaim, namespace: "argocd", name };
   const statusPath = `/apis/applygate.dev/v1alpha1/namespaces/argocd/argocdclaims/${name}/status`;
   return { name, ref, claim, statusPath };

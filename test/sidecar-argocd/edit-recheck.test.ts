@@ -48,18 +48,12 @@ const valueIn = async (namespace: string) =>
 describe("the Argo CD edit recheck", () => {
   it("an edit accepted after the flush mark ends the attempt Stale before the sync; the attempt carrying it syncs", async () => {
     const name = "editapp";
-    const ns = await c.namespace(`ns-${name}`);
     const repo = await c.repo();
     const [c1, c2] = (await repo.pushAll([
       ["cm.yaml", cm("settings", "v1")],
       ["cm.yaml", cm("settings", "v2")],
     ])) as [string, string];
-    await c.createApp(name, repo, {
-      destination: { server: "https://kubernetes.default.svc", namespace: ns },
-      syncPolicy: { automated: { enabled: false, prune: true } },
-    });
-    await c.createClaim(name, name);
-    await c.markHeld(name);
+    const { ns } = await c.heldApp(name, repo);
     const branchKey = `${repo.url}@main`;
     const lease = new BranchLease(redis.client, redis.prefix, branchKey, "worker", 30_000);
     expect(await lease.acquire()).toBe(true);

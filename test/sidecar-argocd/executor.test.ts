@@ -59,15 +59,7 @@ async function watched(e: ArgoCDExecutor, ref: { namespace: string; name: string
 /** A fresh Application held off (automated enabled: false, prune on) with its claim. */
 async function setup(spec: Record<string, unknown> = {}) {
   const name = `app${++n}`;
-  const ns = await c.namespace(`ns-${name}`);
-  await c.createApp(name, repo, {
-    destination: { server: "https://kubernetes.default.svc", namespace: ns },
-    syncPolicy: { automated: { enabled: false, prune: true }, ...((spec.syncPolicy as object) ?? {}) },
-    ...Object.fromEntries(Object.entries(spec).filter(([k]) => k !== "syncPolicy")),
-  });
-  await c.createClaim(name, name);
-  await c.markHeld(name);
-  const ref = { namespace: "argocd", name };
+  const { ns, ref } = await c.heldApp(name, repo, spec);
   const claim = { type: RESOURCES.argoCDClaim, namespace: "argocd", name };
   return { name, ns, ref, claim };
 }

@@ -69,6 +69,16 @@ export interface Cluster {
   createClaim(name: string, app: string): Promise<void>;
   /** Marks the claim InControl=True, as the reconciler does once it holds the Application. */
   markHeld(name: string): Promise<void>;
+  /**
+   * A fresh Application held off (automated enabled: false, prune on) deploying into a namespace
+   * of its own (`ns-<name>`), with its claim marked held. `spec` adds to the Application's spec;
+   * its `syncPolicy` merges into the held-off one.
+   */
+  heldApp(
+    name: string,
+    repo: Repo,
+    spec?: Record<string, unknown>,
+  ): Promise<{ ns: string; ref: { namespace: string; name: string } }>;
   attempt(claim: string, app: string, commit: string, token: string): Attempt;
   close(): Promise<void>;
 }
@@ -217,6 +227,18 @@ export async function startCluster(opts: { argoVersion?: "3.5" | "pre-3.1" } = {
         },
         undefined,
       );
+    },
+    async heldApp(name, repo, spec = {}) {
+      const ns = await this.namespace(`ns-${name}`);
+      const { syncPolicy, ...rest } = spec;
+      await this.createApp(name, repo, {
+        destination: { server: "https://kubernetes.default.svc", namespace: ns },
+        syncPolicy: { automated: { enabled: false, prune: true }, ...((syncPolicy as object) ?? {}) },
+        ...rest,
+      });
+      await this.createClaim(name, name);
+      await this.markHeld(name);
+      return { ns, ref: { namespace: "argocd", name } };
     },
     attempt(claim, app, commit, token) {
       return {

@@ -34,13 +34,7 @@ const PER_SYNC = 5;
 describe("the API requests of one Argo CD sync", () => {
   it("one claim read, three claim writes and the update; the Application is watched, never polled", async () => {
     const name = "counted";
-    const ns = await c.namespace(`ns-${name}`);
-    await c.createApp(name, repo, {
-      destination: { server: "https://kubernetes.default.svc", namespace: ns },
-      syncPolicy: { automated: { enabled: false, prune: true } },
-    });
-    await c.createClaim(name, name);
-    await c.markHeld(name);
+    await c.heldApp(name, repo);
     const user = "count-argocd";
     c.api.addUser(user, `token-${user}`, "all");
     const kube = new Kube(c.api.kubeConfig(user));

@@ -38,14 +38,7 @@ afterAll(async () => {
 
 async function setup() {
   const name = `lag${++n}`;
-  const ns = await c.namespace(`ns-${name}`);
-  await c.createApp(name, repo, {
-    destination: { server: "https://kubernetes.default.svc", namespace: ns },
-    syncPolicy: { automated: { enabled: false, prune: true } },
-  });
-  await c.createClaim(name, name);
-  await c.markHeld(name);
-  return { name, ref: { namespace: "argocd", name } };
+  return { name, ref: (await c.heldApp(name, repo)).ref };
 }
 
 /**

@@ -64,21 +64,14 @@ const executor = () =>
 
 async function setup(syncWindows: unknown[]) {
   const name = `edge${++n}`;
-  const ns = await c.namespace(`ns-${name}`);
   await c.kube.apply(PROJECT, {
     apiVersion: "argoproj.io/v1alpha1",
     kind: "AppProject",
     metadata: { name, namespace: "argocd" },
     spec: { sourceRepos: ["*"], destinations: [{ server: "*", namespace: "*" }], syncWindows },
   });
-  await c.createApp(name, repo, {
-    project: name,
-    destination: { server: "https://kubernetes.default.svc", namespace: ns },
-    syncPolicy: { automated: { enabled: false, prune: true } },
-  });
-  await c.createClaim(name, name);
-  await c.markHeld(name);
-  return { name, ns, ref: { namespace: "argocd", name } };
+  const { ns, ref } = await c.heldApp(name, repo, { project: name });
+  return { name, ns, ref };
 }
 
 const opState = async (name: string) => (await c.getApp(name)).status?.operationState;

@@ -38,13 +38,7 @@ afterAll(async () => {
 describe("the recorded tip decides Stale for Argo CD", () => {
   it("an attempt for a commit that is no longer the recorded tip ends Stale: record withdrawn, no sync", async () => {
     const name = "tipapp";
-    const ns = await c.namespace(`ns-${name}`);
-    await c.createApp(name, repo, {
-      destination: { server: "https://kubernetes.default.svc", namespace: ns },
-      syncPolicy: { automated: { enabled: false, prune: true } },
-    });
-    await c.createClaim(name, name);
-    await c.markHeld(name);
+    await c.heldApp(name, repo);
     const attempt = c.attempt(name, name, c1, `t-${name}`);
     const lease = new BranchLease(redis.client, redis.prefix, attempt.branchKey, "worker", 10_000);
     expect(await lease.acquire()).toBe(true);
