@@ -432,6 +432,40 @@ const settled = (w: World) => {
   );
 };
 
+/**
+ * A foreign push applied through a running replica, its operation ended (its apply window closed,
+ * kept): the window, for a test of what the next owner makes of the apply's own writes.
+ */
+async function appliedAndEnded(w: World) {
+  await w.startReplica();
+  await waitFor("baseline", () => w.driver().state.observed);
+  const f1 = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+  w.worker().observeSoon();
+  await waitFor("the foreign push applied", async () => (await w.claim()).status?.lastAppliedCommit === f1);
+  await waitFor("its operation ended", () => {
+    const a = w.driver().state.appliers[CLAIM_KEY];
+    return a?.operation === null && a.windows[0]?.completedAt != null;
+  });
+  return w.driver().state.appliers[CLAIM_KEY]?.windows[0];
+}
+
+/** The write was judged the applier's echo and settled: nothing published, Git as it was, no apply. */
+async function settledAsEcho(w: World, echo: { id: string }, tip: string | undefined) {
+  await waitFor("the write judged", () => w.echoes.length > 0);
+  expect(w.echoes).toEqual([{ kind: "flux", outcome: "not_mirrored" }]);
+  await waitFor("its inbox entry settled", async () => {
+    await w.driver().idle();
+    return (
+      w.worker().judgingCount === 0 &&
+      (await w.redis.client.xlen(branchKeys(w.redis.prefix, w.key).inbox)) === 0
+    );
+  });
+  expect(await w.published(echo.id)).toBeNull();
+  expect(await w.git.tip("site")).toBe(tip);
+  expect(await show(w, "main", cm("a"))).toBeUndefined();
+  expect(w.attempts).toHaveLength(1);
+}
+
 describe("decisions shell: the branch worker decides and sends applies", () => {
   let w: World;
   afterEach(async () => {
@@ -738,16 +772,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
   }, async () => {
     const clock = new ManualClock(Date.parse("2026-12-01T13:00:00Z"));
     w = await world({ appliedInitial: true, clock });
-    await w.startReplica();
-    await waitFor("baseline", () => w.driver().state.observed);
-    const f1 = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
-    w.worker().observeSoon();
-    await waitFor("the foreign push applied", async () => (await w.claim()).status?.lastAppliedCommit === f1);
-    await waitFor("its operation ended", () => {
-      const a = w.driver().state.appliers[CLAIM_KEY];
-      return a?.operation === null && a.windows[0]?.completedAt != null;
-    });
-    const window = w.driver().state.appliers[CLAIM_KEY]?.windows[0];
+    const window = await appliedAndEnded(w);
     expect(window?.token).toBe(w.attempts[0]?.token);
     await w.stopReplica();
 
@@ -765,19 +790,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     });
     const tip = await w.git.tip("site");
     await w.startReplica();
-    await waitFor("the write judged", () => w.echoes.length > 0);
-    expect(w.echoes).toEqual([{ kind: "flux", outcome: "not_mirrored" }]);
-    await waitFor("its inbox entry settled", async () => {
-      await w.driver().idle();
-      return (
-        w.worker().judgingCount === 0 &&
-        (await w.redis.client.xlen(branchKeys(w.redis.prefix, w.key).inbox)) === 0
-      );
-    });
-    expect(await w.published(echo.id)).toBeNull();
-    expect(await w.git.tip("site")).toBe(tip);
-    expect(await show(w, "main", cm("a"))).toBeUndefined();
-    expect(w.attempts).toHaveLength(1);
+    await settledAsEcho(w, echo, tip);
   });
 
   it("an apply's own write with no GitTarget uid, read by a new owner before its first listing of the GitTargets landed, is judged against the GitTarget: the applier's echo, settled without a commit", {
@@ -785,16 +798,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
   }, async () => {
     const clock = new ManualClock(Date.parse("2026-12-01T13:00:00Z"));
     w = await world({ appliedInitial: true, clock });
-    await w.startReplica();
-    await waitFor("baseline", () => w.driver().state.observed);
-    const f1 = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
-    w.worker().observeSoon();
-    await waitFor("the foreign push applied", async () => (await w.claim()).status?.lastAppliedCommit === f1);
-    await waitFor("its operation ended", () => {
-      const a = w.driver().state.appliers[CLAIM_KEY];
-      return a?.operation === null && a.windows[0]?.completedAt != null;
-    });
-    const end = w.driver().state.appliers[CLAIM_KEY]?.windows[0]?.completedAt as number;
+    const end = (await appliedAndEnded(w))?.completedAt as number;
     await w.stopReplica();
 
     // The apply's own write reaches the inbox 2 s after its operation ended, naming its GitTarget
@@ -822,19 +826,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     await waitFor("the write handed to the judge", () => (w.worker()?.judgingCount ?? 0) > 0);
     release();
     await started;
-    await waitFor("the write judged", () => w.echoes.length > 0);
-    expect(w.echoes).toEqual([{ kind: "flux", outcome: "not_mirrored" }]);
-    await waitFor("its inbox entry settled", async () => {
-      await w.driver().idle();
-      return (
-        w.worker().judgingCount === 0 &&
-        (await w.redis.client.xlen(branchKeys(w.redis.prefix, w.key).inbox)) === 0
-      );
-    });
-    expect(await w.published(echo.id)).toBeNull();
-    expect(await w.git.tip("site")).toBe(tip);
-    expect(await show(w, "main", cm("a"))).toBeUndefined();
-    expect(w.attempts).toHaveLength(1);
+    await settledAsEcho(w, echo, tip);
   });
 
   it("the folder barrier: a branch whose tip lacks the GitTarget's folder sends its applier nothing, for any reason, until a published write creates the folder", {
