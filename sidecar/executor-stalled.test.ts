@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contract.js";
 import { silentLogger } from "../queue/log.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { recoveredOperation } from "../test/support/attempts.js";
 import { untilWith } from "../test/support/wait.js";
 import type { OperationExecutor } from "./applier-kind.js";
 import {
@@ -163,22 +164,7 @@ describe("an attempt whose sidecar died", () => {
         await report("Succeeded");
       },
     );
-    const started = host!.recover({
-      claim: {
-        type: { group: "applygate.dev", version: "v1alpha1", plural: "fluxclaims", kind: "FluxClaim" },
-        namespace: "apps",
-        name: "web",
-      },
-      applier: { namespace: "flux-system", name: "web" },
-      branchKey: "git.example/org/repo@main",
-      operation: {
-        token: "t4",
-        phase: "Running",
-        commit: "c".repeat(40),
-        targets: [],
-        requestedAt: new Date().toISOString(),
-      },
-    });
+    const started = host!.recover(recoveredOperation("t4", "c".repeat(40)));
     expect(started).toBe(true);
     await until(() => phases("t4").length > 0, "the recovered operation's end");
     claimRecords = "t5"; // the worker's next attempt is recorded on the claim

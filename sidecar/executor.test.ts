@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contract.js";
 import { silentLogger } from "../queue/log.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { recoveredOperation } from "../test/support/attempts.js";
 import { untilWith } from "../test/support/wait.js";
 import type { OperationExecutor } from "./applier-kind.js";
 import { type ExecutorHost, startExecutorHost } from "./executor.js";
@@ -169,22 +170,7 @@ describe("executor host", () => {
         expect(op.operation.token).toBe("rec");
       },
     });
-    const started = host!.recover({
-      claim: {
-        type: { group: "applygate.dev", version: "v1alpha1", plural: "fluxclaims", kind: "FluxClaim" },
-        namespace: "apps",
-        name: "web",
-      },
-      applier: { namespace: "flux-system", name: "web" },
-      branchKey: "git.example/org/repo@main",
-      operation: {
-        token: "rec",
-        phase: "Running",
-        commit: "d".repeat(40),
-        targets: [],
-        requestedAt: new Date().toISOString(),
-      },
-    });
+    const started = host!.recover(recoveredOperation("rec", "d".repeat(40)));
     expect(started).toBe(true);
     await until(() => phases("rec").length === 2, "recovered reports");
     expect(reports.find((r) => r.token === "rec")).toMatchObject({

@@ -6,6 +6,7 @@
 import type { Queue } from "bullmq";
 import type { KubeObjects } from "../../queue/apply/index.js";
 import type { Attempt, ReportPhase } from "../../queue/contract.js";
+import type { RecoveredOperation } from "../../sidecar/applier-kind.js";
 import { TERMINAL_PHASES } from "../../queue/contract.js";
 
 export interface AttemptFixture extends Partial<Attempt> {
@@ -34,6 +35,23 @@ export function makeAttempt(fixture: AttemptFixture = {}): Attempt {
     targets: [{ uid: "u1", namespace, name: "one", reason: "ForeignCommit" }],
     sentAt: "2026-12-01T11:59:59Z",
     ...over,
+  };
+}
+
+/**
+ * An operation recorded Running on FluxClaim `apps/web` (applier Kustomization `flux-system/web`),
+ * as restart recovery offers it to an executor host, with the given token and commit.
+ */
+export function recoveredOperation(token: string, commit: string): RecoveredOperation {
+  return {
+    claim: {
+      type: { group: "applygate.dev", version: "v1alpha1", plural: "fluxclaims", kind: "FluxClaim" },
+      namespace: "apps",
+      name: "web",
+    },
+    applier: { namespace: "flux-system", name: "web" },
+    branchKey: "git.example/org/repo@main",
+    operation: { token, phase: "Running", commit, targets: [], requestedAt: new Date().toISOString() },
   };
 }
 
