@@ -6,8 +6,8 @@
 import type { Queue } from "bullmq";
 import type { KubeObjects } from "../../queue/apply/index.js";
 import type { Attempt, ReportPhase } from "../../queue/contract.js";
-import type { RecoveredOperation } from "../../sidecar/applier-kind.js";
 import { TERMINAL_PHASES } from "../../queue/contract.js";
+import type { RecoveredOperation } from "../../sidecar/applier-kind.js";
 
 export interface AttemptFixture extends Partial<Attempt> {
   /**
