@@ -42,6 +42,18 @@ import { waitFor } from "../worker/harness.js";
 
 const NS = "team";
 const FOLDER = "clusters/dev";
+
+/** A write of GitTarget `site` on branch `key` as the watch plane hands it, accepted now. */
+const mirrorWrite = (key: string, id: string, over: Partial<AcceptedWrite> = {}): AcceptedWrite => ({
+  id,
+  target: { namespace: NS, name: "site" },
+  branchKey: key,
+  path: FOLDER,
+  acceptedAt: new Date().toISOString(),
+  author: { name: "applygate-mirror", email: "applygate-mirror@cluster.local" },
+  changes: [],
+  ...over,
+});
 const CM_FILE = `${FOLDER}/core/configmap/${NS}/app.yaml`;
 const CLAIM_KEY = `FluxClaim/${NS}/claim`;
 const GROUP = { group: "applygate.dev", version: "v1alpha1" };
@@ -293,16 +305,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     const token = "before:1";
     await redis.client.set(watchedTargetKey(redis.prefix, key, NS, "site"), token, "PX", 30_000);
     const branches = new Queue(QUEUES.branches, { connection: redis.client, prefix: redis.prefix });
-    const marker: AcceptedWrite = {
-      id: "m-started",
-      target: { namespace: NS, name: "site" },
-      branchKey: key,
-      path: FOLDER,
-      acceptedAt: new Date().toISOString(),
-      author: { name: "applygate-mirror", email: "applygate-mirror@cluster.local" },
-      changes: [],
-      initialSnapshots: { token, phase: "started" },
-    };
+    const marker = mirrorWrite(key, "m-started", { initialSnapshots: { token, phase: "started" } });
     expect((await acceptWrite(redis.client, redis.prefix, marker, branches)).accepted).toBe(true);
     await branches.close();
     await waitFor("the coverage known", () => driver()?.state.targets[targetUid]?.watch === token);
@@ -396,16 +399,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     const token = "handover:1";
     await redis.client.set(watchedTargetKey(redis.prefix, key, NS, "site"), token, "PX", 60_000);
     const branches = new Queue(QUEUES.branches, { connection: redis.client, prefix: redis.prefix });
-    const write = (id: string, over: Partial<AcceptedWrite>): AcceptedWrite => ({
-      id,
-      target: { namespace: NS, name: "site" },
-      branchKey: key,
-      path: FOLDER,
-      acceptedAt: new Date().toISOString(),
-      author: { name: "applygate-mirror", email: "applygate-mirror@cluster.local" },
-      changes: [],
-      ...over,
-    });
+    const write = (id: string, over: Partial<AcceptedWrite>) => mirrorWrite(key, id, over);
     const hand = async (w: AcceptedWrite) =>
       expect((await acceptWrite(redis.client, redis.prefix, w, branches)).accepted).toBe(true);
     await hand(write("m-h-started", { initialSnapshots: { token, phase: "started" } }));
