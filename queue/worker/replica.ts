@@ -178,7 +178,10 @@ export class Replica {
     this.timers.push(setInterval(() => void this.sweep(), this.sweepMs));
     this.timers.push(setInterval(() => void this.presence(), this.balanceSettings.periodMs));
     const checkEvery = this.o.inboxCheckMs ?? this.o.branch?.pollMs ?? DEFAULT_INBOX_CHECK_MS;
-    this.timers.push(setInterval(() => void this.checkInboxes(), checkEvery));
+    // Branch workers that read their inbox at least this often by themselves need no check: it
+    // would only read the same inboxes again.
+    if ((this.o.branch?.idlePollMs ?? DEFAULT_IDLE_POLL_MS) > checkEvery)
+      this.timers.push(setInterval(() => void this.checkInboxes(), checkEvery));
     // Announced before the first sweep, so a replica started beside others takes its share only.
     await this.presence();
     // Started once the branches free now are owned and their branch workers started.
@@ -235,7 +238,7 @@ export class Replica {
     const hooks = mergeHooks(this.o.hooks?.(key), attached?.hooks);
     const worker = new BranchWorker({
       baselineSlots: this.baselineSlots,
-      // The inbox check wakes an idle branch for news: it need not read its inbox by itself.
+      // Longer (`branch.idlePollMs`) only with the inbox check to wake an idle branch for news.
       idlePollMs: DEFAULT_IDLE_POLL_MS,
       ...this.o.branch,
       spec,
