@@ -4,7 +4,10 @@
  */
 export interface Clock {
   now(): number;
-  /** Resolves after `ms`, or early when `signal` aborts. */
+  /**
+   * Resolves after `ms`, or early when `signal` aborts, at once when it aborted before the call:
+   * the branch worker sleeps after its step on the wake signal the step may already have fired.
+   */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 

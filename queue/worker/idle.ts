@@ -11,11 +11,11 @@ export const DEFAULT_INBOX_CHECK_MS = 1000;
 
 /**
  * Longest sleep of an idle branch worker in a replica (no retry pending, no deadline of its own),
- * by default. The inbox check wakes it for inbox entries; at 1 min a scenario's start hung (the
- * Git outage scenario's assembly, every run), so a wake-up of another kind is still lost somewhere
- * and this bound stays at 1 s until it is found.
+ * by default. The inbox check wakes it for inbox entries, and every other kind of news (a flush,
+ * a verdict, a GitTarget change, a notice) wakes it directly, so this bound only caps how long a
+ * branch goes without reading its remote when nothing at all happens.
  */
-export const DEFAULT_IDLE_POLL_MS = 1_000;
+export const DEFAULT_IDLE_POLL_MS = 60_000;
 
 export interface SleepInputs {
   now: number;

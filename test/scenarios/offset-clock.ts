@@ -14,6 +14,9 @@ export class OffsetClock implements Clock {
   }
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    // A wake that came before the sleep ends it at once: an abort listener added to an aborted
+    // signal never runs, and the sleeper would lie through a whole idle poll.
+    if (signal?.aborted) return Promise.resolve();
     const at = this.now() + Math.max(0, ms);
     const ctl = new AbortController();
     const onAbort = () => ctl.abort();
