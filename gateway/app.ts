@@ -103,7 +103,6 @@ function requestConnection(url: string): Redis {
   return connectRedis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    retryStrategy: (times) => Math.min(100 * times, 2000),
   });
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, commonSettings, loadConfig } from "./config.js";
-import { parseRedisUrl, redact, redisTargetOptions } from "./redis-url.js";
+import { demotedPrimary, parseRedisUrl, redact, redisTargetOptions } from "./redis-url.js";
 
 const bad = (raw: string) => {
   try {
@@ -45,7 +45,7 @@ describe("parseRedisUrl", () => {
       ],
       name: "my master",
       db: 3,
-      failoverDetector: true,
+      reconnectOnError: demotedPrimary,
       username: "app",
       password: "s:cret",
       sentinelUsername: "su",
@@ -115,5 +115,13 @@ describe("--redis-url", () => {
       /^invalid setting --redis-url \(REDIS_URL\): expected the master name/,
     );
     expect((err as Error).message).not.toContain("\n");
+  });
+});
+
+describe("a primary demoted under a connection", () => {
+  it("reconnects and resends on READONLY, and on nothing else", () => {
+    expect(demotedPrimary(new Error("READONLY You can't write against a read only replica."))).toBe(2);
+    expect(demotedPrimary(new Error("ERR wrong number of arguments"))).toBe(false);
+    expect(demotedPrimary(new Error("LOADING Redis is loading the dataset in memory"))).toBe(false);
   });
 });

@@ -119,11 +119,16 @@ export function redact(raw: string): string {
   );
 }
 
+/** A reply saying the node we write to became a replica: reconnect (through the sentinels) and resend. */
+export const demotedPrimary = (err: Error): 2 | false => (err.message.startsWith("READONLY") ? 2 : false);
+
 /**
  * ioredis options for the target. A plain server passes its URL on (`url`, which BullMQ and
- * `connectRedis` hand to ioredis); a Sentinel target names the sentinels and the master, and
- * `failoverDetector` has ioredis follow `+switch-master` instead of waiting for its connection to
- * the old primary to break.
+ * `connectRedis` hand to ioredis); a Sentinel target names the sentinels and the master. A lost
+ * connection asks the sentinels again, and one to a primary demoted under it is dropped on its
+ * first READONLY reply. ioredis's optional failover detector stays off: a `+switch-master`
+ * arriving while a connection already reconnects ends that connection for good
+ * (redis-sentinel-switch.test.ts).
  */
 export function redisTargetOptions(target: RedisTarget): RedisOptions & { url?: string } {
   if (target.kind === "server") return { url: target.url };
@@ -131,7 +136,7 @@ export function redisTargetOptions(target: RedisTarget): RedisOptions & { url?: 
     sentinels: target.sentinels,
     name: target.masterName,
     db: target.db,
-    failoverDetector: true,
+    reconnectOnError: demotedPrimary,
     ...(target.username ? { username: target.username } : {}),
     ...(target.password ? { password: target.password } : {}),
     ...(target.sentinelUsername ? { sentinelUsername: target.sentinelUsername } : {}),

@@ -5,8 +5,20 @@ import type { ConnectionOptions } from "bullmq";
 import { type ChainableCommander, Redis, type RedisOptions } from "ioredis";
 import { parseRedisUrl, redisTargetOptions } from "./redis-url.js";
 
-/** Options BullMQ needs on every connection it blocks on. */
-export const bullConnectionOptions: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true };
+/**
+ * How long a lost connection waits before its next attempt: 100 ms more each time, at most 2 s.
+ * BullMQ's own default grows past 1 s after seven tries, to 20 s: after a failover or a Redis
+ * restart that took a few seconds, the worker's and the sidecars' consumers came back up to 20 s
+ * after the gateway (on ioredis's default, at most 2 s) already accepted again.
+ */
+export const reconnectDelay = (attempt: number): number => Math.min(attempt * 100, 2000);
+
+/** Options BullMQ needs on every connection it blocks on, and our reconnect pace. */
+export const bullConnectionOptions: RedisOptions = {
+  maxRetriesPerRequest: null,
+  enableReadyCheck: true,
+  retryStrategy: reconnectDelay,
+};
 
 /**
  * What BullMQ's `connection` takes for the Redis setting (a plain `redis://` URL or a
@@ -14,7 +26,11 @@ export const bullConnectionOptions: RedisOptions = { maxRetriesPerRequest: null,
  */
 export function bullConnection(url: string): ConnectionOptions {
   // BullMQ types its own subset of ioredis options; it hands them to ioredis unchanged.
-  return { ...redisTargetOptions(parseRedisUrl(url)), maxRetriesPerRequest: null } as ConnectionOptions;
+  return {
+    ...redisTargetOptions(parseRedisUrl(url)),
+    maxRetriesPerRequest: null,
+    retryStrategy: reconnectDelay,
+  } as ConnectionOptions;
 }
 
 /** A connection to the Redis setting's server, or to the primary its sentinels name. */
