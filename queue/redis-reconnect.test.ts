@@ -5,9 +5,10 @@
  */
 import { Worker } from "bullmq";
 import { afterEach, describe, expect, it } from "vitest";
+import { testRedisUrl } from "../test/redis/isolated.js";
 import { bullConnection, connectRedis, reconnectDelay } from "./redis.js";
 
-const URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+const URL = testRedisUrl();
 const attempts = Array.from({ length: 100 }, (_, i) => i + 1);
 
 describe("reconnect pace", () => {

@@ -9,10 +9,15 @@
 import { createServer, type Server, type Socket } from "node:net";
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
+import { testRedisUrl } from "../test/redis/isolated.js";
 import { untilWith } from "../test/support/wait.js";
 import { connectRedis } from "./redis.js";
 
-const DATA = { host: "127.0.0.1", port: 6379 };
+/** The Redis the tests share, which the sentinel names as the primary. */
+const DATA = (() => {
+  const u = new URL(testRedisUrl());
+  return { host: u.hostname, port: Number(u.port || 6379) };
+})();
 const MASTER = "switching";
 const until = untilWith({ timeoutMs: 10_000, everyMs: 10 });
 
