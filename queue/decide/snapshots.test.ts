@@ -6,7 +6,13 @@ import { describe, expect, it } from "vitest";
 import type { SnapshotStamp } from "../contract.js";
 import { isGitAhead } from "./due.js";
 import type { DecisionAction, DecisionState } from "./model.js";
-import { judgeSnapshot, SNAPSHOT_HOLD_MS, targetProven } from "./snapshots.js";
+import {
+  holdEndsAt,
+  judgeSnapshot,
+  RECOLLECT_AGAIN_MS,
+  SNAPSHOT_HOLD_MS,
+  targetProven,
+} from "./snapshots.js";
 import { Driver, flushes, listed, report, sends, sha } from "./testing.js";
 
 const A = sha(1);
@@ -26,10 +32,18 @@ let writes = 0;
 const write = (d: Driver, s: SnapshotStamp, uid = "u1") =>
   d.on({ type: "SnapshotWrite", writeId: `w${++writes}`, targetUid: uid, snapshot: s });
 
-/** A branch whose applier applied A, with a push B pending an apply: Git is ahead. */
-function ahead(): { d: Driver; out: DecisionAction[] } {
+/**
+ * A branch whose applier applied A, with a push B pending an apply: Git is ahead. `watch`: a live
+ * mirror covers the GitTarget (its coverage token), its initial snapshots published.
+ */
+function ahead(watch?: string): { d: Driver; out: DecisionAction[] } {
   const d = new Driver();
-  d.settle([listed("u1", "app")], A);
+  const target = listed("u1", "app", watch ? { watch } : {});
+  if (watch) {
+    d.on({ type: "TargetsListed", targets: [target] });
+    d.on({ type: "InitialSnapshotsPublished", targetUid: "u1", token: watch });
+  }
+  d.settle([target], A);
   const out = d.on({ type: "Observed", tip: B, pushedByUs: false });
   expect(isGitAhead(d.state)).toBe(true);
   return { d, out };
@@ -88,7 +102,7 @@ describe("a snapshot collected while Git is ahead, or across an apply", () => {
     expect(settleOf(write(d, s))).toMatchObject({ use: true, verdict: "exempt" });
   });
 
-  it("is collected again after the apply: once Git is no longer ahead the watch plane is asked once", () => {
+  it("is collected again after the apply: once Git is no longer ahead the watch plane is asked (no mirror: once)", () => {
     const { d, out } = ahead();
     const sent = d.publish(out, B);
     const [att] = sends(sent);
@@ -130,11 +144,87 @@ describe("a snapshot collected while Git is ahead, or across an apply", () => {
   });
 
   it("judgeSnapshot is pure: the hold given is not changed", () => {
-    const hold = { since: 5, recollectAsked: true, discarded: [], used: [] };
+    const hold = { since: 5, recollectAskedAt: 7, discarded: [], used: [] };
     const s: SnapshotStamp = { id: "x", epoch: 1, gitAhead: true, initial: false };
     const j = judgeSnapshot(hold, s, { epoch: 1, gitAhead: false, triggered: true }, 10);
     expect(j.verdict).toBe("discarded");
-    expect(hold).toEqual({ since: 5, recollectAsked: true, discarded: [], used: [] });
+    expect(hold).toEqual({ since: 5, recollectAskedAt: 7, discarded: [], used: [] });
+  });
+});
+
+describe("an ask for a fresh collection that no snapshot answers", () => {
+  const asked = { type: "Recollect", target: { uid: "u1", namespace: "apps", name: "gt-u1" }, bound: false };
+
+  /** Git ahead, a snapshot discarded, the apply ended: the first ask is out at the returned time. */
+  function askedOnce(watch?: string): { d: Driver; at: number } {
+    const { d, out } = ahead(watch);
+    const [att] = sends(d.publish(out, B));
+    write(d, stamp("snap-1", d));
+    expect(recollects(d.on(report(att?.token ?? "", "app", "Succeeded", B)))).toEqual([asked]);
+    return { d, at: d.now };
+  }
+
+  it("is asked again every RECOLLECT_AGAIN_MS while a mirror covers the GitTarget, until a snapshot ends the hold", () => {
+    const { d, at } = askedOnce("m1:1");
+    // The step wakes for the repeat (or sooner, for a deadline of its own).
+    expect(holdEndsAt(d.state.targets.u1?.snapshots, true, d.now)).toBe(at + RECOLLECT_AGAIN_MS);
+    expect(d.state.wakeAt).toBeLessThanOrEqual(at + RECOLLECT_AGAIN_MS);
+    expect(recollects(d.advance(RECOLLECT_AGAIN_MS - 1))).toEqual([]);
+    expect(recollects(d.advance(1))).toEqual([asked]);
+    expect(recollects(d.advance(RECOLLECT_AGAIN_MS - 1))).toEqual([]);
+    expect(recollects(d.advance(1))).toEqual([asked]);
+    // The answer comes: used, the hold ends, nothing is asked any more.
+    expect(settleOf(write(d, stamp("snap-2", d)))).toMatchObject({ use: true, verdict: "fresh" });
+    expect(recollects(d.advance(10 * RECOLLECT_AGAIN_MS))).toEqual([]);
+  });
+
+  it("is not asked again while no mirror covers the GitTarget, and is once the listing shows one", () => {
+    const { d } = askedOnce();
+    expect(recollects(d.advance(10 * RECOLLECT_AGAIN_MS))).toEqual([]);
+    expect(holdEndsAt(d.state.targets.u1?.snapshots, false, d.now)).toBeNull();
+    expect(
+      recollects(d.on({ type: "TargetsListed", targets: [listed("u1", "app", { watch: "m2:1" })] })),
+    ).toEqual([asked]);
+  });
+
+  it("a discard after an ask starts over: the next ask waits for the apply, not the repeat", () => {
+    const { d } = askedOnce("m1:1");
+    // Another push before the answer: its snapshot is discarded while Git is ahead again.
+    const out = d.on({ type: "Observed", tip: sha(3), pushedByUs: false });
+    expect(isGitAhead(d.state)).toBe(true);
+    expect(settleOf(write(d, stamp("snap-2", d)))).toMatchObject({ verdict: "discarded" });
+    expect(d.state.targets.u1?.snapshots?.recollectAskedAt).toBeNull();
+    expect(recollects(d.advance(2 * RECOLLECT_AGAIN_MS))).toEqual([]);
+    const [att] = sends(d.publish(out, sha(3)));
+    expect(recollects(d.on(report(att?.token ?? "", "app", "Succeeded", sha(3))))).toEqual([asked]);
+  });
+
+  it("a hold saved before asks were repeated (recollectAsked) is asked once more", () => {
+    const { d } = askedOnce("m1:1");
+    const hold = d.state.targets.u1?.snapshots as unknown as Record<string, unknown>;
+    delete hold.recollectAskedAt;
+    hold.recollectAsked = true;
+    expect(recollects(d.advance(1))).toEqual([asked]);
+  });
+});
+
+describe("holdEndsAt", () => {
+  const hold = (since: number | null, recollectAskedAt: number | null = null) => ({
+    since,
+    recollectAskedAt,
+    discarded: [],
+    used: [],
+  });
+
+  it("is the bound while nothing was asked, the repeat or the bound once asked, nothing past both", () => {
+    expect(holdEndsAt(undefined, true, 0)).toBeNull();
+    expect(holdEndsAt(hold(null), true, 0)).toBeNull();
+    expect(holdEndsAt(hold(100), false, 100)).toBe(100 + SNAPSHOT_HOLD_MS);
+    expect(holdEndsAt(hold(100, 200), true, 200)).toBe(200 + RECOLLECT_AGAIN_MS);
+    expect(holdEndsAt(hold(100, 200), false, 200)).toBeNull();
+    // The repeat passed, Git ahead again: the bound is still ahead.
+    expect(holdEndsAt(hold(100, 200), true, 200 + RECOLLECT_AGAIN_MS)).toBe(100 + SNAPSHOT_HOLD_MS);
+    expect(holdEndsAt(hold(100, 200), true, 100 + SNAPSHOT_HOLD_MS)).toBeNull();
   });
 });
 

@@ -11,12 +11,19 @@
  * - a GitTarget whose snapshots have been held `SNAPSHOT_HOLD_MS` from the first discard: a fresh
  *   snapshot is asked for then and used, logged and counted, so an apply that keeps failing
  *   cannot leave drift unmirrored for as long as it fails.
+ *
+ * An ask reaches the watch plane at most once (a Redis PUBLISH, sent after the state that records
+ * it is saved): a mirror reconnecting, a collection that failed, or an owner that lost the branch
+ * between the save and the publish loses it. So it is asked again every `RECOLLECT_AGAIN_MS`
+ * until a snapshot ends the hold.
  */
 import type { SnapshotStamp } from "../contract.js";
 import type { DecisionState, TargetState } from "./model.js";
 
 /** How long a GitTarget's snapshots are held off from the first discard. */
 export const SNAPSHOT_HOLD_MS = 5 * 60_000;
+/** How long an ask for a fresh collection waits for its snapshot before it is asked again. */
+export const RECOLLECT_AGAIN_MS = 15_000;
 /** Snapshot ids a hold remembers per verdict (a snapshot's later writes get its verdict). */
 const KEPT_IDS = 16;
 
@@ -24,8 +31,11 @@ const KEPT_IDS = 16;
 export interface SnapshotHold {
   /** The first discard of the hold now running; null when none runs. */
   since: number | null;
-  /** A fresh collection was asked for since the last discard. */
-  recollectAsked: boolean;
+  /**
+   * When a fresh collection was last asked for since the last discard; null (or absent, in a state
+   * saved before asks were repeated) when none was.
+   */
+  recollectAskedAt?: number | null;
   /** Snapshots discarded: every later write of one is discarded too. */
   discarded: string[];
   /** Snapshots used as stale under the bound: every later write of one is used too. */
@@ -48,7 +58,7 @@ export interface SnapshotJudgement {
 
 export const emptyHold = (): SnapshotHold => ({
   since: null,
-  recollectAsked: false,
+  recollectAskedAt: null,
   discarded: [],
   used: [],
 });
@@ -70,32 +80,50 @@ export function judgeSnapshot(
   if (h.used.includes(stamp.id)) return { verdict: "used", hold: h, counted: false };
   if (stamp.initial || !view.triggered) return { verdict: "exempt", hold: h, counted: false };
   const stale = stamp.gitAhead || stamp.epoch !== view.epoch || view.gitAhead;
-  if (!stale) return { verdict: "fresh", hold: { ...h, since: null, recollectAsked: false }, counted: false };
+  if (!stale) return { verdict: "fresh", hold: { ...h, since: null, recollectAskedAt: null }, counted: false };
   if (h.since !== null && now >= h.since + SNAPSHOT_HOLD_MS)
     return {
       verdict: "used",
-      hold: { ...h, since: null, recollectAsked: false, used: remember(h.used, stamp.id) },
+      hold: { ...h, since: null, recollectAskedAt: null, used: remember(h.used, stamp.id) },
       counted: true,
     };
   return {
     verdict: "discarded",
-    hold: { ...h, since: h.since ?? now, recollectAsked: false, discarded: remember(h.discarded, stamp.id) },
+    hold: { ...h, since: h.since ?? now, recollectAskedAt: null, discarded: remember(h.discarded, stamp.id) },
     counted: true,
   };
 }
 
 /**
  * Whether the GitTarget's held snapshots are to be collected again now: once Git is no longer
- * ahead (the apply they waited for is done), or once the bound passed (then used whatever it says).
+ * ahead (the apply they waited for is done), or once the bound passed (then used whatever it says);
+ * and again `RECOLLECT_AGAIN_MS` after an ask no snapshot answered, while a live mirror covers the
+ * GitTarget (`covered`): nobody would hear it otherwise, and the listing that shows a mirror
+ * covering it again brings the next ask.
  */
-export function recollectDue(hold: SnapshotHold | undefined, gitAhead: boolean, now: number): boolean {
-  if (!hold || hold.since === null || hold.recollectAsked) return false;
-  return !gitAhead || now >= hold.since + SNAPSHOT_HOLD_MS;
+export function recollectDue(
+  hold: SnapshotHold | undefined,
+  view: { gitAhead: boolean; covered: boolean },
+  now: number,
+): boolean {
+  if (!hold || hold.since === null) return false;
+  const askedAt = hold.recollectAskedAt ?? null;
+  if (askedAt !== null && (!view.covered || now < askedAt + RECOLLECT_AGAIN_MS)) return false;
+  return !view.gitAhead || now >= hold.since + SNAPSHOT_HOLD_MS;
 }
 
-/** When a held GitTarget's bound passes (for the wake), or null. */
-export function holdEndsAt(hold: SnapshotHold | undefined): number | null {
-  return hold && hold.since !== null && !hold.recollectAsked ? hold.since + SNAPSHOT_HOLD_MS : null;
+/**
+ * When a held GitTarget next needs a look after `now` (for the wake): an ask's repeat, or its
+ * bound; null when neither is ahead.
+ */
+export function holdEndsAt(hold: SnapshotHold | undefined, covered: boolean, now: number): number | null {
+  if (!hold || hold.since === null) return null;
+  const askedAt = hold.recollectAskedAt ?? null;
+  if (askedAt !== null && !covered) return null;
+  const times = [hold.since + SNAPSHOT_HOLD_MS];
+  if (askedAt !== null) times.push(askedAt + RECOLLECT_AGAIN_MS);
+  const ahead = times.filter((t) => t > now);
+  return ahead.length === 0 ? null : Math.min(...ahead);
 }
 
 /** A branch has a trigger when some GitTarget names a claim holding an applier. */

@@ -753,8 +753,8 @@ function finish(s: DecisionState, now: number, actions: DecisionAction[]): StepR
 function askRecollections(s: DecisionState, now: number, actions: DecisionAction[]): void {
   const ahead = isGitAhead(s);
   for (const t of Object.values(s.targets)) {
-    if (!t.snapshots || !recollectDue(t.snapshots, ahead, now)) continue;
-    t.snapshots.recollectAsked = true;
+    if (!t.snapshots || !recollectDue(t.snapshots, { gitAhead: ahead, covered: !!t.watch }, now)) continue;
+    t.snapshots.recollectAskedAt = now;
     actions.push({
       type: "Recollect",
       target: { uid: t.uid, namespace: t.namespace, name: t.name },
@@ -820,8 +820,8 @@ function scheduleWake(s: DecisionState, now: number, actions: DecisionAction[]):
   }
   for (const t of Object.values(s.targets)) if (t.trailingRefusalAt !== null) times.push(t.trailingRefusalAt);
   for (const t of Object.values(s.targets)) {
-    const ends = holdEndsAt(t.snapshots);
-    if (ends !== null && ends > now) times.push(ends);
+    const ends = holdEndsAt(t.snapshots, !!t.watch, now);
+    if (ends !== null) times.push(ends);
   }
   if (s.flush === null && s.flushNotBefore > now) times.push(s.flushNotBefore);
   const at = times.length === 0 ? null : Math.min(...times);

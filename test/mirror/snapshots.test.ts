@@ -17,15 +17,17 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
 import { type Job, Queue, Worker } from "bullmq";
+import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
 import { type AcceptedWrite, type Attempt, attemptsQueue, branchKey, QUEUES } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import { notDueBecause } from "../../queue/decide/index.js";
+import { RECOLLECT_AGAIN_MS } from "../../queue/decide/snapshots.js";
 import { objectYaml } from "../../queue/git/layout.js";
 import { acceptWrite } from "../../queue/intake.js";
-import { branchKeys, knownBranchesKey, watchedTargetKey } from "../../queue/keys.js";
+import { branchKeys, knownBranchesKey, recollectChannel, watchedTargetKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
@@ -102,6 +104,21 @@ const setLive = async (value: string, fieldManager = "kubectl-edit") =>
     merge,
   );
 const driver = () => decisions.drivers.get(key);
+/** Changes the WatchRule (a field it leaves out): the mirror takes a snapshot of what it selects. */
+const excludeFromRule = (field: string) =>
+  api
+    .kubeConfig()
+    .makeApiClient(k8s.CustomObjectsApi)
+    .patchNamespacedCustomObject(
+      {
+        ...GROUP,
+        plural: "watchrules",
+        namespace: NS,
+        name: "cms",
+        body: { spec: { excludeFields: [field] } },
+      },
+      merge,
+    );
 const inboxEmpty = async () => (await redis.client.xlen(branchKeys(redis.prefix, key).inbox)) === 0;
 
 beforeAll(async () => {
@@ -347,19 +364,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
 
     // The rule changes while the apply runs: the mirror takes a snapshot, which holds the old 2.
     const sentBefore = m.sent.length;
-    await api
-      .kubeConfig()
-      .makeApiClient(k8s.CustomObjectsApi)
-      .patchNamespacedCustomObject(
-        {
-          ...GROUP,
-          plural: "watchrules",
-          namespace: NS,
-          name: "cms",
-          body: { spec: { excludeFields: ["data.unused"] } },
-        },
-        merge,
-      );
+    await excludeFromRule("data.unused");
     await waitFor("the snapshot handed", () => m.sent.length > sentBefore);
     const snap = m.sent[sentBefore];
     expect(snap?.snapshot).toMatchObject({ gitAhead: true, initial: false });
@@ -385,6 +390,47 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     expect(await gitValue()).toBe("9");
     expect(stale).toEqual(["discarded"]);
     // No commit after the push: neither snapshot changed anything in Git.
+    expect(await git.tip("site")).toBe(pushed);
+  });
+
+  it("an ask to collect again that the mirror did not hear is asked again, and answered", {
+    timeout: 90_000,
+  }, async () => {
+    const m = mirror as Mirror;
+    await waitFor("settled", () => settled());
+    await waitFor("the inbox empty", inboxEmpty);
+    holdNext = true;
+    const pushed = await foreignCommit(bare, CM_FILE, objectYaml(cmObject("10")));
+    replica.branch(key)?.observeSoon();
+    await waitFor("the apply of the push running", () => held.length === 1);
+    const discardedBefore = stale.filter((v) => v === "discarded").length;
+    const sentBefore = m.sent.length;
+    await excludeFromRule("data.other");
+    await waitFor("the snapshot handed", () => m.sent.length > sentBefore);
+    const snap = m.sent[sentBefore];
+    await waitFor(
+      "its write discarded",
+      () => stale.filter((v) => v === "discarded").length > discardedBefore,
+    );
+
+    // The mirror stops listening (as while its Redis connection is re-established): the first ask
+    // after the apply reaches nobody.
+    const sub = (m as unknown as { subscriber: Redis }).subscriber;
+    await sub.unsubscribe(recollectChannel(redis.prefix));
+    const hold = () => driver()?.state.targets[targetUid]?.snapshots;
+    const sentAfterDiscard = m.sent.length;
+    await (held.shift() as () => Promise<void>)();
+    const firstAsk = await waitFor("the first ask", () => hold()?.recollectAskedAt);
+    await sub.subscribe(recollectChannel(redis.prefix));
+    const fresh = () =>
+      m.sent.slice(sentAfterDiscard).find((w) => w.snapshot && w.snapshot.id !== snap?.snapshot?.id);
+    await waitFor("collected again, on the repeated ask", fresh, 2 * RECOLLECT_AGAIN_MS + 15_000);
+    expect(hold()?.recollectAskedAt ?? Number.POSITIVE_INFINITY).toBeGreaterThanOrEqual(
+      firstAsk + RECOLLECT_AGAIN_MS,
+    );
+    await waitFor("the hold ended", () => hold()?.since === null);
+    await waitFor("settled", () => settled());
+    expect(await gitValue()).toBe("10");
     expect(await git.tip("site")).toBe(pushed);
   });
 
