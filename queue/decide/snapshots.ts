@@ -80,7 +80,8 @@ export function judgeSnapshot(
   if (h.used.includes(stamp.id)) return { verdict: "used", hold: h, counted: false };
   if (stamp.initial || !view.triggered) return { verdict: "exempt", hold: h, counted: false };
   const stale = stamp.gitAhead || stamp.epoch !== view.epoch || view.gitAhead;
-  if (!stale) return { verdict: "fresh", hold: { ...h, since: null, recollectAskedAt: null }, counted: false };
+  if (!stale)
+    return { verdict: "fresh", hold: { ...h, since: null, recollectAskedAt: null }, counted: false };
   if (h.since !== null && now >= h.since + SNAPSHOT_HOLD_MS)
     return {
       verdict: "used",
