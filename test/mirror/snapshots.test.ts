@@ -104,6 +104,26 @@ const setLive = async (value: string, fieldManager = "kubectl-edit") =>
     merge,
   );
 const driver = () => decisions.drivers.get(key);
+/** Once settled, somebody pushes `value`; its apply is held by the executor: Git is ahead. */
+const pushHeldApply = async (value: string) => {
+  await waitFor("settled", () => settled());
+  await waitFor("the inbox empty", inboxEmpty);
+  holdNext = true;
+  const pushed = await foreignCommit(bare, CM_FILE, objectYaml(cmObject(value)));
+  replica.branch(key)?.observeSoon();
+  await waitFor("the apply of the push running", () => held.length === 1);
+  return pushed;
+};
+/** The rule changes (`field` left out): the first write the mirror hands after it, a snapshot's. */
+const snapshotOnRuleChange = async (m: Mirror, field: string) => {
+  const sentBefore = m.sent.length;
+  await excludeFromRule(field);
+  await waitFor("the snapshot handed", () => m.sent.length > sentBefore);
+  return m.sent[sentBefore];
+};
+/** A write of another snapshot than `snap`'s, handed from position `from` on. */
+const anotherSnapshot = (m: Mirror, from: number, snap: AcceptedWrite | undefined) =>
+  m.sent.slice(from).find((w) => w.snapshot && w.snapshot.id !== snap?.snapshot?.id);
 /** Changes the WatchRule (a field it leaves out): the mirror takes a snapshot of what it selects. */
 const excludeFromRule = (field: string) =>
   api
@@ -352,21 +372,13 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     timeout: 90_000,
   }, async () => {
     const m = mirror as Mirror;
-    await waitFor("settled", () => settled());
-    await waitFor("the inbox empty", inboxEmpty);
     // Somebody pushes 9; its apply runs (held by the executor): Git is ahead of the cluster.
-    holdNext = true;
-    const pushed = await foreignCommit(bare, CM_FILE, objectYaml(cmObject("9")));
-    replica.branch(key)?.observeSoon();
-    await waitFor("the apply of the push running", () => held.length === 1);
+    const pushed = await pushHeldApply("9");
     const ahead = JSON.parse((await redis.client.get(branchKeys(redis.prefix, key).applyState)) ?? "{}");
     expect(ahead.gitAhead).toBe(true);
 
     // The rule changes while the apply runs: the mirror takes a snapshot, which holds the old 2.
-    const sentBefore = m.sent.length;
-    await excludeFromRule("data.unused");
-    await waitFor("the snapshot handed", () => m.sent.length > sentBefore);
-    const snap = m.sent[sentBefore];
+    const snap = await snapshotOnRuleChange(m, "data.unused");
     expect(snap?.snapshot).toMatchObject({ gitAhead: true, initial: false });
     await waitFor("its write left the inbox", inboxEmpty);
     // Git keeps the push: the snapshot did not revert it.
@@ -378,12 +390,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     const sentAfterDiscard = m.sent.length;
     await (held.shift() as () => Promise<void>)();
     await waitFor("the cluster runs the push", async () => (await liveValue()) === "9");
-    await waitFor("collected again", () =>
-      m.sent.slice(sentAfterDiscard).some((w) => w.snapshot && w.snapshot.id !== snap?.snapshot?.id),
-    );
-    const again = m.sent
-      .slice(sentAfterDiscard)
-      .find((w) => w.snapshot && w.snapshot.id !== snap?.snapshot?.id);
+    const again = await waitFor("collected again", () => anotherSnapshot(m, sentAfterDiscard, snap));
     expect(again?.snapshot).toMatchObject({ gitAhead: false, initial: false });
     await waitFor("the fresh snapshot settled", inboxEmpty);
     await waitFor("settled", () => settled());
@@ -397,17 +404,9 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     timeout: 90_000,
   }, async () => {
     const m = mirror as Mirror;
-    await waitFor("settled", () => settled());
-    await waitFor("the inbox empty", inboxEmpty);
-    holdNext = true;
-    const pushed = await foreignCommit(bare, CM_FILE, objectYaml(cmObject("10")));
-    replica.branch(key)?.observeSoon();
-    await waitFor("the apply of the push running", () => held.length === 1);
+    const pushed = await pushHeldApply("10");
     const discardedBefore = stale.filter((v) => v === "discarded").length;
-    const sentBefore = m.sent.length;
-    await excludeFromRule("data.other");
-    await waitFor("the snapshot handed", () => m.sent.length > sentBefore);
-    const snap = m.sent[sentBefore];
+    const snap = await snapshotOnRuleChange(m, "data.other");
     await waitFor(
       "its write discarded",
       () => stale.filter((v) => v === "discarded").length > discardedBefore,
@@ -422,9 +421,11 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     await (held.shift() as () => Promise<void>)();
     const firstAsk = await waitFor("the first ask", () => hold()?.recollectAskedAt);
     await sub.subscribe(recollectChannel(redis.prefix));
-    const fresh = () =>
-      m.sent.slice(sentAfterDiscard).find((w) => w.snapshot && w.snapshot.id !== snap?.snapshot?.id);
-    await waitFor("collected again, on the repeated ask", fresh, 2 * RECOLLECT_AGAIN_MS + 15_000);
+    await waitFor(
+      "collected again, on the repeated ask",
+      () => anotherSnapshot(m, sentAfterDiscard, snap),
+      2 * RECOLLECT_AGAIN_MS + 15_000,
+    );
     expect(hold()?.recollectAskedAt ?? Number.POSITIVE_INFINITY).toBeGreaterThanOrEqual(
       firstAsk + RECOLLECT_AGAIN_MS,
     );
