@@ -1,4 +1,6 @@
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { foreignCommit } from "../../test/worker/foreign.js";
 import {
   configMapWrite,
   FOLDER,
@@ -163,6 +165,59 @@ describe("branch worker: pending writes become commits", () => {
       const last = (await h.file(fileOf("a"))) as string;
       expect(last).toContain("greeting: g3");
       expect(last).not.toContain("note:");
+    });
+
+    it("a snapshot's object changes only what differs from the tip it was read at: a push meanwhile is kept (soak --mirror seed 31042)", async () => {
+      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+      const worker = await h.newWorker({ autoPublish: false });
+      const start = upsert({ greeting: "g0", note: "n0" }, undefined, "start");
+      await h.accept(start);
+      await worker.flush();
+      const snapshot = (data: Record<string, string>) => ({
+        ...upsert(data),
+        save: false,
+        snapshot: { id: `s-${data.note}`, epoch: 1, gitAhead: false, initial: true },
+      });
+      // The snapshot saw the cluster as Git had it (g0), but for the note (drift: n1).
+      const seen = snapshot({ greeting: "g0", note: "n1" });
+      await h.accept(seen);
+      await waitFor("the snapshot read", () => worker.snapshot().openWindows === 1);
+      // A push lands while the write waits for its commit; the worker observes it.
+      const pushed = await foreignCommit(
+        join(h.server.root, "site.git"),
+        fileOf("a"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: web\ndata:\n  greeting: p2\n  note: n0\n",
+      );
+      worker.observeSoon();
+      await waitFor("the push observed", () => worker.snapshot().remoteTip === pushed);
+      expect((await worker.flush()).ok).toBe(true);
+      const file = (await h.file(fileOf("a"))) as string;
+      // The push's greeting is kept; the snapshot's drift is carried over it.
+      expect(file).toContain("greeting: p2");
+      expect(file).toContain("note: n1");
+      // A snapshot equal to the tip it was read at changes nothing, whatever Git took since.
+      const same = snapshot({ greeting: "p2", note: "n1" });
+      await h.accept(same);
+      await waitFor("the second snapshot read", () => worker.snapshot().openWindows === 1);
+      const tip = await h.server.tip("site");
+      await foreignCommit(
+        join(h.server.root, "site.git"),
+        fileOf("a"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: web\ndata:\n  greeting: p3\n  note: n1\n",
+      );
+      worker.observeSoon();
+      await waitFor("the second push observed", () => worker.snapshot().remoteTip !== tip);
+      const after = await worker.flush();
+      expect(after.ok && (await h.published(same.id))).toBe(after.ok ? after.tip : false);
+      expect((await h.file(fileOf("a"))) as string).toContain("greeting: p3");
+      // The first snapshot's commit (its drift), the pushes, and nothing of the second.
+      expect(await h.log()).toEqual([
+        `foreign ${fileOf("a")}`,
+        `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
+        `foreign ${fileOf("a")}`,
+        "start",
+        "initial content",
+      ]);
     });
 
     it("stores a write with a base whole when Git holds no file for its object", async () => {

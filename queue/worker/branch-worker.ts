@@ -48,6 +48,12 @@ export interface HeldWrite {
   write: AcceptedWrite;
   entryId: string;
   charge: number;
+  /**
+   * The remote tip when the worker read the write from its inbox. A snapshot's object with no
+   * base names its change against that tip's file, so a push that lands while the write waits for
+   * its commit is not undone by the object the snapshot saw before it (soak --mirror seed 31042).
+   */
+  tipWhenRead?: string;
 }
 
 /** A closed window: one commit's worth of writes, kept until a push carrying it lands. */
@@ -668,7 +674,12 @@ export class BranchWorker {
           }
           // The charge the gate made (an entry from before the gate charged is charged alike).
           const charge = e.charge ?? writeCharge(Buffer.byteLength(e.data));
-          writes.push({ write: parsed, entryId: e.entryId, charge });
+          writes.push({
+            write: parsed,
+            entryId: e.entryId,
+            charge,
+            ...(this.remoteTip ? { tipWhenRead: this.remoteTip } : {}),
+          });
         } else {
           await this.handleNotice(e);
         }
@@ -1124,7 +1135,7 @@ export class BranchWorker {
           problem ??= (err as Error).message;
           continue;
         }
-        const base = c.base as Record<string, unknown> | undefined;
+        const base = (c.base as Record<string, unknown> | undefined) ?? (await this.snapshotBase(h, path));
         const current = base ? storedObject(await fileAt(path, mine)) : undefined;
         stored(() => ({
           path,
@@ -1141,6 +1152,17 @@ export class BranchWorker {
       for (const c of mine) sofar.set(c.path, c.content === null ? null : String(c.content));
     }
     return { changes, refused };
+  }
+
+  /**
+   * The base of a snapshot's object that names none: the file at the tip the worker held when it
+   * read the write. The snapshot saw the cluster as of that tip, so only what differs from it is a
+   * change; an object equal to it changes nothing, whatever Git took meanwhile. None for other
+   * writes, or when that tip holds no file (an object new to Git is written whole).
+   */
+  private async snapshotBase(h: HeldWrite, path: string): Promise<Record<string, unknown> | undefined> {
+    if (!h.write.snapshot || !h.tipWhenRead) return undefined;
+    return storedObject((await this.o.repo.readFile(h.tipWhenRead, path))?.toString("utf8"));
   }
 
   private commitSpec(p: PendingWrite) {
