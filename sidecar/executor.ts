@@ -168,7 +168,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         // Remembered as ended only when the executor itself reported its end (and so wrote it on
         // the claim): after a throw the claim may still show the operation resumed, and recovery
         // is what suspends and completes it.
-        unfollow({ ended: reportedItsEnd });
+        unfollow({ ended: reportedItsEnd, ...(state.last ? { phase: state.last } : {}) });
         o.metrics?.forget(o.kind, token);
         running.delete(token);
       }

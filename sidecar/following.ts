@@ -3,6 +3,8 @@
  * flight alone while it is followed here (or for a minute after it first saw it unfollowed, so
  * restart recovery gets its chance); after that it settles it as OperationUnfollowed.
  */
+import type { ReportPhase } from "../queue/contract.js";
+
 export interface FollowedOperation {
   token: string;
   /** namespace/name of the claim. */
@@ -13,19 +15,23 @@ export interface FollowedOperation {
 /** How many ended tokens are remembered (oldest forgotten first). */
 const ENDED_MEMORY = 4096;
 
-/** Tokens remembered, the last `size` of them (the oldest forgotten first). */
-export class RecentTokens {
-  private readonly tokens = new Set<string>();
+/** Tokens remembered with a value each, the last `size` of them (the oldest forgotten first). */
+export class RecentTokens<V = true> {
+  private readonly tokens = new Map<string, V>();
 
   constructor(private readonly size = ENDED_MEMORY) {}
 
-  add(token: string): void {
-    this.tokens.add(token);
-    if (this.tokens.size > this.size) this.tokens.delete(this.tokens.values().next().value as string);
+  add(token: string, ...value: V extends true ? [] : [V]): void {
+    this.tokens.set(token, (value[0] ?? true) as V);
+    if (this.tokens.size > this.size) this.tokens.delete(this.tokens.keys().next().value as string);
   }
 
   has(token: string): boolean {
     return this.tokens.has(token);
+  }
+
+  get(token: string): V | undefined {
+    return this.tokens.get(token);
   }
 }
 
@@ -37,7 +43,7 @@ export class Following {
    * the end was written can offer one to recovery after it stopped being followed; following it
    * again would report its end a second time.
    */
-  private readonly endedTokens = new RecentTokens();
+  private readonly endedTokens = new RecentTokens<{ phase: ReportPhase | undefined }>();
 
   constructor(private readonly now: () => Date = () => new Date()) {}
 
@@ -46,7 +52,7 @@ export class Following {
    * reported (it is then remembered as ended before it stops being followed, so no recovery can
    * slip in between). Following one token twice is refused.
    */
-  follow(token: string, claim: string): (end?: { ended: boolean }) => void {
+  follow(token: string, claim: string): (end?: { ended: boolean; phase?: ReportPhase }) => void {
     if (this.byToken.has(token)) throw new Error(`operation ${token} is already followed`);
     const entry = { token, claim, since: this.now() };
     this.byToken.set(token, entry);
@@ -54,7 +60,7 @@ export class Following {
     return (end) => {
       if (done) return;
       done = true;
-      if (end?.ended) this.endedTokens.add(token);
+      if (end?.ended) this.endedTokens.add(token, { phase: end.phase });
       if (this.byToken.get(token) === entry) this.byToken.delete(token);
       for (const l of this.listeners) l(claim);
     };
@@ -67,6 +73,11 @@ export class Following {
   /** Whether this process followed the operation to a reported end. */
   ended(token: string): boolean {
     return this.endedTokens.has(token);
+  }
+
+  /** The end this process reported for the operation, when it followed it to one. */
+  endedAs(token: string): ReportPhase | undefined {
+    return this.endedTokens.get(token)?.phase;
   }
 
   /** The token this process follows for a claim, if any. */

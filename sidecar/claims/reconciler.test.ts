@@ -7,7 +7,7 @@ import { untilWith } from "../../test/support/wait.js";
 import type { ClaimController, ExternalCheck } from "../applier-kind.js";
 import { memoryEvents } from "../events.js";
 import { Following } from "../following.js";
-import { completeOperation, readOperation, recordOperation } from "../operation-record.js";
+import { completeOperation, readOperation, recordOperation, updateOperation } from "../operation-record.js";
 import { memoryReporter } from "../reporter.js";
 import { findCondition } from "./conditions.js";
 import { CLAIM_FINALIZER, ClaimReconciler } from "./reconciler.js";
@@ -260,6 +260,48 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
       reason: "OperationUnfollowed",
       branchKey: "git.example/org/repo@main",
     });
+  });
+
+  it("an operation this process ended whose record still shows it in flight is brought level at once, reported nothing again (soak seed 30052)", async () => {
+    // The Flux sidecar found its attempt Stale before the resume and reported it, but a storm of
+    // conflicts outlasted the retries of the record's withdrawal: the claim still showed it
+    // Requested, refused the next attempts (OperationInFlight), and a minute later the record was
+    // settled as unfollowed and reported Failed: two ends for one operation.
+    const { reporter, following, events } = await setup({ unfollowedGraceMs: 200 });
+    await server.applyYaml(claimYaml("web"));
+    await server.applyYaml(targetYaml("t1", "web"));
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const endedHere = async (token: string, phase: "Stale" | "Succeeded", resumed = false) => {
+      await recordOperation(kube, loc, {
+        token,
+        commit: "a".repeat(40),
+        targets: [{ uid: "u", reason: "Refusal" }],
+      });
+      if (resumed)
+        await updateOperation(kube, loc, token, { phase: "Running", startedAt: new Date().toISOString() });
+      following.follow(token, `${namespace}/web`)({ ended: true, phase });
+    };
+    const settled = (token: string) =>
+      until(async () => {
+        reconciler!.schedule(0);
+        const o = await readOperation(kube, loc);
+        return (o?.token !== token || o.phase === "Succeeded" || o.phase === "Failed") && (o ?? "gone");
+      }, `the record of ${token} level`);
+
+    // Ended before anything started: the record is taken away.
+    await endedHere("stale", "Stale");
+    expect(await settled("stale")).toBe("gone");
+    // Ended after the resume: completed as reported, or Failed for an end that is no record phase.
+    await endedHere("done", "Succeeded", true);
+    expect(await settled("done")).toMatchObject({ token: "done", phase: "Succeeded" });
+    await endedHere("stale-late", "Stale", true);
+    expect(await settled("stale-late")).toMatchObject({ token: "stale-late", phase: "Failed" });
+    // Past the grace period nothing was settled as unfollowed, and nothing reported.
+    await new Promise((r) => setTimeout(r, 400)); // an absence, waited out: twice the grace period
+    reconciler!.schedule(0);
+    expect(reporter.reports.filter((r) => ["stale", "done", "stale-late"].includes(r.token))).toEqual([]);
+    expect(events.events.filter((e) => e.reason === "OperationUnfollowed")).toEqual([]);
   });
 
   it("the end of an operation an earlier process completed is reported again, once; its own completions are not", async () => {

@@ -48,6 +48,7 @@ import {
   completeOperation,
   isInFlight,
   type Operation,
+  withdrawOperation,
 } from "../operation-record.js";
 import type { Reporter } from "../reporter.js";
 import { type ConditionInput, findCondition, sameConditions, setConditions } from "./conditions.js";
@@ -687,6 +688,7 @@ export class ClaimReconciler {
     branchKey: string | undefined,
   ): Promise<number | undefined> {
     const followed = this.o.following.isFollowed(op.token);
+    if (!followed && this.o.following.ended(op.token)) return this.settleEndedRecord(claim, j, op);
     if (!followed && branchKey && this.o.executor && !this.recoveryTried.has(op.token)) {
       this.recoveryTried.add(op.token);
       const started = this.o.executor.recover({
@@ -735,6 +737,40 @@ export class ClaimReconciler {
         this.o.log.warn({ err: (err as Error).message }, "could not report OperationUnfollowed"),
       );
     }
+    return undefined;
+  }
+
+  /**
+   * An operation this process ended and reported whose record still shows it in flight: the write
+   * of its end failed (a storm of conflicts outlasted the retries). The end is the one reported;
+   * only the record lags, so it is brought level at once and reported nothing again (settled as
+   * unfollowed a minute later, it was reported a second time: soak seed 30052). An end that started
+   * nothing takes the record away, as the executor meant to (past Requested, completes it Failed);
+ * Succeeded or Failed completes it.
+   */
+  private async settleEndedRecord(claim: KObject, j: Judged, op: Operation): Promise<number | undefined> {
+    const phase = this.o.following.endedAs(op.token);
+    const locator = this.locator(claim);
+    try {
+      if (phase === "Succeeded" || phase === "Failed")
+        await completeOperation(this.o.kube, locator, op.token, { phase });
+      else if (!(await withdrawOperation(this.o.kube, locator, op.token, undefined)))
+        // Past Requested (it resumed the applier) a record is completed, not taken away.
+        await completeOperation(this.o.kube, locator, op.token, {
+          phase: "Failed",
+          message: `ended ${phase ?? "without a phase"} here; its record could not be written then`,
+        });
+    } catch (err) {
+      this.o.log.warn(
+        { claim: this.claimField(j.key), token: op.token, err: (err as Error).message },
+        "could not bring the record of an ended operation level; trying again",
+      );
+      return 2_000;
+    }
+    this.o.log.info(
+      { claim: this.claimField(j.key), token: op.token, commit: op.commit, phase },
+      "the record of an operation ended here showed it in flight; brought level with its reported end",
+    );
     return undefined;
   }
 
