@@ -746,7 +746,7 @@ export class ClaimReconciler {
    * only the record lags, so it is brought level at once and reported nothing again (settled as
    * unfollowed a minute later, it was reported a second time: soak seed 30052). An end that started
    * nothing takes the record away, as the executor meant to (past Requested, completes it Failed);
- * Succeeded or Failed completes it.
+   * Succeeded or Failed completes it.
    */
   private async settleEndedRecord(claim: KObject, j: Judged, op: Operation): Promise<number | undefined> {
     const phase = this.o.following.endedAs(op.token);
