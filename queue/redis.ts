@@ -26,11 +26,7 @@ export const bullConnectionOptions: RedisOptions = {
  */
 export function bullConnection(url: string): ConnectionOptions {
   // BullMQ types its own subset of ioredis options; it hands them to ioredis unchanged.
-  return {
-    ...redisTargetOptions(parseRedisUrl(url)),
-    maxRetriesPerRequest: null,
-    retryStrategy: reconnectDelay,
-  } as ConnectionOptions;
+  return { ...redisTargetOptions(parseRedisUrl(url)), ...bullConnectionOptions } as ConnectionOptions;
 }
 
 /** A connection to the Redis setting's server, or to the primary its sentinels name. */
