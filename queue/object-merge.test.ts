@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { isMap, jsonEqual, mergeChange, mergedObject } from "./object-merge.js";
+import { isMap, jsonEqual, mergeChange, mergeChangeFromAny, mergedObject } from "./object-merge.js";
 
 type JsonMap = Record<string, unknown>;
 
@@ -158,6 +158,73 @@ describe("mergeChange", () => {
   });
 });
 
+describe("mergeChangeFromAny", () => {
+  it("with one base is mergeChange", () => {
+    fc.assert(
+      fc.property(map, map, map, (base, next, current) => {
+        expect(mergeChangeFromAny([base], next, current)).toEqual(mergeChange(base, next, current));
+      }),
+    );
+  });
+
+  it("keeps Git's value of every key some base agrees on, and takes next's where none does", () => {
+    fc.assert(
+      fc.property(fc.array(map, { minLength: 1, maxLength: 3 }), map, map, (bases, next, current) => {
+        const out = mergeChangeFromAny(bases, next, current);
+        const keys = new Set([
+          ...bases.flatMap((b) => Object.keys(b)),
+          ...Object.keys(next),
+          ...Object.keys(current),
+        ]);
+        for (const k of keys) {
+          const agreed = bases.some(
+            (b) => Object.hasOwn(b, k) === Object.hasOwn(next, k) && jsonEqual(b[k], next[k]),
+          );
+          if (agreed) expect(out[k]).toEqual(current[k]);
+          else if (!Object.hasOwn(next, k)) expect(Object.hasOwn(out, k)).toBe(false);
+          else if (!isMap(next[k])) expect(out[k]).toEqual(next[k]);
+          else expect(isMap(out[k])).toBe(true);
+        }
+      }),
+    );
+  });
+
+  it("changes nothing when next equals any one base, whatever the others say", () => {
+    fc.assert(
+      fc.property(fc.array(map, { maxLength: 2 }), map, map, fc.nat(), (others, base, current, at) => {
+        const bases = [...others];
+        bases.splice(at % (others.length + 1), 0, base);
+        expect(mergeChangeFromAny(bases, copy(base), current)).toEqual(current);
+      }),
+    );
+  });
+
+  it("a cluster still on the applied commit keeps a push not applied yet, and carries a real edit over it", () => {
+    // Git's tip has a push's note; the cluster (and so the snapshot) still runs the applied commit,
+    // but with an edit of the greeting; the tip the write was read at also had the push.
+    const applied = { data: { greeting: "hello" } };
+    const tipWhenRead = { data: { greeting: "hello", note: "p3" } };
+    const snapshot = { data: { greeting: "e6" } };
+    expect(mergeChangeFromAny([tipWhenRead, applied], snapshot, tipWhenRead)).toEqual({
+      data: { greeting: "e6", note: "p3" },
+    });
+    // The snapshot of the applier's own state changes nothing.
+    expect(mergeChangeFromAny([tipWhenRead, applied], applied, tipWhenRead)).toEqual(tipWhenRead);
+    // Against the tip alone, the same snapshot removed the push's note.
+    expect(mergeChange(tipWhenRead, applied, tipWhenRead)).toEqual(applied);
+  });
+
+  it("changes none of its inputs", () => {
+    fc.assert(
+      fc.property(fc.array(map, { maxLength: 3 }), map, map, (bases, next, current) => {
+        const before = copy([bases, next, current]);
+        mergeChangeFromAny(bases, next, current);
+        expect([bases, next, current]).toEqual(before);
+      }),
+    );
+  });
+});
+
 describe("mergedObject", () => {
   const next = {
     apiVersion: "v1",
@@ -169,6 +236,7 @@ describe("mergedObject", () => {
   it("is the writer's object whole without a base or without a file in Git", () => {
     expect(mergedObject(next, undefined, { data: { other: "1" } })).toBe(next);
     expect(mergedObject(next, { ...next, data: { k: "1" } }, undefined)).toBe(next);
+    expect(mergedObject(next, [], { data: { other: "1" } })).toBe(next);
   });
 
   it("keeps the writer's identity whatever Git's file says", () => {

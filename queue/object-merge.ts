@@ -43,21 +43,34 @@ const own = (m: JsonMap, k: string): unknown => (Object.hasOwn(m, k) ? m[k] : un
 
 /** Git's object (`current`) with the change from `base` to `next` carried over it; inputs untouched. */
 export function mergeChange(base: JsonMap, next: JsonMap, current: JsonMap): JsonMap {
+  return mergeChangeFromAny([base], next, current);
+}
+
+/**
+ * Git's object (`current`) with what `next` changed from every one of `bases` carried over it: a
+ * key on which any base agrees with `next` (the same value, or both lacking it) is Git's, kept as
+ * it is. For a writer that cannot tell which of several states it saw (a snapshot of a cluster
+ * that may hold an older commit's objects), only what no candidate explains is its change; one
+ * base is `mergeChange`. Inputs untouched.
+ */
+export function mergeChangeFromAny(bases: readonly JsonMap[], next: JsonMap, current: JsonMap): JsonMap {
   const out: JsonMap = { ...current };
-  const keys = new Set([...Object.keys(base), ...Object.keys(next)]);
+  const keys = new Set([...bases.flatMap((b) => Object.keys(b)), ...Object.keys(next)]);
   for (const k of keys) {
-    const inBase = Object.hasOwn(base, k);
     const inNext = Object.hasOwn(next, k);
-    const b = own(base, k);
     const n = own(next, k);
-    if (inBase === inNext && jsonEqual(b, n)) continue;
+    if (bases.some((b) => Object.hasOwn(b, k) === inNext && jsonEqual(own(b, k), n))) continue;
     if (!inNext) {
       delete out[k];
       continue;
     }
     if (isMap(n)) {
       const c = own(current, k);
-      out[k] = mergeChange(isMap(b) ? b : {}, n, isMap(c) ? c : {});
+      const children = bases.map((b) => {
+        const v = own(b, k);
+        return isMap(v) ? v : {};
+      });
+      out[k] = mergeChangeFromAny(children, n, isMap(c) ? c : {});
       continue;
     }
     out[k] = n;
@@ -73,11 +86,12 @@ export function mergeChange(base: JsonMap, next: JsonMap, current: JsonMap): Jso
  */
 export function mergedObject(
   next: JsonMap,
-  base: JsonMap | undefined,
+  base: JsonMap | readonly JsonMap[] | undefined,
   current: JsonMap | undefined,
 ): JsonMap {
-  if (!base || !current) return next;
-  const merged = mergeChange(base, next, current);
+  const bases = base === undefined ? [] : Array.isArray(base) ? base : [base as JsonMap];
+  if (bases.length === 0 || !current) return next;
+  const merged = mergeChangeFromAny(bases, next, current);
   const meta = isMap(merged.metadata) ? { ...merged.metadata } : {};
   const nextMeta = isMap(next.metadata) ? next.metadata : {};
   meta.name = nextMeta.name;

@@ -220,6 +220,61 @@ describe("branch worker: pending writes become commits", () => {
       ]);
     });
 
+    it("an initial snapshot taken while a push is not applied keeps the push and carries only the cluster's edits (soak --mirror seed 42035)", async () => {
+      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+      const worker = await h.newWorker({ autoPublish: false });
+      const start = upsert({ greeting: "g0", note: "n0" }, undefined, "start");
+      await h.accept(start);
+      await worker.flush();
+      // The applier applied "start"; then a push of the note lands, not applied yet.
+      const applied = (await h.server.tip("site")) as string;
+      const pushed = await foreignCommit(
+        join(h.server.root, "site.git"),
+        fileOf("a"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: web\ndata:\n  greeting: g0\n  note: p1\n",
+      );
+      worker.observeSoon();
+      await waitFor("the push observed", () => worker.snapshot().remoteTip === pushed);
+      // A mirror restarted now sees the cluster on "start", with a greeting edited while it was down.
+      const snapshot = (id: string, data: Record<string, string>, appliedCommits?: string[]) => ({
+        ...upsert(data),
+        save: false,
+        snapshot: {
+          id,
+          epoch: 1,
+          gitAhead: true,
+          initial: true,
+          ...(appliedCommits ? { appliedCommits } : {}),
+        },
+      });
+      const seen = snapshot("s-1", { greeting: "e1", note: "n0" }, [applied]);
+      await h.accept(seen);
+      await waitFor("the snapshot read", () => worker.snapshot().openWindows === 1);
+      expect((await worker.flush()).ok).toBe(true);
+      const file = (await h.file(fileOf("a"))) as string;
+      expect(file).toContain("greeting: e1");
+      expect(file).toContain("note: p1");
+      // The applier's own state, snapshot again, changes nothing; a commit the clone lacks is passed over.
+      const same = snapshot("s-2", { greeting: "e1", note: "n0" }, ["0".repeat(40), applied]);
+      await h.accept(same);
+      await waitFor("the second snapshot read", () => worker.snapshot().openWindows === 1);
+      const after = await worker.flush();
+      expect(after.ok && (await h.published(same.id))).toBe(after.ok ? after.tip : false);
+      // Without the applied commit, the tip alone is the base: the note the cluster lacks is undone.
+      const tipOnly = snapshot("s-3", { greeting: "e1", note: "n0" });
+      await h.accept(tipOnly);
+      await waitFor("the third snapshot read", () => worker.snapshot().openWindows === 1);
+      expect((await worker.flush()).ok).toBe(true);
+      expect((await h.file(fileOf("a"))) as string).toContain("note: n0");
+      expect(await h.log()).toEqual([
+        `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
+        `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
+        `foreign ${fileOf("a")}`,
+        "start",
+        "initial content",
+      ]);
+    });
+
     it("stores a write with a base whole when Git holds no file for its object", async () => {
       h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
       await h.newWorker();

@@ -1135,12 +1135,13 @@ export class BranchWorker {
           problem ??= (err as Error).message;
           continue;
         }
-        const base = (c.base as Record<string, unknown> | undefined) ?? (await this.snapshotBase(h, path));
-        const current = base ? storedObject(await fileAt(path, mine)) : undefined;
+        const named = c.base as Record<string, unknown> | undefined;
+        const bases = named ? [named] : await this.snapshotBases(h, path);
+        const current = bases.length > 0 ? storedObject(await fileAt(path, mine)) : undefined;
         stored(() => ({
           path,
           content: objectYaml(
-            current && base ? mergedObject(cleanObject(obj), cleanObject(base), current) : obj,
+            current ? mergedObject(cleanObject(obj), bases.map(cleanObject), current) : obj,
           ),
         }));
       }
@@ -1155,14 +1156,24 @@ export class BranchWorker {
   }
 
   /**
-   * The base of a snapshot's object that names none: the file at the tip the worker held when it
-   * read the write. The snapshot saw the cluster as of that tip, so only what differs from it is a
-   * change; an object equal to it changes nothing, whatever Git took meanwhile. None for other
-   * writes, or when that tip holds no file (an object new to Git is written whole).
+   * The bases of a snapshot's object that names none: its file at the tip the worker held when it
+   * read the write, and at each commit the stamp says the cluster may still run (the applier's
+   * last applied commit, an operation's commit, sent only while Git was ahead). The snapshot saw
+   * the cluster as of one of them, so only what differs from all of them is a change: an object
+   * equal to any changes nothing, whatever Git took meanwhile or has not applied yet. None for
+   * other writes, or when none of them holds a file (an object new to Git is written whole); a
+   * commit the clone lacks is passed over.
    */
-  private async snapshotBase(h: HeldWrite, path: string): Promise<Record<string, unknown> | undefined> {
-    if (!h.write.snapshot || !h.tipWhenRead) return undefined;
-    return storedObject((await this.o.repo.readFile(h.tipWhenRead, path))?.toString("utf8"));
+  private async snapshotBases(h: HeldWrite, path: string): Promise<Array<Record<string, unknown>>> {
+    if (!h.write.snapshot) return [];
+    const commits = [h.tipWhenRead, ...(h.write.snapshot.appliedCommits ?? [])];
+    const bases: Array<Record<string, unknown>> = [];
+    for (const commit of new Set(commits)) {
+      if (!commit || (commit !== h.tipWhenRead && !(await this.o.repo.hasObject(commit)))) continue;
+      const base = storedObject((await this.o.repo.readFile(commit, path))?.toString("utf8"));
+      if (base) bases.push(base);
+    }
+    return bases;
   }
 
   private commitSpec(p: PendingWrite) {

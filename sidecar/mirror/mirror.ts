@@ -57,7 +57,13 @@ import { describeOwner, excludingOwner } from "./ownership.js";
 import { apiVersionOf, describeKind, kindKey, namesKind, type ResolvedKind, selects } from "./rules.js";
 import { DEFAULT_CONTROLLER_MANAGERS, isSecret, type SanitizeOptions, sanitize } from "./sanitize.js";
 import { SWEEP_AUTHOR, sweepPlan } from "./sweep.js";
-import { appliedCommitOf, lookupTarget, type ResolvedTarget, type TargetSources } from "./targets.js";
+import {
+  appliedCommitOf,
+  clusterCommitsOf,
+  lookupTarget,
+  type ResolvedTarget,
+  type TargetSources,
+} from "./targets.js";
 
 export interface MirrorOptions {
   kubeConfig: KubeConfig;
@@ -509,11 +515,17 @@ export class Mirror {
     const w = this.watches.get(kindKey(kind));
     if (!w || st.target !== target) return;
     const collection = collectionKey(st, kind);
+    // While Git may be ahead, the cluster may still run an older commit: the worker needs it to
+    // tell the applier's state from an edit. Not otherwise: then the cluster runs the tip, and an
+    // edit back to an older commit's value is an edit.
+    const clusterCommits =
+      applied?.gitAhead === false ? [] : clusterCommitsOf(this.sources(), target.namespace, target.name);
     const stamp: SnapshotStamp = {
       id: `s-${randomUUID()}`,
       epoch: applied?.epoch ?? null,
       gitAhead: applied?.gitAhead ?? false,
       initial: !this.collected.has(collection),
+      ...(clusterCommits.length > 0 ? { appliedCommits: clusterCommits } : {}),
     };
     this.collected.add(collection);
     const objects = w.handle.informer.list();

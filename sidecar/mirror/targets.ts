@@ -86,14 +86,39 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
   };
 }
 
+/** The GitTarget's claim's status, read from the cache when asked (an apply is not a change of the target). */
+function claimStatusOf(
+  src: TargetSources,
+  namespace: string,
+  name: string,
+): { lastAppliedCommit?: unknown; operation?: { commit?: unknown; phase?: unknown } } | undefined {
+  const t = src.target(namespace, name);
+  const claimRef = t ? claimOf(t as unknown as KubeLike) : null;
+  const claim = claimRef ? src.claim(claimRef.kind, claimRef.namespace, claimRef.name) : undefined;
+  return claim?.status as ReturnType<typeof claimStatusOf>;
+}
+
+const commitOrUndefined = (v: unknown): string | undefined =>
+  typeof v === "string" && v.length > 0 ? v : undefined;
+
 /**
  * The commit the GitTarget's applier last applied, read from its claim's status when asked (not
  * part of the resolved target: an apply must not count as a change of the target).
  */
 export function appliedCommitOf(src: TargetSources, namespace: string, name: string): string | undefined {
-  const t = src.target(namespace, name);
-  const claimRef = t ? claimOf(t as unknown as KubeLike) : null;
-  const claim = claimRef ? src.claim(claimRef.kind, claimRef.namespace, claimRef.name) : undefined;
-  const last = (claim?.status as { lastAppliedCommit?: unknown } | undefined)?.lastAppliedCommit;
-  return typeof last === "string" && last.length > 0 ? last : undefined;
+  return commitOrUndefined(claimStatusOf(src, namespace, name)?.lastAppliedCommit);
+}
+
+/**
+ * The commits the cluster may hold the GitTarget's objects from, as its claim's status says: the
+ * commit its applier last applied, and the commit of its latest operation unless that one
+ * succeeded (in flight, its apply may be halfway; failed, it may have applied part). Empty without
+ * a claim or an applied commit.
+ */
+export function clusterCommitsOf(src: TargetSources, namespace: string, name: string): string[] {
+  const status = claimStatusOf(src, namespace, name);
+  const applied = commitOrUndefined(status?.lastAppliedCommit);
+  const op = status?.operation;
+  const opCommit = op?.phase !== "Succeeded" ? commitOrUndefined(op?.commit) : undefined;
+  return [...new Set([applied, opCommit].filter((c): c is string => c !== undefined))];
 }
