@@ -102,7 +102,12 @@ export const PLAYGROUND_TIMERS: AssemblyTimers = {
 
 /** Compressed timers for the scenarios: every wait is on a condition, these only bound it. */
 export const FAST_TIMERS: AssemblyTimers = {
-  flux: { perObjectApplyMs: 1 },
+  // The Kustomization first reconciles before its source has an artifact, which arms
+  // kustomize-controller's 30 s dependency requeue; a Kustomization is held suspended by then,
+  // but that timer still fires, and inside an operation's resume it is a second apply of the
+  // same revision (real Flux does the same). Tests that count applies push it past their length;
+  // the soak keeps it.
+  flux: { perObjectApplyMs: 1, dependencyRequeueMs: 3_600_000 },
   argo: { refreshIntervalMs: 3_600_000 },
   fluxInterval: "1h",
   leaseMs: 3_000,

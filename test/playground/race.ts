@@ -57,7 +57,7 @@ export const RACE_APPS = ["flux", "argocd", "webhook"] as const satisfies readon
  */
 export const RACE_TIMERS: AssemblyTimers = {
   ...FAST_TIMERS,
-  flux: { perObjectApplyMs: 1, buildMs: 1500 },
+  flux: { ...FAST_TIMERS.flux, buildMs: 1500 },
   argo: { refreshIntervalMs: 1000, syncDelayMs: 1500 },
   deployer: { buildMs: 4000 },
   commitIdleSeconds: { webhook: 1 },

@@ -36,7 +36,7 @@ export async function startScene(
     // without it they are kept in memory and printed only when a test fails.
     log:
       o.log ?? (process.env.SCENARIO_LOG ? createLogger({ level: process.env.SCENARIO_LOG }) : keptLogger()),
-    timers: { ...FAST_TIMERS, ...o.timers },
+    timers: { ...FAST_TIMERS, ...o.timers, flux: { ...FAST_TIMERS.flux, ...o.timers?.flux } },
     ...(o.withMirror ? { withMirror: true } : {}),
   });
   let progress: ProgressObserver | undefined;
