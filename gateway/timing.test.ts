@@ -1,10 +1,13 @@
 /**
  * A miss costs what a hit costs: a large body on a real receiver path and on an unknown one take
- * the same time, for every provider type, because both run the same HMAC over the same bytes (only
- * the key differs). Requests alternate between the two paths so load on the machine hits both
- * alike, in an order drawn for each pair; the median of the paired differences must stay within
- * 35% of the unknown path's median (the machine running the suite is shared; the difference this
- * test was written against was fivefold).
+ * the same work, for every provider type, because both run the same HMAC over the same bytes (only
+ * the key differs). What is measured is the CPU time the process spends on each request, not the
+ * wall time: on a loaded machine a request's wall time is mostly how long the scheduler kept the
+ * process waiting (the suite once saw a 1.7 ms paired wall difference at load 6 on 2 cores, while
+ * the CPU time of both paths stays within 0.05 ms of each other at any load), and a real
+ * difference in our code is a difference in CPU time. Requests alternate between the two paths in
+ * an order drawn for each pair; the median of the paired differences must stay within 35% of the
+ * unknown path's median (the difference this test was written against was fivefold).
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -66,17 +69,18 @@ describe("timing of misses", () => {
 
   for (const c of cases) {
     it(`a ${c.type} path and an unknown path cost the same for a large body`, async () => {
+      // The request is handled in this process (inject): its CPU time is the cost of the path.
       const timed = async (url: string) => {
-        const started = performance.now();
+        const started = process.cpuUsage();
         const r = await gw.app.inject({
           method: "POST",
           url,
           headers: { "content-type": "application/json", ...c.headers },
           payload: body,
         });
-        const ms = performance.now() - started;
+        const used = process.cpuUsage(started);
         expect(r.statusCode).toBe(MISS_STATUS);
-        return ms;
+        return (used.user + used.system) / 1000;
       };
       for (let i = 0; i < 40; i++) await timed(i % 2 ? c.path : unknown); // warm up (JIT, buffers)
       const real: number[] = [];
@@ -91,14 +95,14 @@ describe("timing of misses", () => {
           real.push(await timed(c.path));
         }
       }
-      // Paired: each difference is of two adjacent requests, so a burst of load on the machine
-      // cancels out instead of landing on one side.
+      // Paired: each difference is of two adjacent requests, so a change of pace (a GC, the CPU's
+      // clock) cancels out instead of landing on one side.
       const diff = median(real.map((r, i) => r - (fake[i] as number)));
       const [r, f] = [median(real), median(fake)];
       expect(
         Math.abs(diff),
         `medians real ${r.toFixed(2)} ms, unknown ${f.toFixed(2)} ms, paired difference ${diff.toFixed(2)} ms`,
-      ).toBeLessThan(Math.max(0.35 * f, 1));
+      ).toBeLessThan(Math.max(0.35 * f, 0.25));
     });
   }
 });
