@@ -105,6 +105,7 @@ export const StatusReason = {
   QueueUnavailable: "QueueUnavailable",
   NotHeld: "NotHeld",
   SidecarStopping: "SidecarStopping",
+  NotSent: "NotSent",
   TerminateForbidden: "TerminateForbidden",
   OperationInProgress: "OperationInProgress",
   Forbidden: "Forbidden",

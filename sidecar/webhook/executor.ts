@@ -166,25 +166,42 @@ export class WebhookExecutor implements OperationExecutor {
       await report(phase, { reason, message });
     };
 
-    // The last checks, beside the Requested report, just before the request that starts the apply.
-    const [, current, standing, fresh] = await Promise.all([
-      report("Requested"),
-      this.d.checks.tip(attempt),
-      this.d.checks.standing(attempt),
-      this.d.checks.freshness(attempt),
-    ]);
-    if (!current) return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
-    if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
-    const stale = staleBecause(fresh, attempt);
-    if (stale) return giveUp("Stale", stale.reason, stale.message);
-    if (signal.aborted)
-      return giveUp("RequestFailed", StatusReason.SidecarStopping, "the sidecar stopped before the request");
+    // Until the request is sent, a failure (Redis or the API server away) is known to have sent
+    // nothing: the record is withdrawn and the attempt ends RequestFailed. Left to the generic
+    // RequestFailed, the record stayed Requested, restart recovery took it for a request whose
+    // answer was lost, and it was followed as Unresolved for good while every later attempt was
+    // refused OperationInFlight (soak --mirror seed 51029, Redis down during the attempt).
+    try {
+      // The last checks, beside the Requested report, just before the request that starts the apply.
+      const [, current, standing, fresh] = await Promise.all([
+        report("Requested"),
+        this.d.checks.tip(attempt),
+        this.d.checks.standing(attempt),
+        this.d.checks.freshness(attempt),
+      ]);
+      if (!current) return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
+      if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
+      const stale = staleBecause(fresh, attempt);
+      if (stale) return giveUp("Stale", stale.reason, stale.message);
+      if (signal.aborted)
+        return giveUp(
+          "RequestFailed",
+          StatusReason.SidecarStopping,
+          "the sidecar stopped before the request",
+        );
 
-    // Open for reports before sending: a tool may report before it answers.
-    await this.d.callbacks.open(c.token, {
-      claim: { namespace: claim.namespace, name: claim.name },
-      signature: spec.signature,
-    });
+      // Open for reports before sending: a tool may report before it answers.
+      await this.d.callbacks.open(c.token, {
+        claim: { namespace: claim.namespace, name: claim.name },
+        signature: spec.signature,
+      });
+    } catch (err) {
+      return giveUp(
+        "RequestFailed",
+        StatusReason.NotSent,
+        `the request was not sent: ${(err as Error).message}`,
+      );
+    }
     // The window opens before the request: the tool may apply before its answer is read.
     this.openWindow(c);
     const deliveryId = randomUUID();

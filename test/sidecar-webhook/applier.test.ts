@@ -7,6 +7,7 @@ import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RESOURCES } from "../../queue/kube/index.js";
 import { callbackKeys } from "../../queue/webhook-callback.js";
+import { redisCallbacks } from "../../sidecar/webhook/callbacks.js";
 import { COMMIT, NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
 
 let w: WebhookWorld;
@@ -249,6 +250,44 @@ describe("restart", () => {
     await report(token, "Failed", "it had failed");
     await until(async () => (await w.operation("rs"))?.phase === "Failed", "Failed");
     expect(w.endpoint.received.length).toBe(before);
+  });
+});
+
+describe("a failure before the request", () => {
+  it("ends RequestFailed (NotSent): nothing sent, the record withdrawn, and the next attempt runs (soak --mirror seed 51029)", async () => {
+    await w.createClaim("unsent", { url: `${w.endpoint.url}/unsent`, mode: "callback" });
+    await w.sidecar.stop();
+    // Redis goes away just as the report channel is opened, before the request: what ioredis
+    // answers then. Once only: the next attempt finds Redis back.
+    const real = redisCallbacks(w.redis.client, w.redis.prefix);
+    let away = 1;
+    await w.restart({
+      callbacks: {
+        ...real,
+        async open(token, record) {
+          if (away-- > 0) throw new Error("Reached the max retries per request limit (which is 1).");
+          return real.open(token, record);
+        },
+      },
+    });
+    try {
+      const before = w.endpoint.received.length;
+      const a = await w.send("unsent");
+      await until(async () => (await w.phases(a.token)).includes("RequestFailed"), "RequestFailed");
+      expect((await w.reports(a.token)).at(-1)).toMatchObject({ phase: "RequestFailed", reason: "NotSent" });
+      expect(w.endpoint.received.length).toBe(before);
+      // The record is withdrawn: no operation stays in flight for recovery to take as sent.
+      await until(async () => (await w.operation("unsent")) === undefined, "the record withdrawn");
+      // The next attempt is sent and runs, not refused OperationInFlight.
+      const b = await w.send("unsent");
+      await until(async () => (await w.phases(b.token)).includes("Running"), "the next attempt running");
+      await report(b.token, "Succeeded", "applied");
+      await until(async () => (await w.operation("unsent"))?.phase === "Succeeded", "Succeeded");
+      expect(w.endpoint.received.length - before).toBe(1);
+    } finally {
+      await w.sidecar.stop();
+      await w.restart();
+    }
   });
 });
 
