@@ -190,9 +190,9 @@ export const SnapshotStamp = z.object({
    * its claim's status said: the commit its applier last applied and the commit of its latest
    * operation (in flight, or ended without success). A field of a snapshot's object equal to its
    * value at any of them (or at the tip the worker read the write at) is the applier's, not an
-   * edit: an initial snapshot taken while a push was not applied yet never undoes the push. Set
-   * only while Git may be ahead (`gitAhead`, or no apply state published); absent: the tip alone
-   * is the base.
+   * edit, where a foreign commit since that commit changed the object's file: an initial snapshot
+   * taken while a push was not applied yet never undoes the push. Absent: the tip alone is the
+   * base.
    */
   appliedCommits: z.array(z.string().min(1)).max(2).optional(),
 });

@@ -220,7 +220,7 @@ describe("branch worker: pending writes become commits", () => {
       ]);
     });
 
-    it("an initial snapshot taken while a push is not applied keeps the push and carries only the cluster's edits (soak --mirror seed 42035)", async () => {
+    it("an initial snapshot taken while a push is not applied keeps the push and carries only the cluster's edits (soak --mirror seeds 42035, 51030, 51034)", async () => {
       h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
       const worker = await h.newWorker({ autoPublish: false });
       const start = upsert({ greeting: "g0", note: "n0" }, undefined, "start");
@@ -270,6 +270,39 @@ describe("branch worker: pending writes become commits", () => {
         `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
         `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
         `foreign ${fileOf("a")}`,
+        "start",
+        "initial content",
+      ]);
+    });
+
+    it("a snapshot's edit back to the applied commit's value is an edit when only our own publications changed the file since", async () => {
+      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+      const worker = await h.newWorker({ autoPublish: false });
+      const start = upsert({ greeting: "g0", note: "n0" }, undefined, "start");
+      await h.accept(start);
+      await worker.flush();
+      const applied = (await h.server.tip("site")) as string;
+      // An API edit, published (not applied: nothing asks for an apply of our own publication).
+      const edit = upsert(
+        { greeting: "e1", note: "n0" },
+        { greeting: "g0", note: "n0" },
+        "set greeting to e1",
+      );
+      await h.accept(edit);
+      await worker.flush();
+      // While the mirror was down, somebody set the greeting back to g0; its snapshot sees that.
+      const back = {
+        ...upsert({ greeting: "g0", note: "n0" }),
+        save: false,
+        snapshot: { id: "s-back", epoch: 1, gitAhead: false, initial: true, appliedCommits: [applied] },
+      };
+      await h.accept(back);
+      await waitFor("the snapshot read", () => worker.snapshot().openWindows === 1);
+      expect((await worker.flush()).ok).toBe(true);
+      expect((await h.file(fileOf("a"))) as string).toContain("greeting: g0");
+      expect(await h.log()).toEqual([
+        `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
+        "set greeting to e1",
         "start",
         "initial content",
       ]);

@@ -1156,24 +1156,84 @@ export class BranchWorker {
   }
 
   /**
-   * The bases of a snapshot's object that names none: its file at the tip the worker held when it
-   * read the write, and at each commit the stamp says the cluster may still run (the applier's
-   * last applied commit, an operation's commit, sent only while Git was ahead). The snapshot saw
-   * the cluster as of one of them, so only what differs from all of them is a change: an object
-   * equal to any changes nothing, whatever Git took meanwhile or has not applied yet. None for
-   * other writes, or when none of them holds a file (an object new to Git is written whole); a
-   * commit the clone lacks is passed over.
+   * The bases of a snapshot's object that names none. Its file at the tip the worker held when it
+   * read the write: the snapshot saw the cluster as of that tip, so only what differs from it is a
+   * change, and an object equal to it changes nothing, whatever Git took meanwhile. And, for each
+   * commit the stamp says the cluster may still run (the applier's last applied commit, an
+   * operation's commit), its file there when a foreign commit since then changed the file: that
+   * push may not be on the cluster yet, so a field still at its value there is the applier's, not
+   * an edit. Our own publications since then need no such base: they carry what the cluster
+   * already held, so an edit back to an older value is an edit. None for other writes, or when no
+   * base holds a file (an object new to Git is written whole); a commit the clone lacks is passed
+   * over.
    */
   private async snapshotBases(h: HeldWrite, path: string): Promise<Array<Record<string, unknown>>> {
-    if (!h.write.snapshot) return [];
-    const commits = [h.tipWhenRead, ...(h.write.snapshot.appliedCommits ?? [])];
+    const tip = h.tipWhenRead;
+    if (!h.write.snapshot || !tip) return [];
     const bases: Array<Record<string, unknown>> = [];
-    for (const commit of new Set(commits)) {
-      if (!commit || (commit !== h.tipWhenRead && !(await this.o.repo.hasObject(commit)))) continue;
+    const tipFile = storedObject((await this.o.repo.readFile(tip, path))?.toString("utf8"));
+    if (tipFile) bases.push(tipFile);
+    for (const commit of new Set(h.write.snapshot.appliedCommits ?? [])) {
+      if (commit === tip || !(await this.o.repo.hasObject(commit))) continue;
+      if (!(await this.foreignChangeSince(commit, tip, path))) continue;
       const base = storedObject((await this.o.repo.readFile(commit, path))?.toString("utf8"));
       if (base) bases.push(base);
     }
     return bases;
+  }
+
+  /**
+   * Did a foreign commit (one carrying no write of ours) between `from` and `to` change `path`?
+   * The commits are walked back from `to` and kept per pair (commits never change); a history
+   * that does not reach `from` within the bound counts as a change (the safe side: the older file
+   * is a base too).
+   */
+  private async foreignChangeSince(from: string, to: string, path: string): Promise<boolean> {
+    const foreign = await this.foreignCommits(from, to);
+    if (foreign === null) return true;
+    for (const { oid, parent } of foreign) {
+      const now = await this.o.repo.readFile(oid, path);
+      const before = parent ? await this.o.repo.readFile(parent, path) : undefined;
+      if (now === undefined ? before !== undefined : before === undefined || !now.equals(before)) return true;
+    }
+    return false;
+  }
+
+  private readonly foreignRanges = new Map<string, Array<{ oid: string; parent?: string }> | null>();
+
+  private async foreignCommits(
+    from: string,
+    to: string,
+  ): Promise<Array<{ oid: string; parent?: string }> | null> {
+    const key = `${from}..${to}`;
+    const known = this.foreignRanges.get(key);
+    if (known !== undefined) return known;
+    const foreign: Array<{ oid: string; parent?: string }> = [];
+    const seen = new Set<string>();
+    const queue = [to];
+    let reached = false;
+    while (queue.length > 0 && seen.size < FOREIGN_WALK_BOUND) {
+      const oid = queue.shift() as string;
+      if (seen.has(oid)) continue;
+      if (oid === from) {
+        reached = true;
+        continue;
+      }
+      seen.add(oid);
+      let c: Awaited<ReturnType<BareRepo["readCommit"]>>;
+      try {
+        c = await this.o.repo.readCommit(oid);
+      } catch {
+        break; // a commit the clone lacks: the range is not known
+      }
+      if (trailersOf(c.message).length === 0)
+        foreign.push({ oid, ...(c.parents[0] ? { parent: c.parents[0] } : {}) });
+      queue.push(...c.parents);
+    }
+    const out = reached && queue.length === 0 ? foreign : null;
+    if (this.foreignRanges.size >= 64) this.foreignRanges.clear();
+    this.foreignRanges.set(key, out);
+    return out;
   }
 
   private commitSpec(p: PendingWrite) {
@@ -1591,6 +1651,9 @@ function cannotHeal(err: unknown): boolean {
 function authorOf(h: HeldWrite): string {
   return `${h.write.author.name} <${h.write.author.email}>`;
 }
+
+/** How many commits the walk for foreign commits since an applied commit reads at most. */
+const FOREIGN_WALK_BOUND = 1000;
 
 export function trailersOf(message: string): string[] {
   const out: string[] = [];

@@ -515,11 +515,10 @@ export class Mirror {
     const w = this.watches.get(kindKey(kind));
     if (!w || st.target !== target) return;
     const collection = collectionKey(st, kind);
-    // While Git may be ahead, the cluster may still run an older commit: the worker needs it to
-    // tell the applier's state from an edit. Not otherwise: then the cluster runs the tip, and an
-    // edit back to an older commit's value is an edit.
-    const clusterCommits =
-      applied?.gitAhead === false ? [] : clusterCommitsOf(this.sources(), target.namespace, target.name);
+    // The cluster may still run an older commit than the tip the worker reads the snapshot at (a
+    // push it has not applied, or not even seen, when this was read): the worker needs those
+    // commits to tell the applier's state from an edit.
+    const clusterCommits = clusterCommitsOf(this.sources(), target.namespace, target.name);
     const stamp: SnapshotStamp = {
       id: `s-${randomUUID()}`,
       epoch: applied?.epoch ?? null,

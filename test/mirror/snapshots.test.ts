@@ -380,7 +380,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     // The rule changes while the apply runs: the mirror takes a snapshot, which holds the old 2.
     const snap = await snapshotOnRuleChange(m, "data.unused");
     expect(snap?.snapshot).toMatchObject({ gitAhead: true, initial: false });
-    // While Git is ahead the stamp names the commits the cluster may still run (the claim's).
+    // The stamp names the commits the cluster may still run (the claim's).
     expect(snap?.snapshot?.appliedCommits?.length).toBeGreaterThan(0);
     await waitFor("its write left the inbox", inboxEmpty);
     // Git keeps the push: the snapshot did not revert it.
@@ -394,7 +394,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     await waitFor("the cluster runs the push", async () => (await liveValue()) === "9");
     const again = await waitFor("collected again", () => anotherSnapshot(m, sentAfterDiscard, snap));
     expect(again?.snapshot).toMatchObject({ gitAhead: false, initial: false });
-    expect(again?.snapshot?.appliedCommits).toBeUndefined();
+    expect(again?.snapshot?.appliedCommits?.length).toBeGreaterThan(0);
     await waitFor("the fresh snapshot settled", inboxEmpty);
     await waitFor("settled", () => settled());
     expect(await gitValue()).toBe("9");
