@@ -11,6 +11,7 @@ import {
   waitFor,
 } from "../../test/worker/harness.js";
 import { branchKeys } from "../keys.js";
+import type { BranchWorker } from "./branch-worker.js";
 import { noMetrics } from "./metrics.js";
 import { MemoryStatusSink } from "./status.js";
 
@@ -167,49 +168,59 @@ describe("branch worker: pending writes become commits", () => {
       expect(last).not.toContain("note:");
     });
 
-    it("a snapshot's object changes only what differs from the tip it was read at: a push meanwhile is kept (soak --mirror seed 31042)", async () => {
+    /** A worker publishing on flush only, with the object at g0/n0 published by "start", the commit applied. */
+    const started = async () => {
       h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
       const worker = await h.newWorker({ autoPublish: false });
-      const start = upsert({ greeting: "g0", note: "n0" }, undefined, "start");
-      await h.accept(start);
+      await h.accept(upsert({ greeting: "g0", note: "n0" }, undefined, "start"));
       await worker.flush();
-      const snapshot = (data: Record<string, string>) => ({
-        ...upsert(data),
-        save: false,
-        snapshot: { id: `s-${data.note}`, epoch: 1, gitAhead: false, initial: true },
-      });
+      return { worker, applied: (await h.server.tip("site")) as string };
+    };
+    /** A snapshot's write of the object as the cluster holds it, stamped as the mirror does. */
+    const snapshotOf = (
+      id: string,
+      data: Record<string, string>,
+      stamp: { appliedCommits?: string[]; gitAhead?: boolean } = {},
+    ) => ({
+      ...upsert(data),
+      save: false,
+      snapshot: { id, epoch: 1, gitAhead: stamp.gitAhead ?? false, initial: true, ...stamp },
+    });
+    /** Hands a write to the worker and waits until it sits in the open window. */
+    const read = async (worker: BranchWorker, w: ReturnType<typeof upsert>) => {
+      await h.accept(w);
+      await waitFor(`${w.id} read`, () => worker.snapshot().openWindows === 1);
+    };
+    /** A foreign push of the object's file, observed by the worker. */
+    const pushed = async (worker: BranchWorker, data: { greeting: string; note: string }) => {
+      const commit = await foreignCommit(
+        join(h.server.root, "site.git"),
+        fileOf("a"),
+        `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: web\ndata:\n  greeting: ${data.greeting}\n  note: ${data.note}\n`,
+      );
+      worker.observeSoon();
+      await waitFor("the push observed", () => worker.snapshot().remoteTip === commit);
+      return commit;
+    };
+    const file = async () => (await h.file(fileOf("a"))) as string;
+
+    it("a snapshot's object changes only what differs from the tip it was read at: a push meanwhile is kept (soak --mirror seed 31042)", async () => {
+      const { worker } = await started();
       // The snapshot saw the cluster as Git had it (g0), but for the note (drift: n1).
-      const seen = snapshot({ greeting: "g0", note: "n1" });
-      await h.accept(seen);
-      await waitFor("the snapshot read", () => worker.snapshot().openWindows === 1);
-      // A push lands while the write waits for its commit; the worker observes it.
-      const pushed = await foreignCommit(
-        join(h.server.root, "site.git"),
-        fileOf("a"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: web\ndata:\n  greeting: p2\n  note: n0\n",
-      );
-      worker.observeSoon();
-      await waitFor("the push observed", () => worker.snapshot().remoteTip === pushed);
+      await read(worker, snapshotOf("s-n1", { greeting: "g0", note: "n1" }));
+      // A push lands while the write waits for its commit.
+      await pushed(worker, { greeting: "p2", note: "n0" });
       expect((await worker.flush()).ok).toBe(true);
-      const file = (await h.file(fileOf("a"))) as string;
       // The push's greeting is kept; the snapshot's drift is carried over it.
-      expect(file).toContain("greeting: p2");
-      expect(file).toContain("note: n1");
+      expect(await file()).toContain("greeting: p2");
+      expect(await file()).toContain("note: n1");
       // A snapshot equal to the tip it was read at changes nothing, whatever Git took since.
-      const same = snapshot({ greeting: "p2", note: "n1" });
-      await h.accept(same);
-      await waitFor("the second snapshot read", () => worker.snapshot().openWindows === 1);
-      const tip = await h.server.tip("site");
-      await foreignCommit(
-        join(h.server.root, "site.git"),
-        fileOf("a"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: web\ndata:\n  greeting: p3\n  note: n1\n",
-      );
-      worker.observeSoon();
-      await waitFor("the second push observed", () => worker.snapshot().remoteTip !== tip);
+      const same = snapshotOf("s-same", { greeting: "p2", note: "n1" });
+      await read(worker, same);
+      await pushed(worker, { greeting: "p3", note: "n1" });
       const after = await worker.flush();
       expect(after.ok && (await h.published(same.id))).toBe(after.ok ? after.tip : false);
-      expect((await h.file(fileOf("a"))) as string).toContain("greeting: p3");
+      expect(await file()).toContain("greeting: p3");
       // The first snapshot's commit (its drift), the pushes, and nothing of the second.
       expect(await h.log()).toEqual([
         `foreign ${fileOf("a")}`,
@@ -221,51 +232,27 @@ describe("branch worker: pending writes become commits", () => {
     });
 
     it("an initial snapshot taken while a push is not applied keeps the push and carries only the cluster's edits (soak --mirror seeds 42035, 51030, 51034)", async () => {
-      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
-      const worker = await h.newWorker({ autoPublish: false });
-      const start = upsert({ greeting: "g0", note: "n0" }, undefined, "start");
-      await h.accept(start);
-      await worker.flush();
-      // The applier applied "start"; then a push of the note lands, not applied yet.
-      const applied = (await h.server.tip("site")) as string;
-      const pushed = await foreignCommit(
-        join(h.server.root, "site.git"),
-        fileOf("a"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: web\ndata:\n  greeting: g0\n  note: p1\n",
-      );
-      worker.observeSoon();
-      await waitFor("the push observed", () => worker.snapshot().remoteTip === pushed);
+      const { worker, applied } = await started();
+      // A push of the note lands, not applied yet.
+      await pushed(worker, { greeting: "g0", note: "p1" });
       // A mirror restarted now sees the cluster on "start", with a greeting edited while it was down.
-      const snapshot = (id: string, data: Record<string, string>, appliedCommits?: string[]) => ({
-        ...upsert(data),
-        save: false,
-        snapshot: {
-          id,
-          epoch: 1,
-          gitAhead: true,
-          initial: true,
-          ...(appliedCommits ? { appliedCommits } : {}),
-        },
+      const ahead = (appliedCommits?: string[]) => ({
+        gitAhead: true,
+        ...(appliedCommits ? { appliedCommits } : {}),
       });
-      const seen = snapshot("s-1", { greeting: "e1", note: "n0" }, [applied]);
-      await h.accept(seen);
-      await waitFor("the snapshot read", () => worker.snapshot().openWindows === 1);
+      await read(worker, snapshotOf("s-1", { greeting: "e1", note: "n0" }, ahead([applied])));
       expect((await worker.flush()).ok).toBe(true);
-      const file = (await h.file(fileOf("a"))) as string;
-      expect(file).toContain("greeting: e1");
-      expect(file).toContain("note: p1");
+      expect(await file()).toContain("greeting: e1");
+      expect(await file()).toContain("note: p1");
       // The applier's own state, snapshot again, changes nothing; a commit the clone lacks is passed over.
-      const same = snapshot("s-2", { greeting: "e1", note: "n0" }, ["0".repeat(40), applied]);
-      await h.accept(same);
-      await waitFor("the second snapshot read", () => worker.snapshot().openWindows === 1);
+      const same = snapshotOf("s-2", { greeting: "e1", note: "n0" }, ahead(["0".repeat(40), applied]));
+      await read(worker, same);
       const after = await worker.flush();
       expect(after.ok && (await h.published(same.id))).toBe(after.ok ? after.tip : false);
       // Without the applied commit, the tip alone is the base: the note the cluster lacks is undone.
-      const tipOnly = snapshot("s-3", { greeting: "e1", note: "n0" });
-      await h.accept(tipOnly);
-      await waitFor("the third snapshot read", () => worker.snapshot().openWindows === 1);
+      await read(worker, snapshotOf("s-3", { greeting: "e1", note: "n0" }, ahead()));
       expect((await worker.flush()).ok).toBe(true);
-      expect((await h.file(fileOf("a"))) as string).toContain("note: n0");
+      expect(await file()).toContain("note: n0");
       expect(await h.log()).toEqual([
         `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
         `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
@@ -276,30 +263,16 @@ describe("branch worker: pending writes become commits", () => {
     });
 
     it("a snapshot's edit back to the applied commit's value is an edit when only our own publications changed the file since", async () => {
-      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
-      const worker = await h.newWorker({ autoPublish: false });
-      const start = upsert({ greeting: "g0", note: "n0" }, undefined, "start");
-      await h.accept(start);
-      await worker.flush();
-      const applied = (await h.server.tip("site")) as string;
+      const { worker, applied } = await started();
       // An API edit, published (not applied: nothing asks for an apply of our own publication).
-      const edit = upsert(
-        { greeting: "e1", note: "n0" },
-        { greeting: "g0", note: "n0" },
-        "set greeting to e1",
+      await h.accept(
+        upsert({ greeting: "e1", note: "n0" }, { greeting: "g0", note: "n0" }, "set greeting to e1"),
       );
-      await h.accept(edit);
       await worker.flush();
       // While the mirror was down, somebody set the greeting back to g0; its snapshot sees that.
-      const back = {
-        ...upsert({ greeting: "g0", note: "n0" }),
-        save: false,
-        snapshot: { id: "s-back", epoch: 1, gitAhead: false, initial: true, appliedCommits: [applied] },
-      };
-      await h.accept(back);
-      await waitFor("the snapshot read", () => worker.snapshot().openWindows === 1);
+      await read(worker, snapshotOf("s-back", { greeting: "g0", note: "n0" }, { appliedCommits: [applied] }));
       expect((await worker.flush()).ok).toBe(true);
-      expect((await h.file(fileOf("a"))) as string).toContain("greeting: g0");
+      expect(await file()).toContain("greeting: g0");
       expect(await h.log()).toEqual([
         `Update ${TARGET.namespace}/${TARGET.name} (1 write)`,
         "set greeting to e1",
