@@ -17,6 +17,7 @@ import { crdFiles } from "../../queue/crds/files.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { argocdApplicationCrd } from "../cluster/argosim/index.js";
 import { testRedisUrl } from "../redis/isolated.js";
+import { machineLock } from "../support/machine-lock.js";
 import { untilWith } from "../support/wait.js";
 import { build, type K8sObject, KUBECTL_AVAILABLE, OVERLAYS, REPO_ROOT } from "./kustomize.js";
 import {
@@ -71,8 +72,12 @@ describe.skipIf(!KUBECTL_AVAILABLE)("settings from the manifests", () => {
   let redisUrl: string;
   let redis: Redis;
   const workloads: Workload[] = [];
+  let release: (() => void) | undefined;
 
   beforeAll(async () => {
+    // The manifests' ports and this Redis database are the machine's: another run of this file
+    // on the machine (a second clean clone) waits its turn.
+    release = await machineLock("manifest-settings");
     for (const overlay of ["base", "flux", "argocd", "webhook"] as const) {
       for (const object of build(OVERLAYS[overlay])) {
         if (object.kind !== "Deployment" && object.kind !== "StatefulSet") continue;
@@ -111,13 +116,14 @@ kind: GitProvider
 metadata: {name: repo, namespace: team-a}
 spec: {url: "https://git.example/org/repo.git", type: github, webhookSecretRef: {name: hook}}
 `);
-  });
+  }, 360_000);
 
   afterAll(async () => {
     await redis?.flushdb();
     redis?.disconnect();
     await api?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
+    release?.();
   });
 
   /** Starts the container's process as the kubelet would, with `secrets` as the cluster's Secrets. */
