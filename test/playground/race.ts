@@ -32,6 +32,7 @@ import {
   fluxArtifactCommit,
   gitValue,
   holds,
+  readClaim,
   settled,
   tip,
   USER_MANAGER,
@@ -119,8 +120,10 @@ export async function playRace(
   try {
     // Each claim holds its applier and the converge at the start applied the tip (a loaded machine
     // stretches the three converges).
-    if (mode === "held") await settled(a, 60_000, RACE_APPS);
-    else {
+    if (mode === "held") {
+      await settled(a, 60_000, RACE_APPS);
+      await intoTheSecondAfter(await lastCompletion(a));
+    } else {
       // Argo CD syncs on its own only what is OutOfSync; with self-heal on (as many teams run it)
       // the edit that differs from the commit it compared is what it syncs over: the edit's change
       // refreshes the Application at once against that commit (CompareWithRecent), before the
@@ -134,6 +137,28 @@ export async function playRace(
   } finally {
     await a.stop();
   }
+}
+
+/** When the last of the appliers' converges at the start completed (ms), from the claims' status. */
+async function lastCompletion(a: Assembly): Promise<number> {
+  let last = 0;
+  for (const app of RACE_APPS) {
+    const op = (await readClaim(a, app))?.status?.operation as { completedAt?: string } | undefined;
+    last = Math.max(last, Date.parse(op?.completedAt ?? "") || 0);
+  }
+  return last;
+}
+
+/**
+ * Waits into the second after `ms`. An applier's write is dated by its managedFields entry, in
+ * whole seconds, so an edit made in the same second as a converge's last write cannot be told
+ * from one made before it: the worker withholds such a write and asks a Repair (redundant, and
+ * by design, see docs/design/decisions.md). The race's edits come after the converges, so they
+ * start in a later second; a loaded machine once started them 38 ms after the webhook converge.
+ */
+async function intoTheSecondAfter(ms: number): Promise<void> {
+  const wait = Math.floor(ms / 1000) * 1000 + 1000 - Date.now();
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
 }
 
 async function selfHeal(a: Assembly): Promise<void> {
