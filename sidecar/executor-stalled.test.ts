@@ -46,6 +46,8 @@ describe("an attempt whose sidecar died", () => {
   const reports: Report[] = [];
   /** Attempts the next process carried out: a stalled one must never run again (no retry). */
   const executedAgain: string[] = [];
+  /** The next process's bookkeeping of followed and ended operations. */
+  let following = new Following();
 
   afterEach(async () => {
     await host?.stop();
@@ -90,6 +92,7 @@ describe("an attempt whose sidecar died", () => {
     const job = await sender.add("attempt", attempt(token), { attempts: 1 });
     await until(() => taken, "the first process to take the attempt");
     await dying.close(true); // its lock is no longer renewed, as after a SIGKILL
+    following = new Following();
     host = startExecutorHost({
       kind: "flux",
       executor: {
@@ -99,7 +102,7 @@ describe("an attempt whose sidecar died", () => {
         ...(recover ? { recover } : {}),
       },
       reporter,
-      following: new Following(),
+      following,
       log: silentLogger(),
       redisUrl: redis.url,
       prefix: redis.prefix,
@@ -174,5 +177,18 @@ describe("an attempt whose sidecar died", () => {
     expect(executedAgain).toEqual([]);
     expect(phases("t4")).toMatchObject([{ phase: "Succeeded", token: "t4" }]);
     expect(phases("t4")).toHaveLength(1);
+  });
+
+  it("its end recorded by the dead process and reported again by the claim reconciler: not reported lost as well (soak seed 60068)", async () => {
+    let claimRecords = "t6";
+    const job = await diedHolding("t6", async (a) => claimRecords === a.token);
+    // The claim reconciler of the next process found t6 ended on the claim and reported it again.
+    following.reportedEnd("t6", "Succeeded");
+    claimRecords = "t7"; // the worker's next attempt is recorded on the claim
+    await until(async () => (await job.getState()) === "failed", "the stalled job to fail");
+    // An absence, so it is waited out: a report sent after the stalled check would land within this.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(executedAgain).toEqual([]);
+    expect(phases("t6")).toEqual([]);
   });
 });

@@ -66,6 +66,16 @@ export class Following {
     };
   }
 
+  /**
+   * Remembers an end this process reported without following the operation: one an earlier
+   * process recorded on the claim and the claim reconciler reported again. The attempt's job,
+   * found stalled once the dead process's lock ran out, is then not reported lost as well, even
+   * when the claim records a newer operation by then (soak seed 60068).
+   */
+  reportedEnd(token: string, phase: ReportPhase | undefined): void {
+    this.endedTokens.add(token, { phase });
+  }
+
   isFollowed(token: string): boolean {
     return this.byToken.has(token);
   }

@@ -308,7 +308,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     // Found by the soak (seed 2428, 6 actions): an Argo CD sidecar SIGKILLed between recording
     // Succeeded on the claim and queuing the report. The next sidecar saw nothing in flight, and
     // the worker waited for that attempt's end forever.
-    const { reporter } = await setup();
+    const { reporter, following } = await setup();
     await server.applyYaml(claimYaml("web"));
     await server.applyYaml(targetYaml("t1", "web"));
     await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
@@ -328,6 +328,8 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     expect(reporter.reports.filter((r) => r.token === "ended-before")).toMatchObject([
       { phase: "Succeeded", commit: "e".repeat(40), branchKey: "git.example/org/repo@main" },
     ]);
+    // Remembered as ended here: the dead process's stalled job is not reported lost (seed 60068).
+    expect(following.endedAs("ended-before")).toBe("Succeeded");
 
     // Completed by this process (after it started): its executor reported it already.
     await recordOperation(kube, loc, {

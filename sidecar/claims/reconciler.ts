@@ -644,6 +644,8 @@ export class ClaimReconciler {
     if (!this.o.reporter || this.endsResent.has(op.token)) return;
     if (!(completedAt < this.startedAt.getTime())) return;
     this.endsResent.add(op.token);
+    // Before the report: a stalled check of the dead process's job must count it as ended.
+    this.o.following.reportedEnd(op.token, op.phase);
     this.o.log.info(
       { token: op.token, commit: op.commit, phase: op.phase },
       "reporting a recorded end again",
