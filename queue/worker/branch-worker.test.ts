@@ -262,6 +262,25 @@ describe("branch worker: pending writes become commits", () => {
       ]);
     });
 
+    it("a snapshot in the inbox before the worker's first look at the remote is judged against the tip it then reads (soak --mirror seed 71015)", async () => {
+      h = await harness(undefined, { idleMs: 60_000, maxMs: 60_000 });
+      const bare = join(h.server.root, "site.git");
+      const yaml = (greeting: string) =>
+        `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: web\ndata:\n  greeting: ${greeting}\n  note: n0\n`;
+      await foreignCommit(bare, fileOf("a"), yaml("g0"));
+      // A mirror's snapshot of the applier's state waits in the inbox while the worker restarts.
+      const seen = snapshotOf("s-early", { greeting: "g0", note: "n0" });
+      await h.accept(seen);
+      const worker = await h.newWorker({ autoPublish: false });
+      await waitFor("the snapshot read", () => worker.snapshot().openWindows === 1);
+      // A push lands before the window closes.
+      await pushed(worker, { greeting: "p1", note: "n0" });
+      const after = await worker.flush();
+      expect(after.ok && (await h.published(seen.id))).toBe(after.ok ? after.tip : false);
+      expect(await file()).toContain("greeting: p1");
+      expect(await h.log()).toEqual([`foreign ${fileOf("a")}`, `foreign ${fileOf("a")}`, "initial content"]);
+    });
+
     it("a snapshot's edit back to the applied commit's value is an edit when only our own publications changed the file since", async () => {
       const { worker, applied } = await started();
       // An API edit, published (not applied: nothing asks for an apply of our own publication).

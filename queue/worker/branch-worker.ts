@@ -662,11 +662,19 @@ export class BranchWorker {
     for (;;) {
       const entries = await this.inbox.read(this.lastEntryId);
       if (entries.length === 0) return;
+      const parsedWrites = entries.map((e) =>
+        e.kind === "write" ? safeJson(e.data, AcceptedWrite) : undefined,
+      );
+      // A snapshot's write is judged against the tip it was read at (`tipWhenRead`): read the
+      // remote first, before the batch counts as read. Read before the first observation, it had
+      // no tip, was written whole, and undid pushes that landed while it waited (soak --mirror
+      // seed 71015: a worker restarted just after a mirror restart).
+      if (!this.baselined && parsedWrites.some((w) => w?.snapshot)) await this.observe("baseline");
       this.lastEntryId = (entries[entries.length - 1] as InboxEntry).entryId;
       const writes: HeldWrite[] = [];
-      for (const e of entries) {
+      for (const [i, e] of entries.entries()) {
         if (e.kind === "write") {
-          const parsed = safeJson(e.data, AcceptedWrite);
+          const parsed = parsedWrites[i];
           if (!parsed) {
             this.log.warn({ entry: e.entryId }, "dropping an inbox write that does not parse");
             this.doneEntries.push({ entryId: e.entryId, charge: e.charge ?? 0 });
