@@ -108,11 +108,19 @@ const driver = () => decisions.drivers.get(key);
 const pushHeldApply = async (value: string) => {
   await waitFor("settled", () => settled());
   await waitFor("the inbox empty", inboxEmpty);
+  // No apply of an earlier case still held: the one held next is this push's.
+  expect(held.length, "an apply still held from an earlier case").toBe(0);
   holdNext = true;
   const pushed = await foreignCommit(bare, CM_FILE, objectYaml(cmObject(value)));
   replica.branch(key)?.observeSoon();
   await waitFor("the apply of the push running", () => held.length === 1);
   return pushed;
+};
+/** Lets the held apply run to its end. */
+const releaseHeld = async () => {
+  const release = held.shift();
+  expect(release, "the push's apply is held").toBeDefined();
+  await release?.();
 };
 /** The rule changes (`field` left out): the first write the mirror hands after it, a snapshot's. */
 const snapshotOnRuleChange = async (m: Mirror, field: string) => {
@@ -390,7 +398,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
 
     // The apply ends: Git is no longer ahead, and the worker asks the mirror to collect again.
     const sentAfterDiscard = m.sent.length;
-    await (held.shift() as () => Promise<void>)();
+    await releaseHeld();
     await waitFor("the cluster runs the push", async () => (await liveValue()) === "9");
     const again = await waitFor("collected again", () => anotherSnapshot(m, sentAfterDiscard, snap));
     expect(again?.snapshot).toMatchObject({ gitAhead: false, initial: false });
@@ -421,7 +429,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     await sub.unsubscribe(recollectChannel(redis.prefix));
     const hold = () => driver()?.state.targets[targetUid]?.snapshots;
     const sentAfterDiscard = m.sent.length;
-    await (held.shift() as () => Promise<void>)();
+    await releaseHeld();
     const firstAsk = await waitFor("the first ask", () => hold()?.recollectAskedAt);
     await sub.subscribe(recollectChannel(redis.prefix));
     await waitFor(
