@@ -135,15 +135,20 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
   const ctx: RunContext = { logs: [], actions: [], at: "starting its assembly" };
   const body = playRunBody(o, ctx, t0);
   let timer: NodeJS.Timeout | undefined;
+  // A run that throws (its assembly never converged at the start, say) is judged like one that
+  // did not finish, with its logs, instead of ending the whole soak.
+  let failed: Error | undefined;
   const ended = await Promise.race([
-    body,
+    body.catch((err: unknown) => {
+      failed = err instanceof Error ? err : new Error(String(err));
+      return undefined;
+    }),
     new Promise<undefined>((r) => {
       timer = setTimeout(() => r(undefined), boundMs);
     }),
   ]).finally(() => clearTimeout(timer));
   if (ended) return ended;
   ctx.abandoned = true;
-  body.catch(() => {}); // it may still end (or throw) once its assembly is stopped below
   const minutes = Number((boundMs / 60_000).toFixed(2));
   const result: RunResult = {
     seed: o.seed,
@@ -151,7 +156,9 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
     violations: [
       {
         invariant: "finished",
-        detail: `the run did not finish in ${minutes} minute(s); it was ${ctx.at}`,
+        detail: failed
+          ? `the run failed while it was ${ctx.at}: ${failed.message}`
+          : `the run did not finish in ${minutes} minute(s); it was ${ctx.at}`,
       },
     ],
     reverts: [],
