@@ -32,6 +32,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { fixtureYaml } from "../../gateway/testing.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { processAlive } from "../support/machine-lock.js";
 import { until } from "../support/wait.js";
 
 const REPO_ROOT = join(import.meta.dirname, "../..");
@@ -194,7 +195,7 @@ async function removeLeftovers(): Promise<void> {
   for (const tag of tags) {
     const pid = /^localhost\/applygate:test-(\d+)$/.exec(tag)?.[1];
     if (!pid || Number(pid) === process.pid) continue;
-    if (existsSync(`/proc/${pid}`)) othersAlive = true;
+    if (processAlive(Number(pid))) othersAlive = true;
     else await buildah("rmi", "--force", tag);
   }
   if (!othersAlive) await buildah("rmi", "--prune").catch(() => undefined);

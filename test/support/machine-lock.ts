@@ -10,7 +10,8 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-function alive(pid: number): boolean {
+/** Is a process with this pid alive on this machine (one of another user's counts)? */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -38,7 +39,7 @@ export async function machineLock(name: string, timeoutMs = 300_000): Promise<()
     } catch {
       holder = undefined; // made, its pid not written yet: the holder is alive
     }
-    if (holder !== undefined && Number.isInteger(holder) && holder > 0 && !alive(holder)) {
+    if (holder !== undefined && Number.isInteger(holder) && holder > 0 && !processAlive(holder)) {
       rmSync(dir, { recursive: true, force: true });
       continue;
     }
