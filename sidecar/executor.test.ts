@@ -32,7 +32,11 @@ describe("executor host", () => {
   let collector: Worker;
   const reports: Report[] = [];
 
-  async function setup(executor: OperationExecutor, following = new Following()) {
+  async function setup(
+    executor: OperationExecutor,
+    following = new Following(),
+    recorded?: (a: Attempt) => Promise<boolean>,
+  ) {
     redis = await isolatedRedis("exec");
     const connection = { url: redis.url, maxRetriesPerRequest: null };
     reports.length = 0;
@@ -50,6 +54,7 @@ describe("executor host", () => {
       log: silentLogger(),
       redisUrl: redis.url,
       prefix: redis.prefix,
+      ...(recorded ? { recorded } : {}),
     });
     return { following };
   }
@@ -159,6 +164,78 @@ describe("executor host", () => {
     // An absence after the stop, so it is waited out: a report sent late would land within this.
     await new Promise((r) => setTimeout(r, 100));
     expect(phases("t5")).toEqual(["Running"]);
+  });
+
+  // Seed 82057: the record's write failed after its conflict retries just as a graceful stop
+  // aborted the attempt. Nothing was on the claim for recovery and the stop completed the job, so
+  // no stalled check would find it: the attempt never ended.
+  describe("an attempt stopped before its record landed", () => {
+    /** An executor whose record write fails as the stop comes; `recordedNow` says what the claim holds. */
+    async function stoppedWhileRecording(token: string, recordedNow: () => Promise<boolean>, throws = true) {
+      const asked: string[] = [];
+      let entered!: () => void;
+      const inExecute = new Promise<void>((r) => (entered = r));
+      await setup(
+        {
+          async execute(_a, _report, signal) {
+            entered();
+            await new Promise<void>((r) => signal.addEventListener("abort", () => r()));
+            if (throws) throw new Error("the claim's status is still conflicting after 5 tries");
+          },
+        },
+        new Following(),
+        async (a) => {
+          asked.push(a.token);
+          return recordedNow();
+        },
+      );
+      await sender.add("attempt", attempt(token), { attempts: 1 });
+      await inExecute;
+      await host!.stop();
+      host = undefined;
+      return asked;
+    }
+
+    it("is reported RequestFailed (SidecarStopping) when the claim does not record it", async () => {
+      const asked = await stoppedWhileRecording("s1", async () => false);
+      expect(asked).toEqual(["s1"]);
+      expect(phases("s1")).toEqual(["RequestFailed"]);
+      expect(reports.find((r) => r.token === "s1")).toMatchObject({ reason: "SidecarStopping" });
+    });
+
+    it("also when the executor returned on the abort without an end", async () => {
+      await stoppedWhileRecording("s2", async () => false, false);
+      expect(phases("s2")).toEqual(["RequestFailed"]);
+    });
+
+    it("is left for restart recovery when the claim records it", async () => {
+      const asked = await stoppedWhileRecording("s3", async () => true);
+      expect(asked).toEqual(["s3"]);
+      // An absence after the stop, so it is waited out: a report sent late would land within this.
+      await new Promise((r) => setTimeout(r, 100));
+      expect(phases("s3")).toEqual([]);
+    });
+
+    it("is left for restart recovery when the claim cannot be read at all", async () => {
+      let reads = 0;
+      await stoppedWhileRecording("s4", async () => {
+        reads++;
+        throw new Error("500 Internal Server Error");
+      });
+      expect(reads).toBe(6);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(phases("s4")).toEqual([]);
+    });
+
+    it("a read that fails and then answers decides on the answer", async () => {
+      let reads = 0;
+      await stoppedWhileRecording("s5", async () => {
+        if (++reads < 3) throw new Error("500 Internal Server Error");
+        return false;
+      });
+      expect(reads).toBe(3);
+      expect(phases("s5")).toEqual(["RequestFailed"]);
+    });
   });
 
   it("recovers a recorded operation through executor.recover, reporting under its token", async () => {

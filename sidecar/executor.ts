@@ -70,6 +70,26 @@ export interface ExecutorHost {
   stop(): Promise<void>;
 }
 
+/**
+ * Whether an attempt stopped on its way is recorded on its claim, read up to six times over ~6 s
+ * when the read fails. When it cannot be read at all it counts as recorded: a report of "nothing
+ * started" must never be sent for an operation that may run, and the record, if any, is there
+ * for restart recovery.
+ */
+async function isRecorded(recordedOnClaim: () => Promise<boolean>, log: Logger): Promise<boolean> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await recordedOnClaim();
+    } catch (err) {
+      if (attempt >= 6) {
+        log.error({ err: (err as Error).message }, "cannot read whether the stopped operation was recorded");
+        return true;
+      }
+      await new Promise((res) => setTimeout(res, 100 * 2 ** attempt));
+    }
+  }
+}
+
 export const claimKeyOf = (c: { namespace: string; name: string }) => `${c.namespace}/${c.name}`;
 
 interface Running {
@@ -140,6 +160,8 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     branchKey: string,
     commit: string,
     body: (report: ReportFn, signal: AbortSignal) => Promise<void>,
+    /** For a branch worker's attempt: whether its operation is recorded on the claim. */
+    recordedOnClaim?: () => Promise<boolean>,
   ): Running {
     const key = claimKeyOf(claim);
     const log = o.log.child({ claim: claimField(claim), token, commit, branch: branchKey });
@@ -147,16 +169,37 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     const abort = new AbortController();
     const unfollow = o.following.follow(token, key);
     let reportedItsEnd = false;
+    // Stopped without an end: restart recovery follows what the claim records. An attempt whose
+    // record never landed (its write failed as the stop came, seed 82057) or was taken back has
+    // nothing to follow, and its job ends with this graceful stop, so no stalled check finds it
+    // either: it is reported here, or the worker would wait for it forever.
+    const leftOnStop = async (err?: Error) => {
+      if (!recordedOnClaim || (await isRecorded(recordedOnClaim, log))) {
+        log.info({ err: err?.message }, "operation left for restart recovery on stop");
+        return;
+      }
+      log.info({ err: err?.message }, "stopped before the operation was recorded; nothing was started");
+      await report("RequestFailed", {
+        reason: StatusReason.SidecarStopping,
+        message: "the sidecar stopped before it recorded the operation; nothing was started",
+      });
+      reportedItsEnd = state.terminal;
+    };
     const done = (async () => {
       try {
         await body(report, abort.signal);
         reportedItsEnd = state.terminal;
         if (!state.terminal && !abort.signal.aborted) {
           await report("RequestFailed", { message: "the executor ended without an outcome" });
+        } else if (!state.terminal) {
+          await leftOnStop();
         }
       } catch (err) {
-        if (abort.signal.aborted) {
-          log.info({ err: (err as Error).message }, "operation left for restart recovery on stop");
+        if (abort.signal.aborted && !state.terminal) {
+          await leftOnStop(err as Error);
+        } else if (abort.signal.aborted) {
+          reportedItsEnd = true;
+          log.info({ err: (err as Error).message }, "error after the operation ended, on stop");
         } else if (!state.terminal) {
           log.warn({ err: (err as Error).message }, "operation failed");
           await report("RequestFailed", { message: (err as Error).message });
@@ -210,8 +253,14 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         `operation ${busy.token} of this claim is still followed`,
         StatusReason.OperationInFlight,
       );
-    const r = run(attempt.token, attempt.claim, attempt.branchKey, attempt.commit, (report, signal) =>
-      o.executor.execute(attempt, report, signal),
+    const recorded = o.recorded;
+    const r = run(
+      attempt.token,
+      attempt.claim,
+      attempt.branchKey,
+      attempt.commit,
+      (report, signal) => o.executor.execute(attempt, report, signal),
+      recorded && (() => recorded(attempt)),
     );
     await r.done;
   }

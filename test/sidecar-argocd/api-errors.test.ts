@@ -106,4 +106,23 @@ describe("a failure before the sync starts", () => {
     expect(c.argo!.syncs(ref)).toHaveLength(0);
     expect((await c.getApp(name)).operation ?? undefined).toBeUndefined();
   });
+
+  it("(a 409 storm on the record's write as the sidecar stops) throws with nothing on the claim", async () => {
+    // Seed 82057: the write that records the operation still conflicted after its tries while a
+    // graceful stop aborted the attempt. The executor host reads the claim after such a throw: no
+    // record means nothing to recover, so it reports RequestFailed (sidecar/executor.test.ts).
+    const { name, ref, claim, statusPath } = await setup();
+    const r = recorder();
+    const storm = 20;
+    c.api.faults.failNext(storm, { method: "PATCH", pathPrefix: statusPath, status: 409 });
+    const stop = new AbortController();
+    const lost = executor().execute(c.attempt(name, name, c1, `t-${name}`), r.report, stop.signal);
+    await until(async () => c.api.faults.pending(statusPath) < storm, "the record's first write refused");
+    stop.abort();
+    await expect(lost).rejects.toThrow(/conflict/i);
+    c.api.faults.reset();
+    expect(r.phases()).toEqual([]);
+    expect(await readOperation(c.kube, claim)).toBeUndefined();
+    expect(c.argo!.syncs(ref)).toHaveLength(0);
+  });
 });
