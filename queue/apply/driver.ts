@@ -139,7 +139,10 @@ export class DecisionDriver {
         entryId: w.entryId,
         targetUid: this.uidOf(w.target),
         createdObjects: w.createdObjects,
-        editedObjects: w.editedObjects,
+        editedObjects: w.editedObjects.map(({ ref, editedAt, acceptedAt }) => {
+          const arrivedAt = Date.parse(acceptedAt);
+          return { ref, editedAt, ...(Number.isFinite(arrivedAt) ? { arrivedAt } : {}) };
+        }),
       }));
     },
     onPublished: (p) => {

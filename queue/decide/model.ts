@@ -291,8 +291,11 @@ export type DecisionEvent =
       targetUid: string;
       /** Objects the write created in the target's folder: an adopt is due for its applier. */
       createdObjects: ObjectRef[];
-      /** Every object the write changed, with when the edit happened on the cluster (RFC 3339). */
-      editedObjects: { ref: ObjectRef; editedAt: string }[];
+      /**
+       * Every object the write changed, with when the edit happened on the cluster (RFC 3339) and
+       * when the write carrying it reached the inbox (epoch ms, when known).
+       */
+      editedObjects: { ref: ObjectRef; editedAt: string; arrivedAt?: number }[];
     }
   | { type: "RefusalReceived"; targetUid: string }
   /**

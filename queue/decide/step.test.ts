@@ -760,6 +760,67 @@ describe("the apply window", () => {
     expect(repair?.targets[0]?.reason).toBe("Repair");
   });
 
+  // Soak --mirror seed 81039: the worker was killed just after an Argo CD apply ran over an edit
+  // in the edit's second. The next owner read the edit from the inbox and decided it when its
+  // commit window closed, 15 s later and after the apply window had closed: the edit was recorded
+  // in no window, no Repair came, and the cluster kept the apply's older value for good.
+  describe("an edit decided after the apply window it arrived in closed", () => {
+    function appliedOver() {
+      const d = new Driver();
+      d.settle([listed("u1", "app")], A);
+      const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+      const editAt = d.now;
+      // The apply landed over the edit in its second and was judged before the edit was decided.
+      d.on(applierWrite("app", "x", iso(editAt)));
+      d.advance(500);
+      d.on(report(att?.token ?? "", "app", "Succeeded", B));
+      // The window closes 10 s after that report; the edit is decided 5 s after.
+      d.advance(15_000);
+      const decided = (arrivedAt?: number) =>
+        d.on({
+          type: "WriteDecided",
+          entryId: "late",
+          targetUid: "u1",
+          createdObjects: [],
+          editedObjects: [
+            { ref: cm("x"), editedAt: iso(editAt), ...(arrivedAt !== undefined ? { arrivedAt } : {}) },
+          ],
+        });
+      return { d, att, editAt, decided };
+    }
+    const collided = (out: ReturnType<Driver["on"]>) => out.some((a) => a.type === "LogCollision");
+
+    it("arrived while the window was open: a collision, and a Repair once published", () => {
+      const { d, att, editAt, decided } = appliedOver();
+      const out = decided(editAt + 100);
+      expect(out).toContainEqual({
+        type: "LogCollision",
+        object: cm("x"),
+        claim: fluxClaim("app").claim,
+        applier: fluxClaim("app").applier,
+        commit: B,
+        token: att?.token,
+        targetUid: "u1",
+      });
+      const [repair] = sends(d.publish(out, C));
+      expect(repair?.targets[0]?.reason).toBe("Repair");
+    });
+
+    it("arrived after the window closed (to the millisecond), or its arrival unknown: judged as of now, no collision", () => {
+      // Closed 10 s after the report (at editAt + 10.5 s): an arrival a millisecond after is late.
+      const late = appliedOver();
+      expect(collided(late.decided(late.editAt + 10_501))).toBe(false);
+      const closing = appliedOver();
+      expect(collided(closing.decided(closing.editAt + 10_499))).toBe(true);
+      expect(collided(appliedOver().decided())).toBe(false);
+    });
+
+    it("an arrival stamped later than now counts as now", () => {
+      const { d, decided } = appliedOver();
+      expect(collided(decided(d.now + 60_000))).toBe(false);
+    });
+  });
+
   it("the apply window closes 10 s after the operation completed", () => {
     const { d, att, editAt } = windowed();
     d.advance(2_000);

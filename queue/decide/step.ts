@@ -44,6 +44,7 @@ import {
 import { admitRefusal, consentsToRefusal, trailingRefusalDue } from "./refusal.js";
 import { hasTrigger, holdEndsAt, judgeSnapshot, recollectDue } from "./snapshots.js";
 import {
+  asOfArrival,
   isOver,
   judgeApplierWrite,
   judgeWatchedWrite,
@@ -269,9 +270,12 @@ export function readFolders(s: DecisionState, read: FolderRead): void {
 
 /**
  * A decided write joins the pending writes. Its edits are recorded in every apply window of the
- * target's applier still open (their commits cannot hold it), and judged against the applier
- * writes those windows already saw: the edit may reach the worker after the apply over it did. A
- * write that created objects asks its applier for an adopt once it is published.
+ * target's applier open when the edit's write reached the inbox (their commits cannot hold it),
+ * and judged against the applier writes those windows already saw: the edit may reach the worker
+ * after the apply over it did. A write is decided when its commit window closes, which after a
+ * worker restart is seconds after the apply window it arrived in closed (soak --mirror seed
+ * 81039); that window is still kept (`WINDOW_KEPT_MS`). A write that created objects asks its
+ * applier for an adopt once it is published.
  */
 function decideWrite(
   s: DecisionState,
@@ -280,8 +284,10 @@ function decideWrite(
   actions: DecisionAction[],
 ): void {
   s.writeSeq += 1;
+  const arrivals: number[] = [];
   const edits = e.editedObjects.map((o) => {
     const sec = toSeconds(o.editedAt);
+    arrivals.push(asOfArrival(o.arrivedAt, now));
     return {
       object: objectKey(o.ref),
       targetUid: e.targetUid,
@@ -299,9 +305,9 @@ function decideWrite(
   const a = key ? s.appliers[key] : undefined;
   if (!a || !key) return;
   for (const w of a.windows) {
-    if (!windowOpen(w, now)) continue;
-    w.edits.push(...edits);
-    for (const edit of edits) {
+    for (const [i, edit] of edits.entries()) {
+      if (!windowOpen(w, arrivals[i] as number)) continue;
+      w.edits.push(edit);
       const over = (w.writes ?? []).find(
         (x) => x.object === edit.object && isOver(x.writtenAtSec, edit.editedAtSec),
       );
@@ -541,7 +547,7 @@ function judgeWatched(
   const writtenAtSec = toSeconds(e.writtenAt);
   // As of its arrival in the inbox: an owner reading it late (after a handover) judges it against
   // the windows as the owner then would have.
-  const at = e.arrivedAt !== undefined && Number.isFinite(e.arrivedAt) ? Math.min(now, e.arrivedAt) : now;
+  const at = asOfArrival(e.arrivedAt, now);
   const judged = judgeWatchedWrite(a.windows, object, writtenAtSec, at);
   if (judged.verdict === "not_mirrored" || judged.verdict === "withheld")
     rememberApplierWrite(a.windows, { ref: e.ref, object, writtenAtSec }, at);

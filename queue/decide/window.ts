@@ -31,6 +31,14 @@ export function windowClosesAt(w: ApplyWindow): number | null {
   return w.completedAt === null ? null : w.completedAt + WINDOW_GRACE_MS;
 }
 
+/**
+ * The time a write is judged as of: its arrival in the inbox, or `now` when that is later or
+ * unknown (an arrival stamped by another clock ahead of this one counts as now).
+ */
+export function asOfArrival(arrivedAt: number | undefined, now: number): number {
+  return arrivedAt !== undefined && Number.isFinite(arrivedAt) ? Math.min(now, arrivedAt) : now;
+}
+
 export function windowOpen(w: ApplyWindow, now: number): boolean {
   const closes = windowClosesAt(w);
   return closes === null || now < closes;

@@ -11,7 +11,7 @@ import {
   waitFor,
 } from "../../test/worker/harness.js";
 import { branchKeys } from "../keys.js";
-import type { BranchWorker } from "./branch-worker.js";
+import type { BranchWorker, WriteDecided } from "./branch-worker.js";
 import { noMetrics } from "./metrics.js";
 import { MemoryStatusSink } from "./status.js";
 
@@ -43,6 +43,31 @@ describe("branch worker: pending writes become commits", () => {
       () => status.byTarget.get(`${TARGET.namespace}/${TARGET.name}`)?.commit === commit,
     );
     expect(status.byTarget.get("team/site")?.state).toBe("Published");
+  });
+
+  it("tells its decisions each edited object with when the edit was made and when its write was accepted", async () => {
+    h = await harness();
+    const decided: WriteDecided[] = [];
+    await h.newWorker({ hooks: { onWriteDecided: (w) => void decided.push(w) } });
+    const first = configMapWrite(h.key, "a", "1");
+    const second = configMapWrite(h.key, "b", "2");
+    second.editedAt = "2026-12-02T06:11:30Z";
+    for (const w of [first, second]) expect(await h.accept(w)).toBe(true);
+    await waitFor("publication", () => h.published(second.id));
+    // Judged against the apply windows open when each write arrived, not when its window closed
+    // (docs/design/decisions.md, the apply window).
+    expect(decided.flatMap((d) => d.editedObjects)).toEqual([
+      {
+        ref: expect.objectContaining({ name: "a" }),
+        editedAt: first.acceptedAt,
+        acceptedAt: first.acceptedAt,
+      },
+      {
+        ref: expect.objectContaining({ name: "b" }),
+        editedAt: "2026-12-02T06:11:30Z",
+        acceptedAt: second.acceptedAt,
+      },
+    ]);
   });
 
   it("answers a flush while a status write is still waiting on the API server", async () => {

@@ -98,8 +98,11 @@ export interface WriteDecided {
   target: { namespace: string; name: string; uid?: string };
   /** Upserts of objects the folder did not hold at the remote tip when the window closed. */
   createdObjects: ObjectRef[];
-  /** Every object the write changes, with when the edit happened on the cluster (RFC 3339). */
-  editedObjects: Array<{ ref: ObjectRef; editedAt: string }>;
+  /**
+   * Every object the write changes, with when the edit happened on the cluster and when the write
+   * carrying it was accepted into the inbox (both RFC 3339).
+   */
+  editedObjects: Array<{ ref: ObjectRef; editedAt: string; acceptedAt: string }>;
 }
 
 export interface PublishedWrites {
@@ -919,7 +922,7 @@ export class BranchWorker {
         for (const c of h.write.changes) {
           const ref =
             c.op === "upsert" ? (refOf(c.object as Parameters<typeof refOf>[0]) as ObjectRef) : c.ref;
-          edited.push({ ref, editedAt });
+          edited.push({ ref, editedAt, acceptedAt: h.write.acceptedAt });
           if (c.op !== "upsert") continue;
           let known: Buffer | undefined;
           try {
