@@ -46,6 +46,17 @@ const iso = (ms: number) => new Date(ms).toISOString();
  * An apply window open: target u1 (naming claim "app") settled at A, an API edit of x decided,
  * then the ForeignCommit attempt for B sent.
  */
+/** The collision of the Flux app's apply of B (token) with the edit of cm/x, GitTarget u1. */
+const collisionOf = (token: string | undefined) => ({
+  type: "LogCollision",
+  object: cm("x"),
+  claim: fluxClaim("app").claim,
+  applier: fluxClaim("app").applier,
+  commit: B,
+  token,
+  targetUid: "u1",
+});
+
 function windowed(target = listed("u1", "app")) {
   const d = new Driver();
   d.settle([target], A);
@@ -695,15 +706,7 @@ describe("the apply window", () => {
   it("the apply window: an applier's own write newer than the edit → Repair due for that applier + collision logged", () => {
     const { d, att, editAt } = windowed();
     const out = d.on(applierWrite("app", "x", iso(editAt + 1_000)));
-    expect(out).toContainEqual({
-      type: "LogCollision",
-      object: cm("x"),
-      claim: fluxClaim("app").claim,
-      applier: fluxClaim("app").applier,
-      commit: B,
-      token: att?.token,
-      targetUid: "u1",
-    });
+    expect(out).toContainEqual(collisionOf(att?.token));
     expect(out).toContainEqual({ type: "RecordRepairPending", claim: fluxClaim("app").claim, pending: true });
     expect(d.log.filter((a) => a.type === "LogCollision")).toHaveLength(1);
     const done = d.on(report(att?.token ?? "", "app", "Succeeded", B));
@@ -746,15 +749,7 @@ describe("the apply window", () => {
     // An edit made after that write is not under it; one made before (or in its second) is.
     expect(collided(decided("later", editAt + 2_000))).toBe(false);
     const out = decided("earlier", editAt);
-    expect(out).toContainEqual({
-      type: "LogCollision",
-      object: cm("x"),
-      claim: fluxClaim("app").claim,
-      applier: fluxClaim("app").applier,
-      commit: B,
-      token: att?.token,
-      targetUid: "u1",
-    });
+    expect(out).toContainEqual(collisionOf(att?.token));
     expect(d.log.filter((a) => a.type === "LogCollision")).toHaveLength(1);
     const [repair] = sends(d.publish(d.on(report(att?.token ?? "", "app", "Succeeded", B)), C));
     expect(repair?.targets[0]?.reason).toBe("Repair");
@@ -793,15 +788,7 @@ describe("the apply window", () => {
     it("arrived while the window was open: a collision, and a Repair once published", () => {
       const { d, att, editAt, decided } = appliedOver();
       const out = decided(editAt + 100);
-      expect(out).toContainEqual({
-        type: "LogCollision",
-        object: cm("x"),
-        claim: fluxClaim("app").claim,
-        applier: fluxClaim("app").applier,
-        commit: B,
-        token: att?.token,
-        targetUid: "u1",
-      });
+      expect(out).toContainEqual(collisionOf(att?.token));
       const [repair] = sends(d.publish(out, C));
       expect(repair?.targets[0]?.reason).toBe("Repair");
     });
