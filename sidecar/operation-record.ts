@@ -10,14 +10,24 @@ import {
   isConflict,
   type KObject,
   type Kube,
+  KubeError,
   type OwnedStatus,
   type ResourceType,
   type RetryOptions,
   retryOnConflict,
   statusWriter,
 } from "../queue/kube/index.js";
+import { ConflictRetriesExhausted } from "../queue/kube/retry.js";
 
 export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
+
+/**
+ * A write of the record that the API server failed or answered with conflicts past their
+ * retries: the record is as it was, and the write may be made again. Not a refusal of ours
+ * (OperationNotFound, RecordRefused).
+ */
+export const writeFailed = (err: unknown): boolean =>
+  err instanceof KubeError || err instanceof ConflictRetriesExhausted;
 
 import type { HistoryEntry } from "../queue/crds/index.js";
 import { historyEntry, withHistory } from "./audit.js";

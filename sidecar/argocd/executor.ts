@@ -12,8 +12,7 @@
  */
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import { apiFailure, type Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
-import { ConflictRetriesExhausted } from "../../queue/kube/retry.js";
+import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
 import { applierField, claimField, type Logger } from "../../queue/log.js";
 import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
 import { attemptAudit } from "../audit.js";
@@ -28,6 +27,7 @@ import {
   type SeenClaim,
   updateOperation,
   withdrawOperation,
+  writeFailed,
 } from "../operation-record.js";
 import { sleepUnlessAborted } from "../sleep.js";
 import { staleBecause } from "../tip-check.js";
@@ -104,7 +104,6 @@ function answerLost(err: unknown): boolean {
 }
 const codeOf = (err: unknown) => apiFailure(err).code;
 /** An API call that failed (any answer, or none), as opposed to a decision of ours. */
-const failedCall = (err: unknown) => err instanceof KubeError || err instanceof ConflictRetriesExhausted;
 
 interface Ctx {
   token: string;
@@ -575,7 +574,7 @@ export class ArgoCDExecutor implements OperationExecutor {
       await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now, seen: c.seen });
       return true;
     } catch (err) {
-      if (failedCall(err)) {
+      if (writeFailed(err)) {
         c.log.warn(
           { err: (err as Error).message },
           "could not move the operation on the claim; following on",
@@ -607,7 +606,7 @@ export class ArgoCDExecutor implements OperationExecutor {
         );
         break;
       } catch (err) {
-        if (failedCall(err)) {
+        if (writeFailed(err)) {
           c.log.warn(
             { err: (err as Error).message },
             "could not record the end on the claim; writing it again",

@@ -24,6 +24,7 @@ import {
   recordOperation,
   updateOperation,
   withdrawOperation,
+  writeFailed,
 } from "../operation-record.js";
 import { sleepUnlessAborted } from "../sleep.js";
 import { staleBecause } from "../tip-check.js";
@@ -310,13 +311,13 @@ export class WebhookExecutor implements OperationExecutor {
     let interval = this.pollMs;
     for (;;) {
       if (c.signal.aborted) return;
-      let reports: Awaited<ReturnType<CallbackStore["take"]>> = [];
+      let read: Awaited<ReturnType<CallbackStore["read"]>> = { reports: [], entries: 0 };
       try {
-        reports = await this.d.callbacks.take(c.token);
+        read = await this.d.callbacks.read(c.token);
       } catch (err) {
         c.log.warn({ err: (err as Error).message }, "cannot read the reports; following on");
       }
-      for (const r of reports) {
+      for (const r of read.reports) {
         const v = judgeReport(r);
         if (v.end)
           return this.complete(
@@ -330,6 +331,13 @@ export class WebhookExecutor implements OperationExecutor {
         interval = this.pollMs;
         await c.report("Running", v.message ? { message: v.message } : {});
       }
+      // Dropped once their effect is on the claim; read again after a failed drop, a Running
+      // report only moves the record to where it is.
+      await this.d.callbacks
+        .drop(c.token, read.entries)
+        .catch((err) =>
+          c.log.warn({ err: (err as Error).message }, "cannot drop the reports read; following on"),
+        );
       const now = this.d.now().getTime();
       if (now >= f.budgetEndsAt) {
         if (f.failAtBudget && unresolved)
@@ -380,12 +388,25 @@ export class WebhookExecutor implements OperationExecutor {
     });
   }
 
-  /** Moves the claim's record; false when the record is gone (the claim deleted or replaced). */
+  /**
+   * Moves the claim's record; false when the record is gone (the claim deleted or replaced). A
+   * failed write is no end of the operation, which the tool carries out whatever the API server
+   * answers: the record lags a phase and the operation is followed on (its end is written when
+   * observed). Thrown, it ended a sent request RequestFailed while the record still showed it
+   * in flight (soak --mirror seed 101021, a 409 storm on the claims).
+   */
   private async move(c: Ctx, change: OperationChange): Promise<boolean> {
     try {
       await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now });
       return true;
     } catch (err) {
+      if (writeFailed(err)) {
+        c.log.warn(
+          { err: (err as Error).message },
+          "could not move the operation on the claim; following on",
+        );
+        return true;
+      }
       if (!(err instanceof OperationNotFound)) throw err;
       this.d.windows?.closed(c.token);
       await this.d.callbacks.close(c.token).catch(() => {});
@@ -395,17 +416,33 @@ export class WebhookExecutor implements OperationExecutor {
   }
 
   private async complete(c: Ctx, phase: "Succeeded" | "Failed", reason: string | undefined, message: string) {
-    try {
-      await completeOperation(
-        this.d.kube,
-        c.claim,
-        c.token,
-        { phase, ...(reason ? { outcome: reason } : {}), message },
-        { now: this.d.now },
-      );
-    } catch (err) {
-      if (!(err instanceof OperationNotFound)) throw err;
-      c.log.warn({ err: err.message }, "operation record not found at completion");
+    // The end is observed: it is written on the claim until the write lands (a claim left showing
+    // the operation in flight refuses every later attempt). A stop leaves it to restart recovery,
+    // which reads the report that ended it again (reports are dropped only once on the claim).
+    for (;;) {
+      try {
+        await completeOperation(
+          this.d.kube,
+          c.claim,
+          c.token,
+          { phase, ...(reason ? { outcome: reason } : {}), message },
+          { now: this.d.now },
+        );
+        break;
+      } catch (err) {
+        if (writeFailed(err)) {
+          c.log.warn(
+            { err: (err as Error).message },
+            "could not record the end on the claim; writing it again",
+          );
+          await sleepUnlessAborted(this.pollMs, c.signal);
+          if (c.signal.aborted) return;
+          continue;
+        }
+        if (!(err instanceof OperationNotFound)) throw err;
+        c.log.warn({ err: err.message }, "operation record not found at completion");
+        break;
+      }
     }
     this.d.windows?.closed(c.token);
     // Closed only once the end is on the claim: a report after this is a miss.

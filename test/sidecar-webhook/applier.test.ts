@@ -253,6 +253,65 @@ describe("restart", () => {
   });
 });
 
+describe("the claim's status failing after the request (soak --mirror seed 101021)", () => {
+  // A 409 storm on applygate.dev writes met the write of a reported Succeeded: the executor threw,
+  // the host reported RequestFailed for a request the tool had carried out, the report was already
+  // taken, and the record, left Running, was recovered and followed as Unresolved for good while
+  // every later attempt was refused OperationInFlight.
+  const statusPath = (claim: string) =>
+    `/apis/applygate.dev/v1alpha1/namespaces/${NS}/webhookclaims/${claim}/status`;
+
+  it("the end is written again until it lands: Succeeded once, recorded, the next attempt runs", async () => {
+    await w.createClaim("storm", { url: `${w.endpoint.url}/storm`, mode: "callback" });
+    w.endpoint.handle((_r, res) => {
+      res.statusCode = 202;
+      res.end("queued");
+    });
+    const a = await w.send("storm");
+    await until(async () => (await w.operation("storm"))?.phase === "Running", "Running");
+    w.api.faults.failNext(12, { pathPrefix: statusPath("storm"), status: 409 });
+    await report(a.token, "Succeeded", "applied");
+    await until(async () => (await w.operation("storm"))?.phase === "Succeeded", "Succeeded recorded");
+    await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
+    expect(w.api.faults.pending(statusPath("storm"))).toBe(0);
+    expect(await w.phases(a.token)).toEqual(["Requested", "Running", "Succeeded"]);
+    const next = await w.send("storm");
+    await until(async () => (await w.operation("storm"))?.token === next.token, "the next attempt recorded");
+    await report(next.token, "Succeeded", "applied");
+    await until(async () => (await w.phases(next.token)).includes("Succeeded"), "the next attempt ended");
+    w.endpoint.handle((_r, res) => res.end("applied"));
+  });
+
+  it("a stop while the end cannot be written leaves the report for the next process, which ends it", async () => {
+    await w.createClaim("halt", { url: `${w.endpoint.url}/halt`, mode: "callback" });
+    w.endpoint.handle((_r, res) => {
+      res.statusCode = 202;
+      res.end("queued");
+    });
+    const before = w.endpoint.received.length;
+    const a = await w.send("halt");
+    await until(async () => (await w.operation("halt"))?.phase === "Running", "Running");
+    const refusals = 10_000;
+    w.api.faults.failNext(refusals, { pathPrefix: statusPath("halt"), status: 500 });
+    await report(a.token, "Succeeded", "applied");
+    await until(() => w.api.faults.pending(statusPath("halt")) < refusals - 2, "the end written and refused");
+    await w.sidecar.stop();
+    w.api.faults.reset();
+    expect((await w.operation("halt"))?.phase).toBe("Running");
+    await w.restart();
+    await until(
+      async () => (await w.operation("halt"))?.phase === "Succeeded",
+      "Succeeded after the restart",
+    );
+    await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
+    const phases = await w.phases(a.token);
+    expect(phases.filter((p) => p === "Succeeded")).toHaveLength(1);
+    expect(phases).not.toContain("RequestFailed");
+    expect(w.endpoint.received.length - before).toBe(1);
+    w.endpoint.handle((_r, res) => res.end("applied"));
+  });
+});
+
 describe("a failure before the request", () => {
   it("ends RequestFailed (NotSent): nothing sent, the record withdrawn, and the next attempt runs (soak --mirror seed 51029)", async () => {
     await w.createClaim("unsent", { url: `${w.endpoint.url}/unsent`, mode: "callback" });
