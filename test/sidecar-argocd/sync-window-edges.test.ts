@@ -92,7 +92,10 @@ describe("sync window edges through argosim (injected clock)", () => {
     await e.applications.serve("argocd");
     await until(async () => !!e.applications.cached(ref), "the watch to hold the Application");
     const F = at("2026-12-01T18:00:00Z");
-    clock.set(F - 1000);
+    // Stood still until the sync writes: on a loaded machine the record, the checks and the
+    // first pass took more than the second left before the window, which then held the sync
+    // before it wrote anything.
+    clock.set(F - 1000, true);
     // The decision core, one second before: open, closing the instant after the firing.
     expect(judgeSyncWindows([deny], clock.now())).toMatchObject({ state: "Open" });
 
