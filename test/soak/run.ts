@@ -7,6 +7,7 @@ import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
 import { branchKey, TERMINAL_PHASES } from "../../queue/contract.js";
+import { notDueBecause } from "../../queue/decide/due.js";
 import type { DecisionState } from "../../queue/decide/index.js";
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, type Logger } from "../../queue/log.js";
@@ -19,6 +20,7 @@ import {
   clusterValue,
   gitValue,
   postWrite,
+  readClaim,
   settled,
   tip,
   USER_MANAGER,
@@ -98,6 +100,8 @@ interface RunContext {
   cleanup?: () => Promise<void>;
   /** Set once the run's bound passed: a body that goes on stops at its next action. */
   abandoned?: boolean;
+  /** What the claims and the branch's decision state hold now, for a run that failed (lines). */
+  inspect?: () => Promise<string[]>;
 }
 
 export interface RunResult {
@@ -149,6 +153,9 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
   ]).finally(() => clearTimeout(timer));
   if (ended) return ended;
   ctx.abandoned = true;
+  // Read before the cleanup removes it: a start that never converged is studied from here.
+  const state = await ctx.inspect?.().catch((err: unknown) => [`could not read the state: ${String(err)}`]);
+  for (const line of state ?? []) keep(ctx.logs, `state: ${line}\n`);
   const minutes = Number((boundMs / 60_000).toFixed(2));
   const result: RunResult = {
     seed: o.seed,
@@ -218,6 +225,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
     await redis?.remove();
     throw err;
   });
+  ctx.inspect = () => inspectState(a, redisUrl);
   const stopWatches: Array<() => void> = [];
   let processes: Processes | undefined;
   const plane = viaMirror ? watchPlane(a, log) : undefined;
@@ -1050,3 +1058,47 @@ export function describeRevert(v: Revert, t0: number): string {
 }
 
 export { describeAction };
+
+/**
+ * The claims' hold and record, and the branch's decision state (each applier's pending reasons,
+ * why it is not due, each GitTarget's barrier), one line each.
+ */
+async function inspectState(a: Assembly, redisUrl: string): Promise<string[]> {
+  const lines: string[] = [];
+  for (const app of ["flux", "argocd", "webhook"] as const) {
+    const c = await readClaim(a, app);
+    const status = (c?.status ?? {}) as {
+      conditions?: Array<{ type: string; status: string; reason?: string }>;
+      lastAppliedCommit?: string;
+      operation?: { token?: string; phase?: string; commit?: string };
+    };
+    const conds = (status.conditions ?? []).map(
+      (x) => `${x.type}=${x.status}${x.reason ? `(${x.reason})` : ""}`,
+    );
+    lines.push(
+      `${app} claim: ${c ? conds.join(" ") : "absent"}; lastAppliedCommit ${status.lastAppliedCommit?.slice(0, 8) ?? "none"}; operation ${status.operation ? `${status.operation.token} ${status.operation.phase} ${status.operation.commit?.slice(0, 8)}` : "none"}`,
+    );
+  }
+  const redis = connectRedis(redisUrl);
+  try {
+    const raw = await redis.get(branchKeys(a.prefix, branchKey(a.demo.repoUrl, a.demo.branch)).decisions);
+    if (!raw) return [...lines, "decision state: none saved"];
+    const s = JSON.parse(raw) as DecisionState;
+    lines.push(
+      `decision state: tip ${s.tip?.slice(0, 8) ?? "none"}, observed ${s.observed}, flush ${s.flush === null ? "none" : "in progress"}, ${s.unpublished.length} unpublished`,
+    );
+    for (const [key, ap] of Object.entries(s.appliers)) {
+      const pending = [...new Set([...ap.pending.all, ...Object.values(ap.pending.byTarget).flat()])];
+      lines.push(
+        `${key}: pending [${pending.join(", ")}], operation ${ap.operation?.token ?? "none"}, lastApplied ${ap.lastAppliedCommit?.slice(0, 8) ?? "none"}, not due: ${notDueBecause(s, key, Date.now()) ?? "(due)"}`,
+      );
+    }
+    for (const t of Object.values(s.targets))
+      lines.push(
+        `target ${t.namespace}/${t.name}: claim ${t.claim}, folderAt ${t.folderAt?.slice(0, 8) ?? "none"}, watch ${t.watch ?? "none"}, initialSnapshotsAt ${t.initialSnapshotsAt ?? "none"}`,
+      );
+    return lines;
+  } finally {
+    redis.disconnect();
+  }
+}
