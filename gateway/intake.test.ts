@@ -1,11 +1,11 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { Queue } from "bullmq";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AcceptedWrite, branchKey, QUEUES, RefusalNotice } from "../queue/contract.js";
 import { branchKeys, knownBranchesKey, publishedChannel, writePublishedKey } from "../queue/keys.js";
-import { connectRedis, freePort, redisAnswers } from "../queue/redis.js";
+import { connectRedis } from "../queue/redis.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { type RestartableRedis, restartableRedis } from "../test/redis/restartable.js";
 import { until } from "../test/support/wait.js";
 import { createGateway, type Gateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
@@ -493,36 +493,15 @@ describe("intake", () => {
 });
 
 describe("Redis stopped mid-test", () => {
-  let child: ChildProcess | undefined;
-  let port: number;
+  // Behind a port held for the whole test: a server restarted on a freed port could be beaten to
+  // it by another process on the machine, whose server then answered in its place.
+  let redis: RestartableRedis;
   let gw: Gateway;
 
-  const startRedis = async () => {
-    child = spawn(
-      "redis-server",
-      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-      {
-        stdio: "ignore",
-      },
-    );
-    await until(() => redisAnswers("127.0.0.1", port, 200), "redis-server to answer", {
-      timeoutMs: 10_000,
-      everyMs: 50,
-    });
-  };
-  const stopRedis = async () => {
-    const c = child!;
-    await new Promise<void>((resolve) => {
-      c.once("exit", () => resolve());
-      c.kill("SIGKILL");
-    });
-  };
-
   beforeAll(async () => {
-    port = await freePort();
-    await startRedis();
+    redis = await restartableRedis({ persist: false });
     gw = await createGateway({
-      redisUrl: `redis://127.0.0.1:${port}`,
+      redisUrl: redis.url,
       prefix: "down",
       catalog: new StaticCatalog(fixtureObjects()),
       processMetrics: false,
@@ -532,7 +511,7 @@ describe("Redis stopped mid-test", () => {
   });
   afterAll(async () => {
     await gw.close();
-    if (child && child.exitCode === null) await stopRedis();
+    await redis.remove();
   });
 
   it("answers 503 with Retry-After while Redis is gone, loses nothing, and accepts once it is back", async () => {
@@ -552,7 +531,7 @@ describe("Redis stopped mid-test", () => {
     const writeCall = () => gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
     expect((await push("before")).statusCode).toBe(202);
 
-    await stopRedis();
+    await redis.stop("SIGKILL");
     const during = [await push("during"), await writeCall()];
     for (const r of during) {
       expect(r.statusCode).toBe(503);
@@ -560,9 +539,9 @@ describe("Redis stopped mid-test", () => {
     }
     expect((await gw.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(503);
 
-    await startRedis();
+    await redis.start();
     // Nothing of the refused calls reached the new server (it starts empty: no persistence).
-    const check = connectRedis(`redis://127.0.0.1:${port}`);
+    const check = connectRedis(redis.url);
     expect(await check.dbsize()).toBe(0);
     // The gateway's connection comes back on its own: it answers 503 until then.
     const again = await until(
