@@ -30,7 +30,9 @@ export const writeFailed = (err: unknown): boolean =>
   err instanceof KubeError || err instanceof ConflictRetriesExhausted;
 
 import type { HistoryEntry } from "../queue/crds/index.js";
+import type { Logger } from "../queue/log.js";
 import { historyEntry, withHistory } from "./audit.js";
+import { sleepUnlessAborted } from "./sleep.js";
 
 export interface ClaimLocator {
   type: ResourceType;
@@ -390,6 +392,36 @@ export async function completeOperation(
     opts.retry,
   );
   return result!;
+}
+
+/**
+ * Completes the operation with `token` and writes it again every `pollMs` until the write lands:
+ * the end is observed, and a claim left showing the operation in flight refuses every later
+ * attempt. "stopped" when `signal` aborts first (restart recovery finds the record as it was),
+ * "gone" when the claim records another operation or none.
+ */
+export async function completeUntilWritten(
+  kube: Kube,
+  claim: ClaimLocator,
+  token: string,
+  completion: Completion,
+  o: RecordOptions & { signal: AbortSignal; pollMs: number; log: Logger },
+): Promise<"written" | "gone" | "stopped"> {
+  for (;;) {
+    try {
+      await completeOperation(kube, claim, token, completion, o);
+      return "written";
+    } catch (err) {
+      if (err instanceof OperationNotFound) {
+        o.log.warn({ err: err.message }, "operation record not found at completion");
+        return "gone";
+      }
+      if (!writeFailed(err)) throw err;
+      o.log.warn({ err: (err as Error).message }, "could not record the end on the claim; writing it again");
+      await sleepUnlessAborted(o.pollMs, o.signal);
+      if (o.signal.aborted) return "stopped";
+    }
+  }
 }
 
 /**

@@ -19,7 +19,7 @@ import { attemptAudit } from "../audit.js";
 import type { EventRecorder } from "../events.js";
 import {
   type ClaimLocator,
-  completeOperation,
+  completeUntilWritten,
   type Operation,
   OperationNotFound,
   RecordRefused,
@@ -595,31 +595,14 @@ export class ArgoCDExecutor implements OperationExecutor {
   ): Promise<void> {
     // The end is observed: it is written on the claim until the write lands (a claim left showing
     // the operation in flight would refuse every later attempt). A stop leaves it to recovery.
-    for (;;) {
-      try {
-        await completeOperation(
-          this.d.kube,
-          c.claim,
-          c.token,
-          { phase, ...(reason ? { outcome: reason } : {}), message },
-          { now: this.d.now, seen: c.seen },
-        );
-        break;
-      } catch (err) {
-        if (writeFailed(err)) {
-          c.log.warn(
-            { err: (err as Error).message },
-            "could not record the end on the claim; writing it again",
-          );
-          await sleepUnlessAborted(this.pollMs, c.signal);
-          if (c.signal.aborted) return;
-          continue;
-        }
-        if (!(err instanceof OperationNotFound)) throw err;
-        c.log.warn({ err: err.message }, "operation record not found at completion");
-        break;
-      }
-    }
+    const written = await completeUntilWritten(
+      this.d.kube,
+      c.claim,
+      c.token,
+      { phase, ...(reason ? { outcome: reason } : {}), message },
+      { now: this.d.now, seen: c.seen, signal: c.signal, pollMs: this.pollMs, log: c.log },
+    );
+    if (written === "stopped") return;
     c.log.info({ phase, reason }, "sync completed");
     await c.report(phase, { ...(reason ? { reason } : {}), message });
   }

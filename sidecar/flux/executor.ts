@@ -24,6 +24,7 @@ import {
   type SeenClaim,
   updateOperation,
   withdrawOperation,
+  writeFailed,
 } from "../operation-record.js";
 import { staleBecause } from "../tip-check.js";
 import { Aborted, type FluxClient, ksWakeKey, newToken, srcWakeKey } from "./client.js";
@@ -121,7 +122,6 @@ interface Followed {
 const NOT_YET = Symbol("not yet");
 
 /** An API call that failed (any answer, or none): while following, read and write again. */
-const followable = (err: unknown) => err instanceof KubeError || err instanceof ConflictRetriesExhausted;
 
 const claimLocator = (c: { namespace: string; name: string }): ClaimLocator => ({
   type: RESOURCES.fluxClaim,
@@ -225,7 +225,7 @@ export class FluxExecutor implements OperationExecutor {
       } catch (err) {
         // The apply runs whatever the API server answers: a failed write is no end. The record
         // still holds the resume token, which is all a restart needs to follow it.
-        if (!followable(err)) throw err;
+        if (!writeFailed(err)) throw err;
         log.warn({ err: (err as Error).message }, "could not record Running on the claim; following on");
       }
       await report("Running");
@@ -764,7 +764,7 @@ export class FluxExecutor implements OperationExecutor {
       } catch (err) {
         // An API error while the apply runs is no end of it (an end is observed, never
         // guessed): read again at the next wake and write what is not written yet.
-        if (!followable(err)) {
+        if (!writeFailed(err)) {
           armed.cancel();
           throw err;
         }
@@ -882,7 +882,7 @@ export class FluxExecutor implements OperationExecutor {
     } catch (err) {
       // A failed call is written again: following reads again and completes from that read (a
       // claim left showing the operation in flight would refuse every later attempt).
-      if (followable(err)) throw err;
+      if (writeFailed(err)) throw err;
       log.warn({ err: (err as Error).message }, "could not complete the operation on the claim");
     }
     log.info({ phase, reason }, "operation completed");

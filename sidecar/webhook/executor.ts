@@ -17,7 +17,7 @@ import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } fr
 import type { EventRecorder } from "../events.js";
 import {
   type ClaimLocator,
-  completeOperation,
+  completeUntilWritten,
   type OperationChange,
   OperationNotFound,
   RecordRefused,
@@ -419,31 +419,14 @@ export class WebhookExecutor implements OperationExecutor {
     // The end is observed: it is written on the claim until the write lands (a claim left showing
     // the operation in flight refuses every later attempt). A stop leaves it to restart recovery,
     // which reads the report that ended it again (reports are dropped only once on the claim).
-    for (;;) {
-      try {
-        await completeOperation(
-          this.d.kube,
-          c.claim,
-          c.token,
-          { phase, ...(reason ? { outcome: reason } : {}), message },
-          { now: this.d.now },
-        );
-        break;
-      } catch (err) {
-        if (writeFailed(err)) {
-          c.log.warn(
-            { err: (err as Error).message },
-            "could not record the end on the claim; writing it again",
-          );
-          await sleepUnlessAborted(this.pollMs, c.signal);
-          if (c.signal.aborted) return;
-          continue;
-        }
-        if (!(err instanceof OperationNotFound)) throw err;
-        c.log.warn({ err: err.message }, "operation record not found at completion");
-        break;
-      }
-    }
+    const written = await completeUntilWritten(
+      this.d.kube,
+      c.claim,
+      c.token,
+      { phase, ...(reason ? { outcome: reason } : {}), message },
+      { now: this.d.now, signal: c.signal, pollMs: this.pollMs, log: c.log },
+    );
+    if (written === "stopped") return;
     this.d.windows?.closed(c.token);
     // Closed only once the end is on the claim: a report after this is a miss.
     await this.d.callbacks
