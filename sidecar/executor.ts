@@ -70,6 +70,18 @@ export interface ExecutorHost {
   stop(): Promise<void>;
 }
 
+/** Calls `fn` up to `tries` times, waiting 200 ms, 400 ms, 800 ms … between; throws the last failure. */
+async function retried<T>(fn: () => Promise<T>, tries: number): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= tries) throw err;
+      await new Promise((res) => setTimeout(res, 100 * 2 ** attempt));
+    }
+  }
+}
+
 /**
  * Whether an attempt stopped on its way is recorded on its claim, read up to six times over ~6 s
  * when the read fails. When it cannot be read at all it counts as recorded: a report of "nothing
@@ -77,16 +89,11 @@ export interface ExecutorHost {
  * for restart recovery.
  */
 async function isRecorded(recordedOnClaim: () => Promise<boolean>, log: Logger): Promise<boolean> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await recordedOnClaim();
-    } catch (err) {
-      if (attempt >= 6) {
-        log.error({ err: (err as Error).message }, "cannot read whether the stopped operation was recorded");
-        return true;
-      }
-      await new Promise((res) => setTimeout(res, 100 * 2 ** attempt));
-    }
+  try {
+    return await retried(recordedOnClaim, 6);
+  } catch (err) {
+    log.error({ err: (err as Error).message }, "cannot read whether the stopped operation was recorded");
+    return true;
   }
 }
 
@@ -137,17 +144,10 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         ...(extra.message ? { message: extra.message } : {}),
         ...(extra.revisionMismatch !== undefined ? { revisionMismatch: extra.revisionMismatch } : {}),
       };
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await o.reporter.phase(r);
-          return;
-        } catch (err) {
-          if (attempt >= 5) {
-            log.error({ err: (err as Error).message, phase }, "could not send a report");
-            return;
-          }
-          await new Promise((res) => setTimeout(res, 100 * 2 ** attempt));
-        }
+      try {
+        await retried(() => o.reporter.phase(r), 5);
+      } catch (err) {
+        log.error({ err: (err as Error).message, phase }, "could not send a report");
       }
     };
     return { report, state };
@@ -197,9 +197,6 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       } catch (err) {
         if (abort.signal.aborted && !state.terminal) {
           await leftOnStop(err as Error);
-        } else if (abort.signal.aborted) {
-          reportedItsEnd = true;
-          log.info({ err: (err as Error).message }, "error after the operation ended, on stop");
         } else if (!state.terminal) {
           log.warn({ err: (err as Error).message }, "operation failed");
           await report("RequestFailed", { message: (err as Error).message });

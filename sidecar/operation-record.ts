@@ -21,6 +21,11 @@ import { ConflictRetriesExhausted } from "../queue/kube/retry.js";
 
 export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
 
+import type { HistoryEntry } from "../queue/crds/index.js";
+import type { Logger } from "../queue/log.js";
+import { historyEntry, withHistory } from "./audit.js";
+import { sleepUnlessAborted } from "./sleep.js";
+
 /**
  * A write of the record that the API server failed or answered with conflicts past their
  * retries: the record is as it was, and the write may be made again. Not a refusal of ours
@@ -28,11 +33,6 @@ export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/i
  */
 export const writeFailed = (err: unknown): boolean =>
   err instanceof KubeError || err instanceof ConflictRetriesExhausted;
-
-import type { HistoryEntry } from "../queue/crds/index.js";
-import type { Logger } from "../queue/log.js";
-import { historyEntry, withHistory } from "./audit.js";
-import { sleepUnlessAborted } from "./sleep.js";
 
 export interface ClaimLocator {
   type: ResourceType;

@@ -73,6 +73,12 @@ export interface DecisionDriverOptions {
 
 type Task = () => Promise<void>;
 
+/** When a write reached the inbox (its `acceptedAt`), as the decisions judge it; nothing when unreadable. */
+const arrivalOf = (acceptedAt: string): { arrivedAt?: number } => {
+  const arrivedAt = Date.parse(acceptedAt);
+  return Number.isFinite(arrivedAt) ? { arrivedAt } : {};
+};
+
 /** Why a wake-up timer was dropped: a newer one replaced it. */
 const REPLACED = new Error("replaced by a newer wake-up");
 
@@ -139,10 +145,11 @@ export class DecisionDriver {
         entryId: w.entryId,
         targetUid: this.uidOf(w.target),
         createdObjects: w.createdObjects,
-        editedObjects: w.editedObjects.map(({ ref, editedAt, acceptedAt }) => {
-          const arrivedAt = Date.parse(acceptedAt);
-          return { ref, editedAt, ...(Number.isFinite(arrivedAt) ? { arrivedAt } : {}) };
-        }),
+        editedObjects: w.editedObjects.map(({ ref, editedAt, acceptedAt }) => ({
+          ref,
+          editedAt,
+          ...arrivalOf(acceptedAt),
+        })),
       }));
     },
     onPublished: (p) => {
@@ -158,7 +165,6 @@ export class DecisionDriver {
       const a = w.applierAuthored;
       if (!a || change?.op !== "upsert") return void this.worker?.judged(w.id, true);
       const m = change.object.metadata;
-      const arrivedAt = Date.parse(w.acceptedAt);
       this.feed(() => ({
         type: "WatchedApplierWrite",
         writeId: w.id,
@@ -171,7 +177,7 @@ export class DecisionDriver {
         },
         manager: a.manager,
         writtenAt: a.writtenAt,
-        ...(Number.isFinite(arrivedAt) ? { arrivedAt } : {}),
+        ...arrivalOf(w.acceptedAt),
       }));
     },
     onSnapshotWrite: (w) => {

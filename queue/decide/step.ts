@@ -284,10 +284,9 @@ function decideWrite(
   actions: DecisionAction[],
 ): void {
   s.writeSeq += 1;
-  const arrivals: number[] = [];
+  const arrivals = e.editedObjects.map((o) => asOfArrival(o.arrivedAt, now));
   const edits = e.editedObjects.map((o) => {
     const sec = toSeconds(o.editedAt);
-    arrivals.push(asOfArrival(o.arrivedAt, now));
     return {
       object: objectKey(o.ref),
       targetUid: e.targetUid,

@@ -121,8 +121,6 @@ interface Followed {
 /** A read while following that the watch's cache has not caught up with: wait for the next event. */
 const NOT_YET = Symbol("not yet");
 
-/** An API call that failed (any answer, or none): while following, read and write again. */
-
 const claimLocator = (c: { namespace: string; name: string }): ClaimLocator => ({
   type: RESOURCES.fluxClaim,
   namespace: c.namespace,

@@ -38,6 +38,15 @@ const report = (token: string, phase: string, message?: string) =>
     JSON.stringify({ phase, ...(message ? { message } : {}), receivedAt: new Date().toISOString() }),
   );
 
+/** The endpoint takes each request for later (202 "queued"): mode callback's Running. */
+const answerQueued = () =>
+  w.endpoint.handle((_r, res) => {
+    res.statusCode = 202;
+    res.end("queued");
+  });
+/** The endpoint's usual answer, 200 "applied", put back after a test that changed it. */
+const answerApplied = () => w.endpoint.handle((_r, res) => res.end("applied"));
+
 describe("mode response", () => {
   it("a 2xx within the timeout is Succeeded; the request carries the body, a delivery id, the token and a generic-hmac signature Flux accepts", async () => {
     await w.createClaim("resp", { url: `${w.endpoint.url}/deploy` }, "k-resp");
@@ -111,7 +120,7 @@ describe("mode response", () => {
     expect((await w.operation("slow"))?.outcome).toBe("Timeout");
     expect(w.endpoint.received.length - before).toBe(1);
     await until(async () => (await w.phases(a.token)).includes("Failed"), "reported");
-    w.endpoint.handle((_r, res) => res.end("applied"));
+    answerApplied();
   });
 
   it("signs with the github style in X-Hub-Signature-256", async () => {
@@ -149,10 +158,7 @@ describe("mode response", () => {
 describe("mode callback", () => {
   it("a 2xx is Running; the tool's reports move it and its Succeeded ends it", async () => {
     await w.createClaim("cb", { url: `${w.endpoint.url}/cb`, mode: "callback" });
-    w.endpoint.handle((_r, res) => {
-      res.statusCode = 202;
-      res.end("queued");
-    });
+    answerQueued();
     const a = await w.send("cb");
     await until(async () => (await w.operation("cb"))?.phase === "Running", "Running");
     expect(await w.redis.client.exists(callbackKeys(w.redis.prefix, a.token).record)).toBe(1);
@@ -163,7 +169,7 @@ describe("mode callback", () => {
     await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
     expect(await w.phases(a.token)).toEqual(["Requested", "Running", "Running", "Succeeded"]);
     expect(await w.redis.client.exists(callbackKeys(w.redis.prefix, a.token).record)).toBe(0);
-    w.endpoint.handle((_r, res) => res.end("applied"));
+    answerApplied();
   });
 
   it("a reported Failed ends it Failed", async () => {
@@ -216,7 +222,7 @@ describe("restart", () => {
     await report(a.token, "Succeeded", "it had applied");
     await until(async () => (await w.operation("rs"))?.phase === "Succeeded", "Succeeded");
     expect(w.endpoint.received.length - before).toBe(1);
-    w.endpoint.handle((_r, res) => res.end("applied"));
+    answerApplied();
   });
 
   it("an operation a crashed process left Requested is Unresolved after the restart, followed, not sent again", async () => {
@@ -263,10 +269,7 @@ describe("the claim's status failing after the request (soak --mirror seed 10102
 
   it("the end is written again until it lands: Succeeded once, recorded, the next attempt runs", async () => {
     await w.createClaim("storm", { url: `${w.endpoint.url}/storm`, mode: "callback" });
-    w.endpoint.handle((_r, res) => {
-      res.statusCode = 202;
-      res.end("queued");
-    });
+    answerQueued();
     const a = await w.send("storm");
     await until(async () => (await w.operation("storm"))?.phase === "Running", "Running");
     w.api.faults.failNext(12, { pathPrefix: statusPath("storm"), status: 409 });
@@ -279,15 +282,12 @@ describe("the claim's status failing after the request (soak --mirror seed 10102
     await until(async () => (await w.operation("storm"))?.token === next.token, "the next attempt recorded");
     await report(next.token, "Succeeded", "applied");
     await until(async () => (await w.phases(next.token)).includes("Succeeded"), "the next attempt ended");
-    w.endpoint.handle((_r, res) => res.end("applied"));
+    answerApplied();
   });
 
   it("a stop while the end cannot be written leaves the report for the next process, which ends it", async () => {
     await w.createClaim("halt", { url: `${w.endpoint.url}/halt`, mode: "callback" });
-    w.endpoint.handle((_r, res) => {
-      res.statusCode = 202;
-      res.end("queued");
-    });
+    answerQueued();
     const before = w.endpoint.received.length;
     const a = await w.send("halt");
     await until(async () => (await w.operation("halt"))?.phase === "Running", "Running");
@@ -308,7 +308,7 @@ describe("the claim's status failing after the request (soak --mirror seed 10102
     expect(phases.filter((p) => p === "Succeeded")).toHaveLength(1);
     expect(phases).not.toContain("RequestFailed");
     expect(w.endpoint.received.length - before).toBe(1);
-    w.endpoint.handle((_r, res) => res.end("applied"));
+    answerApplied();
   });
 });
 

@@ -8,7 +8,7 @@ import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
 import { branchKey, TERMINAL_PHASES } from "../../queue/contract.js";
 import { notDueBecause } from "../../queue/decide/due.js";
-import type { DecisionState } from "../../queue/decide/index.js";
+import { type DecisionState, hasPending, kindsPending } from "../../queue/decide/index.js";
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, type Logger } from "../../queue/log.js";
 import { connectRedis } from "../../queue/redis.js";
@@ -318,11 +318,8 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
       const raw = await answers.get(decisions);
       const s = raw ? (JSON.parse(raw) as DecisionState) : undefined;
       return Object.values(s?.appliers ?? {})
-        .filter((ap) => ap.pending.all.length || Object.values(ap.pending.byTarget).some((r) => r.length))
-        .map(
-          (ap) =>
-            `${ap.applier.kind} (${[...new Set([...ap.pending.all, ...Object.values(ap.pending.byTarget).flat()])].join(", ")})`,
-        )
+        .filter((ap) => hasPending(ap.pending))
+        .map((ap) => `${ap.applier.kind} (${kindsPending(ap.pending).join(", ")})`)
         .sort();
     };
     const look = async (): Promise<Look> => {
@@ -1088,9 +1085,8 @@ async function inspectState(a: Assembly, redisUrl: string): Promise<string[]> {
       `decision state: tip ${s.tip?.slice(0, 8) ?? "none"}, observed ${s.observed}, flush ${s.flush === null ? "none" : "in progress"}, ${s.unpublished.length} unpublished`,
     );
     for (const [key, ap] of Object.entries(s.appliers)) {
-      const pending = [...new Set([...ap.pending.all, ...Object.values(ap.pending.byTarget).flat()])];
       lines.push(
-        `${key}: pending [${pending.join(", ")}], operation ${ap.operation?.token ?? "none"}, lastApplied ${ap.lastAppliedCommit?.slice(0, 8) ?? "none"}, not due: ${notDueBecause(s, key, Date.now()) ?? "(due)"}`,
+        `${key}: pending [${kindsPending(ap.pending).join(", ")}], operation ${ap.operation?.token ?? "none"}, lastApplied ${ap.lastAppliedCommit?.slice(0, 8) ?? "none"}, not due: ${notDueBecause(s, key, Date.now()) ?? "(due)"}`,
       );
     }
     for (const t of Object.values(s.targets))
