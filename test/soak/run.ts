@@ -102,6 +102,8 @@ interface RunContext {
   abandoned?: boolean;
   /** What the claims and the branch's decision state hold now, for a run that failed (lines). */
   inspect?: () => Promise<string[]>;
+  /** What `inspect` read when the body threw, before its cleanup. */
+  state?: string[];
 }
 
 export interface RunResult {
@@ -152,9 +154,9 @@ export async function playRun(o: RunOptions): Promise<RunResult> {
     }),
   ]).finally(() => clearTimeout(timer));
   if (ended) return ended;
+  // A body that threw read the state before its cleanup; one still going is read now, before this one's.
+  const state = failed ? ctx.state : await readState(ctx);
   ctx.abandoned = true;
-  // Read before the cleanup removes it: a start that never converged is studied from here.
-  const state = await ctx.inspect?.().catch((err: unknown) => [`could not read the state: ${String(err)}`]);
   for (const line of state ?? []) keep(ctx.logs, `state: ${line}\n`);
   const minutes = Number((boundMs / 60_000).toFixed(2));
   const result: RunResult = {
@@ -421,9 +423,18 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
       timeline: timeline(record, t0),
       logs: violations.length ? logs : [],
     };
+  } catch (err) {
+    // Read before the cleanup below removes it: a start that never converged is studied from here.
+    if (!ctx.abandoned) ctx.state = await readState(ctx);
+    throw err;
   } finally {
     await ctx.cleanup();
   }
+}
+
+/** What `inspect` reads, or why it could not. */
+async function readState(ctx: RunContext): Promise<string[]> {
+  return (await ctx.inspect?.().catch((err: unknown) => [`could not read the state: ${String(err)}`])) ?? [];
 }
 
 /** The last 5,000 log lines of a run, kept for a failure to print. */
