@@ -194,11 +194,12 @@ export class DecisionDriver {
       this.feed(() => ({ type: "InitialSnapshotsStarted", targetUid: this.uidOf(p.target), token: p.token }));
     },
     onInitialSnapshotsPublished: (p) => {
-      this.feed(() => ({
-        type: "InitialSnapshotsPublished",
-        targetUid: this.uidOf(p.target),
-        token: p.token,
-      }));
+      // The marker's entry leaves the inbox only once the mark is saved: a stop before then
+      // (which drops the events still queued) leaves it for the next owner to read again.
+      this.feed(
+        () => ({ type: "InitialSnapshotsPublished", targetUid: this.uidOf(p.target), token: p.token }),
+        () => this.worker?.snapshotsRecorded(p.entryId),
+      );
     },
     onRefusal: (n) => {
       this.feed(() => ({ type: "RefusalReceived", targetUid: this.uidOf(n.target) }));
@@ -282,10 +283,16 @@ export class DecisionDriver {
 
   // ------------------------------------------------------------------------------------------
 
-  /** Queues an event; one given as a function is built when its turn comes (see `hooks`). */
-  private feed(event: DecisionEvent | (() => DecisionEvent)): void {
+  /**
+   * Queues an event; one given as a function is built when its turn comes (see `hooks`).
+   * `saved` is called once the state after it is saved (not when the decisions stopped first).
+   */
+  private feed(event: DecisionEvent | (() => DecisionEvent), saved?: () => void): void {
     if (this.stopped) return;
-    this.tasks.push(() => this.handle(typeof event === "function" ? event() : event));
+    this.tasks.push(async () => {
+      await this.handle(typeof event === "function" ? event() : event);
+      if (!this.stopped) saved?.();
+    });
     this.pump();
   }
 

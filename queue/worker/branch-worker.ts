@@ -139,9 +139,15 @@ export interface BranchHooks {
   onInitialSnapshotsStarted?(p: { target: TargetName; token: string }): void | Promise<void>;
   /**
    * Every write the inbox held before the watch plane's `done` marker of `token` for this
-   * GitTarget is settled (published, discarded or refused): its initial snapshots are in Git.
+   * GitTarget is settled (published, discarded or refused): its initial snapshots are in Git. The
+   * marker's entry (`entryId`) stays in the inbox until `snapshotsRecorded(entryId)` says the
+   * decisions saved the mark, so an owner that stops or dies before then leaves it to the next.
    */
-  onInitialSnapshotsPublished?(p: { target: TargetName; token: string }): void | Promise<void>;
+  onInitialSnapshotsPublished?(p: {
+    target: TargetName;
+    token: string;
+    entryId: string;
+  }): void | Promise<void>;
 }
 
 type PublishResult =
@@ -245,6 +251,14 @@ export class BranchWorker {
    * GitTarget would stay behind the barrier until the mirror's next round.
    */
   private snapshotMarks: Array<{ target: TargetName; token: string; entryId: string; charge: number }> = [];
+  /**
+   * Markers settled and handed to `onInitialSnapshotsPublished`, by entry id with their charge: each
+   * entry leaves the inbox once `snapshotsRecorded` says the decisions saved it. Settled on the
+   * handing alone, a stop before the save lost the mark and held the GitTarget behind the barrier
+   * for good (soak --mirror seed 131015).
+   */
+  private readonly marksHanded = new Map<string, number>();
+  private marksRecorded: string[] = [];
   private verdicts: Array<{ writeId: string; mirror: boolean }> = [];
   private readonly windows = new Map<string, OpenWindow<HeldWrite>>();
   private pending: PendingWrite[] = [];
@@ -345,6 +359,7 @@ export class BranchWorker {
       this.baselined &&
       this.held.size === 0 &&
       this.judging.size === 0 &&
+      this.marksHanded.size === 0 &&
       this.pending.length === 0 &&
       this.windows.size === 0 &&
       this.frozen.size === 0 &&
@@ -581,6 +596,7 @@ export class BranchWorker {
     await this.drainInbox();
     const now = this.clock.now();
     await this.applyVerdicts(now);
+    this.settleRecordedMarks();
     const retryDue = !this.retry || now >= this.retry.nextAt;
     const flushes = this.flushes.splice(0);
     if (flushes.length > 0) {
@@ -652,10 +668,31 @@ export class BranchWorker {
         { target: `${m.target.namespace}/${m.target.name}`, token: m.token },
         "the watch plane's initial snapshots are published",
       );
-      await this.o.hooks?.onInitialSnapshotsPublished?.({ target: m.target, token: m.token });
-      this.doneEntries.push({ entryId: m.entryId, charge: m.charge });
+      const record = this.o.hooks?.onInitialSnapshotsPublished;
+      if (!record) {
+        this.doneEntries.push({ entryId: m.entryId, charge: m.charge });
+        continue;
+      }
+      this.marksHanded.set(m.entryId, m.charge);
+      await record({ target: m.target, token: m.token, entryId: m.entryId });
     }
     this.snapshotMarks = waiting;
+  }
+
+  /** The decisions saved the mark of a `done` marker handed to them: its entry may leave the inbox. */
+  snapshotsRecorded(entryId: string): void {
+    this.marksRecorded.push(entryId);
+    this.wake();
+  }
+
+  /** Settles the entries of the markers whose marks the decisions saved since the last step. */
+  private settleRecordedMarks(): void {
+    for (const entryId of this.marksRecorded.splice(0)) {
+      const charge = this.marksHanded.get(entryId);
+      if (charge === undefined) continue;
+      this.marksHanded.delete(entryId);
+      this.doneEntries.push({ entryId, charge });
+    }
   }
 
   // ------------------------------------------------------------------------------------------
