@@ -198,12 +198,17 @@ export class DecisionDriver {
       // (which drops the events still queued) leaves it for the next owner to read again.
       this.feed(
         () => ({ type: "InitialSnapshotsPublished", targetUid: this.uidOf(p.target), token: p.token }),
-        () => this.worker?.snapshotsRecorded(p.entryId),
+        () => this.worker?.saved(p.entryId),
       );
     },
-    onRefusal: (n) => {
-      this.feed(() => ({ type: "RefusalReceived", targetUid: this.uidOf(n.target) }));
+    onRefusal: (n, entryId) => {
+      // As a marker: a refusal dropped by a stop before its save is read again by the next owner.
+      this.feed(
+        () => ({ type: "RefusalReceived", targetUid: this.uidOf(n.target) }),
+        entryId === undefined ? undefined : () => this.worker?.saved(entryId),
+      );
     },
+    savesEntries: true,
     onReport: (r) => {
       if (r.type === "applierWrite") {
         this.log.debug(

@@ -119,7 +119,11 @@ export interface BranchHooks {
   onWriteDecided?(w: WriteDecided): void | Promise<void>;
   /** A push carrying pending writes landed, or found the remote already at our head. */
   onPublished?(p: PublishedWrites): void | Promise<void>;
-  onRefusal?(notice: RefusalNotice): void | Promise<void>;
+  /**
+   * A refusal notice. `entryId` names the inbox entry it came in (none for a write the worker
+   * refused itself); with `savesEntries`, that entry stays in the inbox until `saved(entryId)`.
+   */
+  onRefusal?(notice: RefusalNotice, entryId?: string): void | Promise<void>;
   onReport?(report: Report): void | Promise<void>;
   /** Writes that can no longer be applied (settled, never committed). */
   onRefused?(write: AcceptedWrite, reason: string): void | Promise<void>;
@@ -139,15 +143,21 @@ export interface BranchHooks {
   onInitialSnapshotsStarted?(p: { target: TargetName; token: string }): void | Promise<void>;
   /**
    * Every write the inbox held before the watch plane's `done` marker of `token` for this
-   * GitTarget is settled (published, discarded or refused): its initial snapshots are in Git. The
-   * marker's entry (`entryId`) stays in the inbox until `snapshotsRecorded(entryId)` says the
-   * decisions saved the mark, so an owner that stops or dies before then leaves it to the next.
+   * GitTarget is settled (published, discarded or refused): its initial snapshots are in Git. With
+   * `savesEntries`, the marker's entry (`entryId`) stays in the inbox until `saved(entryId)`.
    */
   onInitialSnapshotsPublished?(p: {
     target: TargetName;
     token: string;
     entryId: string;
   }): void | Promise<void>;
+  /**
+   * The hooks' owner only queues what it is handed and calls `saved(entryId)` once its state after
+   * an entry's event is saved: a `done` marker's and a refusal notice's entry stay in the inbox
+   * until then, so an owner that stops (dropping what it queued) or dies before the save leaves
+   * them to the next owner. Without it they leave once handed on.
+   */
+  savesEntries?: boolean;
 }
 
 type PublishResult =
@@ -252,13 +262,13 @@ export class BranchWorker {
    */
   private snapshotMarks: Array<{ target: TargetName; token: string; entryId: string; charge: number }> = [];
   /**
-   * Markers settled and handed to `onInitialSnapshotsPublished`, by entry id with their charge: each
-   * entry leaves the inbox once `snapshotsRecorded` says the decisions saved it. Settled on the
-   * handing alone, a stop before the save lost the mark and held the GitTarget behind the barrier
-   * for good (soak --mirror seed 131015).
+   * Entries handed to hooks that save them (`savesEntries`), by entry id with their charge: each
+   * leaves the inbox once `saved` says so. Settled on the handing alone, a stop before the save
+   * lost a `done` marker's mark and held its GitTarget behind the barrier for good (soak --mirror
+   * seed 131015).
    */
-  private readonly marksHanded = new Map<string, number>();
-  private marksRecorded: string[] = [];
+  private readonly awaitingSave = new Map<string, number>();
+  private savedEntries: string[] = [];
   private verdicts: Array<{ writeId: string; mirror: boolean }> = [];
   private readonly windows = new Map<string, OpenWindow<HeldWrite>>();
   private pending: PendingWrite[] = [];
@@ -359,7 +369,7 @@ export class BranchWorker {
       this.baselined &&
       this.held.size === 0 &&
       this.judging.size === 0 &&
-      this.marksHanded.size === 0 &&
+      this.awaitingSave.size === 0 &&
       this.pending.length === 0 &&
       this.windows.size === 0 &&
       this.frozen.size === 0 &&
@@ -596,7 +606,7 @@ export class BranchWorker {
     await this.drainInbox();
     const now = this.clock.now();
     await this.applyVerdicts(now);
-    this.settleRecordedMarks();
+    this.settleSavedEntries();
     const retryDue = !this.retry || now >= this.retry.nextAt;
     const flushes = this.flushes.splice(0);
     if (flushes.length > 0) {
@@ -669,28 +679,30 @@ export class BranchWorker {
         "the watch plane's initial snapshots are published",
       );
       const record = this.o.hooks?.onInitialSnapshotsPublished;
-      if (!record) {
-        this.doneEntries.push({ entryId: m.entryId, charge: m.charge });
-        continue;
-      }
-      this.marksHanded.set(m.entryId, m.charge);
-      await record({ target: m.target, token: m.token, entryId: m.entryId });
+      this.handOn(m.entryId, m.charge, !!record);
+      await record?.({ target: m.target, token: m.token, entryId: m.entryId });
     }
     this.snapshotMarks = waiting;
   }
 
-  /** The decisions saved the mark of a `done` marker handed to them: its entry may leave the inbox. */
-  snapshotsRecorded(entryId: string): void {
-    this.marksRecorded.push(entryId);
+  /** An entry handed to a hook: it waits for `saved` when the hooks save entries, else it leaves now. */
+  private handOn(entryId: string, charge: number, handed: boolean): void {
+    if (handed && this.o.hooks?.savesEntries === true) this.awaitingSave.set(entryId, charge);
+    else this.doneEntries.push({ entryId, charge });
+  }
+
+  /** The state after an entry handed on is saved (`savesEntries`): the entry may leave the inbox. */
+  saved(entryId: string): void {
+    this.savedEntries.push(entryId);
     this.wake();
   }
 
-  /** Settles the entries of the markers whose marks the decisions saved since the last step. */
-  private settleRecordedMarks(): void {
-    for (const entryId of this.marksRecorded.splice(0)) {
-      const charge = this.marksHanded.get(entryId);
+  /** Settles the entries handed on whose state was saved since the last step. */
+  private settleSavedEntries(): void {
+    for (const entryId of this.savedEntries.splice(0)) {
+      const charge = this.awaitingSave.get(entryId);
       if (charge === undefined) continue;
-      this.marksHanded.delete(entryId);
+      this.awaitingSave.delete(entryId);
       this.doneEntries.push({ entryId, charge });
     }
   }
@@ -897,7 +909,9 @@ export class BranchWorker {
       }
     } else if (e.kind === "refusal") {
       const n = safeJson(e.data, RefusalNotice);
-      if (n) await hooks.onRefusal?.(n);
+      this.handOn(e.entryId, 0, !!(n && hooks.onRefusal));
+      if (n) await hooks.onRefusal?.(n, e.entryId);
+      return;
     } else if (e.kind === "report") {
       const r = safeJson(e.data, Report);
       if (r) await hooks.onReport?.(r);

@@ -678,11 +678,15 @@ function mergeHooks(a: BranchHooks | undefined, b: BranchHooks | undefined): Bra
   if (!a || !b) return a ?? b;
   const out: BranchHooks = {};
   for (const name of new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof BranchHooks>) {
-    const f = a[name] as ((x: unknown) => unknown) | undefined;
-    const g = b[name] as ((x: unknown) => unknown) | undefined;
-    (out as Record<string, unknown>)[name] = async (x: unknown) => {
-      await f?.(x);
-      await g?.(x);
+    if (name === "savesEntries") {
+      out.savesEntries = a.savesEntries === true || b.savesEntries === true;
+      continue;
+    }
+    const f = a[name] as ((...x: unknown[]) => unknown) | undefined;
+    const g = b[name] as ((...x: unknown[]) => unknown) | undefined;
+    (out as Record<string, unknown>)[name] = async (...x: unknown[]) => {
+      await f?.(...x);
+      await g?.(...x);
     };
   }
   return out;
