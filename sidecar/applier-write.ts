@@ -92,3 +92,15 @@ export function applierWriteOf(
   const t = top!.time!;
   return { manager: top!.manager!, writtenAt: typeof t === "string" ? t : t.toISOString(), resourceVersion };
 }
+
+/**
+ * Whether a write judged from an object as it is now (no version before it) was made at or after
+ * `since`, in whole seconds as managedFields times go: a window opened again by a new process (a
+ * recovered operation) judges the objects it lists this way, for the applier's writes made while
+ * no process watched (soak seed 152052: the Flux sidecar was killed just before the apply landed
+ * over an edit, and the next one, watching only later writes, never reported it).
+ */
+export function writtenSince(write: ApplierWrite, since: string): boolean {
+  const sec = (t: string) => Math.floor(Date.parse(t) / 1000);
+  return sec(write.writtenAt) >= sec(since);
+}

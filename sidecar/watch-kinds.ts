@@ -68,8 +68,23 @@ export async function watchWrites<T extends { metadata: { uid?: string; managedF
       log.warn({ kind: `${k.apiVersion}/${k.kind}` }, "the cluster does not serve this kind; not watched");
       continue;
     }
+    kindOf.set(handle, k);
     handles.push(handle);
   }
   await Promise.all(handles.map((w) => w.informer.start()));
   return handles;
+}
+
+/** The kind each handle `watchWrites` made watches (its informer's objects carry none). */
+const kindOf = new WeakMap<InformerHandle<KObject>, WatchedKind>();
+
+/** Every object the watches of `watchWrites` hold now, with its kind: a window judging them as listed. */
+export function listedObjects<T>(handles: readonly InformerHandle<KObject>[]): T[] {
+  return handles.flatMap((h) => {
+    const k = kindOf.get(h);
+    if (!k || !h.informer.isSynced()) return [];
+    return h.informer
+      .list()
+      .map((obj) => ({ apiVersion: k.apiVersion, kind: k.kind, ...obj }) as unknown as T);
+  });
 }

@@ -65,12 +65,17 @@ export interface ArgoCDExecutorOptions {
 
 /** Told when an operation's apply window opens and closes (the window observer). */
 export interface WindowHooks {
-  /** Opens the apply window of `token` (again: no change). */
+  /**
+   * Opens the apply window of `token` (again: no change). `missedSince`: the operation started
+   * before this process (a recovery): the objects as listed are judged too, for Argo CD's writes
+   * made since then while nobody watched.
+   */
   opened(w: {
     token: string;
     claim: ClaimLocator;
     branchKey: string;
     application: { namespace: string; name: string };
+    missedSince?: string;
   }): void;
   closed(token: string): void;
 }
@@ -116,6 +121,8 @@ interface Ctx {
   log: Logger;
   /** The claim as the operation's last write answered it: the next write starts from it. */
   seen: SeenClaim;
+  /** When a recovered operation started (a new process follows it): see `WindowHooks.opened`. */
+  missedSince?: string;
 }
 
 export class ArgoCDExecutor implements OperationExecutor {
@@ -393,6 +400,7 @@ export class ArgoCDExecutor implements OperationExecutor {
       report,
       signal,
       seen: {},
+      missedSince: r.operation.startedAt ?? r.operation.requestedAt,
       log: this.d.log.child({
         claim: claimField({ kind: r.claim.type.kind, namespace: r.claim.namespace, name: r.claim.name }),
         applier: applierField({ kind: "argocd", ...r.applier }),
@@ -471,7 +479,13 @@ export class ArgoCDExecutor implements OperationExecutor {
     // Whether the watch's cache may answer the next read: after one of its events; a wait that no
     // event ended, and a failure seen in the cache, read the API server.
     let fromCache = true;
-    this.d.windows?.opened({ token: c.token, claim: c.claim, branchKey: c.branchKey, application: c.app });
+    this.d.windows?.opened({
+      token: c.token,
+      claim: c.claim,
+      branchKey: c.branchKey,
+      application: c.app,
+      ...(c.missedSince ? { missedSince: c.missedSince } : {}),
+    });
     try {
       await this.applications.serve(c.app.namespace);
       for (;;) {

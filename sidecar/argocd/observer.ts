@@ -11,9 +11,10 @@ import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
+import { writtenSince } from "../applier-write.js";
 import type { ClaimLocator } from "../operation-record.js";
 import type { Reporter } from "../reporter.js";
-import { DEFAULT_WATCHED_KINDS, type WatchedKind, watchWrites } from "../watch-kinds.js";
+import { DEFAULT_WATCHED_KINDS, listedObjects, type WatchedKind, watchWrites } from "../watch-kinds.js";
 import { appInstance } from "./application.js";
 import type { WindowHooks } from "./executor.js";
 import {
@@ -70,15 +71,22 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
     claim: ClaimLocator;
     branchKey: string;
     application: { namespace: string; name: string };
+    missedSince?: string;
   }): void {
     if (this.windows.has(w.token)) return;
-    this.windows.set(w.token, {
+    const win: OpenWindow = {
       token: w.token,
       instance: appInstance(w.application, this.d.controlNamespace ?? "argocd"),
       claim: { kind: "ArgoCDClaim", namespace: w.claim.namespace, name: w.claim.name },
       branchKey: w.branchKey,
-    });
+    };
+    this.windows.set(w.token, win);
     this.seen.set(w.token, new Set());
+    // Opened again by a new process: the objects as they are, for writes made while nobody watched.
+    const since = w.missedSince;
+    if (since !== undefined)
+      for (const obj of listedObjects<WatchedObject>(this.watchers))
+        void this.observe(obj, undefined, { only: win, since });
   }
 
   closed(token: string): void {
@@ -97,12 +105,17 @@ export class ArgoCDWindowObserver implements WindowObserver, WindowHooks {
     return [...this.windows.keys()];
   }
 
-  private async observe(obj: WatchedObject, previous: unknown[] | undefined): Promise<void> {
+  /** `listed`: one window judging an object as listed (no version before), for a write since then. */
+  private async observe(
+    obj: WatchedObject,
+    previous: unknown[] | undefined,
+    listed?: { only: OpenWindow; since: string },
+  ): Promise<void> {
     const now = this.d.now();
-    const hits = windowsFor(obj, this.windows.values(), now.getTime(), this.graceMs);
+    const hits = windowsFor(obj, listed ? [listed.only] : this.windows.values(), now.getTime(), this.graceMs);
     if (hits.length === 0) return;
     const write = applierWriteOf(obj, previous);
-    if (!write) return;
+    if (!write || (listed && !writtenSince(write, listed.since))) return;
     for (const w of hits) {
       const seen = this.seen.get(w.token);
       if (!seen || seen.has(write.resourceVersion)) continue;

@@ -64,12 +64,17 @@ export const DEFAULT_TIMINGS: FluxTimings = {
 
 /** Opens and closes the apply window observer for an operation. */
 export interface WindowHooks {
-  /** Resolves once the window watches the Kustomization's objects (the resume waits for it). */
+  /**
+   * Resolves once the window watches the Kustomization's objects (the resume waits for it).
+   * `missedSince`: the operation started before this process (a recovery): the objects as listed
+   * are judged too, for the applier's writes made since then while nobody watched.
+   */
   open(w: {
     token: string;
     claim: Attempt["claim"];
     branchKey: string;
     kustomization: ObjectKey;
+    missedSince?: string;
   }): Promise<void>;
   close(token: string): void;
 }
@@ -299,7 +304,13 @@ export class FluxExecutor implements OperationExecutor {
       return;
     }
     const claimRef = { kind: "FluxClaim" as const, namespace: claim.namespace, name: claim.name };
-    void this.d.window?.open({ token: op.token, claim: claimRef, branchKey: r.branchKey, kustomization: ks });
+    void this.d.window?.open({
+      token: op.token,
+      claim: claimRef,
+      branchKey: r.branchKey,
+      kustomization: ks,
+      missedSince: since.at,
+    });
     try {
       const on = requestedAtOf(current);
       const handled = current.status?.lastHandledReconcileAt;

@@ -12,7 +12,7 @@ import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
-import { applierWriteOf } from "../applier-write.js";
+import { applierWriteOf, writtenSince } from "../applier-write.js";
 import type { Reporter } from "../reporter.js";
 import type { WindowHooks } from "./executor.js";
 import { KUSTOMIZATION, type Kustomization, type ObjectKey } from "./resources.js";
@@ -41,6 +41,8 @@ interface Window {
   /** The shared informers this window listens to, by `apiVersion kind namespace`. */
   watches: Map<string, { handle: InformerHandle<KObject>; off: () => void }>;
   seen: Set<string>;
+  /** When the operation started, for a window a new process opened again (see `open`). */
+  missedSince?: string;
   closing?: NodeJS.Timeout;
   refresh?: NodeJS.Timeout;
 }
@@ -72,13 +74,16 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
   /**
    * Opens a window and resolves once its first watches are listed, so every later write has a
    * newer resourceVersion than the list and reaches the watch: the caller resumes only then. A
-   * slow API server holds the resume at most `openTimeoutMs`.
+   * slow API server holds the resume at most `openTimeoutMs`. A window opened again for an
+   * operation a new process recovered (`missedSince`: when it started) also judges the objects its
+   * watches list, as they are, for the applier's writes made since while no process watched.
    */
   async open(w: {
     token: string;
     claim: ClaimRef;
     branchKey: string;
     kustomization: ObjectKey;
+    missedSince?: string;
   }): Promise<void> {
     if (this.windows.has(w.token) || !w.branchKey) return;
     const win: Window = { ...w, ids: new Set(), watches: new Map(), seen: new Set() };
@@ -164,9 +169,19 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
     });
     win.watches.set(key, { handle, off });
     await handle.informer.start();
+    const since = win.missedSince;
+    if (since !== undefined && handle.informer.isSynced())
+      for (const obj of handle.informer.list(namespace))
+        await this.judge(win, obj as k8s.KubernetesObject, undefined, since);
   }
 
-  private async judge(win: Window, obj: k8s.KubernetesObject, previous: unknown[] | undefined) {
+  /** `since`: judging an object as listed (no version before), for a write made at or after it. */
+  private async judge(
+    win: Window,
+    obj: k8s.KubernetesObject,
+    previous: unknown[] | undefined,
+    since?: string,
+  ) {
     const m = obj.metadata ?? {};
     const id = `${m.namespace ?? ""}/${m.name}/${obj.kind}`;
     const labels = m.labels ?? {};
@@ -175,7 +190,8 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
       (labels[OWNER_NAME] === win.kustomization.name &&
         labels[OWNER_NAMESPACE] === win.kustomization.namespace);
     if (!ours) return;
-    const write = applierWriteOf(obj as never, this.managers, previous);
+    const found = applierWriteOf(obj as never, this.managers, previous);
+    const write = found && (since === undefined || writtenSince(found, since)) ? found : undefined;
     this.d.log.debug(
       {
         token: win.token,
@@ -183,6 +199,7 @@ export class FluxWindowObserver implements WindowObserver, WindowHooks {
         resourceVersion: m.resourceVersion,
         applierWrite: write !== undefined,
         previous: previous !== undefined,
+        ...(since !== undefined ? { listedAfterRestart: true } : {}),
       },
       "window saw a write",
     );

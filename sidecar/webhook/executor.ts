@@ -283,7 +283,8 @@ export class WebhookExecutor implements OperationExecutor {
       signal,
       log,
     };
-    this.openWindow(c);
+    // Opened again by this process: the tool's writes since the start, made while nobody watched, too.
+    this.openWindow(c, r.operation.startedAt ?? r.operation.requestedAt);
     await this.d.callbacks.open(c.token, {
       claim: { namespace: r.claim.namespace, name: r.claim.name },
       signature: spec.signature,
@@ -361,12 +362,13 @@ export class WebhookExecutor implements OperationExecutor {
     }
   }
 
-  private openWindow(c: Ctx): void {
+  private openWindow(c: Ctx, missedSince?: string): void {
     this.d.windows?.opened({
       token: c.token,
       claim: { namespace: c.claim.namespace, name: c.claim.name },
       branchKey: c.branchKey,
       managers: c.spec.fieldManagers ?? [],
+      ...(missedSince ? { missedSince } : {}),
     });
   }
 

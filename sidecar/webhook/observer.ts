@@ -10,15 +10,20 @@ import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
-import { applierWriteOf } from "../applier-write.js";
+import { applierWriteOf, writtenSince } from "../applier-write.js";
 import type { Reporter } from "../reporter.js";
-import { DEFAULT_WATCHED_KINDS, type WatchedKind, watchWrites } from "../watch-kinds.js";
+import { DEFAULT_WATCHED_KINDS, listedObjects, type WatchedKind, watchWrites } from "../watch-kinds.js";
 
 export interface WebhookWindow {
   token: string;
   claim: { namespace: string; name: string };
   branchKey: string;
   managers: readonly string[];
+  /**
+   * The operation started before this process (a recovery): the objects as listed are judged too,
+   * for the tool's writes made since then while nobody watched.
+   */
+  missedSince?: string;
 }
 
 /** What the executor tells the observer. */
@@ -69,8 +74,13 @@ export class WebhookWindowObserver implements WindowObserver, WebhookWindowHooks
 
   opened(w: WebhookWindow): void {
     if (this.windows.has(w.token) || w.managers.length === 0) return;
-    this.windows.set(w.token, { ...w });
+    const win: Open = { ...w };
+    this.windows.set(w.token, win);
     this.seen.set(w.token, new Set());
+    const since = w.missedSince;
+    if (since !== undefined)
+      for (const obj of listedObjects<Watched>(this.watchers))
+        void this.observe(obj, undefined, { only: win, since });
   }
 
   closed(token: string): void {
@@ -89,12 +99,17 @@ export class WebhookWindowObserver implements WindowObserver, WebhookWindowHooks
     return [...this.windows.keys()];
   }
 
-  private async observe(obj: Watched, previous: unknown[] | undefined): Promise<void> {
+  /** `listed`: one window judging an object as listed (no version before), for a write since then. */
+  private async observe(
+    obj: Watched,
+    previous: unknown[] | undefined,
+    listed?: { only: Open; since: string },
+  ): Promise<void> {
     const now = this.d.now();
-    for (const w of this.windows.values()) {
+    for (const w of listed ? [listed.only] : this.windows.values()) {
       if (w.closedAt !== undefined && now.getTime() > w.closedAt + this.graceMs) continue;
       const write = applierWriteOf(obj, w.managers, previous);
-      if (!write) continue;
+      if (!write || (listed && !writtenSince(write, listed.since))) continue;
       const seen = this.seen.get(w.token);
       if (!seen || seen.has(write.resourceVersion)) continue;
       seen.add(write.resourceVersion);

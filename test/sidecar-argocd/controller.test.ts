@@ -340,4 +340,58 @@ describe("the window observer", () => {
       await observer.stop();
     }
   });
+
+  it("a window opened again by a new process reports Argo CD's write made while nobody watched, and no older one (soak seed 152052)", async () => {
+    const { name, ns } = await setup({ syncPolicy: { automated: { enabled: false } } });
+    await c.markHeld(name);
+    // The sync runs with no window observer at all: the process that would have watched is gone.
+    const exec = new ArgoCDExecutor({
+      kube: c.kube,
+      log: silentLogger(),
+      events: memoryEvents(),
+      now: () => new Date(),
+      options: { pollMs: 20 },
+      checks: unrecordedChecks(c.kube),
+    });
+    const startedAt = new Date().toISOString();
+    const tip = await repo.push("cm.yaml", cm("settings", `unwatched-${name}`));
+    const r = recorder();
+    await exec.execute(c.attempt(name, name, tip, `t-${name}`), r.report, new AbortController().signal);
+    expect(r.phases().at(-1)).toBe("Succeeded");
+
+    const reporter = memoryReporter();
+    const observer = new ArgoCDWindowObserver({
+      kube: c.kube,
+      reporter,
+      log: silentLogger(),
+      now: () => new Date(),
+      kinds: [{ apiVersion: "v1", kind: "ConfigMap" }],
+    });
+    await observer.start();
+    const window = (token: string, missedSince: string) =>
+      observer.opened({
+        token,
+        claim: { type: RESOURCES.argoCDClaim, namespace: "argocd", name },
+        branchKey: "git/r@main",
+        application: { namespace: "argocd", name },
+        missedSince,
+      });
+    const reported = (token: string) =>
+      reporter.reports.filter((x) => x.type === "applierWrite" && x.token === token);
+    try {
+      // An operation that started after the write: the write is older, never its apply.
+      window(`later-${name}`, new Date(Date.now() + 5_000).toISOString());
+      // Opened again for the operation that ran while nobody watched: its write, as listed.
+      window(`again-${name}`, startedAt);
+      const write = await until(async () => reported(`again-${name}`)[0], "the unwatched write reported");
+      expect(write).toMatchObject({
+        claim: { kind: "ArgoCDClaim", namespace: "argocd", name },
+        object: { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "settings" },
+        manager: "argocd-controller",
+      });
+      expect(reported(`later-${name}`)).toEqual([]);
+    } finally {
+      await observer.stop();
+    }
+  });
 });

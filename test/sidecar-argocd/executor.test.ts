@@ -437,13 +437,27 @@ describe("restart recovery", () => {
     });
     await setOperation(name, buildSyncOperation(await c.getApp(name), { commit: c1, token }));
     const r = recorder();
-    await executor().recover!(
+    const opened: Array<{ token: string; missedSince?: string }> = [];
+    const recovering = new ArgoCDExecutor({
+      kube: c.kube,
+      log: c.log,
+      events: c.events,
+      now: () => new Date(),
+      options: FAST,
+      checks: unrecordedChecks(c.kube),
+      windows: { opened: (w) => void opened.push(w), closed: () => {} },
+    });
+    await recovering.recover!(
       { claim, applier: ref, operation: rec.operation, branchKey: "git/r@main" },
       r.report,
       new AbortController().signal,
     );
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => s.token)).toEqual([token]);
+    // Its window opens again from the operation's start: Argo CD's writes while nobody watched count.
+    expect(opened).toMatchObject([
+      { token, missedSince: rec.operation.startedAt ?? rec.operation.requestedAt },
+    ]);
   });
 
   it("fails a recorded operation that never reached the Application, fencing any update still on its way", async () => {

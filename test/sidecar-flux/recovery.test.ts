@@ -6,10 +6,11 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Attempt } from "../../queue/contract.js";
 import { RESOURCES } from "../../queue/kube/index.js";
 import type { ReportFn } from "../../sidecar/applier-kind.js";
 import type { Operation } from "../../sidecar/operation-record.js";
-import { configMap, scene, startWorld, type World } from "./harness.js";
+import { configMap, scene, startWorld, until, type World } from "./harness.js";
 
 let world: World;
 beforeAll(async () => {
@@ -29,44 +30,49 @@ function collect() {
   return { phases, report };
 }
 
+/** Runs the attempt in a child sidecar process, SIGKILLed once it reported Running. */
+async function killedAtRunning(attempt: Attempt): Promise<void> {
+  const kc = world.api.kubeConfig();
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", fileURLToPath(new URL("./child.ts", import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        APPLYGATE_SERVER: kc.getCurrentCluster()!.server,
+        APPLYGATE_TOKEN: kc.getCurrentUser()!.token!,
+        APPLYGATE_ATTEMPT: JSON.stringify(attempt),
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  const seen: string[] = [];
+  const exited = new Promise<void>((r) => child.on("exit", () => r()));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => {
+      for (const line of chunk.split("\n").filter(Boolean)) {
+        const { phase } = JSON.parse(line) as { phase: string };
+        seen.push(phase);
+        if (phase === "Running") {
+          child.kill("SIGKILL");
+          resolve();
+        }
+      }
+    });
+    child.on("exit", () => reject(new Error(`the child ended before Running: ${seen.join(",")}`)));
+  });
+  await exited;
+  expect(seen).toEqual(["Requested", "Running"]);
+}
+
 describe.sequential("restart recovery", () => {
   it("a sidecar killed mid-apply: the next one completes the same operation and leaves it suspended", async () => {
     const s = await scene(world);
     await s.adopt();
     const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "recovered") });
     const attempt = s.attempt(commit);
-    const kc = world.api.kubeConfig();
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", fileURLToPath(new URL("./child.ts", import.meta.url))],
-      {
-        env: {
-          ...process.env,
-          APPLYGATE_SERVER: kc.getCurrentCluster()!.server,
-          APPLYGATE_TOKEN: kc.getCurrentUser()!.token!,
-          APPLYGATE_ATTEMPT: JSON.stringify(attempt),
-        },
-        stdio: ["ignore", "pipe", "inherit"],
-      },
-    );
-    const seen: string[] = [];
-    const exited = new Promise<void>((r) => child.on("exit", () => r()));
-    await new Promise<void>((resolve, reject) => {
-      child.stdout.setEncoding("utf8");
-      child.stdout.on("data", (chunk: string) => {
-        for (const line of chunk.split("\n").filter(Boolean)) {
-          const { phase } = JSON.parse(line) as { phase: string };
-          seen.push(phase);
-          if (phase === "Running") {
-            child.kill("SIGKILL");
-            resolve();
-          }
-        }
-      });
-      child.on("exit", () => reject(new Error(`the child ended before Running: ${seen.join(",")}`)));
-    });
-    await exited;
-    expect(seen).toEqual(["Requested", "Running"]);
+    await killedAtRunning(attempt);
     const recorded = (await operationOf(s))!;
     expect(recorded).toMatchObject({ token: attempt.token, phase: "Running" });
     expect((await s.readKs()).spec?.suspend).toBe(false); // resumed, nobody suspended it
@@ -91,6 +97,42 @@ describe.sequential("restart recovery", () => {
     expect(ks.status?.lastHandledReconcileAt).toBe(done.suspendToken);
     expect(await s.configValue()).toBe("recovered");
     expect(world.sim.appliedRevisions(s.ks).filter((r) => r.endsWith(commit))).toHaveLength(1);
+  });
+
+  it("an apply that landed while no sidecar watched is reported by the next one's window (soak seed 152052)", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "unwatched") });
+    const attempt = s.attempt(commit);
+    await killedAtRunning(attempt);
+    // The apply lands while no sidecar process runs: no watch saw its write.
+    await until(
+      async () => ((await s.configValue()) === "unwatched" ? true : undefined),
+      "the apply to land unwatched",
+    );
+    const cm = await world.kube.core.readNamespacedConfigMap({ namespace: s.ns, name: "app-config" });
+    const { phases, report } = collect();
+    await s.kind.executor.recover!(
+      {
+        claim: { type: RESOURCES.fluxClaim, ...s.claim },
+        applier: s.ks,
+        operation: (await operationOf(s))!,
+        branchKey: attempt.branchKey,
+      },
+      report,
+      new AbortController().signal,
+    );
+    expect(phases.at(-1)).toBe("Succeeded");
+    // The next process's window judged the object as listed: the applier's write, in the window.
+    const write = await until(
+      async () => s.reports.find((x) => x.type === "applierWrite" && x.token === attempt.token),
+      "the unwatched apply's write reported",
+    );
+    expect(write).toMatchObject({
+      manager: "kustomize-controller",
+      object: { kind: "ConfigMap", name: "app-config", namespace: s.ns },
+      resourceVersion: cm.metadata?.resourceVersion,
+    });
   });
 
   it("a graceful stop suspends what it resumed; the next process completes the operation", async () => {

@@ -8,7 +8,10 @@ import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ApplierWriteReport } from "../../queue/contract.js";
 import { QUEUES } from "../../queue/contract.js";
+import { silentLogger } from "../../queue/log.js";
 import { bullConnection } from "../../queue/redis.js";
+import { memoryReporter } from "../../sidecar/reporter.js";
+import { WebhookWindowObserver } from "../../sidecar/webhook/observer.js";
 import { NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
 
 let w: WebhookWorld;
@@ -63,5 +66,46 @@ describe("the webhook applier's apply window", () => {
     expect(writes.map((r) => [r.object.name, r.manager])).toEqual([["deployed", "playground-deployer"]]);
     expect(writes[0]?.claim).toEqual({ kind: "WebhookClaim", namespace: NS, name: "win" });
     w.endpoint.handle((_r, res) => res.end("applied"));
+  });
+
+  it("a window opened again by a new process reports the tool's write made while nobody watched, and no older one (soak seed 152052)", async () => {
+    const startedAt = new Date().toISOString();
+    // The tool applies while no process watches.
+    await applyConfigMap("unwatched", "v1", "playground-deployer");
+    const reporter = memoryReporter();
+    const observer = new WebhookWindowObserver({
+      kube: w.kube,
+      reporter,
+      log: silentLogger(),
+      now: () => new Date(),
+      kinds: [{ apiVersion: "v1", kind: "ConfigMap" }],
+    });
+    await observer.start();
+    const window = (token: string, missedSince: string) =>
+      observer.opened({
+        token,
+        claim: { namespace: NS, name: "win" },
+        branchKey: "git/r@main",
+        managers: ["playground-deployer"],
+        missedSince,
+      });
+    const reported = (token: string) =>
+      reporter.reports.filter((x): x is ApplierWriteReport => x.type === "applierWrite" && x.token === token);
+    try {
+      // An operation that started after the write: the write is older, never its apply.
+      window("later", new Date(Date.now() + 5_000).toISOString());
+      window("again", startedAt);
+      const write = await until(
+        async () => reported("again").find((x) => x.object.name === "unwatched"),
+        "the unwatched write reported",
+      );
+      expect(write).toMatchObject({
+        manager: "playground-deployer",
+        object: { kind: "ConfigMap", namespace: NS },
+      });
+      expect(reported("later")).toEqual([]);
+    } finally {
+      await observer.stop();
+    }
   });
 });
