@@ -195,16 +195,20 @@ describe("executor host", () => {
       host = undefined;
       return asked;
     }
+    /** The report is sent before the stop returns; the collector reads it from the queue after. */
+    const reported = (token: string) => until(() => phases(token).length > 0, `${token}'s report collected`);
 
     it("is reported RequestFailed (SidecarStopping) when the claim does not record it", async () => {
       const asked = await stoppedWhileRecording("s1", async () => false);
       expect(asked).toEqual(["s1"]);
+      await reported("s1");
       expect(phases("s1")).toEqual(["RequestFailed"]);
       expect(reports.find((r) => r.token === "s1")).toMatchObject({ reason: "SidecarStopping" });
     });
 
     it("also when the executor returned on the abort without an end", async () => {
       await stoppedWhileRecording("s2", async () => false, false);
+      await reported("s2");
       expect(phases("s2")).toEqual(["RequestFailed"]);
     });
 
@@ -234,6 +238,7 @@ describe("executor host", () => {
         return false;
       });
       expect(reads).toBe(3);
+      await reported("s5");
       expect(phases("s5")).toEqual(["RequestFailed"]);
     });
   });
