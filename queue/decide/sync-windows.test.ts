@@ -169,6 +169,25 @@ describe("judgeSyncWindows (CanSync for applygate's automated syncs)", () => {
     expect(judgeSyncWindows([nowhere], at("2026-12-01T10:30:00Z")).state).toBe("Blocked");
   });
 
+  it("an edge past a daylight-saving switch is read on the offset then (the property's counterexample)", () => {
+    // A one-minute allow window on the 1st at midnight in New York, judged in November (EST) while
+    // a weekday deny in Kolkata holds every 1st until August's, a Sunday: that one opens at 04:00
+    // UTC (EDT), not 05:00, which the offset of November gave.
+    const ws: SyncWindowSpec[] = [
+      { ...deny10, schedule: "30 9 * * 1-5", duration: "36h", timeZone: "Asia/Kolkata" },
+      { ...allow10, schedule: "0 0 1 * *", duration: "1m", timeZone: "America/New_York" },
+    ];
+    const v = judgeSyncWindows(ws, at("2026-11-28T00:00:00Z"));
+    expect(v).toMatchObject({ state: "Blocked", opensAt: at("2027-08-01T04:00:00.001Z") });
+    expect(argosimCanSync(ws, false, at("2027-08-01T04:00:00.001Z"))).toBe(true);
+    expect(argosimCanSync(ws, false, at("2027-08-01T04:00:00Z"))).toBe(false);
+    // And back across the switch of November: one in December reads EST again.
+    const dec = judgeSyncWindows([ws[1] as SyncWindowSpec], at("2027-10-20T00:00:00Z"));
+    expect(dec).toMatchObject({ state: "Blocked", opensAt: at("2027-11-01T04:00:00.001Z") });
+    const jan = judgeSyncWindows([ws[1] as SyncWindowSpec], at("2027-11-20T00:00:00Z"));
+    expect(jan).toMatchObject({ state: "Blocked", opensAt: at("2027-12-01T05:00:00.001Z") });
+  });
+
   it("agrees with argosim's copy of Argo CD's CanSync at any moment and at every edge", () => {
     const window = fc.record({
       kind: fc.constantFrom("allow", "deny"),

@@ -261,9 +261,56 @@ interface Walk {
   flipsAt: number | null;
 }
 
-/** Walks the window edges from `now`: the answer now, and when it first changes. */
+/**
+ * Walks the window edges from `now`: the answer now, and when it first changes. Each zone's offset
+ * is read at `now` and holds until it changes (a daylight-saving switch): from there, where Argo CD
+ * judging then reads the new offset, the walk goes on with it. Walked on `now`'s offset alone, an
+ * edge past a switch was an hour off (an allow window of one minute a month missed for a month:
+ * the property test's counterexample, America/New_York from November to August).
+ */
 function walk(ws: readonly Readable[], now: number, manual: boolean): Walk {
-  const until = now + OPENING_HORIZON_MS;
+  const horizon = now + OPENING_HORIZON_MS;
+  const first = walkAtOffsets(ws, now, manual, horizon);
+  let from = now;
+  let seg = first;
+  for (;;) {
+    const change = nextOffsetChange(ws, from, seg.flipsAt ?? horizon);
+    if (change === null) return { now: first.now, flipsAt: seg.flipsAt };
+    seg = walkAtOffsets(ws, change, manual, horizon);
+    if (seg.now.ok !== first.now.ok) return { now: first.now, flipsAt: change };
+    from = change;
+  }
+}
+
+/** How often a zone's offset is sampled for a change: switches are months apart. */
+const OFFSET_SAMPLE_MS = 7 * 86_400_000;
+
+/** The first moment in (from, to] at which some window's zone reads another offset than at `from`. */
+function nextOffsetChange(ws: readonly Readable[], from: number, to: number): number | null {
+  let first: number | null = null;
+  for (const tz of new Set(ws.map((w) => w.tz))) {
+    const at = zoneOffsetMs(tz, from);
+    const changed = (t: number) => zoneOffsetMs(tz, t) !== at;
+    let lo = from;
+    let hi = Math.min(from + OFFSET_SAMPLE_MS, to);
+    while (!changed(hi) && hi < to) {
+      lo = hi;
+      hi = Math.min(hi + OFFSET_SAMPLE_MS, to);
+    }
+    if (!changed(hi)) continue;
+    // The first millisecond that reads the new offset.
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (changed(mid)) hi = mid;
+      else lo = mid;
+    }
+    if (first === null || hi < first) first = hi;
+  }
+  return first;
+}
+
+/** The walk on the zones' offsets at `now`, up to `until`. */
+function walkAtOffsets(ws: readonly Readable[], now: number, manual: boolean, until: number): Walk {
   const edges = ws.map((w) => new Edges(w, now));
   const open = ws.map(() => 0);
   const advanceTo = (t: number) => {
