@@ -283,13 +283,14 @@ export class WebhookExecutor implements OperationExecutor {
       signal,
       log,
     };
+    const startedAt = r.operation.startedAt ?? r.operation.requestedAt;
     // Opened again by this process: the tool's writes since the start, made while nobody watched, too.
-    this.openWindow(c, r.operation.startedAt ?? r.operation.requestedAt);
+    this.openWindow(c, startedAt);
     await this.d.callbacks.open(c.token, {
       claim: { namespace: r.claim.namespace, name: r.claim.name },
       signature: spec.signature,
     });
-    const from = Date.parse(r.operation.startedAt ?? r.operation.requestedAt);
+    const from = Date.parse(startedAt);
     const budgetEndsAt =
       (Number.isFinite(from) ? from : this.d.now().getTime()) + spec.completion.budgetSeconds * 1000;
     const mode = spec.completion.mode;

@@ -281,10 +281,8 @@ describe("hand-back", () => {
 });
 
 describe("the window observer", () => {
-  it("reports Argo CD's own writes to objects carrying the Application's tracking annotation", async () => {
-    const { name, ns } = await setup({ syncPolicy: { automated: { enabled: false } } });
-    await c.markHeld(name);
-    const reporter = memoryReporter();
+  /** A window observer of ConfigMaps, started, reporting to `reporter`. */
+  const startObserver = async (reporter: ReturnType<typeof memoryReporter>) => {
     const observer = new ArgoCDWindowObserver({
       kube: c.kube,
       reporter,
@@ -293,6 +291,14 @@ describe("the window observer", () => {
       kinds: [{ apiVersion: "v1", kind: "ConfigMap" }],
     });
     await observer.start();
+    return observer;
+  };
+
+  it("reports Argo CD's own writes to objects carrying the Application's tracking annotation", async () => {
+    const { name, ns } = await setup({ syncPolicy: { automated: { enabled: false } } });
+    await c.markHeld(name);
+    const reporter = memoryReporter();
+    const observer = await startObserver(reporter);
     try {
       const exec = new ArgoCDExecutor({
         kube: c.kube,
@@ -360,14 +366,7 @@ describe("the window observer", () => {
     expect(r.phases().at(-1)).toBe("Succeeded");
 
     const reporter = memoryReporter();
-    const observer = new ArgoCDWindowObserver({
-      kube: c.kube,
-      reporter,
-      log: silentLogger(),
-      now: () => new Date(),
-      kinds: [{ apiVersion: "v1", kind: "ConfigMap" }],
-    });
-    await observer.start();
+    const observer = await startObserver(reporter);
     const window = (token: string, missedSince: string) =>
       observer.opened({
         token,
