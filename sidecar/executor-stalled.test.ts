@@ -191,4 +191,33 @@ describe("an attempt whose sidecar died", () => {
     expect(executedAgain).toEqual([]);
     expect(phases("t6")).toEqual([]);
   });
+
+  // Found by the soak (seed 162072 with 8 actions): the Argo CD sidecar was killed twice, 2 s apart.
+  // The second process recovered the first one's operation from the claim, reported it Succeeded
+  // and was killed too, taking its memory of that end with it. The third found the first one's job
+  // stalled, the claim recording a newer operation by then, and reported the first RequestFailed
+  // (SidecarLost): two ends for one operation. Redis keeps the first end.
+  it("ended by a second process that died in turn: the third, finding the first one's job stalled, ends it no second time", async () => {
+    let claimRecords = "t8";
+    const job = await diedHolding("t8", async (a) => claimRecords === a.token);
+    // The second process's end: its own reporter, its own memory, gone with it.
+    const second = queueReporter({ redisUrl: redis.url, prefix: redis.prefix });
+    const sent = await second.phase({
+      token: "t8",
+      claim: attempt("t8").claim,
+      branchKey: attempt("t8").branchKey,
+      phase: "Succeeded",
+      at: new Date().toISOString(),
+      commit: attempt("t8").commit,
+    });
+    await second.close();
+    expect(sent).toBe("queued");
+    claimRecords = "t9"; // the worker's next attempt is recorded on the claim
+    await until(async () => (await job.getState()) === "failed", "the stalled job to fail");
+    // An absence, so it is waited out: a report sent after the stalled check would land within this.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(executedAgain).toEqual([]);
+    expect(phases("t8")).toMatchObject([{ phase: "Succeeded", token: "t8" }]);
+    expect(phases("t8")).toHaveLength(1);
+  });
 });

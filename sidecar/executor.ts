@@ -145,7 +145,8 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         ...(extra.revisionMismatch !== undefined ? { revisionMismatch: extra.revisionMismatch } : {}),
       };
       try {
-        await retried(() => o.reporter.phase(r), 5);
+        if ((await retried(() => o.reporter.phase(r), 5)) === "alreadyEnded")
+          log.info({ phase }, "this operation's end was reported before; dropped");
       } catch (err) {
         log.error({ err: (err as Error).message, phase }, "could not send a report");
       }

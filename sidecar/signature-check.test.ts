@@ -6,7 +6,15 @@ import { SignatureReader } from "../queue/apply/signature-approval.js";
 import type { Attempt } from "../queue/contract.js";
 import { crdFiles } from "../queue/crds/files.js";
 import { StatusReason } from "../queue/crds/reasons.js";
-import { commitFile, gpgKey, hasGpg, rawCommit, sshKey, workRepo } from "../queue/git/signing-testing.js";
+import {
+  commitFile,
+  gpgKey,
+  hasGpg,
+  rawCommit,
+  sshKey,
+  stopGpgAgents,
+  workRepo,
+} from "../queue/git/signing-testing.js";
 import { type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { makeAttempt } from "../test/support/attempts.js";
@@ -152,7 +160,10 @@ describe("signature approval at the write (the executor's reads)", () => {
       },
     });
   });
-  afterAll(async () => server?.close());
+  afterAll(async () => {
+    await server?.close();
+    await stopGpgAgents();
+  });
 
   it("the worker's signing key and the executor's fingerprint are the same name (SSH and OpenPGP)", async () => {
     const pgp = hasGpg ? gpgKey(dir) : undefined;

@@ -3,7 +3,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as openpgp from "openpgp";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StatusReason } from "../crds/reasons.js";
 import {
   parseAuthorizedKey,
@@ -18,12 +18,14 @@ import {
   commitFile,
   type GpgSigner,
   gitWith,
+  gpgAgentsOf,
   gpgKey,
   hasGpg,
   rawCommit,
   type SshSigner,
   sshKey,
   sshSign,
+  stopGpgAgents,
   withSignature,
   workRepo,
 } from "./signing-testing.js";
@@ -205,6 +207,16 @@ describe.skipIf(!hasGpg)("OpenPGP signatures made by git with gpg", () => {
     eve = gpgKey(keysDir, "Eve <eve@example.test>");
     rsa = gpgKey(keysDir, "Rsa <rsa@example.test>", "rsa3072");
   }, 60_000);
+  afterAll(stopGpgAgents);
+
+  it("a key's gpg-agent, started by signing, is stopped by stopGpgAgents (none outlives the suite)", async () => {
+    const probe = gpgKey(keysDir, "Probe <probe@example.test>");
+    commitFile(dir, "probe.txt", "p", probe);
+    expect(gpgAgentsOf(probe.home).length).toBeGreaterThan(0);
+    await stopGpgAgents();
+    expect(gpgAgentsOf(probe.home)).toEqual([]);
+    expect(gpgAgentsOf(ada.home)).toEqual([]);
+  });
 
   it("verifies a commit signed with an ed25519 key, and names the key and user", async () => {
     const raw = rawCommit(dir, commitFile(dir, "a.txt", "a", ada));

@@ -3,7 +3,7 @@
  * OpenPGP keys made by `gpg`, in a temporary folder.
  */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -52,8 +52,55 @@ export function sshKey(
   return { format: "ssh", keyPath, publicKey: readFileSync(`${keyPath}.pub`, "utf8").trim() };
 }
 
+/**
+ * Each GNUPGHOME gets its own gpg-agent daemon, which outlives the test process and holds two
+ * inotify instances; left running they exhaust `fs.inotify.max_user_instances` (128) within a
+ * dozen suite runs, and then `fs.watch` fails with EMFILE. Test files stop them in `afterAll`.
+ */
+const gpgHomes = new Set<string>();
+
+/**
+ * Stops the gpg-agent of every home `gpgKey` made in this process, and waits (bounded) until
+ * they have exited: `gpgconf --kill` only asks.
+ */
+export async function stopGpgAgents(): Promise<void> {
+  // Homes stay known: a later signature starts their agent again.
+  const homes = [...gpgHomes];
+  for (const home of homes) {
+    try {
+      execFileSync("gpgconf", ["--kill", "gpg-agent"], {
+        env: { ...process.env, GNUPGHOME: home },
+        stdio: "ignore",
+      });
+    } catch {
+      // No agent was started for this home.
+    }
+  }
+  const deadline = Date.now() + 10_000;
+  while (homes.some((home) => gpgAgentsOf(home).length > 0)) {
+    if (Date.now() > deadline) throw new Error(`gpg-agents still running for ${homes.join(", ")}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Process ids of gpg-agents serving `home` (read from /proc). */
+export function gpgAgentsOf(home: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+      if (argv[0]?.endsWith("gpg-agent") && argv.includes(home)) pids.push(Number(entry));
+    } catch {
+      // The process ended while we read.
+    }
+  }
+  return pids;
+}
+
 export function gpgKey(dir: string, uid = "Ada Release <ada@example.test>", algo = "ed25519"): GpgSigner {
   const home = mkdtempSync(join(dir, "gnupg-"));
+  gpgHomes.add(home);
   const env = { ...process.env, GNUPGHOME: home };
   execFileSync("gpg", ["--batch", "--passphrase", "", "--quick-gen-key", uid, algo, "sign", "never"], {
     env,

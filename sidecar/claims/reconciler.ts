@@ -50,7 +50,7 @@ import {
   type Operation,
   withdrawOperation,
 } from "../operation-record.js";
-import type { Reporter } from "../reporter.js";
+import type { Reporter, Sent } from "../reporter.js";
 import { type ConditionInput, findCondition, sameConditions, setConditions } from "./conditions.js";
 import {
   type ApplierSource,
@@ -666,8 +666,8 @@ export class ClaimReconciler {
     op: Operation,
     branchKey: string,
     end: { phase: Operation["phase"]; reason?: string; message?: string },
-  ): Promise<void> {
-    if (!this.o.reporter) return Promise.resolve();
+  ): Promise<Sent | undefined> {
+    if (!this.o.reporter) return Promise.resolve(undefined);
     return this.o.reporter.phase({
       token: op.token,
       claim: {

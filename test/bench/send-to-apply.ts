@@ -51,13 +51,18 @@ export async function sidecarRig() {
   const phases: Array<{ phase: ReportPhase; at: number }> = [];
   let settle: (() => void) | undefined;
   const reporter: Reporter = {
-    async send() {},
+    async send() {
+      return "queued";
+    },
     async phase(r) {
       phases.push({ phase: r.phase, at: performance.now() });
       if (["Succeeded", "Failed", "RequestFailed", "Rejected", "Dropped", "Stale"].includes(r.phase))
         settle?.();
+      return "queued";
     },
-    async applierWrite() {},
+    async applierWrite() {
+      return "queued";
+    },
     async close() {},
   };
   return {

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
 import { type Job, Queue, Worker } from "bullmq";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
 import {
   type AcceptedWrite,
@@ -24,7 +24,7 @@ import {
 } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import type { GitTarget } from "../../queue/crds/index.js";
-import { gpgKey, hasGpg, type SshSigner, sshKey } from "../../queue/git/signing-testing.js";
+import { gpgKey, hasGpg, type SshSigner, sshKey, stopGpgAgents } from "../../queue/git/signing-testing.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
@@ -471,6 +471,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
   afterEach(async () => {
     await w.close();
   });
+  afterAll(stopGpgAgents);
 
   it("two edits a few seconds apart with a foreign push between them: one apply, of a tip holding both sides", {
     timeout: 60_000,
