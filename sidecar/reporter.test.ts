@@ -29,10 +29,11 @@ describe("reporter: an operation ends once", () => {
   async function queued(): Promise<Array<{ token: string; phase: string }>> {
     const q = new Queue(QUEUES.reports, { connection: { url: redis!.url }, prefix: redis!.prefix });
     open.push(q);
+    // In the order queued: ids are the queue's counter (reports made in one millisecond share `at`).
     const jobs = await q.getJobs(["waiting"]);
     return jobs
-      .map((j) => j.data as { token: string; phase: string; at: string })
-      .sort((a, b) => a.at.localeCompare(b.at))
+      .sort((a, b) => Number(a.id) - Number(b.id))
+      .map((j) => j.data as { token: string; phase: string })
       .map(({ token, phase }) => ({ token, phase }));
   }
 
