@@ -107,7 +107,12 @@ export class RedisUnavailableError extends Error {}
  */
 export async function resolveEmbeddedRedis(
   env: NodeJS.ProcessEnv = process.env,
-  opts: { localPort?: number; redisServer?: string } = {},
+  opts: {
+    localPort?: number;
+    redisServer?: string;
+    /** Called before a private server is started: makes sure the command can run, or throws why not. */
+    ensureServer?: (command: string) => Promise<void>;
+  } = {},
 ): Promise<EmbeddedRedis> {
   const fromEnv = env.REDIS_URL?.trim();
   if (fromEnv) return { url: fromEnv, origin: "REDIS_URL", stop: async () => {} };
@@ -115,8 +120,10 @@ export async function resolveEmbeddedRedis(
   if (await redisAnswers("127.0.0.1", localPort)) {
     return { url: `redis://127.0.0.1:${localPort}`, origin: "local", stop: async () => {} };
   }
+  const command = opts.redisServer ?? "redis-server";
+  await opts.ensureServer?.(command);
   const port = await freePort();
-  const child = await startRedisServer(port, opts.redisServer ?? "redis-server");
+  const child = await startRedisServer(port, command);
   return {
     url: `redis://127.0.0.1:${port}`,
     origin: "private",

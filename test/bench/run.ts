@@ -6,6 +6,7 @@ import { readdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { resolveEmbeddedRedis } from "../../queue/redis.js";
+import { ensureRedisServer } from "../redis/install.js";
 import type { Figure } from "./figure.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -23,7 +24,7 @@ async function main(): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  const redis = await resolveEmbeddedRedis();
+  const redis = await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
   process.env.TEST_REDIS_URL ??= redis.url;
   try {
     for (const name of wanted.length ? wanted : names) {

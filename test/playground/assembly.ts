@@ -36,6 +36,7 @@ import {
 } from "../cluster/argosim/index.js";
 import { type FluxKnobs, type FluxSim, startFluxSim } from "../cluster/fluxsim/index.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { ensureRedisServer } from "../redis/install.js";
 import { type AuditFindings, auditFindings, SIMULATOR_USERS } from "./audit-check.js";
 import {
   ARGOCD_NAMESPACE,
@@ -213,7 +214,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
 
     const redis = opts.redisUrl
       ? { url: opts.redisUrl, origin: "REDIS_URL" as const, stop: async () => {} }
-      : await resolveEmbeddedRedis();
+      : await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
     stops.push(() => redis.stop());
     if (!opts.prefix) stops.push(() => removeKeys(redis.url, prefix));
 

@@ -10,6 +10,7 @@
  */
 import { parseArgs } from "node:util";
 import { resolveEmbeddedRedis } from "../../queue/redis.js";
+import { ensureRedisServer } from "../redis/install.js";
 import { describeAction, describeRevert, playRun, type RunResult } from "./run.js";
 
 const { values } = parseArgs({
@@ -50,7 +51,7 @@ const say = (line: string) => process.stderr.write(`${line}\n`);
 /** The longest time an older value stayed over an edit in a run (one never undone counts to the run's end). */
 const longestRevert = (r: RunResult): number => Math.max(0, ...r.reverts.map((v) => v.lastedMs));
 
-const redis = await resolveEmbeddedRedis();
+const redis = await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
 const results: RunResult[] = [];
 try {
   for (let i = 0; i < runs && Date.now() < deadline; i++) {
