@@ -248,19 +248,20 @@ describe("simulated API server with @kubernetes/client-node", () => {
       },
     };
     const path = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/probe";
+    const auth = { Authorization: `Bearer ${server.token()}` };
     const strict = await fetch(`${server.url}${path}?fieldManager=probe&dryRun=All&fieldValidation=Strict`, {
       method: "PATCH",
-      headers: { "Content-Type": "application/apply-patch+yaml" },
+      headers: { "Content-Type": "application/apply-patch+yaml", ...auth },
       body: JSON.stringify(app),
     });
     expect(strict.status).toBe(400);
     expect(await strict.text()).toContain('unknown field \\"spec.syncPolicy.bogus\\"');
     // dry run stored nothing
-    expect((await fetch(`${server.url}${path}`)).status).toBe(404);
+    expect((await fetch(`${server.url}${path}`, { headers: auth })).status).toBe(404);
 
     const lax = await fetch(`${server.url}${path}?fieldManager=probe`, {
       method: "PATCH",
-      headers: { "Content-Type": "application/apply-patch+yaml" },
+      headers: { "Content-Type": "application/apply-patch+yaml", ...auth },
       body: JSON.stringify(app),
     });
     expect(lax.status).toBe(201);
@@ -288,7 +289,7 @@ describe("simulated API server with @kubernetes/client-node", () => {
         `${old.url}/apis/argoproj.io/v1alpha1/namespaces/default/applications/probe?fieldManager=probe&dryRun=All&fieldValidation=Strict`,
         {
           method: "PATCH",
-          headers: { "Content-Type": "application/apply-patch+yaml" },
+          headers: { "Content-Type": "application/apply-patch+yaml", Authorization: `Bearer ${old.token()}` },
           body: JSON.stringify(body),
         },
       );

@@ -31,8 +31,13 @@ export interface ApiServerOptions {
   bookmarkIntervalMs?: number;
   /** How many changes watches can resume from before a resourceVersion is too old (default 10000). */
   watchCacheSize?: number;
-  /** Requests without a token act as this (default: allowed everything, like the admin). Use "deny" for 401. */
-  anonymous?: "allow" | "deny";
+  /**
+   * Requests without a token: "rbac" (default) authenticates them as system:anonymous (group
+   * system:unauthenticated) with only what RBAC grants that user or group, as kube-apiserver does
+   * with anonymous auth on (the bootstrap policy lets it read /healthz, /livez, /readyz and
+   * /version; everything else is 403). "deny" answers 401, as with --anonymous-auth=false.
+   */
+  anonymous?: "rbac" | "deny";
   /** Clock for timestamps (creationTimestamp, managedFields time, deletionTimestamp). */
   now?: () => number;
   /** Appends every request to this file as an audit.k8s.io/v1 Event, one JSON line each. */
@@ -59,6 +64,8 @@ export interface ApiServerFaults {
 export interface ApiServer {
   url: string;
   kubeConfig(user?: string): KubeConfig;
+  /** The bearer token of `user` (default the admin), for a test that speaks HTTP to the server itself. */
+  token(user?: string): string;
   writeKubeconfig(path: string, user?: string): Promise<void>;
   /** A user with rules of its own, or "all" (a superuser, group system:masters). */
   addUser(name: string, token: string, rules: AuthRule[] | "all"): void;
@@ -105,7 +112,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     anonymous:
       opts.anonymous === "deny"
         ? undefined
-        : { name: "system:anonymous", groups: ["system:unauthenticated"], rules: "all" },
+        : { name: "system:anonymous", groups: ["system:unauthenticated"], rules: "rbac" },
     bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
     now,
     gitVersion: "v1.32.0-applygate-sim",
@@ -169,6 +176,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   return {
     url,
     kubeConfig: (user) => makeKubeConfig(identity(user)),
+    token: (user) => identity(user).token,
     writeKubeconfig: (path, user) => writeKubeconfigFile(path, identity(user)),
     addUser: (name, token, rules) => users.add(name, token, rules),
     requestsBy: (user) => ctx.requests.get(user) ?? 0,

@@ -126,6 +126,37 @@ describe("RBAC of the simulated API server", () => {
     expect(versions.versions).toContain("v1");
   });
 
+  it("a request without a token is system:anonymous with only what RBAC grants it: /version and health, nothing else", async () => {
+    const version = await fetch(`${server.url}/version`);
+    expect(version.status).toBe(200);
+    const read = await fetch(`${server.url}/api/v1/namespaces/team-b/configmaps/cm`);
+    expect(read.status).toBe(403);
+    expect(((await read.json()) as { message: string }).message).toBe(
+      'configmaps "cm" is forbidden: User "system:anonymous" cannot get resource "configmaps" in API group "" in the namespace "team-b"',
+    );
+    const create = await fetch(`${server.url}/api/v1/namespaces`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ metadata: { name: "by-nobody" } }),
+    });
+    expect(create.status).toBe(403);
+    expect((await fetch(`${server.url}/apis`)).status).toBe(403);
+    const admin = await fetch(`${server.url}/api/v1/namespaces/team-b/configmaps/cm`, {
+      headers: { Authorization: `Bearer ${server.token()}` },
+    });
+    expect(admin.status).toBe(200);
+  });
+
+  it("with anonymous auth off, a request without a token is 401", async () => {
+    const closed = await startApiServer({ anonymous: "deny" });
+    try {
+      expect((await fetch(`${closed.url}/version`)).status).toBe(401);
+      expect((await fetch(`${closed.url}/api/v1/namespaces`)).status).toBe(401);
+    } finally {
+      await closed.close();
+    }
+  });
+
   it("writes each request to the audit log as an audit.k8s.io/v1 Event", async () => {
     const events = readAuditLog(join(dir, "audit.log"));
     const denied = events.find((e) => e.verb === "create" && e.user.username === user);

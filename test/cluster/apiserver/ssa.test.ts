@@ -204,9 +204,11 @@ describe("server-side apply ownership", () => {
         : { spec: step.spec };
     const q = new URLSearchParams({ fieldManager: step.manager });
     if (step.force) q.set("force", "true");
+    const auth = { Authorization: `Bearer ${server.token()}` };
     const res = await fetch(`${server.url}${path}?${q}`, {
       method: "PATCH",
       headers: {
+        ...auth,
         "Content-Type":
           step.kind === "apply" ? "application/apply-patch+yaml" : "application/merge-patch+json",
       },
@@ -219,7 +221,7 @@ describe("server-side apply ownership", () => {
       expect(answer.details.causes.map((c: any) => c.field)).toEqual(step.conflictFields);
       expect(answer.message).toContain('conflict with "alice"');
     }
-    const now = (await (await fetch(`${server.url}${path}`)).json()) as any;
+    const now = (await (await fetch(`${server.url}${path}`, { headers: auth })).json()) as any;
     expect(now.spec).toEqual(step.after);
     const owners = Object.fromEntries(
       now.metadata.managedFields.map((m: any) => [`${m.manager}/${m.operation}`, m.fieldsV1]),
