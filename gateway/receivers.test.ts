@@ -282,6 +282,54 @@ describe("other hosts", () => {
   });
 });
 
+describe("verified events that are not a push", () => {
+  // A host sends these when a hook is created or when more events than push are ticked; a 404
+  // shows as a failed delivery there, and some hosts disable a hook that keeps failing.
+  const body = JSON.stringify({ zen: "Keep it logically awesome.", hook_id: 1 });
+  const cases: [string, string, Headers][] = [
+    ["GitHub ping", pathOf(SECRETS.github, "github"), githubHeaders(SECRETS.github, body, "ping")],
+    ["GitHub issues", pathOf(SECRETS.github, "github"), githubHeaders(SECRETS.github, body, "issues")],
+    [
+      "Gitea ping",
+      pathOf(SECRETS.gitea, "gitea"),
+      { "x-gitea-event": "ping", "x-gitea-signature": hmacHex("sha256", SECRETS.gitea, body) },
+    ],
+    [
+      "Gitea create",
+      pathOf(SECRETS.gitea, "gitea"),
+      { "x-gitea-event": "create", "x-gitea-signature": hmacHex("sha256", SECRETS.gitea, body) },
+    ],
+    [
+      "GitLab tag push",
+      pathOf(SECRETS.gitlab, "gitlab"),
+      { "x-gitlab-event": "Tag Push Hook", "x-gitlab-token": SECRETS.gitlab },
+    ],
+    [
+      "generic-hmac ping",
+      pathOf(SECRETS.generic, "generic"),
+      { "x-github-event": "ping", "x-signature": `sha256=${hmacHex("sha256", SECRETS.generic, body)}` },
+    ],
+  ];
+
+  it.each(cases)("answers a verified %s 200 ignored, and queues nothing", async (_label, url, headers) => {
+    const before = await jobCount();
+    const r = await post(url, body, headers);
+    expect(r.statusCode).toBe(200);
+    expect(r.json()).toEqual({ status: "ignored", detail: "not a push event" });
+    expect(await jobCount()).toBe(before);
+  });
+
+  it.each(cases)("answers an unverified %s the uniform miss", async (_label, url, headers) => {
+    const forged = { ...headers };
+    for (const h of ["x-hub-signature-256", "x-gitea-signature", "x-signature"])
+      if (forged[h]) forged[h] = forged[h]!.replace(/[0-9a-f]{8}$/, "00000000");
+    if (forged["x-gitlab-token"]) forged["x-gitlab-token"] = "not-the-token";
+    const r = await post(url, body, forged);
+    expect(r.statusCode).toBe(MISS_STATUS);
+    expect(r.body).toBe(MISS_BODY);
+  });
+});
+
 describe("misses", () => {
   const body = JSON.stringify(branchPushExample());
   const good = githubHeaders(SECRETS.github, body);
@@ -298,7 +346,7 @@ describe("misses", () => {
       gh,
       { "x-github-event": "push", "x-hub-signature": `sha1=${hmacHex("sha1", SECRETS.github, body)}` },
     ],
-    ["disallowed event", gh, { ...good, "x-github-event": "issues" }],
+    ["an event that is not a push, unsigned", gh, { "x-github-event": "issues" }],
     ["provider not ready (no Secret)", pathOf("", "nosecret"), good],
     [
       "gitlab wrong token",
@@ -306,9 +354,9 @@ describe("misses", () => {
       { "x-gitlab-event": "Push Hook", "x-gitlab-token": "x" },
     ],
     [
-      "gitlab tag push event",
+      "gitlab tag push event with a wrong token",
       pathOf(SECRETS.gitlab, "gitlab"),
-      { "x-gitlab-event": "Tag Push Hook", "x-gitlab-token": SECRETS.gitlab },
+      { "x-gitlab-event": "Tag Push Hook", "x-gitlab-token": "x" },
     ],
     [
       "gitea bare signature wrong",

@@ -1,8 +1,9 @@
 /**
  * `POST /hook/<hex>`: one receiver path per GitProvider. Verify first (against a dummy secret when
  * the path is unknown), then read the event, then the payload; every miss answers the same bytes
- * after the same work. A verified push for a branch some GitTarget writes becomes a push notice,
- * acknowledged only once Redis holds it.
+ * after the same work. A verified event that is not a push is answered 200 and ignored; a verified
+ * push for a branch some GitTarget writes becomes a push notice, acknowledged only once Redis
+ * holds it.
  */
 import { isUtf8 } from "node:buffer";
 import { createHash } from "node:crypto";
@@ -66,14 +67,15 @@ async function receive(
   if (!verified || !provider) return miss();
 
   const event = deliveryEvent(provider.type, req.headers);
-  if (event === "other") return miss();
   const log = deps.log.child({ provider: `${provider.namespace}/${provider.name}` });
   const ignored = (code: number, status: string, detail?: string) => {
     deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "ignored" });
-    log.debug({ status, detail }, "delivery ignored");
+    log.debug({ status, detail, event }, "delivery ignored");
     return reply.code(code).send(detail ? { status, detail } : { status });
   };
-  if (event === "ping") return ignored(200, "pong");
+  // A verified ping (sent when a hook is created) or any other event is the provider's own host
+  // talking: a 404 would show there as a failed delivery, so it is answered 200 and ignored.
+  if (event !== "push") return ignored(200, "ignored", "not a push event");
 
   const payload = parsePayload(body, req.headers["content-type"]);
   const reading = readPush(payload);
