@@ -1,8 +1,10 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import * as k8s from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { crdObjects } from "../../queue/crds/files.js";
+import { crdFiles, crdObjects } from "../../queue/crds/files.js";
+import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { build, type K8sObject, KUBECTL_AVAILABLE, OVERLAYS, REPO_ROOT } from "./kustomize.js";
 
 interface Rule {
@@ -140,5 +142,147 @@ describe("documented RBAC", () => {
           for (const r of rule.resources) expect(doc, `${file}: ${r}`).toContain(r);
       }
     }
+  });
+});
+
+/** Our kinds a namespace user works with: every namespaced applygate.dev CRD, by plural. */
+const namespacedKinds = () =>
+  (crdObjects() as any[])
+    .filter((c) => c.spec.scope === "Namespaced")
+    .map((c) => c.spec.names.plural as string);
+
+describe("namespace users through the built-in roles", () => {
+  const text = readFileSync(resolve(REPO_ROOT, "manifests/base/rbac.yaml"), "utf8");
+  const docs = parseAllDocuments(text).map((d) => d.toJS()) as Role[];
+  const role = (name: string) =>
+    docs.find((d) => d.kind === "ClusterRole" && d.metadata.name === name) as Role;
+
+  it("applygate-edit writes and applygate-view reads every namespaced kind of ours; view is aggregated into edit and admin too", () => {
+    const granted = (r: Role, verb: string) =>
+      r.rules
+        .filter((x) => x.apiGroups.includes("applygate.dev") && x.verbs.includes(verb))
+        .flatMap((x) => x.resources);
+    const kinds = namespacedKinds();
+    expect(kinds).toEqual(expect.arrayContaining(["watchrules", "webhookclaims"]));
+    for (const verb of ["create", "update", "patch", "delete"])
+      expect(granted(role("applygate-edit"), verb).sort(), verb).toEqual([...kinds].sort());
+    for (const verb of ["get", "list", "watch"])
+      expect(granted(role("applygate-view"), verb), verb).toEqual(expect.arrayContaining(kinds));
+    expect(granted(role("applygate-edit"), "create")).not.toContain("scopegrants");
+    expect(role("applygate-view").metadata.labels).toMatchObject({
+      "rbac.authorization.k8s.io/aggregate-to-view": "true",
+      "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+      "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+    });
+  });
+
+  describe("on an API server enforcing RBAC", () => {
+    let api: ApiServer;
+    const client = (user: string) => api.kubeConfig(user).makeApiClient(k8s.CustomObjectsApi);
+    const G = { group: "applygate.dev", version: "v1alpha1" };
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => 200,
+        (e: { code?: number }) => e.code ?? 0,
+      );
+    let editor: string;
+    let viewer: string;
+    let clusterEditor: string;
+
+    beforeAll(async () => {
+      api = await startApiServer();
+      for (const f of crdFiles()) await api.installCrdFile(f);
+      await api.applyYaml(text);
+      const core = api.kubeConfig().makeApiClient(k8s.CoreV1Api);
+      for (const name of ["team-a", "team-b"]) await core.createNamespace({ body: { metadata: { name } } });
+      editor = api.addServiceAccount("team-a", "dev");
+      viewer = api.addServiceAccount("team-a", "auditor");
+      clusterEditor = api.addServiceAccount("ops", "oncall");
+      await api.applyYaml(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: dev-edit, namespace: team-a }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit }
+subjects: [{ kind: ServiceAccount, name: dev, namespace: team-a }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: auditor-view, namespace: team-a }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view }
+subjects: [{ kind: ServiceAccount, name: auditor, namespace: team-a }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: oncall-edit }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit }
+subjects: [{ kind: ServiceAccount, name: oncall, namespace: ops }]
+`);
+    });
+    afterAll(async () => api?.close());
+
+    it("an editor of team-a writes WatchRules and WebhookClaims there, and nowhere else", async () => {
+      const c = client(editor);
+      const rule = {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "WatchRule",
+        metadata: { name: "cms" },
+        spec: { targetRef: { name: "site" }, kinds: [{ group: "", version: "v1", kind: "ConfigMap" }] },
+      };
+      const claim = {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "WebhookClaim",
+        metadata: { name: "deploy" },
+        spec: { url: "https://deploy.example/hook", secretRef: { name: "deploy-key" } },
+      };
+      for (const [plural, body] of [
+        ["watchrules", rule],
+        ["webhookclaims", claim],
+      ] as const) {
+        expect(
+          await code(c.createNamespacedCustomObject({ ...G, plural, namespace: "team-a", body })),
+          plural,
+        ).toBe(200);
+        expect(await code(c.listNamespacedCustomObject({ ...G, plural, namespace: "team-a" })), plural).toBe(
+          200,
+        );
+        expect(
+          await code(c.createNamespacedCustomObject({ ...G, plural, namespace: "team-b", body })),
+          plural,
+        ).toBe(403);
+        expect(
+          await code(client(viewer).listNamespacedCustomObject({ ...G, plural, namespace: "team-a" })),
+          plural,
+        ).toBe(200);
+        expect(
+          await code(
+            client(viewer).createNamespacedCustomObject({
+              ...G,
+              plural,
+              namespace: "team-a",
+              body: { ...body, metadata: { name: "v" } },
+            }),
+          ),
+          plural,
+        ).toBe(403);
+      }
+    });
+
+    it("ScopeGrants: read under a ClusterRoleBinding of edit, written by no editor", async () => {
+      const grant = {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "ScopeGrant",
+        metadata: { name: "mine" },
+        spec: { targets: [{ namespace: "team-a" }], namespaces: ["kube-system"] },
+      };
+      expect(await code(client(clusterEditor).listClusterCustomObject({ ...G, plural: "scopegrants" }))).toBe(
+        200,
+      );
+      for (const who of [editor, clusterEditor])
+        expect(
+          await code(client(who).createClusterCustomObject({ ...G, plural: "scopegrants", body: grant })),
+        ).toBe(403);
+      // A RoleBinding in a namespace grants no cluster-scoped read.
+      expect(await code(client(editor).listClusterCustomObject({ ...G, plural: "scopegrants" }))).toBe(403);
+    });
   });
 });

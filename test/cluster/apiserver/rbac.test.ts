@@ -279,6 +279,44 @@ describe("authorize", () => {
     );
   });
 
+  it("the built-in view aggregates into edit and edit into admin: a rule labelled aggregate-to-view reaches all three, one labelled aggregate-to-edit only edit and admin", () => {
+    const labelled = (name: string, to: string, resource: string) => ({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name, labels: { [`rbac.authorization.k8s.io/aggregate-to-${to}`]: "true" } },
+      rules: [{ verbs: ["list"], apiGroups: ["example.dev"], resources: [resource] }],
+    });
+    const boundTo = (role: string): Policy => ({
+      ...empty,
+      clusterRoles: [
+        labelled("widgets-view", "view", "widgets"),
+        labelled("gadgets-edit", "edit", "gadgets"),
+      ],
+      clusterRoleBindings: [
+        {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "ClusterRoleBinding",
+          metadata: { name: "b" },
+          roleRef: { kind: "ClusterRole", name: role },
+          subjects: [{ kind: "ServiceAccount", name: "b", namespace: "a" }],
+        },
+      ],
+    });
+    const can = (role: string, resource: string) =>
+      authorize(sa, { verb: "list", group: "example.dev", resource }, boundTo(role)).allowed;
+    expect(["view", "edit", "admin"].map((r) => can(r, "widgets"))).toEqual([true, true, true]);
+    expect(["view", "edit", "admin"].map((r) => can(r, "gadgets"))).toEqual([false, true, true]);
+    // The built-in rules come along: edit writes ConfigMaps, view only reads them.
+    const cm = (role: string, verb: string) =>
+      authorize(sa, { verb, group: "", resource: "configmaps", namespace: "x" }, boundTo(role)).allowed;
+    expect([cm("view", "get"), cm("view", "create"), cm("edit", "create"), cm("admin", "get")]).toEqual([
+      true,
+      false,
+      true,
+      true,
+    ]);
+  });
+
   it("matches a ServiceAccount subject by namespace and name, a Group by the user's groups", () => {
     const policy = (subject: object): Policy => ({
       ...empty,

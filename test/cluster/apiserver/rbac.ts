@@ -60,11 +60,90 @@ export interface Decision {
   reason: string;
 }
 
-/** The bootstrap policy's discovery grants (system:discovery, system:public-info-viewer). */
+const READ = ["get", "list", "watch"];
+const WRITE = ["create", "update", "patch", "delete", "deletecollection"];
+const AGGREGATE = (to: "admin" | "edit" | "view") => ({
+  [`rbac.authorization.k8s.io/aggregate-to-${to}`]: "true",
+});
+
+/**
+ * The bootstrap policy: the discovery grants (system:discovery, system:public-info-viewer) and the
+ * user-facing roles admin, edit and view, aggregated as on a real server: each holds the rules of
+ * every ClusterRole labelled aggregate-to-<role>, and `view` is itself labelled aggregate-to-edit
+ * and `edit` aggregate-to-admin, so what view grants edit and admin grant too. The system:aggregate-
+ * to-* roles carry the core and apps parts of the real rules.
+ */
 const bootstrap: Policy = {
   roles: [],
   roleBindings: [],
   clusterRoles: [
+    aggregating("admin", {}, "admin"),
+    aggregating("edit", AGGREGATE("admin"), "edit"),
+    aggregating("view", AGGREGATE("edit"), "view"),
+    role(
+      "system:aggregate-to-admin",
+      [
+        { verbs: ["create"], apiGroups: ["authorization.k8s.io"], resources: ["localsubjectaccessreviews"] },
+        {
+          verbs: [...READ, ...WRITE],
+          apiGroups: ["rbac.authorization.k8s.io"],
+          resources: ["roles", "rolebindings"],
+        },
+      ],
+      AGGREGATE("admin"),
+    ),
+    role(
+      "system:aggregate-to-edit",
+      [
+        { verbs: READ, apiGroups: [""], resources: ["secrets"] },
+        { verbs: ["impersonate"], apiGroups: [""], resources: ["serviceaccounts"] },
+        {
+          verbs: WRITE,
+          apiGroups: [""],
+          resources: [
+            "pods",
+            "services",
+            "endpoints",
+            "persistentvolumeclaims",
+            "configmaps",
+            "secrets",
+            "serviceaccounts",
+          ],
+        },
+        {
+          verbs: WRITE,
+          apiGroups: ["apps"],
+          resources: ["statefulsets", "daemonsets", "deployments", "deployments/scale", "replicasets"],
+        },
+      ],
+      AGGREGATE("edit"),
+    ),
+    role(
+      "system:aggregate-to-view",
+      [
+        {
+          verbs: READ,
+          apiGroups: [""],
+          resources: [
+            "pods",
+            "pods/log",
+            "services",
+            "endpoints",
+            "persistentvolumeclaims",
+            "configmaps",
+            "serviceaccounts",
+            "events",
+            "namespaces",
+          ],
+        },
+        {
+          verbs: READ,
+          apiGroups: ["apps"],
+          resources: ["statefulsets", "daemonsets", "deployments", "deployments/scale", "replicasets"],
+        },
+      ],
+      AGGREGATE("view"),
+    ),
     role("system:discovery", [
       {
         verbs: ["get"],
@@ -96,8 +175,25 @@ const bootstrap: Policy = {
   ],
 };
 
-function role(name: string, rules: PolicyRule[]): RoleObject {
-  return { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name }, rules };
+function role(name: string, rules: PolicyRule[], labels?: Record<string, string>): RoleObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    metadata: { name, ...(labels ? { labels } : {}) },
+    rules,
+  };
+}
+
+/** A ClusterRole made of the rules of every ClusterRole labelled aggregate-to-<to>. */
+function aggregating(
+  name: string,
+  labels: Record<string, string>,
+  to: "admin" | "edit" | "view",
+): RoleObject {
+  return {
+    ...role(name, [], labels),
+    aggregationRule: { clusterRoleSelectors: [{ matchLabels: AGGREGATE(to) }] },
+  };
 }
 
 function binding(name: string, subjects: Subject[]): BindingObject {
@@ -165,14 +261,19 @@ export function authorize(
   const clusterRoles = [...bootstrap.clusterRoles, ...stored.clusterRoles] as RoleObject[];
   // A ClusterRole with an aggregationRule holds the rules of every ClusterRole its selectors
   // match, as kube-controller-manager's clusterrole-aggregation controller keeps it (at once here).
-  const aggregated = (r: RoleObject): RoleObject => {
+  // The controller writes those rules into the aggregating role, so a role matched that aggregates
+  // itself brings what it aggregated (view's into edit, edit's into admin).
+  const aggregated = (r: RoleObject, seen: ReadonlySet<RoleObject> = new Set()): RoleObject => {
     const selectors = r.aggregationRule?.clusterRoleSelectors ?? [];
     if (selectors.length === 0) return r;
     const matches = (o: RoleObject) =>
       selectors.some((sel) =>
         Object.entries(sel.matchLabels ?? {}).every(([k, v]) => o.metadata.labels?.[k] === v),
       );
-    const rules = clusterRoles.filter((o) => o !== r && matches(o)).flatMap((o) => o.rules ?? []);
+    const inside = new Set([...seen, r]);
+    const rules = clusterRoles
+      .filter((o) => !inside.has(o) && matches(o))
+      .flatMap((o) => aggregated(o, inside).rules ?? []);
     return { ...r, rules: [...(r.rules ?? []), ...rules] };
   };
   const clusterRole = (name: string) => {
