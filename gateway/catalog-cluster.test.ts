@@ -58,6 +58,7 @@ const LEAST_PRIVILEGE: AuthRule[] = [
   { verbs: ["get", "list", "watch"], groups: ["applygate.dev"], resources: ["gitproviders", "gittargets"] },
   { verbs: ["get"], groups: [""], resources: ["secrets"], namespaces: [NS] },
   { verbs: ["patch"], groups: ["applygate.dev"], resources: ["gitproviders/status"] },
+  { verbs: ["get", "list", "watch"], groups: [""], resources: ["namespaces"] },
 ];
 const GATEWAY_TOKEN = "gateway-token";
 const PROVIDERS_PATH = "/apis/applygate.dev/v1alpha1/gitproviders";
@@ -268,8 +269,23 @@ describe("cluster catalog with only get on Secrets", () => {
         "/apis/applygate.dev/v1alpha1/gittargets",
         "/apis/applygate.dev/v1alpha1/scopegrants",
         "/apis/applygate.dev/v1alpha1/webhookclaims",
+        "/api/v1/namespaces",
       ].sort(),
     );
+  });
+
+  it("knows each namespace's Pod Security level from its labels, as they change", async () => {
+    expect(catalog.snapshot().podSecurityLevel(NS)).toBe("baseline");
+    const label = (level: string) =>
+      server.applyYaml(
+        `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${NS}, labels: {pod-security.kubernetes.io/enforce: ${level}}}\n`,
+      );
+    await label("privileged");
+    await until(() => catalog.snapshot().podSecurityLevel(NS) === "privileged", "the label read");
+    await label("restricted");
+    await until(() => catalog.snapshot().podSecurityLevel(NS) === "restricted", "the new label read");
+    expect(catalog.snapshot().podSecurityLevel("team-b")).toBe("baseline");
+    expect(catalog.snapshot().podSecurityLevel("no-such-namespace")).toBe("baseline");
   });
 });
 
@@ -308,6 +324,7 @@ describe("cluster catalog start", () => {
     try {
       expect(c.loaded()).toBe(true);
       expect(c.kube.unsyncedWatches().sort()).toEqual([
+        "/api/v1/namespaces",
         "/apis/applygate.dev/v1alpha1/scopegrants",
         "/apis/applygate.dev/v1alpha1/webhookclaims",
       ]);

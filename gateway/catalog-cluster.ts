@@ -108,6 +108,8 @@ export class ClusterCatalog implements Catalog {
   readonly #targets: Watched<GitTarget>;
   readonly #grants: Watched<ScopeGrant>;
   readonly #webhookClaims: Watched<WebhookClaim>;
+  /** Namespaces, for their Pod Security labels. */
+  readonly #namespaces: InformerHandle<KObject>;
   readonly #status: StatusWriter<"gitProvider", "gateway">;
   /** The status writer's pass under way, and whether another must follow it. */
   #statusPass: Promise<void> | undefined;
@@ -146,6 +148,7 @@ export class ClusterCatalog implements Catalog {
     this.#webhookClaims = watch(RESOURCES.webhookClaim, (o) => readObject(webhookClaim, o), ns);
     // ScopeGrants are cluster-scoped: watched cluster-wide even with a namespace set.
     this.#grants = watch(RESOURCES.scopeGrant, (o) => readObject(scopeGrant, o), undefined);
+    this.#namespaces = this.kube.namespaceInformer(() => this.#scheduleRebuild());
   }
 
   /**
@@ -182,6 +185,8 @@ export class ClusterCatalog implements Catalog {
       firstList(this.#targets.handle),
       this.#grants.handle.informer.start(),
       this.#webhookClaims.handle.informer.start(),
+      // Unread, a namespace holds the default level (baseline), never a weaker one.
+      this.#namespaces.informer.start(),
     ]);
     this.#rebuild();
     await Promise.all(this.#reading.values());
@@ -282,7 +287,11 @@ export class ClusterCatalog implements Catalog {
       const ref = refs.get(key);
       if (ref && cached.data) secrets.push({ namespace: ref.namespace, name: ref.name, data: cached.data });
     }
-    this.#snapshot = buildSnapshot({ providers, targets, secrets, grants, webhookClaims });
+    const namespaces = this.#namespaces.informer.list().map((n) => ({
+      name: n.metadata.name,
+      ...(n.metadata.labels ? { labels: n.metadata.labels } : {}),
+    }));
+    this.#snapshot = buildSnapshot({ providers, targets, secrets, grants, webhookClaims, namespaces });
     if (this.#loaded) this.#scheduleStatus();
   }
 

@@ -17,6 +17,7 @@ import {
   WEBHOOK_SECRET_TOKEN_KEY,
   type WebhookClaim,
 } from "../queue/crds/index.js";
+import { enforcedLevel, type PodSecurityLevel } from "../queue/pod-security.js";
 import { type Scope, scopeOf } from "../queue/scope.js";
 import { hookPath } from "./verify.js";
 
@@ -35,6 +36,14 @@ export interface CatalogObjects {
   grants?: ScopeGrant[];
   /** WebhookClaims: the key a tool's report on one of their operations is checked with. */
   webhookClaims?: WebhookClaim[];
+  /** Namespaces, for the Pod Security level their labels enforce. */
+  namespaces?: NamespaceLabels[];
+}
+
+/** A Namespace as the catalog keeps it: its name and labels. */
+export interface NamespaceLabels {
+  name: string;
+  labels?: Record<string, string>;
 }
 
 /** What a tool's report on a WebhookClaim's operation is checked with. */
@@ -87,6 +96,11 @@ export interface CatalogSnapshot {
   readonly providers: readonly ProviderEntry[];
   readonly targets: readonly TargetEntry[];
   webhookClaim(namespace: string, name: string): WebhookClaimEntry | undefined;
+  /**
+   * The Pod Security level a namespace enforces (`pod-security.kubernetes.io/enforce`); a
+   * namespace not known or not labelled holds the default (queue/pod-security.ts).
+   */
+  podSecurityLevel(namespace: string): PodSecurityLevel;
 }
 
 /** Where the gateway's catalog comes from; a file or the cluster, interchangeable. */
@@ -186,10 +200,13 @@ export function buildSnapshot(objects: CatalogObjects): CatalogSnapshot {
     });
   }
 
+  const levels = new Map((objects.namespaces ?? []).map((n) => [n.name, enforcedLevel(n.labels)]));
+
   return {
     providers,
     targets,
     webhookClaim: (namespace, name) => claims.get(nn(namespace, name)),
+    podSecurityLevel: (namespace) => levels.get(namespace) ?? enforcedLevel(undefined),
     providerByHookPath: (path) => byPath.get(path),
     target: (namespace, name) => byTarget.get(nn(namespace, name)),
     targetsWriting: (provider, branch) =>

@@ -184,6 +184,112 @@ describe("intake", () => {
     );
   });
 
+  it("refuses with 403 a Secret in clear text and a ServiceAccount, as a namespace's scope never holds them, and queues nothing", async () => {
+    const before = (await inbox()).length;
+    const post = (object: Record<string, unknown>) =>
+      gw.app.inject({
+        method: "POST",
+        url: WRITES,
+        headers: bearer,
+        payload: { ...write, changes: [{ op: "upsert", object }] },
+      });
+    const secret = await post({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "db", namespace: NS },
+      stringData: { password: "hunter2" },
+    });
+    expect(secret.statusCode).toBe(403);
+    expect(secret.json()).toMatchObject({
+      field: "changes.0",
+      object: "Secret apps/db",
+      rule: "SecretRefused",
+    });
+    expect(secret.json().error).toMatch(/a Secret is never written to Git in clear text/);
+    const sa = await post({
+      apiVersion: "v1",
+      kind: "ServiceAccount",
+      metadata: { name: "ci", namespace: NS },
+    });
+    expect(sa.statusCode).toBe(403);
+    expect(sa.json()).toMatchObject({ object: "ServiceAccount apps/ci", rule: "PrivilegedKind" });
+    expect((await inbox()).length).toBe(before);
+  });
+
+  it("refuses with 403 a Pod template beyond its namespace's Pod Security level, and accepts it where the namespace allows it", async () => {
+    const before = (await inbox()).length;
+    const hostPid = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "debug", namespace: NS },
+      spec: {
+        hostPID: true,
+        containers: [{ name: "sh", image: "busybox", securityContext: { privileged: true } }],
+      },
+    };
+    const daemonSet = {
+      apiVersion: "apps/v1",
+      kind: "DaemonSet",
+      metadata: { name: "agent", namespace: NS },
+      spec: { template: { spec: { hostNetwork: true, containers: [{ name: "a", image: "a" }] } } },
+    };
+    const plain = {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "web", namespace: NS },
+      spec: { template: { spec: { containers: [{ name: "web", image: "nginx" }] } } },
+    };
+    const post = (g: Gateway, ...objects: Record<string, unknown>[]) =>
+      g.app.inject({
+        method: "POST",
+        url: WRITES,
+        headers: bearer,
+        payload: { ...write, changes: objects.map((object) => ({ op: "upsert", object })) },
+      });
+    // No label on the namespace: baseline.
+    const pod = await post(gw, plain, hostPid);
+    expect(pod.statusCode).toBe(403);
+    expect(pod.json()).toMatchObject({ field: "changes.1", object: "Pod apps/debug", rule: "PodSecurity" });
+    expect(pod.json().error).toBe(
+      'Pod apps/debug: violates PodSecurity "baseline:latest" of namespace apps: host namespaces (hostPID=true); privileged (container "sh" must not set securityContext.privileged=true)',
+    );
+    expect((await post(gw, daemonSet)).json()).toMatchObject({
+      rule: "PodSecurity",
+      object: "DaemonSet apps/agent",
+    });
+    expect((await inbox()).length).toBe(before);
+    expect((await post(gw, plain)).statusCode).toBe(202);
+
+    const labelled = (level: string) =>
+      createGateway({
+        redisUrl: redis.url,
+        prefix: redis.prefix,
+        catalog: new StaticCatalog({
+          ...fixtureObjects(),
+          namespaces: [{ name: NS, labels: { "pod-security.kubernetes.io/enforce": level } }],
+        }),
+        processMetrics: false,
+        queueEvents: false,
+      });
+    const privileged = await labelled("privileged");
+    const restricted = await labelled("restricted");
+    try {
+      expect((await post(privileged, hostPid)).statusCode).toBe(202);
+      const r = await post(restricted, plain);
+      expect(r.statusCode).toBe(403);
+      expect(r.json().error).toMatch(/violates PodSecurity "restricted:latest"/);
+    } finally {
+      await privileged.close();
+      await restricted.close();
+    }
+    const metrics = await gw.metrics.registry.getSingleMetricAsString(
+      "applygate_gateway_refused_writes_total",
+    );
+    expect(metrics).toContain(
+      'applygate_gateway_refused_writes_total{target="apps/infra",reason="PodSecurity"}',
+    );
+  });
+
   it("refuses with 422 naming the field whatever the worker could not store, and queues nothing", async () => {
     const before = (await inbox()).length;
     const post = (object: unknown) =>
@@ -461,6 +567,32 @@ describe("intake", () => {
       payload: { object: refusal.object },
     });
     expect(bad.json().error).toMatch(/^reason: Required/);
+  });
+
+  it("refuses a refusal notice naming an object its GitTarget may not hold, or no storable object, and queues nothing", async () => {
+    const notices = new Queue(QUEUES.notices, { connection: redis.client, prefix: redis.prefix });
+    const before = (await notices.getJobs(["waiting"])).length;
+    const post = (object: Record<string, unknown>) =>
+      gw.app.inject({ method: "POST", url: REFUSALS, headers: bearer, payload: { object, reason: "r" } });
+    const foreign = await post({ apiVersion: "v1", kind: "ConfigMap", namespace: "kube-system", name: "x" });
+    expect(foreign.statusCode).toBe(403);
+    expect(foreign.json()).toMatchObject({
+      field: "object",
+      object: "ConfigMap kube-system/x",
+      rule: "ForeignNamespace",
+    });
+    const cluster = await post({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      name: "admin",
+    });
+    expect(cluster.json()).toMatchObject({ rule: "ClusterScoped" });
+    const privileged = await post({ apiVersion: "v1", kind: "ServiceAccount", namespace: NS, name: "ci" });
+    expect(privileged.json()).toMatchObject({ rule: "PrivilegedKind" });
+    const unstorable = await post({ apiVersion: "v1", kind: "ConfigMap", namespace: NS, name: "../x" });
+    expect(unstorable.statusCode).toBe(422);
+    expect(unstorable.json().field).toBe("object.name");
+    expect((await notices.getJobs(["waiting"])).length).toBe(before);
   });
 
   it("answers 429 to a write that would take a retrying branch past its budget, latching the pause; a refusal notice still passes", async () => {

@@ -13,8 +13,9 @@ import { type AcceptedWrite, RefusalNotice, RefusalRequest, WriteRequest } from 
 import { StatusReason } from "../queue/crds/reasons.js";
 import { acceptWrite, enqueueNotice } from "../queue/intake.js";
 import type { Logger } from "../queue/log.js";
-import { checkChanges } from "../queue/scope.js";
-import { writeProblem } from "../queue/write-check.js";
+import { podSecurityRefusal } from "../queue/pod-security.js";
+import { checkChanges, checkScope } from "../queue/scope.js";
+import { objectRefProblem, writeProblem } from "../queue/write-check.js";
 import { sendUnavailable, withTimeout } from "./answers.js";
 import type { Catalog, TargetEntry } from "./catalog.js";
 import type { GatewayMetrics, IntakeOutcome } from "./metrics.js";
@@ -161,6 +162,28 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
       rule: scoped.reason,
     });
   }
+  // Pod templates are held to their namespace's Pod Security level (at the door only: the
+  // watch plane's writes are objects the API server admitted).
+  const snapshot = deps.catalog.snapshot();
+  const unsafe = podSecurityRefusal(
+    p.request.changes,
+    (ns) => snapshot.podSecurityLevel(ns),
+    target.namespace,
+  );
+  if (unsafe) {
+    count("forbidden");
+    refused(StatusReason.PodSecurity);
+    deps.log.info(
+      { target: `${target.namespace}/${target.name}`, object: unsafe.object, rule: StatusReason.PodSecurity },
+      "write refused: beyond its namespace's Pod Security level",
+    );
+    return reply.code(403).send({
+      error: unsafe.message,
+      field: `changes.${unsafe.index}`,
+      object: unsafe.object,
+      rule: StatusReason.PodSecurity,
+    });
+  }
   const write: AcceptedWrite = {
     ...p.request,
     id: `w-${randomUUID()}`,
@@ -233,6 +256,23 @@ async function refusals(deps: IntakeDeps, req: Req, reply: FastifyReply): Promis
   const p = prepare(deps, "refusal", RefusalRequest, req, reply);
   if (!p.ok) return p.reply;
   const { target } = p;
+  // A refusal names an object as a write does: it must be one the GitTarget may hold.
+  const problem = objectRefProblem(p.request.object, "object");
+  if (problem) {
+    count("unstorable");
+    return reply.code(422).send({ error: `${problem.field}: ${problem.message}`, field: problem.field });
+  }
+  const scoped = checkScope(target.scope, p.request.object);
+  if (!scoped.ok) {
+    count("forbidden");
+    deps.log.info(
+      { target: `${target.namespace}/${target.name}`, object: scoped.object, rule: scoped.reason },
+      "refusal notice refused: outside the GitTarget's scope",
+    );
+    return reply
+      .code(403)
+      .send({ error: scoped.message, field: "object", object: scoped.object, rule: scoped.reason });
+  }
   // A client retrying with the same Idempotency-Key gets the same notice id, hence one job.
   const key = header(req.headers, "idempotency-key");
   const id = key

@@ -141,4 +141,55 @@ describe("scope of a GitTarget", () => {
     ]);
     expect(v).toMatchObject({ ok: false, index: 1, object: "ConfigMap kube-system/b" });
   });
+
+  it("holds a ServiceAccount only by a grant naming the kind: it is an identity bindings may name", () => {
+    const sa = { apiVersion: "v1", kind: "ServiceAccount", namespace: "demo", name: "deployer" };
+    expect(checkScope(ownScope(target), sa)).toMatchObject({ ok: false, reason: "PrivilegedKind" });
+    const granted = scopeOf(target, [
+      grant("sa", { targets: [{ namespace: "demo" }], kinds: [{ group: "", kind: "ServiceAccount" }] }),
+    ]);
+    expect(checkScope(granted, sa)).toEqual({ ok: true });
+  });
+
+  it("never holds a Secret's values, whatever the grants, and lets one be deleted", () => {
+    const everything = scopeOf(target, [
+      grant("all", {
+        targets: [{ namespace: "demo" }],
+        namespaces: ["*"],
+        kinds: [{ group: "", kind: "*" }],
+      }),
+    ]);
+    for (const s of [ownScope(target), everything]) {
+      const v = checkChanges(s, [
+        {
+          op: "upsert",
+          object: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "a", namespace: "demo" } },
+        },
+        {
+          op: "upsert",
+          object: { apiVersion: "v1", kind: "Secret", metadata: { name: "db", namespace: "demo" } },
+        },
+      ]);
+      expect(v).toMatchObject({ ok: false, index: 1, reason: "SecretRefused", object: "Secret demo/db" });
+      expect(v.ok || v.message).toMatch(/a Secret is never written to Git in clear text/);
+      expect(
+        checkChanges(s, [
+          { op: "delete", ref: { apiVersion: "v1", kind: "Secret", namespace: "demo", name: "db" } },
+        ]),
+      ).toEqual({ ok: true });
+    }
+    // Another group's kind named Secret is not a core Secret.
+    expect(
+      checkChanges(ownScope(target), [
+        {
+          op: "upsert",
+          object: {
+            apiVersion: "example.com/v1",
+            kind: "Secret",
+            metadata: { name: "s", namespace: "demo" },
+          },
+        },
+      ]),
+    ).toEqual({ ok: true });
+  });
 });

@@ -35,6 +35,10 @@ export const PRIVILEGED_KINDS: readonly KindRef[] = [
   { group: "", kind: "Namespace" },
   { group: "", kind: "Node" },
   { group: "", kind: "PersistentVolume" },
+  // An identity: a RoleBinding or ClusterRoleBinding anywhere may name a ServiceAccount that does
+  // not exist yet, and whoever creates it (here: the applier, with its rights) receives that grant
+  // and can mint its tokens.
+  { group: "", kind: "ServiceAccount" },
   { group: "networking.k8s.io", kind: "IngressClass" },
 ];
 
@@ -53,6 +57,7 @@ export interface Scope {
 }
 
 export type ScopeReason =
+  | typeof StatusReason.SecretRefused
   | typeof StatusReason.KindNotAllowed
   | typeof StatusReason.ForeignNamespace
   | typeof StatusReason.PrivilegedKind
@@ -181,14 +186,37 @@ export function refOfChange(c: ScopedChange): ScopedRef {
   };
 }
 
+/** Why a Secret is never held: the watch plane refuses one with the same words. */
+export const SECRET_IN_CLEAR_TEXT = "a Secret is never written to Git in clear text";
+
+/**
+ * Whether a change would put a Secret's values into Git as they are. No grant lets it: a folder is
+ * read by everyone who may read the repository. (Deleting one writes no value.)
+ */
+export function isClearTextSecret(c: ScopedChange): boolean {
+  return c.op === "upsert" && groupOfApiVersion(c.object.apiVersion) === "" && c.object.kind === "Secret";
+}
+
 /** The first change of a write the scope does not hold, with its index; ok when it holds all. */
 export function checkChanges(
   scope: Scope,
   changes: readonly ScopedChange[],
 ): { ok: true } | (Extract<ScopeVerdict, { ok: false }> & { index: number }) {
   for (let i = 0; i < changes.length; i++) {
-    const v = checkScope(scope, refOfChange(changes[i] as ScopedChange));
+    const c = changes[i] as ScopedChange;
+    const v = checkScope(scope, refOfChange(c));
     if (!v.ok) return { ...v, index: i };
+    if (isClearTextSecret(c)) {
+      const ref = refOfChange(c);
+      const shown = `Secret ${ref.namespace ? `${ref.namespace}/` : ""}${ref.name}`;
+      return {
+        ok: false,
+        reason: StatusReason.SecretRefused,
+        object: shown,
+        message: `${shown}: ${SECRET_IN_CLEAR_TEXT} (write a SealedSecret or an ExternalSecret instead)`,
+        index: i,
+      };
+    }
   }
   return { ok: true };
 }

@@ -111,6 +111,11 @@ function refProblem(ref: RefLike, at: string, nameAt: string, nsAt: string): Wri
   return undefined;
 }
 
+/** Why an object reference (a refusal notice's `object`) cannot name a stored object, or undefined. */
+export function objectRefProblem(ref: RefLike, at: string): WriteProblem | undefined {
+  return refProblem(ref, at, `${at}.name`, `${at}.namespace`);
+}
+
 /** A change as both the intake and the inbox hold it (the contract's shape, loosely typed). */
 export type CheckedChange =
   | {

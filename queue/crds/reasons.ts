@@ -37,8 +37,10 @@ export const StatusReason = {
   ForeignNamespace: "ForeignNamespace",
   PrivilegedKind: "PrivilegedKind",
   ClusterScoped: "ClusterScoped",
-  /** The reason a refusal notice from the watch plane starts with. */
+  /** A Secret, never written to Git in clear text (the watch plane's refusal notices say it too). */
   SecretRefused: "SecretRefused",
+  /** A Pod template beyond the Pod Security level of its namespace (refused at the door). */
+  PodSecurity: "PodSecurity",
 
   // Claim: Ready, Configured, InControl
   Bound: "Bound",

@@ -286,6 +286,24 @@ export class Kube {
   }
 
   /**
+   * The shared informer of the cluster's Namespaces (their labels say the Pod Security level each
+   * enforces); `onChange` as for `informer`.
+   */
+  namespaceInformer(onChange?: InformerHandler<KObject>): InformerHandle<KObject> {
+    return this.informers.acquire<KObject>(
+      {
+        path: "/api/v1/namespaces",
+        list: async () => {
+          const out = await this.core.listNamespace();
+          const items = out.items.map((n) => ({ ...n, kind: "Namespace" }) as unknown as KObject);
+          return { items, resourceVersion: out.metadata?.resourceVersion ?? "" };
+        },
+      },
+      onChange,
+    );
+  }
+
+  /**
    * The shared informer of any kind by apiVersion and kind (found through discovery), e.g. the
    * objects an applier applies; undefined when the cluster does not serve the kind.
    */

@@ -26,8 +26,8 @@ import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.
 import { type SweptFile, sweepDeletes, sweptDirs } from "../git/sweep.js";
 import type { Logger } from "../log.js";
 import { isMap, mergedObject } from "../object-merge.js";
-import { checkChanges, refOfChange } from "../scope.js";
-import { writeProblem } from "../write-check.js";
+import { checkChanges, checkScope, refOfChange } from "../scope.js";
+import { objectRefProblem, writeProblem } from "../write-check.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { BranchSpec, RefusedTarget, TargetSpec } from "./directory.js";
 import { nextStepAt } from "./idle.js";
@@ -885,6 +885,11 @@ export class BranchWorker {
       const v = checkChanges(target.scope, write.changes);
       return v.ok ? undefined : { reason: v.reason, message: v.message };
     };
+    return this.judgedAfresh(verdict);
+  }
+
+  /** A refusing verdict is judged again after reading the spec anew (at most once a second). */
+  private async judgedAfresh<T>(verdict: () => T | undefined): Promise<T | undefined> {
     const first = verdict();
     if (!first || !this.o.refreshSpec || this.clock.now() < this.specReadAt + SPEC_REFRESH_GAP_MS)
       return first;
@@ -898,6 +903,27 @@ export class BranchWorker {
     return verdict();
   }
 
+  /**
+   * A refusal notice names an object its GitTarget may hold, as a write must (the door checks it
+   * too): one naming any other object, or a GitTarget that does not write here, is dropped.
+   */
+  private async noticeInScope(n: RefusalNotice): Promise<boolean> {
+    const why = await this.judgedAfresh(() => {
+      const t = this.targets.find((x) => x.namespace === n.target.namespace && x.name === n.target.name);
+      if (!t) return `GitTarget ${n.target.namespace}/${n.target.name} does not write this branch`;
+      const problem = objectRefProblem(n.object, "object");
+      if (problem) return `${problem.field}: ${problem.message}`;
+      const v = checkScope(t.scope, n.object);
+      return v.ok ? undefined : v.message;
+    });
+    if (why === undefined) return true;
+    this.log.warn(
+      { notice: n.id, target: `${n.target.namespace}/${n.target.name}`, why },
+      "refusal notice dropped",
+    );
+    return false;
+  }
+
   private async handleNotice(e: InboxEntry): Promise<void> {
     const hooks = this.o.hooks ?? {};
     if (e.kind === "push") {
@@ -908,7 +934,8 @@ export class BranchWorker {
         this.noticeHint = n.deleted ? undefined : n.after;
       }
     } else if (e.kind === "refusal") {
-      const n = safeJson(e.data, RefusalNotice);
+      const parsed = safeJson(e.data, RefusalNotice);
+      const n = parsed && (await this.noticeInScope(parsed)) ? parsed : undefined;
       this.handOn(e.entryId, 0, !!(n && hooks.onRefusal));
       if (n) await hooks.onRefusal?.(n, e.entryId);
       return;

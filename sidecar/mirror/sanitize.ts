@@ -9,6 +9,7 @@
  * default, an admission plugin, the scheduler) and is left out too, where managedFields tell it
  * apart (`serverSetFields`).
  */
+import { SECRET_IN_CLEAR_TEXT } from "../../queue/scope.js";
 import { ARGOCD_TRACKING_ANNOTATION, FLUX_NAME_LABEL, FLUX_NAMESPACE_LABEL } from "./ownership.js";
 
 /** Field managers of controllers that are not a person's tool: a field only they own is left out. */
@@ -73,8 +74,7 @@ export function controllerOf(obj: Obj): OwnerReference | undefined {
 }
 
 export function sanitize(raw: Obj, opts: SanitizeOptions = {}): Sanitized {
-  if (isSecret(raw))
-    return { ok: false, reason: "secret", message: "a Secret is never written to Git in clear text" };
+  if (isSecret(raw)) return { ok: false, reason: "secret", message: SECRET_IN_CLEAR_TEXT };
   const controller = controllerOf(raw);
   if (controller)
     return {

@@ -20,7 +20,7 @@ type Binding = K8sObject & { roleRef: { kind: string; name: string } };
 function servedResources(): Map<string, Set<string>> {
   const served = new Map<string, Set<string>>([
     // Built-in kinds every cluster serves that a rule may name (the window observers' defaults).
-    ["", new Set(["secrets", "configmaps", "services"])],
+    ["", new Set(["secrets", "configmaps", "services", "namespaces"])],
     ["apps", new Set(["deployments"])],
     ["events.k8s.io", new Set(["events"])],
   ]);

@@ -100,3 +100,46 @@ describe("entries the decisions save, across a change of owner", () => {
     expect(w.quiet()).toBe(true);
   });
 });
+
+describe("refusal notices in the inbox", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("one naming an object its GitTarget may not hold is dropped: never handed on, its entry leaves", async () => {
+    h = await harness();
+    const notice = (id: string, object: RefusalNotice["object"]): RefusalNotice => ({
+      type: "refusal",
+      id,
+      target: TARGET,
+      branchKey: h.key,
+      receivedAt: new Date().toISOString(),
+      object,
+      reason: "denied by policy",
+    });
+    const refused = [
+      notice("foreign", { apiVersion: "v1", kind: "ConfigMap", namespace: "kube-system", name: "x" }),
+      notice("cluster", { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", name: "admin" }),
+      notice("privileged", { apiVersion: "v1", kind: "ServiceAccount", namespace: "web", name: "ci" }),
+      notice("unstorable", { apiVersion: "v1", kind: "ConfigMap", namespace: "web", name: "../x" }),
+      {
+        ...notice("stranger", { apiVersion: "v1", kind: "ConfigMap", namespace: "web", name: "app" }),
+        target: { namespace: "team", name: "other" },
+      },
+    ];
+    for (const n of refused) await appendNotice(h.redis.client, h.redis.prefix, h.key, "refusal", n);
+    await appendNotice(
+      h.redis.client,
+      h.redis.prefix,
+      h.key,
+      "refusal",
+      notice("held", { apiVersion: "v1", kind: "ConfigMap", namespace: "web", name: "app" }),
+    );
+    const handed: Handed[] = [];
+    const w = await h.newWorker({ hooks: { ...saving(handed), savesEntries: false } });
+    await waitFor("the inbox drained", async () => (await h.inboxLength()) === 0);
+    expect(handed.map((x) => x.what)).toEqual(["held"]);
+    expect(w.quiet()).toBe(true);
+  });
+});
