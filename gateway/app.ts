@@ -43,6 +43,12 @@ export const DEFAULT_BODY_LIMIT = 2 * 1024 * 1024;
 /** A client has this long to send its headers, and this long for the whole request. */
 export const DEFAULT_HEADERS_TIMEOUT_MS = 5_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 15_000;
+/**
+ * An idle keep-alive connection is closed after this long (fastify's own default is 72 s, longer
+ * than a cloud load balancer's idle timeout; here an idle socket a client holds open costs the
+ * gateway a descriptor for 5 s at most, as Node's http server does by default).
+ */
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
 export interface GatewayOptions {
   redisUrl: string;
@@ -55,6 +61,8 @@ export interface GatewayOptions {
   headersTimeoutMs?: number;
   /** Longest a client may take to send its whole request (default 15 s); then it is answered the miss and cut. */
   requestTimeoutMs?: number;
+  /** Longest a keep-alive connection may stay idle between requests (default 5 s); then it is closed. */
+  keepAliveTimeoutMs?: number;
   /** Dashboard at /queues; `false` leaves it out. */
   dashboard?: { auth: DashboardAuth; readOnly: boolean } | false;
   /** Longest a `wait=published` write is held (default 30 s). */
@@ -154,6 +162,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     // A client that sends headers and then nothing is cut within seconds, not Node's minutes;
     // the deadlines are checked every half second instead of every 30 s.
     requestTimeout: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: opts.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
     http: {
       headersTimeout: opts.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS,
       connectionsCheckingInterval: 500,
@@ -270,7 +279,10 @@ export async function startGateway(
     return { ...gw, url: address };
   }
   // Only /metrics here; every other path is a plain 404.
-  const metricsApp = Fastify({ logger: false });
+  const metricsApp = Fastify({
+    logger: false,
+    keepAliveTimeout: opts.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+  });
   metricsApp.get("/metrics", serveMetrics(gw.metrics));
   try {
     const metricsUrl = await metricsApp.listen({ host, port: opts.metricsPort });

@@ -13,7 +13,7 @@ import {
   type Setting,
 } from "../queue/config.js";
 import { createLogger } from "../queue/log.js";
-import { DEFAULT_BODY_LIMIT, startGateway } from "./app.js";
+import { DEFAULT_BODY_LIMIT, DEFAULT_KEEP_ALIVE_TIMEOUT_MS, startGateway } from "./app.js";
 import type { Catalog } from "./catalog.js";
 import { FileCatalog } from "./catalog-file.js";
 import type { DashboardAuth } from "./dashboard.js";
@@ -97,6 +97,18 @@ export const gatewaySettings = {
     parse: parsers.bytes,
     default: DEFAULT_BODY_LIMIT,
     defaultLabel: "2MiB",
+  } as Setting<number>,
+  keepAliveTimeout: {
+    flag: "keep-alive-timeout",
+    env: "APPLYGATE_GATEWAY_KEEP_ALIVE_TIMEOUT",
+    help: "an idle keep-alive connection is closed after this long (behind a proxy that keeps upstream connections open, set it above the proxy's idle timeout)",
+    parse: (raw: string) => {
+      const ms = parsers.duration(raw);
+      if (ms < 1000 || ms > 600_000) throw new Error(`expected between 1s and 10m, got "${raw}"`);
+      return ms;
+    },
+    default: DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+    defaultLabel: "5s",
   } as Setting<number>,
   maxWait: {
     flag: "max-wait",
@@ -204,6 +216,7 @@ export async function run(argv: string[]): Promise<number | undefined> {
     catalog,
     logger: log,
     bodyLimit: config.bodyLimit,
+    keepAliveTimeoutMs: config.keepAliveTimeout,
     maxWaitMs: config.maxWait,
     redisWaitReplicas: config.redisWaitReplicas,
     stuckAfterMs: config.stuckAfter,

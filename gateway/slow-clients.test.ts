@@ -1,28 +1,37 @@
 /**
  * Slow and malformed clients, over real sockets: a client that sends headers and then nothing is
- * cut within the request timeout; bad URLs, over-long ids and huge headers under /hook/ answer the
+ * cut within the request timeout; an idle keep-alive connection is closed after the keep-alive
+ * timeout; bad URLs, over-long ids and huge headers under /hook/ answer the
  * uniform miss without echoing the path; /metrics does not tell a real receiver path from a fake.
  */
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
-import { MISS_BODY, type StartedGateway, startGateway } from "./app.js";
+import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, MISS_BODY, type StartedGateway, startGateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
 import { fixtureObjects, pathOf, SECRETS } from "./testing.js";
 
-/** Writes `raw` on a fresh connection; resolves with what came back and how long until it closed. */
-function exchange(url: string, raw: string): Promise<{ text: string; ms: number }> {
+/**
+ * Writes `raw` on a fresh connection; resolves with what came back, how long until it closed, and
+ * how long it stayed open after the last bytes came back (idle).
+ */
+function exchange(url: string, raw: string): Promise<{ text: string; ms: number; idleMs: number }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const started = performance.now();
+    let last = started;
     const socket = connect(Number(port), hostname, () => socket.write(raw));
     let text = "";
     socket.setEncoding("latin1");
     socket.on("data", (d) => {
       text += d;
+      last = performance.now();
     });
     socket.on("error", reject);
-    socket.on("close", () => resolve({ text, ms: performance.now() - started }));
+    socket.on("close", () => {
+      const now = performance.now();
+      resolve({ text, ms: now - started, idleMs: now - last });
+    });
   });
 }
 
@@ -39,6 +48,7 @@ describe("slow and malformed clients", () => {
       queueEvents: false,
       headersTimeoutMs: 1000,
       requestTimeoutMs: 1500,
+      keepAliveTimeoutMs: 1000,
     });
   });
   afterAll(async () => {
@@ -54,6 +64,32 @@ describe("slow and malformed clients", () => {
     );
     expect(r.ms).toBeLessThan(4000);
     expect(r.text).not.toContain(path.slice(6));
+  });
+
+  it("closes a keep-alive connection left idle after an answer, after the keep-alive timeout (5 s by default, not fastify's 72 s)", async () => {
+    const r = await exchange(gw.url, "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
+    expect(r.text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(r.text.toLowerCase()).toContain("connection: keep-alive");
+    expect(r.idleMs).toBeGreaterThanOrEqual(900);
+    expect(r.idleMs).toBeLessThan(4000);
+    expect(DEFAULT_KEEP_ALIVE_TIMEOUT_MS).toBe(5000);
+    const plain = await startGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog: new StaticCatalog(fixtureObjects()),
+      processMetrics: false,
+      queueEvents: false,
+      metricsPort: 0,
+    });
+    try {
+      // The default reaches both ports' servers, the receivers' and the metrics'.
+      expect(plain.app.server.keepAliveTimeout).toBe(DEFAULT_KEEP_ALIVE_TIMEOUT_MS);
+      const scrape = await exchange(plain.metricsUrl as string, "GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n");
+      expect(scrape.text).toMatch(/^HTTP\/1\.1 200 /);
+      expect(scrape.idleMs).toBeLessThan(DEFAULT_KEEP_ALIVE_TIMEOUT_MS + 3000);
+    } finally {
+      await plain.close();
+    }
   });
 
   it("cuts a client that never finishes its headers, within the headers timeout", async () => {

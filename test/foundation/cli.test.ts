@@ -92,6 +92,12 @@ describe("the playground", () => {
     expect(gateway).toBeDefined();
     const health = await fetch(`${gateway}/healthz`);
     expect(health.status).toBe(200);
+    // /metrics on a port of its own, as deployed: the receivers' port answers it with the miss.
+    const metrics = /Metrics\s+(http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(out)?.[1];
+    expect(metrics).toBeDefined();
+    expect(metrics).not.toBe(gateway);
+    expect(await (await fetch(`${metrics}/metrics`)).text()).toContain("applygate_gateway_deliveries_total");
+    expect((await fetch(`${gateway}/metrics`)).status).toBe(404);
 
     // Each component runs as its ServiceAccount with the manifests' RBAC; the audit log the ready
     // screen names shows each at work (both sidecars hold their claims) and none refused or admin.

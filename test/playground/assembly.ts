@@ -130,6 +130,8 @@ export interface AssemblyOptions {
   redisUrl?: string;
   /** Port for the gateway (0: any free one). */
   gatewayPort?: number;
+  /** Port for the gateway's /metrics, apart from the receivers as deployed (0: any free one). */
+  metricsPort?: number;
   dashboard?: { user: string; password: string };
   timers?: AssemblyTimers;
   /**
@@ -314,6 +316,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       catalog,
       logger: log.child({ component: "gateway" }),
       port: opts.gatewayPort ?? 0,
+      metricsPort: opts.metricsPort ?? 0,
       dashboard: { auth: { basic: { user: dashboard.user, password: dashboard.password } }, readOnly: false },
     });
     stops.push(() => gateway.close());

@@ -76,6 +76,7 @@ export async function run(argv: string[]): Promise<number> {
     `  Redis        ${a.redis.url} (${a.redis.origin === "private" ? "private redis-server" : a.redis.origin})`,
     `  Git          ${a.demo.repoUrl}  (branch ${a.demo.branch})`,
     `  Gateway      ${a.gateway.url}  (health: ${a.gateway.url}/healthz)`,
+    `  Metrics      ${a.gateway.metricsUrl}/metrics  (the gateway's, on a port of its own as deployed)`,
     `  Dashboard    ${a.dashboard.url}  (user ${a.dashboard.user}, password ${a.dashboard.password})`,
     `  Cluster      export KUBECONFIG=${a.kubeconfigPath}  (you are admin; each component runs as its ServiceAccount)`,
     `  Audit log    ${a.auditLogPath}`,

@@ -67,8 +67,12 @@ describe("the watch plane", () => {
       edit!.sha,
     ]);
     expect(author.trim()).toBe("kubectl-edit <kubectl-edit@cluster.local>");
-    // No intake call: the gateway counted none.
-    const metrics = await (await fetch(`${s.a.gateway.url}/metrics`)).text();
+    // No intake call: the gateway counted none. Its metrics are on a port of their own, as
+    // deployed; the receivers' port answers /metrics with the uniform miss.
+    expect(s.a.gateway.metricsUrl).toBeDefined();
+    expect(s.a.gateway.metricsUrl).not.toBe(s.a.gateway.url);
+    expect((await fetch(`${s.a.gateway.url}/metrics`)).status).toBe(404);
+    const metrics = await (await fetch(`${s.a.gateway.metricsUrl}/metrics`)).text();
     expect(metrics).toContain("# TYPE applygate_gateway_intake_total counter");
     expect(metrics.split("\n").filter((l) => l.startsWith("applygate_gateway_intake_total{"))).toEqual([]);
     const handed = mirror.sent.filter((w) => w.author.name === "kubectl-edit");
