@@ -1,5 +1,6 @@
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../queue/config.js";
 import { type Attempt, attemptsQueue } from "../queue/contract.js";
 import { crdFiles } from "../queue/crds/files.js";
 import { silentLogger } from "../queue/log.js";
@@ -7,7 +8,7 @@ import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.
 import { isolatedRedis } from "../test/redis/isolated.js";
 import { until } from "../test/support/wait.js";
 import type { ApplierKindModule } from "./applier-kind.js";
-import { ApplierNotAvailable, loadApplierKind, startSidecar } from "./main.js";
+import { ApplierNotAvailable, loadApplierKind, sidecarSettings, startSidecar } from "./main.js";
 
 let server: ApiServer;
 beforeAll(async () => {
@@ -17,6 +18,20 @@ beforeAll(async () => {
 afterAll(async () => server?.close());
 
 describe("sidecar wiring", () => {
+  it("the webhook address guard: internal addresses refused and private ones allowed unless a flag or the environment says otherwise", () => {
+    const guard = (argv: string[], env: Record<string, string> = {}) => {
+      const { config } = loadConfig(sidecarSettings, ["--applier", "webhook", ...argv], env);
+      return { allowInternal: config.webhookAllowInternal, refusePrivate: config.webhookRefusePrivate };
+    };
+    expect(guard([])).toEqual({ allowInternal: false, refusePrivate: false });
+    expect(guard(["--webhook-refuse-private"])).toEqual({ allowInternal: false, refusePrivate: true });
+    expect(guard([], { APPLYGATE_WEBHOOK_REFUSE_PRIVATE: "true" })).toEqual({
+      allowInternal: false,
+      refusePrivate: true,
+    });
+    expect(guard(["--webhook-allow-internal"])).toEqual({ allowInternal: true, refusePrivate: false });
+  });
+
   it("a kind module that does not exist fails with one clear line", async () => {
     const err = await loadApplierKind("nope" as "flux").catch((e) => e);
     expect(err).toBeInstanceOf(ApplierNotAvailable);

@@ -245,7 +245,7 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
   };
 }
 
-const settings = {
+export const sidecarSettings = {
   applier: {
     flag: "applier",
     env: "APPLYGATE_APPLIER",
@@ -306,6 +306,14 @@ const settings = {
     boolean: true,
     default: false,
   } as Setting<boolean>,
+  webhookRefusePrivate: {
+    flag: "webhook-refuse-private",
+    env: "APPLYGATE_WEBHOOK_REFUSE_PRIVATE",
+    help: "webhook: refuse endpoints on private addresses too (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10; allowed by default, since in-cluster tools live there)",
+    parse: parsers.boolean,
+    boolean: true,
+    default: false,
+  } as Setting<boolean>,
   instance: {
     flag: "instance",
     env: "POD_NAME",
@@ -319,11 +327,11 @@ const settings = {
 export async function run(argv: string[]): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
     process.stdout.write(
-      `${helpText("sidecar", "Execute and follow apply operations beside Flux or Argo CD, or through webhook endpoints.", settings)}\n`,
+      `${helpText("sidecar", "Execute and follow apply operations beside Flux or Argo CD, or through webhook endpoints.", sidecarSettings)}\n`,
     );
     return 0;
   }
-  const { config } = loadConfig(settings, argv);
+  const { config } = loadConfig(sidecarSettings, argv);
   const log = createLogger({ name: "sidecar", level: config.logLevel });
   const kc = loadKubeConfig(config.kubeconfig);
   const sidecar = await startSidecar({
@@ -340,7 +348,13 @@ export async function run(argv: string[]): Promise<number> {
     ...(config.applier === "argocd"
       ? { options: { controlNamespace: config.controlNamespace, watchKinds: config.watchKinds } }
       : config.applier === "webhook"
-        ? { options: { allowInternal: config.webhookAllowInternal, watchKinds: config.watchKinds } }
+        ? {
+            options: {
+              allowInternal: config.webhookAllowInternal,
+              refusePrivate: config.webhookRefusePrivate,
+              watchKinds: config.watchKinds,
+            },
+          }
         : {}),
   });
   const signal = await stopSignal();

@@ -38,6 +38,8 @@ import { type SendOptions, sendRequest } from "./send.js";
 export interface WebhookExecutorOptions {
   /** Loopback, link-local and metadata addresses allowed (the playground); refused by default. */
   allowInternal?: boolean;
+  /** Private ranges refused too; allowed by default (in-cluster tools live there). */
+  refusePrivate?: boolean;
   /** Between reads of the callback reports (default 250 ms). */
   pollMs?: number;
   /** The read interval of an Unresolved operation doubles up to this (default 30 s). */
@@ -220,6 +222,7 @@ export class WebhookExecutor implements OperationExecutor {
       timeoutMs: spec.timeoutSeconds * 1000,
       insecure: spec.insecure === true,
       allowInternal: this.d.options?.allowInternal === true,
+      refusePrivate: this.d.options?.refusePrivate === true,
       signal,
       ...(this.d.options?.ca ? { ca: this.d.options.ca } : {}),
       ...(this.d.options?.resolve ? { resolve: this.d.options.resolve } : {}),

@@ -3,19 +3,24 @@ import { judgeReport, judgeSend, MESSAGE_BYTES } from "./outcome.js";
 
 describe("judgeSend", () => {
   it("mode response: 2xx Succeeded, anything else Failed, a timeout Failed", () => {
-    expect(judgeSend("response", { kind: "answered", status: 204, body: "" }, 30).phase).toBe("Succeeded");
-    expect(judgeSend("response", { kind: "answered", status: 299, body: "ok" }, 30)).toEqual({
+    expect(judgeSend("response", { kind: "answered", status: 204 }, 30).phase).toBe("Succeeded");
+    expect(judgeSend("response", { kind: "answered", status: 200 }, 30)).toEqual({
       phase: "Succeeded",
-      message: "ok",
+      message: "the endpoint answered 200 OK",
     });
-    expect(judgeSend("response", { kind: "answered", status: 302, body: "" }, 30)).toMatchObject({
+    expect(judgeSend("response", { kind: "answered", status: 302 }, 30)).toMatchObject({
       phase: "Failed",
       outcome: "HTTP302",
     });
-    expect(judgeSend("response", { kind: "answered", status: 500, body: "boom" }, 30)).toEqual({
+    expect(judgeSend("response", { kind: "answered", status: 500 }, 30)).toEqual({
       phase: "Failed",
       outcome: "HTTP500",
-      message: "boom",
+      message: "the endpoint answered 500 Internal Server Error",
+    });
+    expect(judgeSend("response", { kind: "answered", status: 599 }, 30)).toEqual({
+      phase: "Failed",
+      outcome: "HTTP599",
+      message: "the endpoint answered 599",
     });
     expect(judgeSend("response", { kind: "timeout" }, 30)).toMatchObject({
       phase: "Failed",
@@ -24,14 +29,19 @@ describe("judgeSend", () => {
   });
 
   it("mode callback: 2xx is Running; a timeout is a lost answer (Unresolved), never Failed", () => {
-    expect(judgeSend("callback", { kind: "answered", status: 202, body: "" }, 30).phase).toBe("Running");
+    expect(judgeSend("callback", { kind: "answered", status: 202 }, 30)).toEqual({
+      phase: "Running",
+      message: "the endpoint answered 202 Accepted; waiting for the tool's report",
+    });
     expect(judgeSend("callback", { kind: "timeout" }, 30)).toMatchObject({
       phase: "Unresolved",
       outcome: "AnswerLost",
     });
-    expect(judgeSend("callback", { kind: "answered", status: 401, body: "bad signature" }, 30)).toMatchObject(
-      { phase: "Failed" },
-    );
+    expect(judgeSend("callback", { kind: "answered", status: 401 }, 30)).toEqual({
+      phase: "Failed",
+      outcome: "HTTP401",
+      message: "the endpoint answered 401 Unauthorized",
+    });
   });
 
   it("a lost answer is Unresolved in both modes; nothing sent is RequestFailed", () => {
@@ -46,11 +56,6 @@ describe("judgeSend", () => {
       });
     }
   });
-
-  it("keeps only the first bytes of the body", () => {
-    const v = judgeSend("response", { kind: "answered", status: 500, body: "y".repeat(5000) }, 30);
-    expect(v.message.length).toBe(MESSAGE_BYTES + 1);
-  });
 });
 
 describe("judgeReport", () => {
@@ -62,5 +67,10 @@ describe("judgeReport", () => {
       message: "done",
     });
     expect(judgeReport({ phase: "Failed", receivedAt: "t" })).toEqual({ end: true, phase: "Failed" });
+  });
+
+  it("keeps only the first characters of a tool's report message", () => {
+    const v = judgeReport({ phase: "Failed", message: "y".repeat(5000), receivedAt: "t" });
+    expect(v.message?.length).toBe(MESSAGE_BYTES + 1);
   });
 });

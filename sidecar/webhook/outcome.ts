@@ -3,17 +3,22 @@
  * observed, never assumed: only a 2xx or a report from the tool moves an operation forward, and
  * a lost answer is Unresolved, never a success and never silently sent again.
  */
+import { STATUS_CODES } from "node:http";
 import type { CompletionMode } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import type { CallbackReport } from "../../queue/webhook-callback.js";
 
-/** How many bytes of an answer's body are kept as the operation's message. */
+/** How many characters of a tool's report message are kept as the operation's message. */
 export const MESSAGE_BYTES = 512;
 
 /** What the request gave. */
 export type SendResult =
-  /** An answer arrived (within the timeout). */
-  | { kind: "answered"; status: number; body: string }
+  /**
+   * An answer arrived (within the timeout). Its status only: the body of whatever answered is
+   * never copied into the claim's status, which the claim's namespace reads (an endpoint may be
+   * any service the sidecar can reach).
+   */
+  | { kind: "answered"; status: number }
   /** No answer within the timeout. */
   | { kind: "timeout" }
   /** Refused before anything was sent (the address, the URL, the connection refused). */
@@ -54,19 +59,20 @@ export function judgeSend(mode: CompletionMode, r: SendResult, timeoutSeconds: n
             message: `no answer within ${timeoutSeconds} s; not known whether the endpoint accepted it`,
           };
     case "answered": {
-      const ok = r.status >= 200 && r.status < 300;
-      const body = head(r.body);
-      if (!ok)
-        return {
-          phase: "Failed",
-          outcome: `HTTP${r.status}`,
-          message: body || `the endpoint answered ${r.status}`,
-        };
+      const answered = `the endpoint answered ${statusLine(r.status)}`;
+      if (r.status < 200 || r.status >= 300)
+        return { phase: "Failed", outcome: `HTTP${r.status}`, message: answered };
       return mode === "response"
-        ? { phase: "Succeeded", message: body || `the endpoint answered ${r.status}` }
-        : { phase: "Running", message: body || "accepted; waiting for the tool's report" };
+        ? { phase: "Succeeded", message: answered }
+        : { phase: "Running", message: `${answered}; waiting for the tool's report` };
     }
   }
+}
+
+/** `500 Internal Server Error`: the standard phrase, never the one the endpoint sent. */
+function statusLine(status: number): string {
+  const phrase = STATUS_CODES[status];
+  return phrase ? `${status} ${phrase}` : String(status);
 }
 
 /** What a report from the tool does to an operation in flight. */

@@ -3,7 +3,7 @@
  * redirect is ever followed (Node's client does not follow them; a 3xx is an answer like any
  * other non-2xx), every resolved address is checked before the connection and the connection is
  * made to a checked one, the whole exchange is bounded by the claim's timeout, and only the
- * first bytes of the answer are read.
+ * status of the answer is kept: its body is never read into anything a claim's readers see.
  */
 
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
@@ -11,8 +11,8 @@ import http from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import { refusedAddress, refusedUrl } from "./address.js";
-import { MESSAGE_BYTES, type SendResult } from "./outcome.js";
+import { judgeUrl, pickAddress } from "./address.js";
+import type { SendResult } from "./outcome.js";
 
 export interface SendOptions {
   url: string;
@@ -22,6 +22,8 @@ export interface SendOptions {
   insecure: boolean;
   /** The operator allows loopback, link-local and metadata addresses (the playground, tests). */
   allowInternal: boolean;
+  /** The operator refuses private ranges too (`--webhook-refuse-private`). */
+  refusePrivate?: boolean;
   /** Extra CA certificates for https (tests). */
   ca?: string | Buffer;
   signal?: AbortSignal;
@@ -34,41 +36,47 @@ const systemResolve = (host: string) =>
     dnsLookup(host, { all: true }, (err, addresses) => (err ? rej(err) : res(addresses))),
   );
 
-export async function sendRequest(o: SendOptions): Promise<SendResult> {
-  const bad = refusedUrl(o.url, { insecure: o.insecure });
-  if (bad) return { kind: "notSent", reason: StatusReason.URLRefused, message: bad };
-  const u = new URL(o.url);
-  const host = u.hostname.replace(/^\[|\]$/g, "");
-  const resolve = o.resolve ?? systemResolve;
-  let addresses: LookupAddress[];
-  try {
-    addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await resolve(host);
-  } catch (err) {
-    return {
-      kind: "notSent",
-      reason: StatusReason.ResolveFailed,
-      message: `${host}: ${(err as Error).message}`,
-    };
-  }
-  if (addresses.length === 0)
-    return { kind: "notSent", reason: StatusReason.ResolveFailed, message: `${host} has no address` };
-  if (!o.allowInternal) {
-    for (const a of addresses) {
-      const why = refusedAddress(a.address);
-      if (why)
-        return {
-          kind: "notSent",
-          reason: StatusReason.AddressRefused,
-          message: `${host} resolves to ${why}`,
-        };
-    }
-  }
-  const chosen = addresses[0]!;
-  // The connection goes to the address checked above, never to a second lookup's answer.
-  const pinned: LookupFunction = (_h, opts, cb) => {
+/**
+ * The socket's name lookup, answering every question with the address that was checked: the
+ * connection can go nowhere else, whatever the name resolves to by then (DNS rebinding).
+ */
+export function pinnedLookup(chosen: LookupAddress): LookupFunction {
+  return (_host, opts, cb) => {
     if ((opts as { all?: boolean }).all) (cb as (e: null, a: LookupAddress[]) => void)(null, [chosen]);
     else cb(null, chosen.address, chosen.family);
   };
+}
+
+export async function sendRequest(o: SendOptions): Promise<SendResult> {
+  const policy = { allowInternal: o.allowInternal, refusePrivate: o.refusePrivate === true };
+  const target = judgeUrl(o.url, { insecure: o.insecure, ...policy });
+  if (target.kind === "refused")
+    return { kind: "notSent", reason: StatusReason[target.reason], message: target.message };
+  const u = new URL(o.url);
+  const host = target.host;
+  let chosen: LookupAddress;
+  if (target.kind === "address") chosen = { address: target.address, family: isIP(target.address) };
+  else {
+    let addresses: LookupAddress[];
+    try {
+      addresses = await (o.resolve ?? systemResolve)(host);
+    } catch (err) {
+      return {
+        kind: "notSent",
+        reason: StatusReason.ResolveFailed,
+        message: `${host}: ${(err as Error).message}`,
+      };
+    }
+    const pick = pickAddress(
+      host,
+      addresses.map((a) => a.address),
+      policy,
+    );
+    if (!pick.ok) return { kind: "notSent", reason: StatusReason[pick.reason], message: pick.message };
+    chosen = { address: pick.address, family: isIP(pick.address) };
+  }
+  // The connection goes to the address checked above, never to a second lookup's answer.
+  const pinned = pinnedLookup(chosen);
   const lib = u.protocol === "https:" ? https : http;
   return new Promise<SendResult>((resolveResult) => {
     let connected = false;
@@ -93,24 +101,10 @@ export async function sendRequest(o: SendOptions): Promise<SendResult> {
         ...(u.protocol === "https:" ? { servername: isIP(host) ? undefined : host } : {}),
       },
       (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        const done = () =>
-          finish({
-            kind: "answered",
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks)
-              .subarray(0, MESSAGE_BYTES * 2)
-              .toString("utf8"),
-          });
-        res.on("data", (c: Buffer) => {
-          if (size < MESSAGE_BYTES * 2) chunks.push(c);
-          size += c.length;
-          // The status is the answer: the first bytes are enough for the message.
-          if (size >= MESSAGE_BYTES * 2) done();
-        });
-        res.on("end", done);
-        res.on("error", done);
+        // The status is the answer. The body is not read: whatever answers (a service the claim
+        // pointed at) must not have its content copied where the claim's readers see it.
+        res.on("error", () => {});
+        finish({ kind: "answered", status: res.statusCode ?? 0 });
       },
     );
     req.on("socket", (s) => {

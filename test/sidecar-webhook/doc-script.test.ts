@@ -124,7 +124,7 @@ describe.skipIf(!KUBECTL_AVAILABLE)(
       );
       expect(await w.operation("script-wrong")).toMatchObject({
         outcome: "HTTP401",
-        message: "bad signature",
+        message: "the endpoint answered 401 Unauthorized",
       });
     });
   },
