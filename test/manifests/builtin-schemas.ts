@@ -51,6 +51,11 @@ const labelSelector = closed({
   },
 });
 
+const networkPolicyPorts: Schema = {
+  type: "array",
+  items: closed({ port: intOrString, protocol: { enum: ["TCP", "UDP"] } }),
+};
+
 const keyRef = closed({ name: str, key: str, optional: bool }, ["key"]);
 const envVar = closed(
   {
@@ -301,10 +306,21 @@ export const BUILTIN_SCHEMAS: Record<string, Schema> = {
                 type: "array",
                 items: closed({ namespaceSelector: labelSelector, podSelector: labelSelector }),
               },
-              ports: {
+              ports: networkPolicyPorts,
+            }),
+          },
+          egress: {
+            type: "array",
+            items: closed({
+              to: {
                 type: "array",
-                items: closed({ port: intOrString, protocol: { enum: ["TCP", "UDP"] } }),
+                items: closed({
+                  namespaceSelector: labelSelector,
+                  podSelector: labelSelector,
+                  ipBlock: closed({ cidr: str, except: strList }, ["cidr"]),
+                }),
               },
+              ports: networkPolicyPorts,
             }),
           },
         },

@@ -1,10 +1,12 @@
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative, resolve } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { gatewaySettings } from "../../gateway/main.js";
 import { argoCDClaim, fluxClaim, gitProvider, gitTarget } from "../../queue/crds/index.js";
 import { workerSettings } from "../../queue/worker-main.js";
+import { REFUSED_RANGES } from "../../sidecar/webhook/address.js";
 import { build, find, type K8sObject, KUBECTL_AVAILABLE, OVERLAYS, REPO_ROOT } from "./kustomize.js";
 import { validateObject } from "./validators.js";
 
@@ -218,6 +220,50 @@ describe.skipIf(!KUBECTL_AVAILABLE)("kubectl kustomize", () => {
       const sidecar = podSpec(workload).containers.find((c) => c.name === "applygate-sidecar")!;
       const port = sidecar.ports!.find((p) => p.name === "applygate-http")!.containerPort;
       expect(policy.spec.ingress.flatMap((i: any) => i.ports.map((p: any) => p.port))).toContain(port);
+    }
+  });
+
+  it("walls the webhook applier's egress: its pods may reach no link-local or metadata range the address guard refuses", () => {
+    const objects = built.webhook!;
+    const deployment = find(objects, "Deployment", "applygate-webhook") as Workload;
+    const policy = find(objects, "NetworkPolicy", "applygate-webhook-egress") as any;
+    expect(policy.metadata.namespace).toBe(deployment.metadata.namespace);
+    expect(policy.spec.policyTypes).toEqual(["Egress"]);
+    const labels = deployment.spec.template.metadata?.labels ?? {};
+    for (const [k, v] of Object.entries(policy.spec.podSelector.matchLabels)) expect(labels[k]).toBe(v);
+    const blocks = policy.spec.egress.flatMap((r: any) => (r.to ?? []).filter((t: any) => t.ipBlock));
+    const except = (cidr: string) => blocks.find((t: any) => t.ipBlock.cidr === cidr)?.ipBlock.except ?? [];
+    // Loopback and "this network" never leave the pod: only the guard can refuse them.
+    const local = ["127.0.0.0/8", "0.0.0.0/8", "::1/128", "::/128"];
+    const routable = REFUSED_RANGES.filter((r) => r.group === "internal" && !local.includes(r.cidr));
+    expect(routable.length).toBeGreaterThan(0);
+    for (const r of routable) expect(except(r.cidr.includes(":") ? "::/0" : "0.0.0.0/0")).toContain(r.cidr);
+    // Every rule naming no destination allows only DNS.
+    for (const rule of policy.spec.egress.filter((r: any) => !r.to))
+      expect(rule.ports.map((p: any) => p.port)).toEqual([53, 53]);
+  });
+
+  it("the guide's patch that refuses private ranges builds on manifests/webhook and excepts each private range the guard refuses", () => {
+    const guide = readFileSync(resolve(REPO_ROOT, "docs/webhook-applier.md"), "utf8");
+    const block = [...guide.matchAll(/```yaml\n([\s\S]*?)```/g)]
+      .map((m) => m[1]!)
+      .find((b) => b.includes("applygate-webhook-egress"));
+    expect(block).toBeDefined();
+    const dir = mkdtempSync(join(tmpdir(), "webhook-egress-"));
+    try {
+      const base = relative(dir, resolve(REPO_ROOT, "manifests/webhook"));
+      writeFileSync(join(dir, "kustomization.yaml"), `resources:\n  - ${base}\n${block}`);
+      const policy = find(build(dir), "NetworkPolicy", "applygate-webhook-egress") as any;
+      expect(validateObject(policy)).toEqual([]);
+      const except = policy.spec.egress
+        .flatMap((r: any) => r.to ?? [])
+        .filter((t: any) => t.ipBlock?.cidr === "0.0.0.0/0" || t.ipBlock?.cidr === "::/0")
+        .flatMap((t: any) => t.ipBlock.except);
+      for (const r of REFUSED_RANGES) if (r.group === "private") expect(except).toContain(r.cidr);
+      // Nothing of the cluster is left open but Redis and the API server's addresses.
+      expect(policy.spec.egress.some((r: any) => r.to?.some((t: any) => t.namespaceSelector))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
