@@ -8,7 +8,7 @@ import type { Objects, PatchKind, Target, WriteOptions } from "./objects.js";
 import { openApiGroupVersion, openApiRoot } from "./openapi.js";
 import { decodeProtobuf, isProtobuf } from "./protobuf.js";
 import { decide, type Policy } from "./rbac.js";
-import { type Registry, typeKeyOf } from "./registry.js";
+import { type Registry, storageKeyOf } from "./registry.js";
 import { fieldSelector, labelSelector } from "./selectors.js";
 import type { Store } from "./store.js";
 import { toTable, wantsTable } from "./table.js";
@@ -269,12 +269,12 @@ async function dispatch(
     case "list":
     case "watch": {
       const labels = labelSelector(q.get("labelSelector"));
-      const fields = fieldSelector(q.get("fieldSelector"));
+      const fields = fieldSelector(q.get("fieldSelector"), r.type.fieldLabels);
       const matches = (o: KObject) => labels(o) && fields(o);
       if (verb === "watch") {
         serveWatch(res, ctx.store, ctx.faults, {
           type: r.type,
-          typeKey: typeKeyOf(r.type),
+          typeKey: storageKeyOf(r.type),
           namespace: r.namespace,
           matches,
           resourceVersion: q.get("resourceVersion") ?? undefined,
@@ -319,7 +319,7 @@ async function dispatch(
     }
     case "deletecollection": {
       const labels = labelSelector(q.get("labelSelector"));
-      const fields = fieldSelector(q.get("fieldSelector"));
+      const fields = fieldSelector(q.get("fieldSelector"), r.type.fieldLabels);
       const body = (await readObject(req)) ?? {};
       const items = ctx.objects.list(r.type, r.namespace).filter((o) => labels(o) && fields(o));
       const deleted = items.map(

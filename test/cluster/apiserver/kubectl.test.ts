@@ -292,7 +292,15 @@ spec:
     expect(scaler).toMatchObject({ manager: "kubectl", operation: "Update", apiVersion: "apps/v1" });
     expect(scaler.fieldsV1).toEqual({ "f:spec": { "f:replicas": {} } });
     const scale = JSON.parse(
-      (await kubectl("get", "--raw", "/apis/apps/v1/namespaces/verbs/deployments/web/scale")).out,
+      // --raw takes a path from the server's root: the token path prefix of the kubeconfig's server
+      // (kubectl sends no bearer token over plain HTTP) goes in front of it.
+      (
+        await kubectl(
+          "get",
+          "--raw",
+          `/token/${server.token()}/apis/apps/v1/namespaces/verbs/deployments/web/scale`,
+        )
+      ).out,
     );
     expect(scale).toMatchObject({ kind: "Scale", spec: { replicas: 3 }, status: { selector: "app=web" } });
 
@@ -306,6 +314,154 @@ spec:
       'deployment.apps "web" deleted\n',
     );
     expect(await kubectl(...ns, "get", "cm,deploy", "-o", "name")).toEqual({ code: 0, out: "" });
+  });
+
+  it("serves one Event under both groups: kubectl get events and describe show what events.k8s.io/v1 recorded", async () => {
+    const ns = ["-n", "evented"];
+    expect(await kubectl("create", "namespace", "evented")).toMatchObject({ code: 0 });
+    await writeFile(
+      join(dir, "ks-evented.yaml"),
+      ksYaml(true).replace("name: apps\n  namespace: default", "name: held\n  namespace: evented"),
+    );
+    expect((await kubectl("apply", "--server-side", "-f", join(dir, "ks-evented.yaml"))).code).toBe(0);
+    const uid = (await kubectl(...ns, "get", "ks", "held", "-o", "jsonpath={.metadata.uid}")).out;
+    // Recorded as the sidecar records its Events: events.k8s.io/v1, with action and a series.
+    await writeFile(
+      join(dir, "event-v1.yaml"),
+      `apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: held.suspended, namespace: evented}
+eventTime: "2025-01-01T00:00:00.000000Z"
+reportingController: applygate.dev/sidecar
+reportingInstance: sidecar-0
+action: Suspend
+reason: Adopted
+note: held by its claim
+type: Normal
+regarding: {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, namespace: evented, name: held, uid: ${uid}}
+`,
+    );
+    expect((await kubectl("create", "-f", join(dir, "event-v1.yaml"))).code).toBe(0);
+    // Recorded the old way: core v1, as kubectl and most controllers still do.
+    await writeFile(
+      join(dir, "event-core.yaml"),
+      `apiVersion: v1
+kind: Event
+metadata: {name: held.reconciled, namespace: evented}
+involvedObject: {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, namespace: evented, name: held, uid: ${uid}}
+reason: ReconciliationSucceeded
+message: applied revision main@sha1:0123
+type: Normal
+source: {component: kustomize-controller}
+firstTimestamp: "2025-01-01T00:00:01Z"
+lastTimestamp: "2025-01-01T00:00:01Z"
+count: 1
+`,
+    );
+    expect((await kubectl("create", "-f", join(dir, "event-core.yaml"))).code).toBe(0);
+
+    // kubectl get events reads core v1: both are there, the newer one's note as its message.
+    const core = await kubectl(...ns, "get", "events");
+    expect(core.code, core.out).toBe(0);
+    expect(core.out).toMatch(/Adopted\s+.*held by its claim/);
+    expect(core.out).toMatch(/ReconciliationSucceeded\s+.*applied revision main@sha1:0123/);
+    const held = JSON.parse((await kubectl(...ns, "get", "events", "held.suspended", "-o", "json")).out);
+    expect(held).toMatchObject({
+      apiVersion: "v1",
+      message: "held by its claim",
+      action: "Suspend",
+      reportingComponent: "applygate.dev/sidecar",
+      involvedObject: { kind: "Kustomization", name: "held", uid },
+    });
+    // ...and events.k8s.io/v1 shows the core one in its own shape, at the same resourceVersion.
+    const v1 = JSON.parse(
+      (await kubectl(...ns, "get", "events.v1.events.k8s.io", "held.reconciled", "-o", "json")).out,
+    );
+    expect(v1).toMatchObject({
+      apiVersion: "events.k8s.io/v1",
+      note: "applied revision main@sha1:0123",
+      regarding: { kind: "Kustomization", name: "held" },
+      deprecatedSource: { component: "kustomize-controller" },
+      deprecatedCount: 1,
+    });
+    expect(v1.message).toBeUndefined();
+    const coreRv = (
+      await kubectl(...ns, "get", "events", "held.reconciled", "-o", "jsonpath={.metadata.resourceVersion}")
+    ).out;
+    expect(v1.metadata.resourceVersion).toBe(coreRv);
+
+    // kubectl describe finds a custom resource's Events with involvedObject field selectors.
+    const described = await kubectl(...ns, "describe", "ks", "held");
+    expect(described.code, described.out).toBe(0);
+    expect(described.out).toMatch(/Events:\n\s+Type\s+Reason\s+Age\s+From\s+Message/);
+    expect(described.out).toMatch(/Normal\s+Adopted\s+.*applygate.dev\/sidecar\s+held by its claim/);
+    expect(described.out).toMatch(
+      /Normal\s+ReconciliationSucceeded\s+.*kustomize-controller\s+applied revision/,
+    );
+    const selected = await kubectl(
+      ...ns,
+      "get",
+      "events",
+      "--field-selector",
+      "involvedObject.name=held,reason=Adopted",
+      "-o",
+      "name",
+    );
+    expect(selected).toEqual({ code: 0, out: "event/held.suspended\n" });
+    const byRegarding = await kubectl(
+      ...ns,
+      "get",
+      "events.v1.events.k8s.io",
+      "--field-selector",
+      "regarding.name=held,reason=ReconciliationSucceeded",
+      "-o",
+      "name",
+    );
+    expect(byRegarding).toEqual({ code: 0, out: "event.events.k8s.io/held.reconciled\n" });
+
+    // A change through one group is a change of the other: a watch on core v1 sees a v1 edit.
+    const watcher = spawn("kubectl", [
+      "--kubeconfig",
+      kubeconfig,
+      ...ns,
+      "get",
+      "events",
+      "--watch-only",
+      "-o",
+      "name",
+    ]);
+    let watched = "";
+    watcher.stdout.on("data", (d: Buffer) => {
+      watched += d.toString();
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 500)); // no condition tells that kubectl's watch is open
+      const patched = await kubectl(
+        ...ns,
+        "patch",
+        "events.v1.events.k8s.io",
+        "held.suspended",
+        "--type",
+        "merge",
+        "-p",
+        '{"series":{"count":2,"lastObservedTime":"2025-01-01T00:01:00.000000Z"}}',
+      );
+      expect(patched.code, patched.out).toBe(0);
+      await until(() => watched.includes("event/held.suspended"), "kubectl's core v1 watch to see the edit", {
+        timeoutMs: 30_000,
+        everyMs: 25,
+      });
+    } finally {
+      watcher.kill();
+    }
+    const series = JSON.parse(
+      (await kubectl(...ns, "get", "events", "held.suspended", "-o", "json")).out,
+    ).series;
+    expect(series).toEqual({ count: 2, lastObservedTime: "2025-01-01T00:01:00.000000Z" });
+    expect((await kubectl(...ns, "delete", "events", "held.suspended")).code).toBe(0);
+    expect((await kubectl(...ns, "get", "events.v1.events.k8s.io", "held.suspended")).out).toContain(
+      "NotFound",
+    );
   });
 
   it("carries the identity in its kubeconfig: a restricted user is refused with 403", async () => {

@@ -11,7 +11,15 @@ import { errors } from "./errors.js";
 import { deepEqual } from "./fieldset.js";
 import { type Actor, ownersAfterUpdate, serverSideApply, writeOwners } from "./managed.js";
 import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.js";
-import { type Registry, typeKeyOf, typesFromCrd, validateCrd } from "./registry.js";
+import {
+  type Registry,
+  servedShape,
+  storageKeyOf,
+  storedShape,
+  typeKeyOf,
+  typesFromCrd,
+  validateCrd,
+} from "./registry.js";
 import { requestedReplicas, scaleOf, withReplicas } from "./scale.js";
 import { unknownFields } from "./schema.js";
 import type { Store } from "./store.js";
@@ -105,13 +113,25 @@ export class Objects {
   }
 
   private key(t: ResourceType): string {
-    return typeKeyOf(t);
+    return storageKeyOf(t);
   }
 
-  private present(t: ResourceType, o: KObject): KObject {
-    // Objects are stored once per group/resource; each served version shows its own apiVersion.
+  /** A stored object as `t` serves it. */
+  private present(t: ResourceType, stored: KObject): KObject {
+    // Objects are stored once per group/resource; each served version shows its own apiVersion,
+    // and a view of another resource (events.k8s.io Events) its own fields.
+    return servedShape(t, stored);
+  }
+
+  /** An object already in `t`'s shape, with `t`'s apiVersion. */
+  private served(t: ResourceType, o: KObject): KObject {
     o.apiVersion = apiVersionOf(t);
     return o;
+  }
+
+  /** Stores an object of `t`'s shape (converted where `t` is a view of another resource). */
+  private put(t: ResourceType, o: KObject, previous: KObject | undefined): KObject {
+    return this.store.put(this.key(t), storedShape(t, o), previous && storedShape(t, previous));
   }
 
   get(target: Target): KObject {
@@ -230,7 +250,7 @@ export class Objects {
       meta.managedFields = writeOwners(ownersAfterUpdate(t, undefined, o, who));
     }
     if (opts.dryRun) return { object: o, warnings, created: true };
-    const stored = this.store.put(this.key(t), o, undefined);
+    const stored = this.put(t, o, undefined);
     this.afterWrite(t, stored);
     return { object: this.present(t, stored), warnings, created: true };
   }
@@ -414,18 +434,18 @@ export class Objects {
       o.metadata.managedFields = writeOwners(ownersAfterUpdate(t, base, o, this.actor(t, target, opts)));
     }
     if (deepEqual(withoutVolatile(old), withoutVolatile(o)))
-      return { object: this.present(t, old), warnings: [] };
+      return { object: this.served(t, old), warnings: [] };
     this.checkSchema(t, o, old);
-    if (opts.dryRun) return { object: this.present(t, o), warnings: [] };
+    if (opts.dryRun) return { object: this.served(t, o), warnings: [] };
     if (o.metadata.deletionTimestamp && !o.metadata.finalizers?.length) {
       // The write that takes the last finalizer away deletes the object: watchers get DELETED with
       // the last stored state, the writer gets what it wrote, at the resourceVersion it replaced.
       const gone = this.store.remove(this.key(t), o);
       this.afterRemove(t, gone);
       o.metadata.resourceVersion = old.metadata.resourceVersion;
-      return { object: this.present(t, o), warnings: [] };
+      return { object: this.served(t, o), warnings: [] };
     }
-    const stored = this.store.put(this.key(t), o, old);
+    const stored = this.put(t, o, old);
     this.afterWrite(t, stored);
     return { object: this.present(t, stored), warnings: [] };
   }
@@ -632,7 +652,7 @@ export class Objects {
         this.store.put(dep.typeKey, o, dep.object);
       }
     }
-    if (current.metadata.deletionTimestamp) return current;
+    if (current.metadata.deletionTimestamp) return storedShape(t, current);
     const isNamespace = t.group === "" && t.kind === "Namespace";
     if (current.metadata.finalizers?.length || isNamespace) {
       const o = structuredClone(current);
@@ -640,7 +660,7 @@ export class Objects {
       o.metadata.deletionGracePeriodSeconds = 0;
       if (t.hasGeneration) o.metadata.generation = (o.metadata.generation ?? 0) + 1;
       if (isNamespace) o.status = { ...(o.status as object), phase: "Terminating" };
-      const stored = this.store.put(this.key(t), o, current);
+      const stored = this.put(t, o, current);
       if (isNamespace) {
         for (const item of this.store.inNamespace(current.metadata.name!)) {
           const type = this.typeOfKey(item.typeKey);

@@ -3,6 +3,7 @@
  * legacy discovery documents built from them.
  */
 import { errors } from "./errors.js";
+import { CORE_EVENT_FIELDS, eventFromCore, eventToCore, V1_EVENT_FIELDS } from "./events.js";
 import type { KObject, PrinterColumn, ResourceType, ScaleSubresource, SchemaNode } from "./types.js";
 import { apiVersionOf } from "./types.js";
 
@@ -70,7 +71,9 @@ const builtins: ResourceType[] = [
       { name: "Reason", type: "string", jsonPath: ".reason" },
       { name: "Message", type: "string", jsonPath: ".message" },
     ],
+    fieldLabels: CORE_EVENT_FIELDS,
   }),
+  // The same Events as core v1 (one storage, converted each way), as on a real API server.
   builtin({
     group: "events.k8s.io",
     version: "v1",
@@ -82,6 +85,8 @@ const builtins: ResourceType[] = [
       { name: "Reason", type: "string", jsonPath: ".reason" },
       { name: "Note", type: "string", jsonPath: ".note" },
     ],
+    storage: { key: "/events", fromStored: eventFromCore, toStored: eventToCore },
+    fieldLabels: V1_EVENT_FIELDS,
   }),
   // Workloads and the rest of what manifests hold: stored as given (no controller runs them).
   builtin({
@@ -173,6 +178,21 @@ const builtins: ResourceType[] = [
 ];
 
 export const typeKeyOf = (t: Pick<ResourceType, "group" | "plural">) => `${t.group}/${t.plural}`;
+
+/** Where a type's objects are stored: its own typeKey, or the one it is a view of. */
+export const storageKeyOf = (t: ResourceType) => t.storage?.key ?? typeKeyOf(t);
+
+/** A stored object as the type serves it (its own apiVersion, converted where it is a view). */
+export function servedShape(t: ResourceType, stored: KObject): KObject {
+  const o = t.storage ? t.storage.fromStored(stored) : stored;
+  o.apiVersion = apiVersionOf(t);
+  return o;
+}
+
+/** An object of the served shape as it is stored. */
+export function storedShape(t: ResourceType, served: KObject): KObject {
+  return t.storage ? t.storage.toStored(served) : served;
+}
 
 interface CrdSpec {
   group: string;

@@ -46,8 +46,15 @@ export function labelSelector(expr: string | null | undefined): Matcher {
   };
 }
 
-/** Field selectors: metadata.name and metadata.namespace (every kind supports these two). */
-export function fieldSelector(expr: string | null | undefined): Matcher {
+/**
+ * Field selectors: metadata.name and metadata.namespace (every kind supports these two), and the
+ * labels a kind adds (core v1 Events: involvedObject.name, reason, ...). A field the kind does
+ * not select by is refused, as the real server refuses it.
+ */
+export function fieldSelector(
+  expr: string | null | undefined,
+  labels: Record<string, (o: KObject) => string | undefined> = {},
+): Matcher {
   if (!expr) return () => true;
   const tests = expr
     .split(",")
@@ -60,6 +67,8 @@ export function fieldSelector(expr: string | null | undefined): Matcher {
       const read = (o: KObject): string | undefined => {
         if (field === "metadata.name") return o.metadata.name;
         if (field === "metadata.namespace") return o.metadata.namespace ?? "";
+        const label = Object.hasOwn(labels, field) ? labels[field] : undefined;
+        if (label) return label(o) ?? "";
         throw errors.badRequest(`field label not supported: ${field}`);
       };
       return op === "!=" ? (o: KObject) => read(o) !== value : (o: KObject) => read(o) === value;

@@ -95,6 +95,20 @@ export interface ResourceType {
   printerColumns: PrinterColumn[];
   /** Set for resources that come from a CRD (the CRD's name). */
   crdName?: string;
+  /**
+   * Served from another resource's storage (events.k8s.io/v1 Events are core v1 Events): the
+   * stored resource's group/plural and the conversion each way.
+   */
+  storage?: StorageView;
+  /** Field selector labels beyond metadata.name and metadata.namespace, read from the served shape. */
+  fieldLabels?: Record<string, (o: KObject) => string | undefined>;
+}
+
+export interface StorageView {
+  /** typeKey (`group/plural`) of the resource whose objects these are. */
+  key: string;
+  fromStored(o: KObject): KObject;
+  toStored(o: KObject): KObject;
 }
 
 export interface ScaleSubresource {

@@ -5,12 +5,14 @@
  */
 import type { ServerResponse } from "node:http";
 import type { Faults } from "./faults.js";
+import { servedShape } from "./registry.js";
 import type { Matcher } from "./selectors.js";
 import type { Change, Store } from "./store.js";
 import { apiVersionOf, type KObject, type ResourceType } from "./types.js";
 
 export interface WatchRequest {
   type: ResourceType;
+  /** Where the type's objects are stored (another resource's, for a view such as events.k8s.io). */
   typeKey: string;
   namespace?: string;
   matches: Matcher;
@@ -34,25 +36,31 @@ export function serveWatch(res: ServerResponse, store: Store, faults: Faults, w:
   const send = (type: string, object: unknown) => {
     if (!res.writableEnded) res.write(JSON.stringify({ type, object }) + "\n");
   };
-  const show = (o: KObject) => w.render({ ...o, apiVersion: apiVersionOf(w.type) });
+  // Stored objects are matched and shown in the shape the watched type serves.
+  const view = (o: KObject) => servedShape(w.type, { ...o });
+  const show = (o: KObject) => w.render(o);
   const inScope = (o: KObject) => w.namespace === undefined || o.metadata.namespace === w.namespace;
 
   const deliver = (c: Change) => {
     if (c.typeKey !== w.typeKey) return;
-    const now = inScope(c.object) && w.matches(c.object);
-    const before = c.previous !== undefined && inScope(c.previous) && w.matches(c.previous);
+    const object = view(c.object);
+    const now = inScope(object) && w.matches(object);
+    const before = c.previous !== undefined && inScope(c.previous) && w.matches(view(c.previous));
     if (c.type === "DELETED") {
-      if (now || before) send("DELETED", show(c.object));
+      if (now || before) send("DELETED", show(object));
     } else if (c.type === "ADDED") {
-      if (now) send("ADDED", show(c.object));
-    } else if (now && before) send("MODIFIED", show(c.object));
-    else if (now) send("ADDED", show(c.object));
-    else if (before) send("DELETED", show(c.object));
+      if (now) send("ADDED", show(object));
+    } else if (now && before) send("MODIFIED", show(object));
+    else if (now) send("ADDED", show(object));
+    else if (before) send("DELETED", show(object));
   };
 
   const rv = w.resourceVersion;
   if (!rv || rv === "0") {
-    for (const o of store.list(w.typeKey, w.namespace)) if (w.matches(o)) send("ADDED", show(o));
+    for (const stored of store.list(w.typeKey, w.namespace)) {
+      const o = view(stored);
+      if (w.matches(o)) send("ADDED", show(o));
+    }
   } else {
     const from = Number(rv);
     const missed = Number.isFinite(from) ? store.changesSince(from) : undefined;
