@@ -29,7 +29,12 @@ import type { BranchSpec } from "../worker/directory.js";
 import { readForeign } from "./approval-walk.js";
 import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
 import { postStatus, readStatusOf, repoApiBase, statusOfReport } from "./commit-status.js";
-import { approvalReadsAsked, type CommitStatusSpec, gatePatch } from "./governance.js";
+import {
+  type ApprovalReadAsked,
+  approvalReadsAsked,
+  type CommitStatusSpec,
+  gatePatch,
+} from "./governance.js";
 import { type KeysSecrets, SignatureReader } from "./signature-approval.js";
 
 /** How often commit statuses awaited for approval are read again, by default. */
@@ -427,53 +432,77 @@ export class DecisionDriver {
     this.tasks.push(async () => {
       const reads: Record<string, ForeignRead> = {};
       let waiting = false;
-      try {
-        for (const q of asked) {
-          const published = this.s.published ?? [];
-          const line: string[] = [];
-          const read = await readForeign(
-            (oid) => worker.parentsOf(oid),
-            q.tip,
-            q.since,
-            published,
-            undefined,
-            line,
-          );
-          if (q.commitStatus) {
-            read.statuses = await this.readStatuses(q.commitStatus, read.commits);
-            waiting ||= read.commits.some((c) => read.statuses?.[c] !== "success");
-          }
-          const sig = q.signature;
-          if (sig) {
-            // A tag mode reads the repository's tags on the line (only then are tags fetched).
-            const tagged =
-              sig.mode === "HEAD"
-                ? undefined
-                : {
-                    line,
-                    tags: () => worker.tagsAt(line, (name) => tagMatches(name, sig.tagPattern)),
-                    rawTagOf: (oid: string) => worker.rawTagOf(oid),
-                  };
-            Object.assign(
-              read,
-              await this.signatures.read(sig, read.commits, (oid) => worker.rawCommitOf(oid), tagged),
-            );
-            // A tag pushed later moves no tip: a commit no tag approves yet is read again.
-            waiting ||= tagged !== undefined && read.commits.some((c) => !read.signatures?.[c]?.ok);
-          }
-          reads[q.key] = read;
+      // Each applier's read on its own: a setting one claim or GitTarget has that the worker
+      // cannot use, or a read that fails for it, holds that applier alone and shows on its claim;
+      // the others' reads go on.
+      for (const q of asked) {
+        try {
+          const r = await this.readOne(worker, q);
+          reads[q.key] = r.read;
+          waiting ||= r.waiting;
+        } catch (err) {
+          const message = (err as Error).message.slice(0, 512);
+          this.log.warn({ claim: q.key, err: message }, "reading the commits awaiting approval failed");
+          reads[q.key] = {
+            tip: q.tip,
+            since: q.since,
+            commits: [],
+            unreadable: message,
+            ...(q.signature?.keys !== undefined ? { keys: q.signature.keys } : {}),
+          };
+          waiting = true;
         }
-      } catch (err) {
-        // Not read: the appliers stay held; the next step asks again.
-        this.commitsAsked = "";
-        this.log.warn({ err: (err as Error).message }, "reading the commits awaiting approval failed");
-        return;
       }
       await this.handle({ type: "CommitsRead", reads });
-      // A status the host has not turned success yet (a tag not pushed yet) is read again after a while.
+      // A status the host has not turned success yet (a tag not pushed yet, a read that failed)
+      // is read again after a while.
       if (waiting) this.pollAgain();
     });
     this.pump();
+  }
+
+  /**
+   * One applier's read: the foreign commits since its last applied commit, with the commit
+   * statuses and signatures its claim requires. `waiting`: something may still change on the host.
+   */
+  private async readOne(
+    worker: BranchWorker,
+    q: ApprovalReadAsked,
+  ): Promise<{ read: ForeignRead; waiting: boolean }> {
+    let waiting = false;
+    const published = this.s.published ?? [];
+    const line: string[] = [];
+    const read = await readForeign(
+      (oid) => worker.parentsOf(oid),
+      q.tip,
+      q.since,
+      published,
+      undefined,
+      line,
+    );
+    if (q.commitStatus) {
+      read.statuses = await this.readStatuses(q.commitStatus, read.commits);
+      waiting ||= read.commits.some((c) => read.statuses?.[c] !== "success");
+    }
+    const sig = q.signature;
+    if (sig) {
+      // A tag mode reads the repository's tags on the line (only then are tags fetched).
+      const tagged =
+        sig.mode === "HEAD"
+          ? undefined
+          : {
+              line,
+              tags: () => worker.tagsAt(line, (name) => tagMatches(name, sig.tagPattern)),
+              rawTagOf: (oid: string) => worker.rawTagOf(oid),
+            };
+      Object.assign(
+        read,
+        await this.signatures.read(sig, read.commits, (oid) => worker.rawCommitOf(oid), tagged),
+      );
+      // A tag pushed later moves no tip: a commit no tag approves yet is read again.
+      waiting ||= tagged !== undefined && read.commits.some((c) => !read.signatures?.[c]?.ok);
+    }
+    return { read, waiting };
   }
 
   /** Reads the commits awaiting approval again after `commitStatusPollMs` (one timer at a time). */
@@ -508,7 +537,11 @@ export class DecisionDriver {
     );
   }
 
-  /** The state of the required context on each commit; a failed read counts as not success. */
+  /**
+   * The state of the required context on each commit; a failed read of one counts as not success.
+   * Where the API is is decided first: a setting that cannot tell it throws (the applier's read
+   * fails, and its claim says why).
+   */
   private async readStatuses(spec: CommitStatusSpec, commits: string[]): Promise<Record<string, string>> {
     const base = repoApiBase(this.o.spec.remote.url, spec.api, spec.apiURL, spec.repository);
     const token = this.o.spec.remote.auth?.password;

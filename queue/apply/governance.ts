@@ -244,10 +244,14 @@ export function approvalReadsAsked(s: DecisionState, again = false): ApprovalRea
       (signature !== undefined &&
         signature.mode !== "HEAD" &&
         r?.commits.some((c) => !r.signatures?.[c]?.ok));
+    const current = r !== undefined && r.tip === s.tip && r.since === a.lastAppliedCommit;
+    // A read that failed for this applier is read again at the next poll, or at once when the
+    // keys it would check against moved (a keys Secret fixed); not at every step.
+    const unreadable = current && r.unreadable !== undefined;
     // Signatures checked against other keys than the listing sees now are read again.
-    const keysMoved = signature !== undefined && (!r?.signatures || r.keys !== signature.keys);
-    if (r && r.tip === s.tip && r.since === a.lastAppliedCommit && !(again && waiting) && !keysMoved)
-      continue;
+    const keysMoved =
+      signature !== undefined && ((!r?.signatures && !unreadable) || r?.keys !== signature.keys);
+    if (current && !(again && (waiting || unreadable)) && !keysMoved) continue;
     out.push({
       key,
       tip: s.tip,

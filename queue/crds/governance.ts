@@ -9,6 +9,7 @@ import { COMMIT_STATUS_APIS } from "../apply/commit-status.js";
 import { CHANGE_WINDOW_KINDS, DURATION_PATTERN } from "../decide/change-windows.js";
 import { SIGNATURE_MODES } from "../decide/governance.js";
 import { localSecretRef, timestamp } from "./common.js";
+import { checked } from "./k8s-ext.js";
 
 export const changeWindow = z
   .object({
@@ -34,8 +35,8 @@ export const changeWindows = z
     "Change windows: with allow windows, applies start only inside one; deny windows win over allow. On a claim they replace its GitTargets' windows.",
   );
 
-export const signatureApproval = z
-  .object({
+export const signatureApproval = checked(
+  z.object({
     secretRef: localSecretRef.describe(
       "Secret in this object's namespace holding the trusted public keys: armored OpenPGP public key blocks and authorized_keys lines (ssh-ed25519, ecdsa-sha2-nistp256/384/521, ssh-rsa), in any of its keys.",
     ),
@@ -54,10 +55,17 @@ export const signatureApproval = z
       .describe(
         "Modes Tag and TagAndHEAD: only tags whose name matches are read (* any characters, ? one), e.g. v*.",
       ),
-  })
-  .describe(
-    "Each foreign commit is signed (OpenPGP, or SSH in namespace git) by a key of the Secret, as Flux's GitRepository spec.verify checks the head commit.",
-  );
+  }),
+  {
+    // A pattern in mode HEAD would be ignored without a word: refused, so nobody believes it holds.
+    rule: "!has(self.tagPattern) || (has(self.mode) && self.mode != 'HEAD')",
+    message: "tagPattern is read only in modes Tag and TagAndHEAD",
+    fieldPath: ".tagPattern",
+    check: (sig) => sig.tagPattern === undefined || (sig.mode !== undefined && sig.mode !== "HEAD"),
+  },
+).describe(
+  "Each foreign commit is signed (OpenPGP, or SSH in namespace git) by a key of the Secret, as Flux's GitRepository spec.verify checks the head commit.",
+);
 
 export const approval = z
   .object({

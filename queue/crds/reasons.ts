@@ -82,6 +82,7 @@ export const StatusReason = {
   InvalidChangeWindow: "InvalidChangeWindow",
   ChangeWindowOverride: "ChangeWindowOverride",
   AwaitingApproval: "AwaitingApproval",
+  ApprovalUnreadable: "ApprovalUnreadable",
   Approved: "Approved",
   // Why a signature does not approve a commit (status.governance.awaitingApproval[].signature)
   CommitUnsigned: "CommitUnsigned",

@@ -242,6 +242,42 @@ describe("approval in the decision core: the tip-approval rule", () => {
     expect(flushes(d.on(read(B, A, [B])))).toHaveLength(1);
   });
 
+  it("one applier's read that failed holds that applier alone and says why; the other's approval flows; it is read again only at the poll", () => {
+    const OTHER = "FluxClaim/apps/other";
+    const d = new Driver();
+    const statusGov: TargetGovernance = {
+      changeWindows: [],
+      approval: { sources: ["CommitStatus"], commitStatus: { context: "ci", api: "gitea" } },
+      approved: {},
+    };
+    d.on({
+      type: "TargetsListed",
+      targets: [governed(manual({ [B]: { Manual: {} } })), listed("u2", "other", { governance: statusGov })],
+    });
+    d.on({ type: "Observed", tip: B, pushedByUs: false });
+    const out = d.on({
+      type: "CommitsRead",
+      reads: {
+        [KEY]: { tip: B, since: null, commits: [B] },
+        [OTHER]: { tip: B, since: null, commits: [], unreadable: "cannot tell owner and repository from x" },
+      },
+    });
+    const byClaim = Object.fromEntries(
+      out.flatMap((a) => (a.type === "RecordGate" ? [[a.claim.name, a.gate.condition]] : [])),
+    );
+    expect(byClaim.app).toMatchObject({ status: "True", reason: "Approved" });
+    expect(byClaim.other).toMatchObject({ status: "False", reason: "ApprovalUnreadable" });
+    expect(byClaim.other?.message).toContain("cannot tell owner and repository from x");
+    const held = approvalGate(B, d.state.appliers[OTHER]!, targetsNaming(d.state, OTHER));
+    expect(held).toEqual({ state: "Unreadable", message: "cannot tell owner and repository from x" });
+    // The approved applier's apply goes (the flush, then one attempt, for it alone).
+    const attempts = sends(d.publish(out, B));
+    expect(attempts.map((a) => a.claim.name)).toEqual(["app"]);
+    // Not asked again at every step, only when the poll asks.
+    expect(approvalReadsAsked(d.state).map((q) => q.key)).toEqual([]);
+    expect(approvalReadsAsked(d.state, true).map((q) => q.key)).toEqual([OTHER]);
+  });
+
   it("a Repair that would apply an unapproved tip waits too, and says so", () => {
     const { d } = foreign();
     d.on(read(B, A, [B]));

@@ -84,6 +84,8 @@ export type ApprovalGate =
   | { state: "NotRequired" }
   /** The foreign commits since the last applied commit are not read for this tip yet. */
   | { state: "Unread" }
+  /** The read for this tip failed for this applier alone (ForeignRead.unreadable): held, and shown. */
+  | { state: "Unreadable"; message: string }
   | { state: "Approved"; approvals: CommitApproval[] }
   | {
       state: "Awaiting";
@@ -104,6 +106,7 @@ export type ApplyAllowedReason =
   | typeof StatusReason.InvalidChangeWindow
   | typeof StatusReason.ChangeWindowOverride
   | typeof StatusReason.AwaitingApproval
+  | typeof StatusReason.ApprovalUnreadable
   | typeof StatusReason.Approved
   | typeof StatusReason.BlockedBySyncWindow
   | typeof StatusReason.InsideSyncWindow;
@@ -172,6 +175,7 @@ export function governanceHolds(
 ): string | null {
   const approval = approvalGate(tip, a, named).state;
   if (approval === "Unread") return "approval not read";
+  if (approval === "Unreadable") return "approval unreadable";
   if (approval === "Awaiting") return "awaiting approval";
   const g = windowGate(a, named, now);
   if ((g.verdict.state === "Closed" || g.verdict.state === "Invalid") && g.override === null)
@@ -219,6 +223,15 @@ export function claimGate(
   if (approval.state === "Unread") return null;
   const windows = withSyncWindows(windowClaimGate(a, named, now), named, now);
   if (approval.state === "NotRequired") return windows;
+  if (approval.state === "Unreadable")
+    return {
+      ...windows,
+      condition: {
+        status: "False",
+        reason: StatusReason.ApprovalUnreadable,
+        message: `the approvals of the foreign commits since the last applied commit cannot be read: ${approval.message}; no apply starts until they can (read again every poll)`,
+      },
+    };
   if (approval.state === "Approved") {
     if (windows.condition && windows.condition.status === "False") return windows;
     const inside = windows.condition ? `; ${windows.condition.message}` : "";
@@ -376,6 +389,7 @@ export function approvalGate(
   const read = a.foreignRead;
   if (tip === null || !read || read.tip !== tip || read.since !== a.lastAppliedCommit)
     return { state: "Unread" };
+  if (read.unreadable !== undefined) return { state: "Unreadable", message: read.unreadable };
   const approved = named.find((t) => t.governance?.approved)?.governance?.approved ?? {};
   const missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[] = [];
   const approvals: CommitApproval[] = [];

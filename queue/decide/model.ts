@@ -213,6 +213,12 @@ export interface ForeignRead {
   signatures?: Record<string, SignatureRead>;
   /** The digest of the trusted keys the signatures were checked against (`approval.signature.keys`). */
   keys?: string;
+  /**
+   * Why this applier's approvals could not be read for this tip (a setting the worker cannot use,
+   * a read that failed): the claim shows it, and it is read again at the next poll. Other
+   * appliers' reads are not affected.
+   */
+  unreadable?: string;
 }
 
 /** A commit's signature as the shell checked it: by which key, or why it does not approve it. */

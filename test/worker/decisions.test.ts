@@ -364,7 +364,7 @@ async function world(o: {
 async function secondTarget(
   w: World,
   path: string,
-  o: { namespace?: string; providerNamespace?: string } = {},
+  o: { namespace?: string; providerNamespace?: string; claimSpec?: Record<string, unknown> } = {},
 ): Promise<GitTarget> {
   const ns = o.namespace ?? NS;
   await w.custom.createNamespacedCustomObject({
@@ -392,7 +392,7 @@ async function secondTarget(
       apiVersion: "applygate.dev/v1alpha1",
       kind: "FluxClaim",
       metadata: { name: "claim2", namespace: ns },
-      spec: { kustomizationRef: { name: "extra", namespace: ns } },
+      spec: { kustomizationRef: { name: "extra", namespace: ns }, ...o.claimSpec },
     },
   });
   return (await w.custom.createNamespacedCustomObject({
@@ -1148,6 +1148,75 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     await waitFor("nothing left to decide", () => settled(w));
     await waitFor("approved", async () => (await reason()) === "Approved");
     expect(w.attempts).toHaveLength(1);
+  });
+
+  it("one claim's approval setting the worker cannot use (a commit status with no repository, the URL naming none) holds that claim alone, with ApprovalUnreadable; another claim's approvals on the branch still flow", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({
+      appliedInitial: true,
+      commitStatusPollMs: 200,
+      claimSpec: { approval: { manual: true } },
+    });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    await secondTarget(w, "clusters/extra", {
+      claimSpec: { approval: { commitStatus: { context: "ci/approved", api: "gitea" } } },
+    });
+    const CLAIM2 = `FluxClaim/${NS}/claim2`;
+    await waitFor("the second claim listed", () => w.driver().state.appliers[CLAIM2] !== undefined);
+    const allowed = async (name: string) =>
+      (
+        (
+          (await w.custom.getNamespacedCustomObject({
+            ...GROUP,
+            plural: "fluxclaims",
+            namespace: NS,
+            name,
+          })) as {
+            status?: { conditions?: { type: string; reason: string; message: string }[] };
+          }
+        ).status?.conditions ?? []
+      ).find((c) => c.type === "ApplyAllowed");
+    const awaiting = async () =>
+      ((await w.claim()).status?.governance as { awaitingApproval?: { commit: string }[] } | undefined)
+        ?.awaitingApproval;
+
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+    w.worker().observeSoon();
+    // The first claim's approval is read although the second's cannot be.
+    await waitFor("the first claim waits for approval of the foreign commit", async () =>
+      (await awaiting())?.some((a) => a.commit === foreign),
+    );
+    expect((await allowed("claim"))?.reason).toBe("AwaitingApproval");
+    // The second claim says why it is held, and only it.
+    await waitFor(
+      "the second claim shows ApprovalUnreadable",
+      async () => (await allowed("claim2"))?.reason === "ApprovalUnreadable",
+    );
+    expect((await allowed("claim2"))?.message).toContain("cannot tell owner and repository");
+
+    await w.custom.patchNamespacedCustomObject(
+      {
+        ...GROUP,
+        plural: "fluxclaims",
+        namespace: NS,
+        name: "claim",
+        body: { metadata: { annotations: { [`approve.applygate.dev/${foreign}`]: "ada" } } },
+      },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await waitFor("the approved apply of the first claim", () =>
+      w.attempts.some((a) => a.claim.name === "claim"),
+    );
+    await waitFor("it succeeded", async () => (await w.claim()).status?.lastAppliedCommit === foreign);
+    // Read again at the polls, still unreadable: the second claim never got an attempt.
+    await waitFor("read again", () => {
+      const r = w.driver().state.appliers[CLAIM2]?.foreignRead;
+      return r?.unreadable !== undefined && r.tip === foreign;
+    });
+    expect(w.attempts.filter((a) => a.claim.name === "claim2")).toEqual([]);
+    expect((await allowed("claim2"))?.reason).toBe("ApprovalUnreadable");
   });
 
   it("commit-status approval: a foreign push waits with AwaitingApproval (CommitStatus) while API edits reach Git; the context turns success on the host and one apply runs", {
