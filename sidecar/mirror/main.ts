@@ -26,7 +26,7 @@ const list = (raw: string) =>
         .map((s) => s.trim())
         .filter((s) => s !== "");
 
-const settings = {
+export const mirrorSettings = {
   kubeconfig: kubeconfigSetting,
   ...commonSettings,
   controllerManagers: {
@@ -65,11 +65,11 @@ const settings = {
 export async function run(argv: string[]): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
     process.stdout.write(
-      `${helpText("mirror", "Mirror API edits that WatchRules select into Git.", settings)}\n`,
+      `${helpText("mirror", "Mirror API edits that WatchRules select into Git.", mirrorSettings)}\n`,
     );
     return 0;
   }
-  const { config } = loadConfig(settings, argv);
+  const { config } = loadConfig(mirrorSettings, argv);
   const log = createLogger({ name: "mirror", level: config.logLevel });
   const kc = loadKubeConfig(config.kubeconfig);
   const metrics = createMirrorMetrics(true);
