@@ -168,6 +168,20 @@ export const kubeconfigSetting: Setting<string> = {
   defaultLabel: "in-cluster",
 };
 
+/**
+ * The worker's and the sidecars' switch for sending a GitProvider's credentials over plain http:
+ * off, so a credential never crosses the network in clear (queue/git/credentials.ts); on only for
+ * a Git host reached on a trusted network or loopback (local development, tests).
+ */
+export const allowHttpCredentialsSetting: Setting<boolean> = {
+  flag: "allow-http-credentials",
+  env: "APPLYGATE_ALLOW_HTTP_CREDENTIALS",
+  help: "send GitProvider credentials over plain http too (never by default: a provider with an http:// URL is used without them)",
+  parse: parsers.boolean,
+  boolean: true,
+  default: false,
+};
+
 /** `--help`: every command's switch for printing its flags instead of running. */
 export const helpSetting: Setting<boolean> = {
   flag: "help",

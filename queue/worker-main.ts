@@ -20,7 +20,15 @@ import {
   SAFETY_NET_LIST_INTERVAL_MS,
 } from "./apply/index.js";
 import { stopSignal } from "./cli/stop-signal.js";
-import { commonSettings, helpSetting, helpText, loadConfig, parsers, type Setting } from "./config.js";
+import {
+  allowHttpCredentialsSetting,
+  commonSettings,
+  helpSetting,
+  helpText,
+  loadConfig,
+  parsers,
+  type Setting,
+} from "./config.js";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./git/smart-http.js";
 import { createLogger } from "./log.js";
 import { connectRedis, redisAnswersPing } from "./redis.js";
@@ -159,6 +167,7 @@ export const workerSettings = {
     // The port the worker Deployment's container port, probes and metrics Service name.
     default: 9090,
   } as Setting<number>,
+  allowHttpCredentials: allowHttpCredentialsSetting,
   help: helpSetting,
 };
 
@@ -197,7 +206,10 @@ export async function run(argv: string[]): Promise<number> {
   let cache: ClusterCache | undefined;
   let keys: KeysSecrets;
   if (config.targetsFile) {
-    directory = withGitTimeout(await loadDirectoryFile(config.targetsFile), config.gitTimeout);
+    directory = withGitTimeout(
+      await loadDirectoryFile(config.targetsFile, { allowHttpCredentials: config.allowHttpCredentials }),
+      config.gitTimeout,
+    );
     status = logStatusSink(log);
     const file = await loadObjectsFile(config.targetsFile);
     objects = file;
@@ -209,7 +221,10 @@ export async function run(argv: string[]): Promise<number> {
     cache = new ClusterCache(kc, log);
     await cache.start();
     const sink = new KubeStatusSink(kc, log, Date.now, 8, cache);
-    directory = withGitTimeout(new KubeDirectory(cache, { log, status: sink }), config.gitTimeout);
+    directory = withGitTimeout(
+      new KubeDirectory(cache, { log, status: sink }, { allowHttpCredentials: config.allowHttpCredentials }),
+      config.gitTimeout,
+    );
     status = sink;
     objects = new KubeObjects(kc, log, {}, cache);
     const watched = cache;

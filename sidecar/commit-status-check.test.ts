@@ -1,7 +1,9 @@
 /**
  * The commit status an attempt's approval rests on, re-checked at the moment of the write: the
  * pure rule (`judgeStanding` → `judgeGovernance`), and the read from a real HTTP host answering
- * the GitHub and Gitea shapes, with the GitProvider's credentials from the simulated API server.
+ * the GitHub and Gitea shapes, the GitProvider's API, with its credentials from the simulated API
+ * server. Where the API is is the GitProvider's to say: a claim naming another host sends nothing
+ * there.
  */
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -41,8 +43,13 @@ const target: KObject = {
   metadata: { name: "one", namespace: "team-a", uid: "u1" },
   spec: { branch: "main", claimRef: { kind: "FluxClaim", name: "web" }, providerRef: { name: "repo" } },
 };
-const statusApproval = (apiURL?: string, api = "github") => ({
-  commitStatus: { context: "release/approved", api, repository: "team/apps", ...(apiURL ? { apiURL } : {}) },
+const statusApproval = (api = "github", stored: Record<string, string> = {}) => ({
+  commitStatus: { context: "release/approved", api, ...stored },
+});
+/** The GitTarget, naming the GitProvider whose API is `root`. */
+const targetOf = (provider: string): KObject => ({
+  ...target,
+  spec: { ...(target.spec as Record<string, unknown>), providerRef: { name: provider } },
 });
 const judge = (c: KObject, a: Attempt, commitStatuses?: Record<string, string>) =>
   judgeStanding({
@@ -90,18 +97,26 @@ describe("commit status read at the write, from the Git host", () => {
       namespace: "team-a",
       body: { metadata: { name: "creds" }, stringData: { username: "git", password: "s3cret" } },
     });
+  });
+  let providers = 0;
+  /** A GitProvider of team-a whose commit-status API is `root`; its GitTarget. */
+  const providerAt = async (root: string): Promise<KObject> => {
+    const name = `repo-${++providers}`;
     await kube.apply(RESOURCES.gitProvider, {
       apiVersion: "applygate.dev/v1alpha1",
       kind: "GitProvider",
-      metadata: { name: "repo", namespace: "team-a" },
+      metadata: { name, namespace: "team-a" },
       spec: {
         url: "https://git.example/team/apps.git",
         type: "gitea",
         webhookSecretRef: { name: "hook" },
         credentialsSecretRef: { name: "creds" },
+        commitStatus: { apiURL: root },
       },
     } as KObject);
-  });
+    return targetOf(name);
+  };
+  const http = { allowHttpCredentials: true };
   afterAll(async () => {
     for (const h of hosts) await h.close();
     await kube?.close();
@@ -109,38 +124,122 @@ describe("commit status read at the write, from the Git host", () => {
   });
 
   for (const hostApi of ["github", "gitea"] as const) {
-    it(`${hostApi}: reads the context on each carried commit with the GitProvider's token`, async () => {
+    it(`${hostApi}: reads the context on each carried commit from the GitProvider's API with its token`, async () => {
       const h = await startStatusHost({ api: hostApi, owner: "team", repo: "apps", token: "s3cret" });
       hosts.push(h);
-      const c = claim(statusApproval(h.root, hostApi));
+      const t = await providerAt(h.root);
+      const c = claim(statusApproval(hostApi));
       const a = attemptWith([
         { commit: A, sources: ["CommitStatus"] },
         { commit: B, sources: ["CommitStatus"] },
       ]);
       h.setStatus(A, "release/approved", "success");
       h.setStatus(B, "release/approved", "success");
-      expect(await commitStatusesAtWrite(kube, a, c, [target])).toEqual({ [A]: "success", [B]: "success" });
+      expect(await commitStatusesAtWrite(kube, a, c, [t], http)).toEqual({ [A]: "success", [B]: "success" });
       // The status turns red after the send: the write finds it so.
       h.setStatus(B, "release/approved", "failure");
-      const read = await commitStatusesAtWrite(kube, a, c, [target]);
+      const read = await commitStatusesAtWrite(kube, a, c, [t], http);
       expect(read).toEqual({ [A]: "success", [B]: "failure" });
       expect(judge(c, a, read)).toMatchObject({ ok: false, reason: "NotApproved" });
       expect(h.badRequests).toEqual([]);
     });
   }
 
+  it("an apiURL or repository a claim still carries (stored before they moved) is not read: the token goes to the provider's API only", async () => {
+    const own = await startStatusHost({ api: "github", owner: "team", repo: "apps", token: "s3cret" });
+    const listener = await startStatusHost({ api: "github", owner: "evil", repo: "loot", token: "s3cret" });
+    hosts.push(own, listener);
+    own.setStatus(A, "release/approved", "success");
+    listener.setStatus(A, "release/approved", "success");
+    const t = await providerAt(own.root);
+    const a = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
+    const c = claim(statusApproval("github", { apiURL: listener.root, repository: "evil/loot" }));
+    expect(await commitStatusesAtWrite(kube, a, c, [t], http)).toEqual({ [A]: "success" });
+    expect(listener.requests).toEqual([]);
+    expect(own.requests.map((r) => r.path)).toEqual([`/repos/team/apps/commits/${A}/status`]);
+  });
+
+  it("the API server refuses apiURL and repository on a claim or a GitTarget, pointing to the GitProvider", async () => {
+    const refused = async (
+      type: (typeof RESOURCES)[keyof typeof RESOURCES],
+      body: KObject,
+      field: string,
+    ) => {
+      const err = (await kube.apply(type, body).catch((e: unknown) => e)) as Error & { code?: number };
+      expect(err.code, field).toBe(422);
+      expect(err.message).toContain(`${field} is set on the GitProvider (spec.commitStatus.${field})`);
+    };
+    for (const [field, value] of [
+      ["apiURL", "http://127.0.0.1:9/api/v1"],
+      ["repository", "evil/loot"],
+    ] as const) {
+      await refused(
+        RESOURCES.fluxClaim,
+        {
+          apiVersion: "applygate.dev/v1alpha1",
+          kind: "FluxClaim",
+          metadata: { name: `c-${field.toLowerCase()}`, namespace: "team-a" },
+          spec: {
+            kustomizationRef: { name: "web", namespace: "team-a" },
+            approval: { commitStatus: { context: "ci", api: "gitea", [field]: value } },
+          },
+        } as KObject,
+        field,
+      );
+      await refused(
+        RESOURCES.fluxClaim,
+        {
+          apiVersion: "applygate.dev/v1alpha1",
+          kind: "FluxClaim",
+          metadata: { name: `r-${field.toLowerCase()}`, namespace: "team-a" },
+          spec: {
+            kustomizationRef: { name: "web", namespace: "team-a" },
+            commitStatusReport: { api: "gitea", [field]: value },
+          },
+        } as KObject,
+        field,
+      );
+      await refused(
+        RESOURCES.gitTarget,
+        {
+          apiVersion: "applygate.dev/v1alpha1",
+          kind: "GitTarget",
+          metadata: { name: `t-${field.toLowerCase()}`, namespace: "team-a" },
+          spec: {
+            providerRef: { name: "repo-1" },
+            branch: "main",
+            path: "apps",
+            approval: { commitStatus: { context: "ci", api: "gitea", [field]: value } },
+          },
+        } as KObject,
+        field,
+      );
+    }
+  });
+
+  it("over plain http without the operator's flag the token is not sent, and the read counts as not approved", async () => {
+    const h = await startStatusHost({ api: "github", owner: "team", repo: "apps", token: "s3cret" });
+    hosts.push(h);
+    h.setStatus(A, "release/approved", "success");
+    const t = await providerAt(h.root);
+    const a = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
+    expect(await commitStatusesAtWrite(kube, a, claim(statusApproval()), [t])).toEqual({ [A]: "error" });
+    expect(h.requests).toEqual([]);
+  });
+
   it("a host that does not answer, or refuses the credentials, counts as not approved", async () => {
     const h = await startStatusHost({ api: "github", owner: "team", repo: "apps", token: "other" });
     hosts.push(h);
     h.setStatus(A, "release/approved", "success");
     const a = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
-    expect(await commitStatusesAtWrite(kube, a, claim(statusApproval(h.root)), [target])).toEqual({
-      [A]: "error",
-    });
+    expect(
+      await commitStatusesAtWrite(kube, a, claim(statusApproval()), [await providerAt(h.root)], http),
+    ).toEqual({ [A]: "error" });
     const closed = await startStatusHost({ api: "github", owner: "team", repo: "apps", token: "s3cret" });
     const root = closed.root;
     await closed.close();
-    const read = await commitStatusesAtWrite(kube, a, claim(statusApproval(root)), [target], {
+    const read = await commitStatusesAtWrite(kube, a, claim(statusApproval()), [await providerAt(root)], {
+      ...http,
       timeoutMs: 2000,
     });
     expect(read).toEqual({ [A]: "error" });
@@ -148,9 +247,7 @@ describe("commit status read at the write, from the Git host", () => {
 
   it("no commit status required, or no approval carried: nothing is read", async () => {
     const a = attemptWith([{ commit: A, sources: ["Manual"] }]);
-    expect(await commitStatusesAtWrite(kube, a, claim(statusApproval("http://127.0.0.1:9")), [target])).toBe(
-      undefined,
-    );
+    expect(await commitStatusesAtWrite(kube, a, claim(statusApproval()), [target])).toBe(undefined);
     expect(await commitStatusesAtWrite(kube, attemptWith(undefined), claim({ manual: true }), [target])).toBe(
       undefined,
     );

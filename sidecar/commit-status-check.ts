@@ -1,12 +1,13 @@
 /**
  * The commit statuses an attempt's approvals rest on, read again at the moment of the write: the
  * required context (`approval.commitStatus` of the claim or its GitTarget) on each commit the
- * attempt carries, from the Git host, with the credentials of the GitProvider the GitTarget names
- * (its Secret's `password`, else `token`; read only where the namespace binds
- * applygate-secret-reader to the sidecar, else the host is asked anonymously). A read that fails
- * is recorded as `error`, so it never counts as approval (`judgeGovernance`).
+ * attempt carries, from the commit-status API of the GitProvider the GitTarget names, with that
+ * provider's credentials (its Secret's `password`, else `token`; read only where the namespace
+ * binds applygate-secret-reader to the sidecar, else the host is asked anonymously), sent only to
+ * the provider's own origins. A read that fails is recorded as `error`, so it never counts as
+ * approval (`judgeGovernance`).
  */
-import { readStatusOf, repoApiBase } from "../queue/apply/commit-status.js";
+import { readStatusOf, statusAccess } from "../queue/apply/commit-status.js";
 import { governanceOf } from "../queue/apply/governance.js";
 import type { KubeLike } from "../queue/apply/index.js";
 import type { Attempt } from "../queue/contract.js";
@@ -20,7 +21,7 @@ export async function commitStatusesAtWrite(
   attempt: Attempt,
   claim: KObject,
   targets: readonly KObject[],
-  opts: { timeoutMs?: number; fetch?: typeof fetch } = {},
+  opts: { timeoutMs?: number; fetch?: typeof fetch; allowHttpCredentials?: boolean } = {},
 ): Promise<Record<string, string> | undefined> {
   const commits = (attempt.approvals ?? [])
     .filter((a) => a.sources.includes("CommitStatus"))
@@ -55,14 +56,14 @@ export async function commitStatusesAtWrite(
       const secret = s && { kind: "Secret" as const, metadata: { name: secretRef.name }, data: s.data ?? {} };
       if (secret) token = secretValue(secret, "password") ?? secretValue(secret, "token");
     }
-    const base = repoApiBase(provider.spec.url, spec.api, spec.apiURL, spec.repository);
+    const access = statusAccess(provider.spec, spec.api, token, {
+      allowHttp: opts.allowHttpCredentials === true,
+    });
     for (const c of commits) {
       try {
         out[c] = await readStatusOf(
           {
-            api: spec.api,
-            base,
-            token,
+            ...access,
             ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
             ...(opts.fetch ? { fetch: opts.fetch } : {}),
           },

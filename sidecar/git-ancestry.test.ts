@@ -181,13 +181,28 @@ stringData: {username: bot, password: s3cret}`,
   });
 
   it("fetches with the basic-auth credentials of the GitProvider the claim's GitTarget names", async () => {
-    const remoteFor = remoteFromCluster(kube);
+    // The test's Git server speaks plain http: credentials go over it only with the operator's flag.
+    const remoteFor = remoteFromCluster(kube, undefined, { allowHttpCredentials: true });
     // The Application may spell the URL differently: the normalised URL is what matches.
     const repoUrl = `${url.replace(/\.git$/, "")}/`;
     const remote = await remoteFor({ repoUrl, branch: "main", claim });
-    expect(remote).toEqual({ url, auth: { username: "bot", password: "s3cret" } });
+    expect(remote).toEqual({
+      url,
+      auth: { username: "bot", password: "s3cret" },
+      allowHttpCredentials: true,
+    });
     const a = new GitAncestry({ cacheDir: await cacheDir(), remoteFor });
     expect(await a.ask({ repoUrl, branch: "main", claim }, c1, c2)).toBe("ancestor");
+  });
+
+  it("without the operator's flag, credentials are not sent over plain http: fetched anonymously, left unknown", async () => {
+    const remoteFor = remoteFromCluster(kube);
+    const repoUrl = `${url.replace(/\.git$/, "")}/`;
+    expect(await remoteFor({ repoUrl, branch: "main", claim })).toEqual({ url });
+    const before = server.counts().fetch;
+    const a = new GitAncestry({ cacheDir: await cacheDir(), remoteFor });
+    expect(await a.ask({ repoUrl, branch: "main", claim }, c1, c2)).toBe("unknown");
+    expect(server.counts().fetch).toBe(before);
   });
 
   it("fetches anonymously when the Secret cannot be read, and the private repository leaves it unknown", async () => {

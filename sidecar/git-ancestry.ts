@@ -17,7 +17,7 @@ import { BareRepo } from "../queue/git/repo.js";
 import type { Remote } from "../queue/git/smart-http.js";
 import { type Kube, RESOURCES } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
-import { directoryFromObjects } from "../queue/worker/directory.js";
+import { type DirectoryOptions, directoryFromObjects } from "../queue/worker/directory.js";
 import { cloneAncestry } from "./argocd/ancestry.js";
 import type { Ancestry, AncestryAnswer } from "./argocd/stale.js";
 
@@ -148,7 +148,7 @@ export class GitAncestry {
  * their GitProviders, and the Secret a provider names. Unreadable credentials (the namespace did
  * not bind applygate-secret-reader to the sidecar, or the Secret is missing) mean anonymous.
  */
-export function remoteFromCluster(kube: Kube, log?: Logger): RemoteFor {
+export function remoteFromCluster(kube: Kube, log?: Logger, options: DirectoryOptions = {}): RemoteFor {
   return async (q) => {
     const wanted = normalizeRepoUrl(q.repoUrl);
     const { items } = await kube.list<GitTarget>(RESOURCES.gitTarget);
@@ -177,7 +177,7 @@ export function remoteFromCluster(kube: Kube, log?: Logger): RemoteFor {
           );
         }
       }
-      const spec = await directoryFromObjects([provider], [t], secrets).branch(
+      const spec = await directoryFromObjects([provider], [t], secrets, [], options).branch(
         branchKey(provider.spec.url, q.branch),
       );
       if (spec) return spec.remote;

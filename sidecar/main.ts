@@ -7,6 +7,7 @@ import { hostname } from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { stopSignal } from "../queue/cli/stop-signal.js";
 import {
+  allowHttpCredentialsSetting,
   ConfigError,
   commonSettings,
   helpSetting,
@@ -58,6 +59,11 @@ export interface SidecarOptions<K extends SidecarApplier = SidecarApplier> {
   concurrency?: number;
   /** Folder of the sidecar's own Git clones (Argo CD's stale-operation proof); passed as options.cacheDir. */
   cacheDir?: string;
+  /**
+   * Send GitProvider credentials over plain http too (`--allow-http-credentials`): the commit
+   * statuses read at the write, and Argo CD's ancestry fetches (passed as options.allowHttpCredentials).
+   */
+  allowHttpCredentials?: boolean;
   /** The kind's module; loaded from sidecar/<applier>/index.ts when omitted. */
   kindModule?: ApplierKindModule<KindOptions[K]>;
   /** Passed to the kind as deps.options. */
@@ -165,10 +171,17 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
       // Just before that write: the tip again and any edit accepted after the attempt's flush mark.
       freshness: redisFreshnessCheck(checksRedis, opts.redisPrefix),
       // And the decision still holds: the claim in control, the grant, a GitTarget standing.
-      standing: (attempt) => recheckStanding(kube, attempt),
+      standing: (attempt) =>
+        recheckStanding(kube, attempt, undefined, {
+          allowHttpCredentials: opts.allowHttpCredentials === true,
+        }),
     },
     // cacheDir is the Argo CD kind's (its ancestry clones); another kind ignores it, as before.
-    options: { ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}), ...opts.options } as KindOptions[K],
+    options: {
+      ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}),
+      ...(opts.allowHttpCredentials ? { allowHttpCredentials: true } : {}),
+      ...opts.options,
+    } as KindOptions[K],
   };
   const parts = module.createApplierKind(deps);
   const executor = startExecutorHost({
@@ -314,6 +327,7 @@ export const sidecarSettings = {
     boolean: true,
     default: false,
   } as Setting<boolean>,
+  allowHttpCredentials: allowHttpCredentialsSetting,
   instance: {
     flag: "instance",
     env: "POD_NAME",
@@ -344,6 +358,7 @@ export async function run(argv: string[]): Promise<number> {
     resyncMs: config.resync,
     concurrency: config.concurrency,
     cacheDir: config.cacheDir,
+    allowHttpCredentials: config.allowHttpCredentials,
     serve: { port: config.metricsPort },
     ...(config.applier === "argocd"
       ? { options: { controlNamespace: config.controlNamespace, watchKinds: config.watchKinds } }

@@ -173,6 +173,8 @@ export async function recheckStanding(
   kube: Kube,
   attempt: Attempt,
   now: () => number = Date.now,
+  /** The operator allows credentials over plain http (`--allow-http-credentials`). */
+  opts: { allowHttpCredentials?: boolean } = {},
 ): Promise<Standing> {
   const claimType = claimTypeOf(attempt.claim.kind);
   // Read together: the executor waits on this right before its write.
@@ -223,7 +225,7 @@ export async function recheckStanding(
   const signature = claim && attempt.approvals ? signatureSpecOf(claim, [...targets.values()]) : undefined;
   const signatureKeys = signature ? await readTrustedFingerprints(kube, signature) : undefined;
   const commitStatuses = claim
-    ? await commitStatusesAtWrite(kube, attempt, claim, [...targets.values()])
+    ? await commitStatusesAtWrite(kube, attempt, claim, [...targets.values()], opts)
     : undefined;
   return judgeStanding({
     attempt,

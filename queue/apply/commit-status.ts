@@ -3,27 +3,34 @@
  * commit. GitHub and Gitea answer the same question at the same path (the combined status of a
  * ref: the latest status per context), GitHub under its API host (`https://api.github.com`, or
  * `<host>/api/v3` for GitHub Enterprise), Gitea under `<host>/api/v1`; GitHub names a status's
- * state `state`, Gitea `status`. Credentials are the GitProvider's token.
+ * state `state`, Gitea `status`. Where the API is, and which repository, is the GitProvider's to
+ * say (derived from its clone URL, or its own `spec.commitStatus`), never a claim's or a
+ * GitTarget's: its token goes there, and only to the provider's own origins
+ * (queue/git/credentials.ts).
  */
+import { type CredentialPolicy, credentialRefusal, providerOrigins } from "../git/credentials.js";
+
 export const COMMIT_STATUS_APIS = ["github", "gitea"] as const;
 export type CommitStatusApi = (typeof COMMIT_STATUS_APIS)[number];
 
 export type StatusState = "success" | "pending" | "failure" | "error" | "missing";
 
-/** The repository's API base, from its clone URL (or the `apiURL` given), e.g. `…/repos/team/apps`. */
-export function repoApiBase(
-  cloneUrl: string,
-  api: CommitStatusApi,
-  apiURL?: string,
-  repository?: string,
-): string {
-  const u = new URL(cloneUrl);
+/** What a GitProvider says of its commit-status API: its clone URL and its `spec.commitStatus`. */
+export interface StatusEndpoint {
+  url: string;
+  commitStatus?: { apiURL?: string | undefined; repository?: string | undefined } | undefined;
+}
+
+/** The repository's API base, from the provider's clone URL or its own settings, e.g. `…/repos/team/apps`. */
+export function repoApiBase(provider: StatusEndpoint, api: CommitStatusApi): string {
+  const u = new URL(provider.url);
   const path = u.pathname
     .replace(/^\/+/, "")
     .replace(/\.git$/, "")
     .replace(/\/+$/, "");
-  const [owner, repo] = (repository ?? path).split("/").slice(-2);
-  if (!owner || !repo) throw new Error(`cannot tell owner and repository from ${cloneUrl}`);
+  const apiURL = provider.commitStatus?.apiURL;
+  const [owner, repo] = (provider.commitStatus?.repository ?? path).split("/").slice(-2);
+  if (!owner || !repo) throw new Error(`cannot tell owner and repository from ${provider.url}`);
   const root = apiURL
     ? apiURL.replace(/\/+$/, "")
     : api === "gitea"
@@ -40,23 +47,71 @@ function pathPrefix(pathname: string, n: number): string {
   return segs.length > n ? `/${segs.slice(0, -n).join("/")}` : "";
 }
 
+/** A GitProvider's token, bound to the origins it may be sent to. */
+export interface StatusCredential {
+  token: string;
+  origins: readonly string[];
+  allowHttp?: boolean;
+}
+
+/** How to reach a provider's commit-status API: its base and its token, bound to its own origins. */
+export function statusAccess(
+  provider: StatusEndpoint,
+  api: CommitStatusApi,
+  token: string | undefined,
+  policy: CredentialPolicy = {},
+): Pick<StatusReadOptions, "api" | "base" | "credential"> {
+  return {
+    api,
+    base: repoApiBase(provider, api),
+    ...(token
+      ? {
+          credential: {
+            token,
+            origins: providerOrigins(provider),
+            ...(policy.allowHttp ? { allowHttp: true } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
 export interface StatusReadOptions {
   api: CommitStatusApi;
   base: string;
-  token?: string | undefined;
+  /** Sent only to its origins, and not over a redirect (a 3xx answer is an error). */
+  credential?: StatusCredential | undefined;
   timeoutMs?: number;
   fetch?: typeof fetch;
 }
 
-/** The state of `context` on `sha`: the host's latest status of that context, or `missing`. */
-export async function readStatusOf(o: StatusReadOptions, sha: string, context: string): Promise<StatusState> {
+/**
+ * The headers of a call to `url` with the credential, checked first: a destination the credential
+ * may not go to ends the call before any connection.
+ */
+function headersFor(
+  o: StatusReadOptions,
+  url: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   const headers: Record<string, string> =
     o.api === "github"
-      ? { accept: "application/vnd.github+json", "x-github-api-version": "2022-11-28" }
-      : { accept: "application/json" };
-  if (o.token) headers.authorization = o.api === "github" ? `Bearer ${o.token}` : `token ${o.token}`;
-  const res = await (o.fetch ?? fetch)(`${o.base}/commits/${sha}/status`, {
-    headers,
+      ? { accept: "application/vnd.github+json", "x-github-api-version": "2022-11-28", ...extra }
+      : { accept: "application/json", ...extra };
+  const c = o.credential;
+  if (!c) return headers;
+  const refused = credentialRefusal(url, c.origins, { allowHttp: c.allowHttp === true });
+  if (refused) throw new Error(refused.message);
+  headers.authorization = o.api === "github" ? `Bearer ${c.token}` : `token ${c.token}`;
+  return headers;
+}
+
+/** The state of `context` on `sha`: the host's latest status of that context, or `missing`. */
+export async function readStatusOf(o: StatusReadOptions, sha: string, context: string): Promise<StatusState> {
+  const url = `${o.base}/commits/${sha}/status`;
+  const res = await (o.fetch ?? fetch)(url, {
+    headers: headersFor(o, url),
+    redirect: o.credential ? "manual" : "follow",
     signal: AbortSignal.timeout(o.timeoutMs ?? 10_000),
   });
   if (res.status === 404) return "missing";
@@ -81,15 +136,11 @@ export interface StatusPost {
 
 /** Posts a commit status (`POST <repo>/statuses/{sha}`, the same shape on GitHub and Gitea). */
 export async function postStatus(o: StatusReadOptions, sha: string, post: StatusPost): Promise<void> {
-  const headers: Record<string, string> =
-    o.api === "github"
-      ? { accept: "application/vnd.github+json", "x-github-api-version": "2022-11-28" }
-      : { accept: "application/json" };
-  headers["content-type"] = "application/json";
-  if (o.token) headers.authorization = o.api === "github" ? `Bearer ${o.token}` : `token ${o.token}`;
-  const res = await (o.fetch ?? fetch)(`${o.base}/statuses/${sha}`, {
+  const url = `${o.base}/statuses/${sha}`;
+  const res = await (o.fetch ?? fetch)(url, {
     method: "POST",
-    headers,
+    headers: headersFor(o, url, { "content-type": "application/json" }),
+    redirect: o.credential ? "manual" : "follow",
     body: JSON.stringify({
       state: post.state,
       context: post.context,

@@ -28,7 +28,14 @@ import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
 import { readForeign } from "./approval-walk.js";
 import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
-import { postStatus, readStatusOf, repoApiBase, statusOfReport } from "./commit-status.js";
+import {
+  type CommitStatusApi,
+  postStatus,
+  readStatusOf,
+  type StatusReadOptions,
+  statusAccess,
+  statusOfReport,
+} from "./commit-status.js";
 import {
   type ApprovalReadAsked,
   approvalReadsAsked,
@@ -113,8 +120,11 @@ export class DecisionDriver {
   private readonly signatures: SignatureReader;
   /** Every attempt sent, in order (for tests and the playground's narration). */
   readonly sent: Attempt[] = [];
+  /** The branch's spec as last listed: its GitProvider's current credentials and endpoints. */
+  private spec: BranchSpec;
 
   constructor(private readonly o: DecisionDriverOptions) {
+    this.spec = o.spec;
     this.clock = o.clock ?? systemClock;
     this.metrics = o.metrics ?? noApplyMetrics;
     this.signatures = new SignatureReader(o.keys);
@@ -527,9 +537,17 @@ export class DecisionDriver {
     const commit = r.commit ?? a?.operation?.commit;
     const post = statusOfReport(r.phase, r.claim, r.message);
     if (!spec || !commit || !post) return;
-    const base = repoApiBase(this.o.spec.remote.url, spec.api, spec.apiURL, spec.repository);
-    const token = this.o.spec.remote.auth?.password;
-    void postStatus({ api: spec.api, base, token }, commit, post).catch((err) =>
+    let o: StatusReadOptions;
+    try {
+      o = this.statusOptions(spec.api);
+    } catch (err) {
+      this.log.warn(
+        { claim: r.claim, commit, err: (err as Error).message },
+        "posting the commit status failed",
+      );
+      return;
+    }
+    void postStatus(o, commit, post).catch((err) =>
       this.log.warn(
         { claim: r.claim, commit, err: (err as Error).message },
         "posting the commit status failed",
@@ -538,17 +556,32 @@ export class DecisionDriver {
   }
 
   /**
+   * The branch's GitProvider's commit-status API, with its current token bound to the provider's
+   * own origins: where it is comes from the provider alone, never from a claim or a GitTarget.
+   */
+  private statusOptions(api: CommitStatusApi): StatusReadOptions {
+    const spec = this.spec;
+    return statusAccess(spec.provider ?? { url: spec.remote.url }, api, spec.remote.auth?.password, {
+      allowHttp: spec.remote.allowHttpCredentials === true,
+    });
+  }
+
+  /** The branch's spec as listed now: later reads and posts use its credentials. */
+  specChanged(spec: BranchSpec): void {
+    this.spec = spec;
+  }
+
+  /**
    * The state of the required context on each commit; a failed read of one counts as not success.
    * Where the API is is decided first: a setting that cannot tell it throws (the applier's read
    * fails, and its claim says why).
    */
   private async readStatuses(spec: CommitStatusSpec, commits: string[]): Promise<Record<string, string>> {
-    const base = repoApiBase(this.o.spec.remote.url, spec.api, spec.apiURL, spec.repository);
-    const token = this.o.spec.remote.auth?.password;
+    const o = this.statusOptions(spec.api);
     const out: Record<string, string> = {};
     for (const c of commits) {
       try {
-        out[c] = await readStatusOf({ api: spec.api, base, token }, c, spec.context);
+        out[c] = await readStatusOf(o, c, spec.context);
       } catch (err) {
         out[c] = "error";
         this.log.warn({ commit: c, err: (err as Error).message }, "reading a commit status failed");

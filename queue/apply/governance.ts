@@ -69,8 +69,7 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
   const cs = obj(approvalSpec?.commitStatus);
   const context = str(cs?.context);
   const api = cs?.api === "github" || cs?.api === "gitea" ? cs.api : undefined;
-  const apiURL = str(cs?.apiURL);
-  const repository = str(cs?.repository);
+  // cs.apiURL and cs.repository are not read: the GitProvider says where its API is.
   if (context && api) sources.push("CommitStatus");
   const signature = signatureSpecOf(approvalSpec, obj(c.spec?.approval) ? c : target);
   if (signature) sources.push("Signature");
@@ -79,22 +78,13 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
   if (changeWindows.length === 0 && !value && !usedValue && sources.length === 0 && !reportApi)
     return undefined;
   const g: TargetGovernance = { changeWindows };
-  if (reportApi) {
-    const apiURL = str(report?.apiURL);
-    const repository = str(report?.repository);
-    g.statusReport = { api: reportApi, ...(apiURL ? { apiURL } : {}), ...(repository ? { repository } : {}) };
-  }
+  if (reportApi) g.statusReport = { api: reportApi };
   if (sources.length > 0) {
     g.approval = {
       sources,
       ...(context && api
         ? {
-            commitStatus: {
-              context,
-              api,
-              ...(apiURL ? { apiURL } : {}),
-              ...(repository ? { repository } : {}),
-            },
+            commitStatus: { context, api },
           }
         : {}),
       ...(signature ? { signature } : {}),

@@ -49,6 +49,26 @@ export const gitProviderSpec = checked(
       .describe(
         "Namespaces besides this one whose GitTargets may write this repository; a GitTarget from any other is refused (ProviderNamespaceNotAllowed).",
       ),
+    commitStatus: z
+      .object({
+        apiURL: z
+          .string()
+          .max(2048)
+          .regex(/^https?:\/\/[^\s/?#@]+(\/[^\s?#]*)?$/)
+          .optional()
+          .describe(
+            "API root of the Git host (e.g. https://gitea.example/api/v1); default from url (api.github.com for github.com, <host>/api/v3, <host>/api/v1). The credentials are sent here.",
+          ),
+        repository: z
+          .string()
+          .regex(/^[^/\s]+\/[^/\s]+$/)
+          .optional()
+          .describe("owner/name on the Git host; default from url."),
+      })
+      .optional()
+      .describe(
+        "Where the commit statuses of this repository are read (approval.commitStatus) and posted (commitStatusReport).",
+      ),
     baseBranch: z
       .string()
       .min(1)

@@ -9,7 +9,7 @@ import { COMMIT_STATUS_APIS } from "../apply/commit-status.js";
 import { CHANGE_WINDOW_KINDS, DURATION_PATTERN } from "../decide/change-windows.js";
 import { SIGNATURE_MODES } from "../decide/governance.js";
 import { localSecretRef, timestamp } from "./common.js";
-import { checked } from "./k8s-ext.js";
+import { checked, k8s } from "./k8s-ext.js";
 
 export const changeWindow = z
   .object({
@@ -67,6 +67,42 @@ export const signatureApproval = checked(
   "Each foreign commit is signed (OpenPGP, or SSH in namespace git) by a key of the Secret, as Flux's GitRepository spec.verify checks the head commit.",
 );
 
+/**
+ * Where a commit-status API is, and which repository, is the GitProvider's to say: its token is
+ * sent there. These fields were once set on claims and GitTargets, where any editor of the
+ * namespace could point the token at a host of their choosing. They stay in the schema so objects
+ * stored before are read (the worker ignores them), and the API server refuses them from now on.
+ */
+const MOVED_FIELDS = {
+  apiURL: z
+    .string()
+    .optional()
+    .describe("Not read, and refused: set the API root on the GitProvider (spec.commitStatus.apiURL)."),
+  repository: z
+    .string()
+    .optional()
+    .describe("Not read, and refused: set owner/name on the GitProvider (spec.commitStatus.repository)."),
+};
+
+function movedToProvider<T extends z.ZodTypeAny>(schema: T): T {
+  return k8s(schema, {
+    validations: [
+      {
+        rule: "!has(self.apiURL)",
+        message:
+          "apiURL is set on the GitProvider (spec.commitStatus.apiURL): the provider's credentials are sent there",
+        fieldPath: ".apiURL",
+      },
+      {
+        rule: "!has(self.repository)",
+        message:
+          "repository is set on the GitProvider (spec.commitStatus.repository): the provider's credentials are sent there",
+        fieldPath: ".repository",
+      },
+    ],
+  });
+}
+
 export const approval = z
   .object({
     manual: z
@@ -75,29 +111,21 @@ export const approval = z
       .describe(
         "A person approves each foreign commit by annotating the claim with approve.applygate.dev/<full commit SHA>.",
       ),
-    commitStatus: z
-      .object({
+    commitStatus: movedToProvider(
+      z.object({
         context: z
           .string()
           .min(1)
           .max(255)
           .describe("The status context that must be success on the commit."),
         api: z.enum(COMMIT_STATUS_APIS).describe("The Git host's API: github or gitea."),
-        apiURL: z
-          .string()
-          .regex(/^https?:\/\/[^\s]+$/)
-          .optional()
-          .describe(
-            "API root (e.g. https://gitea.example/api/v1); default from the GitProvider's URL (api.github.com, <host>/api/v3, <host>/api/v1).",
-          ),
-        repository: z
-          .string()
-          .regex(/^[^/\s]+\/[^/\s]+$/)
-          .optional()
-          .describe("owner/name on the Git host; default from the GitProvider's URL."),
-      })
+        ...MOVED_FIELDS,
+      }),
+    )
       .optional()
-      .describe("A commit status context on the Git host, read with the GitProvider's credentials."),
+      .describe(
+        "A commit status context on the Git host, read from the GitProvider's API (its spec.commitStatus) with the GitProvider's credentials.",
+      ),
     signature: signatureApproval.optional(),
   })
   .describe(
@@ -105,23 +133,14 @@ export const approval = z
   );
 export type Approval = z.infer<typeof approval>;
 
-export const commitStatusReport = z
-  .object({
+export const commitStatusReport = movedToProvider(
+  z.object({
     api: z.enum(COMMIT_STATUS_APIS).describe("The Git host's API: github or gitea."),
-    apiURL: z
-      .string()
-      .regex(/^https?:\/\/[^\s]+$/)
-      .optional()
-      .describe("API root; default from the GitProvider's URL."),
-    repository: z
-      .string()
-      .regex(/^[^/\s]+\/[^/\s]+$/)
-      .optional()
-      .describe("owner/name on the Git host; default from the GitProvider's URL."),
-  })
-  .describe(
-    "Post a commit status applygate/<namespace>/<claim> on each applied commit: pending while the apply runs, then success or failure.",
-  );
+    ...MOVED_FIELDS,
+  }),
+).describe(
+  "Post a commit status applygate/<namespace>/<claim> on each applied commit, on the GitProvider's API (its spec.commitStatus): pending while the apply runs, then success or failure.",
+);
 
 /** The prefix of a manual approval annotation: `approve.applygate.dev/<40-hex SHA>: <note>`. */
 export const APPROVE_ANNOTATION_PREFIX = "approve.applygate.dev/";

@@ -18,6 +18,9 @@ export const StatusReason = {
   SecretForbidden: "SecretForbidden",
   SecretNotFound: "SecretNotFound",
   SecretUnreadable: "SecretUnreadable",
+  // GitProvider: credentials that would go somewhere other than its own host, or over plain http
+  InsecureTransport: "InsecureTransport",
+  CredentialHostRefused: "CredentialHostRefused",
 
   // GitTarget: Accepted, CredentialsAvailable, Ready, Reconciling, Stalled, WriteRefused
   Accepted: "Accepted",

@@ -21,11 +21,12 @@ export interface TargetGovernance {
   /** Which approvals a foreign commit needs before it is applied (absent: none). */
   approval?: {
     sources: ApprovalSource[];
-    commitStatus?: { context: string; api: "github" | "gitea"; apiURL?: string; repository?: string };
+    /** Read from the GitProvider's commit-status API (where it is is the provider's to say). */
+    commitStatus?: { context: string; api: "github" | "gitea" };
     signature?: SignatureSpec;
   };
   /** Post a commit status for each applied commit (the claim's `spec.commitStatusReport`). */
-  statusReport?: { api: "github" | "gitea"; apiURL?: string; repository?: string };
+  statusReport?: { api: "github" | "gitea" };
   /**
    * Argo CD only: the sync windows of the Application's AppProject that belong to it
    * (`matchSyncWindows`), as the listing read them. Argo CD holds a sync they block.

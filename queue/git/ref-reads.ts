@@ -77,7 +77,7 @@ export class RefReads {
       return Promise.reject(
         new GitRemoteError("timeout", `${redact(remote.url)} not called: ${abortReason(outer)}`),
       );
-    const key = `${remote.url}\0${authKey(remote.auth)}`;
+    const key = `${remote.url}\0${authKey(remote.auth)}\0${remote.allowHttpCredentials === true}`;
     let line = this.lines.get(key);
     if (!line) {
       line = { queued: [], running: undefined, v2: false };
@@ -137,6 +137,7 @@ export class RefReads {
     const remote: Remote = {
       url: first.remote.url,
       ...(first.remote.auth ? { auth: first.remote.auth } : {}),
+      ...(first.remote.allowHttpCredentials ? { allowHttpCredentials: true } : {}),
       ...(first.remote.timeoutMs !== undefined ? { timeoutMs: first.remote.timeoutMs } : {}),
     };
     const prefixes = batch.map((w) => w.prefix);

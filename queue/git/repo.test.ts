@@ -169,7 +169,13 @@ describe("BareRepo against a real Git server", () => {
     try {
       const gurl = await guarded.createRepo("r", { "a.yaml": "a\n" });
       const denied = await repo
-        .push({ url: gurl, auth: { username: "bot", password: "wrong" } }, "main", tip, c!.commit, c!.newOids)
+        .push(
+          { url: gurl, auth: { username: "bot", password: "wrong" }, allowHttpCredentials: true },
+          "main",
+          tip,
+          c!.commit,
+          c!.newOids,
+        )
         .catch((e) => e);
       expect(denied).not.toBeInstanceOf(PushRejectedError);
       expect((denied as GitRemoteError).kind).toBe("auth");

@@ -5,6 +5,7 @@
  * Written here rather than taken from isomorphic-git so that each call costs exactly one request,
  * carries its own deadline, and a push sends only the objects the worker knows it added.
  */
+import { credentialRefusal, originOf } from "./credentials.js";
 import { DELIM, FLUSH, lineText, pktLine, readPktLines } from "./pktline.js";
 
 export const ZERO_OID = "0".repeat(40);
@@ -19,7 +20,10 @@ export interface RemoteAuth {
 export interface Remote {
   /** Clone URL (https or, for local development, http). */
   url: string;
+  /** The GitProvider's credentials: sent only to the origin of `url` (queue/git/credentials.ts). */
   auth?: RemoteAuth;
+  /** The operator allows credentials over plain http (`--allow-http-credentials`). */
+  allowHttpCredentials?: boolean;
   /** Deadline of each call in milliseconds. */
   timeoutMs?: number;
   /**
@@ -78,14 +82,57 @@ export interface Advertisement {
 
 type Service = "git-upload-pack" | "git-receive-pack";
 
-function authHeader(remote: Remote): Record<string, string> {
+/**
+ * The Authorization header for a call to `url`: the remote's credentials, only when `url` is on the
+ * remote's own origin over https (http only as the operator allows). A call they may not go to is
+ * not made: it fails before connecting.
+ */
+function authHeader(remote: Remote, url: string): Record<string, string> {
   if (!remote.auth) return {};
+  const own = originOf(remote.url);
+  const refused = credentialRefusal(url, own ? [own] : [], {
+    allowHttp: remote.allowHttpCredentials === true,
+  });
+  if (refused) throw new GitRemoteError("auth", refused.message);
   const token = Buffer.from(`${remote.auth.username}:${remote.auth.password}`).toString("base64");
   return { authorization: `Basic ${token}` };
 }
 
+/** Redirects a call with credentials follows, each to the remote's own origin. */
+const MAX_REDIRECTS = 5;
+
 function endpoint(remote: Remote, path: string): string {
   return `${remote.url.replace(/\/+$/, "")}/${path}`;
+}
+
+/**
+ * One request, with the remote's credentials when it has them. A redirect is followed by hand:
+ * credentials go to the next location only when it passes the same check (the remote's own
+ * origin), and a location elsewhere ends the call without a request to it.
+ */
+async function fetchGuarded(
+  remote: Remote,
+  url: string,
+  init: RequestInit,
+  signal: AbortSignal,
+): Promise<Response> {
+  if (!remote.auth) return fetch(url, { ...init, signal });
+  let at = url;
+  for (let hop = 0; ; hop++) {
+    const headers = { ...(init.headers as Record<string, string>), ...authHeader(remote, at) };
+    const res = await fetch(at, { ...init, headers, signal, redirect: "manual" });
+    const location = res.headers.get("location");
+    if (res.status < 300 || res.status > 399 || location === null) return res;
+    await res.arrayBuffer().catch(() => undefined);
+    const next = new URL(location, at).toString();
+    // A POST is re-sent only where the status keeps the method (307, 308); Git hosts move GETs.
+    if (hop >= MAX_REDIRECTS || (init.method === "POST" && res.status !== 307 && res.status !== 308))
+      throw new GitRemoteError(
+        "protocol",
+        `${redact(at)} answered ${res.status} to ${redact(next)}: not followed`,
+      );
+    at = next;
+  }
 }
 
 async function call(remote: Remote, url: string, init: RequestInit): Promise<Buffer> {
@@ -105,9 +152,10 @@ async function call(remote: Remote, url: string, init: RequestInit): Promise<Buf
   const onOuter = () => ctl.abort();
   outer?.addEventListener("abort", onOuter, { once: true });
   try {
-    res = await fetch(url, { ...init, signal: ctl.signal });
+    res = await fetchGuarded(remote, url, init, ctl.signal);
     body = await res.arrayBuffer();
   } catch (err) {
+    if (err instanceof GitRemoteError) throw err;
     const e = err as Error;
     if (outer?.aborted && !ownDeadline)
       throw new GitRemoteError("timeout", `${redact(url)} abandoned: ${abortReason(outer)}`);
@@ -139,7 +187,6 @@ function post(
   return call(remote, endpoint(remote, service), {
     method: "POST",
     headers: {
-      ...authHeader(remote),
       "content-type": `application/x-${service}-request`,
       accept: `application/x-${service}-result`,
       ...headers,
@@ -173,7 +220,7 @@ export async function advertise(
 ): Promise<Advertisement> {
   const buf = await call(remote, endpoint(remote, `info/refs?service=${service}`), {
     method: "GET",
-    headers: { ...authHeader(remote), accept: `application/x-${service}-advertisement` },
+    headers: { accept: `application/x-${service}-advertisement` },
   });
   return parseAdvertisement(buf);
 }
@@ -219,7 +266,6 @@ export async function discoverRefs(remote: Remote): Promise<RefsDiscovery> {
   const buf = await call(remote, endpoint(remote, "info/refs?service=git-upload-pack"), {
     method: "GET",
     headers: {
-      ...authHeader(remote),
       accept: "application/x-git-upload-pack-advertisement",
       "git-protocol": "version=2",
     },

@@ -18,6 +18,7 @@ import {
   type ScopeGrant,
   scopeGrant,
 } from "../crds/index.js";
+import { credentialsIn } from "../git/credentials.js";
 import type { Remote } from "../git/smart-http.js";
 import { type Scope, scopeOf } from "../scope.js";
 import type { WindowSettings } from "./windows.js";
@@ -45,9 +46,19 @@ export interface RefusedTarget {
   message: string;
 }
 
+/** The GitProvider a branch belongs to: whose credentials it uses, where its commit-status API is. */
+export interface ProviderSpec {
+  namespace: string;
+  name: string;
+  url: string;
+  commitStatus?: { apiURL?: string; repository?: string };
+}
+
 export interface BranchSpec {
   key: string;
+  /** The GitProvider's clone URL and its current credentials (sent only to that URL's origin). */
   remote: Remote;
+  provider?: ProviderSpec;
   branch: string;
   targets: TargetSpec[];
   /**
@@ -87,6 +98,61 @@ export function secretValue(secret: SecretLike | undefined, key: string): string
   return b64 === undefined ? undefined : Buffer.from(b64, "base64").toString("utf8");
 }
 
+/** A Secret's values, decoded (`stringData` wins, as the API server does). */
+function secretData(secret: SecretLike | undefined): Record<string, string> | undefined {
+  if (!secret) return undefined;
+  const out: Record<string, string> = {};
+  for (const k of new Set([...Object.keys(secret.data ?? {}), ...Object.keys(secret.stringData ?? {})])) {
+    const v = secretValue(secret, k);
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}
+
+/** What the operator allows: `allowHttpCredentials` lets credentials go over plain http. */
+export interface DirectoryOptions {
+  allowHttpCredentials?: boolean;
+}
+
+/**
+ * Whether a GitProvider's credentials would go over plain http, which only the operator allows:
+ * such a provider is used without them (its GitTargets say why, CredentialsAvailable=False).
+ */
+export function insecureCredentials(provider: GitProvider, o: DirectoryOptions = {}): boolean {
+  return !o.allowHttpCredentials && /^http:/i.test(provider.spec.url.trim());
+}
+
+/** The remote of a GitProvider: its own URL, and its credentials when the operator's rules let them go. */
+export function remoteOf(
+  provider: GitProvider,
+  secret: SecretLike | undefined,
+  o: DirectoryOptions = {},
+): Remote {
+  const remote: Remote = { url: provider.spec.url };
+  if (o.allowHttpCredentials) remote.allowHttpCredentials = true;
+  const auth = provider.spec.credentialsSecretRef ? credentialsIn(secretData(secret)) : undefined;
+  if (auth && !insecureCredentials(provider, o)) remote.auth = auth;
+  return remote;
+}
+
+/** What a branch needs to know of its GitProvider besides its remote. */
+export function providerSpecOf(provider: GitProvider): ProviderSpec {
+  const cs = provider.spec.commitStatus;
+  return {
+    namespace: provider.metadata.namespace ?? "default",
+    name: provider.metadata.name,
+    url: provider.spec.url,
+    ...(cs && (cs.apiURL || cs.repository)
+      ? {
+          commitStatus: {
+            ...(cs.apiURL ? { apiURL: cs.apiURL } : {}),
+            ...(cs.repository ? { repository: cs.repository } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
 export function targetWindow(target: GitTarget): WindowSettings {
   const w = target.spec.commitWindow;
   return {
@@ -101,6 +167,7 @@ export function directoryFromObjects(
   targets: GitTarget[],
   secrets: SecretLike[] = [],
   grants: ScopeGrant[] = [],
+  options: DirectoryOptions = {},
 ): Directory & { keys(): string[] } {
   const byKey = new Map<string, BranchSpec>();
   const secretOf = (ns: string, name: string) =>
@@ -116,15 +183,9 @@ export function directoryFromObjects(
     const key = branchKey(provider.spec.url, t.spec.branch);
     let spec = byKey.get(key);
     if (!spec) {
-      const remote: Remote = { url: provider.spec.url };
       const ref = provider.spec.credentialsSecretRef;
-      if (ref) {
-        const secret = secretOf(pns, ref.name);
-        const password = secretValue(secret, "password") ?? secretValue(secret, "token");
-        if (password !== undefined)
-          remote.auth = { username: secretValue(secret, "username") ?? "git", password };
-      }
-      spec = { key, remote, branch: t.spec.branch, targets: [] };
+      const remote = remoteOf(provider, ref && secretOf(pns, ref.name), options);
+      spec = { key, remote, provider: providerSpecOf(provider), branch: t.spec.branch, targets: [] };
       byKey.set(key, spec);
       providerBase.set(key, provider.spec.baseBranch);
     }
@@ -163,7 +224,10 @@ export function directoryFromObjects(
 }
 
 /** Reads GitProviders, GitTargets, ScopeGrants and Secrets from a multi-document YAML file. */
-export async function loadDirectoryFile(path: string): Promise<Directory & { keys(): string[] }> {
+export async function loadDirectoryFile(
+  path: string,
+  options: DirectoryOptions = {},
+): Promise<Directory & { keys(): string[] }> {
   const docs = parseAllDocuments(await readFile(path, "utf8")).map(
     (d) => d.toJSON() as Record<string, unknown>,
   );
@@ -193,5 +257,5 @@ export async function loadDirectoryFile(path: string): Promise<Directory & { key
       secrets.push(doc as unknown as SecretLike);
     }
   });
-  return directoryFromObjects(providers, targets, secrets, grants);
+  return directoryFromObjects(providers, targets, secrets, grants, options);
 }

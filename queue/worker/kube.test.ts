@@ -10,6 +10,7 @@ import { waitFor } from "../../test/worker/harness.js";
 import { API_VERSION, GROUP, VERSION } from "../crds/index.js";
 import { silentLogger } from "../log.js";
 import { ClusterCache } from "./cluster-cache.js";
+import type { DirectoryOptions } from "./directory.js";
 import { type CredentialsReporter, KubeDirectory, KubeStatusSink, patchChangesNothing } from "./kube.js";
 import type { PublicationReport } from "./status.js";
 
@@ -42,10 +43,10 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
   });
   const caches: ClusterCache[] = [];
   /** A directory on caches of its own, as one worker process holds them. */
-  const directoryOf = (kc: k8s.KubeConfig, reporter?: CredentialsReporter) => {
+  const directoryOf = (kc: k8s.KubeConfig, reporter?: CredentialsReporter, options?: DirectoryOptions) => {
     const cache = new ClusterCache(kc);
     caches.push(cache);
-    return new KubeDirectory(cache, reporter);
+    return new KubeDirectory(cache, reporter, options);
   };
   afterAll(async () => {
     await Promise.all(caches.map((c) => c.close()));
@@ -296,5 +297,50 @@ spec: {providerRef: {name: locked}, branch: main, path: clusters/dev}
       return (await condition())?.reason === "SecretRead";
     });
     expect(await condition()).toMatchObject({ status: "True", reason: "SecretRead" });
+  });
+
+  it("does not send a GitProvider's credentials over plain http unless the operator allows it: CredentialsAvailable=False InsecureTransport", async () => {
+    await server.applyYaml(`
+apiVersion: ${API_VERSION}
+kind: GitProvider
+metadata: {name: clear, namespace: team}
+spec: {url: "http://git.example.com/org/clear.git", type: github, webhookSecretRef: {name: hook}, credentialsSecretRef: {name: clear-creds}}
+---
+apiVersion: ${API_VERSION}
+kind: GitTarget
+metadata: {name: clear-site, namespace: team}
+spec: {providerRef: {name: clear}, branch: main, path: clusters/dev}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: clear-creds, namespace: team}
+stringData: {username: u, password: p}
+`);
+    const key = "git.example.com/org/clear@main";
+    const log = pino({ level: "silent" });
+    const admin = server.kubeConfig();
+    const condition = async () =>
+      (
+        (await custom.getNamespacedCustomObject({ ...ref, name: "clear-site" })) as {
+          status?: { conditions?: Array<{ type: string; status: string; reason: string; message: string }> };
+        }
+      ).status?.conditions?.find((c) => c.type === "CredentialsAvailable");
+    const refused = directoryOf(admin, { log, status: new KubeStatusSink(admin, log) });
+    expect((await refused.branch(key))?.remote).toEqual({ url: "http://git.example.com/org/clear.git" });
+    expect(await condition()).toMatchObject({
+      status: "False",
+      reason: "InsecureTransport",
+      message: expect.stringContaining("--allow-http-credentials"),
+    });
+    const allowed = directoryOf(
+      admin,
+      { log, status: new KubeStatusSink(admin, log) },
+      { allowHttpCredentials: true },
+    );
+    expect((await allowed.branch(key))?.remote).toEqual({
+      url: "http://git.example.com/org/clear.git",
+      auth: { username: "u", password: "p" },
+      allowHttpCredentials: true,
+    });
   });
 });

@@ -25,7 +25,12 @@ import {
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
 import type { ClusterCache } from "./cluster-cache.js";
-import { type Directory, directoryFromObjects } from "./directory.js";
+import {
+  type Directory,
+  type DirectoryOptions,
+  directoryFromObjects,
+  insecureCredentials,
+} from "./directory.js";
 import {
   type AcceptanceProblem,
   acceptanceConditions,
@@ -261,6 +266,7 @@ export class KubeDirectory implements Directory {
   constructor(
     private readonly cache: ClusterCache,
     private readonly reporter?: CredentialsReporter,
+    private readonly options: DirectoryOptions = {},
   ) {}
 
   /** A credentials Secret read, or not: logs and sets the condition on the provider's GitTargets when it changes. */
@@ -374,7 +380,15 @@ export class KubeDirectory implements Directory {
           metadata: { name: ref.name, namespace: ns },
           data: read.data,
         });
-        await this.credentialsRead(p, targets, ref.name, undefined);
+        // Read, but not sent over plain http unless the operator allows it.
+        const problem: CredentialsProblem | undefined = insecureCredentials(p, this.options)
+          ? {
+              reason: StatusReason.InsecureTransport,
+              message:
+                "the credentials are not sent over plain http (spec.url is http://): use https, or let the operator allow it (--allow-http-credentials)",
+            }
+          : undefined;
+        await this.credentialsRead(p, targets, ref.name, problem);
       } else {
         // The provider goes on without credentials (a push then fails with auth); say why.
         const problem: CredentialsProblem =
@@ -390,6 +404,6 @@ export class KubeDirectory implements Directory {
       }
     }
     await this.acceptance(providers, targets);
-    return directoryFromObjects(providers, targets, secrets, grants);
+    return directoryFromObjects(providers, targets, secrets, grants, this.options);
   }
 }

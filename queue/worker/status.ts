@@ -96,7 +96,8 @@ export interface CredentialsProblem {
   reason:
     | typeof StatusReason.SecretForbidden
     | typeof StatusReason.SecretNotFound
-    | typeof StatusReason.SecretUnreadable;
+    | typeof StatusReason.SecretUnreadable
+    | typeof StatusReason.InsecureTransport;
   message: string;
 }
 

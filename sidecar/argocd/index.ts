@@ -40,6 +40,8 @@ export interface ArgoCDKindOptions {
   /** Folder of the sidecar's own clones. */
   cacheDir?: string;
   ancestryFetchDeadlineMs?: number;
+  /** Send the GitProvider's credentials over plain http too (the sidecar's --allow-http-credentials). */
+  allowHttpCredentials?: boolean;
   /** Watch Applications to requeue their claims (default true). */
   watchApplications?: boolean;
 }
@@ -93,7 +95,7 @@ function clusterAncestry(deps: ApplierDeps<ArgoCDKindOptions>, log: ApplierDeps[
   const o = deps.options;
   const git = new GitAncestry({
     cacheDir: typeof o.cacheDir === "string" && o.cacheDir !== "" ? o.cacheDir : defaultCacheDir(),
-    remoteFor: remoteFromCluster(deps.kube, log),
+    remoteFor: remoteFromCluster(deps.kube, log, { allowHttpCredentials: o.allowHttpCredentials === true }),
     ...(num(o.ancestryFetchDeadlineMs) !== undefined
       ? { fetchDeadlineMs: num(o.ancestryFetchDeadlineMs) }
       : {}),

@@ -108,6 +108,8 @@ async function world(o: {
   claimSpec?: Record<string, unknown>;
   /** The GitProvider's token (a credentials Secret), for the Git host's API. */
   providerToken?: string;
+  /** More of the GitProvider's spec (its commit-status API). */
+  providerSpec?: Record<string, unknown>;
   commitStatusPollMs?: number;
 }): Promise<World> {
   const auditLog = join(await mkdtemp(join(tmpdir(), "applygate-audit-")), "audit.jsonl");
@@ -188,6 +190,7 @@ async function world(o: {
         type: "gitea",
         webhookSecretRef: { name: "hook" },
         ...(o.providerToken ? { credentialsSecretRef: { name: "creds" } } : {}),
+        ...o.providerSpec,
       },
     },
   });
@@ -222,7 +225,8 @@ async function world(o: {
   // The worker's caches: a change (a new GitTarget) wakes the branch's listing at once.
   const cache = new ClusterCache(kc, log());
   const status = new KubeStatusSink(kc, log(), Date.now, 8, cache);
-  const directory = new KubeDirectory(cache, { log: log(), status });
+  // The test's Git server and status hosts speak plain http: the operator's flag lets the token go.
+  const directory = new KubeDirectory(cache, { log: log(), status }, { allowHttpCredentials: true });
   const objects = new KubeObjects(kc, log(), {}, cache);
   const connection = { url: redis.url, maxRetriesPerRequest: null };
   const reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
@@ -1228,11 +1232,8 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
         appliedInitial: true,
         providerToken: "s3cret",
         commitStatusPollMs: 100,
-        claimSpec: {
-          approval: {
-            commitStatus: { context: "ci/approved", api: "gitea", apiURL: host.root, repository: "git/site" },
-          },
-        },
+        providerSpec: { commitStatus: { apiURL: host.root, repository: "git/site" } },
+        claimSpec: { approval: { commitStatus: { context: "ci/approved", api: "gitea" } } },
       });
       await w.startReplica();
       await waitFor("baseline", () => w.driver().state.observed);
@@ -1273,7 +1274,8 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       w = await world({
         appliedInitial: true,
         providerToken: "s3cret",
-        claimSpec: { commitStatusReport: { api: "gitea", apiURL: host.root, repository: "git/site" } },
+        providerSpec: { commitStatus: { apiURL: host.root, repository: "git/site" } },
+        claimSpec: { commitStatusReport: { api: "gitea" } },
       });
       await w.startReplica();
       await waitFor("baseline", () => w.driver().state.observed);
