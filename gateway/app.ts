@@ -17,7 +17,7 @@ import type { Redis } from "ioredis";
 import { APPLIER_KINDS, attemptsQueue, QUEUES } from "../queue/contract.js";
 import { replicated } from "../queue/intake.js";
 import { type Logger, silentLogger } from "../queue/log.js";
-import { registerQueueMetrics } from "../queue/queue-metrics.js";
+import { registerQueueMetrics, stuckDeadlines } from "../queue/queue-metrics.js";
 import { connectRedis } from "../queue/redis.js";
 import { redact } from "../queue/redis-url.js";
 import { MISS_BODY, MISS_STATUS, sendMiss, withTimeout } from "./answers.js";
@@ -74,7 +74,10 @@ export interface GatewayOptions {
    * redisTimeoutMs; fewer answers 503). Default 0: acknowledged once the primary holds it.
    */
   redisWaitReplicas?: number;
-  /** Jobs active longer than this count as stuck (default 5 min). */
+  /**
+   * Jobs active longer than this count as stuck (default 5 min); attempt jobs only once their
+   * lock ran out (their sidecar is gone), as any job does then.
+   */
   stuckAfterMs?: number;
   /** Collect Node process metrics (default true). */
   processMetrics?: boolean;
@@ -133,7 +136,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const queueMetrics = registerQueueMetrics({
     registry: metrics.registry,
     queues: [...queues.values()],
-    stuckAfterMs: opts.stuckAfterMs ?? 5 * 60_000,
+    stuckAfterMs: stuckDeadlines(opts.stuckAfterMs ?? 5 * 60_000),
     ...(opts.queueEvents === false
       ? {}
       : {

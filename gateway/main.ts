@@ -121,7 +121,7 @@ export const gatewaySettings = {
   stuckAfter: {
     flag: "stuck-after",
     env: "APPLYGATE_STUCK_AFTER",
-    help: "a job active longer than this counts as stuck in the metrics",
+    help: "a job active longer than this counts as stuck in the metrics (an attempt's job only when its sidecar is gone)",
     parse: parsers.duration,
     default: 300_000,
     defaultLabel: "5m",

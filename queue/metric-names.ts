@@ -10,7 +10,7 @@
 export const METRIC_NAMES = {
   /** Gauge {queue}: age in seconds of the oldest job waiting in the queue (0 when none). */
   queueOldestWaitingSeconds: "applygate_queue_oldest_waiting_seconds",
-  /** Gauge {queue}: jobs active past their deadline. */
+  /** Gauge {queue}: active jobs whose process died (lock ran out), or active past their deadline (attempts have none). */
   queueStuckJobs: "applygate_queue_stuck_jobs",
   /** Gauge {queue,state}: jobs per BullMQ state (waiting, active, delayed, failed, completed). */
   queueJobs: "applygate_queue_jobs",

@@ -3,8 +3,9 @@ import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { until } from "../test/support/wait.js";
+import { APPLIER_KINDS, attemptsQueue, QUEUES } from "./contract.js";
 import { METRIC_NAMES } from "./metric-names.js";
-import { registerQueueMetrics, sampleQueue } from "./queue-metrics.js";
+import { registerQueueMetrics, sampleQueue, stuckDeadlines } from "./queue-metrics.js";
 import { connectRedis } from "./redis.js";
 
 describe("queue metrics", () => {
@@ -50,6 +51,42 @@ describe("queue metrics", () => {
     expect(text).toContain(`${METRIC_NAMES.queueStuckJobs}{queue="branches"} 1`);
     expect(text).toMatch(new RegExp(`${METRIC_NAMES.queueOldestWaitingSeconds}\\{queue="branches"\\} 59\\d`));
     await m.close();
+  });
+
+  it("counts an active job whose process died (its lock ran out) as stuck at once, whatever its deadline", async () => {
+    const q = new Queue("attempts-flux", { connection: redis.client, prefix: redis.prefix });
+    // A process that takes a job and dies: it never renews its short lock.
+    const dying = new Worker("attempts-flux", null, {
+      connection: connectRedis(redis.url),
+      prefix: redis.prefix,
+      lockDuration: 300,
+    });
+    try {
+      await q.add("attempt", {});
+      expect(await dying.getNextJob("token-dead")).toBeDefined();
+      // Alive (the lock is held): a long operation is not stuck, however long it runs.
+      const held = await sampleQueue(q, Number.POSITIVE_INFINITY, Date.now() + 3_600_000);
+      expect(held).toMatchObject({ counts: { active: 1 }, stuck: 0 });
+      const lost = await until(
+        async () => {
+          const s = await sampleQueue(q, Number.POSITIVE_INFINITY, Date.now());
+          return s.stuck === 1 && s;
+        },
+        "the job counted stuck once its lock ran out",
+        { timeoutMs: 10_000, everyMs: 50 },
+      );
+      expect(lost.counts.active).toBe(1);
+    } finally {
+      await dying.close(true);
+      await q.obliterate({ force: true });
+      await q.close();
+    }
+  });
+
+  it("gives attempt jobs no deadline (an operation is followed as long as it runs), every other queue the default", () => {
+    const deadline = stuckDeadlines(300_000);
+    for (const kind of APPLIER_KINDS) expect(deadline(attemptsQueue(kind))).toBe(Number.POSITIVE_INFINITY);
+    for (const q of Object.values(QUEUES)) expect(deadline(q)).toBe(300_000);
   });
 
   it("counts failed jobs from QueueEvents", async () => {

@@ -1,12 +1,19 @@
 /**
  * Queue health as Prometheus metrics, read from Redis at scrape time: jobs per state, age of the
- * oldest waiting job, jobs active past their deadline (a hung processor keeps its lock, so only
- * age shows it), and counters of failures and stalled-job recoveries fed by QueueEvents. Shared by
- * the gateway and the worker; each process registers it once on its own registry.
+ * oldest waiting job, stuck jobs, and counters of failures and stalled-job recoveries fed by
+ * QueueEvents. Shared by the gateway and the worker; each process registers it once on its own
+ * registry.
+ *
+ * A job is stuck when it is active and makes no progress: its lock ran out (the process that
+ * took it died, and no live consumer has recovered it yet), or it is active past its queue's
+ * deadline (a hung processor keeps renewing its lock, so only age shows it). Attempt jobs have no
+ * deadline: one stays active while its sidecar follows the operation, however long a healthy
+ * sync takes, and only a lost lock makes it stuck.
  */
 import { type Queue, QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import { Counter, Gauge, type Registry } from "prom-client";
+import { APPLIER_KINDS, attemptsQueue } from "./contract.js";
 import { METRIC_NAMES } from "./metric-names.js";
 
 /** Counter {queue}: stalled jobs BullMQ moved back to waiting (a worker lost its lock). */
@@ -32,6 +39,13 @@ export interface QueueMetricsOptions {
   onError?: (err: unknown) => void;
 }
 
+const ATTEMPTS_QUEUES: readonly string[] = APPLIER_KINDS.map(attemptsQueue);
+
+/** Each queue's deadline for an active job: none for attempts, `defaultMs` for the others. */
+export function stuckDeadlines(defaultMs: number): (queue: string) => number {
+  return (queue) => (ATTEMPTS_QUEUES.includes(queue) ? Number.POSITIVE_INFINITY : defaultMs);
+}
+
 /** Reads one queue's figures. Looks at no more than `maxActive` active jobs. */
 export async function sampleQueue(
   queue: Queue,
@@ -41,9 +55,14 @@ export async function sampleQueue(
 ): Promise<QueueSample> {
   const counts = await queue.getJobCounts(...JOB_STATES);
   const [oldest] = await queue.getJobs(["waiting"], 0, 0, true);
-  const active = (counts.active ?? 0) > 0 ? await queue.getJobs(["active"], 0, maxActive - 1) : [];
+  const active = ((counts.active ?? 0) > 0 ? await queue.getJobs(["active"], 0, maxActive - 1) : []).filter(
+    (j) => j !== undefined,
+  );
+  // BullMQ keeps `<job key>:lock` (the holder's token) while a live consumer holds the job.
+  const client = active.length > 0 ? await queue.getBackend().client : undefined;
+  const locks = client ? await Promise.all(active.map((j) => client.get(`${queue.toKey(j.id!)}:lock`))) : [];
   const stuck = active.filter(
-    (j) => j?.processedOn !== undefined && now - j.processedOn > stuckAfterMs,
+    (j, i) => j.processedOn !== undefined && (locks[i] === null || now - j.processedOn > stuckAfterMs),
   ).length;
   return {
     queue: queue.name,
@@ -100,7 +119,7 @@ export function registerQueueMetrics(opts: QueueMetricsOptions): {
   });
   new Gauge({
     name: METRIC_NAMES.queueStuckJobs,
-    help: "Jobs active for longer than their queue's deadline.",
+    help: "Active jobs whose process died (their lock ran out), or active past their queue's deadline.",
     labelNames: ["queue"],
     registers: [opts.registry],
     async collect() {
