@@ -11,6 +11,7 @@ import type { ConditionInput } from "./claims/conditions.js";
 import type { ApplierSource } from "./claims/eligibility.js";
 import type { EventRecorder } from "./events.js";
 import type { Following } from "./following.js";
+import type { GitAncestry } from "./git-ancestry.js";
 import type { ClaimLocator, Operation } from "./operation-record.js";
 import type { Reporter } from "./reporter.js";
 import type { Standing } from "./standing.js";
@@ -178,6 +179,8 @@ export interface ApplierDeps<O = unknown> {
   /** The Redis key prefix `redis` is used under. */
   redisPrefix?: string;
   now: () => Date;
+  /** The sidecar's own Git clones (one set per process; a kind that reads Git uses these). */
+  git?: GitAncestry;
   checks: SafetyChecks;
   /** Settings the kind reads (timeouts, intervals), typed by the kind. */
   options: O;

@@ -1,6 +1,6 @@
 /**
- * The commit status an attempt's approval rests on, re-checked at the moment of the write: the
- * pure rule (`judgeStanding` → `judgeGovernance`), and the read from a real HTTP host answering
+ * The commit status an apply's approval rests on, read at the moment of the write for each commit
+ * the apply would bring: the pure rule (`judgeStanding` → `judgeGovernance`), and the read from a real HTTP host answering
  * the GitHub and Gitea shapes, the GitProvider's API, with its credentials from the simulated API
  * server. Where the API is is the GitProvider's to say: a claim naming another host sends nothing
  * there.
@@ -14,11 +14,14 @@ import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.
 import { type StatusHost, startStatusHost } from "../test/git/status-host.js";
 import { makeAttempt } from "../test/support/attempts.js";
 import { commitStatusesAtWrite } from "./commit-status-check.js";
+import type { BroughtRead } from "./governance-check.js";
 import { judgeStanding } from "./standing.js";
 
 const A = "a".repeat(40);
 const B = "b".repeat(40);
 
+/** The commits an attempt lists, as the commits the apply would bring. */
+const commitsOf = (a: Attempt) => (a.approvals ?? []).map((x) => x.commit);
 const attemptWith = (approvals: Attempt["approvals"]): Attempt =>
   makeAttempt({ commit: B, ...(approvals ? { approvals } : {}) });
 
@@ -51,14 +54,19 @@ const targetOf = (provider: string): KObject => ({
   ...target,
   spec: { ...(target.spec as Record<string, unknown>), providerRef: { name: provider } },
 });
-const judge = (c: KObject, a: Attempt, commitStatuses?: Record<string, string>) =>
-  judgeStanding({
+/** Judged as the executor does when the apply would bring `commits`, with the statuses read then. */
+const judge = (c: KObject, a: Attempt, statuses?: Record<string, string>, commits = [A]) => {
+  const brought: BroughtRead | undefined = statuses
+    ? { ok: true, since: null, commits, statuses }
+    : undefined;
+  return judgeStanding({
     attempt: a,
     claim: c,
     grants: [],
     targets: new Map([["team-a/one", target]]),
-    ...(commitStatuses ? { commitStatuses } : {}),
+    ...(brought ? { brought } : {}),
   });
+};
 
 describe("commit status approval re-checked at the write (pure)", () => {
   const carried = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
@@ -71,7 +79,7 @@ describe("commit status approval re-checked at the write (pure)", () => {
     for (const state of ["pending", "failure", "missing", "error"]) {
       const s = judge(claim(statusApproval()), carried, { [A]: state });
       expect(s, state).toMatchObject({ ok: false, phase: "RequestFailed", reason: "NotApproved" });
-      if (!s.ok) expect(s.message).toContain(`${A.slice(0, 12)} (${state})`);
+      if (!s.ok) expect(s.message).toContain(`${A.slice(0, 12)} (CommitStatus)`);
     }
     // No read at all is no approval.
     expect(judge(claim(statusApproval()), carried)).toMatchObject({ ok: false, reason: "NotApproved" });
@@ -124,7 +132,7 @@ describe("commit status read at the write, from the Git host", () => {
   });
 
   for (const hostApi of ["github", "gitea"] as const) {
-    it(`${hostApi}: reads the context on each carried commit from the GitProvider's API with its token`, async () => {
+    it(`${hostApi}: reads the context on each commit the apply would bring from the GitProvider's API with its token`, async () => {
       const h = await startStatusHost({ api: hostApi, owner: "team", repo: "apps", token: "s3cret" });
       hosts.push(h);
       const t = await providerAt(h.root);
@@ -135,12 +143,15 @@ describe("commit status read at the write, from the Git host", () => {
       ]);
       h.setStatus(A, "release/approved", "success");
       h.setStatus(B, "release/approved", "success");
-      expect(await commitStatusesAtWrite(kube, a, c, [t], http)).toEqual({ [A]: "success", [B]: "success" });
+      expect(await commitStatusesAtWrite(kube, commitsOf(a), c, [t], http)).toEqual({
+        [A]: "success",
+        [B]: "success",
+      });
       // The status turns red after the send: the write finds it so.
       h.setStatus(B, "release/approved", "failure");
-      const read = await commitStatusesAtWrite(kube, a, c, [t], http);
+      const read = await commitStatusesAtWrite(kube, commitsOf(a), c, [t], http);
       expect(read).toEqual({ [A]: "success", [B]: "failure" });
-      expect(judge(c, a, read)).toMatchObject({ ok: false, reason: "NotApproved" });
+      expect(judge(c, a, read, [A, B])).toMatchObject({ ok: false, reason: "NotApproved" });
       expect(h.badRequests).toEqual([]);
     });
   }
@@ -154,7 +165,7 @@ describe("commit status read at the write, from the Git host", () => {
     const t = await providerAt(own.root);
     const a = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
     const c = claim(statusApproval("github", { apiURL: listener.root, repository: "evil/loot" }));
-    expect(await commitStatusesAtWrite(kube, a, c, [t], http)).toEqual({ [A]: "success" });
+    expect(await commitStatusesAtWrite(kube, commitsOf(a), c, [t], http)).toEqual({ [A]: "success" });
     expect(listener.requests).toEqual([]);
     expect(own.requests.map((r) => r.path)).toEqual([`/repos/team/apps/commits/${A}/status`]);
   });
@@ -223,7 +234,9 @@ describe("commit status read at the write, from the Git host", () => {
     h.setStatus(A, "release/approved", "success");
     const t = await providerAt(h.root);
     const a = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
-    expect(await commitStatusesAtWrite(kube, a, claim(statusApproval()), [t])).toEqual({ [A]: "error" });
+    expect(await commitStatusesAtWrite(kube, commitsOf(a), claim(statusApproval()), [t])).toEqual({
+      [A]: "error",
+    });
     expect(h.requests).toEqual([]);
   });
 
@@ -233,23 +246,32 @@ describe("commit status read at the write, from the Git host", () => {
     h.setStatus(A, "release/approved", "success");
     const a = attemptWith([{ commit: A, sources: ["CommitStatus"] }]);
     expect(
-      await commitStatusesAtWrite(kube, a, claim(statusApproval()), [await providerAt(h.root)], http),
+      await commitStatusesAtWrite(
+        kube,
+        commitsOf(a),
+        claim(statusApproval()),
+        [await providerAt(h.root)],
+        http,
+      ),
     ).toEqual({ [A]: "error" });
     const closed = await startStatusHost({ api: "github", owner: "team", repo: "apps", token: "s3cret" });
     const root = closed.root;
     await closed.close();
-    const read = await commitStatusesAtWrite(kube, a, claim(statusApproval()), [await providerAt(root)], {
-      ...http,
-      timeoutMs: 2000,
-    });
+    const read = await commitStatusesAtWrite(
+      kube,
+      commitsOf(a),
+      claim(statusApproval()),
+      [await providerAt(root)],
+      {
+        ...http,
+        timeoutMs: 2000,
+      },
+    );
     expect(read).toEqual({ [A]: "error" });
   });
 
-  it("no commit status required, or no approval carried: nothing is read", async () => {
-    const a = attemptWith([{ commit: A, sources: ["Manual"] }]);
-    expect(await commitStatusesAtWrite(kube, a, claim(statusApproval()), [target])).toBe(undefined);
-    expect(await commitStatusesAtWrite(kube, attemptWith(undefined), claim({ manual: true }), [target])).toBe(
-      undefined,
-    );
+  it("no commit status required, or no commit to read: nothing is read", async () => {
+    expect(await commitStatusesAtWrite(kube, [], claim(statusApproval()), [target])).toBe(undefined);
+    expect(await commitStatusesAtWrite(kube, [A], claim({ manual: true }), [target])).toBe(undefined);
   });
 });

@@ -1,7 +1,7 @@
 /**
- * The commit statuses an attempt's approvals rest on, read again at the moment of the write: the
+ * The commit statuses an apply's approval rests on, read at the moment of the write: the
  * required context (`approval.commitStatus` of the claim or its GitTarget) on each commit the
- * attempt carries, from the commit-status API of the GitProvider the GitTarget names, with that
+ * apply would bring (sidecar/approval-recheck.ts), from the commit-status API of the GitProvider the GitTarget names, with that
  * provider's credentials (its Secret's `password`, else `token`; read only where the namespace
  * binds applygate-secret-reader to the sidecar, else the host is asked anonymously), sent only to
  * the provider's own origins. A read that fails is recorded as `error`, so it never counts as
@@ -10,22 +10,18 @@
 import { readStatusOf, statusAccess } from "../queue/apply/commit-status.js";
 import { governanceOf } from "../queue/apply/governance.js";
 import type { KubeLike } from "../queue/apply/index.js";
-import type { Attempt } from "../queue/contract.js";
 import type { GitProvider } from "../queue/crds/index.js";
 import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
 import { secretValue } from "../queue/worker/directory.js";
 
-/** Undefined when the claim requires no commit status (or the attempt carries no approvals). */
+/** Undefined when the claim requires no commit status (or there is no commit to read). */
 export async function commitStatusesAtWrite(
   kube: Kube,
-  attempt: Attempt,
+  commits: readonly string[],
   claim: KObject,
   targets: readonly KObject[],
   opts: { timeoutMs?: number; fetch?: typeof fetch; allowHttpCredentials?: boolean } = {},
 ): Promise<Record<string, string> | undefined> {
-  const commits = (attempt.approvals ?? [])
-    .filter((a) => a.sources.includes("CommitStatus"))
-    .map((a) => a.commit);
   if (commits.length === 0) return undefined;
   let spec: NonNullable<NonNullable<ReturnType<typeof governanceOf>>["approval"]>["commitStatus"];
   let target: KObject | undefined;

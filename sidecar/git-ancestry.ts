@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { branchKey, normalizeRepoUrl } from "../queue/contract.js";
 import type { GitProvider, GitTarget } from "../queue/crds/index.js";
-import { BareRepo } from "../queue/git/repo.js";
+import { BareRepo, type RemoteTag } from "../queue/git/repo.js";
 import type { Remote } from "../queue/git/smart-http.js";
 import { type Kube, RESOURCES } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
@@ -33,7 +33,16 @@ export const DEFAULT_FETCH_DEADLINE_MS = 20_000;
 export interface AncestryRepo {
   repoUrl: string;
   branch: string;
-  claim: { kind: "FluxClaim" | "ArgoCDClaim"; namespace: string; name: string };
+  claim: { kind: "FluxClaim" | "ArgoCDClaim" | "WebhookClaim"; namespace: string; name: string };
+}
+
+/** Reads of one repository's objects from the sidecar's clone: what the approval check at the write walks. */
+export interface CommitSource {
+  parentsOf(oid: string): Promise<string[]>;
+  rawCommitOf(oid: string): Promise<Uint8Array>;
+  /** The server's tags pointing at one of `commits` (kept by name), their tag objects fetched. */
+  tagsAt(commits: readonly string[], keep?: (name: string) => boolean): Promise<RemoteTag[]>;
+  rawTagOf(oid: string): Promise<Uint8Array>;
 }
 
 /** The remote to fetch `q`'s repository from, with credentials; undefined when none is known. */
@@ -76,19 +85,57 @@ export class GitAncestry {
     const first = await clone.local(revision, commit);
     if (first !== "unknown") return first;
     const log = this.o.log?.child({ branch: `${key}@${q.branch}`, revision, commit });
-    let remote: Remote | undefined;
-    try {
-      remote = await this.o.remoteFor(q);
-    } catch (err) {
-      log?.warn({ err: (err as Error).message }, "ancestry: could not find the repository's GitProvider");
-    }
-    if (!remote) {
-      log?.info("ancestry: commit unknown and no GitProvider to fetch it from");
-      return "unknown";
-    }
+    const remote = await this.remoteOf(q, log);
+    if (!remote) return "unknown";
     const fetched = await this.fetchOnce(key, clone.repo, remote, q.branch, log);
     if (!fetched) return "unknown";
     return clone.local(revision, commit);
+  }
+
+  /**
+   * The clone of `q`'s repository once it holds `commit` (the branch fetched once, within the
+   * deadline, when it lacks it); undefined when the commit cannot be had. A commit's ancestors
+   * come with it: a fetch downloads all history the clone lacks.
+   */
+  async holding(q: AncestryRepo, commit: string): Promise<CommitSource | undefined> {
+    const key = normalizeRepoUrl(q.repoUrl);
+    const { repo } = await this.clone(key, q.repoUrl);
+    const log = this.o.log?.child({ branch: `${key}@${q.branch}`, commit });
+    const has = () =>
+      repo.readCommit(commit).then(
+        () => true,
+        () => false,
+      );
+    if (!(await has())) {
+      const remote = await this.remoteOf(q, log);
+      if (!remote || !(await this.fetchOnce(key, repo, remote, q.branch, log)) || !(await has()))
+        return undefined;
+    }
+    return {
+      parentsOf: async (oid) => (await repo.readCommit(oid)).parents,
+      rawCommitOf: (oid) => repo.readRawCommit(oid),
+      tagsAt: async (commits, keep = () => true) => {
+        const remote = await this.o.remoteFor(q);
+        if (!remote) throw new Error(`no GitProvider names ${key} for the tags`);
+        const on = new Set(commits);
+        const tags = (await repo.remoteTags(remote)).filter((t) => on.has(t.commit) && keep(t.name));
+        const objects = tags.filter((t) => t.annotated).map((t) => t.object);
+        await repo.fetchObjects(remote, objects, commits.slice(0, 1));
+        return tags;
+      },
+      rawTagOf: (oid) => repo.readRawTag(oid),
+    };
+  }
+
+  private async remoteOf(q: AncestryRepo, log: Logger | undefined): Promise<Remote | undefined> {
+    try {
+      const remote = await this.o.remoteFor(q);
+      if (!remote) log?.info("ancestry: commit unknown and no GitProvider to fetch it from");
+      return remote;
+    } catch (err) {
+      log?.warn({ err: (err as Error).message }, "ancestry: could not find the repository's GitProvider");
+      return undefined;
+    }
   }
 
   private clone(key: string, repoUrl: string): Promise<Clone> {

@@ -1,7 +1,9 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Attempt } from "../queue/contract.js";
 import type { KObject } from "../queue/kube/index.js";
 import { makeAttempt } from "../test/support/attempts.js";
+import type { BroughtRead } from "./governance-check.js";
 import { judgeStanding } from "./standing.js";
 
 const attempt = makeAttempt();
@@ -109,30 +111,117 @@ describe("change windows at the moment of the write", () => {
   });
 });
 
-describe("approval at the moment of the write", () => {
+describe("approval at the moment of the write: what the apply would bring, never the attempt's word", () => {
+  const A = "a".repeat(40);
   const B = "b".repeat(40);
-  const approvedClaim = (approve: boolean): KObject => {
+  const C = "c".repeat(40);
+  const LAST = "f".repeat(40);
+  const requiring = (approved: readonly string[], approval: Record<string, unknown> = { manual: true }) => {
     const c = claim();
-    (c.spec as Record<string, unknown>).approval = { manual: true };
-    if (approve) c.metadata.annotations = { [`approve.applygate.dev/${B}`]: "ada: CAB-1" };
+    (c.spec as Record<string, unknown>).approval = approval;
+    c.metadata.annotations = Object.fromEntries(
+      approved.map((x) => [`approve.applygate.dev/${x}`, "ada: CAB-1"]),
+    );
     return c;
   };
-  const carrying = { ...attempt, approvals: [{ commit: B, sources: ["Manual"] }] };
+  const at = "2026-12-01T13:00:00Z";
+  const judgeBrought = (c: KObject, brought: BroughtRead | undefined, a: Attempt = attempt) =>
+    judgeStanding({
+      attempt: a,
+      claim: c,
+      grants: [],
+      targets: new Map([["team-a/one", target()]]),
+      now: Date.parse(at),
+      ...(brought ? { brought } : {}),
+    });
+  const bringing = (commits: string[]): Extract<BroughtRead, { ok: true }> => ({
+    ok: true,
+    since: LAST,
+    commits,
+  });
 
-  it("the approvals the attempt carries still hold: it starts", () => {
-    expect(judge(approvedClaim(true), "2026-12-01T13:00:00Z", carrying).ok).toBe(true);
+  it("every commit the apply would bring is approved: it starts", () => {
+    expect(judgeBrought(requiring([A, B]), bringing([A, B])).ok).toBe(true);
+    // Nothing foreign since the last applied commit (only the worker's own): nothing to approve.
+    expect(judgeBrought(requiring([]), bringing([])).ok).toBe(true);
   });
-  it("an approval withdrawn since the send: RequestFailed, NotApproved", () => {
-    expect(judge(approvedClaim(false), "2026-12-01T13:00:00Z", carrying)).toMatchObject({
+
+  it("an attempt listing approvals for its tip only does not cover the commits under it: NotApproved, naming them", () => {
+    const forged = { ...attempt, commit: A, approvals: [{ commit: A, sources: ["Manual"], by: ["ada"] }] };
+    const out = judgeBrought(requiring([A]), bringing([A, B, C]), forged);
+    expect(out).toMatchObject({ ok: false, phase: "RequestFailed", reason: "NotApproved" });
+    const message = (out as { message: string }).message;
+    expect(message).toContain("2 commit(s) since ffffffffffff that lack approval");
+    expect(message).toContain(`${B.slice(0, 12)} (Manual)`);
+    expect(message).toContain(`${C.slice(0, 12)} (Manual)`);
+    expect(message).not.toContain(`${A.slice(0, 12)} (`);
+  });
+
+  it("an approval withdrawn since the send: NotApproved", () => {
+    const carrying = { ...attempt, approvals: [{ commit: B, sources: ["Manual"] }] };
+    expect(judgeBrought(requiring([]), bringing([B]), carrying)).toMatchObject({
       ok: false,
-      phase: "RequestFailed",
       reason: "NotApproved",
     });
   });
-  it("an attempt without approvals for a claim that requires them starts nothing", () => {
-    expect(judge(approvedClaim(true), "2026-12-01T13:00:00Z")).toMatchObject({
+
+  it("what the apply would bring not read, or not readable: nothing starts (it fails closed)", () => {
+    expect(judgeBrought(requiring([A]), undefined)).toMatchObject({ ok: false, reason: "NotApproved" });
+    const unreadable = judgeBrought(requiring([A]), { ok: false, message: `${A} is not on the branch` });
+    expect(unreadable).toMatchObject({ ok: false, reason: "NotApproved" });
+    expect((unreadable as { message: string }).message).toContain("cannot be read at the write");
+  });
+
+  it("a required commit status or signature counts only as read at the write", () => {
+    const status = { commitStatus: { context: "ci", api: "github" } };
+    expect(judgeBrought(requiring([], status), { ...bringing([A]), statuses: { [A]: "success" } }).ok).toBe(
+      true,
+    );
+    expect(
+      judgeBrought(requiring([], status), { ...bringing([A]), statuses: { [A]: "pending" } }),
+    ).toMatchObject({
       ok: false,
       reason: "NotApproved",
     });
+    const signature = { signature: { secretRef: { name: "keys" } } };
+    const signed = { ok: true as const, key: "SHA256:k" };
+    const unsigned = { ok: false as const, reason: "CommitUnsigned", message: "the commit is not signed" };
+    expect(judgeBrought(requiring([], signature), { ...bringing([A]), signatures: { [A]: signed } }).ok).toBe(
+      true,
+    );
+    const out = judgeBrought(requiring([], signature), {
+      ...bringing([A, B]),
+      signatures: { [A]: signed, [B]: unsigned },
+    });
+    expect((out as { message: string }).message).toContain(
+      `${B.slice(0, 12)} (Signature: the commit is not signed)`,
+    );
+    // A signer the attempt names counts for nothing.
+    const claimed = { ...attempt, approvals: [{ commit: B, sources: ["Signature"], signedBy: "SHA256:k" }] };
+    expect(
+      judgeBrought(requiring([], signature), { ...bringing([B]), signatures: { [B]: unsigned } }, claimed),
+    ).toMatchObject({
+      ok: false,
+      reason: "NotApproved",
+    });
+  });
+
+  it("property: it starts exactly when every brought commit is approved on the claim, whatever approvals the attempt lists", () => {
+    const sha = fc.integer({ min: 0, max: 15 }).map((n) => n.toString(16).repeat(40));
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(sha, { maxLength: 6 }),
+        fc.array(sha, { maxLength: 6 }),
+        fc.option(fc.array(sha, { maxLength: 6 }), { nil: undefined }),
+        (brought, approved, listed) => {
+          const a: Attempt = {
+            ...attempt,
+            ...(listed ? { approvals: listed.map((x) => ({ commit: x, sources: ["Manual"] })) } : {}),
+          };
+          const out = judgeBrought(requiring(approved), bringing(brought), a);
+          expect(out.ok).toBe(brought.every((x) => approved.includes(x)));
+        },
+      ),
+    );
   });
 });

@@ -2,9 +2,14 @@
  * Governance at the moment of the write (pure): the change windows of the claim (or its
  * GitTargets) are judged again at `now`, so an attempt sent inside a window that has closed since
  * starts nothing. Outside the windows only the one-apply override the attempt carries lets it
- * through, and only while the claim still offers it and no other apply has used it. The approvals
- * the attempt carries must still hold: a manual one still on the claim, a commit status still
- * `success` on the Git host as read at the write (`commitStatuses`, read by the shell).
+ * through, and only while the claim still offers it and no other apply has used it.
+ *
+ * Approval is not taken from the attempt: an attempt is a queue entry, and whoever can add one
+ * (the dashboard, anyone who reaches Redis) could list any approvals. The executor reads itself,
+ * at the write, what the apply would bring (`BroughtRead`, sidecar/approval-recheck.ts: every
+ * foreign commit from the claim's last applied commit to the attempt's, with each one's commit
+ * status and signature as read then), and every one of them must carry every approval the claim
+ * requires, by the worker's own rule (`judgeCommits`).
  */
 import type { KubeLike } from "../queue/apply/catalog.js";
 import { approvedCommits, governanceOf } from "../queue/apply/governance.js";
@@ -13,11 +18,28 @@ import { CHANGE_WINDOW_OVERRIDE_ANNOTATION, StatusReason } from "../queue/crds/i
 import {
   type ApprovalSource,
   approvalRequired,
+  type CommitApproval,
   judgeChangeWindows,
+  judgeCommits,
+  type SignatureRead,
   windowsOf,
 } from "../queue/decide/index.js";
 import type { KObject } from "../queue/kube/index.js";
-import { signatureRefusal, type TrustedFingerprints } from "./signature-check.js";
+
+/**
+ * What an apply of the attempt's commit would bring, read by the executor at the write: the
+ * foreign commits (newest first) since the claim's last applied commit (`since`), with the
+ * required commit status's state and each signature as checked then; or why it cannot be read.
+ */
+export type BroughtRead =
+  | {
+      ok: true;
+      since: string | null;
+      commits: string[];
+      statuses?: Record<string, string>;
+      signatures?: Record<string, SignatureRead>;
+    }
+  | { ok: false; message: string };
 
 export interface GovernanceRefusal {
   phase: "RequestFailed";
@@ -31,19 +53,13 @@ export function judgeGovernance(
   claim: KObject,
   targets: readonly KObject[],
   now: number,
-  /** The keys the claim's signature approval trusts now, read at the write (`readTrustedFingerprints`). */
-  signatureKeys?: TrustedFingerprints,
-  /** The required status context's state per carried commit, as read at the write. */
-  commitStatuses?: Readonly<Record<string, string>>,
+  /** What the apply would bring, read at the write (needed when the claim requires approval). */
+  brought?: BroughtRead,
 ): GovernanceRefusal | undefined {
   const c = claim as KubeLike;
   const named = targets.map((t) => governanceOf(t as KubeLike, c)).map((g) => (g ? { governance: g } : {}));
-  const unapproved =
-    approvalRefusal(attempt, c, approvalRequired(named)) ??
-    commitStatusRefusal(attempt, approvalRequired(named), commitStatuses);
+  const unapproved = approvalRefusal(attempt, c, approvalRequired(named), brought);
   if (unapproved) return unapproved;
-  const unsigned = signatureRefusal(attempt, approvalRequired(named), signatureKeys);
-  if (unsigned) return unsigned;
   const verdict = judgeChangeWindows(windowsOf(named), now);
   if (verdict.state === "Unrestricted" || verdict.state === "Open") return undefined;
   const offered = claim.metadata.annotations?.[CHANGE_WINDOW_OVERRIDE_ANNOTATION];
@@ -66,56 +82,49 @@ export function judgeGovernance(
   };
 }
 
+/** The approvals an apply of `brought` rests on (pure); `missing` lists the commits that lack some. */
+export function broughtApprovals(
+  claim: KObject,
+  sources: readonly ApprovalSource[],
+  brought: Extract<BroughtRead, { ok: true }>,
+): { missing: ReturnType<typeof judgeCommits>["missing"]; approvals: CommitApproval[] } {
+  return judgeCommits(brought, sources, approvedCommits(claim as KubeLike));
+}
+
 /**
- * With approval required, the attempt must carry the approvals the worker judged (every foreign
- * commit since the last applied one), and each must still hold on the claim: a manual approval
- * withdrawn since the send starts nothing.
+ * With approval required, every commit the apply would bring must carry every required approval
+ * as read at the write; a read that failed or was not made approves nothing (it fails closed).
  */
 function approvalRefusal(
   attempt: Attempt,
   claim: KubeLike,
   sources: readonly ApprovalSource[],
+  brought: BroughtRead | undefined,
 ): GovernanceRefusal | undefined {
   if (sources.length === 0) return undefined;
-  if (!attempt.approvals)
-    return {
-      phase: "RequestFailed",
-      reason: StatusReason.NotApproved,
-      message: `the claim requires approval (${sources.join(", ")}) and the attempt carries none`,
-    };
-  const approved = approvedCommits(claim);
-  const withdrawn = attempt.approvals.filter(
-    (a) => sources.includes("Manual") && approved[a.commit]?.Manual === undefined,
+  const refuse = (message: string): GovernanceRefusal => ({
+    phase: "RequestFailed",
+    reason: StatusReason.NotApproved,
+    message,
+  });
+  const what = `the claim requires approval (${sources.join(", ")})`;
+  if (!brought) return refuse(`${what} and the commits the apply would bring were not read at the write`);
+  if (!brought.ok)
+    return refuse(
+      `${what} and the commits the apply would bring cannot be read at the write: ${brought.message}`,
+    );
+  const { missing } = broughtApprovals(claim as KObject, sources, brought);
+  if (missing.length === 0) return undefined;
+  const list = missing
+    .map((m) => {
+      const why = m.sources.map((src) =>
+        src === "Signature" && m.signature ? `Signature: ${m.signature.message}` : src,
+      );
+      return `${m.commit.slice(0, 12)} (${why.join(", ")})`;
+    })
+    .join(", ");
+  const since = brought.since === null ? "" : ` since ${brought.since.slice(0, 12)}`;
+  return refuse(
+    `applying ${attempt.commit.slice(0, 12)} would bring ${missing.length} commit(s)${since} that lack approval: ${list}`,
   );
-  if (withdrawn.length === 0) return undefined;
-  return {
-    phase: "RequestFailed",
-    reason: StatusReason.NotApproved,
-    message: `approval withdrawn since the send: ${withdrawn.map((a) => a.commit.slice(0, 12)).join(", ")} (Manual)`,
-  };
-}
-
-/**
- * With a commit status required, each commit the attempt carries must still have the context
- * `success` as read at the write; anything else (pending, failure, missing, a read that failed or
- * was not made) starts nothing: a failure never counts as approval.
- */
-function commitStatusRefusal(
-  attempt: Attempt,
-  sources: readonly ApprovalSource[],
-  statuses: Readonly<Record<string, string>> | undefined,
-): GovernanceRefusal | undefined {
-  if (!sources.includes("CommitStatus") || !attempt.approvals) return undefined;
-  const lost = attempt.approvals
-    .filter((a) => a.sources.includes("CommitStatus"))
-    .map((a) => ({ commit: a.commit, state: statuses?.[a.commit] ?? "unread" }))
-    .filter((a) => a.state !== "success");
-  if (lost.length === 0) return undefined;
-  return {
-    phase: "RequestFailed",
-    reason: StatusReason.NotApproved,
-    message: `commit status no longer success at the write: ${lost
-      .map((a) => `${a.commit.slice(0, 12)} (${a.state})`)
-      .join(", ")} (CommitStatus)`,
-  };
 }

@@ -28,17 +28,18 @@ import type {
   OperationExecutor,
   WindowObserver,
 } from "./applier-kind.js";
+import { approvalRecheck, publishedFromRedis } from "./approval-recheck.js";
 import { ClaimReconciler } from "./claims/reconciler.js";
 import { KubeEventRecorder } from "./events.js";
 import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
-import { defaultCacheDir } from "./git-ancestry.js";
+import { defaultCacheDir, GitAncestry, remoteFromCluster } from "./git-ancestry.js";
 import { readiness, redisAnswersPing, type SidecarHttp, startSidecarHttp } from "./http.js";
 import { KINDS, type KindOptions, type SidecarApplier } from "./kinds.js";
 import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { readOperation } from "./operation-record.js";
 import { queueReporter } from "./reporter.js";
-import { recheckStanding } from "./standing.js";
+import { standingWithEvents } from "./standing.js";
 import { redisFreshnessCheck, redisTipCheck } from "./tip-check.js";
 import { DEFAULT_WATCHED_KINDS, parseWatchKinds, type WatchedKind } from "./watch-kinds.js";
 
@@ -57,11 +58,16 @@ export interface SidecarOptions<K extends SidecarApplier = SidecarApplier> {
   resyncMs?: number;
   /** Attempts carried out at once (default 16). */
   concurrency?: number;
-  /** Folder of the sidecar's own Git clones (Argo CD's stale-operation proof); passed as options.cacheDir. */
+  /**
+   * Folder of the sidecar's own Git clones: what an apply would bring, for the approval check at
+   * the write, and Argo CD's stale-operation proof (passed as options.cacheDir). Default under
+   * the OS temp dir.
+   */
   cacheDir?: string;
   /**
-   * Send GitProvider credentials over plain http too (`--allow-http-credentials`): the commit
-   * statuses read at the write, and Argo CD's ancestry fetches (passed as options.allowHttpCredentials).
+   * Send GitProvider credentials over plain http too (`--allow-http-credentials`): the reads at the
+   * write of what an apply would bring (its fetch and commit statuses), and Argo CD's ancestry
+   * fetches (passed as options.allowHttpCredentials).
    */
   allowHttpCredentials?: boolean;
   /** The kind's module; loaded from sidecar/<applier>/index.ts when omitted. */
@@ -154,6 +160,12 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
     }
     log.info({ port: http.port }, "serving /metrics, /healthz and /readyz");
   }
+  // One set of clones per process, shared by the approval check and the kind (Argo CD's proof).
+  const git = new GitAncestry({
+    cacheDir: opts.cacheDir ?? defaultCacheDir(),
+    remoteFor: remoteFromCluster(kube, log, { allowHttpCredentials: opts.allowHttpCredentials === true }),
+    log,
+  });
   const deps: ApplierDeps<KindOptions[K]> = {
     kind: opts.applier,
     kube,
@@ -165,16 +177,22 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
     redis: checksRedis,
     redisPrefix: opts.redisPrefix,
     now,
+    git,
     checks: {
       // The recheck before a resume or sync asks the tip the branch worker recorded.
       tip: redisTipCheck(checksRedis, opts.redisPrefix),
       // Just before that write: the tip again and any edit accepted after the attempt's flush mark.
       freshness: redisFreshnessCheck(checksRedis, opts.redisPrefix),
-      // And the decision still holds: the claim in control, the grant, a GitTarget standing.
-      standing: (attempt) =>
-        recheckStanding(kube, attempt, undefined, {
+      // And the decision still holds: the claim in control, the grant, a GitTarget standing, and
+      // every commit the apply would bring approved as read now (never on the attempt's word).
+      standing: standingWithEvents(kube, events, {
+        brought: approvalRecheck({
+          kube,
+          git,
+          published: publishedFromRedis(checksRedis, opts.redisPrefix),
           allowHttpCredentials: opts.allowHttpCredentials === true,
         }),
+      }),
     },
     // cacheDir is the Argo CD kind's (its ancestry clones); another kind ignores it, as before.
     options: {
@@ -278,7 +296,7 @@ export const sidecarSettings = {
   cacheDir: {
     flag: "cache-dir",
     env: "APPLYGATE_SIDECAR_CACHE_DIR",
-    help: "folder of the sidecar's own Git clones (argocd: proof that a running operation is stale)",
+    help: "folder of the sidecar's own Git clones: what an apply would bring, read at the write for a claim that requires approval; argocd: proof that a running operation is stale",
     parse: parsers.string,
     default: defaultCacheDir(),
   } as Setting<string>,

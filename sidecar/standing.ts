@@ -5,9 +5,9 @@
  * the applier's namespace still grants it, and at least one of the attempt's GitTargets still
  * stands (the same incarnation, not being deleted or suspended, naming this claim on this branch,
  * its GitProvider still there and admitting its namespace, and for a Refusal still consenting),
- * and the claim's change windows (or its override) still let it start, and the approvals it
- * carries still hold (`judgeGovernance`; a signature's key still trusted: signature-check.ts).
- * The pure judgement is `judgeStanding`.
+ * and the claim's change windows (or its override) still let it start, and, when the claim
+ * requires approval, every commit the apply would bring is approved as read now
+ * (`judgeGovernance`; the read: approval-recheck.ts). The pure judgement is `judgeStanding`.
  */
 import type { Attempt } from "../queue/contract.js";
 import {
@@ -19,10 +19,10 @@ import {
 } from "../queue/crds/index.js";
 import { StatusReason } from "../queue/crds/reasons.js";
 import { claimTypeOf, type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import type { BroughtReader } from "./approval-recheck.js";
 import { type Condition, findCondition } from "./claims/conditions.js";
-import { commitStatusesAtWrite } from "./commit-status-check.js";
-import { judgeGovernance } from "./governance-check.js";
-import { readTrustedFingerprints, signatureSpecOf, type TrustedFingerprints } from "./signature-check.js";
+import type { EventRecorder } from "./events.js";
+import { type BroughtRead, judgeGovernance } from "./governance-check.js";
 
 export type Standing =
   | { ok: true; targets: Attempt["targets"] }
@@ -41,10 +41,8 @@ export interface StandingInput {
   providers?: ReadonlyMap<string, KObject>;
   /** The moment of the judgement (epoch ms), for the change windows; default the system clock. */
   now?: number;
-  /** The keys the claim's signature approval trusts now (read when it requires one). */
-  signatureKeys?: TrustedFingerprints;
-  /** A required commit status's state per commit the attempt carries, read at the write. */
-  commitStatuses?: Readonly<Record<string, string>>;
+  /** What the apply would bring, read at the write (when the claim requires approval). */
+  brought?: BroughtRead;
 }
 
 /** The GitProvider a GitTarget names, as `namespace/name` (its namespace by default). */
@@ -161,21 +159,28 @@ export function judgeStanding(i: StandingInput): Standing {
     claim,
     standing.flatMap((t) => i.targets.get(`${t.namespace}/${t.name}`) ?? []),
     i.now ?? Date.now(),
-    i.signatureKeys,
-    i.commitStatuses,
+    i.brought,
   );
   if (held) return { ok: false, ...held };
   return { ok: true, targets: standing };
+}
+
+export interface RecheckOptions {
+  now?: () => number;
+  /**
+   * Reads what the apply would bring when the claim requires approval (`approvalRecheck`).
+   * Without one such an attempt starts nothing: approval is never taken on the attempt's word.
+   */
+  brought?: BroughtReader;
 }
 
 /** Reads what `judgeStanding` needs, uncached, and judges. */
 export async function recheckStanding(
   kube: Kube,
   attempt: Attempt,
-  now: () => number = Date.now,
-  /** The operator allows credentials over plain http (`--allow-http-credentials`). */
-  opts: { allowHttpCredentials?: boolean } = {},
+  opts: RecheckOptions = {},
 ): Promise<Standing> {
+  const now = opts.now ?? Date.now;
   const claimType = claimTypeOf(attempt.claim.kind);
   // Read together: the executor waits on this right before its write.
   const keys = [...new Set(attempt.targets.map((t) => `${t.namespace}/${t.name}`))];
@@ -221,12 +226,9 @@ export async function recheckStanding(
     const o = providerRead[i];
     if (o) providers.set(key, o);
   });
-  // Signature approval: the keys Secret is read again (one GET by name), only when required.
-  const signature = claim && attempt.approvals ? signatureSpecOf(claim, [...targets.values()]) : undefined;
-  const signatureKeys = signature ? await readTrustedFingerprints(kube, signature) : undefined;
-  const commitStatuses = claim
-    ? await commitStatusesAtWrite(kube, attempt, claim, [...targets.values()], opts)
-    : undefined;
+  // Approval: what the apply would bring, read only when the claim requires approval.
+  const brought =
+    claim && opts.brought ? await opts.brought(attempt, claim, [...targets.values()]) : undefined;
   return judgeStanding({
     attempt,
     claim,
@@ -234,7 +236,39 @@ export async function recheckStanding(
     targets,
     providers,
     now: now(),
-    ...(signatureKeys ? { signatureKeys } : {}),
-    ...(commitStatuses ? { commitStatuses } : {}),
+    ...(brought ? { brought } : {}),
   });
+}
+
+/**
+ * The standing check the executors ask, with a Warning Event on the claim (reason NotApproved,
+ * action Refuse) whenever it refuses an attempt for lacking approval: the refusal is reported
+ * back to the worker as RequestFailed, and a person looking at the claim sees it too, whoever
+ * queued the attempt.
+ */
+export function standingWithEvents(
+  kube: Kube,
+  events: EventRecorder,
+  opts: RecheckOptions = {},
+): (attempt: Attempt) => Promise<Standing> {
+  return async (attempt) => {
+    const s = await recheckStanding(kube, attempt, opts);
+    if (!s.ok && s.reason === StatusReason.NotApproved)
+      await events.emit({
+        type: "Warning",
+        reason: StatusReason.NotApproved,
+        action: "Refuse",
+        note: `attempt ${attempt.token} for ${attempt.commit} refused at the write: ${s.message}`.slice(
+          0,
+          1024,
+        ),
+        regarding: {
+          apiVersion: "applygate.dev/v1alpha1",
+          kind: attempt.claim.kind,
+          namespace: attempt.claim.namespace,
+          name: attempt.claim.name,
+        },
+      });
+    return s;
+  };
 }

@@ -6,7 +6,7 @@
  */
 import { StatusReason } from "../crds/reasons.js";
 import { type ChangeWindowSpec, judgeChangeWindows, type WindowVerdict } from "./change-windows.js";
-import type { ApplierState, TargetState } from "./model.js";
+import type { ApplierState, ForeignRead, TargetState } from "./model.js";
 import { kindsPending, reasonOf } from "./reasons.js";
 import { judgeSyncWindows, type SyncWindowSpec, type SyncWindowVerdict } from "./sync-windows.js";
 
@@ -392,12 +392,32 @@ export function approvalGate(
     return { state: "Unread" };
   if (read.unreadable !== undefined) return { state: "Unreadable", message: read.unreadable };
   const approved = named.find((t) => t.governance?.approved)?.governance?.approved ?? {};
-  const missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[] = [];
-  const approvals: CommitApproval[] = [];
   // Signatures checked against other keys than the listing sees now (a key added or removed since)
   // are no read: the shell reads again.
   const sigSpec = signatureRequired(named);
   if (sigSpec && (!read.signatures || read.keys !== sigSpec.keys)) return { state: "Unread" };
+  const { missing, approvals } = judgeCommits(read, sources, approved);
+  return missing.length > 0 ? { state: "Awaiting", missing, approvals } : { state: "Approved", approvals };
+}
+
+/** What each commit of a read lacks of the required approvals, and the approvals of the others. */
+export interface CommitsJudged {
+  missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[];
+  approvals: CommitApproval[];
+}
+
+/**
+ * Each commit of a read judged against every required source (pure): a manual approval given on
+ * the claim, the commit status `success`, a signature that holds. The worker's gate and the
+ * executor's check at the write (sidecar/governance-check.ts) judge by this one rule.
+ */
+export function judgeCommits(
+  read: Pick<ForeignRead, "commits" | "statuses" | "signatures">,
+  sources: readonly ApprovalSource[],
+  approved: NonNullable<TargetGovernance["approved"]>,
+): CommitsJudged {
+  const missing: CommitsJudged["missing"] = [];
+  const approvals: CommitApproval[] = [];
   const signed = read.signatures;
   for (const commit of read.commits) {
     const given = { ...approved[commit] };
@@ -420,10 +440,10 @@ export function approvalGate(
         sig?.ok && sources.includes("Signature")
           ? { signedBy: sig.key, ...(sig.tag ? { tag: { name: sig.tag.name, signedBy: sig.tag.key } } : {}) }
           : {};
-      approvals.push({ commit, sources, ...(by.length > 0 ? { by } : {}), ...signedBy });
+      approvals.push({ commit, sources: [...sources], ...(by.length > 0 ? { by } : {}), ...signedBy });
     }
   }
-  return missing.length > 0 ? { state: "Awaiting", missing, approvals } : { state: "Approved", approvals };
+  return { missing, approvals };
 }
 
 /** The signature approval the GitTargets naming the applier require, if any (the first one set). */

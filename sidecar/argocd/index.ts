@@ -93,14 +93,16 @@ export function createApplierKind(deps: ApplierDeps<ArgoCDKindOptions>) {
 /** The sidecar's own clones, reached through the claim's GitTarget and GitProvider. */
 function clusterAncestry(deps: ApplierDeps<ArgoCDKindOptions>, log: ApplierDeps["log"]): Ancestry {
   const o = deps.options;
-  const git = new GitAncestry({
-    cacheDir: typeof o.cacheDir === "string" && o.cacheDir !== "" ? o.cacheDir : defaultCacheDir(),
-    remoteFor: remoteFromCluster(deps.kube, log, { allowHttpCredentials: o.allowHttpCredentials === true }),
-    ...(num(o.ancestryFetchDeadlineMs) !== undefined
-      ? { fetchDeadlineMs: num(o.ancestryFetchDeadlineMs) }
-      : {}),
-    log,
-  });
+  const git =
+    deps.git ??
+    new GitAncestry({
+      cacheDir: typeof o.cacheDir === "string" && o.cacheDir !== "" ? o.cacheDir : defaultCacheDir(),
+      remoteFor: remoteFromCluster(deps.kube, log, { allowHttpCredentials: o.allowHttpCredentials === true }),
+      ...(num(o.ancestryFetchDeadlineMs) !== undefined
+        ? { fetchDeadlineMs: num(o.ancestryFetchDeadlineMs) }
+        : {}),
+      log,
+    });
   return async (revision, commit, about) => {
     const source = about ? sourceOf(about.application) : undefined;
     if (!about || source?.state !== "Known") return "unknown";

@@ -65,4 +65,29 @@ describe("governance at the Flux executor's write", () => {
     expect(ok.last.phase).toBe("Succeeded");
     expect(await s.configValue()).toBe("3");
   });
+
+  it("an attempt listing approvals for its tip only, over an unapproved commit, is refused at the write and nothing is applied", async () => {
+    const s = await scene(world);
+    await s.adopt();
+    // Applied once through the claim: its last applied commit is where what an apply brings starts.
+    const base = await s.push({ "apps/cm.yaml": configMap("app-config", "base") });
+    expect((await s.run(s.attempt(base))).last.phase).toBe("Succeeded");
+    const under = await s.push({ "apps/cm.yaml": configMap("app-config", "4") });
+    const tip = await s.push({ "apps/other.yaml": configMap("other", "1") });
+    await claimSpec(s, { approval: { manual: true } }, { [`approve.applygate.dev/${tip}`]: "ada" });
+    const applied = world.sim.appliedRevisions(s.ks).length;
+    const before = (await s.readKs()).metadata.resourceVersion;
+    const forged = await s.run(
+      s.attempt(tip, { approvals: [{ commit: tip, sources: ["Manual"], by: ["ada"] }] }),
+    );
+    expect(forged.last).toMatchObject({ phase: "RequestFailed", reason: "NotApproved" });
+    expect((await s.readKs()).metadata.resourceVersion).toBe(before);
+    expect(world.sim.appliedRevisions(s.ks)).toHaveLength(applied);
+    expect(await s.configValue()).toBe("base");
+
+    await claimSpec(s, {}, { [`approve.applygate.dev/${under}`]: "ada" });
+    const ok = await s.run(s.attempt(tip, { approvals: [] }));
+    expect(ok.last.phase).toBe("Succeeded");
+    expect(await s.configValue()).toBe("4");
+  });
 });

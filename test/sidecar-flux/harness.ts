@@ -4,18 +4,23 @@
  * GitRepository, a Kustomization applied once by Flux, and a FluxClaim naming it.
  */
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Attempt, Report } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import type { ReportFn, SafetyChecks } from "../../sidecar/applier-kind.js";
+import { approvalRecheck } from "../../sidecar/approval-recheck.js";
 import { setConditions } from "../../sidecar/claims/conditions.js";
 import { type EventSpec, memoryEvents } from "../../sidecar/events.js";
 import type { FluxKindOptions } from "../../sidecar/flux/index.js";
 import { createApplierKind } from "../../sidecar/flux/index.js";
 import { GIT_REPOSITORY, KUSTOMIZATION, type Kustomization } from "../../sidecar/flux/resources.js";
 import { Following } from "../../sidecar/following.js";
+import { GitAncestry, remoteFromCluster } from "../../sidecar/git-ancestry.js";
 import { memoryReporter } from "../../sidecar/reporter.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { type FluxKnobs, type FluxSim, startFluxSim } from "../cluster/fluxsim/index.js";
@@ -34,6 +39,8 @@ export const until = untilWith({ timeoutMs: 30_000, everyMs: 20 });
 export interface World {
   api: ApiServer;
   git: GitServer;
+  /** The executor's own clones (what an apply would bring, for a claim that requires approval). */
+  clones: GitAncestry;
   sim: FluxSim;
   kube: Kube;
   /** Stops fluxsim and starts a fresh one (to hold the controllers still for a moment). */
@@ -51,11 +58,14 @@ export async function startWorld(knobs: Partial<FluxKnobs> = DEFAULT_TEST_KNOBS)
   const git = await startGitServer();
   const kc = api.kubeConfig();
   let sim = await startFluxSim({ kubeConfig: kc, knobs });
+  const kube = new Kube(kc);
+  const cacheDir = await mkdtemp(join(tmpdir(), "flux-clones-"));
   const world: World = {
     api,
     git,
+    clones: new GitAncestry({ cacheDir, remoteFor: remoteFromCluster(kube) }),
     sim,
-    kube: new Kube(kc),
+    kube,
     async restartSim(paused) {
       await world.sim.stop();
       await paused?.();
@@ -66,6 +76,7 @@ export async function startWorld(knobs: Partial<FluxKnobs> = DEFAULT_TEST_KNOBS)
       await world.sim.stop();
       await api.close();
       await git.close();
+      await rm(cacheDir, { recursive: true, force: true });
     },
   };
   return world;
@@ -194,6 +205,17 @@ export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> 
       body: claimBody(`${name}-claim`, name),
     });
 
+  // The GitProvider the GitTargets name: the repository whose commits an apply would bring.
+  await kube.custom.createNamespacedCustomObject({
+    ...RESOURCES.gitProvider,
+    namespace: ns,
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "GitProvider",
+      metadata: { name: "repo", namespace: ns },
+      spec: { url, type: "gitea", webhookSecretRef: { name: "hook" } },
+    },
+  });
   // A GitTarget naming each claim: an attempt's targets must still stand at the write.
   const targetUids = new Map<string, string>();
   for (const [claimName, targetName] of [
@@ -231,7 +253,11 @@ export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> 
     reporter,
     now: () => new Date(),
     // The tip is the branch's head on the Git server, as the worker would have recorded it.
-    checks: unrecordedChecks(kube, { tip: async (a) => (await world.git.tip(ns)) === a.commit, ...o.checks }),
+    checks: unrecordedChecks(
+      kube,
+      { tip: async (a) => (await world.git.tip(ns)) === a.commit, ...o.checks },
+      approvalRecheck({ kube, git: world.clones }),
+    ),
     options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200, ...o.options },
   });
   await kind.controller.start?.({ requeueApplier: () => {} });

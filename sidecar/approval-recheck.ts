@@ -1,0 +1,148 @@
+/**
+ * What an apply would bring, read by the executor at the write from sources an attempt cannot
+ * forge (judged by governance-check.ts):
+ *  - since: the claim's last applied commit (`status.lastAppliedCommit`, which the sidecar writes
+ *    when an operation succeeds);
+ *  - the repository and branch: those of the GitProvider the claim's GitTarget names, never the
+ *    attempt's words;
+ *  - the commits: the first-parent line from the attempt's commit back to `since` in the
+ *    sidecar's own clone (sidecar/git-ancestry.ts; the branch is fetched when the clone lacks the
+ *    commit), leaving out the worker's own publications as the branch's decision state records
+ *    them, by the worker's own walk (`readForeign`);
+ *  - for each commit, the required commit status as the Git host answers now, and its signature
+ *    (or its tag's) checked against the keys Secret as read now.
+ * Any of it that cannot be read makes the read fail, which approves nothing.
+ */
+import type { Redis } from "ioredis";
+import { readForeign } from "../queue/apply/approval-walk.js";
+import type { KubeLike } from "../queue/apply/catalog.js";
+import { governanceOf } from "../queue/apply/governance.js";
+import { SignatureReader } from "../queue/apply/signature-approval.js";
+import { DecisionStore } from "../queue/apply/store.js";
+import { type Attempt, branchKey } from "../queue/contract.js";
+import type { GitProvider } from "../queue/crds/index.js";
+import { approvalRequired, tagMatches } from "../queue/decide/index.js";
+import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import { commitStatusesAtWrite } from "./commit-status-check.js";
+import type { GitAncestry } from "./git-ancestry.js";
+import type { BroughtRead } from "./governance-check.js";
+import { keysFromKube, signatureSpecOf } from "./signature-check.js";
+
+/** The worker's own publications on a branch, newest last: the commits after `base` up to `tip`. */
+export type OwnPublications = (branchKey: string) => Promise<readonly { tip: string; base: string | null }[]>;
+
+/** Reads what the attempt's apply would bring; undefined when the claim requires no approval. */
+export type BroughtReader = (
+  attempt: Attempt,
+  claim: KObject,
+  targets: readonly KObject[],
+) => Promise<BroughtRead | undefined>;
+
+export interface ApprovalRecheckDeps {
+  kube: Kube;
+  git: Pick<GitAncestry, "holding">;
+  /** Default: none (every commit is foreign), as for a branch no worker has decided for. */
+  published?: OwnPublications;
+  /** Keeps signature verdicts per key set and commit (default: one reading keys Secrets by name). */
+  signatures?: SignatureReader;
+  /** Deadline of each commit status read from the Git host. */
+  statusTimeoutMs?: number;
+  /** The operator allows credentials over plain http (`--allow-http-credentials`): status reads. */
+  allowHttpCredentials?: boolean;
+}
+
+/** The worker's own publications as the branch's decision state in Redis holds them (read only). */
+export function publishedFromRedis(redis: Redis, prefix: string): OwnPublications {
+  return async (key) => (await new DecisionStore(redis, prefix, key).load())?.published ?? [];
+}
+
+const SHA = /^[0-9a-f]{40}$/;
+
+export function approvalRecheck(d: ApprovalRecheckDeps): BroughtReader {
+  const signatures = d.signatures ?? new SignatureReader(keysFromKube(d.kube));
+  return async (attempt, claim, targets) => {
+    const named = targets
+      .map((t) => governanceOf(t as KubeLike, claim as KubeLike))
+      .map((g) => (g ? { governance: g } : {}));
+    const sources = approvalRequired(named);
+    if (sources.length === 0) return undefined;
+    try {
+      const repo = await repositoryOf(d.kube, attempt, targets);
+      const last = (claim.status as { lastAppliedCommit?: unknown } | undefined)?.lastAppliedCommit;
+      const since = typeof last === "string" && SHA.test(last) ? last : null;
+      const source = await d.git.holding(
+        { repoUrl: repo.url, branch: attempt.branch, claim: attempt.claim },
+        attempt.commit,
+      );
+      if (!source) return { ok: false, message: `${attempt.commit} is not on ${repo.url} ${attempt.branch}` };
+      const own = d.published ? await d.published(repo.key) : [];
+      const line: string[] = [];
+      const { commits } = await readForeign(
+        (oid) => source.parentsOf(oid),
+        attempt.commit,
+        since,
+        own,
+        undefined,
+        line,
+      );
+      const read: Extract<BroughtRead, { ok: true }> = { ok: true, since, commits };
+      if (sources.includes("CommitStatus")) {
+        const statuses = await commitStatusesAtWrite(d.kube, commits, claim, targets, {
+          ...(d.statusTimeoutMs !== undefined ? { timeoutMs: d.statusTimeoutMs } : {}),
+          ...(d.allowHttpCredentials ? { allowHttpCredentials: true } : {}),
+        });
+        if (statuses) read.statuses = statuses;
+      }
+      const spec = sources.includes("Signature") ? signatureSpecOf(claim, targets) : undefined;
+      if (spec) {
+        const tagged =
+          spec.mode === "HEAD"
+            ? undefined
+            : {
+                line,
+                tags: () => source.tagsAt(line, (name) => tagMatches(name, spec.tagPattern)),
+                rawTagOf: (oid: string) => source.rawTagOf(oid),
+              };
+        read.signatures = (
+          await signatures.read(spec, commits, (oid) => source.rawCommitOf(oid), tagged)
+        ).signatures;
+      }
+      return read;
+    } catch (err) {
+      return { ok: false, message: (err as Error).message };
+    }
+  };
+}
+
+/**
+ * The repository the attempt's apply reads: the GitProvider named by a GitTarget of the attempt
+ * that names its claim on its branch, as the cluster has it now (an attempt's `repository` is
+ * only its word).
+ */
+async function repositoryOf(
+  kube: Kube,
+  attempt: Attempt,
+  targets: readonly KObject[],
+): Promise<{ url: string; key: string }> {
+  for (const t of targets) {
+    const spec = (t.spec ?? {}) as {
+      branch?: unknown;
+      claimRef?: { kind?: unknown; name?: unknown; namespace?: unknown };
+      providerRef?: { name?: unknown; namespace?: unknown };
+    };
+    const ns = t.metadata.namespace ?? "";
+    const ref = spec.claimRef;
+    if (spec.branch !== attempt.branch || ref?.kind !== attempt.claim.kind || ref.name !== attempt.claim.name)
+      continue;
+    if ((typeof ref.namespace === "string" ? ref.namespace : ns) !== attempt.claim.namespace) continue;
+    const p = spec.providerRef;
+    if (typeof p?.name !== "string") continue;
+    const pns = typeof p.namespace === "string" ? p.namespace : ns;
+    const provider = await kube.get<GitProvider>(RESOURCES.gitProvider, pns, p.name);
+    if (!provider) continue;
+    return { url: provider.spec.url, key: branchKey(provider.spec.url, attempt.branch) };
+  }
+  throw new Error(
+    `no GitTarget of the attempt names ${attempt.claim.kind} ${attempt.claim.name} on ${attempt.branch} through a GitProvider`,
+  );
+}
