@@ -1,6 +1,10 @@
 /**
  * bull-board at `/queues` over every applygate queue, inside its own fastify scope guarded by
- * basic auth or a bearer token. bull-board has no authentication of its own.
+ * basic auth or a bearer token. bull-board has no authentication of its own. Read-only unless the
+ * operator asks otherwise (`--dashboard-writable`): a writable board adds jobs to any queue,
+ * apply attempts included (docs/security.md). Never framed by another page: every answer says so
+ * (`X-Frame-Options: DENY`, CSP `frame-ancestors 'none'`), so a page elsewhere cannot overlay the
+ * board's buttons for a signed-in operator to click.
  */
 import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
@@ -19,8 +23,15 @@ export type DashboardAuth =
 export interface DashboardOptions {
   queues: Queue[];
   auth: DashboardAuth;
+  /** Only shows the queues (bull-board answers every change 405). */
   readOnly: boolean;
 }
+
+/** The headers every dashboard answer carries, a refusal included: no page may frame it. */
+export const DASHBOARD_FRAME_HEADERS = {
+  "x-frame-options": "DENY",
+  "content-security-policy": "frame-ancestors 'none'",
+} as const;
 
 /** True when the request carries the dashboard's credentials. */
 export function dashboardAllows(auth: DashboardAuth, authorization: string | undefined): boolean {
@@ -44,6 +55,7 @@ export function dashboardAllows(auth: DashboardAuth, authorization: string | und
 export function dashboardRoutes(opts: DashboardOptions) {
   return async function dashboard(app: FastifyInstance): Promise<void> {
     app.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
+      reply.headers(DASHBOARD_FRAME_HEADERS);
       if (dashboardAllows(opts.auth, header(req.headers, "authorization"))) return;
       const challenge =
         opts.auth !== "insecure" && opts.auth.basic ? 'Basic realm="queues"' : 'Bearer realm="queues"';

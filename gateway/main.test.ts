@@ -2,13 +2,17 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { main } from "../queue/cli/main.js";
+import { loadConfig } from "../queue/config.js";
+import { bullConnection } from "../queue/redis.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { makeAttempt } from "../test/support/attempts.js";
 import { createGateway, type Gateway, startGateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
 import { dashboardAllows } from "./dashboard.js";
-import { dashboardAuth } from "./main.js";
+import { dashboardAuth, dashboardSetting, gatewaySettings } from "./main.js";
 import { fixtureObjects, fixtureYaml } from "./testing.js";
 
 const launcher = join(import.meta.dirname, "../queue/cli/applygate.mjs");
@@ -180,5 +184,88 @@ describe("metrics on a port of their own", () => {
       await gw.close();
       await redis.cleanup();
     }
+  });
+});
+
+describe("the dashboard as its flags make it, over HTTP", () => {
+  const credentials = ["--dashboard-user", "ops", "--dashboard-password", "pw"];
+  const authorization = `Basic ${Buffer.from("ops:pw").toString("base64")}`;
+  // What bull-board's "Add job" sends: any queue, any data (here an apply attempt).
+  const addJob = (url: string) =>
+    fetch(`${url}/queues/api/queues/attempts-flux/add`, {
+      method: "POST",
+      headers: { authorization, "content-type": "application/json" },
+      body: JSON.stringify({ name: "forged", data: makeAttempt({ token: "forged" }), options: {} }),
+    });
+  const framing = (r: Response) => ({
+    frame: r.headers.get("x-frame-options"),
+    csp: r.headers.get("content-security-policy"),
+  });
+  const NOT_FRAMED = { frame: "DENY", csp: "frame-ancestors 'none'" };
+
+  async function withGateway(flags: string[], body: (url: string, attempts: Queue) => Promise<void>) {
+    const redis = await isolatedRedis("dash-flags");
+    const { config } = loadConfig(gatewaySettings, [...credentials, ...flags], {});
+    const gw = await startGateway({
+      redisUrl: redis.url,
+      prefix: redis.prefix,
+      catalog: new StaticCatalog(fixtureObjects()),
+      processMetrics: false,
+      queueEvents: false,
+      dashboard: dashboardSetting(config),
+      port: 0,
+      metricsPort: 0,
+    });
+    const attempts = new Queue("attempts-flux", {
+      connection: bullConnection(redis.url),
+      prefix: redis.prefix,
+    });
+    try {
+      await body(gw.url, attempts);
+    } finally {
+      await attempts.close();
+      await gw.close();
+      await redis.cleanup();
+    }
+  }
+
+  it("is read-only by default: adding an attempt, or retrying one, is refused and queues nothing", async () => {
+    await withGateway([], async (url, attempts) => {
+      const queues = await fetch(`${url}/queues/api/queues`, { headers: { authorization } });
+      const listed = ((await queues.json()) as { queues: { readOnlyMode: boolean }[] }).queues;
+      expect(listed.length).toBeGreaterThan(0);
+      expect(listed.every((q) => q.readOnlyMode)).toBe(true);
+      const add = await addJob(url);
+      expect(add.status).toBe(405);
+      expect(await attempts.count()).toBe(0);
+      const retry = await fetch(`${url}/queues/api/queues/attempts-flux/retry/failed`, {
+        method: "PUT",
+        headers: { authorization },
+      });
+      expect(retry.status).toBe(405);
+    });
+  });
+
+  it("--dashboard-writable makes it writable: the same add queues the attempt", async () => {
+    await withGateway(["--dashboard-writable"], async (url, attempts) => {
+      const add = await addJob(url);
+      expect(add.status).toBe(200);
+      expect((await attempts.getJobs())[0]?.data).toMatchObject({ token: "forged" });
+    });
+  });
+
+  it("no page may frame it: the page, the API, a refusal of credentials and of a change all say so", async () => {
+    await withGateway([], async (url) => {
+      const page = await fetch(`${url}/queues`, { headers: { authorization } });
+      expect(page.status).toBe(200);
+      expect(framing(page)).toEqual(NOT_FRAMED);
+      expect(framing(await fetch(`${url}/queues/api/queues`, { headers: { authorization } }))).toEqual(
+        NOT_FRAMED,
+      );
+      const anon = await fetch(`${url}/queues`);
+      expect(anon.status).toBe(401);
+      expect(framing(anon)).toEqual(NOT_FRAMED);
+      expect(framing(await addJob(url))).toEqual(NOT_FRAMED);
+    });
   });
 });

@@ -147,10 +147,10 @@ export const gatewaySettings = {
     default: false,
     boolean: true,
   } as Setting<boolean>,
-  dashboardReadOnly: {
-    flag: "dashboard-read-only",
-    env: "APPLYGATE_DASHBOARD_READ_ONLY",
-    help: "dashboard shows queues but cannot retry, remove or promote jobs",
+  dashboardWritable: {
+    flag: "dashboard-writable",
+    env: "APPLYGATE_DASHBOARD_WRITABLE",
+    help: "let the dashboard change the queues (add, retry, promote, remove, clean, pause jobs); it only shows them by default. Whoever has its credentials can then queue any job, an apply attempt included",
     parse: parsers.boolean,
     default: false,
     boolean: true,
@@ -182,6 +182,17 @@ export function dashboardAuth(c: {
   return "off";
 }
 
+/**
+ * The dashboard the settings ask for: off without credentials, else read-only unless
+ * `--dashboard-writable` says otherwise. Pure.
+ */
+export function dashboardSetting(
+  c: Parameters<typeof dashboardAuth>[0] & { dashboardWritable: boolean },
+): { auth: DashboardAuth; readOnly: boolean } | false {
+  const auth = dashboardAuth(c);
+  return auth === "off" ? false : { auth, readOnly: !c.dashboardWritable };
+}
+
 /** What start-up says about the dashboard; the off case names the settings that turn it on. */
 export const DASHBOARD_OFF_MESSAGE =
   "dashboard off: no credentials given (set APPLYGATE_DASHBOARD_USER and APPLYGATE_DASHBOARD_PASSWORD, or APPLYGATE_DASHBOARD_TOKEN; the manifests read them from the optional Secret applygate-dashboard)";
@@ -195,7 +206,7 @@ export async function run(argv: string[]): Promise<number | undefined> {
     return 0;
   }
   const { config } = loadConfig(gatewaySettings, argv);
-  const auth = dashboardAuth(config);
+  const dashboard = dashboardSetting(config);
   const log = createLogger({ level: config.logLevel, name: "gateway" });
   let catalog: Catalog;
   if (config.config) catalog = new FileCatalog(config.config, log);
@@ -220,15 +231,16 @@ export async function run(argv: string[]): Promise<number | undefined> {
     maxWaitMs: config.maxWait,
     redisWaitReplicas: config.redisWaitReplicas,
     stuckAfterMs: config.stuckAfter,
-    dashboard: auth === "off" ? false : { auth, readOnly: config.dashboardReadOnly },
+    dashboard,
   });
-  if (auth === "off") log.warn({ dashboard: "off" }, DASHBOARD_OFF_MESSAGE);
+  if (!dashboard) log.warn({ dashboard: "off" }, DASHBOARD_OFF_MESSAGE);
   log.info(
     {
       url: gw.url,
       metrics: gw.metricsUrl,
       catalog: config.config ?? "cluster",
-      dashboard: auth === "off" || auth === "insecure" ? auth : "authenticated",
+      dashboard: !dashboard ? "off" : dashboard.auth === "insecure" ? "insecure" : "authenticated",
+      ...(dashboard ? { dashboardWritable: !dashboard.readOnly } : {}),
     },
     "gateway listening",
   );

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterCatalog } from "../../gateway/catalog-cluster.js";
-import { type StartedGateway, startGateway } from "../../gateway/main.js";
+import { dashboardSetting, type StartedGateway, startGateway } from "../../gateway/main.js";
 import { createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
 import { branchKey } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
@@ -178,7 +178,8 @@ export interface Assembly {
   /** What the audit log says of the components so far: requests, 403s, admin use. */
   audit(): AuditFindings;
   demo: { repoUrl: string; branch: string; namespace: string; hookUrl: string };
-  dashboard: { url: string; user: string; password: string };
+  /** The queue dashboard, read-only as the gateway's settings make it by default. */
+  dashboard: { url: string; user: string; password: string; readOnly: boolean };
   timers: AssemblyTimers;
   /** Stops the worker replica gracefully (its leases are given back). */
   stopWorker(): Promise<void>;
@@ -310,6 +311,13 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     });
     stops.push(() => catalog.close());
     const dashboard = opts.dashboard ?? { user: "admin", password: "playground" };
+    const dashboardSettings = dashboardSetting({
+      dashboardUser: dashboard.user,
+      dashboardPassword: dashboard.password,
+      dashboardToken: undefined,
+      dashboardInsecure: false,
+      dashboardWritable: false,
+    });
     const gateway = await startGateway({
       redisUrl: redis.url,
       prefix,
@@ -317,7 +325,8 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       logger: log.child({ component: "gateway" }),
       port: opts.gatewayPort ?? 0,
       metricsPort: opts.metricsPort ?? 0,
-      dashboard: { auth: { basic: { user: dashboard.user, password: dashboard.password } }, readOnly: false },
+      // As the gateway's own settings make it with these credentials and no other flag: read-only.
+      dashboard: dashboardSettings,
     });
     stops.push(() => gateway.close());
     // The third applier: a deployer the WebhookClaim calls, applying apps/webhook as its own
@@ -473,7 +482,11 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       auditLogPath,
       audit: readFindings,
       demo: { repoUrl, branch: DEMO_BRANCH, namespace: DEMO_NAMESPACE, hookUrl },
-      dashboard: { url: `${gateway.url}/queues`, ...dashboard },
+      dashboard: {
+        url: `${gateway.url}/queues`,
+        ...dashboard,
+        readOnly: dashboardSettings === false || dashboardSettings.readOnly,
+      },
       timers,
       stopWorker,
       startWorker,

@@ -77,7 +77,9 @@ export async function run(argv: string[]): Promise<number> {
     `  Git          ${a.demo.repoUrl}  (branch ${a.demo.branch})`,
     `  Gateway      ${a.gateway.url}  (health: ${a.gateway.url}/healthz)`,
     `  Metrics      ${a.gateway.metricsUrl}/metrics  (the gateway's, on a port of its own as deployed)`,
-    `  Dashboard    ${a.dashboard.url}  (user ${a.dashboard.user}, password ${a.dashboard.password})`,
+    `  Dashboard    ${a.dashboard.url}  (user ${a.dashboard.user}, password ${a.dashboard.password}; ${
+      a.dashboard.readOnly ? "read-only, the gateway's default" : "writable"
+    })`,
     `  Cluster      export KUBECONFIG=${a.kubeconfigPath}  (you are admin; each component runs as its ServiceAccount)`,
     `  Audit log    ${a.auditLogPath}`,
     `  Scope        ScopeGrant ${DEMO_GRANT.name} lets GitTargets ${DEMO_NAMESPACE}/flux-app, argo-app and webhook-app hold`,

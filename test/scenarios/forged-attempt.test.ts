@@ -47,6 +47,23 @@ describe("an attempt queued by hand is checked at the write", () => {
     await s?.stop();
   });
 
+  it("the playground's dashboard is read-only, as the gateway's default: its Add job is refused, and no page may frame it", async () => {
+    expect(s.a.dashboard.readOnly).toBe(true);
+    const authorization = `Basic ${Buffer.from(`${s.a.dashboard.user}:${s.a.dashboard.password}`).toString("base64")}`;
+    const before = await queue.count();
+    const add = await fetch(`${s.a.dashboard.url}/api/queues/${attemptsQueue("flux")}/add`, {
+      method: "POST",
+      headers: { authorization, "content-type": "application/json" },
+      body: JSON.stringify({ name: "forged", data: { token: "forged-by-dashboard" }, options: {} }),
+    });
+    expect(add.status).toBe(405);
+    expect(await queue.count()).toBe(before);
+    const page = await fetch(s.a.dashboard.url, { headers: { authorization } });
+    expect(page.status).toBe(200);
+    expect(page.headers.get("x-frame-options")).toBe("DENY");
+    expect(page.headers.get("content-security-policy")).toBe("frame-ancestors 'none'");
+  });
+
   it("refuses attempts for an unapproved commit, whatever approvals they list; the worker's approved one applies", async () => {
     const custom = s.a.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     const approve = (commit: string) =>
