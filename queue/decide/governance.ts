@@ -167,6 +167,42 @@ export function windowGate(a: ApplierState, named: readonly TargetState[], now: 
   return { verdict, override: closed ? overrideAvailable(a, named) : null };
 }
 
+/** What governance holds an applier by now, with what a person needs to act on it. */
+export type GovernanceHold =
+  /** The foreign commits since the last applied commit are being read for this tip. */
+  | { hold: "approval not read" }
+  /** The read of the approvals failed for this applier alone: held until a read succeeds. */
+  | { hold: "approval unreadable"; message: string }
+  | {
+      hold: "awaiting approval";
+      missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[];
+    }
+  | { hold: "outside change window"; verdict: Extract<WindowVerdict, { state: "Closed" | "Invalid" }> }
+  | {
+      hold: "blocked by sync window";
+      verdict: Extract<SyncWindowVerdict, { state: "Blocked" | "Invalid" }>;
+    };
+
+/** What governance holds the applier by now, or null (for `whyNotDue`). */
+export function governanceHold(
+  tip: string | null,
+  a: ApplierState,
+  named: readonly TargetState[],
+  now: number,
+): GovernanceHold | null {
+  const approval = approvalGate(tip, a, named);
+  if (approval.state === "Unread") return { hold: "approval not read" };
+  if (approval.state === "Unreadable") return { hold: "approval unreadable", message: approval.message };
+  if (approval.state === "Awaiting") return { hold: "awaiting approval", missing: approval.missing };
+  const g = windowGate(a, named, now);
+  if ((g.verdict.state === "Closed" || g.verdict.state === "Invalid") && g.override === null)
+    return { hold: "outside change window", verdict: g.verdict };
+  const sync = syncWindowVerdict(named, now);
+  if (sync.state === "Blocked" || sync.state === "Invalid")
+    return { hold: "blocked by sync window", verdict: sync };
+  return null;
+}
+
 /** Why governance holds the applier now, or null (for `notDueBecause`). */
 export function governanceHolds(
   tip: string | null,
@@ -174,16 +210,7 @@ export function governanceHolds(
   named: readonly TargetState[],
   now: number,
 ): string | null {
-  const approval = approvalGate(tip, a, named).state;
-  if (approval === "Unread") return "approval not read";
-  if (approval === "Unreadable") return "approval unreadable";
-  if (approval === "Awaiting") return "awaiting approval";
-  const g = windowGate(a, named, now);
-  if ((g.verdict.state === "Closed" || g.verdict.state === "Invalid") && g.override === null)
-    return "outside change window";
-  const sync = syncWindowVerdict(named, now);
-  if (sync.state === "Blocked" || sync.state === "Invalid") return "blocked by sync window";
-  return null;
+  return governanceHold(tip, a, named, now)?.hold ?? null;
 }
 
 /** The Argo CD sync windows of the applier (every GitTarget naming it lists the same). */

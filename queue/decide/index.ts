@@ -2,6 +2,7 @@
 export * from "./backoff.js";
 export * from "./change-windows.js";
 export * from "./due.js";
+export * from "./explain.js";
 export * from "./governance.js";
 export * from "./model.js";
 export * from "./quiet.js";

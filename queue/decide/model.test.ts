@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest";
 import type { Attempt, PhaseReport, ReportPhase } from "../contract.js";
 import type { ChangeWindowSpec } from "./change-windows.js";
 import { claimKey } from "./due.js";
+import { explainBranch } from "./explain.js";
 import type { TargetGovernance } from "./governance.js";
 import type {
   ClaimStatusSnapshot,
@@ -302,6 +303,15 @@ class World {
       }
     }
     this.state = state;
+    // What `applygate status` would say of this state agrees with what the step did: an applier
+    // explained as getting an attempt now would have had its flush started, and one sent an
+    // attempt is applying.
+    const explained = explainBranch(state, this.now);
+    for (const ap of explained.appliers) {
+      expect(ap.waiting, `${ap.key} explained as due with nothing holding it`).not.toBeNull();
+      if (actions.some((a) => a.type === "SendAttempt" && claimKey(a.attempt.claim) === ap.key))
+        expect(ap.state, `${ap.key} was sent an attempt`).toBe("applying");
+    }
     this.held += actions.filter(
       (a) => a.type === "RecordGate" && a.gate.condition?.status === "False",
     ).length;

@@ -13,7 +13,7 @@ import {
 } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import { backoffDelay } from "./backoff.js";
-import { claimKey, dueAppliers, isGitAhead, targetsNaming } from "./due.js";
+import { branchHold, claimKey, dueAppliers, isGitAhead, targetsNaming } from "./due.js";
 import { approvalGate, claimGate, governanceWakeAt, windowGate } from "./governance.js";
 import type {
   ApplierState,
@@ -795,8 +795,7 @@ export function answerConvergeAtLastApplied(s: DecisionState, a: ApplierState): 
  * a commit on the branch, no flush in progress or backing off, no save in progress, a clean checkout.
  */
 export function maybeFlush(s: DecisionState, now: number, actions: DecisionAction[]): void {
-  if (!s.observed || s.tip === null || s.flush !== null) return;
-  if (now < s.flushNotBefore) return;
+  if (branchHold(s, now) !== null) return;
   if (dueAppliers(s, now).length === 0) return;
   s.nextFlushId += 1;
   s.flush = { id: s.nextFlushId, startedAt: now };
