@@ -2,6 +2,7 @@
  * `applygate <command>`: one binary for every process. Each command lives in its component and
  * exports `run(argv)`; the modules are loaded by path so this launcher depends on none of them.
  */
+import { basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigError } from "../config.js";
 
@@ -30,6 +31,18 @@ export const COMMANDS: Record<string, Command> = {
     summary: "mirror the API edits WatchRules select into Git (the watch plane)",
     module: "../../sidecar/mirror/main.js",
   },
+  status: {
+    summary: "why an apply is or is not happening, per GitTarget and claim (-n, -A, -o json, -w)",
+    module: "./status.js",
+  },
+  suspend: {
+    summary: "set spec.suspend on a GitTarget: no publication and no apply until resumed",
+    module: "./suspend.js",
+  },
+  resume: {
+    summary: "clear spec.suspend on a GitTarget",
+    module: "./resume.js",
+  },
   playground: {
     summary: "run everything on a laptop against a simulated cluster (embedded defaults)",
     module: "../../test/playground/main.js",
@@ -38,10 +51,15 @@ export const COMMANDS: Record<string, Command> = {
   },
 };
 
+/** How the person typed the command: `kubectl applygate` when kubectl ran this as its plugin. */
+export function invokedAs(script = process.argv[1] ?? ""): string {
+  return basename(script).replace(/\.m?js$/, "") === "kubectl-applygate" ? "kubectl applygate" : "applygate";
+}
+
 function usage(): string {
-  const lines = ["usage: applygate <command> [flags]", "", "commands:"];
+  const lines = [`usage: ${invokedAs()} <command> [flags]`, "", "commands:"];
   for (const [name, c] of Object.entries(COMMANDS)) lines.push(`  ${name.padEnd(12)}${c.summary}`);
-  lines.push("", "Run `applygate <command> --help` for a command's flags.");
+  lines.push("", `Run \`${invokedAs()} <command> --help\` for a command's flags.`);
   return lines.join("\n");
 }
 

@@ -86,6 +86,10 @@ describe("explainBranch: why each applier gets no attempt now, from the rules th
     let e = explained(d);
     expect(e.state).toBe("applying");
     expect(e.operation).toMatchObject({ token: att?.token, commit: B, phase: "Running" });
+    expect(e.waiting).toMatchObject({
+      hold: "operation out",
+      operation: { token: att?.token, phase: "Running" },
+    });
     d.on({ type: "Observed", tip: sha("c"), pushedByUs: false });
     e = explained(d);
     expect(e.state).toBe("applying");

@@ -83,6 +83,9 @@ function waitingOf(
   hold: BranchHold | null,
 ): Waiting | null {
   const notDue = whyNotDue(state, key, now);
+  // Nothing pending while an operation is out: what it waits for is that operation's end.
+  const op = state.appliers[key]?.operation;
+  if (notDue?.hold === "nothing pending" && op) return { hold: "operation out", operation: op };
   if (notDue) return notDue;
   if (!due.includes(key)) {
     const source = state.appliers[key]?.source;

@@ -33,7 +33,8 @@ export function makeKubeConfig(id: Identity): KubeConfig {
 }
 
 /**
- * The same identity as a kubeconfig file for kubectl. kubectl (client-go) sends no credentials at
+ * The same identity as a kubeconfig file, for kubectl and for a process reading a kubeconfig
+ * (`applygate status --kubeconfig`). kubectl (client-go) sends no credentials at
  * all to a plain-http server, so the token also travels in the server URL
  * (`http://host:port/token/<token>`), which the simulated server reads as a bearer token.
  */
@@ -42,7 +43,15 @@ export function kubeconfigYaml(id: Identity): string {
     apiVersion: "v1",
     kind: "Config",
     clusters: [
-      { name: "applygate-sim", cluster: { server: `${id.server}/token/${encodeURIComponent(id.token)}` } },
+      {
+        name: "applygate-sim",
+        // client-node, as in makeKubeConfig, reads a file's http:// server only with this set;
+        // kubectl ignores it on plain http.
+        cluster: {
+          server: `${id.server}/token/${encodeURIComponent(id.token)}`,
+          "insecure-skip-tls-verify": true,
+        },
+      },
     ],
     users: [{ name: id.user, user: { token: id.token } }],
     contexts: [

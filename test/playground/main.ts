@@ -94,6 +94,8 @@ export async function run(argv: string[]): Promise<number> {
     `  kubectl edit cm -n ${DEMO_APPS.flux.namespace} ${DEMO_APPS.flux.name}`,
     "    (the mirror writes the edit into Git within the commit window: no intake call, and",
     "     Flux applying it is not mirrored back; kubectl get watchrules -A shows the counts)",
+    `  export REDIS_URL=${a.redis.url} APPLYGATE_REDIS_PREFIX=${a.prefix}`,
+    `  npx applygate status -n ${DEMO_NAMESPACE}   (why an apply is or is not happening; docs/operations.md)`,
     "  applygate playground race      (npm start -- race: the two-edit race, with and without applygate)",
     "",
     "Ctrl-C stops everything.",

@@ -1,0 +1,4 @@
+/** `applygate resume <gittarget>`: see suspend-resume.ts. */
+import { setSuspend } from "./suspend-resume.js";
+
+export const run = (argv: string[]) => setSuspend(argv, false);
