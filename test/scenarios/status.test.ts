@@ -248,6 +248,22 @@ spec:
 
   it("suspend and resume: the viewer may not; an editor suspends, status says so, resume lets the apply go", async () => {
     const io = { stdout: () => {}, stderr: () => {}, env: {} };
+    // A watch (as the viewer) prints the table once, then the flux-app row again when it changes.
+    const stop = new AbortController();
+    let watched = "";
+    const watching = status(
+      ["-w", "--interval", "0.2", "--kubeconfig", viewerKubeconfig, "-n", DEMO_NAMESPACE],
+      {
+        stdout: (t) => {
+          watched += t;
+        },
+        stderr: () => {},
+        env: env(),
+        signal: stop.signal,
+      },
+    );
+    await until(async () => watched.startsWith("NAME"), "the watch's first table");
+    const first = watched;
     expect(
       await setSuspend(["flux-app", "--kubeconfig", viewerKubeconfig, "-n", DEMO_NAMESPACE], true, io),
     ).toBe(1);
@@ -259,6 +275,14 @@ spec:
     const t = await statusUntil("flux-app", (x) => x.waiting?.hold === "suspended", "held by the suspension");
     expect(t.suspended).toBe(true);
     expect(t.why).toBe("suspended: GitTarget demo/flux-app has spec.suspend (applygate resume)");
+    await until(async () => watched.includes("has spec.suspend"), "the watch to print the held row");
+    stop.abort();
+    expect(await watching).toBe(0);
+    // Only changed rows follow the first table, under its header, never the header again.
+    const after = watched.slice(first.length).split("\n").filter(Boolean);
+    expect(after.some((l) => /^flux-app\s+main\s+apps\/flux\s.*\sheld\s+suspended: /.test(l))).toBe(true);
+    expect(after.some((l) => l.startsWith("NAME"))).toBe(false);
+    expect(after.every((l) => /^(flux-app|argo-app|webhook-app)\s/.test(l))).toBe(true);
     expect(operationsOf(s, "flux")).toHaveLength(before);
     expect(
       await setSuspend(["flux-app", "--kubeconfig", editorKubeconfig, "-n", DEMO_NAMESPACE], false, io),
