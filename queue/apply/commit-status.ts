@@ -8,10 +8,10 @@
  * GitTarget's: its token goes there, and only to the provider's own origins
  * (queue/git/credentials.ts).
  */
+import type { CommitStatusApi } from "../crds/governance.js";
 import { type CredentialPolicy, credentialRefusal, providerOrigins } from "../git/credentials.js";
 
-export const COMMIT_STATUS_APIS = ["github", "gitea"] as const;
-export type CommitStatusApi = (typeof COMMIT_STATUS_APIS)[number];
+export type { CommitStatusApi };
 
 export type StatusState = "success" | "pending" | "failure" | "error" | "missing";
 

@@ -8,6 +8,7 @@ import {
   APPLY_ALLOWED_CONDITION,
   APPROVE_ANNOTATION_PREFIX,
   CHANGE_WINDOW_OVERRIDE_ANNOTATION,
+  SIGNATURE_MODES,
 } from "../crds/governance.js";
 import {
   type ApprovalSource,
@@ -16,7 +17,6 @@ import {
   type ClaimGate,
   type DecisionState,
   type OverrideUse,
-  SIGNATURE_MODES,
   type SignatureSpec,
   signatureRequired,
   type TargetGovernance,

@@ -5,11 +5,26 @@
  * moment of the write.
  */
 import { z } from "zod";
-import { COMMIT_STATUS_APIS } from "../apply/commit-status.js";
-import { CHANGE_WINDOW_KINDS, DURATION_PATTERN } from "../decide/change-windows.js";
-import { SIGNATURE_MODES } from "../decide/governance.js";
 import { localSecretRef, timestamp } from "./common.js";
 import { checked, k8s } from "./k8s-ext.js";
+
+// The vocabulary of these fields lives here, where the YAML is generated from, so this folder
+// stays a leaf; the decision core and the approval readers import it from here.
+
+/** A change window allows applies or denies them. */
+export const CHANGE_WINDOW_KINDS = ["allow", "deny"] as const;
+export type ChangeWindowKind = (typeof CHANGE_WINDOW_KINDS)[number];
+
+/** Go-style durations of hours, minutes and seconds, as Argo CD's sync windows write them. */
+export const DURATION_PATTERN = /^(?=\d)(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
+
+/** How a signature approves a commit (Flux's `GitRepository.spec.verify.mode`). */
+export const SIGNATURE_MODES = ["HEAD", "Tag", "TagAndHEAD"] as const;
+export type SignatureMode = (typeof SIGNATURE_MODES)[number];
+
+/** The Git host APIs commit statuses are read from and written to. */
+export const COMMIT_STATUS_APIS = ["github", "gitea"] as const;
+export type CommitStatusApi = (typeof COMMIT_STATUS_APIS)[number];
 
 export const changeWindow = z
   .object({

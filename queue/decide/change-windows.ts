@@ -19,9 +19,9 @@
  * misconfigured holds applies rather than letting them through.
  */
 import { CronExpressionParser } from "cron-parser";
+import { type ChangeWindowKind, DURATION_PATTERN } from "../crds/governance.js";
 
-export const CHANGE_WINDOW_KINDS = ["allow", "deny"] as const;
-export type ChangeWindowKind = (typeof CHANGE_WINDOW_KINDS)[number];
+export type { ChangeWindowKind };
 
 export interface ChangeWindowSpec {
   kind: ChangeWindowKind;
@@ -32,9 +32,6 @@ export interface ChangeWindowSpec {
   /** IANA time zone the schedule is read in; default UTC. */
   timeZone?: string;
 }
-
-/** Go-style durations of hours, minutes and seconds, as Argo CD's sync windows write them. */
-export const DURATION_PATTERN = /^(?=\d)(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
 
 /** Milliseconds of a duration, or null when it is not one (or is zero). */
 export function parseDuration(d: string): number | null {

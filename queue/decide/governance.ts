@@ -4,6 +4,7 @@
  * apply starts and every reason stays pending, unless a person set a one-apply override on the
  * claim; the core wakes at the next opening and decides then.
  */
+import type { SignatureMode } from "../crds/governance.js";
 import { StatusReason } from "../crds/reasons.js";
 import { type ChangeWindowSpec, judgeChangeWindows, type WindowVerdict } from "./change-windows.js";
 import type { ApplierState, ForeignRead, TargetState } from "./model.js";
@@ -53,9 +54,7 @@ export interface SignatureSpec {
   keys?: string;
 }
 
-/** How a signature approves a commit (Flux's `GitRepository.spec.verify.mode`). */
-export const SIGNATURE_MODES = ["HEAD", "Tag", "TagAndHEAD"] as const;
-export type SignatureMode = (typeof SIGNATURE_MODES)[number];
+export type { SignatureMode };
 
 /** Where an approval comes from. */
 export const APPROVAL_SOURCES = ["Manual", "CommitStatus", "Signature"] as const;
