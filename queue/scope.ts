@@ -130,14 +130,29 @@ export function ownScope(target: { namespace: string; name: string; allowedKinds
 
 /** Does the scope hold this object? Pure; the answer names the object and the rule. */
 export function checkScope(scope: Scope, ref: ScopedRef): ScopeVerdict {
-  const group = groupOfApiVersion(ref.apiVersion);
   const shown = `${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ""}${ref.name}`;
+  const v = checkKindScope(scope, ref);
+  return v.ok ? v : { ...v, object: shown, message: `${shown}: ${v.message}` };
+}
+
+/**
+ * Does the scope hold objects of this kind in this namespace (none: cluster-scoped)? Pure. What a
+ * scope holds never depends on an object's name or labels, so this answers for every object of
+ * the kind there, and its answer names only the kind and the namespace: what a rule asks about
+ * can be judged, and told, before any object is looked at.
+ */
+export function checkKindScope(
+  scope: Scope,
+  ref: Pick<ScopedRef, "apiVersion" | "kind" | "namespace">,
+): ScopeVerdict {
+  const group = groupOfApiVersion(ref.apiVersion);
+  const shown = ref.namespace ? `${ref.kind} in namespace ${ref.namespace}` : `${ref.kind} (cluster-scoped)`;
   const target = `GitTarget ${scope.namespace}/${scope.name}`;
   const refuse = (reason: ScopeReason, message: string): ScopeVerdict => ({
     ok: false,
     reason,
     object: shown,
-    message: `${shown}: ${message}`,
+    message,
   });
   const qualified = group ? `${ref.kind}.${group}` : ref.kind;
   if (scope.allowedKinds && !matches(scope.allowedKinds, group, ref.kind))

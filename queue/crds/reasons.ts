@@ -160,6 +160,7 @@ export const StatusReason = {
   KindsNotResolved: "KindsNotResolved",
   Resolved: "Resolved",
   KindNotServed: "KindNotServed",
+  KindForbidden: "KindForbidden",
 
   // Events about claims and appliers
   Adopted: "Adopted",

@@ -35,33 +35,41 @@ const groupName = z
 
 /** One kind to watch: by group/version/kind, or by group/version/resource (its plural). */
 export const watchedKind = checked(
-  z.object({
-    group: groupName,
-    version: z
-      .string()
-      .min(1)
-      .max(63)
-      .regex(/^[a-z0-9]+$/)
-      .describe("API version within the group, e.g. v1."),
-    kind: z
-      .string()
-      .min(1)
-      .max(63)
-      .regex(/^[A-Za-z][A-Za-z0-9]*$/)
-      .optional()
-      .describe("Kind as written in objects (ConfigMap)."),
-    resource: z
-      .string()
-      .min(1)
-      .max(63)
-      .regex(/^[a-z][a-z0-9]*$/)
-      .optional()
-      .describe("Resource (plural) as the API serves it (configmaps)."),
-  }),
+  checked(
+    z.object({
+      group: groupName,
+      version: z
+        .string()
+        .min(1)
+        .max(63)
+        .regex(/^[a-z0-9]+$/)
+        .describe("API version within the group, e.g. v1."),
+      kind: z
+        .string()
+        .min(1)
+        .max(63)
+        .regex(/^[A-Za-z][A-Za-z0-9]*$/)
+        .optional()
+        .describe("Kind as written in objects (ConfigMap)."),
+      resource: z
+        .string()
+        .min(1)
+        .max(63)
+        .regex(/^[a-z][a-z0-9]*$/)
+        .optional()
+        .describe("Resource (plural) as the API serves it (configmaps)."),
+    }),
+    {
+      rule: "has(self.kind) != has(self.resource)",
+      message: "exactly one of kind and resource",
+      check: (k) => (k.kind === undefined) !== (k.resource === undefined),
+    },
+  ),
   {
-    rule: "has(self.kind) != has(self.resource)",
-    message: "exactly one of kind and resource",
-    check: (k) => (k.kind === undefined) !== (k.resource === undefined),
+    // The mirror never lists Secrets, whatever its RBAC: a Secret is never written to Git in clear text.
+    rule: "!(self.group == '' && ((has(self.kind) && self.kind == 'Secret') || (has(self.resource) && self.resource == 'secrets')))",
+    message: "Secrets are never mirrored: a Secret is never written to Git in clear text",
+    check: (k) => !(k.group === "" && (k.kind === "Secret" || k.resource === "secrets")),
   },
 ).describe("A kind of object to mirror.");
 export type WatchedKind = z.infer<typeof watchedKind>;
@@ -132,9 +140,28 @@ export const watchRuleStatus = z.object({
   unresolvedKinds: z
     .array(z.string())
     .optional()
-    .describe("Kinds the API server does not serve yet (a CRD not installed): retried."),
+    .describe(
+      "Kinds not watched yet: not served by the API server (a CRD not installed), or their first list not landed yet: retried.",
+    ),
+  forbiddenKinds: z
+    .array(z.string())
+    .optional()
+    .describe(
+      "Kinds the mirror may not watch, with why: its RBAC does not let it list them (retried), or Secrets (never).",
+    ),
+  outOfScope: z
+    .array(z.string())
+    .optional()
+    .describe(
+      "Kinds and namespaces the rule names that its GitTarget may not hold: nothing there is looked at for the rule (a ScopeGrant widens the scope).",
+    ),
   mirrored: z.number().int().min(0).optional().describe("Writes handed to the branch worker."),
-  refused: z.number().int().min(0).optional().describe("Writes refused (Secrets, outside the scope)."),
+  refused: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe("Writes refused (what the branch worker could not store)."),
   excluded: z
     .number()
     .int()

@@ -34,6 +34,8 @@ export const STATUS_OWNERS = {
       "observedGeneration",
       "resolvedKinds",
       "unresolvedKinds",
+      "forbiddenKinds",
+      "outOfScope",
       "mirrored",
       "refused",
       "excluded",

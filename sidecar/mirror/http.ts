@@ -18,7 +18,7 @@ export function createMirrorMetrics(processMetrics = false): MirrorMetrics {
   if (processMetrics) collectDefaultMetrics({ register: registry });
   const writes = new Counter({
     name: "applygate_mirror_writes_total",
-    help: "Watched writes by outcome: mirrored (handed to the branch worker), refused (Secrets, outside the scope), excluded (another applier's, controller-owned)",
+    help: "Watched writes by outcome: mirrored (handed to the branch worker), refused (what the branch worker could not store), excluded (another applier's, controller-owned)",
     labelNames: ["outcome"],
     registers: [registry],
   });

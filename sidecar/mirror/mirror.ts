@@ -15,7 +15,6 @@ import {
   type AcceptedWrite,
   type ObjectRef,
   QUEUES,
-  type RefusalNotice,
   type SnapshotStamp,
   type WriteChange,
 } from "../../queue/contract.js";
@@ -26,14 +25,14 @@ import {
   type ScopeGrant,
   StatusReason,
   scopeGrant,
-  type WatchedKind,
   type WatchRule,
   type WatchRuleStatus,
   watchRule,
 } from "../../queue/crds/index.js";
-import { acceptWrite, enqueueNotice } from "../../queue/intake.js";
+import { acceptWrite } from "../../queue/intake.js";
 import { recollectChannel, WATCHED_TTL_MS, watchedTargetKey } from "../../queue/keys.js";
 import {
+  apiFailure,
   type InformerEvent,
   type InformerHandle,
   type KObject,
@@ -54,8 +53,17 @@ import { authorshipOf } from "./authorship.js";
 import { resolveKind } from "./discovery.js";
 import type { MirrorMetrics } from "./http.js";
 import { describeOwner, excludingOwner } from "./ownership.js";
-import { apiVersionOf, describeKind, kindKey, namesKind, type ResolvedKind, selects } from "./rules.js";
-import { DEFAULT_CONTROLLER_MANAGERS, isSecret, type SanitizeOptions, sanitize } from "./sanitize.js";
+import {
+  apiVersionOf,
+  describeKind,
+  kindKey,
+  kindRefusal,
+  namesKind,
+  outOfScope,
+  type ResolvedKind,
+  selects,
+} from "./rules.js";
+import { DEFAULT_CONTROLLER_MANAGERS, type SanitizeOptions, sanitize } from "./sanitize.js";
 import { SWEEP_AUTHOR, sweepPlan } from "./sweep.js";
 import {
   appliedCommitOf,
@@ -75,8 +83,15 @@ export interface MirrorOptions {
   controllerManagers?: readonly string[];
   /** Authors are `<manager> <manager@domain>`; default `cluster.local`. */
   authorDomain?: string;
-  /** How often a rule's unresolved kinds are looked up again (default 10 s). */
+  /** How often a rule's unresolved and forbidden kinds are looked up again (default 10 s). */
   resolveIntervalMs?: number;
+  /**
+   * How long a reconcile waits for a new kind's first list (default 5 s). A kind still not listed
+   * then is not waited for: its rules take their snapshot of it once it lands, and a kind the
+   * mirror may not list (403) is reported on the rules naming it. Nothing one rule names can
+   * hold up another rule.
+   */
+  watchSyncTimeoutMs?: number;
   /** How often changed WatchRule status is written (default 2 s). */
   statusIntervalMs?: number;
   /** How often the mirror's coverage of its GitTargets is refreshed in Redis (default a third of its TTL). */
@@ -89,9 +104,14 @@ const SCOPE_GRANT: ResourceType = RESOURCES.scopeGrant;
 interface RuleState {
   key: string;
   rule: WatchRule;
-  /** Served kinds this rule selects, by kindKey. */
+  /** Served kinds this rule selects whose watch has synced, by kindKey. */
   kinds: Map<string, ResolvedKind>;
+  /** Served kinds whose watch has not synced yet (its first list not landed), by kindKey. */
+  waiting: Map<string, ResolvedKind>;
+  /** Kinds not watched yet: not served, or not listed yet. */
   unresolved: string[];
+  /** Kinds the mirror may not watch, with why (its RBAC, or Secrets). */
+  forbidden: string[];
   target: ResolvedTarget | undefined;
   targetProblem?: { reason: string; message: string };
   mirrored: number;
@@ -107,6 +127,22 @@ interface RuleState {
 interface KindWatch {
   kind: ResolvedKind;
   handle: InformerHandle<KObject>;
+}
+
+/** What became of a kind's watch when a rule asked for it. */
+type WatchState = { state: "synced" | "syncing" | "unserved" } | { state: "forbidden"; message: string };
+
+/** Resolves once `p` settles or `ms` passed, whichever comes first. */
+function bounded(p: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    t.unref?.();
+    const done = () => {
+      clearTimeout(t);
+      resolve();
+    };
+    p.then(done, done);
+  });
 }
 
 const ruleKey = (r: { metadata: { namespace?: string; name: string } }) =>
@@ -142,7 +178,6 @@ export class Mirror {
   private readonly now: () => number;
   private readonly redis: Redis;
   private readonly branches: Queue;
-  private readonly notices: Queue;
   private readonly handles: InformerHandle<KObject>[] = [];
   private rulesCache!: TypedCache<WatchRule>;
   private targetsCache!: TypedCache<GitTarget>;
@@ -151,6 +186,8 @@ export class Mirror {
   private claims = new Map<string, InformerHandle<KObject>>();
   private readonly rules = new Map<string, RuleState>();
   private readonly watches = new Map<string, KindWatch>();
+  /** Kinds whose list the API server refused the mirror (403), by kindKey, and when: asked again after resolveIntervalMs. */
+  private readonly forbiddenKinds = new Map<string, { message: string; at: number }>();
   /** One chain of sends per branch, so one object's writes reach its inbox in order. */
   private readonly chains = new Map<string, Promise<void>>();
   /** Objects excluded as another applier's, logged once each (by uid and folder). */
@@ -185,8 +222,7 @@ export class Mirror {
     this.redis = connectRedis(o.redisUrl);
     const connection = bullConnection(o.redisUrl);
     this.branches = new Queue(QUEUES.branches, { connection, prefix: o.redisPrefix });
-    this.notices = new Queue(QUEUES.notices, { connection, prefix: o.redisPrefix });
-    for (const q of [this.branches, this.notices]) q.on("error", () => {});
+    this.branches.on("error", () => {});
   }
 
   /** Lists WatchRules, GitTargets, GitProviders, ScopeGrants and claims, then starts every rule. */
@@ -224,7 +260,8 @@ export class Mirror {
       this.timers.push(t);
     };
     every(this.o.resolveIntervalMs ?? 10_000, () => {
-      if ([...this.rules.values()].some((r) => r.unresolved.length > 0)) this.reconcileSoon();
+      if ([...this.rules.values()].some((r) => r.unresolved.length > 0 || r.forbidden.length > 0))
+        this.reconcileSoon();
     });
     every(this.o.statusIntervalMs ?? 2_000, () => void this.writeStatus());
     every(this.o.coverageIntervalMs ?? Math.floor(WATCHED_TTL_MS / 3), () => void this.refreshCoverage());
@@ -242,7 +279,6 @@ export class Mirror {
     await this.writeStatus();
     await this.kube.close();
     await this.branches.close();
-    await this.notices.close();
     this.redis.disconnect();
   }
 
@@ -262,7 +298,16 @@ export class Mirror {
       (r) => r === "PONG",
       () => false,
     );
-    return { redis, started: this.started, unsyncedWatches: this.kube.unsyncedWatches() };
+    // A kind known to be forbidden is listed again every resolve interval to see whether it was
+    // granted since; that probe is no watch the mirror waits for.
+    const probing = new Set(
+      [...this.watches].flatMap(([key, w]) => (this.forbiddenKinds.has(key) ? [w.handle.informer.path] : [])),
+    );
+    return {
+      redis,
+      started: this.started,
+      unsyncedWatches: this.kube.unsyncedWatches().filter((p) => !probing.has(p)),
+    };
   }
 
   /** The counts and problems of each rule, as its status will say. */
@@ -320,7 +365,9 @@ export class Mirror {
           key,
           rule,
           kinds: new Map(),
+          waiting: new Map(),
           unresolved: [],
+          forbidden: [],
           target: undefined,
           mirrored: rule.status?.mirrored ?? 0,
           refused: rule.status?.refused ?? 0,
@@ -449,45 +496,85 @@ export class Mirror {
     await sub.subscribe(recollectChannel(this.o.redisPrefix));
   }
 
-  /** Resolves the rule's kinds (all again when it changed); answers the kinds it newly selects. */
+  /**
+   * Resolves the rule's kinds not watched for it yet (all again when it changed); answers the
+   * kinds it newly selects. A kind is selected once its watch has synced; one not served, not
+   * listed yet or forbidden is reported on this rule alone and looked up again later.
+   */
   private async resolveKinds(st: RuleState, changed: boolean): Promise<ResolvedKind[]> {
-    if (!changed && st.unresolved.length === 0) return [];
-    const want: WatchedKind[] = changed
-      ? st.rule.spec.kinds
-      : st.rule.spec.kinds.filter((k) => st.unresolved.includes(describeKind(k)));
     if (changed) st.kinds = new Map();
+    const watched = [...st.kinds.values()];
+    const want = st.rule.spec.kinds.filter((k) => !watched.some((r) => namesKind(k, r)));
     const unresolved: string[] = [];
+    const forbidden: string[] = [];
     const added: ResolvedKind[] = [];
+    st.waiting = new Map();
     for (const k of want) {
       const r = await resolveKind(this.kube, k);
-      if (!r) {
+      const w: WatchState = r ? await this.watchOf(r) : { state: "unserved" };
+      if (w.state === "forbidden") forbidden.push(`${describeKind(k)}: ${w.message}`);
+      else if (w.state !== "synced" || !r) {
         unresolved.push(describeKind(k));
-        continue;
+        if (r && w.state === "syncing") st.waiting.set(kindKey(r), r);
+      } else {
+        if (!st.kinds.has(kindKey(r))) added.push(r);
+        st.kinds.set(kindKey(r), r);
       }
-      await this.ensureWatch(r);
-      if (!st.kinds.has(kindKey(r))) added.push(r);
-      st.kinds.set(kindKey(r), r);
     }
     st.unresolved = unresolved;
+    st.forbidden = forbidden;
     return added;
   }
 
-  private async ensureWatch(kind: ResolvedKind): Promise<void> {
+  /**
+   * The watch of a kind, started if it is not running: synced, still syncing (its first list has
+   * not landed within watchSyncTimeoutMs: its rules are reconciled again once it does), or
+   * forbidden. Secrets are refused before any list; a list the API server refuses (403) is
+   * remembered for resolveIntervalMs and its informer stopped, so it neither retries on its own
+   * nor keeps the mirror unready.
+   */
+  private async watchOf(kind: ResolvedKind): Promise<WatchState> {
+    const refused = kindRefusal(kind);
+    if (refused) return { state: "forbidden", message: refused };
     const key = kindKey(kind);
-    if (this.watches.has(key)) return;
-    const handle = await this.kube.objectInformer<KObject>(
-      apiVersionOf(kind),
-      kind.kind,
-      undefined,
-      (type, obj, prev) => this.onObject(kind, type, obj, prev),
-    );
-    if (!handle) return;
-    this.watches.set(key, { kind, handle });
-    await handle.synced();
+    const known = this.forbiddenKinds.get(key);
+    if (known && this.now() - known.at < (this.o.resolveIntervalMs ?? 10_000))
+      return { state: "forbidden", message: known.message };
+    let w = this.watches.get(key);
+    if (!w) {
+      const handle = await this.kube.objectInformer<KObject>(
+        apiVersionOf(kind),
+        kind.kind,
+        undefined,
+        (type, obj, prev) => this.onObject(kind, type, obj, prev),
+      );
+      if (!handle) return { state: "unserved" };
+      const started: KindWatch = { kind, handle };
+      w = started;
+      this.watches.set(key, started);
+      void handle.informer.whenSynced().then(() => {
+        if (this.watches.get(key) === started) this.reconcileSoon();
+      });
+    }
+    const informer = w.handle.informer;
+    if (!informer.isSynced()) await bounded(informer.start(), this.o.watchSyncTimeoutMs ?? 5_000);
+    if (informer.isSynced()) {
+      this.forbiddenKinds.delete(key);
+      return { state: "synced" };
+    }
+    if (informer.lastError !== undefined && apiFailure(informer.lastError).code === 403) {
+      const message = `the mirror may not list ${kind.resource}${kind.group ? `.${kind.group}` : ""} (403): a cluster administrator lets it with a ClusterRole labelled applygate.dev/aggregate-to-mirror=true`;
+      if (!known) this.log.warn({ kind: key }, "the mirror may not watch a kind a WatchRule names");
+      this.forbiddenKinds.set(key, { message, at: this.now() });
+      this.watches.delete(key);
+      await w.handle.release();
+      return { state: "forbidden", message };
+    }
+    return { state: "syncing" };
   }
 
   private async releaseUnused(): Promise<void> {
-    const used = new Set([...this.rules.values()].flatMap((r) => [...r.kinds.keys()]));
+    const used = new Set([...this.rules.values()].flatMap((r) => [...r.kinds.keys(), ...r.waiting.keys()]));
     for (const [key, w] of [...this.watches]) {
       if (used.has(key)) continue;
       this.watches.delete(key);
@@ -594,12 +681,9 @@ export class Mirror {
     const target = st.target;
     const snap = stamp ? { snapshot: stamp } : {};
     if (!target || !st.rule.spec.kinds.some((k) => namesKind(k, kind))) return false;
-    const sel = selects(st.rule, target.scope, kind, obj);
-    if (!sel.selected) {
-      // An update that takes the object out of the selector is not a delete: Git keeps its file.
-      if (sel.outOfScope && type !== "delete") this.refuse(st, sel.outOfScope);
-      return false;
-    }
+    // An update that takes the object out of the selector is not a delete: Git keeps its file.
+    // What the GitTarget may not hold is never looked at (the rule's status says so: outOfScope).
+    if (!selects(st.rule, target.scope, kind, obj).selected) return false;
     const ref = refOf(kind, obj);
     const shown = `${kind.kind} ${ref.namespace ? `${ref.namespace}/` : ""}${ref.name}`;
     const owner = excludingOwner(obj, target.applier);
@@ -627,7 +711,6 @@ export class Mirror {
       ...(st.rule.spec.excludeFields ? { excludeFields: st.rule.spec.excludeFields } : {}),
     };
     if (type === "delete") {
-      if (isSecret(obj)) return true;
       const s = sanitize(obj as Record<string, unknown>, opts);
       if (!s.ok) return true; // never mirrored, so there is no file to delete
       this.send(st, { changes: [{ op: "delete", ref }], author: this.author("unknown") });
@@ -635,7 +718,8 @@ export class Mirror {
     }
     const clean = sanitize(obj as Record<string, unknown>, opts);
     if (!clean.ok) {
-      if (clean.reason === "secret") this.refuseSecret(st, ref, obj);
+      // A Secret never gets here (its kind is never watched); refused all the same if one did.
+      if (clean.reason === "secret") this.refuse(st, `${shown}: ${clean.message}`);
       else {
         st.excluded++;
         st.statusDirty = true;
@@ -753,29 +837,6 @@ export class Mirror {
     st.lastError = { message, at: new Date(this.now()).toISOString() };
   }
 
-  /** A Secret is refused with a refusal notice, so `onRefusal: Reapply` puts Git's state back. */
-  private refuseSecret(st: RuleState, ref: ObjectRef, obj: KObject): void {
-    const target = st.target as ResolvedTarget;
-    this.refuse(
-      st,
-      `Secret ${ref.namespace ?? ""}/${ref.name}: Secrets are never written to Git in clear text`,
-    );
-    const who = authorshipOf(obj, target.applierManagers);
-    const notice: RefusalNotice = {
-      type: "refusal",
-      id: `refusal-mirror-${obj.metadata.uid ?? ref.name}-${obj.metadata.resourceVersion ?? ""}`,
-      target: { namespace: target.namespace, name: target.name, ...(target.uid ? { uid: target.uid } : {}) },
-      branchKey: target.branchKey,
-      receivedAt: new Date(this.now()).toISOString(),
-      object: ref,
-      reason: `${StatusReason.SecretRefused}: a Secret is never written to Git in clear text (no encryption configured)`,
-      ...(who.kind === "edit" ? { author: { name: who.manager } } : {}),
-    };
-    void enqueueNotice(this.notices, notice).catch((err: unknown) =>
-      this.error(st, `recording the refusal of Secret ${ref.name}: ${(err as Error).message}`),
-    );
-  }
-
   private error(st: RuleState, message: string): void {
     st.lastError = { message, at: new Date(this.now()).toISOString() };
     st.statusDirty = true;
@@ -801,26 +862,36 @@ export class Mirror {
           : {}),
       };
     };
-    const kindsOk = st.unresolved.length === 0;
+    const forbidden = st.forbidden.length > 0;
+    const kindsOk = st.unresolved.length === 0 && !forbidden;
     const ready = kindsOk && st.target !== undefined && st.rule.spec.suspend !== true;
+    const notWatched = forbidden
+      ? `the mirror may not watch: ${st.forbidden.join("; ")}`
+      : `not served or not listed yet (retried): ${st.unresolved.join(", ")}`;
     const readyReason =
       st.targetProblem?.reason ??
       (st.rule.spec.suspend
         ? StatusReason.Suspended
-        : kindsOk
-          ? StatusReason.Watching
-          : StatusReason.KindsNotResolved);
+        : forbidden
+          ? StatusReason.KindForbidden
+          : kindsOk
+            ? StatusReason.Watching
+            : StatusReason.KindsNotResolved);
     const readyMessage =
-      st.targetProblem?.message ??
-      (kindsOk ? `watching ${st.kinds.size} kind(s)` : `not served yet: ${st.unresolved.join(", ")}`);
+      st.targetProblem?.message ?? (kindsOk ? `watching ${st.kinds.size} kind(s)` : notWatched);
+    const beyond = st.target ? outOfScope(st.rule, st.target.scope, [...st.kinds.values()]) : [];
     return {
       conditions: [
         cond("Ready", ready, readyReason, readyMessage),
         cond(
           "KindsResolved",
           kindsOk,
-          kindsOk ? StatusReason.Resolved : StatusReason.KindNotServed,
-          kindsOk ? "" : `not served yet (retried): ${st.unresolved.join(", ")}`,
+          kindsOk
+            ? StatusReason.Resolved
+            : forbidden
+              ? StatusReason.KindForbidden
+              : StatusReason.KindNotServed,
+          kindsOk ? "" : notWatched,
         ),
       ],
       ...(st.rule.metadata.generation !== undefined
@@ -828,6 +899,8 @@ export class Mirror {
         : {}),
       resolvedKinds: [...st.kinds.values()],
       unresolvedKinds: st.unresolved,
+      forbiddenKinds: st.forbidden,
+      outOfScope: beyond,
       mirrored: st.mirrored,
       refused: st.refused,
       excluded: st.excluded,

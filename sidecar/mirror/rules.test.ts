@@ -1,7 +1,8 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { WatchRule } from "../../queue/crds/index.js";
 import { scopeOf } from "../../queue/scope.js";
-import { matchesSelector, type ResolvedKind, selects } from "./rules.js";
+import { kindRefusal, matchesSelector, outOfScope, type ResolvedKind, selects } from "./rules.js";
 
 const CM: ResolvedKind = {
   group: "",
@@ -46,12 +47,12 @@ describe("which rules select an object", () => {
     ).toBe(false);
   });
 
-  it("another namespace only with a ScopeGrant: a namespace editor's rule naming it is refused", () => {
+  it("another namespace only with a ScopeGrant: a namespace editor's rule naming it selects nothing there, and its status says so by namespace alone", () => {
     const r = rule({ namespaces: ["other"] });
-    expect(selects(r, own, CM, obj("other"))).toMatchObject({
-      selected: false,
-      outOfScope: expect.stringContaining("other"),
-    });
+    expect(selects(r, own, CM, obj("other"))).toEqual({ selected: false });
+    expect(outOfScope(r, own, [CM])).toEqual([
+      "ConfigMap in namespace other: GitTarget team/site holds namespaced objects in team only unless a ScopeGrant names namespace other (ForeignNamespace)",
+    ]);
     const granted = scopeOf({ namespace: "team", name: "site" }, [
       {
         apiVersion: "applygate.dev/v1alpha1",
@@ -61,12 +62,29 @@ describe("which rules select an object", () => {
       },
     ]);
     expect(selects(r, granted, CM, obj("other"))).toEqual({ selected: true });
+    expect(outOfScope(r, granted, [CM])).toEqual([]);
+  });
+
+  it("the scope before the selector: whether an out-of-scope object matches the selector makes no difference anywhere (no label oracle)", () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.constantFrom("app", "tier", "secret"), fc.constantFrom("a", "b")),
+        fc.dictionary(fc.constantFrom("app", "tier", "secret"), fc.constantFrom("a", "b")),
+        (matchLabels, labels) => {
+          const r = rule({ namespaces: ["team", "other"], selector: { matchLabels } });
+          const foreign = { metadata: { name: "x", namespace: "other", labels } };
+          expect(selects(r, own, CM, foreign)).toEqual({ selected: false });
+        },
+      ),
+    );
   });
 
   it("a cluster-scoped kind only with a ScopeGrant of that kind", () => {
     const r = rule({ kinds: [{ group: "", version: "v1", kind: "Namespace" }] });
     expect(selects(r, own, NS, obj(undefined)).selected).toBe(false);
-    expect(selects(r, own, NS, obj(undefined))).toHaveProperty("outOfScope");
+    expect(outOfScope(r, own, [NS])).toEqual([
+      "Namespace (cluster-scoped): GitTarget team/site holds no cluster-scoped objects (no namespace) unless a ScopeGrant names kind Namespace (ClusterScoped)",
+    ]);
     const granted = scopeOf({ namespace: "team", name: "site" }, [
       {
         apiVersion: "applygate.dev/v1alpha1",
@@ -76,6 +94,12 @@ describe("which rules select an object", () => {
       },
     ]);
     expect(selects(r, granted, NS, obj(undefined))).toEqual({ selected: true });
+  });
+
+  it("Secrets are never watched, whatever the rule or the RBAC", () => {
+    expect(kindRefusal({ group: "", kind: "Secret" })).toContain("never written to Git in clear text");
+    expect(kindRefusal({ group: "", kind: "ConfigMap" })).toBeUndefined();
+    expect(kindRefusal({ group: "bitnami.com", kind: "Secret" })).toBeUndefined();
   });
 
   it("the label selector and suspend", () => {

@@ -5,7 +5,7 @@
  */
 import type { SnapshotSweep } from "../../queue/contract.js";
 import type { WatchRule } from "../../queue/crds/index.js";
-import { checkScope, type Scope } from "../../queue/scope.js";
+import { checkKindScope, type Scope } from "../../queue/scope.js";
 import { apiVersionOf, type ResolvedKind, watchedNamespaces } from "./rules.js";
 
 /** The field manager a sweep's deletes are authored by. */
@@ -23,7 +23,7 @@ export function sweepPlan(
   const apiVersion = apiVersionOf(kind);
   // A namespace (or the cluster scope) the GitTarget may not hold is not swept: its deletes would be refused.
   const inScope = (namespace?: string) =>
-    checkScope(scope, { apiVersion, kind: kind.kind, name: "sweep", ...(namespace ? { namespace } : {}) }).ok;
+    checkKindScope(scope, { apiVersion, kind: kind.kind, ...(namespace ? { namespace } : {}) }).ok;
   const namespaces = kind.namespaced ? watchedNamespaces(rule).filter((ns) => inScope(ns)) : [];
   if (kind.namespaced ? namespaces.length === 0 : !inScope()) return undefined;
   const swept = new Set(namespaces);

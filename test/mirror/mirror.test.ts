@@ -124,10 +124,13 @@ afterAll(async () => {
 });
 
 type Status = {
-  conditions?: { type: string; status: string; reason: string }[];
+  conditions?: { type: string; status: string; reason: string; message: string }[];
   unresolvedKinds?: string[];
+  forbiddenKinds?: string[];
+  outOfScope?: string[];
   mirrored?: number;
   refused?: number;
+  lastError?: string;
 };
 const status = async (name: string) =>
   (
@@ -203,7 +206,7 @@ describe("the mirror as deployed", () => {
     });
     await core.createNamespacedConfigMap({
       namespace: "other",
-      body: { metadata: { name: "theirs" }, data: { a: "1" } },
+      body: { metadata: { name: "theirs", labels: { tier: "secret-project" } }, data: { a: "1" } },
     });
     await until(
       () =>
@@ -219,7 +222,17 @@ describe("the mirror as deployed", () => {
         (w) => w.changes[0]?.op === "upsert" && w.changes[0].object.metadata.name === "mine",
       ),
     ).toHaveLength(1);
-    await until(async () => ((await status("cms-too")).refused ?? 0) > 0, "the other namespace refused");
+    // The rule's status says, by namespace alone, that it may not hold "other"; it never names an
+    // object there nor counts one, so it tells nothing of what "other" holds or how it is labelled.
+    await until(
+      async () => ((await status("cms-too")).outOfScope ?? []).some((l) => l.includes("namespace other")),
+      "the other namespace reported out of scope",
+    );
+    await mirror.idle();
+    const told = await status("cms-too");
+    expect(told.refused ?? 0).toBe(0);
+    expect(JSON.stringify(told)).not.toContain("theirs");
+    expect(JSON.stringify(told)).not.toContain("secret-project");
     expect(
       mirror.sent.some(
         (w) => w.changes[0]?.op === "upsert" && w.changes[0].object.metadata.name === "theirs",
@@ -241,6 +254,7 @@ describe("the mirror as deployed", () => {
         ),
       "the granted namespace mirrored",
     );
+    await until(async () => ((await status("cms-too")).outOfScope ?? []).length === 0, "in scope now");
   });
 
   it("names each edit's change: the object as the watch last saw it is the write's base", async () => {
@@ -265,5 +279,92 @@ describe("the mirror as deployed", () => {
     if (!edit) throw new Error("no edit mirrored");
     expect((edit.base as { data?: unknown } | undefined)?.data).toEqual({ greeting: "p1" });
     expect((edit.object as { data?: unknown }).data).toEqual({ greeting: "p1", note: "n3" });
+  });
+});
+
+describe("a rule naming a kind the mirror may not watch", () => {
+  const watchRuleObject = (name: string, target: string, kinds: object[]) => ({
+    apiVersion: "applygate.dev/v1alpha1",
+    kind: "WatchRule",
+    metadata: { name, namespace: "team" },
+    spec: { targetRef: { name: target }, kinds },
+  });
+  const CONFIGMAPS = { group: "", version: "v1", kind: "ConfigMap" };
+
+  it("is KindForbidden on that rule alone: a rule made while it exists gets its status and snapshot, and so does one made after it is deleted", async () => {
+    // Deployments: not aggregated to the mirror's role, so its list is refused (403).
+    await api.applyYaml(
+      yaml(
+        watchRuleObject("deploys", "site", [
+          { group: "apps", version: "v1", kind: "Deployment" },
+          CONFIGMAPS,
+        ]),
+      ),
+    );
+    await until(
+      async () => cond(await status("deploys"), "Ready")?.reason === "KindForbidden",
+      "the forbidden kind reported on its rule",
+    );
+    const forbidden = await status("deploys");
+    expect(forbidden.forbiddenKinds).toEqual([
+      expect.stringContaining("apps/v1 Deployment: the mirror may not list deployments.apps (403)"),
+    ]);
+    expect(cond(forbidden, "KindsResolved")).toMatchObject({ status: "False", reason: "KindForbidden" });
+    // Its watch is not kept running: the mirror stays ready.
+    expect((await mirror.checks()).unsyncedWatches.filter((p) => p.includes("deployments"))).toEqual([]);
+
+    // A rule of another GitTarget, made while it exists, is reconciled: status and snapshot.
+    const core = api.kubeConfig().makeApiClient(k8s.CoreV1Api);
+    await core.createNamespacedConfigMap({ namespace: "team", body: { metadata: { name: "for-late" } } });
+    await api.applyYaml(
+      yaml(
+        {
+          apiVersion: "applygate.dev/v1alpha1",
+          kind: "GitTarget",
+          metadata: { name: "late", namespace: "team" },
+          spec: { providerRef: { name: "p" }, branch: "main", path: "late" },
+        },
+        watchRuleObject("late", "late", [CONFIGMAPS]),
+      ),
+    );
+    await until(async () => cond(await status("late"), "Ready")?.status === "True", "the later rule Ready");
+    await until(
+      () =>
+        mirror.sent.some(
+          (w) =>
+            w.target.name === "late" &&
+            w.changes[0]?.op === "upsert" &&
+            w.changes[0].object.metadata.name === "for-late",
+        ),
+      "the later rule's snapshot",
+    );
+
+    // Deleted, the forbidden rule leaves the others reconciling.
+    await custom.deleteNamespacedCustomObject({
+      group: "applygate.dev",
+      version: "v1alpha1",
+      namespace: "team",
+      plural: "watchrules",
+      name: "deploys",
+    });
+    await api.applyYaml(
+      yaml(
+        {
+          apiVersion: "applygate.dev/v1alpha1",
+          kind: "GitTarget",
+          metadata: { name: "later", namespace: "team" },
+          spec: { providerRef: { name: "p" }, branch: "main", path: "later" },
+        },
+        watchRuleObject("later", "later", [CONFIGMAPS]),
+      ),
+    );
+    await until(
+      async () => cond(await status("later"), "Ready")?.status === "True",
+      "a rule made after it Ready",
+    );
+    await until(
+      () => mirror.sent.some((w) => w.target.name === "later" && w.changes[0]?.op === "upsert"),
+      "its snapshot",
+    );
   });
 });

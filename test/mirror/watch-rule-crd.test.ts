@@ -75,6 +75,38 @@ describe("WatchRule CRD", () => {
     }
   });
 
+  it("refuses Secrets, by kind or by resource, naming why; a Secret kind of another group is taken", async () => {
+    for (const [i, kind] of [
+      { group: "", version: "v1", kind: "Secret" },
+      { group: "", version: "v1", resource: "secrets" },
+    ].entries()) {
+      const body = rule(`secret-${i}`, {
+        targetRef: target,
+        kinds: [{ group: "", version: "v1", kind: "ConfigMap" }, kind],
+      });
+      expect(await create(body)).toBe(422);
+      expect(watchRule.safeParse(body).success).toBe(false);
+    }
+    const err = await custom
+      .createNamespacedCustomObject({
+        group: "applygate.dev",
+        version: "v1alpha1",
+        namespace: "team",
+        plural: "watchrules",
+        body: rule("secret-why", {
+          targetRef: target,
+          kinds: [{ group: "", version: "v1", kind: "Secret" }],
+        }),
+      })
+      .catch((e: { body?: unknown }) => String(e.body));
+    expect(err).toContain("Secrets are never mirrored");
+    const sealed = rule("sealed", {
+      targetRef: target,
+      kinds: [{ group: "bitnami.com", version: "v1alpha1", kind: "SealedSecret" }],
+    });
+    expect(await create(sealed)).toBe(201);
+  });
+
   it("takes a status with conditions, resolved and unresolved kinds and the counts", () => {
     const parsed = watchRule.safeParse({
       ...rule("s", { targetRef: target, kinds: [{ group: "", version: "v1", kind: "ConfigMap" }] }),

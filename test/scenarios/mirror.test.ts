@@ -10,6 +10,7 @@ import { branchKey } from "../../queue/contract.js";
 import { objectPath } from "../../queue/git/layout.js";
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
 import { connectRedis } from "../../queue/redis.js";
+import { readAuditLog } from "../cluster/apiserver/index.js";
 import { clusterValue, commitsSince, foreignPush, gitValue, until } from "../playground/actors.js";
 import { DEMO_APPS, DEMO_NAMESPACE } from "../playground/demo.js";
 import { operationsOf, type Scene, startScene, unique } from "./harness.js";
@@ -189,7 +190,7 @@ describe("the watch plane", () => {
     expect(await gitFile(path)).toBeUndefined();
   });
 
-  it("refuses a Secret once an administrator lets the mirror watch Secrets: nothing in Git, a Refusal apply", async () => {
+  it("never watches Secrets, even once an administrator lets it: a rule naming them is refused at admission, and the mirror lists none", async () => {
     // The administrator widens what the mirror may watch through the aggregated ClusterRole.
     await s.a.api.applyYaml(
       JSON.stringify({
@@ -203,37 +204,51 @@ describe("the watch plane", () => {
       }),
     );
     const custom = s.a.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    await custom.patchNamespacedCustomObject(
-      {
-        group: "applygate.dev",
-        version: "v1alpha1",
-        namespace: DEMO_NAMESPACE,
-        plural: "watchrules",
-        name: "flux-app",
-        body: {
-          spec: {
-            kinds: [
-              { group: "", version: "v1", kind: "ConfigMap" },
-              { group: "", version: "v1", kind: "Secret" },
-            ],
+    const refused = await custom
+      .patchNamespacedCustomObject(
+        {
+          group: "applygate.dev",
+          version: "v1alpha1",
+          namespace: DEMO_NAMESPACE,
+          plural: "watchrules",
+          name: "flux-app",
+          body: {
+            spec: {
+              kinds: [
+                { group: "", version: "v1", kind: "ConfigMap" },
+                { group: "", version: "v1", kind: "Secret" },
+              ],
+            },
           },
         },
-      },
-      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
-    );
+        k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+      )
+      .then(
+        () => undefined,
+        (e: { code?: number; body?: unknown }) => e,
+      );
+    expect(refused?.code).toBe(422);
+    expect(String(refused?.body)).toContain("Secrets are never mirrored");
     const ns = DEMO_APPS.flux.namespace;
-    const refusals = () =>
-      operationsOf(s, "flux").filter((o) => o.attempt.targets.some((t) => t.reason === "Refusal")).length;
-    const before = refusals();
-    await until(() => s.a.mirror!.watchedPaths().includes("/api/v1/secrets"), "the mirror to watch Secrets");
-    const refusedBefore = (await ruleStatus()).refused ?? 0;
     await core().createNamespacedSecret({
       namespace: ns,
       body: { metadata: { name: `creds-${unique()}`, namespace: ns }, stringData: { password: "hunter2" } },
       fieldManager: "kubectl-create",
     });
-    await until(async () => ((await ruleStatus()).refused ?? 0) > refusedBefore, "the Secret to be refused");
-    await until(() => refusals() > before, "a Refusal apply (onRefusal: Reapply)");
+    // The mirror goes on mirroring its ConfigMaps, and never lists or watches a Secret.
+    const before = s.a.mirror!.sent.length;
+    const app = DEMO_APPS.flux;
+    await core().patchNamespacedConfigMap(
+      { name: app.name, namespace: app.namespace, body: { data: { note: `n-${unique()}` } } },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await until(() => s.a.mirror!.sent.length > before, "the ConfigMap edit mirrored");
+    expect(s.a.mirror!.watchedPaths()).not.toContain("/api/v1/secrets");
+    const mirrorUser = s.a.identities.mirror.username;
+    const secretReads = readAuditLog(s.a.auditLogPath).filter(
+      (e) => e.user.username === mirrorUser && e.objectRef?.resource === "secrets",
+    );
+    expect(secretReads).toEqual([]);
     const tree = await git([
       "--git-dir",
       `${s.a.git.root}/demo.git`,
@@ -243,7 +258,6 @@ describe("the watch plane", () => {
       s.a.demo.branch,
     ]);
     expect(tree).not.toMatch(/Secret/i);
-    expect(tree).not.toContain("hunter2");
   });
 
   it("reports the WatchRules Ready with their counts", async () => {
