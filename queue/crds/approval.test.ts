@@ -1,11 +1,13 @@
 /**
  * Approval settings refused at admission: what the worker could not use is refused by the CRD
- * (the CEL rule) and by zod alike, on a claim and on a GitTarget.
+ * (the CEL rule) and by zod alike, on a claim, a GitTarget and the GitProvider whose commit-status
+ * API the approvals are read from.
  */
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
 import { crdFiles } from "./files.js";
+import { gitProviderSpec } from "./git-provider.js";
 import { approval } from "./governance.js";
 
 const signature = (extra: Record<string, unknown>) => ({
@@ -22,6 +24,27 @@ describe("approval.signature", () => {
     [{ tagPattern: "v*" }, false],
   ])("%j valid=%s", (extra, valid) => {
     expect(approval.safeParse(signature(extra)).success).toBe(valid);
+  });
+});
+
+const provider = (url: string, commitStatus?: Record<string, unknown>) => ({
+  url,
+  type: "gitea",
+  webhookSecretRef: { name: "hook" },
+  ...(commitStatus ? { commitStatus } : {}),
+});
+
+describe("a GitProvider's commitStatus", () => {
+  it.each([
+    ["https://git.example/team/apps.git", undefined, true],
+    ["https://git.example/team/apps.git", {}, true],
+    ["https://git.example/gitea/team/apps", { apiURL: "https://git.example/gitea/api/v1" }, true],
+    ["http://127.0.0.1:3000/apps.git", undefined, true],
+    ["http://127.0.0.1:3000/apps.git", { repository: "team/apps" }, true],
+    ["http://127.0.0.1:3000/apps.git", {}, false],
+    ["https://git.example/apps.git", { apiURL: "https://git.example/api/v1" }, false],
+  ])("url %s, commitStatus %j: valid=%s", (url, commitStatus, valid) => {
+    expect(gitProviderSpec.safeParse(provider(url, commitStatus)).success).toBe(valid);
   });
 });
 
@@ -61,6 +84,20 @@ describe("approval on the API server", () => {
     custom = server.kubeConfig().makeApiClient(k8s.CustomObjectsApi);
   });
   afterAll(() => server.close());
+
+  it("refuses a GitProvider's commitStatus that cannot tell the repository, naming the rule", async () => {
+    const made = (name: string, url: string, commitStatus: Record<string, unknown>) =>
+      create("gitproviders", "GitProvider", name, provider(url, commitStatus));
+    const refused = await made("bare", "http://127.0.0.1:3000/apps.git", {
+      apiURL: "http://127.0.0.1:3000/api/v1",
+    });
+    expect(refused.code).toBe(422);
+    expect(refused.body).toContain("commitStatus needs repository");
+    expect((await made("named", "http://127.0.0.1:3000/apps.git", { repository: "team/apps" })).code).toBe(
+      201,
+    );
+    expect((await made("derived", "https://git.example/team/apps.git", {})).code).toBe(201);
+  });
 
   it("refuses a tag pattern the mode would ignore, naming the rule, on a claim and on a GitTarget", async () => {
     for (const make of [claim, target]) {
