@@ -5,8 +5,7 @@
  * `{id, refused}`; one subscriber connection per gateway serves every waiting request.
  */
 import type { Redis } from "ioredis";
-import { publishedChannel, writePublishedKey } from "../queue/keys.js";
-import { REFUSED_PREFIX } from "../queue/worker/inbox.js";
+import { publishedChannel, REFUSED_PREFIX, writePublishedKey } from "../queue/keys.js";
 
 /** How a write was settled: published in a commit, or refused with a reason. */
 export type Settled = { commit: string } | { refused: string };

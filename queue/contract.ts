@@ -25,6 +25,12 @@ export function attemptsQueue(kind: ApplierKind): string {
 
 export const DEFAULT_REDIS_PREFIX = "applygate";
 
+/**
+ * How long after an attempt's operation completed the applier's writes may still reach the window
+ * observer: the worker keeps the apply window open this long, and the observers watch as long.
+ */
+export const WINDOW_GRACE_MS = 10_000;
+
 // ---------------------------------------------------------------------------------------------
 // Repository and branch identity
 

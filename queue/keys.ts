@@ -2,6 +2,8 @@
  * Redis key layout shared by the gateway (which appends) and the worker (which drains and owns).
  * Every key starts with the configured prefix, so tests isolate themselves with a unique one.
  */
+import type { Redis } from "ioredis";
+
 export const branchKeys = (prefix: string, branchKey: string) => {
   const base = `${prefix}:branch:${branchKey}`;
   return {
@@ -64,6 +66,16 @@ export const branchSignalOptions = (branchKey: string) => ({
 export const writePublishedKey = (prefix: string, writeId: string) => `${prefix}:write:${writeId}:published`;
 export const publishedChannel = (prefix: string) => `${prefix}:published`;
 export const PUBLISHED_TTL_SECONDS = 3600;
+/**
+ * A refused write's published key holds this prefix and the reason instead of a commit, so a
+ * later owner skips it and a waiting intake call learns the outcome.
+ */
+export const REFUSED_PREFIX = "refused: ";
+
+/** The branch's recorded remote tip (`branchKeys(…).tip`), or undefined when none is recorded. */
+export async function readTip(redis: Redis, prefix: string, branchKey: string): Promise<string | undefined> {
+  return (await redis.get(branchKeys(prefix, branchKey).tip)) ?? undefined;
+}
 
 /**
  * Pub/sub channel on which a branch worker asks the watch plane to collect a GitTarget again

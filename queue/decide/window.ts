@@ -5,10 +5,10 @@
  * or later, is a late apply: Git keeps the edit and a Repair becomes due. The write and the edit
  * may reach the worker in either order, so each is judged against the other as it arrives.
  */
-import type { ObjectRef } from "../contract.js";
+import { type ObjectRef, WINDOW_GRACE_MS } from "../contract.js";
 import type { AppliedWrite, ApplyWindow, GuardedEdit } from "./model.js";
 
-export const WINDOW_GRACE_MS = 10_000;
+export { WINDOW_GRACE_MS };
 
 /**
  * How long a closed window is still kept: a watched write that reached the inbox while the window

@@ -7,16 +7,16 @@
 import type { Redis } from "ioredis";
 import { WRITE_OVERHEAD_BYTES } from "../intake.js";
 import type { InboxKind } from "../keys.js";
-import { branchKeys, PUBLISHED_TTL_SECONDS, publishedChannel, writePublishedKey } from "../keys.js";
+import {
+  branchKeys,
+  PUBLISHED_TTL_SECONDS,
+  publishedChannel,
+  REFUSED_PREFIX,
+  writePublishedKey,
+} from "../keys.js";
 import { evalScript, scriptPipeline } from "../redis.js";
 import { branchesWithNews, inBatches, type ReadMark } from "./idle.js";
 import { fencedWrite } from "./lease.js";
-
-/**
- * A refused write's published key holds this prefix and the reason instead of a commit, so a
- * later owner skips it and a waiting intake call learns the outcome.
- */
-export const REFUSED_PREFIX = "refused: ";
 
 export interface InboxEntry {
   /** Stream entry id: the order of arrival. */

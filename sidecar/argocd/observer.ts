@@ -7,7 +7,7 @@
  * all namespaces.
  */
 
-import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
+import { WINDOW_GRACE_MS } from "../../queue/contract.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";

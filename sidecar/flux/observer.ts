@@ -7,8 +7,7 @@
  */
 
 import type * as k8s from "@kubernetes/client-node";
-import { APPLIER_FIELD_MANAGERS, type ClaimRef } from "../../queue/contract.js";
-import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
+import { APPLIER_FIELD_MANAGERS, type ClaimRef, WINDOW_GRACE_MS } from "../../queue/contract.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";

@@ -6,7 +6,7 @@
  * Repair). It watches the kinds it is configured with (`--watch-kinds`; by default ConfigMaps,
  * Services and Deployments, never Secrets), read-only, across all namespaces.
  */
-import { WINDOW_GRACE_MS } from "../../queue/decide/window.js";
+import { WINDOW_GRACE_MS } from "../../queue/contract.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { WindowObserver } from "../applier-kind.js";
