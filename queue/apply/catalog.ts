@@ -7,7 +7,7 @@
 import { readFile } from "node:fs/promises";
 import { parseAllDocuments } from "yaml";
 import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
-import { type GrantView, mayHold } from "../crds/index.js";
+import { type GrantView, mayHold, RECONCILE_REQUESTED_ANNOTATION } from "../crds/index.js";
 import {
   type ClaimStatusSnapshot,
   type FolderRead,
@@ -185,6 +185,18 @@ export async function standsGranted(
   );
 }
 
+/** The claim's reconcile request (its annotation) and the value its status says was taken. */
+export function reconcileOf(c: KubeLike): ListedTarget["reconcile"] | undefined {
+  const annotations = obj((c.metadata as { annotations?: unknown }).annotations);
+  const requestedAt = str(annotations?.[RECONCILE_REQUESTED_ANNOTATION]);
+  const handled = str(c.status?.lastHandledReconcileAt);
+  if (requestedAt === undefined && handled === undefined) return undefined;
+  return {
+    ...(requestedAt !== undefined ? { requestedAt } : {}),
+    ...(handled !== undefined ? { handled } : {}),
+  };
+}
+
 /** The AppProject's sync windows, as stored (entries without a kind, schedule or duration left out). */
 export function syncWindowsIn(project: KubeLike | undefined): SyncWindowSpec[] {
   const list = project?.spec?.syncWindows;
@@ -300,6 +312,8 @@ export async function listBranch(
       if (syncWindows.length > 0) governance = { ...(governance ?? { changeWindows: [] }), syncWindows };
     }
     if (governance) listed.governance = governance;
+    const reconcile = reconcileOf(c);
+    if (reconcile) listed.reconcile = reconcile;
     claims.set(`${claim.kind}/${claim.namespace}/${claim.name}`, snapshotOf(claim, applier, src, c));
   }
   return { targets, claims: [...claims.values()] };

@@ -622,6 +622,13 @@ export class DecisionDriver {
         return this.writeClaim(a.claim, "writing the claim's governance status", (c) =>
           gatePatch(c, a.gate, this.clock.now()),
         );
+      case "RecordReconcileHandled":
+        this.log.info({ claim: claimField(a.claim), requestedAt: a.requestedAt }, "reconcile request taken");
+        return this.writeClaim(a.claim, "writing lastHandledReconcileAt failed", (c) =>
+          c.status?.lastHandledReconcileAt === a.requestedAt
+            ? undefined
+            : { lastHandledReconcileAt: a.requestedAt },
+        );
       case "LogCollision":
         this.metrics.collision(a.applier.kind);
         this.log.warn(

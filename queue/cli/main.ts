@@ -35,6 +35,10 @@ export const COMMANDS: Record<string, Command> = {
     summary: "why an apply is or is not happening, per GitTarget and claim (-n, -A, -o json, -w)",
     module: "./status.js",
   },
+  reconcile: {
+    summary: "ask the branch worker for an apply of a claim now, through the same rules",
+    module: "./reconcile.js",
+  },
   suspend: {
     summary: "set spec.suspend on a GitTarget: no publication and no apply until resumed",
     module: "./suspend.js",

@@ -14,6 +14,13 @@ import {
 import { governanceStatus, history, operationApprovals, operationOverride } from "./governance.js";
 import { immutable } from "./k8s-ext.js";
 
+/**
+ * The annotation a person (or `applygate reconcile`) sets on a claim to ask for an apply now, as
+ * Flux's `reconcile.fluxcd.io/requestedAt`: any new value is one request, taken by the branch
+ * worker as a reason (sent as CatchUp) that goes through the same rules as any other.
+ */
+export const RECONCILE_REQUESTED_ANNOTATION = "reconcile.applygate.dev/requestedAt";
+
 /** Condition types a claim reports. */
 export const CLAIM_CONDITIONS = ["Ready", "InControl", "Configured"] as const;
 
@@ -62,6 +69,13 @@ export function claimStatus<const S extends readonly [string, ...string[]]>(prev
       .describe("How the applier was set before the claim took hold; restored when it lets go."),
     lastAppliedCommit: z.string().optional(),
     repairPending: z.boolean().optional(),
+    lastHandledReconcileAt: z
+      .string()
+      .max(256)
+      .optional()
+      .describe(
+        "The value of the reconcile.applygate.dev/requestedAt annotation the branch worker last took as a request for an apply.",
+      ),
     operation: operation.optional(),
     governance: governanceStatus.optional(),
     history: history.optional(),

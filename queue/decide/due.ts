@@ -141,14 +141,15 @@ export function dueAppliers(state: DecisionState, now: number): string[] {
 /**
  * Git is ahead of the cluster while an applier has a ForeignCommit, Repair or Refusal pending, a
  * converge it may be asked for (every GitTarget naming it past the barrier), or an attempt out. An
- * adopt does not count: the cluster already runs those objects. A converge held by the barrier
+ * adopt does not count: the cluster already runs those objects; nor does an apply a person asked
+ * for (`Requested`): it applies what the cluster was last given. A converge held by the barrier
  * does not either: it waits for the initial snapshots, which must not wait for it.
  */
 export function isGitAhead(state: DecisionState): boolean {
   return Object.entries(state.appliers).some(([key, a]) => {
     if (a.operation !== null) return true;
     const kinds = kindsPending(a.pending);
-    if (kinds.some((k) => k !== "Adopt" && k !== "Converge")) return true;
+    if (kinds.some((k) => k !== "Adopt" && k !== "Requested" && k !== "Converge")) return true;
     if (!kinds.includes("Converge")) return false;
     const named = targetsNaming(state, key);
     return named.length > 0 && named.every((t) => targetProven(t, state.tip));

@@ -20,11 +20,12 @@ import type { SnapshotHold, SnapshotVerdict } from "./snapshots.js";
 import type { WatchedVerdict } from "./window.js";
 
 /**
- * Why an apply is due, as the core tracks it. `Adopt` and `Converge` are both sent as the
- * contract's `CatchUp`; they are kept apart because a converge of the commit the applier last
- * applied asks nothing, while an adopt is never skipped.
+ * Why an apply is due, as the core tracks it. `Adopt`, `Requested` and `Converge` are all sent as
+ * the contract's `CatchUp`; they are kept apart because a converge of the commit the applier last
+ * applied asks nothing, while an adopt, or an apply a person asked for (`applygate reconcile`,
+ * the claim's reconcile annotation), is never skipped.
  */
-export type PendingKind = "ForeignCommit" | "Repair" | "Refusal" | "Adopt" | "Converge";
+export type PendingKind = "ForeignCommit" | "Repair" | "Refusal" | "Adopt" | "Requested" | "Converge";
 
 /** Pending reasons of one applier: for every target it covers, and per target uid. */
 export interface PendingReasons {
@@ -111,6 +112,10 @@ export interface ApplierState {
   gateRecorded?: string;
   /** The foreign commits between the commit it last applied (`since`) and `tip`, as the shell read them. */
   foreignRead?: ForeignRead;
+  /** The claim's reconcile annotation value last taken as a request (absent: none known here). */
+  reconcileHandled?: string;
+  /** What the claim's status was last told of it (`lastHandledReconcileAt`). */
+  reconcileRecorded?: string;
 }
 
 /** The GitTarget unit, by uid. */
@@ -253,6 +258,11 @@ export interface ListedTarget {
   governance?: TargetGovernance;
   /** The live watch plane's coverage token for it (absent: not covered). */
   watch?: string;
+  /**
+   * The claim's reconcile annotation (`requestedAt`) and the value its status says was taken
+   * (`handled`): a value not taken yet is a request for an apply.
+   */
+  reconcile?: { requestedAt?: string; handled?: string };
 }
 
 /** What the worker read in the tree of one commit: the GitTargets (uids) whose folder it holds. */
@@ -411,6 +421,8 @@ export type DecisionAction =
     }
   /** Ask the watch plane to collect this GitTarget's snapshots again. */
   | { type: "Recollect"; target: { uid: string; namespace: string; name: string }; bound: boolean }
+  /** Write `status.lastHandledReconcileAt` on the claim: the reconcile request taken. */
+  | { type: "RecordReconcileHandled"; claim: ClaimRef; requestedAt: string }
   /** Write what the claim shows of governance (`ApplyAllowed`, `status.governance`). */
   | { type: "RecordGate"; claim: ClaimRef; gate: ClaimGate }
   /** Feed a `Tick` at (or after) this time. Replaces any earlier wake. */

@@ -5,11 +5,18 @@
 import type { Reason } from "../contract.js";
 import type { PendingKind, PendingReasons } from "./model.js";
 
-/** Highest first: ForeignCommit, Repair, Refusal, then CatchUp (adopt before converge). */
-const PRECEDENCE: readonly PendingKind[] = ["ForeignCommit", "Repair", "Refusal", "Adopt", "Converge"];
+/** Highest first: ForeignCommit, Repair, Refusal, then CatchUp (adopt, requested, converge). */
+const PRECEDENCE: readonly PendingKind[] = [
+  "ForeignCommit",
+  "Repair",
+  "Refusal",
+  "Adopt",
+  "Requested",
+  "Converge",
+];
 
 export function reasonOf(kind: PendingKind): Reason {
-  return kind === "Adopt" || kind === "Converge" ? "CatchUp" : kind;
+  return kind === "Adopt" || kind === "Requested" || kind === "Converge" ? "CatchUp" : kind;
 }
 
 /** Adds a kind to a list, keeping it in precedence order and free of repeats. */

@@ -246,6 +246,7 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
       t.named.push(key);
       addPending(a.pending, "Converge", t.uid);
     }
+    takeReconcileRequest(a, l.reconcile);
     if (!consentsToRefusal(t)) {
       const mine = a.pending.byTarget[t.uid];
       if (mine) a.pending.byTarget[t.uid] = mine.filter((k) => k !== "Refusal");
@@ -256,6 +257,25 @@ export function listTargets(s: DecisionState, listed: ListedTarget[]): void {
     const a = s.appliers[key];
     if (a && targetsNaming(s, key).length === 0) a.pending = emptyPending();
   }
+}
+
+/**
+ * A reconcile request on the claim (`applygate reconcile`): a value of its annotation not taken
+ * yet, here or (after a restart without saved state) as the claim's status records, becomes one
+ * `Requested` reason, which goes through every rule an apply goes through. Once taken, the claim's
+ * status is told (`recordReconciles`), so a value is taken once, however often it is listed.
+ */
+export function takeReconcileRequest(a: ApplierState, r: ListedTarget["reconcile"]): void {
+  const asked = r?.requestedAt;
+  if (asked === undefined) return;
+  const taken = a.reconcileHandled ?? r?.handled;
+  if (asked === taken) {
+    a.reconcileHandled = asked;
+    if (r?.handled === asked) a.reconcileRecorded = asked;
+    return;
+  }
+  a.reconcileHandled = asked;
+  addPending(a.pending, "Requested");
 }
 
 /**
@@ -747,6 +767,11 @@ function finish(s: DecisionState, now: number, actions: DecisionAction[]): StepR
     }
   }
   recordGates(s, now, actions);
+  for (const a of Object.values(s.appliers)) {
+    if (a.reconcileHandled === undefined || a.reconcileHandled === a.reconcileRecorded) continue;
+    a.reconcileRecorded = a.reconcileHandled;
+    actions.push({ type: "RecordReconcileHandled", claim: a.claim, requestedAt: a.reconcileHandled });
+  }
   scheduleWake(s, now, actions);
   return { state: s, actions };
 }

@@ -17,7 +17,7 @@ export const STATUS_OWNERS = {
     /** sidecar/operation-record.ts: the executors, the reconciler's unfollowed rule, Flux's external resume. */
     "operation-record": ["operation", "lastAppliedCommit", "history"],
     /** The branch worker's decisions (queue/apply), governance included (queue/apply/governance.ts). */
-    "branch-worker": ["repairPending", "governance"],
+    "branch-worker": ["repairPending", "governance", "lastHandledReconcileAt"],
   },
   gitTarget: {
     /** The branch worker (queue/worker/status.ts). */

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { run as reconcile } from "../../queue/cli/reconcile.js";
 import { run as status } from "../../queue/cli/status.js";
 import type { StatusReport, TargetStatus } from "../../queue/cli/status-model.js";
 import { setSuspend } from "../../queue/cli/suspend-resume.js";
@@ -294,6 +295,55 @@ spec:
           .some((o) => o.phases.includes("Succeeded")),
       "the apply once resumed",
     );
+  });
+
+  it("reconcile asks for an apply now through the same rules: one apply of the applied tip; under a change window it waits", async () => {
+    const io = () => {
+      let out = "";
+      return {
+        get out() {
+          return out;
+        },
+        stdout: (t: string) => {
+          out += t;
+        },
+        stderr: (t: string) => {
+          out += t;
+        },
+        env: {},
+      };
+    };
+    const before = operationsOf(s, "flux").length;
+    const flux = io();
+    const args = (claim: string) => [claim, "--kubeconfig", editorKubeconfig, "-n", DEMO_NAMESPACE];
+    expect(await reconcile(args("fluxclaim/flux-app"), flux), flux.out).toBe(0);
+    expect(flux.out).toMatch(/the branch worker took the request/);
+    await until(
+      async () =>
+        operationsOf(s, "flux")
+          .slice(before)
+          .some((o) => o.phases.includes("Succeeded")),
+      "the requested apply",
+    );
+    const [op] = operationsOf(s, "flux").slice(before);
+    expect(op?.attempt.targets.map((t) => t.reason)).toEqual(["CatchUp"]);
+    // The viewer may not ask for one.
+    const viewer = io();
+    expect(
+      await reconcile(["flux-app", "--kubeconfig", viewerKubeconfig, "-n", DEMO_NAMESPACE], viewer),
+    ).toBe(1);
+    expect(viewer.out).toMatch(/403/);
+    // webhook-app's GitTarget is inside a deny window (the change-window test): taken, and held.
+    const webhookBefore = s.progress.attempts().filter((a) => a.applier.kind === "webhook").length;
+    const held = io();
+    expect(await reconcile(args("webhook-app"), held), held.out).toBe(0);
+    const t = await statusUntil(
+      "webhook-app",
+      (x) => x.pending?.includes("Requested") === true,
+      "the request pending",
+    );
+    expect(t.waiting?.hold).toBe("outside change window");
+    expect(s.progress.attempts().filter((a) => a.applier.kind === "webhook")).toHaveLength(webhookBefore);
   });
 
   it("kubectl applygate status: the same command as a kubectl plugin, found on PATH", async () => {
