@@ -16,8 +16,6 @@ import type {
   SnapshotStamp,
 } from "../contract.js";
 import type { ClaimGate, OverrideUse, TargetGovernance } from "./governance.js";
-import type { SnapshotHold, SnapshotVerdict } from "./snapshots.js";
-import type { WatchedVerdict } from "./window.js";
 
 /**
  * Why an apply is due, as the core tracks it. `Adopt`, `Requested` and `Converge` are all sent as
@@ -432,3 +430,35 @@ export interface StepResult {
   state: DecisionState;
   actions: DecisionAction[];
 }
+
+/** A GitTarget's stale snapshots. */
+export interface SnapshotHold {
+  /** The first discard of the hold now running; null when none runs. */
+  since: number | null;
+  /**
+   * When a fresh collection was last asked for since the last discard; null (or absent, in a state
+   * saved before asks were repeated) when none was.
+   */
+  recollectAskedAt?: number | null;
+  /** Snapshots discarded: every later write of one is discarded too. */
+  discarded: string[];
+  /** Snapshots used as stale under the bound: every later write of one is used too. */
+  used: string[];
+}
+
+/**
+ * `exempt`: initial, or no trigger on the branch. `fresh`: collected and arriving while Git was not
+ * ahead, in one epoch. `discarded`: stale, held. `used`: stale, let through by the 5-minute bound.
+ */
+export type SnapshotVerdict = "exempt" | "fresh" | "discarded" | "used";
+
+/** What the one judge says of a watched write of the applier's own managers. */
+export type WatchedVerdict =
+  /** The apply landing: its content is the commit's, which Git holds. Not mirrored. */
+  | "not_mirrored"
+  /** A late apply over a newer edit: Git keeps the edit, a Repair is due. Not mirrored. */
+  | "withheld"
+  /** No window could be its apply (an echo after the grace, an apply somebody else started): mirrored. */
+  | "late"
+  /** An edit of the window is newer than the applier's entry: the API's undo left it newest. Mirrored. */
+  | "undo";

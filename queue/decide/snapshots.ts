@@ -18,7 +18,9 @@
  * until a snapshot ends the hold.
  */
 import type { SnapshotStamp } from "../contract.js";
-import type { DecisionState, TargetState } from "./model.js";
+import type { DecisionState, SnapshotHold, SnapshotVerdict, TargetState } from "./model.js";
+
+export type { SnapshotHold, SnapshotVerdict };
 
 /** How long a GitTarget's snapshots are held off from the first discard. */
 export const SNAPSHOT_HOLD_MS = 5 * 60_000;
@@ -26,27 +28,6 @@ export const SNAPSHOT_HOLD_MS = 5 * 60_000;
 export const RECOLLECT_AGAIN_MS = 15_000;
 /** Snapshot ids a hold remembers per verdict (a snapshot's later writes get its verdict). */
 const KEPT_IDS = 16;
-
-/** A GitTarget's stale snapshots. */
-export interface SnapshotHold {
-  /** The first discard of the hold now running; null when none runs. */
-  since: number | null;
-  /**
-   * When a fresh collection was last asked for since the last discard; null (or absent, in a state
-   * saved before asks were repeated) when none was.
-   */
-  recollectAskedAt?: number | null;
-  /** Snapshots discarded: every later write of one is discarded too. */
-  discarded: string[];
-  /** Snapshots used as stale under the bound: every later write of one is used too. */
-  used: string[];
-}
-
-/**
- * `exempt`: initial, or no trigger on the branch. `fresh`: collected and arriving while Git was not
- * ahead, in one epoch. `discarded`: stale, held. `used`: stale, let through by the 5-minute bound.
- */
-export type SnapshotVerdict = "exempt" | "fresh" | "discarded" | "used";
 
 export interface SnapshotJudgement {
   verdict: SnapshotVerdict;

@@ -6,7 +6,9 @@
  * may reach the worker in either order, so each is judged against the other as it arrives.
  */
 import { type ObjectRef, WINDOW_GRACE_MS } from "../contract.js";
-import type { AppliedWrite, ApplyWindow, GuardedEdit } from "./model.js";
+import type { AppliedWrite, ApplyWindow, GuardedEdit, WatchedVerdict } from "./model.js";
+
+export type { WatchedVerdict };
 
 export { WINDOW_GRACE_MS };
 
@@ -118,17 +120,6 @@ export function rememberApplierWrite(
     w.writes = writes;
   }
 }
-
-/** What the one judge says of a watched write of the applier's own managers. */
-export type WatchedVerdict =
-  /** The apply landing: its content is the commit's, which Git holds. Not mirrored. */
-  | "not_mirrored"
-  /** A late apply over a newer edit: Git keeps the edit, a Repair is due. Not mirrored. */
-  | "withheld"
-  /** No window could be its apply (an echo after the grace, an apply somebody else started): mirrored. */
-  | "late"
-  /** An edit of the window is newer than the applier's entry: the API's undo left it newest. Mirrored. */
-  | "undo";
 
 /**
  * Judges a watched write of the applier's own managers at `writtenAtSec` against its applier's
