@@ -1,6 +1,6 @@
 /** The decisions' metrics. */
 import { Counter, type Registry } from "prom-client";
-import type { ApplierKind } from "../contract.js";
+import { APPLIER_KINDS, type ApplierKind } from "../contract.js";
 import { METRIC_NAMES } from "../metric-names.js";
 
 export const APPLY_WINDOW_COLLISIONS_TOTAL = METRIC_NAMES.applyWindowCollisionsTotal;
@@ -27,6 +27,8 @@ export function createApplyMetrics(registry: Registry): ApplyMetrics {
     labelNames: ["applier_kind"],
     registers: [registry],
   });
+  // A series from the start: the dashboard's panel and the rate behind the alert read 0, not nothing.
+  for (const kind of APPLIER_KINDS) collisions.inc({ applier_kind: kind }, 0);
   const echoes = new Counter({
     name: APPLY_ECHOES_TOTAL,
     help: "Watched writes of an applier's own managers, by the decision core's judgement",

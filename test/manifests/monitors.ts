@@ -101,6 +101,7 @@ export interface Endpoint {
 /** One port a monitor scrapes. */
 export interface Target {
   monitor: string;
+  monitorNamespace: string;
   kind: "ServiceMonitor" | "PodMonitor";
   pods: Pods;
   container: string;
@@ -168,6 +169,7 @@ export function scrapeTargets(objects: K8sObject[]): Target[] {
             for (const hit of containerPortFor(p, ref))
               targets.push({
                 monitor: m.metadata.name,
+                monitorNamespace: ns,
                 kind: "ServiceMonitor",
                 pods: p,
                 ...hit,
@@ -196,6 +198,7 @@ export function scrapeTargets(objects: K8sObject[]): Target[] {
         for (const hit of containerPortFor(p, ref))
           targets.push({
             monitor: m.metadata.name,
+            monitorNamespace: ns,
             kind: "PodMonitor",
             pods: p,
             ...hit,

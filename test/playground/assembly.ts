@@ -9,13 +9,16 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { KubeConfig } from "@kubernetes/client-node";
+import { Registry } from "prom-client";
 import { ClusterCatalog } from "../../gateway/catalog-cluster.js";
 import { dashboardSetting, type StartedGateway, startGateway } from "../../gateway/main.js";
-import { createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
+import { createApplyMetrics, createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
 import { branchKey } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import { knownBranchesKey } from "../../queue/keys.js";
@@ -24,6 +27,7 @@ import { connectRedis, type EmbeddedRedis, resolveEmbeddedRedis } from "../../qu
 import type { BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
+import { createWorkerMetrics } from "../../queue/worker/metrics.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { type Sidecar, type SidecarApplier, startSidecar } from "../../sidecar/main.js";
 import { Mirror } from "../../sidecar/mirror/mirror.js";
@@ -185,6 +189,11 @@ export interface Assembly {
   stopWorker(): Promise<void>;
   /** Starts a new worker replica (after `stopWorker`). */
   startWorker(): Promise<void>;
+  /**
+   * Where each running component serves /metrics (host:port on 127.0.0.1), as Prometheus scrapes
+   * them when deployed: the gateway's metrics port, the worker's, and each sidecar's.
+   */
+  metricsAddresses(): Partial<Record<"gateway" | "worker" | SidecarApplier, string>>;
   stopSidecar(kind: SidecarApplier): Promise<void>;
   startSidecar(kind: SidecarApplier): Promise<void>;
   /** Creates the FluxClaim, ArgoCDClaim and WebhookClaim the GitTargets name (the deployer no longer builds on pushes). */
@@ -357,12 +366,23 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       .finally(() => seed.disconnect());
 
     // The worker replica with the decisions, as `applygate worker` assembles it.
-    let worker: { replica: Replica; decisions: Decisions; cache: ClusterCache } | undefined;
+    let worker:
+      | { replica: Replica; decisions: Decisions; cache: ClusterCache; metrics: MetricsServer }
+      | undefined;
     const startWorker = async () => {
       const wlog = log.child({ component: "worker" });
       const kc = identities.worker.kubeConfig;
       const cache = new ClusterCache(kc, wlog);
       await cache.start();
+      // The worker's metrics as `applygate worker` registers them, on a port of their own.
+      const registry = new Registry();
+      let started: Replica | undefined;
+      const workerMetrics = createWorkerMetrics(registry, () =>
+        (started?.owned() ?? []).flatMap((k) => {
+          const b = started?.branch(k);
+          return b ? [b.snapshot()] : [];
+        }),
+      );
       const status = new KubeStatusSink(kc, wlog, Date.now, 8, cache);
       const directory = new KubeDirectory(cache, { log: wlog, status });
       const decisions = createDecisions({
@@ -374,6 +394,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         directory,
         log: wlog,
         listIntervalMs: timers.listIntervalMs,
+        metrics: createApplyMetrics(registry),
       });
       const replica = new Replica({
         redisUrl: redis.url,
@@ -387,9 +408,12 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
           ? flushSkippingPublication(decisions.attach, git)
           : decisions.attach,
         branch: timers.branch,
+        metrics: workerMetrics,
       });
+      started = replica;
+      const metrics = await serveMetrics(registry);
       await replica.start();
-      worker = { replica, decisions, cache };
+      worker = { replica, decisions, cache, metrics };
     };
     const stopWorker = async () => {
       const w = worker;
@@ -398,6 +422,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       await w.replica.stop();
       await w.decisions.close();
       await w.cache.close();
+      await w.metrics.close();
     };
     await startWorker();
     stops.push(() => stopWorker());
@@ -412,6 +437,8 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         log: log.child({ component: `sidecar-${kind}` }),
         instance: `playground-${kind}`,
         resyncMs: timers.sidecar.resyncMs,
+        // /metrics, /healthz and /readyz as deployed, on loopback.
+        serve: { port: 0, host: "127.0.0.1" },
         options:
           kind === "argocd"
             ? { watchKinds: SIMULATED_KINDS, ...timers.sidecar[kind] }
@@ -490,6 +517,14 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       timers,
       stopWorker,
       startWorker,
+      metricsAddresses() {
+        const out: Partial<Record<"gateway" | "worker" | SidecarApplier, string>> = {};
+        if (gateway.metricsUrl) out.gateway = new URL(gateway.metricsUrl).host;
+        if (worker) out.worker = worker.metrics.address;
+        for (const [kind, s] of Object.entries(sidecars) as [SidecarApplier, Sidecar][])
+          if (s.http) out[kind] = `127.0.0.1:${s.http.port}`;
+        return out;
+      },
       stopSidecar: stopOneSidecar,
       startSidecar: startOneSidecar,
       applyClaims,
@@ -499,6 +534,36 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     await stop();
     throw err;
   }
+}
+
+interface MetricsServer {
+  /** host:port */
+  address: string;
+  close(): Promise<void>;
+}
+
+/** /metrics of `registry` on an ephemeral loopback port, as `applygate worker` serves it on its own. */
+async function serveMetrics(registry: Registry): Promise<MetricsServer> {
+  const server: Server = createServer((req, res) => {
+    if ((req.url ?? "/").split("?")[0] !== "/metrics") {
+      res.writeHead(404).end();
+      return;
+    }
+    void registry.metrics().then(
+      (text) => res.writeHead(200, { "content-type": registry.contentType }).end(text),
+      () => res.writeHead(500).end(),
+    );
+  });
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const { port } = server.address() as AddressInfo;
+  return {
+    address: `127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((done) => {
+        server.closeAllConnections();
+        server.close(() => done());
+      }),
+  };
 }
 
 /** The decisions attached to a worker whose flush claims the remote tip is published and pushes nothing. */

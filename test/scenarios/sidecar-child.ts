@@ -2,7 +2,9 @@
  * A sidecar in a process of its own, started exactly as the assembly starts one in-process, so a
  * scenario can SIGKILL it. Environment: APPLYGATE_SERVER, APPLYGATE_USER and APPLYGATE_TOKEN (the API
  * server and the sidecar's ServiceAccount identity), REDIS_URL, REDIS_PREFIX, APPLIER,
- * SIDECAR_OPTIONS (JSON, the kind's options), RESYNC_MS. Prints "ready" once started.
+ * SIDECAR_OPTIONS (JSON, the kind's options), RESYNC_MS, and SERVE_METRICS=1 to serve /metrics,
+ * /healthz and /readyz on an ephemeral loopback port. Prints "ready" once started ("ready <port>"
+ * when serving).
  */
 import pino from "pino";
 import { silentLogger } from "../../queue/log.js";
@@ -27,8 +29,9 @@ const sidecar = await startSidecar({
   instance: `scenario-${applier}-${process.pid}`,
   resyncMs: Number(process.env.RESYNC_MS ?? 2000),
   options: JSON.parse(process.env.SIDECAR_OPTIONS ?? "{}"),
+  ...(process.env.SERVE_METRICS === "1" ? { serve: { port: 0, host: "127.0.0.1" } } : {}),
 });
-process.stdout.write("ready\n");
+process.stdout.write(sidecar.http ? `ready ${sidecar.http.port}\n` : "ready\n");
 process.once("SIGTERM", () => {
   void sidecar.stop().finally(() => process.exit(0));
 });
