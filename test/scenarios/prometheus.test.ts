@@ -181,8 +181,19 @@ describe.skipIf(!PROMETHEUS_AVAILABLE || !KUBECTL_AVAILABLE)("the alerts in a re
       60_000,
       200,
     );
-    const sidecarUp = await prom.query('up{namespace="flux-system",container="applygate-sidecar"}');
-    expect(sidecarUp.map((r) => r.value[1])).toEqual(["1"]);
+    // The process's own target (the in-process sidecar's went when it stopped), as the operator labels it.
+    const sidecarUp = await until(
+      async () => {
+        const r = await prom.query(`up{instance="127.0.0.1:${sidecar.port}"}`);
+        return r[0]?.value[1] === "1" && r;
+      },
+      "Prometheus to scrape the sidecar process",
+      60_000,
+      200,
+    );
+    expect(
+      sidecarUp.map((r) => [r.metric.namespace, r.metric.container, r.metric.job, r.metric.endpoint]),
+    ).toEqual([["flux-system", "applygate-sidecar", "applygate-system/applygate-sidecar", "applygate-http"]]);
 
     // A long sync followed by a live sidecar: the attempt is active, its lock held, nothing alerts.
     s.a.flux.knobs.buildMs = 8_000;
