@@ -80,6 +80,7 @@ async function describe(tool: ToolSet, bin: string): Promise<string[]> {
 const budget = new AbortController();
 
 async function build(tool: ToolSet): Promise<void> {
+  if (budget.signal.aborted) throw new Error(`${tool.set} not started: ${budget.signal.reason}`);
   const root = cacheRoot();
   const final = setCacheDir(tool, root);
   const tmp = `${final}.tmp-${process.pid}`;
