@@ -158,7 +158,10 @@ describe("cluster catalog with only get on Secrets", () => {
       return st?.webhookPath ? st : undefined;
     }, "github's status");
     expect(github?.webhookPath).toBe(pathOf(SECRETS.github, "github"));
-    expect(github?.conditions).toMatchObject([{ type: "Ready", status: "True", reason: "WebhookReady" }]);
+    expect(github?.conditions).toMatchObject([
+      { type: "Ready", status: "True", reason: "WebhookReady" },
+      { type: "Accepted", status: "True", reason: "Accepted" },
+    ]);
     if (KUBECTL_AVAILABLE) {
       // What docs/install.md tells the user to run.
       const dir = mkdtempSync(join(tmpdir(), "applygate-catalog-"));
@@ -186,7 +189,10 @@ describe("cluster catalog with only get on Secrets", () => {
     }
     const missing = await until(() => statusOf(NS, "nosecret"), "nosecret's status");
     expect(missing?.webhookPath).toBeUndefined();
-    expect(missing?.conditions).toMatchObject([{ type: "Ready", status: "False", reason: "SecretNotFound" }]);
+    expect(missing?.conditions).toMatchObject([
+      { type: "Ready", status: "False", reason: "SecretNotFound" },
+      { type: "Accepted", status: "True", reason: "Accepted" },
+    ]);
     // A Secret created later turns it Ready on the next refresh, with its path.
     await server.applyYaml(secretYaml(NS, "nosecret-webhook", "late-token"));
     await timer.fire();
@@ -194,7 +200,10 @@ describe("cluster catalog with only get on Secrets", () => {
       async () => (await statusOf(NS, "nosecret"))?.webhookPath === hookPath("late-token", "nosecret", NS),
       "nosecret Ready",
     );
-    expect((await statusOf(NS, "nosecret"))?.conditions).toMatchObject([{ type: "Ready", status: "True" }]);
+    expect((await statusOf(NS, "nosecret"))?.conditions).toMatchObject([
+      { type: "Ready", status: "True" },
+      { type: "Accepted", status: "True" },
+    ]);
   });
 
   it("takes a rotated Secret on the next refresh, and keeps the last value through a server error", async () => {

@@ -332,6 +332,7 @@ export class ClusterCatalog implements Catalog {
           ...(generation !== undefined ? { generation } : {}),
           ...(entry?.hookPath ? { hookPath: entry.hookPath } : {}),
           ...(secret ? { secret } : {}),
+          ...(entry?.refused ? { refused: entry.refused } : {}),
         },
         current?.conditions as ProviderCondition[] | undefined,
         now,

@@ -31,7 +31,7 @@ describe("snapshot", () => {
     expect(snap.targetsWriting(github, "master").map((t) => t.name)).toEqual(["hello"]);
     expect(snap.targetsWriting(github, "main")).toEqual([]);
     expect(snap.target(NS, "infra")).toMatchObject({
-      branchKey: branchKey(URLS.generic, "main"),
+      branchKey: branchKey({ namespace: NS, name: "generic" }, URLS.generic, "main"),
       intakeToken: SECRETS.intakeToken,
       intakeHmacKey: SECRETS.intakeHmac,
     });
@@ -53,7 +53,9 @@ describe("snapshot", () => {
     const github = objects.providers[0]!;
     const granting = { ...github, spec: { ...github.spec, accessFrom: { namespaces: ["team-b"] } } };
     const allowed = buildSnapshot({ ...objects, providers: [granting], targets: [foreign] });
-    expect(allowed.target("team-b", "foreign")!.branchKey).toBe(branchKey(URLS.github, "master"));
+    expect(allowed.target("team-b", "foreign")!.branchKey).toBe(
+      branchKey({ namespace: NS, name: "github" }, URLS.github, "master"),
+    );
   });
 });
 

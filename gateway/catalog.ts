@@ -11,7 +11,6 @@ import {
   type GitTarget,
   INTAKE_HMAC_KEY,
   INTAKE_TOKEN_KEY,
-  providerRefusal,
   type ScopeGrant,
   type SignatureStyle,
   WEBHOOK_SECRET_TOKEN_KEY,
@@ -19,6 +18,7 @@ import {
 } from "../queue/crds/index.js";
 import { enforcedLevel, type PodSecurityLevel } from "../queue/pod-security.js";
 import { type Scope, scopeOf } from "../queue/scope.js";
+import { judgeHolding, providerFacts } from "../queue/tenancy.js";
 import { hookPath } from "./verify.js";
 
 /** A Secret as both sources hold it: decoded string values. */
@@ -68,6 +68,8 @@ export interface ProviderEntry {
   /** `/hook/<hex>`; undefined while not ready. */
   hookPath?: string;
   accessFrom: readonly string[];
+  /** Why it may not be used: another GitProvider holds its repository (queue/tenancy.ts). */
+  refused?: { reason: string; message: string };
 }
 
 export interface TargetEntry {
@@ -149,6 +151,13 @@ export function buildSnapshot(objects: CatalogObjects): CatalogSnapshot {
     byName.set(nn(namespace, name), entry);
   }
 
+  // One GitProvider holds each repository; the worker judges by the same rule.
+  const holding = judgeHolding(objects.providers.map(providerFacts));
+  for (const entry of providers) {
+    const refused = holding.provider(entry.namespace, entry.name);
+    if (refused) entry.refused = refused;
+  }
+
   const targets: TargetEntry[] = [];
   const byTarget = new Map<string, TargetEntry>();
   const writing = new Map<string, TargetEntry[]>();
@@ -169,14 +178,19 @@ export function buildSnapshot(objects: CatalogObjects): CatalogSnapshot {
     };
     if (t.metadata.uid) entry.uid = t.metadata.uid;
     const provider = byName.get(nn(providerNamespace, t.spec.providerRef.name));
-    // The worker refuses the same GitTargets by the same rule (queue/worker/directory.ts).
+    // The worker refuses the same GitTargets by the same rules (queue/worker/directory.ts).
     const refused =
       provider &&
-      providerRefusal({ namespace }, { ...provider, accessFrom: { namespaces: [...provider.accessFrom] } });
+      holding.target({
+        namespace,
+        name: t.metadata.name,
+        providerNamespace,
+        providerName: provider.name,
+      });
     if (!provider) entry.problem = `GitProvider ${nn(providerNamespace, t.spec.providerRef.name)} not found`;
     else if (refused) entry.problem = `${refused.reason}: ${refused.message}`;
     else {
-      entry.branchKey = branchKey(provider.url, t.spec.branch);
+      entry.branchKey = branchKey(provider, provider.url, t.spec.branch);
       const k = `${nn(provider.namespace, provider.name)}@${t.spec.branch}`;
       writing.set(k, [...(writing.get(k) ?? []), entry]);
     }

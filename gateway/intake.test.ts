@@ -13,7 +13,7 @@ import { branchPushExample, fixtureObjects, hmacHex, NS, pathOf, SECRETS, URLS }
 
 const WRITES = `/v1/targets/${NS}/infra/writes`;
 const REFUSALS = `/v1/targets/${NS}/infra/refusals`;
-const BK = branchKey(URLS.generic, "main");
+const BK = branchKey({ namespace: NS, name: "generic" }, URLS.generic, "main");
 const bearer = { authorization: `Bearer ${SECRETS.intakeToken}`, "content-type": "application/json" };
 
 const write = {

@@ -13,7 +13,7 @@ import { fixtureObjects, NS, URLS } from "./testing.js";
 const TEAM = "team-b";
 const TOKEN = "team-b-intake-token";
 const WRITES = `/v1/targets/${TEAM}/web/writes`;
-const BK = branchKey(URLS.generic, "main");
+const BK = branchKey({ namespace: NS, name: "generic" }, URLS.generic, "main");
 
 /** The fixture, plus a GitTarget in team-b naming the generic GitProvider of namespace apps. */
 function objects(accessFrom?: string[]): CatalogObjects {

@@ -22,6 +22,14 @@ describe("GitProvider status", () => {
           lastTransitionTime: t0.toISOString(),
           observedGeneration: 3,
         },
+        {
+          type: "Accepted",
+          status: "True",
+          reason: "Accepted",
+          message: "no other GitProvider holds its repository",
+          lastTransitionTime: t0.toISOString(),
+          observedGeneration: 3,
+        },
       ],
       webhookPath: "/hook/abc",
       observedGeneration: 3,
@@ -36,6 +44,27 @@ describe("GitProvider status", () => {
     expect(reason({ ok: false, status: 403 })).toBe("False SecretForbidden");
     expect(reason({ ok: false, status: 404 })).toBe("False SecretNotFound");
     expect(reason({ ok: false, status: 503 })).toBe("Unknown SecretUnreadable");
+  });
+
+  it("is Accepted=False and Ready=False while another GitProvider holds its repository", () => {
+    const refused = { reason: "RepositoryHeld", message: "repository r is held by GitProvider team-b/r" };
+    const s = providerStatus(
+      { ...base, hookPath: "/hook/abc", secret: { ok: true, resourceVersion: "1" }, refused },
+      [],
+      t0,
+    );
+    expect(s.conditions.map((c) => [c.type, c.status, c.reason, c.message])).toEqual([
+      ["Ready", "False", "RepositoryHeld", refused.message],
+      ["Accepted", "False", "RepositoryHeld", refused.message],
+    ]);
+    // Its webhook path stays: pushes are received, and concern no branch of it.
+    expect(s.webhookPath).toBe("/hook/abc");
+    const released = providerStatus({ ...base, hookPath: "/hook/abc" }, s.conditions, t1);
+    expect(released.conditions.map((c) => [c.type, c.status, c.lastTransitionTime])).toEqual([
+      ["Ready", "True", t1.toISOString()],
+      ["Accepted", "True", t1.toISOString()],
+    ]);
+    expect(statusDiffers({ ...s }, released)).toBe(true);
   });
 
   it("keeps lastTransitionTime while the status stays, and writes only what changed", () => {

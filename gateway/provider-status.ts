@@ -1,15 +1,16 @@
 /**
  * A GitProvider's status, as the gateway knows it: Ready once its webhook Secret has been read and
- * holds a `token`, with the receiver path (`status.webhookPath`) that token names. The gateway is
- * the one writer of GitProvider status (every replica computes the same status from the same
- * objects, so their writes agree). Pure.
+ * holds a `token`, with the receiver path (`status.webhookPath`) that token names; Accepted while
+ * no older GitProvider holds its repository without admitting its namespace (queue/tenancy.ts),
+ * and Ready=False too while it is refused. The gateway is the one writer of GitProvider status
+ * (every replica computes the same status from the same objects, so their writes agree). Pure.
  */
 
 import { StatusReason } from "../queue/crds/reasons.js";
 import type { ReadOutcome } from "./secret-refs.js";
 
 export interface ProviderCondition {
-  type: "Ready";
+  type: "Ready" | "Accepted";
   status: "True" | "False" | "Unknown";
   reason: string;
   message: string;
@@ -32,6 +33,8 @@ export interface ProviderFacts {
   hookPath?: string;
   /** The last read of the webhook Secret; undefined before the first read ended. */
   secret?: ReadOutcome;
+  /** Why it may not be used: another GitProvider holds its repository. */
+  refused?: { reason: string; message: string };
 }
 
 export function providerStatus(
@@ -65,12 +68,23 @@ export function providerStatus(
       reason: StatusReason.SecretUnreadable,
       message: `${secret} could not be read (${f.secret.status || "no answer"}); retried on each refresh`,
     };
-  const before = previous?.find((c) => c.type === "Ready");
-  const lastTransitionTime =
-    before && before.status === ready.status ? before.lastTransitionTime : now.toISOString();
+  if (f.refused) ready = { status: "False", ...f.refused };
+  const accepted: Omit<ProviderCondition, "type" | "lastTransitionTime"> = f.refused
+    ? { status: "False", ...f.refused }
+    : {
+        status: "True",
+        reason: StatusReason.Accepted,
+        message: "no other GitProvider holds its repository",
+      };
   const gen = f.generation !== undefined ? { observedGeneration: f.generation } : {};
+  const condition = (type: ProviderCondition["type"], c: typeof ready): ProviderCondition => {
+    const before = previous?.find((x) => x.type === type);
+    const lastTransitionTime =
+      before && before.status === c.status ? before.lastTransitionTime : now.toISOString();
+    return { type, ...c, lastTransitionTime, ...gen };
+  };
   return {
-    conditions: [{ type: "Ready", ...ready, lastTransitionTime, ...gen }],
+    conditions: [condition("Ready", ready), condition("Accepted", accepted)],
     webhookPath: f.hookPath ?? null,
     ...gen,
   };

@@ -14,6 +14,7 @@ import {
   fixtureObjects,
   githubPushExamples,
   hmacHex,
+  NS,
   pathOf,
   SECRETS,
   URLS,
@@ -105,7 +106,7 @@ describe("GitHub receiver", () => {
       after: branchPushExample().after,
       deleted: false,
       forced: false,
-      branchKeys: [branchKey(URLS.github, "master")],
+      branchKeys: [branchKey({ namespace: NS, name: "github" }, URLS.github, "master")],
     });
     expect(notice.repository).toContain("github.com/Codertocat/Hello-World");
     expect(id).toBe(noticeJobId(notice));
@@ -118,14 +119,19 @@ describe("GitHub receiver", () => {
   });
 
   it("queues a push for a branch whose intake is paused over its budget: notices never pass the intake gate", async () => {
-    const intake = branchKeys(redis.prefix, branchKey(URLS.github, "master")).intake;
+    const intake = branchKeys(
+      redis.prefix,
+      branchKey({ namespace: NS, name: "github" }, URLS.github, "master"),
+    ).intake;
     await redis.client.hset(intake, { paused: "1", retrying: "1", budget: "1", charged: "999999" });
     try {
       const body = JSON.stringify(branchPushExample());
       const r = await post(pathOf(SECRETS.github, "github"), body, githubHeaders(SECRETS.github, body));
       expect(r.statusCode).toBe(202);
       const job = await notices.getJob(r.json().id);
-      expect(PushNotice.parse(job!.data).branchKeys).toEqual([branchKey(URLS.github, "master")]);
+      expect(PushNotice.parse(job!.data).branchKeys).toEqual([
+        branchKey({ namespace: NS, name: "github" }, URLS.github, "master"),
+      ]);
     } finally {
       await redis.client.del(intake);
     }

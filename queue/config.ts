@@ -178,7 +178,6 @@ export const allowHttpCredentialsSetting: Setting<boolean> = {
   env: "APPLYGATE_ALLOW_HTTP_CREDENTIALS",
   help: "send GitProvider credentials over plain http too (never by default: a provider with an http:// URL is used without them)",
   parse: parsers.boolean,
-  boolean: true,
   default: false,
 };
 

@@ -62,9 +62,19 @@ export function normalizeRepoUrl(url: string): string {
   return `${host.toLowerCase()}/${path}`;
 }
 
-/** The key of one repository branch: the unit one branch worker owns. */
-export function branchKey(repoUrl: string, branch: string): string {
-  return `${normalizeRepoUrl(repoUrl)}@${branch}`;
+/**
+ * The key of one branch of a GitProvider's repository: the unit one branch worker owns, with that
+ * provider's credentials and nobody else's. `<namespace>/<name>:<normalised URL>@<branch>`: the
+ * provider first (two GitProviders naming one repository are two branches, each with its own
+ * credentials), then the repository it names (a provider made again under the same name for
+ * another repository is another branch).
+ */
+export function branchKey(
+  provider: { namespace: string; name: string },
+  repoUrl: string,
+  branch: string,
+): string {
+  return `${provider.namespace}/${provider.name}:${normalizeRepoUrl(repoUrl)}@${branch}`;
 }
 
 // ---------------------------------------------------------------------------------------------

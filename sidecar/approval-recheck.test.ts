@@ -80,7 +80,7 @@ const attemptFor = (commit: string, over: Partial<Attempt> = {}): Attempt =>
     namespace: NS,
     commit,
     repository: url,
-    branchKey: branchKey(url, "main"),
+    branchKey: branchKey({ namespace: NS, name: "gp" }, url, "main"),
     targets: [{ uid: targetUid, namespace: NS, name: "one", reason: "ForeignCommit" }],
     ...over,
   });
@@ -185,10 +185,16 @@ describe("approval at the write, read by the executor", () => {
     await claimWith({ manual: true }, [foreign]);
     expect(await judge(attemptFor(own))).toMatchObject({ ok: false, reason: "NotApproved" });
     const state = {
-      ...initialState({ key: branchKey(url, "main"), repository: url, branch: "main" }, "t"),
+      ...initialState(
+        { key: branchKey({ namespace: NS, name: "gp" }, url, "main"), repository: url, branch: "main" },
+        "t",
+      ),
       published: [{ tip: own, base: foreign }],
     };
-    await redis.client.set(branchKeys(redis.prefix, branchKey(url, "main")).decisions, JSON.stringify(state));
+    await redis.client.set(
+      branchKeys(redis.prefix, branchKey({ namespace: NS, name: "gp" }, url, "main")).decisions,
+      JSON.stringify(state),
+    );
     expect(await judge(attemptFor(own))).toMatchObject({ ok: true });
     // The foreign commit under it still counts.
     await claimWith({ manual: true }, []);

@@ -140,7 +140,10 @@ async function repositoryOf(
     const pns = typeof p.namespace === "string" ? p.namespace : ns;
     const provider = await kube.get<GitProvider>(RESOURCES.gitProvider, pns, p.name);
     if (!provider) continue;
-    return { url: provider.spec.url, key: branchKey(provider.spec.url, attempt.branch) };
+    return {
+      url: provider.spec.url,
+      key: branchKey({ namespace: pns, name: p.name }, provider.spec.url, attempt.branch),
+    };
   }
   throw new Error(
     `no GitTarget of the attempt names ${attempt.claim.kind} ${attempt.claim.name} on ${attempt.branch} through a GitProvider`,

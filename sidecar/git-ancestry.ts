@@ -5,8 +5,9 @@
  * still unknown after that stays "unknown", which never terminates anything.
  *
  * The remote and its credentials are found the way the branch worker finds them: the claim's
- * GitTarget on that branch → its GitProvider (whose normalised URL must be the repository's) →
- * the provider's credentialsSecretRef. A provider without one is fetched anonymously.
+ * GitTarget on that branch → its GitProvider (whose normalised URL must be the repository's, which
+ * admits the GitTarget's namespace and holds the repository, or is admitted by its holder) → the
+ * provider's credentialsSecretRef. A provider without one is fetched anonymously.
  */
 import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
@@ -17,6 +18,7 @@ import { BareRepo, type RemoteTag } from "../queue/git/repo.js";
 import type { Remote } from "../queue/git/smart-http.js";
 import { type Kube, RESOURCES } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
+import { judgeHolding, providerFacts } from "../queue/tenancy.js";
 import { type DirectoryOptions, directoryFromObjects } from "../queue/worker/directory.js";
 import { cloneAncestry } from "./argocd/ancestry.js";
 import type { Ancestry, AncestryAnswer } from "./argocd/stale.js";
@@ -198,15 +200,31 @@ export class GitAncestry {
 export function remoteFromCluster(kube: Kube, log?: Logger, options: DirectoryOptions = {}): RemoteFor {
   return async (q) => {
     const wanted = normalizeRepoUrl(q.repoUrl);
-    const { items } = await kube.list<GitTarget>(RESOURCES.gitTarget);
+    const [{ items }, { items: providers }] = await Promise.all([
+      kube.list<GitTarget>(RESOURCES.gitTarget),
+      kube.list<GitProvider>(RESOURCES.gitProvider),
+    ]);
+    // Only a GitProvider that may be used, for a GitTarget it admits (queue/tenancy.ts).
+    const holding = judgeHolding(providers.map(providerFacts));
     for (const t of items) {
       const ns = t.metadata.namespace ?? "default";
       const ref = t.spec.claimRef;
       if (!ref || ref.kind !== q.claim.kind || ref.name !== q.claim.name) continue;
       if ((ref.namespace ?? ns) !== q.claim.namespace || t.spec.branch !== q.branch) continue;
       const pns = t.spec.providerRef.namespace ?? ns;
-      const provider = await kube.get<GitProvider>(RESOURCES.gitProvider, pns, t.spec.providerRef.name);
+      const provider = providers.find(
+        (p) => p.metadata.name === t.spec.providerRef.name && (p.metadata.namespace ?? "default") === pns,
+      );
       if (!provider || normalizeRepoUrl(provider.spec.url) !== wanted) continue;
+      if (
+        holding.target({
+          namespace: ns,
+          name: t.metadata.name,
+          providerNamespace: pns,
+          providerName: provider.metadata.name,
+        })
+      )
+        continue;
       const secrets = [];
       const secretRef = provider.spec.credentialsSecretRef;
       if (secretRef) {
@@ -225,7 +243,7 @@ export function remoteFromCluster(kube: Kube, log?: Logger, options: DirectoryOp
         }
       }
       const spec = await directoryFromObjects([provider], [t], secrets, [], options).branch(
-        branchKey(provider.spec.url, q.branch),
+        branchKey({ namespace: pns, name: provider.metadata.name }, provider.spec.url, q.branch),
       );
       if (spec) return spec.remote;
     }

@@ -10,7 +10,7 @@ import {
   observedGeneration,
   readyColumn,
 } from "./common.js";
-import { checked } from "./k8s-ext.js";
+import { checked, immutable } from "./k8s-ext.js";
 
 export const GIT_PROVIDER_KIND = "GitProvider";
 export const GIT_PROVIDER_PLURAL = "gitproviders";
@@ -31,11 +31,16 @@ const NAMES_OWNER_AND_REPOSITORY = "^https?://[^/]+/[^/]+/[^/]+";
 export const gitProviderSpec = checked(
   checked(
     z.object({
-      url: z
-        .string()
-        .min(1)
-        .regex(/^https?:\/\/[^\s]+$/)
-        .describe("Clone URL of the repository (https; plain http only for local development)."),
+      url: immutable(
+        z
+          .string()
+          .min(1)
+          .max(2048)
+          .regex(/^https?:\/\/[^\s/?#@]+\/[^\s?#]+$/),
+        "url",
+      ).describe(
+        "Clone URL of the repository (https; plain http only where the operator allows credentials over it). No userinfo (credentials go in credentialsSecretRef), query or fragment. Immutable: the oldest GitProvider naming a repository holds it, so a provider names one repository for its whole life.",
+      ),
       type: gitProviderType.describe(
         "Which Git host sends the push webhooks: decides how they are verified.",
       ),

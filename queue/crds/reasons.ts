@@ -25,6 +25,7 @@ export const StatusReason = {
   // GitTarget: Accepted, CredentialsAvailable, Ready, Reconciling, Stalled, WriteRefused
   Accepted: "Accepted",
   ProviderNamespaceNotAllowed: "ProviderNamespaceNotAllowed",
+  RepositoryHeld: "RepositoryHeld",
   SecretRead: "SecretRead",
   Published: "Published",
   PublicationRetrying: "PublicationRetrying",

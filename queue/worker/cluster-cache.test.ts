@@ -64,7 +64,7 @@ const readsOf = (auditLog: string, resource: string) =>
     (e) => (e.verb === "get" || e.verb === "list") && e.objectRef?.resource === resource,
   );
 const BRANCHES = 20;
-const keyOf = (i: number) => `git.example.com/org/repo${i}@main`;
+const keyOf = (i: number) => `team/repo${i}:git.example.com/org/repo${i}@main`;
 
 describe("the worker's cluster cache", () => {
   let server: ApiServer;
@@ -186,7 +186,7 @@ describe("the worker's cache of appliers", () => {
   let server: ApiServer;
   let auditLog: string;
   let cache: ClusterCache;
-  const KEY = "git.example.com/org/apps@main";
+  const KEY = "team/apps:git.example.com/org/apps@main";
   const kustomization = (source: string, status: string) => `apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {name: web, namespace: team}

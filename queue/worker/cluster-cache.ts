@@ -32,6 +32,7 @@ import {
   TypedCache,
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
+import { repositoryOf } from "../tenancy.js";
 
 /**
  * The appliers a claim holds, and Argo CD's AppProjects. The decisions read only which source an
@@ -425,7 +426,7 @@ export class ClusterCache {
       if (!t?.ok) continue;
       const pns = t.value.spec.providerRef.namespace ?? nsOf(t.value);
       const p = this.providers.get(t.value.spec.providerRef.name, pns);
-      if (p) keys.add(branchKey(p.spec.url, t.value.spec.branch));
+      if (p) keys.add(branchKey({ namespace: pns, name: p.metadata.name }, p.spec.url, t.value.spec.branch));
     }
     return keys;
   }
@@ -434,18 +435,35 @@ export class ClusterCache {
     return this.keysOfTargets(this.targets.list().filter(match) as unknown as KObject[]);
   }
 
+  /**
+   * A GitProvider changed: its own branches, and every branch of a GitProvider naming the same
+   * repository (as it was and as it is), since which of them holds the repository may have moved.
+   */
   private providerChanged(o: KObject, prev: KObject | undefined) {
-    const at = (p: KObject) => ({ ns: nsOf(p), name: p.metadata.name });
-    const { ns, name } = at(o);
-    const keys = this.targetsOf(
-      (t) => t.spec.providerRef.name === name && (t.spec.providerRef.namespace ?? nsOf(t)) === ns,
+    const repos = new Set<string>();
+    for (const x of [o, prev]) {
+      const p = x && readGitProvider(x);
+      const repo = p?.ok ? repositoryOf(p.value.spec.url) : undefined;
+      if (repo !== undefined) repos.add(repo);
+    }
+    const ns = nsOf(o);
+    const name = o.metadata.name;
+    const concerned = new Set(
+      this.providers
+        .list()
+        .filter((p) => repos.has(repositoryOf(p.spec.url) ?? ""))
+        .map((p) => `${nsOf(p)}/${p.metadata.name}`),
     );
-    // A GitProvider's URL changed: the branches under its old URL are concerned as well.
+    concerned.add(`${ns}/${name}`);
+    const keys = this.targetsOf((t) =>
+      concerned.has(`${t.spec.providerRef.namespace ?? nsOf(t)}/${t.spec.providerRef.name}`),
+    );
+    // A GitProvider gone or made again for another URL: the branches under its old URL too.
     const old = prev && readGitProvider(prev);
     if (old?.ok)
       for (const t of this.targets.list())
         if (t.spec.providerRef.name === name && (t.spec.providerRef.namespace ?? nsOf(t)) === ns)
-          keys.add(branchKey(old.value.spec.url, t.spec.branch));
+          keys.add(branchKey({ namespace: ns, name }, old.value.spec.url, t.spec.branch));
     this.tell(keys);
   }
 

@@ -6,13 +6,17 @@ import { directoryFromObjects } from "./directory.js";
 import { acceptanceConditions, acceptanceShown, publicationConditions } from "./status.js";
 
 const URL = "https://git.example/team/apps.git";
-const KEY = branchKey(URL, "env/dev");
+const KEY = branchKey({ namespace: "platform", name: "gp" }, URL, "env/dev");
 
-function provider(namespace: string, extra: Partial<GitProvider["spec"]> = {}): GitProvider {
+function provider(
+  namespace: string,
+  extra: Partial<GitProvider["spec"]> = {},
+  meta: Partial<GitProvider["metadata"]> = {},
+): GitProvider {
   return {
     apiVersion: "applygate.dev/v1alpha1",
     kind: "GitProvider",
-    metadata: { name: "gp", namespace },
+    metadata: { name: "gp", namespace, ...meta },
     spec: {
       url: URL,
       type: "gitea",
@@ -64,6 +68,79 @@ describe("directory: the GitTargets a branch's worker takes", () => {
       ]);
       expect(admitted?.refused).toBeUndefined();
     }
+  });
+
+  it("a GitProvider of another namespace naming the platform's repository, in any spelling, is refused with its GitTargets; its branch has no credentials", async () => {
+    const platform = provider(
+      "platform",
+      { credentialsSecretRef: { name: "creds" } },
+      { creationTimestamp: "2026-01-01T00:00:00Z" },
+    );
+    const secrets = [
+      {
+        kind: "Secret" as const,
+        metadata: { name: "creds", namespace: "platform" },
+        stringData: { token: "p" },
+      },
+      {
+        kind: "Secret" as const,
+        metadata: { name: "creds", namespace: "a-team" },
+        stringData: { token: "b" },
+      },
+    ];
+    const own = target("platform", "infra");
+    for (const url of [
+      URL,
+      "https://GIT.example:443/team/apps",
+      "http://git.example/team/apps",
+      "https://git.example/Team/Apps/",
+      "https://git.example//team/x/../apps.git",
+    ]) {
+      // Named to sort first, created later: the listing order wins nothing.
+      const squatter = provider(
+        "a-team",
+        { url, credentialsSecretRef: { name: "creds" } },
+        { creationTimestamp: "2026-02-01T00:00:00Z" },
+      );
+      const hostile = target("a-team", "web", { providerRef: { name: "gp" } });
+      const d = directoryFromObjects([squatter, platform], [hostile, own], secrets);
+      const theirs = await d.branch(branchKey({ namespace: "a-team", name: "gp" }, url, "env/dev"));
+      expect(theirs?.targets, url).toEqual([]);
+      expect(theirs?.refused, url).toEqual([
+        expect.objectContaining({
+          namespace: "a-team",
+          name: "web",
+          reason: "RepositoryHeld",
+          message: expect.stringContaining("held by GitProvider platform/gp"),
+        }),
+      ]);
+      // A refused GitProvider is used for nothing, its own credentials included.
+      expect(theirs?.remote, url).toEqual({ url });
+      // The platform's branch: its own GitTarget, its own credentials, nobody else's.
+      const ours = await d.branch(KEY);
+      expect(ours?.targets.map((t) => `${t.namespace}/${t.name}`)).toEqual(["platform/infra"]);
+      expect(ours?.remote).toEqual({ url: URL, auth: { username: "git", password: "p" } });
+      expect(ours?.refused).toBeUndefined();
+    }
+    // Admitted by the holder: its own branch, with its own credentials.
+    const admitted = directoryFromObjects(
+      [
+        provider(
+          "a-team",
+          { url: "https://GIT.example/team/apps.git", credentialsSecretRef: { name: "creds" } },
+          { creationTimestamp: "2026-02-01T00:00:00Z" },
+        ),
+        { ...platform, spec: { ...platform.spec, accessFrom: { namespaces: ["a-team"] } } },
+      ],
+      [target("a-team", "web", { providerRef: { name: "gp" } }), own],
+      secrets,
+    );
+    const theirs = await admitted.branch(
+      branchKey({ namespace: "a-team", name: "gp" }, "https://GIT.example/team/apps.git", "env/dev"),
+    );
+    expect(theirs?.targets.map((t) => `${t.namespace}/${t.name}`)).toEqual(["a-team/web"]);
+    expect(theirs?.remote.auth).toEqual({ username: "git", password: "b" });
+    expect(admitted.keys()).toHaveLength(2);
   });
 
   it("a missing branch starts from the first baseBranch its GitTargets name, else the GitProvider's, else none", async () => {

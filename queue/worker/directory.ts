@@ -13,7 +13,6 @@ import {
   type GitTarget,
   gitProvider,
   gitTarget,
-  providerRefusal,
   SCOPE_GRANT_KIND,
   type ScopeGrant,
   scopeGrant,
@@ -21,6 +20,7 @@ import {
 import { credentialsIn } from "../git/credentials.js";
 import type { Remote } from "../git/smart-http.js";
 import { type Scope, scopeOf } from "../scope.js";
+import { judgeHolding, providerFacts } from "../tenancy.js";
 import type { WindowSettings } from "./windows.js";
 
 export interface TargetSpec {
@@ -173,6 +173,9 @@ export function directoryFromObjects(
   const secretOf = (ns: string, name: string) =>
     secrets.find((s) => s.metadata.name === name && (s.metadata.namespace ?? "default") === ns);
   const providerBase = new Map<string, string | undefined>();
+  // The same rules as the gateway's door: a GitProvider admits other namespaces it lists, and one
+  // GitProvider holds each repository (queue/tenancy.ts).
+  const holding = judgeHolding(providers.map(providerFacts));
   for (const t of targets) {
     const ns = t.metadata.namespace ?? "default";
     const pns = t.spec.providerRef.namespace ?? ns;
@@ -180,21 +183,24 @@ export function directoryFromObjects(
       (p) => p.metadata.name === t.spec.providerRef.name && (p.metadata.namespace ?? "default") === pns,
     );
     if (!provider) continue;
-    const key = branchKey(provider.spec.url, t.spec.branch);
+    const key = branchKey({ namespace: pns, name: provider.metadata.name }, provider.spec.url, t.spec.branch);
     let spec = byKey.get(key);
     if (!spec) {
       const ref = provider.spec.credentialsSecretRef;
-      const remote = remoteOf(provider, ref && secretOf(pns, ref.name), options);
+      // A GitProvider refused its repository is used for nothing: not even its own credentials.
+      const held = holding.provider(pns, provider.metadata.name) !== undefined;
+      const remote = remoteOf(provider, ref && !held ? secretOf(pns, ref.name) : undefined, options);
       spec = { key, remote, provider: providerSpecOf(provider), branch: t.spec.branch, targets: [] };
       byKey.set(key, spec);
       providerBase.set(key, provider.spec.baseBranch);
     }
     const uid = t.metadata.uid ? { uid: t.metadata.uid as string } : {};
-    // The same rule as the gateway's door: a GitProvider admits other namespaces it lists.
-    const refused = providerRefusal(
-      { namespace: ns },
-      { namespace: pns, name: provider.metadata.name, accessFrom: provider.spec.accessFrom },
-    );
+    const refused = holding.target({
+      namespace: ns,
+      name: t.metadata.name,
+      providerNamespace: pns,
+      providerName: provider.metadata.name,
+    });
     if (refused) {
       spec.refused = [...(spec.refused ?? []), { namespace: ns, name: t.metadata.name, ...uid, ...refused }];
       continue;

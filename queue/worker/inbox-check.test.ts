@@ -105,7 +105,7 @@ describe("the replica's inbox check", () => {
     const url = await server.createRepo("site", { "README.md": "hi\n" });
     const specs = new Map<string, BranchSpec>();
     for (let i = 0; i < n; i++) {
-      const key = branchKey(url, `env-${i}`);
+      const key = branchKey({ namespace: "team", name: "gp" }, url, `env-${i}`);
       specs.set(key, {
         key,
         remote: { url },

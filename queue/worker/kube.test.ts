@@ -54,7 +54,7 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
   });
 
   const retrying: PublicationReport = {
-    branchKey: "git.example.com/org/site@main",
+    branchKey: "team/repo:git.example.com/org/site@main",
     state: "Retrying",
     retryingSince: Date.parse("2026-03-01T00:00:00Z"),
     lastError: "answered 503",
@@ -207,7 +207,7 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
   });
 
   it("resolves a branch key to its repository, branch and targets", async () => {
-    const spec = await directoryOf(server.kubeConfig()).branch("git.example.com/org/site@main");
+    const spec = await directoryOf(server.kubeConfig()).branch("team/repo:git.example.com/org/site@main");
     expect(spec).toMatchObject({
       branch: "main",
       remote: { url: "https://git.example.com/org/site.git" },
@@ -240,7 +240,7 @@ kind: ScopeGrant
 metadata: {name: others}
 spec: {targets: [{namespace: other}], namespaces: ["*"]}
 `);
-    const spec = await directoryOf(server.kubeConfig()).branch("git.example.com/org/site@main");
+    const spec = await directoryOf(server.kubeConfig()).branch("team/repo:git.example.com/org/site@main");
     expect(spec?.targets[0]?.scope).toMatchObject({
       namespaces: ["web"],
       kinds: [{ group: "rbac.authorization.k8s.io", kind: "ClusterRole" }],
@@ -260,7 +260,7 @@ kind: GitTarget
 metadata: {name: locked-site, namespace: team}
 spec: {providerRef: {name: locked}, branch: main, path: clusters/dev}
 `);
-    const key = "git.example.com/org/locked@main";
+    const key = "team/locked:git.example.com/org/locked@main";
     const lines: Array<{ msg: string; reason?: string }> = [];
     const log = pino({ level: "info" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
     const condition = async () =>
@@ -316,7 +316,7 @@ kind: Secret
 metadata: {name: clear-creds, namespace: team}
 stringData: {username: u, password: p}
 `);
-    const key = "git.example.com/org/clear@main";
+    const key = "team/clear:git.example.com/org/clear@main";
     const log = pino({ level: "silent" });
     const admin = server.kubeConfig();
     const condition = async () =>

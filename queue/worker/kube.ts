@@ -7,13 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import * as k8s from "@kubernetes/client-node";
-import {
-  API_VERSION,
-  GIT_TARGET_KIND,
-  type GitProvider,
-  type GitTarget,
-  providerRefusal,
-} from "../crds/index.js";
+import { API_VERSION, GIT_TARGET_KIND, type GitProvider, type GitTarget } from "../crds/index.js";
 import { StatusReason } from "../crds/reasons.js";
 import {
   addressOf,
@@ -24,6 +18,7 @@ import {
   statusFieldManager,
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
+import { judgeHolding, providerFacts } from "../tenancy.js";
 import type { ClusterCache } from "./cluster-cache.js";
 import {
   type Directory,
@@ -312,12 +307,14 @@ export class KubeDirectory implements Directory {
   }
 
   /**
-   * Sets Accepted=False (ProviderNamespaceNotAllowed) on each GitTarget whose GitProvider does not
-   * admit its namespace, and Accepted=True once it does, when its conditions do not say so already.
+   * Sets Accepted=False on each GitTarget whose GitProvider does not admit its namespace
+   * (ProviderNamespaceNotAllowed) or may not be used (RepositoryHeld: another holds its
+   * repository), and Accepted=True once it may, when its conditions do not say so already.
    */
   private async acceptance(providers: GitProvider[], targets: GitTarget[]): Promise<void> {
     const accepted = this.reporter?.status?.accepted;
     if (!accepted) return;
+    const holding = judgeHolding(providers.map(providerFacts));
     for (const t of targets) {
       const ns = t.metadata.namespace ?? "default";
       const pns = t.spec.providerRef.namespace ?? ns;
@@ -325,15 +322,17 @@ export class KubeDirectory implements Directory {
         (x) => x.metadata.name === t.spec.providerRef.name && (x.metadata.namespace ?? "default") === pns,
       );
       if (!p) continue;
-      const problem = providerRefusal(
-        { namespace: ns },
-        { namespace: pns, name: p.metadata.name, accessFrom: p.spec.accessFrom },
-      );
+      const problem = holding.target({
+        namespace: ns,
+        name: t.metadata.name,
+        providerNamespace: pns,
+        providerName: p.metadata.name,
+      });
       if (acceptanceShown(problem, t.status?.conditions as Condition[] | undefined)) continue;
       const target = `${ns}/${t.metadata.name}`;
       if (problem)
         this.reporter?.log.warn({ target, reason: problem.reason }, `GitTarget refused: ${problem.message}`);
-      else this.reporter?.log.info({ target }, "GitTarget accepted: its GitProvider admits its namespace");
+      else this.reporter?.log.info({ target }, "GitTarget accepted: its GitProvider may be used");
       await accepted
         .call(this.reporter?.status, { namespace: ns, name: t.metadata.name }, problem)
         .catch((err: unknown) =>

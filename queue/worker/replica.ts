@@ -227,7 +227,7 @@ export class Replica {
       await lease.release();
       return;
     }
-    const repo = await this.repoFor(spec.remote.url);
+    const repo = await this.repoFor(spec);
     // A renewal found the lease another replica's while we looked the branch up: not ours to start.
     if (!lease.token) {
       this.o.log.warn({ branch: key }, "lost the branch's lease while starting it; not starting it");
@@ -263,8 +263,13 @@ export class Replica {
     });
   }
 
-  private repoFor(url: string): Promise<BareRepo> {
-    const name = normalizeRepoUrl(url).replace(/[^A-Za-z0-9._-]+/g, "_");
+  /**
+   * The persistent clone of a branch's repository, one per GitProvider and repository: what one
+   * provider's credentials fetched is never read by a branch of another.
+   */
+  private repoFor(spec: BranchSpec): Promise<BareRepo> {
+    const owner = spec.provider ? `${spec.provider.namespace}_${spec.provider.name}_` : "";
+    const name = `${owner}${normalizeRepoUrl(spec.remote.url)}`.replace(/[^A-Za-z0-9._-]+/g, "_");
     let p = this.repos.get(name);
     if (!p) {
       p = BareRepo.open(join(this.o.cacheDir, `${name}.git`));
@@ -582,7 +587,10 @@ export class Replica {
     const notice = Notice.parse(data);
     const keys =
       notice.type === "push"
-        ? new Set([...notice.branchKeys, ...notice.repository.map((r) => branchKey(r, notice.branch))])
+        ? new Set([
+            ...notice.branchKeys,
+            ...notice.repository.map((r) => branchKey(notice.provider, r, notice.branch)),
+          ])
         : new Set([notice.branchKey]);
     // A key the gateway found a GitTarget for is known from now on, even before its first write.
     const named = new Set(notice.type === "push" ? notice.branchKeys : [notice.branchKey]);

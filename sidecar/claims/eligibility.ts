@@ -32,6 +32,8 @@ export interface ProviderView {
   name: string;
   url: string;
   accessFrom?: readonly string[];
+  /** Why it may not be used: an older GitProvider holds its repository (queue/tenancy.ts). */
+  refused?: { reason: string; message: string };
 }
 
 /**
@@ -122,6 +124,14 @@ export function judgeTarget(
       verdict: "Refused",
       reason: StatusReason.ProviderNotAdmitted,
       message: `GitProvider ${providerNs}/${provider.name} does not admit GitTargets from namespace ${target.namespace}`,
+    };
+  }
+  if (provider.refused) {
+    return {
+      target,
+      verdict: "Refused",
+      reason: provider.refused.reason,
+      message: `${who} names GitProvider ${providerNs}/${provider.name}, which may not be used: ${provider.refused.message}`,
     };
   }
   const source = input.source;

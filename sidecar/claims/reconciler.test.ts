@@ -96,10 +96,12 @@ spec: {from: [{namespace: ${from}, kind: FluxClaim}]${to ? `, to: [{name: ${to}}
       await kube.core.createNamespace({ body: { metadata: { name: namespace } } });
       // The Kustomizations live in flux-system: the claims hold them through a grant there.
       if (opts.grant !== false) await server.applyYaml(grantYaml(`grant-${namespace}`, namespace));
+      // Every test's namespace names the same repository: the first GitProvider holds it and
+      // admits the others (queue/tenancy.ts).
       await server.applyYaml(`apiVersion: applygate.dev/v1alpha1
 kind: GitProvider
 metadata: {name: repo, namespace: ${namespace}}
-spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}}
+spec: {url: "${REPO}.git", type: github, webhookSecretRef: {name: hook}, accessFrom: {namespaces: ["*"]}}
 `);
     }
     const { controller, state } = fakeController();
@@ -258,7 +260,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
     expect(reporter.reports.find((r) => r.token === "lost")).toMatchObject({
       phase: "Failed",
       reason: "OperationUnfollowed",
-      branchKey: "git.example/org/repo@main",
+      branchKey: `${namespace}/repo:git.example/org/repo@main`,
     });
   });
 
@@ -326,7 +328,11 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {k
       return reporter.reports.some((r) => r.token === "ended-before");
     }, "the end reported again");
     expect(reporter.reports.filter((r) => r.token === "ended-before")).toMatchObject([
-      { phase: "Succeeded", commit: "e".repeat(40), branchKey: "git.example/org/repo@main" },
+      {
+        phase: "Succeeded",
+        commit: "e".repeat(40),
+        branchKey: `${namespace}/repo:git.example/org/repo@main`,
+      },
     ]);
     // Remembered as ended here: the dead process's stalled job is not reported lost (seed 60068).
     expect(following.endedAs("ended-before")).toBe("Succeeded");

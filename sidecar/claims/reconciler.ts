@@ -37,6 +37,7 @@ import {
   WorkQueue,
 } from "../../queue/kube/index.js";
 import { claimField, type Logger } from "../../queue/log.js";
+import { judgeHolding, providerFacts } from "../../queue/tenancy.js";
 import type { ClaimContext, ClaimController, HandBackResult, HoldResult } from "../applier-kind.js";
 import type { EventRecorder, EventRegarding } from "../events.js";
 import type { ExecutorHost } from "../executor.js";
@@ -333,11 +334,14 @@ export class ClaimReconciler {
   private provider = (namespace: string, name: string): ProviderView | undefined => {
     const p = this.providers.get(name, namespace);
     if (!p) return undefined;
+    // Refused its repository when an older GitProvider holds it (queue/tenancy.ts), as the worker judges.
+    const refused = judgeHolding(this.providers.list().map(providerFacts)).provider(namespace, name);
     return {
       namespace,
       name,
       url: p.spec.url,
       ...(p.spec.accessFrom ? { accessFrom: p.spec.accessFrom.namespaces } : {}),
+      ...(refused ? { refused } : {}),
     };
   };
 
@@ -846,7 +850,7 @@ export class ClaimReconciler {
   private branchKeyOf(targets: TargetView[]): string | undefined {
     for (const t of targets) {
       const p = this.provider(t.providerRef.namespace ?? t.namespace, t.providerRef.name);
-      if (p?.url) return makeBranchKey(p.url, t.branch);
+      if (p?.url) return makeBranchKey(p, p.url, t.branch);
     }
     return undefined;
   }

@@ -21,6 +21,7 @@ function sources(status: Record<string, unknown> | undefined): TargetSources {
   return {
     target: (ns, name) => (ns === "team" && name === "site" ? target : undefined),
     provider: () => undefined,
+    providers: () => [],
     grants: () => [],
     claim: (kind, ns, name) =>
       kind === "FluxClaim" && ns === "team" && name === "claim" ? (claim as unknown as KubeLike) : undefined,

@@ -6,14 +6,10 @@
 
 import { applierOf, claimOf, type KubeLike } from "../../queue/apply/catalog.js";
 import { type ApplierRef, applierManagersOf, branchKey } from "../../queue/contract.js";
-import {
-  type GitProvider,
-  type GitTarget,
-  providerRefusal,
-  type ScopeGrant,
-} from "../../queue/crds/index.js";
+import type { GitProvider, GitTarget, ScopeGrant } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { type Scope, scopeOf } from "../../queue/scope.js";
+import { judgeHolding, providerFacts } from "../../queue/tenancy.js";
 
 export interface ResolvedTarget {
   namespace: string;
@@ -35,13 +31,16 @@ export type TargetLookup =
       reason:
         | typeof StatusReason.TargetNotFound
         | typeof StatusReason.ProviderNotFound
-        | typeof StatusReason.ProviderNamespaceNotAllowed;
+        | typeof StatusReason.ProviderNamespaceNotAllowed
+        | typeof StatusReason.RepositoryHeld;
       message: string;
     };
 
 export interface TargetSources {
   target(namespace: string, name: string): GitTarget | undefined;
   provider(namespace: string, name: string): GitProvider | undefined;
+  /** Every GitProvider: which of them holds each repository (queue/tenancy.ts). */
+  providers(): GitProvider[];
   grants(): ScopeGrant[];
   /** A claim object by kind, namespace and name. */
   claim(kind: string, namespace: string, name: string): KubeLike | undefined;
@@ -63,10 +62,13 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
       reason: StatusReason.ProviderNotFound,
       message: `GitProvider ${pns}/${t.spec.providerRef.name} not found`,
     };
-  const refused = providerRefusal(
-    { namespace },
-    { namespace: pns, name: p.metadata.name, accessFrom: p.spec.accessFrom },
-  );
+  // The worker's and the gateway's rules: the provider admits the namespace and may be used.
+  const refused = judgeHolding(src.providers().map(providerFacts)).target({
+    namespace,
+    name,
+    providerNamespace: pns,
+    providerName: p.metadata.name,
+  });
   if (refused) return { ok: false, reason: refused.reason, message: refused.message };
   const claimRef = claimOf(t as unknown as KubeLike);
   const claim = claimRef ? src.claim(claimRef.kind, claimRef.namespace, claimRef.name) : undefined;
@@ -77,7 +79,7 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
       namespace,
       name,
       ...(t.metadata.uid ? { uid: t.metadata.uid } : {}),
-      branchKey: branchKey(p.spec.url, t.spec.branch),
+      branchKey: branchKey({ namespace: pns, name: p.metadata.name }, p.spec.url, t.spec.branch),
       path: t.spec.path,
       scope: scopeOf({ namespace, name, allowedKinds: t.spec.allowedKinds }, src.grants()),
       applier,

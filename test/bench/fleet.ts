@@ -346,7 +346,9 @@ async function fleetWorld(n: number) {
   const redisServer = await restartableRedis();
   const prefix = `fleet-${randomBytes(4).toString("hex")}`;
   const redis = connectRedis(redisServer.url);
-  const keys = Array.from({ length: n }, (_, i) => branchKey(url, branchName(i)));
+  const keys = Array.from({ length: n }, (_, i) =>
+    branchKey({ namespace: NS, name: "gp" }, url, branchName(i)),
+  );
   /** GitTargets whose status shows a publication (the worker's first report on each). */
   const reported = async () => {
     const res = await fetch(`${api.url}/apis/applygate.dev/v1alpha1/namespaces/${NS}/gittargets`, {

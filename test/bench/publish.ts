@@ -27,6 +27,7 @@ import type { Figure } from "./figure.js";
 
 /** The bench writes ConfigMaps across namespaces ns-0..ns-99: a ScopeGrant gives the target every namespace. */
 const SITE = { namespace: "team", name: "site" };
+const BENCH_PROVIDER = { namespace: "team", name: "gp" };
 const SITE_SCOPE = scopeOf(SITE, [
   {
     apiVersion: "applygate.dev/v1alpha1",
@@ -107,7 +108,7 @@ export async function run(): Promise<Figure[]> {
       ] = objectYaml(obj);
     }
     const url = await server.createRepo("big", files);
-    const key = branchKey(url, "main");
+    const key = branchKey(BENCH_PROVIDER, url, "main");
     const spec: BranchSpec = {
       key,
       remote: { url },
@@ -157,7 +158,7 @@ export async function run(): Promise<Figure[]> {
 
     // --- 2. Sustained writes per second for one branch with commit windows.
     const url2 = await server.createRepo("busy", { "README.md": "busy\n" });
-    const key2 = branchKey(url2, "main");
+    const key2 = branchKey(BENCH_PROVIDER, url2, "main");
     const spec2: BranchSpec = {
       key: key2,
       remote: { url: url2 },

@@ -51,7 +51,7 @@ import { configMapWrite, FOLDER, TARGET, WEB_GRANT } from "../worker/harness.js"
 
 const MASTER = "applygate";
 const WRITES = `/v1/targets/${NS}/infra/writes`;
-const BK = branchKey(URLS.generic, "main");
+const BK = branchKey({ namespace: NS, name: "generic" }, URLS.generic, "main");
 const bearer = { authorization: `Bearer ${SECRETS.intakeToken}`, "content-type": "application/json" };
 const write = (n: number) => ({
   changes: [
@@ -249,7 +249,7 @@ describe("Redis through Sentinel, primary killed", () => {
     // prefix of its own (it consumes notices too).
     const git = await gitServer();
     const repoUrl = await git.createRepo("worked", { "README.md": "hi\n" });
-    const workedKey = branchKey(repoUrl, "main");
+    const workedKey = branchKey({ namespace: "team", name: "gp" }, repoUrl, "main");
     const wprefix = `${prefix}-w`;
     const spec = {
       key: workedKey,

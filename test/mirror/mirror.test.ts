@@ -191,10 +191,10 @@ describe("the mirror as deployed", () => {
     expect(w).toMatchObject({
       target: { namespace: "team", name: "site" },
       path: "site",
-      branchKey: "git.example/team/site@main",
+      branchKey: "team/p:git.example/team/site@main",
     });
     expect(
-      await redis.client.xlen(`${redis.prefix}:branch:git.example/team/site@main:inbox`),
+      await redis.client.xlen(`${redis.prefix}:branch:team/p:git.example/team/site@main:inbox`),
     ).toBeGreaterThan(0);
   });
 

@@ -76,7 +76,7 @@ beforeAll(async () => {
       {
         apiVersion: "applygate.dev/v1alpha1",
         kind: "GitProvider",
-        metadata: { name: "p", namespace: "team" },
+        metadata: { name: "gp", namespace: "team" },
         spec: { url: h.url, type: "github", webhookSecretRef: { name: "hook" } },
       },
       {
@@ -84,7 +84,7 @@ beforeAll(async () => {
         kind: "GitTarget",
         metadata: { name: "site", namespace: "team" },
         spec: {
-          providerRef: { name: "p" },
+          providerRef: { name: "gp" },
           branch: "main",
           path: FOLDER,
           claimRef: { kind: "FluxClaim", name: "apps" },

@@ -46,6 +46,7 @@ import {
   ARGOCD_NAMESPACE,
   DEMO_BRANCH,
   DEMO_NAMESPACE,
+  DEMO_PROVIDER,
   DEMO_REPO,
   DEMO_WEBHOOK_APP,
   demoAppliersYaml,
@@ -181,7 +182,8 @@ export interface Assembly {
   auditLogPath: string;
   /** What the audit log says of the components so far: requests, 403s, admin use. */
   audit(): AuditFindings;
-  demo: { repoUrl: string; branch: string; namespace: string; hookUrl: string };
+  /** The demo repository and branch; `key` is the branch key of the demo GitProvider's branch. */
+  demo: { repoUrl: string; branch: string; namespace: string; hookUrl: string; key: string };
   /** The queue dashboard, read-only as the gateway's settings make it by default. */
   dashboard: { url: string; user: string; password: string; readOnly: boolean };
   timers: AssemblyTimers;
@@ -362,7 +364,10 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     // its first observation (a baseline) converges both appliers before anybody writes.
     const seed = connectRedis(redis.url);
     await seed
-      .sadd(knownBranchesKey(prefix), branchKey(repoUrl, DEMO_BRANCH))
+      .sadd(
+        knownBranchesKey(prefix),
+        branchKey({ namespace: DEMO_NAMESPACE, name: DEMO_PROVIDER }, repoUrl, DEMO_BRANCH),
+      )
       .finally(() => seed.disconnect());
 
     // The worker replica with the decisions, as `applygate worker` assembles it.
@@ -508,7 +513,13 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       identities,
       auditLogPath,
       audit: readFindings,
-      demo: { repoUrl, branch: DEMO_BRANCH, namespace: DEMO_NAMESPACE, hookUrl },
+      demo: {
+        repoUrl,
+        branch: DEMO_BRANCH,
+        namespace: DEMO_NAMESPACE,
+        hookUrl,
+        key: branchKey({ namespace: DEMO_NAMESPACE, name: DEMO_PROVIDER }, repoUrl, DEMO_BRANCH),
+      },
       dashboard: {
         url: `${gateway.url}/queues`,
         ...dashboard,

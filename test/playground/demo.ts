@@ -4,6 +4,8 @@ import { objectPath, objectYaml } from "../../queue/git/layout.js";
 
 export const DEMO_NAMESPACE = "demo";
 export const DEMO_REPO = "demo";
+/** The demo GitProvider (namespace DEMO_NAMESPACE): its branch keys begin with it. */
+export const DEMO_PROVIDER = "demo";
 export const DEMO_BRANCH = "main";
 export const WEBHOOK_TOKEN = "playground-webhook-token";
 export const INTAKE_TOKEN = "playground-intake-token";
@@ -151,7 +153,7 @@ data: {token: ${b64(INTAKE_TOKEN)}}
 ---
 apiVersion: applygate.dev/v1alpha1
 kind: GitProvider
-metadata: {name: demo, namespace: ${DEMO_NAMESPACE}}
+metadata: {name: ${DEMO_PROVIDER}, namespace: ${DEMO_NAMESPACE}}
 spec:
   url: ${repoUrl}
   type: gitea

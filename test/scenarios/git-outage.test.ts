@@ -11,7 +11,6 @@
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { branchKey } from "../../queue/contract.js";
 import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
 import { gitOk } from "../git/cli.js";
 import {
@@ -49,7 +48,7 @@ describe("a Git outage", () => {
 
   it("retains the edits, pauses intake over budget, then publishes each once and applies once", async () => {
     const a = s.a;
-    const worker = () => a.worker.replica.branch(branchKey(a.demo.repoUrl, a.demo.branch));
+    const worker = () => a.worker.replica.branch(a.demo.key);
     a.git.faults.setDown(true);
 
     // Somebody creates an object through the API; its write reaches Git only after the outage.

@@ -6,7 +6,6 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { branchKey } from "../../queue/contract.js";
 import { objectPath } from "../../queue/git/layout.js";
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
 import { connectRedis } from "../../queue/redis.js";
@@ -32,7 +31,7 @@ describe("the watch plane", () => {
   const inboxEmpty = async () => {
     const r = connectRedis(s.a.redis.url);
     try {
-      return (await r.xlen(branchKeys(s.a.prefix, branchKey(s.a.demo.repoUrl, s.a.demo.branch)).inbox)) === 0;
+      return (await r.xlen(branchKeys(s.a.prefix, s.a.demo.key).inbox)) === 0;
     } finally {
       r.disconnect();
     }

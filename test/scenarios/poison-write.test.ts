@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AcceptedWrite, branchKey, QUEUES } from "../../queue/contract.js";
+import { type AcceptedWrite, QUEUES } from "../../queue/contract.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { writePublishedKey } from "../../queue/keys.js";
 import { connectRedis } from "../../queue/redis.js";
@@ -33,7 +33,7 @@ describe("a poison write past the door", () => {
 
     const redis = connectRedis(s.a.redis.url);
     const branches = new Queue(QUEUES.branches, { connection: redis, prefix: s.a.prefix });
-    const key = branchKey(s.a.demo.repoUrl, s.a.demo.branch);
+    const key = s.a.demo.key;
     const poison: AcceptedWrite = {
       id: `w-${randomUUID()}`,
       target: { namespace: DEMO_NAMESPACE, name: "flux-app" },

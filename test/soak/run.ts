@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
-import { branchKey, TERMINAL_PHASES } from "../../queue/contract.js";
+import { TERMINAL_PHASES } from "../../queue/contract.js";
 import { notDueBecause } from "../../queue/decide/due.js";
 import { type DecisionState, hasPending, kindsPending } from "../../queue/decide/index.js";
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
@@ -315,7 +315,7 @@ async function playRunBody(o: RunOptions, ctx: RunContext, t0: number): Promise<
       const got = keys.length ? await answers.mget(...keys) : [];
       return got.filter((v) => v === null).length;
     };
-    const decisions = branchKeys(a.prefix, branchKey(a.demo.repoUrl, a.demo.branch)).decisions;
+    const decisions = branchKeys(a.prefix, a.demo.key).decisions;
     const due = async () => {
       const raw = await answers.get(decisions);
       const s = raw ? (JSON.parse(raw) as DecisionState) : undefined;
@@ -1089,7 +1089,7 @@ async function inspectState(a: Assembly, redisUrl: string): Promise<string[]> {
   }
   const redis = connectRedis(redisUrl);
   try {
-    const raw = await redis.get(branchKeys(a.prefix, branchKey(a.demo.repoUrl, a.demo.branch)).decisions);
+    const raw = await redis.get(branchKeys(a.prefix, a.demo.key).decisions);
     if (!raw) return [...lines, "decision state: none saved"];
     const s = JSON.parse(raw) as DecisionState;
     lines.push(

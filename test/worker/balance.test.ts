@@ -71,7 +71,7 @@ describe("balancing branches between replicas", () => {
       for (const name of names) await gitOk(["update-ref", `refs/heads/${name}`, initial], { cwd: bare });
       const specs = new Map<string, BranchSpec>();
       for (const name of names) {
-        const key = branchKey(url, name);
+        const key = branchKey({ namespace: "team", name: "gp" }, url, name);
         specs.set(key, {
           key,
           remote: { url },

@@ -127,7 +127,7 @@ async function world(o: {
   );
   const initial = (await git.tip("site")) as string;
   const redis = await isolatedRedis("decisions");
-  const key = branchKey(url, "main");
+  const key = branchKey({ namespace: NS, name: "gp" }, url, "main");
   const kc = api.kubeConfig();
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const merge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);

@@ -23,6 +23,8 @@ import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { type Probe, untilWith } from "../support/wait.js";
 
 export const TARGET = { namespace: "team", name: "site" };
+/** The GitProvider the harness's branch belongs to (its key begins with it). */
+export const HARNESS_PROVIDER = { namespace: "team", name: "gp" };
 export const FOLDER = "clusters/dev";
 export const WEB_GRANT: ScopeGrant = {
   apiVersion: "applygate.dev/v1alpha1",
@@ -94,7 +96,7 @@ export async function harness(
   const server = await startGitServer();
   const redis = await isolatedRedis("worker");
   const url = external?.url ?? (await server.createRepo("site", files));
-  const key = branchKey(url, "main");
+  const key = branchKey(HARNESS_PROVIDER, url, "main");
   const spec: BranchSpec = {
     key,
     remote: { url },

@@ -85,13 +85,13 @@ describe("applygate worker", () => {
       file,
       `apiVersion: applygate.dev/v1alpha1
 kind: GitProvider
-metadata: {name: repo, namespace: team}
+metadata: {name: gp, namespace: team}
 spec: {url: "${h.url}", type: gitea, webhookSecretRef: {name: hook}}
 ---
 apiVersion: applygate.dev/v1alpha1
 kind: GitTarget
 metadata: {name: site, namespace: team}
-spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow: {idleSeconds: 1, maxSeconds: 2}}
+spec: {providerRef: {name: gp}, branch: main, path: clusters/dev, commitWindow: {idleSeconds: 1, maxSeconds: 2}}
 ---
 # The harness's writes hold ConfigMaps in namespace web.
 apiVersion: applygate.dev/v1alpha1

@@ -1,0 +1,211 @@
+/**
+ * Who holds what between tenants. A repository is held by one GitProvider: the oldest naming it
+ * (creation time as the API server stamped it, then namespace, then name). Another GitProvider
+ * naming the same repository is refused unless the holder admits its namespace in
+ * `spec.accessFrom` — the consent that already lets a GitTarget of another namespace name the
+ * holder. A GitTarget may write only through a GitProvider that is not refused and that admits
+ * its namespace.
+ *
+ * Why the oldest: creation time is set by the API server, not by the client, and a GitProvider's
+ * URL cannot change (CEL), so a provider has named its repository since it was created. A tenant
+ * who comes later cannot take a repository away from its holder, however its objects are named or
+ * listed; one who came first holds a repository it has no credentials for, and the team that
+ * owns it sees its own GitProvider refused with a condition naming the squatter. Deleting the
+ * holder lets the next oldest hold the repository.
+ *
+ * Repositories are compared by `repositoryOf`, which errs towards sameness: every spelling a Git
+ * host would serve as one repository (scheme, host case, default ports, userinfo, `.git`,
+ * slashes, percent-encoding, path case) is one repository here. Pure: the gateway, the worker and
+ * the sidecars judge with the same function.
+ */
+import { type AccessFrom, admitsNamespace, providerRefusal } from "./crds/common.js";
+import { StatusReason } from "./crds/reasons.js";
+
+/** What holding reads of a GitProvider. */
+export interface ProviderFacts {
+  namespace: string;
+  name: string;
+  url: string;
+  /** `metadata.creationTimestamp`; an object without one (a file) counts as the newest. */
+  createdAt?: string | undefined;
+  accessFrom?: AccessFrom | undefined;
+}
+
+/** What holding reads of a GitTarget. */
+export interface TargetFacts {
+  namespace: string;
+  name: string;
+  providerNamespace: string;
+  providerName: string;
+}
+
+export interface HoldingRefusal {
+  reason: typeof StatusReason.ProviderNamespaceNotAllowed | typeof StatusReason.RepositoryHeld;
+  message: string;
+}
+
+const DEFAULT_PORTS = new Set(["", "22", "80", "443", "9418"]);
+
+/** Percent-decodes until stable (a double-encoded `%252e` is a dot too); undefined when malformed. */
+function decoded(path: string): string | undefined {
+  let s = path;
+  for (let i = 0; i < 4; i++) {
+    let next: string;
+    try {
+      next = decodeURIComponent(s);
+    } catch {
+      return undefined;
+    }
+    if (next === s) return s;
+    s = next;
+  }
+  return s;
+}
+
+/**
+ * The repository a clone URL names, as holding compares them: `host[:port]/path`, the host as the
+ * URL parser canonicalises it (lower case, IPv4 and IPv6 in canonical form, punycode) without a
+ * trailing dot, no default port (22, 80, 443, 9418), no userinfo, query or fragment, the path
+ * decoded, its dot segments resolved and repeated slashes collapsed, without `.git` and trailing
+ * slashes, in lower case (GitHub, GitLab and Gitea ignore case in owner and repository names).
+ * `git@host:owner/repo` and `ssh://git@host/owner/repo` are the same repository as
+ * `https://host/owner/repo`. Undefined for what is not a repository URL.
+ */
+export function repositoryOf(url: string): string | undefined {
+  const s = url.trim();
+  let rawHost: string;
+  let rawPath: string;
+  let port = "";
+  const scp = /^[^@/\s]+@([^:/\s]+):(?!\/)(.*)$/.exec(s);
+  if (scp && !s.includes("://")) {
+    rawHost = scp[1] as string;
+    rawPath = scp[2] as string;
+  } else {
+    let u: URL;
+    try {
+      u = new URL(s.includes("://") ? s : `https://${s}`);
+    } catch {
+      return undefined;
+    }
+    if (!["http:", "https:", "ssh:", "git:"].includes(u.protocol)) return undefined;
+    rawHost = u.hostname;
+    port = u.port;
+    rawPath = u.pathname;
+  }
+  let host: string;
+  try {
+    host = new URL(`https://${rawHost}`).hostname;
+  } catch {
+    return undefined;
+  }
+  host = host.replace(/\.+$/, "");
+  if (host === "") return undefined;
+  const path = decoded(rawPath);
+  if (path === undefined) return undefined;
+  const segments: string[] = [];
+  for (const seg of path.replace(/\\/g, "/").split("/")) {
+    if (seg === "" || seg === ".") continue;
+    if (seg === "..") segments.pop();
+    else segments.push(seg);
+  }
+  let joined = segments.join("/");
+  for (;;) {
+    const trimmed = joined.replace(/\.git$/i, "").replace(/\/+$/, "");
+    if (trimmed === joined) break;
+    joined = trimmed;
+  }
+  if (joined === "") return undefined;
+  const where = DEFAULT_PORTS.has(port) ? host : `${host}:${port}`;
+  return `${where}/${joined.normalize("NFC").toLowerCase()}`;
+}
+
+const nn = (o: { namespace: string; name: string }) => `${o.namespace}/${o.name}`;
+
+/** Oldest first: creation time, then namespace, then name. A missing or unreadable time is newest. */
+export function byAge(
+  a: { namespace: string; name: string; createdAt?: string | undefined },
+  b: { namespace: string; name: string; createdAt?: string | undefined },
+): number {
+  const t = (x: { createdAt?: string | undefined }) => {
+    const ms = x.createdAt ? Date.parse(x.createdAt) : Number.NaN;
+    return Number.isFinite(ms) ? ms : Number.POSITIVE_INFINITY;
+  };
+  const d = t(a) - t(b);
+  if (d !== 0 && !Number.isNaN(d)) return d < 0 ? -1 : 1;
+  if (a.namespace !== b.namespace) return a.namespace < b.namespace ? -1 : 1;
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
+export interface Holding {
+  /** Why this GitProvider may not be used (another holds its repository), or undefined. */
+  provider(namespace: string, name: string): HoldingRefusal | undefined;
+  /** The GitProvider holding the repository this one names (itself when it holds it). */
+  holderOf(namespace: string, name: string): ProviderFacts | undefined;
+  /**
+   * Why this GitTarget may not write through the GitProvider it names: the provider does not
+   * admit its namespace, or the provider is refused. Undefined when it may, or when its provider
+   * does not exist (the caller says ProviderNotFound).
+   */
+  target(t: TargetFacts): HoldingRefusal | undefined;
+}
+
+/** Judges which GitProvider holds each repository, and what that means for each GitTarget. Pure. */
+export function judgeHolding(providers: readonly ProviderFacts[]): Holding {
+  const byName = new Map(providers.map((p) => [nn(p), p]));
+  const holders = new Map<string, ProviderFacts>();
+  for (const p of [...providers].sort(byAge)) {
+    const repo = repositoryOf(p.url);
+    if (repo !== undefined && !holders.has(repo)) holders.set(repo, p);
+  }
+  const holderOf = (namespace: string, name: string) => {
+    const p = byName.get(`${namespace}/${name}`);
+    const repo = p && repositoryOf(p.url);
+    return repo === undefined ? undefined : holders.get(repo);
+  };
+  const provider = (namespace: string, name: string): HoldingRefusal | undefined => {
+    const p = byName.get(`${namespace}/${name}`);
+    if (!p) return undefined;
+    const repo = repositoryOf(p.url);
+    const holder = repo === undefined ? undefined : holders.get(repo);
+    if (!holder || holder === p || admitsNamespace(holder.namespace, holder.accessFrom, p.namespace))
+      return undefined;
+    return {
+      reason: StatusReason.RepositoryHeld,
+      message: `repository ${repo} is held by GitProvider ${nn(holder)}, which does not admit namespace ${p.namespace} (its spec.accessFrom.namespaces); the oldest GitProvider naming a repository holds it`,
+    };
+  };
+  return {
+    provider,
+    holderOf,
+    target(t) {
+      const p = byName.get(`${t.providerNamespace}/${t.providerName}`);
+      if (!p) return undefined;
+      const notAdmitted = providerRefusal(
+        { namespace: t.namespace },
+        { namespace: p.namespace, name: p.name, accessFrom: p.accessFrom },
+      );
+      if (notAdmitted) return notAdmitted;
+      const held = provider(p.namespace, p.name);
+      if (held)
+        return {
+          reason: held.reason,
+          message: `GitProvider ${nn(p)} may not be used: ${held.message}`,
+        };
+      return undefined;
+    },
+  };
+}
+
+/** A GitProvider object as holding reads it. */
+export function providerFacts(p: {
+  metadata: { name: string; namespace?: string | undefined; creationTimestamp?: string | undefined };
+  spec: { url: string; accessFrom?: AccessFrom | undefined };
+}): ProviderFacts {
+  return {
+    namespace: p.metadata.namespace ?? "default",
+    name: p.metadata.name,
+    url: p.spec.url,
+    ...(p.metadata.creationTimestamp ? { createdAt: p.metadata.creationTimestamp } : {}),
+    ...(p.spec.accessFrom ? { accessFrom: p.spec.accessFrom } : {}),
+  };
+}
