@@ -18,7 +18,7 @@ import {
 } from "../queue/crds/index.js";
 import { enforcedLevel, type PodSecurityLevel } from "../queue/pod-security.js";
 import { type Scope, scopeOf } from "../queue/scope.js";
-import { judgeHolding, providerFacts } from "../queue/tenancy.js";
+import { judgeHolding, providerFacts, targetFacts } from "../queue/tenancy.js";
 import { hookPath } from "./verify.js";
 
 /** A Secret as both sources hold it: decoded string values. */
@@ -151,8 +151,8 @@ export function buildSnapshot(objects: CatalogObjects): CatalogSnapshot {
     byName.set(nn(namespace, name), entry);
   }
 
-  // One GitProvider holds each repository; the worker judges by the same rule.
-  const holding = judgeHolding(objects.providers.map(providerFacts));
+  // One GitProvider holds each repository, one namespace each folder; the worker judges alike.
+  const holding = judgeHolding(objects.providers.map(providerFacts), objects.targets.map(targetFacts));
   for (const entry of providers) {
     const refused = holding.provider(entry.namespace, entry.name);
     if (refused) entry.refused = refused;

@@ -5,7 +5,14 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { byAge, judgeHolding, type ProviderFacts, repositoryOf } from "./tenancy.js";
+import {
+  byAge,
+  folderSegments,
+  foldersOverlap,
+  judgeHolding,
+  type ProviderFacts,
+  repositoryOf,
+} from "./tenancy.js";
 
 const REPO = "git.example/team/apps";
 
@@ -200,6 +207,112 @@ describe("judgeHolding: the oldest GitProvider naming a repository holds it", ()
             const same = providers.filter((y) => repositoryOf(y.url) === repositoryOf(x.url));
             expect(same.every((y) => byAge(holder, y as ProviderFacts) <= 0)).toBe(true);
           }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe("folders: a folder of a branch is held by the GitTargets of one namespace", () => {
+  const platform = provider("platform", "repo", "https://git.example/team/apps.git", T0, ["*"]);
+  const teamRepo = provider("team-b", "mine", "git@git.example:Team/apps", later(1));
+  const target = (
+    namespace: string,
+    name: string,
+    path: string,
+    at: number,
+    via = platform,
+    branch = "main",
+  ) => ({
+    namespace,
+    name,
+    providerNamespace: via.namespace,
+    providerName: via.name,
+    branch,
+    path,
+    createdAt: later(at),
+  });
+
+  it("folderSegments and foldersOverlap compare whole segments, without case; the root holds everything", () => {
+    expect(folderSegments(".")).toEqual([]);
+    expect(folderSegments("apps/./Web/")).toEqual(["apps", "web"]);
+    expect(foldersOverlap(["apps"], ["apps", "web"])).toBe(true);
+    expect(foldersOverlap(["apps", "web"], ["apps"])).toBe(true);
+    expect(foldersOverlap(["apps"], ["apps"])).toBe(true);
+    expect(foldersOverlap([], ["anything"])).toBe(true);
+    expect(foldersOverlap(["apps"], ["apps-2"])).toBe(false);
+    expect(foldersOverlap(["apps", "a"], ["apps", "b"])).toBe(false);
+  });
+
+  it("another namespace's GitTarget on the folder, inside it, or around it is refused naming the holder; the holder's namespace may nest", () => {
+    const holder = target("platform", "infra", "clusters/prod", 0);
+    const cases: Array<[ReturnType<typeof target>, boolean]> = [
+      [target("team-b", "same", "clusters/prod", 5), false],
+      [target("team-b", "inside", "clusters/prod/web", 5), false],
+      [target("team-b", "around", "clusters", 5), false],
+      [target("team-b", "root", ".", 5), false],
+      [target("team-b", "case", "Clusters/PROD/x", 5), false],
+      [target("team-b", "beside", "clusters/prod-2", 5), true],
+      [target("team-b", "other-branch", "clusters/prod", 5, platform, "dev"), true],
+      [target("platform", "nested", "clusters/prod/web", 5), true],
+      // Through its own GitProvider of the same repository: still the same branch.
+      [target("team-b", "own-provider", "clusters/prod/x", 5, teamRepo), false],
+    ];
+    for (const [t, ok] of cases) {
+      const verdict = judgeHolding([platform, teamRepo], [holder, t]).target(t);
+      if (ok) expect(verdict, t.name).toBeUndefined();
+      else
+        expect(verdict, t.name).toEqual({
+          reason: "FolderHeld",
+          message: expect.stringContaining(`of GitTarget platform/infra`),
+        });
+      expect(judgeHolding([platform, teamRepo], [t, holder]).target(holder), t.name).toBeUndefined();
+    }
+  });
+
+  it("the oldest holds: a newer GitTarget of the holder's own repository team is refused too, if another namespace came first", () => {
+    const first = target("team-b", "early", "clusters/prod/web", 0);
+    const late = target("platform", "infra", "clusters", 9);
+    const h = judgeHolding([platform], [late, first]);
+    expect(h.target(first)).toBeUndefined();
+    expect(h.target(late)?.reason).toBe("FolderHeld");
+  });
+
+  it("a GitTarget refused for its GitProvider holds no folder", () => {
+    const closed = provider("platform", "repo", "https://git.example/team/apps.git", T0);
+    const foreign = target("team-b", "x", "clusters/prod", 0, closed);
+    const own = target("platform", "infra", "clusters", 5, closed);
+    const h = judgeHolding([closed], [foreign, own]);
+    expect(h.target(foreign)?.reason).toBe("ProviderNamespaceNotAllowed");
+    expect(h.target(own)).toBeUndefined();
+  });
+
+  it("property: at most one namespace writes any folder of a branch, whatever the order of the listing", () => {
+    const seg = fc.constantFrom("a", "b", "A", "c");
+    const t = fc.record({
+      namespace: fc.constantFrom("n1", "n2", "n3"),
+      name: fc.constantFrom("t1", "t2", "t3", "t4"),
+      path: fc.array(seg, { maxLength: 3 }).map((s) => (s.length === 0 ? "." : s.join("/"))),
+      at: fc.integer({ min: 0, max: 3 }),
+    });
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(t, { selector: (x) => `${x.namespace}/${x.name}`, maxLength: 8 }),
+        fc.func(fc.integer()),
+        (list, rank) => {
+          const targets = list.map((x) => target(x.namespace, x.name, x.path, x.at));
+          const shuffled = [...targets].sort(
+            (x, y) => rank(x.namespace + x.name) - rank(y.namespace + y.name),
+          );
+          const one = judgeHolding([platform], targets);
+          const two = judgeHolding([platform], shuffled);
+          const accepted = targets.filter((x) => one.target(x) === undefined);
+          for (const x of targets) expect(two.target(x)).toEqual(one.target(x));
+          for (const x of accepted)
+            for (const y of accepted)
+              if (x.namespace !== y.namespace)
+                expect(foldersOverlap(folderSegments(x.path), folderSegments(y.path))).toBe(false);
         },
       ),
       { numRuns: 300 },

@@ -6,6 +6,12 @@
  * holder. A GitTarget may write only through a GitProvider that is not refused and that admits
  * its namespace.
  *
+ * A folder of a branch is held by the GitTargets of one namespace: GitTargets writing one branch of
+ * one repository (through any GitProvider) whose folders overlap — one is the other, or holds it —
+ * must be of the same namespace, since the applier of the outer folder applies the inner one too.
+ * The oldest GitTarget holds (the same order as GitProviders); one of another namespace whose
+ * folder overlaps a held folder is refused, naming the GitTarget that holds it.
+ *
  * Why the oldest: creation time is set by the API server, not by the client, and a GitProvider's
  * URL cannot change (CEL), so a provider has named its repository since it was created. A tenant
  * who comes later cannot take a repository away from its holder, however its objects are named or
@@ -37,10 +43,17 @@ export interface TargetFacts {
   name: string;
   providerNamespace: string;
   providerName: string;
+  /** Its branch and folder: what folder holding compares (absent: only its GitProvider is judged). */
+  branch?: string;
+  path?: string;
+  createdAt?: string | undefined;
 }
 
 export interface HoldingRefusal {
-  reason: typeof StatusReason.ProviderNamespaceNotAllowed | typeof StatusReason.RepositoryHeld;
+  reason:
+    | typeof StatusReason.ProviderNamespaceNotAllowed
+    | typeof StatusReason.RepositoryHeld
+    | typeof StatusReason.FolderHeld;
   message: string;
 }
 
@@ -119,6 +132,26 @@ export function repositoryOf(url: string): string | undefined {
   return `${where}/${joined.normalize("NFC").toLowerCase()}`;
 }
 
+/**
+ * A GitTarget's folder as folder holding compares it: its segments, `.` and empty ones dropped,
+ * in NFC and lower case (a case-insensitive checkout, or a host that folds case, must not let two
+ * namespaces share a folder). The root is no segment at all.
+ */
+export function folderSegments(path: string): string[] {
+  return path
+    .replace(/\\/g, "/")
+    .split("/")
+    .filter((s) => s !== "" && s !== ".")
+    .map((s) => s.normalize("NFC").toLowerCase());
+}
+
+/** Whether two folders overlap: one is the other, or holds it (by whole segments). */
+export function foldersOverlap(a: readonly string[], b: readonly string[]): boolean {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 const nn = (o: { namespace: string; name: string }) => `${o.namespace}/${o.name}`;
 
 /** Oldest first: creation time, then namespace, then name. A missing or unreadable time is newest. */
@@ -142,15 +175,22 @@ export interface Holding {
   /** The GitProvider holding the repository this one names (itself when it holds it). */
   holderOf(namespace: string, name: string): ProviderFacts | undefined;
   /**
-   * Why this GitTarget may not write through the GitProvider it names: the provider does not
-   * admit its namespace, or the provider is refused. Undefined when it may, or when its provider
-   * does not exist (the caller says ProviderNotFound).
+   * Why this GitTarget may not write: its GitProvider does not admit its namespace, or is refused,
+   * or (when the targets were given) another namespace's GitTarget holds an overlapping folder of
+   * the branch. Undefined when it may, or when its provider does not exist (the caller says
+   * ProviderNotFound).
    */
   target(t: TargetFacts): HoldingRefusal | undefined;
 }
 
-/** Judges which GitProvider holds each repository, and what that means for each GitTarget. Pure. */
-export function judgeHolding(providers: readonly ProviderFacts[]): Holding {
+/**
+ * Judges which GitProvider holds each repository, which GitTargets hold each folder of a branch,
+ * and what that means for each GitTarget. Pure.
+ */
+export function judgeHolding(
+  providers: readonly ProviderFacts[],
+  targets: readonly TargetFacts[] = [],
+): Holding {
   const byName = new Map(providers.map((p) => [nn(p), p]));
   const holders = new Map<string, ProviderFacts>();
   for (const p of [...providers].sort(byAge)) {
@@ -174,25 +214,73 @@ export function judgeHolding(providers: readonly ProviderFacts[]): Holding {
       message: `repository ${repo} is held by GitProvider ${nn(holder)}, which does not admit namespace ${p.namespace} (its spec.accessFrom.namespaces); the oldest GitProvider naming a repository holds it`,
     };
   };
+  const providerVerdict = (t: TargetFacts): HoldingRefusal | undefined => {
+    const p = byName.get(`${t.providerNamespace}/${t.providerName}`);
+    if (!p) return undefined;
+    const notAdmitted = providerRefusal(
+      { namespace: t.namespace },
+      { namespace: p.namespace, name: p.name, accessFrom: p.accessFrom },
+    );
+    if (notAdmitted) return notAdmitted;
+    const held = provider(p.namespace, p.name);
+    if (held)
+      return {
+        reason: held.reason,
+        message: `GitProvider ${nn(p)} may not be used: ${held.message}`,
+      };
+    return undefined;
+  };
+  // Folders: per branch of a repository, the GitTargets that may write it, oldest first; each
+  // holds its folder unless one of another namespace holds an overlapping one already.
+  const folderRefusals = new Map<string, HoldingRefusal>();
+  const branches = new Map<string, Array<{ t: TargetFacts; folder: string[] }>>();
+  for (const t of targets) {
+    if (t.branch === undefined || t.path === undefined || providerVerdict(t)) continue;
+    const p = byName.get(`${t.providerNamespace}/${t.providerName}`);
+    const repo = p && repositoryOf(p.url);
+    if (repo === undefined) continue;
+    const key = `${repo}@${t.branch}`;
+    const list = branches.get(key) ?? [];
+    list.push({ t, folder: folderSegments(t.path) });
+    branches.set(key, list);
+  }
+  for (const [key, list] of branches) {
+    const held: Array<{ t: TargetFacts; folder: string[] }> = [];
+    for (const x of list.sort((a, b) => byAge(a.t, b.t))) {
+      const holder = held.find((h) => h.t.namespace !== x.t.namespace && foldersOverlap(h.folder, x.folder));
+      if (!holder) {
+        held.push(x);
+        continue;
+      }
+      folderRefusals.set(nn(x.t), {
+        reason: StatusReason.FolderHeld,
+        message: `folder ${x.t.path} overlaps folder ${holder.t.path} of GitTarget ${nn(holder.t)} on ${key}, which holds it: only GitTargets of namespace ${holder.t.namespace} write there`,
+      });
+    }
+  }
   return {
     provider,
     holderOf,
     target(t) {
-      const p = byName.get(`${t.providerNamespace}/${t.providerName}`);
-      if (!p) return undefined;
-      const notAdmitted = providerRefusal(
-        { namespace: t.namespace },
-        { namespace: p.namespace, name: p.name, accessFrom: p.accessFrom },
-      );
-      if (notAdmitted) return notAdmitted;
-      const held = provider(p.namespace, p.name);
-      if (held)
-        return {
-          reason: held.reason,
-          message: `GitProvider ${nn(p)} may not be used: ${held.message}`,
-        };
-      return undefined;
+      return providerVerdict(t) ?? folderRefusals.get(nn(t));
     },
+  };
+}
+
+/** A GitTarget object as holding reads it. */
+export function targetFacts(t: {
+  metadata: { name: string; namespace?: string | undefined; creationTimestamp?: string | undefined };
+  spec: { providerRef: { name: string; namespace?: string | undefined }; branch: string; path: string };
+}): TargetFacts {
+  const namespace = t.metadata.namespace ?? "default";
+  return {
+    namespace,
+    name: t.metadata.name,
+    providerNamespace: t.spec.providerRef.namespace ?? namespace,
+    providerName: t.spec.providerRef.name,
+    branch: t.spec.branch,
+    path: t.spec.path,
+    ...(t.metadata.creationTimestamp ? { createdAt: t.metadata.creationTimestamp } : {}),
   };
 }
 

@@ -18,7 +18,7 @@ import { BareRepo, type RemoteTag } from "../queue/git/repo.js";
 import type { Remote } from "../queue/git/smart-http.js";
 import { type Kube, RESOURCES } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
-import { judgeHolding, providerFacts } from "../queue/tenancy.js";
+import { judgeHolding, providerFacts, targetFacts } from "../queue/tenancy.js";
 import { type DirectoryOptions, directoryFromObjects } from "../queue/worker/directory.js";
 import { cloneAncestry } from "./argocd/ancestry.js";
 import type { Ancestry, AncestryAnswer } from "./argocd/stale.js";
@@ -205,7 +205,7 @@ export function remoteFromCluster(kube: Kube, log?: Logger, options: DirectoryOp
       kube.list<GitProvider>(RESOURCES.gitProvider),
     ]);
     // Only a GitProvider that may be used, for a GitTarget it admits (queue/tenancy.ts).
-    const holding = judgeHolding(providers.map(providerFacts));
+    const holding = judgeHolding(providers.map(providerFacts), items.map(targetFacts));
     for (const t of items) {
       const ns = t.metadata.namespace ?? "default";
       const ref = t.spec.claimRef;

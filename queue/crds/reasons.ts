@@ -26,6 +26,7 @@ export const StatusReason = {
   Accepted: "Accepted",
   ProviderNamespaceNotAllowed: "ProviderNamespaceNotAllowed",
   RepositoryHeld: "RepositoryHeld",
+  FolderHeld: "FolderHeld",
   SecretRead: "SecretRead",
   Published: "Published",
   PublicationRetrying: "PublicationRetrying",

@@ -162,7 +162,7 @@ export class ClusterCache {
       // A status write (ours, at every publication) changes nothing a branch reads of it.
       if (type === "update" && prev && sameSpec(prev, o)) return;
       this.version++;
-      this.tell(this.keysOfTargets([o, prev]));
+      this.tell(this.keysOfSharedBranches([o, prev]));
     });
     this.providers = new TypedCache(providers.informer, readGitProvider, log);
     this.targets = new TypedCache(targets.informer, readGitTarget, log);
@@ -428,6 +428,28 @@ export class ClusterCache {
       const p = this.providers.get(t.value.spec.providerRef.name, pns);
       if (p) keys.add(branchKey({ namespace: pns, name: p.metadata.name }, p.spec.url, t.value.spec.branch));
     }
+    return keys;
+  }
+
+  /**
+   * The branch keys of every GitTarget writing the same branch of the same repository as these
+   * (through any GitProvider): which of them holds a folder may have moved (queue/tenancy.ts).
+   */
+  private keysOfSharedBranches(targets: Array<KObject | undefined>): Set<string> {
+    const keys = this.keysOfTargets(targets);
+    const shared = new Set<string>();
+    const where = (t: GitTarget) => {
+      const p = this.providers.get(t.spec.providerRef.name, t.spec.providerRef.namespace ?? nsOf(t));
+      const repo = p && repositoryOf(p.spec.url);
+      return repo === undefined ? undefined : `${repo}@${t.spec.branch}`;
+    };
+    for (const o of targets) {
+      const t = o && readGitTarget(o);
+      const at = t?.ok ? where(t.value) : undefined;
+      if (at !== undefined) shared.add(at);
+    }
+    if (shared.size === 0) return keys;
+    for (const k of this.targetsOf((t) => shared.has(where(t) ?? ""))) keys.add(k);
     return keys;
   }
 

@@ -20,7 +20,7 @@ import {
 import { credentialsIn } from "../git/credentials.js";
 import type { Remote } from "../git/smart-http.js";
 import { type Scope, scopeOf } from "../scope.js";
-import { judgeHolding, providerFacts } from "../tenancy.js";
+import { judgeHolding, providerFacts, targetFacts } from "../tenancy.js";
 import type { WindowSettings } from "./windows.js";
 
 export interface TargetSpec {
@@ -173,9 +173,9 @@ export function directoryFromObjects(
   const secretOf = (ns: string, name: string) =>
     secrets.find((s) => s.metadata.name === name && (s.metadata.namespace ?? "default") === ns);
   const providerBase = new Map<string, string | undefined>();
-  // The same rules as the gateway's door: a GitProvider admits other namespaces it lists, and one
-  // GitProvider holds each repository (queue/tenancy.ts).
-  const holding = judgeHolding(providers.map(providerFacts));
+  // The same rules as the gateway's door: a GitProvider admits other namespaces it lists, one
+  // GitProvider holds each repository, one namespace's GitTargets each folder (queue/tenancy.ts).
+  const holding = judgeHolding(providers.map(providerFacts), targets.map(targetFacts));
   for (const t of targets) {
     const ns = t.metadata.namespace ?? "default";
     const pns = t.spec.providerRef.namespace ?? ns;

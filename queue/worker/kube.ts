@@ -18,7 +18,7 @@ import {
   statusFieldManager,
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
-import { judgeHolding, providerFacts } from "../tenancy.js";
+import { judgeHolding, providerFacts, targetFacts } from "../tenancy.js";
 import type { ClusterCache } from "./cluster-cache.js";
 import {
   type Directory,
@@ -309,12 +309,13 @@ export class KubeDirectory implements Directory {
   /**
    * Sets Accepted=False on each GitTarget whose GitProvider does not admit its namespace
    * (ProviderNamespaceNotAllowed) or may not be used (RepositoryHeld: another holds its
-   * repository), and Accepted=True once it may, when its conditions do not say so already.
+   * repository), or whose folder another namespace's GitTarget holds (FolderHeld), and
+   * Accepted=True once it may, when its conditions do not say so already.
    */
   private async acceptance(providers: GitProvider[], targets: GitTarget[]): Promise<void> {
     const accepted = this.reporter?.status?.accepted;
     if (!accepted) return;
-    const holding = judgeHolding(providers.map(providerFacts));
+    const holding = judgeHolding(providers.map(providerFacts), targets.map(targetFacts));
     for (const t of targets) {
       const ns = t.metadata.namespace ?? "default";
       const pns = t.spec.providerRef.namespace ?? ns;

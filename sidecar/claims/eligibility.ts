@@ -24,6 +24,11 @@ export interface TargetView {
   branch: string;
   providerRef: { name: string; namespace?: string };
   claimRef?: { kind: string; name: string; namespace?: string };
+  /**
+   * Why it may not write, as the worker judges (queue/tenancy.ts): its GitProvider may not be used
+   * (RepositoryHeld), or another namespace's GitTarget holds its folder (FolderHeld).
+   */
+  refused?: { reason: string; message: string };
 }
 
 /** What eligibility reads of a GitProvider. */
@@ -32,8 +37,6 @@ export interface ProviderView {
   name: string;
   url: string;
   accessFrom?: readonly string[];
-  /** Why it may not be used: an older GitProvider holds its repository (queue/tenancy.ts). */
-  refused?: { reason: string; message: string };
 }
 
 /**
@@ -126,12 +129,12 @@ export function judgeTarget(
       message: `GitProvider ${providerNs}/${provider.name} does not admit GitTargets from namespace ${target.namespace}`,
     };
   }
-  if (provider.refused) {
+  if (target.refused) {
     return {
       target,
       verdict: "Refused",
-      reason: provider.refused.reason,
-      message: `${who} names GitProvider ${providerNs}/${provider.name}, which may not be used: ${provider.refused.message}`,
+      reason: target.refused.reason,
+      message: `${who} may not write: ${target.refused.message}`,
     };
   }
   const source = input.source;

@@ -130,10 +130,11 @@ kind: FluxClaim
 metadata: {name: ${name}, namespace: ${namespace}}
 spec: {kustomizationRef: {name: ${ks}, namespace: flux-system}}
 `;
+  // Each test's namespace writes folders of its own on the shared branch (one namespace per folder).
   const targetYaml = (name: string, claim: string) => `apiVersion: applygate.dev/v1alpha1
 kind: GitTarget
 metadata: {name: ${name}, namespace: ${namespace}}
-spec: {providerRef: {name: repo}, branch: main, path: apps/${name}, claimRef: {kind: FluxClaim, name: ${claim}}}
+spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name}, claimRef: {kind: FluxClaim, name: ${claim}}}
 `;
   const get = (name: string) => kube.get<KObject>(RESOURCES.fluxClaim, namespace, name);
   const cond = async (name: string, type: string) =>

@@ -37,7 +37,7 @@ import {
   WorkQueue,
 } from "../../queue/kube/index.js";
 import { claimField, type Logger } from "../../queue/log.js";
-import { judgeHolding, providerFacts } from "../../queue/tenancy.js";
+import { judgeHolding, providerFacts, targetFacts } from "../../queue/tenancy.js";
 import type { ClaimContext, ClaimController, HandBackResult, HoldResult } from "../applier-kind.js";
 import type { EventRecorder, EventRegarding } from "../events.js";
 import type { ExecutorHost } from "../executor.js";
@@ -316,15 +316,24 @@ export class ClaimReconciler {
   // Judging
 
   private targetViews(): TargetView[] {
-    return this.targets.list().map((t) => ({
-      uid: t.metadata.uid ?? "",
-      namespace: t.metadata.namespace ?? "",
-      name: t.metadata.name,
-      deleting: Boolean(t.metadata.deletionTimestamp),
-      branch: t.spec.branch,
-      providerRef: t.spec.providerRef,
-      ...(t.spec.claimRef ? { claimRef: t.spec.claimRef } : {}),
-    }));
+    const targets = this.targets.list();
+    // Which GitProvider holds each repository and which GitTargets each folder (queue/tenancy.ts),
+    // as the worker judges: a GitTarget refused there holds no applier here either.
+    const holding = judgeHolding(this.providers.list().map(providerFacts), targets.map(targetFacts));
+    return targets.map((t) => {
+      const facts = targetFacts(t);
+      const refused = holding.target(facts);
+      return {
+        uid: t.metadata.uid ?? "",
+        namespace: t.metadata.namespace ?? "",
+        name: t.metadata.name,
+        deleting: Boolean(t.metadata.deletionTimestamp),
+        branch: t.spec.branch,
+        providerRef: t.spec.providerRef,
+        ...(t.spec.claimRef ? { claimRef: t.spec.claimRef } : {}),
+        ...(refused && refused.reason !== StatusReason.ProviderNamespaceNotAllowed ? { refused } : {}),
+      };
+    });
   }
 
   private grantViews() {
@@ -334,14 +343,11 @@ export class ClaimReconciler {
   private provider = (namespace: string, name: string): ProviderView | undefined => {
     const p = this.providers.get(name, namespace);
     if (!p) return undefined;
-    // Refused its repository when an older GitProvider holds it (queue/tenancy.ts), as the worker judges.
-    const refused = judgeHolding(this.providers.list().map(providerFacts)).provider(namespace, name);
     return {
       namespace,
       name,
       url: p.spec.url,
       ...(p.spec.accessFrom ? { accessFrom: p.spec.accessFrom.namespaces } : {}),
-      ...(refused ? { refused } : {}),
     };
   };
 

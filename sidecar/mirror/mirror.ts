@@ -347,6 +347,7 @@ export class Mirror {
       target: (ns, name) => this.targetsCache.get(name, ns),
       provider: (ns, name) => this.providersCache.get(name, ns),
       providers: () => this.providersCache.list(),
+      targets: () => this.targetsCache.list(),
       grants: () => this.grantsCache.list(),
       claim: (kind, ns, name) => this.claims.get(kind)?.informer.get(name, ns) as never,
     };

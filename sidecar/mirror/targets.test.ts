@@ -22,6 +22,7 @@ function sources(status: Record<string, unknown> | undefined): TargetSources {
     target: (ns, name) => (ns === "team" && name === "site" ? target : undefined),
     provider: () => undefined,
     providers: () => [],
+    targets: () => [target],
     grants: () => [],
     claim: (kind, ns, name) =>
       kind === "FluxClaim" && ns === "team" && name === "claim" ? (claim as unknown as KubeLike) : undefined,

@@ -9,7 +9,7 @@ import { type ApplierRef, applierManagersOf, branchKey } from "../../queue/contr
 import type { GitProvider, GitTarget, ScopeGrant } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { type Scope, scopeOf } from "../../queue/scope.js";
-import { judgeHolding, providerFacts } from "../../queue/tenancy.js";
+import { judgeHolding, providerFacts, targetFacts } from "../../queue/tenancy.js";
 
 export interface ResolvedTarget {
   namespace: string;
@@ -32,15 +32,17 @@ export type TargetLookup =
         | typeof StatusReason.TargetNotFound
         | typeof StatusReason.ProviderNotFound
         | typeof StatusReason.ProviderNamespaceNotAllowed
-        | typeof StatusReason.RepositoryHeld;
+        | typeof StatusReason.RepositoryHeld
+        | typeof StatusReason.FolderHeld;
       message: string;
     };
 
 export interface TargetSources {
   target(namespace: string, name: string): GitTarget | undefined;
   provider(namespace: string, name: string): GitProvider | undefined;
-  /** Every GitProvider: which of them holds each repository (queue/tenancy.ts). */
+  /** Every GitProvider and GitTarget: which hold each repository and folder (queue/tenancy.ts). */
   providers(): GitProvider[];
+  targets(): GitTarget[];
   grants(): ScopeGrant[];
   /** A claim object by kind, namespace and name. */
   claim(kind: string, namespace: string, name: string): KubeLike | undefined;
@@ -63,7 +65,7 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
       message: `GitProvider ${pns}/${t.spec.providerRef.name} not found`,
     };
   // The worker's and the gateway's rules: the provider admits the namespace and may be used.
-  const refused = judgeHolding(src.providers().map(providerFacts)).target({
+  const refused = judgeHolding(src.providers().map(providerFacts), src.targets().map(targetFacts)).target({
     namespace,
     name,
     providerNamespace: pns,

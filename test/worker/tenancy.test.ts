@@ -350,4 +350,42 @@ describe("tenants and repositories: a GitProvider holds its repository and its c
     expect(await filesOnMain()).toContain("apps/a/core/configmap/team-a/a-two.yaml");
     expect(git.counts().push).toBe(pushes + 1);
   });
+
+  it("a folder is one namespace's: B's GitTargets on A's folder, inside it or around it, are refused naming A's, even where B may use the repository", async () => {
+    // A admits a-team (the test before): the repository is B's to use, not A's folders.
+    const create = (name: string, provider: { name: string; namespace?: string }, path: string) =>
+      custom.createNamespacedCustomObject({
+        ...GROUP,
+        plural: "gittargets",
+        namespace: B,
+        body: {
+          apiVersion: "applygate.dev/v1alpha1",
+          kind: "GitTarget",
+          metadata: { name, namespace: B },
+          spec: { providerRef: provider, branch: "main", path, intakeSecretRef: { name: "intake" } },
+        },
+      });
+    await create("inside", { name: "exact" }, "apps/a/b-side");
+    await create("around", { name: "repo", namespace: A }, "apps");
+    await create("same-case", { name: "repo", namespace: A }, "Apps/A");
+    for (const name of ["inside", "around", "same-case"]) {
+      await waitFor(`a-team/${name} refused its folder`, async () => {
+        const c = await condition("gittargets", B, name, "Accepted");
+        return c?.status === "False" && c.reason === "FolderHeld";
+      });
+      expect((await condition("gittargets", B, name, "Accepted"))?.message, name).toContain(
+        `of GitTarget ${A}/site`,
+      );
+      const r = await write(B, B_TOKEN, name, `b-${name}`);
+      expect(r.statusCode, name).toBe(409);
+      expect(r.json().error, name).toContain("FolderHeld");
+    }
+    // A's own GitTarget is untouched, and A's folder holds only A's objects.
+    expect(await condition("gittargets", A, "site", "Accepted")).not.toMatchObject({ status: "False" });
+    const own = await write(A, A_TOKEN, "site", "a-three", true);
+    expect(own.statusCode).toBe(200);
+    expect((await filesOnMain()).filter((f) => f.startsWith("apps/a/") && !f.includes("/team-a/"))).toEqual([
+      "apps/a/README.md",
+    ]);
+  });
 });
