@@ -114,9 +114,15 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         lease: ctx.lease,
         async list() {
           const spec = (await o.directory.branch(ctx.key)) ?? ctx.spec;
-          // The branch worker learns the same GitTargets (a new one, a suspension, one refused) at
-          // each listing.
-          worker?.updateTargets(spec.targets, { refused: spec.refused, baseBranch: spec.baseBranch });
+          // The branch worker learns the same GitTargets (a new one, a suspension, one refused) and
+          // its GitProvider's current credentials at each listing.
+          worker?.updateTargets(spec.targets, {
+            refused: spec.refused,
+            baseBranch: spec.baseBranch,
+            remote: spec.remote,
+          });
+          // And the decisions read commit statuses with the GitProvider's current credentials.
+          driver.specChanged(spec);
           const listing = await listBranch(o.objects, spec.targets, {
             ...(o.argocdNamespace ? { argocdNamespace: o.argocdNamespace } : {}),
           });

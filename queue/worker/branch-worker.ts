@@ -22,7 +22,7 @@ import {
 import { StatusReason } from "../crds/reasons.js";
 import { cleanObject, objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange, RemoteTag } from "../git/repo.js";
-import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.js";
+import { advertise, GitRemoteError, PushRejectedError, type Remote } from "../git/smart-http.js";
 import { type SweptFile, sweepDeletes, sweptDirs } from "../git/sweep.js";
 import type { Logger } from "../log.js";
 import { isMap, mergedObject } from "../object-merge.js";
@@ -227,6 +227,17 @@ export interface BranchWorkerOptions {
   refreshSpec?: () => Promise<BranchSpec | undefined>;
 }
 
+/** Whether two remotes are the same URL with the same credentials and policy. */
+function sameRemote(a: Remote, b: Remote): boolean {
+  return (
+    a.url === b.url &&
+    a.auth?.username === b.auth?.username &&
+    a.auth?.password === b.auth?.password &&
+    (a.allowHttpCredentials === true) === (b.allowHttpCredentials === true) &&
+    a.timeoutMs === b.timeoutMs
+  );
+}
+
 /** Least time between two rereads of the spec a refused write asks for. */
 const SPEC_REFRESH_GAP_MS = 1000;
 
@@ -322,6 +333,11 @@ export class BranchWorker {
   /** GitTargets whose last settled write was refused (WriteRefused True until one publishes). */
   private readonly refusedTargets = new Set<string>();
   private specReadAt = Number.NEGATIVE_INFINITY;
+  /**
+   * The GitProvider's remote as last listed: its current credentials. A rotated, added or removed
+   * credential is used (or no longer used) from the next Git call on.
+   */
+  private remoteNow: Remote;
   /** The last read of a tip's folders, kept while the tip and the GitTargets' folders are the same. */
   private folderRead: { key: string; present: TargetName[] } | undefined;
 
@@ -330,6 +346,7 @@ export class BranchWorker {
     this.targets = o.spec.targets;
     this.refusedSpecs = o.spec.refused ?? [];
     this.baseBranch = o.spec.baseBranch;
+    this.remoteNow = o.spec.remote;
     this.inbox = new Inbox(o.redis, o.prefix, o.spec.key);
     this.clock = o.clock ?? systemClock;
     this.metrics = o.metrics ?? noMetrics;
@@ -416,13 +433,22 @@ export class BranchWorker {
    */
   updateTargets(
     targets: TargetSpec[],
-    more: { refused?: RefusedTarget[]; baseBranch?: string | undefined } = {},
+    more: { refused?: RefusedTarget[]; baseBranch?: string | undefined; remote?: Remote } = {},
   ): void {
     const was = new Set(this.targets.filter((t) => t.suspended).map((t) => `${t.namespace}/${t.name}`));
     this.targets = targets;
     if ("refused" in more) this.refusedSpecs = more.refused ?? [];
     if ("baseBranch" in more) this.baseBranch = more.baseBranch;
     const now = this.clock.now();
+    if (more.remote && !sameRemote(more.remote, this.remoteNow)) {
+      this.remoteNow = more.remote;
+      this.log.info(
+        { credentials: more.remote.auth ? "present" : "none" },
+        "the GitProvider's remote or credentials changed: used from the next Git call",
+      );
+      // A publication retrying (a refused credential, most likely) is tried again at once.
+      if (this.retry) this.retry = { ...this.retry, nextAt: now };
+    }
     for (const t of targets) {
       const key = `${t.namespace}/${t.name}`;
       if (t.suspended && !was.has(key)) {
@@ -896,7 +922,12 @@ export class BranchWorker {
     this.specReadAt = this.clock.now();
     try {
       const fresh = await this.o.refreshSpec();
-      if (fresh) this.updateTargets(fresh.targets, { refused: fresh.refused, baseBranch: fresh.baseBranch });
+      if (fresh)
+        this.updateTargets(fresh.targets, {
+          refused: fresh.refused,
+          baseBranch: fresh.baseBranch,
+          remote: fresh.remote,
+        });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, "could not read the branch's GitTargets again");
     }
@@ -1696,7 +1727,7 @@ export class BranchWorker {
 
   /** The remote, its calls bound to the cycle under way (or to the worker's life). */
   private remote() {
-    return { ...this.o.spec.remote, signal: this.cycleSignal ?? this.stopCtl.signal };
+    return { ...this.remoteNow, signal: this.cycleSignal ?? this.stopCtl.signal };
   }
 }
 

@@ -68,6 +68,11 @@ export interface GitServer {
    * array a request: `peel`, `ref-prefix refs/heads/main`, …).
    */
   lsRefsAsked(): string[][];
+  /**
+   * The user name and password (basic auth) each request carried since the last resetCounts, in
+   * order; `null` for a request that carried none.
+   */
+  credentialsSeen(): Array<{ username: string; password: string } | null>;
   resetCounts(): void;
   faults: {
     /** Answer the next n requests of a kind with a status (default 500) and no Git work. */
@@ -90,6 +95,15 @@ export interface GitServer {
    */
   addWebhook(hook: PushHook): () => void;
   close(): Promise<void>;
+}
+
+/** The user name and password of a basic Authorization header, or null. */
+function basicOf(header: string | undefined): { username: string; password: string } | null {
+  const m = /^Basic\s+(\S+)$/i.exec(header ?? "");
+  if (!m) return null;
+  const text = Buffer.from(m[1] as string, "base64").toString("utf8");
+  const at = text.indexOf(":");
+  return at < 0 ? { username: text, password: "" } : { username: text.slice(0, at), password: text.slice(at + 1) };
 }
 
 /** Bodies of protocol v2 upload-pack POSTs, read whole to tell an `ls-refs` from a fetch. */
@@ -161,6 +175,7 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
   await mkdir(root, { recursive: true });
   const execPath = (await gitOk(["--exec-path"])).trim();
   const backend = join(execPath, "git-http-backend");
+  const credentialsSeen: Array<{ username: string; password: string } | null> = [];
   const counts: RequestCounts = { advertisement: 0, fetch: 0, push: 0 };
   let lsRefsAsked: string[][] = [];
   let faults: Fault[] = [];
@@ -314,6 +329,7 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
   const handleNow = (req: IncomingMessage, res: ServerResponse) => {
     const kind = kindOf(req);
     if (kind) counts[kind]++;
+    credentialsSeen.push(basicOf(req.headers.authorization));
     const body = bodies.get(req);
     if (kind === "advertisement" && body) {
       const encoding = req.headers["content-encoding"];
@@ -406,9 +422,11 @@ export async function startGitServer(opts: GitServerOptions = {}): Promise<GitSe
       return r.code === 0 ? r.stdout.trim() : undefined;
     },
     counts: () => ({ ...counts }),
+    credentialsSeen: () => credentialsSeen.map((c) => c && { ...c }),
     lsRefsAsked: () => lsRefsAsked.map((a) => [...a]),
     resetCounts() {
       lsRefsAsked = [];
+      credentialsSeen.length = 0;
       counts.advertisement = 0;
       counts.fetch = 0;
       counts.push = 0;

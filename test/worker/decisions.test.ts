@@ -1266,6 +1266,73 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     }
   });
 
+  it("commit-status reads use the GitProvider's current credentials: added to the running provider they are sent at the next read, removed they are not", {
+    timeout: 60_000,
+  }, async () => {
+    const host = await startStatusHost({ api: "gitea", owner: "git", repo: "site", token: "s3cret" });
+    try {
+      w = await world({
+        appliedInitial: true,
+        commitStatusPollMs: 100,
+        providerSpec: { commitStatus: { apiURL: host.root, repository: "git/site" } },
+        claimSpec: { approval: { commitStatus: { context: "ci/approved", api: "gitea" } } },
+      });
+      await w.startReplica();
+      await waitFor("baseline", () => w.driver().state.observed);
+      const foreign = await foreignCommit(w.bare, `${FOLDER}/from-git.txt`, "git side\n");
+      host.setStatus(foreign, "ci/approved", "success");
+      w.worker().observeSoon();
+      // No credentials yet: the host refuses the reads, and nothing is applied.
+      await waitFor("reads refused without credentials", () =>
+        host.badRequests.some((b) => b === "authorization undefined"),
+      );
+      expect(w.attempts).toHaveLength(0);
+
+      // Credentials added to the running GitProvider: the next read carries them.
+      const core = w.api.kubeConfig().makeApiClient(k8s.CoreV1Api);
+      await core.createNamespacedSecret({
+        namespace: NS,
+        body: { metadata: { name: "creds" }, stringData: { token: "s3cret" } },
+      });
+      await w.custom.patchNamespacedCustomObject(
+        {
+          ...GROUP,
+          plural: "gitproviders",
+          namespace: NS,
+          name: "gp",
+          body: { spec: { credentialsSecretRef: { name: "creds" } } },
+        },
+        k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+      );
+      await waitFor("the approved apply", () => w.attempts.length === 1);
+      expect(w.attempts[0]?.approvals).toEqual([{ commit: foreign, sources: ["CommitStatus"] }]);
+
+      // Removed: later reads go out without them (and are refused).
+      await core.deleteNamespacedSecret({ namespace: NS, name: "creds" });
+      await waitFor("the worker sees them gone", async () => {
+        const t = (await w.custom.getNamespacedCustomObject({
+          ...GROUP,
+          plural: "gittargets",
+          namespace: NS,
+          name: "site",
+        })) as { status?: { conditions?: { type: string; reason: string }[] } };
+        return t.status?.conditions?.some(
+          (c) => c.type === "CredentialsAvailable" && c.reason === "SecretNotFound",
+        );
+      });
+      const refusedBefore = host.badRequests.length;
+      const second = await foreignCommit(w.bare, `${FOLDER}/from-git-2.txt`, "again\n");
+      host.setStatus(second, "ci/approved", "success");
+      w.worker().observeSoon();
+      await waitFor("reads refused again", () =>
+        host.badRequests.slice(refusedBefore).some((b) => b === "authorization undefined"),
+      );
+      expect(w.attempts).toHaveLength(1);
+    } finally {
+      await host.close();
+    }
+  });
+
   it("commit status report: the applied commit gets applygate/<namespace>/<claim> pending while the apply runs, then success", {
     timeout: 60_000,
   }, async () => {

@@ -388,4 +388,70 @@ describe("tenants and repositories: a GitProvider holds its repository and its c
       "apps/a/README.md",
     ]);
   });
+
+  it("a branch uses its GitProvider's current credentials: removed, they stop; rotated, the new ones are used at once", async () => {
+    const core = api.kubeConfig().makeApiClient(k8s.CoreV1Api);
+    const credentials = async () =>
+      (await condition("gittargets", A, "site", "CredentialsAvailable")) as Conditions[number] | undefined;
+    const publication = async () =>
+      (
+        (await custom.getNamespacedCustomObject({
+          ...GROUP,
+          plural: "gittargets",
+          namespace: A,
+          name: "site",
+        })) as {
+          status?: { publication?: { state?: string; nextRetryAt?: string; lastError?: string } };
+        }
+      ).status?.publication;
+    const platformPassword = (c: { password: string } | null) => c?.password === CREDS.password;
+
+    // A's branch runs, publishing with A's credentials.
+    expect((await write(A, A_TOKEN, "site", "a-before", true)).statusCode).toBe(200);
+    // Removed: the branch goes on without them; nothing carries the old password any more.
+    await core.deleteNamespacedSecret({ namespace: A, name: "creds" });
+    await waitFor("the credentials gone", async () => (await credentials())?.reason === "SecretNotFound");
+    git.resetCounts();
+    expect((await write(A, A_TOKEN, "site", "a-rotated")).statusCode).toBe(202);
+    await waitFor(
+      "publication retrying without credentials",
+      async () => (await publication())?.state === "Retrying",
+    );
+    expect(git.credentialsSeen().length).toBeGreaterThan(0);
+    expect(git.credentialsSeen().filter(platformPassword)).toEqual([]);
+
+    // Added again, with a wrong password: used at once (the retry does not wait out its backoff).
+    await core.createNamespacedSecret({
+      namespace: A,
+      body: { metadata: { name: "creds" }, stringData: { username: CREDS.username, password: "wrong" } },
+    });
+    await waitFor("the wrong password tried", () =>
+      git.credentialsSeen().some((c) => c?.password === "wrong"),
+    );
+    await waitFor(
+      "publication retrying on the wrong password",
+      async () => ((await publication())?.nextRetryAt ?? "") > new Date().toISOString(),
+    );
+    const retryAt = Date.parse((await publication())?.nextRetryAt ?? "");
+    expect(await filesOnMain()).not.toContain("apps/a/core/configmap/team-a/a-rotated.yaml");
+
+    // Rotated to the right one: the pending write is published before its scheduled retry.
+    await core.replaceNamespacedSecret({
+      namespace: A,
+      name: "creds",
+      body: {
+        metadata: { name: "creds" },
+        stringData: { username: CREDS.username, password: CREDS.password },
+      },
+    });
+    await waitFor("the rotated credentials publish the write", async () =>
+      (await filesOnMain()).includes("apps/a/core/configmap/team-a/a-rotated.yaml"),
+    );
+    expect(Date.now()).toBeLessThan(retryAt);
+    await waitFor(
+      "the GitTarget shows it published",
+      async () => (await publication())?.state === "Published",
+    );
+    expect(git.credentialsSeen().at(-1)).toEqual(CREDS);
+  });
 });
