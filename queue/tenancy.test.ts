@@ -313,6 +313,19 @@ describe("folders: a folder of a branch is held by the GitTargets of one namespa
             for (const y of accepted)
               if (x.namespace !== y.namespace)
                 expect(foldersOverlap(folderSegments(x.path), folderSegments(y.path))).toBe(false);
+          // And each refused one is refused for an accepted, older one of another namespace it overlaps.
+          for (const x of targets.filter((t) => one.target(t) !== undefined)) {
+            const by = accepted.filter(
+              (y) =>
+                y.namespace !== x.namespace &&
+                byAge(y, x) < 0 &&
+                foldersOverlap(folderSegments(x.path), folderSegments(y.path)),
+            );
+            expect(by.length).toBeGreaterThan(0);
+            expect(one.target(x)?.message).toContain(
+              `of GitTarget ${by.sort(byAge)[0]?.namespace}/${by.sort(byAge)[0]?.name}`,
+            );
+          }
         },
       ),
       { numRuns: 300 },

@@ -169,6 +169,54 @@ export function byAge(
   return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
+/** A node of the held folders of one branch: who holds it, and the oldest of each namespace below. */
+interface FolderNode {
+  holder: TargetFacts | undefined;
+  below: Map<string, TargetFacts>;
+  children: Map<string, FolderNode>;
+}
+
+/**
+ * The folders held on one branch, as a tree of segments: whether a folder overlaps a held one of
+ * another namespace costs its depth, not the number of GitTargets on the branch.
+ */
+class FolderTree {
+  private readonly root: FolderNode = { holder: undefined, below: new Map(), children: new Map() };
+
+  add(folder: readonly string[], t: TargetFacts): void {
+    let node = this.root;
+    for (let i = 0; ; i++) {
+      if (!node.below.has(t.namespace)) node.below.set(t.namespace, t);
+      if (i === folder.length) break;
+      const seg = folder[i] as string;
+      let next = node.children.get(seg);
+      if (!next) {
+        next = { holder: undefined, below: new Map(), children: new Map() };
+        node.children.set(seg, next);
+      }
+      node = next;
+    }
+    node.holder ??= t;
+  }
+
+  /** The oldest held GitTarget of another namespace whose folder overlaps `folder`, if any. */
+  overlapping(folder: readonly string[], namespace: string): TargetFacts | undefined {
+    const found: TargetFacts[] = [];
+    let node: FolderNode | undefined = this.root;
+    for (let i = 0; node; i++) {
+      // A folder holding this one (or this one itself).
+      if (node.holder && node.holder.namespace !== namespace) found.push(node.holder);
+      if (i === folder.length) {
+        // Folders this one holds.
+        for (const [ns, t] of node.below) if (ns !== namespace) found.push(t);
+        break;
+      }
+      node = node.children.get(folder[i] as string);
+    }
+    return found.sort(byAge)[0];
+  }
+}
+
 export interface Holding {
   /** Why this GitProvider may not be used (another holds its repository), or undefined. */
   provider(namespace: string, name: string): HoldingRefusal | undefined;
@@ -245,16 +293,16 @@ export function judgeHolding(
     branches.set(key, list);
   }
   for (const [key, list] of branches) {
-    const held: Array<{ t: TargetFacts; folder: string[] }> = [];
+    const held = new FolderTree();
     for (const x of list.sort((a, b) => byAge(a.t, b.t))) {
-      const holder = held.find((h) => h.t.namespace !== x.t.namespace && foldersOverlap(h.folder, x.folder));
+      const holder = held.overlapping(x.folder, x.t.namespace);
       if (!holder) {
-        held.push(x);
+        held.add(x.folder, x.t);
         continue;
       }
       folderRefusals.set(nn(x.t), {
         reason: StatusReason.FolderHeld,
-        message: `folder ${x.t.path} overlaps folder ${holder.t.path} of GitTarget ${nn(holder.t)} on ${key}, which holds it: only GitTargets of namespace ${holder.t.namespace} write there`,
+        message: `folder ${x.t.path} overlaps folder ${holder.path} of GitTarget ${nn(holder)} on ${key}, which holds it: only GitTargets of namespace ${holder.namespace} write there`,
       });
     }
   }
