@@ -124,6 +124,14 @@ describe("eligibility", () => {
     });
   });
 
+  it("a GitTarget the worker refuses (its GitProvider's repository held by another, its folder another namespace's) binds nothing", () => {
+    for (const reason of ["RepositoryHeld", "FolderHeld"]) {
+      const e = judgeEligibility(input([target({ refused: { reason, message: "held by team-a" } })]));
+      expect(e, reason).toMatchObject({ state: "Refused", reason });
+      if (e.state === "Refused") expect(e.message).toContain("held by team-a");
+    }
+  });
+
   it("a missing GitProvider or an unknown source cannot be judged yet: Undecided, NotBound", () => {
     const e = judgeEligibility(input([target({ providerRef: { name: "missing" } })]));
     expect(e).toMatchObject({ state: "Undecided", reason: "NotBound" });
