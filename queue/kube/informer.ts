@@ -92,6 +92,11 @@ export class Informer<T extends KObject = KObject> {
     return new Promise((r) => this.waiters.push(r));
   }
 
+  /** Whether a list has ever landed: the cache holds one (perhaps out of step since a failure). */
+  hasSynced(): boolean {
+    return this.synced;
+  }
+
   /** Whether the cache holds a list that landed and no failure came since. */
   isSynced(): boolean {
     return this.synced && !this.failing;

@@ -543,6 +543,7 @@ export class Mirror {
     if (known && this.now() - known.at < (this.o.resolveIntervalMs ?? 10_000))
       return { state: "forbidden", message: known.message };
     let w = this.watches.get(key);
+    const created = !w;
     if (!w) {
       const handle = await this.kube.objectInformer<KObject>(
         apiVersionOf(kind),
@@ -559,8 +560,10 @@ export class Mirror {
       });
     }
     const informer = w.handle.informer;
-    if (!informer.isSynced()) await bounded(informer.start(), this.o.watchSyncTimeoutMs ?? 5_000);
-    if (informer.isSynced()) {
+    // Only a watch started now is waited for, and for a bounded time; a watch already running
+    // is taken as it is (its sync, when it comes, reconciles its rules again).
+    if (created) await bounded(informer.start(), this.o.watchSyncTimeoutMs ?? 5_000);
+    if (informer.hasSynced()) {
       this.forbiddenKinds.delete(key);
       return { state: "synced" };
     }

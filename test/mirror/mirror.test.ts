@@ -15,6 +15,7 @@ import { until } from "../playground/actors.js";
 import { deployedIdentities } from "../playground/identities.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { capturingLogger } from "../support/log-lines.js";
+import { until as waitUntil } from "../support/wait.js";
 
 let api: ApiServer;
 let redis: IsolatedRedis;
@@ -366,5 +367,61 @@ describe("a rule naming a kind the mirror may not watch", () => {
       () => mirror.sent.some((w) => w.target.name === "later" && w.changes[0]?.op === "upsert"),
       "its snapshot",
     );
+  });
+
+  it("a kind whose first list does not land is waited for a bounded time: a rule made after it is reconciled meanwhile", async () => {
+    await api.applyYaml(
+      yaml(
+        {
+          ...WIDGET_CRD,
+          metadata: { name: "gadgets.example.com" },
+          spec: {
+            ...WIDGET_CRD.spec,
+            names: { kind: "Gadget", plural: "gadgets", singular: "gadget", listKind: "GadgetList" },
+          },
+        },
+        {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "ClusterRole",
+          metadata: {
+            name: "applygate-mirror-watch-gadgets",
+            labels: { "applygate.dev/aggregate-to-mirror": "true" },
+          },
+          rules: [{ apiGroups: ["example.com"], resources: ["gadgets"], verbs: ["get", "list", "watch"] }],
+        },
+      ),
+    );
+    // The Gadgets' list hangs for a minute, far past the mirror's bound on a first list (5 s).
+    api.faults.latency(60_000, { method: "GET", pathPrefix: "/apis/example.com/v1/gadgets" });
+    try {
+      await api.applyYaml(
+        yaml(watchRuleObject("gadgets", "site", [{ group: "example.com", version: "v1", kind: "Gadget" }])),
+      );
+      await api.applyYaml(
+        yaml(
+          {
+            apiVersion: "applygate.dev/v1alpha1",
+            kind: "GitTarget",
+            metadata: { name: "quick", namespace: "team" },
+            spec: { providerRef: { name: "p" }, branch: "main", path: "quick" },
+          },
+          watchRuleObject("quick", "quick", [CONFIGMAPS]),
+        ),
+      );
+      await waitUntil(
+        async () => cond(await status("quick"), "Ready")?.status === "True",
+        "the later rule Ready",
+        {
+          timeoutMs: 25_000,
+          everyMs: 50,
+          retryErrors: true,
+        },
+      );
+      const waiting = await status("gadgets");
+      expect(cond(waiting, "Ready")?.reason).toBe("KindsNotResolved");
+      expect(waiting.unresolvedKinds).toEqual(["example.com/v1 Gadget"]);
+    } finally {
+      api.faults.latency(0);
+    }
   });
 });
