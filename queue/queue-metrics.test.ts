@@ -83,6 +83,33 @@ describe("queue metrics", () => {
     }
   });
 
+  it("never counts a job that ends while it is sampled as stuck (the lock goes with the job)", async () => {
+    const q = new Queue("notices", { connection: redis.client, prefix: redis.prefix });
+    // Jobs that end at once, many at a time: each is active for an instant, then completed and its
+    // lock removed, while samples are read.
+    const quick = new Worker("notices", async () => {}, {
+      connection: connectRedis(redis.url),
+      prefix: redis.prefix,
+      concurrency: 8,
+    });
+    try {
+      await q.addBulk(Array.from({ length: 600 }, (_, i) => ({ name: "n", data: { i } })));
+      const seen: number[] = [];
+      let sawActive = false;
+      while (((await q.getJobCounts("completed")).completed ?? 0) < 600) {
+        const sample = await sampleQueue(q, Number.POSITIVE_INFINITY, Date.now());
+        if (sample.counts.active > 0) sawActive = true;
+        seen.push(sample.stuck);
+      }
+      expect(sawActive).toBe(true);
+      expect(seen.filter((n) => n > 0)).toEqual([]);
+    } finally {
+      await quick.close();
+      await q.obliterate({ force: true });
+      await q.close();
+    }
+  });
+
   it("gives attempt jobs no deadline (an operation is followed as long as it runs), every other queue the default", () => {
     const deadline = stuckDeadlines(300_000);
     for (const kind of APPLIER_KINDS) expect(deadline(attemptsQueue(kind))).toBe(Number.POSITIVE_INFINITY);

@@ -58,12 +58,24 @@ export async function sampleQueue(
   const active = ((counts.active ?? 0) > 0 ? await queue.getJobs(["active"], 0, maxActive - 1) : []).filter(
     (j) => j !== undefined,
   );
-  // BullMQ keeps `<job key>:lock` (the holder's token) while a live consumer holds the job.
-  const client = active.length > 0 ? await queue.getBackend().client : undefined;
-  const locks = client ? await Promise.all(active.map((j) => client.get(`${queue.toKey(j.id!)}:lock`))) : [];
-  const stuck = active.filter(
-    (j, i) => j.processedOn !== undefined && (locks[i] === null || now - j.processedOn > stuckAfterMs),
-  ).length;
+  // BullMQ keeps `<job key>:lock` (the holder's token) while a live consumer holds the job. The
+  // lock and the job's place in the active list are read in one transaction: a job that ended
+  // since the list was read has neither, and is not counted.
+  let stuck = 0;
+  if (active.length > 0) {
+    const tx = (await queue.getBackend().client).multi();
+    for (const j of active)
+      tx.runCommand("get", [`${queue.toKey(j.id!)}:lock`]).runCommand("lpos", [queue.keys.active, j.id!]);
+    const replies = (await tx.exec()) ?? [];
+    active.forEach((j, i) => {
+      const [lockErr, lock] = replies[2 * i] ?? [null, undefined];
+      const [posErr, pos] = replies[2 * i + 1] ?? [null, undefined];
+      if (lockErr || posErr) throw lockErr ?? posErr;
+      const stillActive = pos !== null && pos !== undefined;
+      if (stillActive && j.processedOn !== undefined && (lock === null || now - j.processedOn > stuckAfterMs))
+        stuck++;
+    });
+  }
   return {
     queue: queue.name,
     counts: Object.fromEntries(JOB_STATES.map((s) => [s, counts[s] ?? 0])) as QueueSample["counts"],
