@@ -361,6 +361,8 @@ export const OPERATION_PHASES = [
   "Unresolved",
   "Succeeded",
   "Failed",
+  /** Ended because a newer tip superseded its commit (Argo CD: terminated); never reported Succeeded. */
+  "Superseded",
 ] as const;
 /** Phases an executor reports: the operation's phases plus the outcomes of an attempt that started nothing. */
 export const REPORT_PHASES = [...OPERATION_PHASES, "RequestFailed", "Rejected", "Dropped", "Stale"] as const;
@@ -369,6 +371,7 @@ export type ReportPhase = z.infer<typeof ReportPhase>;
 export const TERMINAL_PHASES: readonly ReportPhase[] = [
   "Succeeded",
   "Failed",
+  "Superseded",
   "RequestFailed",
   "Rejected",
   "Dropped",
@@ -388,6 +391,17 @@ export const PhaseReport = z.object({
   message: z.string().optional(),
   /** Flux: the Kustomization applied another revision than the one asked for. */
   revisionMismatch: z.boolean().optional(),
+  /**
+   * Running, waiting for the applier's own retry (Argo CD's sync retry): the attempt that comes
+   * next counting the first one, how many there are at most (absent: no limit), and when.
+   */
+  retry: z
+    .object({
+      attempt: z.number().int().min(1),
+      of: z.number().int().min(1).optional(),
+      at: z.string(),
+    })
+    .optional(),
 });
 export type PhaseReport = z.infer<typeof PhaseReport>;
 
@@ -408,6 +422,27 @@ export type ApplierWriteReport = z.infer<typeof ApplierWriteReport>;
 
 export const Report = z.discriminatedUnion("type", [PhaseReport, ApplierWriteReport]);
 export type Report = z.infer<typeof Report>;
+
+/**
+ * What a Git clone says of a revision against a newer commit: a proper ancestor of it, not one
+ * (the same commit, a descendant, another line), or it cannot tell (a commit it does not hold).
+ */
+export type Ancestry = "ancestor" | "not-ancestor" | "unknown";
+
+/**
+ * The branch worker found operation `token` superseded by `tip` (its commit a proven ancestor of
+ * it): kept in Redis (`supersededKey`) and announced on `supersededChannel`, for the sidecar that
+ * follows it to end it. The sidecar proves it again, against the tip recorded then, before it does.
+ */
+export const SupersededNotice = z.object({
+  token: z.string().min(1),
+  claim: ClaimRef,
+  branchKey: z.string().min(1),
+  commit: Sha,
+  tip: Sha,
+  at: z.string(),
+});
+export type SupersededNotice = z.infer<typeof SupersededNotice>;
 
 /**
  * Field manager applygate writes with; appliers' own managers, for the apply window. A webhook

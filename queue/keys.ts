@@ -78,6 +78,15 @@ export async function readTip(redis: Redis, prefix: string, branchKey: string): 
 }
 
 /**
+ * An operation a branch worker found superseded (`SupersededNotice`, JSON, TTL
+ * `SUPERSEDED_TTL_SECONDS`), and the pub/sub channel announcing each one: the sidecar following the
+ * operation wakes on the message, and one that starts following it later reads the key.
+ */
+export const supersededKey = (prefix: string, token: string) => `${prefix}:operation:${token}:superseded`;
+export const supersededChannel = (prefix: string) => `${prefix}:operation:superseded`;
+export const SUPERSEDED_TTL_SECONDS = 24 * 3600;
+
+/**
  * Pub/sub channel on which a branch worker asks the watch plane to collect a GitTarget again
  * (`{branchKey, namespace, name}`): its snapshots were discarded while Git was ahead, and Git no
  * longer is (or the 5-minute bound passed).

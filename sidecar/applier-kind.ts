@@ -4,7 +4,7 @@
  * it writes to its applier and how it reads the applier's status.
  */
 import type { Redis } from "ioredis";
-import type { ApplierKind, Attempt, ReportPhase } from "../queue/contract.js";
+import type { ApplierKind, Attempt, ReportPhase, SupersededNotice } from "../queue/contract.js";
 import type { KObject, Kube } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 import type { ConditionInput } from "./claims/conditions.js";
@@ -15,6 +15,7 @@ import type { GitAncestry } from "./git-ancestry.js";
 import type { ClaimLocator, Operation } from "./operation-record.js";
 import type { Reporter } from "./reporter.js";
 import type { Standing } from "./standing.js";
+import type { SupersessionSource } from "./supersessions.js";
 import type { FreshnessCheck, TipCheck } from "./tip-check.js";
 
 export interface ReportExtra {
@@ -25,6 +26,8 @@ export interface ReportExtra {
   revisionMismatch?: boolean;
   /** Defaults to the attempt's commit. */
   commit?: string;
+  /** Running, waiting for the applier's own retry: the attempt that comes next, of how many, and when. */
+  retry?: { attempt: number; of?: number; at: string };
 }
 
 /** Sends one PhaseReport for the operation being carried out. */
@@ -47,6 +50,12 @@ export interface OperationExecutor {
   recover?(recovered: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void>;
   /** Graceful stop, after every running execute has seen its signal abort (Flux suspends what it resumed). */
   shutdown?(): Promise<void>;
+  /**
+   * The branch worker found the operation this process follows superseded by a newer tip: end it
+   * if the applier can be stopped (Argo CD), once proven again, and report it Superseded. A kind
+   * without it lets the operation run to its end.
+   */
+  supersede?(notice: SupersededNotice): void;
 }
 
 export interface RecoveredOperation {
@@ -182,6 +191,8 @@ export interface ApplierDeps<O = unknown> {
   /** The sidecar's own Git clones (one set per process; a kind that reads Git uses these). */
   git?: GitAncestry;
   checks: SafetyChecks;
+  /** The operations the branch worker found superseded, and the tip it records (absent: none is ended). */
+  supersessions?: SupersessionSource;
   /** Settings the kind reads (timeouts, intervals), typed by the kind. */
   options: O;
 }

@@ -11,6 +11,7 @@ import {
   attemptsQueue,
   type ClaimRef,
   type ReportPhase,
+  type SupersededNotice,
   TERMINAL_PHASES,
 } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/reasons.js";
@@ -66,6 +67,8 @@ export interface ExecutorHost {
   recover(op: RecoveredOperation): boolean;
   /** Tokens of operations carried out or followed now. */
   running(): string[];
+  /** A notice that an operation is superseded: handed to the executor when this process runs it. */
+  supersede(notice: SupersededNotice): void;
   /** Graceful stop: no new attempts, running ones see their signal abort, then executor.shutdown(). */
   stop(): Promise<void>;
 }
@@ -143,6 +146,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         ...(extra.reason ? { reason: extra.reason } : {}),
         ...(extra.message ? { message: extra.message } : {}),
         ...(extra.revisionMismatch !== undefined ? { revisionMismatch: extra.revisionMismatch } : {}),
+        ...(extra.retry ? { retry: extra.retry } : {}),
       };
       try {
         if ((await retried(() => o.reporter.phase(r), 5)) === "alreadyEnded")
@@ -336,6 +340,14 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       return true;
     },
     running: () => [...running.keys()],
+    supersede(notice) {
+      if (!running.has(notice.token)) return;
+      o.log.info(
+        { token: notice.token, tip: notice.tip },
+        "the branch worker found this operation superseded",
+      );
+      o.executor.supersede?.(notice);
+    },
     async stop() {
       if (stopping) return;
       stopping = true;

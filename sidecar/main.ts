@@ -40,6 +40,7 @@ import { createSidecarMetrics, type SidecarMetrics } from "./metrics.js";
 import { readOperation } from "./operation-record.js";
 import { queueReporter } from "./reporter.js";
 import { standingWithEvents } from "./standing.js";
+import { redisSupersessions, subscribeSupersessions } from "./supersessions.js";
 import { redisFreshnessCheck, redisTipCheck } from "./tip-check.js";
 import { DEFAULT_WATCHED_KINDS, parseWatchKinds, type WatchedKind } from "./watch-kinds.js";
 
@@ -194,6 +195,8 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
         }),
       }),
     },
+    // What the branch worker found superseded, and the tip it records, read on the same connection.
+    supersessions: redisSupersessions(checksRedis, opts.redisPrefix),
     // cacheDir is the Argo CD kind's (its ancestry clones); another kind ignores it, as before.
     options: {
       ...(opts.cacheDir ? { cacheDir: opts.cacheDir } : {}),
@@ -223,6 +226,13 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
         })
       )?.token === attempt.token,
   });
+  // The branch worker's supersession notices reach the operation this process runs at once.
+  const unsubscribe = subscribeSupersessions({
+    redisUrl: opts.redisUrl,
+    prefix: opts.redisPrefix,
+    log,
+    onNotice: (notice) => executor.supersede(notice),
+  });
   const reconciler = new ClaimReconciler({
     claimType: KINDS[opts.applier].claimType,
     kube,
@@ -242,6 +252,7 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
     await parts.windowObserver?.start?.();
     claimsSynced = true;
   } catch (err) {
+    await unsubscribe();
     await executor.stop();
     await reconciler.stop();
     await kube.close();
@@ -262,6 +273,7 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
     ...(http ? { http } : {}),
     stop() {
       stopping ??= (async () => {
+        await unsubscribe();
         await executor.stop();
         await parts.windowObserver?.stop();
         await reconciler.stop();

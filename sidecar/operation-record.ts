@@ -40,7 +40,7 @@ export interface ClaimLocator {
   name: string;
 }
 
-export const COMPLETED_PHASES: readonly OperationPhase[] = ["Succeeded", "Failed"];
+export const COMPLETED_PHASES: readonly OperationPhase[] = ["Succeeded", "Failed", "Superseded"];
 
 /** Recorded and not completed. */
 export function isInFlight(op: Operation | undefined): op is Operation {
@@ -341,7 +341,8 @@ export async function updateOperation(
 }
 
 export interface Completion {
-  phase: "Succeeded" | "Failed";
+  /** Superseded: ended because a newer tip superseded its commit (never counted a success). */
+  phase: "Succeeded" | "Failed" | "Superseded";
   outcome?: string;
   message?: string;
 }

@@ -150,6 +150,12 @@ describe("posting applygate's own status", () => {
       description: "applying",
     });
     expect(statusOfReport("Succeeded", claim)?.state).toBe("success");
+    // Ended unfinished by a newer commit: never left pending, never a success.
+    expect(statusOfReport("Superseded", claim, "superseded by 3d4ae03")).toEqual({
+      state: "failure",
+      context: "applygate/prod/shop",
+      description: "not applied: a newer commit superseded it",
+    });
     expect(statusOfReport("Failed", claim, "health check failed")).toEqual({
       state: "failure",
       context: "applygate/prod/shop",

@@ -153,7 +153,8 @@ export async function postStatus(o: StatusReadOptions, sha: string, post: Status
 
 /**
  * The status an operation's report posts for its commit (pure): pending once the apply runs,
- * success or failure at its end; an attempt that started nothing posts nothing.
+ * success or failure at its end; an attempt that started nothing posts nothing. A superseded
+ * operation was ended unfinished: its commit was not applied (failure), and says why.
  */
 export function statusOfReport(
   phase: string,
@@ -164,5 +165,7 @@ export function statusOfReport(
   if (phase === "Running") return { state: "pending", context, description: "applying" };
   if (phase === "Succeeded") return { state: "success", context, description: message ?? "applied" };
   if (phase === "Failed") return { state: "failure", context, description: message ?? "the apply failed" };
+  if (phase === "Superseded")
+    return { state: "failure", context, description: "not applied: a newer commit superseded it" };
   return undefined;
 }

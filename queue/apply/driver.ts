@@ -9,9 +9,10 @@
  * it (which the worker carries out in its own loop, calling hooks on the way) cannot deadlock.
  */
 import { randomBytes } from "node:crypto";
-import type { Attempt, ClaimRef, PhaseReport, Report } from "../contract.js";
+import type { Attempt, ClaimRef, PhaseReport, Report, SupersededNotice } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import {
+  ancestryReadsAsked,
   type DecisionAction,
   type DecisionEvent,
   type DecisionState,
@@ -42,6 +43,7 @@ import {
   type CommitStatusSpec,
   gatePatch,
 } from "./governance.js";
+import { retryPatch } from "./retry-condition.js";
 import { type KeysSecrets, SignatureReader } from "./signature-approval.js";
 
 /** How often commit statuses awaited for approval are read again, by default. */
@@ -79,6 +81,11 @@ export interface DecisionDriverOptions {
   commitStatusPollMs?: number;
   /** Asks the watch plane to collect a GitTarget's snapshots again (`recollectChannel`). */
   recollect?(target: { namespace: string; name: string }): Promise<void>;
+  /**
+   * Tells the sidecars an operation is superseded (`supersededKey`, `supersededChannel`): the one
+   * following it ends it. Without it no operation is ended early.
+   */
+  supersede?(notice: SupersededNotice): Promise<void>;
   /** Where the keys Secrets of signature approval are read (the worker's cache); none: no key is trusted. */
   keys?: KeysSecrets;
 }
@@ -116,6 +123,8 @@ export class DecisionDriver {
   private readonly claimWrites = new Map<string, Promise<void>>();
   /** The approval reads last asked for (JSON), so each is read once. */
   private commitsAsked = "";
+  /** The ancestry reads asked for (token and tip), so each is read once. */
+  private readonly ancestryAsked = new Set<string>();
   private statusPoll = false;
   private readonly signatures: SignatureReader;
   /** Every attempt sent, in order (for tests and the playground's narration). */
@@ -422,6 +431,39 @@ export class DecisionDriver {
     }
     for (const a of actions) await this.carry(a);
     this.readCommitsIfAsked();
+    this.readAncestryIfAsked();
+  }
+
+  /**
+   * An operation a foreign tip overtook needs the clone's answer: is its commit an ancestor of the
+   * tip? Read from the clone (a task in line, like every event) and fed as `AncestryRead`, once per
+   * operation and tip; a read that fails is fed as unknown, which ends nothing.
+   */
+  private readAncestryIfAsked(): void {
+    const worker = this.worker;
+    if (!worker) return;
+    for (const q of ancestryReadsAsked(this.s)) {
+      const key = `${q.token}@${q.tip}`;
+      if (this.ancestryAsked.has(key)) continue;
+      this.ancestryAsked.add(key);
+      if (this.ancestryAsked.size > 1000)
+        this.ancestryAsked.delete(this.ancestryAsked.values().next().value as string);
+      this.tasks.push(async () => {
+        const ancestry = await worker.ancestry(q.commit, q.tip).catch((err: unknown) => {
+          this.log.warn(
+            { token: q.token, err: (err as Error).message },
+            "reading an operation's ancestry failed",
+          );
+          return "unknown" as const;
+        });
+        this.log.info(
+          { token: q.token, commit: q.commit, tip: q.tip, ancestry },
+          "an operation out was overtaken by a foreign tip: its commit's ancestry read",
+        );
+        await this.handle({ type: "AncestryRead", token: q.token, commit: q.commit, tip: q.tip, ancestry });
+      });
+      this.pump();
+    }
   }
 
   /**
@@ -629,6 +671,50 @@ export class DecisionDriver {
             ? undefined
             : { lastHandledReconcileAt: a.requestedAt },
         );
+      case "RecordRetry":
+        if (a.retry)
+          this.log.info(
+            {
+              claim: claimField(a.claim),
+              commit: a.retry.commit,
+              attempt: a.retry.attempt,
+              by: a.retry.by,
+              at: new Date(a.retry.at).toISOString(),
+            },
+            "the claim waits for a retry",
+          );
+        return this.writeClaim(a.claim, "writing the claim's Retrying condition", (c) =>
+          retryPatch(c, a.retry, this.clock.now()),
+        );
+      case "EndSuperseded": {
+        const notice: SupersededNotice = {
+          token: a.token,
+          claim: a.claim,
+          branchKey: this.o.spec.key,
+          commit: a.commit,
+          tip: a.tip,
+          at: new Date(this.clock.now()).toISOString(),
+        };
+        this.log.info(
+          {
+            claim: claimField(a.claim),
+            applier: applierField(a.applier),
+            token: a.token,
+            commit: a.commit,
+            tip: a.tip,
+          },
+          "a newer tip supersedes the operation out: asking its executor to end it",
+        );
+        await this.o
+          .supersede?.(notice)
+          .catch((err: unknown) =>
+            this.log.warn(
+              { token: a.token, err: (err as Error).message },
+              "could not tell the sidecars the operation is superseded; it runs to its end",
+            ),
+          );
+        return;
+      }
       case "LogCollision":
         this.metrics.collision(a.applier.kind);
         this.log.warn(

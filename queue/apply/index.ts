@@ -8,7 +8,13 @@
  */
 import { Queue } from "bullmq";
 import { type ApplierKind, type Attempt, attemptsQueue } from "../contract.js";
-import { recollectChannel, watchedTargetKey } from "../keys.js";
+import {
+  recollectChannel,
+  SUPERSEDED_TTL_SECONDS,
+  supersededChannel,
+  supersededKey,
+  watchedTargetKey,
+} from "../keys.js";
 import type { Logger } from "../log.js";
 import { bullConnection } from "../redis.js";
 import type { BranchWorker } from "../worker/branch-worker.js";
@@ -161,6 +167,15 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         ...(o.commitStatusPollMs !== undefined ? { commitStatusPollMs: o.commitStatusPollMs } : {}),
         async recollect(t) {
           await ctx.redis.publish(recollectChannel(o.prefix), JSON.stringify({ branchKey: ctx.key, ...t }));
+        },
+        async supersede(notice) {
+          // Kept for a sidecar that starts following the operation later, then announced.
+          const json = JSON.stringify(notice);
+          await ctx.redis
+            .multi()
+            .set(supersededKey(o.prefix, notice.token), json, "EX", SUPERSEDED_TTL_SECONDS)
+            .publish(supersededChannel(o.prefix), json)
+            .exec();
         },
         ...(o.keys ? { keys: o.keys } : {}),
       });

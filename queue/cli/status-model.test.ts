@@ -67,9 +67,13 @@ describe("the status report", () => {
     });
     expect(u1?.why).toBe(`operation ${app?.token} Running for bbbbbbbbbbbb (sent 0s ago)`);
     expect(u2).toMatchObject({ state: "held", pending: ["ForeignCommit"], reason: "ForeignCommit" });
-    expect(u2?.why).toBe(
-      `retry backoff after 1 failed attempt(s): next in 2s (${new Date(d.now + 2_000).toISOString()})`,
+    // As the claim's Retrying condition says it: the commit, the attempt that comes next, when.
+    expect(u2?.why).toMatch(
+      new RegExp(
+        `^retrying bbbbbbb in 2 s \\(at ${new Date(d.now + 2_000).toISOString().replace(".000Z", "Z")}\\), attempt 2 \\(no limit`,
+      ),
     );
+    expect(u2?.retry).toMatchObject({ by: "worker", commit: B, attempt: 2, at: d.now + 2_000 });
   });
 
   it("a GitTarget the worker has not listed yet, and one naming no claim, say so", () => {

@@ -12,6 +12,8 @@ import {
   type BranchExplanation,
   explainBranch,
   type PendingKind,
+  type RetryView,
+  retryMessage,
   type TargetExplanation,
   type Waiting,
 } from "../decide/index.js";
@@ -82,6 +84,8 @@ export interface TargetStatus {
   why: string;
   /** The decision core's answer, with the names of other namespaces left out. */
   waiting?: Waiting | null;
+  /** What its claim waits for before the next attempt (as its Retrying condition says), or null. */
+  retry?: RetryView | null;
   barrier?: BarrierGap | null;
   /** Its snapshots are held while Git is ahead, since then (RFC 3339). */
   snapshotsHeldSince?: string;
@@ -206,6 +210,16 @@ export function whyText(w: Waiting | null, now: number): string {
     case "publication backoff":
       return `due: publication failed ${w.failures} time(s); next try ${inTime(w.until, now)} (${iso(w.until)})`;
   }
+}
+
+/**
+ * `whyText`, saying a retry as the claim's Retrying condition does: which commit, which attempt
+ * and when (the worker's backoff), or Argo CD's own retry the operation out waits for.
+ */
+export function whyWithRetry(w: Waiting | null, retry: RetryView | null, now: number): string {
+  if (!retry) return whyText(w, now);
+  if (w?.hold === "backoff") return retryMessage(retry, now);
+  return `${whyText(w, now)}; ${retryMessage(retry, now)}`;
 }
 
 type Obj = Record<string, unknown>;
@@ -382,11 +396,12 @@ export function statusReport(cluster: ClusterView, decisions: DecisionsView, now
               ? { reason: ap.reasons.find((r) => r.uid === uid)?.reason }
               : {}),
             waiting,
+            retry: ap.retry,
           }
         : {}),
       state: ap ? ap.state : "unknown",
       why: ap
-        ? whyText(waiting, now)
+        ? whyWithRetry(waiting, ap.retry, now)
         : key
           ? "the worker holds no applier for this claim (not found, not granted, or not admitted)"
           : "no claim named: nothing applies this folder",

@@ -14,6 +14,7 @@ const ALSO_OTHER_WORDS = new Set([
   "Published", // the decision core's event, a publication state
   "Retrying", // a publication state
   "Stale", // an attempt's phase
+  "Superseded", // an operation's phase
   "Unknown", // a condition status
   "Bound", // a claim's eligibility state
   "NotReferenced", // a claim's eligibility state

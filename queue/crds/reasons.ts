@@ -155,6 +155,13 @@ export const StatusReason = {
   AnswerLost: "AnswerLost",
   Timeout: "Timeout",
   ToolReportedFailed: "ToolReportedFailed",
+  /** Ended by a newer tip that superseded its commit (the phase of that name, and its outcome). */
+  Superseded: "Superseded",
+
+  // A claim's Retrying condition (written by the branch worker)
+  BackingOff: "BackingOff",
+  ApplierRetrying: "ApplierRetrying",
+  NoRetryPending: "NoRetryPending",
 
   // WatchRule: Ready, KindsResolved
   TargetNotFound: "TargetNotFound",
@@ -173,6 +180,7 @@ export const StatusReason = {
   StaleOperationTerminated: "StaleOperationTerminated",
   OperationSucceeded: "OperationSucceeded",
   OperationFailed: "OperationFailed",
+  OperationSuperseded: "OperationSuperseded",
 } as const;
 
 export type StatusReason = (typeof StatusReason)[keyof typeof StatusReason];

@@ -116,6 +116,14 @@ describe("explainBranch: why each applier gets no attempt now, from the rules th
     const e = explained(d);
     expect(e).toMatchObject({ state: "held", failures: 1, pending: ["ForeignCommit"] });
     expect(e.waiting).toEqual({ hold: "backoff", until: d.now + 2_000, failures: 1 });
+    // What the claim's Retrying condition shows: the commit, the attempt that comes next, when.
+    expect(e.retry).toEqual({
+      by: "worker",
+      commit: B,
+      attempt: 2,
+      at: d.now + 2_000,
+      after: { phase: "Failed", commit: B },
+    });
   });
 
   it("a suspended GitTarget: held, naming it", () => {

@@ -15,8 +15,9 @@ import {
   targetsNaming,
   whyNotDue,
 } from "./due.js";
-import type { DecisionState, OperationOut, PendingKind } from "./model.js";
+import type { DecisionState, OperationOut, PendingKind, RetryView } from "./model.js";
 import { kindsPending, reasonForTarget } from "./reasons.js";
+import { retryView } from "./retry-view.js";
 
 /** Why a due applier gets no attempt now: another applier of its source goes first. */
 export interface TurnHold {
@@ -40,6 +41,8 @@ export interface ApplierExplanation {
   lastAppliedCommit: string | null;
   /** Consecutive attempts that did not succeed. */
   failures: number;
+  /** What it waits for before its next attempt (the claim's Retrying condition), or null. */
+  retry: RetryView | null;
   /**
    * applying: an operation out (whatever is pending meanwhile). idle: nothing pending. held: a
    * reason pending and a rule holds it (`whyNotDue`). due: due, waiting only for its turn or the
@@ -126,6 +129,7 @@ export function explainBranch(state: DecisionState, now: number): BranchExplanat
       operation: op && { token: op.token, commit: op.commit, phase: op.phase, sentAt: op.sentAt },
       lastAppliedCommit: a.lastAppliedCommit,
       failures: a.failures,
+      retry: retryView(state, a, now),
       state: op ? "applying" : stateOf(waiting),
       waiting,
     };

@@ -104,6 +104,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
         "Succeeded",
         "Succeeded",
         "Failed",
+        "Superseded",
         "Rejected",
         "Dropped",
         "RequestFailed",

@@ -6,6 +6,7 @@
  * epoch milliseconds and always come in with the event; the core never reads a clock.
  */
 import type {
+  Ancestry,
   ApplierRef,
   ApplierWriteReport,
   Attempt,
@@ -74,6 +75,37 @@ export interface OperationOut {
   carried: PendingReasons;
   /** The change-window override this attempt used, if it went outside the windows. */
   override?: string;
+  /**
+   * A foreign tip arrived after the send: the operation is for an older commit than the one the
+   * applier is asked for now, so an end without success starts no backoff.
+   */
+  overtaken?: boolean;
+  /** How the operation was last judged against the tip (`judgeSupersession`), at that tip. */
+  supersession?: { tip: string; superseded: boolean; why?: string };
+  /** The tip whose supersession asked the executor to end the operation (asked once). */
+  endAsked?: string;
+  /** The applier's own retry the operation waits for (Argo CD's sync retry), as last reported. */
+  retry?: ApplierRetry;
+  /** The executor's last message about it (the applier's own words). */
+  message?: string;
+}
+
+/** An applier's own retry inside one operation: which attempt comes next, of how many, and when. */
+export interface ApplierRetry {
+  /** The attempt that comes next, counting the first one (Argo CD's retryCount + 1). */
+  attempt: number;
+  /** How many attempts the operation makes at most; absent: no limit. */
+  of?: number;
+  /** When it comes (epoch ms). */
+  at: number;
+}
+
+/** How an attempt that did not succeed ended, for the claim's Retrying condition. */
+export interface AttemptEnd {
+  phase: ReportPhase;
+  commit: string;
+  reason?: string;
+  message?: string;
 }
 
 /** The applier unit: held by one claim; key is `claimKey(claim)`. */
@@ -86,7 +118,10 @@ export interface ApplierState {
   operation: OperationOut | null;
   /** Commit the last succeeded operation applied. */
   lastAppliedCommit: string | null;
-  /** Consecutive non-success outcomes (Stale excluded); 0 after a success. */
+  /**
+   * Consecutive attempts for the commit asked now that did not succeed (Stale excluded): 0 after a
+   * success, and again when a foreign tip arrives (a new commit is a new request).
+   */
   failures: number;
   /** Not due before this time (backoff). */
   notBefore: number;
@@ -114,6 +149,10 @@ export interface ApplierState {
   reconcileHandled?: string;
   /** What the claim's status was last told of it (`lastHandledReconcileAt`). */
   reconcileRecorded?: string;
+  /** How the last attempt that did not succeed ended (cleared by a success). */
+  lastEnd?: AttemptEnd;
+  /** What the claim was last told of its retry (`RetryView`, as JSON; "null": nothing waited for). */
+  retryRecorded?: string;
 }
 
 /** The GitTarget unit, by uid. */
@@ -362,6 +401,11 @@ export type DecisionEvent =
   | { type: "InitialSnapshotsPublished"; targetUid: string; token: string }
   /** The shell read the foreign commits since each applier's last applied commit, by claim key. */
   | { type: "CommitsRead"; reads: Record<string, ForeignRead> }
+  /**
+   * What the clone answered of an operation's commit against the tip (`ancestryReadsAsked`): is
+   * `commit` a proper ancestor of `tip`?
+   */
+  | { type: "AncestryRead"; token: string; commit: string; tip: string; ancestry: Ancestry }
   /** The timer of the last ScheduleWake fired (the shell holds no timer until the next one). */
   | { type: "Tick" }
   /** The worker (re)started: a fresh baseline, operations and repairPending from claim status. */
@@ -423,8 +467,38 @@ export type DecisionAction =
   | { type: "RecordReconcileHandled"; claim: ClaimRef; requestedAt: string }
   /** Write what the claim shows of governance (`ApplyAllowed`, `status.governance`). */
   | { type: "RecordGate"; claim: ClaimRef; gate: ClaimGate }
+  /**
+   * A newer tip supersedes the operation `token` (for `commit`): ask its executor to end it (the
+   * executor proves it again before it does) and report it `Superseded`.
+   */
+  | {
+      type: "EndSuperseded";
+      claim: ClaimRef;
+      applier: ApplierRef;
+      token: string;
+      commit: string;
+      tip: string;
+    }
+  /** Write the claim's Retrying condition: what it waits for before its next attempt (null: nothing). */
+  | { type: "RecordRetry"; claim: ClaimRef; retry: RetryView | null }
   /** Feed a `Tick` at (or after) this time. Replaces any earlier wake. */
   | { type: "ScheduleWake"; at: number };
+
+/** What a claim waits for before its next attempt (its Retrying condition). */
+export interface RetryView {
+  /** Whose wait it is: the branch worker's backoff, or the applier's own retry inside an operation. */
+  by: "worker" | "applier";
+  /** The commit the next attempt is for. */
+  commit: string;
+  /** The attempt that comes next, counting the first one. */
+  attempt: number;
+  /** How many attempts there are at most (the applier's retry limit); absent: no limit. */
+  of?: number;
+  /** When it comes (epoch ms). */
+  at: number;
+  /** How the last attempt ended. */
+  after?: AttemptEnd;
+}
 
 export interface StepResult {
   state: DecisionState;

@@ -961,3 +961,146 @@ describe("webhook appliers", () => {
     }
   });
 });
+
+describe("a newer commit supersedes a failing one", () => {
+  const KEY = "FluxClaim/apps/app";
+  /** An applier that failed `n` times in a row at B (its backoff running), after settling at A. */
+  function failing(n: number, kind: "flux" | "argocd" = "flux") {
+    const d = new Driver();
+    d.settle([kind === "flux" ? listed("u1", "app") : argoListed("u1", "app")], A);
+    let out = d.on({ type: "Observed", tip: B, pushedByUs: false });
+    for (let i = 0; i < n; i++) {
+      const [att] = sends(d.publish(out, B));
+      d.on(report(att?.token ?? "", "app", "Running", undefined, att?.claim));
+      d.on({
+        type: "Report",
+        report: {
+          type: "phase",
+          token: att?.token ?? "",
+          claim: att?.claim ?? fluxClaim("app").claim,
+          branchKey: "k",
+          phase: "Failed",
+          at: iso(d.now),
+          commit: B,
+          reason: "BuildFailed",
+          message: "no matches for kind Widget",
+        },
+      });
+      if (i < n - 1) out = d.advance(backoffDelay(i + 1, false));
+    }
+    return d;
+  }
+
+  it("a foreign tip resets the backoff: the fix is sent at once, not after the 16 s the failures earned", () => {
+    const d = failing(4);
+    expect(d.state.appliers[KEY]?.notBefore).toBe(d.now + 16_000);
+    const out = d.on({ type: "Observed", tip: C, pushedByUs: false });
+    const [att] = sends(d.publish(out, C));
+    expect(att?.commit).toBe(C);
+    expect(att?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+  });
+
+  it("a tip the worker pushed does not: it carries only edits the cluster runs, and cannot fix what failed", () => {
+    const d = failing(3);
+    expect(flushes(d.on({ type: "Published", upToMark: null, tip: C }))).toEqual([]);
+    expect(flushes(d.advance(7_999))).toEqual([]);
+    expect(flushes(d.advance(1))).toHaveLength(1);
+  });
+
+  it("an operation a foreign tip overtook ends without backoff, and the new tip goes at once", () => {
+    const d = failing(2);
+    const [att] = sends(d.publish(d.advance(4_000), B));
+    d.on(report(att?.token ?? "", "app", "Running"));
+    // The fix lands while the third attempt at B still runs.
+    expect(flushes(d.on({ type: "Observed", tip: C, pushedByUs: false }))).toEqual([]);
+    const out = d.on(report(att?.token ?? "", "app", "Failed", B));
+    const [next] = sends(d.publish(out, C));
+    expect(next?.commit).toBe(C);
+    expect(d.state.appliers[KEY]?.failures).toBe(0);
+  });
+
+  it("Superseded gives back what the attempt carried and is decided again at once, never counted a success", () => {
+    const d = failing(1, "argocd");
+    const [att] = sends(d.publish(d.advance(2_000), B));
+    const claim = att?.claim;
+    d.on(report(att?.token ?? "", "app", "Running", undefined, claim));
+    d.on({ type: "Observed", tip: C, pushedByUs: false });
+    d.on({ type: "AncestryRead", token: att?.token ?? "", commit: B, tip: C, ancestry: "ancestor" });
+    const out = d.on(report(att?.token ?? "", "app", "Superseded", B, claim));
+    const a = d.state.appliers["ArgoCDClaim/apps/app"];
+    expect(a?.lastAppliedCommit).toBe(A);
+    const [next] = sends(d.publish(out, C));
+    expect(next?.commit).toBe(C);
+    expect(next?.targets.map((t) => t.reason)).toEqual(["ForeignCommit"]);
+  });
+
+  it("the claim says what it waits for: the commit, the attempt and when it comes, and nothing once it went", () => {
+    const d = failing(2);
+    const retries = d.log.filter((x) => x.type === "RecordRetry");
+    expect(retries.at(-1)).toEqual({
+      type: "RecordRetry",
+      claim: fluxClaim("app").claim,
+      retry: {
+        by: "worker",
+        commit: B,
+        attempt: 3,
+        at: d.now + 4_000,
+        after: { phase: "Failed", commit: B, reason: "BuildFailed", message: "no matches for kind Widget" },
+      },
+    });
+    // Written once per change: an unrelated step writes nothing.
+    expect(d.on({ type: "Tick" }).filter((x) => x.type === "RecordRetry")).toEqual([]);
+    const out = d.advance(4_000);
+    expect(out.filter((x) => x.type === "RecordRetry")).toEqual([
+      { type: "RecordRetry", claim: fluxClaim("app").claim, retry: null },
+    ]);
+    // A claim that never waited is told nothing.
+    const quiet = new Driver();
+    quiet.settle([listed("u1", "app")], A);
+    expect(quiet.log.filter((x) => x.type === "RecordRetry")).toEqual([]);
+  });
+
+  it("and while Argo CD's own retry holds the operation, which of its attempts comes when", () => {
+    const d = new Driver();
+    d.settle([argoListed("u1", "app")], A);
+    const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+    const at = d.now + 20_000;
+    const out = d.on({
+      type: "Report",
+      report: {
+        type: "phase",
+        token: att?.token ?? "",
+        claim: argoClaim("app").claim,
+        branchKey: "k",
+        phase: "Running",
+        at: iso(d.now),
+        reason: "Retrying",
+        message: "one or more objects failed to apply. Retrying attempt #2 at 10:00AM.",
+        retry: { attempt: 3, of: 6, at: iso(at) },
+      },
+    });
+    expect(out.filter((x) => x.type === "RecordRetry")).toEqual([
+      {
+        type: "RecordRetry",
+        claim: argoClaim("app").claim,
+        retry: {
+          by: "applier",
+          commit: B,
+          attempt: 3,
+          of: 6,
+          at,
+          after: {
+            phase: "Running",
+            commit: B,
+            message: "one or more objects failed to apply. Retrying attempt #2 at 10:00AM.",
+          },
+        },
+      },
+    ]);
+    // The retry started: Argo CD reports it running again, with no wait.
+    const again = d.on(report(att?.token ?? "", "app", "Running", undefined, argoClaim("app").claim));
+    expect(again.filter((x) => x.type === "RecordRetry")).toEqual([
+      { type: "RecordRetry", claim: argoClaim("app").claim, retry: null },
+    ]);
+  });
+});

@@ -42,7 +42,9 @@ import {
   reasonForTarget,
 } from "./reasons.js";
 import { admitRefusal, consentsToRefusal, trailingRefusalDue } from "./refusal.js";
+import { retryView } from "./retry-view.js";
 import { hasTrigger, holdEndsAt, judgeSnapshot, recollectDue } from "./snapshots.js";
+import { endsOnSupersession, judgeSupersession } from "./supersede.js";
 import {
   asOfArrival,
   isOver,
@@ -128,6 +130,9 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
     case "Report":
       settleReport(s, event.report, now);
       break;
+    case "AncestryRead":
+      judgeAncestry(s, event, actions);
+      break;
     case "ApplierWrite":
       judgeWrite(s, event.report, now, actions);
       break;
@@ -177,8 +182,10 @@ function namedAppliers(s: DecisionState): ApplierState[] {
 /**
  * The first observation after a start is a baseline: a converge is pending for every applier, never
  * a ForeignCommit, which would revert edits made while the worker was down. A tip we pushed leaves
- * nothing pending; any other new tip is a ForeignCommit for every applier on the branch. An empty
- * branch asks nothing.
+ * nothing pending; any other new tip is a ForeignCommit for every applier on the branch, and a new
+ * request: it resets the applier's backoff (its failures were an older commit's), and an operation
+ * out is overtaken (its end without success starts no backoff; `ancestryReadsAsked` asks whether
+ * the tip supersedes it). An empty branch asks nothing.
  */
 export function observe(s: DecisionState, tip: string | null, pushedByUs: boolean): void {
   if (!s.observed) {
@@ -190,7 +197,12 @@ export function observe(s: DecisionState, tip: string | null, pushedByUs: boolea
   if (tip === s.tip) return;
   s.tip = tip;
   if (tip === null || pushedByUs) return;
-  for (const a of namedAppliers(s)) addPending(a.pending, "ForeignCommit");
+  for (const a of namedAppliers(s)) {
+    addPending(a.pending, "ForeignCommit");
+    a.failures = 0;
+    a.notBefore = 0;
+    if (a.operation) a.operation.overtaken = true;
+  }
 }
 
 /**
@@ -485,7 +497,15 @@ function stillStands(s: DecisionState, key: string, kind: PendingKind, uid?: str
  */
 export function settleReport(
   s: DecisionState,
-  r: { token: string; claim: ClaimRef; phase: string; commit?: string; reason?: string },
+  r: {
+    token: string;
+    claim: ClaimRef;
+    phase: string;
+    commit?: string;
+    reason?: string;
+    message?: string;
+    retry?: { attempt: number; of?: number; at: string };
+  },
   now: number,
 ): void {
   const key = claimKey(r.claim);
@@ -495,6 +515,12 @@ export function settleReport(
   const phase = r.phase as (typeof TERMINAL_PHASES)[number];
   if (!TERMINAL_PHASES.includes(phase)) {
     op.phase = phase;
+    // The applier's own retry this operation waits for, while the executor says so.
+    const at = r.retry ? Date.parse(r.retry.at) : Number.NaN;
+    if (r.retry && Number.isFinite(at))
+      op.retry = { attempt: r.retry.attempt, ...(r.retry.of ? { of: r.retry.of } : {}), at };
+    else delete op.retry;
+    if (r.message !== undefined) op.message = r.message.slice(0, MESSAGE_KEPT);
     return;
   }
   a.operation = null;
@@ -507,15 +533,69 @@ export function settleReport(
     a.lastAppliedCommit = r.commit ?? op.commit;
     a.failures = 0;
     a.notBefore = 0;
+    delete a.lastEnd;
     return;
   }
   giveBack(a.pending, op.carried, (kind, uid) => stillStands(s, key, kind, uid));
   // Nothing was applied: an override this attempt used is given back for the next one.
-  if (op.override !== undefined && phase !== "Failed" && a.overrideUsed?.token === op.token)
+  if (
+    op.override !== undefined &&
+    phase !== "Failed" &&
+    phase !== "Superseded" &&
+    a.overrideUsed?.token === op.token
+  )
     a.overrideUsed = null;
   if (phase === "Stale") return;
+  const message = r.message ?? op.message;
+  a.lastEnd = {
+    phase,
+    commit: op.commit,
+    ...(r.reason ? { reason: r.reason } : {}),
+    ...(message ? { message: message.slice(0, MESSAGE_KEPT) } : {}),
+  };
+  // Superseded, or overtaken by a foreign tip while out: it was an older commit's end, and the
+  // tip it leaves pending has not been tried. Decided again at once, as a Stale one.
+  if (phase === "Superseded" || op.overtaken) return;
   a.failures += 1;
   a.notBefore = now + backoffDelay(a.failures, phase === "Rejected");
+}
+
+/** How much of an executor's message the state keeps (for the claim's Retrying condition). */
+const MESSAGE_KEPT = 512;
+
+/**
+ * The clone's answer for an operation out against the tip. Judged only for the operation it was
+ * asked of and the tip now (a read of an older tip is asked again for the tip now); once the tip
+ * supersedes it, an applier whose operations can be ended is asked, once, to end it.
+ */
+function judgeAncestry(
+  s: DecisionState,
+  e: Extract<DecisionEvent, { type: "AncestryRead" }>,
+  actions: DecisionAction[],
+): void {
+  if (e.tip !== s.tip) return;
+  for (const a of Object.values(s.appliers)) {
+    const op = a.operation;
+    if (!op || op.token !== e.token || op.commit !== e.commit) continue;
+    const v = judgeSupersession(op.commit, e.tip, e.ancestry);
+    if (v.verdict === "prove") return;
+    op.supersession =
+      v.verdict === "superseded"
+        ? { tip: e.tip, superseded: true }
+        : { tip: e.tip, superseded: false, why: v.why };
+    if (v.verdict !== "superseded" || op.endAsked !== undefined || !endsOnSupersession(a.applier.kind))
+      return;
+    op.endAsked = e.tip;
+    actions.push({
+      type: "EndSuperseded",
+      claim: a.claim,
+      applier: a.applier,
+      token: op.token,
+      commit: op.commit,
+      tip: e.tip,
+    });
+    return;
+  }
 }
 
 /**
@@ -772,8 +852,23 @@ function finish(s: DecisionState, now: number, actions: DecisionAction[]): StepR
     a.reconcileRecorded = a.reconcileHandled;
     actions.push({ type: "RecordReconcileHandled", claim: a.claim, requestedAt: a.reconcileHandled });
   }
+  recordRetries(s, now, actions);
   scheduleWake(s, now, actions);
   return { state: s, actions };
+}
+
+/**
+ * What each claim waits for before its next attempt (`retryView`), written through when it
+ * changes; nothing for a claim that never waited.
+ */
+function recordRetries(s: DecisionState, now: number, actions: DecisionAction[]): void {
+  for (const a of Object.values(s.appliers)) {
+    const view = retryView(s, a, now);
+    const json = JSON.stringify(view);
+    if (json === (a.retryRecorded ?? "null")) continue;
+    a.retryRecorded = json;
+    actions.push({ type: "RecordRetry", claim: a.claim, retry: view });
+  }
 }
 
 /**

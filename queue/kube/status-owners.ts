@@ -51,7 +51,7 @@ export const STATUS_OWNERS = {
  * whole), so the check needs the object the patch was made from.
  */
 export const CONDITION_TYPE_OWNERS = {
-  claim: { "branch-worker": ["ApplyAllowed"] },
+  claim: { "branch-worker": ["ApplyAllowed", "Retrying"] },
 } as const;
 
 type Owners = typeof STATUS_OWNERS;

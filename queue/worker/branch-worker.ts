@@ -20,6 +20,7 @@ import {
   type WriteChange,
 } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
+import { type AncestryOf, cloneAncestry } from "../git/ancestry.js";
 import { cleanObject, objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange, RemoteTag } from "../git/repo.js";
 import { advertise, GitRemoteError, PushRejectedError, type Remote } from "../git/smart-http.js";
@@ -500,6 +501,16 @@ export class BranchWorker {
   async parentsOf(oid: string): Promise<string[]> {
     return (await this.o.repo.readCommit(oid)).parents;
   }
+
+  /**
+   * Whether `revision` is a proper ancestor of `commit` in the clone: the decisions' proof that a
+   * newer tip supersedes an operation. Reads only immutable objects, so it may run beside the loop.
+   */
+  ancestry(revision: string, commit: string): ReturnType<AncestryOf> {
+    this.ancestryOf ??= cloneAncestry(this.o.repo.gitdir, this.o.repo.cache);
+    return this.ancestryOf(revision, commit);
+  }
+  private ancestryOf: AncestryOf | undefined;
 
   /** A commit object's bytes, for the decisions' signature check (immutable: may run beside the loop). */
   async rawCommitOf(oid: string): Promise<Uint8Array> {

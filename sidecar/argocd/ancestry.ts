@@ -1,33 +1,11 @@
 /**
- * Ancestry answered by a Git clone (the branch worker's bare clone, or any clone of the
- * repository): is `revision` an ancestor of `commit`? A revision that does not resolve to exactly
- * one commit the clone holds, or a commit it lacks, is "unknown": never proof.
+ * Ancestry answered by a Git clone, as the stale-operation rule asks it (`queue/git/ancestry.ts`,
+ * shared with the branch worker, which asks the same question of its own clone).
  */
-import * as fs from "node:fs";
-import git from "isomorphic-git";
-import type { Ancestry, AncestryAnswer } from "./stale.js";
+import { cloneAncestry as ofClone } from "../../queue/git/ancestry.js";
+import type { Ancestry } from "./stale.js";
 
 export function cloneAncestry(gitdir: string): Ancestry {
-  const cache = {};
-  const resolve = async (rev: string): Promise<string | undefined> => {
-    try {
-      const oid = rev.length === 40 ? rev : await git.expandOid({ fs, gitdir, oid: rev, cache });
-      await git.readCommit({ fs, gitdir, oid, cache });
-      return oid;
-    } catch {
-      return undefined;
-    }
-  };
-  return async (revision, commit): Promise<AncestryAnswer> => {
-    const ancestor = await resolve(revision.toLowerCase());
-    const descendant = await resolve(commit.toLowerCase());
-    if (!ancestor || !descendant) return "unknown";
-    if (ancestor === descendant) return "not-ancestor";
-    try {
-      const yes = await git.isDescendent({ fs, gitdir, oid: descendant, ancestor, depth: -1, cache });
-      return yes ? "ancestor" : "not-ancestor";
-    } catch {
-      return "unknown";
-    }
-  };
+  const ask = ofClone(gitdir);
+  return (revision, commit) => ask(revision, commit);
 }

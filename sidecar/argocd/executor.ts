@@ -10,7 +10,7 @@
  * a read from the API server. The update that starts the sync is guarded by the version it was
  * made from, so a cache behind the server costs a 409 that reads the server again.
  */
-import type { Attempt } from "../../queue/contract.js";
+import type { Attempt, SupersededNotice } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
 import { applierField, claimField, type Logger } from "../../queue/log.js";
@@ -30,6 +30,7 @@ import {
   writeFailed,
 } from "../operation-record.js";
 import { sleepUnlessAborted } from "../sleep.js";
+import type { SupersessionSource } from "../supersessions.js";
 import { staleBecause } from "../tip-check.js";
 import {
   APPLICATION,
@@ -94,6 +95,8 @@ export interface ArgoCDExecutorDeps {
   windows?: WindowHooks;
   /** The Applications' watch (tests hand one in); default one of this executor's own on `kube`. */
   applications?: ApplicationWatch;
+  /** The operations the branch worker found superseded, and the tip it records; none: none is ended. */
+  supersessions?: SupersessionSource;
 }
 
 /** A read of the Application, and whether the watch's cache answered it (a cache may lag). */
@@ -123,6 +126,10 @@ interface Ctx {
   seen: SeenClaim;
   /** When a recovered operation started (a new process follows it): see `WindowHooks.opened`. */
   missedSince?: string;
+  /** The branch worker found it superseded (the notice, handed in or read back). */
+  superseded?: SupersededNotice;
+  /** Terminated by this process as superseded, by this tip: its end is Superseded. */
+  terminated?: string;
 }
 
 export class ArgoCDExecutor implements OperationExecutor {
@@ -132,6 +139,8 @@ export class ArgoCDExecutor implements OperationExecutor {
   private readonly maxPollMs: number;
   private readonly resyncMs: number;
   readonly applications: ApplicationWatch;
+  /** The operations this process follows, by token (a supersession notice finds its follower here). */
+  private readonly following = new Map<string, Ctx>();
 
   constructor(private readonly d: ArgoCDExecutorDeps) {
     const o = d.options ?? {};
@@ -146,6 +155,14 @@ export class ArgoCDExecutor implements OperationExecutor {
   /** Stops the Applications' watches (after every running operation saw its signal abort). */
   async shutdown(): Promise<void> {
     await this.applications.stop();
+  }
+
+  /** The branch worker found an operation this process follows superseded: its follower wakes to end it. */
+  supersede(notice: SupersededNotice): void {
+    const c = this.following.get(notice.token);
+    if (!c || c.superseded) return;
+    c.superseded = notice;
+    this.applications.wakeups.notify(appKey(c.app));
   }
 
   /**
@@ -270,7 +287,12 @@ export class ArgoCDExecutor implements OperationExecutor {
         }
         const busy = busyWith(app);
         if (busy.busy) {
-          const terminate = await this.terminateIfStale(app, read.cached, c);
+          const terminate = await this.terminateIfStale(c, {
+            commit: c.commit,
+            seen: app,
+            cached: read.cached,
+            fatalOnForbidden: true,
+          });
           if (terminate.fatal) {
             armed.cancel();
             return giveUp("Rejected", StatusReason.TerminateForbidden, terminate.fatal);
@@ -479,6 +501,10 @@ export class ArgoCDExecutor implements OperationExecutor {
     // Whether the watch's cache may answer the next read: after one of its events; a wait that no
     // event ended, and a failure seen in the cache, read the API server.
     let fromCache = true;
+    // Whether the kept supersession notice is read: at the start (a recovery, a notice sent before
+    // this process followed it) and after every wait no event ended (a missed message).
+    let readNotice = true;
+    this.following.set(c.token, c);
     this.d.windows?.opened({
       token: c.token,
       claim: c.claim,
@@ -516,12 +542,37 @@ export class ArgoCDExecutor implements OperationExecutor {
           // An operation state carrying our token, completed: the server held it, whatever came since.
           armed.cancel();
           const ok = p.phase === "Succeeded";
+          // Ended by our terminate: superseded, never a failure of its own (and never a success).
+          if (!ok && c.terminated)
+            return this.complete(
+              c,
+              "Superseded",
+              StatusReason.Superseded,
+              `superseded by ${c.terminated}: ${p.message ?? `sync ${p.phase}`}`,
+            );
           return this.complete(
             c,
             ok ? "Succeeded" : "Failed",
             ok ? undefined : `Sync${p.phase}`,
             p.message ?? `sync ${p.phase}`,
           );
+        }
+        if (p.stage === "Running" && !p.terminating && !c.terminated && this.d.supersessions) {
+          if (!c.superseded && readNotice) {
+            readNotice = false;
+            const kept = await this.d.supersessions.read(c.token).catch(() => undefined);
+            if (kept) c.superseded = kept;
+          }
+          if (c.superseded) {
+            const ended = await this.endSuperseded(c);
+            if (ended !== "left") {
+              // Terminated (or to try again): the next look is the API server's.
+              armed.cancel();
+              fromCache = false;
+              if (ended === "retry") await sleepUnlessAborted(this.pollMs, c.signal);
+              continue;
+            }
+          }
         }
         if (p.stage === "Running") {
           const note = `${p.message ?? ""}|${p.blockedByWindow}`;
@@ -543,6 +594,7 @@ export class ArgoCDExecutor implements OperationExecutor {
                   ? { reason: StatusReason.Retrying }
                   : {}),
               ...(p.message ? { message: p.message } : {}),
+              ...(p.retry ? { retry: p.retry } : {}),
             });
           }
         }
@@ -571,11 +623,58 @@ export class ArgoCDExecutor implements OperationExecutor {
           continue;
         }
         fromCache = await armed.wait;
+        if (!fromCache) readNotice = true;
         if (unresolved) interval = Math.min(interval * 2, this.maxPollMs);
       }
     } finally {
+      if (this.following.get(c.token) === c) this.following.delete(c.token);
       this.d.windows?.closed(c.token);
     }
+  }
+
+  /**
+   * Ends an operation the branch worker found superseded, on proof (seed 002): read from the API
+   * server, it is still ours and running, and its revision is a proven ancestor of the tip the
+   * worker records now (a force-push back since the notice leaves it alone). The terminate is
+   * guarded by the resourceVersion of that read. `retry`: a conflict or a failed write, tried
+   * again on the next look; `left`: not proven (or not allowed), it runs to its end.
+   */
+  private async endSuperseded(c: Ctx): Promise<"terminated" | "retry" | "left"> {
+    const notice = c.superseded as SupersededNotice;
+    let tip: string | undefined;
+    try {
+      tip = await this.d.supersessions?.tip(c.branchKey);
+    } catch (err) {
+      c.log.warn(
+        { err: (err as Error).message },
+        "cannot read the tip to prove the supersession; trying again",
+      );
+      return "retry";
+    }
+    const leave = (why: string) => {
+      c.log.info(
+        { tip: tip ?? null, notice: notice.tip, why },
+        "superseded operation left to run: not proven",
+      );
+      delete c.superseded;
+      return "left" as const;
+    };
+    if (!tip) return leave("NoTip");
+    // The worker proved the notice's commit an ancestor of the notice's tip in its clone. While
+    // that tip is still the one it records, its proof stands (asking this process's clone would
+    // fetch the same commits again); a tip that moved since is proven here, against the tip now.
+    const proven = tip === notice.tip ? { revision: notice.commit, commit: notice.tip } : undefined;
+    const r = await this.terminateIfStale(c, {
+      commit: tip,
+      only: c.token,
+      fatalOnForbidden: false,
+      ...(proven ? { proven } : {}),
+    });
+    if (r.retry) return "retry";
+    if (!r.terminated) return leave(r.left ?? "NotProven");
+    c.terminated = tip;
+    c.log.info({ tip, revision: r.terminated }, "terminated the operation: a newer tip supersedes it");
+    return "terminated";
   }
 
   /**
@@ -603,7 +702,7 @@ export class ArgoCDExecutor implements OperationExecutor {
 
   private async complete(
     c: Ctx,
-    phase: "Succeeded" | "Failed",
+    phase: "Succeeded" | "Failed" | "Superseded",
     reason: string | undefined,
     message: string,
   ): Promise<void> {
@@ -623,37 +722,53 @@ export class ArgoCDExecutor implements OperationExecutor {
 
   /**
    * Seed 002: terminate the set operation only when it is ours, running, and its revision is a
-   * proven ancestor of the commit we must sync. A conflict or a failure is tried again after a
-   * poll interval (`retry`); Forbidden is fatal (returned as `fatal`). Judged first on `seen` (the
-   * cache's copy when `cached`): one that could be terminated is judged again, and proven, on a
-   * read from the API server, and the terminate is guarded by that read's version.
+   * proven ancestor of `commit` (the commit we must sync, or the tip that supersedes it). A
+   * conflict or a failure is tried again after a poll interval (`retry`); Forbidden is fatal when
+   * `fatalOnForbidden` (returned as `fatal`), else the operation is left. Judged first on `seen`
+   * (the cache's copy when `cached`): one that could be terminated is judged again, and proven, on
+   * a read from the API server, and the terminate is guarded by that read's version. `only`: the
+   * token the operation must carry.
    */
   private async terminateIfStale(
-    seen: Application,
-    cached: boolean,
     c: Ctx,
-  ): Promise<{ fatal?: string; retry?: boolean }> {
-    if (decideStale(seen, c.commit).action === "leave") return {};
-    let app = seen;
-    if (cached) {
+    o: {
+      commit: string;
+      seen?: Application;
+      cached?: boolean;
+      only?: string;
+      fatalOnForbidden: boolean;
+      /** A proof already made: `revision` is a proper ancestor of `commit` (both full ids). */
+      proven?: { revision: string; commit: string };
+    },
+  ): Promise<{ fatal?: string; retry?: boolean; terminated?: string; left?: string }> {
+    if (o.seen) {
+      const first = decideStale(o.seen, o.commit);
+      if (first.action === "leave") return { left: first.why };
+    }
+    let app = o.seen;
+    if (!app || o.cached) {
       const fresh = await this.applications.read(c.app).catch((err: unknown) => {
         c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; trying on the next poll");
-        return undefined;
+        return null;
       });
-      if (!fresh) return { retry: true };
+      if (fresh === null) return { retry: true };
+      if (!fresh) return { left: "ApplicationGone" };
       app = fresh;
     }
-    let d = decideStale(app, c.commit);
-    if (d.action === "prove") {
+    let d = decideStale(app, o.commit);
+    if (d.action === "prove" && o.proven?.commit === o.commit && o.proven.revision === d.revision) {
+      d = decideStale(app, o.commit, "ancestor");
+    } else if (d.action === "prove") {
       const ancestry = this.d.options?.ancestry;
       const answer = ancestry
-        ? await ancestry(d.revision, c.commit, { application: app, claim: c.claim }).catch(
+        ? await ancestry(d.revision, o.commit, { application: app, claim: c.claim }).catch(
             () => "unknown" as const,
           )
         : "unknown";
-      d = decideStale(app, c.commit, answer);
+      d = decideStale(app, o.commit, answer);
     }
-    if (d.action !== "terminate") return {};
+    if (d.action !== "terminate") return { left: d.action === "leave" ? d.why : "NotProven" };
+    if (o.only !== undefined && d.token !== o.only) return { left: "Foreign" };
     try {
       await this.d.kube.mergePatch(APPLICATION, c.app.namespace, c.app.name, terminatePatch(), {
         resourceVersion: d.resourceVersion,
@@ -664,8 +779,12 @@ export class ArgoCDExecutor implements OperationExecutor {
         c.log.info({ stale: d.token }, "terminating a stale operation conflicted; trying on the next poll");
         return { retry: true };
       }
-      if (code === 403)
-        return { fatal: `terminating stale operation ${d.token} is forbidden: ${apiFailure(err).message}` };
+      if (code === 403) {
+        const message = `terminating stale operation ${d.token} is forbidden: ${apiFailure(err).message}`;
+        if (o.fatalOnForbidden) return { fatal: message };
+        c.log.warn({ stale: d.token }, message);
+        return { left: StatusReason.Forbidden };
+      }
       c.log.warn(
         { err: apiFailure(err).message },
         "terminating a stale operation failed; trying on the next poll",
@@ -677,7 +796,7 @@ export class ArgoCDExecutor implements OperationExecutor {
       type: "Normal",
       reason: StatusReason.StaleOperationTerminated,
       action: "Terminate",
-      note: `terminated applygate operation ${d.token} for ${d.revision}, an ancestor of ${c.commit}`,
+      note: `terminated applygate operation ${d.token} for ${d.revision}, an ancestor of ${o.commit}`,
       regarding: {
         apiVersion: "argoproj.io/v1alpha1",
         kind: "Application",
@@ -686,6 +805,6 @@ export class ArgoCDExecutor implements OperationExecutor {
         ...(app.metadata.uid ? { uid: app.metadata.uid } : {}),
       },
     });
-    return {};
+    return { terminated: d.revision };
   }
 }

@@ -81,6 +81,7 @@ export function createApplierKind(deps: ApplierDeps<ArgoCDKindOptions>) {
     options,
     checks: deps.checks,
     windows: windowObserver,
+    ...(deps.supersessions ? { supersessions: deps.supersessions } : {}),
   });
   const controller = new ArgoCDClaimController({
     kube: deps.kube,

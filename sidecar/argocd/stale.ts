@@ -8,10 +8,11 @@
  * tag name can move), the very commit we must sync, and a commit the clone does not know or that
  * is not an ancestor (a descendant is newer than what we were asked for).
  */
+import { type Ancestry as AncestryAnswer, judgeSupersession } from "../../queue/supersession.js";
 import { type Application, isCompletedPhase, operationOf, stateOf, tokenOf } from "./application.js";
 
-/** What the branch worker's Git clone says of `revision` against the newer commit. */
-export type AncestryAnswer = "ancestor" | "not-ancestor" | "unknown";
+/** What a Git clone says of `revision` against the newer commit (`queue/decide/supersede.ts`). */
+export type { AncestryAnswer };
 
 /**
  * Asks the clone: is `revision` (a full or abbreviated commit id) an ancestor of `commit`? It
@@ -45,8 +46,6 @@ export type StaleDecision =
   /** Set status.operationState.phase to Terminating, guarded by this resourceVersion. */
   | { action: "terminate"; revision: string; token: string; resourceVersion: string };
 
-const COMMIT_ID = /^[0-9a-f]{7,40}$/;
-
 /** The revision the running operation syncs: its pinned revision, else the resolved one. */
 export function runningRevision(app: Application): string | undefined {
   const state = stateOf(app);
@@ -67,14 +66,11 @@ export function decideStale(app: Application, commit: string, proof?: AncestryAn
   if (state.phase === "Terminating") return { action: "leave", why: "AlreadyTerminating" };
   if (isCompletedPhase(state.phase) || state.phase !== "Running")
     return { action: "leave", why: "Completed" };
-  const revision = runningRevision(app);
-  if (!revision) return { action: "leave", why: "NoRevision" };
-  const lower = revision.toLowerCase();
-  if (!COMMIT_ID.test(lower)) return { action: "leave", why: "Symbolic" };
-  if (commit.toLowerCase().startsWith(lower)) return { action: "leave", why: "SameCommit" };
-  if (proof === undefined) return { action: "prove", revision, token };
-  if (proof === "unknown") return { action: "leave", why: "Unknown" };
-  if (proof === "not-ancestor") return { action: "leave", why: "NotAncestor" };
+  const revision = runningRevision(app) ?? "";
+  // The same rule the branch worker judged the operation superseded by.
+  const v = judgeSupersession(revision, commit, proof);
+  if (v.verdict === "prove") return { action: "prove", revision, token };
+  if (v.verdict === "not-superseded") return { action: "leave", why: v.why === "NoTip" ? "Unknown" : v.why };
   const resourceVersion = app.metadata.resourceVersion;
   if (!resourceVersion) return { action: "leave", why: "Unknown" };
   return { action: "terminate", revision, token, resourceVersion };

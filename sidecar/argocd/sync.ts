@@ -5,12 +5,14 @@
  * update clears status.operationState, the controller copies the operation (info included) into
  * status.operationState, and clears `operation` once the operation completed.
  */
+import { parseGoDuration } from "../../queue/go-duration.js";
 import {
   type Application,
   type ArgoOperation,
   automatedOf,
   INITIATOR,
   isCompletedPhase,
+  type OperationState,
   operationOf,
   REASON_INFO,
   REFRESH_ANNOTATION,
@@ -123,6 +125,8 @@ export type SyncProgress =
       blockedByWindow: boolean;
       retrying: boolean;
       terminating: boolean;
+      /** While it waits for Argo CD's own retry: the attempt that comes next, of how many, and when. */
+      retry?: PendingRetry;
     }
   /** Running, but `operation` was removed: the controller will never finish it. */
   | { stage: "Orphaned"; message?: string }
@@ -155,6 +159,7 @@ function running(
   state: NonNullable<ReturnType<typeof stateOf>>,
   message: string | undefined,
 ): Extract<SyncProgress, { stage: "Running" }> {
+  const retry = pendingRetry(state);
   return {
     stage: "Running",
     ...(state.startedAt ? { startedAt: state.startedAt } : {}),
@@ -162,5 +167,44 @@ function running(
     blockedByWindow: message?.startsWith(SYNC_WINDOW_MESSAGE) === true,
     retrying: state.phase === "Running" && !!state.finishedAt,
     terminating: state.phase === "Terminating",
+    ...(retry ? { retry } : {}),
+  };
+}
+
+/** Argo CD's retry defaults (RetryStrategy.NextRetryAt): 5 s, doubling, at most 3 min. */
+export const ARGO_RETRY_DEFAULTS = { durationMs: 5_000, factor: 2, maxDurationMs: 180_000 } as const;
+
+export interface PendingRetry {
+  /** The attempt that comes next, counting the first sync (Argo CD's retryCount + 1). */
+  attempt: number;
+  /** How many attempts the operation makes at most (its retry limit + 1); absent: no limit. */
+  of?: number;
+  /** When the controller starts it (RFC 3339). */
+  at: string;
+}
+
+/**
+ * The retry a failed attempt waits for: a Running operation state with a finishedAt. Argo CD
+ * starts it at finishedAt + duration × factor^retryCount (capped at maxDuration), retryCount being
+ * the count after the failure (processRequestedAppOperation asks NextRetryAt with it), so the
+ * waits are 10 s, 20 s, 40 s … by default, not the 5 s … its message's time names.
+ */
+export function pendingRetry(state: OperationState): PendingRetry | undefined {
+  if (state.phase !== "Running" || !state.finishedAt) return undefined;
+  const finished = Date.parse(state.finishedAt);
+  if (!Number.isFinite(finished)) return undefined;
+  const count = state.retryCount ?? 0;
+  const retry = state.operation?.retry;
+  const b = retry?.backoff;
+  const duration = parseGoDuration(b?.duration, { bareSeconds: true }) ?? ARGO_RETRY_DEFAULTS.durationMs;
+  const factor = b?.factor ?? ARGO_RETRY_DEFAULTS.factor;
+  const max = parseGoDuration(b?.maxDuration, { bareSeconds: true }) ?? ARGO_RETRY_DEFAULTS.maxDurationMs;
+  let wait = duration * factor ** count;
+  if (max > 0) wait = Math.min(wait, max);
+  const limit = retry?.limit ?? 0;
+  return {
+    attempt: count + 1,
+    ...(limit >= 0 ? { of: limit + 1 } : {}),
+    at: new Date(finished + wait).toISOString(),
   };
 }

@@ -758,13 +758,13 @@ export class ClaimReconciler {
    * only the record lags, so it is brought level at once and reported nothing again (settled as
    * unfollowed a minute later, it was reported a second time: soak seed 30052). An end that started
    * nothing takes the record away, as the executor meant to (past Requested, completes it Failed);
-   * Succeeded or Failed completes it.
+   * Succeeded, Failed or Superseded completes it.
    */
   private async settleEndedRecord(claim: KObject, j: Judged, op: Operation): Promise<number | undefined> {
     const phase = this.o.following.endedAs(op.token);
     const locator = this.locator(claim);
     try {
-      if (phase === "Succeeded" || phase === "Failed")
+      if (phase === "Succeeded" || phase === "Failed" || phase === "Superseded")
         await completeOperation(this.o.kube, locator, op.token, { phase });
       else if (!(await withdrawOperation(this.o.kube, locator, op.token, undefined)))
         // Past Requested (it resumed the applier) a record is completed, not taken away.
@@ -935,6 +935,15 @@ export class ClaimReconciler {
 export function operationEndEvent(op: Operation, regarding: EventRegarding) {
   const succeeded = op.phase === "Succeeded";
   const detail = [op.outcome, op.message].filter(Boolean).join(": ");
+  // Ended by a newer commit: no failure to alert on, and no success either.
+  if (op.phase === "Superseded")
+    return {
+      type: "Normal" as const,
+      reason: StatusReason.OperationSuperseded,
+      action: "Apply",
+      note: `operation ${op.token} for commit ${op.commit} was ended: a newer commit supersedes it${op.message ? ` (${op.message})` : ""}`,
+      regarding,
+    };
   return {
     type: succeeded ? ("Normal" as const) : ("Warning" as const),
     reason: succeeded ? StatusReason.OperationSucceeded : StatusReason.OperationFailed,

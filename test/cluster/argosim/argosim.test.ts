@@ -565,6 +565,41 @@ describe("argosim", () => {
     expect((await opState("term")).phase).toBe("Failed");
   });
 
+  it("phase Terminating written while the operation waits for its retry ends it at once, the wait skipped, with no retry", async () => {
+    const r = await repo({ "a.yaml": cm("term-wait-a", { k: "1" }) });
+    const s = await sim();
+    await createApp("term-wait", r.url);
+    const ref = { namespace: "argocd", name: "term-wait" };
+    for (let i = 0; i < 4; i++) s.failNextSync(ref);
+    // A wait far longer than the test: only the terminate can end it in time.
+    await startOperation(
+      "term-wait",
+      manualSync(undefined, { retry: { limit: 3, backoff: { duration: "10m", maxDuration: "1h" } } }),
+    );
+    await until(async () => {
+      const st = await opState("term-wait");
+      return st?.phase === "Running" && st.finishedAt && st.retryCount === 1;
+    }, "the operation waiting for its retry");
+    // What TerminateOperation does: phase Terminating through an update of the main resource.
+    const app = await getApp("term-wait");
+    app.status.operationState.phase = "Terminating";
+    await custom.replaceNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: "argocd",
+      plural: "applications",
+      name: "term-wait",
+      body: app,
+    });
+    // processRequestedAppOperation skips the retry wait when terminating (FinishedAt != nil && !terminating).
+    const state = await finished("term-wait");
+    expect(state).toMatchObject({ phase: "Failed", retryCount: 1 });
+    expect(state.message).toBe("Operation terminated (retried 1 times).");
+    expect((await getApp("term-wait")).operation).toBeUndefined();
+    await s.idle();
+    expect(s.syncs(ref)).toEqual([]);
+  });
+
   it("an operation whose operation field was removed while running stays Running for good", async () => {
     const r = await repo({ "a.yaml": cm("orphan-a", { k: "1" }) });
     const s = await sim({ knobs: { refreshIntervalMs: 100 } });

@@ -355,6 +355,28 @@ describe("fluxsim", () => {
     expect(ks.status.history[0].lastReconciledStatus).toBe("ReconciliationSucceeded");
   });
 
+  it("a new requestedAt reconciles at once while a failed reconcile waits for its retryInterval", async () => {
+    // 10h scaled: far longer than the test, so only the token explains the second reconcile.
+    const e = await applied({ "apps/a.yaml": configMap("a") }, { retryInterval: "10h" });
+    const ref = { namespace: e.ns, name: "apps" };
+    await sim.idle();
+    sim.failNextApply(ref, "build");
+    const before = sim.reconciles(ref);
+    await stamp(KS, e.ns, "apps");
+    await until(async () => ready(await getKs(e.ns))?.reason === "BuildFailed", "build failure");
+    expect(sim.reconciles(ref)).toBe(before + 1);
+    // The failed reconcile requeued after retryInterval; a reconcile request does not wait for it.
+    const token = await stamp(KS, e.ns, "apps");
+    const ks = await until(async () => {
+      const o = await getKs(e.ns);
+      return (
+        o?.status?.lastHandledReconcileAt === token && ready(o)?.reason === "ReconciliationSucceeded" && o
+      );
+    }, "the requested reconcile, at once");
+    expect(sim.reconciles(ref)).toBe(before + 2);
+    expect(ks.status.lastAppliedRevision).toBe(`main@sha1:${await tip(e)}`);
+  });
+
   it("Kustomization runs one reconcile per object at a time", async () => {
     // The queue itself: a key added while it runs is run again after, never alongside.
     let running = 0;

@@ -1,0 +1,67 @@
+/**
+ * Operations the branch worker found superseded by a newer tip (`SupersededNotice`), as the
+ * sidecar learns of them: announced on a pub/sub channel (the follower wakes at once) and kept
+ * in a key with a TTL (a follower that starts later — a restart's recovery — or missed the
+ * message reads it). A notice is the worker's decision, not proof: the executor proves it again,
+ * against the tip the worker records then, before it ends anything.
+ */
+import type { Redis } from "ioredis";
+import { SupersededNotice } from "../queue/contract.js";
+import { branchKeys, supersededChannel, supersededKey } from "../queue/keys.js";
+import type { Logger } from "../queue/log.js";
+import { connectRedis } from "../queue/redis.js";
+
+/** What an executor reads of supersession: the notice kept for an operation, and the tip now. */
+export interface SupersessionSource {
+  /** The notice kept for operation `token`, if the worker found it superseded. */
+  read(token: string): Promise<SupersededNotice | undefined>;
+  /** The tip the branch worker records now (what a notice is proven against again). */
+  tip(branchKey: string): Promise<string | undefined>;
+}
+
+const parse = (json: string | null): SupersededNotice | undefined => {
+  if (json === null) return undefined;
+  try {
+    const n = SupersededNotice.safeParse(JSON.parse(json));
+    return n.success ? n.data : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+export function redisSupersessions(redis: Redis, prefix: string): SupersessionSource {
+  return {
+    read: async (token) => parse(await redis.get(supersededKey(prefix, token))),
+    // The tip the branch worker records (`queue/worker/tip-record.ts` writes it, fenced).
+    tip: async (branchKey) => (await redis.get(branchKeys(prefix, branchKey).tip)) ?? undefined,
+  };
+}
+
+/**
+ * Subscribes to the notices on a connection of its own (a subscribed connection serves nothing
+ * else); each valid one is handed to `onNotice`. Returns the function that closes it.
+ */
+export function subscribeSupersessions(o: {
+  redisUrl: string;
+  prefix: string;
+  log: Logger;
+  onNotice(notice: SupersededNotice): void;
+}): () => Promise<void> {
+  const sub = connectRedis(o.redisUrl);
+  sub.on("message", (channel: string, message: string) => {
+    if (channel !== supersededChannel(o.prefix)) return;
+    const notice = parse(message);
+    if (!notice) return void o.log.warn("an invalid supersession notice was ignored");
+    o.onNotice(notice);
+  });
+  // Not awaited: a Redis away at the start is subscribed once it answers (ioredis resubscribes
+  // after every reconnect), and a follower reads the kept notice on its safety-net wakes meanwhile.
+  sub
+    .subscribe(supersededChannel(o.prefix))
+    .catch((err: unknown) =>
+      o.log.warn({ err: (err as Error).message }, "could not subscribe to supersession notices"),
+    );
+  return async () => {
+    await sub.quit().catch(() => sub.disconnect());
+  };
+}
