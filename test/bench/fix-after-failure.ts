@@ -14,6 +14,11 @@ import type { Figure } from "./figure.js";
 
 const GOAL_MS = 5_000;
 const KINDS = ["flux", "argocd", "webhook"] as const;
+const WHEN = {
+  "during-operation": "while an operation failing on",
+  "during-backoff": "during the backoff after",
+  "after-settled": "once the claim said it retries",
+} as const;
 
 export async function run(): Promise<Figure[]> {
   const wanted = (process.env.FIX_KINDS ?? KINDS.join(",")).split(",");
@@ -36,7 +41,7 @@ export async function run(): Promise<Figure[]> {
           unit: "ms",
           baseline: GOAL_MS,
           ratio: Number((r.ms / GOAL_MS).toFixed(3)),
-          note: `fix ${r.fix.sha.slice(0, 7)} pushed ${timing.replace("-", " ")} of ${r.broken.sha.slice(0, 7)} (its last operation ended ${end}) → applied; baseline is the 5 s goal`,
+          note: `fix ${r.fix.sha.slice(0, 7)} pushed ${WHEN[timing]} ${r.broken.sha.slice(0, 7)} (its last operation ended ${end}) → applied; baseline is the 5 s goal`,
         });
       }
     }
