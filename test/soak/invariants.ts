@@ -184,7 +184,15 @@ const APPS: readonly DemoApp[] = ["flux", "argocd"];
 export const WATCH_LAG_MS = 2_000;
 const TERMINAL = new Set<string>(TERMINAL_PHASES);
 /** Phases that mean the applier was asked to apply (an attempt that started nothing has none). */
-const STARTED = new Set(["Requested", "Running", "Settling", "Unresolved", "Succeeded", "Failed"]);
+const STARTED = new Set([
+  "Requested",
+  "Running",
+  "Settling",
+  "Unresolved",
+  "Succeeded",
+  "Failed",
+  "Superseded",
+]);
 
 export function checkRun(r: RunRecord): { violations: Violation[]; reverts: Revert[] } {
   const reverts = findReverts(r);
