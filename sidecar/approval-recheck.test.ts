@@ -18,7 +18,7 @@ import { StatusReason } from "../queue/crds/reasons.js";
 import { initialState } from "../queue/decide/index.js";
 import { commitFile, sshKey } from "../queue/git/signing-testing.js";
 import { branchKeys } from "../queue/keys.js";
-import { type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
+import { addressOf, type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { GitPeer } from "../test/git/peer.js";
 import { type GitServer, startGitServer } from "../test/git/server.js";
@@ -54,16 +54,24 @@ const inControl = {
   ],
 };
 
-/** Sets the claim's approval rule, its manual approvals and its last applied commit. */
+/** Sets the claim's approval rule, its manual approvals (its Approvals) and its last applied commit. */
 async function claimWith(approval: Record<string, unknown>, approved: readonly string[]): Promise<void> {
-  const c = await kube.get<KObject>(RESOURCES.fluxClaim, NS, "web");
-  const annotations: Record<string, string | null> = {};
-  for (const key of Object.keys(c?.metadata.annotations ?? {})) annotations[key] = null;
-  for (const sha of approved) annotations[`approve.applygate.dev/${sha}`] = "ada: CAB-1";
-  await kube.mergePatch(RESOURCES.fluxClaim, NS, "web", {
-    metadata: { annotations },
-    spec: { approval: null },
-  });
+  const a = RESOURCES.approval;
+  const given = await kube.list<KObject>(a, NS);
+  for (const o of given.items)
+    await kube.custom.deleteNamespacedCustomObject({ ...addressOf(a), namespace: NS, name: o.metadata.name });
+  for (const sha of approved)
+    await kube.custom.createNamespacedCustomObject({
+      ...addressOf(a),
+      namespace: NS,
+      body: {
+        apiVersion: "applygate.dev/v1alpha1",
+        kind: "Approval",
+        metadata: { name: `web-${sha.slice(0, 12)}` },
+        spec: { claimRef: { kind: "FluxClaim", name: "web" }, approver: "ada", commit: sha, note: "CAB-1" },
+      },
+    });
+  await kube.mergePatch(RESOURCES.fluxClaim, NS, "web", { spec: { approval: null } });
   await kube.mergePatch(RESOURCES.fluxClaim, NS, "web", { spec: { approval } });
   const now = await kube.get<KObject>(RESOURCES.fluxClaim, NS, "web");
   await kube.patchStatus(
@@ -232,6 +240,32 @@ describe("approval at the write, read by the executor", () => {
     });
     expect(await judge(attemptFor(signed))).toMatchObject({ ok: false, reason: StatusReason.NotApproved });
     last = signed;
+  });
+
+  it("a force-push back to an older signed commit is refused unless an Approval names it", async () => {
+    await kube.core.replaceNamespacedSecret({
+      namespace: NS,
+      name: "release-keys",
+      body: { metadata: { name: "release-keys", namespace: NS }, stringData: { keys: `${ada.publicKey}\n` } },
+    });
+    const older = await pushCommit("older", ada);
+    const newer = await pushCommit("newer", ada);
+    last = newer;
+    const approval = { signature: { secretRef: { name: "release-keys" } } };
+    await claimWith(approval, []);
+    expect(await judge(attemptFor(newer))).toMatchObject({ ok: true });
+    // The branch goes back to `older`, signed and once applied on the way to `newer`.
+    const run = promisify(execFile);
+    await run("git", ["reset", "-q", "--hard", older], { cwd: peer.dir });
+    await run("git", ["push", "-q", "--force", "origin", "HEAD:refs/heads/main"], { cwd: peer.dir });
+    const out = await judge(attemptFor(older));
+    expect(out).toMatchObject({ ok: false, reason: StatusReason.NotApproved });
+    expect((out as { message: string }).message).toContain(
+      `${older.slice(0, 12)} (Manual: not a descendant of the last applied commit`,
+    );
+    await claimWith(approval, [older]);
+    expect(await judge(attemptFor(older))).toMatchObject({ ok: true });
+    last = older;
   });
 
   it("a commit that is not on the GitProvider's repository is refused: nothing proves what it would bring", async () => {

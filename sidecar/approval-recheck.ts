@@ -77,7 +77,7 @@ export function approvalRecheck(d: ApprovalRecheckDeps): BroughtReader {
       if (!source) return { ok: false, message: `${attempt.commit} is not on ${repo.url} ${attempt.branch}` };
       const own = d.published ? await d.published(repo.key) : [];
       const line: string[] = [];
-      const { commits } = await readForeign(
+      const { commits, notDescendant } = await readForeign(
         (oid) => source.parentsOf(oid),
         attempt.commit,
         since,
@@ -85,7 +85,12 @@ export function approvalRecheck(d: ApprovalRecheckDeps): BroughtReader {
         undefined,
         line,
       );
-      const read: Extract<BroughtRead, { ok: true }> = { ok: true, since, commits };
+      const read: Extract<BroughtRead, { ok: true }> = {
+        ok: true,
+        since,
+        commits,
+        ...(notDescendant ? { notDescendant } : {}),
+      };
       if (sources.includes("CommitStatus")) {
         const statuses = await commitStatusesAtWrite(d.kube, commits, claim, targets, {
           ...(d.statusTimeoutMs !== undefined ? { timeoutMs: d.statusTimeoutMs } : {}),

@@ -9,14 +9,19 @@ import { judgeStanding } from "./standing.js";
 const attempt = makeAttempt();
 const morning = { kind: "allow", schedule: "0 10 * * *", duration: "2h" };
 
-function claim(
-  o: { windows?: unknown[]; override?: string; used?: { value: string; token: string } } = {},
-): KObject {
+/** An Approval of the claim, given by ada. */
+const approval = (name: string, spec: Record<string, unknown>): KObject => ({
+  kind: "Approval",
+  metadata: { name, namespace: "team-a" },
+  spec: { claimRef: { kind: "FluxClaim", name: "web" }, approver: "ada", ...spec },
+});
+
+function claim(o: { windows?: unknown[]; used?: { value: string; token: string } } = {}): KObject {
   return {
+    kind: "FluxClaim",
     metadata: {
       name: "web",
       namespace: "team-a",
-      ...(o.override ? { annotations: { "applygate.dev/change-window-override": o.override } } : {}),
     },
     spec: { kustomizationRef: { name: "web" }, ...(o.windows ? { changeWindows: o.windows } : {}) },
     status: {
@@ -42,13 +47,14 @@ const target = (windows?: unknown[]): KObject => ({
   },
 });
 
-const judge = (c: KObject, now: string, a: Attempt = attempt, t = target()) =>
+const judge = (c: KObject, now: string, a: Attempt = attempt, t = target(), approvals: KObject[] = []) =>
   judgeStanding({
     attempt: a,
     claim: c,
     grants: [],
     targets: new Map([["team-a/one", t]]),
     now: Date.parse(now),
+    approvals,
   });
 
 describe("change windows at the moment of the write", () => {
@@ -66,40 +72,46 @@ describe("change windows at the moment of the write", () => {
     });
   });
 
-  it("the GitTarget's windows count when the claim sets none, and the claim's replace them", () => {
+  it("the claim's windows and its GitTarget's all hold: neither opens what the other closes", () => {
     const deny = [{ kind: "deny", schedule: "0 0 * * *", duration: "24h" }];
+    const late = [{ kind: "allow", schedule: "0 11 * * *", duration: "2h" }];
     expect(judge(claim(), "2026-12-01T13:00:00Z", attempt, target([morning])).ok).toBe(false);
     expect(judge(claim({ windows: deny }), "2026-12-01T11:00:00Z", attempt, target([morning])).ok).toBe(
       false,
     );
-    expect(judge(claim({ windows: [morning] }), "2026-12-01T11:00:00Z", attempt, target(deny)).ok).toBe(true);
+    expect(judge(claim({ windows: [morning] }), "2026-12-01T11:00:00Z", attempt, target(deny)).ok).toBe(
+      false,
+    );
+    // An empty list on the claim takes nothing away.
+    expect(judge(claim({ windows: [] }), "2026-12-01T13:00:00Z", attempt, target([morning])).ok).toBe(false);
+    // Allowed 10-12 by the claim and 11-13 by the GitTarget: 11-12 only.
+    const both = (now: string) => judge(claim({ windows: [morning] }), now, attempt, target(late)).ok;
+    expect([
+      both("2026-12-01T10:30:00Z"),
+      both("2026-12-01T11:30:00Z"),
+      both("2026-12-01T12:30:00Z"),
+    ]).toEqual([false, true, false]);
   });
 
-  it("outside the window, only the override the attempt carries, still on the claim and not used by another apply", () => {
+  it("outside the window, only the override the attempt carries, still an Approval of the claim and not used by another apply", () => {
     const carrying = { ...attempt, override: { changeWindow: "INC-7" } };
     const now = "2026-12-01T13:00:00Z";
-    expect(judge(claim({ windows: [morning], override: "INC-7" }), now, carrying).ok).toBe(true);
+    const inc7 = [approval("inc-7", { changeWindowOverride: "INC-7" })];
+    const windowed = (used?: { value: string; token: string }) =>
+      claim({ windows: [morning], ...(used ? { used } : {}) });
+    expect(judge(windowed(), now, carrying, target(), inc7).ok).toBe(true);
     // Used by this very attempt (the worker records it at the send): still good.
-    expect(
-      judge(
-        claim({ windows: [morning], override: "INC-7", used: { value: "INC-7", token: "t1" } }),
-        now,
-        carrying,
-      ).ok,
-    ).toBe(true);
-    // Used by another apply, withdrawn or replaced on the claim, or not carried at all: refused.
-    expect(
-      judge(
-        claim({ windows: [morning], override: "INC-7", used: { value: "INC-7", token: "t0" } }),
-        now,
-        carrying,
-      ).ok,
-    ).toBe(false);
-    expect(judge(claim({ windows: [morning] }), now, carrying)).toMatchObject({
-      reason: "OutsideChangeWindow",
-    });
-    expect(judge(claim({ windows: [morning], override: "INC-8" }), now, carrying).ok).toBe(false);
-    expect(judge(claim({ windows: [morning], override: "INC-7" }), now).ok).toBe(false);
+    expect(judge(windowed({ value: "INC-7", token: "t1" }), now, carrying, target(), inc7).ok).toBe(true);
+    // Used by another apply, withdrawn or replaced, or not carried at all: refused.
+    expect(judge(windowed({ value: "INC-7", token: "t0" }), now, carrying, target(), inc7).ok).toBe(false);
+    expect(judge(windowed(), now, carrying)).toMatchObject({ reason: "OutsideChangeWindow" });
+    const inc8 = [approval("inc-8", { changeWindowOverride: "INC-8" })];
+    expect(judge(windowed(), now, carrying, target(), inc8).ok).toBe(false);
+    expect(judge(windowed(), now, attempt, target(), inc7).ok).toBe(false);
+    // An annotation on the claim, which any editor may set, overrides nothing.
+    const annotated = windowed();
+    annotated.metadata.annotations = { "applygate.dev/change-window-override": "INC-7" };
+    expect(judge(annotated, now, carrying).ok).toBe(false);
   });
 
   it("an unreadable window refuses with InvalidChangeWindow", () => {
@@ -116,22 +128,26 @@ describe("approval at the moment of the write: what the apply would bring, never
   const B = "b".repeat(40);
   const C = "c".repeat(40);
   const LAST = "f".repeat(40);
-  const requiring = (approved: readonly string[], approval: Record<string, unknown> = { manual: true }) => {
+  /** A claim requiring `approval`, with an Approval of each of `approved`. */
+  const requiring = (approved: readonly string[], rules: Record<string, unknown> = { manual: true }) => {
     const c = claim();
-    (c.spec as Record<string, unknown>).approval = approval;
-    c.metadata.annotations = Object.fromEntries(
-      approved.map((x) => [`approve.applygate.dev/${x}`, "ada: CAB-1"]),
-    );
-    return c;
+    (c.spec as Record<string, unknown>).approval = rules;
+    return { claim: c, approvals: approved.map((x, i) => approval(`a${i}`, { commit: x, note: "CAB-1" })) };
   };
   const at = "2026-12-01T13:00:00Z";
-  const judgeBrought = (c: KObject, brought: BroughtRead | undefined, a: Attempt = attempt) =>
+  const judgeBrought = (
+    c: { claim: KObject; approvals: KObject[] },
+    brought: BroughtRead | undefined,
+    a: Attempt = attempt,
+    t: KObject = target(),
+  ) =>
     judgeStanding({
       attempt: a,
-      claim: c,
+      claim: c.claim,
       grants: [],
-      targets: new Map([["team-a/one", target()]]),
+      targets: new Map([["team-a/one", t]]),
       now: Date.parse(at),
+      approvals: c.approvals,
       ...(brought ? { brought } : {}),
     });
   const bringing = (commits: string[]): Extract<BroughtRead, { ok: true }> => ({
@@ -163,6 +179,37 @@ describe("approval at the moment of the write: what the apply would bring, never
       ok: false,
       reason: "NotApproved",
     });
+  });
+
+  it("an annotation on the claim, or an Approval of another claim, approves nothing", () => {
+    const annotated = requiring([]);
+    annotated.claim.metadata.annotations = { [`approve.applygate.dev/${A}`]: "eve" };
+    expect(judgeBrought(annotated, bringing([A])).ok).toBe(false);
+    const other = requiring([A]);
+    other.approvals = other.approvals.map((x) => ({
+      ...x,
+      spec: { ...(x.spec as object), claimRef: { kind: "FluxClaim", name: "api" } },
+    }));
+    expect(judgeBrought(other, bringing([A])).ok).toBe(false);
+  });
+
+  it("a return to an older commit (not a descendant of the last applied one) needs an Approval naming it, whatever else approves it", () => {
+    const status = { commitStatus: { context: "ci", api: "github" } };
+    const back = { ...bringing([B]), notDescendant: true, statuses: { [B]: "success" } };
+    const out = judgeBrought(requiring([], status), back);
+    expect(out).toMatchObject({ ok: false, reason: "NotApproved" });
+    expect((out as { message: string }).message).toContain(
+      `${B.slice(0, 12)} (Manual: not a descendant of the last applied commit, so an Approval must name it)`,
+    );
+    expect(judgeBrought(requiring([B], status), back).ok).toBe(true);
+  });
+
+  it("approval settings the claim and its GitTarget set differently start nothing", () => {
+    const c = requiring([A], { commitStatus: { context: "a", api: "github" } });
+    const t = target();
+    (t.spec as Record<string, unknown>).approval = { commitStatus: { context: "b", api: "github" } };
+    const brought = { ...bringing([A]), statuses: { [A]: "success" } };
+    expect(judgeBrought(c, brought, attempt, t)).toMatchObject({ ok: false, reason: "InvalidApproval" });
   });
 
   it("what the apply would bring not read, or not readable: nothing starts (it fails closed)", () => {

@@ -1,22 +1,27 @@
 /**
- * Governance at the moment of the write (pure): the change windows of the claim (or its
- * GitTargets) are judged again at `now`, so an attempt sent inside a window that has closed since
+ * Governance at the moment of the write (pure): the change windows of the claim and its
+ * GitTargets are judged again at `now`, so an attempt sent inside a window that has closed since
  * starts nothing. Outside the windows only the one-apply override the attempt carries lets it
- * through, and only while the claim still offers it and no other apply has used it.
+ * through, and only while an Approval of the claim still offers it and no other apply has used it.
+ * Approval settings that conflict (the claim and a GitTarget set a source differently) start
+ * nothing.
  *
  * Approval is not taken from the attempt: an attempt is a queue entry, and whoever can add one
  * (the dashboard, anyone who reaches Redis) could list any approvals. The executor reads itself,
  * at the write, what the apply would bring (`BroughtRead`, sidecar/approval-recheck.ts: every
  * foreign commit from the claim's last applied commit to the attempt's, with each one's commit
  * status and signature as read then), and every one of them must carry every approval the claim
- * requires, by the worker's own rule (`judgeCommits`).
+ * requires, by the worker's own rule (`judgeCommits`): a manual approval is an Approval of the
+ * claim as read at the write, and a tip that does not descend from the last applied commit needs
+ * one naming it.
  */
 import type { KubeLike } from "../queue/apply/catalog.js";
-import { approvedCommits, governanceOf } from "../queue/apply/governance.js";
+import { approvalsFor, approvedCommits, governanceOf } from "../queue/apply/governance.js";
 import type { Attempt } from "../queue/contract.js";
-import { CHANGE_WINDOW_OVERRIDE_ANNOTATION, StatusReason } from "../queue/crds/index.js";
+import { StatusReason } from "../queue/crds/index.js";
 import {
   type ApprovalSource,
+  approvalConflict,
   approvalRequired,
   type CommitApproval,
   judgeChangeWindows,
@@ -36,6 +41,8 @@ export type BroughtRead =
       ok: true;
       since: string | null;
       commits: string[];
+      /** The attempt's commit does not descend from `since`: `commits` is its newest foreign commit. */
+      notDescendant?: boolean;
       statuses?: Record<string, string>;
       signatures?: Record<string, SignatureRead>;
     }
@@ -55,14 +62,22 @@ export function judgeGovernance(
   now: number,
   /** What the apply would bring, read at the write (needed when the claim requires approval). */
   brought?: BroughtRead,
+  /** The Approvals of the claim's namespace, read at the write. */
+  approvals: readonly KObject[] = [],
 ): GovernanceRefusal | undefined {
   const c = claim as KubeLike;
-  const named = targets.map((t) => governanceOf(t as KubeLike, c)).map((g) => (g ? { governance: g } : {}));
-  const unapproved = approvalRefusal(attempt, c, approvalRequired(named), brought);
+  const given = approvalsFor(c, approvals as readonly KubeLike[]);
+  const named = targets
+    .map((t) => governanceOf(t as KubeLike, c, given))
+    .map((g) => (g ? { governance: g } : {}));
+  const conflict = approvalConflict(named);
+  if (conflict && approvalRequired(named).length > 0)
+    return { phase: "RequestFailed", reason: StatusReason.InvalidApproval, message: conflict };
+  const unapproved = approvalRefusal(attempt, given, approvalRequired(named), brought);
   if (unapproved) return unapproved;
   const verdict = judgeChangeWindows(windowsOf(named), now);
   if (verdict.state === "Unrestricted" || verdict.state === "Open") return undefined;
-  const offered = claim.metadata.annotations?.[CHANGE_WINDOW_OVERRIDE_ANNOTATION];
+  const offered = named.find((t) => t.governance?.override)?.governance?.override?.value;
   const carried = attempt.override?.changeWindow;
   const used = (
     claim.status as { governance?: { overrideUsed?: { value?: string; token?: string } } } | undefined
@@ -82,13 +97,16 @@ export function judgeGovernance(
   };
 }
 
-/** The approvals an apply of `brought` rests on (pure); `missing` lists the commits that lack some. */
+/**
+ * The approvals an apply of `brought` rests on (pure), given the Approvals of the claim;
+ * `missing` lists the commits that lack some.
+ */
 export function broughtApprovals(
-  claim: KObject,
+  given: readonly KubeLike[],
   sources: readonly ApprovalSource[],
   brought: Extract<BroughtRead, { ok: true }>,
 ): { missing: ReturnType<typeof judgeCommits>["missing"]; approvals: CommitApproval[] } {
-  return judgeCommits(brought, sources, approvedCommits(claim as KubeLike));
+  return judgeCommits(brought, sources, approvedCommits(given));
 }
 
 /**
@@ -97,7 +115,7 @@ export function broughtApprovals(
  */
 function approvalRefusal(
   attempt: Attempt,
-  claim: KubeLike,
+  given: readonly KubeLike[],
   sources: readonly ApprovalSource[],
   brought: BroughtRead | undefined,
 ): GovernanceRefusal | undefined {
@@ -113,12 +131,16 @@ function approvalRefusal(
     return refuse(
       `${what} and the commits the apply would bring cannot be read at the write: ${brought.message}`,
     );
-  const { missing } = broughtApprovals(claim as KObject, sources, brought);
+  const { missing } = broughtApprovals(given, sources, brought);
   if (missing.length === 0) return undefined;
   const list = missing
     .map((m) => {
       const why = m.sources.map((src) =>
-        src === "Signature" && m.signature ? `Signature: ${m.signature.message}` : src,
+        src === "Signature" && m.signature
+          ? `Signature: ${m.signature.message}`
+          : src === "Manual" && m.notDescendantOf
+            ? `Manual: not a descendant of the last applied commit, so an Approval must name it`
+            : src,
       );
       return `${m.commit.slice(0, 12)} (${why.join(", ")})`;
     })

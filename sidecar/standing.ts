@@ -43,6 +43,8 @@ export interface StandingInput {
   now?: number;
   /** What the apply would bring, read at the write (when the claim requires approval). */
   brought?: BroughtRead;
+  /** The Approvals of the claim's namespace, read at the write. */
+  approvals?: readonly KObject[];
 }
 
 /** The GitProvider a GitTarget names, as `namespace/name` (its namespace by default). */
@@ -160,6 +162,7 @@ export function judgeStanding(i: StandingInput): Standing {
     standing.flatMap((t) => i.targets.get(`${t.namespace}/${t.name}`) ?? []),
     i.now ?? Date.now(),
     i.brought,
+    i.approvals,
   );
   if (held) return { ok: false, ...held };
   return { ok: true, targets: standing };
@@ -184,7 +187,7 @@ export async function recheckStanding(
   const claimType = claimTypeOf(attempt.claim.kind);
   // Read together: the executor waits on this right before its write.
   const keys = [...new Set(attempt.targets.map((t) => `${t.namespace}/${t.name}`))];
-  const [claim, grants, read] = await Promise.all([
+  const [claim, grants, read, approvals] = await Promise.all([
     kube.get<KObject>(claimType, attempt.claim.namespace, attempt.claim.name),
     attempt.applier.namespace === attempt.claim.namespace
       ? Promise.resolve([] as GrantView[])
@@ -200,6 +203,8 @@ export async function recheckStanding(
         return kube.get<KObject>(RESOURCES.gitTarget, namespace, name);
       }),
     ),
+    // The approvals and overrides the claim has now (a withdrawn one no longer counts).
+    kube.list<KObject>(RESOURCES.approval, attempt.claim.namespace).then((l) => l.items),
   ]);
   const targets = new Map<string, KObject>();
   keys.forEach((key, i) => {
@@ -236,6 +241,7 @@ export async function recheckStanding(
     targets,
     providers,
     now: now(),
+    approvals,
     ...(brought ? { brought } : {}),
   });
 }

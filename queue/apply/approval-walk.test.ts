@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { readForeign } from "./approval-walk.js";
+import { descends, readForeign } from "./approval-walk.js";
 
 /** A first-parent history: each commit's parent is the one before it. */
 function history(...line: string[]) {
@@ -43,8 +43,57 @@ describe("readForeign: the foreign commits an apply of the tip would bring", () 
     const read = history("a", "b", "o");
     expect((await readForeign(read, "o", null, [{ tip: "o", base: "b" }])).commits).toEqual(["b"]);
   });
-  it("a last applied commit off the line (a force push) counts everything up to the limit", async () => {
-    expect((await readForeign(history("a", "b", "c"), "c", "x", [], 2)).commits).toEqual(["c", "b"]);
-    expect((await readForeign(history("a", "b", "c"), "c", "x", [])).commits).toEqual(["c", "b", "a"]);
+  it("a tip that does not descend from the last applied commit names only its newest foreign commit", async () => {
+    // A force-push back to b after d was applied: b's history was approved once, a return is not.
+    const read = history("a", "b", "c", "d");
+    expect(await readForeign(read, "b", "d", [])).toEqual({
+      tip: "b",
+      since: "d",
+      commits: ["b"],
+      notDescendant: true,
+    });
+    // The worker's own commits on top of the rollback: the commit it names is still b.
+    const withOwn = async (oid: string) => (oid === "o" ? ["b"] : read(oid));
+    const line: string[] = [];
+    expect(await readForeign(withOwn, "o", "d", [{ tip: "o", base: "b" }], undefined, line)).toEqual({
+      tip: "o",
+      since: "d",
+      commits: ["b"],
+      notDescendant: true,
+    });
+    expect(line).toEqual(["o", "b"]);
+    // Another history altogether (a rewritten branch) is no descendant either.
+    expect((await readForeign(history("x", "y"), "y", "d", [])).notDescendant).toBe(true);
+  });
+
+  it("a last applied commit reached only through a merge's second parent is an ancestor: the line counts", async () => {
+    // main: a ← m (merge of a and feature's f2); the applied commit f1 sits on feature: a ← f1 ← f2.
+    const parents: Record<string, string[]> = { a: [], f1: ["a"], f2: ["f1"], m: ["a", "f2"], n: ["m"] };
+    const read = async (oid: string) => parents[oid] ?? [];
+    expect(await readForeign(read, "n", "f1", [])).toEqual({
+      tip: "n",
+      since: "f1",
+      commits: ["n", "m", "a"],
+    });
+  });
+
+  it("past the walk's limit, a descendant counts what the walk found", async () => {
+    expect(await readForeign(history("a", "b", "c", "d"), "d", "a", [], 2)).toEqual({
+      tip: "d",
+      since: "a",
+      commits: ["d", "c"],
+    });
+  });
+});
+
+describe("descends", () => {
+  it("follows every parent, and gives up past its limit", async () => {
+    const parents: Record<string, string[]> = { a: [], b: ["a"], c: ["a"], m: ["b", "c"] };
+    const read = async (oid: string) => parents[oid] ?? [];
+    expect(await descends(read, "m", "c")).toBe(true);
+    expect(await descends(read, "m", "a")).toBe(true);
+    expect(await descends(read, "m", "m")).toBe(true);
+    expect(await descends(read, "b", "c")).toBe(false);
+    expect(await descends(read, "m", "a", 2)).toBe(false);
   });
 });

@@ -26,7 +26,8 @@ export type ResourceKind =
   | "ApplierGrant"
   | "Kustomization"
   | "Application"
-  | "AppProject";
+  | "AppProject"
+  | "Approval";
 
 export interface KubeLike {
   apiVersion?: string;
@@ -264,6 +265,16 @@ export async function listBranch(
   const targets: ListedTarget[] = [];
   const claims = new Map<string, ClaimStatusSnapshot>();
   const appliers = new Map<string, Promise<KubeLike | undefined>>();
+  // The Approvals of each claim namespace, read once per listing.
+  const approvals = new Map<string, Promise<KubeLike[]>>();
+  const approvalsIn = (ns: string) => {
+    let a = approvals.get(ns);
+    if (!a) {
+      a = source.list("Approval", ns);
+      approvals.set(ns, a);
+    }
+    return a;
+  };
   for (const n of names) {
     const t = await source.get("GitTarget", n.namespace, n.name);
     if (!t) continue;
@@ -301,7 +312,7 @@ export async function listBranch(
     const app = await a;
     const src = sourceOf(applier, app) ?? `claim/${claim.kind}/${claim.namespace}/${claim.name}`;
     Object.assign(listed, { claim, applier, source: src });
-    let governance = governanceOf(t, c);
+    let governance = governanceOf(t, { ...c, kind: claim.kind }, await approvalsIn(claim.namespace));
     if (applier.kind === "argocd" && app) {
       let windows = projects.get(aKey);
       if (!windows) {

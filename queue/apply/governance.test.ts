@@ -1,89 +1,141 @@
 import { describe, expect, it } from "vitest";
 import type { KubeLike } from "./catalog.js";
-import { annotationSetBy, gatePatch, governanceOf } from "./governance.js";
+import { approvalsFor, approvedCommits, gatePatch, governanceOf } from "./governance.js";
 
-const ANNOTATION = "applygate.dev/change-window-override";
 const morning = { kind: "allow", schedule: "0 10 * * *", duration: "2h" } as const;
 
-const claim = (
-  o: Partial<KubeLike> & { annotations?: Record<string, string>; managedFields?: unknown[] } = {},
-): KubeLike => ({
-  metadata: {
-    name: "c",
-    namespace: "ns",
-    ...(o.annotations ? { annotations: o.annotations } : {}),
-    ...(o.managedFields ? { managedFields: o.managedFields } : {}),
-  } as KubeLike["metadata"],
+const claim = (o: Partial<KubeLike> = {}): KubeLike => ({
+  kind: "FluxClaim",
+  metadata: { name: "c", namespace: "ns" },
   spec: o.spec ?? {},
   ...(o.status ? { status: o.status } : {}),
 });
 const target = (spec: Record<string, unknown> = {}): KubeLike => ({
+  kind: "GitTarget",
   metadata: { name: "t", namespace: "ns" },
   spec,
+});
+/** An Approval of the claim (a commit, or an override), made at `at`. */
+const approval = (
+  name: string,
+  spec: Record<string, unknown>,
+  at = "2026-12-01T10:00:00Z",
+  o: { namespace?: string; claim?: { kind: string; name: string } } = {},
+): KubeLike => ({
+  kind: "Approval",
+  metadata: { name, namespace: o.namespace ?? "ns", creationTimestamp: at } as KubeLike["metadata"],
+  spec: { claimRef: o.claim ?? { kind: "FluxClaim", name: "c" }, ...spec },
 });
 
 describe("governanceOf: what the listing reads", () => {
   it("nothing set: nothing to carry", () => {
     expect(governanceOf(target(), claim())).toBeUndefined();
   });
-  it("the claim's windows replace the GitTarget's; without them the GitTarget's are the default", () => {
+
+  it("the claim's windows and the GitTarget's hold together, each as its own set; an empty list on the claim removes none", () => {
     const deny = { kind: "deny", schedule: "0 0 * * *", duration: "1h", timeZone: "Europe/Berlin" };
     expect(
       governanceOf(target({ changeWindows: [deny] }), claim({ spec: { changeWindows: [morning] } })),
     ).toEqual({
-      changeWindows: [morning],
-    });
-    expect(governanceOf(target({ changeWindows: [deny] }), claim())).toEqual({ changeWindows: [deny] });
-    // An empty list on the claim says: no windows, whatever the GitTarget says.
-    expect(
-      governanceOf(target({ changeWindows: [deny] }), claim({ spec: { changeWindows: [] } })),
-    ).toBeUndefined();
-  });
-  it("the override, who set it (the field manager), and what the status records as used", () => {
-    const c = claim({
-      annotations: { [ANNOTATION]: "INC-7" },
-      managedFields: [
-        { manager: "helm", fieldsV1: { "f:metadata": { "f:labels": {} } } },
-        {
-          manager: "kubectl-annotate",
-          fieldsV1: { "f:metadata": { "f:annotations": { [`f:${ANNOTATION}`]: {} } } },
-        },
+      changeWindows: [
+        { from: "FluxClaim ns/c", ...morning },
+        { from: "GitTarget ns/t", ...deny },
       ],
-      status: { governance: { overrideUsed: { value: "INC-6", token: "t-1" } } },
     });
-    expect(annotationSetBy(c, ANNOTATION)).toBe("kubectl-annotate");
-    expect(governanceOf(target(), c)).toEqual({
+    expect(governanceOf(target({ changeWindows: [deny] }), claim({ spec: { changeWindows: [] } }))).toEqual({
+      changeWindows: [{ from: "GitTarget ns/t", ...deny }],
+    });
+  });
+
+  it("the override is the newest Approval of the claim naming one, by its approver; the status says what was used", () => {
+    const c = claim({ status: { governance: { overrideUsed: { value: "INC-6", token: "t-1" } } } });
+    const given = [
+      approval("b", { changeWindowOverride: "INC-7", approver: "ada" }, "2026-12-01T10:00:02Z"),
+      approval("a", { changeWindowOverride: "INC-6", approver: "grace" }, "2026-12-01T10:00:01Z"),
+      // Another claim's, another namespace's: not this claim's.
+      approval("x", { changeWindowOverride: "INC-9", approver: "eve" }, "2026-12-01T10:00:09Z", {
+        claim: { kind: "FluxClaim", name: "other" },
+      }),
+      approval("y", { changeWindowOverride: "INC-9", approver: "eve" }, "2026-12-01T10:00:09Z", {
+        namespace: "elsewhere",
+      }),
+      approval("z", { changeWindowOverride: "INC-9", approver: "eve" }, "2026-12-01T10:00:09Z", {
+        claim: { kind: "ArgoCDClaim", name: "c" },
+      }),
+    ];
+    expect(approvalsFor(c, given).map((a) => a.metadata.name)).toEqual(["b", "a"]);
+    expect(governanceOf(target(), c, given)).toEqual({
       changeWindows: [],
-      override: { value: "INC-7", by: "kubectl-annotate" },
+      override: { value: "INC-7", by: "ada" },
       overrideUsed: { value: "INC-6", token: "t-1" },
     });
   });
 });
 
-describe("approvals on the claim", () => {
-  it("approval required by the claim (or its GitTarget), and the commits approved by annotation with who set each", () => {
-    const sha = "c".repeat(40);
-    const c = claim({
-      spec: { approval: { manual: true } },
-      annotations: { [`approve.applygate.dev/${sha}`]: "CAB-12", "approve.applygate.dev/short": "x" },
-      managedFields: [
-        {
-          manager: "kubectl-annotate",
-          fieldsV1: { "f:metadata": { "f:annotations": { [`f:approve.applygate.dev/${sha}`]: {} } } },
-        },
-      ],
-    });
-    expect(governanceOf(target(), c)).toEqual({
+describe("approvals of the claim", () => {
+  const sha = "c".repeat(40);
+
+  it("the commits approved are the Approvals naming them, with each approver and note; annotations approve nothing", () => {
+    const c = {
+      ...claim({ spec: { approval: { manual: true } } }),
+      metadata: {
+        name: "c",
+        namespace: "ns",
+        annotations: { [`approve.applygate.dev/${"d".repeat(40)}`]: "eve: self-approved" },
+      },
+    } as KubeLike;
+    const given = [
+      approval("two", { commit: sha, approver: "grace", note: "CAB-13" }, "2026-12-01T10:00:02Z"),
+      approval("one", { commit: sha, approver: "ada", note: "CAB-12" }, "2026-12-01T10:00:01Z"),
+      approval("short", { commit: "abc", approver: "ada" }),
+    ];
+    expect(governanceOf(target(), c, given)).toEqual({
       changeWindows: [],
       approval: { sources: ["Manual"] },
-      approved: { [sha]: { Manual: { by: "kubectl-annotate", note: "CAB-12" } } },
+      approved: { [sha]: { Manual: { by: "ada, grace", note: "CAB-12; CAB-13" } } },
     });
+    expect(approvedCommits([])).toEqual({});
+  });
+
+  it("every source the claim or its GitTarget sets is required: a claim's empty approval weakens nothing", () => {
     expect(governanceOf(target({ approval: { manual: true } }), claim())?.approval).toEqual({
       sources: ["Manual"],
     });
     expect(
-      governanceOf(target({ approval: { manual: true } }), claim({ spec: { approval: {} } })),
-    ).toBeUndefined();
+      governanceOf(target({ approval: { manual: true } }), claim({ spec: { approval: {} } }))?.approval,
+    ).toEqual({ sources: ["Manual"] });
+    const cs = { context: "release/approved", api: "github" };
+    expect(
+      governanceOf(
+        target({ approval: { manual: true } }),
+        claim({ spec: { approval: { commitStatus: cs } } }),
+      )?.approval,
+    ).toEqual({ sources: ["Manual", "CommitStatus"], commitStatus: cs });
+  });
+
+  it("a source the claim and its GitTarget set differently is a conflict, never one of them quietly", () => {
+    const a = { context: "release/approved", api: "github" };
+    const b = { context: "ci/anything", api: "github" };
+    expect(
+      governanceOf(
+        target({ approval: { commitStatus: a } }),
+        claim({ spec: { approval: { commitStatus: b } } }),
+      )?.approval?.conflict,
+    ).toBe(
+      "FluxClaim ns/c and GitTarget ns/t set approval.commitStatus differently (set it in one of them, or alike in both)",
+    );
+    expect(
+      governanceOf(
+        target({ approval: { commitStatus: a } }),
+        claim({ spec: { approval: { commitStatus: a } } }),
+      )?.approval,
+    ).toEqual({ sources: ["CommitStatus"], commitStatus: a });
+    // The same Secret name in two namespaces is two sets of keys.
+    const sig = { signature: { secretRef: { name: "keys" } } };
+    const other = { ...target({ approval: sig }), metadata: { name: "t", namespace: "team" } };
+    expect(governanceOf(other, claim({ spec: { approval: sig } }))?.approval?.conflict).toMatch(
+      /set approval.signature differently/,
+    );
   });
 });
 

@@ -4,14 +4,10 @@
  * `ClaimGate` (`ApplyAllowed`, `status.governance`).
  */
 import type { Condition } from "../crds/common.js";
-import {
-  APPLY_ALLOWED_CONDITION,
-  APPROVE_ANNOTATION_PREFIX,
-  CHANGE_WINDOW_OVERRIDE_ANNOTATION,
-  SIGNATURE_MODES,
-} from "../crds/governance.js";
+import { APPLY_ALLOWED_CONDITION, SIGNATURE_MODES } from "../crds/governance.js";
 import {
   type ApprovalSource,
+  approvalConflict,
   approvalRequired,
   type ChangeWindowSpec,
   type ClaimGate,
@@ -41,38 +37,75 @@ function windowsIn(v: unknown): ChangeWindowSpec[] | undefined {
   });
 }
 
-/**
- * The field manager that set an annotation, from managedFields: who set the override, as far as
- * the API server says (the client's field manager, e.g. `kubectl-annotate`).
- */
-export function annotationSetBy(o: KubeLike, annotation: string): string | undefined {
-  const entries = (o.metadata as { managedFields?: unknown }).managedFields;
-  if (!Array.isArray(entries)) return undefined;
-  const key = `f:${annotation}`;
-  const owners = entries.filter((e) => {
-    const a = obj(obj(obj(obj(e)?.fieldsV1)?.["f:metadata"])?.["f:annotations"]);
-    return a !== undefined && key in a;
-  });
-  return str(obj(owners.at(-1))?.manager);
+/** An object as the windows' `from` and the messages name it: `FluxClaim team/shop`. */
+const named = (o: KubeLike, kind: string) =>
+  `${o.kind ?? kind} ${o.metadata.namespace ?? "default"}/${o.metadata.name}`;
+
+/** Each of `objects`' windows, tagged with the object that sets them (each object's hold on their own). */
+function windowsOf(objects: readonly { label: string; spec: Record<string, unknown> | undefined }[]) {
+  return objects.flatMap((o) =>
+    (windowsIn(o.spec?.changeWindows) ?? []).map((w) => ({ from: o.label, ...w })),
+  );
 }
 
-/** What the core needs of governance for one GitTarget naming claim `c`; undefined when nothing is set. */
-export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | undefined {
-  const changeWindows = windowsIn(c.spec?.changeWindows) ?? windowsIn(target.spec?.changeWindows) ?? [];
-  const annotations = (c.metadata as { annotations?: Record<string, string> }).annotations ?? {};
-  const value = str(annotations[CHANGE_WINDOW_OVERRIDE_ANNOTATION]);
+/** The Approvals given to claim `c`: those in its namespace that name it. */
+export function approvalsFor(c: KubeLike, approvals: readonly KubeLike[]): KubeLike[] {
+  const ns = c.metadata.namespace ?? "default";
+  return approvals.filter((a) => {
+    const ref = obj(a.spec?.claimRef);
+    return (
+      (a.metadata.namespace ?? "default") === ns &&
+      str(ref?.name) === c.metadata.name &&
+      (c.kind === undefined || str(ref?.kind) === c.kind)
+    );
+  });
+}
+
+/** Oldest first (then by name): the order approvals are listed and the newest override found in. */
+const byCreation = (a: KubeLike, b: KubeLike) => {
+  const at = (o: KubeLike) => str((o.metadata as { creationTimestamp?: unknown }).creationTimestamp) ?? "";
+  return at(a) < at(b) ? -1 : at(a) > at(b) ? 1 : a.metadata.name < b.metadata.name ? -1 : 1;
+};
+
+/**
+ * What the core needs of governance for one GitTarget naming claim `c`, given the Approvals of the
+ * claim's namespace; undefined when nothing is set. The claim's rules and the GitTarget's both
+ * hold: every approval source either sets is required (a source both set must be set alike, or
+ * nothing is applied: `conflict`), and each one's change windows hold on their own.
+ */
+export function governanceOf(
+  target: KubeLike,
+  c: KubeLike,
+  approvals: readonly KubeLike[] = [],
+): TargetGovernance | undefined {
+  const claimLabel = named(c, "claim");
+  const targetLabel = named(target, "GitTarget");
+  const changeWindows = windowsOf([
+    { label: claimLabel, spec: c.spec },
+    { label: targetLabel, spec: target.spec },
+  ]);
+  const given = approvalsFor(c, approvals).sort(byCreation);
+  const override = given.filter((a) => str(a.spec?.changeWindowOverride)).at(-1);
+  const value = str(override?.spec?.changeWindowOverride);
   const usedRaw = obj(obj(c.status?.governance)?.overrideUsed);
   const usedValue = str(usedRaw?.value);
   const usedToken = str(usedRaw?.token);
-  const approvalSpec = obj(c.spec?.approval) ?? obj(target.spec?.approval);
-  const sources: ApprovalSource[] = approvalSpec?.manual === true ? ["Manual"] : [];
-  const cs = obj(approvalSpec?.commitStatus);
-  const context = str(cs?.context);
-  const api = cs?.api === "github" || cs?.api === "gitea" ? cs.api : undefined;
-  // cs.apiURL and cs.repository are not read: the GitProvider says where its API is.
-  if (context && api) sources.push("CommitStatus");
-  const signature = signatureSpecOf(approvalSpec, obj(c.spec?.approval) ? c : target);
-  if (signature) sources.push("Signature");
+  const setters = [
+    { label: claimLabel, holder: c, spec: obj(c.spec?.approval) },
+    { label: targetLabel, holder: target, spec: obj(target.spec?.approval) },
+  ].filter((x) => x.spec !== undefined);
+  const sources: ApprovalSource[] = setters.some((x) => x.spec?.manual === true) ? ["Manual"] : [];
+  const commitStatus = agreed(
+    setters.map((x) => ({ label: x.label, value: commitStatusOf(x.spec) })),
+    "commitStatus",
+  );
+  if (commitStatus.value) sources.push("CommitStatus");
+  const signature = agreed(
+    setters.map((x) => ({ label: x.label, value: signatureSpecOf(x.spec, x.holder) })),
+    "signature",
+  );
+  if (signature.value) sources.push("Signature");
+  const conflict = commitStatus.conflict ?? signature.conflict;
   const report = obj(c.spec?.commitStatusReport);
   const reportApi = report?.api === "github" || report?.api === "gitea" ? report.api : undefined;
   if (changeWindows.length === 0 && !value && !usedValue && sources.length === 0 && !reportApi)
@@ -82,17 +115,14 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
   if (sources.length > 0) {
     g.approval = {
       sources,
-      ...(context && api
-        ? {
-            commitStatus: { context, api },
-          }
-        : {}),
-      ...(signature ? { signature } : {}),
+      ...(conflict ? { conflict } : {}),
+      ...(commitStatus.value ? { commitStatus: commitStatus.value } : {}),
+      ...(signature.value ? { signature: signature.value } : {}),
     };
-    g.approved = approvedCommits(c);
+    g.approved = approvedCommits(given);
   }
   if (value) {
-    const by = annotationSetBy(c, CHANGE_WINDOW_OVERRIDE_ANNOTATION);
+    const by = str(override?.spec?.approver);
     g.override = { value, ...(by ? { by } : {}) };
   }
   if (usedValue && usedToken) {
@@ -100,6 +130,38 @@ export function governanceOf(target: KubeLike, c: KubeLike): TargetGovernance | 
     g.overrideUsed = { value: usedValue, token: usedToken, ...(by ? { by } : {}) };
   }
   return g;
+}
+
+/**
+ * The one value several objects set for a source, or why they cannot be judged together (they
+ * set it differently): a claim never weakens its GitTarget's source, nor a GitTarget its claim's.
+ */
+function agreed<T>(
+  set: readonly { label: string; value: T | undefined }[],
+  what: string,
+): { value?: T; conflict?: string } {
+  const given = set.filter((x): x is { label: string; value: T } => x.value !== undefined);
+  const first = given[0];
+  if (!first) return {};
+  const other = given.find((x) => JSON.stringify(x.value) !== JSON.stringify(first.value));
+  if (other)
+    return {
+      value: first.value,
+      conflict: `${first.label} and ${other.label} set approval.${what} differently (set it in one of them, or alike in both)`,
+    };
+  return { value: first.value };
+}
+
+/** `approval.commitStatus`: a context and the host's API. */
+function commitStatusOf(
+  approvalSpec: Record<string, unknown> | undefined,
+): NonNullable<NonNullable<TargetGovernance["approval"]>["commitStatus"]> | undefined {
+  const cs = obj(approvalSpec?.commitStatus);
+  const context = str(cs?.context);
+  const api = cs?.api === "github" || cs?.api === "gitea" ? cs.api : undefined;
+  // cs.apiURL and cs.repository are not read: the GitProvider says where its API is.
+  if (!context || !api) return undefined;
+  return { context, api };
 }
 
 /**
@@ -122,16 +184,21 @@ function signatureSpecOf(
   };
 }
 
-/** Manual approvals on the claim: `approve.applygate.dev/<sha>` annotations, with who set each. */
-export function approvedCommits(c: KubeLike): NonNullable<TargetGovernance["approved"]> {
-  const annotations = (c.metadata as { annotations?: Record<string, string> }).annotations ?? {};
+/**
+ * Manual approvals: the Approvals naming a commit, with who gave each (the approver the API
+ * server admitted) and the note. Several for one commit list every approver.
+ */
+export function approvedCommits(approvals: readonly KubeLike[]): NonNullable<TargetGovernance["approved"]> {
   const out: NonNullable<TargetGovernance["approved"]> = {};
-  for (const [key, note] of Object.entries(annotations)) {
-    if (!key.startsWith(APPROVE_ANNOTATION_PREFIX)) continue;
-    const sha = key.slice(APPROVE_ANNOTATION_PREFIX.length);
-    if (!/^[0-9a-f]{40}$/.test(sha)) continue;
-    const by = annotationSetBy(c, key);
-    out[sha] = { Manual: { ...(by ? { by } : {}), ...(note ? { note } : {}) } };
+  for (const a of [...approvals].sort(byCreation)) {
+    const sha = str(a.spec?.commit);
+    if (!sha || !/^[0-9a-f]{40}$/.test(sha)) continue;
+    const by = str(a.spec?.approver);
+    const note = str(a.spec?.note);
+    const prev = out[sha]?.Manual;
+    const who = [prev?.by, by].filter((x): x is string => x !== undefined).join(", ");
+    const notes = [prev?.note, note].filter((x): x is string => x !== undefined).join("; ");
+    out[sha] = { Manual: { ...(who ? { by: who } : {}), ...(notes ? { note: notes } : {}) } };
   }
   return out;
 }
@@ -222,7 +289,7 @@ export function approvalReadsAsked(s: DecisionState, again = false): ApprovalRea
   const out: ApprovalReadAsked[] = [];
   for (const [key, a] of Object.entries(s.appliers)) {
     const named = targetsNaming(s, key);
-    if (approvalRequired(named).length === 0) continue;
+    if (approvalRequired(named).length === 0 || approvalConflict(named)) continue;
     const r = a.foreignRead;
     const commitStatus = named.find((t) => t.governance?.approval?.commitStatus)?.governance?.approval
       ?.commitStatus;

@@ -164,6 +164,8 @@ export function whyText(w: Waiting | null, now: number): string {
       return "no GitTarget names this claim";
     case "suspended":
       return `suspended: GitTarget ${w.targets.join(", ")} has spec.suspend (applygate resume)`;
+    case "approval settings conflict":
+      return `approval settings conflict: ${w.message}`;
     case "approval not read":
       return "reading the foreign commits since the last applied commit for approval";
     case "approval unreadable":
@@ -172,7 +174,7 @@ export function whyText(w: Waiting | null, now: number): string {
       return `awaiting approval: ${w.missing
         .map(
           (m) =>
-            `${short(m.commit)} lacks ${m.sources.join(", ")}${m.signature ? ` (${m.signature.reason}: ${m.signature.message})` : ""}`,
+            `${short(m.commit)} lacks ${m.sources.join(", ")}${m.signature ? ` (${m.signature.reason}: ${m.signature.message})` : ""}${m.notDescendantOf ? ` (not a descendant of the last applied commit ${short(m.notDescendantOf)}: an Approval must name it)` : ""}`,
         )
         .join("; ")}`;
     case "outside change window": {

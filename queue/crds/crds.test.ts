@@ -39,6 +39,7 @@ describe("committed CRD YAML", () => {
       "ApplierGrant",
       "ScopeGrant",
       "WatchRule",
+      "Approval",
     ]);
     // Only a cluster administrator can make a ScopeGrant: it is cluster-scoped. A WatchRule is a
     // namespace's own, and reaches no further than its GitTarget's scope.
@@ -51,6 +52,7 @@ describe("committed CRD YAML", () => {
       "Namespaced",
       "Namespaced",
       "Cluster",
+      "Namespaced",
       "Namespaced",
     ]);
     for (const c of crds) {

@@ -127,10 +127,14 @@ export const gitTargetSpec = z.object({
     ),
   changeWindows: changeWindows
     .optional()
-    .describe("Default change windows for the claim this GitTarget names, when the claim sets none."),
+    .describe(
+      "Change windows for the claim this GitTarget names; they hold together with the claim's own (neither opens what the other closes).",
+    ),
   approval: approval
     .optional()
-    .describe("Default approvals for the claim this GitTarget names, when the claim sets none."),
+    .describe(
+      "Approvals the claim this GitTarget names requires; required together with the claim's own (a source both set must be set alike).",
+    ),
 });
 export type GitTargetSpec = z.infer<typeof gitTargetSpec>;
 export type GitTargetSpecInput = z.input<typeof gitTargetSpec>;

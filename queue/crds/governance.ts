@@ -47,7 +47,7 @@ export const changeWindows = z
   .array(changeWindow)
   .max(32)
   .describe(
-    "Change windows: with allow windows, applies start only inside one; deny windows win over allow. On a claim they replace its GitTargets' windows.",
+    "Change windows: with allow windows, applies start only inside one; deny windows win over allow. The claim's windows and each GitTarget's hold together: an apply starts only where every one of them lets it.",
   );
 
 export const signatureApproval = checked(
@@ -124,7 +124,7 @@ export const approval = z
       .boolean()
       .optional()
       .describe(
-        "A person approves each foreign commit by annotating the claim with approve.applygate.dev/<full commit SHA>.",
+        "A release manager approves each foreign commit with an Approval naming the claim and the commit (applygate-approver).",
       ),
     commitStatus: movedToProvider(
       z.object({
@@ -156,15 +156,6 @@ export const commitStatusReport = movedToProvider(
 ).describe(
   "Post a commit status applygate/<namespace>/<claim> on each applied commit, on the GitProvider's API (its spec.commitStatus): pending while the apply runs, then success or failure.",
 );
-
-/** The prefix of a manual approval annotation: `approve.applygate.dev/<40-hex SHA>: <note>`. */
-export const APPROVE_ANNOTATION_PREFIX = "approve.applygate.dev/";
-
-/**
- * The annotation a person sets on a claim to let one apply start outside its change windows. Any
- * new value grants one apply; the value is recorded (put a ticket or a name in it).
- */
-export const CHANGE_WINDOW_OVERRIDE_ANNOTATION = "applygate.dev/change-window-override";
 
 /** The condition a claim shows when governance is configured. */
 export const APPLY_ALLOWED_CONDITION = "ApplyAllowed";
@@ -198,6 +189,12 @@ export const governanceStatus = z
             })
             .optional()
             .describe("Why its signature does not approve it, when a signature is required."),
+          notDescendantOf: z
+            .string()
+            .optional()
+            .describe(
+              "The tip is not a descendant of this last applied commit (a rollback, a rewritten history): an Approval must name the commit.",
+            ),
         }),
       )
       .max(1000)
@@ -205,9 +202,9 @@ export const governanceStatus = z
       .describe("Foreign commits that hold the apply until they are approved, newest first."),
     overrideUsed: z
       .object({
-        value: z.string().max(1024).describe("The override annotation's value."),
+        value: z.string().max(1024).describe("The override's value (its Approval's changeWindowOverride)."),
         token: z.string().describe("The operation token of the apply that used it."),
-        by: z.string().optional().describe("The field manager that set the annotation, when known."),
+        by: z.string().optional().describe("The approver of the override's Approval."),
       })
       .optional()
       .describe("The last change-window override an apply used; the same value grants nothing again."),
@@ -243,8 +240,8 @@ export const operationApprovals = z
 /** The one-apply override an apply used (outside the change windows). */
 export const operationOverride = z
   .object({
-    changeWindow: z.string().describe("The override annotation's value."),
-    by: z.string().optional().describe("The field manager that set it, when known."),
+    changeWindow: z.string().describe("The override's value (its Approval's changeWindowOverride)."),
+    by: z.string().optional().describe("The approver of the override's Approval."),
   })
   .describe("The change-window override this apply used.");
 

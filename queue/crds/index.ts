@@ -1,5 +1,6 @@
 /** applygate's own kinds: zod schemas (the source of truth), inferred types and constants. */
 import { applierGrantInfo } from "./applier-grant.js";
+import { approvalInfo } from "./approval.js";
 import { argoCDClaimInfo } from "./argocd-claim.js";
 import type { KindInfo } from "./common.js";
 import { fluxClaimInfo } from "./flux-claim.js";
@@ -10,6 +11,7 @@ import { watchRuleInfo } from "./watch-rule.js";
 import { webhookClaimInfo } from "./webhook-claim.js";
 
 export * from "./applier-grant.js";
+export * from "./approval.js";
 export * from "./argocd-claim.js";
 export * from "./claim.js";
 export * from "./common.js";
@@ -32,4 +34,5 @@ export const KINDS: readonly KindInfo[] = [
   applierGrantInfo,
   scopeGrantInfo,
   watchRuleInfo,
+  approvalInfo,
 ];

@@ -88,6 +88,8 @@ export const StatusReason = {
   ChangeWindowOverride: "ChangeWindowOverride",
   AwaitingApproval: "AwaitingApproval",
   ApprovalUnreadable: "ApprovalUnreadable",
+  /** The claim and a GitTarget (or two GitTargets) set an approval source differently. */
+  InvalidApproval: "InvalidApproval",
   Approved: "Approved",
   // Why a signature does not approve a commit (status.governance.awaitingApproval[].signature)
   CommitUnsigned: "CommitUnsigned",

@@ -236,4 +236,35 @@ describe("judgeChangeWindows, by property", () => {
       { numRuns: 20 },
     );
   });
+
+  it("windows of several objects: open exactly where every object's own windows are open", {
+    timeout: 120_000,
+  }, () => {
+    const tagged = fc.array(
+      fc.record({ from: fc.constantFrom("FluxClaim a/c", "GitTarget a/t"), w: windowArb }),
+      { minLength: 1, maxLength: 4 },
+    );
+    fc.assert(
+      fc.property(tagged, fc.integer({ min: 0, max: year }), (entries, dt) => {
+        const now = start + dt;
+        const ws = entries.map((e) => ({ from: e.from, ...e.w }));
+        const apart = [...new Set(entries.map((e) => e.from))].map((from) =>
+          entries.filter((e) => e.from === from).map((e) => e.w),
+        );
+        const together = (t: number) => apart.every((own) => open(own, t));
+        expect(open(ws, now)).toBe(together(now));
+        const v = judgeChangeWindows(ws, now);
+        if (v.state === "Closed" && v.opensAt !== null) {
+          expect(together(v.opensAt)).toBe(true);
+          const step = Math.max(60_000, Math.floor((v.opensAt - now) / 4));
+          for (let t = now; t < v.opensAt; t += step) expect(together(t)).toBe(false);
+        }
+        if (v.state === "Open" && v.closesAt !== null) {
+          const step = Math.max(60_000, Math.floor((v.closesAt - now) / 4));
+          for (let t = now; t < v.closesAt; t += step) expect(together(t)).toBe(true);
+        }
+      }),
+      { numRuns: 20 },
+    );
+  });
 });

@@ -24,6 +24,12 @@ import { type ChangeWindowKind, DURATION_PATTERN } from "../crds/governance.js";
 export type { ChangeWindowKind };
 
 export interface ChangeWindowSpec {
+  /**
+   * The object that sets the window (`FluxClaim team/shop`, `GitTarget team/site`). Each object's
+   * windows hold on their own, so one object never opens what another closes: an apply may start
+   * only inside an allow window of every object that has allow windows, and inside no deny window.
+   */
+  from?: string;
   kind: ChangeWindowKind;
   /** Five-field cron (minute hour day-of-month month day-of-week), or six with seconds first. */
   schedule: string;
@@ -79,7 +85,7 @@ function isRepeatedWallTime(t: number, tz: string): boolean {
 
 /** A window read into what the evaluation needs; an unreadable one is `invalid`. */
 type Readable =
-  | { ok: true; kind: ChangeWindowKind; durationMs: number; tz: string; schedule: string }
+  | { ok: true; kind: ChangeWindowKind; durationMs: number; tz: string; schedule: string; from: string }
   | { ok: false; why: string };
 
 function read(w: ChangeWindowSpec): Readable {
@@ -92,7 +98,7 @@ function read(w: ChangeWindowSpec): Readable {
   } catch (err) {
     return { ok: false, why: `schedule ${JSON.stringify(w.schedule)}: ${(err as Error).message}` };
   }
-  return { ok: true, kind: w.kind, durationMs, tz, schedule: w.schedule };
+  return { ok: true, kind: w.kind, durationMs, tz, schedule: w.schedule, from: w.from ?? "" };
 }
 
 /** Fire times strictly after `after` and at most `until`, in order (repeated wall times left out). */
@@ -165,10 +171,21 @@ export type WindowVerdict =
   /** A window cannot be read: closed until it is fixed. */
   | { state: "Invalid"; message: string };
 
+/** The allow windows of each object that sets any (windows without `from` are one object's). */
+function allowSets(ws: Extract<Readable, { ok: true }>[]): Extract<Readable, { ok: true }>[][] {
+  const sets = new Map<string, Extract<Readable, { ok: true }>[]>();
+  for (const w of ws) {
+    if (w.kind !== "allow") continue;
+    const set = sets.get(w.from) ?? [];
+    set.push(w);
+    sets.set(w.from, set);
+  }
+  return [...sets.values()];
+}
+
 function isOpenAt(ws: Extract<Readable, { ok: true }>[], t: number): boolean {
-  const allows = ws.filter((w) => w.kind === "allow");
   if (ws.some((w) => w.kind === "deny" && coverEnd(w, t) !== null)) return false;
-  return allows.length === 0 || allows.some((w) => coverEnd(w, t) !== null);
+  return allowSets(ws).every((set) => set.some((w) => coverEnd(w, t) !== null));
 }
 
 const verdicts = new Map<string, WindowVerdict>();
@@ -197,14 +214,12 @@ function judge(windows: readonly ChangeWindowSpec[], now: number): WindowVerdict
     ws.push(r);
   }
   const denies = ws.filter((w) => w.kind === "deny");
-  const allows = ws.filter((w) => w.kind === "allow");
+  const sets = allowSets(ws);
   const until = now + OPENING_HORIZON_MS;
   if (isOpenAt(ws, now)) {
-    // The next moment the verdict may change: the end of the allow coverage, or a deny starting.
+    // The next moment the verdict may change: the end of an object's allow coverage, or a deny starting.
     const candidates: number[] = [];
-    if (allows.length > 0) {
-      candidates.push(allowCoverageEnd(allows, now));
-    }
+    for (const set of sets) candidates.push(allowCoverageEnd(set, now));
     for (const d of denies) {
       const f = nextFire(d, now, until);
       if (f !== null) candidates.push(f);
@@ -221,7 +236,14 @@ function judge(windows: readonly ChangeWindowSpec[], now: number): WindowVerdict
       t = Math.max(...denyEnds);
       continue;
     }
-    const opens = allows.map((w) => nextFire(w, t, until)).filter((f): f is number => f !== null);
+    // Nothing opens before an object whose allow windows do not cover t fires one: the earliest
+    // such fire is the next moment worth a look (an object already covered may close meanwhile,
+    // which only delays the opening).
+    const uncovered = sets.filter((set) => !set.some((w) => coverEnd(w, t) !== null));
+    const opens = uncovered
+      .flat()
+      .map((w) => nextFire(w, t, until))
+      .filter((f): f is number => f !== null);
     if (opens.length === 0) break;
     t = Math.min(...opens);
   }

@@ -86,6 +86,41 @@ describe("change windows in the decision core", () => {
     expect(flushes(d.on({ type: "Observed", tip: B, pushedByUs: false }))).toEqual([]);
   });
 
+  it("each object's allow windows hold on their own: another object's window opens nothing this one closes", () => {
+    // The claim allows 10:00-12:00; its GitTarget allows 11:00-13:00: only 11:00-12:00 is open.
+    const claimMorning: ChangeWindowSpec = { from: "FluxClaim apps/app", ...morning };
+    const targetLate: ChangeWindowSpec = {
+      from: "GitTarget apps/site",
+      kind: "allow",
+      schedule: "0 11 * * *",
+      duration: "2h",
+    };
+    const g = { changeWindows: [claimMorning, targetLate] };
+    const early = foreignPushAt("2026-12-01T10:30:00Z", g);
+    expect(flushes(early.out)).toEqual([]);
+    expect(gates(early.d.log).at(-1)?.changeWindow).toEqual({
+      open: false,
+      nextOpening: "2026-12-01T11:00:00.000Z",
+    });
+    const late = foreignPushAt("2026-12-01T12:30:00Z", g);
+    expect(flushes(late.out)).toEqual([]);
+    expect(gates(late.d.log).at(-1)?.changeWindow).toEqual({
+      open: false,
+      nextOpening: "2026-12-02T11:00:00.000Z",
+    });
+    const inside = foreignPushAt("2026-12-01T11:30:00Z", g);
+    expect(sends(inside.d.publish(inside.out, B))).toHaveLength(1);
+    expect(gates(inside.d.log).at(-1)?.changeWindow).toEqual({
+      open: true,
+      closesAt: "2026-12-01T12:00:00.000Z",
+    });
+    // One object's windows (no from, or the same from) still open where any of them does.
+    const same = foreignPushAt("2026-12-01T12:30:00Z", {
+      changeWindows: [claimMorning, { ...targetLate, from: "FluxClaim apps/app" }],
+    });
+    expect(sends(same.d.publish(same.out, B))).toHaveLength(1);
+  });
+
   it("a claim without windows never gets a gate written", () => {
     const d = new Driver();
     d.settle([listed("u1", "app")], A);
@@ -233,6 +268,68 @@ describe("approval in the decision core: the tip-approval rule", () => {
     const out = d.on(read(C, A, [C, B]));
     expect(flushes(out)).toEqual([]);
     expect(gates(out)[0]?.awaitingApproval).toEqual([{ commit: B, missing: ["Manual"] }]);
+  });
+
+  it("a tip that does not descend from the last applied commit needs an Approval naming it, whatever else approves it", () => {
+    // Commit status approves every commit; the force-push back to the old, approved C still waits.
+    const cs: TargetGovernance = {
+      changeWindows: [],
+      approval: { sources: ["CommitStatus"], commitStatus: { context: "ok", api: "github" } },
+      approved: {},
+    };
+    const { d } = foreign(cs);
+    const rollback = {
+      type: "CommitsRead" as const,
+      reads: { [KEY]: { tip: B, since: A, commits: [C], notDescendant: true, statuses: { [C]: "success" } } },
+    };
+    const out = d.on(rollback);
+    expect(flushes(out)).toEqual([]);
+    const [gate] = gates(out);
+    expect(gate?.condition).toMatchObject({ status: "False", reason: "AwaitingApproval" });
+    expect(gate?.condition?.message).toContain(
+      `${C.slice(0, 12)} (Manual: the tip is not a descendant of the last applied commit ${A.slice(0, 12)}, so an Approval must name it)`,
+    );
+    expect(gate?.awaitingApproval).toEqual([{ commit: C, missing: ["Manual"], notDescendantOf: A }]);
+    // Named by an Approval: one apply, carrying the Manual approval the return needed.
+    const approved = d.on({
+      type: "TargetsListed",
+      targets: [governed({ ...cs, approved: { [C]: { Manual: { by: "ada" } } } })],
+    });
+    const [attempt] = sends(d.publish(approved, B));
+    expect(attempt?.approvals).toEqual([{ commit: C, sources: ["Manual", "CommitStatus"], by: ["ada"] }]);
+  });
+
+  it("approval settings that conflict hold everything and say why", () => {
+    const { d } = foreign({
+      ...manual({ [B]: { Manual: {} } }),
+      approval: { sources: ["Manual"], conflict: "X and Y set approval.commitStatus differently" },
+    });
+    const out = d.on(read(B, A, [B]));
+    expect(flushes(out)).toEqual([]);
+    expect(gates(d.log).at(-1)?.condition).toEqual({
+      status: "False",
+      reason: "InvalidApproval",
+      message: "X and Y set approval.commitStatus differently: no apply starts until it is fixed",
+    });
+    expect(approvalReadsAsked(d.state)).toEqual([]);
+  });
+
+  it("two GitTargets naming the claim that require a source differently conflict", () => {
+    const d = new Driver();
+    const status = (context: string): TargetGovernance => ({
+      changeWindows: [],
+      approval: { sources: ["CommitStatus"], commitStatus: { context, api: "github" } },
+      approved: {},
+    });
+    const out = d.on({
+      type: "TargetsListed",
+      targets: [governed(status("a"), "u1"), governed(status("b"), "u2")],
+    });
+    d.on({ type: "Observed", tip: A, pushedByUs: false });
+    const gate = gates([...out, ...d.log])
+      .map((g) => g.condition)
+      .find((c) => c?.reason === "InvalidApproval");
+    expect(gate?.message).toMatch(/the GitTargets naming the claim set approval.commitStatus differently/);
   });
 
   it("a read of another tip, or from another last applied commit, is no read: held", () => {

@@ -22,6 +22,12 @@ export interface TargetGovernance {
   /** Which approvals a foreign commit needs before it is applied (absent: none). */
   approval?: {
     sources: ApprovalSource[];
+    /**
+     * Why the approval settings cannot be judged together: two objects (the claim and a
+     * GitTarget) set the same source differently. Nothing is applied until it is fixed: a claim
+     * never weakens its GitTarget's rules, nor a GitTarget its claim's.
+     */
+    conflict?: string;
     /** Read from the GitProvider's commit-status API (where it is is the provider's to say). */
     commitStatus?: { context: string; api: "github" | "gitea" };
     signature?: SignatureSpec;
@@ -80,8 +86,22 @@ export interface SignatureProblem {
   message: string;
 }
 
+/** A commit that holds the apply, and what it lacks. */
+export interface MissingApproval {
+  commit: string;
+  sources: ApprovalSource[];
+  signature?: SignatureProblem;
+  /**
+   * The tip is not a descendant of this last applied commit: a rollback or a rewritten history is
+   * applied only once an Approval names `commit` (whatever else approves it).
+   */
+  notDescendantOf?: string;
+}
+
 export type ApprovalGate =
   | { state: "NotRequired" }
+  /** The approval settings cannot be judged (they conflict): nothing is applied until fixed. */
+  | { state: "Invalid"; message: string }
   /** The foreign commits since the last applied commit are not read for this tip yet. */
   | { state: "Unread" }
   /** The read for this tip failed for this applier alone (ForeignRead.unreadable): held, and shown. */
@@ -89,7 +109,7 @@ export type ApprovalGate =
   | { state: "Approved"; approvals: CommitApproval[] }
   | {
       state: "Awaiting";
-      missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[];
+      missing: MissingApproval[];
       approvals: CommitApproval[];
     };
 
@@ -107,6 +127,7 @@ export type ApplyAllowedReason =
   | typeof StatusReason.ChangeWindowOverride
   | typeof StatusReason.AwaitingApproval
   | typeof StatusReason.ApprovalUnreadable
+  | typeof StatusReason.InvalidApproval
   | typeof StatusReason.Approved
   | typeof StatusReason.BlockedBySyncWindow
   | typeof StatusReason.InsideSyncWindow;
@@ -119,19 +140,27 @@ export interface ClaimGate {
   /** Argo CD: whether the project's sync windows would let a sync run now, and when that changes. */
   syncWindow?: { open: boolean; nextOpening?: string; closesAt?: string };
   /** Foreign commits waiting for approval, newest first, with the sources each lacks. */
-  awaitingApproval?: { commit: string; missing: ApprovalSource[]; signature?: SignatureProblem }[];
+  awaitingApproval?: {
+    commit: string;
+    missing: ApprovalSource[];
+    signature?: SignatureProblem;
+    notDescendantOf?: string;
+  }[];
   overrideUsed?: OverrideUse | null;
 }
 
 const iso = (t: number) => new Date(t).toISOString();
 
-/** The windows of every GitTarget naming the applier, counted together (a claim's own appear once). */
+/**
+ * The windows of the claim and of every GitTarget naming the applier, each object's its own set
+ * (`from`; a claim's own appear once): all of them hold (judgeChangeWindows).
+ */
 export function windowsOf(named: readonly Pick<TargetState, "governance">[]): ChangeWindowSpec[] {
   const seen = new Set<string>();
   const out: ChangeWindowSpec[] = [];
   for (const t of named) {
     for (const w of t.governance?.changeWindows ?? []) {
-      const k = JSON.stringify([w.kind, w.schedule, w.duration, w.timeZone ?? "UTC"]);
+      const k = JSON.stringify([w.from ?? "", w.kind, w.schedule, w.duration, w.timeZone ?? "UTC"]);
       if (seen.has(k)) continue;
       seen.add(k);
       out.push(w);
@@ -168,13 +197,15 @@ export function windowGate(a: ApplierState, named: readonly TargetState[], now: 
 
 /** What governance holds an applier by now, with what a person needs to act on it. */
 export type GovernanceHold =
+  /** The approval settings of the claim and its GitTargets conflict: held until fixed. */
+  | { hold: "approval settings conflict"; message: string }
   /** The foreign commits since the last applied commit are being read for this tip. */
   | { hold: "approval not read" }
   /** The read of the approvals failed for this applier alone: held until a read succeeds. */
   | { hold: "approval unreadable"; message: string }
   | {
       hold: "awaiting approval";
-      missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[];
+      missing: MissingApproval[];
     }
   | { hold: "outside change window"; verdict: Extract<WindowVerdict, { state: "Closed" | "Invalid" }> }
   | {
@@ -190,6 +221,7 @@ export function governanceHold(
   now: number,
 ): GovernanceHold | null {
   const approval = approvalGate(tip, a, named);
+  if (approval.state === "Invalid") return { hold: "approval settings conflict", message: approval.message };
   if (approval.state === "Unread") return { hold: "approval not read" };
   if (approval.state === "Unreadable") return { hold: "approval unreadable", message: approval.message };
   if (approval.state === "Awaiting") return { hold: "awaiting approval", missing: approval.missing };
@@ -250,6 +282,16 @@ export function claimGate(
   if (approval.state === "Unread") return null;
   const windows = withSyncWindows(windowClaimGate(a, named, now), named, now);
   if (approval.state === "NotRequired") return windows;
+  if (approval.state === "Invalid")
+    return {
+      ...windows,
+      condition: {
+        status: "False",
+        reason: StatusReason.InvalidApproval,
+        message: `${approval.message}: no apply starts until it is fixed`,
+      },
+      awaitingApproval: [],
+    };
   if (approval.state === "Unreadable")
     return {
       ...windows,
@@ -276,7 +318,11 @@ export function claimGate(
   const list = approval.missing
     .map((m) => {
       const sources = m.sources.map((src) =>
-        src === "Signature" && m.signature ? `Signature: ${m.signature.message}` : src,
+        src === "Signature" && m.signature
+          ? `Signature: ${m.signature.message}`
+          : src === "Manual" && m.notDescendantOf
+            ? `Manual: the tip is not a descendant of the last applied commit ${m.notDescendantOf.slice(0, 12)}, so an Approval must name it`
+            : src,
       );
       return `${m.commit.slice(0, 12)} (${sources.join(", ")})`;
     })
@@ -294,6 +340,7 @@ export function claimGate(
       commit: m.commit,
       missing: m.sources,
       ...(m.signature ? { signature: m.signature } : {}),
+      ...(m.notDescendantOf ? { notDescendantOf: m.notDescendantOf } : {}),
     })),
   };
 }
@@ -413,6 +460,8 @@ export function approvalGate(
 ): ApprovalGate {
   const sources = approvalRequired(named);
   if (sources.length === 0) return { state: "NotRequired" };
+  const conflict = approvalConflict(named);
+  if (conflict) return { state: "Invalid", message: conflict };
   const read = a.foreignRead;
   if (tip === null || !read || read.tip !== tip || read.since !== a.lastAppliedCommit)
     return { state: "Unread" };
@@ -428,7 +477,7 @@ export function approvalGate(
 
 /** What each commit of a read lacks of the required approvals, and the approvals of the others. */
 export interface CommitsJudged {
-  missing: { commit: string; sources: ApprovalSource[]; signature?: SignatureProblem }[];
+  missing: MissingApproval[];
   approvals: CommitApproval[];
 }
 
@@ -438,12 +487,18 @@ export interface CommitsJudged {
  * executor's check at the write (sidecar/governance-check.ts) judge by this one rule.
  */
 export function judgeCommits(
-  read: Pick<ForeignRead, "commits" | "statuses" | "signatures">,
+  read: Pick<ForeignRead, "commits" | "statuses" | "signatures" | "since" | "notDescendant">,
   sources: readonly ApprovalSource[],
   approved: NonNullable<TargetGovernance["approved"]>,
 ): CommitsJudged {
   const missing: CommitsJudged["missing"] = [];
   const approvals: CommitApproval[] = [];
+  // A tip that does not descend from the last applied commit is applied only on an Approval
+  // naming it: old commits that were approved once (signed, say) approve no return to them.
+  const needs: ApprovalSource[] = read.notDescendant
+    ? APPROVAL_SOURCES.filter((s) => s === "Manual" || sources.includes(s))
+    : [...sources];
+  const rollback = read.notDescendant && read.since ? { notDescendantOf: read.since } : {};
   const signed = read.signatures;
   for (const commit of read.commits) {
     const given = { ...approved[commit] };
@@ -453,20 +508,20 @@ export function judgeCommits(
       const key = sig.signer ? `${sig.signer} (${sig.key})` : sig.key;
       given.Signature = { by: sig.tag ? `${key} [tag ${sig.tag.name}]` : key };
     }
-    const lacking = sources.filter((src) => given[src] === undefined);
+    const lacking = needs.filter((src) => given[src] === undefined);
     if (lacking.length > 0) {
       const problem: SignatureProblem | undefined =
         lacking.includes("Signature") && sig && !sig.ok
           ? { reason: sig.reason, message: sig.message }
           : undefined;
-      missing.push({ commit, sources: lacking, ...(problem ? { signature: problem } : {}) });
+      missing.push({ commit, sources: lacking, ...(problem ? { signature: problem } : {}), ...rollback });
     } else {
-      const by = sources.flatMap((src) => (given[src]?.by ? [given[src]?.by as string] : []));
+      const by = needs.flatMap((src) => (given[src]?.by ? [given[src]?.by as string] : []));
       const signedBy =
-        sig?.ok && sources.includes("Signature")
+        sig?.ok && needs.includes("Signature")
           ? { signedBy: sig.key, ...(sig.tag ? { tag: { name: sig.tag.name, signedBy: sig.tag.key } } : {}) }
           : {};
-      approvals.push({ commit, sources: [...sources], ...(by.length > 0 ? { by } : {}), ...signedBy });
+      approvals.push({ commit, sources: [...needs], ...(by.length > 0 ? { by } : {}), ...signedBy });
     }
   }
   return { missing, approvals };
@@ -477,4 +532,27 @@ export function signatureRequired(
   named: readonly Pick<TargetState, "governance">[],
 ): SignatureSpec | undefined {
   return named.find((t) => t.governance?.approval?.signature)?.governance?.approval?.signature;
+}
+
+/**
+ * Why the approval settings of the objects governing one applier cannot be judged together, or
+ * undefined: one object's own conflict (its claim and it set a source differently), or two
+ * GitTargets naming the applier that require a commit status or a signature differently. Every
+ * source any of them sets is required (`approvalRequired`); a source two set must be set alike.
+ */
+export function approvalConflict(named: readonly Pick<TargetState, "governance">[]): string | undefined {
+  for (const t of named) if (t.governance?.approval?.conflict) return t.governance.approval.conflict;
+  const differs = (pick: (a: NonNullable<TargetGovernance["approval"]>) => unknown, what: string) => {
+    const set = named.flatMap((t) => {
+      const v = t.governance?.approval ? pick(t.governance.approval) : undefined;
+      return v === undefined ? [] : [JSON.stringify(v)];
+    });
+    return new Set(set).size > 1
+      ? `the GitTargets naming the claim set approval.${what} differently`
+      : undefined;
+  };
+  return (
+    differs((a) => a.commitStatus, "commitStatus") ??
+    differs((a) => (a.signature ? { ...a.signature, keys: undefined } : undefined), "signature")
+  );
 }

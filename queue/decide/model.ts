@@ -249,6 +249,11 @@ export interface ForeignRead {
   tip: string;
   since: string | null;
   commits: string[];
+  /**
+   * The tip is not a descendant of `since` (a force-push back to an older commit, a rewritten
+   * history): `commits` is then only the newest foreign commit, which an Approval must name.
+   */
+  notDescendant?: boolean;
   /** The required commit status context's state per commit, when the claim asks for one. */
   statuses?: Record<string, string>;
   /** Each commit's signature checked against the trusted keys, when the claim asks for one. */

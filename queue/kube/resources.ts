@@ -5,6 +5,7 @@
 import type * as k8s from "@kubernetes/client-node";
 import {
   APPLIER_GRANT_PLURAL,
+  APPROVAL_PLURAL,
   ARGOCD_CLAIM_PLURAL,
   FLUX_CLAIM_PLURAL,
   GIT_PROVIDER_PLURAL,
@@ -54,6 +55,7 @@ export const RESOURCES = {
   },
   event: { group: "events.k8s.io", version: "v1", plural: "events", kind: "Event" },
   watchRule: { group: GROUP, version: VERSION, plural: WATCH_RULE_PLURAL, kind: "WatchRule" },
+  approval: { group: GROUP, version: VERSION, plural: APPROVAL_PLURAL, kind: "Approval" },
 } as const satisfies Record<string, ResourceType>;
 
 type Resources = typeof RESOURCES;

@@ -1,6 +1,6 @@
 /**
  * The worker's view of the cluster: the shared informers of the cluster-access layer
- * (queue/kube/) for GitProviders, GitTargets, ScopeGrants, claims and ApplierGrants, started and
+ * (queue/kube/) for GitProviders, GitTargets, ScopeGrants, claims, Approvals and ApplierGrants, started and
  * listed once per process, and one watch per Secret our objects name (a GitProvider's credentials,
  * a claim's keys for signature approval; a field selector `metadata.name=`, never the Secrets of a
  * whole namespace). Branch lookups and listings
@@ -169,6 +169,17 @@ export class ClusterCache {
     for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim])
       this.acquire(t, (o, prev) => this.tell(this.keysOfClaim(t.kind, o, prev)));
     this.acquire(RESOURCES.applierGrant, () => this.tell("all"));
+    // An approval or override given or withdrawn concerns the branches of the claim it names.
+    this.acquire(RESOURCES.approval, (o, prev) => {
+      const keys = new Set<string>();
+      for (const a of [o, prev]) {
+        const ref = (a?.spec as { claimRef?: { kind?: unknown; name?: unknown } } | undefined)?.claimRef;
+        if (!a || typeof ref?.kind !== "string" || typeof ref.name !== "string") continue;
+        const claim = { metadata: { namespace: nsOf(a), name: ref.name } } as KObject;
+        for (const k of this.keysOfClaim(ref.kind, claim, undefined)) keys.add(k);
+      }
+      this.tell(keys);
+    });
     const grants = this.acquire(SCOPE_GRANT, () => {
       this.version++;
       this.tell("all");

@@ -3,8 +3,8 @@
  * manifests use. They are closed (`additionalProperties: false`) where a misspelt field would
  * otherwise be silently dropped by the API server, and require what the API server requires.
  * Written from the Kubernetes API reference for apps/v1, core/v1, policy/v1,
- * networking.k8s.io/v1, rbac.authorization.k8s.io/v1, apiextensions.k8s.io/v1 and
- * monitoring.coreos.com/v1.
+ * networking.k8s.io/v1, rbac.authorization.k8s.io/v1, apiextensions.k8s.io/v1,
+ * admissionregistration.k8s.io/v1 and monitoring.coreos.com/v1.
  */
 type Schema = Record<string, unknown>;
 
@@ -49,6 +49,23 @@ const labelSelector = closed({
       ["key", "operator"],
     ),
   },
+});
+
+/** A ValidatingAdmissionPolicy's (or binding's) matchResources. */
+const namedRule = closed({
+  apiGroups: strList,
+  apiVersions: strList,
+  operations: { type: "array", items: { enum: ["*", "CREATE", "UPDATE", "DELETE", "CONNECT"] } },
+  resources: strList,
+  resourceNames: strList,
+  scope: { enum: ["*", "Cluster", "Namespaced"] },
+});
+const matchResources = closed({
+  namespaceSelector: labelSelector,
+  objectSelector: labelSelector,
+  resourceRules: { type: "array", items: namedRule },
+  excludeResourceRules: { type: "array", items: namedRule },
+  matchPolicy: { enum: ["Exact", "Equivalent"] },
 });
 
 const networkPolicyPorts: Schema = {
@@ -352,6 +369,60 @@ export const BUILTIN_SCHEMAS: Record<string, Schema> = {
     "RoleBinding",
     { roleRef, subjects: { type: "array", items: subject } },
     ["roleRef"],
+  ),
+  "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy": kind(
+    "admissionregistration.k8s.io/v1",
+    "ValidatingAdmissionPolicy",
+    {
+      spec: closed({
+        failurePolicy: { enum: ["Fail", "Ignore"] },
+        matchConstraints: matchResources,
+        paramKind: closed({ apiVersion: str, kind: str }),
+        matchConditions: {
+          type: "array",
+          items: closed({ name: str, expression: str }, ["name", "expression"]),
+        },
+        variables: { type: "array", items: closed({ name: str, expression: str }, ["name", "expression"]) },
+        validations: {
+          type: "array",
+          items: closed(
+            {
+              expression: str,
+              message: str,
+              messageExpression: str,
+              reason: { enum: ["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"] },
+            },
+            ["expression"],
+          ),
+        },
+        auditAnnotations: {
+          type: "array",
+          items: closed({ key: str, valueExpression: str }, ["key", "valueExpression"]),
+        },
+      }),
+    },
+    ["spec"],
+  ),
+  "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding": kind(
+    "admissionregistration.k8s.io/v1",
+    "ValidatingAdmissionPolicyBinding",
+    {
+      spec: closed(
+        {
+          policyName: str,
+          paramRef: closed({
+            name: str,
+            namespace: str,
+            selector: labelSelector,
+            parameterNotFoundAction: str,
+          }),
+          matchResources,
+          validationActions: { type: "array", items: { enum: ["Deny", "Warn", "Audit"] }, minItems: 1 },
+        },
+        ["policyName", "validationActions"],
+      ),
+    },
+    ["spec"],
   ),
   // The CRD's own openAPIV3Schema is checked separately (structural, converted from zod).
   "apiextensions.k8s.io/v1/CustomResourceDefinition": kind(

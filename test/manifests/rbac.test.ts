@@ -163,9 +163,15 @@ describe("namespace users through the built-in roles", () => {
         .filter((x) => x.apiGroups.includes("applygate.dev") && x.verbs.includes(verb))
         .flatMap((x) => x.resources);
     const kinds = namespacedKinds();
-    expect(kinds).toEqual(expect.arrayContaining(["watchrules", "webhookclaims"]));
+    expect(kinds).toEqual(expect.arrayContaining(["watchrules", "webhookclaims", "approvals"]));
+    // Approving is not editing: Approvals are written through applygate-approver only.
+    const edited = kinds.filter((k) => k !== "approvals");
     for (const verb of ["create", "update", "patch", "delete"])
-      expect(granted(role("applygate-edit"), verb).sort(), verb).toEqual([...kinds].sort());
+      expect(granted(role("applygate-edit"), verb).sort(), verb).toEqual([...edited].sort());
+    expect(granted(role("applygate-approver"), "create")).toEqual(["approvals"]);
+    expect(
+      Object.keys(role("applygate-approver").metadata.labels ?? {}).filter((l) => l.includes("aggregate")),
+    ).toEqual([]);
     for (const verb of ["get", "list", "watch"])
       expect(granted(role("applygate-view"), verb), verb).toEqual(expect.arrayContaining(kinds));
     expect(granted(role("applygate-edit"), "create")).not.toContain("scopegrants");

@@ -274,6 +274,8 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
         .join("\n---\n"),
     );
     await api.applyYaml(deployed.rbac.map((o) => JSON.stringify(o)).join("\n---\n"));
+    // Who approved a release is the API server's word: the shipped admission policy holds here too.
+    await api.applyYaml(deployed.admission.map((o) => JSON.stringify(o)).join("\n---\n"));
     const sa = deployed.serviceAccounts;
     await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.gateway]));
     await api.applyYaml(secretReaderYaml(DEMO_NAMESPACE, [sa.worker], "applygate-secret-watcher"));

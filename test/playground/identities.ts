@@ -1,7 +1,7 @@
 /**
  * Who each component is, as deployed: the ServiceAccount its Deployment, StatefulSet or patch names,
- * and the Roles, ClusterRoles and bindings applygate's manifests grant, read from the YAML the
- * kustomize overlays build (never restated here). The assembly stores these objects in the
+ * and the Roles, ClusterRoles and bindings applygate's manifests grant (and the admission policies
+ * they ship), read from the YAML the kustomize overlays build (never restated here). The assembly stores these objects in the
  * simulated cluster and starts each component with its ServiceAccount's token, so a component
  * that needs a permission the manifests do not grant is refused (403) as it would be on a cluster.
  */
@@ -21,9 +21,12 @@ export interface Deployed {
   rbac: K8sObject[];
   /** The ServiceAccount each component runs as. */
   serviceAccounts: Record<Component, ServiceAccountRef>;
+  /** The ValidatingAdmissionPolicies and bindings the base ships (who approved is the requester). */
+  admission: K8sObject[];
 }
 
 const RBAC_KINDS = new Set(["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"]);
+const ADMISSION_KINDS = new Set(["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
 const SIDECAR = "applygate-sidecar";
 
 type Workload = K8sObject & {
@@ -60,6 +63,10 @@ export function buildDeployed(): Deployed {
   const withSidecar = (w: Workload) => w.spec.template.spec.containers.some((c) => c.name === SIDECAR);
   return {
     rbac: [...base, ...flux, ...argocd, ...webhook].filter((o) => RBAC_KINDS.has(o.kind)),
+    // Cluster-scoped: kustomize gives them the overlay's namespace, which the API server drops.
+    admission: base
+      .filter((o) => ADMISSION_KINDS.has(o.kind))
+      .map((o) => ({ ...o, metadata: { ...o.metadata, namespace: undefined } }) as K8sObject),
     serviceAccounts: {
       gateway: serviceAccountOf(base, (w) => w.metadata.name === "applygate-gateway", "the gateway"),
       worker: serviceAccountOf(base, (w) => w.metadata.name === "applygate-worker", "the worker"),

@@ -2,8 +2,11 @@
  * Production on approved commits only: the Flux claim requires manual approval. A foreign push
  * (to the Argo CD app's folder, so both appliers have a ForeignCommit) is applied by the Argo CD
  * claim at once; the Flux claim waits with AwaitingApproval naming the commit, while an API edit
- * to its own folder still reaches Git. A person approves the SHA on the claim and one Flux apply
- * runs, of the tip holding both, recorded in the claim's history with the approval.
+ * to its own folder still reaches Git. An editor of the namespace (eve, bound to `edit`) cannot
+ * approve it: she may not create an Approval, and what she may do (annotate the claim, name
+ * herself as approver) approves nothing. A release manager (ada, bound to `applygate-approver`)
+ * approves the SHA and one Flux apply runs, of the tip holding both, recorded in the claim's
+ * history with the approval and ada as its approver, in the API server's words.
  */
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -29,6 +32,26 @@ const claimRef = {
   name: "flux-app",
 };
 
+const approvals = {
+  group: "applygate.dev",
+  version: "v1alpha1",
+  plural: "approvals",
+  namespace: DEMO_NAMESPACE,
+};
+const approvalOf = (commit: string, approver: string) => ({
+  apiVersion: "applygate.dev/v1alpha1",
+  kind: "Approval",
+  metadata: { generateName: `flux-app-${commit.slice(0, 8)}-` },
+  spec: { claimRef: { kind: "FluxClaim", name: "flux-app" }, approver, commit, note: "CAB-7" },
+});
+const roleBinding = (user: string, clusterRole: string) => `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: ${user}-${clusterRole}, namespace: ${DEMO_NAMESPACE} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${clusterRole} }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
+`;
+
 type Gate = { type: string; reason: string; message: string };
 const gate = async (s: Scene) =>
   ((await readClaim(s.a, "flux"))?.status?.conditions as Gate[] | undefined)?.find(
@@ -42,7 +65,7 @@ describe("production on approved commits only", () => {
   });
   afterAll(async () => s?.stop());
 
-  it("a foreign push waits with AwaitingApproval while API edits still reach Git; approved, one apply runs", async () => {
+  it("a foreign push waits with AwaitingApproval while API edits still reach Git; an editor cannot approve it; approved by a release manager, one apply runs, recorded as hers", async () => {
     const custom = s.a.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     await custom.patchNamespacedCustomObject(
       { ...claimRef, body: { spec: { approval: { manual: true } } } },
@@ -79,13 +102,45 @@ describe("production on approved commits only", () => {
     expect(operationsOf(s, "flux")).toEqual([]);
     expect(appliedCommits(s.a, "flux").length).toBe(fluxBefore);
 
-    await custom.patchNamespacedCustomObject(
+    // Eve may edit the namespace: she may annotate the claim, but not approve.
+    const as = (user: string) => {
+      s.a.api.addUser(user, `${user}-token`, "rbac");
+      return s.a.api.kubeConfig(user).makeApiClient(k8s.CustomObjectsApi);
+    };
+    await s.a.api.applyYaml(
+      [roleBinding("eve", "edit"), roleBinding("ada", "applygate-approver")].join("---\n"),
+    );
+    const eve = as("eve");
+    const ada = as("ada");
+    await eve.patchNamespacedCustomObject(
       {
         ...claimRef,
-        body: { metadata: { annotations: { [`approve.applygate.dev/${pushed}`]: "ada: CAB-7" } } },
+        body: { metadata: { annotations: { [`approve.applygate.dev/${pushed}`]: "eve: self-approved" } } },
       },
       MERGE,
     );
+    const eveApproves = await eve
+      .createNamespacedCustomObject({ ...approvals, body: approvalOf(pushed, "eve") })
+      .then(
+        () => 201,
+        (e: { code?: number }) => e.code,
+      );
+    expect(eveApproves).toBe(403);
+    // Ada may approve, but only as herself.
+    const inEvesName = await ada
+      .createNamespacedCustomObject({ ...approvals, body: approvalOf(pushed, "eve") })
+      .then(
+        () => 201,
+        (e: { code?: number }) => e.code,
+      );
+    expect(inEvesName).toBe(403);
+    await until(
+      async () => (await gate(s))?.message.includes(pushed.slice(0, 12)) === true,
+      "still awaiting after the annotation",
+    );
+    expect(operationsOf(s, "flux")).toEqual([]);
+
+    await ada.createNamespacedCustomObject({ ...approvals, body: approvalOf(pushed, "ada") });
     await until(
       async () => operationsOf(s, "flux").some((o) => o.phases.includes("Succeeded")),
       "the approved Flux apply",
@@ -103,7 +158,7 @@ describe("production on approved commits only", () => {
     expect(history[0]).toMatchObject({
       commit: head,
       phase: "Succeeded",
-      approvals: [{ commit: pushed, sources: ["Manual"] }],
+      approvals: [{ commit: pushed, sources: ["Manual"], by: ["ada"] }],
     });
   });
 });

@@ -66,14 +66,34 @@ describe("an attempt queued by hand is checked at the write", () => {
 
   it("refuses attempts for an unapproved commit, whatever approvals they list; the worker's approved one applies", async () => {
     const custom = s.a.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    // A release manager approves, as herself (the shipped admission policy holds here too).
+    s.a.api.addUser("ada", "ada-token", "rbac");
+    await s.a.api.applyYaml(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: ada-approves, namespace: ${DEMO_NAMESPACE} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: applygate-approver }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ada }]
+`);
+    const asAda = s.a.api.kubeConfig("ada").makeApiClient(k8s.CustomObjectsApi);
     const approve = (commit: string) =>
-      custom.patchNamespacedCustomObject(
-        {
-          ...claimRef,
-          body: { metadata: { annotations: { [`approve.applygate.dev/${commit}`]: "ada: CAB-9" } } },
+      asAda.createNamespacedCustomObject({
+        group: "applygate.dev",
+        version: "v1alpha1",
+        plural: "approvals",
+        namespace: DEMO_NAMESPACE,
+        body: {
+          apiVersion: "applygate.dev/v1alpha1",
+          kind: "Approval",
+          metadata: { name: `flux-app-${commit.slice(0, 12)}` },
+          spec: {
+            claimRef: { kind: "FluxClaim", name: "flux-app" },
+            commit,
+            approver: "ada",
+            note: "CAB-9",
+          },
         },
-        MERGE,
-      );
+      });
     await custom.patchNamespacedCustomObject(
       { ...claimRef, body: { spec: { approval: { manual: true } } } },
       MERGE,
@@ -118,7 +138,7 @@ describe("an attempt queued by hand is checked at the write", () => {
     };
     const forgeries: [string, NonNullable<Attempt["approvals"]>][] = [
       ["forged-none", []],
-      ["forged-tip-only", [{ commit: newer, sources: ["Manual"], by: ["ada: CAB-9"] }]],
+      ["forged-tip-only", [{ commit: newer, sources: ["Manual"], by: ["ada"] }]],
     ];
     for (const [token, approvals] of forgeries) {
       const phases = await forge(token, approvals);

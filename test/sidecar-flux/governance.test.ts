@@ -1,8 +1,9 @@
 /**
  * Governance at the moment of the write, by the Flux executor as deployed against fluxsim: an
- * attempt whose claim's change window has closed, or whose approval was withdrawn, ends
- * RequestFailed before the resume and nothing is applied; inside the window, with its approval,
- * the same attempt applies, and the operation's end joins the claim's history with it.
+ * attempt whose claim's change window has closed, or whose approval was withdrawn (or never an
+ * Approval: an annotation on the claim), ends RequestFailed before the resume and nothing is
+ * applied; inside the window, with its Approval, the same attempt applies, and the operation's end
+ * joins the claim's history with it.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RESOURCES } from "../../queue/kube/index.js";
@@ -23,6 +24,22 @@ async function claimSpec(s: Scene, spec: Record<string, unknown>, annotations?: 
   });
 }
 
+/** An Approval of the scene's claim, given by ada. */
+async function approve(s: Scene, name: string, spec: Record<string, unknown>) {
+  await world.kube.custom.createNamespacedCustomObject({
+    group: RESOURCES.approval.group,
+    version: RESOURCES.approval.version,
+    plural: RESOURCES.approval.plural,
+    namespace: s.claim.namespace,
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "Approval",
+      metadata: { name },
+      spec: { claimRef: { kind: "FluxClaim", name: s.claim.name }, approver: "ada", ...spec },
+    },
+  });
+}
+
 describe("governance at the Flux executor's write", () => {
   it("a deny window in force at the write: RequestFailed (OutsideChangeWindow), nothing resumed; an override the attempt carries lets it through once, recorded", async () => {
     const s = await scene(world);
@@ -37,18 +54,20 @@ describe("governance at the Flux executor's write", () => {
     expect((await s.readKs()).metadata.resourceVersion).toBe(before);
     expect(world.sim.appliedRevisions(s.ks)).toHaveLength(applied);
 
+    // The override an annotation offers, which any editor may set, lets nothing through.
     await claimSpec(s, {}, { "applygate.dev/change-window-override": "INC-9" });
-    const over = await s.run(
-      s.attempt(commit, { override: { changeWindow: "INC-9", by: "kubectl-annotate" } }),
-    );
+    const carrying = s.attempt(commit, { override: { changeWindow: "INC-9", by: "ada" } });
+    expect((await s.run(carrying)).last.reason).toBe("OutsideChangeWindow");
+    await approve(s, "inc-9", { changeWindowOverride: "INC-9" });
+    const over = await s.run(s.attempt(commit, { override: { changeWindow: "INC-9", by: "ada" } }));
     expect(over.last.phase).toBe("Succeeded");
     expect(await s.configValue()).toBe("2");
     const status = (await s.readClaim()).status as { history?: Array<Record<string, unknown>> };
     expect(status.history?.[0]).toMatchObject({
       commit,
       phase: "Succeeded",
-      override: { changeWindow: "INC-9", by: "kubectl-annotate" },
-      startedBy: "the branch worker, on the change-window override set by kubectl-annotate",
+      override: { changeWindow: "INC-9", by: "ada" },
+      startedBy: "the branch worker, on the change-window override set by ada",
     });
   });
 
@@ -60,7 +79,11 @@ describe("governance at the Flux executor's write", () => {
     const carrying = s.attempt(commit, { approvals: [{ commit, sources: ["Manual"] }] });
     const r = await s.run(carrying);
     expect(r.last).toMatchObject({ phase: "RequestFailed", reason: "NotApproved" });
-    await claimSpec(s, {}, { [`approve.applygate.dev/${commit}`]: "ada" });
+    // An annotation on the claim approves nothing; an Approval does.
+    await claimSpec(s, {}, { [`approve.applygate.dev/${commit}`]: "eve" });
+    const annotated = await s.run(s.attempt(commit, { approvals: [{ commit, sources: ["Manual"] }] }));
+    expect(annotated.last).toMatchObject({ phase: "RequestFailed", reason: "NotApproved" });
+    await approve(s, "cab-3", { commit });
     const ok = await s.run(s.attempt(commit, { approvals: [{ commit, sources: ["Manual"] }] }));
     expect(ok.last.phase).toBe("Succeeded");
     expect(await s.configValue()).toBe("3");
@@ -74,7 +97,8 @@ describe("governance at the Flux executor's write", () => {
     expect((await s.run(s.attempt(base))).last.phase).toBe("Succeeded");
     const under = await s.push({ "apps/cm.yaml": configMap("app-config", "4") });
     const tip = await s.push({ "apps/other.yaml": configMap("other", "1") });
-    await claimSpec(s, { approval: { manual: true } }, { [`approve.applygate.dev/${tip}`]: "ada" });
+    await claimSpec(s, { approval: { manual: true } });
+    await approve(s, "tip", { commit: tip });
     const applied = world.sim.appliedRevisions(s.ks).length;
     const before = (await s.readKs()).metadata.resourceVersion;
     const forged = await s.run(
@@ -85,7 +109,7 @@ describe("governance at the Flux executor's write", () => {
     expect(world.sim.appliedRevisions(s.ks)).toHaveLength(applied);
     expect(await s.configValue()).toBe("base");
 
-    await claimSpec(s, {}, { [`approve.applygate.dev/${under}`]: "ada" });
+    await approve(s, "under", { commit: under });
     const ok = await s.run(s.attempt(tip, { approvals: [] }));
     expect(ok.last.phase).toBe("Succeeded");
     expect(await s.configValue()).toBe("4");

@@ -96,6 +96,32 @@ const succeed: Script = async (a, ex) => {
   for (const p of ["Requested", "Running", "Settling", "Succeeded"] as const) await ex.report(a, p);
 };
 
+/** Waits until the worker's cache holds the claim with the annotation (its listing reads from there). */
+async function annotated(w: World, annotation: string): Promise<void> {
+  await waitFor("the annotated claim in the worker's cache", async () => {
+    const c = await w.objects.get("FluxClaim", NS, "claim");
+    return (
+      (c?.metadata as { annotations?: Record<string, string> } | undefined)?.annotations?.[annotation] !==
+      undefined
+    );
+  });
+}
+
+/** An Approval of the world's claim, given by ada (the API server would admit it only from her). */
+async function approve(w: World, name: string, spec: Record<string, unknown>): Promise<void> {
+  await w.custom.createNamespacedCustomObject({
+    ...GROUP,
+    plural: "approvals",
+    namespace: NS,
+    body: {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "Approval",
+      metadata: { name },
+      spec: { claimRef: { kind: "FluxClaim", name: "claim" }, approver: "ada", ...spec },
+    },
+  });
+}
+
 async function world(o: {
   appliedInitial: boolean;
   windowSeconds?: number;
@@ -1069,6 +1095,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     await waitFor("the second ForeignCommit pending", () =>
       w.driver().state.appliers[CLAIM_KEY]?.pending.all.includes("ForeignCommit"),
     );
+    // An annotation, which whoever may edit the claim can set, overrides nothing.
     await w.custom.patchNamespacedCustomObject(
       {
         ...GROUP,
@@ -1079,8 +1106,12 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       },
       k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
     );
+    await annotated(w, "applygate.dev/change-window-override");
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(1);
+    await approve(w, "inc-7", { changeWindowOverride: "INC-7 hotfix" });
     await waitFor("the overridden apply", () => w.attempts.length === 2);
-    expect(w.attempts[1]?.override?.changeWindow).toBe("INC-7 hotfix");
+    expect(w.attempts[1]?.override).toEqual({ changeWindow: "INC-7 hotfix", by: "ada" });
     await waitFor("nothing left to decide", () => settled(w));
     await waitFor("the override recorded as used", async () => {
       const used = (
@@ -1135,19 +1166,26 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(w.attempts).toHaveLength(0);
     expect((await governance())?.awaitingApproval?.map((a) => a.commit)).toEqual([foreign]);
 
+    // An annotation on the claim, which whoever may edit it can set, approves nothing.
     await w.custom.patchNamespacedCustomObject(
       {
         ...GROUP,
         plural: "fluxclaims",
         namespace: NS,
         name: "claim",
-        body: { metadata: { annotations: { [`approve.applygate.dev/${foreign}`]: "ada: CAB-12" } } },
+        body: { metadata: { annotations: { [`approve.applygate.dev/${foreign}`]: "eve: self-approved" } } },
       },
       k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
     );
+    await annotated(w, `approve.applygate.dev/${foreign}`);
+    await w.driver().idle();
+    expect(w.attempts).toHaveLength(0);
+    expect(await reason()).toBe("AwaitingApproval");
+
+    await approve(w, "cab-12", { commit: foreign, note: "CAB-12" });
     await waitFor("the approved apply", () => w.attempts.length === 1);
     expect(w.attempts[0]?.commit).toBe(tip);
-    expect(w.attempts[0]?.approvals?.map((a) => [a.commit, a.sources])).toEqual([[foreign, ["Manual"]]]);
+    expect(w.attempts[0]?.approvals).toEqual([{ commit: foreign, sources: ["Manual"], by: ["ada"] }]);
     await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === tip);
     await waitFor("nothing left to decide", () => settled(w));
     await waitFor("approved", async () => (await reason()) === "Approved");
@@ -1200,16 +1238,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     );
     expect((await allowed("claim2"))?.message).toContain("cannot tell owner and repository");
 
-    await w.custom.patchNamespacedCustomObject(
-      {
-        ...GROUP,
-        plural: "fluxclaims",
-        namespace: NS,
-        name: "claim",
-        body: { metadata: { annotations: { [`approve.applygate.dev/${foreign}`]: "ada" } } },
-      },
-      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
-    );
+    await approve(w, "first", { commit: foreign });
     await waitFor("the approved apply of the first claim", () =>
       w.attempts.some((a) => a.claim.name === "claim"),
     );

@@ -220,7 +220,7 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
         { group: r.group, plural: r.plural, name: r.name },
         r.namespace,
       );
-    await dispatch(ctx, req, res, r, verb, url);
+    await dispatch(ctx, req, res, r, verb, url, user);
   } catch (e) {
     if (res.headersSent) {
       res.destroy();
@@ -242,6 +242,7 @@ async function dispatch(
   r: Route,
   verb: string,
   url: URL,
+  user: User,
 ): Promise<void> {
   const q = url.searchParams;
   const accept = req.headers.accept;
@@ -255,6 +256,7 @@ async function dispatch(
     dryRun: q.getAll("dryRun").includes("All"),
     force: q.get("force") === "true",
     userAgent: req.headers["user-agent"],
+    user,
   };
   switch (verb) {
     case "get":

@@ -68,7 +68,7 @@ export interface ApiServer {
   token(user?: string): string;
   writeKubeconfig(path: string, user?: string): Promise<void>;
   /** A user with rules of its own, or "all" (a superuser, group system:masters). */
-  addUser(name: string, token: string, rules: AuthRule[] | "all"): void;
+  addUser(name: string, token: string, rules: AuthRule[] | "all" | "rbac"): void;
   /** How many requests `user` has made so far (a watch counts once): what a component costs the server. */
   requestsBy(user: string): number;
   /**
@@ -97,6 +97,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   const registry = new Registry();
   const objects = new Objects(store, registry, now);
   objects.bootstrap();
+  objects.rbacPolicy = () => storedPolicy(registry, objects);
   const users = new Users();
   const adminToken = randomBytes(16).toString("hex");
   users.add("admin", adminToken, "all");

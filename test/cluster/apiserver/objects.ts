@@ -6,11 +6,13 @@
 import { randomUUID } from "node:crypto";
 import { parse as parseYaml } from "yaml";
 import { wireTime } from "../clock.js";
+import { type AdmissionRequest, admit, type Operation } from "./admission.js";
 import type { User } from "./auth.js";
 import { errors } from "./errors.js";
 import { deepEqual } from "./fieldset.js";
 import { type Actor, ownersAfterUpdate, serverSideApply, writeOwners } from "./managed.js";
 import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.js";
+import type { Policy } from "./rbac.js";
 import {
   type Registry,
   servedShape,
@@ -94,11 +96,55 @@ function generationPart(type: ResourceType, o: KObject): unknown {
 }
 
 export class Objects {
+  /** The stored RBAC policy, for the escalation check of RBAC writes; set by the server. */
+  rbacPolicy: (() => Policy) | undefined;
+
   constructor(
     private readonly store: Store,
     private readonly registry: Registry,
     private readonly now: () => number,
   ) {}
+
+  /**
+   * Admission of a write by a user (RBAC escalation, ValidatingAdmissionPolicies): throws the
+   * refusal. Writes the server makes itself (no user: bootstrap, garbage collection) are admitted.
+   */
+  private admit(
+    operation: Operation,
+    target: Target,
+    object: KObject | null,
+    oldObject: KObject | null,
+    opts: WriteOptions,
+  ): void {
+    const user = opts.user;
+    if (!user || !this.rbacPolicy) return;
+    const req: AdmissionRequest = {
+      operation,
+      type: target.type,
+      ...(target.subresource ? { subresource: target.subresource } : {}),
+      ...(target.namespace ? { namespace: target.namespace } : {}),
+      name: (object ?? oldObject)?.metadata.name ?? target.name ?? "",
+      object,
+      oldObject,
+      user,
+      dryRun: opts.dryRun === true,
+    };
+    const stored = (plural: string) => {
+      const t = this.registry.find("admissionregistration.k8s.io", "v1", plural);
+      return t ? this.list(t) : [];
+    };
+    admit(
+      {
+        policy: this.rbacPolicy,
+        policies: () => ({
+          policies: stored("validatingadmissionpolicies"),
+          bindings: stored("validatingadmissionpolicybindings"),
+        }),
+        namespace: (name) => this.store.get("/namespaces", undefined, name),
+      },
+      req,
+    );
+  }
 
   /** Creates the namespaces every cluster starts with. */
   bootstrap(): void {
@@ -245,6 +291,7 @@ export class Objects {
     this.checkSchema(t, o);
     if (t.kind === "CustomResourceDefinition") this.prepareCrd(o);
     dropEmptyMetadata(o);
+    this.admit("CREATE", target, o, null, opts);
     if (!meta.managedFields?.length) {
       const who = this.actor(t, target, opts);
       meta.managedFields = writeOwners(ownersAfterUpdate(t, undefined, o, who));
@@ -433,9 +480,13 @@ export class Objects {
         : old;
       o.metadata.managedFields = writeOwners(ownersAfterUpdate(t, base, o, this.actor(t, target, opts)));
     }
-    if (deepEqual(withoutVolatile(old), withoutVolatile(o)))
+    // Admission sees an update that changes nothing too (the store then writes nothing).
+    if (deepEqual(withoutVolatile(old), withoutVolatile(o))) {
+      this.admit("UPDATE", target, o, old, opts);
       return { object: this.served(t, old), warnings: [] };
+    }
     this.checkSchema(t, o, old);
+    this.admit("UPDATE", target, o, old, opts);
     if (opts.dryRun) return { object: this.served(t, o), warnings: [] };
     if (o.metadata.deletionTimestamp && !o.metadata.finalizers?.length) {
       // The write that takes the last finalizer away deletes the object: watchers get DELETED with
@@ -619,6 +670,7 @@ export class Objects {
         `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${current.metadata.resourceVersion}`,
       );
     const dryRun = opts.dryRun || options.dryRun?.includes("All");
+    this.admit("DELETE", target, null, current, { ...opts, dryRun: dryRun === true });
     if (dryRun) return { object: current, warnings: [] };
     const policy = options.propagationPolicy ?? opts.propagationPolicy ?? "Background";
     const out = this.present(t, this.removeOrFinalize(t, current, policy));

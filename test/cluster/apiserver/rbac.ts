@@ -73,7 +73,7 @@ const AGGREGATE = (to: "admin" | "edit" | "view") => ({
  * and `edit` aggregate-to-admin, so what view grants edit and admin grant too. The system:aggregate-
  * to-* roles carry the core and apps parts of the real rules.
  */
-const bootstrap: Policy = {
+export const bootstrap: Policy = {
   roles: [],
   roleBindings: [],
   clusterRoles: [

@@ -163,6 +163,23 @@ const builtins: ResourceType[] = [
       namespaced: !kind.startsWith("Cluster"),
     }),
   ),
+  // Admission configuration: stored, and evaluated on every write (admission.ts).
+  ...(
+    [
+      ["ValidatingAdmissionPolicy", "validatingadmissionpolicies"],
+      ["ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"],
+    ] as const
+  ).map(([kind, plural]) =>
+    builtin({
+      group: "admissionregistration.k8s.io",
+      version: "v1",
+      plural,
+      kind,
+      namespaced: false,
+      hasGeneration: true,
+      statusSubresource: kind === "ValidatingAdmissionPolicy",
+    }),
+  ),
   builtin({
     group: "apiextensions.k8s.io",
     version: "v1",
