@@ -64,8 +64,14 @@ export function dashboardRoutes(opts: DashboardOptions) {
     const adapter = new FastifyAdapter();
     adapter.setBasePath(DASHBOARD_PATH);
     createBullBoard({
+      // An apply attempt is never retried by hand, even on a writable board: every retry is the
+      // branch worker's decision (the sidecar refuses an attempt's job run twice all the same).
       queues: opts.queues.map(
-        (q) => new BullMQAdapter(q, { readOnlyMode: opts.readOnly, allowRetries: !opts.readOnly }),
+        (q) =>
+          new BullMQAdapter(q, {
+            readOnlyMode: opts.readOnly,
+            allowRetries: !opts.readOnly && !q.name.startsWith("attempts-"),
+          }),
       ),
       serverAdapter: adapter,
       options: { uiConfig: { boardTitle: "applygate queues" } },

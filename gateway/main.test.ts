@@ -254,6 +254,20 @@ describe("the dashboard as its flags make it, over HTTP", () => {
     });
   });
 
+  it("writable, it offers no retry of an apply attempt (the worker decides every retry), and offers it elsewhere", async () => {
+    await withGateway(["--dashboard-writable"], async (url) => {
+      const queues = await fetch(`${url}/queues/api/queues`, { headers: { authorization } });
+      const listed = ((await queues.json()) as { queues: { name: string; allowRetries: boolean }[] }).queues;
+      const retries = Object.fromEntries(listed.map((q) => [q.name, q.allowRetries]));
+      expect(retries).toMatchObject({
+        "attempts-flux": false,
+        "attempts-argocd": false,
+        "attempts-webhook": false,
+      });
+      expect(retries).toMatchObject({ notices: true, branches: true, reports: true });
+    });
+  });
+
   it("no page may frame it: the page, the API, a refusal of credentials and of a change all say so", async () => {
     await withGateway([], async (url) => {
       const page = await fetch(`${url}/queues`, { headers: { authorization } });

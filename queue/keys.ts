@@ -103,3 +103,11 @@ export const recollectChannel = (prefix: string) => `${prefix}:mirror:recollect`
 export const watchedTargetKey = (prefix: string, branchKey: string, namespace: string, name: string) =>
   `${prefix}:branch:${branchKey}:watched:${namespace}/${name}`;
 export const WATCHED_TTL_MS = 30_000;
+
+/**
+ * Set (NX, with a TTL) by the executor that takes an apply attempt's job: an attempt runs once. A
+ * job run a second time (retried from a writable dashboard or by hand) finds it and is refused:
+ * every retry is the branch worker's decision, as a new attempt with a new token.
+ */
+export const attemptTakenKey = (prefix: string, token: string) => `${prefix}:attempt:${token}:taken`;
+export const ATTEMPT_TAKEN_TTL_SECONDS = 30 * 24 * 3600;

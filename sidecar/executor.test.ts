@@ -261,4 +261,103 @@ describe("executor host", () => {
     });
     await until(() => !following.isFollowed("rec"), "released");
   });
+
+  describe("the attempt's job, as the queue dashboard shows it", () => {
+    const ended = (job: { getState(): Promise<string> }) =>
+      until(async () => ["completed", "failed"].includes(await job.getState()), "the job to end");
+
+    it("an operation that succeeded completes its job with the outcome; each phase is its progress and a log line", async () => {
+      await setup({
+        async execute(_a, report) {
+          await report("Requested");
+          await report("Running");
+          await report("Succeeded");
+        },
+      });
+      const job = await sender.add("attempt", attempt("j1"), { attempts: 1 });
+      await ended(job);
+      const done = await sender.getJob(job.id as string);
+      expect(await done?.getState()).toBe("completed");
+      expect(done?.returnvalue).toMatchObject({ phase: "Succeeded", commit: "c".repeat(40) });
+      expect(done?.progress).toMatchObject({ phase: "Succeeded" });
+      const { logs } = await sender.getJobLogs(job.id as string);
+      expect(logs.map((l) => l.split(" ")[1])).toEqual(["Requested", "Running", "Succeeded"]);
+    });
+
+    it("an operation that ended Failed fails its job with the reason and message, after its report; the queue never runs it again", async () => {
+      let calls = 0;
+      await setup({
+        async execute(_a, report) {
+          calls++;
+          await report("Running");
+          await report("Failed", { reason: "HealthCheckFailed", message: "deployment web not ready" });
+        },
+      });
+      const job = await sender.add("attempt", attempt("j2"), { attempts: 3 });
+      await ended(job);
+      const done = await sender.getJob(job.id as string);
+      expect(await done?.getState()).toBe("failed");
+      expect(done?.failedReason).toBe("Failed: HealthCheckFailed: deployment web not ready");
+      expect(phases("j2")).toEqual(["Running", "Failed"]);
+      expect(calls).toBe(1);
+    });
+
+    it("an operation past its deadline (Unresolved) shows stuck while it is followed", async () => {
+      let release = () => {};
+      await setup({
+        async execute(_a, report) {
+          await report("Running");
+          await report("Unresolved", { reason: "OperationTimeout", message: "no end observed in 10m" });
+          await new Promise<void>((r) => {
+            release = r;
+          });
+          await report("Succeeded");
+        },
+      });
+      const job = await sender.add("attempt", attempt("j3"), { attempts: 1 });
+      await until(
+        async () => (await sender.getJob(job.id as string))?.progress?.toString() !== "0",
+        "progress",
+      );
+      await until(
+        async () =>
+          ((await sender.getJob(job.id as string))?.progress as { stuck?: boolean } | undefined)?.stuck ===
+          true,
+        "stuck",
+      );
+      expect(await job.getState()).toBe("active");
+      const { logs } = await sender.getJobLogs(job.id as string);
+      expect(logs.at(-1)).toMatch(
+        / STUCK Unresolved — OperationTimeout: no end observed in 10m \(past its deadline/,
+      );
+      release();
+      await ended(job);
+      expect(await job.getState()).toBe("completed");
+    });
+
+    it("a job run again by hand (a dashboard's retry, of a failed or a completed one) is refused and reports nothing", async () => {
+      let calls = 0;
+      await setup({
+        async execute(a, report) {
+          calls++;
+          await report(a.token === "j4" ? "Failed" : "Succeeded", { message: "boom" });
+        },
+      });
+      const failed = await sender.add("attempt", attempt("j4"), { attempts: 1 });
+      const completed = await sender.add("attempt", attempt("j5", "api"), { attempts: 1 });
+      await ended(failed);
+      await ended(completed);
+      expect(calls).toBe(2);
+      await (await sender.getJob(failed.id as string))?.retry("failed");
+      await (await sender.getJob(completed.id as string))?.retry("completed");
+      for (const id of [failed.id, completed.id])
+        await until(
+          async () => (await sender.getJob(id as string))?.failedReason?.includes("ran before") === true,
+          "refused",
+        );
+      expect(calls).toBe(2);
+      expect(phases("j4")).toEqual(["Failed"]);
+      expect(phases("j5")).toEqual(["Succeeded"]);
+    });
+  });
 });

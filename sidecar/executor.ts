@@ -4,7 +4,14 @@
  * each job once (a stalled job is not run again), a thrown error is reported as RequestFailed,
  * and every retry is the branch worker's decision. One operation per claim at a time.
  */
-import { Job, Worker } from "bullmq";
+import { Job, UnrecoverableError, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import {
+  type AttemptProgress,
+  attemptJobEnd,
+  attemptLogLine,
+  attemptProgress,
+} from "../queue/attempt-job.js";
 import {
   type ApplierKind,
   Attempt,
@@ -15,6 +22,7 @@ import {
   TERMINAL_PHASES,
 } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/reasons.js";
+import { ATTEMPT_TAKEN_TTL_SECONDS, attemptTakenKey } from "../queue/keys.js";
 import { applierField, claimField, type Logger } from "../queue/log.js";
 import { bullConnection, CONSUMER_CLOSE_MS, closedWithin } from "../queue/redis.js";
 import type { OperationExecutor, RecoveredOperation, ReportExtra, ReportFn } from "./applier-kind.js";
@@ -107,6 +115,7 @@ interface Running {
   claim: string;
   abort: AbortController;
   done: Promise<void>;
+  state: { terminal: boolean; shown: AttemptProgress | undefined };
 }
 
 export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
@@ -121,9 +130,24 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
 
   const busyClaim = (claim: string) => [...running.values()].find((r) => r.claim === claim);
 
-  /** The report function of one operation; remembers whether a terminal phase was sent. */
-  function reporterFor(token: string, claim: ClaimRef, branchKey: string, commit: string, log: Logger) {
-    const state = { terminal: false, last: undefined as ReportPhase | undefined };
+  /**
+   * The report function of one operation; remembers whether a terminal phase was sent. With the
+   * attempt's job, each phase also shows on it (progress and a log line: queue/attempt-job.ts),
+   * after its report is sent; a failure to show it changes nothing.
+   */
+  function reporterFor(
+    token: string,
+    claim: ClaimRef,
+    branchKey: string,
+    commit: string,
+    log: Logger,
+    job?: Job,
+  ) {
+    const state = {
+      terminal: false,
+      last: undefined as ReportPhase | undefined,
+      shown: undefined as AttemptProgress | undefined,
+    };
     const report: ReportFn = async (phase: ReportPhase, extra: ReportExtra = {}) => {
       if (state.terminal) {
         log.warn({ phase }, "phase reported after the operation ended; dropped");
@@ -154,6 +178,12 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       } catch (err) {
         log.error({ err: (err as Error).message, phase }, "could not send a report");
       }
+      const shown = attemptProgress(phase, r.at, r.commit, extra);
+      state.shown = shown;
+      if (job)
+        await Promise.all([job.updateProgress({ ...shown }), job.log(attemptLogLine(shown))]).catch((err) =>
+          log.debug({ err: (err as Error).message }, "could not show the phase on the attempt's job"),
+        );
     };
     return { report, state };
   }
@@ -167,10 +197,12 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     body: (report: ReportFn, signal: AbortSignal) => Promise<void>,
     /** For a branch worker's attempt: whether its operation is recorded on the claim. */
     recordedOnClaim?: () => Promise<boolean>,
+    /** For a branch worker's attempt: its job, which shows each phase. */
+    job?: Job,
   ): Running {
     const key = claimKeyOf(claim);
     const log = o.log.child({ claim: claimField(claim), token, commit, branch: branchKey });
-    const { report, state } = reporterFor(token, claim, branchKey, commit, log);
+    const { report, state } = reporterFor(token, claim, branchKey, commit, log, job);
     const abort = new AbortController();
     const unfollow = o.following.follow(token, key);
     let reportedItsEnd = false;
@@ -218,22 +250,50 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         running.delete(token);
       }
     })();
-    const r = { token, claim: key, abort, done };
+    const r = { token, claim: key, abort, done, state };
     running.set(token, r);
     return r;
   }
 
-  async function process(job: Job): Promise<void> {
+  /**
+   * Ends an attempt's job as its operation ended here: failed (with the phase, reason and message)
+   * when it ended Failed, RequestFailed or Rejected, else completed with the outcome. Its report
+   * is sent already: the job's state is only what the dashboard shows.
+   */
+  function endJob(state: { terminal: boolean; shown: AttemptProgress | undefined }) {
+    const end = attemptJobEnd(state.shown, state.terminal);
+    if ("failed" in end) throw new UnrecoverableError(end.failed);
+    return end.completed;
+  }
+
+  async function process(job: Job): Promise<unknown> {
     const parsed = Attempt.safeParse(job.data);
     if (!parsed.success) {
       o.log.error({ job: job.id, err: parsed.error.issues[0]?.message }, "invalid attempt; ignored");
-      return;
+      throw new UnrecoverableError(`invalid attempt: ${parsed.error.issues[0]?.message}`);
     }
     const attempt = parsed.data;
+    if (running.has(attempt.token)) return; // a duplicate delivery of one we carry out
+    // An attempt runs once. A job run again (retried by hand) carried out its attempt before, and
+    // reported its end: it is refused and reports nothing; a retry is the branch worker's to send.
+    const redis = (await worker.backend.client) as unknown as Redis;
+    const first = await redis.set(
+      attemptTakenKey(o.prefix, attempt.token),
+      job.id ?? attempt.token,
+      "EX",
+      ATTEMPT_TAKEN_TTL_SECONDS,
+      "NX",
+    );
+    if (first === null) {
+      o.log.warn({ token: attempt.token, branch: attempt.branchKey }, "an attempt's job ran again; refused");
+      throw new UnrecoverableError(
+        "this attempt ran before: an attempt runs once, and every retry is the branch worker's decision (a new attempt)",
+      );
+    }
     o.metrics?.attempt(o.kind);
     const key = claimKeyOf(attempt.claim);
     const refuse = async (message: string, reason: string) => {
-      const { report } = reporterFor(
+      const { report, state } = reporterFor(
         attempt.token,
         attempt.claim,
         attempt.branchKey,
@@ -244,11 +304,12 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
           token: attempt.token,
           branch: attempt.branchKey,
         }),
+        job,
       );
       await report("RequestFailed", { reason, message });
+      return endJob(state);
     };
     if (stopping) return refuse("the sidecar is stopping", StatusReason.SidecarStopping);
-    if (running.has(attempt.token)) return; // a duplicate delivery of one we carry out
     const busy = busyClaim(key);
     if (busy)
       return refuse(
@@ -263,8 +324,10 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       attempt.commit,
       (report, signal) => o.executor.execute(attempt, report, signal),
       recorded && (() => recorded(attempt)),
+      job,
     );
     await r.done;
+    return endJob(r.state);
   }
 
   const worker = new Worker(attemptsQueue(o.kind), process, {

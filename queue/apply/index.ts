@@ -7,6 +7,7 @@
  *   ...; await replica.stop(); await decisions.close();
  */
 import { Queue } from "bullmq";
+import { attemptJobName } from "../attempt-job.js";
 import { type ApplierKind, type Attempt, attemptsQueue } from "../contract.js";
 import {
   recollectChannel,
@@ -90,7 +91,8 @@ export function queueSender(redisUrl: string, prefix: string): AttemptSender & {
   };
   return {
     async send(attempt: Attempt) {
-      await queueOf(attempt.applier.kind).add(attempt.token, attempt, {
+      // Named for a person reading the dashboard (branch, applier, commit); the id is the token.
+      await queueOf(attempt.applier.kind).add(attemptJobName(attempt), attempt, {
         jobId: attempt.token,
         attempts: 1,
         removeOnComplete: { count: 1000 },
