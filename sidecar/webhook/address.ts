@@ -14,6 +14,7 @@
  */
 import { isIP } from "node:net";
 import ipaddr from "ipaddr.js";
+import { StatusReason } from "../../queue/crds/reasons.js";
 
 export interface AddressPolicy {
   /** `--webhook-allow-internal`: loopback, link-local and metadata addresses may be called. */
@@ -127,7 +128,11 @@ export function refusedUrl(url: string, rules: UrlRules): string | undefined {
 
 /** What the guard makes of a URL before any lookup. */
 export type UrlTarget =
-  | { kind: "refused"; reason: "URLRefused" | "AddressRefused"; message: string }
+  | {
+      kind: "refused";
+      reason: typeof StatusReason.URLRefused | typeof StatusReason.AddressRefused;
+      message: string;
+    }
   /** The host is an address (after the URL parser's rewriting): it is connected to as checked. */
   | { kind: "address"; host: string; address: string }
   /** The host is a name: each address it resolves to is judged by `pickAddress`. */
@@ -141,11 +146,11 @@ export type UrlTarget =
  */
 export function judgeUrl(url: string, rules: UrlRules & AddressPolicy): UrlTarget {
   const bad = refusedUrl(url, rules);
-  if (bad) return { kind: "refused", reason: "URLRefused", message: bad };
+  if (bad) return { kind: "refused", reason: StatusReason.URLRefused, message: bad };
   const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
   if (isIP(host) === 0) return { kind: "name", host };
   const why = refusedAddress(host, rules);
-  if (why) return { kind: "refused", reason: "AddressRefused", message: why };
+  if (why) return { kind: "refused", reason: StatusReason.AddressRefused, message: why };
   return { kind: "address", host, address: host };
 }
 
@@ -159,12 +164,16 @@ export function pickAddress(
   policy: AddressPolicy,
 ):
   | { ok: true; address: string }
-  | { ok: false; reason: "ResolveFailed" | "AddressRefused"; message: string } {
+  | {
+      ok: false;
+      reason: typeof StatusReason.ResolveFailed | typeof StatusReason.AddressRefused;
+      message: string;
+    } {
   if (addresses.length === 0)
-    return { ok: false, reason: "ResolveFailed", message: `${host} has no address` };
+    return { ok: false, reason: StatusReason.ResolveFailed, message: `${host} has no address` };
   for (const a of addresses) {
     const why = refusedAddress(a, policy);
-    if (why) return { ok: false, reason: "AddressRefused", message: `${host} resolves to ${why}` };
+    if (why) return { ok: false, reason: StatusReason.AddressRefused, message: `${host} resolves to ${why}` };
   }
   return { ok: true, address: addresses[0]! };
 }

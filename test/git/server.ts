@@ -103,7 +103,9 @@ function basicOf(header: string | undefined): { username: string; password: stri
   if (!m) return null;
   const text = Buffer.from(m[1] as string, "base64").toString("utf8");
   const at = text.indexOf(":");
-  return at < 0 ? { username: text, password: "" } : { username: text.slice(0, at), password: text.slice(at + 1) };
+  return at < 0
+    ? { username: text, password: "" }
+    : { username: text.slice(0, at), password: text.slice(at + 1) };
 }
 
 /** Bodies of protocol v2 upload-pack POSTs, read whole to tell an `ls-refs` from a fetch. */
