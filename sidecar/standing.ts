@@ -177,6 +177,12 @@ export interface RecheckOptions {
   brought?: BroughtReader;
 }
 
+/** Whether an object sets rules an Approval can satisfy or override. */
+function governed(o: KObject): boolean {
+  const spec = o.spec as { approval?: unknown; changeWindows?: unknown } | undefined;
+  return spec?.approval !== undefined || spec?.changeWindows !== undefined;
+}
+
 /** Reads what `judgeStanding` needs, uncached, and judges. */
 export async function recheckStanding(
   kube: Kube,
@@ -187,7 +193,7 @@ export async function recheckStanding(
   const claimType = claimTypeOf(attempt.claim.kind);
   // Read together: the executor waits on this right before its write.
   const keys = [...new Set(attempt.targets.map((t) => `${t.namespace}/${t.name}`))];
-  const [claim, grants, read, approvals] = await Promise.all([
+  const [claim, grants, read] = await Promise.all([
     kube.get<KObject>(claimType, attempt.claim.namespace, attempt.claim.name),
     attempt.applier.namespace === attempt.claim.namespace
       ? Promise.resolve([] as GrantView[])
@@ -203,14 +209,19 @@ export async function recheckStanding(
         return kube.get<KObject>(RESOURCES.gitTarget, namespace, name);
       }),
     ),
-    // The approvals and overrides the claim has now (a withdrawn one no longer counts).
-    kube.list<KObject>(RESOURCES.approval, attempt.claim.namespace).then((l) => l.items),
   ]);
   const targets = new Map<string, KObject>();
   keys.forEach((key, i) => {
     const o = read[i];
     if (o) targets.set(key, o);
   });
+  // The approvals and overrides the claim has now (a withdrawn one no longer counts), read only
+  // when the claim or a GitTarget sets approval rules or change windows: nothing else uses them,
+  // and an ungoverned apply keeps its request count.
+  const approvals =
+    claim && [claim, ...targets.values()].some(governed)
+      ? (await kube.list<KObject>(RESOURCES.approval, attempt.claim.namespace)).items
+      : [];
   // Only a GitProvider in another namespace can refuse a GitTarget: read those, once each.
   const providerKeys = [
     ...new Set(
