@@ -100,11 +100,20 @@ export interface HoldResult {
 }
 
 export interface HandBackResult {
-  /** The applier is handed back (or over, or gone): the finalizer may be removed. */
+  /**
+   * The applier is handed back (or over, or gone): the finalizer may be removed. The reconciler
+   * records the one Event of the outcome (Released, or HandedOver for a successor), its note the
+   * message of the InControl condition returned.
+   */
   done: boolean;
   conditions?: ConditionInput[];
   status?: Record<string, unknown>;
   requeueAfterMs?: number;
+  /**
+   * Not done: how the applier stands now ("suspended under applygate"), said by the Warning
+   * ReleaseFailed and the claim's InControl condition should the release deadline pass.
+   */
+  leftAs?: string;
 }
 
 /** The claim lifecycle of one applier kind. Every hook is idempotent: it runs on every pass. */
@@ -130,7 +139,9 @@ export interface ClaimController {
   hold(claim: KObject, applier: { namespace: string; name: string }, ctx: ClaimContext): Promise<HoldResult>;
   /**
    * Hands the applier back (deleted or no longer referenced), or leaves it held for ctx.successor.
-   * Called on every pass until it returns done; the reconciler gives up after 10 minutes.
+   * Called on every pass until it returns done. The release deadline is the reconciler's alone
+   * (10 minutes from Releasing): past it, the claim lets go with a Warning ReleaseFailed. A kind
+   * records no Event of the outcome itself.
    */
   handBack(
     claim: KObject,

@@ -57,6 +57,8 @@ export interface SidecarOptions<K extends SidecarApplier = SidecarApplier> {
   instance?: string;
   /** Claim resync interval (default 60 s). */
   resyncMs?: number;
+  /** How long a claim tries to hand its applier back before it lets go, ReleaseFailed (default 10 minutes). */
+  releaseTimeoutMs?: number;
   /** Attempts carried out at once (default 16). */
   concurrency?: number;
   /**
@@ -245,6 +247,7 @@ export async function startSidecar<K extends SidecarApplier>(opts: SidecarOption
     now,
     metrics,
     ...(opts.resyncMs ? { resyncMs: opts.resyncMs } : {}),
+    ...(opts.releaseTimeoutMs ? { releaseTimeoutMs: opts.releaseTimeoutMs } : {}),
   });
   try {
     await reconciler.start();

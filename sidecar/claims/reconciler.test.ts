@@ -221,7 +221,10 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
       "released",
     );
     expect(state.calls).toContain(`handBack:${namespace}/web`);
-    expect(events.events.map((e) => e.reason)).toContain("Released");
+    // One Event for the outcome, whoever handed the applier back.
+    expect(events.events.filter((e) => e.action === "Release").map((e) => `${e.type} ${e.reason}`)).toEqual([
+      "Normal Released",
+    ]);
     expect(events.events.every((e) => e.action !== "")).toBe(true);
     await until(async () => (await cond("web", "Ready"))?.reason === "NotReferenced", "idle again");
   });

@@ -561,7 +561,7 @@ export class ClaimReconciler {
           await this.dropFinalizer(claim);
           return requeue;
         }
-      } else if (!hasFinalizer && standing.standing !== "Waiting") {
+      } else if (!hasFinalizer && standing.standing !== "Waiting" && !gaveUp(typed)) {
         const reason =
           eligibility.state === "NotReferenced" ? StatusReason.NotReferenced : StatusReason.NotConfigured;
         conditions.push({
@@ -826,26 +826,35 @@ export class ClaimReconciler {
         conditions: [{ ...releasing, message: `hand-back failed: ${(err as Error).message}` }],
       };
     }
+    // One Event per outcome, recorded here alone: handed back (or over), or given up.
     if (result.done) {
+      const how = result.conditions?.find((c) => c.type === "InControl")?.message;
       await this.o.events.emit({
         type: "Normal",
         reason: successor ? StatusReason.HandedOver : StatusReason.Released,
         action: "Release",
-        note: successor ? `the applier is left held for claim ${successor}` : "the applier is handed back",
+        note:
+          how ??
+          (successor ? `the applier is left held for claim ${successor}` : "the applier is handed back"),
         regarding: this.regarding(claim),
       });
       return result;
     }
     if (this.now().getTime() - releasingSince.getTime() > timeoutMs) {
-      const where = result.conditions?.find((c) => c.type === "InControl")?.message ?? "as it was last held";
+      const message = `hand-back unfinished after ${formatDuration(timeoutMs)}; the applier is left ${result.leftAs ?? "as this claim last held it"}`;
       await this.o.events.emit({
         type: "Warning",
         reason: StatusReason.ReleaseFailed,
         action: "Release",
-        note: `hand-back unfinished after ${Math.round(timeoutMs / 60_000)} minutes; the applier is left ${where}`,
+        note: message,
         regarding: this.regarding(claim),
       });
-      return { done: true, conditions: result.conditions ?? [] };
+      return {
+        done: true,
+        conditions: [
+          { type: "InControl", status: "False", reason: StatusReason.ReleaseFailed, message, ...g },
+        ],
+      };
     }
     const conds = result.conditions?.some((c) => c.type === "InControl")
       ? result.conditions
@@ -929,6 +938,22 @@ export class ClaimReconciler {
       this.o.metrics?.claimReady({ kind: t.kind, ...identity }, ready.status);
     }
   }
+}
+
+/**
+ * The claim let go of an applier it could not hand back (ReleaseFailed): while it holds nothing,
+ * InControl keeps saying where the applier was left.
+ */
+function gaveUp(claim: Claim): boolean {
+  const c = findCondition(claim.status?.conditions, "InControl");
+  return c?.status === "False" && c.reason === StatusReason.ReleaseFailed;
+}
+
+/** "10 minutes", "90 seconds", "400 ms": a deadline as a person reads it. */
+function formatDuration(ms: number): string {
+  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} minute${ms === 60_000 ? "" : "s"}`;
+  if (ms >= 1_000 && ms % 1_000 === 0) return `${ms / 1_000} seconds`;
+  return `${ms} ms`;
 }
 
 /** The Event of an operation's end (pure): Normal OperationSucceeded, Warning OperationFailed. */

@@ -48,8 +48,6 @@ export interface FluxControllerDeps {
   shortRequeueMs?: number;
   /** How often a held claim reads its Kustomization, bounding an unseen external resume (default 1 minute). */
   resyncMs?: number;
-  /** A hand-back not done this long after Releasing began gives up (default 10 minutes). */
-  releaseGiveUpMs?: number;
 }
 
 const CLAIM_API = "applygate.dev/v1alpha1";
@@ -96,12 +94,10 @@ function suspendSettled(ks: Kustomization): boolean {
 export class FluxClaimController implements ClaimController {
   private readonly short: number;
   private readonly resync: number;
-  private readonly giveUp: number;
 
   constructor(private readonly d: FluxControllerDeps) {
     this.short = d.shortRequeueMs ?? 1_000;
     this.resync = d.resyncMs ?? 60_000;
-    this.giveUp = d.releaseGiveUpMs ?? 10 * 60_000;
   }
 
   applierOf(claim: KObject): ObjectKey {
@@ -192,6 +188,8 @@ export class FluxClaimController implements ClaimController {
   }
 
   async handBack(claim: KObject, applier: ObjectKey, ctx: ClaimContext): Promise<HandBackResult> {
+    const ks = await this.d.client.kustomization(applier);
+    if (!ks) return { done: true, status: { previousSuspendState: null } };
     const releasing = (message: string): HandBackResult => ({
       done: false,
       conditions: [
@@ -199,20 +197,8 @@ export class FluxClaimController implements ClaimController {
         ready("Unknown", StatusReason.Releasing, message),
       ],
       requeueAfterMs: this.short,
+      leftAs: `${ks.spec?.suspend === true ? "suspended under applygate" : "resumed"} (Kustomization ${keyOf(applier)}: ${message})`,
     });
-    const ks = await this.d.client.kustomization(applier);
-    if (!ks) return { done: true, status: { previousSuspendState: null } };
-    if (ctx.releasingSince && ctx.now().getTime() - ctx.releasingSince.getTime() > this.giveUp) {
-      const where = ks.spec?.suspend === true ? "suspended under applygate" : "resumed";
-      await ctx.events.emit({
-        type: "Warning",
-        reason: StatusReason.ReleaseFailed,
-        action: "Release",
-        note: `gave up handing Kustomization ${keyOf(applier)} back after ${Math.round(this.giveUp / 60_000)} minutes; it is left ${where}`,
-        regarding: regarding(claim),
-      });
-      return { done: true };
-    }
     // An apply in flight is suspended first, and its token handled.
     if (ks.spec?.suspend !== true) {
       await this.writeSuspend(applier, ks, newToken(ctx.now()), ctx.log);
@@ -230,31 +216,24 @@ export class FluxClaimController implements ClaimController {
       }).catch(() => undefined);
     }
     const status = statusOf(claim);
-    if (ctx.successor) {
-      await this.released(claim, applier, ctx, `left suspended for claim ${ctx.successor}`);
-      return { done: true, status: { previousSuspendState: null } };
-    }
-    if (status.previousSuspendState === "Suspended") {
-      await this.released(claim, applier, ctx, "left suspended, as it was before the claim held it");
-      return { done: true, status: { previousSuspendState: null } };
-    }
+    if (ctx.successor) return this.released(applier, ctx, `left suspended for claim ${ctx.successor}`);
+    if (status.previousSuspendState === "Suspended")
+      return this.released(applier, ctx, "left suspended, as it was before the claim held it");
     try {
       await this.d.client.release(applier);
     } catch (err) {
       if (isConflict(err)) return releasing("the Kustomization changed; releasing again");
-      throw err;
+      return releasing(`the release failed: ${(err as Error).message}`);
     }
     const after = await this.d.client.kustomization(applier);
     const others = suspendAppliers(after);
-    await this.released(
-      claim,
+    return this.released(
       applier,
       ctx,
       others.length
         ? `released; spec.suspend stays with ${others.join(", ")}`
         : "released; Flux applies it on its own again",
     );
-    return { done: true, status: { previousSuspendState: null } };
   }
 
   async settleUnfollowed(
@@ -407,14 +386,16 @@ export class FluxClaimController implements ClaimController {
     }
   }
 
-  private async released(claim: KObject, applier: ObjectKey, ctx: ClaimContext, how: string) {
+  /** Handed back (or over): the reconciler records the Event, its note this condition's message. */
+  private released(applier: ObjectKey, ctx: ClaimContext, how: string): HandBackResult {
     ctx.log.info({ applier: applierField({ kind: "flux", ...applier }) }, how);
-    await ctx.events.emit({
-      type: "Normal",
-      reason: StatusReason.Released,
-      action: "Release",
-      note: `Kustomization ${keyOf(applier)} handed back: ${how}`,
-      regarding: regarding(claim),
-    });
+    const message = `Kustomization ${keyOf(applier)} handed back: ${how}`;
+    return {
+      done: true,
+      conditions: [
+        inControl("False", ctx.successor ? StatusReason.HandedOver : StatusReason.Released, message),
+      ],
+      status: { previousSuspendState: null },
+    };
   }
 }

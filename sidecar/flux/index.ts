@@ -23,8 +23,6 @@ export interface FluxKindOptions extends Partial<FluxTimings> {
   /** The claim reconciler's short requeue (waiting for a suspend token). */
   shortRequeueMs?: number;
   resyncMs?: number;
-  /** How long a hand-back is tried before the claim gives up. */
-  releaseGiveUpMs?: number;
   /** How long after an operation ends its window still reports the applier's writes. */
   windowGraceMs?: number;
 }
@@ -64,7 +62,6 @@ export function createApplierKind(deps: ApplierDeps<FluxKindOptions>) {
     log,
     ...(num(o.shortRequeueMs) !== undefined ? { shortRequeueMs: num(o.shortRequeueMs) } : {}),
     ...(num(o.resyncMs) !== undefined ? { resyncMs: num(o.resyncMs) } : {}),
-    ...(num(o.releaseGiveUpMs) !== undefined ? { releaseGiveUpMs: num(o.releaseGiveUpMs) } : {}),
     // An external resume's record is followed here, registered as followed while it runs.
     followRecord(r) {
       let unfollow: () => void;

@@ -9,7 +9,7 @@ import { API_VERSION } from "../../queue/crds/index.js";
 import { type KObject, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import { findCondition } from "../../sidecar/claims/conditions.js";
-import { type Sidecar, startSidecar } from "../../sidecar/main.js";
+import { type Sidecar, type SidecarOptions, startSidecar } from "../../sidecar/main.js";
 import { isolatedRedis } from "../redis/isolated.js";
 import { configMap, startWorld, until, type World } from "./harness.js";
 
@@ -36,7 +36,8 @@ export interface ClaimWorld {
   stop(): Promise<void>;
 }
 
-export async function startClaimWorld(): Promise<ClaimWorld> {
+/** `over`: settings of the sidecar beyond the world's (a test's own deadlines, say). */
+export async function startClaimWorld(over: Partial<SidecarOptions<"flux">> = {}): Promise<ClaimWorld> {
   const world = await startWorld();
   const redis = await isolatedRedis("claims");
   const sidecar = await startSidecar({
@@ -46,7 +47,8 @@ export async function startClaimWorld(): Promise<ClaimWorld> {
     redisPrefix: redis.prefix,
     log: silentLogger(),
     resyncMs: SAFETY_NET_MS,
-    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200 },
+    ...over,
+    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200, ...over.options },
   });
   const condition = async (ns: string, type: string) => {
     const c = await world.kube.get<KObject>(RESOURCES.fluxClaim, ns, "claim");

@@ -225,7 +225,13 @@ describe.concurrent("handing back", () => {
     expect(ks.spec?.suspend).toBeFalsy();
     expect(appliesSuspend(ks, "applygate")).toBe(false);
     expect((await statusOf(s)).previousSuspendState).toBeUndefined();
-    expect(s.events.find((e) => e.reason === "Released")).toMatchObject({ action: "Release" });
+    // The reconciler records the one Event of the outcome, its note this condition's message.
+    expect(r.conditions?.find((c) => c.type === "InControl")).toMatchObject({
+      status: "False",
+      reason: "Released",
+      message: expect.stringMatching(/Flux applies it on its own again/),
+    });
+    expect(s.events.filter((e) => e.action === "Release")).toEqual([]);
     // Flux owns it again: the tip gets applied by Flux itself.
     await world.kube.mergePatch(
       { group: "source.toolkit.fluxcd.io", version: "v1", plural: "gitrepositories", kind: "GitRepository" },
