@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { REASONS as APPLY_REASONS } from "../contract.js";
+import { REASONS as APPLY_REASONS, REPORT_PHASES } from "../contract.js";
 import { StatusReason } from "./reasons.js";
 
 const root = new URL("../../", import.meta.url);
@@ -21,6 +21,32 @@ const ALSO_OTHER_WORDS = new Set([
   "Suspended", // a FluxClaim's previousSuspendState
   "Approved", // an approval gate's state
 ]);
+
+/**
+ * A reason passed by position after a phase (`report("Stale", "Stale", …)`,
+ * `new Refusal("RequestFailed", "SourceRequestFailed", …)`): the literal in the reason's place.
+ */
+const afterPhase = new RegExp(`\\(\\s*"(?:${REPORT_PHASES.join("|")})"\\s*,\\s*["\`]([A-Z]\\w*)["\`]`, "g");
+
+/** Reasons of the table spelled inline (`file:line Reason`): the table is the only place to spell one. */
+function spelledInline(file: string, text: string, known: ReadonlySet<string>): string[] {
+  const found: string[] = [];
+  // A literal in a reason's place: `reason: "X"`, `reason === "X"`, `reason ?? "X"`, a ternary.
+  const inReasonPlace =
+    /\b(?:reason|outcome)\??\s*(?::|===|!==|=|\?\?|\|\|)\s*((?:[^"\n;]*?\?\s*)?"[A-Z]\w*"(?:\s*[:|]\s*(?:[^"\n;]*?\?\s*)?"[A-Z]\w*")*)/g;
+  text.split("\n").forEach((line, i) => {
+    for (const m of line.matchAll(inReasonPlace))
+      for (const lit of (m[1] as string).matchAll(/"([A-Z]\w*)"/g))
+        if (known.has(lit[1] as string)) found.push(`${file}:${i + 1} ${lit[1]}`);
+    for (const m of line.matchAll(afterPhase))
+      if (known.has(m[1] as string)) found.push(`${file}:${i + 1} ${m[1]}`);
+    // Anywhere else, a reason that is no other word is still a reason spelled inline.
+    for (const lit of line.matchAll(/"([A-Z]\w*)"/g))
+      if (known.has(lit[1] as string) && !ALSO_OTHER_WORDS.has(lit[1] as string))
+        found.push(`${file}:${i + 1} ${lit[1]}`);
+  });
+  return found;
+}
 
 function productFiles(): string[] {
   const out = execFileSync("git", ["ls-files", "queue/**.ts", "sidecar/**.ts", "gateway/**.ts"], {
@@ -53,23 +79,29 @@ describe("StatusReason", () => {
 
   it("is the only place product code spells a reason", () => {
     const known = new Set(all);
-    // A literal in a reason's place: `reason: "X"`, `reason === "X"`, `reason ?? "X"`, a ternary.
-    const inReasonPlace =
-      /\b(?:reason|outcome)\??\s*(?::|===|!==|=|\?\?|\|\|)\s*((?:[^"\n;]*?\?\s*)?"[A-Z]\w*"(?:\s*[:|]\s*(?:[^"\n;]*?\?\s*)?"[A-Z]\w*")*)/g;
-    const found: string[] = [];
-    for (const file of productFiles()) {
-      const lines = readFileSync(new URL(file, root), "utf8").split("\n");
-      lines.forEach((line, i) => {
-        for (const m of line.matchAll(inReasonPlace))
-          for (const lit of (m[1] as string).matchAll(/"([A-Z]\w*)"/g))
-            if (known.has(lit[1] as string)) found.push(`${file}:${i + 1} ${lit[1]}`);
-        // Anywhere else, a reason that is no other word is still a reason spelled inline.
-        for (const lit of line.matchAll(/"([A-Z]\w*)"/g))
-          if (known.has(lit[1] as string) && !ALSO_OTHER_WORDS.has(lit[1] as string))
-            found.push(`${file}:${i + 1} ${lit[1]}`);
-      });
-    }
+    const found = productFiles().flatMap((file) =>
+      spelledInline(file, readFileSync(new URL(file, root), "utf8"), known),
+    );
     expect([...new Set(found)]).toEqual([]);
+  });
+
+  it("finds a reason of the table spelled inline in each place one is written", () => {
+    const code = [
+      'report("RequestFailed", { reason: "NotInControl", message: "m" });',
+      'return giveUp("Stale", "Stale", "the commit is no longer the tip");',
+      'const r = { phase: "Failed", outcome: ok ? "Applied" : "Stale" };',
+      'log.info("NotInControl");',
+      'const phase = "Stale";',
+    ].join("\n");
+    expect(spelledInline("f.ts", code, new Set(all))).toEqual([
+      "f.ts:1 NotInControl",
+      "f.ts:1 NotInControl",
+      "f.ts:2 Stale",
+      "f.ts:3 Applied",
+      "f.ts:3 Stale",
+      "f.ts:3 Applied",
+      "f.ts:4 NotInControl",
+    ]);
   });
 
   it("holds every reason product code writes", () => {
@@ -87,6 +119,7 @@ describe("StatusReason", () => {
       'const v = { phase: "Failed", outcome: ok ? "NotInTableD" : "NotInTableE" };',
       'const notice = { reason: "NotInTableF: a free-text reason" };',
       `const t = { reason: \`NotInTableG: \${why}\` };`,
+      'throw new Refusal("RequestFailed", "NotInTableH", "the stamp failed");',
     ].join("\n");
     expect(unlistedIn(code)).toEqual([
       { line: 1, reason: "NotInTableA" },
@@ -94,6 +127,7 @@ describe("StatusReason", () => {
       { line: 6, reason: "NotInTableC" },
       { line: 8, reason: "NotInTableF" },
       { line: 9, reason: "NotInTableG" },
+      { line: 10, reason: "NotInTableH" },
       { line: 7, reason: "NotInTableD" },
       { line: 7, reason: "NotInTableE" },
     ]);
@@ -123,7 +157,7 @@ function unlistedIn(text: string): { line: number; reason: string }[] {
   const ternary =
     /(?<![.\w])(?:reason|outcome|\w*Reason)\??\s*[:=]\s*[^"`\n;,{}]*?\?\s*["`]([A-Z]\w*)["`]\s*:\s*["`]([A-Z]\w*)["`]/g;
   const out: { line: number; reason: string }[] = [];
-  for (const re of [direct, ternary])
+  for (const re of [direct, afterPhase, ternary])
     for (const m of text.matchAll(re))
       for (const reason of m.slice(1))
         if (reason !== undefined && !known.has(reason))

@@ -123,6 +123,7 @@ export const StatusReason = {
   SourceSuspended: "SourceSuspended",
   SourceNotFound: "SourceNotFound",
   SourceNotFetched: "SourceNotFetched",
+  SourceRequestFailed: "SourceRequestFailed",
   ArtifactMismatch: "ArtifactMismatch",
   ArtifactMoved: "ArtifactMoved",
   KustomizationReplaced: "KustomizationReplaced",

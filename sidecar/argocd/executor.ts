@@ -356,7 +356,7 @@ export class ArgoCDExecutor implements OperationExecutor {
         ]);
         requested = undefined;
         if (!current)
-          return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
+          return giveUp("Stale", StatusReason.Stale, `${c.commit} is no longer the tip of ${attempt.branch}`);
         if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
         const stale = staleBecause(fresh, attempt);
         if (stale) return giveUp("Stale", stale.reason, stale.message);

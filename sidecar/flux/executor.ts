@@ -448,7 +448,7 @@ export class FluxExecutor implements OperationExecutor {
         if (!(err instanceof KubeError) || err.code === 404) throw err;
         throw new Refusal(
           "RequestFailed",
-          "SourceRequestFailed",
+          StatusReason.SourceRequestFailed,
           `the stamp of GitRepository ${keyOf(first.sourceRef)} failed: ${err.message}`,
         );
       }

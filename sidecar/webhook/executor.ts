@@ -182,7 +182,8 @@ export class WebhookExecutor implements OperationExecutor {
         this.d.checks.standing(attempt),
         this.d.checks.freshness(attempt),
       ]);
-      if (!current) return giveUp("Stale", "Stale", `${c.commit} is no longer the tip of ${attempt.branch}`);
+      if (!current)
+        return giveUp("Stale", StatusReason.Stale, `${c.commit} is no longer the tip of ${attempt.branch}`);
       if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
       const stale = staleBecause(fresh, attempt);
       if (stale) return giveUp("Stale", stale.reason, stale.message);
