@@ -60,7 +60,7 @@ const AUDIT_POLICY = {
   rules: [{ level: "Metadata" }],
 };
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
@@ -73,7 +73,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-interface Proc {
+export interface Proc {
   name: string;
   child: ChildProcess;
   logPath: string;
@@ -83,7 +83,7 @@ interface Proc {
 const running = new Set<ChildProcess>();
 let exitHookInstalled = false;
 
-function startProcess(
+export function startProcess(
   name: string,
   bin: string,
   args: string[],
@@ -110,7 +110,7 @@ function startProcess(
   return { name, child, logPath, exited };
 }
 
-const logTail = (p: Proc, lines = 25): string => {
+export const logTail = (p: Proc, lines = 25): string => {
   try {
     return readFileSync(p.logPath, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
   } catch {
@@ -119,7 +119,7 @@ const logTail = (p: Proc, lines = 25): string => {
 };
 
 /** Waits for `probe`, failing at once (with the log's tail) when the process exits first. */
-async function readyOrExit(p: Proc, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function readyOrExit(p: Proc, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   let exitCode: number | null | undefined;
   void p.exited.then((code) => {
     exitCode = code;
@@ -138,7 +138,7 @@ async function readyOrExit(p: Proc, probe: () => Promise<boolean>, timeoutMs: nu
   }
 }
 
-const probeQuietly = (probe: () => Promise<boolean>) => () => probe().catch(() => false);
+export const probeQuietly = (probe: () => Promise<boolean>) => () => probe().catch(() => false);
 
 function httpsGet(url: string, ca: string, token: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -153,7 +153,13 @@ function httpsGet(url: string, ca: string, token: string): Promise<{ status: num
   });
 }
 
-function kubeconfigYaml(server: string, caPem: string, user: string, token: string): string {
+export function kubeconfigYaml(
+  server: string,
+  caPem: string,
+  user: string,
+  token: string,
+  namespace = "default",
+): string {
   return stringify({
     apiVersion: "v1",
     kind: "Config",
@@ -164,7 +170,7 @@ function kubeconfigYaml(server: string, caPem: string, user: string, token: stri
       },
     ],
     users: [{ name: user, user: { token } }],
-    contexts: [{ name: `${user}@real`, context: { cluster: "real", user, namespace: "default" } }],
+    contexts: [{ name: `${user}@real`, context: { cluster: "real", user, namespace } }],
     "current-context": `${user}@real`,
   });
 }
