@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { RE2JS } from "re2js";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { renderCrdFiles } from "./crd.js";
@@ -23,6 +24,30 @@ describe("committed CRD YAML", () => {
     for (const [name, text] of expected) {
       expect(readFileSync(join(CRD_DIR, name), "utf8"), `${name} is stale: run npm run gen:crds`).toBe(text);
     }
+  });
+
+  it("writes only patterns the API server compiles: RE2 syntax, as Go's regexp reads it", () => {
+    // kube-apiserver refuses a whole CRD over one pattern Go cannot compile (a lookahead was one).
+    const patterns: string[] = [];
+    const walk = (node: unknown): void => {
+      if (Array.isArray(node)) node.forEach(walk);
+      else if (node && typeof node === "object")
+        for (const [k, v] of Object.entries(node)) {
+          if (k === "pattern" && typeof v === "string") patterns.push(v);
+          else walk(v);
+        }
+    };
+    walk(crdObjects());
+    expect(patterns.length).toBeGreaterThan(5);
+    const refused = patterns.filter((p) => {
+      try {
+        RE2JS.compile(p);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    expect(refused).toEqual([]);
   });
 
   it("crdFiles() names one CustomResourceDefinition per kind, in manifests/", () => {

@@ -15,8 +15,12 @@ import { checked, k8s } from "./k8s-ext.js";
 export const CHANGE_WINDOW_KINDS = ["allow", "deny"] as const;
 export type ChangeWindowKind = (typeof CHANGE_WINDOW_KINDS)[number];
 
-/** Go-style durations of hours, minutes and seconds, as Argo CD's sync windows write them. */
-export const DURATION_PATTERN = /^(?=\d)(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
+/**
+ * Go-style durations of hours, minutes and seconds, as Argo CD's sync windows write them; with
+ * `.min(1)` the empty string is out. RE2 syntax (no lookahead): the API server compiles a CRD's
+ * patterns with Go's regexp and refuses the whole CRD over one it cannot.
+ */
+export const DURATION_PATTERN = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
 
 /** How a signature approves a commit (Flux's `GitRepository.spec.verify.mode`). */
 export const SIGNATURE_MODES = ["HEAD", "Tag", "TagAndHEAD"] as const;
@@ -36,6 +40,7 @@ export const changeWindow = z
       .describe("Cron schedule of the window's openings: minute hour day-of-month month day-of-week."),
     duration: z
       .string()
+      .min(1)
       .regex(DURATION_PATTERN)
       .max(32)
       .describe("How long each opening lasts, e.g. 2h, 90m, 1h30m."),

@@ -2,6 +2,7 @@
  * The resources the server serves: built-in kinds, plus whatever installed CRDs declare. Also the
  * legacy discovery documents built from them.
  */
+import { RE2JS } from "re2js";
 import { errors } from "./errors.js";
 import { CORE_EVENT_FIELDS, eventFromCore, eventToCore, V1_EVENT_FIELDS } from "./events.js";
 import type { KObject, PrinterColumn, ResourceType, ScaleSubresource, SchemaNode } from "./types.js";
@@ -259,6 +260,45 @@ export function typesFromCrd(crd: KObject): ResourceType[] {
     }));
 }
 
+/**
+ * Every `pattern` of the versions' schemas compiled as the real server compiles it, with Go's
+ * regexp (RE2: no lookaround, no backreferences); one it cannot compile refuses the whole CRD. The
+ * field is named as the real server names it: under spec.validation when every version has the
+ * same schema (it keeps one copy then), else under the version's own.
+ */
+function patternCauses(versions: CrdSpec["versions"]): { field: string; message: string }[] {
+  const schemas = versions.map((v) => v.schema?.openAPIV3Schema);
+  const same = schemas.every((x) => JSON.stringify(x) === JSON.stringify(schemas[0]));
+  const roots = same
+    ? [{ at: "spec.validation.openAPIV3Schema", schema: schemas[0] }]
+    : schemas.map((schema, i) => ({ at: `spec.versions[${i}].schema.openAPIV3Schema`, schema }));
+  const causes: { field: string; message: string }[] = [];
+  const walk = (node: SchemaNode | undefined, at: string): void => {
+    if (!node || typeof node !== "object") return;
+    if (typeof node.pattern === "string") {
+      try {
+        RE2JS.compile(node.pattern);
+      } catch (err) {
+        causes.push({
+          field: `${at}.pattern`,
+          message: `Invalid value: ${JSON.stringify(node.pattern)}: must be a valid regular expression, but isn't: ${(err as Error).message}`,
+        });
+      }
+    }
+    for (const [name, child] of Object.entries(node.properties ?? {}))
+      walk(child, `${at}.properties[${name}]`);
+    if (node.items && typeof node.items === "object") walk(node.items as SchemaNode, `${at}.items`);
+    if (node.additionalProperties && typeof node.additionalProperties === "object")
+      walk(node.additionalProperties as SchemaNode, `${at}.additionalProperties`);
+    for (const key of ["allOf", "anyOf", "oneOf"] as const) {
+      const list = (node as Record<string, unknown>)[key] as SchemaNode[] | undefined;
+      for (const [i, c] of (list ?? []).entries()) walk(c, `${at}.${key}[${i}]`);
+    }
+  };
+  for (const r of roots) walk(r.schema, r.at);
+  return causes;
+}
+
 /** Checks the parts of a CRD we rely on; a bad one is refused like the real server would. */
 export function validateCrd(crd: KObject): void {
   const spec = crd.spec as Partial<CrdSpec> | undefined;
@@ -271,6 +311,7 @@ export function validateCrd(crd: KObject): void {
   if (!spec?.versions?.length) causes.push({ field: "spec.versions", message: "Required value" });
   if (spec?.group && spec.names?.plural && crd.metadata.name !== `${spec.names.plural}.${spec.group}`)
     causes.push({ field: "metadata.name", message: `must be spec.names.plural+"."+spec.group` });
+  causes.push(...patternCauses(spec?.versions ?? []));
   if (causes.length)
     throw errors.invalid(
       {

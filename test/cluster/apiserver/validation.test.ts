@@ -115,6 +115,74 @@ describe("schema validation of custom resources", () => {
     );
   });
 
+  const widgetCrd = (pattern: string) => ({
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: "widgets.example.com" },
+    spec: {
+      group: "example.com",
+      scope: "Namespaced",
+      names: { plural: "widgets", singular: "widget", kind: "Widget", listKind: "WidgetList" },
+      versions: [
+        {
+          name: "v1",
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: {
+              type: "object",
+              properties: {
+                spec: { type: "object", properties: { size: { type: "string", pattern } } },
+              },
+            },
+          },
+        },
+      ],
+    },
+  });
+
+  it("refuses a CRD whose pattern Go's regexp cannot compile, as kube-apiserver does", async () => {
+    const ext = server.kubeConfig().makeApiClient(k8s.ApiextensionsV1Api);
+    const err = status(
+      await ext.createCustomResourceDefinition({ body: widgetCrd("^(?=\\d)\\d+h$") }).catch((e) => e),
+    );
+    expect(err).toMatchObject({ code: 422, reason: "Invalid" });
+    // Word for word what kube-apiserver v1.36 answered for the GitTarget CRD's lookahead.
+    expect(err.message).toBe(
+      'CustomResourceDefinition.apiextensions.k8s.io "widgets.example.com" is invalid: ' +
+        "spec.validation.openAPIV3Schema.properties[spec].properties[size].pattern: " +
+        'Invalid value: "^(?=\\\\d)\\\\d+h$": must be a valid regular expression, but isn\'t: ' +
+        "error parsing regexp: invalid or unsupported Perl syntax: `(?=`",
+    );
+    await expect(ext.readCustomResourceDefinition({ name: "widgets.example.com" })).rejects.toMatchObject({
+      code: 404,
+    });
+  });
+
+  it("matches a pattern as RE2 does: `.` takes a carriage return, which a JavaScript RegExp's does not", async () => {
+    const ext = server.kubeConfig().makeApiClient(k8s.ApiextensionsV1Api);
+    await ext.createCustomResourceDefinition({ body: widgetCrd("^a.b$") });
+    try {
+      const widget = (size: string) =>
+        custom.createNamespacedCustomObject({
+          group: "example.com",
+          version: "v1",
+          namespace: "team-a",
+          plural: "widgets",
+          body: {
+            apiVersion: "example.com/v1",
+            kind: "Widget",
+            metadata: { generateName: "w-" },
+            spec: { size },
+          },
+        });
+      await expect(widget("a\rb")).resolves.toMatchObject({ spec: { size: "a\rb" } });
+      expect(status(await widget("a\nb").catch((e) => e))).toMatchObject({ code: 422 });
+    } finally {
+      await ext.deleteCustomResourceDefinition({ name: "widgets.example.com" });
+    }
+  });
+
   it("evaluates the CRDs' CEL rules, with defaults, and transition rules on update", async () => {
     const sha1 = status(
       await create("gitproviders", {

@@ -9,6 +9,7 @@
 import { isCelError, run } from "@bufbuild/cel";
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
+import { RE2JS } from "re2js";
 import type { StatusCause } from "./errors.js";
 import type { SchemaNode } from "./types.js";
 
@@ -17,7 +18,22 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
   ajv: Ajv,
 ) => Ajv;
 
+/**
+ * Patterns match as Go's regexp matches them (RE2, an unanchored search), never as a JavaScript
+ * RegExp would: RE2 has no lookaround and no backreferences (a CRD using them is refused at install,
+ * registry.ts), and its classes and flags are Go's.
+ */
+const re2 = Object.assign(
+  (pattern: string) => {
+    const re = RE2JS.compile(pattern);
+    // ajv keeps one compiled pattern per toString(): each must name its own.
+    return { test: (s: string) => re.matcher(s).find(), toString: () => `re2:${pattern}` };
+  },
+  { code: "re2" },
+);
+
 const ajv = new Ajv({
+  code: { regExp: re2 },
   allErrors: true,
   verbose: true,
   strict: false,
