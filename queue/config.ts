@@ -181,6 +181,21 @@ export const allowHttpCredentialsSetting: Setting<boolean> = {
   default: false,
 };
 
+/**
+ * The address the metrics, health and readiness endpoints listen on: every address by default (a
+ * pod's own network); a process run outside a pod (a test, a laptop) names loopback.
+ */
+export function metricsHostSetting(env: string): Setting<string | undefined> {
+  return {
+    flag: "metrics-host",
+    env,
+    help: "address serving /metrics, /healthz and /readyz (unset: every address)",
+    parse: parsers.string,
+    default: undefined,
+    defaultLabel: "every address",
+  };
+}
+
 /** `--help`: every command's switch for printing its flags instead of running. */
 export const helpSetting: Setting<boolean> = {
   flag: "help",

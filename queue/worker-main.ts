@@ -26,6 +26,7 @@ import {
   helpSetting,
   helpText,
   loadConfig,
+  metricsHostSetting,
   parsers,
   type Setting,
 } from "./config.js";
@@ -167,6 +168,7 @@ export const workerSettings = {
     // The port the worker Deployment's container port, probes and metrics Service name.
     default: 9090,
   } as Setting<number>,
+  metricsHost: metricsHostSetting("APPLYGATE_METRICS_HOST"),
   allowHttpCredentials: allowHttpCredentialsSetting,
   help: helpSetting,
 };
@@ -297,7 +299,7 @@ export async function run(argv: string[]): Promise<number> {
     res.writeHead(path === "/healthz" ? 200 : 404);
     res.end(path === "/healthz" ? "ok\n" : "not found\n");
   });
-  await new Promise<void>((r) => http.listen(config.metricsPort, r));
+  await new Promise<void>((r) => http.listen(config.metricsPort, config.metricsHost, r));
   await replica.start();
   started = true;
   log.info({ replica: replica.id, metricsPort: config.metricsPort }, "worker started");

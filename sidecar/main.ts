@@ -14,6 +14,7 @@ import {
   helpText,
   kubeconfigSetting,
   loadConfig,
+  metricsHostSetting,
   parsers,
   type Setting,
 } from "../queue/config.js";
@@ -329,6 +330,7 @@ export const sidecarSettings = {
     parse: parsers.port,
     default: 9091,
   } as Setting<number>,
+  metricsHost: metricsHostSetting("APPLYGATE_SIDECAR_METRICS_HOST"),
   controlNamespace: {
     flag: "control-namespace",
     env: "POD_NAMESPACE",
@@ -392,7 +394,7 @@ export async function run(argv: string[]): Promise<number> {
     concurrency: config.concurrency,
     cacheDir: config.cacheDir,
     allowHttpCredentials: config.allowHttpCredentials,
-    serve: { port: config.metricsPort },
+    serve: { port: config.metricsPort, ...(config.metricsHost ? { host: config.metricsHost } : {}) },
     ...(config.applier === "argocd"
       ? { options: { controlNamespace: config.controlNamespace, watchKinds: config.watchKinds } }
       : config.applier === "webhook"

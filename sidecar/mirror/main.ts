@@ -9,6 +9,7 @@ import {
   helpText,
   kubeconfigSetting,
   loadConfig,
+  metricsHostSetting,
   parsers,
   type Setting,
 } from "../../queue/config.js";
@@ -59,6 +60,7 @@ export const mirrorSettings = {
     parse: parsers.port,
     default: 9092,
   } as Setting<number>,
+  metricsHost: metricsHostSetting("APPLYGATE_MIRROR_METRICS_HOST"),
   help: helpSetting,
 };
 
@@ -84,7 +86,12 @@ export async function run(argv: string[]): Promise<number> {
     resolveIntervalMs: config.resolveInterval,
   });
   // Probes answer from the start: /readyz says what is still missing until the rules are listed.
-  const http = await startMirrorHttp({ port: config.metricsPort, metrics, checks: () => mirror.checks() });
+  const http = await startMirrorHttp({
+    port: config.metricsPort,
+    ...(config.metricsHost ? { host: config.metricsHost } : {}),
+    metrics,
+    checks: () => mirror.checks(),
+  });
   await mirror.start();
   const signal = await stopSignal();
   log.info({ signal }, "stopping");
