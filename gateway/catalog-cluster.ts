@@ -10,6 +10,7 @@
  * rotation takes effect without a restart.
  */
 import { KubeConfig } from "@kubernetes/client-node";
+import { backoffMs } from "../queue/backoff.js";
 import {
   type GitProvider,
   type GitTarget,
@@ -128,7 +129,7 @@ export class ClusterCatalog implements Catalog {
     const max = opts.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS;
     this.kube = new Kube(opts.kubeConfig, {
       log: this.#log,
-      backoffMs: (failures) => Math.min(base * 2 ** (failures - 1), max),
+      backoffMs: (failures) => backoffMs({ initialMs: base, maxMs: max }, failures),
     });
     this.#status = statusWriter(this.kube, "gitProvider", "gateway");
     const ns = opts.namespace;

@@ -12,6 +12,7 @@ import {
   attemptLogLine,
   attemptProgress,
 } from "../queue/attempt-job.js";
+import { backoffMs } from "../queue/backoff.js";
 import {
   type ApplierKind,
   Attempt,
@@ -88,7 +89,7 @@ async function retried<T>(fn: () => Promise<T>, tries: number): Promise<T> {
       return await fn();
     } catch (err) {
       if (attempt >= tries) throw err;
-      await new Promise((res) => setTimeout(res, 100 * 2 ** attempt));
+      await new Promise((res) => setTimeout(res, backoffMs({ initialMs: 200, maxMs: Infinity }, attempt)));
     }
   }
 }

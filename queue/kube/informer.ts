@@ -10,6 +10,7 @@
  * gets the same cache, started and listed once, stopped when the last one releases it.
  */
 import * as k8s from "@kubernetes/client-node";
+import { backoffMs } from "../backoff.js";
 import type { Logger } from "../log.js";
 import { apiFailure } from "./errors.js";
 import { type KObject, objectKey } from "./resources.js";
@@ -40,7 +41,7 @@ export interface InformerOptions {
   backoffMs?: (failures: number) => number;
 }
 
-const defaultBackoff = (n: number) => Math.min(30_000, 200 * 2 ** (n - 1));
+const defaultBackoff = (n: number) => backoffMs({ initialMs: 200, maxMs: 30_000 }, n);
 
 export class Informer<T extends KObject = KObject> {
   private store = new Map<string, T>();

@@ -4,6 +4,7 @@
  * short jittered backoff. Past the bound it throws ConflictRetriesExhausted naming the write, so a
  * lost race is an error the caller reports or requeues, never a wedged resource.
  */
+import { backoffMs, jittered } from "../backoff.js";
 import { isConflict } from "./errors.js";
 
 export interface RetryOptions {
@@ -31,10 +32,8 @@ export class ConflictRetriesExhausted extends Error {
 }
 
 const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const defaultBackoff = (attempt: number) => {
-  const base = 20 * 2 ** (attempt - 2);
-  return base / 2 + Math.random() * base;
-};
+const defaultBackoff = (attempt: number) =>
+  jittered(backoffMs({ initialMs: 20, maxMs: Number.POSITIVE_INFINITY }, attempt - 1));
 
 /**
  * Reads, computes, writes; a 409 reads again and recomputes. `mutate` may return undefined to

@@ -5,6 +5,7 @@
  * may ask to be called again after a delay (the sooner of two asks wins); a handler that throws is
  * retried after a per-key backoff that doubles with each consecutive failure, forgotten on success.
  */
+import { backoffMs } from "../backoff.js";
 
 export interface WorkQueueOptions<K> {
   /** Handles one key; resolves to a delay to handle it again after, or undefined. */
@@ -17,7 +18,7 @@ export interface WorkQueueOptions<K> {
   onError?: (key: K, err: unknown, retryInMs: number) => void;
 }
 
-export const defaultWorkQueueBackoff = (n: number) => Math.min(300_000, 100 * 2 ** (n - 1));
+export const defaultWorkQueueBackoff = (n: number) => backoffMs({ initialMs: 100, maxMs: 300_000 }, n);
 
 export class WorkQueue<K> {
   private readonly queue: K[] = [];

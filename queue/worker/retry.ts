@@ -2,6 +2,8 @@
  * The one retry schedule of a branch's publication: 10 s, doubling, at most 5 min. A failed
  * publication keeps every pending write; the next attempt is due at `nextAt`.
  */
+import { backoffMs, jittered } from "../backoff.js";
+
 export const RETRY_INITIAL_MS = 10_000;
 export const RETRY_MAX_MS = 300_000;
 
@@ -14,7 +16,7 @@ export interface RetryState {
 }
 
 export function retryDelay(failures: number, initial = RETRY_INITIAL_MS, max = RETRY_MAX_MS): number {
-  return Math.min(max, initial * 2 ** Math.max(0, failures - 1));
+  return backoffMs({ initialMs: initial, maxMs: max }, failures);
 }
 
 /** The state after one more failed attempt at `now`. */
@@ -25,6 +27,5 @@ export function afterFailure(prev: RetryState | undefined, now: number, cause: s
 
 /** Jittered backoff between contention retries inside one push cycle (siblings start together). */
 export function contentionBackoff(attempt: number, random: () => number = Math.random): number {
-  const base = Math.min(2_000, 50 * 2 ** attempt);
-  return Math.round(base * (0.5 + random()));
+  return Math.round(jittered(backoffMs({ initialMs: 50, maxMs: 2_000 }, attempt + 1), random));
 }

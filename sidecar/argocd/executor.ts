@@ -10,6 +10,8 @@
  * a read from the API server. The update that starts the sync is guarded by the version it was
  * made from, so a cache behind the server costs a 409 that reads the server again.
  */
+
+import { backoffMs } from "../../queue/backoff.js";
 import type { Attempt, SupersededNotice } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
@@ -497,6 +499,8 @@ export class ArgoCDExecutor implements OperationExecutor {
     const start = now();
     let unresolved = from.unresolved;
     let interval = this.pollMs;
+    // Unresolved, each wait doubles the interval (the n-th wait is the n-th step of the backoff).
+    let waits = 1;
     let lastRunning: string | undefined;
     // Whether the watch's cache may answer the next read: after one of its events; a wait that no
     // event ended, and a failure seen in the cache, read the API server.
@@ -624,7 +628,7 @@ export class ArgoCDExecutor implements OperationExecutor {
         }
         fromCache = await armed.wait;
         if (!fromCache) readNotice = true;
-        if (unresolved) interval = Math.min(interval * 2, this.maxPollMs);
+        if (unresolved) interval = backoffMs({ initialMs: this.pollMs, maxMs: this.maxPollMs }, ++waits);
       }
     } finally {
       if (this.following.get(c.token) === c) this.following.delete(c.token);

@@ -5,6 +5,7 @@
  * second token, and complete once that one is handled. It never retries: the branch worker does.
  */
 
+import { backoffMs } from "../../queue/backoff.js";
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type KObject, KubeError, RESOURCES } from "../../queue/kube/index.js";
@@ -683,6 +684,8 @@ export class FluxExecutor implements OperationExecutor {
   private async follow(f: Followed, signal: AbortSignal): Promise<void> {
     const client = this.d.client;
     let unresolvedInterval = client.pollMs;
+    // Unresolved, each wait doubles the interval (the n-th wait is the n-th step of the backoff).
+    let waits = 1;
     // Whether the watch's cache may answer the next read: after a watch event, and after a write of
     // ours (its event is on its way). The poll interval's re-read asks the API server.
     let fromCache = true;
@@ -780,7 +783,11 @@ export class FluxExecutor implements OperationExecutor {
         f.log.warn({ err: (err as Error).message }, "an API call failed while following; reading again");
       }
       fromCache = await armed.wait;
-      if (f.unresolved) unresolvedInterval = Math.min(this.t.unresolvedMaxIntervalMs, unresolvedInterval * 2);
+      if (f.unresolved)
+        unresolvedInterval = backoffMs(
+          { initialMs: client.pollMs, maxMs: this.t.unresolvedMaxIntervalMs },
+          ++waits,
+        );
     }
   }
 

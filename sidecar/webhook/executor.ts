@@ -8,6 +8,7 @@
 
 import { randomUUID } from "node:crypto";
 import type { LookupAddress } from "node:dns";
+import { backoffMs } from "../../queue/backoff.js";
 import type { Attempt } from "../../queue/contract.js";
 import { type WebhookClaim, type WebhookClaimSpec, webhookClaim } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
@@ -315,6 +316,8 @@ export class WebhookExecutor implements OperationExecutor {
   private async follow(c: Ctx, f: Follow): Promise<void> {
     let unresolved = f.unresolved;
     let interval = this.pollMs;
+    // Unresolved, each wait doubles the interval (the n-th wait is the n-th step of the backoff).
+    let waits = 1;
     for (;;) {
       if (c.signal.aborted) return;
       let read: Awaited<ReturnType<CallbackStore["read"]>> = { reports: [], entries: 0 };
@@ -335,6 +338,7 @@ export class WebhookExecutor implements OperationExecutor {
         if (!(await this.move(c, { phase: "Running", ...(v.message ? { message: v.message } : {}) }))) return;
         unresolved = false;
         interval = this.pollMs;
+        waits = 1;
         await c.report("Running", v.message ? { message: v.message } : {});
       }
       // Dropped once their effect is on the claim; read again after a failed drop, a Running
@@ -363,7 +367,7 @@ export class WebhookExecutor implements OperationExecutor {
         }
       }
       await sleepUnlessAborted(interval, c.signal);
-      if (unresolved) interval = Math.min(interval * 2, this.maxPollMs);
+      if (unresolved) interval = backoffMs({ initialMs: this.pollMs, maxMs: this.maxPollMs }, ++waits);
     }
   }
 

@@ -1,0 +1,93 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { exponentials, type Found, objectCasts, productFiles } from "./code-shapes.js";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+const files = productFiles(root);
+const each = (find: (file: string, text: string) => Found[]) =>
+  files.flatMap((f) => find(f, readFileSync(`${root}${f}`, "utf8")).map((x) => ({ file: f, ...x })));
+const perFile = (found: { file: string }[]) => {
+  const out: Record<string, number> = {};
+  for (const x of found) out[x.file] = (out[x.file] ?? 0) + 1;
+  return out;
+};
+
+/**
+ * Casts of a Kubernetes object's spec, status or metadata left in product code, per file, each to
+ * become a typed read (queue/kube/readers.ts). The list only shrinks: a new cast fails and is
+ * named, and a file with fewer than listed fails until its count is lowered.
+ */
+const KNOWN_CASTS: Record<string, number> = {
+  "gateway/catalog-cluster.ts": 1,
+  "gateway/catalog-file.ts": 1,
+  "queue/apply/catalog.ts": 2,
+  "queue/apply/governance.ts": 3,
+  "queue/apply/retry-condition.ts": 2,
+  "queue/cli/reconcile.ts": 1,
+  "queue/cli/status-read.ts": 1,
+  "queue/kube/client.ts": 1,
+  "queue/worker/cluster-cache.ts": 3,
+  "sidecar/approval-recheck.ts": 2,
+  "sidecar/argocd/controller.ts": 5,
+  "sidecar/claims/reconciler.ts": 1,
+  "sidecar/commit-status-check.ts": 1,
+  "sidecar/flux/client.ts": 2,
+  "sidecar/flux/controller.ts": 2,
+  "sidecar/flux/executor.ts": 2,
+  "sidecar/governance-check.ts": 1,
+  "sidecar/mirror/targets.ts": 1,
+  "sidecar/operation-record.ts": 2,
+  "sidecar/standing.ts": 8,
+};
+
+/**
+ * Exponentials that are no backoff of ours: size units, and Argo CD's own retry schedule, which
+ * the sidecar computes to say when Argo CD retries (its factor is the Application's).
+ */
+const OTHER_EXPONENTIALS: Record<string, number> = {
+  "queue/backoff.ts": 1,
+  "queue/config.ts": 2,
+  "sidecar/argocd/sync.ts": 1,
+};
+
+describe("product code", () => {
+  it("reads the whole product", () => {
+    expect(files.length).toBeGreaterThan(100);
+  });
+
+  it("casts no Kubernetes object's spec, status or metadata but the known ones", () => {
+    const found = each(objectCasts);
+    const counts = perFile(found);
+    const over = found.filter((c) => (counts[c.file] ?? 0) > (KNOWN_CASTS[c.file] ?? 0));
+    expect(over.map((c) => `${c.file}:${c.line} ${c.text}`)).toEqual([]);
+    const fewer = Object.entries(KNOWN_CASTS)
+      .filter(([f, n]) => (counts[f] ?? 0) < n)
+      .map(([f, n]) => `${f}: ${counts[f] ?? 0} now, ${n} listed; lower the count`);
+    expect(fewer).toEqual([]);
+  });
+
+  it("has one exponential backoff: queue/backoff.ts", () => {
+    expect(perFile(each(exponentials))).toEqual(OTHER_EXPONENTIALS);
+  });
+});
+
+describe("the shape finders", () => {
+  it("find a cast of spec, status or metadata however it is written", () => {
+    const code = [
+      "const a = claim.spec as { ref?: string };",
+      "const b = (claim.status ?? {}) as Record<string, unknown>;",
+      "const c = (x?.metadata as\n  | { generation?: number }\n  | undefined)?.generation;",
+      "const d = <Status>claim.status;",
+      "const e = (claim.status! || {}) as never;",
+      "const ok = claim.spec.kustomizationRef as ObjectKey;",
+      "const ok2 = { spec: 1 } as const; const ok3 = read(claim) as Claim; const ok4 = spec as Spec;",
+    ].join("\n");
+    expect(objectCasts("f.ts", code).map((c) => c.line)).toEqual([1, 2, 3, 6, 7]);
+  });
+
+  it("find an exponential", () => {
+    const code = "const a = 100 * 2 ** n;\nconst b = Math.pow(2, n);\nconst c = n * 2;";
+    expect(exponentials("f.ts", code).map((c) => c.line)).toEqual([1, 2]);
+  });
+});

@@ -1,0 +1,80 @@
+/**
+ * Shapes of product code a test holds the line on, found in the syntax tree (so a cast written
+ * over several lines, or with other spacing, is found as well): casts of a Kubernetes object's
+ * `spec`, `status` or `metadata` (read them through typed readers instead), and exponential
+ * formulas (the product has one backoff function, queue/backoff.ts).
+ */
+import { execFileSync } from "node:child_process";
+import ts from "typescript";
+
+export interface Found {
+  line: number;
+  text: string;
+}
+
+const OBJECT_PARTS = new Set(["spec", "status", "metadata"]);
+
+/** Unwraps what does not change which value is cast: parentheses, `!`, and a fallback (`x ?? {}`). */
+function castOperand(e: ts.Expression): ts.Expression {
+  for (;;) {
+    if (ts.isParenthesizedExpression(e) || ts.isNonNullExpression(e)) e = e.expression;
+    else if (
+      ts.isBinaryExpression(e) &&
+      (e.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken ||
+        e.operatorToken.kind === ts.SyntaxKind.BarBarToken)
+    )
+      e = e.left;
+    else return e;
+  }
+}
+
+function visitAll(fileName: string, text: string, visit: (node: ts.Node, at: (n: ts.Node) => Found) => void) {
+  const source = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const at = (n: ts.Node): Found => ({
+    line: source.getLineAndCharacterOfPosition(n.getStart(source)).line + 1,
+    text: n.getText(source).replace(/\s+/g, " ").slice(0, 120),
+  });
+  const walk = (node: ts.Node): void => {
+    visit(node, at);
+    ts.forEachChild(node, walk);
+  };
+  walk(source);
+}
+
+/** Each `x.spec as …`, `(x.status ?? {}) as …`, `<T>x.metadata` in a file. */
+export function objectCasts(fileName: string, text: string): Found[] {
+  const out: Found[] = [];
+  visitAll(fileName, text, (node, at) => {
+    if (!ts.isAsExpression(node) && !ts.isTypeAssertionExpression(node)) return;
+    if (ts.isAsExpression(node) && ts.isConstTypeReference(node.type)) return;
+    const operand = castOperand(node.expression);
+    if (ts.isPropertyAccessExpression(operand) && OBJECT_PARTS.has(operand.name.text)) out.push(at(node));
+  });
+  return out;
+}
+
+/** Each `a ** b` and `Math.pow(…)` in a file. */
+export function exponentials(fileName: string, text: string): Found[] {
+  const out: Found[] = [];
+  visitAll(fileName, text, (node, at) => {
+    if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.AsteriskAsteriskToken)
+      out.push(at(node));
+    else if (
+      ts.isCallExpression(node) &&
+      ts.isPropertyAccessExpression(node.expression) &&
+      node.expression.getText() === "Math.pow"
+    )
+      out.push(at(node));
+  });
+  return out;
+}
+
+/** The product's TypeScript files (tests and test helpers left out). */
+export function productFiles(root: string, folders: readonly string[] = ["gateway", "queue", "sidecar"]) {
+  return execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard", ...folders], {
+    cwd: root,
+    encoding: "utf8",
+  })
+    .split("\n")
+    .filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts") && !/(^|[/-])testing\.ts$/.test(f));
+}
