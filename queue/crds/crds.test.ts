@@ -4,7 +4,7 @@ import { RE2JS } from "re2js";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { renderCrdFiles } from "./crd.js";
-import { CRD_DIR, crdFiles, crdObjects } from "./files.js";
+import { CHART_CRD_DIR, CRD_DIR, CRD_DIRS, crdFiles, crdObjects } from "./files.js";
 import {
   argoCDClaim,
   fluxClaim,
@@ -18,11 +18,16 @@ import {
 import { toStructuralSchema } from "./openapi.js";
 
 describe("committed CRD YAML", () => {
-  it("equals what `npm run gen:crds` writes from the zod schemas", () => {
+  it("equals what `npm run gen:crds` writes from the zod schemas, in the kustomize base and the Helm chart alike", () => {
     const expected = renderCrdFiles();
-    expect(readdirSync(CRD_DIR).sort()).toEqual([...expected.keys()].sort());
-    for (const [name, text] of expected) {
-      expect(readFileSync(join(CRD_DIR, name), "utf8"), `${name} is stale: run npm run gen:crds`).toBe(text);
+    expect(CRD_DIRS).toEqual([CRD_DIR, CHART_CRD_DIR]);
+    for (const dir of CRD_DIRS) {
+      expect(readdirSync(dir).sort(), dir).toEqual([...expected.keys()].sort());
+      for (const [name, text] of expected) {
+        expect(readFileSync(join(dir, name), "utf8"), `${dir}/${name} is stale: run npm run gen:crds`).toBe(
+          text,
+        );
+      }
     }
   });
 

@@ -1,11 +1,16 @@
-/** `npm run gen:crds`: writes manifests/base/crds/ from the zod schemas in this folder. */
+/**
+ * `npm run gen:crds`: writes manifests/base/crds/ (kustomize) and manifests/chart/crds/ (Helm) from
+ * the zod schemas in this folder: the same bytes in both, so the two installs cannot drift.
+ */
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { renderCrdFiles } from "./crd.js";
-import { CRD_DIR } from "./files.js";
+import { CRD_DIRS } from "./files.js";
 
 const files = renderCrdFiles();
-mkdirSync(CRD_DIR, { recursive: true });
-for (const stale of readdirSync(CRD_DIR)) if (!files.has(stale)) rmSync(join(CRD_DIR, stale));
-for (const [name, text] of files) writeFileSync(join(CRD_DIR, name), text);
-process.stdout.write(`wrote ${files.size} files to ${CRD_DIR}\n`);
+for (const dir of CRD_DIRS) {
+  mkdirSync(dir, { recursive: true });
+  for (const stale of readdirSync(dir)) if (!files.has(stale)) rmSync(join(dir, stale));
+  for (const [name, text] of files) writeFileSync(join(dir, name), text);
+  process.stdout.write(`wrote ${files.size} files to ${dir}\n`);
+}

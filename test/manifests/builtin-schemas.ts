@@ -219,6 +219,11 @@ export const BUILTIN_SCHEMAS: Record<string, Schema> = {
   "v1/Namespace": kind("v1", "Namespace", {}),
   "v1/ServiceAccount": kind("v1", "ServiceAccount", { automountServiceAccountToken: bool }),
   "v1/ConfigMap": kind("v1", "ConfigMap", { data: strMap }),
+  // The Secrets the Helm chart makes (Redis URL and password, dashboard credentials).
+  "v1/Secret": kind("v1", "Secret", {
+    type: { enum: ["Opaque"] },
+    data: { type: "object", additionalProperties: { type: "string", pattern: "^[A-Za-z0-9+/]*={0,2}$" } },
+  }),
   "v1/Service": kind(
     "v1",
     "Service",

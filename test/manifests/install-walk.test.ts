@@ -30,10 +30,42 @@ const notHere: [RegExp, string][] = [
   [/apply -k manifests\/monitoring/, "needs the Prometheus Operator's CRDs"],
 ];
 
-/** The `kubectl` lines of the doc's `sh` blocks, continuation lines joined. */
+/**
+ * The `sh` blocks of the doc outside its Helm sections (a heading naming Helm, and what is under
+ * it): the kustomize path, walked here. The chart is installed on a real API server in
+ * test/real/helm.real.test.ts.
+ */
+function kustomizeBlocks(text: string): string[] {
+  const headings: string[] = [];
+  const blocks: string[] = [];
+  let fence: { sh: boolean; lines: string[] } | undefined;
+  for (const line of text.split("\n")) {
+    if (fence) {
+      if (line.trim() === "```") {
+        if (fence.sh && !headings.some((h) => /\bHelm\b/.test(h ?? "")))
+          blocks.push(`${fence.lines.join("\n")}\n`);
+        fence = undefined;
+      } else fence.lines.push(line);
+      continue;
+    }
+    const opening = /^\s*```(\w*)/.exec(line);
+    if (opening) {
+      fence = { sh: opening[1] === "sh", lines: [] };
+      continue;
+    }
+    const heading = /^(#{1,6}) (.*)/.exec(line);
+    if (heading) {
+      headings.length = heading[1]!.length - 1;
+      headings.push(heading[2]!);
+    }
+  }
+  return blocks;
+}
+
+/** The `kubectl` lines of the doc's kustomize `sh` blocks, continuation lines joined. */
 async function commands(): Promise<string[]> {
   const text = await readFile(join(REPO_ROOT, "docs/install.md"), "utf8");
-  const blocks = [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  const blocks = kustomizeBlocks(text);
   return blocks
     .flatMap((b) => b.replace(/\\\n\s*/g, " ").split("\n"))
     .map((l) => l.replace(/\s+#.*$/, "").trim())
@@ -106,6 +138,14 @@ describe.skipIf(!KUBECTL_AVAILABLE)("docs/install.md against the simulated clust
       (await sh("kubectl -n applygate-system get secret applygate-redis -o json")).out,
     );
     expect(Buffer.from(secret.data.url, "base64").toString()).toBe(env.URL);
+  });
+
+  it("walks the kustomize path only: the Helm sections' commands are not run here", async () => {
+    const all = await commands();
+    expect(all).toContain("kubectl create namespace applygate-system");
+    expect(all.filter((c) => c === "kubectl create namespace applygate-system")).toHaveLength(1);
+    expect(all.some((c) => c.includes("pod-security.kubernetes.io/enforce=restricted"))).toBe(false);
+    expect(all.some((c) => c.startsWith("kubectl delete crd"))).toBe(false);
   });
 
   it("lists every command it does not run with a reason that still matches the doc", async () => {
