@@ -37,7 +37,7 @@ const canRender = "path" in HELM && KUBECTL_AVAILABLE;
 const read = (path: string) => readFileSync(resolve(REPO_ROOT, path), "utf8");
 const secret = (namespace: string, why: string) => ({ [`Secret ${namespace}/applygate-redis`]: why });
 const REDIS_SECRET =
-  "the chart makes Secret applygate-redis (kustomize users create it by hand, docs/install.md step 1)";
+  "the chart makes Secret applygate-redis (kustomize users create it by hand, docs/install.md, Secrets for Redis)";
 const NAMESPACE = {
   "Namespace applygate-system":
     "Helm installs into a namespace made by --create-namespace or beforehand (docs/install.md labels it)",

@@ -266,7 +266,7 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     await api.applyYaml(demoAppliersYaml(repoUrl, { fluxInterval: timers.fluxInterval }));
 
     // Each component runs as the ServiceAccount its manifests name, with only the RBAC they grant;
-    // the Secrets of the demo namespace are readable as install.md's step 4 makes them.
+    // the Secrets of the demo namespace are readable as install.md's "Connect a repository" makes them.
     const rbacNamespaces = new Set(deployed.rbac.map((o) => o.metadata.namespace).filter(Boolean));
     await api.applyYaml(
       [...rbacNamespaces]

@@ -351,7 +351,7 @@ ${webhook}`;
 }
 
 /**
- * The RoleBinding docs/install.md (step 4) tells a user to create in a namespace that holds
+ * The RoleBinding docs/install.md ("Connect a repository") tells a user to create in a namespace that holds
  * GitProviders and GitTargets: the named ServiceAccounts may get Secrets there by name.
  */
 export function secretReaderYaml(
