@@ -33,7 +33,6 @@ import {
 import { DEFAULT_CALL_TIMEOUT_MS } from "./git/smart-http.js";
 import { createLogger } from "./log.js";
 import { connectRedis, redisAnswersPing } from "./redis.js";
-import { DEFAULT_PUSH_CYCLE_TIMEOUT_MS } from "./worker/branch-worker.js";
 import { ClusterCache } from "./worker/cluster-cache.js";
 import type { Directory } from "./worker/directory.js";
 import { loadDirectoryFile, withGitTimeout } from "./worker/directory.js";
@@ -42,6 +41,7 @@ import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
 import { KubeDirectory, KubeStatusSink } from "./worker/kube.js";
 import { DEFAULT_LEASE_MS } from "./worker/lease.js";
 import { createWorkerMetrics } from "./worker/metrics.js";
+import { DEFAULT_PUSH_CYCLE_TIMEOUT_MS } from "./worker/publication.js";
 import { DEFAULT_BASELINE_CONCURRENCY, Replica } from "./worker/replica.js";
 import type { StatusSink } from "./worker/status.js";
 

@@ -27,6 +27,7 @@ import { applierField, claimField, type Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchSpec } from "../worker/directory.js";
+import type { BranchHistory } from "../worker/history.js";
 import { readForeign } from "./approval-walk.js";
 import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
 import {
@@ -108,7 +109,10 @@ export class DecisionDriver {
   private readonly clock: Clock;
   private readonly metrics: ApplyMetrics;
   private readonly log: Logger;
-  private worker: BranchWorker | undefined;
+  /** What the driver asks of the branch worker: a flush, a verdict, a look at the remote, a save. */
+  private worker: Pick<BranchWorker, "flush" | "judged" | "observeSoon" | "saved"> | undefined;
+  /** The branch's history, read beside the worker's loop. */
+  private history: BranchHistory | undefined;
   private readonly tasks: Task[] = [];
   private pumping: Promise<void> | undefined;
   private stopped = false;
@@ -272,11 +276,16 @@ export class DecisionDriver {
   };
 
   /**
-   * Starts deciding for `worker`: restores the state (Redis, then the claims' status) before any
-   * event the worker reports, so the first observation is a baseline. Call before `worker.start()`.
+   * Starts deciding for `worker`, reading the branch's `history`: restores the state (Redis, then
+   * the claims' status) before any event the worker reports, so the first observation is a
+   * baseline. Call before `worker.start()`.
    */
-  start(worker: BranchWorker): void {
+  start(
+    worker: Pick<BranchWorker, "flush" | "judged" | "observeSoon" | "saved">,
+    history: BranchHistory,
+  ): void {
     this.worker = worker;
+    this.history = history;
     this.tasks.unshift(() => this.restore());
     this.pump();
     void this.listLoop();
@@ -440,8 +449,8 @@ export class DecisionDriver {
    * operation and tip; a read that fails is fed as unknown, which ends nothing.
    */
   private readAncestryIfAsked(): void {
-    const worker = this.worker;
-    if (!worker) return;
+    const history = this.history;
+    if (!history) return;
     for (const q of ancestryReadsAsked(this.s)) {
       const key = `${q.token}@${q.tip}`;
       if (this.ancestryAsked.has(key)) continue;
@@ -449,7 +458,7 @@ export class DecisionDriver {
       if (this.ancestryAsked.size > 1000)
         this.ancestryAsked.delete(this.ancestryAsked.values().next().value as string);
       this.tasks.push(async () => {
-        const ancestry = await worker.ancestry(q.commit, q.tip).catch((err: unknown) => {
+        const ancestry = await history.ancestry(q.commit, q.tip).catch((err: unknown) => {
           this.log.warn(
             { token: q.token, err: (err as Error).message },
             "reading an operation's ancestry failed",
@@ -476,11 +485,11 @@ export class DecisionDriver {
     const sig = JSON.stringify(asked);
     // A read kept from before a restart that still waits (a commit status, a tag) is read again
     // after a while too: the poll is armed by reads, and none is asked for it now.
-    if (asked.length === 0 && !again && this.worker && approvalReadsAsked(this.s, true).length > 0)
+    if (asked.length === 0 && !again && this.history && approvalReadsAsked(this.s, true).length > 0)
       this.pollAgain();
-    if (asked.length === 0 || (sig === this.commitsAsked && !again) || !this.worker) return;
+    if (asked.length === 0 || (sig === this.commitsAsked && !again) || !this.history) return;
     this.commitsAsked = sig;
-    const worker = this.worker;
+    const history = this.history;
     this.tasks.push(async () => {
       const reads: Record<string, ForeignRead> = {};
       let waiting = false;
@@ -489,7 +498,7 @@ export class DecisionDriver {
       // the others' reads go on.
       for (const q of asked) {
         try {
-          const r = await this.readOne(worker, q);
+          const r = await this.readOne(history, q);
           reads[q.key] = r.read;
           waiting ||= r.waiting;
         } catch (err) {
@@ -518,14 +527,14 @@ export class DecisionDriver {
    * statuses and signatures its claim requires. `waiting`: something may still change on the host.
    */
   private async readOne(
-    worker: BranchWorker,
+    history: BranchHistory,
     q: ApprovalReadAsked,
   ): Promise<{ read: ForeignRead; waiting: boolean }> {
     let waiting = false;
     const published = this.s.published ?? [];
     const line: string[] = [];
     const read = await readForeign(
-      (oid) => worker.parentsOf(oid),
+      (oid) => history.parentsOf(oid),
       q.tip,
       q.since,
       published,
@@ -544,12 +553,12 @@ export class DecisionDriver {
           ? undefined
           : {
               line,
-              tags: () => worker.tagsAt(line, (name) => tagMatches(name, sig.tagPattern)),
-              rawTagOf: (oid: string) => worker.rawTagOf(oid),
+              tags: () => history.tagsAt(line, (name) => tagMatches(name, sig.tagPattern)),
+              rawTagOf: (oid: string) => history.rawTagOf(oid),
             };
       Object.assign(
         read,
-        await this.signatures.read(sig, read.commits, (oid) => worker.rawCommitOf(oid), tagged),
+        await this.signatures.read(sig, read.commits, (oid) => history.rawCommitOf(oid), tagged),
       );
       // A tag pushed later moves no tip: a commit no tag approves yet is read again.
       waiting ||= tagged !== undefined && read.commits.some((c) => !read.signatures?.[c]?.ok);

@@ -148,7 +148,7 @@ export function createDecisions(o: DecisionsOptions): Decisions {
           await withKeyDigests(listing, o.keys);
           // The tip's tree as the worker last read it, for the GitTargets listed now: a new
           // GitTarget whose folder is already in Git is past the barrier at once.
-          const read = await worker?.folders();
+          const read = await worker?.history.folders();
           if (read) {
             const present = new Set(read.present.map((t) => `${t.namespace}/${t.name}`));
             listing.folders = {
@@ -187,7 +187,7 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         quiet: () => driver.quiet(),
         start: (w) => {
           worker = w;
-          return driver.start(w);
+          return driver.start(w, w.history);
         },
         async stop() {
           await driver.stop();

@@ -594,7 +594,7 @@ function flushSkippingPublication(attach: Decisions["attach"], git: GitServer): 
               if (prop === "flush")
                 return async () => {
                   const tip = await git.tip(DEMO_REPO, DEMO_BRANCH);
-                  const read = await target.folders();
+                  const read = await target.history.folders();
                   return {
                     ok: true,
                     tip,

@@ -12,7 +12,7 @@ import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writePublishedKey } from "../../queue/keys.js";
 import { connectRedis } from "../../queue/redis.js";
-import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
+import { WRITE_TRAILER } from "../../queue/worker/commit-content.js";
 import { gitOk } from "../git/cli.js";
 import {
   apiEdit,

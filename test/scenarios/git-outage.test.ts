@@ -11,7 +11,7 @@
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
+import { WRITE_TRAILER } from "../../queue/worker/commit-content.js";
 import { gitOk } from "../git/cli.js";
 import {
   apiEdit,

@@ -12,7 +12,7 @@ import { type DecisionState, hasPending, kindsPending } from "../../queue/decide
 import { branchKeys, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, type Logger } from "../../queue/log.js";
 import { connectRedis } from "../../queue/redis.js";
-import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
+import { WRITE_TRAILER } from "../../queue/worker/commit-content.js";
 import { Mirror } from "../../sidecar/mirror/mirror.js";
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";

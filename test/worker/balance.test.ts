@@ -15,7 +15,7 @@ import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import { scopeOf } from "../../queue/scope.js";
-import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
+import { WRITE_TRAILER } from "../../queue/worker/commit-content.js";
 import type { BranchSpec } from "../../queue/worker/directory.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { gitOk } from "../git/cli.js";

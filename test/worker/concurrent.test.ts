@@ -3,7 +3,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
-import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
+import { WRITE_TRAILER } from "../../queue/worker/commit-content.js";
 import { noMetrics } from "../../queue/worker/metrics.js";
 import { gitOk } from "../git/cli.js";
 import { configMapWrite, type Harness, harness, waitFor } from "./harness.js";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../queue/log.js";
-import { WRITE_TRAILER } from "../../queue/worker/branch-worker.js";
+import { WRITE_TRAILER } from "../../queue/worker/commit-content.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { gitOk } from "../git/cli.js";
 import { configMapWrite, type Harness, harness, waitFor } from "./harness.js";

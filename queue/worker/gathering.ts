@@ -1,0 +1,133 @@
+/**
+ * Writes gathered into commit windows, and windows closed into pending writes: a window belongs
+ * to one GitTarget and one author, a save closes it at once, and a suspended GitTarget's writes
+ * are frozen (held, charged, never decided) until it resumes. Each closed window is announced to
+ * the decisions before anything publishes it.
+ */
+import type { ObjectRef } from "../contract.js";
+import { objectPath, refOf } from "../git/layout.js";
+import type { Remote } from "../git/smart-http.js";
+import type { BranchContext, BranchState, HeldWrite, WriteDecided } from "./branch-state.js";
+import { isSuspended } from "./branch-state.js";
+import type { RefusedTarget, TargetSpec } from "./directory.js";
+import { addToWindow, DEFAULT_WINDOW, dueWindows, type OpenWindow } from "./windows.js";
+
+/** A write judged fit for a commit: into its GitTarget's window, or frozen while it is suspended. */
+export function addWrite(ctx: BranchContext, s: BranchState, h: HeldWrite, now: number): void {
+  const t = h.write.target;
+  const target = `${t.namespace}/${t.name}`;
+  if (isSuspended(s, target)) {
+    const frozen = s.frozen.get(target) ?? [];
+    frozen.push(h);
+    s.frozen.set(target, frozen);
+    return;
+  }
+  const open = s.windows.get(target);
+  // A window belongs to one author: another author's write is a commit boundary.
+  if (open && authorOf(open.writes[0] as HeldWrite) !== authorOf(h)) closeWindow(ctx, s, open, now);
+  const spec = s.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
+  const saved = addToWindow(s.windows, target, h, now, spec?.window ?? DEFAULT_WINDOW, h.write.save === true);
+  if (saved) closeWindow(ctx, s, saved, now);
+}
+
+/** Closes the windows due at `now`, or every window (`all`: a flush). */
+export function closeWindows(ctx: BranchContext, s: BranchState, now: number, all = false): void {
+  for (const w of dueWindows(s.windows, now, all)) closeWindow(ctx, s, w, now);
+}
+
+function closeWindow(ctx: BranchContext, s: BranchState, w: OpenWindow<HeldWrite>, now: number): void {
+  s.windows.delete(w.target);
+  const last = w.writes.at(-1) as HeldWrite;
+  const p = { seq: ++s.seq, target: w.target, writes: w.writes, closedAt: now, entryId: last.entryId };
+  s.pending.push(p);
+  if (ctx.hooks.onWriteDecided) s.decided.push(p);
+}
+
+/** Tells the decisions of the windows closed since the last call, before anything publishes them. */
+export async function announceDecided(ctx: BranchContext, s: BranchState): Promise<void> {
+  const hook = ctx.hooks.onWriteDecided;
+  if (!hook) return;
+  for (const p of s.decided.splice(0)) {
+    const last = p.writes.at(-1) as HeldWrite;
+    const created: ObjectRef[] = [];
+    const edited: WriteDecided["editedObjects"] = [];
+    for (const h of p.writes) {
+      const editedAt = h.write.editedAt ?? h.write.acceptedAt;
+      for (const c of h.write.changes) {
+        const ref = c.op === "upsert" ? (refOf(c.object as Parameters<typeof refOf>[0]) as ObjectRef) : c.ref;
+        edited.push({ ref, editedAt, acceptedAt: h.write.acceptedAt });
+        if (c.op !== "upsert") continue;
+        let known: Buffer | undefined;
+        try {
+          if (s.remoteTip) known = await ctx.o.repo.readFile(s.remoteTip, objectPath(h.write.path, ref));
+        } catch {
+          continue; // a path the layout refuses is refused at commit time, not created
+        }
+        if (!known) created.push(ref);
+      }
+    }
+    await hook({
+      entryId: p.entryId ?? last.entryId,
+      target: last.write.target,
+      createdObjects: created,
+      editedObjects: edited,
+    });
+  }
+}
+
+/**
+ * The branch's GitTargets as they are now. A GitTarget that became suspended keeps the writes of
+ * its open window (and every later one) frozen; one that resumed has them gathered into windows
+ * again, in order. A changed remote (rotated credentials) is used from the next Git call on.
+ */
+export function updateTargets(
+  ctx: BranchContext,
+  s: BranchState,
+  targets: TargetSpec[],
+  more: { refused?: RefusedTarget[]; baseBranch?: string | undefined; remote?: Remote },
+): void {
+  const was = new Set(s.targets.filter((t) => t.suspended).map((t) => `${t.namespace}/${t.name}`));
+  s.targets = targets;
+  if ("refused" in more) s.refusedSpecs = more.refused ?? [];
+  if ("baseBranch" in more) s.baseBranch = more.baseBranch;
+  const now = ctx.clock.now();
+  if (more.remote && !sameRemote(more.remote, s.remoteNow)) {
+    s.remoteNow = more.remote;
+    ctx.log.info(
+      { credentials: more.remote.auth ? "present" : "none" },
+      "the GitProvider's remote or credentials changed: used from the next Git call",
+    );
+    // A publication retrying (a refused credential, most likely) is tried again at once.
+    if (s.retry) s.retry = { ...s.retry, nextAt: now };
+  }
+  for (const t of targets) {
+    const key = `${t.namespace}/${t.name}`;
+    if (t.suspended && !was.has(key)) {
+      const open = s.windows.get(key);
+      if (open) {
+        s.windows.delete(key);
+        s.frozen.set(key, [...open.writes, ...(s.frozen.get(key) ?? [])]);
+      }
+    }
+  }
+  for (const [key, writes] of [...s.frozen]) {
+    if (isSuspended(s, key)) continue;
+    s.frozen.delete(key);
+    for (const h of writes) addWrite(ctx, s, h, now);
+  }
+}
+
+/** Whether two remotes are the same URL with the same credentials and policy. */
+function sameRemote(a: Remote, b: Remote): boolean {
+  return (
+    a.url === b.url &&
+    a.auth?.username === b.auth?.username &&
+    a.auth?.password === b.auth?.password &&
+    (a.allowHttpCredentials === true) === (b.allowHttpCredentials === true) &&
+    a.timeoutMs === b.timeoutMs
+  );
+}
+
+function authorOf(h: HeldWrite): string {
+  return `${h.write.author.name} <${h.write.author.email}>`;
+}
