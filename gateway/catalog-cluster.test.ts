@@ -317,6 +317,32 @@ describe("cluster catalog start", () => {
     ).rejects.toThrow(/gitproviders.* 403/);
   });
 
+  it("waits out a busy server at the first list (429 while a new CRD's storage initializes), and loads", async () => {
+    server.addUser("busy", "busy-token", [
+      {
+        verbs: ["get", "list", "watch"],
+        groups: ["applygate.dev"],
+        resources: ["gitproviders", "gittargets"],
+      },
+    ]);
+    server.faults.failNext(2, {
+      status: 429,
+      pathPrefix: PROVIDERS_PATH,
+      message: "storage is (re)initializing",
+    });
+    const c = await ClusterCatalog.start({
+      kubeConfig: server.kubeConfig("busy"),
+      writeStatus: false,
+      backoffMs: 5,
+    });
+    try {
+      expect(c.loaded()).toBe(true);
+      expect(server.faults.pending(PROVIDERS_PATH)).toBe(0);
+    } finally {
+      await c.close();
+    }
+  });
+
   it("starts without ScopeGrants or WebhookClaims it may not list, and is loaded", async () => {
     server.addUser("kinds-only", "kinds-only-token", [
       {

@@ -22,6 +22,7 @@ import {
 import {
   apiFailure,
   type InformerHandle,
+  isServerBusy,
   type KObject,
   Kube,
   RESOURCES,
@@ -378,8 +379,10 @@ export class ClusterCatalog implements Catalog {
 
 /**
  * Starts a kind's informer and waits for its first list; throws that list's failure (no CRD, no
- * RBAC) instead of waiting for a retry. The layer resolves `start()` after the first list, landed
- * or failed, and only a landed one resolves `whenSynced()`, before `start()` does.
+ * RBAC) instead of waiting for a retry. A busy server (429, 5xx: a kind's storage still
+ * initializing just after its CRD was made answers 429) is waited out: the informer retries and
+ * the list lands. The layer resolves `start()` after the first list, landed or failed, and only a
+ * landed one resolves `whenSynced()`, before `start()` does.
  */
 async function firstList(handle: InformerHandle<KObject>): Promise<void> {
   const { informer } = handle;
@@ -387,5 +390,7 @@ async function firstList(handle: InformerHandle<KObject>): Promise<void> {
     informer.whenSynced().then(() => true),
     informer.start().then(() => false),
   ]);
-  if (!listed) throw informer.lastError ?? new Error(`first list of ${informer.path} failed`);
+  if (listed) return;
+  if (informer.lastError !== undefined && isServerBusy(informer.lastError)) return informer.whenSynced();
+  throw informer.lastError ?? new Error(`first list of ${informer.path} failed`);
 }

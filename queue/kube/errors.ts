@@ -45,6 +45,15 @@ export const isNotFound = (err: unknown) => apiFailure(err).code === 404;
 export const isConflict = (err: unknown) => apiFailure(err).code === 409;
 export const isForbidden = (err: unknown) => apiFailure(err).code === 403;
 export const isGone = (err: unknown) => apiFailure(err).code === 410;
+/**
+ * The API server could not answer now, but will: 429 (its priority and fairness, or a kind's
+ * storage still initializing right after its CRD was made) and 5xx. Worth waiting out, never a
+ * verdict on the request.
+ */
+export const isServerBusy = (err: unknown) => {
+  const code = apiFailure(err).code;
+  return code === 429 || (code !== undefined && code >= 500 && code <= 599);
+};
 
 /** Thrown by the client for a failed call, with the parsed status attached and a readable message. */
 export class KubeError extends Error {
