@@ -50,6 +50,11 @@ export interface RealClusterOptions {
   /** Print the ready line (default true). */
   quiet?: boolean;
   readyTimeoutMs?: number;
+  /**
+   * More kube-controller-manager controllers (e.g. deployment-controller, replicaset-controller,
+   * statefulset-controller: workloads then get their pods, admitted by the API server, never run).
+   */
+  extraControllers?: string[];
 }
 
 /** Every request, with who made it and the answer's code; bodies are left out. */
@@ -332,8 +337,14 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
       bins.path("kube-controller-manager"),
       [
         `--kubeconfig=${kcmKubeconfig}`,
-        "--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller," +
-          "serviceaccount-token-controller,clusterrole-aggregation-controller",
+        `--controllers=${[
+          "garbage-collector-controller",
+          "namespace-controller",
+          "serviceaccount-controller",
+          "serviceaccount-token-controller",
+          "clusterrole-aggregation-controller",
+          ...(options.extraControllers ?? []),
+        ].join(",")}`,
         "--use-service-account-credentials=true",
         `--service-account-private-key-file=${join(dir, "sa.key")}`,
         "--leader-elect=false",
