@@ -2,11 +2,11 @@
 // as docs/install.md's Helm section says: the API server accepts every object (CRDs, RBAC, the
 // ValidatingAdmissionPolicy, NetworkPolicies, Secrets), the pods the controllers make from it pass
 // the `restricted` Pod Security Standard the namespace enforces, the RBAC grants what each identity
-// needs and no more, the policy refuses an Approval in another's name, and the gateway, worker and
-// mirror start from what was installed: each with its Deployment's args and env, under its
-// ServiceAccount's token, until its readiness probe answers; the gateway then makes a GitProvider
-// Ready. No kubelet runs here, so the processes run on this machine (listening on loopback, on free
-// ports, with a private Redis: the only settings changed from the Deployment's).
+// needs and no more, the policy refuses an Approval in another's name, and the gateway, worker,
+// mirror and webhook applier start from what was installed: each with its Deployment's args and
+// env, under its ServiceAccount's token, until its readiness probe answers; the gateway then makes
+// a GitProvider Ready. No kubelet runs here, so the processes run on this machine (listening on
+// loopback, on free ports, with a private Redis: the only settings changed from the Deployment's).
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -271,7 +271,7 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
     expect(own).toMatchObject({ ok: true });
   });
 
-  it("runs gateway, worker and mirror from the installed Deployments under their ServiceAccounts, and the gateway makes a GitProvider Ready", async () => {
+  it("runs gateway, worker, mirror and webhook applier from the installed Deployments under their ServiceAccounts, and the gateway makes a GitProvider Ready", async () => {
     const apps = cluster.kubeConfig().makeApiClient(AppsV1Api);
     const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
     // A private Redis stands in for the chart's (the chart's URL names its in-cluster Service).
@@ -291,7 +291,7 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
     );
 
     const started: { name: string; ready: string }[] = [];
-    for (const name of ["applygate-gateway", "applygate-worker", "applygate-mirror"]) {
+    for (const name of ["applygate-gateway", "applygate-worker", "applygate-mirror", "applygate-webhook"]) {
       const deployment = await apps.readNamespacedDeployment({ name, namespace: NS });
       const pod = deployment.spec!.template.spec!;
       const c = pod.containers[0] as unknown as ContainerSpec;
@@ -325,7 +325,8 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
               String(ports.get(9090)),
             ]
           : ["--metrics-host", "127.0.0.1", "--metrics-port", String([...ports.values()][0])];
-      const extra = command === "worker" ? ["--cache-dir", join(dir, "worker-cache")] : [];
+      const extra =
+        command === "worker" || command === "sidecar" ? ["--cache-dir", join(dir, `${name}-cache`)] : [];
       const child = spawn(process.execPath, [CLI, command!, ...args, ...moved, ...extra], {
         env: {
           PATH: process.env.PATH,
@@ -359,7 +360,12 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
       });
       started.push({ name, ready: url });
     }
-    expect(started.map((s) => s.name)).toEqual(["applygate-gateway", "applygate-worker", "applygate-mirror"]);
+    expect(started.map((s) => s.name)).toEqual([
+      "applygate-gateway",
+      "applygate-worker",
+      "applygate-mirror",
+      "applygate-webhook",
+    ]);
 
     // The gateway reads the webhook Secret through the RoleBinding docs/install.md has users make,
     // and writes the GitProvider's status: Ready with its webhook path.
