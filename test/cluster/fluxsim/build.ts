@@ -67,7 +67,7 @@ function readDir(files: ReadonlyMap<string, string>, dir: string, depth: number)
       else if (pathExists(files, p)) out.push(...readDir(files, p, depth + 1));
       else throw new BuildError(`kustomize build failed: accumulating resources: '${p}' does not exist`);
     }
-    if (k.namespace) for (const m of out) m.metadata.namespace = k.namespace;
+    if (k.namespace) setNamespace(out, k.namespace, CLUSTER_SCOPED);
     return out;
   }
   const out: Manifest[] = [];
@@ -113,8 +113,7 @@ export function build(
   if (!pathExists(files, dir)) throw new PathNotFound(`kustomization path not found: ${dir || "."}`);
   const objects = files.has(dir) ? parseDocs(files.get(dir) as string, dir, true) : readDir(files, dir, 0);
   const clusterScoped = opts.clusterScopedKinds ?? CLUSTER_SCOPED;
-  if (opts.targetNamespace)
-    for (const o of objects) if (!clusterScoped.has(o.kind)) o.metadata.namespace = opts.targetNamespace;
+  if (opts.targetNamespace) setNamespace(objects, opts.targetNamespace, clusterScoped);
   const seen = new Set<string>();
   for (const o of objects) {
     const id = `${o.apiVersion}/${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
@@ -128,6 +127,18 @@ export function build(
   return { objects, digest: `sha256:${createHash("sha256").update(text).digest("hex")}` };
 }
 
+/**
+ * kustomize's namespace transformer (a kustomization's `namespace`, and the targetNamespace
+ * kustomize-controller writes into the one it generates): namespaced objects move to `ns`, a
+ * Namespace object is renamed to it, other cluster-scoped objects are left alone.
+ */
+function setNamespace(objects: Manifest[], ns: string, clusterScoped: ReadonlySet<string>): void {
+  for (const o of objects) {
+    if (o.kind === "Namespace") o.metadata.name = ns;
+    else if (!clusterScoped.has(o.kind)) o.metadata.namespace = ns;
+  }
+}
+
 /** Kinds a targetNamespace leaves alone (the built-in cluster-scoped kinds we meet). */
 export const CLUSTER_SCOPED: ReadonlySet<string> = new Set([
   "Namespace",
@@ -137,13 +148,6 @@ export const CLUSTER_SCOPED: ReadonlySet<string> = new Set([
   "PersistentVolume",
   "StorageClass",
 ]);
-
-/** The apply order of ssa ApplyAllStaged: cluster definitions first, then everything else. */
-export function stageOf(o: Manifest): number {
-  if (o.kind === "CustomResourceDefinition" || o.kind === "Namespace") return 0;
-  if (CLUSTER_SCOPED.has(o.kind)) return 1;
-  return 2;
-}
 
 export const OWNER_NAME_LABEL = "kustomize.toolkit.fluxcd.io/name";
 export const OWNER_NAMESPACE_LABEL = "kustomize.toolkit.fluxcd.io/namespace";

@@ -20,13 +20,13 @@ import {
   OWNER_NAMESPACE_LABEL,
   PathNotFound,
   pathExists,
-  stageOf,
   withOwnerLabels,
 } from "./build.js";
 import { HEALTHY, isTrue, READY, RECONCILING, removeCondition, setCondition } from "./conditions.js";
 import { upsertHistory } from "./history.js";
 import {
   apiVersionOf,
+  compareApplyOrder,
   entryOf,
   type InventoryEntry,
   refOf,
@@ -316,8 +316,16 @@ export class KustomizationController {
     const name = obj.metadata?.name as string;
     const namespace = obj.metadata?.namespace as string;
     const ordered = objects
-      .map((o, i) => ({ o, i }))
-      .sort((a, b) => stageOf(a.o) - stageOf(b.o) || a.i - b.i);
+      .map((o) => ({
+        o,
+        ref: {
+          ...splitApiVersion(o.apiVersion),
+          kind: o.kind,
+          namespace: o.metadata.namespace ?? "",
+          name: o.metadata.name,
+        },
+      }))
+      .sort((a, b) => compareApplyOrder(a.ref, b.ref));
     const entries: InventoryEntry[] = [];
     for (const { o } of ordered) {
       await sleep(this.d.clock, this.d.perObjectApplyMs());
