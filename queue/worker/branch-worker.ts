@@ -210,6 +210,8 @@ export class BranchWorker {
       pendingWrites: s.pending.length,
       openWindows: s.windows.size,
       frozenWrites: [...s.frozen.values()].reduce((n, w) => n + w.length, 0),
+      /** The watch plane's `done` markers read, waiting for the writes before them. */
+      snapshotMarks: s.snapshotMarks.length,
       lastCause: s.retry?.lastCause,
     };
   }

@@ -471,10 +471,9 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
       }),
     );
     await hand(write("m-h-done", { initialSnapshots: { token, phase: "done" } }));
-    const worker = () => replica.branch(key) as unknown as { snapshotMarks: unknown[] } | undefined;
     await waitFor(
       "the done marker read, its writes not published",
-      () => worker()?.snapshotMarks.length === 1,
+      () => replica.branch(key)?.snapshot().snapshotMarks === 1,
     );
     await branches.close();
     expect(driver()?.state.targets[targetUid]?.initialSnapshotsAt).not.toBe(token);
