@@ -16,7 +16,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { KubeConfig } from "@kubernetes/client-node";
+import {
+  type KubeConfig,
+  type KubernetesObject,
+  KubernetesObjectApi,
+  PatchStrategy,
+} from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import type { Logger } from "../../queue/log.js";
 import { gitOk } from "../git/cli.js";
@@ -139,8 +144,7 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
   let buildMs = o.buildMs ?? 0;
   const buildDelay = () =>
     buildMs > 0 ? new Promise<void>((r) => setTimeout(r, buildMs)) : Promise.resolve();
-  const cluster = o.kubeConfig.getCurrentCluster()!.server;
-  const token = o.kubeConfig.getCurrentUser()?.token ?? "";
+  const objectApi = KubernetesObjectApi.makeApiClient(o.kubeConfig);
 
   /** Every object of the folder at `commit`, as Git holds it. */
   async function objectsAt(commit: string): Promise<Record<string, unknown>[]> {
@@ -203,24 +207,24 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
     return builds;
   };
 
+  /** Server-side apply with its own identity, through client-node (TLS and token from its kubeconfig). */
   async function serverSideApply(obj: Record<string, unknown>): Promise<void> {
     const meta = obj.metadata as { name: string; namespace?: string };
-    const [group, version] = String(obj.apiVersion).includes("/")
-      ? String(obj.apiVersion).split("/")
-      : ["", String(obj.apiVersion)];
-    const plural = `${String(obj.kind).toLowerCase()}s`;
-    const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-    const ns = meta.namespace ? `/namespaces/${meta.namespace}` : "";
-    const res = await fetch(
-      `${cluster}${base}${ns}/${plural}/${meta.name}?fieldManager=${DEPLOYER_FIELD_MANAGER}&force=true`,
-      {
-        method: "PATCH",
-        headers: { "content-type": "application/apply-patch+yaml", authorization: `Bearer ${token}` },
-        body: JSON.stringify(obj),
-      },
-    );
-    if (!res.ok)
-      throw new Error(`apply ${obj.kind} ${meta.name}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+    try {
+      await objectApi.patch(
+        obj as KubernetesObject,
+        undefined,
+        undefined,
+        DEPLOYER_FIELD_MANAGER,
+        true,
+        PatchStrategy.ServerSideApply,
+      );
+    } catch (err) {
+      const e = err as { code?: number; body?: unknown; message?: string };
+      throw new Error(
+        `apply ${obj.kind} ${meta.name}: ${e.code ?? "?"} ${String(e.body ?? e.message).slice(0, 200)}`,
+      );
+    }
   }
 
   async function report(opToken: string, phase: "Succeeded" | "Failed", message: string): Promise<void> {
