@@ -189,6 +189,25 @@ const podSpec = closed(
     },
     containers: { type: "array", minItems: 1, items: container },
     volumes: { type: "array", items: volume },
+    // Placement and pulling, which the Helm chart's values set.
+    imagePullSecrets: { type: "array", items: closed({ name: str }, ["name"]) },
+    priorityClassName: str,
+    nodeSelector: strMap,
+    tolerations: {
+      type: "array",
+      items: closed({
+        key: str,
+        operator: { enum: ["Exists", "Equal"] },
+        value: str,
+        effect: { enum: ["NoSchedule", "PreferNoSchedule", "NoExecute"] },
+        tolerationSeconds: int,
+      }),
+    },
+    affinity: closed({
+      nodeAffinity: { type: "object" },
+      podAffinity: { type: "object" },
+      podAntiAffinity: { type: "object" },
+    }),
   },
   ["containers"],
 );

@@ -281,6 +281,176 @@ describe.skipIf(!canRender)("helm lint and the values schema", () => {
   });
 });
 
+describe.skipIf(!canRender)("every value lands where docs/helm-values.md says", () => {
+  const placement = {
+    nodeSelector: { pool: "system" },
+    tolerations: [{ key: "dedicated", operator: "Equal", value: "system", effect: "NoSchedule" }],
+    affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [] } },
+    priorityClassName: "platform",
+  };
+  const rule = { apiGroups: ["batch"], resources: ["jobs"], verbs: ["list", "watch"] };
+  const chart = () =>
+    renderChart({
+      image: {
+        repository: "registry.example.com/applygate",
+        digest: `sha256:${"a".repeat(64)}`,
+        pullPolicy: "Always",
+      },
+      imagePullSecrets: ["regcred"],
+      gateway: {
+        replicas: 3,
+        extraArgs: ["--log-level=debug"],
+        podDisruptionBudget: { minAvailable: "50%" },
+        ...placement,
+      },
+      worker: { replicas: 4, podDisruptionBudget: { enabled: false }, ...placement },
+      mirror: { extraArgs: ["--resolve-interval=1m"], ...placement },
+      redis: {
+        persistence: { size: "20Gi", storageClassName: "fast" },
+        image: { repository: "mirror.example.com/redis", tag: "7.4.3-alpine", pullPolicy: "Always" },
+        resources: { requests: { memory: "1Gi" } },
+        ...placement,
+      },
+      webhook: { enabled: true, extraArgs: ["--webhook-refuse-private"], extraRules: [rule], ...placement },
+      sidecars: {
+        flux: {
+          enabled: true,
+          namespace: "gitops",
+          serviceAccount: "kc",
+          podLabels: { app: "kc" },
+          extraRules: [rule],
+        },
+        argocd: { enabled: true, extraRules: [rule] },
+      },
+      monitoring: {
+        labels: { release: "kube-prometheus-stack" },
+        serviceMonitor: { enabled: true, interval: "15s" },
+        podMonitor: { enabled: true, interval: "20s", sidecarNamespaces: ["gitops"] },
+        prometheusRule: { enabled: true, runbookBase: "https://docs.example.com/applygate/operations" },
+        grafanaDashboard: { enabled: true, labels: { grafana_dashboard: "applygate" } },
+      },
+    });
+
+  it("places pods, images, args, rules, volumes and labels as set", () => {
+    const objects = chart();
+    for (const o of objects) expect(validateObject(structuredClone(o)), keyOf(o)).toEqual([]);
+    const pod = (kind: string, name: string) => (find(objects, kind, name) as any).spec.template.spec;
+    for (const [kind, name] of [
+      ["Deployment", "applygate-gateway"],
+      ["Deployment", "applygate-worker"],
+      ["Deployment", "applygate-mirror"],
+      ["Deployment", "applygate-webhook"],
+      ["StatefulSet", "applygate-redis"],
+    ] as const) {
+      const spec = pod(kind, name);
+      expect({ ...spec, containers: undefined }, name).toMatchObject({
+        ...placement,
+        imagePullSecrets: [{ name: "regcred" }],
+      });
+    }
+    const gateway = pod("Deployment", "applygate-gateway").containers[0];
+    expect(gateway.image).toBe(`registry.example.com/applygate@sha256:${"a".repeat(64)}`);
+    expect(gateway.imagePullPolicy).toBe("Always");
+    expect(gateway.args).toEqual(["gateway", "--log-level=debug"]);
+    expect(pod("Deployment", "applygate-mirror").containers[0].args).toEqual([
+      "mirror",
+      "--resolve-interval=1m",
+    ]);
+    expect(pod("Deployment", "applygate-webhook").containers[0].args).toEqual([
+      "sidecar",
+      "--applier",
+      "webhook",
+      "--webhook-refuse-private",
+    ]);
+    expect((find(objects, "Deployment", "applygate-gateway") as any).spec.replicas).toBe(3);
+    expect((find(objects, "Deployment", "applygate-worker") as any).spec.replicas).toBe(4);
+    expect((find(objects, "PodDisruptionBudget", "applygate-gateway") as any).spec.minAvailable).toBe("50%");
+    expect(objects.filter((o) => o.kind === "PodDisruptionBudget").map((o) => o.metadata.name)).toEqual([
+      "applygate-gateway",
+    ]);
+
+    const redis = find(objects, "StatefulSet", "applygate-redis") as any;
+    expect(redis.spec.template.spec.containers[0].image).toBe("mirror.example.com/redis:7.4.3-alpine");
+    // Helm merges a map given with the default: the other keys stay.
+    expect(redis.spec.template.spec.containers[0].resources).toEqual({
+      requests: { cpu: "100m", memory: "1Gi" },
+      limits: { memory: "1Gi" },
+    });
+    expect(redis.spec.volumeClaimTemplates[0].spec).toMatchObject({
+      storageClassName: "fast",
+      resources: { requests: { storage: "20Gi" } },
+    });
+
+    for (const role of ["applygate-webhook", "applygate-sidecar-flux", "applygate-sidecar-argocd"])
+      expect((find(objects, "ClusterRole", role) as any).rules.at(-1), role).toEqual(rule);
+    const binding = find(objects, "ClusterRoleBinding", "applygate-sidecar-flux") as any;
+    expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "kc", namespace: "gitops" }]);
+    const np = objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.namespace === "gitops") as any;
+    expect(np.spec.podSelector).toEqual({ matchLabels: { app: "kc" } });
+    expect(
+      objects
+        .filter((o) => o.kind === "Secret")
+        .map((o) => o.metadata.namespace)
+        .sort(),
+    ).toEqual(["applygate-system", "argocd", "gitops"].sort());
+
+    for (const [kind, name] of [
+      ["ServiceMonitor", "applygate"],
+      ["PodMonitor", "applygate"],
+      ["PodMonitor", "applygate-sidecar"],
+      ["PrometheusRule", "applygate"],
+    ] as const)
+      expect(find(objects, kind, name).metadata.labels?.release, `${kind} ${name}`).toBe(
+        "kube-prometheus-stack",
+      );
+    expect((find(objects, "ServiceMonitor", "applygate") as any).spec.endpoints[0].interval).toBe("15s");
+    const sidecarMonitor = find(objects, "PodMonitor", "applygate-sidecar") as any;
+    expect(sidecarMonitor.spec.namespaceSelector.matchNames).toEqual(["gitops"]);
+    expect(sidecarMonitor.spec.podMetricsEndpoints[0].interval).toBe("20s");
+    const urls = (find(objects, "PrometheusRule", "applygate") as any).spec.groups
+      .flatMap((g: any) => g.rules)
+      .map((r: any) => r.annotations.runbook_url);
+    expect(urls.length).toBeGreaterThan(5);
+    for (const url of urls)
+      expect(url).toMatch(/^https:\/\/docs\.example\.com\/applygate\/operations#applygate[a-z]+$/);
+    expect(find(objects, "ConfigMap", "applygate-dashboard").metadata.labels?.grafana_dashboard).toBe(
+      "applygate",
+    );
+  });
+
+  it("leaves out what is turned off", () => {
+    const objects = renderChart({
+      mirror: { enabled: false },
+      networkPolicies: { enabled: false },
+      approvalPolicy: { enabled: false },
+      gateway: { podDisruptionBudget: { enabled: false }, resources: { limits: null } },
+      worker: { podDisruptionBudget: { enabled: false } },
+      webhook: { enabled: true },
+      sidecars: { flux: { enabled: true } },
+    });
+    const kinds = new Set(objects.map((o) => o.kind));
+    for (const kind of [
+      "NetworkPolicy",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
+      "PodDisruptionBudget",
+    ])
+      expect(kinds, kind).not.toContain(kind);
+    expect(objects.filter((o) => o.metadata.name.startsWith("applygate-mirror"))).toEqual([]);
+    // A key set to null is dropped from its default map.
+    const gateway = find(objects, "Deployment", "applygate-gateway") as any;
+    expect(gateway.spec.template.spec.containers[0].resources).toEqual({
+      requests: { cpu: "100m", memory: "192Mi" },
+    });
+    expect(
+      objects
+        .filter((o) => o.kind === "Deployment")
+        .map((o) => o.metadata.name)
+        .sort(),
+    ).toEqual(["applygate-gateway", "applygate-webhook", "applygate-worker"]);
+  });
+});
+
 describe.skipIf(!canRender)("the Secrets the chart makes", () => {
   const data = (o: K8sObject, key: string) =>
     Buffer.from((o as any).data[key] as string, "base64").toString("utf8");
