@@ -4,7 +4,10 @@
  * operator asks otherwise (`--dashboard-writable`): a writable board adds jobs to any queue,
  * apply attempts included (docs/security.md). Never framed by another page: every answer says so
  * (`X-Frame-Options: DENY`, CSP `frame-ancestors 'none'`), so a page elsewhere cannot overlay the
- * board's buttons for a signed-in operator to click.
+ * board's buttons for a signed-in operator to click. Its page loads nothing from another host:
+ * bull-board's HTML names a web font on a public CDN, which the CSP refuses (the browser falls
+ * back to a local font), so opening the board tells no third party who looks at which queues and
+ * works where the cluster has no way out.
  */
 import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
@@ -27,10 +30,27 @@ export interface DashboardOptions {
   readOnly: boolean;
 }
 
+/**
+ * The Content-Security-Policy of every dashboard answer: everything from the gateway itself (the
+ * board's inline style attributes included), nothing from anywhere else, framed by no page.
+ */
+export const DASHBOARD_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
 /** The headers every dashboard answer carries, a refusal included: no page may frame it. */
 export const DASHBOARD_FRAME_HEADERS = {
   "x-frame-options": "DENY",
-  "content-security-policy": "frame-ancestors 'none'",
+  "content-security-policy": DASHBOARD_CSP,
 } as const;
 
 /** True when the request carries the dashboard's credentials. */
