@@ -72,11 +72,6 @@ export const PUBLISHED_TTL_SECONDS = 3600;
  */
 export const REFUSED_PREFIX = "refused: ";
 
-/** The branch's recorded remote tip (`branchKeys(…).tip`), or undefined when none is recorded. */
-export async function readTip(redis: Redis, prefix: string, branchKey: string): Promise<string | undefined> {
-  return (await redis.get(branchKeys(prefix, branchKey).tip)) ?? undefined;
-}
-
 /**
  * An operation a branch worker found superseded (`SupersededNotice`, JSON, TTL
  * `SUPERSEDED_TTL_SECONDS`), and the pub/sub channel announcing each one: the sidecar following the

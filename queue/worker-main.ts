@@ -12,7 +12,6 @@ import {
   COMMIT_STATUS_POLL_MS,
   createApplyMetrics,
   createDecisions,
-  type KeysSecrets,
   KubeObjects,
   keysFromObjects,
   loadObjectsFile,
@@ -30,12 +29,13 @@ import {
   parsers,
   type Setting,
 } from "./config.js";
+import type { Directory } from "./directory.js";
+import { loadDirectoryFile, withGitTimeout } from "./directory.js";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./git/smart-http.js";
+import type { KeysSecrets } from "./governance/signatures.js";
 import { createLogger } from "./log.js";
 import { connectRedis, redisAnswersPing } from "./redis.js";
 import { ClusterCache } from "./worker/cluster-cache.js";
-import type { Directory } from "./worker/directory.js";
-import { loadDirectoryFile, withGitTimeout } from "./worker/directory.js";
 import { DEFAULT_IDLE_POLL_MS, DEFAULT_INBOX_CHECK_MS } from "./worker/idle.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
 import { KubeDirectory, KubeStatusSink } from "./worker/kube.js";

@@ -14,22 +14,22 @@
  * Any of it that cannot be read makes the read fail, which approves nothing.
  */
 import type { Redis } from "ioredis";
-import { readForeign } from "../queue/apply/approval-walk.js";
-import type { KubeLike } from "../queue/apply/catalog.js";
-import { governanceOf } from "../queue/apply/governance.js";
-import { SignatureReader } from "../queue/apply/signature-approval.js";
-import { DecisionStore } from "../queue/apply/store.js";
 import { type Attempt, branchKey } from "../queue/contract.js";
 import type { GitProvider } from "../queue/crds/index.js";
-import { approvalRequired, tagMatches } from "../queue/decide/index.js";
+import { readForeign } from "../queue/governance/approval-walk.js";
+import { approvalRequired } from "../queue/governance/judge.js";
+import { governanceOf } from "../queue/governance/objects.js";
+import { SignatureReader } from "../queue/governance/signatures.js";
+import { tagMatches } from "../queue/governance/tag-approval.js";
 import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import { type OwnPublication, readOwnPublications } from "../queue/records.js";
 import { commitStatusesAtWrite } from "./commit-status-check.js";
 import type { GitAncestry } from "./git-ancestry.js";
 import type { BroughtRead } from "./governance-check.js";
 import { keysFromKube, signatureSpecOf } from "./signature-check.js";
 
 /** The worker's own publications on a branch, newest last: the commits after `base` up to `tip`. */
-export type OwnPublications = (branchKey: string) => Promise<readonly { tip: string; base: string | null }[]>;
+export type OwnPublications = (branchKey: string) => Promise<readonly OwnPublication[]>;
 
 /** Reads what the attempt's apply would bring; undefined when the claim requires no approval. */
 export type BroughtReader = (
@@ -53,7 +53,7 @@ export interface ApprovalRecheckDeps {
 
 /** The worker's own publications as the branch's decision state in Redis holds them (read only). */
 export function publishedFromRedis(redis: Redis, prefix: string): OwnPublications {
-  return async (key) => (await new DecisionStore(redis, prefix, key).load())?.published ?? [];
+  return (key) => readOwnPublications(redis, prefix, key);
 }
 
 const SHA = /^[0-9a-f]{40}$/;
@@ -61,9 +61,7 @@ const SHA = /^[0-9a-f]{40}$/;
 export function approvalRecheck(d: ApprovalRecheckDeps): BroughtReader {
   const signatures = d.signatures ?? new SignatureReader(keysFromKube(d.kube));
   return async (attempt, claim, targets) => {
-    const named = targets
-      .map((t) => governanceOf(t as KubeLike, claim as KubeLike))
-      .map((g) => (g ? { governance: g } : {}));
+    const named = targets.map((t) => governanceOf(t, claim)).map((g) => (g ? { governance: g } : {}));
     const sources = approvalRequired(named);
     if (sources.length === 0) return undefined;
     try {

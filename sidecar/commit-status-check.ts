@@ -7,12 +7,12 @@
  * the provider's own origins. A read that fails is recorded as `error`, so it never counts as
  * approval (`judgeGovernance`).
  */
-import { readStatusOf, statusAccess } from "../queue/apply/commit-status.js";
-import { governanceOf } from "../queue/apply/governance.js";
-import type { KubeLike } from "../queue/apply/index.js";
+
 import type { GitProvider } from "../queue/crds/index.js";
+import { secretValue } from "../queue/directory.js";
+import { readStatusOf, statusAccess } from "../queue/git/commit-status.js";
+import { governanceOf } from "../queue/governance/objects.js";
 import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
-import { secretValue } from "../queue/worker/directory.js";
 
 /** Undefined when the claim requires no commit status (or there is no commit to read). */
 export async function commitStatusesAtWrite(
@@ -26,7 +26,7 @@ export async function commitStatusesAtWrite(
   let spec: NonNullable<NonNullable<ReturnType<typeof governanceOf>>["approval"]>["commitStatus"];
   let target: KObject | undefined;
   for (const t of targets) {
-    const cs = governanceOf(t as KubeLike, claim as KubeLike)?.approval?.commitStatus;
+    const cs = governanceOf(t, claim)?.approval?.commitStatus;
     if (cs) {
       spec = cs;
       target = t;

@@ -14,12 +14,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { branchKey, normalizeRepoUrl } from "../queue/contract.js";
 import type { GitProvider, GitTarget } from "../queue/crds/index.js";
+import { type DirectoryOptions, directoryFromObjects } from "../queue/directory.js";
 import { BareRepo, type RemoteTag } from "../queue/git/repo.js";
 import type { Remote } from "../queue/git/smart-http.js";
 import { type Kube, RESOURCES } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 import { judgeHolding, providerFacts, targetFacts } from "../queue/tenancy.js";
-import { type DirectoryOptions, directoryFromObjects } from "../queue/worker/directory.js";
 import { cloneAncestry } from "./argocd/ancestry.js";
 import type { Ancestry, AncestryAnswer } from "./argocd/stale.js";
 

@@ -15,20 +15,12 @@
  * claim as read at the write, and a tip that does not descend from the last applied commit needs
  * one naming it.
  */
-import type { KubeLike } from "../queue/apply/catalog.js";
-import { approvalsFor, approvedCommits, governanceOf } from "../queue/apply/governance.js";
 import type { Attempt } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/index.js";
-import {
-  type ApprovalSource,
-  approvalConflict,
-  approvalRequired,
-  type CommitApproval,
-  judgeChangeWindows,
-  judgeCommits,
-  type SignatureRead,
-  windowsOf,
-} from "../queue/decide/index.js";
+import { judgeChangeWindows } from "../queue/governance/change-windows.js";
+import { approvalConflict, approvalRequired, judgeCommits, windowsOf } from "../queue/governance/judge.js";
+import type { ApprovalSource, CommitApproval, SignatureRead } from "../queue/governance/model.js";
+import { approvalsFor, approvedCommits, governanceOf } from "../queue/governance/objects.js";
 import type { KObject } from "../queue/kube/index.js";
 
 /**
@@ -65,11 +57,8 @@ export function judgeGovernance(
   /** The Approvals of the claim's namespace, read at the write. */
   approvals: readonly KObject[] = [],
 ): GovernanceRefusal | undefined {
-  const c = claim as KubeLike;
-  const given = approvalsFor(c, approvals as readonly KubeLike[]);
-  const named = targets
-    .map((t) => governanceOf(t as KubeLike, c, given))
-    .map((g) => (g ? { governance: g } : {}));
+  const given = approvalsFor(claim, approvals);
+  const named = targets.map((t) => governanceOf(t, claim, given)).map((g) => (g ? { governance: g } : {}));
   const conflict = approvalConflict(named);
   if (conflict && approvalRequired(named).length > 0)
     return { phase: "RequestFailed", reason: StatusReason.InvalidApproval, message: conflict };
@@ -102,7 +91,7 @@ export function judgeGovernance(
  * `missing` lists the commits that lack some.
  */
 export function broughtApprovals(
-  given: readonly KubeLike[],
+  given: readonly KObject[],
   sources: readonly ApprovalSource[],
   brought: Extract<BroughtRead, { ok: true }>,
 ): { missing: ReturnType<typeof judgeCommits>["missing"]; approvals: CommitApproval[] } {
@@ -115,7 +104,7 @@ export function broughtApprovals(
  */
 function approvalRefusal(
   attempt: Attempt,
-  given: readonly KubeLike[],
+  given: readonly KObject[],
   sources: readonly ApprovalSource[],
   brought: BroughtRead | undefined,
 ): GovernanceRefusal | undefined {

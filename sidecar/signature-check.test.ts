@@ -8,7 +8,6 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SignatureReader } from "../queue/apply/signature-approval.js";
 import { StatusReason } from "../queue/crds/reasons.js";
 import {
   commitFile,
@@ -19,6 +18,7 @@ import {
   stopGpgAgents,
   workRepo,
 } from "../queue/git/signing-testing.js";
+import { SignatureReader } from "../queue/governance/signatures.js";
 import { Kube } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { keysFromKube } from "./signature-check.js";

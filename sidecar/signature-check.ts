@@ -5,16 +5,16 @@
  * any more, and a signer the attempt names counts for nothing. A Secret gone or not readable
  * trusts no key: the attempt starts nothing (it fails closed).
  */
-import type { KubeLike } from "../queue/apply/catalog.js";
-import { governanceOf } from "../queue/apply/governance.js";
-import type { KeysSecrets } from "../queue/apply/signature-approval.js";
-import type { SignatureSpec } from "../queue/decide/index.js";
+
+import type { SignatureSpec } from "../queue/governance/model.js";
+import { governanceOf } from "../queue/governance/objects.js";
+import type { KeysSecrets } from "../queue/governance/signatures.js";
 import { apiFailure, type KObject, type Kube } from "../queue/kube/index.js";
 
 /** The signature approval the claim (or its GitTargets) requires, if any. Pure. */
 export function signatureSpecOf(claim: KObject, targets: readonly KObject[]): SignatureSpec | undefined {
   for (const t of targets) {
-    const s = governanceOf(t as KubeLike, claim as KubeLike)?.approval?.signature;
+    const s = governanceOf(t, claim)?.approval?.signature;
     if (s) return s;
   }
   return undefined;

@@ -6,9 +6,10 @@
  * against the tip the worker records then, before it ends anything.
  */
 import type { Redis } from "ioredis";
-import { SupersededNotice } from "../queue/contract.js";
-import { branchKeys, supersededChannel, supersededKey } from "../queue/keys.js";
+import type { SupersededNotice } from "../queue/contract.js";
+import { supersededChannel } from "../queue/keys.js";
 import type { Logger } from "../queue/log.js";
+import { parseSuperseded, readSuperseded, readTip } from "../queue/records.js";
 import { connectRedis } from "../queue/redis.js";
 
 /** What an executor reads of supersession: the notice kept for an operation, and the tip now. */
@@ -19,21 +20,11 @@ export interface SupersessionSource {
   tip(branchKey: string): Promise<string | undefined>;
 }
 
-const parse = (json: string | null): SupersededNotice | undefined => {
-  if (json === null) return undefined;
-  try {
-    const n = SupersededNotice.safeParse(JSON.parse(json));
-    return n.success ? n.data : undefined;
-  } catch {
-    return undefined;
-  }
-};
-
 export function redisSupersessions(redis: Redis, prefix: string): SupersessionSource {
   return {
-    read: async (token) => parse(await redis.get(supersededKey(prefix, token))),
+    read: (token) => readSuperseded(redis, prefix, token),
     // The tip the branch worker records (`queue/worker/tip-record.ts` writes it, fenced).
-    tip: async (branchKey) => (await redis.get(branchKeys(prefix, branchKey).tip)) ?? undefined,
+    tip: (branchKey) => readTip(redis, prefix, branchKey),
   };
 }
 
@@ -50,7 +41,7 @@ export function subscribeSupersessions(o: {
   const sub = connectRedis(o.redisUrl);
   sub.on("message", (channel: string, message: string) => {
     if (channel !== supersededChannel(o.prefix)) return;
-    const notice = parse(message);
+    const notice = parseSuperseded(message);
     if (!notice) return void o.log.warn("an invalid supersession notice was ignored");
     o.onNotice(notice);
   });

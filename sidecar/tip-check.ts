@@ -15,7 +15,7 @@ import type { Redis } from "ioredis";
 import type { Attempt } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/reasons.js";
 import { type Freshness, readFreshness } from "../queue/freshness.js";
-import { readTip } from "../queue/keys.js";
+import { readTip } from "../queue/records.js";
 
 export type TipCheck = (attempt: Pick<Attempt, "branchKey" | "commit">) => Promise<boolean>;
 

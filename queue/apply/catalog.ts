@@ -15,7 +15,8 @@ import {
   matchSyncWindows,
   type SyncWindowSpec,
 } from "../decide/index.js";
-import { governanceOf } from "./governance.js";
+import { governanceOf } from "../governance/objects.js";
+import { applierOf, claimOf } from "../references.js";
 
 /** The kinds the catalog reads (entries of the layer's one table, queue/kube/resources.ts). */
 export type ResourceKind =
@@ -65,38 +66,6 @@ const obj = (v: unknown): Record<string, unknown> | undefined =>
 /** The uid a GitTarget is known by; `namespace/name` when the source gives none (a file). */
 export function targetUid(t: KubeLike): string {
   return t.metadata.uid ?? `${t.metadata.namespace ?? "default"}/${t.metadata.name}`;
-}
-
-/** The claim a GitTarget names (its namespace defaults to the GitTarget's). */
-export function claimOf(t: KubeLike): ClaimRef | null {
-  const ref = obj(t.spec?.claimRef);
-  const kind = str(ref?.kind);
-  const name = str(ref?.name);
-  if (!ref || !name || (kind !== "FluxClaim" && kind !== "ArgoCDClaim" && kind !== "WebhookClaim"))
-    return null;
-  return { kind, namespace: str(ref.namespace) ?? t.metadata.namespace ?? "default", name };
-}
-
-/**
- * The applier a claim holds, from its immutable reference. A WebhookClaim's applier is its
- * endpoint, which lives on the claim itself: the applier is named by the claim.
- */
-export function applierOf(claim: ClaimRef, c: KubeLike): ApplierRef | null {
-  if (claim.kind === "WebhookClaim") {
-    const managers = c.spec?.fieldManagers;
-    const fieldManagers = Array.isArray(managers) ? managers.filter((m) => typeof m === "string") : [];
-    return {
-      kind: "webhook",
-      namespace: c.metadata.namespace ?? claim.namespace,
-      name: c.metadata.name,
-      ...(fieldManagers.length > 0 ? { fieldManagers } : {}),
-    };
-  }
-  const ref = obj(claim.kind === "FluxClaim" ? c.spec?.kustomizationRef : c.spec?.applicationRef);
-  const name = str(ref?.name);
-  if (!name) return null;
-  const namespace = str(ref?.namespace) ?? c.metadata.namespace ?? claim.namespace;
-  return { kind: claim.kind === "FluxClaim" ? "flux" : "argocd", namespace, name };
 }
 
 /**

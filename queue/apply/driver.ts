@@ -23,13 +23,7 @@ import {
   tagMatches,
   targetsNaming,
 } from "../decide/index.js";
-import { applierField, claimField, type Logger } from "../log.js";
-import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
-import { type Clock, systemClock } from "../worker/clock.js";
-import type { BranchSpec } from "../worker/directory.js";
-import type { BranchHistory } from "../worker/history.js";
-import { readForeign } from "./approval-walk.js";
-import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
+import type { BranchSpec } from "../directory.js";
 import {
   type CommitStatusApi,
   postStatus,
@@ -37,7 +31,14 @@ import {
   type StatusReadOptions,
   statusAccess,
   statusOfReport,
-} from "./commit-status.js";
+} from "../git/commit-status.js";
+import { readForeign } from "../governance/approval-walk.js";
+import { type KeysSecrets, SignatureReader } from "../governance/signatures.js";
+import { applierField, claimField, type Logger } from "../log.js";
+import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
+import { type Clock, systemClock } from "../worker/clock.js";
+import type { BranchHistory } from "../worker/history.js";
+import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
 import {
   type ApprovalReadAsked,
   approvalReadsAsked,
@@ -45,7 +46,6 @@ import {
   gatePatch,
 } from "./governance.js";
 import { retryPatch } from "./retry-condition.js";
-import { type KeysSecrets, SignatureReader } from "./signature-approval.js";
 
 /** How often commit statuses awaited for approval are read again, by default. */
 export const COMMIT_STATUS_POLL_MS = 15_000;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { approvalsFor, approvedCommits, governanceOf } from "../governance/objects.js";
 import type { KubeLike } from "./catalog.js";
-import { approvalsFor, approvedCommits, gatePatch, governanceOf } from "./governance.js";
+import { gatePatch } from "./governance.js";
 
 const morning = { kind: "allow", schedule: "0 10 * * *", duration: "2h" } as const;
 

@@ -9,30 +9,26 @@
 import { Queue } from "bullmq";
 import { attemptJobName } from "../attempt-job.js";
 import { type ApplierKind, type Attempt, attemptsQueue } from "../contract.js";
-import {
-  recollectChannel,
-  SUPERSEDED_TTL_SECONDS,
-  supersededChannel,
-  supersededKey,
-  watchedTargetKey,
-} from "../keys.js";
+import type { Directory } from "../directory.js";
+import type { KeysSecrets } from "../governance/signatures.js";
+import { recollectChannel, watchedTargetKey } from "../keys.js";
 import type { Logger } from "../log.js";
+import { keepSuperseded } from "../records.js";
 import { bullConnection } from "../redis.js";
 import type { BranchWorker } from "../worker/branch-worker.js";
 import type { Clock } from "../worker/clock.js";
-import type { Directory } from "../worker/directory.js";
 import type { BranchAttachment, BranchContext } from "../worker/replica.js";
 import { listBranch, type ObjectSource } from "./catalog.js";
 import { type AttemptSender, DecisionDriver } from "./driver.js";
+import { withKeyDigests } from "./keys-secrets.js";
 import type { ApplyMetrics } from "./metrics.js";
-import { type KeysSecrets, withKeyDigests } from "./signature-approval.js";
 import { DecisionStore } from "./store.js";
 
 export * from "./catalog.js";
 export * from "./driver.js";
+export * from "./keys-secrets.js";
 export * from "./kube-objects.js";
 export * from "./metrics.js";
-export * from "./signature-approval.js";
 export * from "./store.js";
 
 export interface DecisionsOptions {
@@ -172,12 +168,7 @@ export function createDecisions(o: DecisionsOptions): Decisions {
         },
         async supersede(notice) {
           // Kept for a sidecar that starts following the operation later, then announced.
-          const json = JSON.stringify(notice);
-          await ctx.redis
-            .multi()
-            .set(supersededKey(o.prefix, notice.token), json, "EX", SUPERSEDED_TTL_SECONDS)
-            .publish(supersededChannel(o.prefix), json)
-            .exec();
+          await keepSuperseded(ctx.redis, o.prefix, notice);
         },
         ...(o.keys ? { keys: o.keys } : {}),
       });

@@ -6,39 +6,17 @@
 import type { Redis } from "ioredis";
 import { type DecisionState, isGitAhead } from "../decide/index.js";
 import { branchKeys } from "../keys.js";
+import type { ApplyState } from "../records.js";
 import { fencedWrite } from "../worker/lease.js";
 
 // KEYS: lease, decisions, apply state. ARGV: lease token, state JSON, apply state JSON.
 const save = fencedWrite("redis.call('SET', KEYS[2], ARGV[2])\nredis.call('SET', KEYS[3], ARGV[3])");
 
-/** What the watch plane reads of a branch's decisions (`branchKeys(…).applyState`). */
-export interface ApplyState {
-  epoch: number;
-  gitAhead: boolean;
-}
-
+/** The apply state (queue/records.ts) a decision state publishes. */
 export const applyStateOf = (s: DecisionState): ApplyState => ({
   epoch: s.applyEpoch ?? 0,
   gitAhead: isGitAhead(s),
 });
-
-/** The branch's published apply state, or undefined when none is (no worker decided for it yet). */
-export async function readApplyState(
-  redis: Redis,
-  prefix: string,
-  branchKey: string,
-): Promise<ApplyState | undefined> {
-  const raw = await redis.get(branchKeys(prefix, branchKey).applyState);
-  if (!raw) return undefined;
-  try {
-    const v = JSON.parse(raw) as Partial<ApplyState>;
-    return typeof v.epoch === "number" && typeof v.gitAhead === "boolean"
-      ? { epoch: v.epoch, gitAhead: v.gitAhead }
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 export class DecisionStore {
   constructor(

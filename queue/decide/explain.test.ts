@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { ChangeWindowSpec } from "./change-windows.js";
+import type { ChangeWindowSpec, TargetGovernance } from "../governance/model.js";
 import { explainBranch } from "./explain.js";
-import type { TargetGovernance } from "./governance.js";
 import { Driver, listed, report, sends, sha } from "./testing.js";
 
 const A = sha("a");

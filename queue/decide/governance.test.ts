@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { approvalReadsAsked } from "../apply/governance.js";
-import type { ChangeWindowSpec } from "./change-windows.js";
+import type { ChangeWindowSpec, TargetGovernance } from "../governance/model.js";
 import { targetsNaming } from "./due.js";
-import { approvalGate, type TargetGovernance } from "./governance.js";
+import { approvalGate } from "./governance.js";
 import type { DecisionAction } from "./model.js";
 import { Driver, flushes, listed, report, sends, sha } from "./testing.js";
 

@@ -4,170 +4,28 @@
  * apply starts and every reason stays pending, unless a person set a one-apply override on the
  * claim; the core wakes at the next opening and decides then.
  */
-import type { SignatureMode } from "../crds/governance.js";
 import { StatusReason } from "../crds/reasons.js";
-import { type ChangeWindowSpec, judgeChangeWindows, type WindowVerdict } from "./change-windows.js";
-import type { ApplierState, ForeignRead, TargetState } from "./model.js";
+import { judgeChangeWindows, type WindowVerdict } from "../governance/change-windows.js";
+import {
+  approvalConflict,
+  approvalRequired,
+  judgeCommits,
+  signatureRequired,
+  windowsOf,
+} from "../governance/judge.js";
+import type {
+  ApplyAllowedReason,
+  ApprovalGate,
+  ClaimGate,
+  MissingApproval,
+  SyncWindowSpec,
+  TargetGovernance,
+} from "../governance/model.js";
+import type { ApplierState, TargetState } from "./model.js";
 import { kindsPending, reasonOf } from "./reasons.js";
-import { judgeSyncWindows, type SyncWindowSpec, type SyncWindowVerdict } from "./sync-windows.js";
-
-/** What the listing reads of governance for one GitTarget and the claim it names. */
-export interface TargetGovernance {
-  /** The change windows in force: the claim's own (`spec.changeWindows`), else the GitTarget's. */
-  changeWindows: ChangeWindowSpec[];
-  /** The claim's override annotation, and who set it when managedFields say. */
-  override?: { value: string; by?: string };
-  /** The override the claim's status records as used (by the attempt `token`). */
-  overrideUsed?: OverrideUse;
-  /** Which approvals a foreign commit needs before it is applied (absent: none). */
-  approval?: {
-    sources: ApprovalSource[];
-    /**
-     * Why the approval settings cannot be judged together: two objects (the claim and a
-     * GitTarget) set the same source differently. Nothing is applied until it is fixed: a claim
-     * never weakens its GitTarget's rules, nor a GitTarget its claim's.
-     */
-    conflict?: string;
-    /** Read from the GitProvider's commit-status API (where it is is the provider's to say). */
-    commitStatus?: { context: string; api: "github" | "gitea" };
-    signature?: SignatureSpec;
-  };
-  /** Post a commit status for each applied commit (the claim's `spec.commitStatusReport`). */
-  statusReport?: { api: "github" | "gitea" };
-  /**
-   * Argo CD only: the sync windows of the Application's AppProject that belong to it
-   * (`matchSyncWindows`), as the listing read them. Argo CD holds a sync they block.
-   */
-  syncWindows?: SyncWindowSpec[];
-  /** Approvals given, by full commit SHA. */
-  approved?: Record<string, Partial<Record<ApprovalSource, { by?: string; note?: string }>>>;
-}
-
-/**
- * Signature approval: each foreign commit is signed by a key of the Secret (in the namespace of
- * the object that sets it). `keys` is the digest of the Secret as the listing read it: a read of
- * the signatures against other keys is read again.
- */
-export interface SignatureSpec {
-  secret: { namespace: string; name: string };
-  /**
-   * HEAD: each foreign commit's own signature. Tag: a signed annotated tag at or above it on the
-   * first-parent line (queue/decide/tag-approval.ts). TagAndHEAD: both.
-   */
-  mode: SignatureMode;
-  /** In a tag mode, only tags whose name matches (`*`, `?`) are read. */
-  tagPattern?: string;
-  keys?: string;
-}
-
-export type { SignatureMode };
-
-/** Where an approval comes from. */
-export const APPROVAL_SOURCES = ["Manual", "CommitStatus", "Signature"] as const;
-export type ApprovalSource = (typeof APPROVAL_SOURCES)[number];
-
-/** A commit let through, and by which approvals (for the attempt and the audit). */
-export interface CommitApproval {
-  commit: string;
-  sources: ApprovalSource[];
-  by?: string[];
-  /**
-   * The key that signed it, when a signature approves it (SSH `SHA256:…`, OpenPGP fingerprint):
-   * in mode Tag the tag's key, in HEAD and TagAndHEAD the commit's own.
-   */
-  signedBy?: string;
-  /** In a tag mode: the signed tag that approves it and the tag's key. */
-  tag?: { name: string; signedBy: string };
-}
-
-/** Why a commit's signature does not approve it (a reason of queue/crds/reasons.ts, and words). */
-export interface SignatureProblem {
-  reason: string;
-  message: string;
-}
-
-/** A commit that holds the apply, and what it lacks. */
-export interface MissingApproval {
-  commit: string;
-  sources: ApprovalSource[];
-  signature?: SignatureProblem;
-  /**
-   * The tip is not a descendant of this last applied commit: a rollback or a rewritten history is
-   * applied only once an Approval names `commit` (whatever else approves it).
-   */
-  notDescendantOf?: string;
-}
-
-export type ApprovalGate =
-  | { state: "NotRequired" }
-  /** The approval settings cannot be judged (they conflict): nothing is applied until fixed. */
-  | { state: "Invalid"; message: string }
-  /** The foreign commits since the last applied commit are not read for this tip yet. */
-  | { state: "Unread" }
-  /** The read for this tip failed for this applier alone (ForeignRead.unreadable): held, and shown. */
-  | { state: "Unreadable"; message: string }
-  | { state: "Approved"; approvals: CommitApproval[] }
-  | {
-      state: "Awaiting";
-      missing: MissingApproval[];
-      approvals: CommitApproval[];
-    };
-
-export interface OverrideUse {
-  value: string;
-  token: string;
-  by?: string;
-}
-
-/** The reasons of a claim's `ApplyAllowed`. */
-export type ApplyAllowedReason =
-  | typeof StatusReason.InsideChangeWindow
-  | typeof StatusReason.OutsideChangeWindow
-  | typeof StatusReason.InvalidChangeWindow
-  | typeof StatusReason.ChangeWindowOverride
-  | typeof StatusReason.AwaitingApproval
-  | typeof StatusReason.ApprovalUnreadable
-  | typeof StatusReason.InvalidApproval
-  | typeof StatusReason.Approved
-  | typeof StatusReason.BlockedBySyncWindow
-  | typeof StatusReason.InsideSyncWindow;
-
-/** What an applier's claim shows of governance; written when it changes. */
-export interface ClaimGate {
-  /** `ApplyAllowed`; null when no control is configured (the condition is left alone). */
-  condition: { status: "True" | "False"; reason: ApplyAllowedReason; message: string } | null;
-  changeWindow?: { open: boolean; nextOpening?: string; closesAt?: string };
-  /** Argo CD: whether the project's sync windows would let a sync run now, and when that changes. */
-  syncWindow?: { open: boolean; nextOpening?: string; closesAt?: string };
-  /** Foreign commits waiting for approval, newest first, with the sources each lacks. */
-  awaitingApproval?: {
-    commit: string;
-    missing: ApprovalSource[];
-    signature?: SignatureProblem;
-    notDescendantOf?: string;
-  }[];
-  overrideUsed?: OverrideUse | null;
-}
+import { judgeSyncWindows, type SyncWindowVerdict } from "./sync-windows.js";
 
 const iso = (t: number) => new Date(t).toISOString();
-
-/**
- * The windows of the claim and of every GitTarget naming the applier, each object's its own set
- * (`from`; a claim's own appear once): all of them hold (judgeChangeWindows).
- */
-export function windowsOf(named: readonly Pick<TargetState, "governance">[]): ChangeWindowSpec[] {
-  const seen = new Set<string>();
-  const out: ChangeWindowSpec[] = [];
-  for (const t of named) {
-    for (const w of t.governance?.changeWindows ?? []) {
-      const k = JSON.stringify([w.from ?? "", w.kind, w.schedule, w.duration, w.timeZone ?? "UTC"]);
-      if (seen.has(k)) continue;
-      seen.add(k);
-      out.push(w);
-    }
-  }
-  return out;
-}
 
 /** The override the claim offers now, if it has not been used: a value no apply has used yet. */
 export function overrideAvailable(
@@ -440,13 +298,6 @@ function windowClaimGate(a: ApplierState, named: readonly TargetState[], now: nu
   }
 }
 
-/** The approval sources the GitTargets naming the applier require (a claim's own appear once). */
-export function approvalRequired(named: readonly Pick<TargetState, "governance">[]): ApprovalSource[] {
-  const out = new Set<ApprovalSource>();
-  for (const t of named) for (const src of t.governance?.approval?.sources ?? []) out.add(src);
-  return APPROVAL_SOURCES.filter((s) => out.has(s));
-}
-
 /**
  * The tip-approval rule: the tip is approved when every foreign commit since the commit the
  * applier last applied carries every required approval. The worker's own commits are not in the
@@ -473,86 +324,4 @@ export function approvalGate(
   if (sigSpec && (!read.signatures || read.keys !== sigSpec.keys)) return { state: "Unread" };
   const { missing, approvals } = judgeCommits(read, sources, approved);
   return missing.length > 0 ? { state: "Awaiting", missing, approvals } : { state: "Approved", approvals };
-}
-
-/** What each commit of a read lacks of the required approvals, and the approvals of the others. */
-export interface CommitsJudged {
-  missing: MissingApproval[];
-  approvals: CommitApproval[];
-}
-
-/**
- * Each commit of a read judged against every required source (pure): a manual approval given on
- * the claim, the commit status `success`, a signature that holds. The worker's gate and the
- * executor's check at the write (sidecar/governance-check.ts) judge by this one rule.
- */
-export function judgeCommits(
-  read: Pick<ForeignRead, "commits" | "statuses" | "signatures" | "since" | "notDescendant">,
-  sources: readonly ApprovalSource[],
-  approved: NonNullable<TargetGovernance["approved"]>,
-): CommitsJudged {
-  const missing: CommitsJudged["missing"] = [];
-  const approvals: CommitApproval[] = [];
-  // A tip that does not descend from the last applied commit is applied only on an Approval
-  // naming it: old commits that were approved once (signed, say) approve no return to them.
-  const needs: ApprovalSource[] = read.notDescendant
-    ? APPROVAL_SOURCES.filter((s) => s === "Manual" || sources.includes(s))
-    : [...sources];
-  const rollback = read.notDescendant && read.since ? { notDescendantOf: read.since } : {};
-  const signed = read.signatures;
-  for (const commit of read.commits) {
-    const given = { ...approved[commit] };
-    if (read.statuses?.[commit] === "success") given.CommitStatus = {};
-    const sig = signed?.[commit];
-    if (sig?.ok) {
-      const key = sig.signer ? `${sig.signer} (${sig.key})` : sig.key;
-      given.Signature = { by: sig.tag ? `${key} [tag ${sig.tag.name}]` : key };
-    }
-    const lacking = needs.filter((src) => given[src] === undefined);
-    if (lacking.length > 0) {
-      const problem: SignatureProblem | undefined =
-        lacking.includes("Signature") && sig && !sig.ok
-          ? { reason: sig.reason, message: sig.message }
-          : undefined;
-      missing.push({ commit, sources: lacking, ...(problem ? { signature: problem } : {}), ...rollback });
-    } else {
-      const by = needs.flatMap((src) => (given[src]?.by ? [given[src]?.by as string] : []));
-      const signedBy =
-        sig?.ok && needs.includes("Signature")
-          ? { signedBy: sig.key, ...(sig.tag ? { tag: { name: sig.tag.name, signedBy: sig.tag.key } } : {}) }
-          : {};
-      approvals.push({ commit, sources: [...needs], ...(by.length > 0 ? { by } : {}), ...signedBy });
-    }
-  }
-  return { missing, approvals };
-}
-
-/** The signature approval the GitTargets naming the applier require, if any (the first one set). */
-export function signatureRequired(
-  named: readonly Pick<TargetState, "governance">[],
-): SignatureSpec | undefined {
-  return named.find((t) => t.governance?.approval?.signature)?.governance?.approval?.signature;
-}
-
-/**
- * Why the approval settings of the objects governing one applier cannot be judged together, or
- * undefined: one object's own conflict (its claim and it set a source differently), or two
- * GitTargets naming the applier that require a commit status or a signature differently. Every
- * source any of them sets is required (`approvalRequired`); a source two set must be set alike.
- */
-export function approvalConflict(named: readonly Pick<TargetState, "governance">[]): string | undefined {
-  for (const t of named) if (t.governance?.approval?.conflict) return t.governance.approval.conflict;
-  const differs = (pick: (a: NonNullable<TargetGovernance["approval"]>) => unknown, what: string) => {
-    const set = named.flatMap((t) => {
-      const v = t.governance?.approval ? pick(t.governance.approval) : undefined;
-      return v === undefined ? [] : [JSON.stringify(v)];
-    });
-    return new Set(set).size > 1
-      ? `the GitTargets naming the claim set approval.${what} differently`
-      : undefined;
-  };
-  return (
-    differs((a) => a.commitStatus, "commitStatus") ??
-    differs((a) => (a.signature ? { ...a.signature, keys: undefined } : undefined), "signature")
-  );
 }

@@ -1,6 +1,10 @@
 /** The branch worker's pure decision core. See docs/design/decisions.md. */
+
+export * from "../governance/change-windows.js";
+export * from "../governance/judge.js";
+export * from "../governance/model.js";
+export * from "../governance/tag-approval.js";
 export * from "./backoff.js";
-export * from "./change-windows.js";
 export * from "./due.js";
 export * from "./explain.js";
 export * from "./governance.js";
@@ -13,5 +17,4 @@ export * from "./snapshots.js";
 export * from "./step.js";
 export * from "./supersede.js";
 export * from "./sync-windows.js";
-export * from "./tag-approval.js";
 export * from "./window.js";

@@ -10,10 +10,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Attempt, PhaseReport, ReportPhase } from "../contract.js";
-import type { ChangeWindowSpec } from "./change-windows.js";
+import type { ChangeWindowSpec, SyncWindowSpec, TargetGovernance } from "../governance/model.js";
 import { claimKey } from "./due.js";
 import { explainBranch } from "./explain.js";
-import type { TargetGovernance } from "./governance.js";
 import type {
   ClaimStatusSnapshot,
   DecisionAction,
@@ -24,7 +23,6 @@ import type {
 } from "./model.js";
 import { hasPending } from "./reasons.js";
 import { initialState, step } from "./step.js";
-import type { SyncWindowSpec } from "./sync-windows.js";
 import { BRANCH, cm, fluxClaim, listed, sha } from "./testing.js";
 
 /**

@@ -16,7 +16,15 @@ import type {
   ReportPhase,
   SnapshotStamp,
 } from "../contract.js";
-import type { ClaimGate, OverrideUse, TargetGovernance } from "./governance.js";
+import type {
+  ClaimGate,
+  ForeignRead,
+  OverrideUse,
+  SignatureRead,
+  TargetGovernance,
+} from "../governance/model.js";
+
+export type { ForeignRead, SignatureRead };
 
 /**
  * Why an apply is due, as the core tracks it. `Adopt`, `Requested` and `Converge` are all sent as
@@ -243,41 +251,6 @@ export interface DecisionState {
    */
   applyEpoch?: number;
 }
-
-/** Foreign commits (newest first) on the first-parent line from `tip` back to `since`. */
-export interface ForeignRead {
-  tip: string;
-  since: string | null;
-  commits: string[];
-  /**
-   * The tip is not a descendant of `since` (a force-push back to an older commit, a rewritten
-   * history): `commits` is then only the newest foreign commit, which an Approval must name.
-   */
-  notDescendant?: boolean;
-  /** The required commit status context's state per commit, when the claim asks for one. */
-  statuses?: Record<string, string>;
-  /** Each commit's signature checked against the trusted keys, when the claim asks for one. */
-  signatures?: Record<string, SignatureRead>;
-  /** The digest of the trusted keys the signatures were checked against (`approval.signature.keys`). */
-  keys?: string;
-  /**
-   * Why this applier's approvals could not be read for this tip (a setting the worker cannot use,
-   * a read that failed): the claim shows it, and it is read again at the next poll. Other
-   * appliers' reads are not affected.
-   */
-  unreadable?: string;
-}
-
-/** A commit's signature as the shell checked it: by which key, or why it does not approve it. */
-export type SignatureRead =
-  | {
-      ok: true;
-      key: string;
-      signer?: string;
-      /** In a tag mode: the signed tag that approves it, and its key (`key` is the tag's in `Tag`). */
-      tag?: { name: string; key: string; signer?: string };
-    }
-  | { ok: false; reason: string; message: string };
 
 // ---------------------------------------------------------------------------------------------
 // Events

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ChangeWindowSpec } from "./change-windows.js";
+import type { ChangeWindowSpec } from "../governance/model.js";
 import { whyNotDue } from "./due.js";
 import type { DecisionAction, ListedTarget } from "./model.js";
 import { Driver, flushes, listed, report, sends, sha } from "./testing.js";

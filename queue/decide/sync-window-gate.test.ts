@@ -4,10 +4,8 @@
  * The window edges with an injected clock.
  */
 import { describe, expect, it } from "vitest";
-import type { ChangeWindowSpec } from "./change-windows.js";
-import type { TargetGovernance } from "./governance.js";
+import type { ChangeWindowSpec, SyncWindowSpec, TargetGovernance } from "../governance/model.js";
 import type { DecisionAction } from "./model.js";
-import type { SyncWindowSpec } from "./sync-windows.js";
 import { argoClaim, argoListed, Driver, flushes, report, sends, sha } from "./testing.js";
 
 const A = sha("a");

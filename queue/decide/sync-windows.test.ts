@@ -2,12 +2,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canSync as argosimCanSync } from "../../test/cluster/argosim/windows.js";
+import type { SyncWindowSpec } from "../governance/model.js";
 import {
   globMatch,
   judgeSyncWindows,
   matchSyncWindows,
   parseGoDuration,
-  type SyncWindowSpec,
   zoneOffsetMs,
 } from "./sync-windows.js";
 

@@ -25,20 +25,8 @@
  * blocked by sync window") until the window ends.
  */
 import { CronExpressionParser } from "cron-parser";
-import { isTimeZone, OPENING_HORIZON_MS } from "./change-windows.js";
-
-/** One entry of an AppProject's `spec.syncWindows`, as Argo CD stores it. */
-export interface SyncWindowSpec {
-  kind: string;
-  schedule: string;
-  duration: string;
-  applications?: string[];
-  namespaces?: string[];
-  clusters?: string[];
-  manualSync?: boolean;
-  timeZone?: string;
-  andOperator?: boolean;
-}
+import { isTimeZone, OPENING_HORIZON_MS } from "../governance/change-windows.js";
+import type { SyncWindowSpec } from "../governance/model.js";
 
 /** What the matching reads of an Application: its name and `spec.destination`. */
 export interface SyncWindowApp {

@@ -7,11 +7,11 @@
  */
 import type { Redis } from "ioredis";
 import type { AcceptedWrite, ObjectRef, RefusalNotice, Report } from "../contract.js";
+import type { BranchSpec, RefusedTarget, TargetSpec } from "../directory.js";
 import type { BareRepo } from "../git/repo.js";
 import type { Remote } from "../git/smart-http.js";
 import type { Logger } from "../log.js";
 import type { Clock } from "./clock.js";
-import type { BranchSpec, RefusedTarget, TargetSpec } from "./directory.js";
 import type { Inbox, SettledEntry } from "./inbox.js";
 import type { BranchLease } from "./lease.js";
 import type { FetchReason, WorkerMetrics } from "./metrics.js";

@@ -12,6 +12,8 @@
  * saying what each pending write becomes), settle what left (entry-ledger.ts), report
  * (target-status.ts). The history the decisions read (history.ts) is read beside the loop.
  */
+
+import type { RefusedTarget, TargetSpec } from "../directory.js";
 import type { Remote } from "../git/smart-http.js";
 import {
   type BranchContext,
@@ -24,7 +26,6 @@ import {
   underWay,
 } from "./branch-state.js";
 import { systemClock } from "./clock.js";
-import type { RefusedTarget, TargetSpec } from "./directory.js";
 import * as ledger from "./entry-ledger.js";
 import { announceDecided, closeWindows, updateTargets } from "./gathering.js";
 import { type BranchHistory, branchHistory, foldersAt } from "./history.js";

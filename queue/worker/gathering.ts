@@ -5,11 +5,11 @@
  * the decisions before anything publishes it.
  */
 import type { ObjectRef } from "../contract.js";
+import type { RefusedTarget, TargetSpec } from "../directory.js";
 import { objectPath, refOf } from "../git/layout.js";
 import type { Remote } from "../git/smart-http.js";
 import type { BranchContext, BranchState, HeldWrite, WriteDecided } from "./branch-state.js";
 import { isSuspended } from "./branch-state.js";
-import type { RefusedTarget, TargetSpec } from "./directory.js";
 import { addToWindow, DEFAULT_WINDOW, dueWindows, type OpenWindow } from "./windows.js";
 
 /** A write judged fit for a commit: into its GitTarget's window, or frozen while it is suspended. */

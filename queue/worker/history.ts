@@ -4,12 +4,13 @@
  * of immutable objects already in the clone (tags are downloaded when asked), so the decision
  * driver calls them beside the branch worker's loop.
  */
+
+import type { TargetSpec } from "../directory.js";
 import { type AncestryOf, cloneAncestry } from "../git/ancestry.js";
 import type { BareRepo, RemoteTag } from "../git/repo.js";
 import type { Remote } from "../git/smart-http.js";
 import type { Logger } from "../log.js";
 import type { FolderFacts, FolderRead, TargetName } from "./branch-state.js";
-import type { TargetSpec } from "./directory.js";
 
 export interface BranchHistory {
   /** The parents of a commit the clone holds: for the approval walk. */

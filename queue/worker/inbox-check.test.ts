@@ -14,11 +14,11 @@ import { type IsolatedRedis, isolatedRedis } from "../../test/redis/isolated.js"
 import { untilWith } from "../../test/support/wait.js";
 import { configMapWrite, FOLDER, TARGET, WEB_GRANT } from "../../test/worker/harness.js";
 import { branchKey } from "../contract.js";
+import type { BranchSpec } from "../directory.js";
 import { acceptWrite } from "../intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../keys.js";
 import { silentLogger } from "../log.js";
 import { scopeOf } from "../scope.js";
-import type { BranchSpec } from "./directory.js";
 import { Replica, type ReplicaOptions } from "./replica.js";
 
 const until = untilWith({ timeoutMs: 30_000, everyMs: 10 });

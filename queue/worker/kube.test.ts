@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, readAuditLog, startApiServer } from "../../test/cluster/apiserver/index.js";
 import { waitFor } from "../../test/worker/harness.js";
 import { API_VERSION, GROUP, VERSION } from "../crds/index.js";
+import type { DirectoryOptions } from "../directory.js";
 import { silentLogger } from "../log.js";
 import { ClusterCache } from "./cluster-cache.js";
-import type { DirectoryOptions } from "./directory.js";
 import { type CredentialsReporter, KubeDirectory, KubeStatusSink, patchChangesNothing } from "./kube.js";
 import type { PublicationReport } from "./status.js";
 

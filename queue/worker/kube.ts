@@ -10,6 +10,12 @@ import * as k8s from "@kubernetes/client-node";
 import { API_VERSION, GIT_TARGET_KIND, type GitProvider, type GitTarget } from "../crds/index.js";
 import { StatusReason } from "../crds/reasons.js";
 import {
+  type Directory,
+  type DirectoryOptions,
+  directoryFromObjects,
+  insecureCredentials,
+} from "../directory.js";
+import {
   addressOf,
   ConflictRetriesExhausted,
   ownedStatus,
@@ -20,12 +26,6 @@ import {
 import type { Logger } from "../log.js";
 import { judgeHolding, providerFacts, targetFacts } from "../tenancy.js";
 import type { ClusterCache } from "./cluster-cache.js";
-import {
-  type Directory,
-  type DirectoryOptions,
-  directoryFromObjects,
-  insecureCredentials,
-} from "./directory.js";
 import {
   type AcceptanceProblem,
   acceptanceConditions,

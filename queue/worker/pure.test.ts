@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { withGitTimeout } from "./directory.js";
+import { withGitTimeout } from "../directory.js";
 import { branchesWithNews, inBatches, nextStepAt, type SleepInputs } from "./idle.js";
 import { WRITE_OVERHEAD_BYTES, writeCharge } from "./intake-budget.js";
 import { afterFailure, contentionBackoff, retryDelay } from "./retry.js";

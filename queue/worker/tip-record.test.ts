@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { foreignCommit } from "../../test/worker/foreign.js";
 import { configMapWrite, FOLDER, type Harness, harness, waitFor } from "../../test/worker/harness.js";
-import { readTip } from "../keys.js";
+import { readTip } from "../records.js";
 import { LostLeaseError } from "./inbox.js";
 import { BranchLease } from "./lease.js";
 import { recordTip } from "./tip-record.js";

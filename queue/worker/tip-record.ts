@@ -1,6 +1,6 @@
 /**
  * The branch's remote tip as its owner last saw it, kept in Redis (`branchKeys(…).tip`) for the
- * sidecars (`readTip` in queue/keys.ts): an attempt is for the tip a flush's publication produced, and it is Stale only when
+ * sidecars (`readTip` in queue/records.ts): an attempt is for the tip a flush's publication produced, and it is Stale only when
  * that tip moved. The owner writes it before it tells the decision core of the observation or
  * publication, so an attempt sent for a tip always finds that tip (or a newer one) recorded.
  */

@@ -3,10 +3,9 @@
  * `idleMs` or reaches `maxMs`; a save closes it at once, so the saved state is a commit of its own
  * and a write arriving right after the save (even in the same inbox read) opens the next window.
  */
-export interface WindowSettings {
-  idleMs: number;
-  maxMs: number;
-}
+import type { WindowSettings } from "../directory.js";
+
+export type { WindowSettings };
 
 export const DEFAULT_WINDOW: WindowSettings = { idleMs: 5_000, maxMs: 60_000 };
 

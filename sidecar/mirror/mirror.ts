@@ -10,7 +10,6 @@ import { randomUUID } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
-import { readApplyState } from "../../queue/apply/store.js";
 import {
   type AcceptedWrite,
   type ObjectRef,
@@ -47,6 +46,7 @@ import {
   TypedCache,
 } from "../../queue/kube/index.js";
 import { type Logger, silentLogger } from "../../queue/log.js";
+import { readApplyState } from "../../queue/records.js";
 import { bullConnection, connectRedis } from "../../queue/redis.js";
 import { writeProblem } from "../../queue/write-check.js";
 import { authorshipOf } from "./authorship.js";

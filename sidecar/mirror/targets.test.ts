@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { KubeLike } from "../../queue/apply/catalog.js";
 import type { GitTarget } from "../../queue/crds/index.js";
+import type { KObject } from "../../queue/kube/index.js";
 import { appliedCommitOf, clusterCommitsOf, type TargetSources } from "./targets.js";
 
 const target = {
@@ -25,7 +25,7 @@ function sources(status: Record<string, unknown> | undefined): TargetSources {
     targets: () => [target],
     grants: () => [],
     claim: (kind, ns, name) =>
-      kind === "FluxClaim" && ns === "team" && name === "claim" ? (claim as unknown as KubeLike) : undefined,
+      kind === "FluxClaim" && ns === "team" && name === "claim" ? (claim as unknown as KObject) : undefined,
   };
 }
 

@@ -4,10 +4,11 @@
  * applier its claim holds. Pure over the cached objects.
  */
 
-import { applierOf, claimOf, type KubeLike } from "../../queue/apply/catalog.js";
 import { type ApplierRef, applierManagersOf, branchKey } from "../../queue/contract.js";
 import type { GitProvider, GitTarget, ScopeGrant } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import type { KObject } from "../../queue/kube/index.js";
+import { applierOf, claimOf } from "../../queue/references.js";
 import { type Scope, scopeOf } from "../../queue/scope.js";
 import { judgeHolding, providerFacts, targetFacts } from "../../queue/tenancy.js";
 
@@ -45,7 +46,7 @@ export interface TargetSources {
   targets(): GitTarget[];
   grants(): ScopeGrant[];
   /** A claim object by kind, namespace and name. */
-  claim(kind: string, namespace: string, name: string): KubeLike | undefined;
+  claim(kind: string, namespace: string, name: string): KObject | undefined;
 }
 
 export function lookupTarget(src: TargetSources, namespace: string, name: string): TargetLookup {
@@ -72,7 +73,7 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
     providerName: p.metadata.name,
   });
   if (refused) return { ok: false, reason: refused.reason, message: refused.message };
-  const claimRef = claimOf(t as unknown as KubeLike);
+  const claimRef = claimOf(t);
   const claim = claimRef ? src.claim(claimRef.kind, claimRef.namespace, claimRef.name) : undefined;
   const applier = claimRef && claim ? applierOf(claimRef, claim) : null;
   return {
@@ -97,7 +98,7 @@ function claimStatusOf(
   name: string,
 ): { lastAppliedCommit?: unknown; operation?: { commit?: unknown; phase?: unknown } } | undefined {
   const t = src.target(namespace, name);
-  const claimRef = t ? claimOf(t as unknown as KubeLike) : null;
+  const claimRef = t ? claimOf(t) : null;
   const claim = claimRef ? src.claim(claimRef.kind, claimRef.namespace, claimRef.name) : undefined;
   return claim?.status as ReturnType<typeof claimStatusOf>;
 }

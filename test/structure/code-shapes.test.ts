@@ -22,7 +22,7 @@ const KNOWN_CASTS: Record<string, number> = {
   "gateway/catalog-cluster.ts": 1,
   "gateway/catalog-file.ts": 1,
   "queue/apply/catalog.ts": 2,
-  "queue/apply/governance.ts": 3,
+  "queue/apply/governance.ts": 2,
   "queue/apply/retry-condition.ts": 2,
   "queue/cli/reconcile.ts": 1,
   "queue/cli/status-read.ts": 1,

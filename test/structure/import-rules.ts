@@ -159,6 +159,10 @@ export function circles(graph: ImportGraph): string[] {
 
 const under = (folder: string) => (path: string) => path.startsWith(folder);
 
+/** The worker service's own folders and entry point: what queue/ does not share between processes. */
+const WORKER_SIDE = ["queue/worker/", "queue/apply/", "queue/decide/", "queue/cli/", "queue/worker-main.ts"];
+const workerSide = (path: string) => WORKER_SIDE.some((d) => path.startsWith(d));
+
 /** The rules of the product's folders (docs/development.md, "Import rules"). */
 export const IMPORT_RULES: readonly ImportRule[] = [
   {
@@ -182,8 +186,19 @@ export const IMPORT_RULES: readonly ImportRule[] = [
     allows: (t) => t === "zod",
   },
   {
-    name: "queue/decide/model.ts is the decision core's type leaf: it imports no logic, only the contract and crds/",
+    name: "queue/decide/model.ts is the decision core's type leaf: it imports no logic, only the contract, crds/ and governance's vocabulary",
     applies: (f) => f === "queue/decide/model.ts",
+    allows: (t) => t === "queue/contract.ts" || under("queue/crds/")(t) || t === "queue/governance/model.ts",
+  },
+  {
+    name: "queue/governance/model.ts is governance's vocabulary: types only, importing only the contract and crds/",
+    applies: (f) => f === "queue/governance/model.ts",
     allows: (t) => t === "queue/contract.ts" || under("queue/crds/")(t),
+  },
+  {
+    name: "what queue/ shares between processes imports none of the worker's, the applier's or the decision core's internals",
+    applies: (f) =>
+      under("queue/")(f) && !workerSide(f) && !under("queue/crds/")(f) && f !== "queue/contract.ts",
+    allows: (t) => !["queue/worker/", "queue/apply/", "queue/decide/"].some((d) => t.startsWith(d)),
   },
 ];

@@ -2,8 +2,9 @@
  * A worker replica in its own process, so a test can kill it with SIGKILL mid-publication.
  * Settings come from the environment; prints one JSON line {owned: key} per branch it takes.
  */
+
+import type { BranchSpec } from "../../queue/directory.js";
 import { createLogger } from "../../queue/log.js";
-import type { BranchSpec } from "../../queue/worker/directory.js";
 import { Replica } from "../../queue/worker/replica.js";
 
 const spec = JSON.parse(process.env.BRANCH_SPEC ?? "{}") as BranchSpec;

@@ -15,7 +15,7 @@
  * over at most `ANCESTRY_LIMIT` commits; a history that large is taken as not descending (an
  * Approval lets it through).
  */
-import type { ForeignRead } from "../decide/index.js";
+import type { ForeignRead } from "./model.js";
 
 export const APPROVAL_WALK_LIMIT = 1000;
 export const ANCESTRY_LIMIT = 100_000;

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type ChangeWindowSpec, judgeChangeWindows, parseDuration } from "./change-windows.js";
+import { judgeChangeWindows, parseDuration } from "./change-windows.js";
+import type { ChangeWindowSpec } from "./model.js";
 
 const at = (iso: string) => Date.parse(iso);
 const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());

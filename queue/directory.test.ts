@@ -1,9 +1,9 @@
 /** Which GitTargets a branch's worker takes, where a missing branch starts, and what a refused GitTarget says. */
 import { describe, expect, it } from "vitest";
-import { branchKey } from "../contract.js";
-import type { GitProvider, GitTarget } from "../crds/index.js";
+import { branchKey } from "./contract.js";
+import type { GitProvider, GitTarget } from "./crds/index.js";
 import { directoryFromObjects } from "./directory.js";
-import { acceptanceConditions, acceptanceShown, publicationConditions } from "./status.js";
+import { acceptanceConditions, acceptanceShown, publicationConditions } from "./worker/status.js";
 
 const URL = "https://git.example/team/apps.git";
 const KEY = branchKey({ namespace: "platform", name: "gp" }, URL, "env/dev");

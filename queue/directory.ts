@@ -6,7 +6,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { parseAllDocuments } from "yaml";
-import { branchKey } from "../contract.js";
+import { branchKey } from "./contract.js";
 import {
   DEFAULT_COMMIT_WINDOW,
   type GitProvider,
@@ -16,12 +16,17 @@ import {
   SCOPE_GRANT_KIND,
   type ScopeGrant,
   scopeGrant,
-} from "../crds/index.js";
-import { credentialsIn } from "../git/credentials.js";
-import type { Remote } from "../git/smart-http.js";
-import { type Scope, scopeOf } from "../scope.js";
-import { judgeHolding, providerFacts, targetFacts } from "../tenancy.js";
-import type { WindowSettings } from "./windows.js";
+} from "./crds/index.js";
+import { credentialsIn } from "./git/credentials.js";
+import type { Remote } from "./git/smart-http.js";
+import { type Scope, scopeOf } from "./scope.js";
+import { judgeHolding, providerFacts, targetFacts } from "./tenancy.js";
+
+/** A GitTarget's commit window: idle for `idleMs`, or open `maxMs` at the longest. */
+export interface WindowSettings {
+  idleMs: number;
+  maxMs: number;
+}
 
 export interface TargetSpec {
   namespace: string;

@@ -9,7 +9,7 @@
  * (queue/git/credentials.ts).
  */
 import type { CommitStatusApi } from "../crds/governance.js";
-import { type CredentialPolicy, credentialRefusal, providerOrigins } from "../git/credentials.js";
+import { type CredentialPolicy, credentialRefusal, providerOrigins } from "./credentials.js";
 
 export type { CommitStatusApi };
 

@@ -19,25 +19,8 @@
  * misconfigured holds applies rather than letting them through.
  */
 import { CronExpressionParser } from "cron-parser";
-import { type ChangeWindowKind, DURATION_PATTERN } from "../crds/governance.js";
-
-export type { ChangeWindowKind };
-
-export interface ChangeWindowSpec {
-  /**
-   * The object that sets the window (`FluxClaim team/shop`, `GitTarget team/site`). Each object's
-   * windows hold on their own, so one object never opens what another closes: an apply may start
-   * only inside an allow window of every object that has allow windows, and inside no deny window.
-   */
-  from?: string;
-  kind: ChangeWindowKind;
-  /** Five-field cron (minute hour day-of-month month day-of-week), or six with seconds first. */
-  schedule: string;
-  /** Go-style duration: `90m`, `1h30m`, `45s`. */
-  duration: string;
-  /** IANA time zone the schedule is read in; default UTC. */
-  timeZone?: string;
-}
+import { DURATION_PATTERN } from "../crds/governance.js";
+import type { ChangeWindowKind, ChangeWindowSpec } from "./model.js";
 
 /** Milliseconds of a duration, or null when it is not one (or is zero). */
 export function parseDuration(d: string): number | null {

@@ -1,11 +1,11 @@
 /**
- * Signature approval between the cluster, the clone and the decision core: the keys Secret a
- * claim's `approval.signature` names, read from the worker's cache of Secrets (each watched by
- * name), its digest for the listing, and each foreign commit's signature checked against its keys.
+ * Signature approval: the keys Secret a claim's `approval.signature` names (read where the caller
+ * reads Secrets: the worker's cache, the executor's API client), its digest, and each foreign
+ * commit's (or tag's) signature checked against its keys. The worker at decision time and the
+ * executor at the write check alike.
  */
 import { createHash } from "node:crypto";
 import { StatusReason } from "../crds/reasons.js";
-import { type SignatureRead, type SignatureSpec, type TagRead, tagSignatures } from "../decide/index.js";
 import type { RemoteTag } from "../git/repo.js";
 import {
   readTrustedKeys,
@@ -14,7 +14,8 @@ import {
   verifyCommit,
   verifyTag,
 } from "../git/signature.js";
-import type { BranchListing, KubeLike } from "./catalog.js";
+import type { SignatureRead, SignatureSpec } from "./model.js";
+import { type TagRead, tagSignatures } from "./tag-approval.js";
 
 /** A keys Secret as the cache knows it: its data (base64 values), or why it cannot be read. */
 export type KeysSecretRead =
@@ -24,40 +25,11 @@ export type KeysSecretRead =
 /** Where keys Secrets are read: the worker's cache (`ClusterCache.secret`), watched by name. */
 export type KeysSecrets = (namespace: string, name: string) => Promise<KeysSecretRead>;
 
-/** Keys Secrets from objects held in memory (a `--targets-file`): `data` as is, `stringData` encoded. */
-export function keysFromObjects(objects: readonly KubeLike[]): KeysSecrets {
-  return async (namespace, name) => {
-    const s = objects.find(
-      (o) =>
-        o.kind === "Secret" && o.metadata.name === name && (o.metadata.namespace ?? "default") === namespace,
-    ) as (KubeLike & { data?: Record<string, string>; stringData?: Record<string, string> }) | undefined;
-    if (!s) return { ok: false, code: 404, message: `Secret ${name} does not exist` };
-    const data = { ...(s.data ?? {}) };
-    for (const [k, v] of Object.entries(s.stringData ?? {}))
-      data[k] = Buffer.from(v, "utf8").toString("base64");
-    return { ok: true, data };
-  };
-}
-
 /** The digest of a keys Secret as read: what the listing tells the core, and a read records. Pure. */
 export function keysDigest(read: KeysSecretRead): string {
   if (!read.ok) return `unreadable:${read.code ?? "error"}`;
   const entries = Object.entries(read.data).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return `sha256:${createHash("sha256").update(JSON.stringify(entries)).digest("hex")}`;
-}
-
-/** Puts the digest of each keys Secret the listed GitTargets name into their governance. */
-export async function withKeyDigests(
-  listing: BranchListing,
-  secrets: KeysSecrets | undefined,
-): Promise<void> {
-  for (const t of listing.targets) {
-    const sig = t.governance?.approval?.signature;
-    if (!sig) continue;
-    sig.keys = secrets
-      ? keysDigest(await secrets(sig.secret.namespace, sig.secret.name))
-      : keysDigest({ ok: false, code: undefined, message: "no Secrets are read" });
-  }
 }
 
 /** Why no key can be trusted when the Secret is not read. Pure. */

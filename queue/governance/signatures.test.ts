@@ -3,17 +3,12 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import type { BranchListing, KubeLike } from "../apply/catalog.js";
+import { keysFromObjects, withKeyDigests } from "../apply/keys-secrets.js";
 import { StatusReason } from "../crds/reasons.js";
 import { commitFile, gitWith, rawCommit, sshKey, workRepo } from "../git/signing-testing.js";
-import type { BranchListing, KubeLike } from "./catalog.js";
-import { governanceOf } from "./governance.js";
-import {
-  type KeysSecretRead,
-  keysDigest,
-  keysFromObjects,
-  SignatureReader,
-  withKeyDigests,
-} from "./signature-approval.js";
+import { governanceOf } from "./objects.js";
+import { type KeysSecretRead, keysDigest, SignatureReader } from "./signatures.js";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
