@@ -53,6 +53,11 @@ export interface RealFlux {
   versions: Record<FluxController, string>;
   /** Each controller's log (JSON lines), for tests that read what it did. */
   logPaths: Record<FluxController, string>;
+  /**
+   * Each controller's kubeconfig (its ServiceAccount's token): applygate's Flux sidecar runs in
+   * kustomize-controller's pod, under kustomize-controller's ServiceAccount.
+   */
+  kubeconfigPaths: Record<FluxController, string>;
   /** The artifact server's base URL, as source-controller advertises it. */
   storageUrl: string;
   /** Milliseconds from the start of the install until both controllers ran their workers. */
@@ -264,6 +269,10 @@ export async function startRealFlux(cluster: RealCluster, options: RealFluxOptio
       namespace: FLUX_NAMESPACE,
       versions,
       logPaths: { "source-controller": src.logPath, "kustomize-controller": ks.logPath },
+      kubeconfigPaths: {
+        "source-controller": join(dir, "source-controller.kubeconfig"),
+        "kustomize-controller": join(dir, "kustomize-controller.kubeconfig"),
+      },
       storageUrl,
       readyMs,
       processes: procs.map((p) => ({ name: p.name, pid: p.child.pid ?? 0 })),

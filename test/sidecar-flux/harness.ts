@@ -133,7 +133,10 @@ export interface SceneOptions {
   objects?: number;
 }
 
-export async function scene(world: World, o: SceneOptions = {}): Promise<Scene> {
+/** What a scene needs of its world: any API server, the Git server and the executor's clones. */
+export type SceneWorld = Pick<World, "kube" | "git" | "clones">;
+
+export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Scene> {
   const ns = `t${++seq}-${randomBytes(2).toString("hex")}`;
   const kube = world.kube;
   await kube.core.createNamespace({ body: { metadata: { name: ns } } });
