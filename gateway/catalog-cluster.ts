@@ -9,7 +9,7 @@
  * Secrets those objects name, at once when a name appears and again every `secretRefreshMs` so a
  * rotation takes effect without a restart.
  */
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { backoffMs } from "../queue/backoff.js";
 import {
   type GitProvider,
@@ -166,17 +166,6 @@ export class ClusterCatalog implements Catalog {
       throw err;
     }
     return c;
-  }
-
-  /** In-cluster service account, or the local kubeconfig. */
-  static async fromDefaultConfig(opts: {
-    log?: Logger;
-    namespace?: string | undefined;
-    secretRefreshMs?: number;
-  }): Promise<ClusterCatalog> {
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromDefault();
-    return ClusterCatalog.start({ kubeConfig, ...opts });
   }
 
   async #startAll(): Promise<void> {

@@ -8,11 +8,18 @@ import {
   commonSettings,
   helpSetting,
   helpText,
+  kubeconfigSetting,
   loadConfig,
   parsers,
   type Setting,
 } from "../queue/config.js";
 import { createLogger } from "../queue/log.js";
+import {
+  apiServerAnswers,
+  findKubeConfig,
+  redisAnswersAt,
+  startupWaitSetting,
+} from "../queue/startup-check.js";
 import { DEFAULT_BODY_LIMIT, DEFAULT_KEEP_ALIVE_TIMEOUT_MS, startGateway } from "./app.js";
 import type { Catalog } from "./catalog.js";
 import { FileCatalog } from "./catalog-file.js";
@@ -37,6 +44,8 @@ const optionalString = (
 
 export const gatewaySettings = {
   ...commonSettings,
+  kubeconfig: kubeconfigSetting,
+  startupWait: startupWaitSetting,
   host: {
     flag: "host",
     env: "APPLYGATE_GATEWAY_HOST",
@@ -208,11 +217,23 @@ export async function run(argv: string[]): Promise<number | undefined> {
   const { config } = loadConfig(gatewaySettings, argv);
   const dashboard = dashboardSetting(config);
   const log = createLogger({ level: config.logLevel, name: "gateway" });
+  // A bad --config file is a bad setting, said before anything is asked of the network; then what
+  // the gateway needs must answer: the API server (unless --config) and Redis.
+  const file = config.config ? new FileCatalog(config.config, log) : undefined;
+  const kubeConfig = file ? undefined : findKubeConfig(config.kubeconfig);
+  try {
+    if (kubeConfig) await apiServerAnswers(kubeConfig, config.startupWait);
+    await redisAnswersAt(config.redisUrl, config.startupWait);
+  } catch (err) {
+    await file?.close();
+    throw err;
+  }
   let catalog: Catalog;
-  if (config.config) catalog = new FileCatalog(config.config, log);
+  if (file) catalog = file;
   else {
     const { ClusterCatalog } = await import("./catalog-cluster.js");
-    catalog = await ClusterCatalog.fromDefaultConfig({
+    catalog = await ClusterCatalog.start({
+      kubeConfig: kubeConfig as NonNullable<typeof kubeConfig>,
       log,
       namespace: config.namespace,
       secretRefreshMs: config.secretRefresh,

@@ -158,14 +158,17 @@ export const commonSettings = {
   } as Setting<string>,
 };
 
-/** `--kubeconfig`: the processes that talk to the API server (sidecar, mirror) read it from here. */
+/**
+ * `--kubeconfig`: every process that talks to the API server. Unset, the kubeconfig is found as
+ * kubectl finds it (KUBECONFIG, a list of files; ~/.kube/config; the in-cluster ServiceAccount),
+ * so KUBECONFIG is read there, not as this setting's variable.
+ */
 export const kubeconfigSetting: Setting<string> = {
   flag: "kubeconfig",
-  env: "KUBECONFIG",
-  help: "kubeconfig file; in-cluster service account when unset",
+  help: "kubeconfig file; unset: KUBECONFIG, else ~/.kube/config, else the in-cluster ServiceAccount",
   parse: parsers.string,
   default: "",
-  defaultLabel: "in-cluster",
+  defaultLabel: "KUBECONFIG, ~/.kube/config or in-cluster",
 };
 
 /**

@@ -6,7 +6,6 @@
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import {
   COMMIT_STATUS_POLL_MS,
@@ -24,6 +23,7 @@ import {
   commonSettings,
   helpSetting,
   helpText,
+  kubeconfigSetting,
   loadConfig,
   metricsHostSetting,
   parsers,
@@ -35,6 +35,7 @@ import { DEFAULT_CALL_TIMEOUT_MS } from "./git/smart-http.js";
 import type { KeysSecrets } from "./governance/signatures.js";
 import { createLogger } from "./log.js";
 import { connectRedis, redisAnswersPing } from "./redis.js";
+import { apiServerAnswers, findKubeConfig, redisAnswersAt, startupWaitSetting } from "./startup-check.js";
 import { ClusterCache } from "./worker/cluster-cache.js";
 import { DEFAULT_IDLE_POLL_MS, DEFAULT_INBOX_CHECK_MS } from "./worker/idle.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
@@ -47,6 +48,8 @@ import type { StatusSink } from "./worker/status.js";
 
 export const workerSettings = {
   ...commonSettings,
+  kubeconfig: kubeconfigSetting,
+  startupWait: startupWaitSetting,
   targetsFile: {
     flag: "targets-file",
     env: "APPLYGATE_TARGETS_FILE",
@@ -217,8 +220,8 @@ export async function run(argv: string[]): Promise<number> {
     objects = file;
     keys = keysFromObjects(file.objects);
   } else {
-    const kc = new KubeConfig();
-    kc.loadFromDefault();
+    const kc = findKubeConfig(config.kubeconfig);
+    await apiServerAnswers(kc, config.startupWait);
     // One set of informers for the process: branch lookups and listings make no requests.
     cache = new ClusterCache(kc, log);
     await cache.start();
@@ -232,6 +235,7 @@ export async function run(argv: string[]): Promise<number> {
     const watched = cache;
     keys = (namespace, name) => watched.secret(namespace, name);
   }
+  await redisAnswersAt(config.redisUrl, config.startupWait);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   let replica: Replica | undefined;

@@ -22,6 +22,7 @@ import { FIELD_MANAGER } from "../queue/contract.js";
 import { Kube, loadKubeConfig } from "../queue/kube/index.js";
 import { createLogger, type Logger } from "../queue/log.js";
 import { connectRedis } from "../queue/redis.js";
+import { apiServerAnswers, redisAnswersAt, startupWaitSetting, Unreachable } from "../queue/startup-check.js";
 import type {
   ApplierDeps,
   ApplierKindModule,
@@ -300,6 +301,7 @@ export const sidecarSettings = {
     parse: parsers.oneOf("flux", "argocd", "webhook"),
   } as Setting<SidecarApplier>,
   kubeconfig: kubeconfigSetting,
+  startupWait: startupWaitSetting,
   ...commonSettings,
   resync: {
     flag: "resync",
@@ -383,6 +385,17 @@ export async function run(argv: string[]): Promise<number> {
   const { config } = loadConfig(sidecarSettings, argv);
   const log = createLogger({ name: "sidecar", level: config.logLevel });
   const kc = loadKubeConfig(config.kubeconfig);
+  // What it needs answers before it starts: the API server, then Redis. Beside Flux or Argo CD,
+  // in the applier's own pod, it starts without Redis all the same (not ready, its applier's
+  // claims held until Redis answers: docs/operations.md), saying so once; the webhook applier, a
+  // Deployment of its own, stops like every other component.
+  await apiServerAnswers(kc, config.startupWait);
+  if (config.applier === "webhook") await redisAnswersAt(config.redisUrl, config.startupWait);
+  else
+    await redisAnswersAt(config.redisUrl, 0).catch((err: unknown) => {
+      if (!(err instanceof Unreachable)) throw err;
+      log.warn(`${err.message}; starting not ready until it answers`);
+    });
   const sidecar = await startSidecar({
     applier: config.applier,
     kubeConfig: kc,

@@ -14,4 +14,8 @@ if (existsSync(compiled)) {
   entry = new URL("./main.ts", import.meta.url).href;
 }
 const { main } = await import(entry);
-process.exitCode = await main(process.argv.slice(2));
+const code = await main(process.argv.slice(2));
+// A command that failed exits at once: a connection it opened while trying must not hold the
+// process (started commands close theirs and end with 0).
+if (code !== 0) process.exit(code);
+process.exitCode = code;

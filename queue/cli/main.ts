@@ -5,6 +5,8 @@
 import { basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigError } from "../config.js";
+import { Unreachable } from "../startup-check.js";
+import { applygateVersion } from "../version.js";
 
 export interface Command {
   summary: string;
@@ -63,7 +65,10 @@ export function invokedAs(script = process.argv[1] ?? ""): string {
 function usage(): string {
   const lines = [`usage: ${invokedAs()} <command> [flags]`, "", "commands:"];
   for (const [name, c] of Object.entries(COMMANDS)) lines.push(`  ${name.padEnd(12)}${c.summary}`);
-  lines.push("", `Run \`${invokedAs()} <command> --help\` for a command's flags.`);
+  lines.push(
+    "",
+    `Run \`${invokedAs()} <command> --help\` for a command's flags, \`${invokedAs()} --version\` for the version.`,
+  );
   return lines.join("\n");
 }
 
@@ -79,6 +84,11 @@ function isAbsent(err: unknown, command: Command): boolean {
 
 export async function main(argv: string[], commands: Record<string, Command> = COMMANDS): Promise<number> {
   const [name, ...rest] = argv;
+  // Every command answers it too (`applygate gateway --version`), before reading any setting.
+  if (name === "--version" || name === "version" || rest.includes("--version")) {
+    process.stdout.write(`${invokedAs()} ${applygateVersion()}\n`);
+    return 0;
+  }
   if (!name || name === "--help" || name === "-h" || name === "help") {
     process.stdout.write(`${usage()}\n`);
     return name ? 0 : 2;
@@ -104,6 +114,10 @@ export async function main(argv: string[], commands: Record<string, Command> = C
     if (err instanceof ConfigError) {
       process.stderr.write(`applygate ${name}: ${err.message}\n`);
       return 2;
+    }
+    if (err instanceof Unreachable) {
+      process.stderr.write(`applygate ${name}: ${err.message}\n`);
+      return 1;
     }
     throw err;
   }

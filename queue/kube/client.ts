@@ -5,8 +5,8 @@
  * by the callers through `retryOnConflict` (retry.ts), which knows what to re-read.
  */
 import * as k8s from "@kubernetes/client-node";
-import { ConfigError } from "../config.js";
 import { FIELD_MANAGER } from "../contract.js";
+import { findKubeConfig } from "../startup-check.js";
 import { apiFailure, isNotFound, KubeError } from "./errors.js";
 import { type InformerHandle, type InformerHandler, type InformerOptions, Informers } from "./informer.js";
 import { collectionPath, type KObject, type ResourceType } from "./resources.js";
@@ -30,18 +30,11 @@ export interface PatchOptions {
 }
 
 /**
- * The kubeconfig of a process started with `--kubeconfig`: that file, or the in-cluster
- * ServiceAccount when unset. A file that cannot be read is a bad setting, named as such.
+ * The kubeconfig of a process started with `--kubeconfig`: that file, else as kubectl finds it
+ * (startup-check.ts). A file that cannot be read is a bad setting, named as such.
  */
 export function loadKubeConfig(file: string): k8s.KubeConfig {
-  const kc = new k8s.KubeConfig();
-  try {
-    if (file) kc.loadFromFile(file);
-    else kc.loadFromCluster();
-  } catch (err) {
-    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${(err as Error).message}`);
-  }
-  return kc;
+  return findKubeConfig(file);
 }
 
 const ref = (t: ResourceType, namespace: string, name: string) =>

@@ -15,6 +15,7 @@ import {
 } from "../../queue/config.js";
 import { loadKubeConfig } from "../../queue/kube/index.js";
 import { createLogger } from "../../queue/log.js";
+import { apiServerAnswers, redisAnswersAt, startupWaitSetting } from "../../queue/startup-check.js";
 import { createMirrorMetrics, startMirrorHttp } from "./http.js";
 import { Mirror } from "./mirror.js";
 import { DEFAULT_CONTROLLER_MANAGERS } from "./sanitize.js";
@@ -29,6 +30,7 @@ const list = (raw: string) =>
 
 export const mirrorSettings = {
   kubeconfig: kubeconfigSetting,
+  startupWait: startupWaitSetting,
   ...commonSettings,
   controllerManagers: {
     flag: "controller-managers",
@@ -74,6 +76,9 @@ export async function run(argv: string[]): Promise<number> {
   const { config } = loadConfig(mirrorSettings, argv);
   const log = createLogger({ name: "mirror", level: config.logLevel });
   const kc = loadKubeConfig(config.kubeconfig);
+  // What it needs answers before it starts: the API server, then Redis.
+  await apiServerAnswers(kc, config.startupWait);
+  await redisAnswersAt(config.redisUrl, config.startupWait);
   const metrics = createMirrorMetrics(true);
   const mirror = new Mirror({
     metrics,
