@@ -1,9 +1,11 @@
 /**
  * The shell around the decision core for one branch. It turns what the branch worker sees
- * (observations, decided and published writes, refusals, reports) and what the cluster says
- * (GitTargets, claims, appliers) into events, feeds them to `step` one at a time in the order
- * they happened, saves the state in Redis while the lease is held, and carries out the actions:
- * flush, send an attempt, record repairPending, log a collision, keep one wake-up timer.
+ * (observations, decided and published writes, refusals, reports: worker-events.ts) and what the
+ * cluster says (GitTargets, claims, appliers) into events, feeds them to `step` one at a time in
+ * the order they happened, saves the state in Redis while the lease is held, and carries out the
+ * actions: flush, send an attempt, record repairPending, log a collision, keep one wake-up timer.
+ * The reads the core asks for (approvals, an overtaken operation's ancestry) are made by
+ * approval-reads.ts, queued here like every event.
  *
  * Hooks only enqueue: the branch worker's loop never waits for a decision, and a flush asked of
  * it (which the worker carries out in its own loop, calling hooks on the way) cannot deadlock.
@@ -17,41 +19,25 @@ import {
   type DecisionEvent,
   type DecisionState,
   decisionsQuiet,
-  type ForeignRead,
   initialState,
   step,
-  tagMatches,
-  targetsNaming,
 } from "../decide/index.js";
 import type { BranchSpec } from "../directory.js";
-import {
-  type CommitStatusApi,
-  postStatus,
-  readStatusOf,
-  type StatusReadOptions,
-  statusAccess,
-  statusOfReport,
-} from "../git/commit-status.js";
-import { readForeign } from "../governance/approval-walk.js";
 import { type KeysSecrets, SignatureReader } from "../governance/signatures.js";
 import { applierField, claimField, type Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchHistory } from "../worker/history.js";
+import { postReportStatus, readAncestry, readApprovals } from "./approval-reads.js";
 import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
-import {
-  type ApprovalReadAsked,
-  approvalReadsAsked,
-  type CommitStatusSpec,
-  gatePatch,
-} from "./governance.js";
+import { approvalReadsAsked, gatePatch } from "./governance.js";
+import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
 import { retryPatch } from "./retry-condition.js";
+import type { DecisionStore } from "./store.js";
+import { decisionHooks } from "./worker-events.js";
 
 /** How often commit statuses awaited for approval are read again, by default. */
 export const COMMIT_STATUS_POLL_MS = 15_000;
-
-import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
-import type { DecisionStore } from "./store.js";
 
 /** Puts an attempt on its applier kind's queue. */
 export interface AttemptSender {
@@ -94,7 +80,7 @@ export interface DecisionDriverOptions {
 type Task = () => Promise<void>;
 
 /** When a write reached the inbox (its `acceptedAt`), as the decisions judge it; nothing when unreadable. */
-const arrivalOf = (acceptedAt: string): { arrivedAt?: number } => {
+const _arrivalOf = (acceptedAt: string): { arrivedAt?: number } => {
   const arrivedAt = Date.parse(acceptedAt);
   return Number.isFinite(arrivedAt) ? { arrivedAt } : {};
 };
@@ -131,6 +117,8 @@ export class DecisionDriver {
   private readonly ancestryAsked = new Set<string>();
   private statusPoll = false;
   private readonly signatures: SignatureReader;
+  /** The hooks to give the branch worker: what it tells the decisions, queued as events. */
+  readonly hooks: BranchHooks;
   /** Every attempt sent, in order (for tests and the playground's narration). */
   readonly sent: Attempt[] = [];
   /** The branch's spec as last listed: its GitProvider's current credentials and endpoints. */
@@ -144,136 +132,31 @@ export class DecisionDriver {
     this.log = o.log.child({ branch: o.spec.key });
     const prefix = `f${o.lease.fence ?? 0}x${randomBytes(3).toString("hex")}`;
     this.s = initialState({ key: o.spec.key, repository: o.spec.remote.url, branch: o.spec.branch }, prefix);
-  }
-
-  /** The current decision state (a copy is not made: read only). */
-  get state(): DecisionState {
-    return this.s;
-  }
-
-  /**
-   * The hooks to give the branch worker. An event naming a GitTarget is built when it is handled,
-   * not when it is queued: its uid is resolved against the listing loaded by then (the restore's
-   * first, for events the worker reports before it lands), so a new owner judges a write naming
-   * its GitTarget by namespace and name only exactly as the first owner did.
-   */
-  readonly hooks: BranchHooks = {
-    onObserved: (o) => {
-      this.feed(() => ({
-        type: "Observed",
-        tip: o.tip ?? null,
-        pushedByUs: o.pushedByUs,
-        folders: (o.folders ?? []).map((t) => this.uidOf(t)),
-      }));
-      this.releaseStale();
-    },
-    onWriteDecided: (w) => {
-      this.feed(() => ({
-        type: "WriteDecided",
-        entryId: w.entryId,
-        targetUid: this.uidOf(w.target),
-        createdObjects: w.createdObjects,
-        editedObjects: w.editedObjects.map(({ ref, editedAt, acceptedAt }) => ({
-          ref,
-          editedAt,
-          ...arrivalOf(acceptedAt),
-        })),
-      }));
-    },
-    onPublished: (p) => {
-      this.feed(() => ({
-        type: "Published",
-        upToMark: p.entryIds.at(-1) ?? null,
-        tip: p.tip,
-        folders: (p.folders ?? []).map((t) => this.uidOf(t)),
-      }));
-    },
-    onWatchedApplierWrite: (w) => {
-      const change = w.changes[0];
-      const a = w.applierAuthored;
-      if (!a || change?.op !== "upsert") return void this.worker?.judged(w.id, true);
-      const m = change.object.metadata;
-      this.feed(() => ({
-        type: "WatchedApplierWrite",
-        writeId: w.id,
-        targetUid: this.uidOf(w.target),
-        ref: {
-          apiVersion: change.object.apiVersion,
-          kind: change.object.kind,
-          name: m.name,
-          ...(m.namespace ? { namespace: m.namespace } : {}),
-        },
-        manager: a.manager,
-        writtenAt: a.writtenAt,
-        ...arrivalOf(w.acceptedAt),
-      }));
-    },
-    onSnapshotWrite: (w) => {
-      if (!w.snapshot) return void this.worker?.judged(w.id, true);
-      const snapshot = w.snapshot;
-      this.feed(() => ({
-        type: "SnapshotWrite",
-        writeId: w.id,
-        targetUid: this.uidOf(w.target),
-        snapshot,
-      }));
-    },
-    onInitialSnapshotsStarted: (p) => {
-      this.feed(() => ({ type: "InitialSnapshotsStarted", targetUid: this.uidOf(p.target), token: p.token }));
-    },
-    onInitialSnapshotsPublished: (p) => {
-      // The marker's entry leaves the inbox only once the mark is saved: a stop before then
-      // (which drops the events still queued) leaves it for the next owner to read again.
-      this.feed(
-        () => ({ type: "InitialSnapshotsPublished", targetUid: this.uidOf(p.target), token: p.token }),
-        () => this.worker?.saved(p.entryId),
-      );
-    },
-    onRefusal: (n, entryId) => {
-      // As a marker: a refusal dropped by a stop before its save is read again by the next owner.
-      this.feed(
-        () => ({ type: "RefusalReceived", targetUid: this.uidOf(n.target) }),
-        entryId === undefined ? undefined : () => this.worker?.saved(entryId),
-      );
-    },
-    savesEntries: true,
-    onReport: (r) => {
-      if (r.type === "applierWrite") {
-        this.log.debug(
-          {
-            object: r.object,
-            claim: r.claim,
-            token: r.token,
-            manager: r.manager,
-            writtenAt: r.writtenAt,
-            resourceVersion: r.resourceVersion,
-          },
-          "applier write observed",
-        );
-        return this.feed({ type: "ApplierWrite", report: r });
-      }
-      // A stale attempt is decided again at once, at the tip as it is then: look at the remote
-      // first, as a push notice would, so the retry is not for the tip that was already stale.
-      // One stale for an edit after its flush mark needs no look: the remote did not move, and
-      // the flush it is answered with reads the inbox and publishes the edit.
-      const editedAfterFlush = r.phase === "Stale" && r.reason === StatusReason.EditedAfterFlush;
-      if ((r.phase === "Stale" || r.revisionMismatch === true) && !editedAfterFlush && this.worker) {
+    this.hooks = decisionHooks({
+      feed: (event, saved) => this.feed(event, saved),
+      uidOf: (t) => this.uidOf(t),
+      mirror: (writeId) => void this.worker?.judged(writeId, true),
+      saved: (entryId) => void this.worker?.saved(entryId),
+      holdForObservation: (r) => {
+        if (!this.worker) return false;
         this.heldStale.push(r);
         this.worker.observeSoon("notice");
         const signal = this.life.signal;
         void this.clock.sleep(this.o.staleObserveMs ?? 5000, signal).then(() => {
           if (!signal.aborted) this.releaseStale();
         });
-        return;
-      }
-      this.log.debug(
-        { claim: claimField(r.claim), token: r.token, phase: r.phase, commit: r.commit },
-        "operation report received",
-      );
-      this.reportStatus(r);
-      this.feed({ type: "Report", report: r });
-    },
-  };
+        return true;
+      },
+      releaseHeld: () => this.releaseStale(),
+      reported: (r) => postReportStatus(this.s, r, this.spec, this.log),
+      log: this.log,
+    });
+  }
+
+  /** The current decision state (a copy is not made: read only). */
+  get state(): DecisionState {
+    return this.s;
+  }
 
   /**
    * Starts deciding for `worker`, reading the branch's `history`: restores the state (Redis, then
@@ -458,17 +341,7 @@ export class DecisionDriver {
       if (this.ancestryAsked.size > 1000)
         this.ancestryAsked.delete(this.ancestryAsked.values().next().value as string);
       this.tasks.push(async () => {
-        const ancestry = await history.ancestry(q.commit, q.tip).catch((err: unknown) => {
-          this.log.warn(
-            { token: q.token, err: (err as Error).message },
-            "reading an operation's ancestry failed",
-          );
-          return "unknown" as const;
-        });
-        this.log.info(
-          { token: q.token, commit: q.commit, tip: q.tip, ancestry },
-          "an operation out was overtaken by a foreign tip: its commit's ancestry read",
-        );
+        const ancestry = await readAncestry(history, q, this.log);
         await this.handle({ type: "AncestryRead", token: q.token, commit: q.commit, tip: q.tip, ancestry });
       });
       this.pump();
@@ -491,79 +364,17 @@ export class DecisionDriver {
     this.commitsAsked = sig;
     const history = this.history;
     this.tasks.push(async () => {
-      const reads: Record<string, ForeignRead> = {};
-      let waiting = false;
-      // Each applier's read on its own: a setting one claim or GitTarget has that the worker
-      // cannot use, or a read that fails for it, holds that applier alone and shows on its claim;
-      // the others' reads go on.
-      for (const q of asked) {
-        try {
-          const r = await this.readOne(history, q);
-          reads[q.key] = r.read;
-          waiting ||= r.waiting;
-        } catch (err) {
-          const message = (err as Error).message.slice(0, 512);
-          this.log.warn({ claim: q.key, err: message }, "reading the commits awaiting approval failed");
-          reads[q.key] = {
-            tip: q.tip,
-            since: q.since,
-            commits: [],
-            unreadable: message,
-            ...(q.signature?.keys !== undefined ? { keys: q.signature.keys } : {}),
-          };
-          waiting = true;
-        }
-      }
+      const { reads, waiting } = await readApprovals(
+        { history, spec: () => this.spec, signatures: this.signatures, log: this.log },
+        asked,
+        this.s.published ?? [],
+      );
       await this.handle({ type: "CommitsRead", reads });
       // A status the host has not turned success yet (a tag not pushed yet, a read that failed)
       // is read again after a while.
       if (waiting) this.pollAgain();
     });
     this.pump();
-  }
-
-  /**
-   * One applier's read: the foreign commits since its last applied commit, with the commit
-   * statuses and signatures its claim requires. `waiting`: something may still change on the host.
-   */
-  private async readOne(
-    history: BranchHistory,
-    q: ApprovalReadAsked,
-  ): Promise<{ read: ForeignRead; waiting: boolean }> {
-    let waiting = false;
-    const published = this.s.published ?? [];
-    const line: string[] = [];
-    const read = await readForeign(
-      (oid) => history.parentsOf(oid),
-      q.tip,
-      q.since,
-      published,
-      undefined,
-      line,
-    );
-    if (q.commitStatus) {
-      read.statuses = await this.readStatuses(q.commitStatus, read.commits);
-      waiting ||= read.commits.some((c) => read.statuses?.[c] !== "success");
-    }
-    const sig = q.signature;
-    if (sig) {
-      // A tag mode reads the repository's tags on the line (only then are tags fetched).
-      const tagged =
-        sig.mode === "HEAD"
-          ? undefined
-          : {
-              line,
-              tags: () => history.tagsAt(line, (name) => tagMatches(name, sig.tagPattern)),
-              rawTagOf: (oid: string) => history.rawTagOf(oid),
-            };
-      Object.assign(
-        read,
-        await this.signatures.read(sig, read.commits, (oid) => history.rawCommitOf(oid), tagged),
-      );
-      // A tag pushed later moves no tip: a commit no tag approves yet is read again.
-      waiting ||= tagged !== undefined && read.commits.some((c) => !read.signatures?.[c]?.ok);
-    }
-    return { read, waiting };
   }
 
   /** Reads the commits awaiting approval again after `commitStatusPollMs` (one timer at a time). */
@@ -577,68 +388,9 @@ export class DecisionDriver {
     });
   }
 
-  /**
-   * Posts the commit status of an operation's report when its claim asks for one
-   * (`spec.commitStatusReport`), in the background: the Git host never holds a decision.
-   */
-  private reportStatus(r: PhaseReport): void {
-    const key = `${r.claim.kind}/${r.claim.namespace}/${r.claim.name}`;
-    const a = this.s.appliers[key];
-    const spec = targetsNaming(this.s, key).find((t) => t.governance?.statusReport)?.governance?.statusReport;
-    const commit = r.commit ?? a?.operation?.commit;
-    const post = statusOfReport(r.phase, r.claim, r.message);
-    if (!spec || !commit || !post) return;
-    let o: StatusReadOptions;
-    try {
-      o = this.statusOptions(spec.api);
-    } catch (err) {
-      this.log.warn(
-        { claim: r.claim, commit, err: (err as Error).message },
-        "posting the commit status failed",
-      );
-      return;
-    }
-    void postStatus(o, commit, post).catch((err) =>
-      this.log.warn(
-        { claim: r.claim, commit, err: (err as Error).message },
-        "posting the commit status failed",
-      ),
-    );
-  }
-
-  /**
-   * The branch's GitProvider's commit-status API, with its current token bound to the provider's
-   * own origins: where it is comes from the provider alone, never from a claim or a GitTarget.
-   */
-  private statusOptions(api: CommitStatusApi): StatusReadOptions {
-    const spec = this.spec;
-    return statusAccess(spec.provider ?? { url: spec.remote.url }, api, spec.remote.auth?.password, {
-      allowHttp: spec.remote.allowHttpCredentials === true,
-    });
-  }
-
   /** The branch's spec as listed now: later reads and posts use its credentials. */
   specChanged(spec: BranchSpec): void {
     this.spec = spec;
-  }
-
-  /**
-   * The state of the required context on each commit; a failed read of one counts as not success.
-   * Where the API is is decided first: a setting that cannot tell it throws (the applier's read
-   * fails, and its claim says why).
-   */
-  private async readStatuses(spec: CommitStatusSpec, commits: string[]): Promise<Record<string, string>> {
-    const o = this.statusOptions(spec.api);
-    const out: Record<string, string> = {};
-    for (const c of commits) {
-      try {
-        out[c] = await readStatusOf(o, c, spec.context);
-      } catch (err) {
-        out[c] = "error";
-        this.log.warn({ commit: c, err: (err as Error).message }, "reading a commit status failed");
-      }
-    }
-    return out;
   }
 
   private async carry(a: DecisionAction): Promise<void> {

@@ -4,12 +4,10 @@
  * to be read. What the objects say of governance is read by queue/governance/objects.ts.
  */
 import type { Condition } from "../crds/common.js";
-import { APPLY_ALLOWED_CONDITION, SIGNATURE_MODES } from "../crds/governance.js";
+import { APPLY_ALLOWED_CONDITION } from "../crds/governance.js";
 import {
-  type ApprovalSource,
   approvalConflict,
   approvalRequired,
-  type ChangeWindowSpec,
   type ClaimGate,
   type DecisionState,
   type OverrideUse,
