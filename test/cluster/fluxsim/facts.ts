@@ -61,6 +61,8 @@ export interface FluxFactsOptions {
   start: () => Promise<FluxBackend>;
   /** How long one condition may take here. */
   timeoutMs: number;
+  /** Skips the whole set (the real binaries are not built): `start` is never called. */
+  skip?: boolean;
 }
 
 export function describeFluxFacts(opts: FluxFactsOptions): void {
@@ -68,7 +70,7 @@ export function describeFluxFacts(opts: FluxFactsOptions): void {
   const onlySimulated = it.skipIf(opts.backend !== "simulated");
   const until = untilWith({ timeoutMs: opts.timeoutMs, everyMs: opts.backend === "real" ? 50 : 10 });
 
-  describe(`Flux facts (${opts.backend})`, () => {
+  describe.skipIf(opts.skip ?? false)(`Flux facts (${opts.backend})`, () => {
     let b: FluxBackend;
     let custom: k8s.CustomObjectsApi;
     let core: k8s.CoreV1Api;
