@@ -98,7 +98,7 @@ export interface AssemblyTimers {
 /** What the playground runs with: the products' defaults, except what would make a demo dull. */
 export const PLAYGROUND_TIMERS: AssemblyTimers = {
   flux: {},
-  argo: { refreshIntervalMs: 30_000 },
+  argo: { refreshIntervalMs: 30_000, revisionCacheMs: 30_000 },
   fluxInterval: "1m",
   leaseMs: 10_000,
   branch: { fetchIntervalMs: 60_000 },

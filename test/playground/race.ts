@@ -59,7 +59,9 @@ export const RACE_APPS = ["flux", "argocd", "webhook"] as const satisfies readon
 export const RACE_TIMERS: AssemblyTimers = {
   ...FAST_TIMERS,
   flux: { ...FAST_TIMERS.flux, buildMs: 1500 },
-  argo: { refreshIntervalMs: 1000, syncDelayMs: 1500 },
+  // Its own timer finds each new commit: the repo-server's revision cache as short as the refresh
+  // (--revision-cache-expiration=1s), as a Git webhook would make it.
+  argo: { refreshIntervalMs: 1000, revisionCacheMs: 1000, syncDelayMs: 1500 },
   deployer: { buildMs: 4000 },
   commitIdleSeconds: { webhook: 1 },
   fluxInterval: "1s",

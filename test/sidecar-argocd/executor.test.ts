@@ -330,6 +330,15 @@ describe("sync windows", () => {
       "windowed",
       { spec: { syncWindows: null } },
     );
+    // A change of the project brings no Application back to Argo CD's controller: the blocked
+    // operation runs at the Application's next pass (its timed refresh, an hour away here), which
+    // a refresh request makes now.
+    await c.kube.mergePatch(
+      { group: "argoproj.io", version: "v1alpha1", plural: "applications", kind: "Application" },
+      ref.namespace,
+      ref.name,
+      { metadata: { annotations: { "argocd.argoproj.io/refresh": "normal" } } },
+    );
     await done;
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => s.revision)).toEqual([c1]);

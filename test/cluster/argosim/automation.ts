@@ -59,7 +59,7 @@ export function decideAutoSync(app: Application, sync: SyncStatus, hasEnabledFie
     if (automated.selfHeal !== true) return { skip: `most recent sync already to ${sync.revision}` };
     op.sync = {
       ...op.sync,
-      selfHealAttemptsCount: (state.operation.sync?.selfHealAttemptsCount ?? 0) + 1,
+      autoHealAttemptsCount: (state.operation.sync?.autoHealAttemptsCount ?? 0) + 1,
       resources: sync.outOfSync.map((r) => ({ group: r.group, kind: r.kind, name: r.name })),
     };
   }

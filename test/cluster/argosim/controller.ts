@@ -14,6 +14,7 @@ import { errorMessage, isConflict, isNotFound, MERGE, type ObjectClient, readOrU
 import { REFRESH_ANNOTATION, TRACKING_ANNOTATION } from "./objects.js";
 import {
   afterFailure,
+  asWrittenByArgo,
   completed,
   inProgress,
   newOperationState,
@@ -40,9 +41,20 @@ export interface ArgoKnobs {
   perObjectApplyMs: number;
   /** Time a sync attempt takes before its first write. */
   syncDelayMs: number;
+  /**
+   * How long the repo-server keeps a branch's resolution (--revision-cache-expiration, 3 minutes):
+   * a timed refresh compares at it; a refresh request, a changed source or the end of a manual
+   * sync resolves again.
+   */
+  revisionCacheMs: number;
 }
 
-export const DEFAULT_KNOBS: ArgoKnobs = { refreshIntervalMs: 180_000, perObjectApplyMs: 0, syncDelayMs: 0 };
+export const DEFAULT_KNOBS: ArgoKnobs = {
+  refreshIntervalMs: 180_000,
+  perObjectApplyMs: 0,
+  syncDelayMs: 0,
+  revisionCacheMs: 180_000,
+};
 
 /** The info entry whose value syncs() reports as the operation's token. */
 export const OPERATION_TOKEN_INFO = "applygate.dev/operation-token";
@@ -82,6 +94,10 @@ export class AppController {
   private readonly watchedKinds = new Set<string>();
   /** Applications a managed object of changed since their last refresh (CompareWithRecent). */
   private readonly recentRequested = new Set<string>();
+  /** Refreshes that resolve the source's revision again (CompareWithLatestForceResolve). */
+  private readonly resolveRequested = new Set<string>();
+  /** The repo-server's revision cache: a source (repository and revision) resolved, and when. */
+  private readonly resolved = new Map<string, { sha: string; at: number }>();
 
   constructor(
     private readonly d: {
@@ -112,17 +128,11 @@ export class AppController {
       this.queue.add(k);
     };
     const onError = (e: unknown) => this.d.log.debug({ err: errorMessage(e) }, "watch ended");
+    // AppProjects are read at each sync, never watched for the Applications: Argo CD's project
+    // queue only finalizes deleted projects, so a lifted sync window runs a blocked operation at
+    // the Application's next pass, not at the project's change.
     this.watchers.push(
       watchAll(this.d.kc, "/apis/argoproj.io/v1alpha1/applications", onApp, () => this.list(APP), onError),
-      watchAll(
-        this.d.kc,
-        "/apis/argoproj.io/v1alpha1/appprojects",
-        () => {
-          for (const k of this.known) this.queue.add(k);
-        },
-        () => this.list(PROJECT),
-        onError,
-      ),
     );
   }
 
@@ -291,6 +301,8 @@ export class AppController {
     if (completed(state.phase)) {
       log.info({ phase: state.phase, commit: state.syncResult?.revision }, `operation ${state.phase}`);
       this.refreshRequested.add(k);
+      // Automated operations do not force a resolution (too many ls-remote on monorepos).
+      if (!state.operation.initiatedBy?.automated) this.resolveRequested.add(k);
       this.queue.add(k);
     }
   }
@@ -466,15 +478,25 @@ export class AppController {
       this.queue.addAfter(k, last + interval - now);
       return;
     }
+    const forceResolve =
+      annotated ||
+      last === undefined ||
+      this.resolveRequested.has(k) ||
+      !isDeepStrictEqual(app.status?.sync?.comparedTo, comparedTo);
     this.recentRequested.delete(k);
     this.refreshRequested.delete(k);
+    this.resolveRequested.delete(k);
     this.lastRefresh.set(k, now);
     this.queue.addAfter(k, interval);
 
+    const source = `${app.spec.source?.repoURL ?? ""}|${app.spec.source?.targetRevision ?? ""}`;
+    const cached = this.resolved.get(source);
+    const fresh = cached && now - cached.at < this.d.knobs.revisionCacheMs ? cached.sha : undefined;
     let sync: SyncStatus | undefined;
     let error: string | undefined;
     try {
-      sync = await this.d.engine.compare(app, latest ? undefined : recent);
+      sync = await this.d.engine.compare(app, latest ? (forceResolve ? undefined : fresh) : recent);
+      if (latest && (forceResolve || !fresh)) this.resolved.set(source, { sha: sync.revision, at: now });
     } catch (e) {
       error = errorMessage(e);
     }
@@ -511,7 +533,7 @@ export class AppController {
         metadata: { name: ref.metadata.name, namespace: ref.metadata.namespace },
       });
       if (!app || app.operation) return;
-      app.operation = op;
+      app.operation = asWrittenByArgo(op);
       if (app.status) delete app.status.operationState;
       try {
         await this.d.api.replace(app as never);

@@ -10,9 +10,40 @@ import type { Operation, OperationState } from "./types.js";
 export const completed = (phase: string | undefined): boolean =>
   phase === "Succeeded" || phase === "Failed" || phase === "Error";
 
+/**
+ * A value as Go's encoding/json writes a field tagged omitempty: false, 0, "", null and empty
+ * lists are left out. An object stays, empty or not: in these types it is a struct or a non-nil
+ * pointer, which omitempty keeps (`sync: {}` from an empty SyncOperation).
+ */
+function goOmitEmpty(v: unknown): unknown {
+  if (Array.isArray(v)) return v.length === 0 ? undefined : v.map((x) => goOmitEmpty(x) ?? x);
+  if (v && typeof v === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) {
+      const kept = goOmitEmpty(x);
+      if (kept !== undefined) out[k] = kept;
+    }
+    return out;
+  }
+  return v === false || v === 0 || v === "" || v === null ? undefined : v;
+}
+
+/**
+ * The operation as the controller's Go types write it back: every field but info's is omitempty
+ * (a `prune: false` is dropped), while initiatedBy and retry are structs, not pointers, so they are
+ * written even when empty (`retry: {}`).
+ */
+export function asWrittenByArgo(op: Operation): Operation {
+  const { info, ...rest } = structuredClone(op);
+  const out = (goOmitEmpty(rest) ?? {}) as Operation;
+  const written: Operation = { ...out, initiatedBy: out.initiatedBy ?? {}, retry: out.retry ?? {} };
+  if (info?.length) written.info = info;
+  return written;
+}
+
 /** NewOperationState: the operation copied whole (info included), Running, startedAt now. */
 export function newOperationState(op: Operation, now: number): OperationState {
-  return { operation: structuredClone(op), phase: "Running", startedAt: wireTime(now) };
+  return { operation: asWrittenByArgo(op), phase: "Running", startedAt: wireTime(now) };
 }
 
 /** In progress: an operation state that has not completed (Running or Terminating). */

@@ -1,11 +1,41 @@
 /** The pure rules argosim copies from Argo CD 3.5: backoff, sync windows, operation patches. */
 import { describe, expect, it } from "vitest";
-import { newOperationState, operationStatePatch, retryGate } from "./operation.js";
+import { asWrittenByArgo, newOperationState, operationStatePatch, retryGate } from "./operation.js";
 import { kitchen, nextRetryAt, parseDuration } from "./retry.js";
 import type { Application } from "./types.js";
 import { canSync, matchingWindows, tzOffset, windowActive } from "./windows.js";
 
 const at = (iso: string) => Date.parse(iso);
+
+describe("an operation as Argo CD's Go types write it back (measured on real Argo CD 3.5.3)", () => {
+  it("leaves out false, zero and empty fields, keeps empty structs, and always writes initiatedBy and retry", () => {
+    expect(
+      asWrittenByArgo({ sync: { revision: "main", prune: false }, initiatedBy: { username: "u" } }),
+    ).toEqual({
+      sync: { revision: "main" },
+      initiatedBy: { username: "u" },
+      retry: {},
+    });
+    // An empty SyncOperation is a non-nil pointer: `sync: {}`, still a sync.
+    expect(asWrittenByArgo({ sync: { prune: false, syncOptions: [] } })).toEqual({
+      sync: {},
+      initiatedBy: {},
+      retry: {},
+    });
+    const info = [{ name: "applygate.dev/operation-token", value: "" }];
+    expect(asWrittenByArgo({ sync: {}, info, retry: { limit: 0, backoff: { duration: "5s" } } })).toEqual({
+      sync: {},
+      info,
+      initiatedBy: {},
+      retry: { backoff: { duration: "5s" } },
+    });
+    expect(newOperationState({ sync: { prune: false } }, 0).operation).toEqual({
+      sync: {},
+      initiatedBy: {},
+      retry: {},
+    });
+  });
+});
 
 describe("retry arithmetic (NextRetryAt)", () => {
   it("waits duration × factor^n capped at maxDuration, with 5s ×2 3m defaults and bare integers as seconds", () => {

@@ -22,7 +22,8 @@ export interface SyncOperation {
   syncOptions?: string[];
   source?: SyncOptionsSource;
   resources?: { group?: string; kind: string; name: string; namespace?: string }[];
-  selfHealAttemptsCount?: number;
+  /** Go field SelfHealAttemptsCount; its JSON name is autoHealAttemptsCount. */
+  autoHealAttemptsCount?: number;
   [k: string]: unknown;
 }
 
