@@ -62,15 +62,37 @@ const INSTALLED_KINDS = new Set([
   "Secret",
 ]);
 
-export interface RealArgoCDOptions {
-  /** Entries added to argocd-cm (e.g. `timeout.reconciliation`). */
-  argocdCm?: Record<string, string>;
-  /** The controller's --app-resync in seconds (install default 120; 0 turns timed refresh off). */
+/** The application-controller's settings we vary (its flags). */
+export interface ControllerOptions {
+  /** --app-resync in seconds (install default 120; 0 turns timed refresh off). */
   appResyncSeconds?: number;
+  /** --app-resync-jitter in seconds (default 60: a timed refresh comes up to a minute late). */
+  appResyncJitterSeconds?: number;
   /** The controller's --self-heal-timeout-seconds. */
   selfHealTimeoutSeconds?: number;
   /** Namespaces besides argocd whose Applications the controller reconciles (--application-namespaces). */
   applicationNamespaces?: string[];
+}
+
+const controllerArgs = (o: ControllerOptions): string[] => [
+  ...(o.appResyncSeconds !== undefined ? [`--app-resync=${o.appResyncSeconds}`] : []),
+  ...(o.appResyncJitterSeconds !== undefined ? [`--app-resync-jitter=${o.appResyncJitterSeconds}`] : []),
+  ...(o.selfHealTimeoutSeconds !== undefined
+    ? [`--self-heal-timeout-seconds=${o.selfHealTimeoutSeconds}`]
+    : []),
+  ...(o.applicationNamespaces?.length
+    ? [`--application-namespaces=${o.applicationNamespaces.join(",")}`]
+    : []),
+];
+
+export interface RealArgoCDOptions extends ControllerOptions {
+  /**
+   * The repo-server's --revision-cache-expiration in seconds (default 180): a timed refresh
+   * compares at a branch's resolution this old; a refresh request resolves it again.
+   */
+  revisionCacheSeconds?: number;
+  /** Entries added to argocd-cm (e.g. `timeout.reconciliation`). */
+  argocdCm?: Record<string, string>;
   /** Print the ready line (default true). */
   quiet?: boolean;
   readyTimeoutMs?: number;
@@ -82,8 +104,8 @@ export interface RealArgoCD {
   version: string;
   /** host:port of the repo-server's gRPC endpoint (plaintext). */
   repoServer: string;
-  /** The controller's metrics and /healthz (http). */
-  controllerMetrics: string;
+  /** The controller's metrics and /healthz (http); it changes when the controller restarts. */
+  readonly controllerMetrics: string;
   redisUrl: string;
   /** The controller's own kubeconfig (its ServiceAccount's token). */
   controllerKubeconfigPath: string;
@@ -91,6 +113,9 @@ export interface RealArgoCD {
   processes: { name: string; pid: number }[];
   /** The tail of a component's log, for a failing test's message. */
   logTail(name: "argocd-repo-server" | "argocd-application-controller", lines?: number): string;
+  controllerOptions(): ControllerOptions;
+  /** Stops the controller (SIGTERM) and starts it again with these settings changed. */
+  restartController(options: ControllerOptions): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -260,6 +285,9 @@ export async function startRealArgoCD(
           "--client-ca-path=",
           `--redis=${redisAddress}`,
           "--loglevel=info",
+          ...(options.revisionCacheSeconds !== undefined
+            ? [`--revision-cache-expiration=${options.revisionCacheSeconds}s`]
+            : []),
         ],
         dir,
         env,
@@ -283,51 +311,54 @@ export async function startRealArgoCD(
     // The controller's metrics listener binds 0.0.0.0 whatever we ask (controller/appcontroller.go
     // formats "0.0.0.0:%d"); we only ever reach it on 127.0.0.1.
     let controllerMetrics = "";
-    let controllerProc: Proc | undefined;
-    for (let attempt = 1; !controllerProc; attempt++) {
-      const metricsPort = await freePort();
-      controllerMetrics = `http://${HOST}:${metricsPort}`;
-      const args = [
-        `--kubeconfig=${controllerKubeconfigPath}`,
-        `--namespace=${namespace}`,
-        `--repo-server=${repoServer}`,
-        "--repo-server-plaintext",
-        `--redis=${redisAddress}`,
-        `--metrics-port=${metricsPort}`,
-        "--loglevel=info",
-      ];
-      if (options.appResyncSeconds !== undefined) args.push(`--app-resync=${options.appResyncSeconds}`);
-      if (options.selfHealTimeoutSeconds !== undefined) {
-        args.push(`--self-heal-timeout-seconds=${options.selfHealTimeoutSeconds}`);
-      }
-      if (options.applicationNamespaces?.length) {
-        args.push(`--application-namespaces=${options.applicationNamespaces.join(",")}`);
-      }
-      const p = startProcess(
-        "argocd-application-controller",
-        bins.path("argocd-application-controller"),
-        args,
-        dir,
-        {
-          ...env,
-          ARGOCD_FAKE_IN_CLUSTER: "true",
-          KUBECONFIG: controllerKubeconfigPath,
-        },
-      );
-      try {
-        await readyOrExit(
-          p,
-          probeQuietly(async () => (await fetch(`${controllerMetrics}/healthz`)).ok),
-          timeoutMs,
+    let controllerOptions: ControllerOptions = options;
+    const startController = async (): Promise<void> => {
+      let controllerProc: Proc | undefined;
+      for (let attempt = 1; !controllerProc; attempt++) {
+        const metricsPort = await freePort();
+        controllerMetrics = `http://${HOST}:${metricsPort}`;
+        const p = startProcess(
+          "argocd-application-controller",
+          bins.path("argocd-application-controller"),
+          [
+            `--kubeconfig=${controllerKubeconfigPath}`,
+            `--namespace=${namespace}`,
+            `--repo-server=${repoServer}`,
+            "--repo-server-plaintext",
+            `--redis=${redisAddress}`,
+            `--metrics-port=${metricsPort}`,
+            "--loglevel=info",
+            ...controllerArgs(controllerOptions),
+          ],
+          dir,
+          { ...env, ARGOCD_FAKE_IN_CLUSTER: "true", KUBECONFIG: controllerKubeconfigPath },
         );
-        controllerProc = p;
-      } catch (err) {
-        if (attempt < 3 && /address already in use/i.test(logTail(p, 200))) continue;
-        procs.push(p);
-        throw err;
+        try {
+          await readyOrExit(
+            p,
+            probeQuietly(async () => (await fetch(`${controllerMetrics}/healthz`)).ok),
+            timeoutMs,
+          );
+          controllerProc = p;
+        } catch (err) {
+          if (attempt < 3 && /address already in use/i.test(logTail(p, 200))) continue;
+          procs.push(p);
+          throw err;
+        }
       }
-    }
-    procs.push(controllerProc);
+      procs.push(controllerProc);
+    };
+    const stopController = async (): Promise<void> => {
+      const p = procs.find((x) => x.name === "argocd-application-controller");
+      if (!p) return;
+      procs.splice(procs.indexOf(p), 1);
+      if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+      p.child.kill("SIGTERM");
+      const killer = setTimeout(() => p.child.kill("SIGKILL"), 10_000);
+      await p.exited;
+      clearTimeout(killer);
+    };
+    await startController();
     const readyMs = { install: installMs, repoServer: repoServerMs, controller: Date.now() - t0 };
     if (!options.quiet) {
       console.log(
@@ -340,11 +371,19 @@ export async function startRealArgoCD(
       namespace,
       version: argo.version,
       repoServer,
-      controllerMetrics,
       redisUrl: redis.url,
       controllerKubeconfigPath,
       readyMs,
       processes: procs.map((p) => ({ name: p.name, pid: p.child.pid ?? 0 })),
+      get controllerMetrics() {
+        return controllerMetrics;
+      },
+      controllerOptions: () => ({ ...controllerOptions }),
+      restartController: async (next) => {
+        await stopController();
+        controllerOptions = { ...controllerOptions, ...next };
+        await startController();
+      },
       logTail: (name, lines) => {
         const p = byName(name);
         return p ? logTail(p, lines) : "(not running)";
