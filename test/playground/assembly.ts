@@ -14,7 +14,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { KubeConfig } from "@kubernetes/client-node";
+import { CustomObjectsApi, type KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
 import { ClusterCatalog } from "../../gateway/catalog-cluster.js";
 import { dashboardSetting, type StartedGateway, startGateway } from "../../gateway/main.js";
@@ -48,6 +48,7 @@ import {
   DEMO_NAMESPACE,
   DEMO_PROVIDER,
   DEMO_REPO,
+  DEMO_TARGETS,
   DEMO_WEBHOOK_APP,
   demoAppliersYaml,
   demoClaimsYaml,
@@ -431,8 +432,6 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       await w.cache.close();
       await w.metrics.close();
     };
-    await startWorker();
-    stops.push(() => stopWorker());
 
     const sidecars = {} as Record<SidecarApplier, Sidecar>;
     const startOneSidecar = async (kind: SidecarApplier) => {
@@ -472,12 +471,20 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       deployer.triggerOnPush(false);
       await api.applyYaml(demoClaimsYaml(deployer.url));
     };
-    if (!opts.withoutClaims) await applyClaims();
-    else {
+    if (!opts.withoutClaims) {
+      await applyClaims();
+      // The worker starts once the sidecars hold their appliers, as in a cluster where the claims
+      // were made long before: its first converge then applies at once. Started before, its
+      // converge found the claims not holding yet (Flux RequestFailed, Argo CD Rejected), and
+      // Argo CD waited out the 15 s a rejected attempt waits: its first apply came ~15 s after Flux's.
+      await claimsInControl(kc, 30_000);
+    } else {
       // Its own trigger: every push, and a first run that applies the tip the repository starts at.
       deployer.triggerOnPush(true);
       void deployer.build((await git.tip(DEMO_REPO, DEMO_BRANCH)) as string);
     }
+    await startWorker();
+    stops.push(() => stopWorker());
 
     let mirror: Mirror | undefined;
     if (opts.withMirror) {
@@ -609,6 +616,32 @@ function flushSkippingPublication(attach: Decisions["attach"], git: GitServer): 
         ),
     };
   };
+}
+
+/** Waits until the demo's FluxClaim, ArgoCDClaim and WebhookClaim say InControl True. */
+async function claimsInControl(kc: KubeConfig, timeoutMs: number): Promise<void> {
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const plurals = { flux: "fluxclaims", argocd: "argocdclaims", webhook: "webhookclaims" } as const;
+  const deadline = Date.now() + timeoutMs;
+  for (const [app, plural] of Object.entries(plurals) as [PlaygroundApp, string][]) {
+    for (;;) {
+      const claim = (await custom
+        .getNamespacedCustomObject({
+          group: "applygate.dev",
+          version: "v1alpha1",
+          plural,
+          namespace: DEMO_NAMESPACE,
+          name: DEMO_TARGETS[app],
+        })
+        .catch(() => undefined)) as
+        | { status?: { conditions?: { type: string; status: string }[] } }
+        | undefined;
+      if (claim?.status?.conditions?.some((c) => c.type === "InControl" && c.status === "True")) break;
+      if (Date.now() > deadline)
+        throw new Error(`the ${app} claim did not take hold of its applier in ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
 }
 
 /** Removes every key of a run's own prefix, so a second run starts clean. */
