@@ -155,7 +155,14 @@ export const watchRuleStatus = z.object({
     .describe(
       "Kinds and namespaces the rule names that its GitTarget may not hold: nothing there is looked at for the rule (a ScopeGrant widens the scope).",
     ),
-  mirrored: z.number().int().min(0).optional().describe("Writes handed to the branch worker."),
+  mirrored: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      "Watched writes handed to the branch worker since the mirror started: events, not objects (one object edited three times counts three).",
+    ),
   refused: z
     .number()
     .int()
@@ -187,7 +194,13 @@ export const watchRuleInfo: KindInfo = {
   printerColumns: [
     readyColumn,
     { name: "Target", type: "string", jsonPath: ".spec.targetRef.name" },
-    { name: "Mirrored", type: "integer", jsonPath: ".status.mirrored" },
+    // A count of writes (events), not of objects: the column says so.
+    {
+      name: "Mirrored Writes",
+      type: "integer",
+      jsonPath: ".status.mirrored",
+      description: "Watched writes handed to the branch worker (events, not objects).",
+    },
     ageColumn,
   ],
 };

@@ -29,19 +29,25 @@ const settings = {
 };
 
 const SUMMARY =
-  "Run the gateway, worker and sidecars against an embedded Redis (REDIS_URL, else 127.0.0.1:6379, else a private redis-server), a local Git server and a simulated cluster.";
+  "Run the gateway, worker and sidecars against Redis (REDIS_URL, else the one on 127.0.0.1:6379, else a private redis-server it starts; none installed: the install command and exit 1), a local Git server and a simulated cluster.";
 
-const RACE_HELP = `usage: applygate playground race
+const RACE_HELP = `usage: applygate playground race [--intake]   (from a checkout: npm start -- race)
 
 Replays the two-edit race twice on assemblies of its own (its own Redis prefix, Git server and
 simulated cluster; a running playground is not touched): once with Flux, Argo CD and the webhook
 deployer on their own timers (the deployer building every push, as a CI pipeline does), once held
-by applygate, and prints the two timelines side by side for each applier.
+by applygate, and prints the two timelines side by side for each applier, within the terminal's
+width. The watch plane mirrors each API edit into Git, as in the playground: on the appliers' own
+timers it also records the revert as a commit of its own, and the branch ping-pongs; held, the two
+edits are exactly two commits.
 
-  --mirror   the watch plane mirrors the edits (nobody posts them to the intake API): on the
-             appliers' own timers it records the revert as a commit of its own; held, the two
-             edits are exactly two commits
+  --intake   the edits are posted to the intake API instead and nothing is mirrored: the revert
+             then shows on the cluster only, not in Git
 `;
+
+/** The ready screen's line for the race: a command that runs from a checkout as it is. */
+export const RACE_HINT =
+  "  npm start -- race               (the two-edit race, with and without applygate; npx applygate playground race too)";
 
 export async function run(argv: string[]): Promise<number> {
   if (argv[0] === "race") return race(argv.slice(1));
@@ -96,7 +102,7 @@ export async function run(argv: string[]): Promise<number> {
     "     Flux applying it is not mirrored back; kubectl get watchrules -A shows the counts)",
     `  export REDIS_URL=${a.redis.url} APPLYGATE_REDIS_PREFIX=${a.prefix}`,
     `  npx applygate status -n ${DEMO_NAMESPACE}   (why an apply is or is not happening; docs/operations.md)`,
-    "  applygate playground race      (npm start -- race: the two-edit race, with and without applygate)",
+    RACE_HINT,
     "",
     "Ctrl-C stops everything.",
     "",
@@ -125,8 +131,13 @@ async function race(argv: string[]): Promise<number> {
   const log = createLogger({ level: "error", name: "playground-race" });
   const { runRace } = await import("./race.js");
   try {
-    const mirror = argv.includes("--mirror");
-    const { held } = await runRace({ log, mirror, out: (line) => process.stdout.write(`${line}\n`) });
+    const mirror = !argv.includes("--intake");
+    const { held } = await runRace({
+      log,
+      mirror,
+      ...(process.stdout.columns ? { columns: process.stdout.columns } : {}),
+      out: (line) => process.stdout.write(`${line}\n`),
+    });
     // The promise the race makes, for each of the three appliers: with applygate, the later value
     // wins with one commit per save.
     const kept = held.every(

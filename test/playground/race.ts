@@ -315,32 +315,64 @@ async function raceOne(
   };
 }
 
-/** The two timelines of one app side by side, then what each ended with. */
-export function sideBySide(own: RaceOutcome, held: RaceOutcome, width = 58): string[] {
-  const col = (e: TimelineEntry | undefined) =>
-    e
-      ? `${`+${(e.ms / 1000).toFixed(2)}s`.padStart(7)}  ${e.text}`.slice(0, width).padEnd(width)
-      : "".padEnd(width);
+/** The width of each of the two columns on a terminal `columns` wide (80 when unknown). */
+export function columnWidth(columns: number | undefined): number {
+  return Math.max(30, Math.floor(((columns && columns > 0 ? columns : 80) - 3) / 2));
+}
+
+/**
+ * Breaks `text` into lines of at most `width`, at spaces where it can; continuation lines are
+ * indented by `indent`. Nothing is cut: a marker at the end of an entry stays on the screen.
+ */
+export function wrap(text: string, width: number, indent = 0): string[] {
+  const lines: string[] = [];
+  let rest = text;
+  let room = width;
+  while (rest.length > room) {
+    // Never between "←" and its word: a mark reads as one.
+    let space = rest.lastIndexOf(" ", room);
+    while (space > 0 && rest[space - 1] === "←") space = rest.lastIndexOf(" ", space - 2);
+    const at = space > room / 3 ? space : room;
+    lines.push(rest.slice(0, at).trimEnd());
+    rest = rest.slice(at).trimStart();
+    room = width - indent;
+  }
+  lines.push(rest);
+  return lines.map((l, i) => (i === 0 ? l : `${" ".repeat(indent)}${l}`));
+}
+
+/** The two timelines of one app side by side, then what each ended with, each line within `width`×2+3. */
+export function sideBySide(own: RaceOutcome, held: RaceOutcome, width = columnWidth(80)): string[] {
+  const entry = (e: TimelineEntry) =>
+    wrap(`${`+${(e.ms / 1000).toFixed(2)}s`.padStart(7)}  ${e.text}`, width, 9);
   const title = {
     flux: `Flux (Kustomization ${DEMO_APPLIERS.flux.namespace}/${DEMO_APPLIERS.flux.name})`,
     argocd: `Argo CD (Application ${DEMO_APPLIERS.argocd.namespace}/${DEMO_APPLIERS.argocd.name})`,
     webhook: `Webhook applier (the playground deployer; held: WebhookClaim ${DEMO_NAMESPACE}/${DEMO_WEBHOOK_APP.claim})`,
   }[own.app];
   const lines = [
-    title,
+    ...wrap(title, width * 2 + 3),
     `${"appliers on their own timers".padEnd(width)} │ held by applygate`,
     `${"─".repeat(width)}─┼─${"─".repeat(width)}`,
   ];
-  for (let i = 0; i < Math.max(own.timeline.length, held.timeline.length); i++)
-    lines.push(`${col(own.timeline[i])} │ ${col(held.timeline[i])}`);
+  const rows = (left: string[][], right: string[][]) => {
+    for (let i = 0; i < Math.max(left.length, right.length); i++) {
+      const [l = [], r = []] = [left[i], right[i]];
+      for (let j = 0; j < Math.max(l.length, r.length); j++)
+        lines.push(`${(l[j] ?? "").padEnd(width)} │ ${r[j] ?? ""}`.trimEnd());
+    }
+  };
+  rows(own.timeline.map(entry), held.timeline.map(entry));
   const summary = (r: RaceOutcome) => [
     `cluster ends "${r.cluster}"${r.reverted ? `, "${SECOND}" reverted on the way` : ", never reverted"}`,
     `Git ends "${r.git}", ${r.commits} commit(s) for ${r.saves} saves`,
     `applies: ${r.applies.length === 0 ? "none" : r.applies.map(short).join(", ")}`,
   ];
-  const [a, b] = [summary(own), summary(held)];
   lines.push(`${"─".repeat(width)}─┼─${"─".repeat(width)}`);
-  for (let i = 0; i < a.length; i++) lines.push(`${(a[i] as string).padEnd(width)} │ ${b[i]}`);
+  rows(
+    summary(own).map((t) => wrap(t, width, 2)),
+    summary(held).map((t) => wrap(t, width, 2)),
+  );
   return lines;
 }
 
@@ -350,6 +382,8 @@ export async function runRace(opts: {
   redisUrl?: string;
   /** The watch plane mirrors the edits instead of intake calls. */
   mirror?: boolean;
+  /** The terminal's width (80 when unknown): the two timelines share it. */
+  columns?: number;
   out: (line: string) => void;
 }): Promise<{ own: RaceOutcome[]; held: RaceOutcome[] }> {
   opts.out(
@@ -364,6 +398,7 @@ export async function runRace(opts: {
     for (const line of sideBySide(
       own.find((r) => r.app === app) as RaceOutcome,
       held.find((r) => r.app === app) as RaceOutcome,
+      columnWidth(opts.columns),
     ))
       opts.out(line);
   }
