@@ -4,10 +4,10 @@
  * "this branch has work" signal that wakes the owner or lets a replica take an unowned branch; the
  * writes themselves wait in the branch's inbox. A sweep of the known branches takes over branches
  * whose owner died, within the lease time plus one sweep: it takes their leases and hands them to
- * the replica's start queue, which starts their branch workers beside the sweeps (SWEEP_WIDTH at
- * once), so the next sweep never waits for the starts of the last one. Each replica announces
+ * the replica's start queue (start-queue.ts), which starts their branch workers beside the sweeps,
+ * so the next sweep never waits for the starts of the last one. Each replica announces
  * itself in Redis and, balancing, hands branches over a few at a time while it owns more than its
- * fair share, so replicas started later share the work (docs/design/balancing.md).
+ * fair share, so replicas started later share the work (balancing.ts, docs/design/balancing.md).
  */
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
@@ -20,14 +20,15 @@ import { appendNotice, signalBranch } from "../intake.js";
 import { knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
 import { bullConnection, CONSUMER_CLOSE_MS, closedWithin, connectRedis, within } from "../redis.js";
-import { type BalanceSettings, DEFAULT_BALANCE, decideHandover, takeBudget } from "./balance.js";
+import { type BalanceSettings, DEFAULT_BALANCE } from "./balance.js";
+import { ReplicaBalance } from "./balancing.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
 import { DEFAULT_IDLE_POLL_MS, DEFAULT_INBOX_CHECK_MS } from "./idle.js";
 import { unreadInboxes } from "./inbox.js";
 import { acquireLeases, BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
 import type { WorkerMetrics } from "./metrics.js";
-import { announce, leave } from "./presence.js";
 import { Slots } from "./slots.js";
+import { StartQueue } from "./start-queue.js";
 import type { StatusSink } from "./status.js";
 
 /** Something that runs beside a branch worker for as long as the replica owns the branch. */
@@ -98,20 +99,13 @@ export class Replica {
   >();
   /** Branches being handed over: stopping, their lease not given back yet. */
   private readonly handing = new Set<string>();
-  /** The presence round under way (heartbeat, then the hand-overs it decided). */
-  private presenceRound: Promise<void> | undefined;
-  /** The fair share as last read (undefined until the first heartbeat answered). */
-  private share: number | undefined;
-  private handingOver = false;
+  /** Presence and balancing: the heartbeat, the fair share, the hand-overs. */
+  private readonly balance: ReplicaBalance;
   private readonly repos = new Map<string, Promise<BareRepo>>();
   /** Branches being taken (a claim, or a start queued by a sweep): one take per branch at a time. */
   private readonly claiming = new Map<string, Promise<void>>();
-  /** Leases a sweep took whose branch worker is not started yet: renewed with the others. */
-  private readonly starting = new Map<string, BranchLease>();
-  /** Branches a sweep took, waiting for their branch worker to start, in the order taken. */
-  private readonly startQueue: QueuedStart[] = [];
-  /** Branch workers of the start queue being started now (at most SWEEP_WIDTH). */
-  private startsRunning = 0;
+  /** Branches a sweep took, waiting for their branch worker to start. */
+  private readonly starts: StartQueue;
   /** The sweep running now, if one is. */
   private sweepRun: Promise<unknown> | undefined;
   /** A sweep due when the first lease another replica holds lapses (sooner than the period). */
@@ -131,6 +125,26 @@ export class Replica {
     this.id = o.replicaId ?? `replica-${randomBytes(4).toString("hex")}`;
     this.baselineSlots = new Slots(o.baselineConcurrency ?? DEFAULT_BASELINE_CONCURRENCY);
     this.redis = connectRedis(o.redisUrl);
+    this.balance = new ReplicaBalance({
+      redis: this.redis,
+      prefix: o.prefix,
+      replicaId: this.id,
+      leaseMs: this.leaseMs,
+      enabled: this.balancing,
+      settings: this.balanceSettings,
+      running: () => this.workers.size,
+      owned: () => [...this.workers].map(([key, w]) => ({ key, takenAt: w.takenAt, quiet: quiet(w) })),
+      handOver: (key) => this.handOver(key),
+      stopping: () => this.stopping,
+      log: o.log,
+    });
+    this.starts = new StartQueue({
+      claiming: this.claiming,
+      start: (key, lease) => this.takeBranch(key, lease),
+      runningLease: (key) => this.workers.get(key)?.lease,
+      stopping: () => this.stopping,
+      log: o.log,
+    });
   }
 
   private get leaseMs() {
@@ -176,14 +190,14 @@ export class Replica {
     );
     this.timers.push(setInterval(() => void this.renewAll(), this.renewMs));
     this.timers.push(setInterval(() => void this.sweep(), this.sweepMs));
-    this.timers.push(setInterval(() => void this.presence(), this.balanceSettings.periodMs));
+    this.timers.push(setInterval(() => void this.balance.presence(), this.balanceSettings.periodMs));
     const checkEvery = this.o.inboxCheckMs ?? this.o.branch?.pollMs ?? DEFAULT_INBOX_CHECK_MS;
     // Branch workers that read their inbox at least this often by themselves need no check: it
     // would only read the same inboxes again.
     if ((this.o.branch?.idlePollMs ?? DEFAULT_IDLE_POLL_MS) > checkEvery)
       this.timers.push(setInterval(() => void this.checkInboxes(), checkEvery));
     // Announced before the first sweep, so a replica started beside others takes its share only.
-    await this.presence();
+    await this.balance.presence();
     // Started once the branches free now are owned and their branch workers started.
     await Promise.all(await this.sweepOnce());
   }
@@ -216,7 +230,7 @@ export class Replica {
   private async takeBranch(key: string, taken?: BranchLease): Promise<void> {
     const lease = taken ?? new BranchLease(this.redis, this.o.prefix, key, this.id, this.leaseMs);
     // Counted before this branch is (its claim is recorded once this call returns its promise).
-    if (!taken && !(await lease.acquire(this.handOverRoom(this.ownedCount()) > 0))) return;
+    if (!taken && !(await lease.acquire(this.balance.room(this.ownedCount()) > 0))) return;
     if (this.stopping) {
       await lease.release().catch(() => {});
       return;
@@ -253,7 +267,7 @@ export class Replica {
       refreshSpec: () => this.o.directory.branch(key),
     });
     this.workers.set(key, { worker, lease, ...(attached ? { attached } : {}), takenAt: Date.now() });
-    if (this.starting.get(key) === lease) this.starting.delete(key);
+    this.starts.started(key, lease);
     this.o.log.info({ branch: key, fence: lease.fence, replica: this.id }, "took the branch");
     attached?.start(worker);
     worker.start();
@@ -290,11 +304,11 @@ export class Replica {
       // Leases a sweep took for branches still starting: a lapse before their worker runs would
       // let another replica take them meanwhile. One another replica holds now is not started.
       await Promise.all(
-        [...this.starting].map(async ([key, lease]) => {
+        [...this.starts.starting].map(async ([key, lease]) => {
           if (await lease.renew().catch(() => true)) return;
           this.o.log.warn({ branch: key }, "lost the lease of a branch still starting; not starting it");
-          if (this.starting.get(key) === lease) this.starting.delete(key);
-          this.dropQueued(key);
+          this.starts.started(key, lease);
+          this.starts.drop(key);
         }),
       );
       await Promise.all(
@@ -392,7 +406,7 @@ export class Replica {
     );
     const taken = first.taken;
     const heldForMs = first.heldForMs;
-    const room = Math.min(first.handedOver.length, this.handOverRoom(this.ownedCount() + taken.length));
+    const room = Math.min(first.handedOver.length, this.balance.room(this.ownedCount() + taken.length));
     if (room > 0) {
       const more = await acquireLeases(
         this.redis,
@@ -408,87 +422,9 @@ export class Replica {
       await Promise.all(taken.map((l) => l.release().catch(() => {})));
       return [];
     }
-    const starts = this.queueStarts(taken);
+    const starts = this.starts.add(taken);
     this.sweepWhenLapsed(heldForMs);
     return starts;
-  }
-
-  /**
-   * Records the leases a sweep took (renewed from now on) and queues their branch workers' starts.
-   * A branch a claim of ours took meanwhile is left to it.
-   */
-  private queueStarts(taken: BranchLease[]): Array<Promise<void>> {
-    const starts: Array<Promise<void>> = [];
-    for (const lease of taken) {
-      const key = lease.branchKey;
-      const inflight = this.claiming.get(key);
-      if (inflight) {
-        // Our lease holds the claim's token; should the claim not start the branch, the next
-        // sweep takes the lease again (same token, extended) and starts it.
-        starts.push(inflight);
-        continue;
-      }
-      const mine = this.workers.get(key);
-      if (mine) {
-        // Its worker's lease lapsed and we took the branch anew: that worker stops at its next
-        // renewal, and the branch is taken again by the sweep after.
-        if (mine.lease.token !== lease.token) void lease.release().catch(() => {});
-        continue;
-      }
-      let settle = () => {};
-      const started = new Promise<void>((r) => {
-        settle = r;
-      });
-      this.claiming.set(key, started);
-      this.starting.set(key, lease);
-      this.startQueue.push({ lease, started, settle });
-      starts.push(started);
-    }
-    this.pumpStarts();
-    return starts;
-  }
-
-  /** Starts queued branch workers while fewer than SWEEP_WIDTH are starting. */
-  private pumpStarts(): void {
-    while (!this.stopping && this.startsRunning < SWEEP_WIDTH) {
-      const next = this.startQueue.shift();
-      if (!next) return;
-      this.startsRunning++;
-      void this.startQueued(next).finally(() => {
-        this.startsRunning--;
-        this.pumpStarts();
-      });
-    }
-  }
-
-  private async startQueued(queued: QueuedStart): Promise<void> {
-    const { lease } = queued;
-    const key = lease.branchKey;
-    try {
-      if (lease.token) await this.takeBranch(key, lease);
-    } catch (err) {
-      this.o.log.warn({ branch: key, err: (err as Error).message }, "starting the branch failed; leaving it");
-      // Given back, so the next sweep (ours or another replica's) tries again at once.
-      if (this.workers.get(key)?.lease !== lease) await lease.release().catch(() => {});
-    } finally {
-      this.settleStart(queued);
-    }
-  }
-
-  /** Takes a branch out of the start queue (its lease lost, or the replica stopping). */
-  private dropQueued(key: string): QueuedStart | undefined {
-    const i = this.startQueue.findIndex((q) => q.lease.branchKey === key);
-    if (i < 0) return undefined;
-    const [queued] = this.startQueue.splice(i, 1) as [QueuedStart];
-    this.settleStart(queued);
-    return queued;
-  }
-
-  private settleStart({ lease, started, settle }: QueuedStart): void {
-    const key = lease.branchKey;
-    if (this.starting.get(key) === lease) this.starting.delete(key);
-    if (this.claiming.get(key) === started) this.claiming.delete(key);
-    settle();
   }
 
   /** Schedules one sweep for when the first of these leases (ms left) lapses, if before the next. */
@@ -508,51 +444,7 @@ export class Replica {
 
   /** Branches owned, being started or being taken. */
   private ownedCount(): number {
-    return this.workers.size + new Set([...this.claiming.keys(), ...this.starting.keys()]).size;
-  }
-
-  /** How many handed-over leases this replica may take beside `owned` branches: any when not balancing. */
-  private handOverRoom(owned: number): number {
-    return this.balancing ? takeBudget(owned, this.share) : Number.POSITIVE_INFINITY;
-  }
-
-  /** One presence round: the heartbeat, then (balancing) the hand-overs it decides. */
-  private presence(): Promise<void> {
-    if (this.stopping) return Promise.resolve();
-    this.presenceRound ??= this.presenceStep().finally(() => {
-      this.presenceRound = undefined;
-    });
-    return this.presenceRound;
-  }
-
-  private async presenceStep(): Promise<void> {
-    try {
-      // Shorter than a lease: a dead replica leaves the count before its leases lapse, so the
-      // replicas taking them over do not hand branches over on its account meanwhile.
-      const ttl = Math.max(Math.ceil(this.leaseMs / 2), Math.ceil(1.5 * this.balanceSettings.periodMs));
-      const fleet = await announce(this.redis, this.o.prefix, this.id, ttl, this.workers.size);
-      if (this.stopping) return;
-      const now = Date.now();
-      const owned = [...this.workers].map(([key, w]) => ({ key, takenAt: w.takenAt, quiet: quiet(w) }));
-      const d = decideHandover(
-        { known: fleet.known, live: fleet.live, owned, now, handingOver: this.handingOver },
-        this.balanceSettings,
-      );
-      this.share = d.share;
-      if (!this.balancing) return;
-      if (d.handingOver !== this.handingOver)
-        this.o.log.info(
-          { replica: this.id, owned: owned.length, share: d.share, live: fleet.live, known: fleet.known },
-          d.handingOver ? "over the fair share: handing branches over" : "down to the fair share",
-        );
-      this.handingOver = d.handingOver;
-      for (const key of d.handOver) {
-        if (this.stopping) return;
-        await this.handOver(key);
-      }
-    } catch (err) {
-      this.o.log.warn({ err: (err as Error).message }, "presence round failed");
-    }
+    return this.workers.size + new Set([...this.claiming.keys(), ...this.starts.starting.keys()]).size;
   }
 
   /**
@@ -628,16 +520,9 @@ export class Replica {
     const sweeping = this.sweepRun?.catch(() => {});
     if (sweeping) await within(sweeping, CONSUMER_CLOSE_MS);
     // Branches a sweep took and never started: their leases go back now, for another replica.
-    const never = this.startQueue.splice(0);
-    await Promise.all(
-      never.map(async (q) => {
-        await q.lease.release().catch(() => {});
-        this.settleStart(q);
-      }),
-    );
+    await this.starts.releaseAll();
     // Starts in flight end (their workers are stopped below with the others).
-    await this.presenceRound;
-    await leave(this.redis, this.o.prefix, this.id).catch(() => {});
+    await this.balance.leave();
     await Promise.all(this.claiming.values());
     await Promise.all(this.bull.map((w) => closeConsumer(w, this.o.log)));
     await this.branchesQueue?.close();
@@ -654,19 +539,8 @@ export class Replica {
 /** Branches reading their baseline at once, by default. */
 export const DEFAULT_BASELINE_CONCURRENCY = 32;
 
-/** Branch workers the start queue starts at once. */
-const SWEEP_WIDTH = 32;
-
 /** The shortest wait before a sweep due at a lease's lapse (a burst of lapses makes one sweep). */
 const EARLY_SWEEP_GAP_MS = 50;
-
-/** A branch a sweep took, waiting for its branch worker to start. */
-interface QueuedStart {
-  lease: BranchLease;
-  /** The branch's entry in `claiming` until its start ended. */
-  started: Promise<void>;
-  settle: () => void;
-}
 
 /**
  * Closes a queue consumer gracefully, waiting at most CONSUMER_CLOSE_MS: past the bound the stop

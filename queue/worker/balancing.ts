@@ -1,0 +1,89 @@
+/**
+ * Presence and balancing of one replica: its heartbeat in Redis (which counts the live replicas
+ * and the branches each owns), the fair share read back, and, while it owns more than its share,
+ * the quiet branches it hands over a few at a time (docs/design/balancing.md). What to hand over
+ * is the pure `decideHandover` (balance.ts); this carries it out, one presence round at a time.
+ */
+import type { Redis } from "ioredis";
+import type { Logger } from "../log.js";
+import { type BalanceSettings, decideHandover, takeBudget } from "./balance.js";
+import { announce, leave } from "./presence.js";
+
+export interface ReplicaBalanceOptions {
+  redis: Redis;
+  prefix: string;
+  replicaId: string;
+  leaseMs: number;
+  /** Balancing on; off, the replica still announces itself, so the others count it. */
+  enabled: boolean;
+  settings: BalanceSettings & { periodMs: number };
+  /** How many branch workers run here now. */
+  running(): number;
+  /** The branches owned now: when each was taken, and whether it may move (quiet). */
+  owned(): Array<{ key: string; takenAt: number; quiet: boolean }>;
+  /** Hands one branch over: its worker stopped, its lease given back with a marker. */
+  handOver(key: string): Promise<void>;
+  stopping(): boolean;
+  log: Logger;
+}
+
+export class ReplicaBalance {
+  /** The fair share as last read (undefined until the first heartbeat answered). */
+  private share: number | undefined;
+  private handingOver = false;
+  /** The presence round under way (heartbeat, then the hand-overs it decided). */
+  private round: Promise<void> | undefined;
+
+  constructor(private readonly o: ReplicaBalanceOptions) {}
+
+  /** How many handed-over leases this replica may take beside `owned` branches: any when not balancing. */
+  room(owned: number): number {
+    return this.o.enabled ? takeBudget(owned, this.share) : Number.POSITIVE_INFINITY;
+  }
+
+  /** One presence round: the heartbeat, then (balancing) the hand-overs it decides. */
+  presence(): Promise<void> {
+    if (this.o.stopping()) return Promise.resolve();
+    this.round ??= this.step().finally(() => {
+      this.round = undefined;
+    });
+    return this.round;
+  }
+
+  /** Waits for the round under way, then leaves the count. */
+  async leave(): Promise<void> {
+    await this.round;
+    await leave(this.o.redis, this.o.prefix, this.o.replicaId).catch(() => {});
+  }
+
+  private async step(): Promise<void> {
+    const { o } = this;
+    try {
+      // Shorter than a lease: a dead replica leaves the count before its leases lapse, so the
+      // replicas taking them over do not hand branches over on its account meanwhile.
+      const ttl = Math.max(Math.ceil(o.leaseMs / 2), Math.ceil(1.5 * o.settings.periodMs));
+      const fleet = await announce(o.redis, o.prefix, o.replicaId, ttl, o.running());
+      if (o.stopping()) return;
+      const now = Date.now();
+      const owned = o.owned();
+      const d = decideHandover(
+        { known: fleet.known, live: fleet.live, owned, now, handingOver: this.handingOver },
+        o.settings,
+      );
+      this.share = d.share;
+      if (!o.enabled) return;
+      if (d.handingOver !== this.handingOver)
+        o.log.info(
+          { replica: o.replicaId, owned: owned.length, share: d.share, live: fleet.live, known: fleet.known },
+          d.handingOver ? "over the fair share: handing branches over" : "down to the fair share",
+        );
+      this.handingOver = d.handingOver;
+      for (const key of d.handOver) {
+        if (o.stopping()) return;
+        await o.handOver(key);
+      }
+    } catch (err) {
+      o.log.warn({ err: (err as Error).message }, "presence round failed");
+    }
+  }
+}
