@@ -4,7 +4,8 @@
  * it writes to its applier and how it reads the applier's status.
  */
 import type { Redis } from "ioredis";
-import type { ApplierKind, Attempt, ReportPhase, SupersededNotice } from "../queue/contract.js";
+import type { ApplierKind, Attempt, ClaimRef, ReportPhase, SupersededNotice } from "../queue/contract.js";
+import type { StatusReason } from "../queue/crds/reasons.js";
 import type { KObject, Kube } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 import type { ConditionInput } from "./claims/conditions.js";
@@ -88,6 +89,13 @@ export interface ClaimContext {
   successor?: string;
   /** When InControl turned Releasing (hand-back in progress), for the kind's own messages. */
   releasingSince?: Date;
+  /**
+   * Has this process follow an operation recorded on the claim that nobody here follows (Flux: an
+   * external resume it recorded), the way restart recovery does: through the executor host, which
+   * registers it as followed, reports its phases and stops it on a graceful stop. False when it
+   * cannot now (followed already, ended here, the claim busy, stopping).
+   */
+  follow(operation: RecoveredOperation): boolean;
 }
 
 export interface HoldResult {
@@ -164,11 +172,62 @@ export interface ClaimController {
   stop?(): Promise<void>;
 }
 
-/** Observes the applier's own writes while an apply window is open (see issue text: the window observer). */
+/** Observes the applier's own writes while an apply window is open (sidecar/window-observer.ts). */
 export interface WindowObserver {
   start?(): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** The apply window of one operation, as its executor opens it. */
+export interface WindowOpening {
+  token: string;
+  claim: ClaimRef;
+  branchKey: string;
+  /** The applier whose writes the window reports (the Kustomization, the Application, the WebhookClaim). */
+  applier: { namespace: string; name: string };
+  /**
+   * The operation started before this process (a recovery): the objects as listed are judged too,
+   * for the applier's writes made since then while nobody watched.
+   */
+  missedSince?: string;
+}
+
+/** How an executor opens and closes the apply windows of its operations; `W`: what its kind adds. */
+export interface WindowHooks<W extends WindowOpening = WindowOpening> {
+  /**
+   * Opens the window (again: no change), just before the write that starts the apply: the applier
+   * may apply before its answer is read. Resolves once the window watches (Flux lists the
+   * inventory's kinds first; the others watch from their start).
+   */
+  open(w: W): Promise<void>;
+  /** The operation ended (or never started): the window takes writes for its grace more. */
+  close(token: string): void;
+}
+
+/**
+ * An attempt that started nothing: returned (never thrown) by every step before the write that
+ * starts the apply, and reported as its end; the record, when made, is taken back.
+ */
+export interface NotStarted {
+  notStarted: true;
+  phase: "RequestFailed" | "Rejected" | "Stale" | "Dropped";
+  reason: StatusReason;
+  message: string;
+}
+
+export const notStarted = (
+  phase: NotStarted["phase"],
+  reason: StatusReason,
+  message: string,
+): NotStarted => ({
+  notStarted: true,
+  phase,
+  reason,
+  message,
+});
+
+export const isNotStarted = (r: unknown): r is NotStarted =>
+  typeof r === "object" && r !== null && "notStarted" in r && r.notStarted === true;
 
 /** Whether the attempt's decision still holds at the write (`recheckStanding`: claim, grant, GitTargets). */
 export type StandingCheck = (attempt: Attempt) => Promise<Standing>;

@@ -7,9 +7,9 @@
  * records it (then restart recovery follows it).
  */
 import { Queue, Worker } from "bullmq";
+import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contract.js";
-import { silentLogger } from "../queue/log.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { recoveredOperation } from "../test/support/attempts.js";
 import { untilWith } from "../test/support/wait.js";
@@ -48,6 +48,29 @@ describe("an attempt whose sidecar died", () => {
   const executedAgain: string[] = [];
   /** The next process's bookkeeping of followed and ended operations. */
   let following = new Following();
+  /** What the next process logged. */
+  const logLines: string[] = [];
+  let markers = 0;
+
+  /**
+   * No report beyond those collected: once the next process logged `line` (its last word on the
+   * stalled attempt), a marker sent now is collected after anything it sent before (one queue,
+   * one collector, in order).
+   */
+  async function nothingMoreAfter(line: string) {
+    await until(() => logLines.includes(line), `the next process to log "${line}"`);
+    const token = `marker-${++markers}`;
+    const a = attempt(token);
+    await reporter!.phase({
+      token,
+      claim: a.claim,
+      branchKey: a.branchKey,
+      phase: "Running",
+      at: new Date().toISOString(),
+      commit: a.commit,
+    });
+    await until(() => phases(token).length > 0, "the reports sent so far to be collected");
+  }
 
   afterEach(async () => {
     await host?.stop();
@@ -74,6 +97,7 @@ describe("an attempt whose sidecar died", () => {
     const connection = { url: redis.url, maxRetriesPerRequest: null };
     reports.length = 0;
     executedAgain.length = 0;
+    logLines.length = 0;
     reporter = queueReporter({ redisUrl: redis.url, prefix: redis.prefix });
     sender = new Queue(attemptsQueue("flux"), { connection, prefix: redis.prefix });
     collector = new Worker(QUEUES.reports, async (job) => void reports.push(job.data as Report), {
@@ -103,7 +127,7 @@ describe("an attempt whose sidecar died", () => {
       },
       reporter,
       following,
-      log: silentLogger(),
+      log: pino({ level: "info" }, { write: (line: string) => void logLines.push(JSON.parse(line).msg) }),
       redisUrl: redis.url,
       prefix: redis.prefix,
       recorded,
@@ -146,8 +170,7 @@ describe("an attempt whose sidecar died", () => {
       return true;
     });
     await until(() => asked, "the claim asked whether it records the attempt");
-    // An absence, so it is waited out: a report sent after the answer would land within this.
-    await new Promise((r) => setTimeout(r, 300));
+    await nothingMoreAfter("an attempt's process died after recording it; restart recovery follows it");
     expect(phases("t2")).toEqual([]);
   });
 
@@ -172,8 +195,7 @@ describe("an attempt whose sidecar died", () => {
     await until(() => phases("t4").length > 0, "the recovered operation's end");
     claimRecords = "t5"; // the worker's next attempt is recorded on the claim
     await until(async () => (await job.getState()) === "failed", "the stalled job to fail");
-    // An absence, so it is waited out: a report sent after the stalled check would land within this.
-    await new Promise((r) => setTimeout(r, 500));
+    await nothingMoreAfter("a stalled attempt is carried out, followed or ended here; nothing to report");
     expect(executedAgain).toEqual([]);
     expect(phases("t4")).toMatchObject([{ phase: "Succeeded", token: "t4" }]);
     expect(phases("t4")).toHaveLength(1);
@@ -186,8 +208,7 @@ describe("an attempt whose sidecar died", () => {
     following.reportedEnd("t6", "Succeeded");
     claimRecords = "t7"; // the worker's next attempt is recorded on the claim
     await until(async () => (await job.getState()) === "failed", "the stalled job to fail");
-    // An absence, so it is waited out: a report sent after the stalled check would land within this.
-    await new Promise((r) => setTimeout(r, 500));
+    await nothingMoreAfter("a stalled attempt is carried out, followed or ended here; nothing to report");
     expect(executedAgain).toEqual([]);
     expect(phases("t6")).toEqual([]);
   });
@@ -214,8 +235,8 @@ describe("an attempt whose sidecar died", () => {
     expect(sent).toBe("queued");
     claimRecords = "t9"; // the worker's next attempt is recorded on the claim
     await until(async () => (await job.getState()) === "failed", "the stalled job to fail");
-    // An absence, so it is waited out: a report sent after the stalled check would land within this.
-    await new Promise((r) => setTimeout(r, 500));
+    // Redis keeps the first end: the third process's report of it as lost is dropped there.
+    await nothingMoreAfter("this operation's end was reported before; dropped");
     expect(executedAgain).toEqual([]);
     expect(phases("t8")).toMatchObject([{ phase: "Succeeded", token: "t8" }]);
     expect(phases("t8")).toHaveLength(1);

@@ -71,6 +71,25 @@ describe("executor host", () => {
   const phases = (token: string) =>
     reports.filter((r) => r.type === "phase" && r.token === token).map((r) => (r as { phase: string }).phase);
 
+  let markers = 0;
+  /**
+   * After a stop, every report the host sent is in the queue (the stop waits for its operations):
+   * a marker sent now is collected after them all (one queue, one collector, in order).
+   */
+  async function collectedSoFar() {
+    const token = `marker-${++markers}`;
+    const a = attempt(token);
+    await reporter.phase({
+      token,
+      claim: a.claim,
+      branchKey: a.branchKey,
+      phase: "Running",
+      at: new Date().toISOString(),
+      commit: a.commit,
+    });
+    await until(() => phases(token).length > 0, "the reports sent so far to be collected");
+  }
+
   it("reports every phase of an operation with claim, branch key, token and commit", async () => {
     await setup({
       async execute(_a, report) {
@@ -161,8 +180,7 @@ describe("executor host", () => {
     await host!.stop();
     host = undefined;
     expect(order).toEqual(["aborted", "shutdown"]);
-    // An absence after the stop, so it is waited out: a report sent late would land within this.
-    await new Promise((r) => setTimeout(r, 100));
+    await collectedSoFar();
     expect(phases("t5")).toEqual(["Running"]);
   });
 
@@ -215,8 +233,7 @@ describe("executor host", () => {
     it("is left for restart recovery when the claim records it", async () => {
       const asked = await stoppedWhileRecording("s3", async () => true);
       expect(asked).toEqual(["s3"]);
-      // An absence after the stop, so it is waited out: a report sent late would land within this.
-      await new Promise((r) => setTimeout(r, 100));
+      await collectedSoFar();
       expect(phases("s3")).toEqual([]);
     });
 
@@ -227,7 +244,7 @@ describe("executor host", () => {
         throw new Error("500 Internal Server Error");
       });
       expect(reads).toBe(6);
-      await new Promise((r) => setTimeout(r, 100));
+      await collectedSoFar();
       expect(phases("s4")).toEqual([]);
     });
 

@@ -159,6 +159,9 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         state.terminal = true;
         endsReported.add(token);
       }
+      // An operation of no branch (an external resume while no GitTarget is eligible) is followed
+      // to its end, and reported to nobody.
+      if (!branchKey) return;
       o.metrics?.phase(o.kind, token, phase);
       log.info({ phase, reason: extra.reason }, "operation phase");
       const r = {
@@ -362,7 +365,10 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         o.following.isFollowed(attempt.token) ||
         o.following.ended(attempt.token) ||
         endsReported.has(attempt.token);
-      if (accountedFor()) return;
+      if (accountedFor()) {
+        log.info("a stalled attempt is carried out, followed or ended here; nothing to report");
+        return;
+      }
       if (!o.recorded) {
         log.warn("an attempt's process died while carrying it out; nothing here can tell what it started");
         return;
@@ -372,7 +378,10 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         return;
       }
       // A recovery may have taken it up and ended it while the claim was read.
-      if (accountedFor()) return;
+      if (accountedFor()) {
+        log.info("a stalled attempt is carried out, followed or ended here; nothing to report");
+        return;
+      }
       const { report } = reporterFor(attempt.token, attempt.claim, attempt.branchKey, attempt.commit, log);
       await report("RequestFailed", {
         reason: StatusReason.SidecarLost,
@@ -397,7 +406,8 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       };
       const recover = o.executor.recover.bind(o.executor);
       // A recovered operation already Unresolved stays counted until it reports another phase.
-      if (op.operation.phase === "Unresolved") o.metrics?.phase(o.kind, op.operation.token, "Unresolved");
+      if (op.operation.phase === "Unresolved" && op.branchKey)
+        o.metrics?.phase(o.kind, op.operation.token, "Unresolved");
       run(op.operation.token, claim, op.branchKey, op.operation.commit, (report, signal) =>
         recover(op, report, signal),
       );

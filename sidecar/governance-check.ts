@@ -42,7 +42,7 @@ export type BroughtRead =
 
 export interface GovernanceRefusal {
   phase: "RequestFailed";
-  reason: string;
+  reason: StatusReason;
   message: string;
 }
 

@@ -7,6 +7,7 @@
 import type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
 import { StatusReason } from "../queue/crds/reasons.js";
 import {
+  claimStatusOf,
   isConflict,
   type KObject,
   type Kube,
@@ -21,7 +22,6 @@ import { ConflictRetriesExhausted } from "../queue/kube/retry.js";
 
 export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
 
-import type { HistoryEntry } from "../queue/crds/index.js";
 import type { Logger } from "../queue/log.js";
 import { historyEntry, withHistory } from "./audit.js";
 import { sleepUnlessAborted } from "./sleep.js";
@@ -48,7 +48,7 @@ export function isInFlight(op: Operation | undefined): op is Operation {
 }
 
 export function operationOf(claim: KObject | undefined): Operation | undefined {
-  return (claim?.status as { operation?: Operation } | undefined)?.operation;
+  return claimStatusOf(claim)?.operation;
 }
 
 export type RefusalReason =
@@ -385,10 +385,7 @@ export async function completeOperation(
         operation: exactOperationPatch(next),
         ...(next.phase === "Succeeded" ? { lastAppliedCommit: next.commit } : {}),
         // The audit: the ended operation joins the bounded history in the same write.
-        history: withHistory(
-          (current?.status as { history?: HistoryEntry[] } | undefined)?.history,
-          historyEntry(next),
-        ),
+        history: withHistory(claimStatusOf(current)?.history, historyEntry(next)),
       }),
     opts.retry,
   );

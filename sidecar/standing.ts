@@ -26,7 +26,7 @@ import { type BroughtRead, judgeGovernance } from "./governance-check.js";
 
 export type Standing =
   | { ok: true; targets: Attempt["targets"] }
-  | { ok: false; phase: "RequestFailed" | "Rejected" | "Dropped"; reason: string; message: string };
+  | { ok: false; phase: "RequestFailed" | "Rejected" | "Dropped"; reason: StatusReason; message: string };
 
 export interface StandingInput {
   attempt: Attempt;

@@ -37,7 +37,7 @@ export function redisFreshnessCheck(redis: Redis, prefix: string): FreshnessChec
 export function staleBecause(
   f: Freshness,
   attempt: Attempt,
-): { reason: string; message: string } | undefined {
+): { reason: StatusReason; message: string } | undefined {
   if (f === "moved")
     return {
       reason: StatusReason.Stale,

@@ -42,8 +42,38 @@ export const claimSchemaOf = (t: ClaimType) =>
       ? argoCDClaim
       : webhookClaim;
 
-export const readClaim = (t: ClaimType, obj: unknown): ReadResult<Claim> =>
-  readObject(claimSchemaOf(t), obj) as ReadResult<Claim>;
+/** Parses of claims by object, per kind: an informer or a read hands a new object for every change. */
+const claimReads = new Map<string, WeakMap<object, ReadResult<Claim>>>();
+
+/** A claim of kind `t`, parsed (once per object). */
+export function readClaim(t: ClaimType, obj: unknown): ReadResult<Claim> {
+  if (typeof obj !== "object" || obj === null) return readObject(claimSchemaOf(t), obj) as ReadResult<Claim>;
+  let reads = claimReads.get(t.kind);
+  if (!reads) claimReads.set(t.kind, (reads = new WeakMap()));
+  let r = reads.get(obj);
+  if (!r) {
+    r = readObject(claimSchemaOf(t), obj) as ReadResult<Claim>;
+    reads.set(obj, r);
+  }
+  return r;
+}
+/** A claim of any of our kinds, by its `kind`, parsed (once per object). */
+export function readAnyClaim(obj: { kind?: string } | undefined): ReadResult<Claim> {
+  const t = [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim].find(
+    (c) => c.kind === obj?.kind,
+  );
+  return t ? readClaim(t, obj) : { ok: false, error: `kind: not a claim (${obj?.kind ?? "none"})` };
+}
+
+/** The status of a claim of any of our kinds; undefined when it has none or does not fit its schema. */
+export function claimStatusOf(obj: { kind?: string } | undefined): Claim["status"] | undefined {
+  const r = readAnyClaim(obj);
+  return r.ok ? r.value.status : undefined;
+}
+
+export const readFluxClaim = (obj: unknown) => readClaim(RESOURCES.fluxClaim, obj) as ReadResult<FluxClaim>;
+export const readArgoCDClaim = (obj: unknown) =>
+  readClaim(RESOURCES.argoCDClaim, obj) as ReadResult<ArgoCDClaim>;
 export const readGitTarget = (obj: unknown): ReadResult<GitTarget> => readObject(gitTarget, obj);
 export const readGitProvider = (obj: unknown): ReadResult<GitProvider> => readObject(gitProvider, obj);
 export const readApplierGrant = (obj: unknown): ReadResult<ApplierGrant> => readObject(applierGrant, obj);

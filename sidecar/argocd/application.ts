@@ -120,6 +120,11 @@ export function switchState(automated: Automated | null | undefined): ArgoCDPrev
 /** Whether automated sync runs in that state. */
 export const stateIsOn = (s: ArgoCDPreviousSuspendState): boolean => s === "AutomatedOn";
 
+/** An ApplicationSet, as far as the claim reads it: its template's switch. */
+export interface ApplicationSet extends KObject {
+  spec?: { template?: { spec?: { syncPolicy?: { automated?: Automated } } } };
+}
+
 /** The ApplicationSet that generated the Application: its controller ownerReference. */
 export function owningApplicationSet(app: Application): string | undefined {
   const owner = app.metadata.ownerReferences?.find(

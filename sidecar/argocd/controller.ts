@@ -14,22 +14,18 @@ import {
   type KObject,
   type Kube,
   RESOURCES,
+  readArgoCDClaim,
   retryOnConflict,
   statusWriter,
 } from "../../queue/kube/index.js";
 import { applierField, type Logger } from "../../queue/log.js";
-import type {
-  ClaimContext,
-  ClaimController,
-  ExternalCheck,
-  HandBackResult,
-  HoldResult,
-} from "../applier-kind.js";
+import type * as Kind from "../applier-kind.js";
 import type { ApplierSource } from "../claims/eligibility.js";
 import {
   APPLICATION,
   APPLICATION_SET,
   type Application,
+  type ApplicationSet,
   type Automated,
   automatedOf,
   owningApplicationSet,
@@ -56,9 +52,15 @@ const cond = (
 });
 
 const refOf = (claim: KObject) => {
-  const spec = claim.spec as { applicationRef?: { name: string; namespace: string } } | undefined;
-  if (!spec?.applicationRef) throw new Error("the claim has no spec.applicationRef");
-  return { namespace: spec.applicationRef.namespace, name: spec.applicationRef.name };
+  const r = readArgoCDClaim(claim);
+  if (!r.ok) throw new Error(`the claim has no spec.applicationRef: ${r.error}`);
+  return { namespace: r.value.spec.applicationRef.namespace, name: r.value.spec.applicationRef.name };
+};
+
+/** How automated sync stood before the claim first held it, as recorded on its status. */
+const previousOf = (claim: KObject | undefined): ArgoCDPreviousSuspendState | undefined => {
+  const r = claim ? readArgoCDClaim(claim) : undefined;
+  return r?.ok ? r.value.status?.previousSuspendState : undefined;
 };
 
 export interface ArgoCDClaimControllerDeps {
@@ -68,7 +70,7 @@ export interface ArgoCDClaimControllerDeps {
   watch?: boolean;
 }
 
-export class ArgoCDClaimController implements ClaimController {
+export class ArgoCDClaimController implements Kind.ClaimController {
   private watcher: InformerHandle<Application> | undefined;
 
   constructor(private readonly d: ArgoCDClaimControllerDeps) {}
@@ -80,7 +82,7 @@ export class ArgoCDClaimController implements ClaimController {
   async source(
     _claim: KObject,
     applier: { namespace: string; name: string },
-    _ctx?: ClaimContext,
+    _ctx?: Kind.ClaimContext,
   ): Promise<ApplierSource> {
     const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
     if (!app)
@@ -91,8 +93,8 @@ export class ArgoCDClaimController implements ClaimController {
   async checkExternal(
     _claim: KObject,
     applier: { namespace: string; name: string },
-    _ctx?: ClaimContext,
-  ): Promise<ExternalCheck> {
+    _ctx?: Kind.ClaimContext,
+  ): Promise<Kind.ExternalCheck> {
     const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
     if (!app) {
       return {
@@ -119,8 +121,8 @@ export class ArgoCDClaimController implements ClaimController {
   async hold(
     claim: KObject,
     applier: { namespace: string; name: string },
-    ctx: ClaimContext,
-  ): Promise<HoldResult> {
+    ctx: Kind.ClaimContext,
+  ): Promise<Kind.HoldResult> {
     const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
     const name = `${applier.namespace}/${applier.name}`;
     if (!app) {
@@ -132,8 +134,7 @@ export class ArgoCDClaimController implements ClaimController {
         ],
       };
     }
-    const recorded = (claim.status as { previousSuspendState?: ArgoCDPreviousSuspendState } | undefined)
-      ?.previousSuspendState;
+    const recorded = previousOf(claim);
     const plan = planHold(app, recorded !== undefined);
     let previous = recorded;
     if (plan.write) {
@@ -207,8 +208,8 @@ export class ArgoCDClaimController implements ClaimController {
   async handBack(
     claim: KObject,
     applier: { namespace: string; name: string },
-    ctx: ClaimContext,
-  ): Promise<HandBackResult> {
+    ctx: Kind.ClaimContext,
+  ): Promise<Kind.HandBackResult> {
     if (ctx.successor) {
       // Released, automated sync would start at once, unchecked, before the next claim holds it.
       return {
@@ -226,8 +227,7 @@ export class ArgoCDClaimController implements ClaimController {
     }
     const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
     if (!app) return { done: true, status: { previousSuspendState: null } };
-    const previous = (claim.status as { previousSuspendState?: ArgoCDPreviousSuspendState } | undefined)
-      ?.previousSuspendState;
+    const previous = previousOf(claim);
     const appSet = await this.applicationSetSwitch(app);
     const desired = desiredAfterHandBack(
       previous,
@@ -282,10 +282,7 @@ export class ArgoCDClaimController implements ClaimController {
     const ns = claim.metadata.namespace ?? "";
     await retryOnConflict(
       () => this.d.kube.get<KObject>(RESOURCES.argoCDClaim, ns, claim.metadata.name),
-      (current) =>
-        current && !(current.status as { previousSuspendState?: string } | undefined)?.previousSuspendState
-          ? previous
-          : undefined,
+      (current) => (current && !previousOf(current) ? previous : undefined),
       (current) =>
         statusWriter(this.d.kube, "claim", "claim-controller").patch(
           RESOURCES.argoCDClaim,
@@ -335,12 +332,10 @@ export class ArgoCDClaimController implements ClaimController {
     const owner = owningApplicationSet(app);
     if (!owner) return {};
     try {
-      const set = await this.d.kube.get<KObject>(APPLICATION_SET, app.metadata.namespace ?? "", owner);
-      const spec = set?.spec as
-        | { template?: { spec?: { syncPolicy?: { automated?: Automated } } } }
-        | undefined;
-      if (!spec?.template) return {};
-      return { applicationSetAutomated: spec.template.spec?.syncPolicy?.automated ?? null };
+      const set = await this.d.kube.get<ApplicationSet>(APPLICATION_SET, app.metadata.namespace ?? "", owner);
+      const template = set?.spec?.template;
+      if (!template) return {};
+      return { applicationSetAutomated: template.spec?.syncPolicy?.automated ?? null };
     } catch {
       return {};
     }

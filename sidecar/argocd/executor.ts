@@ -16,24 +16,29 @@ import type { Attempt, SupersededNotice } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
 import { applierField, claimField, type Logger } from "../../queue/log.js";
-import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
+import type * as Kind from "../applier-kind.js";
+import { notStarted } from "../applier-kind.js";
 import { attemptAudit } from "../audit.js";
 import type { EventRecorder } from "../events.js";
 import {
   type ClaimLocator,
-  completeUntilWritten,
   type Operation,
-  OperationNotFound,
+  type OperationChange,
   RecordRefused,
   recordOperation,
   type SeenClaim,
-  updateOperation,
   withdrawOperation,
-  writeFailed,
 } from "../operation-record.js";
+import {
+  completeRecord,
+  endNotStarted,
+  lastChecks,
+  moveRecord,
+  type RecordOf,
+  recordOf,
+} from "../operation-steps.js";
 import { sleepUnlessAborted } from "../sleep.js";
 import type { SupersessionSource } from "../supersessions.js";
-import { staleBecause } from "../tip-check.js";
 import {
   APPLICATION,
   type Application,
@@ -66,23 +71,6 @@ export interface ArgoCDExecutorOptions {
   ancestry?: Ancestry;
 }
 
-/** Told when an operation's apply window opens and closes (the window observer). */
-export interface WindowHooks {
-  /**
-   * Opens the apply window of `token` (again: no change). `missedSince`: the operation started
-   * before this process (a recovery): the objects as listed are judged too, for Argo CD's writes
-   * made since then while nobody watched.
-   */
-  opened(w: {
-    token: string;
-    claim: ClaimLocator;
-    branchKey: string;
-    application: { namespace: string; name: string };
-    missedSince?: string;
-  }): void;
-  closed(token: string): void;
-}
-
 export interface ArgoCDExecutorDeps {
   kube: Kube;
   log: Logger;
@@ -93,8 +81,8 @@ export interface ArgoCDExecutorDeps {
    * Asked just before the sync update: the tip (a moved tip ends the attempt Stale with nothing
    * started), the claim's standing, and the edit recheck (not fresh: Stale, nothing started).
    */
-  checks: SafetyChecks;
-  windows?: WindowHooks;
+  checks: Kind.SafetyChecks;
+  windows?: Kind.WindowHooks;
   /** The Applications' watch (tests hand one in); default one of this executor's own on `kube`. */
   applications?: ApplicationWatch;
   /** The operations the branch worker found superseded, and the tip it records; none: none is ended. */
@@ -121,12 +109,12 @@ interface Ctx {
   claim: ClaimLocator;
   app: { namespace: string; name: string };
   branchKey: string;
-  report: ReportFn;
+  report: Kind.ReportFn;
   signal: AbortSignal;
   log: Logger;
   /** The claim as the operation's last write answered it: the next write starts from it. */
   seen: SeenClaim;
-  /** When a recovered operation started (a new process follows it): see `WindowHooks.opened`. */
+  /** When a recovered operation started (a new process follows it): see `WindowOpening.missedSince`. */
   missedSince?: string;
   /** The branch worker found it superseded (the notice, handed in or read back). */
   superseded?: SupersededNotice;
@@ -134,7 +122,7 @@ interface Ctx {
   terminated?: string;
 }
 
-export class ArgoCDExecutor implements OperationExecutor {
+export class ArgoCDExecutor implements Kind.OperationExecutor {
   private readonly pollMs: number;
   private readonly busyWaitMs: number;
   private readonly budgetMs: number;
@@ -186,7 +174,7 @@ export class ArgoCDExecutor implements OperationExecutor {
     return deadline === undefined ? ms : Math.max(0, Math.min(ms, deadline - this.d.now().getTime()));
   }
 
-  async execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void> {
+  async execute(attempt: Attempt, report: Kind.ReportFn, signal: AbortSignal): Promise<void> {
     const c: Ctx = {
       token: attempt.token,
       commit: attempt.commit,
@@ -210,20 +198,13 @@ export class ArgoCDExecutor implements OperationExecutor {
     let requested: Promise<void> | undefined;
     let windowOpened = false;
     const closeWindow = () => {
-      if (windowOpened) this.d.windows?.closed(c.token);
+      if (windowOpened) this.d.windows?.close(c.token);
       windowOpened = false;
     };
-    const giveUp = async (
-      phase: "RequestFailed" | "Rejected" | "Dropped" | "Stale",
-      reason: string,
-      message: string,
-    ) => {
-      closeWindow();
-      if (recorded)
-        await withdrawOperation(this.d.kube, c.claim, c.token, recorded.previous).catch(() => false);
-      c.log.info({ reason, message }, "sync not started");
-      await report(phase, { reason, message });
-    };
+    const withdraw = () =>
+      recorded ? withdrawOperation(this.d.kube, c.claim, c.token, recorded.previous) : Promise.resolve();
+    // The sync was not started: nothing to follow, and no record stays on the claim.
+    const end = (r: Kind.NotStarted) => endNotStarted(r, { report, log: c.log, withdraw, closeWindow });
 
     // Set from the update that starts the sync (its answer lost, it may have landed): from there
     // the operation is followed, never withdrawn.
@@ -237,10 +218,12 @@ export class ArgoCDExecutor implements OperationExecutor {
         // Stopped before the sync started: no record stays on the claim, so no restart could recover
         // it. Say so; the worker decides anew.
         if (signal.aborted)
-          return giveUp(
-            "RequestFailed",
-            StatusReason.SidecarStopping,
-            "the sidecar stopped before the sync started",
+          return end(
+            notStarted(
+              "RequestFailed",
+              StatusReason.SidecarStopping,
+              "the sidecar stopped before the sync started",
+            ),
           );
         // Armed before the read, so an event between the read and the wait is not missed.
         const armed = this.applications.wakeups.arm(
@@ -263,10 +246,12 @@ export class ArgoCDExecutor implements OperationExecutor {
           fromCache = false;
         };
         if (!app)
-          return giveUp(
-            "Rejected",
-            StatusReason.ApplicationNotFound,
-            `Application ${c.app.namespace}/${c.app.name} not found`,
+          return end(
+            notStarted(
+              "Rejected",
+              StatusReason.ApplicationNotFound,
+              `Application ${c.app.namespace}/${c.app.name} not found`,
+            ),
           );
         const source = sourceOf(app);
         if (source.state === "Unsupported") {
@@ -274,17 +259,19 @@ export class ArgoCDExecutor implements OperationExecutor {
             confirm();
             continue;
           }
-          return giveUp("Rejected", source.reason, source.message);
+          return end(notStarted("Rejected", source.reason, source.message));
         }
         if (isAutomatedSyncEnabled(automatedOf(app))) {
           if (read.cached) {
             confirm();
             continue;
           }
-          return giveUp(
-            "Rejected",
-            StatusReason.NotHeld,
-            "automated sync is on: the claim does not hold this Application now",
+          return end(
+            notStarted(
+              "Rejected",
+              StatusReason.NotHeld,
+              "automated sync is on: the claim does not hold this Application now",
+            ),
           );
         }
         const busy = busyWith(app);
@@ -297,7 +284,7 @@ export class ArgoCDExecutor implements OperationExecutor {
           });
           if (terminate.fatal) {
             armed.cancel();
-            return giveUp("Rejected", StatusReason.TerminateForbidden, terminate.fatal);
+            return end(notStarted("Rejected", StatusReason.TerminateForbidden, terminate.fatal));
           }
           if (terminate.retry && now() < waitUntil) {
             // A terminate that conflicted or failed changed nothing on the Application, so no watch
@@ -313,7 +300,7 @@ export class ArgoCDExecutor implements OperationExecutor {
               continue;
             }
             armed.cancel();
-            return giveUp("RequestFailed", StatusReason.OperationInProgress, busy.message);
+            return end(notStarted("RequestFailed", StatusReason.OperationInProgress, busy.message));
           }
           // Waited out on the watch: its next event about the Application, else a read of the server.
           fromCache = await armed.wait;
@@ -338,30 +325,17 @@ export class ArgoCDExecutor implements OperationExecutor {
           } catch (err) {
             if (!(err instanceof RecordRefused)) throw err;
             const phase = err.reason === StatusReason.OperationInFlight ? "RequestFailed" : "Dropped";
-            return giveUp(phase, err.reason, err.message);
+            return end(notStarted(phase, err.reason, err.message));
           }
           requested = report("Requested");
           // No second read of the Application: the update is guarded by the version read above,
           // so a change meanwhile is a 409 that reads again. Every read here is revert window.
         }
 
-        // The last checks, read together beside the report (each answers for the moment of the
-        // update): a tip that moved while the record was made starts nothing (the worker decides
-        // again); the decision must still hold (its GitTargets, the claim's standing: a claim
-        // waiting in line or not in control never syncs, the grant); and an edit accepted after
-        // the flush mark for this Application's folders would be run over by this older commit.
-        const [, current, standing, fresh] = await Promise.all([
-          requested,
-          this.d.checks.tip(attempt),
-          this.d.checks.standing(attempt),
-          this.d.checks.freshness(attempt),
-        ]);
+        // The last checks, beside the report (a claim waiting in line or not in control never syncs).
+        const refused = await lastChecks(attempt, this.d.checks, requested);
         requested = undefined;
-        if (!current)
-          return giveUp("Stale", StatusReason.Stale, `${c.commit} is no longer the tip of ${attempt.branch}`);
-        if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
-        const stale = staleBecause(fresh, attempt);
-        if (stale) return giveUp("Stale", stale.reason, stale.message);
+        if (refused) return end(refused);
 
         const op = buildSyncOperation(app, {
           commit: c.commit,
@@ -370,12 +344,7 @@ export class ArgoCDExecutor implements OperationExecutor {
         });
         // The window opens before the update that starts the sync: Argo CD may apply before this
         // process reads the answer, and a write seen before the window opened is never reported.
-        this.d.windows?.opened({
-          token: c.token,
-          claim: c.claim,
-          branchKey: c.branchKey,
-          application: c.app,
-        });
+        await this.openWindow(c);
         windowOpened = true;
         started = true;
         try {
@@ -389,11 +358,10 @@ export class ArgoCDExecutor implements OperationExecutor {
             continue;
           }
           if (!answerLost(err)) {
-            const phase = code === 403 ? "Rejected" : "RequestFailed";
-            return giveUp(
-              phase,
-              code === 403 ? StatusReason.Forbidden : StatusReason.UpdateRefused,
-              apiFailure(err).message,
+            return end(
+              code === 403
+                ? notStarted("Rejected", StatusReason.Forbidden, apiFailure(err).message)
+                : notStarted("RequestFailed", StatusReason.UpdateRefused, apiFailure(err).message),
             );
           }
           c.log.warn({ err: apiFailure(err).message }, "the update's answer was lost; following its token");
@@ -414,7 +382,7 @@ export class ArgoCDExecutor implements OperationExecutor {
     }
   }
 
-  async recover(r: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void> {
+  async recover(r: Kind.RecoveredOperation, report: Kind.ReportFn, signal: AbortSignal): Promise<void> {
     const c: Ctx = {
       token: r.operation.token,
       commit: r.operation.commit,
@@ -509,13 +477,7 @@ export class ArgoCDExecutor implements OperationExecutor {
     // this process followed it) and after every wait no event ended (a missed message).
     let readNotice = true;
     this.following.set(c.token, c);
-    this.d.windows?.opened({
-      token: c.token,
-      claim: c.claim,
-      branchKey: c.branchKey,
-      application: c.app,
-      ...(c.missedSince ? { missedSince: c.missedSince } : {}),
-    });
+    await this.openWindow(c);
     try {
       await this.applications.serve(c.app.namespace);
       for (;;) {
@@ -632,7 +594,7 @@ export class ArgoCDExecutor implements OperationExecutor {
       }
     } finally {
       if (this.following.get(c.token) === c) this.following.delete(c.token);
-      this.d.windows?.closed(c.token);
+      this.d.windows?.close(c.token);
     }
   }
 
@@ -681,47 +643,37 @@ export class ArgoCDExecutor implements OperationExecutor {
     return "terminated";
   }
 
-  /**
-   * Moves the claim's record; false when the record is gone (the claim deleted or replaced). A
-   * failed write is no end of the sync, which runs whatever the API server answers: the record
-   * lags a phase and the sync is followed on (its end is written when observed).
-   */
-  private async move(c: Ctx, change: Parameters<typeof updateOperation>[3]): Promise<boolean> {
-    try {
-      await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now, seen: c.seen });
-      return true;
-    } catch (err) {
-      if (writeFailed(err)) {
-        c.log.warn(
-          { err: (err as Error).message },
-          "could not move the operation on the claim; following on",
-        );
-        return true;
-      }
-      if (!(err instanceof OperationNotFound)) throw err;
-      await c.report("Failed", { reason: StatusReason.ClaimGone, message: err.message });
-      return false;
-    }
+  /** The window opens before the update that starts the sync (Argo CD may apply before its answer). */
+  private async openWindow(c: Ctx): Promise<void> {
+    await this.d.windows?.open({
+      token: c.token,
+      claim: { kind: "ArgoCDClaim", namespace: c.claim.namespace, name: c.claim.name },
+      branchKey: c.branchKey,
+      applier: c.app,
+      ...(c.missedSince ? { missedSince: c.missedSince } : {}),
+    });
   }
 
-  private async complete(
+  private record(c: Ctx): RecordOf {
+    return recordOf(this.d.kube, this.d.now, c);
+  }
+
+  /** Moves the claim's record; false when the record is gone (the claim deleted or replaced). */
+  private move(c: Ctx, change: OperationChange): Promise<boolean> {
+    return moveRecord(this.record(c), change);
+  }
+
+  private complete(
     c: Ctx,
     phase: "Succeeded" | "Failed" | "Superseded",
     reason: string | undefined,
     message: string,
   ): Promise<void> {
-    // The end is observed: it is written on the claim until the write lands (a claim left showing
-    // the operation in flight would refuse every later attempt). A stop leaves it to recovery.
-    const written = await completeUntilWritten(
-      this.d.kube,
-      c.claim,
-      c.token,
-      { phase, ...(reason ? { outcome: reason } : {}), message },
-      { now: this.d.now, seen: c.seen, signal: c.signal, pollMs: this.pollMs, log: c.log },
+    return completeRecord(
+      this.record(c),
+      { phase, ...(reason ? { reason } : {}), message },
+      { signal: c.signal, pollMs: this.pollMs },
     );
-    if (written === "stopped") return;
-    c.log.info({ phase, reason }, "sync completed");
-    await c.report(phase, { ...(reason ? { reason } : {}), message });
   }
 
   /**

@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
+import { applierWriteOf as ownWriteOf } from "../applier-write.js";
+import { windowLive } from "../window-observer.js";
 import type { Application, ManagedFieldsEntry } from "./application.js";
+import { appInstance } from "./application.js";
 import { desiredAfterHandBack, judgeSwitch, planHandBack, planHold } from "./switch.js";
-import { applierWriteOf, trackedInstance, windowsFor } from "./window-writes.js";
+import { ARGO_MANAGERS, trackedInstance } from "./window-writes.js";
+
+const applierWriteOf = (o: Parameters<typeof ownWriteOf>[0], previous?: unknown[]) =>
+  ownWriteOf(o, ARGO_MANAGERS, previous);
 
 const enabledFields = { "f:spec": { "f:syncPolicy": { "f:automated": { "f:enabled": {} } } } };
 const entry = (manager: string, operation: string, fieldsV1: Record<string, unknown> = enabledFields) =>
@@ -181,14 +187,11 @@ describe("the applier's own writes", () => {
     ).toBeUndefined();
   });
   it("belongs to the windows of its Application while open or within the grace", () => {
-    const claim = { kind: "ArgoCDClaim" as const, namespace: "apps", name: "web" };
-    const windows = [
-      { token: "a", instance: "apps_web", claim, branchKey: "b" },
-      { token: "b", instance: "apps_web", claim, branchKey: "b", closedAt: 1000 },
-      { token: "c", instance: "other", claim, branchKey: "b" },
-    ];
     const o = obj([], "apps_web:/ConfigMap:web/cm");
-    expect(windowsFor(o, windows, 5000, 10_000).map((w) => w.token)).toEqual(["a", "b"]);
-    expect(windowsFor(o, windows, 20_000, 10_000).map((w) => w.token)).toEqual(["a"]);
+    expect(trackedInstance(o)).toBe("apps_web");
+    expect(appInstance({ namespace: "apps", name: "web" }, "argocd")).toBe("apps_web");
+    expect(windowLive({}, 5000, 10_000)).toBe(true);
+    expect(windowLive({ closedAt: 1000 }, 5000, 10_000)).toBe(true);
+    expect(windowLive({ closedAt: 1000 }, 20_000, 10_000)).toBe(false);
   });
 });

@@ -358,6 +358,7 @@ export class ClaimReconciler {
       events: this.o.events,
       following: this.o.following,
       now: this.now,
+      follow: (op) => this.o.executor?.recover(op) ?? false,
       ...extra,
     };
   }

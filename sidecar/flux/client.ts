@@ -53,13 +53,13 @@ export class FluxClient {
     const ks = this.kube.informer<Kustomization>(KUSTOMIZATION, {
       log: this.opts.log,
       onChange: (_t, o) => {
-        this.wakeups.notify(`ks:${keyOf(o.metadata as ObjectKey)}`);
+        this.wakeups.notify(ksWakeKey(objectKeyOf(o)));
         onKustomization?.(o);
       },
     });
     const src = this.kube.informer<GitRepository>(GIT_REPOSITORY, {
       log: this.opts.log,
-      onChange: (_t, o) => this.wakeups.notify(`src:${keyOf(o.metadata as ObjectKey)}`),
+      onChange: (_t, o) => this.wakeups.notify(srcWakeKey(objectKeyOf(o))),
     });
     this.handles = [ks, src] as InformerHandle<Kustomization | GitRepository>[];
     await Promise.all(this.handles.map((h) => h.informer.start()));
@@ -216,6 +216,12 @@ export class FluxClient {
     }
   }
 }
+
+/** An object's namespace and name. */
+const objectKeyOf = (o: { metadata: { namespace?: string; name: string } }): ObjectKey => ({
+  namespace: o.metadata.namespace ?? "",
+  name: o.metadata.name,
+});
 
 export const ksWakeKey = (ref: ObjectKey) => `ks:${keyOf(ref)}`;
 export const srcWakeKey = (ref: ObjectKey) => `src:${keyOf(ref)}`;

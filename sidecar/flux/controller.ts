@@ -12,6 +12,7 @@ import {
   type KObject,
   KubeError,
   RESOURCES,
+  readFluxClaim,
 } from "../../queue/kube/index.js";
 import { applierField, type Logger } from "../../queue/log.js";
 import type {
@@ -20,7 +21,6 @@ import type {
   ExternalCheck,
   HandBackResult,
   HoldResult,
-  RecoveredOperation,
 } from "../applier-kind.js";
 import type { ConditionInput } from "../claims/conditions.js";
 import type { ApplierSource } from "../claims/eligibility.js";
@@ -42,8 +42,6 @@ import { appliesSuspend, checkSuspendOwnership, suspendAppliers } from "./suspen
 export interface FluxControllerDeps {
   client: FluxClient;
   log: Logger;
-  /** Follows an external resume's record to its end (registered as followed while it runs). */
-  followRecord(r: RecoveredOperation): void;
   /** Re-run the claim this soon while a token is out (default 1 s). */
   shortRequeueMs?: number;
   /** How often a held claim reads its Kustomization, bounding an unseen external resume (default 1 minute). */
@@ -52,12 +50,11 @@ export interface FluxControllerDeps {
 
 const CLAIM_API = "applygate.dev/v1alpha1";
 
-interface FluxClaimStatus {
-  previousSuspendState?: "Suspended" | "Resumed";
-  lastAppliedCommit?: string;
-}
-
-const statusOf = (claim: KObject) => (claim.status ?? {}) as FluxClaimStatus;
+/** The claim's own status fields (none when it does not fit its schema). */
+const statusOf = (claim: KObject) => {
+  const r = readFluxClaim(claim);
+  return (r.ok && r.value.status) || {};
+};
 const locator = (claim: KObject): ClaimLocator => ({
   type: RESOURCES.fluxClaim,
   namespace: claim.metadata.namespace ?? "",
@@ -101,7 +98,8 @@ export class FluxClaimController implements ClaimController {
   }
 
   applierOf(claim: KObject): ObjectKey {
-    const ref = (claim.spec as { kustomizationRef?: ObjectKey } | undefined)?.kustomizationRef;
+    const r = readFluxClaim(claim);
+    const ref = r.ok ? r.value.spec.kustomizationRef : undefined;
     return { namespace: ref?.namespace ?? claim.metadata.namespace ?? "", name: ref?.name ?? "" };
   }
 
@@ -274,7 +272,7 @@ export class FluxClaimController implements ClaimController {
   private applying(claim: KObject, applier: ObjectKey, op: Operation, ctx: ClaimContext): HoldResult {
     if (!op.resumeToken && !ctx.following.isFollowed(op.token)) {
       // Our own record of an external resume: followed whenever it is listed, until its suspend is handled.
-      this.d.followRecord({ claim: locator(claim), applier, operation: op, branchKey: ctx.branchKey ?? "" });
+      ctx.follow({ claim: locator(claim), applier, operation: op, branchKey: ctx.branchKey ?? "" });
     }
     const unresolved = op.phase === "Unresolved";
     return {

@@ -8,10 +8,19 @@
 import { backoffMs } from "../../queue/backoff.js";
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import { apiFailure, type KObject, KubeError, RESOURCES } from "../../queue/kube/index.js";
+import { apiFailure, type KObject, KubeError, RESOURCES, readFluxClaim } from "../../queue/kube/index.js";
 import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
 import { applierField, claimField, type Logger } from "../../queue/log.js";
-import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
+import {
+  isNotStarted,
+  type NotStarted,
+  notStarted,
+  type OperationExecutor,
+  type RecoveredOperation,
+  type ReportFn,
+  type SafetyChecks,
+  type WindowHooks,
+} from "../applier-kind.js";
 import { attemptAudit } from "../audit.js";
 import { isConditionTrue } from "../claims/conditions.js";
 import { sameRepository } from "../claims/eligibility.js";
@@ -27,7 +36,7 @@ import {
   withdrawOperation,
   writeFailed,
 } from "../operation-record.js";
-import { staleBecause } from "../tip-check.js";
+import { endNotStarted, lastChecks, unresolvedEvent } from "../operation-steps.js";
 import { Aborted, type FluxClient, ksWakeKey, newToken, srcWakeKey } from "./client.js";
 import {
   artifactHolds,
@@ -63,23 +72,6 @@ export const DEFAULT_TIMINGS: FluxTimings = {
   sourceTimeoutMs: 2 * 60_000,
 };
 
-/** Opens and closes the apply window observer for an operation. */
-export interface WindowHooks {
-  /**
-   * Resolves once the window watches the Kustomization's objects (the resume waits for it).
-   * `missedSince`: the operation started before this process (a recovery): the objects as listed
-   * are judged too, for the applier's writes made since then while nobody watched.
-   */
-  open(w: {
-    token: string;
-    claim: Attempt["claim"];
-    branchKey: string;
-    kustomization: ObjectKey;
-    missedSince?: string;
-  }): Promise<void>;
-  close(token: string): void;
-}
-
 export interface FluxExecutorDeps {
   client: FluxClient;
   log: Logger;
@@ -89,17 +81,6 @@ export interface FluxExecutorDeps {
   /** Asked before the resume: the tip (after the record), the claim's standing, the edit recheck. */
   checks: SafetyChecks;
   window?: WindowHooks;
-}
-
-/** An attempt that starts nothing ends with one of these. */
-class Refusal extends Error {
-  constructor(
-    readonly phase: "RequestFailed" | "Rejected" | "Stale" | "Dropped",
-    readonly reason: string,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /** What following an operation needs to know. */
@@ -160,11 +141,18 @@ export class FluxExecutor implements OperationExecutor {
       token: attempt.token,
       claim: attempt.claim,
       branchKey: attempt.branchKey,
-      kustomization: ks,
+      applier: ks,
     });
     watching?.catch(() => {}); // a failure is thrown where it is awaited
+    const withdraw = () =>
+      recorded
+        ? withdrawOperation(this.d.client.kube, claim, attempt.token, recorded.previous)
+        : Promise.resolve();
+    // Nothing was resumed: the attempt ends, and no record stays on the claim.
+    const end = (r: NotStarted) => endNotStarted(r, { report, log, withdraw });
     try {
       const read = await this.prepare(attempt, claim, ks, signal, log);
+      if (isNotStarted(read)) return await end(read);
       // Each write of the operation starts from the claim the one before answered (guarded by its
       // resourceVersion: a change meanwhile is a 409 that reads again).
       const seen: SeenClaim = { claim: read.claim };
@@ -185,35 +173,22 @@ export class FluxExecutor implements OperationExecutor {
         );
         recorded = { ...(r.previous ? { previous: r.previous } : {}) };
       } catch (err) {
-        if (err instanceof RecordRefused) throw new Refusal("RequestFailed", err.reason, err.message);
+        if (err instanceof RecordRefused)
+          return await end(notStarted("RequestFailed", err.reason, err.message));
         throw err;
       }
       await watching;
-      // The last checks read together, beside the report (each answers for the moment of the resume).
-      const [, current, standing, fresh] = await Promise.all([
-        report("Requested"),
-        this.d.checks.tip(attempt),
-        // The decision must still hold at the write: its GitTargets, the claim's standing, the grant.
-        this.d.checks.standing(attempt),
-        // An edit accepted after the flush mark for a folder this Kustomization applies would be
-        // run over by this older commit. Stale: the worker flushes again and sends the commit
-        // that carries it.
-        this.d.checks.freshness(attempt),
-      ]);
-      if (!current) {
-        throw new Refusal(
-          "Stale",
-          StatusReason.Stale,
-          `${attempt.commit} is no longer the tip of ${attempt.branch}`,
-        );
-      }
+      // The last checks, beside the report (a Stale one: the worker flushes again and sends the
+      // commit that carries the newer edit).
+      const refused = await lastChecks(attempt, this.d.checks, report("Requested"));
+      if (refused) return await end(refused);
       if (signal.aborted)
-        throw new Refusal("RequestFailed", StatusReason.SidecarStopping, "the sidecar is stopping");
-      if (!standing.ok) throw new Refusal(standing.phase, standing.reason, standing.message);
-      const stale = staleBecause(fresh, attempt);
-      if (stale) throw new Refusal("Stale", stale.reason, stale.message);
+        return await end(
+          notStarted("RequestFailed", StatusReason.SidecarStopping, "the sidecar is stopping"),
+        );
       // 4. Resume.
       const resume = await this.resume(ks, read.ks, resumeToken, log);
+      if (isNotStarted(resume)) return await end(resume);
       recorded = undefined; // from here the operation is followed, never withdrawn
       resumed = true;
       this.resumed.set(attempt.token, { ks, claim, token: attempt.token });
@@ -249,31 +224,22 @@ export class FluxExecutor implements OperationExecutor {
         },
         signal,
       );
-    } catch (thrown) {
-      if (recorded) {
-        await withdrawOperation(this.d.client.kube, claim, attempt.token, recorded.previous).catch((e) =>
-          log.warn({ err: (e as Error).message }, "could not withdraw the operation record"),
-        );
-      }
+    } catch (err) {
       // Stopped before the resume (waiting for the source fetch, say): nothing started and no
       // record stays on the claim, so no restart could recover it. Say so; the worker decides anew.
-      const err =
-        thrown instanceof Aborted && !resumed
-          ? new Refusal(
-              "RequestFailed",
-              StatusReason.SidecarStopping,
-              "the sidecar stopped before the apply started",
-            )
-          : thrown;
-      if (err instanceof Refusal) {
-        log.info({ phase: err.phase, reason: err.reason }, err.message);
-        await report(err.phase, { reason: err.reason, message: err.message });
-        return;
-      }
-      if (err instanceof Aborted) {
-        await this.suspendOnStop(attempt.token, log);
-        throw err;
-      }
+      if (err instanceof Aborted && !resumed)
+        return await end(
+          notStarted(
+            "RequestFailed",
+            StatusReason.SidecarStopping,
+            "the sidecar stopped before the apply started",
+          ),
+        );
+      if (recorded)
+        await withdraw().catch((e) =>
+          log.warn({ err: (e as Error).message }, "could not withdraw the operation record"),
+        );
+      if (err instanceof Aborted) await this.suspendOnStop(attempt.token, log);
       throw err;
     } finally {
       this.d.window?.close(attempt.token);
@@ -309,7 +275,7 @@ export class FluxExecutor implements OperationExecutor {
       token: op.token,
       claim: claimRef,
       branchKey: r.branchKey,
-      kustomization: ks,
+      applier: ks,
       missedSince: since.at,
     });
     try {
@@ -402,24 +368,30 @@ export class FluxExecutor implements OperationExecutor {
     applier.catch(() => {}); // awaited below, unless the claim already refuses
     const c = await this.d.client.kube.get<KObject>(claim.type, claim.namespace, claim.name);
     if (!c)
-      throw new Refusal(
+      return notStarted(
         "RequestFailed",
         StatusReason.ClaimNotFound,
         `FluxClaim ${keyOf(claim)} does not exist`,
       );
     if (c.metadata.deletionTimestamp)
-      throw new Refusal("RequestFailed", StatusReason.ClaimDeleting, "the claim is being deleted");
-    const want = (c.spec as { kustomizationRef?: ObjectKey } | undefined)?.kustomizationRef;
+      return notStarted("RequestFailed", StatusReason.ClaimDeleting, "the claim is being deleted");
+    const typed = readFluxClaim(c);
+    if (!typed.ok)
+      return notStarted(
+        "Rejected",
+        StatusReason.InvalidSpec,
+        `the FluxClaim does not fit its schema: ${typed.error}`,
+      );
+    const want = typed.value.spec.kustomizationRef;
     if (want?.name !== ref.name || want?.namespace !== ref.namespace) {
-      throw new Refusal(
+      return notStarted(
         "Rejected",
         StatusReason.ApplierMismatch,
         `the claim holds ${want ? keyOf(want) : "nothing"}, not ${keyOf(ref)}`,
       );
     }
-    const conditions = (c.status as { conditions?: never[] } | undefined)?.conditions;
-    if (!isConditionTrue(conditions, "InControl")) {
-      throw new Refusal(
+    if (!isConditionTrue(typed.value.status?.conditions, "InControl")) {
+      return notStarted(
         "RequestFailed",
         StatusReason.NotInControl,
         "the claim does not hold its Kustomization suspended (InControl is not True)",
@@ -428,13 +400,14 @@ export class FluxExecutor implements OperationExecutor {
 
     // 1. The artifact must hold the commit.
     const first = await applier;
+    if (isNotStarted(first)) return first;
     // A cache behind the server never costs a fetch: an artifact not seen there is read again.
     let source = artifactHolds(first.source, attempt.commit)
       ? first.source
       : ((await this.d.client.source(first.sourceRef)) ?? first.source);
     if (!artifactHolds(source, attempt.commit)) {
       if (source.spec?.suspend) {
-        throw new Refusal(
+        return notStarted(
           "RequestFailed",
           StatusReason.SourceSuspended,
           `GitRepository ${keyOf(first.sourceRef)} is suspended`,
@@ -447,7 +420,7 @@ export class FluxExecutor implements OperationExecutor {
         // Nothing started yet: the attempt ends here and the worker decides the retry (2 s
         // backoff). A stamp that landed despite the error only makes the source fetch once more.
         if (!(err instanceof KubeError) || err.code === 404) throw err;
-        throw new Refusal(
+        return notStarted(
           "RequestFailed",
           StatusReason.SourceRequestFailed,
           `the stamp of GitRepository ${keyOf(first.sourceRef)} failed: ${err.message}`,
@@ -460,7 +433,7 @@ export class FluxExecutor implements OperationExecutor {
         { wakeKey: srcWakeKey(first.sourceRef), signal, deadline: Date.now() + this.t.sourceTimeoutMs },
       );
       if (!fetched) {
-        throw new Refusal(
+        return notStarted(
           "RequestFailed",
           fetched === null ? StatusReason.SourceNotFound : StatusReason.SourceNotFetched,
           "the GitRepository did not fetch in time",
@@ -470,13 +443,13 @@ export class FluxExecutor implements OperationExecutor {
       if (!artifactHolds(source, attempt.commit)) {
         const got = source.status?.artifact?.revision ?? "no artifact";
         if (!(await this.d.checks.tip(attempt))) {
-          throw new Refusal(
+          return notStarted(
             "Stale",
             StatusReason.Stale,
             `the source fetched ${got}; ${attempt.commit} is no longer the tip`,
           );
         }
-        throw new Refusal(
+        return notStarted(
           "RequestFailed",
           StatusReason.ArtifactMismatch,
           `the GitRepository fetched ${got}, not ${attempt.commit}`,
@@ -487,6 +460,7 @@ export class FluxExecutor implements OperationExecutor {
     // 2. Recheck just before the resume (the source read beside the Kustomization: a changed
     // sourceRef is refused below anyway).
     let again = await this.checkApplierFresh(attempt, ref, first.sourceRef);
+    if (isNotStarted(again)) return again;
     if (
       again.cached &&
       (again.ks.metadata.uid !== first.ks.metadata.uid ||
@@ -496,16 +470,17 @@ export class FluxExecutor implements OperationExecutor {
       // Refused on the cache: decided again from the API server (the fetch just seen there may
       // not have reached the watch yet).
       again = await this.checkApplier(attempt, ref, first.sourceRef, false);
+      if (isNotStarted(again)) return again;
     }
     if (again.ks.metadata.uid !== first.ks.metadata.uid) {
-      throw new Refusal(
+      return notStarted(
         "RequestFailed",
         StatusReason.KustomizationReplaced,
         "the Kustomization was replaced during the fetch",
       );
     }
     if (keyOf(again.sourceRef) !== keyOf(first.sourceRef)) {
-      throw new Refusal(
+      return notStarted(
         "RequestFailed",
         StatusReason.SourceChanged,
         "the Kustomization's sourceRef changed during the fetch",
@@ -513,20 +488,20 @@ export class FluxExecutor implements OperationExecutor {
     }
     if (!artifactHolds(again.source, attempt.commit)) {
       if (!(await this.d.checks.tip(attempt))) {
-        throw new Refusal(
+        return notStarted(
           "Stale",
           StatusReason.Stale,
           `${attempt.commit} is no longer the tip of ${attempt.branch}`,
         );
       }
-      throw new Refusal(
+      return notStarted(
         "RequestFailed",
         StatusReason.ArtifactMoved,
         `the artifact moved to ${again.source.status?.artifact?.revision}`,
       );
     }
     if (!(await this.d.checks.tip(attempt))) {
-      throw new Refusal(
+      return notStarted(
         "Stale",
         StatusReason.Stale,
         `${attempt.commit} is no longer the tip of ${attempt.branch}`,
@@ -549,22 +524,22 @@ export class FluxExecutor implements OperationExecutor {
     early?.catch(() => {}); // awaited below, unless the Kustomization already refuses
     const ks = await (cached ? client.observedKustomization(ref) : client.kustomization(ref));
     if (!ks)
-      throw new Refusal(
+      return notStarted(
         "RequestFailed",
         StatusReason.KustomizationNotFound,
         `Kustomization ${keyOf(ref)} does not exist`,
       );
     if (ks.metadata.deletionTimestamp)
-      throw new Refusal(
+      return notStarted(
         "RequestFailed",
         StatusReason.KustomizationDeleting,
         "the Kustomization is being deleted",
       );
     const owner = checkSuspendOwnership(ks);
-    if (!owner.ok) throw new Refusal("Rejected", owner.reason, owner.message);
+    if (!owner.ok) return notStarted("Rejected", owner.reason, owner.message);
     const sourceRef = sourceRefOf(ks);
     if (sourceRef?.kind !== "GitRepository") {
-      throw new Refusal(
+      return notStarted(
         "Rejected",
         StatusReason.UnsupportedSource,
         `the Kustomization reads a ${sourceRef?.kind ?? "missing"} source; only GitRepository is held`,
@@ -575,7 +550,7 @@ export class FluxExecutor implements OperationExecutor {
         ? await early
         : await readSource(sourceRef);
     if (!source)
-      throw new Refusal(
+      return notStarted(
         "RequestFailed",
         StatusReason.SourceNotFound,
         `GitRepository ${keyOf(sourceRef)} does not exist`,
@@ -583,7 +558,7 @@ export class FluxExecutor implements OperationExecutor {
     const url = source.spec?.url ?? "";
     const branch = source.spec?.ref?.branch;
     if (!sameRepository(url, attempt.repository) || branch !== attempt.branch) {
-      throw new Refusal(
+      return notStarted(
         "Rejected",
         StatusReason.SourceMismatch,
         `the GitRepository fetches ${url} branch ${branch ?? "(none)"}, not ${attempt.repository} branch ${attempt.branch}`,
@@ -594,12 +569,8 @@ export class FluxExecutor implements OperationExecutor {
 
   /** checkApplier from the cache; a refusal decided there is decided again from the API server. */
   private async checkApplierFresh(attempt: Attempt, ref: ObjectKey, expectedSource?: ObjectKey) {
-    try {
-      return await this.checkApplier(attempt, ref, expectedSource);
-    } catch (err) {
-      if (!(err instanceof Refusal)) throw err;
-      return this.checkApplier(attempt, ref, expectedSource, false);
-    }
+    const r = await this.checkApplier(attempt, ref, expectedSource);
+    return isNotStarted(r) ? this.checkApplier(attempt, ref, expectedSource, false) : r;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -611,12 +582,19 @@ export class FluxExecutor implements OperationExecutor {
    * from the read the checks were made on). A lost answer may have landed, so it counts as a
    * resume, marked from the last read.
    */
-  private async resume(ref: ObjectKey, read: Kustomization, token: string, log: Logger) {
+  private async resume(
+    ref: ObjectKey,
+    read: Kustomization,
+    token: string,
+    log: Logger,
+  ): Promise<NotStarted | { mark: ReturnType<typeof markOf>; at: number }> {
     let ks = read;
     let reads = 0;
     // Only the write's own failure may have landed; a failed re-read is thrown as it is.
     let writing = false;
     let at = this.d.now().getTime();
+    // A re-read that refuses writes nothing and ends the attempt with this.
+    let refused: NotStarted | undefined;
     try {
       const done = await retryOnConflict(
         async () => {
@@ -624,29 +602,34 @@ export class FluxExecutor implements OperationExecutor {
           if (reads++ === 0) return ks;
           const next = await this.d.client.kustomization(ref);
           if (!next || next.metadata.uid !== ks.metadata.uid) {
-            throw new Refusal(
+            refused = notStarted(
               "RequestFailed",
               StatusReason.KustomizationReplaced,
               "the Kustomization was deleted or replaced before the resume",
             );
+            return undefined;
           }
           const owner = checkSuspendOwnership(next);
-          if (!owner.ok) throw new Refusal("Rejected", owner.reason, owner.message);
+          if (!owner.ok) {
+            refused = notStarted("Rejected", owner.reason, owner.message);
+            return undefined;
+          }
           if (
             keyOf(sourceRefOf(next) ?? { namespace: "", name: "" }) !==
             keyOf(sourceRefOf(ks) ?? { namespace: "", name: "" })
           ) {
-            throw new Refusal(
+            refused = notStarted(
               "RequestFailed",
               StatusReason.SourceChanged,
               "the Kustomization's sourceRef changed before the resume",
             );
+            return undefined;
           }
           ks = next;
           return ks;
         },
         (current) => current,
-        async (current) => {
+        async (_read, current) => {
           at = this.d.now().getTime();
           writing = true;
           const after = await this.d.client.applySuspend(ref, false, token, {
@@ -657,22 +640,22 @@ export class FluxExecutor implements OperationExecutor {
         },
         { what: `the resume of Kustomization ${keyOf(ref)}` },
       );
+      if (refused) return refused;
       // The mutation always writes, so the policy always answers the write's result.
       return done as { mark: ReturnType<typeof markOf>; at: number };
     } catch (err) {
-      if (err instanceof Refusal || !writing) throw err;
+      if (!writing) throw err;
       if (err instanceof ConflictRetriesExhausted)
-        throw new Refusal(
+        return notStarted(
           "RequestFailed",
           StatusReason.ResumeConflict,
           "the Kustomization kept changing; not resumed",
         );
       const code = apiFailure(err).code;
       if (code === 404)
-        throw new Refusal("RequestFailed", StatusReason.KustomizationNotFound, "the Kustomization is gone");
-      if (code !== undefined && code >= 400 && code < 500) {
-        throw new Refusal("RequestFailed", StatusReason.ResumeRefused, (err as Error).message);
-      }
+        return notStarted("RequestFailed", StatusReason.KustomizationNotFound, "the Kustomization is gone");
+      if (code !== undefined && code >= 400 && code < 500)
+        return notStarted("RequestFailed", StatusReason.ResumeRefused, (err as Error).message);
       log.warn({ err: (err as Error).message }, "the resume's answer was lost; following it as if it landed");
       return { mark: markOf(ks), at };
     }
@@ -858,18 +841,11 @@ export class FluxExecutor implements OperationExecutor {
       reason: StatusReason.OperationUnresolved,
       message: "not completed in time; suspended and still followed",
     });
-    await this.d.events.emit({
-      type: "Warning",
-      reason: StatusReason.OperationUnresolved,
-      action: "Follow",
-      note: `operation ${f.token} for ${f.commit} did not complete within ${Math.round(this.t.unresolvedAfterMs / 1000)}s; Kustomization ${keyOf(f.ks)} is suspended again and still followed`,
-      regarding: {
-        apiVersion: "applygate.dev/v1alpha1",
-        kind: "FluxClaim",
-        namespace: f.claim.namespace,
-        name: f.claim.name,
-      },
-    });
+    await unresolvedEvent(
+      this.d.events,
+      f.claim,
+      `operation ${f.token} for ${f.commit} did not complete within ${Math.round(this.t.unresolvedAfterMs / 1000)}s; Kustomization ${keyOf(f.ks)} is suspended again and still followed`,
+    );
   }
 
   private async complete(

@@ -2,8 +2,7 @@
  * The Flux applier kind: what `applygate sidecar --applier flux` plugs into the shared sidecar.
  * Its settings are `FluxKindOptions`; the safety checks come as deps.checks.
  */
-import type { ClaimRef } from "../../queue/contract.js";
-import type { ApplierDeps, ApplierKindModule, ReportFn } from "../applier-kind.js";
+import type { ApplierDeps, ApplierKindModule } from "../applier-kind.js";
 import { FluxClient } from "./client.js";
 import { FluxClaimController } from "./controller.js";
 import { FluxExecutor, type FluxTimings } from "./executor.js";
@@ -56,49 +55,12 @@ export function createApplierKind(deps: ApplierDeps<FluxKindOptions>) {
     window: windowObserver,
     checks: deps.checks,
   });
-  const stops = new AbortController();
   const controller = new FluxClaimController({
     client,
     log,
     ...(num(o.shortRequeueMs) !== undefined ? { shortRequeueMs: num(o.shortRequeueMs) } : {}),
     ...(num(o.resyncMs) !== undefined ? { resyncMs: num(o.resyncMs) } : {}),
-    // An external resume's record is followed here, registered as followed while it runs.
-    followRecord(r) {
-      let unfollow: () => void;
-      try {
-        unfollow = deps.following.follow(r.operation.token, `${r.claim.namespace}/${r.claim.name}`);
-      } catch {
-        return; // followed already
-      }
-      const claim: ClaimRef = { kind: "FluxClaim", namespace: r.claim.namespace, name: r.claim.name };
-      const report: ReportFn = async (phase, extra = {}) => {
-        if (!r.branchKey) return;
-        await deps.reporter
-          .phase({
-            token: r.operation.token,
-            claim,
-            branchKey: r.branchKey,
-            phase,
-            at: deps.now().toISOString(),
-            commit: extra.commit ?? r.operation.commit,
-            ...(extra.reason ? { reason: extra.reason } : {}),
-            ...(extra.message ? { message: extra.message } : {}),
-          })
-          .catch((err) => log.warn({ err: (err as Error).message }, "could not report"));
-      };
-      executor
-        .recover(r, report, stops.signal)
-        .catch((err) =>
-          log.warn({ err: (err as Error).message, token: r.operation.token }, "following a record failed"),
-        )
-        .finally(() => unfollow());
-    },
   });
-  const stopController = controller.stop.bind(controller);
-  controller.stop = async () => {
-    stops.abort();
-    await stopController();
-  };
   return { executor, controller, windowObserver };
 }
 

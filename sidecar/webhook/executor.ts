@@ -14,24 +14,21 @@ import { type WebhookClaim, type WebhookClaimSpec, webhookClaim } from "../../qu
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { type KObject, type Kube, RESOURCES, readObject } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
-import type { OperationExecutor, RecoveredOperation, ReportFn, SafetyChecks } from "../applier-kind.js";
+import type * as Kind from "../applier-kind.js";
+import { notStarted } from "../applier-kind.js";
 import type { EventRecorder } from "../events.js";
 import {
   type ClaimLocator,
-  completeUntilWritten,
   type OperationChange,
-  OperationNotFound,
   RecordRefused,
   recordOperation,
-  updateOperation,
   withdrawOperation,
-  writeFailed,
 } from "../operation-record.js";
+import * as steps from "../operation-steps.js";
 import { sleepUnlessAborted } from "../sleep.js";
-import { staleBecause } from "../tip-check.js";
 import type { CallbackStore } from "./callbacks.js";
 import type { HmacKeys } from "./keys.js";
-import type { WebhookWindowHooks } from "./observer.js";
+import type { WebhookWindow } from "./observer.js";
 import { judgeReport, judgeSend, type SendResult } from "./outcome.js";
 import { requestBody, signedRequest } from "./request.js";
 import { type SendOptions, sendRequest } from "./send.js";
@@ -58,12 +55,12 @@ export interface WebhookExecutorDeps {
   log: Logger;
   events: EventRecorder;
   now: () => Date;
-  checks: SafetyChecks;
+  checks: Kind.SafetyChecks;
   keys: HmacKeys;
   callbacks: CallbackStore;
   options?: WebhookExecutorOptions;
   /** The apply window: opened just before the request, closed when the operation ends. */
-  windows?: WebhookWindowHooks;
+  windows?: Kind.WindowHooks<WebhookWindow>;
 }
 
 interface Ctx {
@@ -72,7 +69,7 @@ interface Ctx {
   commit: string;
   claim: ClaimLocator;
   spec: WebhookClaimSpec;
-  report: ReportFn;
+  report: Kind.ReportFn;
   signal: AbortSignal;
   log: Logger;
 }
@@ -87,7 +84,7 @@ interface Follow {
   failAtBudget: boolean;
 }
 
-export class WebhookExecutor implements OperationExecutor {
+export class WebhookExecutor implements Kind.OperationExecutor {
   private readonly pollMs: number;
   private readonly maxPollMs: number;
 
@@ -109,7 +106,7 @@ export class WebhookExecutor implements OperationExecutor {
     return r.value;
   }
 
-  async execute(attempt: Attempt, report: ReportFn, signal: AbortSignal): Promise<void> {
+  async execute(attempt: Attempt, report: Kind.ReportFn, signal: AbortSignal): Promise<void> {
     const claim = this.locator(attempt.claim.namespace, attempt.claim.name);
     const log = this.d.log.child({
       applier: "webhook",
@@ -158,17 +155,17 @@ export class WebhookExecutor implements OperationExecutor {
         message: err.message,
       });
     }
-    const giveUp = async (
-      phase: "RequestFailed" | "Dropped" | "Stale" | "Rejected",
-      reason: string,
-      message: string,
-    ) => {
-      this.d.windows?.closed(c.token);
-      await this.d.callbacks.close(c.token).catch(() => {});
-      await withdrawOperation(this.d.kube, claim, c.token, recorded.previous).catch(() => false);
-      log.info({ reason, message }, "request not sent");
-      await report(phase, { reason, message });
-    };
+    // The request was not sent: nothing to follow, and no record stays on the claim.
+    const end = (r: Kind.NotStarted) =>
+      steps.endNotStarted(r, {
+        report,
+        log,
+        closeWindow: () => this.d.windows?.close(c.token),
+        withdraw: async () => {
+          await this.d.callbacks.close(c.token).catch(() => {});
+          await withdrawOperation(this.d.kube, claim, c.token, recorded.previous);
+        },
+      });
 
     // Until the request is sent, a failure (Redis or the API server away) is known to have sent
     // nothing: the record is withdrawn and the attempt ends RequestFailed. Left to the generic
@@ -177,22 +174,11 @@ export class WebhookExecutor implements OperationExecutor {
     // refused OperationInFlight (soak --mirror seed 51029, Redis down during the attempt).
     try {
       // The last checks, beside the Requested report, just before the request that starts the apply.
-      const [, current, standing, fresh] = await Promise.all([
-        report("Requested"),
-        this.d.checks.tip(attempt),
-        this.d.checks.standing(attempt),
-        this.d.checks.freshness(attempt),
-      ]);
-      if (!current)
-        return giveUp("Stale", StatusReason.Stale, `${c.commit} is no longer the tip of ${attempt.branch}`);
-      if (!standing.ok) return giveUp(standing.phase, standing.reason, standing.message);
-      const stale = staleBecause(fresh, attempt);
-      if (stale) return giveUp("Stale", stale.reason, stale.message);
+      const refused = await steps.lastChecks(attempt, this.d.checks, report("Requested"));
+      if (refused) return end(refused);
       if (signal.aborted)
-        return giveUp(
-          "RequestFailed",
-          StatusReason.SidecarStopping,
-          "the sidecar stopped before the request",
+        return end(
+          notStarted("RequestFailed", StatusReason.SidecarStopping, "the sidecar stopped before the request"),
         );
 
       // Open for reports before sending: a tool may report before it answers.
@@ -201,14 +187,16 @@ export class WebhookExecutor implements OperationExecutor {
         signature: spec.signature,
       });
     } catch (err) {
-      return giveUp(
-        "RequestFailed",
-        StatusReason.NotSent,
-        `the request was not sent: ${(err as Error).message}`,
+      return end(
+        notStarted(
+          "RequestFailed",
+          StatusReason.NotSent,
+          `the request was not sent: ${(err as Error).message}`,
+        ),
       );
     }
     // The window opens before the request: the tool may apply before its answer is read.
-    this.openWindow(c);
+    await this.openWindow(c);
     const deliveryId = randomUUID();
     const { bytes, headers } = signedRequest(requestBody(attempt), {
       key: key.key,
@@ -234,7 +222,7 @@ export class WebhookExecutor implements OperationExecutor {
     const budgetEndsAt = sentAt.getTime() + spec.completion.budgetSeconds * 1000;
     switch (verdict.phase) {
       case "RequestFailed":
-        return giveUp("RequestFailed", verdict.reason, verdict.message);
+        return end(notStarted("RequestFailed", verdict.reason, verdict.message));
       case "Succeeded":
         return this.complete(c, "Succeeded", undefined, verdict.message);
       case "Failed":
@@ -265,7 +253,7 @@ export class WebhookExecutor implements OperationExecutor {
    * (and lost its answer with it), so it is Unresolved and never sent again. Running and
    * Unresolved are followed on from their reports.
    */
-  async recover(r: RecoveredOperation, report: ReportFn, signal: AbortSignal): Promise<void> {
+  async recover(r: Kind.RecoveredOperation, report: Kind.ReportFn, signal: AbortSignal): Promise<void> {
     const log = this.d.log.child({
       applier: "webhook",
       claim: `${r.claim.namespace}/${r.claim.name}`,
@@ -290,7 +278,7 @@ export class WebhookExecutor implements OperationExecutor {
     };
     const startedAt = r.operation.startedAt ?? r.operation.requestedAt;
     // Opened again by this process: the tool's writes since the start, made while nobody watched, too.
-    this.openWindow(c, startedAt);
+    await this.openWindow(c, startedAt);
     await this.d.callbacks.open(c.token, {
       claim: { namespace: r.claim.namespace, name: r.claim.name },
       signature: spec.signature,
@@ -371,84 +359,66 @@ export class WebhookExecutor implements OperationExecutor {
     }
   }
 
-  private openWindow(c: Ctx, missedSince?: string): void {
-    this.d.windows?.opened({
+  private async openWindow(c: Ctx, missedSince?: string): Promise<void> {
+    const claim = { kind: "WebhookClaim" as const, namespace: c.claim.namespace, name: c.claim.name };
+    await this.d.windows?.open({
       token: c.token,
-      claim: { namespace: c.claim.namespace, name: c.claim.name },
+      claim,
       branchKey: c.branchKey,
+      // The endpoint lives on the claim: the claim is its own applier.
+      applier: { namespace: claim.namespace, name: claim.name },
       managers: c.spec.fieldManagers ?? [],
       ...(missedSince ? { missedSince } : {}),
     });
+  }
+
+  private record(c: Ctx): steps.RecordOf {
+    return steps.recordOf(this.d.kube, this.d.now, c);
   }
 
   private async markUnresolved(c: Ctx, reason: string, message: string): Promise<void> {
     if (!(await this.move(c, { phase: "Unresolved", message }))) return;
     c.log.warn({ reason }, "operation unresolved: still followed");
     await c.report("Unresolved", { reason, message });
-    await this.d.events.emit({
-      type: "Warning",
-      reason: StatusReason.OperationUnresolved,
-      action: "Follow",
-      note: `operation ${c.token} for ${c.commit}: ${message}`,
-      regarding: {
-        apiVersion: "applygate.dev/v1alpha1",
-        kind: "WebhookClaim",
-        namespace: c.claim.namespace,
-        name: c.claim.name,
-      },
+    await steps.unresolvedEvent(this.d.events, c.claim, `operation ${c.token} for ${c.commit}: ${message}`);
+  }
+
+  /**
+   * Moves the claim's record; false when the record is gone. Thrown, a failed write ended a sent
+   * request RequestFailed while the record still showed it in flight (soak --mirror seed 101021,
+   * a 409 storm on the claims): it is no end of the operation, which the tool carries out.
+   */
+  private move(c: Ctx, change: OperationChange): Promise<boolean> {
+    return steps.moveRecord(this.record(c), change, async () => {
+      this.d.windows?.close(c.token);
+      await this.d.callbacks.close(c.token).catch(() => {});
     });
   }
 
   /**
-   * Moves the claim's record; false when the record is gone (the claim deleted or replaced). A
-   * failed write is no end of the operation, which the tool carries out whatever the API server
-   * answers: the record lags a phase and the operation is followed on (its end is written when
-   * observed). Thrown, it ended a sent request RequestFailed while the record still showed it
-   * in flight (soak --mirror seed 101021, a 409 storm on the claims).
+   * The end, once on the claim, closes the window and the token for reports (a report after it is
+   * a miss). A stop leaves it to restart recovery, which reads the report that ended it again
+   * (reports are dropped only once on the claim).
    */
-  private async move(c: Ctx, change: OperationChange): Promise<boolean> {
-    try {
-      await updateOperation(this.d.kube, c.claim, c.token, change, { now: this.d.now });
-      return true;
-    } catch (err) {
-      if (writeFailed(err)) {
-        c.log.warn(
-          { err: (err as Error).message },
-          "could not move the operation on the claim; following on",
-        );
-        return true;
-      }
-      if (!(err instanceof OperationNotFound)) throw err;
-      this.d.windows?.closed(c.token);
-      await this.d.callbacks.close(c.token).catch(() => {});
-      await c.report("Failed", { reason: StatusReason.ClaimGone, message: err.message });
-      return false;
-    }
-  }
-
-  private async complete(c: Ctx, phase: "Succeeded" | "Failed", reason: string | undefined, message: string) {
-    // The end is observed: it is written on the claim until the write lands (a claim left showing
-    // the operation in flight refuses every later attempt). A stop leaves it to restart recovery,
-    // which reads the report that ended it again (reports are dropped only once on the claim).
-    const written = await completeUntilWritten(
-      this.d.kube,
-      c.claim,
-      c.token,
-      { phase, ...(reason ? { outcome: reason } : {}), message },
-      { now: this.d.now, signal: c.signal, pollMs: this.pollMs, log: c.log },
+  private complete(c: Ctx, phase: "Succeeded" | "Failed", reason: string | undefined, message: string) {
+    return steps.completeRecord(
+      this.record(c),
+      { phase, ...(reason ? { reason } : {}), message },
+      {
+        signal: c.signal,
+        pollMs: this.pollMs,
+        written: async () => {
+          this.d.windows?.close(c.token);
+          await this.d.callbacks
+            .close(c.token)
+            .catch((err) =>
+              c.log.warn(
+                { err: (err as Error).message },
+                "could not close the token for reports (expires on its own)",
+              ),
+            );
+        },
+      },
     );
-    if (written === "stopped") return;
-    this.d.windows?.closed(c.token);
-    // Closed only once the end is on the claim: a report after this is a miss.
-    await this.d.callbacks
-      .close(c.token)
-      .catch((err) =>
-        c.log.warn(
-          { err: (err as Error).message },
-          "could not close the token for reports (expires on its own)",
-        ),
-      );
-    c.log.info({ phase, reason }, "operation completed");
-    await c.report(phase, { ...(reason ? { reason } : {}), message });
   }
 }

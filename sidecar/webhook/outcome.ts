@@ -22,7 +22,7 @@ export type SendResult =
   /** No answer within the timeout. */
   | { kind: "timeout" }
   /** Refused before anything was sent (the address, the URL, the connection refused). */
-  | { kind: "notSent"; reason: string; message: string }
+  | { kind: "notSent"; reason: StatusReason; message: string }
   /** Sent (or partly sent), then the connection broke: the tool may or may not have it. */
   | { kind: "lost"; message: string };
 
@@ -34,7 +34,7 @@ export type Verdict =
   /** Not known whether the tool has it: followed on, by reports only. */
   | { phase: "Unresolved"; outcome: string; message: string }
   /** Nothing reached the tool: the attempt started nothing. */
-  | { phase: "RequestFailed"; reason: string; message: string };
+  | { phase: "RequestFailed"; reason: StatusReason; message: string };
 
 const head = (s: string) => (s.length > MESSAGE_BYTES ? `${s.slice(0, MESSAGE_BYTES)}…` : s).trim();
 

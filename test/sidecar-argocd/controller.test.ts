@@ -39,6 +39,8 @@ const ctx = (events = memoryEvents()): ClaimContext & { events: ReturnType<typeo
   events,
   following: new Following(),
   now: () => new Date(),
+  // Argo CD records no operation of its own to follow.
+  follow: () => false,
 });
 
 async function setup(spec: Record<string, unknown>, meta: Record<string, unknown> = {}) {
@@ -368,11 +370,11 @@ describe("the window observer", () => {
     const reporter = memoryReporter();
     const observer = await startObserver(reporter);
     const window = (token: string, missedSince: string) =>
-      observer.opened({
+      observer.open({
         token,
-        claim: { type: RESOURCES.argoCDClaim, namespace: "argocd", name },
+        claim: { kind: "ArgoCDClaim", namespace: "argocd", name },
         branchKey: "git/r@main",
-        application: { namespace: "argocd", name },
+        applier: { namespace: "argocd", name },
         missedSince,
       });
     const reported = (token: string) =>

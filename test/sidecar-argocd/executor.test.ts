@@ -188,7 +188,10 @@ describe("one sync per attempt", () => {
       now: () => new Date(),
       options: FAST,
       checks: unrecordedChecks(kube),
-      windows: { opened: (w) => calls.push(`opened ${w.token}`), closed: (t) => calls.push(`closed ${t}`) },
+      windows: {
+        open: async (w) => void calls.push(`opened ${w.token}`),
+        close: (t) => void calls.push(`closed ${t}`),
+      },
     }).execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
     expect(r.phases().at(-1)).toBe("Succeeded");
     // Argo CD may apply before the update's answer arrives: the window is already open then. (An
@@ -454,7 +457,7 @@ describe("restart recovery", () => {
       now: () => new Date(),
       options: FAST,
       checks: unrecordedChecks(c.kube),
-      windows: { opened: (w) => void opened.push(w), closed: () => {} },
+      windows: { open: async (w) => void opened.push(w), close: () => {} },
     });
     await recovering.recover!(
       { claim, applier: ref, operation: rec.operation, branchKey: "git/r@main" },

@@ -12,7 +12,7 @@ import type { Attempt, Report } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
-import type { ReportFn, SafetyChecks } from "../../sidecar/applier-kind.js";
+import type { ClaimContext, OperationExecutor, ReportFn, SafetyChecks } from "../../sidecar/applier-kind.js";
 import { approvalRecheck } from "../../sidecar/approval-recheck.js";
 import { setConditions } from "../../sidecar/claims/conditions.js";
 import { type EventSpec, memoryEvents } from "../../sidecar/events.js";
@@ -92,6 +92,8 @@ export interface Scene {
   ks: { namespace: string; name: string };
   source: { namespace: string; name: string };
   kind: ReturnType<typeof createApplierKind>;
+  /** ClaimContext.follow: the kind's recovery, registered as followed, as the executor host runs it. */
+  follow: ClaimContext["follow"];
   events: EventSpec[];
   reports: Report[];
   following: Following;
@@ -280,6 +282,7 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
       c.metadata.resourceVersion,
     );
   };
+  const follow = followLikeHost(kind.executor, following);
   const ctxFor = async (name: string) => {
     const c = await readClaim(name);
     const op = (c.status as { operation?: never } | undefined)?.operation;
@@ -289,6 +292,7 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
       events,
       following,
       now: () => new Date(),
+      follow,
       ...(op ? { operation: op } : {}),
       branchKey: `${url}@main`,
     };
@@ -301,6 +305,7 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
     ks: { namespace: ns, name: "apps" },
     source: { namespace: ns, name: "repo" },
     kind,
+    follow,
     events: events.events,
     reports: reporter.reports,
     following,
@@ -382,8 +387,29 @@ async function ctxOf(s: Scene, world: World, over: Record<string, unknown> = {})
     events: { emit: async (e: EventSpec) => void s.events.push(e) },
     following: s.following,
     now: () => new Date(),
+    follow: s.follow,
     ...(op ? { operation: op } : {}),
     branchKey: `${s.url}@main`,
     ...over,
+  };
+}
+
+/**
+ * What the executor host does for ClaimContext.follow, without its queue: the kind's recovery of
+ * the operation, registered as followed while it runs (refused when followed already).
+ */
+export function followLikeHost(executor: OperationExecutor, following: Following): ClaimContext["follow"] {
+  return (r) => {
+    let unfollow: () => void;
+    try {
+      unfollow = following.follow(r.operation.token, `${r.claim.namespace}/${r.claim.name}`);
+    } catch {
+      return false;
+    }
+    void executor
+      .recover?.(r, async () => {}, new AbortController().signal)
+      .catch(() => {})
+      .finally(() => unfollow());
+    return true;
   };
 }

@@ -82,9 +82,10 @@ describe("the webhook applier's apply window", () => {
     });
     await observer.start();
     const window = (token: string, missedSince: string) =>
-      observer.opened({
+      observer.open({
         token,
-        claim: { namespace: NS, name: "win" },
+        claim: { kind: "WebhookClaim", namespace: NS, name: "win" },
+        applier: { namespace: NS, name: "win" },
         branchKey: "git/r@main",
         managers: ["playground-deployer"],
         missedSince,

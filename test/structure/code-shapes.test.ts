@@ -29,15 +29,10 @@ const KNOWN_CASTS: Record<string, number> = {
   "queue/kube/client.ts": 1,
   "queue/worker/cluster-cache.ts": 3,
   "sidecar/approval-recheck.ts": 2,
-  "sidecar/argocd/controller.ts": 5,
   "sidecar/claims/reconciler.ts": 1,
   "sidecar/commit-status-check.ts": 1,
-  "sidecar/flux/client.ts": 2,
-  "sidecar/flux/controller.ts": 2,
-  "sidecar/flux/executor.ts": 2,
   "sidecar/governance-check.ts": 1,
   "sidecar/mirror/targets.ts": 1,
-  "sidecar/operation-record.ts": 2,
   "sidecar/standing.ts": 8,
 };
 
