@@ -11,6 +11,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { Redis } from "ioredis";
+import { backoffMs } from "./backoff.js";
 import { ConfigError, parsers, type Setting } from "./config.js";
 import { parseRedisUrl, redact, redisTargetOptions } from "./redis-url.js";
 
@@ -85,9 +86,9 @@ export async function untilAnswered(
       await probe(Math.max(1_000, Math.min(5_000, left)));
       return;
     } catch (err) {
-      if (now() + Math.min(2_000, 250 * 2 ** attempt) >= deadline)
-        throw new Unreachable(what(describeAnswer(err)));
-      await new Promise((r) => setTimeout(r, Math.min(2_000, 250 * 2 ** attempt)));
+      const pause = backoffMs({ initialMs: 250, maxMs: 2_000 }, attempt + 1);
+      if (now() + pause >= deadline) throw new Unreachable(what(describeAnswer(err)));
+      await new Promise((r) => setTimeout(r, pause));
     }
   }
 }
