@@ -80,7 +80,7 @@ const crdFiles = (mod: UpstreamModule): string[] => {
  * kustomize-controller that includes cluster-admin (its `cluster-reconciler` binding), as Flux's
  * install gives it: it applies whatever a Kustomization holds.
  */
-async function controllerRbac(kubectl: string, mod: UpstreamModule, serviceAccount: string) {
+export async function controllerRbac(kubectl: string, mod: UpstreamModule, serviceAccount: string) {
   const { stdout } = await execFileAsync(kubectl, ["kustomize", join(mod.dir, "config/rbac")], {
     maxBuffer: 16 * 1024 * 1024,
   });
@@ -101,7 +101,7 @@ async function controllerRbac(kubectl: string, mod: UpstreamModule, serviceAccou
   });
 }
 
-async function kubectlApply(kubectl: string, kubeconfig: string, args: string[], input?: string) {
+export async function kubectlApply(kubectl: string, kubeconfig: string, args: string[], input?: string) {
   const child = execFileAsync(
     kubectl,
     [`--kubeconfig=${kubeconfig}`, "apply", "--server-side", "--field-manager=flux-install", ...args],
@@ -112,7 +112,11 @@ async function kubectlApply(kubectl: string, kubeconfig: string, args: string[],
 }
 
 /** A token for the ServiceAccount (TokenRequest) and a kubeconfig holding it. */
-async function serviceAccountKubeconfig(cluster: RealCluster, name: string, file: string): Promise<void> {
+export async function serviceAccountKubeconfig(
+  cluster: RealCluster,
+  name: string,
+  file: string,
+): Promise<void> {
   const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
   const issued = await core.createNamespacedServiceAccountToken({
     name,
@@ -126,7 +130,7 @@ async function serviceAccountKubeconfig(cluster: RealCluster, name: string, file
 }
 
 /** True once controller-runtime logged that `controller`'s workers run (its caches synced). */
-const workersStarted = (logPath: string, controller: string) => async (): Promise<boolean> => {
+export const workersStarted = (logPath: string, controller: string) => async (): Promise<boolean> => {
   const text = await readFile(logPath, "utf8");
   return text
     .split("\n")

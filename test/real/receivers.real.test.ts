@@ -1,0 +1,125 @@
+// The push receivers people use today, on the real components, beside applygate: each setup of
+// test/real/push-to-applied.ts applies what a signed GitHub push announced (its commit on the
+// applier's status, its value in the cluster), so the bench of the same setups
+// (test/bench/receivers.ts) cannot measure nothing.
+import { CustomObjectsApi } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GitServer, startGitServer } from "../git/server.js";
+import { type RealArgoCD, startRealArgoCD } from "./argocd.js";
+import { findRealBinaries } from "./binaries.js";
+import { type RealCluster, startRealCluster } from "./cluster.js";
+import { GIT_REPOSITORIES, type RealFlux, startRealFlux } from "./flux.js";
+import { argoWebhookSetup, fluxReceiverSetup, type Setup } from "./push-to-applied.js";
+import {
+  type ArgoCDServer,
+  createGithubReceiver,
+  type NotificationController,
+  startArgoCDServer,
+  startNotificationController,
+} from "./receivers.js";
+
+const bins = findRealBinaries([
+  "etcd",
+  "kube-apiserver",
+  "kube-controller-manager",
+  "kubectl",
+  "source-controller",
+  "kustomize-controller",
+  "notification-controller",
+  "argocd-application-controller",
+  "argocd-repo-server",
+  "argocd-server",
+  "kustomize",
+]);
+if (!bins.built) console.warn(`\n!!! SKIPPED test/real/receivers.real.test.ts: ${bins.message}\n`);
+
+const PUSHES = 3;
+const SECRET = "receivers-test-secret";
+
+describe.skipIf(!bins.built)("push → applied through each receiver, on the real components", () => {
+  let cluster: RealCluster;
+  let git: GitServer;
+  let flux: RealFlux;
+  let nc: NotificationController;
+  let argocd: RealArgoCD;
+  let server: ArgoCDServer;
+
+  beforeAll(async () => {
+    cluster = await startRealCluster();
+    git = await startGitServer();
+    flux = await startRealFlux(cluster);
+    nc = await startNotificationController(cluster);
+    // No timed refresh: only the webhook makes the controller look at Git.
+    argocd = await startRealArgoCD(cluster, { appResyncSeconds: 0 });
+    server = await startArgoCDServer(cluster, argocd, { githubSecret: SECRET });
+  }, 300_000);
+  afterAll(async () => {
+    await server?.stop();
+    await argocd?.stop();
+    await nc?.stop();
+    await flux?.stop();
+    await cluster?.stop();
+    await git?.close();
+  }, 90_000);
+
+  /** PUSHES pushes, each applied with its commit and its value. */
+  async function provesEachPush(setup: Setup) {
+    try {
+      for (let i = 1; i <= PUSHES; i++) {
+        const t = await setup.push(String(i), 60_000);
+        expect(t.value).toBe(String(i));
+        expect(t.appliedRevision).toContain(t.sha);
+        expect(t.ms).toBeGreaterThan(0);
+      }
+    } finally {
+      await setup.remove();
+    }
+  }
+
+  it("plain Flux + its Receiver (type github, HMAC) applies each pushed commit", async () => {
+    const kc = cluster.kubeConfig();
+    const setup = await fluxReceiverSetup(
+      { kc, git },
+      {
+        namespace: "flux-receiver",
+        receiverUrl: nc.receiverUrl,
+        secret: SECRET,
+        createReceiver: (namespace) =>
+          createGithubReceiver(kc, { namespace, gitRepository: "apps", secret: SECRET }),
+      },
+    );
+    await provesEachPush(setup);
+  }, 240_000);
+
+  it("a Receiver refuses a push signed with another secret and asks for no fetch", async () => {
+    const kc = cluster.kubeConfig();
+    const namespace = "flux-receiver-forged";
+    const setup = await fluxReceiverSetup(
+      { kc, git },
+      {
+        namespace,
+        receiverUrl: nc.receiverUrl,
+        secret: "not-the-receivers-secret",
+        createReceiver: (ns) =>
+          createGithubReceiver(kc, { namespace: ns, gitRepository: "apps", secret: SECRET }),
+      },
+    );
+    await expect(setup.push("1", 5_000)).rejects.toThrow(/answered 4\d\d/);
+    await setup.remove();
+    // Nobody asked source-controller to fetch.
+    const repo = (await kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+      ...GIT_REPOSITORIES,
+      namespace,
+      name: "apps",
+    })) as { metadata: { annotations?: Record<string, string> } };
+    expect(repo.metadata.annotations?.["reconcile.fluxcd.io/requestedAt"]).toBeUndefined();
+  }, 240_000);
+
+  it("plain Argo CD + argocd-server's /api/webhook applies each pushed commit", async () => {
+    const setup = await argoWebhookSetup(
+      { kc: cluster.kubeConfig(), git },
+      { namespace: "argo-webhook", appName: "argo-webhook", webhookUrl: server.webhookUrl, secret: SECRET },
+    );
+    await provesEachPush(setup);
+  }, 240_000);
+});
