@@ -1,0 +1,174 @@
+/**
+ * `npm run bench -- receivers`: push → applied on the real components, through the receivers people
+ * install today and through applygate, on one real control plane in one run (test/real/
+ * push-to-applied.ts). Each push commits to our Git smart-HTTP server, then delivers the same
+ * signed GitHub push event; the time runs from the delivery until the Kustomization reports
+ * `main@sha1:<commit>` as lastAppliedRevision, or the Application an operation Succeeded at the
+ * commit with its sync status there (status read every 20 ms). Pushes go to the setups in turn, so
+ * each meets the same machine load. Per setup: p50, p99 and the API requests per apply the
+ * components made (kube-apiserver's audit.log, by the setup's ServiceAccounts, during its pushes).
+ *
+ * `RECEIVERS_BENCH_PUSHES` (default 20) pushes per setup. Skipped with a notice naming what is
+ * missing when the real components are not built (`npm run real:build`).
+ */
+import { availableParallelism, loadavg } from "node:os";
+import { type GitServer, startGitServer } from "../git/server.js";
+import { readAudit } from "../real/applygate.js";
+import { type RealArgoCD, startRealArgoCD } from "../real/argocd.js";
+import { findRealBinaries } from "../real/binaries.js";
+import { type RealCluster, startRealCluster } from "../real/cluster.js";
+import { type RealFlux, startRealFlux } from "../real/flux.js";
+import { argoWebhookSetup, fluxReceiverSetup, POLL_MS, type Setup } from "../real/push-to-applied.js";
+import {
+  type ArgoCDServer,
+  createGithubReceiver,
+  type NotificationController,
+  startArgoCDServer,
+  startNotificationController,
+} from "../real/receivers.js";
+import type { Figure } from "./figure.js";
+
+const PUSHES = Number(process.env.RECEIVERS_BENCH_PUSHES ?? 20);
+const SECRET = "receivers-bench-secret";
+
+/** Whose requests count for a setup: the ServiceAccounts of the namespaces its components run in. */
+const IDENTITIES: Record<string, string[]> = {
+  "flux-receiver": ["system:serviceaccount:flux-system:"],
+  "argocd-webhook": ["system:serviceaccount:argocd:"],
+  "flux-applygate": ["system:serviceaccount:flux-system:", "system:serviceaccount:applygate-system:"],
+  "argocd-applygate": ["system:serviceaccount:argocd:", "system:serviceaccount:applygate-system:"],
+};
+
+export function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
+}
+
+const step = (what: string) => process.stderr.write(`receivers ${new Date().toISOString()} ${what}\n`);
+
+export async function run(): Promise<Figure[]> {
+  const bins = findRealBinaries([
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kubectl",
+    "source-controller",
+    "kustomize-controller",
+    "notification-controller",
+    "argocd-application-controller",
+    "argocd-repo-server",
+    "argocd-server",
+    "kustomize",
+  ]);
+  if (!bins.built) {
+    process.stderr.write(
+      `\n!!! SKIPPED bench receivers (push → applied on the real components, nothing measured): ${bins.message}\n\n`,
+    );
+    return [];
+  }
+  let cluster: RealCluster | undefined;
+  let git: GitServer | undefined;
+  let flux: RealFlux | undefined;
+  let nc: NotificationController | undefined;
+  let argocd: RealArgoCD | undefined;
+  let server: ArgoCDServer | undefined;
+  const setups: Setup[] = [];
+  try {
+    cluster = await startRealCluster({ quiet: true });
+    git = await startGitServer();
+    flux = await startRealFlux(cluster, { quiet: true });
+    nc = await startNotificationController(cluster, { quiet: true });
+    // No timed refresh: only a push makes the controller look at Git.
+    argocd = await startRealArgoCD(cluster, { appResyncSeconds: 0, quiet: true });
+    server = await startArgoCDServer(cluster, argocd, { githubSecret: SECRET, quiet: true });
+    const kc = cluster.kubeConfig();
+    const ctx = { kc, git };
+    const receiverUrl = nc.receiverUrl;
+    step("components ready; setting up");
+    setups.push(
+      await fluxReceiverSetup(ctx, {
+        namespace: "flux-receiver",
+        receiverUrl,
+        secret: SECRET,
+        createReceiver: (namespace) =>
+          createGithubReceiver(kc, { namespace, gitRepository: "apps", secret: SECRET }),
+      }),
+    );
+    setups.push(
+      await argoWebhookSetup(ctx, {
+        namespace: "argocd-webhook",
+        appName: "argocd-webhook",
+        webhookUrl: server.webhookUrl,
+        secret: SECRET,
+      }),
+    );
+
+    const times = new Map<string, number[]>(setups.map((s) => [s.name, []]));
+    const requests = new Map<string, number>(setups.map((s) => [s.name, 0]));
+    for (let i = 1; i <= PUSHES; i++) {
+      for (const s of setups) {
+        const mark = readAudit(cluster.auditLogPath).end;
+        const t = await s.push(String(i));
+        if (t.value !== String(i))
+          throw new Error(`${s.name}: push ${i} applied, but the cluster holds ${t.value}`);
+        times.get(s.name)?.push(t.ms);
+        // The audit backend writes as requests finish: a short pause lets the last ones land.
+        await new Promise((r) => setTimeout(r, 200));
+        const prefixes = IDENTITIES[s.name] ?? [];
+        const own = new Set(
+          readAudit(cluster.auditLogPath, mark)
+            .events.filter((e) => prefixes.some((p) => e.user.username.startsWith(p)))
+            .map((e) => e.auditID),
+        );
+        requests.set(s.name, (requests.get(s.name) ?? 0) + own.size);
+      }
+      step(`push ${i}/${PUSHES} applied by ${setups.map((s) => s.name).join(", ")}`);
+    }
+
+    const load = loadavg()[0]?.toFixed(2);
+    const note = (extra: string) =>
+      `${PUSHES} pushes, real components on one machine (${availableParallelism()} cores, load ${load}), ` +
+      `status read every ${POLL_MS} ms; ${extra}`;
+    const figures: Figure[] = [];
+    const plain: Record<string, string> = {
+      "flux-applygate": "flux-receiver",
+      "argocd-applygate": "argocd-webhook",
+    };
+    for (const s of setups) {
+      const xs = times.get(s.name) ?? [];
+      const p50 = percentile(xs, 50);
+      const base = plain[s.name] ? percentile(times.get(plain[s.name] as string) ?? [], 50) : undefined;
+      figures.push({
+        bench: `receivers.${s.name}.push_to_applied_p50`,
+        value: Math.round(p50),
+        unit: "ms",
+        ...(base ? { baseline: Math.round(base), ratio: Number((p50 / base).toFixed(2)) } : {}),
+        note: note(`min ${Math.round(Math.min(...xs))} ms, max ${Math.round(Math.max(...xs))} ms`),
+      });
+      figures.push({
+        bench: `receivers.${s.name}.push_to_applied_p99`,
+        value: Math.round(percentile(xs, 99)),
+        unit: "ms",
+        note: note(PUSHES < 100 ? `p99 of ${PUSHES} pushes is the slowest` : "p99"),
+      });
+      figures.push({
+        bench: `receivers.${s.name}.api_requests_per_apply`,
+        value: Number(((requests.get(s.name) ?? 0) / PUSHES).toFixed(1)),
+        unit: "requests",
+        note: note(
+          `kube-apiserver audit.log, requests by ${(IDENTITIES[s.name] ?? []).join(" and ")}* during the push`,
+        ),
+      });
+    }
+    return figures;
+  } finally {
+    for (const s of setups) await s.remove().catch(() => undefined);
+    await server?.stop();
+    await argocd?.stop();
+    await nc?.stop();
+    await flux?.stop();
+    await cluster?.stop();
+    await git?.close();
+  }
+}
