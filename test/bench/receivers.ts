@@ -1,10 +1,10 @@
 /**
  * `npm run bench -- receivers`: push → applied on the real components, through the receivers people
- * install today and through applygate, on one real control plane in one run (test/real/
- * push-to-applied.ts). Each push commits to our Git smart-HTTP server, then delivers the same
+ * install today and through applygate (installed and run as test/real/applygate.ts does), on one
+ * real control plane in one run (test/real/push-to-applied.ts). Each push commits to our Git smart-HTTP server, then delivers the same
  * signed GitHub push event; the time runs from the delivery until the Kustomization reports
- * `main@sha1:<commit>` as lastAppliedRevision, or the Application an operation Succeeded at the
- * commit with its sync status there (status read every 20 ms). Pushes go to the setups in turn, so
+ * `main@sha1:<commit>` as lastAppliedRevision, or the Application its last operation Succeeded at
+ * the commit (status read every 20 ms). Pushes go to the setups in turn, so
  * each meets the same machine load. Per setup: p50, p99 and the API requests per apply the
  * components made (kube-apiserver's audit.log, by the setup's ServiceAccounts, during its pushes).
  *
@@ -18,7 +18,15 @@ import { type RealArgoCD, startRealArgoCD } from "../real/argocd.js";
 import { findRealBinaries } from "../real/binaries.js";
 import { type RealCluster, startRealCluster } from "../real/cluster.js";
 import { type RealFlux, startRealFlux } from "../real/flux.js";
-import { argoWebhookSetup, fluxReceiverSetup, POLL_MS, type Setup } from "../real/push-to-applied.js";
+import {
+  argoApplygateSetup,
+  argoWebhookSetup,
+  fluxApplygateSetup,
+  fluxReceiverSetup,
+  POLL_MS,
+  type Setup,
+  startApplygate,
+} from "../real/push-to-applied.js";
 import {
   type ArgoCDServer,
   createGithubReceiver,
@@ -73,15 +81,19 @@ export async function run(): Promise<Figure[]> {
   let nc: NotificationController | undefined;
   let argocd: RealArgoCD | undefined;
   let server: ArgoCDServer | undefined;
+  let applygate: Awaited<ReturnType<typeof startApplygate>> | undefined;
   const setups: Setup[] = [];
   try {
     cluster = await startRealCluster({ quiet: true });
     git = await startGitServer();
+    // applygate first: its install makes flux-system and argocd with the Secret its sidecars read.
+    applygate = await startApplygate(cluster, process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379");
     flux = await startRealFlux(cluster, { quiet: true });
     nc = await startNotificationController(cluster, { quiet: true });
     // No timed refresh: only a push makes the controller look at Git.
     argocd = await startRealArgoCD(cluster, { appResyncSeconds: 0, quiet: true });
     server = await startArgoCDServer(cluster, argocd, { githubSecret: SECRET, quiet: true });
+    await applygate.startSidecars();
     const kc = cluster.kubeConfig();
     const ctx = { kc, git };
     const receiverUrl = nc.receiverUrl;
@@ -100,6 +112,22 @@ export async function run(): Promise<Figure[]> {
         namespace: "argocd-webhook",
         appName: "argocd-webhook",
         webhookUrl: server.webhookUrl,
+        secret: SECRET,
+      }),
+    );
+
+    setups.push(
+      await fluxApplygateSetup(ctx, {
+        namespace: "flux-applygate",
+        gatewayUrl: applygate.gatewayUrl,
+        secret: SECRET,
+      }),
+    );
+    setups.push(
+      await argoApplygateSetup(ctx, {
+        namespace: "argocd-applygate",
+        appName: "argocd-applygate",
+        gatewayUrl: applygate.gatewayUrl,
         secret: SECRET,
       }),
     );
@@ -164,6 +192,7 @@ export async function run(): Promise<Figure[]> {
     return figures;
   } finally {
     for (const s of setups) await s.remove().catch(() => undefined);
+    await applygate?.stop();
     await server?.stop();
     await argocd?.stop();
     await nc?.stop();

@@ -192,7 +192,12 @@ export async function startRealArgoCD(
     // The install objects, each in the argocd namespace (install.yaml names none; its bindings'
     // subjects name argocd), server-side as Argo CD documents for its ApplicationSet CRD.
     const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
-    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    // Already there when applygate's install (test/real/applygate.ts) made it for its Secret.
+    await core
+      .createNamespace({ body: { metadata: { name: namespace } } })
+      .catch((err: { code?: number }) => {
+        if (err.code !== 409) throw err;
+      });
     const objects = installObjects(argo.read("manifests/install.yaml"));
     const installFile = join(dir, "install.yaml");
     await writeFile(installFile, objects.map((o) => `---\n${stringify(o)}`).join(""));

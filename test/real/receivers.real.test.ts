@@ -4,12 +4,21 @@
 // (test/bench/receivers.ts) cannot measure nothing.
 import { CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { ensureRedisServer } from "../redis/install.js";
 import { type RealArgoCD, startRealArgoCD } from "./argocd.js";
 import { findRealBinaries } from "./binaries.js";
 import { type RealCluster, startRealCluster } from "./cluster.js";
 import { GIT_REPOSITORIES, type RealFlux, startRealFlux } from "./flux.js";
-import { argoWebhookSetup, fluxReceiverSetup, type Setup } from "./push-to-applied.js";
+import {
+  argoApplygateSetup,
+  argoWebhookSetup,
+  fluxApplygateSetup,
+  fluxReceiverSetup,
+  type Setup,
+  startApplygate,
+} from "./push-to-applied.js";
 import {
   type ArgoCDServer,
   createGithubReceiver,
@@ -43,24 +52,32 @@ describe.skipIf(!bins.built)("push → applied through each receiver, on the rea
   let nc: NotificationController;
   let argocd: RealArgoCD;
   let server: ArgoCDServer;
+  let redis: EmbeddedRedis;
+  let applygate: Awaited<ReturnType<typeof startApplygate>>;
 
   beforeAll(async () => {
     cluster = await startRealCluster();
     git = await startGitServer();
+    redis = await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
+    // applygate first: its install makes flux-system and argocd with the Secret its sidecars read.
+    applygate = await startApplygate(cluster, redis.url);
     flux = await startRealFlux(cluster);
     nc = await startNotificationController(cluster);
     // No timed refresh: only the webhook makes the controller look at Git.
     argocd = await startRealArgoCD(cluster, { appResyncSeconds: 0 });
     server = await startArgoCDServer(cluster, argocd, { githubSecret: SECRET });
-  }, 300_000);
+    await applygate.startSidecars();
+  }, 420_000);
   afterAll(async () => {
+    await applygate?.stop();
     await server?.stop();
     await argocd?.stop();
     await nc?.stop();
     await flux?.stop();
     await cluster?.stop();
     await git?.close();
-  }, 90_000);
+    await redis?.stop();
+  }, 120_000);
 
   /** PUSHES pushes, each applied with its commit and its value. */
   async function provesEachPush(setup: Setup) {
@@ -119,6 +136,27 @@ describe.skipIf(!bins.built)("push → applied through each receiver, on the rea
     const setup = await argoWebhookSetup(
       { kc: cluster.kubeConfig(), git },
       { namespace: "argo-webhook", appName: "argo-webhook", webhookUrl: server.webhookUrl, secret: SECRET },
+    );
+    await provesEachPush(setup);
+  }, 240_000);
+
+  it("Flux + applygate (gateway, worker, the sidecar holding the Kustomization) applies each pushed commit", async () => {
+    const setup = await fluxApplygateSetup(
+      { kc: cluster.kubeConfig(), git },
+      { namespace: "flux-applygate", gatewayUrl: applygate.gatewayUrl, secret: SECRET },
+    );
+    await provesEachPush(setup);
+  }, 240_000);
+
+  it("Argo CD + applygate (gateway, worker, the sidecar holding automated sync off) applies each pushed commit", async () => {
+    const setup = await argoApplygateSetup(
+      { kc: cluster.kubeConfig(), git },
+      {
+        namespace: "argocd-applygate",
+        appName: "argocd-applygate",
+        gatewayUrl: applygate.gatewayUrl,
+        secret: SECRET,
+      },
     );
     await provesEachPush(setup);
   }, 240_000);
