@@ -8,7 +8,7 @@
  * each meets the same machine load. Per setup: p50, p99 and the API requests per apply the
  * components made (kube-apiserver's audit.log, by the setup's ServiceAccounts, during its pushes).
  *
- * `RECEIVERS_BENCH_PUSHES` (default 20) pushes per setup. Skipped with a notice naming what is
+ * `RECEIVERS_BENCH_PUSHES` (default 20) pushes per setup; `RECEIVERS_KEEP=1` keeps the logs and audit.log. Skipped with a notice naming what is
  * missing when the real components are not built (`npm run real:build`).
  */
 import { availableParallelism, loadavg } from "node:os";
@@ -84,7 +84,9 @@ export async function run(): Promise<Figure[]> {
   let applygate: Awaited<ReturnType<typeof startApplygate>> | undefined;
   const setups: Setup[] = [];
   try {
-    cluster = await startRealCluster({ quiet: true });
+    // RECEIVERS_KEEP=1 keeps the cluster's folder (every component's log, audit.log) for a look.
+    cluster = await startRealCluster({ quiet: true, keep: Boolean(process.env.RECEIVERS_KEEP) });
+    if (process.env.RECEIVERS_KEEP) step(`keeping ${cluster.dir}`);
     git = await startGitServer();
     // applygate first: its install makes flux-system and argocd with the Secret its sidecars read.
     applygate = await startApplygate(cluster, process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379");
