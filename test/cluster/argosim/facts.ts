@@ -384,7 +384,11 @@ export function describeArgoFacts(backend: ArgoFactsBackend, timeoutMs = 30_000)
           return s?.phase === "Succeeded" && s.operation.sync?.autoHealAttemptsCount === 1 ? s : undefined;
         }, "self-heal to sync the revision compared last");
         expect(healed.syncResult.revision).toBe(first);
-        expect((await readCm("recent-a"))?.data).toEqual({ k: "1" });
+        // It applied the object back to the revision compared last. (What the object holds a moment
+        // later is not asserted: on real Argo CD a later refresh may resolve the branch anew and
+        // automated sync then applies the newer commit; seen once in three runs.)
+        expect(healed.operation.sync.resources).toEqual([{ kind: "ConfigMap", name: "recent-a" }]);
+        expect(healed.syncResult.resources).toMatchObject([{ name: "recent-a", status: "Synced" }]);
       },
     );
 
