@@ -42,3 +42,24 @@ spec: {interval: 1h, path: ./apps, prune: true, sourceRef: {kind: GitRepository,
   expect(ks?.metadata.annotations?.["reconcile.fluxcd.io/requestedAt"]).toBe("token-1");
   expect(await client.suspend({ namespace: NS, name: "absent" }, "token-2")).toBeUndefined();
 });
+
+it("a wait's deadline is read on the injected clock, not the wall clock", async () => {
+  let now = Date.parse("2026-01-01T00:00:00Z");
+  const client = new FluxClient(kube, { log: silentLogger(), pollMs: 20, now: () => new Date(now) });
+  let reads = 0;
+  const waited = client.until(
+    async () => {
+      // The clock moves on a minute with each read: the two-minute deadline passes at the third.
+      reads++;
+      now += 60_000;
+      return undefined;
+    },
+    () => undefined,
+    { wakeKey: "src:none/none", deadline: now + 120_000 },
+  );
+  const started = Date.now();
+  expect(await waited).toBeUndefined();
+  expect(reads).toBe(2);
+  // Two polls of 20 ms, never the two minutes of the wall clock.
+  expect(Date.now() - started).toBeLessThan(5_000);
+}, 10_000);

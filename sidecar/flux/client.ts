@@ -33,18 +33,23 @@ export interface FluxClientOptions {
   log: Logger;
   /** Re-read at least this often while waiting, events or not (default 2 s). */
   pollMs?: number;
+  /** The clock a wait's deadline is read on (the sidecar's, injected). */
+  now?: () => Date;
 }
 
 export class FluxClient {
   readonly wakeups = new Wakeups();
   private handles: InformerHandle<Kustomization | GitRepository>[] = [];
   readonly pollMs: number;
+  private readonly now: () => number;
 
   constructor(
     readonly kube: Kube,
     private readonly opts: FluxClientOptions,
   ) {
     this.pollMs = opts.pollMs ?? 2_000;
+    const clock = opts.now ?? (() => new Date());
+    this.now = () => clock().getTime();
   }
 
   /** Starts the watches that wake waiters (optional: without them waits fall back to re-reads). */
@@ -189,7 +194,8 @@ export class FluxClient {
 
   /**
    * Re-reads with `read` until `check` returns a value, waking on watch events of `wakeKey` and at
-   * least every `intervalMs(n)` (n = re-reads so far). Undefined once `deadline` (epoch ms) passes.
+   * least every `intervalMs(n)` (n = re-reads so far). Undefined once `deadline` (epoch ms, on the
+   * injected clock) passes.
    */
   async until<T, R>(
     read: () => Promise<T>,
@@ -199,7 +205,7 @@ export class FluxClient {
     for (let n = 0; ; n++) {
       if (o.signal?.aborted) throw new Aborted("stopping");
       const wait = o.intervalMs?.(n) ?? this.pollMs;
-      const left = o.deadline !== undefined ? Math.max(0, o.deadline - Date.now()) : wait;
+      const left = o.deadline !== undefined ? Math.max(0, o.deadline - this.now()) : wait;
       const armed = this.wakeups.arm(o.wakeKey, Math.min(wait, left), o.signal);
       let r: R | undefined;
       try {
@@ -208,7 +214,7 @@ export class FluxClient {
         armed.cancel();
         throw err;
       }
-      if (r !== undefined || (o.deadline !== undefined && Date.now() >= o.deadline)) {
+      if (r !== undefined || (o.deadline !== undefined && this.now() >= o.deadline)) {
         armed.cancel();
         return r;
       }

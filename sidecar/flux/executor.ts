@@ -430,7 +430,11 @@ export class FluxExecutor implements OperationExecutor {
       const fetched = await this.d.client.until(
         () => this.d.client.source(first.sourceRef),
         (s) => (!s ? null : tokenHandled(s, token) ? s : undefined),
-        { wakeKey: srcWakeKey(first.sourceRef), signal, deadline: Date.now() + this.t.sourceTimeoutMs },
+        {
+          wakeKey: srcWakeKey(first.sourceRef),
+          signal,
+          deadline: this.d.now().getTime() + this.t.sourceTimeoutMs,
+        },
       );
       if (!fetched) {
         return notStarted(

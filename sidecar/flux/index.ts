@@ -32,7 +32,11 @@ const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : u
 export function createApplierKind(deps: ApplierDeps<FluxKindOptions>) {
   const o = deps.options;
   const log = deps.log;
-  const client = new FluxClient(deps.kube, { log, ...(num(o.pollMs) ? { pollMs: num(o.pollMs) } : {}) });
+  const client = new FluxClient(deps.kube, {
+    log,
+    now: deps.now,
+    ...(num(o.pollMs) ? { pollMs: num(o.pollMs) } : {}),
+  });
   const windowObserver = new FluxWindowObserver({
     kube: deps.kube,
     reporter: deps.reporter,
