@@ -36,6 +36,7 @@ import type { KeysSecrets } from "./governance/signatures.js";
 import { createLogger } from "./log.js";
 import { connectRedis, redisAnswersPing } from "./redis.js";
 import { apiServerAnswers, findKubeConfig, redisAnswersAt, startupWaitSetting } from "./startup-check.js";
+import { discoverBranches } from "./worker/branch-discovery.js";
 import { ClusterCache } from "./worker/cluster-cache.js";
 import { DEFAULT_IDLE_POLL_MS, DEFAULT_INBOX_CHECK_MS } from "./worker/idle.js";
 import { DEFAULT_INTAKE_BUDGET_BYTES } from "./worker/intake-budget.js";
@@ -305,10 +306,18 @@ export async function run(argv: string[]): Promise<number> {
   });
   await new Promise<void>((r) => http.listen(config.metricsPort, config.metricsHost, r));
   await replica.start();
+  // Branches GitTargets write are known before any write or push names them.
+  const discoveryRedis = cache ? connectRedis(config.redisUrl) : undefined;
+  const discovery =
+    cache && discoveryRedis
+      ? discoverBranches({ source: cache, redis: discoveryRedis, prefix: config.redisPrefix, log })
+      : undefined;
   started = true;
   log.info({ replica: replica.id, metricsPort: config.metricsPort }, "worker started");
   await stopSignal();
   log.info("stopping: giving branches back");
+  discovery?.stop();
+  discoveryRedis?.disconnect();
   await replica.stop();
   await decisions.close();
   await cache?.close();

@@ -429,6 +429,11 @@ export class ClusterCache {
     for (const l of [...this.listeners]) l(keys);
   }
 
+  /** The branch key of every GitTarget whose GitProvider is there: every branch a GitTarget writes. */
+  branchKeys(): string[] {
+    return [...this.keysOfTargets(this.targets.list() as unknown as KObject[])];
+  }
+
   /** The branch keys of GitTargets (as they were and as they are). */
   private keysOfTargets(targets: Array<KObject | undefined>): Set<string> {
     const keys = new Set<string>();

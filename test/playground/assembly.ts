@@ -21,9 +21,9 @@ import { dashboardSetting, type StartedGateway, startGateway } from "../../gatew
 import { createApplyMetrics, createDecisions, type Decisions, KubeObjects } from "../../queue/apply/index.js";
 import { branchKey } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
-import { knownBranchesKey } from "../../queue/keys.js";
 import { type Logger, silentLogger } from "../../queue/log.js";
 import { connectRedis, type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
+import { discoverBranches } from "../../queue/worker/branch-discovery.js";
 import type { BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
@@ -363,19 +363,16 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
     stops.push(async () => unhook());
     hookUrl = `${gateway.url}${hookPathFor(WEBHOOK_TOKEN, DEMO_REPO, DEMO_NAMESPACE)}`;
 
-    // The demo branch is known to the worker from the start, so it takes the branch at once and
-    // its first observation (a baseline) converges both appliers before anybody writes.
-    const seed = connectRedis(redis.url);
-    await seed
-      .sadd(
-        knownBranchesKey(prefix),
-        branchKey({ namespace: DEMO_NAMESPACE, name: DEMO_PROVIDER }, repoUrl, DEMO_BRANCH),
-      )
-      .finally(() => seed.disconnect());
-
     // The worker replica with the decisions, as `applygate worker` assembles it.
     let worker:
-      | { replica: Replica; decisions: Decisions; cache: ClusterCache; metrics: MetricsServer }
+      | {
+          replica: Replica;
+          decisions: Decisions;
+          cache: ClusterCache;
+          metrics: MetricsServer;
+          discovery: { stop(): void };
+          discoveryRedis: ReturnType<typeof connectRedis>;
+        }
       | undefined;
     const startWorker = async () => {
       const wlog = log.child({ component: "worker" });
@@ -421,12 +418,19 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
       started = replica;
       const metrics = await serveMetrics(registry);
       await replica.start();
-      worker = { replica, decisions, cache, metrics };
+      // As `applygate worker` does: the demo GitTargets' branch is known from the start, so the
+      // worker takes it at once and its baseline converges the appliers before anybody writes.
+      const discoveryRedis = connectRedis(redis.url);
+      const discovery = discoverBranches({ source: cache, redis: discoveryRedis, prefix, log: wlog });
+      await discovery.settled();
+      worker = { replica, decisions, cache, metrics, discovery, discoveryRedis };
     };
     const stopWorker = async () => {
       const w = worker;
       worker = undefined;
       if (!w) return;
+      w.discovery.stop();
+      w.discoveryRedis.disconnect();
       await w.replica.stop();
       await w.decisions.close();
       await w.cache.close();

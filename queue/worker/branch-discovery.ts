@@ -1,0 +1,36 @@
+/**
+ * Every branch a GitTarget writes is known to the worker replicas from the moment the GitTarget
+ * (and its GitProvider) exists: its branch worker starts, takes its baseline and converges the
+ * appliers its claims hold (CatchUp), before any write or push names the branch. Without it a new
+ * GitTarget's branch waited for its first write or push, and nothing applied the tip its claim held.
+ */
+import type { Redis } from "ioredis";
+import { knownBranchesKey } from "../keys.js";
+import type { Logger } from "../log.js";
+
+export interface BranchSource {
+  branchKeys(): string[];
+  onChange(listener: (keys: Set<string> | "all") => void): () => void;
+}
+
+/** Adds the branches GitTargets write to the known set, now and on every change; returns the stop. */
+export function discoverBranches(o: { source: BranchSource; redis: Redis; prefix: string; log: Logger }): {
+  stop(): void;
+  settled(): Promise<void>;
+} {
+  let running: Promise<void> = Promise.resolve();
+  const add = () => {
+    running = running.then(async () => {
+      const keys = o.source.branchKeys();
+      if (keys.length === 0) return;
+      const added = await o.redis.sadd(knownBranchesKey(o.prefix), ...keys).catch((err: unknown) => {
+        o.log.warn({ err: (err as Error).message }, "could not record the GitTargets' branches");
+        return 0;
+      });
+      if (added > 0) o.log.info({ added }, "branches of new GitTargets known");
+    });
+  };
+  const stop = o.source.onChange(add);
+  add();
+  return { stop, settled: () => running };
+}
