@@ -257,7 +257,9 @@ export async function installApplygate(cluster: RealCluster, o: InstallOptions):
   const applied: Record<string, string> = {};
   const namespaces = ["applygate-system", ...appliers.map((a) => WORKLOADS[a].namespace)];
   for (const ns of new Set(namespaces)) {
-    await kubectlOk(cluster, ["create", "namespace", ns]);
+    // flux-system or argocd may be there already (real Flux or Argo CD installed first).
+    if ((await kubectl(cluster, ["get", "namespace", ns])).code !== 0)
+      await kubectlOk(cluster, ["create", "namespace", ns]);
     await kubectlOk(cluster, [
       "-n",
       ns,
@@ -721,10 +723,20 @@ export interface ComponentAudit {
 export function auditByComponent(
   events: AuditEvent[],
   identities: Record<string, string>,
+  o: {
+    /**
+     * Our processes' client (client-node sends node-fetch's User-Agent). The Flux sidecar runs as
+     * kustomize-controller's ServiceAccount, which real kustomize-controller uses too: only
+     * requests with this agent are the sidecar's.
+     */
+    userAgent?: RegExp;
+  } = { userAgent: /^node-fetch\// },
 ): Record<string, ComponentAudit> {
   const byUser = new Map(Object.entries(identities).map(([c, u]) => [u, c]));
   const last = new Map<string, AuditEvent>();
-  for (const e of events) if (byUser.has(e.user.username)) last.set(e.auditID, e);
+  for (const e of events)
+    if (byUser.has(e.user.username) && (!o.userAgent || o.userAgent.test(e.userAgent ?? "")))
+      last.set(e.auditID, e);
   const out: Record<string, ComponentAudit> = {};
   for (const c of Object.keys(identities))
     out[c] = { requests: 0, byVerbResource: {}, forbidden: [], invalid: [] };
