@@ -20,6 +20,7 @@ const ALSO_OTHER_WORDS = new Set([
   "NotReferenced", // a claim's eligibility state
   "Suspended", // a FluxClaim's previousSuspendState
   "Approved", // an approval gate's state
+  "Forbidden", // an HTTP status's text (403), as the start-up check names an answer
 ]);
 
 /**
