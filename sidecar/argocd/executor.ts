@@ -516,6 +516,7 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
               StatusReason.Superseded,
               `superseded by ${c.terminated}: ${p.message ?? `sync ${p.phase}`}`,
             );
+          await this.compareAnew(c);
           return this.complete(
             c,
             ok ? "Succeeded" : "Failed",
@@ -661,6 +662,21 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
   /** Moves the claim's record; false when the record is gone (the claim deleted or replaced). */
   private move(c: Ctx, change: OperationChange): Promise<boolean> {
     return moveRecord(this.record(c), change);
+  }
+
+  /**
+   * Asks Argo CD to compare the Application with its branch resolved anew. After a sync started as
+   * automated (ours are, so sync windows judge them as automated), the controller compares against
+   * the branch as the repo-server last resolved it, cached for minutes: without this the UI shows
+   * an application applygate just synced OutOfSync at an older commit. Best effort: the sync ended
+   * either way.
+   */
+  private async compareAnew(c: Ctx): Promise<void> {
+    try {
+      await this.d.kube.mergePatch(APPLICATION, c.app.namespace, c.app.name, refreshPatch());
+    } catch (err) {
+      c.log.warn({ err: apiFailure(err).message }, "cannot ask Argo CD to compare the Application anew");
+    }
   }
 
   private complete(

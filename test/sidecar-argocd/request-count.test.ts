@@ -1,11 +1,13 @@
 /**
  * What one sync costs the API server: the Argo CD executor follows the Application through the
  * watch of its namespace (listed and watched once, on the first sync there), so a sync costs the
- * same however long it runs. What remains per sync, 5 requests:
+ * same however long it runs. What remains per sync, 6 requests:
  * - the claim: one read, for the record, and three writes (the record, Running, the end), each
  *   later write made from the answer to the one before;
  * - the Application: the one update that starts the sync, guarded by the version the cache shows
- *   (a cache behind the server is a 409 that reads the server: see stale-cache.test.ts).
+ *   (a cache behind the server is a 409 that reads the server: see stale-cache.test.ts), and
+ *   the refresh request once it ended, so Argo CD compares with the branch resolved anew
+ *   (sync-status.test.ts).
  * No GET of the Application: progress and the outcome come from watch events, and a refusal, a
  * failure or a terminate is read again from the API server only when the cache would decide one.
  * The standing recheck reads the claim uncached by rule; it runs under another user, not counted.
@@ -29,7 +31,7 @@ afterAll(async () => {
 });
 
 /** Requests of one sync, the namespace's list and watch (made once, on the first sync) apart. */
-const PER_SYNC = 5;
+const PER_SYNC = 6;
 
 describe("the API requests of one Argo CD sync", () => {
   it("one claim read, three claim writes and the update; the Application is watched, never polled", async () => {
@@ -78,11 +80,12 @@ describe("the API requests of one Argo CD sync", () => {
           claim.filter((q) => q.startsWith("PATCH")),
           all,
         ).toHaveLength(3);
-        // The list and watch once, on the first sync in the namespace; then only the update.
+        // The list and watch once, on the first sync in the namespace; then the update and the refresh.
         const app = trace.requests.filter((q) => q.includes(apps));
         expect(app, all).toEqual([
           ...(i === 0 ? [`GET ${apps}`, `WATCH ${apps}`] : []),
           `PUT ${apps}/${name}`,
+          `PATCH(merge) ${apps}/${name}`,
         ]);
         expect(trace.requests, all).toHaveLength(PER_SYNC + (i === 0 ? 2 : 0));
       }

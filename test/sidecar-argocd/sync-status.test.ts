@@ -1,0 +1,50 @@
+/**
+ * After a sync applygate started, Argo CD shows the Application Synced at the synced commit. The
+ * sync is started as automated (so sync windows judge it as one), and after an automated sync the
+ * controller compares against the branch as the repo-server last resolved it, cached for minutes
+ * (real Argo CD v3.5.3, test/real/RESULTS.md "Argo CD: sync status after a pinned sync"): without
+ * the refresh request the executor sends once the sync ended, the status stays OutOfSync at the
+ * commit resolved before the push.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
+import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+
+let c: Cluster;
+let repo: Repo;
+beforeAll(async () => {
+  c = await startCluster();
+  // The branch resolution is cached far longer than the test runs, and no timed refresh comes.
+  await c.startArgo({ knobs: { revisionCacheMs: 3_600_000, refreshIntervalMs: 3_600_000 } });
+  repo = await c.repo();
+});
+afterAll(async () => {
+  await c?.close();
+});
+
+describe("Argo CD's view of an application applygate synced", () => {
+  it("is Synced at the synced commit, not OutOfSync at the branch resolved before the push", async () => {
+    const name = "viewed";
+    await repo.pushAll([["cm.yaml", cm("settings", "old")]]);
+    await c.heldApp(name, repo);
+    // The controller has compared once: the branch is resolved (and cached) at the first commit.
+    await until(async () => Boolean((await c.getApp(name)).status?.sync?.revision), "first compare");
+    const [commit] = (await repo.pushAll([["cm.yaml", cm("settings", "new")]])) as [string];
+    const executor = new ArgoCDExecutor({
+      kube: c.kube,
+      log: c.log,
+      events: c.events,
+      now: () => new Date(),
+      options: { pollMs: 50 },
+      checks: unrecordedChecks(c.kube),
+    });
+    const r = recorder();
+    await executor.execute(c.attempt(name, name, commit, "viewed-1"), r.report, new AbortController().signal);
+    expect(r.phases().at(-1)).toBe("Succeeded");
+    await until(async () => {
+      const sync = (await c.getApp(name)).status?.sync as { status?: string; revision?: string } | undefined;
+      return sync?.status === "Synced" && sync.revision === commit;
+    }, "Synced at the synced commit");
+  });
+});
