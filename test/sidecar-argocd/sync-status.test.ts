@@ -23,13 +23,16 @@ afterAll(async () => {
   await c?.close();
 });
 
+const syncOf = async (name: string) =>
+  (await c.getApp(name)).status?.sync as { status?: string; revision?: string } | undefined;
+
 describe("Argo CD's view of an application applygate synced", () => {
   it("is Synced at the synced commit, not OutOfSync at the branch resolved before the push", async () => {
     const name = "viewed";
     await repo.pushAll([["cm.yaml", cm("settings", "old")]]);
     await c.heldApp(name, repo);
     // The controller has compared once: the branch is resolved (and cached) at the first commit.
-    await until(async () => Boolean((await c.getApp(name)).status?.sync?.revision), "first compare");
+    await until(async () => Boolean((await syncOf(name))?.revision), "first compare");
     const [commit] = (await repo.pushAll([["cm.yaml", cm("settings", "new")]])) as [string];
     const executor = new ArgoCDExecutor({
       kube: c.kube,
@@ -43,7 +46,7 @@ describe("Argo CD's view of an application applygate synced", () => {
     await executor.execute(c.attempt(name, name, commit, "viewed-1"), r.report, new AbortController().signal);
     expect(r.phases().at(-1)).toBe("Succeeded");
     await until(async () => {
-      const sync = (await c.getApp(name)).status?.sync as { status?: string; revision?: string } | undefined;
+      const sync = await syncOf(name);
       return sync?.status === "Synced" && sync.revision === commit;
     }, "Synced at the synced commit");
   });
