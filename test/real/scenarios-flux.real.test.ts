@@ -489,4 +489,20 @@ spec: {kustomizationRef: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}}
     expect(rec.revertedBy()).toContain("kustomize-controller");
     expect(await commitsSince(s)).toEqual([second, first]);
   });
+
+  it("a worker restart: a push made while no worker runs is applied exactly once by the next", async () => {
+    const s = await scene(true);
+    const before = appliedRevisions(s).length;
+    // SIGTERM, as a rollout stops the pod: the branch is given back.
+    expect(await running.worker!.stop()).toBe(0);
+    const pushed = await foreignPush(s, "while-down");
+    // The gateway acknowledges the push notice with no worker running; nothing applies it yet.
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(await greeting(s.ns)).toBe("hello");
+    running.worker = await startComponent(installed, "worker");
+    await until(async () => (await greeting(s.ns)) === "while-down", "the new worker's apply of the push");
+    await until(async () => (await ks(s)).spec?.suspend === true, "the Kustomization held again");
+    await new Promise((r) => setTimeout(r, 5_000));
+    expect(appliedRevisions(s).slice(before)).toEqual([`main@sha1:${pushed}`]);
+  });
 });
