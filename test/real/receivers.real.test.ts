@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { ensureRedisServer } from "../redis/install.js";
+import { until } from "../support/wait.js";
 import { type RealArgoCD, startRealArgoCD } from "./argocd.js";
 import { findRealBinaries } from "./binaries.js";
 import { type RealCluster, startRealCluster } from "./cluster.js";
@@ -80,17 +81,20 @@ describe.skipIf(!bins.built)("push → applied through each receiver, on the rea
   }, 120_000);
 
   /** PUSHES pushes, each applied with its commit and its value. */
-  async function provesEachPush(setup: Setup) {
+  async function provesEachPush(setup: Setup): Promise<string> {
+    let last = "";
     try {
       for (let i = 1; i <= PUSHES; i++) {
         const t = await setup.push(String(i), 60_000);
         expect(t.value).toBe(String(i));
         expect(t.appliedRevision).toContain(t.sha);
         expect(t.ms).toBeGreaterThan(0);
+        last = t.sha;
       }
     } finally {
       await setup.remove();
     }
+    return last;
   }
 
   it("plain Flux + its Receiver (type github, HMAC) applies each pushed commit", async () => {
@@ -158,6 +162,23 @@ describe.skipIf(!bins.built)("push → applied through each receiver, on the rea
         secret: SECRET,
       },
     );
-    await provesEachPush(setup);
+    const last = await provesEachPush(setup);
+    // Argo CD's own view agrees: Synced at the pushed commit (the sidecar asks for a refresh once
+    // its sync ended; without it the branch's earlier resolution stayed, OutOfSync, for minutes).
+    const custom = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
+    await until(
+      async () => {
+        const app = (await custom.getNamespacedCustomObject({
+          group: "argoproj.io",
+          version: "v1alpha1",
+          plural: "applications",
+          namespace: "argocd",
+          name: "argocd-applygate",
+        })) as { status?: { sync?: { status?: string; revision?: string } } };
+        return app.status?.sync?.status === "Synced" && app.status.sync.revision === last;
+      },
+      "argocd-applygate Synced at the pushed commit",
+      { timeoutMs: 30_000, everyMs: 100 },
+    );
   }, 240_000);
 });
