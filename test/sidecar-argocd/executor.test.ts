@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
 import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
-import { APPLICATION } from "../../sidecar/argocd/application.js";
+import { APPLICATION, tokenOf } from "../../sidecar/argocd/application.js";
 import { ArgoCDExecutor, type ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
 import { buildSyncOperation, startSyncUpdate } from "../../sidecar/argocd/sync.js";
 import { readOperation, recordOperation } from "../../sidecar/operation-record.js";
@@ -611,10 +611,18 @@ describe("seed 002: stale operations of ours", () => {
       pathPrefix: `/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/${name}`,
     });
     const patches: string[] = [];
+    const replacedStates: string[] = [];
     const kube = new (class extends Kube {
       override mergePatch<T>(...args: Parameters<Kube["mergePatch"]>): Promise<T> {
         patches.push(JSON.stringify(args[3]));
         return super.mergePatch<T>(...args);
+      }
+      // The state our update replaces: the update lands only on the version it was made from.
+      override async replace<T>(...args: Parameters<Kube["replace"]>): Promise<T> {
+        const now = await c.getApp(name);
+        if (now.metadata?.resourceVersion === args[1].metadata?.resourceVersion)
+          replacedStates.push(now.status?.operationState?.phase ?? "none");
+        return super.replace<T>(...args);
       }
     })(c.kc);
     const r = recorder();
@@ -623,11 +631,19 @@ describe("seed 002: stale operations of ours", () => {
       r.report,
       new AbortController().signal,
     );
-    await until(async () => (await state(name))?.phase === "Failed", "terminated by Argo CD");
+    // Argo CD's Failed stands only until our sync replaces it (SetAppOperation clears the state),
+    // which can be a few milliseconds: either one shows the terminating operation ended.
+    await until(async () => {
+      const app = await c.getApp(name);
+      const s = app.status?.operationState;
+      return s?.phase === "Failed" || tokenOf(app.operation) === `t-${name}`;
+    }, "terminated by Argo CD, or our sync set after its end");
     c.api.faults.latency(0);
     hold.release();
     await done;
     expect(patches.filter((p) => p.includes("Terminating"))).toEqual([]);
+    // Set only once Argo CD had ended the old one (a 409 and a second try may come between).
+    expect(new Set(replacedStates)).toEqual(new Set(["Failed"]));
     expect((await state(name))?.message).not.toBe("Operation terminated"); // ours ran after it
     expect(r.phases().at(-1)).toBe("Succeeded");
   });
