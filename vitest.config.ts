@@ -10,5 +10,6 @@ export default defineConfig({
     pool: "forks",
     globalSetup: ["test/redis/global-setup.ts"],
     setupFiles: ["test/support/print-failures.ts"],
+    reporters: ["default", "./test/support/failure-reporter.ts"],
   },
 });

@@ -20,7 +20,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { homedir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
@@ -147,7 +147,7 @@ function sourceHash(): string {
     }
   };
   for (const dir of ["gateway", "queue", "sidecar"]) walk(join(REPO_ROOT, dir));
-  for (const f of ["package.json", "tsconfig.json", "manifests/tsconfig.build.json"])
+  for (const f of ["package.json", "package-lock.json", "tsconfig.json", "manifests/tsconfig.build.json"])
     hash.update(readFileSync(join(REPO_ROOT, f)));
   return hash.digest("hex").slice(0, 16);
 }
@@ -160,7 +160,10 @@ function sourceHash(): string {
 export async function buildApplygate(): Promise<string> {
   const root = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "applygate-real", "app");
   const dir = join(root, sourceHash());
-  if (existsSync(join(dir, ".complete"))) return dir;
+  if (existsSync(join(dir, ".complete"))) {
+    await linkDependencies(dir);
+    return dir;
+  }
   await mkdir(root, { recursive: true });
   const work = await mkdtemp(join(root, "building-"));
   try {
@@ -176,7 +179,7 @@ export async function buildApplygate(): Promise<string> {
       { cwd: REPO_ROOT, maxBuffer: 16 << 20 },
     );
     await writeFile(join(work, "package.json"), readFileSync(join(REPO_ROOT, "package.json")));
-    await symlink(join(REPO_ROOT, "node_modules"), join(work, "node_modules"));
+    await linkDependencies(work);
     await writeFile(join(work, ".complete"), "");
     await rename(work, dir).catch(async (err: NodeJS.ErrnoException) => {
       // Another run built the same sources meanwhile.
@@ -188,6 +191,21 @@ export async function buildApplygate(): Promise<string> {
     throw err;
   }
   return dir;
+}
+
+/**
+ * Points the build's node_modules at this checkout's. A build is shared by every checkout with the
+ * same sources and lockfile, so the checkout that built it may be gone (a removed clone left the
+ * link dangling, and every component failed to start with ERR_MODULE_NOT_FOUND); replaced by a
+ * rename, so a run starting a component meanwhile sees one link or the other, never none.
+ */
+async function linkDependencies(dir: string): Promise<void> {
+  const want = join(REPO_ROOT, "node_modules");
+  const link = join(dir, "node_modules");
+  if ((await readlink(link).catch(() => undefined)) === want) return;
+  const next = `${link}.${process.pid}.${randomBytes(4).toString("hex")}`;
+  await symlink(want, next);
+  await rename(next, link);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,5 +10,6 @@ export default defineConfig({
     pool: "forks",
     fileParallelism: false,
     setupFiles: ["test/support/print-failures.ts"],
+    reporters: ["default", "./test/support/failure-reporter.ts"],
   },
 });
