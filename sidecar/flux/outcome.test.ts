@@ -204,6 +204,26 @@ describe("readOutcome: the outcome table", () => {
       reason: "HealthCheckFailed",
     });
   });
+  it("Ready=Unknown: pending, a reconcile runs now and its end is the outcome (it handles T1 again)", () => {
+    // The resumed Kustomization reconciles on its interval; a follower that missed the end of the
+    // reconcile that first handled T1 (a sidecar restarted meanwhile) reads the next one running.
+    const running = handled({
+      ready: {
+        status: "Unknown",
+        reason: "Progressing",
+        message: "reconciliation in progress",
+        lastTransitionTime: "2026-01-01T00:00:07Z",
+      },
+      applied: `main@sha1:${B}`,
+      history: ran,
+    });
+    expect(readOutcome(running, { resumeToken: "T1", commit: B, since: { mark } })).toEqual({
+      state: "Pending",
+    });
+    expect(
+      readOutcome(running, { resumeToken: "T1", commit: B, since: { at: "2026-01-01T00:00:03Z" } }),
+    ).toEqual({ state: "Pending" });
+  });
   it("no Ready at all: Failed", () => {
     const k = handled({ history: ran });
     expect(readOutcome(k, { resumeToken: "T1", commit: B, since: { mark } })).toMatchObject({

@@ -117,9 +117,13 @@ export interface OutcomeInput {
   sourceRevision?: string;
 }
 
-/** The outcome table, read once T1 is handled. */
+/** The outcome table, read once T1 is handled and no reconcile runs. */
 export function readOutcome(ks: Kustomization, input: OutcomeInput): Outcome {
   if (!tokenHandled(ks, input.resumeToken)) return { state: "Pending" };
+  // A reconcile runs now (Ready goes Unknown at its start). Resumed, the Kustomization reconciles
+  // on its interval and each reconcile handles T1 again, so this one's end is the outcome: a
+  // follower that missed the first one's end (a sidecar restarted meanwhile) reads the next running.
+  if (readyOf(ks)?.status === "Unknown") return { state: "Pending" };
   if (!reconcileRanSince(ks, input.since)) {
     return {
       state: "Failed",
@@ -159,6 +163,6 @@ export function readOutcome(ks: Kustomization, input: OutcomeInput): Outcome {
   return {
     state: "Failed",
     reason: StatusReason.NotReady,
-    message: `the reconcile ended with Ready ${ready?.status ?? "absent"}`,
+    message: "the reconcile ended with no Ready condition",
   };
 }

@@ -490,6 +490,40 @@ spec: {kustomizationRef: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}}
     expect(await commitsSince(s)).toEqual([second, first]);
   });
 
+  it("a Flux sidecar killed while the Kustomization is resumed: the next one follows the operation to Succeeded, once", async () => {
+    const s = await scene(true);
+    const pushed = await foreignPush(s, "while-killed");
+    await until(
+      async () => (await ks(s)).spec?.suspend === false,
+      "the sidecar to resume the Kustomization",
+      30_000,
+      10,
+    );
+    // SIGKILL, as an OOM kill ends the container: nothing suspends the Kustomization, which Flux
+    // reconciles every second meanwhile (each reconcile shows Ready Unknown while it runs).
+    await running.flux!.kill();
+    running.flux = await startSidecar(installed, "flux");
+    const ended = async () =>
+      (
+        (
+          (await custom.getNamespacedCustomObject({
+            group: "applygate.dev",
+            version: "v1alpha1",
+            plural: "fluxclaims",
+            namespace: s.ns,
+            name: "web",
+          })) as Obj
+        ).status?.history as { commit: string; phase: string; outcome?: string }[] | undefined
+      )?.filter((h) => h.commit === pushed) ?? [];
+    await until(async () => (await ended()).length > 0, "the operation for the push to end");
+    await until(async () => (await ks(s)).spec?.suspend === true, "the Kustomization held again");
+    // Long enough for a second attempt to be sent and to end, were one sent.
+    await new Promise((r) => setTimeout(r, 5_000));
+    expect((await ended()).map((h) => h.phase)).toEqual(["Succeeded"]);
+    expect(await greeting(s.ns)).toBe("while-killed");
+    expect(appliedRevisions(s).filter((r) => !r.endsWith(pushed) && !r.endsWith(s.start))).toEqual([]);
+  });
+
   it("a worker restart: a push made while no worker runs is applied exactly once by the next", async () => {
     const s = await scene(true);
     const before = appliedRevisions(s).length;

@@ -99,6 +99,39 @@ describe.sequential("restart recovery", () => {
     expect(world.sim.appliedRevisions(s.ks).filter((r) => r.endsWith(commit))).toHaveLength(1);
   });
 
+  it("a sidecar killed mid-apply, the next one starting while a later reconcile runs: it waits for that reconcile's end (real Flux, 2 runs in 4)", async () => {
+    // A 10 min interval is 600 ms at this world's scale: reconciles follow each other closely.
+    const s = await scene(world, { ksSpec: { interval: "10m" } });
+    await s.adopt();
+    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "reconciling") });
+    const attempt = s.attempt(commit);
+    await killedAtRunning(attempt);
+    const recorded = (await operationOf(s))!;
+    // Left resumed, the Kustomization reconciles on its interval: the reconcile that handled the
+    // resume's token has ended, and the next one, holding the same token, runs (Ready Unknown).
+    await until(async () => {
+      const ks = await s.readKs();
+      const ready = ks.status?.conditions?.find((c) => c.type === "Ready");
+      return ks.status?.lastHandledReconcileAt === recorded.resumeToken && ready?.status === "Unknown";
+    }, "a later reconcile running, the resume's token handled");
+
+    const { phases, report } = collect();
+    await s.kind.executor.recover!(
+      {
+        claim: { type: RESOURCES.fluxClaim, ...s.claim },
+        applier: s.ks,
+        operation: recorded,
+        branchKey: attempt.branchKey,
+      },
+      report,
+      new AbortController().signal,
+    );
+    expect(phases).toEqual(["Settling", "Succeeded"]);
+    expect(await operationOf(s)).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
+    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(await s.configValue()).toBe("reconciling");
+  });
+
   it("an apply that landed while no sidecar watched is reported by the next one's window (soak seed 152052)", async () => {
     const s = await scene(world);
     await s.adopt();
