@@ -31,41 +31,34 @@ import {
   readClaim,
   readGitProvider,
   readGitTarget,
-  retryOnConflict,
-  statusWriter,
   TypedCache,
   WorkQueue,
 } from "../../queue/kube/index.js";
 import { claimField, type Logger } from "../../queue/log.js";
 import { judgeHolding, providerFacts, targetFacts } from "../../queue/tenancy.js";
-import type { ClaimContext, ClaimController, HandBackResult, HoldResult } from "../applier-kind.js";
-import type { EventRecorder, EventRegarding } from "../events.js";
+import type { ClaimContext, ClaimController, HoldResult } from "../applier-kind.js";
+import type { EventRecorder } from "../events.js";
 import type { ExecutorHost } from "../executor.js";
-import { type Following, UnfollowedClock } from "../following.js";
+import type { Following } from "../following.js";
 import type { ClaimMetrics } from "../metrics.js";
-import {
-  type ClaimLocator,
-  COMPLETED_PHASES,
-  completeOperation,
-  isInFlight,
-  type Operation,
-  withdrawOperation,
-} from "../operation-record.js";
-import type { Reporter, Sent } from "../reporter.js";
-import { type ConditionInput, findCondition, sameConditions, setConditions } from "./conditions.js";
+import { isInFlight } from "../operation-record.js";
+import type { Reporter } from "../reporter.js";
+import { Aftercare } from "./aftercare.js";
+import { CLAIM_FINALIZER, ClaimWrites } from "./claim-writes.js";
+import { findCondition } from "./conditions.js";
 import {
   type ApplierSource,
   type Eligibility,
-  eligibilityConditions,
   judgeEligibility,
   namesClaim,
   type ProviderView,
   type TargetView,
 } from "./eligibility.js";
-import { claimKey, type RankEntry, type RankingRules, rankClaims, waitingCondition } from "./ranking.js";
+import { handBack } from "./hand-back.js";
+import { planClaim, planHold } from "./plan.js";
+import { claimKey, type RankEntry, type RankingRules, rankClaims } from "./ranking.js";
 
-/** Held from before the first write to the applier until it is handed back or over. */
-export const CLAIM_FINALIZER = "applygate.dev/claim";
+export { CLAIM_FINALIZER } from "./claim-writes.js";
 
 export interface ClaimReconcilerOptions {
   claimType: ClaimType;
@@ -127,16 +120,19 @@ export class ClaimReconciler {
   private stopped = false;
   /** Set once every informer has listed: a claim judged before that would miss its GitTargets. */
   private ready = false;
-  private readonly unfollowed: UnfollowedClock;
-  private readonly recoveryTried = new Set<string>();
   private readonly offs: (() => void)[] = [];
-  private readonly endsResent = new Set<string>();
-  private readonly startedAt: Date;
+  private readonly aftercare: Aftercare;
+  private readonly writes: ClaimWrites;
 
   constructor(private readonly o: ClaimReconcilerOptions) {
     this.now = o.now ?? (() => new Date());
-    this.startedAt = this.now();
-    this.unfollowed = new UnfollowedClock(o.unfollowedGraceMs ?? 60_000);
+    this.writes = new ClaimWrites(o.kube, o.claimType, this.now, o.metrics);
+    this.aftercare = new Aftercare({
+      ...o,
+      now: this.now,
+      unfollowedGraceMs: o.unfollowedGraceMs ?? 60_000,
+      ctx: (extra) => this.ctx(extra),
+    });
     this.queue = new WorkQueue<string>({
       handle: (key) => this.reconcileKey(key),
       concurrency: o.concurrency ?? 4,
@@ -294,22 +290,14 @@ export class ClaimReconciler {
     );
   }
 
-  /**
-   * An Event when an operation ends Succeeded or Failed, seen on the claim's status whoever
-   * completed it (the executor, recovery, the OperationUnfollowed rule): alerting keys on it.
-   */
-  private async announceEnd(claim: KObject, previous: KObject): Promise<void> {
+  private announceEnd(claim: KObject, previous: KObject): Promise<void> {
     const now = this.typedClaims.of(claim);
-    const op = now.ok ? now.value.status?.operation : undefined;
-    if (!op || !COMPLETED_PHASES.includes(op.phase)) return;
     const was = this.typedClaims.of(previous);
-    const before = was.ok ? was.value.status?.operation : undefined;
-    if (before?.token === op.token && !isInFlight(before)) return;
-    await this.o.events
-      .emit(operationEndEvent(op, this.regarding(claim)))
-      .catch((err) =>
-        this.o.log.warn({ err: (err as Error).message, token: op.token }, "could not record the Event"),
-      );
+    return this.aftercare.announceEnd(
+      claim,
+      now.ok ? now.value.status?.operation : undefined,
+      was.ok ? was.value.status?.operation : undefined,
+    );
   }
 
   // -------------------------------------------------------------------------------------------
@@ -481,20 +469,6 @@ export class ClaimReconciler {
     return { claim, typed, key, applier, eligibility, source };
   }
 
-  private regarding(claim: KObject): EventRegarding {
-    return {
-      apiVersion: `${this.o.claimType.group}/${this.o.claimType.version}`,
-      kind: this.o.claimType.kind,
-      namespace: claim.metadata.namespace ?? "",
-      name: claim.metadata.name,
-      ...(claim.metadata.uid ? { uid: claim.metadata.uid } : {}),
-    };
-  }
-
-  private locator(claim: KObject): ClaimLocator {
-    return { type: this.o.claimType, namespace: claim.metadata.namespace ?? "", name: claim.metadata.name };
-  }
-
   private async reconcileOne(
     j: Judged,
     standing: ReturnType<typeof rankClaims> extends Map<string, infer S> ? S : never,
@@ -519,69 +493,49 @@ export class ClaimReconciler {
     const typed = read.value;
     j = { ...j, claim, typed };
     const generation = typed.metadata.generation;
-    const g = generation !== undefined ? { observedGeneration: generation } : {};
-    const deleting = Boolean(typed.metadata.deletionTimestamp);
     const hasFinalizer = (typed.metadata.finalizers ?? []).includes(CLAIM_FINALIZER);
     const operation = typed.status?.operation;
     const inFlight = isInFlight(operation) ? operation : undefined;
     const bound = eligibility.state === "Bound" ? eligibility : undefined;
     const branchKey = this.branchKeyOf(bound?.eligible ?? []);
-    const conditions: ConditionInput[] = [];
-    let status: Record<string, unknown> | undefined;
-    let requeue: number | undefined;
 
-    const releaseConclusively =
-      deleting || eligibility.state === "NotReferenced" || eligibility.state === "Refused";
-
-    if (releaseConclusively || standing.standing !== "Holder") {
-      conditions.push(...eligibilityConditions(eligibility, generation));
-      if (standing.standing === "Waiting" && !deleting) {
-        conditions.push(waitingCondition(standing.holder, generation));
-        conditions.push({
-          type: "Ready",
-          status: "False",
-          reason: StatusReason.HeldByAnotherClaim,
-          message: `claim ${standing.holder} holds the applier`,
-          ...g,
-        });
-        conditions.push({
-          type: "InControl",
-          status: "False",
-          reason: StatusReason.HeldByAnotherClaim,
-          message: `claim ${standing.holder} holds the applier`,
-          ...g,
-        });
-      }
-      if (hasFinalizer && (releaseConclusively || standing.standing === "Holder")) {
-        const result = await this.handBack(j, successor, inFlight, branchKey);
-        conditions.push(...(result.conditions ?? []));
-        status = result.status;
-        requeue = result.requeueAfterMs ?? (result.done ? undefined : 5_000);
-        if (result.done) {
-          await this.writeStatus(j.claim, conditions, status);
-          await this.dropFinalizer(claim);
-          return requeue;
-        }
-      } else if (!hasFinalizer && standing.standing !== "Waiting" && !gaveUp(typed)) {
-        const reason =
-          eligibility.state === "NotReferenced" ? StatusReason.NotReferenced : StatusReason.NotConfigured;
-        conditions.push({
-          type: "InControl",
-          status: "False",
-          reason,
-          message: "the claim holds nothing",
-          ...g,
-        });
-      }
-      await this.writeStatus(claim, conditions, status);
-      return requeue;
+    const plan = planClaim({
+      eligibility,
+      standing,
+      ...(generation !== undefined ? { generation } : {}),
+      deleting: Boolean(typed.metadata.deletionTimestamp),
+      hasFinalizer,
+      gaveUp: gaveUp(typed),
+    });
+    if (plan.act === "Wait") {
+      await this.writes.status(claim, plan.conditions);
+      return plan.requeueMs;
     }
-
-    // The holder in line, and either bound or not judgeable yet.
-    if (eligibility.state === "Undecided") {
-      conditions.push(...eligibilityConditions(eligibility, generation));
-      await this.writeStatus(claim, conditions);
-      return 10_000;
+    if (plan.act === "Release") {
+      if (!plan.handBack) {
+        await this.writes.status(claim, plan.conditions);
+        return undefined;
+      }
+      const result = await handBack(
+        {
+          controller: this.o.controller,
+          events: this.o.events,
+          now: this.now,
+          releaseTimeoutMs: this.o.releaseTimeoutMs ?? 600_000,
+          regarding: (c) => this.aftercare.regarding(c),
+          ctx: (extra) => this.ctx(extra),
+        },
+        { claim: j.claim, typed: j.typed, applier: j.applier },
+        {
+          ...(successor ? { successor } : {}),
+          ...(inFlight ? { inFlight } : {}),
+          ...(branchKey ? { branchKey } : {}),
+        },
+      );
+      await this.writes.status(claim, [...plan.conditions, ...(result.conditions ?? [])], result.status);
+      if (!result.done) return result.requeueAfterMs ?? 5_000;
+      await this.writes.dropFinalizer(claim);
+      return result.requeueAfterMs;
     }
 
     const check = await this.o.controller.checkExternal(
@@ -589,278 +543,28 @@ export class ClaimReconciler {
       j.applier,
       this.ctx({ ...(branchKey ? { branchKey } : {}) }),
     );
-    if (check.configured !== true) {
-      const s = check.configured === false ? "False" : "Unknown";
-      conditions.push({ type: "Configured", status: s, reason: check.reason, message: check.message, ...g });
-      conditions.push({ type: "Ready", status: s, reason: check.reason, message: check.message, ...g });
-      if (hasFinalizer) {
-        conditions.push({
-          type: "InControl",
-          status: "Unknown",
-          reason: StatusReason.NotConfigured,
-          message: `the applier is left as this claim last held it (under field manager applygate): ${check.message}`,
-          ...g,
-        });
-      } else {
-        conditions.push({
-          type: "InControl",
-          status: "False",
-          reason: StatusReason.NotConfigured,
-          message: check.message,
-          ...g,
-        });
-      }
-      await this.writeStatus(claim, conditions);
-      return check.configured === "Unknown" ? 10_000 : undefined;
+    const names = (bound?.eligible ?? []).map((t) => `${t.namespace}/${t.name}`);
+    const hold = planHold(check, names, hasFinalizer, generation);
+    if (hold.act === "Wait") {
+      await this.writes.status(claim, hold.conditions);
+      return hold.requeueMs;
     }
 
-    const names = bound!.eligible.map((t) => `${t.namespace}/${t.name}`).join(", ");
-    conditions.push({
-      type: "Configured",
-      status: "True",
-      reason: StatusReason.Bound,
-      message: `GitTarget ${names} applies through this claim`,
-      ...g,
-    });
-
-    let current = claim;
-    if (!hasFinalizer) current = await this.addFinalizer(claim);
-
-    if (inFlight && inFlight.targets.length > 0) {
-      const handled = await this.handleUnfollowed(current, j, inFlight, branchKey);
-      if (handled !== undefined) requeue = handled;
-    }
-    if (operation && !inFlight && branchKey) await this.resendEnd(current, operation, branchKey);
+    const current = hasFinalizer ? claim : await this.writes.addFinalizer(claim);
+    let requeue: number | undefined;
+    if (inFlight && inFlight.targets.length > 0)
+      requeue = await this.aftercare.followUp(current, j.applier, inFlight, branchKey);
+    if (operation && !inFlight && branchKey) await this.aftercare.resendEnd(current, operation, branchKey);
 
     const ctx = this.ctx({
       ...(inFlight ? { operation: inFlight } : {}),
       ...(branchKey ? { branchKey } : {}),
     });
     const held: HoldResult = await this.o.controller.hold(current, j.applier, ctx);
-    conditions.push(...held.conditions);
-    await this.writeStatus(current, conditions, held.status);
+    await this.writes.status(current, [...hold.conditions, ...held.conditions], held.status);
     if (held.requeueAfterMs !== undefined)
       requeue = Math.min(requeue ?? held.requeueAfterMs, held.requeueAfterMs);
     return requeue;
-  }
-
-  /**
-   * Reports again, once per process, the end of an operation an earlier process completed: it
-   * may have been stopped (SIGKILL) between recording the end on the claim and queuing the
-   * report, and the worker would then wait for that attempt forever. A duplicate end changes
-   * nothing at the worker; an end this process recorded itself was reported by its executor.
-   */
-  private async resendEnd(claim: KObject, op: Operation, branchKey: string): Promise<void> {
-    const completedAt = op.completedAt ? Date.parse(op.completedAt) : Number.NaN;
-    if (!this.o.reporter || this.endsResent.has(op.token)) return;
-    if (!(completedAt < this.startedAt.getTime())) return;
-    this.endsResent.add(op.token);
-    // Before the report: a stalled check of the dead process's job must count it as ended.
-    this.o.following.reportedEnd(op.token, op.phase);
-    this.o.log.info(
-      { token: op.token, commit: op.commit, phase: op.phase },
-      "reporting a recorded end again",
-    );
-    await this.reportEnd(claim, op, branchKey, {
-      phase: op.phase,
-      ...(op.outcome ? { reason: op.outcome } : {}),
-      ...(op.message ? { message: op.message } : {}),
-    }).catch((err) => {
-      this.endsResent.delete(op.token);
-      this.o.log.warn({ err: (err as Error).message }, "could not report a recorded end again");
-    });
-  }
-
-  /** Reports an end of `op` to the worker, as its executor would have. */
-  private reportEnd(
-    claim: KObject,
-    op: Operation,
-    branchKey: string,
-    end: { phase: Operation["phase"]; reason?: string; message?: string },
-  ): Promise<Sent | undefined> {
-    if (!this.o.reporter) return Promise.resolve(undefined);
-    return this.o.reporter.phase({
-      token: op.token,
-      claim: {
-        kind: this.o.claimType.kind,
-        namespace: claim.metadata.namespace ?? "",
-        name: claim.metadata.name,
-      },
-      branchKey,
-      at: this.now().toISOString(),
-      commit: op.commit,
-      ...end,
-    });
-  }
-
-  /** Follows up an operation in flight nobody here follows: recovery first, then OperationUnfollowed. */
-  private async handleUnfollowed(
-    claim: KObject,
-    j: Judged,
-    op: Operation,
-    branchKey: string | undefined,
-  ): Promise<number | undefined> {
-    const followed = this.o.following.isFollowed(op.token);
-    if (!followed && this.o.following.ended(op.token)) return this.settleEndedRecord(claim, j, op);
-    if (!followed && branchKey && this.o.executor && !this.recoveryTried.has(op.token)) {
-      this.recoveryTried.add(op.token);
-      const started = this.o.executor.recover({
-        claim: this.locator(claim),
-        applier: j.applier,
-        operation: op,
-        branchKey,
-      });
-      if (started) {
-        this.o.log.info(
-          { claim: this.claimField(j.key), token: op.token, commit: op.commit },
-          "following a recorded operation",
-        );
-        return undefined;
-      }
-    }
-    const now = this.now();
-    if (!this.unfollowed.overdue(op.token, this.o.following.isFollowed(op.token), now)) {
-      return this.o.following.isFollowed(op.token) ? undefined : this.unfollowed.remainingMs(op.token, now);
-    }
-    const settle = this.o.controller.settleUnfollowed;
-    const safe = settle
-      ? await settle.call(this.o.controller, claim, j.applier, op, this.ctx({ operation: op }))
-      : true;
-    if (!safe) return 2_000;
-    const message = `operation ${op.token} was not followed by any sidecar for over a minute; the applier is held again`;
-    await completeOperation(this.o.kube, this.locator(claim), op.token, {
-      phase: "Failed",
-      outcome: StatusReason.OperationUnfollowed,
-      message,
-    });
-    this.unfollowed.forget(op.token);
-    await this.o.events.emit({
-      type: "Warning",
-      reason: StatusReason.OperationUnfollowed,
-      action: "Complete",
-      note: message,
-      regarding: this.regarding(claim),
-    });
-    if (this.o.reporter && branchKey) {
-      await this.reportEnd(claim, op, branchKey, {
-        phase: "Failed",
-        reason: StatusReason.OperationUnfollowed,
-        message,
-      }).catch((err) =>
-        this.o.log.warn({ err: (err as Error).message }, "could not report OperationUnfollowed"),
-      );
-    }
-    return undefined;
-  }
-
-  /**
-   * An operation this process ended and reported whose record still shows it in flight: the write
-   * of its end failed (a storm of conflicts outlasted the retries). The end is the one reported;
-   * only the record lags, so it is brought level at once and reported nothing again (settled as
-   * unfollowed a minute later, it was reported a second time: soak seed 30052). An end that started
-   * nothing takes the record away, as the executor meant to (past Requested, completes it Failed);
-   * Succeeded, Failed or Superseded completes it.
-   */
-  private async settleEndedRecord(claim: KObject, j: Judged, op: Operation): Promise<number | undefined> {
-    const phase = this.o.following.endedAs(op.token);
-    const locator = this.locator(claim);
-    try {
-      if (phase === "Succeeded" || phase === "Failed" || phase === "Superseded")
-        await completeOperation(this.o.kube, locator, op.token, { phase });
-      else if (!(await withdrawOperation(this.o.kube, locator, op.token, undefined)))
-        // Past Requested (it resumed the applier) a record is completed, not taken away.
-        await completeOperation(this.o.kube, locator, op.token, {
-          phase: "Failed",
-          message: `ended ${phase ?? "without a phase"} here; its record could not be written then`,
-        });
-    } catch (err) {
-      this.o.log.warn(
-        { claim: this.claimField(j.key), token: op.token, err: (err as Error).message },
-        "could not bring the record of an ended operation level; trying again",
-      );
-      return 2_000;
-    }
-    this.o.log.info(
-      { claim: this.claimField(j.key), token: op.token, commit: op.commit, phase },
-      "the record of an operation ended here showed it in flight; brought level with its reported end",
-    );
-    return undefined;
-  }
-
-  private async handBack(
-    j: Judged,
-    successor: string | undefined,
-    inFlight: Operation | undefined,
-    branchKey: string | undefined,
-  ): Promise<HandBackResult> {
-    const { claim, typed } = j;
-    const g =
-      typed.metadata.generation !== undefined ? { observedGeneration: typed.metadata.generation } : {};
-    const inControl = findCondition(typed.status?.conditions, "InControl");
-    const releasingSince =
-      inControl?.reason === StatusReason.Releasing && inControl.status === "False"
-        ? new Date(inControl.lastTransitionTime)
-        : this.now();
-    const releasing: ConditionInput = {
-      type: "InControl",
-      status: "False",
-      reason: StatusReason.Releasing,
-      message: successor ? `handing the applier over to claim ${successor}` : "handing the applier back",
-      ...g,
-    };
-    const timeoutMs = this.o.releaseTimeoutMs ?? 600_000;
-    let result: HandBackResult;
-    try {
-      result = await this.o.controller.handBack(
-        claim,
-        j.applier,
-        this.ctx({
-          releasingSince,
-          ...(successor ? { successor } : {}),
-          ...(inFlight ? { operation: inFlight } : {}),
-          ...(branchKey ? { branchKey } : {}),
-        }),
-      );
-    } catch (err) {
-      result = {
-        done: false,
-        conditions: [{ ...releasing, message: `hand-back failed: ${(err as Error).message}` }],
-      };
-    }
-    // One Event per outcome, recorded here alone: handed back (or over), or given up.
-    if (result.done) {
-      const how = result.conditions?.find((c) => c.type === "InControl")?.message;
-      await this.o.events.emit({
-        type: "Normal",
-        reason: successor ? StatusReason.HandedOver : StatusReason.Released,
-        action: "Release",
-        note:
-          how ??
-          (successor ? `the applier is left held for claim ${successor}` : "the applier is handed back"),
-        regarding: this.regarding(claim),
-      });
-      return result;
-    }
-    if (this.now().getTime() - releasingSince.getTime() > timeoutMs) {
-      const message = `hand-back unfinished after ${formatDuration(timeoutMs)}; the applier is left ${result.leftAs ?? "as this claim last held it"}`;
-      await this.o.events.emit({
-        type: "Warning",
-        reason: StatusReason.ReleaseFailed,
-        action: "Release",
-        note: message,
-        regarding: this.regarding(claim),
-      });
-      return {
-        done: true,
-        conditions: [
-          { type: "InControl", status: "False", reason: StatusReason.ReleaseFailed, message, ...g },
-        ],
-      };
-    }
-    const conds = result.conditions?.some((c) => c.type === "InControl")
-      ? result.conditions
-      : [...(result.conditions ?? []), releasing];
-    return { ...result, conditions: conds };
   }
 
   private branchKeyOf(targets: TargetView[]): string | undefined {
@@ -869,75 +573,6 @@ export class ClaimReconciler {
       if (p?.url) return makeBranchKey(p, p.url, t.branch);
     }
     return undefined;
-  }
-
-  private async addFinalizer(claim: KObject): Promise<KObject> {
-    const t = this.o.claimType;
-    const out = await retryOnConflict(
-      () => this.o.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
-      (c) => (c && !(c.metadata.finalizers ?? []).includes(CLAIM_FINALIZER) ? c : undefined),
-      (_c, c) => this.o.kube.setFinalizer<KObject>(t, c, CLAIM_FINALIZER, true),
-    );
-    return (
-      out ?? (await this.o.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name)) ?? claim
-    );
-  }
-
-  private async dropFinalizer(claim: KObject): Promise<void> {
-    const t = this.o.claimType;
-    await retryOnConflict(
-      () => this.o.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
-      (c) => (c && (c.metadata.finalizers ?? []).includes(CLAIM_FINALIZER) ? c : undefined),
-      (_c, c) => this.o.kube.setFinalizer<KObject>(t, c, CLAIM_FINALIZER, false),
-    );
-  }
-
-  /** Merges conditions (and kind status fields) onto a fresh read; writes only a change. */
-  private async writeStatus(
-    claim: KObject,
-    inputs: ConditionInput[],
-    fields: Record<string, unknown> = {},
-  ): Promise<void> {
-    const t = this.o.claimType;
-    // Later inputs of one type win (e.g. Waiting overrides eligibility's Configured).
-    const byType = new Map<string, ConditionInput>();
-    for (const c of inputs) byType.set(c.type, c);
-    let ready: { status: string | undefined } | undefined;
-    await retryOnConflict(
-      () => this.o.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
-      (current) => {
-        if (!current) return undefined;
-        const status = (current.status ?? {}) as Record<string, unknown> & {
-          conditions?: Parameters<typeof setConditions>[0];
-        };
-        const next = setConditions(status.conditions, [...byType.values()], this.now());
-        ready = { status: findCondition(next, "Ready")?.status };
-        const changedFields = Object.entries(fields).filter(
-          ([k, v]) => JSON.stringify(status[k]) !== JSON.stringify(v),
-        );
-        const generation = current.metadata.generation;
-        const genChanged = generation !== undefined && status.observedGeneration !== generation;
-        if (sameConditions(status.conditions, next) && changedFields.length === 0 && !genChanged)
-          return undefined;
-        return {
-          conditions: next,
-          ...Object.fromEntries(changedFields),
-          ...(generation !== undefined ? { observedGeneration: generation } : {}),
-        };
-      },
-      (current, patch) =>
-        statusWriter(this.o.kube, "claim", "claim-controller").patch(
-          t,
-          current!.metadata.namespace ?? "",
-          current!.metadata.name,
-          patch,
-          current!.metadata.resourceVersion,
-        ),
-    );
-    if (ready) {
-      const identity = { namespace: claim.metadata.namespace ?? "", name: claim.metadata.name };
-      this.o.metrics?.claimReady({ kind: t.kind, ...identity }, ready.status);
-    }
   }
 }
 
@@ -948,33 +583,4 @@ export class ClaimReconciler {
 function gaveUp(claim: Claim): boolean {
   const c = findCondition(claim.status?.conditions, "InControl");
   return c?.status === "False" && c.reason === StatusReason.ReleaseFailed;
-}
-
-/** "10 minutes", "90 seconds", "400 ms": a deadline as a person reads it. */
-function formatDuration(ms: number): string {
-  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} minute${ms === 60_000 ? "" : "s"}`;
-  if (ms >= 1_000 && ms % 1_000 === 0) return `${ms / 1_000} seconds`;
-  return `${ms} ms`;
-}
-
-/** The Event of an operation's end (pure): Normal OperationSucceeded, Warning OperationFailed. */
-export function operationEndEvent(op: Operation, regarding: EventRegarding) {
-  const succeeded = op.phase === "Succeeded";
-  const detail = [op.outcome, op.message].filter(Boolean).join(": ");
-  // Ended by a newer commit: no failure to alert on, and no success either.
-  if (op.phase === "Superseded")
-    return {
-      type: "Normal" as const,
-      reason: StatusReason.OperationSuperseded,
-      action: "Apply",
-      note: `operation ${op.token} for commit ${op.commit} was ended: a newer commit supersedes it${op.message ? ` (${op.message})` : ""}`,
-      regarding,
-    };
-  return {
-    type: succeeded ? ("Normal" as const) : ("Warning" as const),
-    reason: succeeded ? StatusReason.OperationSucceeded : StatusReason.OperationFailed,
-    action: "Apply",
-    note: `operation ${op.token} for commit ${op.commit} ${succeeded ? "succeeded" : "failed"}${detail ? ` (${detail})` : ""}`,
-    regarding,
-  };
 }

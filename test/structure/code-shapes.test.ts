@@ -29,7 +29,7 @@ const KNOWN_CASTS: Record<string, number> = {
   "queue/kube/client.ts": 1,
   "queue/worker/cluster-cache.ts": 3,
   "sidecar/approval-recheck.ts": 2,
-  "sidecar/claims/reconciler.ts": 1,
+  "sidecar/claims/claim-writes.ts": 1,
   "sidecar/commit-status-check.ts": 1,
   "sidecar/governance-check.ts": 1,
   "sidecar/mirror/targets.ts": 1,

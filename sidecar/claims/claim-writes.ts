@@ -1,0 +1,94 @@
+/**
+ * The claim reconciler's writes to a claim: conditions and kind status fields merged onto a fresh
+ * read and written only when they change, and the finalizer; each retried on conflict.
+ */
+import {
+  type ClaimType,
+  type KObject,
+  type Kube,
+  retryOnConflict,
+  statusWriter,
+} from "../../queue/kube/index.js";
+import type { ClaimMetrics } from "../metrics.js";
+import { type ConditionInput, findCondition, sameConditions, setConditions } from "./conditions.js";
+
+/** Held from before the first write to the applier until it is handed back or over. */
+export const CLAIM_FINALIZER = "applygate.dev/claim";
+
+export class ClaimWrites {
+  constructor(
+    private readonly kube: Kube,
+    private readonly type: ClaimType,
+    private readonly now: () => Date,
+    private readonly metrics?: ClaimMetrics,
+  ) {}
+
+  async addFinalizer(claim: KObject): Promise<KObject> {
+    const t = this.type;
+    const out = await retryOnConflict(
+      () => this.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
+      (c) => (c && !(c.metadata.finalizers ?? []).includes(CLAIM_FINALIZER) ? c : undefined),
+      (_c, c) => this.kube.setFinalizer<KObject>(t, c, CLAIM_FINALIZER, true),
+    );
+    return (
+      out ?? (await this.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name)) ?? claim
+    );
+  }
+
+  async dropFinalizer(claim: KObject): Promise<void> {
+    const t = this.type;
+    await retryOnConflict(
+      () => this.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
+      (c) => (c && (c.metadata.finalizers ?? []).includes(CLAIM_FINALIZER) ? c : undefined),
+      (_c, c) => this.kube.setFinalizer<KObject>(t, c, CLAIM_FINALIZER, false),
+    );
+  }
+
+  /** Merges conditions (and kind status fields) onto a fresh read; writes only a change. */
+  async status(
+    claim: KObject,
+    inputs: ConditionInput[],
+    fields: Record<string, unknown> = {},
+  ): Promise<void> {
+    const t = this.type;
+    // Later inputs of one type win (e.g. Waiting overrides eligibility's Configured).
+    const byType = new Map<string, ConditionInput>();
+    for (const c of inputs) byType.set(c.type, c);
+    let ready: { status: string | undefined } | undefined;
+    await retryOnConflict(
+      () => this.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
+      (current) => {
+        if (!current) return undefined;
+        const status = (current.status ?? {}) as Record<string, unknown> & {
+          conditions?: Parameters<typeof setConditions>[0];
+        };
+        const next = setConditions(status.conditions, [...byType.values()], this.now());
+        ready = { status: findCondition(next, "Ready")?.status };
+        const changedFields = Object.entries(fields).filter(
+          ([k, v]) => JSON.stringify(status[k]) !== JSON.stringify(v),
+        );
+        const generation = current.metadata.generation;
+        const genChanged = generation !== undefined && status.observedGeneration !== generation;
+        if (sameConditions(status.conditions, next) && changedFields.length === 0 && !genChanged)
+          return undefined;
+        return {
+          conditions: next,
+          ...Object.fromEntries(changedFields),
+          ...(generation !== undefined ? { observedGeneration: generation } : {}),
+        };
+      },
+      (current, patch) =>
+        statusWriter(this.kube, "claim", "claim-controller").patch(
+          t,
+          current!.metadata.namespace ?? "",
+          current!.metadata.name,
+          patch,
+          current!.metadata.resourceVersion,
+        ),
+    );
+    if (ready) {
+      const identity = { namespace: claim.metadata.namespace ?? "", name: claim.metadata.name };
+      this.metrics?.claimReady({ kind: t.kind, ...identity }, ready.status);
+    }
+  }
+}
