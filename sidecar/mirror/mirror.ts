@@ -10,28 +10,17 @@ import { randomUUID } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
+import { type AcceptedWrite, QUEUES, type SnapshotStamp } from "../../queue/contract.js";
 import {
-  type AcceptedWrite,
-  type ObjectRef,
-  QUEUES,
-  type SnapshotStamp,
-  type WriteChange,
-} from "../../queue/contract.js";
-import {
-  type Condition,
   type GitProvider,
   type GitTarget,
   type ScopeGrant,
-  StatusReason,
   scopeGrant,
   type WatchRule,
-  type WatchRuleStatus,
   watchRule,
 } from "../../queue/crds/index.js";
-import { acceptWrite } from "../../queue/intake.js";
-import { recollectChannel, WATCHED_TTL_MS, watchedTargetKey } from "../../queue/keys.js";
+import { WATCHED_TTL_MS } from "../../queue/keys.js";
 import {
-  apiFailure,
   type InformerEvent,
   type InformerHandle,
   type KObject,
@@ -48,22 +37,14 @@ import {
 import { type Logger, silentLogger } from "../../queue/log.js";
 import { readApplyState } from "../../queue/records.js";
 import { bullConnection, connectRedis } from "../../queue/redis.js";
-import { writeProblem } from "../../queue/write-check.js";
-import { authorshipOf } from "./authorship.js";
+import { Coverage, collectionKey, coverageKey, listenForRecollections } from "./coverage.js";
+import { Delivery } from "./delivery.js";
 import { resolveKind } from "./discovery.js";
 import type { MirrorMetrics } from "./http.js";
-import { describeOwner, excludingOwner } from "./ownership.js";
-import {
-  apiVersionOf,
-  describeKind,
-  kindKey,
-  kindRefusal,
-  namesKind,
-  outOfScope,
-  type ResolvedKind,
-  selects,
-} from "./rules.js";
-import { DEFAULT_CONTROLLER_MANAGERS, type SanitizeOptions, sanitize } from "./sanitize.js";
+import { KindWatches, type WatchState } from "./kind-watches.js";
+import { type RuleState, writeRuleStatuses } from "./rule-state.js";
+import { describeKind, kindKey, namesKind, type ResolvedKind } from "./rules.js";
+import { DEFAULT_CONTROLLER_MANAGERS } from "./sanitize.js";
 import { SWEEP_AUTHOR, sweepPlan } from "./sweep.js";
 import {
   appliedCommitOf,
@@ -72,6 +53,7 @@ import {
   type ResolvedTarget,
   type TargetSources,
 } from "./targets.js";
+import { stable, translate, type WriteBody } from "./translate.js";
 
 export interface MirrorOptions {
   kubeConfig: KubeConfig;
@@ -101,76 +83,8 @@ export interface MirrorOptions {
 
 const SCOPE_GRANT: ResourceType = RESOURCES.scopeGrant;
 
-interface RuleState {
-  key: string;
-  rule: WatchRule;
-  /** Served kinds this rule selects whose watch has synced, by kindKey. */
-  kinds: Map<string, ResolvedKind>;
-  /** Served kinds whose watch has not synced yet (its first list not landed), by kindKey. */
-  waiting: Map<string, ResolvedKind>;
-  /** Kinds not watched yet: not served, or not listed yet. */
-  unresolved: string[];
-  /** Kinds the mirror may not watch, with why (its RBAC, or Secrets). */
-  forbidden: string[];
-  target: ResolvedTarget | undefined;
-  targetProblem?: { reason: string; message: string };
-  mirrored: number;
-  refused: number;
-  excluded: number;
-  lastError?: { message: string; at: string };
-  statusDirty: boolean;
-  lastStatus: string;
-  /** Whether a sweep skipped for want of an applied commit was logged (once per rule). */
-  sweepWithoutApplyLogged?: boolean;
-}
-
-interface KindWatch {
-  kind: ResolvedKind;
-  handle: InformerHandle<KObject>;
-}
-
-/** What became of a kind's watch when a rule asked for it. */
-type WatchState = { state: "synced" | "syncing" | "unserved" } | { state: "forbidden"; message: string };
-
-/** Resolves once `p` settles or `ms` passed, whichever comes first. */
-function bounded(p: Promise<unknown>, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    t.unref?.();
-    const done = () => {
-      clearTimeout(t);
-      resolve();
-    };
-    p.then(done, done);
-  });
-}
-
 const ruleKey = (r: { metadata: { namespace?: string; name: string } }) =>
   `${r.metadata.namespace ?? ""}/${r.metadata.name}`;
-
-/** A stable encoding (keys sorted), so two sanitized versions compare by content. */
-function stable(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
-  if (v && typeof v === "object")
-    return `{${Object.keys(v as object)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${stable((v as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
-  return JSON.stringify(v);
-}
-
-/** A GitTarget as the mirror's coverage knows it. */
-const coverageKey = (t: ResolvedTarget) => `${t.branchKey} ${t.namespace}/${t.name}`;
-/** One collection: a rule's kind, for the GitTarget it writes to now. */
-const collectionKey = (st: RuleState, kind: ResolvedKind) =>
-  `${st.target ? coverageKey(st.target) : ""}|${st.key}|${kindKey(kind)}`;
-
-const refOf = (kind: ResolvedKind, o: KObject): ObjectRef => ({
-  apiVersion: apiVersionOf(kind),
-  kind: kind.kind,
-  name: o.metadata.name,
-  ...(kind.namespaced && o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
-});
 
 export class Mirror {
   readonly kube: Kube;
@@ -185,11 +99,7 @@ export class Mirror {
   private grantsCache!: TypedCache<ScopeGrant>;
   private claims = new Map<string, InformerHandle<KObject>>();
   private readonly rules = new Map<string, RuleState>();
-  private readonly watches = new Map<string, KindWatch>();
-  /** Kinds whose list the API server refused the mirror (403), by kindKey, and when: asked again after resolveIntervalMs. */
-  private readonly forbiddenKinds = new Map<string, { message: string; at: number }>();
-  /** One chain of sends per branch, so one object's writes reach its inbox in order. */
-  private readonly chains = new Map<string, Promise<void>>();
+  private readonly kindWatches: KindWatches;
   /** Objects excluded as another applier's, logged once each (by uid and folder). */
   private readonly loggedExclusions = new Set<string>();
   private reconciling: Promise<void> | undefined;
@@ -199,17 +109,12 @@ export class Mirror {
   private started = false;
   /** The typed caches exist: before that, a change is left for the first reconcile to read. */
   private cachesReady = false;
-  /** Writes handed to an inbox, in order (tests and the playground read it). */
-  readonly sent: AcceptedWrite[] = [];
+  private readonly delivery: Delivery;
+  /** Writes handed to an inbox, in order (tests and the playground read it): the delivery's. */
+  readonly sent: AcceptedWrite[];
   /** The initial-snapshot markers handed to an inbox, in order. */
-  readonly markers: AcceptedWrite[] = [];
-  /** This process: a coverage token is `<instance>:<round>`, so a restart starts new rounds. */
-  readonly instance = randomUUID().slice(0, 8);
-  /** Collections (GitTarget, rule, kind) that took their initial snapshot in this process. */
-  private readonly collected = new Set<string>();
-  /** The coverage token of each GitTarget the mirror covers, by `<branchKey> <namespace>/<name>`. */
-  private readonly coverage = new Map<string, { token: string; target: ResolvedTarget }>();
-  private rounds = 0;
+  readonly markers: AcceptedWrite[];
+  private readonly coverage: Coverage;
   private subscriber: Redis | undefined;
 
   private readonly statusWriter: StatusWriter<"watchRule", "mirror">;
@@ -223,6 +128,26 @@ export class Mirror {
     const connection = bullConnection(o.redisUrl);
     this.branches = new Queue(QUEUES.branches, { connection, prefix: o.redisPrefix });
     this.branches.on("error", () => {});
+    this.delivery = new Delivery({
+      redis: this.redis,
+      redisPrefix: o.redisPrefix,
+      branches: this.branches,
+      log: this.log,
+      now: this.now,
+      stopping: () => this.stopped,
+    });
+    this.kindWatches = new KindWatches({
+      kube: this.kube,
+      log: this.log,
+      now: this.now,
+      resolveIntervalMs: o.resolveIntervalMs ?? 10_000,
+      watchSyncTimeoutMs: o.watchSyncTimeoutMs ?? 5_000,
+      onObject: (kind, type, obj, prev) => this.onObject(kind, type, obj, prev),
+      onSynced: () => this.reconcileSoon(),
+    });
+    this.coverage = new Coverage({ redis: this.redis, redisPrefix: o.redisPrefix, log: this.log });
+    this.sent = this.delivery.sent;
+    this.markers = this.delivery.markers;
   }
 
   /** Lists WatchRules, GitTargets, GitProviders, ScopeGrants and claims, then starts every rule. */
@@ -264,7 +189,9 @@ export class Mirror {
         this.reconcileSoon();
     });
     every(this.o.statusIntervalMs ?? 2_000, () => void this.writeStatus());
-    every(this.o.coverageIntervalMs ?? Math.floor(WATCHED_TTL_MS / 3), () => void this.refreshCoverage());
+    every(this.o.coverageIntervalMs ?? Math.floor(WATCHED_TTL_MS / 3), () => {
+      if (!this.stopped) void this.coverage.refresh();
+    });
     await this.subscribeRecollections();
     this.started = true;
     this.log.info({ rules: this.rules.size }, "mirror started");
@@ -275,7 +202,7 @@ export class Mirror {
     for (const t of this.timers) clearInterval(t);
     this.subscriber?.disconnect();
     await this.reconciling;
-    await Promise.all(this.chains.values());
+    await this.delivery.idle();
     await this.writeStatus();
     await this.kube.close();
     await this.branches.close();
@@ -285,11 +212,7 @@ export class Mirror {
   /** Resolves once every write decided so far has reached its inbox. */
   async idle(): Promise<void> {
     while (this.reconciling) await this.reconciling;
-    for (;;) {
-      const pending = [...this.chains.values()];
-      await Promise.all(pending);
-      if (pending.every((p, i) => [...this.chains.values()][i] === p)) return;
-    }
+    await this.delivery.idle();
   }
 
   /** What /readyz reports. */
@@ -300,9 +223,7 @@ export class Mirror {
     );
     // A kind known to be forbidden is listed again every resolve interval to see whether it was
     // granted since; that probe is no watch the mirror waits for.
-    const probing = new Set(
-      [...this.watches].flatMap(([key, w]) => (this.forbiddenKinds.has(key) ? [w.handle.informer.path] : [])),
-    );
+    const probing = new Set(this.kindWatches.probingPaths());
     return {
       redis,
       started: this.started,
@@ -317,7 +238,7 @@ export class Mirror {
 
   /** Informer paths running, one per watched kind. */
   watchedPaths(): string[] {
-    return [...this.watches.values()].map((w) => w.handle.informer.path);
+    return this.kindWatches.paths();
   }
 
   // ------------------------------------------------------------------------------------------
@@ -398,7 +319,13 @@ export class Mirror {
     }
     for (const key of [...this.rules.keys()]) if (!seen.has(key)) this.rules.delete(key);
     await this.takeSnapshots(due);
-    this.forgetCoverage();
+    this.coverage.forgetAllBut(
+      new Set(
+        [...this.rules.values()].flatMap((r) =>
+          r.target && r.kinds.size > 0 ? [coverageKey(r.target)] : [],
+        ),
+      ),
+    );
     await this.releaseUnused();
   }
 
@@ -415,14 +342,12 @@ export class Mirror {
       const key = coverageKey(t);
       byTarget.set(key, [...(byTarget.get(key) ?? []), d]);
     }
-    for (const [key, group] of byTarget) {
+    for (const [_key, group] of byTarget) {
       const target = (group[0] as { st: RuleState }).st.target as ResolvedTarget;
-      const initial = group.some((d) => d.kinds.some((k) => !this.collected.has(collectionKey(d.st, k))));
+      const collections = group.flatMap((d) => d.kinds.map((k) => collectionKey(d.st.target, d.st.key, k)));
       let token: string | undefined;
-      if (initial) {
-        token = `${this.instance}:${++this.rounds}`;
-        this.coverage.set(key, { token, target });
-        await this.writeCoverage(target, token);
+      if (this.coverage.anyNew(collections)) {
+        token = await this.coverage.startRound(target);
         this.marker(group[0] as { st: RuleState }, token, "started");
       }
       for (const d of group) for (const k of d.kinds) await this.snapshot(d.st, k);
@@ -434,52 +359,9 @@ export class Mirror {
     this.send(d.st, { changes: [], author: this.author(SWEEP_AUTHOR), initialSnapshots: { token, phase } });
   }
 
-  private async writeCoverage(target: ResolvedTarget, token: string): Promise<void> {
-    try {
-      await this.redis.set(
-        watchedTargetKey(this.o.redisPrefix, target.branchKey, target.namespace, target.name),
-        token,
-        "PX",
-        WATCHED_TTL_MS,
-      );
-    } catch (err) {
-      this.log.warn(
-        {
-          branch: target.branchKey,
-          target: `${target.namespace}/${target.name}`,
-          err: (err as Error).message,
-        },
-        "could not record the mirror's coverage of a GitTarget",
-      );
-    }
-  }
-
-  /** Keeps the coverage of every GitTarget a rule still mirrors alive (it expires when the mirror is gone). */
-  private async refreshCoverage(): Promise<void> {
-    if (this.stopped) return;
-    for (const { token, target } of this.coverage.values()) await this.writeCoverage(target, token);
-  }
-
-  /** A GitTarget no rule mirrors any more is not covered: its coverage is left to expire. */
-  private forgetCoverage(): void {
-    const live = new Set(
-      [...this.rules.values()].flatMap((r) => (r.target && r.kinds.size > 0 ? [coverageKey(r.target)] : [])),
-    );
-    for (const key of [...this.coverage.keys()]) if (!live.has(key)) this.coverage.delete(key);
-  }
-
   /** The worker asks for a GitTarget's snapshots again (Git is no longer ahead, or the hold's bound passed). */
   private async subscribeRecollections(): Promise<void> {
-    const sub = connectRedis(this.o.redisUrl);
-    this.subscriber = sub;
-    sub.on("error", () => {});
-    sub.on("message", (_channel: string, raw: string) => {
-      let m: { branchKey?: string; namespace?: string; name?: string };
-      try {
-        m = JSON.parse(raw);
-      } catch {
-        return;
-      }
+    this.subscriber = await listenForRecollections(this.o.redisUrl, this.o.redisPrefix, (m) => {
       const due = [...this.rules.values()].filter(
         (r) =>
           r.target?.branchKey === m.branchKey &&
@@ -495,7 +377,6 @@ export class Mirror {
         (err: unknown) => this.log.warn({ err: (err as Error).message }, "collecting snapshots again failed"),
       );
     });
-    await sub.subscribe(recollectChannel(this.o.redisPrefix));
   }
 
   /**
@@ -513,7 +394,7 @@ export class Mirror {
     st.waiting = new Map();
     for (const k of want) {
       const r = await resolveKind(this.kube, k);
-      const w: WatchState = r ? await this.watchOf(r) : { state: "unserved" };
+      const w: WatchState = r ? await this.kindWatches.watchOf(r) : { state: "unserved" };
       if (w.state === "forbidden") forbidden.push(`${describeKind(k)}: ${w.message}`);
       else if (w.state !== "synced" || !r) {
         unresolved.push(describeKind(k));
@@ -528,63 +409,10 @@ export class Mirror {
     return added;
   }
 
-  /**
-   * The watch of a kind, started if it is not running: synced, still syncing (its first list has
-   * not landed within watchSyncTimeoutMs: its rules are reconciled again once it does), or
-   * forbidden. Secrets are refused before any list; a list the API server refuses (403) is
-   * remembered for resolveIntervalMs and its informer stopped, so it neither retries on its own
-   * nor keeps the mirror unready.
-   */
-  private async watchOf(kind: ResolvedKind): Promise<WatchState> {
-    const refused = kindRefusal(kind);
-    if (refused) return { state: "forbidden", message: refused };
-    const key = kindKey(kind);
-    const known = this.forbiddenKinds.get(key);
-    if (known && this.now() - known.at < (this.o.resolveIntervalMs ?? 10_000))
-      return { state: "forbidden", message: known.message };
-    let w = this.watches.get(key);
-    const created = !w;
-    if (!w) {
-      const handle = await this.kube.objectInformer<KObject>(
-        apiVersionOf(kind),
-        kind.kind,
-        undefined,
-        (type, obj, prev) => this.onObject(kind, type, obj, prev),
-      );
-      if (!handle) return { state: "unserved" };
-      const started: KindWatch = { kind, handle };
-      w = started;
-      this.watches.set(key, started);
-      void handle.informer.whenSynced().then(() => {
-        if (this.watches.get(key) === started) this.reconcileSoon();
-      });
-    }
-    const informer = w.handle.informer;
-    // Only a watch started now is waited for, and for a bounded time; a watch already running
-    // is taken as it is (its sync, when it comes, reconciles its rules again).
-    if (created) await bounded(informer.start(), this.o.watchSyncTimeoutMs ?? 5_000);
-    if (informer.hasSynced()) {
-      this.forbiddenKinds.delete(key);
-      return { state: "synced" };
-    }
-    if (informer.lastError !== undefined && apiFailure(informer.lastError).code === 403) {
-      const message = `the mirror may not list ${kind.resource}${kind.group ? `.${kind.group}` : ""} (403): a cluster administrator lets it with a ClusterRole labelled applygate.dev/aggregate-to-mirror=true`;
-      if (!known) this.log.warn({ kind: key }, "the mirror may not watch a kind a WatchRule names");
-      this.forbiddenKinds.set(key, { message, at: this.now() });
-      this.watches.delete(key);
-      await w.handle.release();
-      return { state: "forbidden", message };
-    }
-    return { state: "syncing" };
-  }
-
-  private async releaseUnused(): Promise<void> {
-    const used = new Set([...this.rules.values()].flatMap((r) => [...r.kinds.keys(), ...r.waiting.keys()]));
-    for (const [key, w] of [...this.watches]) {
-      if (used.has(key)) continue;
-      this.watches.delete(key);
-      await w.handle.release();
-    }
+  private releaseUnused(): Promise<void> {
+    return this.kindWatches.releaseAllBut(
+      new Set([...this.rules.values()].flatMap((r) => [...r.kinds.keys(), ...r.waiting.keys()])),
+    );
   }
 
   /**
@@ -604,9 +432,9 @@ export class Mirror {
       this.error(st, `reading the apply state of ${target.branchKey}: ${(err as Error).message}`);
       applied = undefined;
     }
-    const w = this.watches.get(kindKey(kind));
+    const w = this.kindWatches.get(kind);
     if (!w || st.target !== target) return;
-    const collection = collectionKey(st, kind);
+    const collection = collectionKey(target, st.key, kind);
     // The cluster may still run an older commit than the tip the worker reads the snapshot at (a
     // push it has not applied, or not even seen, when this was read): the worker needs those
     // commits to tell the applier's state from an edit.
@@ -615,10 +443,9 @@ export class Mirror {
       id: `s-${randomUUID()}`,
       epoch: applied?.epoch ?? null,
       gitAhead: applied?.gitAhead ?? false,
-      initial: !this.collected.has(collection),
+      initial: this.coverage.firstSnapshot(collection),
       ...(clusterCommits.length > 0 ? { appliedCommits: clusterCommits } : {}),
     };
-    this.collected.add(collection);
     const objects = w.handle.informer.list();
     for (const obj of objects) this.mirrorFor(st, kind, "add", obj, undefined, stamp);
     if (st.rule.spec.prune?.mode === "Always") this.sweep(st, kind, objects, stamp);
@@ -674,7 +501,7 @@ export class Mirror {
     }
   }
 
-  /** Judges one watched write for one rule; true when the rule selected the object. */
+  /** Judges one watched write for one rule and acts on it; true when the rule selected the object. */
   private mirrorFor(
     st: RuleState,
     kind: ResolvedKind,
@@ -684,155 +511,65 @@ export class Mirror {
     stamp?: SnapshotStamp,
   ): boolean {
     const target = st.target;
-    const snap = stamp ? { snapshot: stamp } : {};
-    if (!target || !st.rule.spec.kinds.some((k) => namesKind(k, kind))) return false;
-    // An update that takes the object out of the selector is not a delete: Git keeps its file.
-    // What the GitTarget may not hold is never looked at (the rule's status says so: outOfScope).
-    if (!selects(st.rule, target.scope, kind, obj).selected) return false;
-    const ref = refOf(kind, obj);
-    const shown = `${kind.kind} ${ref.namespace ? `${ref.namespace}/` : ""}${ref.name}`;
-    const owner = excludingOwner(obj, target.applier);
-    if (owner) {
-      st.excluded++;
-      this.o.metrics?.outcome("excluded");
-      st.statusDirty = true;
-      const once = `${obj.metadata.uid ?? shown}@${target.namespace}/${target.name}`;
-      if (!this.loggedExclusions.has(once)) {
-        this.loggedExclusions.add(once);
-        this.log.warn(
-          {
-            object: shown,
-            owner: describeOwner(owner),
-            target: `${target.namespace}/${target.name}`,
-            branch: target.branchKey,
-          },
-          "another applier's object: excluded from the folder",
-        );
-      }
-      return true;
-    }
-    const opts: SanitizeOptions = {
+    if (!target) return false;
+    const t = translate({
+      rule: st.rule,
+      target,
+      kind,
+      type,
+      obj,
+      ...(previous ? { previous } : {}),
+      ...(stamp ? { stamp } : {}),
       controllerManagers: this.o.controllerManagers ?? DEFAULT_CONTROLLER_MANAGERS,
-      ...(st.rule.spec.excludeFields ? { excludeFields: st.rule.spec.excludeFields } : {}),
-    };
-    if (type === "delete") {
-      const s = sanitize(obj as Record<string, unknown>, opts);
-      if (!s.ok) return true; // never mirrored, so there is no file to delete
-      this.send(st, { changes: [{ op: "delete", ref }], author: this.author("unknown") });
-      return true;
-    }
-    const clean = sanitize(obj as Record<string, unknown>, opts);
-    if (!clean.ok) {
-      // A Secret never gets here (its kind is never watched); refused all the same if one did.
-      if (clean.reason === "secret") this.refuse(st, `${shown}: ${clean.message}`);
-      else {
+      authorDomain: this.o.authorDomain ?? "cluster.local",
+    });
+    switch (t.outcome) {
+      case "NotSelected":
+        return false;
+      case "Unchanged":
+        return true;
+      case "Refused":
+        this.refuse(st, t.message);
+        return true;
+      case "Write":
+        this.send(st, t.write);
+        return true;
+      case "Excluded":
         st.excluded++;
-        st.statusDirty = true;
         this.o.metrics?.outcome("excluded");
-      }
-      return true;
+        st.statusDirty = true;
+        if (t.owner) this.logExclusion(obj, t.shown, t.owner, target);
+        return true;
     }
-    let base: Record<string, unknown> | undefined;
-    if (previous) {
-      const was = sanitize(previous as Record<string, unknown>, opts);
-      // Nothing Git holds changed (a status write, server bookkeeping): no write.
-      if (was.ok && stable(was.object) === stable(clean.object)) return true;
-      if (was.ok) base = was.object;
-    }
-    // The write names its change: the object as this watch last saw it is its base, so a field
-    // this write did not change (one a withheld late apply set, say) keeps Git's value.
-    const change: WriteChange = {
-      op: "upsert",
-      object: clean.object as WriteChange & never,
-      ...(base ? { base: base as WriteChange & never } : {}),
-    };
-    // What the worker could not store is refused here, counted on the rule, never queued.
-    const problem = writeProblem([change]);
-    if (problem) {
-      this.refuse(st, `${shown}: ${problem.field}: ${problem.message}`);
-      return true;
-    }
-    const who = authorshipOf(obj, target.applierManagers, previous);
-    if (who.kind === "applier")
-      this.send(st, {
-        changes: [change],
-        author: this.author(who.write.manager),
-        applierAuthored: who.write,
-        editedAt: who.write.writtenAt,
-        ...snap,
-      });
-    else
-      this.send(st, {
-        changes: [change],
-        author: this.author(who.manager),
-        ...(who.editedAt ? { editedAt: who.editedAt } : {}),
-        ...snap,
-      });
-    return true;
+  }
+
+  /** Once per object and GitTarget: another applier's object is left out of the folder. */
+  private logExclusion(obj: KObject, shown: string, owner: string, target: ResolvedTarget): void {
+    const once = `${obj.metadata.uid ?? shown}@${target.namespace}/${target.name}`;
+    if (this.loggedExclusions.has(once)) return;
+    this.loggedExclusions.add(once);
+    this.log.warn(
+      { object: shown, owner, target: `${target.namespace}/${target.name}`, branch: target.branchKey },
+      "another applier's object: excluded from the folder",
+    );
   }
 
   private author(manager: string) {
     return { name: manager, email: `${manager}@${this.o.authorDomain ?? "cluster.local"}` };
   }
 
-  private send(
-    st: RuleState,
-    w: Pick<
-      AcceptedWrite,
-      "changes" | "author" | "editedAt" | "applierAuthored" | "sweep" | "snapshot" | "initialSnapshots"
-    >,
-  ): void {
-    const target = st.target as ResolvedTarget;
-    const write: AcceptedWrite = {
-      ...w,
-      id: `m-${randomUUID()}`,
-      target: { namespace: target.namespace, name: target.name, ...(target.uid ? { uid: target.uid } : {}) },
-      branchKey: target.branchKey,
-      path: target.path,
-      acceptedAt: new Date(this.now()).toISOString(),
-    };
-    const chain = (this.chains.get(target.branchKey) ?? Promise.resolve()).then(() =>
-      this.deliver(st, write),
-    );
-    this.chains.set(target.branchKey, chain);
-    void chain.finally(() => {
-      if (this.chains.get(target.branchKey) === chain) this.chains.delete(target.branchKey);
-    });
-  }
-
-  /** Hands a write to its inbox through the intake gate; a paused branch is asked again after it says. */
-  private async deliver(st: RuleState, write: AcceptedWrite): Promise<void> {
-    for (let tries = 0; !this.stopped || tries === 0; tries++) {
-      try {
-        const r = await acceptWrite(this.redis, this.o.redisPrefix, write, this.branches, (err) =>
-          this.log.warn({ err: (err as Error).message, branch: write.branchKey }, "branch signal failed"),
-        );
-        if (r.accepted) {
-          // A sweep or a marker is no mirrored object: counted nowhere on the rule.
-          if (!write.sweep && !write.initialSnapshots) {
-            st.mirrored++;
-            this.o.metrics?.outcome("mirrored");
-          }
-          st.statusDirty = true;
-          if (write.initialSnapshots) this.markers.push(write);
-          else this.sent.push(write);
-          this.log.debug(
-            {
-              branch: write.branchKey,
-              write: write.id,
-              author: write.author.name,
-              applier: write.applierAuthored?.manager,
-            },
-            "watched write handed to the branch worker",
-          );
-          return;
+  private send(st: RuleState, w: WriteBody): void {
+    this.delivery.send(st.target as ResolvedTarget, w, {
+      accepted: (write) => {
+        // A sweep or a marker is no mirrored object: counted nowhere on the rule.
+        if (!write.sweep && !write.initialSnapshots) {
+          st.mirrored++;
+          this.o.metrics?.outcome("mirrored");
         }
-        await new Promise((r2) => setTimeout(r2, r.retryAfterSeconds * 1000).unref?.());
-      } catch (err) {
-        this.error(st, `handing a write to ${write.branchKey}: ${(err as Error).message}`);
-        await new Promise((r2) => setTimeout(r2, 1000).unref?.());
-      }
-    }
+        st.statusDirty = true;
+      },
+      failed: (message) => this.error(st, message),
+    });
   }
 
   private refuse(st: RuleState, message: string): void {
@@ -851,91 +588,12 @@ export class Mirror {
   // ------------------------------------------------------------------------------------------
   // Status
 
-  private statusOf(st: RuleState): WatchRuleStatus {
-    const at = new Date(this.now()).toISOString();
-    const cond = (type: string, ok: boolean, reason: string, message: string): Condition => {
-      const old = st.rule.status?.conditions?.find((c) => c.type === type);
-      const status = ok ? "True" : "False";
-      return {
-        type,
-        status,
-        reason,
-        message,
-        lastTransitionTime: old && old.status === status ? old.lastTransitionTime : at,
-        ...(st.rule.metadata.generation !== undefined
-          ? { observedGeneration: st.rule.metadata.generation }
-          : {}),
-      };
-    };
-    const forbidden = st.forbidden.length > 0;
-    const kindsOk = st.unresolved.length === 0 && !forbidden;
-    const ready = kindsOk && st.target !== undefined && st.rule.spec.suspend !== true;
-    const notWatched = forbidden
-      ? `the mirror may not watch: ${st.forbidden.join("; ")}`
-      : `not served or not listed yet (retried): ${st.unresolved.join(", ")}`;
-    const readyReason =
-      st.targetProblem?.reason ??
-      (st.rule.spec.suspend
-        ? StatusReason.Suspended
-        : forbidden
-          ? StatusReason.KindForbidden
-          : kindsOk
-            ? StatusReason.Watching
-            : StatusReason.KindsNotResolved);
-    const readyMessage =
-      st.targetProblem?.message ?? (kindsOk ? `watching ${st.kinds.size} kind(s)` : notWatched);
-    const beyond = st.target ? outOfScope(st.rule, st.target.scope, [...st.kinds.values()]) : [];
-    return {
-      conditions: [
-        cond("Ready", ready, readyReason, readyMessage),
-        cond(
-          "KindsResolved",
-          kindsOk,
-          kindsOk
-            ? StatusReason.Resolved
-            : forbidden
-              ? StatusReason.KindForbidden
-              : StatusReason.KindNotServed,
-          kindsOk ? "" : notWatched,
-        ),
-      ],
-      ...(st.rule.metadata.generation !== undefined
-        ? { observedGeneration: st.rule.metadata.generation }
-        : {}),
-      resolvedKinds: [...st.kinds.values()],
-      unresolvedKinds: st.unresolved,
-      forbiddenKinds: st.forbidden,
-      outOfScope: beyond,
-      mirrored: st.mirrored,
-      refused: st.refused,
-      excluded: st.excluded,
-      ...(st.lastError
-        ? { lastError: st.lastError.message.slice(0, 4000), lastErrorAt: st.lastError.at }
-        : {}),
-    };
-  }
-
-  private async writeStatus(): Promise<void> {
-    for (const st of this.rules.values()) {
-      if (!st.statusDirty) continue;
-      const status = this.statusOf(st);
-      const text = stable({
-        ...status,
-        conditions: status.conditions?.map(({ lastTransitionTime: _, ...c }) => c),
-      });
-      st.statusDirty = false;
-      if (text === st.lastStatus) continue;
-      const ns = st.rule.metadata.namespace ?? "";
-      try {
-        await this.statusWriter.patch(RESOURCES.watchRule, ns, st.rule.metadata.name, status, undefined);
-        st.lastStatus = text;
-      } catch (err) {
-        st.statusDirty = true;
-        this.log.warn(
-          { rule: st.key, err: (err as Error).message },
-          "could not write the WatchRule's status",
-        );
-      }
-    }
+  private writeStatus(): Promise<void> {
+    return writeRuleStatuses(
+      this.rules.values(),
+      this.statusWriter,
+      new Date(this.now()).toISOString(),
+      this.log,
+    );
   }
 }
