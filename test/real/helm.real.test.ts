@@ -5,8 +5,11 @@
 // needs and no more, the policy refuses an Approval in another's name, and the gateway, worker,
 // mirror and webhook applier start from what was installed: each with its Deployment's args and
 // env, under its ServiceAccount's token, until its readiness probe answers; the gateway then makes
-// a GitProvider Ready. No kubelet runs here, so the processes run on this machine (listening on
-// loopback, on free ports, with a private Redis: the only settings changed from the Deployment's).
+// a GitProvider Ready, and they play the playground's scenario with the webhook applier (a push
+// applied once, an API write one commit), which `applygate status` then shows a namespace viewer.
+// No kubelet runs here, so the processes run on this machine (listening on loopback, on free
+// ports, with a private Redis, the webhook applier allowed to call loopback: the only settings
+// changed from the Deployment's).
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -14,13 +17,25 @@ import { get } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { AppsV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+} from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
+import { objectPath, objectYaml } from "../../queue/git/layout.js";
+import { silentLogger } from "../../queue/log.js";
 import { freePort } from "../../queue/redis.js";
+import { gitOk } from "../git/cli.js";
+import { type GitServer, startGitServer } from "../git/server.js";
 import { CHART_DIR } from "../manifests/helm.js";
 import type { K8sObject } from "../manifests/kustomize.js";
 import { type ContainerSpec, containerEnv, httpProbes } from "../manifests/pod-env.js";
+import { DEPLOYER_FIELD_MANAGER, type Deployer, startDeployer } from "../playground/deployer.js";
 import { type RestartableRedis, restartableRedis } from "../redis/restartable.js";
 import { until } from "../support/wait.js";
 import { CONTROL_PLANE, findRealBinaries } from "./binaries.js";
@@ -39,6 +54,11 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
   let dir: string;
   let env: NodeJS.ProcessEnv;
   let redis: RestartableRedis | undefined;
+  let git: GitServer | undefined;
+  let deployer: Deployer | undefined;
+  /** The gateway's HTTP address, and each started component's last output, once they run. */
+  let gatewayUrl = "";
+  const output: Record<string, () => string> = {};
   const children: ChildProcess[] = [];
   const tool = async (name: "helm" | "kubectl", args: string[]) => {
     if (!bins.built) throw new Error("not built");
@@ -93,6 +113,8 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
 
   afterAll(async () => {
     for (const c of children) c.kill("SIGKILL");
+    await deployer?.close();
+    await git?.close();
     await redis?.remove();
     await cluster?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -334,6 +356,9 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
           ...podEnv,
           REDIS_URL: redis.url,
           KUBECONFIG: kubeconfig,
+          // The deployer the next test's WebhookClaim names listens on loopback (in a cluster: a
+          // Service address); the applier's guard refuses loopback unless allowed.
+          ...(name === "applygate-webhook" ? { APPLYGATE_WEBHOOK_ALLOW_INTERNAL: "true" } : {}),
         },
         stdio: ["ignore", "pipe", "pipe"],
       });
@@ -344,6 +369,8 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
       };
       child.stdout!.on("data", keep);
       child.stderr!.on("data", keep);
+      output[name] = () => logs;
+      if (command === "gateway") gatewayUrl = `http://127.0.0.1:${ports.get(8080)}`;
       const readiness = httpProbes(c).find((p) => p.kind === "readinessProbe")!;
       const url = `http://127.0.0.1:${ports.get(readiness.port)}${readiness.path}`;
       let answer = { code: 0, body: "" };
@@ -416,6 +443,305 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
       patience,
     );
     expect(ready.webhookPath).toMatch(/^\/hook\//);
+  });
+
+  it("plays the playground's scenario on what it installed: a push applied once by a WebhookClaim's deployer, an API write one commit, and `applygate status` as a namespace viewer", async () => {
+    const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
+    const custom = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
+    const ns = "shop";
+    const folder = "apps/web";
+    const file = objectPath(folder, { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "web" });
+    const web = (greeting: string) => ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "web", namespace: ns },
+      data: { greeting },
+    });
+    git = await startGitServer();
+    const repoUrl = await git.createRepo("shop", { [file]: objectYaml(web("hello")) });
+    const hookToken = randomBytes(16).toString("hex");
+    const intakeToken = randomBytes(16).toString("hex");
+    const hmacKey = randomBytes(16).toString("hex");
+    /** A kubeconfig holding a token of ServiceAccount `ns/name`. */
+    const identity = async (name: string) => {
+      const token = (
+        await core.createNamespacedServiceAccountToken({
+          name,
+          namespace: ns,
+          body: { spec: { audiences: [], expirationSeconds: 3600 } },
+        })
+      ).status!.token;
+      const path = join(dir, `${ns}-${name}.kubeconfig`);
+      await writeFile(path, kubeconfigYaml(cluster.server, cluster.caPem, name, token, ns), { mode: 0o600 });
+      return path;
+    };
+
+    await kubectl("create", "namespace", ns);
+    // docs/install.md and docs/webhook-applier.md: the bindings a namespace's owner makes.
+    for (const [binding, role, sa] of [
+      ["applygate-secret-reader", "applygate-secret-reader", "applygate-gateway"],
+      ["applygate-secret-watcher", "applygate-secret-watcher", "applygate-worker"],
+      ["applygate-webhook-secret-watcher", "applygate-secret-watcher", "applygate-webhook"],
+    ] as const)
+      await kubectl(
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        binding,
+        `--clusterrole=${role}`,
+        `--serviceaccount=${NS}:${sa}`,
+      );
+    // The deployer's own identity, as the playground gives it: it may apply ConfigMaps here only.
+    await kubectl("-n", ns, "create", "serviceaccount", "deployer");
+    await kubectl("-n", ns, "create", "role", "deployer", "--verb=get,create,patch", "--resource=configmaps");
+    await kubectl(
+      "-n",
+      ns,
+      "create",
+      "rolebinding",
+      "deployer",
+      "--role=deployer",
+      `--serviceaccount=${ns}:deployer`,
+    );
+    const deployerKc = new KubeConfig();
+    deployerKc.loadFromFile(await identity("deployer"));
+    const gateway = gatewayUrl;
+    deployer = await startDeployer({
+      key: hmacKey,
+      folder,
+      repoUrl,
+      gatewayUrl: () => gateway,
+      kubeConfig: deployerKc,
+      log: silentLogger(),
+    });
+    const resources = join(dir, `${ns}.yaml`);
+    await writeFile(
+      resources,
+      `
+apiVersion: v1
+kind: Secret
+metadata: {name: hook, namespace: ${ns}}
+stringData: {token: ${hookToken}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: intake, namespace: ${ns}}
+stringData: {token: ${intakeToken}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: deployer-hmac, namespace: ${ns}}
+stringData: {hmacKey: ${hmacKey}}
+---
+apiVersion: applygate.dev/v1alpha1
+kind: GitProvider
+metadata: {name: repo, namespace: ${ns}}
+spec: {url: "${repoUrl}", type: gitea, webhookSecretRef: {name: hook}}
+---
+apiVersion: applygate.dev/v1alpha1
+kind: WebhookClaim
+metadata: {name: deployer, namespace: ${ns}}
+spec:
+  url: ${deployer.url}
+  insecure: true
+  secretRef: {name: deployer-hmac}
+  signature: generic-hmac
+  completion: {mode: callback, budgetSeconds: 60}
+  fieldManagers: [${DEPLOYER_FIELD_MANAGER}]
+---
+apiVersion: applygate.dev/v1alpha1
+kind: GitTarget
+metadata: {name: web, namespace: ${ns}}
+spec:
+  providerRef: {name: repo}
+  branch: main
+  path: ${folder}
+  claimRef: {kind: WebhookClaim, name: deployer}
+  intakeSecretRef: {name: intake}
+  commitWindow: {idleSeconds: 1, maxSeconds: 10}
+`,
+    );
+    await kubectl("apply", "-f", resources);
+    type Claim = {
+      status?: {
+        conditions?: { type: string; status: string }[];
+        history?: { token: string; commit: string; phase: string }[];
+      };
+    };
+    const claim = async () =>
+      (await custom.getNamespacedCustomObject({
+        group: "applygate.dev",
+        version: "v1alpha1",
+        namespace: ns,
+        plural: "webhookclaims",
+        name: "deployer",
+      })) as Claim;
+    const webhookPath = await until(
+      async () => {
+        const p = (await custom.getNamespacedCustomObject({
+          group: "applygate.dev",
+          version: "v1alpha1",
+          namespace: ns,
+          plural: "gitproviders",
+          name: "repo",
+        })) as { status?: { webhookPath?: string } };
+        return p.status?.webhookPath;
+      },
+      "GitProvider shop/repo's webhook path",
+      patience,
+    );
+    git.addWebhook({ url: `${gatewayUrl}${webhookPath}`, secret: hookToken });
+    const greeting = async () =>
+      (await core.readNamespacedConfigMap({ name: "web", namespace: ns }).catch(() => undefined))?.data
+        ?.greeting;
+    const logs = () =>
+      Object.entries(output)
+        .map(([n, l]) => `--- ${n}:\n${l()}`)
+        .join("\n");
+    const start = (await git.tip("shop"))!;
+    // The converge at start (CatchUp): the deployer applies the tip, and the claim holds.
+    await until(
+      async () => (await greeting()) === "hello",
+      `the first apply of the tip\n${logs()}`,
+      patience,
+    );
+    await until(
+      async () =>
+        (await claim()).status?.conditions?.find((c) => c.type === "InControl")?.status === "True" &&
+        (await claim()).status?.history?.some((h) => h.commit === start && h.phase === "Succeeded"),
+      "the claim holding, its first operation Succeeded",
+      patience,
+    );
+
+    // A push by somebody else: the Git host's webhook to the gateway, the worker's apply request to
+    // the deployer, its report back to the gateway, the operation Succeeded on the claim.
+    const clone = join(dir, "shop-clone");
+    await gitOk(["clone", "-q", repoUrl, clone]);
+    await writeFile(join(clone, file), objectYaml(web("pushed")));
+    await gitOk(
+      ["-c", "user.name=Bob", "-c", "user.email=bob@example.com", "commit", "-qam", "greeting pushed"],
+      {
+        cwd: clone,
+      },
+    );
+    await gitOk(["push", "-q", "origin", "HEAD:main"], { cwd: clone });
+    const pushed = (await gitOk(["rev-parse", "HEAD"], { cwd: clone })).trim();
+    await until(
+      async () => (await greeting()) === "pushed",
+      `the deployer to apply the push\n${logs()}`,
+      patience,
+    );
+    const succeeded = await until(
+      async () =>
+        (await claim()).status?.history?.find((h) => h.commit === pushed && h.phase === "Succeeded"),
+      "the push's operation Succeeded on the claim's history",
+      patience,
+    );
+
+    // An API edit reported through the intake API as a save: one commit on the branch. It is made
+    // in a later second than the deployer's write: managedFields times are whole seconds, so an
+    // edit in the applier's second cannot be told from one it overwrote and the worker applies
+    // again to be safe (a redundant Repair, docs/design/decisions.md). A person edits seconds later.
+    const applied = (
+      await core.readNamespacedConfigMap({ name: "web", namespace: ns })
+    ).metadata?.managedFields?.find((m) => m.manager === DEPLOYER_FIELD_MANAGER)?.time;
+    expect(applied).toBeDefined();
+    const nextSecond = new Date(applied!).getTime() + 1000;
+    await until(async () => Date.now() >= nextSecond, "the second after the deployer's write", patience);
+    const USER = "user";
+    const written = await core.patchNamespacedConfigMap(
+      { name: "web", namespace: ns, body: web("edited"), fieldManager: USER, force: true },
+      setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply),
+    );
+    const editedAt = written.metadata?.managedFields?.find((m) => m.manager === USER)?.time;
+    const res = await fetch(`${gatewayUrl}/v1/targets/${ns}/web/writes?wait=published&timeout=30`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${intakeToken}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        changes: [{ op: "upsert", object: web("edited") }],
+        author: { name: USER, email: `${USER}@example.com` },
+        message: "web: greeting edited",
+        save: true,
+        editedAt: new Date(editedAt ?? Date.now()).toISOString(),
+      }),
+    });
+    const answer = (await res.json()) as { commit?: string; published?: boolean };
+    expect({ status: res.status, published: answer.published }).toEqual({ status: 200, published: true });
+    const commits = (
+      await gitOk(["--git-dir", join(git.root, "shop.git"), "log", "--format=%H", `${pushed}..main`])
+    )
+      .split("\n")
+      .filter(Boolean);
+    expect(commits).toEqual([answer.commit]);
+    expect(await gitOk(["--git-dir", join(git.root, "shop.git"), "show", `main:${file}`])).toMatch(
+      /greeting: edited/,
+    );
+    expect(await greeting()).toBe("edited");
+
+    // `applygate status` as the namespace's viewer (the built-in view role, which aggregates
+    // applygate-view), with the worker's Redis: the GitTarget, its claim and the last operation.
+    await kubectl("-n", ns, "create", "serviceaccount", "viewer");
+    await kubectl(
+      "-n",
+      ns,
+      "create",
+      "rolebinding",
+      "viewer",
+      "--clusterrole=view",
+      `--serviceaccount=${ns}:viewer`,
+    );
+    const viewer = await identity("viewer");
+    const status = (...args: string[]) =>
+      run(process.execPath, [CLI, "status", "-n", ns, ...args], {
+        env: { PATH: process.env.PATH, HOME: dir, KUBECONFIG: viewer, REDIS_URL: redis!.url },
+      }).catch((e: { code?: number; stdout?: string; stderr?: string }) => {
+        throw new Error(`applygate status ${args.join(" ")} exited ${e.code}: ${e.stdout}${e.stderr}`);
+      });
+    expect((await status()).stdout).toMatch(
+      /^NAME\s+BRANCH\s+PATH\s+CLAIM\s+WRITES\s+PENDING\s+STATE\s+WHY\nweb\s+main\s+apps\/web\s+WebhookClaim\/deployer\s+0\s+-\s+idle\s+nothing to apply\n$/,
+    );
+    const table = (await status("-o", "wide")).stdout.split("\n");
+    expect(table[0]).toMatch(/^NAME\s+BRANCH\s+PATH\s+CLAIM\s+WRITES\s+PENDING\s+STATE\s+LAST OPERATION/);
+    expect(table[1]).toMatch(
+      new RegExp(
+        `^web\\s+main\\s+apps/web\\s+WebhookClaim/deployer\\s+0\\s+-\\s+idle\\s+${succeeded.token} Succeeded\\s+0\\s+nothing to apply$`,
+      ),
+    );
+    const json = JSON.parse((await status("-o", "json")).stdout) as {
+      targets: {
+        name: string;
+        decisions: string;
+        claim: { kind: string; name: string; error?: string; conditions: { type: string; status: string }[] };
+        operations: { token: string; commit: string; phase: string }[];
+      }[];
+    };
+    expect(json.targets.map((t) => t.name)).toEqual(["web"]);
+    const t = json.targets[0]!;
+    expect(t.decisions).toBe("read");
+    expect(t.claim).toMatchObject({ kind: "WebhookClaim", name: "deployer" });
+    expect(t.claim.error).toBeUndefined();
+    expect(t.claim.conditions.find((c) => c.type === "InControl")?.status).toBe("True");
+    expect(t.operations.map((o) => ({ token: o.token, commit: o.commit, phase: o.phase }))).toEqual([
+      { token: succeeded.token, commit: pushed, phase: "Succeeded" },
+      { token: expect.any(String), commit: start, phase: "Succeeded" },
+    ]);
+
+    // The viewer's identity is the one asked: a namespace it may not list is refused, in one line.
+    const refused = await status("-o", "json", "-n", "team-a").then(
+      () => "listed",
+      (e: Error) => e.message,
+    );
+    expect(refused).toMatch(/exited 1: applygate status: .*forbidden.*\n$/);
+
+    // Sent exactly once for the pushed commit: the deployer was called for it once, and nothing failed.
+    // The edit is already on the cluster: its commit is not applied.
+    expect(deployer.applies).toEqual([start, pushed]);
+    expect(deployer.stats).toEqual({ accepted: 2, applied: 2, failed: 0 });
+    expect((await claim()).status!.history!.map((h) => [h.commit, h.phase])).toEqual([
+      [pushed, "Succeeded"],
+      [start, "Succeeded"],
+    ]);
   });
 
   it("upgrades keeping the generated Redis password, and uninstalls leaving the CRDs", async () => {
