@@ -11,7 +11,7 @@
  * it (which the worker carries out in its own loop, calling hooks on the way) cannot deadlock.
  */
 import { randomBytes } from "node:crypto";
-import type { Attempt, ClaimRef, PhaseReport, Report, SupersededNotice } from "../contract.js";
+import type { ApplierKind, Attempt, ClaimRef, PhaseReport, Report, SupersededNotice } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import {
   ancestryReadsAsked,
@@ -19,6 +19,7 @@ import {
   type DecisionEvent,
   type DecisionState,
   decisionsQuiet,
+  inheritedOut,
   initialState,
   step,
 } from "../decide/index.js";
@@ -42,6 +43,11 @@ export const COMMIT_STATUS_POLL_MS = 15_000;
 /** Puts an attempt on its applier kind's queue. */
 export interface AttemptSender {
   send(attempt: Attempt): Promise<void>;
+  /**
+   * Whether the queue still holds the attempt `token` unfinished: waiting for an executor, or
+   * taken by one. Without it, no attempt of an earlier owner counts as queued.
+   */
+  queued?(kind: ApplierKind, token: string): Promise<boolean>;
 }
 
 export interface DecisionDriverOptions {
@@ -249,6 +255,8 @@ export class DecisionDriver {
 
   private async restore(): Promise<void> {
     const saved = await this.o.store.load();
+    // Before the claims: an attempt that ends between the two reads shows its end on its claim.
+    const queued = saved ? await this.queuedOf(saved) : [];
     const listing = await this.o.list();
     this.remember(listing);
     await this.handle({
@@ -256,6 +264,7 @@ export class DecisionDriver {
       tokenPrefix: this.s.tokenPrefix,
       claims: listing.claims,
       ...(saved ? { saved } : {}),
+      ...(queued.length > 0 ? { queued } : {}),
     });
     this.listed = JSON.stringify([listing.targets, listing.folders]);
     await this.handle({ type: "TargetsListed", targets: listing.targets, ...folders(listing) });
@@ -268,6 +277,28 @@ export class DecisionDriver {
       },
       "decisions started",
     );
+  }
+
+  /**
+   * The saved operations out whose attempt the attempts queue still holds unfinished. One that
+   * cannot be read counts as not queued: its reasons are given back, as before the queue was read,
+   * and the executor refuses a second record while the first is in flight.
+   */
+  private async queuedOf(saved: DecisionState): Promise<string[]> {
+    const queued: string[] = [];
+    for (const a of Object.values(saved.appliers)) {
+      const op = a.operation;
+      if (!op || !this.o.sender.queued) continue;
+      try {
+        if (await this.o.sender.queued(a.applier.kind, op.token)) queued.push(op.token);
+      } catch (err) {
+        this.log.warn(
+          { claim: claimField(a.claim), token: op.token, err: (err as Error).message },
+          "could not read whether the last owner's attempt is still queued; its reasons are given back",
+        );
+      }
+    }
+    return queued;
   }
 
   private remember(listing: BranchListing): void {
@@ -297,6 +328,8 @@ export class DecisionDriver {
           return;
         }
         this.remember(listing);
+        // An operation an earlier owner sent is followed on its claim's record too (`readClaims`).
+        if (inheritedOut(this.s)) await this.handle({ type: "ClaimsRead", claims: listing.claims });
         const sig = JSON.stringify([listing.targets, listing.folders]);
         if (sig === this.listed) return;
         this.listed = sig;

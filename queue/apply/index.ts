@@ -95,11 +95,18 @@ export function queueSender(redisUrl: string, prefix: string): AttemptSender & {
         removeOnFail: { count: 5000 },
       });
     },
+    async queued(kind, token) {
+      const state = await queueOf(kind).getJobState(token);
+      return UNFINISHED_JOB_STATES.has(state);
+    },
     async close() {
       await Promise.all([...queues.values()].map((q) => q.close()));
     },
   };
 }
+
+/** States of an attempt job no executor finished: waiting for one, or taken by one. */
+const UNFINISHED_JOB_STATES = new Set(["waiting", "delayed", "prioritized", "waiting-children", "active"]);
 
 export function createDecisions(o: DecisionsOptions): Decisions {
   const sender = queueSender(o.redisUrl, o.prefix);

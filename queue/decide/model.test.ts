@@ -77,6 +77,7 @@ type Op =
   | { k: "raceApply"; t: number; o: number; dt: number }
   | { k: "advance"; ms: number }
   | { k: "restart"; saved: boolean }
+  | { k: "listClaims" }
   | { k: "toggleConsent" };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -141,6 +142,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     weight: 3,
   },
   fc.record({ k: fc.constant("restart" as const), saved: fc.boolean() }),
+  fc.constant({ k: "listClaims" as const }),
   fc.constant({ k: "toggleConsent" as const }),
 );
 
@@ -297,6 +299,10 @@ class World {
         for (const w of this.publishedEver)
           expect(holds.has(w), `commit holds published write ${w}`).toBe(true);
         this.checkGovernance(a.attempt);
+        // One operation per claim: an attempt of the claim still queued would be refused
+        // (OperationInFlight) once recorded, or run beside this one before.
+        const earlier = this.queued.find((q) => q.claim.name === a.attempt.claim.name);
+        expect(earlier?.token, `an attempt for ${a.attempt.claim.name} while one is queued`).toBeUndefined();
         this.queued.push(a.attempt);
         this.attemptsSent += 1;
       }
@@ -426,6 +432,11 @@ class World {
     this.restarts += 1;
     this.pendingFlush = null;
     this.observedSinceStart = false;
+    // No saved state: Redis lost what it held, the attempts queued and the reports in the inbox.
+    if (!saved) {
+      this.queued = [];
+      this.mailbox = [];
+    }
     const claims = Object.values(this.truth).map((c) => ({
       ...c,
       repairPending: this.state.appliers[claimKey(c.claim)]?.repairRecorded === true,
@@ -436,6 +447,8 @@ class World {
       tokenPrefix: `r${this.restarts}`,
       claims,
       ...(saved ? { saved: JSON.parse(JSON.stringify(this.state)) } : {}),
+      // The shell reads which of the saved attempts the queue still holds.
+      queued: this.queued.map((q) => q.token),
     });
     // The shell's listing carries its read of the remote tip, which the core may not have observed.
     this.feed({
@@ -553,6 +566,9 @@ class World {
         break;
       case "restart":
         this.restart(op.saved);
+        break;
+      case "listClaims":
+        this.feed({ type: "ClaimsRead", claims: Object.values(this.truth) });
         break;
       case "toggleConsent":
         this.consent.u3 = this.consent.u3 === "Reapply" ? "Ignore" : "Reapply";

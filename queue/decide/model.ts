@@ -96,6 +96,16 @@ export interface OperationOut {
   retry?: ApplierRetry;
   /** The executor's last message about it (the applier's own words). */
   message?: string;
+  /**
+   * Sent by an earlier owner of the branch and followed here since a restart (`restart`): its end
+   * report may have reached that owner only, so its claim's record can end it too (`readClaims`).
+   */
+  inherited?: true;
+  /**
+   * The end its claim's record showed at a listing while no end report had come: the next listing
+   * still showing it ends the operation from the record (its report was lost). Inherited only.
+   */
+  recordedEnd?: "Succeeded" | "Failed" | "Superseded";
 }
 
 /** An applier's own retry inside one operation: which attempt comes next, of how many, and when. */
@@ -386,8 +396,24 @@ export type DecisionEvent =
   | { type: "AncestryRead"; token: string; commit: string; tip: string; ancestry: Ancestry }
   /** The timer of the last ScheduleWake fired (the shell holds no timer until the next one). */
   | { type: "Tick" }
-  /** The worker (re)started: a fresh baseline, operations and repairPending from claim status. */
-  | { type: "Restarted"; tokenPrefix: string; claims: ClaimStatusSnapshot[]; saved?: DecisionState };
+  /**
+   * The claims' status as a listing read it again, for the operations an earlier owner sent
+   * (`inheritedOut`): fed at every listing while one is out.
+   */
+  | { type: "ClaimsRead"; claims: ClaimStatusSnapshot[] }
+  /**
+   * The worker (re)started: a fresh baseline, operations and repairPending from claim status.
+   * `queued`: tokens of the saved state's operations out whose attempt the attempts queue still
+   * holds unfinished (waiting for an executor, or taken by one), read before the claims: such an
+   * attempt may be recorded on its claim at any moment, and is followed, never sent again.
+   */
+  | {
+      type: "Restarted";
+      tokenPrefix: string;
+      claims: ClaimStatusSnapshot[];
+      saved?: DecisionState;
+      queued?: string[];
+    };
 
 // ---------------------------------------------------------------------------------------------
 // Actions

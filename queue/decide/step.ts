@@ -163,6 +163,9 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       // same time (a timer may fire a millisecond early, before what it was set for is due).
       s.wakeAt = null;
       break;
+    case "ClaimsRead":
+      readClaims(s, event.claims, now);
+      break;
     case "Restarted":
       return finish(restart(s, event, now), now, actions);
   }
@@ -181,7 +184,9 @@ function namedAppliers(s: DecisionState): ApplierState[] {
 
 /**
  * The first observation after a start is a baseline: a converge is pending for every applier, never
- * a ForeignCommit, which would revert edits made while the worker was down. A tip we pushed leaves
+ * a ForeignCommit, which would revert edits made while the worker was down. An operation followed
+ * across the start for another commit than a baseline tip that moved while no owner watched (not
+ * our push) is overtaken, as by a foreign tip. A tip we pushed leaves
  * nothing pending; any other new tip is a ForeignCommit for every applier on the branch, and a new
  * request: it resets the applier's backoff (its failures were an older commit's), and an operation
  * out is overtaken (its end without success starts no backoff; `ancestryReadsAsked` asks whether
@@ -190,8 +195,13 @@ function namedAppliers(s: DecisionState): ApplierState[] {
 export function observe(s: DecisionState, tip: string | null, pushedByUs: boolean): void {
   if (!s.observed) {
     s.observed = true;
+    const last = s.tip;
     s.tip = tip;
-    for (const a of Object.values(s.appliers)) addPending(a.pending, "Converge");
+    for (const a of Object.values(s.appliers)) {
+      addPending(a.pending, "Converge");
+      const op = a.operation;
+      if (op && tip !== null && tip !== last && !pushedByUs && op.commit !== tip) op.overtaken = true;
+    }
     return;
   }
   if (tip === s.tip) return;
@@ -723,10 +733,47 @@ function carriedFromStatus(targets: { uid: string; reason: string }[]): PendingR
   return p;
 }
 
+/** What a restart makes of an operation the saved state shows out (`savedOperationFate`). */
+export type SavedOperationFate = "follow" | "answered" | "giveBack";
+
+/**
+ * What a restart makes of an operation the saved state shows out, from its claim's record as the
+ * restart's listing read it and whether the attempts queue still holds its attempt unfinished
+ * (read before the claim, so an attempt that ended between the two reads shows its end there).
+ * - `follow`: the claim records it in flight; or it records no operation in flight while the
+ *   attempt is still queued: an executor records it at any moment (a Flux sidecar only once its
+ *   source fetched) or ends it without a record, and reports either way. Out again: a new attempt
+ *   would be refused (`OperationInFlight`) or, sent before the record, run beside it.
+ * - `answered`: the claim records it Succeeded (`restoreClaim` takes its commit as applied).
+ * - `giveBack`: the claim records it ended otherwise; or records another operation in flight (that
+ *   one is out, and this attempt is refused if it ever runs); or records nothing of it while no
+ *   queue holds it: never queued (the last owner stopped between its save and its send), or ended
+ *   without a record (Stale, RequestFailed), its report read by the last owner.
+ */
+export function savedOperationFate(
+  token: string,
+  record: ClaimStatusSnapshot["operation"],
+  queued: boolean,
+): SavedOperationFate {
+  if (record?.token === token) {
+    if (!TERMINAL_PHASES.includes(record.phase)) return "follow";
+    return record.phase === "Succeeded" ? "answered" : "giveBack";
+  }
+  if (record && !TERMINAL_PHASES.includes(record.phase)) return "giveBack";
+  return queued ? "follow" : "giveBack";
+}
+
+/** An operation out was sent by an earlier owner of the branch: listings read its claim again. */
+export function inheritedOut(s: DecisionState): boolean {
+  return Object.values(s.appliers).some((a) => a.operation?.inherited === true);
+}
+
 /**
  * A start (or a move of the branch to another replica). What was saved keeps its reasons and
- * backoffs; operations come only from the claims' status (an attempt no executor recorded gives
- * its reasons back), repairPending is restored, and the next observation is a baseline.
+ * backoffs; an operation is out again when its claim records it in flight, or when its attempt is
+ * still queued and the claim records no other (`savedOperationFate`), and one the claim records in
+ * flight is out whatever was saved; repairPending is restored, and the next observation is a
+ * baseline.
  */
 export function restart(
   prev: DecisionState,
@@ -743,30 +790,34 @@ export function restart(
   s.wakeAt = null;
   // A restart may have missed the end of an operation: a snapshot collected before it is stale.
   raiseEpoch(s);
-  // An operation the claim's status shows (in flight or succeeded) is restored or answered from
-  // there; only one no executor recorded, or one that ended otherwise, gives its reasons back.
-  const recorded = new Set(
-    e.claims.flatMap((c) =>
-      c.operation && (c.operation.phase === "Succeeded" || !TERMINAL_PHASES.includes(c.operation.phase))
-        ? [c.operation.token]
-        : [],
-    ),
-  );
+  const records = new Map(e.claims.map((c) => [claimKey(c.claim), c.operation]));
+  const queued = new Set(e.queued ?? []);
   for (const [key, a] of Object.entries(s.appliers)) {
-    if (a.operation && !recorded.has(a.operation.token))
-      giveBack(a.pending, a.operation.carried, (kind, uid) => stillStands(s, key, kind, uid));
+    const out = a.operation;
     a.operation = null;
     // The apply windows are kept as saved: an applier's write still in the inbox is judged by the
     // new owner against the same windows, sent and ended when the last owner saw it.
     a.windows ??= [];
+    if (!out) continue;
+    const fate = savedOperationFate(out.token, records.get(key), queued.has(out.token));
+    // Followed with what it carried and how it was sent, as the last owner knew it.
+    if (fate === "follow") a.operation = { ...out, inherited: true };
+    if (fate === "giveBack") giveBack(a.pending, out.carried, (kind, uid) => stillStands(s, key, kind, uid));
   }
   for (const c of e.claims) restoreClaim(s, c, now);
-  // A window whose operation is not out any more ended while no owner followed it (its end report
-  // never reached the last owner, and reaches this one, if at all, after the restart): this owner
-  // learns of the end now, so its grace runs from now, never shorter than the last owner's would have.
-  for (const a of Object.values(s.appliers))
-    for (const w of a.windows)
-      if (w.completedAt === null && a.operation?.token !== w.token) w.completedAt = now;
+  for (const a of Object.values(s.appliers)) {
+    const op = a.operation;
+    if (op && !a.windows.some((w) => w.token === op.token))
+      a.windows.push({ token: op.token, commit: op.commit, sentAt: op.sentAt, completedAt: null, edits: [] });
+    // A window whose operation is not out any more ended while no owner followed it (its end
+    // report never reached the last owner, and reaches this one, if at all, after the restart):
+    // this owner learns of the end now, so its grace runs from now, never shorter than the last
+    // owner's would have.
+    for (const w of a.windows) {
+      if (w.token === op?.token) w.completedAt = null;
+      else if (w.completedAt === null) w.completedAt = now;
+    }
+  }
   return s;
 }
 
@@ -799,21 +850,58 @@ function restoreClaim(s: DecisionState, c: ClaimStatusSnapshot, now: number): vo
   if (c.lastAppliedCommit) a.lastAppliedCommit = c.lastAppliedCommit;
   a.repairRecorded = c.repairPending === true;
   if (c.repairPending) addPending(a.pending, "Repair");
-  if (op && !TERMINAL_PHASES.includes(op.phase)) {
-    // Its window as saved (sent when the last owner sent it, with the edits it guards), else one
-    // opened when the executor recorded it (before any write of the apply), else now.
-    const saved = a.windows.find((w) => w.token === op.token);
-    const requested = op.requestedAt === undefined ? Number.NaN : Date.parse(op.requestedAt);
-    const sentAt = saved?.sentAt ?? (Number.isFinite(requested) && requested <= now ? requested : now);
-    a.operation = {
-      token: op.token,
-      commit: op.commit,
-      sentAt,
-      phase: op.phase,
-      carried: carriedFromStatus(op.targets),
-    };
-    if (saved) saved.completedAt = null;
-    else a.windows.push({ token: op.token, commit: op.commit, sentAt, completedAt: null, edits: [] });
+  if (!op || TERMINAL_PHASES.includes(op.phase)) return;
+  // Followed from the saved state (`savedOperationFate`): at the phase its claim records.
+  if (a.operation?.token === op.token) {
+    a.operation.phase = op.phase;
+    return;
+  }
+  // Its window as saved (sent when the last owner sent it, with the edits it guards), else one
+  // opened when the executor recorded it (before any write of the apply), else now.
+  const saved = a.windows.find((w) => w.token === op.token);
+  const requested = op.requestedAt === undefined ? Number.NaN : Date.parse(op.requestedAt);
+  const sentAt = saved?.sentAt ?? (Number.isFinite(requested) && requested <= now ? requested : now);
+  a.operation = {
+    token: op.token,
+    commit: op.commit,
+    sentAt,
+    phase: op.phase,
+    carried: carriedFromStatus(op.targets),
+    inherited: true,
+  };
+  if (!saved) a.windows.push({ token: op.token, commit: op.commit, sentAt, completedAt: null, edits: [] });
+}
+
+/**
+ * The claims' status read again while an operation an earlier owner sent is out (`inheritedOut`).
+ * Its end report may never reach this owner: the last owner read it from the inbox and stopped
+ * before its state was saved, or the restart's listing read the claim from a cache a moment behind
+ * the end. So the claim's record ends it too, as its report would have: a record showing it ended
+ * at two listings in a row (none between showing it otherwise), with no report between. The first
+ * sighting waits for the report, which says more (a reason, a revision mismatch) and is normally
+ * there within milliseconds; the next listing (on the next change, else the listing period) bounds
+ * the wait. A record in flight moves an operation no executor reported on yet out of `Sent`.
+ */
+export function readClaims(s: DecisionState, claims: ClaimStatusSnapshot[], now: number): void {
+  for (const c of claims) {
+    const a = s.appliers[claimKey(c.claim)];
+    const op = a?.operation;
+    const rec = c.operation;
+    if (!a || !op?.inherited) continue;
+    if (
+      rec?.token !== op.token ||
+      (rec.phase !== "Succeeded" && rec.phase !== "Failed" && rec.phase !== "Superseded")
+    ) {
+      delete op.recordedEnd;
+      if (rec?.token === op.token && op.phase === "Sent" && !TERMINAL_PHASES.includes(rec.phase))
+        op.phase = rec.phase;
+      continue;
+    }
+    if (op.recordedEnd !== rec.phase) {
+      op.recordedEnd = rec.phase;
+      continue;
+    }
+    settleReport(s, { token: op.token, claim: a.claim, phase: rec.phase, commit: rec.commit }, now);
   }
 }
 

@@ -77,4 +77,44 @@ describe("a restart mid-apply", () => {
       ).toHaveLength(1);
     });
   }
+
+  it("of the worker just after it sent an attempt, before the Flux sidecar recorded it: the next worker follows that attempt and sends none", async () => {
+    s = await startScene({ timers: { flux: { perObjectApplyMs: 1 } } });
+    const scene = s;
+    // The sidecar records an operation once the GitRepository fetched its commit: 4 s here, longer
+    // than the worker's restart takes, so the next worker reads the claim before the record lands
+    // (test/worker/decisions.test.ts makes that order certain; here it is as deployed).
+    scene.a.flux.knobs.fetchLatencyMs = 4_000;
+    const value = `pushed-${unique()}`;
+    const commit = await foreignPush(scene.a, "flux", value);
+    await until(
+      () => operationsOf(scene, "flux").some((o) => o.attempt.commit === commit),
+      "the attempt sent",
+    );
+    expect((await phaseOf(scene, "flux"))?.commit).not.toBe(commit);
+    await scene.a.stopWorker();
+    await scene.a.startWorker();
+    await until(async () => {
+      const op = await phaseOf(scene, "flux");
+      return op?.commit === commit && op.phase === "Succeeded";
+    }, "the operation to end Succeeded");
+    await until(
+      () =>
+        operationsOf(scene, "flux").some(
+          (o) => o.attempt.commit === commit && o.phases.includes("Succeeded"),
+        ),
+      "the Succeeded report",
+    );
+    expect((await clusterValue(scene.a, "flux")).greeting).toBe(value);
+    const ops = operationsOf(scene, "flux").filter((o) => o.attempt.commit === commit);
+    const trail = JSON.stringify(ops.map((o) => [o.attempt.token, o.phases]));
+    expect(ops.length, trail).toBe(1);
+    expect(ops[0]?.phases, trail).not.toContain("RequestFailed");
+    expect(
+      appliedCommits(scene.a, "flux").filter((c) => c === commit),
+      trail,
+    ).toHaveLength(1);
+    const history = (await readClaim(scene.a, "flux"))?.status?.history as Array<{ commit: string }>;
+    expect(history.filter((h) => h.commit === commit)).toHaveLength(1);
+  });
 });

@@ -24,15 +24,23 @@ import {
 } from "../../queue/contract.js";
 import { crdFiles } from "../../queue/crds/files.js";
 import type { GitTarget } from "../../queue/crds/index.js";
+import { notDueBecause } from "../../queue/decide/index.js";
 import { gpgKey, hasGpg, type SshSigner, sshKey, stopGpgAgents } from "../../queue/git/signing-testing.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
+import { Kube, RESOURCES } from "../../queue/kube/index.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import type { BranchWorker } from "../../queue/worker/branch-worker.js";
 import { type Clock, ManualClock } from "../../queue/worker/clock.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
 import { Replica } from "../../queue/worker/replica.js";
+import {
+  completeOperation,
+  RecordRefused,
+  recordOperation,
+  updateOperation,
+} from "../../sidecar/operation-record.js";
 import { redisFreshnessCheck, staleBecause } from "../../sidecar/tip-check.js";
 import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
 import { gitOk } from "../git/cli.js";
@@ -496,6 +504,104 @@ async function settledAsEcho(w: World, echo: { id: string }, tip: string | undef
   expect(w.attempts).toHaveLength(1);
 }
 
+const phaseReport = (
+  a: Attempt,
+  phase: ReportPhase,
+  extra: { reason?: string; commit?: string } = {},
+): Report => ({
+  type: "phase",
+  token: a.token,
+  claim: a.claim,
+  branchKey: a.branchKey,
+  phase,
+  at: new Date().toISOString(),
+  ...extra,
+});
+
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
+  return { open, opened };
+}
+
+/**
+ * A foreign push's attempt taken by an executor that records it on the claim only once the next
+ * owner read the claim (a Flux sidecar records it once its source fetched): the owner stops after
+ * the send, and the next one reads the claim just before the record lands and decides only after
+ * it is Running in the worker's cache (the race the soak found, made certain). The executor does
+ * what the sidecar does with the record (sidecar/operation-record.ts): refused while another
+ * operation is in flight, Running, then, once `end()` is called, completed with its history
+ * entry; each phase reported, the end only with `reportEnd`. Every later attempt gets the same,
+ * at once. Resolves once the new owner took its baseline and its decisions are at rest.
+ */
+async function takeoverBeforeRecord(w: World, o: { reportEnd: boolean }) {
+  await w.startReplica();
+  await waitFor("baseline", () => w.driver().state.observed);
+  const kube = new Kube(w.api.kubeConfig());
+  const claim = { type: RESOURCES.fluxClaim, namespace: NS, name: "claim" };
+  const ends: string[] = [];
+  const asSidecar =
+    (before: Promise<void>, end: Promise<void>): Script =>
+    async (a, ex) => {
+      await before;
+      try {
+        await recordOperation(kube, claim, {
+          token: a.token,
+          commit: a.commit,
+          targets: a.targets.map((t) => ({ uid: t.uid, reason: t.reason })),
+        });
+      } catch (err) {
+        if (!(err instanceof RecordRefused)) throw err;
+        ends.push(`${a.token} RequestFailed ${err.reason}`);
+        return ex.send(phaseReport(a, "RequestFailed", { reason: err.reason }));
+      }
+      await ex.send(phaseReport(a, "Requested"));
+      await updateOperation(kube, claim, a.token, { phase: "Running", startedAt: new Date().toISOString() });
+      await ex.send(phaseReport(a, "Running"));
+      await end;
+      await completeOperation(kube, claim, a.token, { phase: "Succeeded" });
+      ends.push(`${a.token} Succeeded`);
+      if (o.reportEnd) await ex.send(phaseReport(a, "Succeeded", { commit: a.commit }));
+    };
+  const recordGate = gate();
+  const endGate = gate();
+  w.scripts.push(asSidecar(recordGate.opened, endGate.opened));
+  for (let i = 0; i < 10; i++) w.scripts.push(asSidecar(Promise.resolve(), Promise.resolve()));
+
+  const f1 = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+  w.worker().observeSoon();
+  await waitFor("the attempt taken", () => w.attempts.length === 1);
+  const first = w.attempts[0] as Attempt;
+  await w.stopReplica();
+
+  const get = w.objects.get.bind(w.objects);
+  let armed = true;
+  w.objects.get = async (kind, namespace, name) => {
+    const read = await get(kind, namespace, name);
+    if (armed && kind === "FluxClaim") {
+      armed = false;
+      recordGate.open();
+      await waitFor("the operation Running in the worker's cache", async () => {
+        const op = (await get(kind, namespace, name))?.status?.operation as
+          | { token?: string; phase?: string }
+          | undefined;
+        return op?.token === first.token && op.phase === "Running";
+      });
+    }
+    return read;
+  };
+  await w.startReplica();
+  await waitFor("baseline after the takeover", () => w.driver().state.observed);
+  await w.driver().idle();
+  // The operation the last owner started is the one out; the baseline's converge waits for its end.
+  expect(w.driver().state.appliers[CLAIM_KEY]?.operation?.token).toBe(first.token);
+  expect(notDueBecause(w.driver().state, CLAIM_KEY, Date.now())).toBe("operation out");
+  expect(w.attempts).toHaveLength(1);
+  return { f1, first, ends, end: endGate.open };
+}
+
 describe("decisions shell: the branch worker decides and sends applies", () => {
   let w: World;
   afterEach(async () => {
@@ -739,6 +845,36 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       [f1, ["ForeignCommit"]],
       [f2, ["CatchUp"]],
     ]);
+  });
+
+  it("a takeover follows the attempt the last owner sent, recorded on the claim just after the new owner read it: no second attempt for its commit, its end report taken, one operation in the claim's history", {
+    timeout: 60_000,
+  }, async () => {
+    w = await world({ appliedInitial: true });
+    const race = await takeoverBeforeRecord(w, { reportEnd: true });
+    race.end();
+    await waitFor("the apply succeeded", async () => (await w.claim()).status?.lastAppliedCommit === race.f1);
+    await waitFor("nothing left to decide", () => settled(w));
+    await w.driver().idle();
+    // Its end report was taken as the attempt for f1: nothing else was sent or refused.
+    expect(w.driver().state.appliers[CLAIM_KEY]?.lastAppliedCommit).toBe(race.f1);
+    expect(w.attempts.map((x) => x.token)).toEqual([race.first.token]);
+    expect(race.ends).toEqual([`${race.first.token} Succeeded`]);
+    const history = (await w.claim()).status?.history as Array<{ token: string; commit: string }>;
+    expect(history.map((h) => [h.token, h.commit])).toEqual([[race.first.token, race.f1]]);
+  });
+
+  it("an end report of the last owner's attempt that never comes: the claim's record, still showing the end at the next listing, ends it", {
+    timeout: 60_000,
+  }, async () => {
+    // Listings every 200 ms: the record's end is seen twice without waiting for a change.
+    w = await world({ appliedInitial: true, listIntervalMs: 200 });
+    const race = await takeoverBeforeRecord(w, { reportEnd: false });
+    race.end();
+    await waitFor("the operation ended from its record", () => settled(w));
+    expect(w.driver().state.appliers[CLAIM_KEY]?.lastAppliedCommit).toBe(race.f1);
+    expect(w.attempts.map((x) => x.token)).toEqual([race.first.token]);
+    expect(race.ends).toEqual([`${race.first.token} Succeeded`]);
   });
 
   it("an applier write newer than an edit in the apply window makes a Repair due", {
