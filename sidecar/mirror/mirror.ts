@@ -523,7 +523,7 @@ export class Mirror {
       controllerManagers: this.o.controllerManagers ?? DEFAULT_CONTROLLER_MANAGERS,
       authorDomain: this.o.authorDomain ?? "cluster.local",
     });
-    switch (t.outcome) {
+    switch (t.verdict) {
       case "NotSelected":
         return false;
       case "Unchanged":

@@ -84,11 +84,11 @@ const input = (over: Partial<TranslateInput>): TranslateInput => ({
 describe("translate: what one watched write becomes for one rule", () => {
   it("an object the rule does not select (another kind, another namespace, a suspended rule): nothing", () => {
     const other = rule({ kinds: [{ group: "apps", version: "v1", kind: "Deployment" }] });
-    expect(translate(input({ rule: other }))).toEqual({ outcome: "NotSelected" });
+    expect(translate(input({ rule: other }))).toEqual({ verdict: "NotSelected" });
     const elsewhere = cm({ a: "1" });
     elsewhere.metadata.namespace = "other-team";
-    expect(translate(input({ obj: elsewhere }))).toEqual({ outcome: "NotSelected" });
-    expect(translate(input({ rule: rule({ suspend: true }) }))).toEqual({ outcome: "NotSelected" });
+    expect(translate(input({ obj: elsewhere }))).toEqual({ verdict: "NotSelected" });
+    expect(translate(input({ rule: rule({ suspend: true }) }))).toEqual({ verdict: "NotSelected" });
   });
 
   it("another applier's object: excluded, naming the owner; the folder's own applier's is mirrored", () => {
@@ -99,11 +99,11 @@ describe("translate: what one watched write becomes for one rule", () => {
       },
     });
     expect(translate(input({ obj: cm({ a: "1" }, { extra: labels("other") }) }))).toEqual({
-      outcome: "Excluded",
+      verdict: "Excluded",
       shown: "ConfigMap team/c",
       owner: "Kustomization flux-system/other",
     });
-    expect(translate(input({ obj: cm({ a: "1" }, { extra: labels("apps") }) })).outcome).toBe("Write");
+    expect(translate(input({ obj: cm({ a: "1" }, { extra: labels("apps") }) })).verdict).toBe("Write");
   });
 
   it("an object its controller owns: excluded without an owner to name", () => {
@@ -111,17 +111,17 @@ describe("translate: what one watched write becomes for one rule", () => {
       { a: "1" },
       { extra: { ownerReferences: [{ kind: "X", name: "x", controller: true }] } },
     );
-    expect(translate(input({ obj: owned }))).toEqual({ outcome: "Excluded", shown: "ConfigMap team/c" });
+    expect(translate(input({ obj: owned }))).toEqual({ verdict: "Excluded", shown: "ConfigMap team/c" });
   });
 
   it("a Secret, were its kind ever watched: refused, never written", () => {
     const secret = { ...cm({ a: "1" }), kind: "Secret" } as KObject;
-    expect(translate(input({ kind: SECRET, obj: secret }))).toMatchObject({ outcome: "Refused" });
+    expect(translate(input({ kind: SECRET, obj: secret }))).toMatchObject({ verdict: "Refused" });
   });
 
   it("a create: an upsert by the editing manager, at its time", () => {
     expect(translate(input({}))).toEqual({
-      outcome: "Write",
+      verdict: "Write",
       write: {
         changes: [
           {
@@ -145,7 +145,7 @@ describe("translate: what one watched write becomes for one rule", () => {
     const after = cm({ a: "2" }, { time: at(2) });
     const t = translate(input({ type: "update", obj: after, previous: before }));
     expect(t).toMatchObject({
-      outcome: "Write",
+      verdict: "Write",
       write: { changes: [{ op: "upsert", base: { data: { a: "1" } } }] },
     });
     const statusOnly = {
@@ -154,21 +154,21 @@ describe("translate: what one watched write becomes for one rule", () => {
       status: { x: 1 },
     } as KObject;
     expect(translate(input({ type: "update", obj: statusOnly, previous: before }))).toEqual({
-      outcome: "Unchanged",
+      verdict: "Unchanged",
     });
   });
 
   it("a write by the applier's own manager is marked applier-authored, for the worker to judge", () => {
     const t = translate(input({ obj: cm({ a: "1" }, { manager: "kustomize-controller" }) }));
     expect(t).toMatchObject({
-      outcome: "Write",
+      verdict: "Write",
       write: { applierAuthored: { manager: "kustomize-controller" } },
     });
   });
 
   it("a delete: a delete of the file; a delete of what was never mirrored: nothing", () => {
     expect(translate(input({ type: "delete" }))).toEqual({
-      outcome: "Write",
+      verdict: "Write",
       write: {
         changes: [
           { op: "delete", ref: { apiVersion: "v1", kind: "ConfigMap", name: "c", namespace: "team" } },
@@ -180,16 +180,16 @@ describe("translate: what one watched write becomes for one rule", () => {
       { a: "1" },
       { extra: { ownerReferences: [{ kind: "X", name: "x", controller: true }] } },
     );
-    expect(translate(input({ type: "delete", obj: owned }))).toEqual({ outcome: "Unchanged" });
+    expect(translate(input({ type: "delete", obj: owned }))).toEqual({ verdict: "Unchanged" });
   });
 
   it("a snapshot's write carries its stamp", () => {
     const stamp = { id: "s-1", epoch: 3, gitAhead: false, initial: true };
-    expect(translate(input({ stamp }))).toMatchObject({ outcome: "Write", write: { snapshot: stamp } });
+    expect(translate(input({ stamp }))).toMatchObject({ verdict: "Write", write: { snapshot: stamp } });
   });
 
   it("what the worker could not store is refused here, naming the field", () => {
     const huge = cm({ a: "x".repeat(2_000_000) });
-    expect(translate(input({ obj: huge }))).toMatchObject({ outcome: "Refused" });
+    expect(translate(input({ obj: huge }))).toMatchObject({ verdict: "Refused" });
   });
 });

@@ -22,13 +22,13 @@ export type WriteBody = Pick<
 
 export type Translation =
   /** The rule does not select the object: another rule of the same GitTarget may. */
-  | { outcome: "NotSelected" }
+  | { verdict: "NotSelected" }
   /** Selected, and nothing to write (a status write, server bookkeeping, a delete never mirrored). */
-  | { outcome: "Unchanged" }
+  | { verdict: "Unchanged" }
   /** Selected and left out of the folder: `owner` names another applier that owns it. */
-  | { outcome: "Excluded"; shown: string; owner?: string }
-  | { outcome: "Refused"; message: string }
-  | { outcome: "Write"; write: WriteBody };
+  | { verdict: "Excluded"; shown: string; owner?: string }
+  | { verdict: "Refused"; message: string }
+  | { verdict: "Write"; write: WriteBody };
 
 export interface TranslateInput {
   rule: WatchRule;
@@ -66,11 +66,11 @@ export function translate(i: TranslateInput): Translation {
   const { rule, target, kind, obj, previous } = i;
   // An update that takes the object out of the selector is not a delete: Git keeps its file.
   // What the GitTarget may not hold is never looked at (the rule's status says so: outOfScope).
-  if (!selects(rule, target.scope, kind, obj).selected) return { outcome: "NotSelected" };
+  if (!selects(rule, target.scope, kind, obj).selected) return { verdict: "NotSelected" };
   const ref = refOf(kind, obj);
   const shown = `${kind.kind} ${ref.namespace ? `${ref.namespace}/` : ""}${ref.name}`;
   const owner = excludingOwner(obj, target.applier);
-  if (owner) return { outcome: "Excluded", shown, owner: describeOwner(owner) };
+  if (owner) return { verdict: "Excluded", shown, owner: describeOwner(owner) };
   const opts: SanitizeOptions = {
     controllerManagers: i.controllerManagers,
     ...(rule.spec.excludeFields ? { excludeFields: rule.spec.excludeFields } : {}),
@@ -80,18 +80,18 @@ export function translate(i: TranslateInput): Translation {
   if (i.type === "delete")
     // Never mirrored, so there is no file to delete.
     return clean.ok
-      ? { outcome: "Write", write: { changes: [{ op: "delete", ref }], author: author("unknown") } }
-      : { outcome: "Unchanged" };
+      ? { verdict: "Write", write: { changes: [{ op: "delete", ref }], author: author("unknown") } }
+      : { verdict: "Unchanged" };
   if (!clean.ok)
     // A Secret never gets here (its kind is never watched); refused all the same if one did.
     return clean.reason === "secret"
-      ? { outcome: "Refused", message: `${shown}: ${clean.message}` }
-      : { outcome: "Excluded", shown };
+      ? { verdict: "Refused", message: `${shown}: ${clean.message}` }
+      : { verdict: "Excluded", shown };
   let base: Record<string, unknown> | undefined;
   if (previous) {
     const was = sanitize(previous as Record<string, unknown>, opts);
     // Nothing Git holds changed (a status write, server bookkeeping): no write.
-    if (was.ok && stable(was.object) === stable(clean.object)) return { outcome: "Unchanged" };
+    if (was.ok && stable(was.object) === stable(clean.object)) return { verdict: "Unchanged" };
     if (was.ok) base = was.object;
   }
   // The write names its change: the object as this watch last saw it is its base, so a field
@@ -103,11 +103,11 @@ export function translate(i: TranslateInput): Translation {
   };
   // What the worker could not store is refused here, counted on the rule, never queued.
   const problem = writeProblem([change]);
-  if (problem) return { outcome: "Refused", message: `${shown}: ${problem.field}: ${problem.message}` };
+  if (problem) return { verdict: "Refused", message: `${shown}: ${problem.field}: ${problem.message}` };
   const snap = i.stamp ? { snapshot: i.stamp } : {};
   const who = authorshipOf(obj, target.applierManagers, previous);
   return {
-    outcome: "Write",
+    verdict: "Write",
     write:
       who.kind === "applier"
         ? {
