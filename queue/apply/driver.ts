@@ -11,8 +11,7 @@
  * it (which the worker carries out in its own loop, calling hooks on the way) cannot deadlock.
  */
 import { randomBytes } from "node:crypto";
-import type { ApplierKind, Attempt, ClaimRef, PhaseReport, Report, SupersededNotice } from "../contract.js";
-import { StatusReason } from "../crds/reasons.js";
+import type { Attempt, PhaseReport, Report, SupersededNotice } from "../contract.js";
 import {
   ancestryReadsAsked,
   type DecisionAction,
@@ -30,25 +29,18 @@ import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchHistory } from "../worker/history.js";
 import { postReportStatus, readAncestry, readApprovals } from "./approval-reads.js";
-import type { BranchListing, KubeLike, ObjectSource } from "./catalog.js";
-import { approvalReadsAsked, gatePatch } from "./governance.js";
+import { type AttemptSender, queuedAttempts, sendAttempt } from "./attempts-out.js";
+import type { BranchListing, ObjectSource } from "./catalog.js";
+import { ClaimStatusWrites } from "./claim-status-writes.js";
+import { approvalReadsAsked } from "./governance.js";
 import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
-import { retryPatch } from "./retry-condition.js";
 import type { DecisionStore } from "./store.js";
 import { decisionHooks } from "./worker-events.js";
 
 /** How often commit statuses awaited for approval are read again, by default. */
 export const COMMIT_STATUS_POLL_MS = 15_000;
 
-/** Puts an attempt on its applier kind's queue. */
-export interface AttemptSender {
-  send(attempt: Attempt): Promise<void>;
-  /**
-   * Whether the queue still holds the attempt `token` unfinished: waiting for an executor, or
-   * taken by one. Without it, no attempt of an earlier owner counts as queued.
-   */
-  queued?(kind: ApplierKind, token: string): Promise<boolean>;
-}
+export type { AttemptSender } from "./attempts-out.js";
 
 export interface DecisionDriverOptions {
   spec: BranchSpec;
@@ -116,7 +108,7 @@ export class DecisionDriver {
   private nudge: AbortController | undefined;
   /** Stale reports held until the observation they asked for (the tip as it is then). */
   private heldStale: Report[] = [];
-  private readonly claimWrites = new Map<string, Promise<void>>();
+  private readonly claims: ClaimStatusWrites;
   /** The approval reads last asked for (JSON), so each is read once. */
   private commitsAsked = "";
   /** The ancestry reads asked for (token and tip), so each is read once. */
@@ -136,6 +128,7 @@ export class DecisionDriver {
     this.metrics = o.metrics ?? noApplyMetrics;
     this.signatures = new SignatureReader(o.keys);
     this.log = o.log.child({ branch: o.spec.key });
+    this.claims = new ClaimStatusWrites(o.objects, () => this.clock.now(), this.log);
     const prefix = `f${o.lease.fence ?? 0}x${randomBytes(3).toString("hex")}`;
     this.s = initialState({ key: o.spec.key, repository: o.spec.remote.url, branch: o.spec.branch }, prefix);
     this.hooks = decisionHooks({
@@ -187,7 +180,7 @@ export class DecisionDriver {
     this.life.abort();
     this.tasks.length = 0;
     await this.pumping;
-    await Promise.all(this.claimWrites.values());
+    await this.claims.settled();
   }
 
   /**
@@ -256,7 +249,7 @@ export class DecisionDriver {
   private async restore(): Promise<void> {
     const saved = await this.o.store.load();
     // Before the claims: an attempt that ends between the two reads shows its end on its claim.
-    const queued = saved ? await this.queuedOf(saved) : [];
+    const queued = saved ? await queuedAttempts(saved, this.o.sender, this.log) : [];
     const listing = await this.o.list();
     this.remember(listing);
     await this.handle({
@@ -277,28 +270,6 @@ export class DecisionDriver {
       },
       "decisions started",
     );
-  }
-
-  /**
-   * The saved operations out whose attempt the attempts queue still holds unfinished. One that
-   * cannot be read counts as not queued: its reasons are given back, as before the queue was read,
-   * and the executor refuses a second record while the first is in flight.
-   */
-  private async queuedOf(saved: DecisionState): Promise<string[]> {
-    const queued: string[] = [];
-    for (const a of Object.values(saved.appliers)) {
-      const op = a.operation;
-      if (!op || !this.o.sender.queued) continue;
-      try {
-        if (await this.o.sender.queued(a.applier.kind, op.token)) queued.push(op.token);
-      } catch (err) {
-        this.log.warn(
-          { claim: claimField(a.claim), token: op.token, err: (err as Error).message },
-          "could not read whether the last owner's attempt is still queued; its reasons are given back",
-        );
-      }
-    }
-    return queued;
   }
 
   private remember(listing: BranchListing): void {
@@ -453,18 +424,12 @@ export class DecisionDriver {
       case "SendAttempt":
         return this.send(a.attempt);
       case "RecordRepairPending":
-        return this.recordRepair(a.claim, a.pending);
+        return this.claims.repairPending(a.claim, a.pending);
       case "RecordGate":
-        return this.writeClaim(a.claim, "writing the claim's governance status", (c) =>
-          gatePatch(c, a.gate, this.clock.now()),
-        );
+        return this.claims.gate(a.claim, a.gate);
       case "RecordReconcileHandled":
         this.log.info({ claim: claimField(a.claim), requestedAt: a.requestedAt }, "reconcile request taken");
-        return this.writeClaim(a.claim, "writing lastHandledReconcileAt failed", (c) =>
-          c.status?.lastHandledReconcileAt === a.requestedAt
-            ? undefined
-            : { lastHandledReconcileAt: a.requestedAt },
-        );
+        return this.claims.reconcileHandled(a.claim, a.requestedAt);
       case "RecordRetry":
         if (a.retry)
           this.log.info(
@@ -477,9 +442,7 @@ export class DecisionDriver {
             },
             "the claim waits for a retry",
           );
-        return this.writeClaim(a.claim, "writing the claim's Retrying condition", (c) =>
-          retryPatch(c, a.retry, this.clock.now()),
-        );
+        return this.claims.retry(a.claim, a.retry);
       case "EndSuperseded": {
         const notice: SupersededNotice = {
           token: a.token,
@@ -579,62 +542,8 @@ export class DecisionDriver {
   }
 
   private async send(attempt: Attempt): Promise<void> {
-    const log = this.log.child({
-      claim: claimField(attempt.claim),
-      applier: applierField(attempt.applier),
-      token: attempt.token,
-      commit: attempt.commit,
-    });
-    for (let i = 1; ; i++) {
-      try {
-        await this.o.sender.send(attempt);
-        this.sent.push(attempt);
-        log.info({ targets: attempt.targets }, "apply attempt sent");
-        return;
-      } catch (err) {
-        if (i < 3) continue;
-        // Nothing was started: the attempt ends RequestFailed, which gives its reasons back.
-        log.warn({ err: (err as Error).message }, "apply attempt could not be queued");
-        this.feed({
-          type: "Report",
-          report: {
-            type: "phase",
-            token: attempt.token,
-            claim: attempt.claim,
-            branchKey: attempt.branchKey,
-            phase: "RequestFailed",
-            at: new Date(this.clock.now()).toISOString(),
-            reason: StatusReason.QueueUnavailable,
-          },
-        });
-        return;
-      }
-    }
-  }
-
-  /** Written in the background, in order per claim: a slow API server never holds a decision. */
-  private recordRepair(claim: ClaimRef, pending: boolean): void {
-    this.writeClaim(claim, "writing repairPending failed", (c) =>
-      (c.status?.repairPending === true) === pending ? undefined : { repairPending: pending },
-    );
-  }
-
-  private writeClaim(
-    claim: ClaimRef,
-    what: string,
-    patch: (current: KubeLike) => Record<string, unknown> | undefined,
-  ): void {
-    const key = `${claim.kind}/${claim.namespace}/${claim.name}`;
-    const prev = this.claimWrites.get(key) ?? Promise.resolve();
-    const next = prev
-      .then(() => this.o.objects.patchClaimStatus(claim, patch))
-      .then(
-        () => undefined,
-        (err) => this.log.warn({ claim: claimField(claim), err: (err as Error).message }, what),
-      );
-    this.claimWrites.set(key, next);
-    void next.then(() => {
-      if (this.claimWrites.get(key) === next) this.claimWrites.delete(key);
-    });
+    const failed = await sendAttempt(this.o.sender, attempt, this.log, () => this.clock.now());
+    if (failed) this.feed({ type: "Report", report: failed });
+    else this.sent.push(attempt);
   }
 }
