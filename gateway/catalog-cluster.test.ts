@@ -11,9 +11,9 @@ import { crdFiles } from "../queue/crds/files.js";
 import { RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, type AuthRule, startApiServer } from "../test/cluster/apiserver/index.js";
 import { KUBECTL_AVAILABLE } from "../test/manifests/kustomize.js";
+import { fixtureYaml, NS, pathOf, SECRETS } from "../test/support/gateway.js";
 import { untilWith } from "../test/support/wait.js";
 import { ClusterCatalog, type RefreshTimer } from "./catalog-cluster.js";
-import { fixtureYaml, NS, pathOf, SECRETS } from "./testing.js";
 import { hookPath } from "./verify.js";
 
 const until = untilWith({ timeoutMs: 10_000, everyMs: 10 });

@@ -5,10 +5,10 @@ import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../queue/config.js";
 import { branchKey } from "../queue/contract.js";
+import { fixtureObjects, fixtureYaml, NS, pathOf, SECRETS, URLS } from "../test/support/gateway.js";
 import { untilWith } from "../test/support/wait.js";
 import { buildSnapshot, type Catalog } from "./catalog.js";
 import { FileCatalog, parseCatalogText } from "./catalog-file.js";
-import { fixtureObjects, fixtureYaml, NS, pathOf, SECRETS, URLS } from "./testing.js";
 import { hookPath } from "./verify.js";
 
 const until = untilWith({ timeoutMs: 10_000, everyMs: 20 });

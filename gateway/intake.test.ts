@@ -6,10 +6,18 @@ import { branchKeys, knownBranchesKey, publishedChannel, writePublishedKey } fro
 import { connectRedis } from "../queue/redis.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { type RestartableRedis, restartableRedis } from "../test/redis/restartable.js";
+import {
+  branchPushExample,
+  fixtureObjects,
+  hmacHex,
+  NS,
+  pathOf,
+  SECRETS,
+  URLS,
+} from "../test/support/gateway.js";
 import { until } from "../test/support/wait.js";
 import { createGateway, type Gateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
-import { branchPushExample, fixtureObjects, hmacHex, NS, pathOf, SECRETS, URLS } from "./testing.js";
 
 const WRITES = `/v1/targets/${NS}/infra/writes`;
 const REFUSALS = `/v1/targets/${NS}/infra/refusals`;

@@ -9,11 +9,11 @@ import { loadConfig } from "../queue/config.js";
 import { bullConnection } from "../queue/redis.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { makeAttempt } from "../test/support/attempts.js";
+import { fixtureObjects, fixtureYaml } from "../test/support/gateway.js";
 import { createGateway, type Gateway, startGateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
 import { dashboardAllows } from "./dashboard.js";
 import { dashboardAuth, dashboardSetting, gatewaySettings } from "./main.js";
-import { fixtureObjects, fixtureYaml } from "./testing.js";
 
 const launcher = join(import.meta.dirname, "../queue/cli/applygate.mjs");
 const runCli = (args: string[], env: Record<string, string> = {}) =>

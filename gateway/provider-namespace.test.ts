@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { branchKey } from "../queue/contract.js";
 import { branchKeys } from "../queue/keys.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { fixtureObjects, NS, URLS } from "../test/support/gateway.js";
 import { createGateway, type Gateway } from "./app.js";
 import { type CatalogObjects, StaticCatalog } from "./catalog.js";
-import { fixtureObjects, NS, URLS } from "./testing.js";
 
 const TEAM = "team-b";
 const TOKEN = "team-b-intake-token";

@@ -7,8 +7,6 @@ import { noticeJobId } from "../queue/intake.js";
 import { branchKeys } from "../queue/keys.js";
 import { connectRedis } from "../queue/redis.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
-import { createGateway, type Gateway, MISS_BODY, MISS_STATUS } from "./app.js";
-import { StaticCatalog } from "./catalog.js";
 import {
   branchPushExample,
   fixtureObjects,
@@ -18,7 +16,9 @@ import {
   pathOf,
   SECRETS,
   URLS,
-} from "./testing.js";
+} from "../test/support/gateway.js";
+import { createGateway, type Gateway, MISS_BODY, MISS_STATUS } from "./app.js";
+import { StaticCatalog } from "./catalog.js";
 import { verifyDelivery } from "./verify.js";
 
 let redis: IsolatedRedis;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { fixtureObjects, NS } from "../test/support/gateway.js";
 import { dropsValue, namedSecrets, outcomeChanged } from "./secret-refs.js";
-import { fixtureObjects, NS } from "./testing.js";
 
 describe("named Secrets", () => {
   it("are the webhook and intake Secrets, each once, with who names them", () => {

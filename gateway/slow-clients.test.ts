@@ -7,9 +7,9 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { fixtureObjects, pathOf, SECRETS } from "../test/support/gateway.js";
 import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, MISS_BODY, type StartedGateway, startGateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
-import { fixtureObjects, pathOf, SECRETS } from "./testing.js";
 
 /**
  * Writes `raw` on a fresh connection; resolves with what came back, how long until it closed, and

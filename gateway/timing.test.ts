@@ -12,9 +12,9 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { fixtureObjects, pathOf, SECRETS } from "../test/support/gateway.js";
 import { createGateway, type Gateway, MISS_STATUS } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
-import { fixtureObjects, pathOf, SECRETS } from "./testing.js";
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -9,6 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StatusReason } from "../queue/crds/reasons.js";
+import { SignatureReader } from "../queue/governance/signatures.js";
+import { Kube } from "../queue/kube/index.js";
+import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import {
   commitFile,
   gpgKey,
@@ -17,10 +20,7 @@ import {
   sshKey,
   stopGpgAgents,
   workRepo,
-} from "../queue/git/signing-testing.js";
-import { SignatureReader } from "../queue/governance/signatures.js";
-import { Kube } from "../queue/kube/index.js";
-import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
+} from "../test/support/signing.js";
 import { keysFromKube } from "./signature-check.js";
 
 describe("signature approval at the write (the executor's reads)", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { Driver, listed, report as phase, sends, sha } from "../../test/support/decisions.js";
 import type { DecisionState } from "../decide/index.js";
-import { Driver, listed, report as phase, sends, sha } from "../decide/testing.js";
 import type { KObject } from "../kube/index.js";
 import { changeKey } from "./status.js";
 import { age, redact, statusReport, whyText } from "./status-model.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { Driver, listed, report, sends, sha } from "../../test/support/decisions.js";
 import type { ChangeWindowSpec, TargetGovernance } from "../governance/model.js";
 import { explainBranch } from "./explain.js";
-import { Driver, listed, report, sends, sha } from "./testing.js";
 
 const A = sha("a");
 const B = sha("b");

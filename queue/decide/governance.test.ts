@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { Driver, flushes, listed, report, sends, sha } from "../../test/support/decisions.js";
 import { approvalReadsAsked } from "../apply/governance.js";
 import type { ChangeWindowSpec, TargetGovernance } from "../governance/model.js";
 import { targetsNaming } from "./due.js";
 import { approvalGate } from "./governance.js";
 import type { DecisionAction } from "./model.js";
-import { Driver, flushes, listed, report, sends, sha } from "./testing.js";
 
 const A = sha("a");
 const B = sha("b");

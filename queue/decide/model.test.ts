@@ -9,6 +9,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { BRANCH, cm, fluxClaim, listed, sha } from "../../test/support/decisions.js";
 import type { Attempt, PhaseReport, ReportPhase } from "../contract.js";
 import type { ChangeWindowSpec, SyncWindowSpec, TargetGovernance } from "../governance/model.js";
 import { claimKey } from "./due.js";
@@ -23,7 +24,6 @@ import type {
 } from "./model.js";
 import { hasPending } from "./reasons.js";
 import { initialState, step } from "./step.js";
-import { BRANCH, cm, fluxClaim, listed, sha } from "./testing.js";
 
 /**
  * Governance of the governed world: claim `a` needs a manual approval of every foreign commit and

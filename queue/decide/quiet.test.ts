@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { BRANCH, cm, Driver, flushes, listed, report, sends, sha } from "../../test/support/decisions.js";
 import { decisionsQuiet } from "./quiet.js";
 import { initialState } from "./step.js";
-import { BRANCH, cm, Driver, flushes, listed, report, sends, sha } from "./testing.js";
 import { WINDOW_GRACE_MS } from "./window.js";
 
 describe("decisionsQuiet", () => {

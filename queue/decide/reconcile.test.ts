@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { Driver, flushes, listed, report, sends, sha } from "../../test/support/decisions.js";
 import type { ChangeWindowSpec } from "../governance/model.js";
 import { whyNotDue } from "./due.js";
 import type { DecisionAction, ListedTarget } from "./model.js";
-import { Driver, flushes, listed, report, sends, sha } from "./testing.js";
 
 const A = sha("a");
 const KEY = "FluxClaim/apps/app";

@@ -3,6 +3,7 @@
  * `step` as the worker's shell feeds it.
  */
 import { describe, expect, it } from "vitest";
+import { Driver, flushes, listed, report, sends, sha } from "../../test/support/decisions.js";
 import type { SnapshotStamp } from "../contract.js";
 import { isGitAhead } from "./due.js";
 import type { DecisionAction, DecisionState } from "./model.js";
@@ -13,7 +14,6 @@ import {
   SNAPSHOT_HOLD_MS,
   targetProven,
 } from "./snapshots.js";
-import { Driver, flushes, listed, report, sends, sha } from "./testing.js";
 
 const A = sha(1);
 const B = sha(2);

@@ -1,7 +1,4 @@
 import { describe, expect, it } from "vitest";
-import type { ApplierWriteReport } from "../contract.js";
-import { BACKOFF_MAX_MS, backoffDelay } from "./backoff.js";
-import { isGitAhead } from "./due.js";
 import {
   argoClaim,
   argoListed,
@@ -13,7 +10,10 @@ import {
   report,
   sends,
   sha,
-} from "./testing.js";
+} from "../../test/support/decisions.js";
+import type { ApplierWriteReport } from "../contract.js";
+import { BACKOFF_MAX_MS, backoffDelay } from "./backoff.js";
+import { isGitAhead } from "./due.js";
 
 const A = sha("a");
 const B = sha("b");

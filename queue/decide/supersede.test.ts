@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { argoClaim, argoListed, Driver, listed, report, sends, sha } from "../../test/support/decisions.js";
 import type { DecisionAction, DecisionEvent } from "./model.js";
 import {
   type Ancestry,
@@ -7,7 +8,6 @@ import {
   judgeSupersession,
   type SupersessionVerdict,
 } from "./supersede.js";
-import { argoClaim, argoListed, Driver, listed, report, sends, sha } from "./testing.js";
 
 const TIP = "3d4ae03c9b1f0e2a7d6c5b4a39281706f5e4d3c2";
 const OLD = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567";

@@ -4,9 +4,9 @@
  * The window edges with an injected clock.
  */
 import { describe, expect, it } from "vitest";
+import { argoClaim, argoListed, Driver, flushes, report, sends, sha } from "../../test/support/decisions.js";
 import type { ChangeWindowSpec, SyncWindowSpec, TargetGovernance } from "../governance/model.js";
 import type { DecisionAction } from "./model.js";
-import { argoClaim, argoListed, Driver, flushes, report, sends, sha } from "./testing.js";
 
 const A = sha("a");
 const B = sha("b");

@@ -4,11 +4,21 @@
  * waits for its end (or is superseded); a lost end report is made good from the claim's record.
  */
 import { describe, expect, it } from "vitest";
+import {
+  argoClaim,
+  argoListed,
+  Driver,
+  flushes,
+  fluxClaim,
+  listed,
+  report,
+  sends,
+  sha,
+} from "../../test/support/decisions.js";
 import { OPERATION_PHASES } from "../contract.js";
 import type { ClaimStatusSnapshot, DecisionState, PendingKind } from "./model.js";
 import { inheritedOut, type SavedOperationFate, savedOperationFate } from "./step.js";
 import { ancestryReadsAsked } from "./supersede.js";
-import { argoClaim, argoListed, Driver, flushes, fluxClaim, listed, report, sends, sha } from "./testing.js";
 
 const A = sha("a");
 const B = sha("b");

@@ -3,8 +3,17 @@
  * alone): each case of the apply window, as the decision core answers it.
  */
 import { describe, expect, it } from "vitest";
+import {
+  argoClaim,
+  cm,
+  Driver,
+  fluxClaim,
+  listed,
+  report,
+  sends,
+  sha,
+} from "../../test/support/decisions.js";
 import type { DecisionAction, DecisionEvent } from "./model.js";
-import { argoClaim, cm, Driver, fluxClaim, listed, report, sends, sha } from "./testing.js";
 
 const A = sha("a");
 const B = sha("b");

@@ -4,16 +4,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as openpgp from "openpgp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { StatusReason } from "../crds/reasons.js";
-import {
-  parseAuthorizedKey,
-  readTrustedKeys,
-  splitSignedCommit,
-  splitSignedTag,
-  verifyCommit,
-  verifyDetached,
-  verifyTag,
-} from "./signature.js";
 import {
   commitFile,
   type GpgSigner,
@@ -28,7 +18,17 @@ import {
   stopGpgAgents,
   withSignature,
   workRepo,
-} from "./signing-testing.js";
+} from "../../test/support/signing.js";
+import { StatusReason } from "../crds/reasons.js";
+import {
+  parseAuthorizedKey,
+  readTrustedKeys,
+  splitSignedCommit,
+  splitSignedTag,
+  verifyCommit,
+  verifyDetached,
+  verifyTag,
+} from "./signature.js";
 
 const keysDir = mkdtempSync(join(tmpdir(), "sig-keys-"));
 const tamper = (raw: Buffer) => Buffer.from(raw.toString("latin1").replace("change ", "chAnge "), "latin1");

@@ -3,10 +3,10 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { commitFile, gitWith, rawCommit, sshKey, workRepo } from "../../test/support/signing.js";
 import type { BranchListing, KubeLike } from "../apply/catalog.js";
 import { keysFromObjects, withKeyDigests } from "../apply/keys-secrets.js";
 import { StatusReason } from "../crds/reasons.js";
-import { commitFile, gitWith, rawCommit, sshKey, workRepo } from "../git/signing-testing.js";
 import { governanceOf } from "./objects.js";
 import { type KeysSecretRead, keysDigest, SignatureReader } from "./signatures.js";
 

@@ -9,7 +9,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { Redis } from "ioredis";
-import { branchPushExample, hmacHex, pathOf, SECRETS } from "../../gateway/testing.js";
+import { branchPushExample, hmacHex, pathOf, SECRETS } from "../support/gateway.js";
 import type { Figure } from "./figure.js";
 
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 8);
@@ -43,7 +43,7 @@ export async function run(): Promise<Figure[]> {
   const prefix = `bench-gw-${randomUUID().slice(0, 8)}`;
   const server = spawn(
     process.execPath,
-    ["--import", "tsx", fileURLToPath(new URL("../../gateway/bench-server.ts", import.meta.url))],
+    ["--import", "tsx", fileURLToPath(new URL("./gateway-server.ts", import.meta.url))],
     {
       env: { ...process.env, TEST_REDIS_URL: redisUrl, BENCH_PREFIX: prefix, APPLYGATE_LOG_FORMAT: "json" },
       stdio: ["pipe", "pipe", "inherit"],

@@ -25,15 +25,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGateway, type Gateway } from "../../gateway/app.js";
 import { StaticCatalog } from "../../gateway/catalog.js";
 import { gatewaySettings } from "../../gateway/main.js";
-import {
-  branchPushExample,
-  fixtureObjects,
-  hmacHex,
-  NS,
-  pathOf,
-  SECRETS,
-  URLS,
-} from "../../gateway/testing.js";
 import { loadConfig } from "../../queue/config.js";
 import { branchKey, QUEUES } from "../../queue/contract.js";
 import { BareRepo } from "../../queue/git/repo.js";
@@ -46,6 +37,7 @@ import { scopeOf } from "../../queue/scope.js";
 import { BranchLease, fencedWrite } from "../../queue/worker/lease.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { type GitServer, startGitServer } from "../git/server.js";
+import { branchPushExample, fixtureObjects, hmacHex, NS, pathOf, SECRETS, URLS } from "../support/gateway.js";
 import { until } from "../support/wait.js";
 import { configMapWrite, FOLDER, TARGET, WEB_GRANT } from "../worker/harness.js";
 

@@ -30,8 +30,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { fixtureYaml } from "../../gateway/testing.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { fixtureYaml } from "../support/gateway.js";
 import { processAlive } from "../support/machine-lock.js";
 import { until } from "../support/wait.js";
 

@@ -25,7 +25,6 @@ import {
 import { crdFiles } from "../../queue/crds/files.js";
 import type { GitTarget } from "../../queue/crds/index.js";
 import { notDueBecause } from "../../queue/decide/index.js";
-import { gpgKey, hasGpg, type SshSigner, sshKey, stopGpgAgents } from "../../queue/git/signing-testing.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
 import { Kube, RESOURCES } from "../../queue/kube/index.js";
@@ -48,6 +47,7 @@ import { type GitServer, startGitServer } from "../git/server.js";
 import { startStatusHost } from "../git/status-host.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { reportPhase } from "../support/attempts.js";
+import { gpgKey, hasGpg, type SshSigner, sshKey, stopGpgAgents } from "../support/signing.js";
 import { foreignCommit } from "./foreign.js";
 import { waitFor } from "./harness.js";
 

@@ -5,10 +5,10 @@
  * until stdin closes.
  */
 import Fastify from "fastify";
-import { silentLogger } from "../queue/log.js";
-import { startGateway } from "./app.js";
-import { StaticCatalog } from "./catalog.js";
-import { fixtureObjects } from "./testing.js";
+import { startGateway } from "../../gateway/app.js";
+import { StaticCatalog } from "../../gateway/catalog.js";
+import { silentLogger } from "../../queue/log.js";
+import { fixtureObjects } from "../support/gateway.js";
 
 const redisUrl = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const prefix = process.env.BENCH_PREFIX ?? `bench-${process.pid}`;

@@ -6,9 +6,9 @@ import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { stringify } from "yaml";
-import { API_VERSION, type GitProvider, type GitTarget } from "../queue/crds/index.js";
-import type { CatalogObjects, SecretData } from "./catalog.js";
-import { hookPath } from "./verify.js";
+import type { CatalogObjects, SecretData } from "../../gateway/catalog.js";
+import { hookPath } from "../../gateway/verify.js";
+import { API_VERSION, type GitProvider, type GitTarget } from "../../queue/crds/index.js";
 
 export const NS = "apps";
 

@@ -1,7 +1,7 @@
 /** Helpers the decision core's tests share: a driver that feeds events at a controlled time. */
-import type { ApplierRef, ClaimRef, ObjectRef, PhaseReport, ReportPhase } from "../contract.js";
-import type { DecisionAction, DecisionEvent, DecisionState, ListedTarget } from "./model.js";
-import { initialState, step } from "./step.js";
+import type { ApplierRef, ClaimRef, ObjectRef, PhaseReport, ReportPhase } from "../../queue/contract.js";
+import type { DecisionAction, DecisionEvent, DecisionState, ListedTarget } from "../../queue/decide/model.js";
+import { initialState, step } from "../../queue/decide/step.js";
 
 export const BRANCH = {
   key: "git.example/team/apps@main",
