@@ -2,6 +2,7 @@
  * Turns a verified delivery into what the gateway does with it: answer a ping, ignore a tag or
  * another ref, or build a branch push. Pure: headers and parsed payload in, a decision out.
  */
+import type { EmitterWebhookEvent } from "@octokit/webhooks";
 import { normalizeRepoUrl } from "../queue/contract.js";
 import type { GitProviderType } from "../queue/crds/index.js";
 import { type Headers, header } from "./verify.js";
@@ -81,6 +82,21 @@ type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === "string" && v.length > 0 ? v : undefined);
 
+/**
+ * GitHub's push payload as @octokit/webhooks types it. The fields read from a GitHub or Gitea push
+ * (Gitea sends the same) are named through it, so a misspelt or renamed field fails to compile;
+ * the values are still checked, as any sender may put anything there.
+ */
+type GitHubPush = EmitterWebhookEvent<"push">["payload"];
+const pushField = (payload: Obj, field: keyof GitHubPush): unknown => payload[field];
+const GITHUB_REPOSITORY_URLS: readonly (keyof GitHubPush["repository"])[] = [
+  "clone_url",
+  "html_url",
+  "ssh_url",
+  "git_url",
+  "url",
+];
+
 /** Every URL a host reports for the repository, normalised and without duplicates. */
 function repositoryUrls(payload: Obj): string[] {
   const candidates: unknown[] = [];
@@ -89,11 +105,7 @@ function repositoryUrls(payload: Obj): string[] {
     if (typeof r === "string") candidates.push(r);
     else if (isObj(r)) {
       for (const f of [
-        "clone_url",
-        "html_url",
-        "ssh_url",
-        "git_url",
-        "url",
+        ...GITHUB_REPOSITORY_URLS,
         "git_http_url",
         "git_ssh_url",
         "web_url",
@@ -125,7 +137,7 @@ function repositoryUrls(payload: Obj): string[] {
 export function readPush(payload: unknown): PushReading {
   if (!isObj(payload)) return { kind: "invalid", reason: "payload is not an object" };
   let branch: string | undefined;
-  const ref = str(payload.ref);
+  const ref = str(pushField(payload, "ref"));
   if (ref !== undefined) {
     if (!ref.startsWith("refs/heads/")) return { kind: "other-ref", ref };
     branch = ref.slice("refs/heads/".length);
@@ -137,9 +149,9 @@ export function readPush(payload: unknown): PushReading {
     }
   }
   if (!branch) return { kind: "invalid", reason: "no branch ref" };
-  const after = str(payload.after)?.toLowerCase();
+  const after = str(pushField(payload, "after"))?.toLowerCase();
   if (!after || !SHA.test(after)) return { kind: "invalid", reason: "after is not a commit id" };
-  const before = str(payload.before)?.toLowerCase() ?? "";
+  const before = str(pushField(payload, "before"))?.toLowerCase() ?? "";
   if (before !== "" && !SHA.test(before)) return { kind: "invalid", reason: "before is not a commit id" };
   const repository = repositoryUrls(payload);
   if (repository.length === 0) return { kind: "invalid", reason: "no repository URL" };
@@ -149,7 +161,7 @@ export function readPush(payload: unknown): PushReading {
     branch,
     before,
     after,
-    deleted: payload.deleted === true || ZERO.test(after),
-    forced: payload.forced === true,
+    deleted: pushField(payload, "deleted") === true || ZERO.test(after),
+    forced: pushField(payload, "forced") === true,
   };
 }
