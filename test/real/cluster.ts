@@ -41,6 +41,12 @@ export interface RealCluster {
   readyMs: { etcd: number; apiserver: number; controllerManager: number };
   processes: { name: string; pid: number }[];
   kubeConfig: () => KubeConfig;
+  /**
+   * Stops kube-apiserver and starts it again on the same port, with the same etcd: its watch
+   * caches begin anew at etcd's current revision, so a watch from an earlier resourceVersion
+   * gets 410 Expired, as after an upgrade or a crash.
+   */
+  restartApiServer: () => Promise<void>;
   stop: () => Promise<void>;
 }
 
@@ -266,46 +272,44 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
     let apiserver: Proc | undefined;
     let server = "";
     let caPem = "";
+    const apiserverArgs = (port: number): string[] => [
+      `--etcd-servers=${etcdUrl}`,
+      `--bind-address=${HOST}`,
+      `--advertise-address=${HOST}`,
+      `--secure-port=${port}`,
+      `--cert-dir=${join(dir, "pki")}`,
+      `--token-auth-file=${join(dir, "tokens.csv")}`,
+      "--authorization-mode=RBAC",
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${join(dir, "sa.key")}`,
+      `--service-account-signing-key-file=${join(dir, "sa.key")}`,
+      "--service-cluster-ip-range=10.0.0.0/24",
+      // No Service traffic flows here; the "kubernetes" Service needs no endpoints.
+      "--endpoint-reconciler-type=none",
+      `--audit-policy-file=${join(dir, "audit-policy.yaml")}`,
+      `--audit-log-path=${join(dir, "audit.log")}`,
+      "--audit-log-format=json",
+      "--profiling=false",
+    ];
+    const certFile = join(dir, "pki", "apiserver.crt");
+    const apiserverReady = (p: Proc) =>
+      readyOrExit(
+        p,
+        probeQuietly(async () => {
+          if (!existsSync(certFile)) return false;
+          // The self-signed serving certificate is written followed by its CA: a CA bundle.
+          caPem = await readFile(certFile, "utf8");
+          const res = await httpsGet(`${server}/readyz`, caPem, adminToken);
+          return res.status === 200;
+        }),
+        timeoutMs,
+      );
     for (let attempt = 1; !apiserver; attempt++) {
       const port = await freePort();
       server = `https://${HOST}:${port}`;
-      const p = startProcess(
-        "kube-apiserver",
-        bins.path("kube-apiserver"),
-        [
-          `--etcd-servers=${etcdUrl}`,
-          `--bind-address=${HOST}`,
-          `--advertise-address=${HOST}`,
-          `--secure-port=${port}`,
-          `--cert-dir=${join(dir, "pki")}`,
-          `--token-auth-file=${join(dir, "tokens.csv")}`,
-          "--authorization-mode=RBAC",
-          "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-          `--service-account-key-file=${join(dir, "sa.key")}`,
-          `--service-account-signing-key-file=${join(dir, "sa.key")}`,
-          "--service-cluster-ip-range=10.0.0.0/24",
-          // No Service traffic flows here; the "kubernetes" Service needs no endpoints.
-          "--endpoint-reconciler-type=none",
-          `--audit-policy-file=${join(dir, "audit-policy.yaml")}`,
-          `--audit-log-path=${join(dir, "audit.log")}`,
-          "--audit-log-format=json",
-          "--profiling=false",
-        ],
-        dir,
-      );
-      const certFile = join(dir, "pki", "apiserver.crt");
+      const p = startProcess("kube-apiserver", bins.path("kube-apiserver"), apiserverArgs(port), dir);
       try {
-        await readyOrExit(
-          p,
-          probeQuietly(async () => {
-            if (!existsSync(certFile)) return false;
-            // The self-signed serving certificate is written followed by its CA: a CA bundle.
-            caPem = await readFile(certFile, "utf8");
-            const res = await httpsGet(`${server}/readyz`, caPem, adminToken);
-            return res.status === 200;
-          }),
-          timeoutMs,
-        );
+        await apiserverReady(p);
         apiserver = p;
       } catch (err) {
         if (attempt < 3 && isPortClash(p)) continue;
@@ -314,7 +318,7 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
       }
     }
     procs.push(apiserver);
-    const apiserverReady = Date.now() - t0;
+    const apiserverReadyMs = Date.now() - t0;
 
     const kubeconfigPath = join(dir, "admin.kubeconfig");
     await writeFile(kubeconfigPath, kubeconfigYaml(server, caPem, "admin", adminToken), { mode: 0o600 });
@@ -363,7 +367,7 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
       ),
       timeoutMs,
     );
-    const readyMs = { etcd: etcdReady, apiserver: apiserverReady, controllerManager: Date.now() - t0 };
+    const readyMs = { etcd: etcdReady, apiserver: apiserverReadyMs, controllerManager: Date.now() - t0 };
     if (!options.quiet) {
       console.log(
         `real cluster ready in ${(readyMs.controllerManager / 1000).toFixed(1)}s ` +
@@ -380,6 +384,22 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
       readyMs,
       processes: procs.map((p) => ({ name: p.name, pid: p.child.pid ?? 0 })),
       kubeConfig,
+      restartApiServer: async () => {
+        const old = apiserver!;
+        // Killed, as in a crash: a graceful stop waits up to a minute for the open watches.
+        old.child.kill("SIGKILL");
+        await old.exited;
+        // The same port and certificates: clients keep their URL, CA and token.
+        const p = startProcess(
+          "kube-apiserver",
+          bins.path("kube-apiserver"),
+          apiserverArgs(Number(new URL(server).port)),
+          dir,
+        );
+        procs.splice(procs.indexOf(old), 1, p);
+        apiserver = p;
+        await apiserverReady(p);
+      },
       stop,
     };
   } catch (err) {

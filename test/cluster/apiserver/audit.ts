@@ -17,6 +17,8 @@ export interface AuditObjectRef {
   apiGroup?: string;
   apiVersion?: string;
   subresource?: string;
+  uid?: string;
+  resourceVersion?: string;
 }
 
 export interface AuditEvent {
@@ -61,6 +63,19 @@ export class AuditRecord {
     this.verb = verb;
     this.decision = decision;
     if (objectRef) this.objectRef = Object.fromEntries(Object.entries(objectRef).filter(([, v]) => v));
+  }
+
+  /**
+   * A create's or update's body completes the objectRef where the path left it empty (its name,
+   * uid, resourceVersion), as kube-apiserver's audit does at every level from Metadata up.
+   */
+  requestObject(body: unknown): void {
+    const meta = (body as { metadata?: Record<string, unknown> } | undefined)?.metadata;
+    if (!this.objectRef || !meta) return;
+    for (const key of ["namespace", "name", "uid", "resourceVersion"] as const) {
+      const value = meta[key];
+      if (!this.objectRef[key] && typeof value === "string" && value) this.objectRef[key] = value;
+    }
   }
 
   /** Writes the line; `streaming` for a watch whose stream is still open. */

@@ -37,7 +37,11 @@ export class ApiError extends Error {
       reason: this.reason,
       code: this.code,
     };
-    if (this.details) body.details = this.details;
+    if (this.details) {
+      // Every field of StatusDetails is omitempty: the core group's "" is left out.
+      const { group, ...rest } = this.details;
+      body.details = group ? { group, ...rest } : rest;
+    }
     return body;
   }
 }

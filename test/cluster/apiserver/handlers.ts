@@ -1,6 +1,6 @@
 /** HTTP routing: discovery, the REST verbs, auth, faults, Status bodies for errors. */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { AuditLog } from "./audit.js";
+import type { AuditLog, AuditRecord } from "./audit.js";
 import type { User, Users } from "./auth.js";
 import { ApiError, errors } from "./errors.js";
 import { type Faults, reasonFor } from "./faults.js";
@@ -220,7 +220,7 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
         { group: r.group, plural: r.plural, name: r.name },
         r.namespace,
       );
-    await dispatch(ctx, req, res, r, verb, url, user);
+    await dispatch(ctx, req, res, r, verb, url, user, audit);
   } catch (e) {
     if (res.headersSent) {
       res.destroy();
@@ -243,6 +243,7 @@ async function dispatch(
   verb: string,
   url: URL,
   user: User,
+  audit: AuditRecord | undefined,
 ): Promise<void> {
   const q = url.searchParams;
   const accept = req.headers.accept;
@@ -293,12 +294,14 @@ async function dispatch(
     }
     case "create": {
       const body = await readObject(req);
+      audit?.requestObject(body);
       const out = ctx.objects.create(r, body, opts);
       sendJson(res, 201, out.object, out.warnings);
       return;
     }
     case "update": {
       const body = await readObject(req);
+      audit?.requestObject(body);
       const out = ctx.objects.update(r, body, opts);
       sendJson(res, 200, out.object, out.warnings);
       return;

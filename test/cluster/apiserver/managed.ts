@@ -51,9 +51,28 @@ export function readOwners(obj: KObject): Owner[] {
   }));
 }
 
+/**
+ * The order the real server writes entries in (structured-merge-diff's encoding sorts them):
+ * operation (Apply before Update), then time to the second, then manager, apiVersion and
+ * subresource.
+ */
+function entryOrder(a: Owner, b: Owner): number {
+  const seconds = (o: Owner) => (o.time ? Math.floor(Date.parse(o.time) / 1000) : 0);
+  const text = (x: string | undefined, y: string | undefined) =>
+    (x ?? "") < (y ?? "") ? -1 : (x ?? "") > (y ?? "") ? 1 : 0;
+  return (
+    text(a.operation, b.operation) ||
+    seconds(a) - seconds(b) ||
+    text(a.manager, b.manager) ||
+    text(a.apiVersion, b.apiVersion) ||
+    text(a.subresource, b.subresource)
+  );
+}
+
 export function writeOwners(owners: Owner[]): ManagedFieldsEntry[] {
   return owners
     .filter((o) => o.fields.size > 0)
+    .sort(entryOrder)
     .map((o) => {
       const entry: ManagedFieldsEntry = {
         manager: o.manager,

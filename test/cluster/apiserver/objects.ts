@@ -686,7 +686,13 @@ export class Objects {
           apiVersion: "v1",
           metadata: {},
           status: "Success",
-          details: { name: target.name, group: t.group, kind: t.plural, uid: current.metadata.uid },
+          // details.group is omitempty: the core group's "" is left out.
+          details: {
+            name: target.name,
+            ...(t.group ? { group: t.group } : {}),
+            kind: t.plural,
+            uid: current.metadata.uid,
+          },
         },
       };
     return { object: out, warnings: [] };

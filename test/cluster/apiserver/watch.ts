@@ -83,20 +83,27 @@ export function serveWatch(res: ServerResponse, store: Store, faults: Faults, w:
   const unsubscribe = store.subscribe(deliver);
   const timers: NodeJS.Timeout[] = [];
   if (w.bookmarks) {
-    timers.push(
-      setInterval(() => {
-        send("BOOKMARK", {
-          kind: w.type.kind,
-          apiVersion: apiVersionOf(w.type),
-          metadata: { resourceVersion: String(store.currentRv()) },
-        });
-      }, w.bookmarkIntervalMs),
-    );
+    // kube-apiserver's watch cache sends a bookmark only once the resourceVersion has moved past
+    // the one the watch started from, and sends it periodically and once 2 s before the watch's
+    // timeout (so that a client resumes from as late as possible).
+    const startRv = rv && rv !== "0" ? Number(rv) : store.currentRv();
+    const bookmark = () => {
+      const now = store.currentRv();
+      if (now <= startRv) return;
+      send("BOOKMARK", {
+        kind: w.type.kind,
+        apiVersion: apiVersionOf(w.type),
+        metadata: { resourceVersion: String(now) },
+      });
+    };
+    timers.push(setInterval(bookmark, w.bookmarkIntervalMs));
+    if (w.timeoutSeconds && w.timeoutSeconds > 2)
+      timers.push(setTimeout(bookmark, (w.timeoutSeconds - 2) * 1000));
   }
   const close = () => {
     unsubscribe();
     unregister();
-    for (const t of timers) clearInterval(t);
+    for (const t of timers) clearTimeout(t);
     if (!res.writableEnded) res.end();
   };
   if (w.timeoutSeconds && w.timeoutSeconds > 0) timers.push(setTimeout(close, w.timeoutSeconds * 1000));
