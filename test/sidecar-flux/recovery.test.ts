@@ -10,7 +10,7 @@ import type { Attempt } from "../../queue/contract.js";
 import { RESOURCES } from "../../queue/kube/index.js";
 import type { ReportFn } from "../../sidecar/applier-kind.js";
 import type { Operation } from "../../sidecar/operation-record.js";
-import { configMap, scene, startWorld, until, type World } from "./harness.js";
+import { configMap, type Scene, scene, startWorld, until, type World } from "./harness.js";
 
 let world: World;
 beforeAll(async () => {
@@ -28,6 +28,17 @@ function collect() {
   const phases: string[] = [];
   const report: ReportFn = async (phase) => void phases.push(phase);
   return { phases, report };
+}
+
+/** A new process's restart recovery of `operation`: the phases it reports, once it returns. */
+async function recovered(s: Scene, operation: Operation, branchKey: string): Promise<string[]> {
+  const { phases, report } = collect();
+  await s.kind.executor.recover!(
+    { claim: { type: RESOURCES.fluxClaim, ...s.claim }, applier: s.ks, operation, branchKey },
+    report,
+    new AbortController().signal,
+  );
+  return phases;
 }
 
 /** Runs the attempt in a child sidecar process, SIGKILLed once it reported Running. */
@@ -78,17 +89,7 @@ describe.sequential("restart recovery", () => {
     expect((await s.readKs()).spec?.suspend).toBe(false); // resumed, nobody suspended it
 
     // The new process follows the same operation by its recorded tokens.
-    const { phases, report } = collect();
-    await s.kind.executor.recover!(
-      {
-        claim: { type: RESOURCES.fluxClaim, ...s.claim },
-        applier: s.ks,
-        operation: recorded,
-        branchKey: attempt.branchKey,
-      },
-      report,
-      new AbortController().signal,
-    );
+    const phases = await recovered(s, recorded, attempt.branchKey);
     expect(phases).toEqual(["Settling", "Succeeded"]);
     const done = (await operationOf(s))!;
     expect(done).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
@@ -115,17 +116,7 @@ describe.sequential("restart recovery", () => {
       return ks.status?.lastHandledReconcileAt === recorded.resumeToken && ready?.status === "Unknown";
     }, "a later reconcile running, the resume's token handled");
 
-    const { phases, report } = collect();
-    await s.kind.executor.recover!(
-      {
-        claim: { type: RESOURCES.fluxClaim, ...s.claim },
-        applier: s.ks,
-        operation: recorded,
-        branchKey: attempt.branchKey,
-      },
-      report,
-      new AbortController().signal,
-    );
+    const phases = await recovered(s, recorded, attempt.branchKey);
     expect(phases).toEqual(["Settling", "Succeeded"]);
     expect(await operationOf(s)).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
     expect((await s.readKs()).spec?.suspend).toBe(true);
@@ -144,17 +135,7 @@ describe.sequential("restart recovery", () => {
       "the apply to land unwatched",
     );
     const cm = await world.kube.core.readNamespacedConfigMap({ namespace: s.ns, name: "app-config" });
-    const { phases, report } = collect();
-    await s.kind.executor.recover!(
-      {
-        claim: { type: RESOURCES.fluxClaim, ...s.claim },
-        applier: s.ks,
-        operation: (await operationOf(s))!,
-        branchKey: attempt.branchKey,
-      },
-      report,
-      new AbortController().signal,
-    );
+    const phases = await recovered(s, (await operationOf(s))!, attempt.branchKey);
     expect(phases.at(-1)).toBe("Succeeded");
     // The next process's window judged the object as listed: the applier's write, in the window.
     const write = await until(
@@ -189,18 +170,7 @@ describe.sequential("restart recovery", () => {
     const recorded = (await operationOf(s))!;
     expect(recorded).toMatchObject({ phase: "Settling" });
     expect(recorded.suspendToken).toBeDefined();
-    const next = collect();
-    await s.kind.executor.recover!(
-      {
-        claim: { type: RESOURCES.fluxClaim, ...s.claim },
-        applier: s.ks,
-        operation: recorded,
-        branchKey: attempt.branchKey,
-      },
-      next.report,
-      new AbortController().signal,
-    );
-    expect(next.phases.at(-1)).toBe("Succeeded");
+    expect((await recovered(s, recorded, attempt.branchKey)).at(-1)).toBe("Succeeded");
     expect(await s.configValue()).toBe("graceful");
   });
 
@@ -223,17 +193,7 @@ describe.sequential("restart recovery", () => {
       { operation: op },
       c.metadata.resourceVersion,
     );
-    const { phases, report } = collect();
-    await s.kind.executor.recover!(
-      {
-        claim: { type: RESOURCES.fluxClaim, ...s.claim },
-        applier: s.ks,
-        operation: op,
-        branchKey: `${s.url}@main`,
-      },
-      report,
-      new AbortController().signal,
-    );
+    const phases = await recovered(s, op, `${s.url}@main`);
     expect(phases.at(-1)).toBe("Failed");
     expect(await operationOf(s)).toMatchObject({ phase: "Failed", outcome: "NotResumed" });
     const ks = await s.readKs();
