@@ -8,18 +8,18 @@
  * cache and waits wake on its events, not on a poll. The cache may lag behind the API server, so
  * nothing it shows may refuse, fail or terminate by itself: each such decision is taken again on
  * a read from the API server. The update that starts the sync is guarded by the version it was
- * made from, so a cache behind the server costs a 409 that reads the server again.
+ * made from, so a cache behind the server costs a 409 that reads the server again. Ending an
+ * operation on proof is stale-operations.ts; an update whose answer was lost, lost-update.ts.
  */
 
 import { backoffMs } from "../../queue/backoff.js";
 import type { Attempt, SupersededNotice } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import { apiFailure, type Kube, RESOURCES } from "../../queue/kube/index.js";
+import { apiFailure, RESOURCES } from "../../queue/kube/index.js";
 import { applierField, claimField, type Logger } from "../../queue/log.js";
 import type * as Kind from "../applier-kind.js";
 import { notStarted } from "../applier-kind.js";
 import { attemptAudit } from "../audit.js";
-import type { EventRecorder } from "../events.js";
 import {
   type ClaimLocator,
   type Operation,
@@ -38,7 +38,6 @@ import {
   recordOf,
 } from "../operation-steps.js";
 import { sleepUnlessAborted } from "../sleep.js";
-import type { SupersessionSource } from "../supersessions.js";
 import {
   APPLICATION,
   type Application,
@@ -46,48 +45,13 @@ import {
   isAutomatedSyncEnabled,
   sourceOf,
 } from "./application.js";
-import { type Ancestry, decideStale, terminatePatch } from "./stale.js";
+import type { ArgoCDExecutorDeps } from "./executor-deps.js";
+import { afterLostUpdate } from "./lost-update.js";
+import { StaleOperations } from "./stale-operations.js";
 import { buildSyncOperation, busyWith, refreshPatch, startSyncUpdate, syncProgress } from "./sync.js";
 import { ApplicationWatch, type AppRef, appKey } from "./watch.js";
 
-export interface ArgoCDExecutorOptions {
-  /**
-   * Between reads of the Application while its namespace's watch is not synced (not listed yet,
-   * or failing): then it is polled from the API server (default 1 s).
-   */
-  pollMs?: number;
-  /**
-   * While the watch runs, an Application waited on is still read from the API server this often,
-   * events or not: the safety net of the watch (default 30 s).
-   */
-  resyncMs?: number;
-  /** How long another operation is waited out before the attempt fails (default 5 minutes). */
-  busyWaitMs?: number;
-  /** After this long the operation is Unresolved and still followed (default 5 minutes). */
-  budgetMs?: number;
-  /** The follow interval of an Unresolved operation doubles up to this (default 1 minute). */
-  maxPollMs?: number;
-  /** Answers ancestry from the branch worker's clone; without it no operation is ever terminated. */
-  ancestry?: Ancestry;
-}
-
-export interface ArgoCDExecutorDeps {
-  kube: Kube;
-  log: Logger;
-  events: EventRecorder;
-  now: () => Date;
-  options?: ArgoCDExecutorOptions;
-  /**
-   * Asked just before the sync update: the tip (a moved tip ends the attempt Stale with nothing
-   * started), the claim's standing, and the edit recheck (not fresh: Stale, nothing started).
-   */
-  checks: Kind.SafetyChecks;
-  windows?: Kind.WindowHooks;
-  /** The Applications' watch (tests hand one in); default one of this executor's own on `kube`. */
-  applications?: ApplicationWatch;
-  /** The operations the branch worker found superseded, and the tip it records; none: none is ended. */
-  supersessions?: SupersessionSource;
-}
+export type { ArgoCDExecutorDeps, ArgoCDExecutorOptions } from "./executor-deps.js";
 
 /** A read of the Application, and whether the watch's cache answered it (a cache may lag). */
 interface Read {
@@ -101,7 +65,6 @@ function answerLost(err: unknown): boolean {
   return code === undefined || code >= 500;
 }
 const codeOf = (err: unknown) => apiFailure(err).code;
-/** An API call that failed (any answer, or none), as opposed to a decision of ours. */
 
 interface Ctx {
   token: string;
@@ -129,12 +92,20 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
   private readonly maxPollMs: number;
   private readonly resyncMs: number;
   readonly applications: ApplicationWatch;
+  private readonly stale: StaleOperations;
   /** The operations this process follows, by token (a supersession notice finds its follower here). */
   private readonly following = new Map<string, Ctx>();
 
   constructor(private readonly d: ArgoCDExecutorDeps) {
     const o = d.options ?? {};
     this.applications = d.applications ?? new ApplicationWatch(d.kube, d.log);
+    this.stale = new StaleOperations({
+      kube: d.kube,
+      events: d.events,
+      applications: this.applications,
+      ...(d.options?.ancestry ? { ancestry: d.options.ancestry } : {}),
+      ...(d.supersessions ? { supersessions: d.supersessions } : {}),
+    });
     this.pollMs = o.pollMs ?? 1000;
     this.resyncMs = o.resyncMs ?? 30_000;
     this.busyWaitMs = o.busyWaitMs ?? 5 * 60_000;
@@ -276,7 +247,7 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
         }
         const busy = busyWith(app);
         if (busy.busy) {
-          const terminate = await this.terminateIfStale(c, {
+          const terminate = await this.stale.terminateIfStale(c, {
             commit: c.commit,
             seen: app,
             cached: read.cached,
@@ -421,44 +392,17 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
    * lands. A conflict on that write reads again. Returns true when it landed.
    */
   private async landedAfterLoss(readVersion: string, c: Ctx): Promise<boolean> {
-    for (;;) {
-      if (c.signal.aborted) return false;
-      let app: Application | undefined;
-      try {
-        app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
-      } catch (err) {
-        c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; retrying");
-        await sleepUnlessAborted(this.pollMs, c.signal);
-        continue;
-      }
-      if (!app) {
-        await this.complete(c, "Failed", StatusReason.ApplicationDeleted, "the Application was deleted");
-        return false;
-      }
-      if (syncProgress(app, c.token).stage !== "Absent") return true;
-      const current = app.metadata.resourceVersion ?? "";
-      if (current !== readVersion) {
-        // Moved on without our token: an update made from readVersion is refused from now on.
-        readVersion = current;
-      }
-      try {
-        await this.d.kube.mergePatch(APPLICATION, c.app.namespace, c.app.name, refreshPatch(), {
-          resourceVersion: readVersion,
-        });
-      } catch (err) {
-        if (codeOf(err) === 409) continue;
-        c.log.warn({ err: apiFailure(err).message }, "cannot fence the lost update; retrying");
-        await sleepUnlessAborted(this.pollMs, c.signal);
-        continue;
-      }
+    const r = await afterLostUpdate(this.d.kube, c, readVersion, this.pollMs);
+    if (r === "Deleted")
+      await this.complete(c, "Failed", StatusReason.ApplicationDeleted, "the Application was deleted");
+    if (r === "Fenced")
       await this.complete(
         c,
         "Failed",
         StatusReason.UpdateLost,
         "the update starting the sync got no answer and did not land; it never will now",
       );
-      return false;
-    }
+    return r === "Landed";
   }
 
   /** Follows the token until the operation state carrying it completed. */
@@ -531,7 +475,7 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
             if (kept) c.superseded = kept;
           }
           if (c.superseded) {
-            const ended = await this.endSuperseded(c);
+            const ended = await this.stale.endSuperseded(c);
             if (ended !== "left") {
               // Terminated (or to try again): the next look is the API server's.
               armed.cancel();
@@ -599,51 +543,6 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
     }
   }
 
-  /**
-   * Ends an operation the branch worker found superseded, on proof (seed 002): read from the API
-   * server, it is still ours and running, and its revision is a proven ancestor of the tip the
-   * worker records now (a force-push back since the notice leaves it alone). The terminate is
-   * guarded by the resourceVersion of that read. `retry`: a conflict or a failed write, tried
-   * again on the next look; `left`: not proven (or not allowed), it runs to its end.
-   */
-  private async endSuperseded(c: Ctx): Promise<"terminated" | "retry" | "left"> {
-    const notice = c.superseded as SupersededNotice;
-    let tip: string | undefined;
-    try {
-      tip = await this.d.supersessions?.tip(c.branchKey);
-    } catch (err) {
-      c.log.warn(
-        { err: (err as Error).message },
-        "cannot read the tip to prove the supersession; trying again",
-      );
-      return "retry";
-    }
-    const leave = (why: string) => {
-      c.log.info(
-        { tip: tip ?? null, notice: notice.tip, why },
-        "superseded operation left to run: not proven",
-      );
-      delete c.superseded;
-      return "left" as const;
-    };
-    if (!tip) return leave("NoTip");
-    // The worker proved the notice's commit an ancestor of the notice's tip in its clone. While
-    // that tip is still the one it records, its proof stands (asking this process's clone would
-    // fetch the same commits again); a tip that moved since is proven here, against the tip now.
-    const proven = tip === notice.tip ? { revision: notice.commit, commit: notice.tip } : undefined;
-    const r = await this.terminateIfStale(c, {
-      commit: tip,
-      only: c.token,
-      fatalOnForbidden: false,
-      ...(proven ? { proven } : {}),
-    });
-    if (r.retry) return "retry";
-    if (!r.terminated) return leave(r.left ?? "NotProven");
-    c.terminated = tip;
-    c.log.info({ tip, revision: r.terminated }, "terminated the operation: a newer tip supersedes it");
-    return "terminated";
-  }
-
   /** The window opens before the update that starts the sync (Argo CD may apply before its answer). */
   private async openWindow(c: Ctx): Promise<void> {
     await this.d.windows?.open({
@@ -690,93 +589,5 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
       { phase, ...(reason ? { reason } : {}), message },
       { signal: c.signal, pollMs: this.pollMs },
     );
-  }
-
-  /**
-   * Seed 002: terminate the set operation only when it is ours, running, and its revision is a
-   * proven ancestor of `commit` (the commit we must sync, or the tip that supersedes it). A
-   * conflict or a failure is tried again after a poll interval (`retry`); Forbidden is fatal when
-   * `fatalOnForbidden` (returned as `fatal`), else the operation is left. Judged first on `seen`
-   * (the cache's copy when `cached`): one that could be terminated is judged again, and proven, on
-   * a read from the API server, and the terminate is guarded by that read's version. `only`: the
-   * token the operation must carry.
-   */
-  private async terminateIfStale(
-    c: Ctx,
-    o: {
-      commit: string;
-      seen?: Application;
-      cached?: boolean;
-      only?: string;
-      fatalOnForbidden: boolean;
-      /** A proof already made: `revision` is a proper ancestor of `commit` (both full ids). */
-      proven?: { revision: string; commit: string };
-    },
-  ): Promise<{ fatal?: string; retry?: boolean; terminated?: string; left?: string }> {
-    if (o.seen) {
-      const first = decideStale(o.seen, o.commit);
-      if (first.action === "leave") return { left: first.why };
-    }
-    let app = o.seen;
-    if (!app || o.cached) {
-      const fresh = await this.applications.read(c.app).catch((err: unknown) => {
-        c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; trying on the next poll");
-        return null;
-      });
-      if (fresh === null) return { retry: true };
-      if (!fresh) return { left: "ApplicationGone" };
-      app = fresh;
-    }
-    let d = decideStale(app, o.commit);
-    if (d.action === "prove" && o.proven?.commit === o.commit && o.proven.revision === d.revision) {
-      d = decideStale(app, o.commit, "ancestor");
-    } else if (d.action === "prove") {
-      const ancestry = this.d.options?.ancestry;
-      const answer = ancestry
-        ? await ancestry(d.revision, o.commit, { application: app, claim: c.claim }).catch(
-            () => "unknown" as const,
-          )
-        : "unknown";
-      d = decideStale(app, o.commit, answer);
-    }
-    if (d.action !== "terminate") return { left: d.action === "leave" ? d.why : "NotProven" };
-    if (o.only !== undefined && d.token !== o.only) return { left: "Foreign" };
-    try {
-      await this.d.kube.mergePatch(APPLICATION, c.app.namespace, c.app.name, terminatePatch(), {
-        resourceVersion: d.resourceVersion,
-      });
-    } catch (err) {
-      const code = codeOf(err);
-      if (code === 409) {
-        c.log.info({ stale: d.token }, "terminating a stale operation conflicted; trying on the next poll");
-        return { retry: true };
-      }
-      if (code === 403) {
-        const message = `terminating stale operation ${d.token} is forbidden: ${apiFailure(err).message}`;
-        if (o.fatalOnForbidden) return { fatal: message };
-        c.log.warn({ stale: d.token }, message);
-        return { left: StatusReason.Forbidden };
-      }
-      c.log.warn(
-        { err: apiFailure(err).message },
-        "terminating a stale operation failed; trying on the next poll",
-      );
-      return { retry: true };
-    }
-    c.log.info({ stale: d.token, revision: d.revision }, "terminated a stale operation");
-    await this.d.events.emit({
-      type: "Normal",
-      reason: StatusReason.StaleOperationTerminated,
-      action: "Terminate",
-      note: `terminated applygate operation ${d.token} for ${d.revision}, an ancestor of ${o.commit}`,
-      regarding: {
-        apiVersion: "argoproj.io/v1alpha1",
-        kind: "Application",
-        namespace: c.app.namespace,
-        name: c.app.name,
-        ...(app.metadata.uid ? { uid: app.metadata.uid } : {}),
-      },
-    });
-    return { terminated: d.revision };
   }
 }
