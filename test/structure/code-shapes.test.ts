@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { exponentials, type Found, objectCasts, productFiles } from "./code-shapes.js";
+import { classLengths, exponentials, type Found, objectCasts, productFiles } from "./code-shapes.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const files = productFiles(root);
@@ -62,6 +62,14 @@ describe("product code", () => {
     expect(fewer).toEqual([]);
   });
 
+  it("has no class over 600 lines: a class that long holds more than one concern", () => {
+    const long = files
+      .flatMap((f) => classLengths(f, readFileSync(`${root}${f}`, "utf8")))
+      .filter((c) => c.lines > 600)
+      .map((c) => `${c.name} ${c.lines} lines`);
+    expect(long).toEqual([]);
+  });
+
   it("has one exponential backoff: queue/backoff.ts", () => {
     expect(perFile(each(exponentials))).toEqual(OTHER_EXPONENTIALS);
   });
@@ -79,6 +87,15 @@ describe("the shape finders", () => {
       "const ok2 = { spec: 1 } as const; const ok3 = read(claim) as Claim; const ok4 = spec as Spec;",
     ].join("\n");
     expect(objectCasts("f.ts", code).map((c) => c.line)).toEqual([1, 2, 3, 6, 7]);
+  });
+
+  it("measure a class from its line to its closing brace", () => {
+    const code = "const x = 1;\nexport class A {\n  f() {\n  }\n}\nclass B {}\nconst C = class {\n};\n";
+    expect(classLengths("f.ts", code)).toEqual([
+      { name: "f.ts:A", line: 2, lines: 4 },
+      { name: "f.ts:B", line: 6, lines: 1 },
+      { name: "f.ts:(anonymous)", line: 7, lines: 2 },
+    ]);
   });
 
   it("find an exponential", () => {

@@ -2,7 +2,7 @@
  * Shapes of product code a test holds the line on, found in the syntax tree (so a cast written
  * over several lines, or with other spacing, is found as well): casts of a Kubernetes object's
  * `spec`, `status` or `metadata` (read them through typed readers instead), and exponential
- * formulas (the product has one backoff function, queue/backoff.ts).
+ * formulas (the product has one backoff function, queue/backoff.ts), and the length of classes.
  */
 import { execFileSync } from "node:child_process";
 import ts from "typescript";
@@ -77,4 +77,27 @@ export function productFiles(root: string, folders: readonly string[] = ["gatewa
   })
     .split("\n")
     .filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts") && !/(^|[/-])testing\.ts$/.test(f));
+}
+
+/** Each class of a file, with its length in lines, from its first line to its closing brace. */
+export function classLengths(
+  fileName: string,
+  text: string,
+): { name: string; line: number; lines: number }[] {
+  const source = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true);
+  const out: { name: string; line: number; lines: number }[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isClassDeclaration(node) || ts.isClassExpression(node)) {
+      const first = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
+      const last = source.getLineAndCharacterOfPosition(node.getEnd()).line;
+      out.push({
+        name: `${fileName}:${node.name?.text ?? "(anonymous)"}`,
+        line: first + 1,
+        lines: last - first + 1,
+      });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return out;
 }
