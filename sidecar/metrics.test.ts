@@ -312,7 +312,9 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
     }
   });
 
-  it("/readyz answers 503 while a watch's list fails, naming it, and 200 once it lists again", async () => {
+  it("/readyz answers 503 while a watch's list fails, naming it, and 200 once it lists again", {
+    timeout: 70_000,
+  }, async () => {
     const redis = await isolatedRedis("sidecar-ready-watch");
     const { kind } = testKind();
     const sidecar = await startSidecar({
@@ -346,7 +348,9 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
       };
       expect(await ready()).toBe(0);
       server.faults.reset();
-      await until(async () => (await readyz()).status === 200, "ready again once the list lands");
+      // The informer lists again after its backoff, which doubles with each failed list up to 30 s
+      // (queue/kube/informer.ts); the longer the failures lasted (a loaded machine), the later.
+      await until(async () => (await readyz()).status === 200, "ready again once the list lands", 40_000);
       expect(await ready()).toBe(1);
     } finally {
       server.faults.reset();

@@ -95,6 +95,22 @@ describe("the informer", () => {
     await h.release();
   });
 
+  it("a watch refused for a while is in step again once one is answered, with no event to wait for", async () => {
+    const ns = await namespace();
+    const h = kube.informer<KObject>(RESOURCES.fluxClaim, { namespace: ns, backoffMs: () => 20 });
+    await h.synced();
+    // Nothing is written after this: the version does not move, so no bookmark comes either.
+    const path = `/apis/applygate.dev/v1alpha1/namespaces/${ns}/fluxclaims`;
+    server.faults.failNext(1_000_000, { method: "GET", pathPrefix: path, status: 403 });
+    expect(server.faults.dropWatches(path, true)).toBe(1);
+    await until(() => !h.informer.isSynced(), "out of step while every watch is refused");
+    server.faults.reset();
+    await until(() => h.informer.isSynced(), "in step again once a watch is answered");
+    expect(h.informer.lists).toBe(1);
+    expect(h.informer.lastError).toBeUndefined();
+    await h.release();
+  });
+
   it("every user of one collection shares one cache, listed once, stopped with the last release", async () => {
     const ns = await namespace();
     await kube.apply(RESOURCES.fluxClaim, claim(ns, "shared"));

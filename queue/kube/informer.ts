@@ -176,8 +176,7 @@ export class Informer<T extends KObject = KObject> {
           );
         return;
       }
-      this.failing = false;
-      this.failures = 0;
+      this.recovered();
       const rv = obj.metadata?.resourceVersion;
       if (type === "BOOKMARK") {
         if (rv) this.resourceVersion = rv;
@@ -195,7 +194,9 @@ export class Informer<T extends KObject = KObject> {
       }
       if (rv) this.resourceVersion = rv;
     };
+    let ended = false;
     const onDone = (err: unknown) => {
+      ended = true;
       if (generation !== this.generation || this.stopped) return;
       this.request = undefined;
       if (expired || apiFailure(err ?? {}).code === 410) {
@@ -220,11 +221,23 @@ export class Informer<T extends KObject = KObject> {
         onEvent as (type: string, obj: unknown) => void,
         onDone,
       );
-      if (generation === this.generation && !this.stopped) this.request = request;
-      else request.abort();
+      if (generation === this.generation && !this.stopped) {
+        this.request = request;
+        // Watching again from our version after a failure: the server answered 200 and streams
+        // every change since, so the cache is in step again. Not waiting for an event here: on a
+        // quiet collection none comes, and a real API server sends no bookmark until the version
+        // moves, so readiness stayed 503 after a failure that had passed.
+        if (!ended) this.recovered();
+      } else request.abort();
     } catch (err) {
       if (generation === this.generation) this.fail(err);
     }
+  }
+
+  private recovered() {
+    this.failing = false;
+    this.failures = 0;
+    this.lastError = undefined;
   }
 
   private fail(err: unknown) {
