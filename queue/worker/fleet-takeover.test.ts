@@ -222,6 +222,45 @@ describe("a replica's sweep", () => {
     }
   });
 
+  it("says once that no GitTarget names a known branch, however many sweeps ask again", async () => {
+    // A GitTarget deleted leaves its branch known: every sweep takes the free lease, finds no
+    // GitTarget and gives it back. On the real tier a worker restarted after four scenarios warned
+    // for their four branches every sweep (2 s) until it stopped.
+    r = await isolatedRedis("sweep-unnamed");
+    await r.client.sadd(knownBranchesKey(r.prefix), "gone-a", "gone-b");
+    const asked: string[] = [];
+    const { log, lines } = capturingLogger();
+    replica = new Replica({
+      redisUrl: r.url,
+      prefix: r.prefix,
+      cacheDir: "/nonexistent",
+      sweepMs: 50,
+      leaseMs: 10_000,
+      directory: {
+        branch: async (key) => {
+          asked.push(key);
+          return undefined;
+        },
+      },
+      log,
+    });
+    await replica.start();
+    await until(
+      () =>
+        asked.filter((k) => k === "gone-a").length >= 5 && asked.filter((k) => k === "gone-b").length >= 5,
+      "five sweeps asking for each branch",
+    );
+    const warned = lines
+      .filter((l) => l.includes('"level":40') && l.includes("no GitTarget names this branch"))
+      .map((l) => (JSON.parse(l) as { branch: string }).branch)
+      .sort();
+    expect(warned).toEqual(["gone-a", "gone-b"]);
+    // The lease goes back each time: another replica may take the branch once a GitTarget names it.
+    await replica.stop();
+    replica = undefined;
+    expect(await holders(["gone-a", "gone-b"])).toEqual([null, null]);
+  });
+
   it("a stop during the starts waits for those in flight and gives back the leases of branches never started", async () => {
     r = await isolatedRedis("sweep-stop");
     const keys = Array.from({ length: 40 }, (_, i) => `b${i}`);

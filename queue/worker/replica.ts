@@ -104,6 +104,8 @@ export class Replica {
   private readonly repos = new Map<string, Promise<BareRepo>>();
   /** Branches being taken (a claim, or a start queued by a sweep): one take per branch at a time. */
   private readonly claiming = new Map<string, Promise<void>>();
+  /** Known branches no GitTarget named when last taken (warned about once). */
+  private readonly unnamed = new Set<string>();
   /** Branches a sweep took, waiting for their branch worker to start. */
   private readonly starts: StartQueue;
   /** The sweep running now, if one is. */
@@ -237,10 +239,14 @@ export class Replica {
     }
     const spec = await this.o.directory.branch(key);
     if (!spec) {
-      this.o.log.warn({ branch: key }, "no GitTarget names this branch; leaving it");
+      // A branch stays known once its GitTargets are gone, and every sweep asks again: said once.
+      if (this.unnamed.has(key)) this.o.log.debug({ branch: key }, "no GitTarget names this branch");
+      else this.o.log.warn({ branch: key }, "no GitTarget names this branch; leaving it");
+      this.unnamed.add(key);
       await lease.release();
       return;
     }
+    this.unnamed.delete(key);
     const repo = await this.repoFor(spec);
     // A renewal found the lease another replica's while we looked the branch up: not ours to start.
     if (!lease.token) {
