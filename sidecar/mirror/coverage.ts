@@ -89,13 +89,14 @@ export interface Recollection {
 
 /**
  * Subscribes to the branch workers' asks for a GitTarget's snapshots again (Git is no longer
- * ahead, or the hold's bound passed); answers the subscriber, to disconnect at the stop.
+ * ahead, or the hold's bound passed). The connection is handed back at once, before the
+ * subscription is answered, so a stop meanwhile can disconnect it; `subscribed` settles then.
  */
-export async function listenForRecollections(
+export function listenForRecollections(
   redisUrl: string,
   prefix: string,
   onAsk: (m: Recollection) => void,
-): Promise<Redis> {
+): { connection: Redis; subscribed: Promise<unknown> } {
   const sub = connectRedis(redisUrl);
   sub.on("error", () => {});
   sub.on("message", (_channel: string, raw: string) => {
@@ -107,6 +108,5 @@ export async function listenForRecollections(
     }
     onAsk(m);
   });
-  await sub.subscribe(recollectChannel(prefix));
-  return sub;
+  return { connection: sub, subscribed: sub.subscribe(recollectChannel(prefix)) };
 }

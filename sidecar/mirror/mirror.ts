@@ -361,7 +361,7 @@ export class Mirror {
 
   /** The worker asks for a GitTarget's snapshots again (Git is no longer ahead, or the hold's bound passed). */
   private async subscribeRecollections(): Promise<void> {
-    this.subscriber = await listenForRecollections(this.o.redisUrl, this.o.redisPrefix, (m) => {
+    const listening = listenForRecollections(this.o.redisUrl, this.o.redisPrefix, (m) => {
       const due = [...this.rules.values()].filter(
         (r) =>
           r.target?.branchKey === m.branchKey &&
@@ -377,6 +377,8 @@ export class Mirror {
         (err: unknown) => this.log.warn({ err: (err as Error).message }, "collecting snapshots again failed"),
       );
     });
+    this.subscriber = listening.connection;
+    await listening.subscribed;
   }
 
   /**
