@@ -4,7 +4,7 @@
  * the version the update was made from then makes sure it never lands (a conflict on that write
  * reads again). Read and written on the API server, retried after `pollMs` until it is decided.
  */
-import { apiFailure, type Kube } from "../../queue/kube/index.js";
+import { apiFailure, isConflict, type Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import { sleepUnlessAborted } from "../sleep.js";
 import { APPLICATION, type Application } from "./application.js";
@@ -37,7 +37,7 @@ export async function afterLostUpdate(
         resourceVersion: readVersion,
       });
     } catch (err) {
-      if (apiFailure(err).code === 409) continue;
+      if (isConflict(err)) continue;
       c.log.warn({ err: apiFailure(err).message }, "cannot fence the lost update; retrying");
       await sleepUnlessAborted(pollMs, c.signal);
       continue;

@@ -1,6 +1,6 @@
 import type { SupersededNotice } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import { apiFailure, type Kube } from "../../queue/kube/index.js";
+import { apiFailure, isConflict, isForbidden, type Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { EventRecorder } from "../events.js";
 import type { ClaimLocator } from "../operation-record.js";
@@ -31,8 +31,6 @@ export interface StaleOperationsDeps {
   /** The tip the branch worker records; none: no superseded operation is ended. */
   supersessions?: Pick<SupersessionSource, "tip">;
 }
-
-const codeOf = (err: unknown) => apiFailure(err).code;
 
 export class StaleOperations {
   constructor(private readonly d: StaleOperationsDeps) {}
@@ -136,12 +134,11 @@ export class StaleOperations {
         resourceVersion: d.resourceVersion,
       });
     } catch (err) {
-      const code = codeOf(err);
-      if (code === 409) {
+      if (isConflict(err)) {
         c.log.info({ stale: d.token }, "terminating a stale operation conflicted; trying on the next poll");
         return { retry: true };
       }
-      if (code === 403) {
+      if (isForbidden(err)) {
         const message = `terminating stale operation ${d.token} is forbidden: ${apiFailure(err).message}`;
         if (o.fatalOnForbidden) return { fatal: message };
         c.log.warn({ stale: d.token }, message);
