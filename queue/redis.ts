@@ -18,6 +18,9 @@ export const bullConnectionOptions: RedisOptions = {
   maxRetriesPerRequest: null,
   enableReadyCheck: true,
   retryStrategy: reconnectDelay,
+  // For diagnosis (docs/operations.md): each command error carries the stack of the call that sent
+  // the command, not only ioredis's own. Costs an Error per command, so off by default.
+  showFriendlyErrorStack: process.env.APPLYGATE_REDIS_CALL_STACKS === "1",
 };
 
 /**

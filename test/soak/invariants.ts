@@ -9,7 +9,9 @@ import type { DemoApp } from "../playground/demo.js";
 /**
  * "finished": the run ended within its bound; "quiescent": the run was quiet (every write
  * published, every attempt seen sent ended, the cluster on Git's values) within the quiescence
- * wait. Both judged by the run itself, not by checkRun.
+ * wait. Both judged by the run itself, not by checkRun. "unhandled": a promise rejection nobody
+ * handled during the run, which ends a product process in production (Node's default); the soak
+ * records it with its stack instead of dying.
  */
 export type Invariant =
   | "converged"
@@ -18,7 +20,8 @@ export type Invariant =
   | "operations"
   | "nothing-lost"
   | "finished"
-  | "quiescent";
+  | "quiescent"
+  | "unhandled";
 
 export interface Violation {
   invariant: Invariant;

@@ -51,6 +51,13 @@ const say = (line: string) => process.stderr.write(`${line}\n`);
 /** The longest time an older value stayed over an edit in a run (one never undone counts to the run's end). */
 const longestRevert = (r: RunResult): number => Math.max(0, ...r.reverts.map((v) => v.lastedMs));
 
+// A rejection nobody handled ends a product process in production: here it is the run's
+// violation, with its stack (APPLYGATE_REDIS_CALL_STACKS=1 adds the caller's to a Redis error).
+const unhandled: string[] = [];
+process.on("unhandledRejection", (err) => {
+  unhandled.push(err instanceof Error ? (err.stack ?? err.message) : String(err));
+});
+
 const redis = await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
 const results: RunResult[] = [];
 try {
@@ -65,6 +72,7 @@ try {
       ...(values.log ? { logLevel: values.log } : {}),
       ...(runMinutes ? { runTimeoutMs: runMinutes * 60_000 } : {}),
     });
+    for (const stack of unhandled.splice(0)) r.violations.push({ invariant: "unhandled", detail: stack });
     results.push(r);
     const reverts = r.reverts.length
       ? `, ${r.reverts.length} revert(s), longest ${longestRevert(r)} ms (${
