@@ -18,7 +18,7 @@ import { APPLIER_KINDS, attemptsQueue, QUEUES } from "../queue/contract.js";
 import { replicated } from "../queue/intake.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import { registerQueueMetrics, stuckDeadlines } from "../queue/queue-metrics.js";
-import { connectRedis } from "../queue/redis.js";
+import { connectRedis, connectSubscriber } from "../queue/redis.js";
 import { redact } from "../queue/redis-url.js";
 import { MISS_BODY, MISS_STATUS, sendMiss, withTimeout } from "./answers.js";
 import { callbackRoutes } from "./callbacks.js";
@@ -129,8 +129,12 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const notices = queues.get(QUEUES.notices)!;
   const branches = queues.get(QUEUES.branches)!;
   const metrics = createGatewayMetrics();
-  const publications = new PublicationWaiter(redis, opts.prefix, () =>
-    connectRedis(opts.redisUrl, { maxRetriesPerRequest: 1 }),
+  const publications = new PublicationWaiter(redis, opts.prefix, (channel, onMessage) =>
+    connectSubscriber(opts.redisUrl, channel, {
+      onMessage,
+      onError: (err) => log.warn({ err: err.message }, "could not subscribe to publications again"),
+      extra: { maxRetriesPerRequest: 1 },
+    }),
   );
   const eventConnections: Redis[] = [];
   const queueMetrics = registerQueueMetrics({

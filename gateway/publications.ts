@@ -24,18 +24,21 @@ export class PublicationWaiter {
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
-    /** Opens the dedicated subscriber connection (first wait only). */
-    private readonly connect: () => Redis,
+    /** Opens the dedicated subscriber connection (first wait only), subscribed to `channel`. */
+    private readonly connect: (
+      channel: string,
+      onMessage: (message: string) => void,
+    ) => { connection: Redis; subscribed: Promise<unknown> },
   ) {}
 
   /** Subscribes (once); rejects when Redis does not answer, so a caller can refuse before accepting. */
   ready(): Promise<void> {
     if (!this.#subscribed) {
-      const sub = this.connect();
+      const { connection: sub, subscribed } = this.connect(publishedChannel(this.prefix), (message) =>
+        this.#deliver(message),
+      );
       this.#subscriber = sub;
-      sub.on("error", () => {});
-      sub.on("message", (_channel: string, message: string) => this.#deliver(message));
-      this.#subscribed = sub.subscribe(publishedChannel(this.prefix)).then(
+      this.#subscribed = subscribed.then(
         () => undefined,
         (err) => {
           this.#subscribed = undefined;

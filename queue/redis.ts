@@ -44,6 +44,35 @@ export function connectRedis(url: string, extra: RedisOptions = {}): Redis {
 }
 
 /**
+ * A connection subscribed to `channel`, again after every reconnect, every SUBSCRIBE's rejection
+ * handled: `subscribed` is the first; a later one (a reconnect) goes to `onError`. ioredis's own
+ * resubscribe after a reconnect leaves its rejection unhandled (redis/ioredis#2187, fixed in 6.1),
+ * so a connection closed while it is in flight — a stop during a Redis restart — ended the process.
+ */
+export function connectSubscriber(
+  url: string,
+  channel: string,
+  o: { onMessage(message: string): void; onError?(err: Error): void; extra?: RedisOptions },
+): { connection: Redis; subscribed: Promise<unknown> } {
+  const sub = connectRedis(url, { ...o.extra, autoResubscribe: false });
+  sub.on("message", (from: string, message: string) => {
+    if (from === channel) o.onMessage(message);
+  });
+  const subscribed = sub.subscribe(channel);
+  // The first SUBSCRIBE is sent on the first connection; every later one is ours to send.
+  let firstFailed = false;
+  subscribed.catch(() => {
+    firstFailed = true;
+  });
+  let readies = 0;
+  sub.on("ready", () => {
+    if (readies++ === 0 && !firstFailed) return;
+    sub.subscribe(channel).catch((err: Error) => o.onError?.(err));
+  });
+  return { connection: sub, subscribed };
+}
+
+/**
  * Whether Redis replies to PING within the deadline, asked on a connection the caller owns (e.g. the
  * sidecar's tip-check connection): while Redis is away the PING waits in its queue and the
  * deadline answers false.

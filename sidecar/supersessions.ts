@@ -10,7 +10,7 @@ import type { SupersededNotice } from "../queue/contract.js";
 import { supersededChannel } from "../queue/keys.js";
 import type { Logger } from "../queue/log.js";
 import { parseSuperseded, readSuperseded, readTip } from "../queue/records.js";
-import { connectRedis } from "../queue/redis.js";
+import { connectRedis, connectSubscriber } from "../queue/redis.js";
 
 /** What an executor reads of supersession: the notice kept for an operation, and the tip now. */
 export interface SupersessionSource {
@@ -38,20 +38,19 @@ export function subscribeSupersessions(o: {
   log: Logger;
   onNotice(notice: SupersededNotice): void;
 }): () => Promise<void> {
-  const sub = connectRedis(o.redisUrl);
-  sub.on("message", (channel: string, message: string) => {
-    if (channel !== supersededChannel(o.prefix)) return;
-    const notice = parseSuperseded(message);
-    if (!notice) return void o.log.warn("an invalid supersession notice was ignored");
-    o.onNotice(notice);
+  const couldNot = (err: Error) =>
+    o.log.warn({ err: err.message }, "could not subscribe to supersession notices");
+  const { connection: sub, subscribed } = connectSubscriber(o.redisUrl, supersededChannel(o.prefix), {
+    onMessage: (message) => {
+      const notice = parseSuperseded(message);
+      if (!notice) return void o.log.warn("an invalid supersession notice was ignored");
+      o.onNotice(notice);
+    },
+    onError: couldNot,
   });
-  // Not awaited: a Redis away at the start is subscribed once it answers (ioredis resubscribes
-  // after every reconnect), and a follower reads the kept notice on its safety-net wakes meanwhile.
-  sub
-    .subscribe(supersededChannel(o.prefix))
-    .catch((err: unknown) =>
-      o.log.warn({ err: (err as Error).message }, "could not subscribe to supersession notices"),
-    );
+  // Not awaited: a Redis away at the start is subscribed once it answers (again after every
+  // reconnect), and a follower reads the kept notice on its safety-net wakes meanwhile.
+  subscribed.catch(couldNot);
   return async () => {
     await sub.quit().catch(() => sub.disconnect());
   };

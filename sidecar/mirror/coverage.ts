@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { recollectChannel, WATCHED_TTL_MS, watchedTargetKey } from "../../queue/keys.js";
 import type { Logger } from "../../queue/log.js";
-import { connectRedis } from "../../queue/redis.js";
+import { connectSubscriber } from "../../queue/redis.js";
 import { kindKey, type ResolvedKind } from "./rules.js";
 import type { ResolvedTarget } from "./targets.js";
 
@@ -96,17 +96,18 @@ export function listenForRecollections(
   redisUrl: string,
   prefix: string,
   onAsk: (m: Recollection) => void,
+  onResubscribeError: (err: Error) => void = () => {},
 ): { connection: Redis; subscribed: Promise<unknown> } {
-  const sub = connectRedis(redisUrl);
-  sub.on("error", () => {});
-  sub.on("message", (_channel: string, raw: string) => {
-    let m: Recollection;
-    try {
-      m = JSON.parse(raw);
-    } catch {
-      return;
-    }
-    onAsk(m);
+  return connectSubscriber(redisUrl, recollectChannel(prefix), {
+    onMessage: (raw) => {
+      let m: Recollection;
+      try {
+        m = JSON.parse(raw);
+      } catch {
+        return;
+      }
+      onAsk(m);
+    },
+    onError: onResubscribeError,
   });
-  return { connection: sub, subscribed: sub.subscribe(recollectChannel(prefix)) };
 }
