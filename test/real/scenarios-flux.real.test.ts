@@ -1,9 +1,13 @@
 // applygate beside real Flux (test/real/flux.ts) on the real control plane, every component as
 // deployed (test/real/deployed.ts): a Git push applied exactly once with the right revision on the
 // Kustomization's status, the two-edit race with and without applygate, commits counted, a sidecar
-// killed mid-apply and a worker restart. After each test the audit check: no 403 and no 422 for any
-// product component.
+// killed mid-apply, a worker restart, and a release approved by a signed tag. After each test the
+// audit check: no 403 and no 422 for any product component.
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { gitOk } from "../git/cli.js";
+import { type SshSigner, sshKey } from "../support/signing.js";
 import { untilWith } from "../support/wait.js";
 import { startSidecar } from "./applygate.js";
 import { CONTROL_PLANE, FLUX_BINARIES, findRealBinaries } from "./binaries.js";
@@ -15,6 +19,7 @@ import { heldYaml } from "./tenant.js";
 const bins = findRealBinaries([...CONTROL_PLANE, ...FLUX_BINARIES]);
 if (!bins.built) console.warn(`\n!!! SKIPPED test/real/scenarios-flux.real.test.ts: ${bins.message}\n`);
 
+const run = promisify(execFile);
 const until = untilWith({ timeoutMs: 90_000, everyMs: 100, retryErrors: true });
 
 type Obj = {
@@ -49,7 +54,7 @@ ${held ? `---\n${heldYaml(ns, FLUX_NAMESPACE, "FluxClaim")}` : ""}`,
   const { d } = scene;
   const { running } = d;
 
-  const { greeting, commitsSince, edit, record, foreignPush } = scene;
+  const { greeting, commitsSince, edit, record, foreignPush, attemptsSent } = scene;
 
   const claim = async (s: Scene) => (await scene.claim(s)) as Obj;
 
@@ -72,6 +77,31 @@ ${held ? `---\n${heldYaml(ns, FLUX_NAMESPACE, "FluxClaim")}` : ""}`,
   /** Asks source-controller to fetch now, as `flux reconcile source git` does. */
   const fetchNow = (s: Scene) =>
     scene.annotate(s, GIT_REPOSITORIES, { "reconcile.fluxcd.io/requestedAt": new Date().toISOString() });
+  /** The claim's ApplyAllowed condition: why an apply may start or waits. */
+  const gate = async (s: Scene) =>
+    (
+      (await claim(s)).status?.conditions as { type: string; reason: string; message: string }[] | undefined
+    )?.find((c) => c.type === "ApplyAllowed");
+  /** Until the claim lists `commit` as awaiting approval, its signature refused for `reason`. */
+  const waitsWith = (s: Scene, commit: string, reason: string, message: RegExp) =>
+    until(async () => {
+      const governance = (await claim(s)).status?.governance as
+        | {
+            awaitingApproval?: {
+              commit: string;
+              missing: string[];
+              signature?: { reason: string; message: string };
+            }[];
+          }
+        | undefined;
+      return governance?.awaitingApproval?.some(
+        (a) =>
+          a.commit === commit &&
+          a.missing.includes("Signature") &&
+          a.signature?.reason === reason &&
+          message.test(a.signature.message),
+      );
+    }, `the claim to wait for approval of ${commit}: ${reason}`);
   const appliedRevisions = (s: Scene) =>
     readFluxLog(d.applier.logPaths).appliedRevisions({ namespace: FLUX_NAMESPACE, name: s.applier });
 
@@ -178,5 +208,89 @@ ${held ? `---\n${heldYaml(ns, FLUX_NAMESPACE, "FluxClaim")}` : ""}`,
     await until(async () => (await ks(s)).spec?.suspend === true, "the Kustomization held again");
     await new Promise((r) => setTimeout(r, 5_000));
     expect(appliedRevisions(s).slice(before)).toEqual([`main@sha1:${pushed}`]);
+  });
+
+  it("a release approved by a signed tag: an untagged commit, a lightweight tag and a tag by an untrusted key apply nothing; the tag of a trusted key applies it exactly once", async () => {
+    const s = await open(true);
+    // The rule is set once the claim's converge of the tip ended: the last applied commit is the
+    // tip, so nothing awaits approval before the push.
+    await until(
+      async () => (await claim(s)).status?.lastAppliedCommit === s.start,
+      "the converge of the tip",
+    );
+    const ada = sshKey(d.work, "ed25519", "ada@release");
+    const eve = sshKey(d.work, "ed25519", "eve@laptop");
+    // The keys Secret, read by the worker (applygate-secret-watcher, which the scene binds) and, at
+    // the write, by the Flux sidecar as kustomize-controller (docs/governance.md, "RBAC").
+    const keys = `--from-literal=authorized_keys=${ada.publicKey}`;
+    await d.kubectlOk(["-n", s.ns, "create", "secret", "generic", "release-keys", keys]);
+    await d.kubectlOk([
+      "-n",
+      s.ns,
+      "create",
+      "rolebinding",
+      "applygate-secret-reader-flux",
+      "--clusterrole=applygate-secret-reader",
+      `--serviceaccount=${FLUX_NAMESPACE}:kustomize-controller`,
+    ]);
+    const rule = { signature: { secretRef: { name: "release-keys" }, mode: "Tag", tagPattern: "v*" } };
+    const patch = JSON.stringify({ spec: { approval: rule } });
+    await d.kubectlOk(["-n", s.ns, "patch", "fluxclaim", "web", "--type=merge", "-p", patch]);
+    await until(
+      async () => (await gate(s))?.reason === "Approved",
+      "the claim to find nothing awaiting approval",
+    );
+    const before = appliedRevisions(s).length;
+
+    const pushed = await foreignPush(s, "released");
+    await waitsWith(s, pushed, "CommitNotTagged", /no annotated tag matching "v\*"/);
+    // Tags pushed by the real git CLI, as a release manager pushes them (the worker reads the tags
+    // again every commit-status poll, 15 s as deployed, while a commit waits).
+    const clone = await scene.clone(s);
+    const tag = async (args: string[], signer?: SshSigner) => {
+      const signing = signer ? ["-c", "gpg.format=ssh", "-c", `user.signingkey=${signer.keyPath}`] : [];
+      await gitOk([...signing, "tag", ...args, pushed], { cwd: clone });
+      await gitOk(["push", "-q", "origin", args.at(-1)!], { cwd: clone });
+    };
+    await tag(["v0"]);
+    await waitsWith(s, pushed, "CommitUnsigned", /tag v0 is a lightweight tag/);
+    await tag(["-s", "-m", "release by eve", "v0.9"], eve);
+    await waitsWith(s, pushed, "SignatureUntrusted", /^tag v0\.9: /);
+    // Nothing applied it: no attempt sent, the Kustomization still held, the cluster unchanged.
+    expect(attemptsSent(pushed)).toEqual([]);
+    expect((await ks(s)).spec?.suspend).toBe(true);
+    expect(await greeting(s.ns)).toBe("hello");
+    expect(appliedRevisions(s).slice(before)).toEqual([]);
+
+    // The release manager tags the release: no new commit, the next read of the tags approves it.
+    await tag(["-s", "-m", "release 1.0.0", "v1.0.0"], ada);
+    await until(async () => (await greeting(s.ns)) === "released", "Flux to apply the tagged release");
+    await until(
+      async () => (await ks(s)).status?.lastAppliedRevision === `main@sha1:${pushed}`,
+      "the Kustomization's lastAppliedRevision",
+    );
+    await until(async () => (await ks(s)).spec?.suspend === true, "the Kustomization held again");
+    // A few of the Kustomization's one-second intervals and a tag read more: nothing applies it again.
+    await new Promise((r) => setTimeout(r, 5_000));
+    expect(appliedRevisions(s).slice(before)).toEqual([`main@sha1:${pushed}`]);
+    expect(attemptsSent(pushed)).toHaveLength(1);
+    const adaKey = (await run("ssh-keygen", ["-l", "-f", `${ada.keyPath}.pub`])).stdout.split(" ")[1];
+    const history = (await claim(s)).status?.history as
+      | { commit: string; phase: string; approvals?: unknown[] }[]
+      | undefined;
+    expect(history?.filter((h) => h.commit === pushed)).toEqual([
+      expect.objectContaining({
+        phase: "Succeeded",
+        approvals: [
+          expect.objectContaining({
+            commit: pushed,
+            sources: ["Signature"],
+            tag: { name: "v1.0.0", signedBy: adaKey },
+          }),
+        ],
+      }),
+    ]);
+    expect((await gate(s))?.reason).toBe("Approved");
+    expect(await commitsSince(s)).toEqual([pushed]);
   });
 });
