@@ -28,7 +28,7 @@ import { GIT_REPOSITORY, KUSTOMIZATION } from "../../sidecar/flux/resources.js";
 import { GitAncestry, remoteFromCluster } from "../../sidecar/git-ancestry.js";
 import { recheckStanding } from "../../sidecar/standing.js";
 import { startGitServer } from "../git/server.js";
-import { findRealBinaries } from "../real/binaries.js";
+import { CONTROL_PLANE, FLUX_BINARIES, findRealBinaries } from "../real/binaries.js";
 import { startRealCluster } from "../real/cluster.js";
 import { type RealFlux, startRealFlux } from "../real/flux.js";
 import { configMap, type Scene, scene, until } from "../sidecar-flux/harness.js";
@@ -68,14 +68,7 @@ const spread = (xs: number[]) => {
 };
 
 export async function run(): Promise<Figure[]> {
-  const bins = findRealBinaries([
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kubectl",
-    "source-controller",
-    "kustomize-controller",
-  ]);
+  const bins = findRealBinaries([...CONTROL_PLANE, ...FLUX_BINARIES]);
   if (!bins.built) {
     process.stderr.write(`flux-real: nothing measured, ${bins.message}\n`);
     return [];

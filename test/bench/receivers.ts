@@ -14,10 +14,8 @@
 import { availableParallelism, loadavg } from "node:os";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { readAudit } from "../real/applygate.js";
-import { type RealArgoCD, startRealArgoCD } from "../real/argocd.js";
-import { findRealBinaries } from "../real/binaries.js";
+import { findRealBinaries, RECEIVERS_BINARIES } from "../real/binaries.js";
 import { type RealCluster, startRealCluster } from "../real/cluster.js";
-import { type RealFlux, startRealFlux } from "../real/flux.js";
 import {
   argoApplygateSetup,
   argoWebhookSetup,
@@ -25,15 +23,9 @@ import {
   fluxReceiverSetup,
   POLL_MS,
   type Setup,
-  startApplygate,
+  startReceiverComponents,
 } from "../real/push-to-applied.js";
-import {
-  type ArgoCDServer,
-  createGithubReceiver,
-  type NotificationController,
-  startArgoCDServer,
-  startNotificationController,
-} from "../real/receivers.js";
+import { createGithubReceiver } from "../real/receivers.js";
 import type { Figure } from "./figure.js";
 
 const PUSHES = Number(process.env.RECEIVERS_BENCH_PUSHES ?? 20);
@@ -56,19 +48,7 @@ export function percentile(xs: number[], p: number): number {
 const step = (what: string) => process.stderr.write(`receivers ${new Date().toISOString()} ${what}\n`);
 
 export async function run(): Promise<Figure[]> {
-  const bins = findRealBinaries([
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kubectl",
-    "source-controller",
-    "kustomize-controller",
-    "notification-controller",
-    "argocd-application-controller",
-    "argocd-repo-server",
-    "argocd-server",
-    "kustomize",
-  ]);
+  const bins = findRealBinaries(RECEIVERS_BINARIES);
   if (!bins.built) {
     process.stderr.write(
       `\n!!! SKIPPED bench receivers (push → applied on the real components, nothing measured): ${bins.message}\n\n`,
@@ -77,25 +57,19 @@ export async function run(): Promise<Figure[]> {
   }
   let cluster: RealCluster | undefined;
   let git: GitServer | undefined;
-  let flux: RealFlux | undefined;
-  let nc: NotificationController | undefined;
-  let argocd: RealArgoCD | undefined;
-  let server: ArgoCDServer | undefined;
-  let applygate: Awaited<ReturnType<typeof startApplygate>> | undefined;
+  let components: Awaited<ReturnType<typeof startReceiverComponents>> | undefined;
   const setups: Setup[] = [];
   try {
     // RECEIVERS_KEEP=1 keeps the cluster's folder (every component's log, audit.log) for a look.
     cluster = await startRealCluster({ quiet: true, keep: Boolean(process.env.RECEIVERS_KEEP) });
     if (process.env.RECEIVERS_KEEP) step(`keeping ${cluster.dir}`);
     git = await startGitServer();
-    // applygate first: its install makes flux-system and argocd with the Secret its sidecars read.
-    applygate = await startApplygate(cluster, process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379");
-    flux = await startRealFlux(cluster, { quiet: true });
-    nc = await startNotificationController(cluster, { quiet: true });
-    // No timed refresh: only a push makes the controller look at Git.
-    argocd = await startRealArgoCD(cluster, { appResyncSeconds: 0, quiet: true });
-    server = await startArgoCDServer(cluster, argocd, { githubSecret: SECRET, quiet: true });
-    await applygate.startSidecars();
+    components = await startReceiverComponents(cluster, {
+      redisUrl: process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
+      secret: SECRET,
+      quiet: true,
+    });
+    const { nc, server, applygate } = components;
     const kc = cluster.kubeConfig();
     const ctx = { kc, git };
     const receiverUrl = nc.receiverUrl;
@@ -194,11 +168,7 @@ export async function run(): Promise<Figure[]> {
     return figures;
   } finally {
     for (const s of setups) await s.remove().catch(() => undefined);
-    await applygate?.stop();
-    await server?.stop();
-    await argocd?.stop();
-    await nc?.stop();
-    await flux?.stop();
+    await components?.stop();
     await cluster?.stop();
     await git?.close();
   }

@@ -5,48 +5,35 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { chmod, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
+import { KubeConfig } from "@kubernetes/client-node";
 import { Queue } from "bullmq";
 import pino from "pino";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { type AcceptedWrite, branchKey, QUEUES } from "../../queue/contract.js";
 import { objectPath } from "../../queue/git/layout.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { writePublishedKey } from "../../queue/keys.js";
-import { connectRedis, type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
+import { connectRedis } from "../../queue/redis.js";
 import { gitOk } from "../git/cli.js";
-import { type GitServer, startGitServer } from "../git/server.js";
 import { type Deployer, startDeployer } from "../playground/deployer.js";
-import { ensureRedisServer } from "../redis/install.js";
 import { untilWith } from "../support/wait.js";
-import {
-  auditByComponent,
-  auditProblems,
-  auditTable,
-  type ComponentName,
-  type Installed,
-  identitiesOf,
-  identityKubeconfig,
-  installApplygate,
-  installFluxCrds,
-  kubectl,
-  listeningAddresses,
-  type Running,
-  readAudit,
-  type SidecarKind,
-  startComponent,
-  startSidecar,
-} from "./applygate.js";
+import { identityKubeconfig, installFluxCrds, kubectl, listeningAddresses, readAudit } from "./applygate.js";
 import { CONTROL_PLANE, findRealBinaries } from "./binaries.js";
-import { type RealCluster, startRealCluster } from "./cluster.js";
+import { deployedSuite } from "./deployed.js";
+import {
+  applierGrantYaml,
+  gitProviderYaml,
+  gitTargetYaml,
+  secretYaml,
+  teamTokens,
+  webhookTeamYaml,
+} from "./tenant.js";
 
 const bins = findRealBinaries(CONTROL_PLANE);
 if (!bins.built) console.warn(`\n!!! SKIPPED test/real/applygate.real.test.ts: ${bins.message}\n`);
 
 const until = untilWith({ timeoutMs: 60_000, everyMs: 100, retryErrors: true });
-const COMPONENTS: ComponentName[] = ["gateway", "worker", "mirror"];
-const SIDECARS: SidecarKind[] = ["webhook", "flux"];
 const BASE_NAMESPACES = new Set([
   "default",
   "kube-system",
@@ -67,83 +54,37 @@ type Obj = {
 };
 
 describe.skipIf(!bins.built)("applygate as deployed on a real control plane", () => {
-  let cluster: RealCluster;
-  let redis: EmbeddedRedis;
-  let git: GitServer;
-  let installed: Installed;
-  const running: Partial<Record<ComponentName | SidecarKind, Running>> = {};
-  let identities: Record<string, string>;
-  let auditMark = 0;
-  let custom: CustomObjectsApi;
-  const cleanups: (() => Promise<void>)[] = [];
-
-  beforeAll(async () => {
-    redis = await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
-    git = await startGitServer();
-    // REAL_KEEP=1 keeps the cluster's folder (logs of every process, audit.log) after the run.
-    cluster = await startRealCluster({ keep: Boolean(process.env.REAL_KEEP) });
-    if (process.env.REAL_KEEP) console.log(`keeping ${cluster.dir}`);
-    custom = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
+  const d = deployedSuite({
+    components: ["gateway", "worker", "mirror"],
+    sidecars: ["webhook", "flux"],
     // Flux's own CRDs (no Flux runs here): the ApplierGrant test holds a Kustomization.
-    await installFluxCrds(cluster);
-    installed = await installApplygate(cluster, { redisUrl: redis.url, appliers: SIDECARS });
-    for (const c of COMPONENTS) running[c] = await startComponent(installed, c);
-    for (const k of SIDECARS) running[k] = await startSidecar(installed, k);
-    identities = await identitiesOf(installed, [...COMPONENTS, ...SIDECARS]);
-  }, 300_000);
-
-  afterAll(async () => {
-    for (const r of Object.values(running)) await r?.stop();
-    await cluster?.stop();
-    await git?.close();
-    if (redis && installed) {
-      const client = connectRedis(redis.url);
-      let cursor = "0";
-      do {
-        const [next, keys] = await client.scan(cursor, "MATCH", `${installed.prefix}*`, "COUNT", 1000);
-        cursor = next;
-        if (keys.length) await client.del(...keys);
-      } while (cursor !== "0");
-      client.disconnect();
-    }
-    await redis?.stop();
-  }, 120_000);
-
-  beforeEach(() => {
-    auditMark = readAudit(cluster.auditLogPath).end;
+    prepare: installFluxCrds,
+    // Namespaces reset before the audit check (what the components did during the test).
+    reset: async () => {
+      const namespaces = await d.core.listNamespace();
+      const made = (namespaces.items ?? [])
+        .map((n) => n.metadata!.name!)
+        .filter((n) => !BASE_NAMESPACES.has(n));
+      if (made.length) {
+        // As docs/install.md uninstalls: the claims first, each released by its sidecar.
+        for (const ns of made)
+          await kubectlOk([
+            "-n",
+            ns,
+            "delete",
+            "fluxclaims,argocdclaims,webhookclaims",
+            "--all",
+            "--wait=true",
+            "--timeout=60s",
+          ]);
+        const r = await kubectl(d.cluster, ["delete", "namespace", ...made, "--wait=true", "--timeout=90s"]);
+        expect(r.code, r.err).toBe(0);
+      }
+    },
+    setupTimeoutMs: 300_000,
   });
-
-  // Namespaces reset, then the audit check: what the components did during the test.
-  afterEach(async (ctx) => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-    const namespaces = await cluster.kubeConfig().makeApiClient(CoreV1Api).listNamespace();
-    const made = (namespaces.items ?? [])
-      .map((n) => n.metadata!.name!)
-      .filter((n) => !BASE_NAMESPACES.has(n));
-    if (made.length) {
-      // As docs/install.md uninstalls: the claims first, each released by its sidecar.
-      for (const ns of made)
-        await kubectlOk([
-          "-n",
-          ns,
-          "delete",
-          "fluxclaims,argocdclaims,webhookclaims",
-          "--all",
-          "--wait=true",
-          "--timeout=60s",
-        ]);
-      const r = await kubectl(cluster, ["delete", "namespace", ...made, "--wait=true", "--timeout=90s"]);
-      expect(r.code, r.err).toBe(0);
-    }
-    const audit = auditByComponent(readAudit(cluster.auditLogPath, auditMark).events, identities);
-    console.log(`API requests per component during "${ctx.task.name}":\n${auditTable(audit)}`);
-    const problems = auditProblems(audit);
-    expect(problems, `the audit log shows refusals of product components:\n${problems.join("\n")}`).toEqual(
-      [],
-    );
-    for (const [name, r] of Object.entries(running))
-      expect(r!.exitCodeNow(), `${name} is still running`).toBeNull();
-  }, 180_000);
+  const { running, cleanups } = d;
+  const kubectlOk = d.kubectlOk;
 
   // -------------------------------------------------------------------------------------------
 
@@ -190,17 +131,11 @@ describe.skipIf(!bins.built)("applygate as deployed on a real control plane", ()
       "--clusterrole=applygate-secret-watcher",
       "--serviceaccount=applygate-system:applygate-webhook",
     ]);
-    const kubeconfig = join(installed.dir, `${ns}-alice.kubeconfig`);
-    const username = await identityKubeconfig(cluster, ns, "alice", kubeconfig);
+    const kubeconfig = join(d.installed.dir, `${ns}-alice.kubeconfig`);
+    const username = await identityKubeconfig(d.cluster, ns, "alice", kubeconfig);
     const kc = new KubeConfig();
     kc.loadFromFile(kubeconfig);
     return { ns, kubeconfig, kc, username };
-  }
-
-  async function kubectlOk(args: string[], o?: Parameters<typeof kubectl>[2]) {
-    const r = await kubectl(cluster, args, o);
-    if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.out}${r.err}`);
-    return r.out;
   }
 
   const condition = (o: Obj, type: string) => o.status?.conditions?.find((c) => c.type === type);
@@ -225,10 +160,8 @@ describe.skipIf(!bins.built)("applygate as deployed on a real control plane", ()
     const t = await tenant();
     const repo = `repo-${t.ns}`;
     const folder = "apps/web";
-    const repoUrl = await git.createRepo(repo, { "README.md": "# team\n" });
-    const hookToken = randomBytes(16).toString("hex");
-    const intakeToken = randomBytes(16).toString("hex");
-    const hmacKey = randomBytes(16).toString("hex");
+    const repoUrl = await d.git.createRepo(repo, { "README.md": "# team\n" });
+    const tokens = teamTokens();
     // The deployer: its own ServiceAccount, allowed to apply ConfigMaps in the team's namespace.
     await kubectlOk(["-n", t.ns, "create", "serviceaccount", "deployer"]);
     await kubectlOk([
@@ -250,11 +183,11 @@ describe.skipIf(!bins.built)("applygate as deployed on a real control plane", ()
       `--serviceaccount=${t.ns}:deployer`,
     ]);
     const deployerKc = new KubeConfig();
-    const deployerPath = join(installed.dir, `${t.ns}-deployer.kubeconfig`);
-    await identityKubeconfig(cluster, t.ns, "deployer", deployerPath);
+    const deployerPath = join(d.installed.dir, `${t.ns}-deployer.kubeconfig`);
+    await identityKubeconfig(d.cluster, t.ns, "deployer", deployerPath);
     deployerKc.loadFromFile(deployerPath);
     const deployer = await startDeployer({
-      key: hmacKey,
+      key: tokens.hmacKey,
       folder,
       repoUrl,
       gatewayUrl: () => running.gateway!.url("http"),
@@ -266,52 +199,10 @@ describe.skipIf(!bins.built)("applygate as deployed on a real control plane", ()
     // Everything below by the namespace editor, with kubectl.
     await kubectlOk(["apply", "-f", "-"], {
       kubeconfig: t.kubeconfig,
-      input: `
-apiVersion: v1
-kind: Secret
-metadata: {name: hook, namespace: ${t.ns}}
-stringData: {token: ${hookToken}}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: intake, namespace: ${t.ns}}
-stringData: {token: ${intakeToken}}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: deployer-hmac, namespace: ${t.ns}}
-stringData: {hmacKey: ${hmacKey}}
----
-apiVersion: ${api}
-kind: GitProvider
-metadata: {name: repo, namespace: ${t.ns}}
-spec: {url: "${repoUrl}", type: gitea, webhookSecretRef: {name: hook}}
----
-apiVersion: ${api}
-kind: WebhookClaim
-metadata: {name: deployer, namespace: ${t.ns}}
-spec:
-  url: ${deployer.url}
-  insecure: true
-  secretRef: {name: deployer-hmac}
-  signature: generic-hmac
-  completion: {mode: callback, budgetSeconds: 60}
-  fieldManagers: [playground-deployer]
----
-apiVersion: ${api}
-kind: GitTarget
-metadata: {name: web, namespace: ${t.ns}}
-spec:
-  providerRef: {name: repo}
-  branch: main
-  path: ${folder}
-  claimRef: {kind: WebhookClaim, name: deployer}
-  intakeSecretRef: {name: intake}
-  commitWindow: {idleSeconds: 1, maxSeconds: 10}
-`,
+      input: webhookTeamYaml(t.ns, { repoUrl, folder, deployerUrl: deployer.url, ...tokens }),
     });
     const provider = await until(async () => {
-      const p = (await custom.getNamespacedCustomObject({
+      const p = (await d.custom.getNamespacedCustomObject({
         group: "applygate.dev",
         version: "v1alpha1",
         plural: "gitproviders",
@@ -320,15 +211,24 @@ spec:
       })) as Obj;
       return typeof p.status?.webhookPath === "string" && (p.status.webhookPath as string);
     }, "the gateway to write the GitProvider's webhook path");
-    const removeHook = git.addWebhook({
+    const removeHook = d.git.addWebhook({
       url: `${running.gateway!.url("http")}${provider}`,
-      secret: hookToken,
+      secret: tokens.hookToken,
     });
     cleanups.push(async () => removeHook());
-    return { ns: t.ns, kubeconfig: t.kubeconfig, repo, repoUrl, folder, intakeToken, deployer, key: hmacKey };
+    return {
+      ns: t.ns,
+      kubeconfig: t.kubeconfig,
+      repo,
+      repoUrl,
+      folder,
+      intakeToken: tokens.intakeToken,
+      deployer,
+      key: tokens.hmacKey,
+    };
   }
 
-  const gitDir = (repo: string) => join(git.root, `${repo}.git`);
+  const gitDir = (repo: string) => join(d.git.root, `${repo}.git`);
   const commits = async (repo: string) =>
     (await gitOk(["--git-dir", gitDir(repo), "log", "--format=%H %s", "main"])).split("\n").filter(Boolean);
   const fileAt = async (repo: string, path: string) =>
@@ -356,18 +256,12 @@ spec:
   }
 
   const clusterData = async (ns: string, name: string) =>
-    (
-      await cluster
-        .kubeConfig()
-        .makeApiClient(CoreV1Api)
-        .readNamespacedConfigMap({ name, namespace: ns })
-        .catch(() => undefined)
-    )?.data;
+    (await d.core.readNamespacedConfigMap({ name, namespace: ns }).catch(() => undefined))?.data;
 
   // -------------------------------------------------------------------------------------------
 
   it("installs cleanly: every object of the overlays accepted, the CRDs established", async () => {
-    for (const [overlay, out] of Object.entries(installed.applied)) {
+    for (const [overlay, out] of Object.entries(d.installed.applied)) {
       const lines = out.trim().split("\n");
       expect(
         lines.filter((l) => !/ serverside-applied$/.test(l)),
@@ -402,15 +296,15 @@ spec:
 
   it("starts every component as deployed; each is ready and listens on loopback only", async () => {
     for (const [name, r] of Object.entries(running)) {
-      expect(r!.username, name).toBe(identities[name]);
+      expect(r!.username, name).toBe(d.identities[name]);
       const readyz = await fetch(`${r!.readyUrl}/readyz`).then((res) => res.status);
       expect(readyz, `${name} /readyz`).toBe(200);
       for (const port of Object.values(r!.ports))
         expect(listeningAddresses(port), `${name} port ${port}`).toEqual(["127.0.0.1"]);
     }
     // Each one is its ServiceAccount on the API server, never an admin.
-    const events = readAudit(cluster.auditLogPath).events;
-    for (const [name, username] of Object.entries(identities)) {
+    const events = readAudit(d.cluster.auditLogPath).events;
+    for (const [name, username] of Object.entries(d.identities)) {
       const own = events.filter((e) => e.user.username === username);
       expect(own.length, `${name} made requests as ${username}`).toBeGreaterThan(0);
       expect(own.every((e) => !(e.user.groups ?? []).includes("system:masters"))).toBe(true);
@@ -433,7 +327,7 @@ spec:
     // The worker sends the apply for that commit; the deployer applies it with its own identity.
     await until(async () => (await clusterData(t.ns, "settings"))?.color === "blue", "the deployer's apply");
     expect(t.deployer.applies.at(-1)).toBe(after[0]!.split(" ")[0]);
-    const claim = (await custom.getNamespacedCustomObject({
+    const claim = (await d.custom.getNamespacedCustomObject({
       group: "applygate.dev",
       version: "v1alpha1",
       plural: "webhookclaims",
@@ -464,7 +358,7 @@ data: {greeting: hello}
     });
     // The rule is Ready and the ConfigMap's initial state is in Git.
     await until(async () => {
-      const rule = (await custom.getNamespacedCustomObject({
+      const rule = (await d.custom.getNamespacedCustomObject({
         group: "applygate.dev",
         version: "v1alpha1",
         plural: "watchrules",
@@ -480,7 +374,7 @@ data: {greeting: hello}
     await until(async () => t.deployer.applies.length > 0, "the apply of the snapshot");
     const before = await commits(t.repo);
 
-    const editor = join(installed.dir, `${t.ns}-editor.sh`);
+    const editor = join(d.installed.dir, `${t.ns}-editor.sh`);
     await writeFile(editor, "#!/bin/sh\nsed -i 's/greeting: hello/greeting: edited/' \"$1\"\n");
     await chmod(editor, 0o755);
     await kubectlOk(["-n", t.ns, "edit", "configmap", "web"], {
@@ -500,7 +394,7 @@ data: {greeting: hello}
 
     // A push by somebody else that the deployer applies: its write is the applier's own, kept out
     // of Git (Git holds its content already).
-    const work = join(installed.dir, `${t.ns}-clone`);
+    const work = join(d.installed.dir, `${t.ns}-clone`);
     await gitOk(["clone", "-q", t.repoUrl, work]);
     const file = join(work, cmPath(t, "web"));
     await writeFile(file, (await readFile(file, "utf8")).replace("greeting: edited", "greeting: pushed"));
@@ -531,8 +425,8 @@ data: {greeting: hello}
         save: true,
       }),
     ).toMatchObject({ status: 200 });
-    const client = connectRedis(redis.url);
-    const branches = new Queue(QUEUES.branches, { connection: client, prefix: installed.prefix });
+    const client = connectRedis(d.redis.url);
+    const branches = new Queue(QUEUES.branches, { connection: client, prefix: d.installed.prefix });
     const poison: AcceptedWrite = {
       id: `w-${randomUUID()}`,
       target: { namespace: t.ns, name: "web" },
@@ -553,14 +447,14 @@ data: {greeting: hello}
       ],
     };
     try {
-      expect((await acceptWrite(client, installed.prefix, poison, branches)).accepted).toBe(true);
+      expect((await acceptWrite(client, d.installed.prefix, poison, branches)).accepted).toBe(true);
       const later = await postWrite(t, {
         changes: [{ op: "upsert", object: configMap(t.ns, "after", { n: "2" }) }],
         author,
         save: true,
       });
       expect(later).toMatchObject({ status: 200, body: { published: true } });
-      expect(await client.get(writePublishedKey(installed.prefix, poison.id))).toMatch(
+      expect(await client.get(writePublishedKey(d.installed.prefix, poison.id))).toMatch(
         /^refused: Unstorable: /,
       );
     } finally {
@@ -580,7 +474,7 @@ data: {greeting: hello}
 
   it("refuses a claim naming another namespace's Kustomization until an ApplierGrant there allows it", async () => {
     const t = await tenant();
-    const repoUrl = await git.createRepo(`platform-${t.ns}`, { "README.md": "# platform\n" });
+    const repoUrl = await d.git.createRepo(`platform-${t.ns}`, { "README.md": "# platform\n" });
     await kubectlOk(["apply", "--server-side", "-f", "-"], {
       input: `
 apiVersion: source.toolkit.fluxcd.io/v1
@@ -599,8 +493,15 @@ spec:
 `,
     });
     cleanups.push(async () => {
-      await kubectl(cluster, ["-n", "flux-system", "delete", "kustomization", "infra", "--ignore-not-found"]);
-      await kubectl(cluster, [
+      await kubectl(d.cluster, [
+        "-n",
+        "flux-system",
+        "delete",
+        "kustomization",
+        "infra",
+        "--ignore-not-found",
+      ]);
+      await kubectl(d.cluster, [
         "-n",
         "flux-system",
         "delete",
@@ -608,38 +509,27 @@ spec:
         "platform",
         "--ignore-not-found",
       ]);
-      await kubectl(cluster, ["-n", "flux-system", "delete", "appliergrant", t.ns, "--ignore-not-found"]);
+      await kubectl(d.cluster, ["-n", "flux-system", "delete", "appliergrant", t.ns, "--ignore-not-found"]);
     });
     await kubectlOk(["apply", "-f", "-"], {
       kubeconfig: t.kubeconfig,
-      input: `
-apiVersion: v1
-kind: Secret
-metadata: {name: hook, namespace: ${t.ns}}
-stringData: {token: ${randomBytes(8).toString("hex")}}
----
-apiVersion: ${api}
-kind: GitProvider
-metadata: {name: repo, namespace: ${t.ns}}
-spec: {url: "${repoUrl}", type: gitea, webhookSecretRef: {name: hook}}
----
-apiVersion: ${api}
+      input: [
+        secretYaml(t.ns, "hook", { token: randomBytes(8).toString("hex") }),
+        gitProviderYaml(t.ns, repoUrl),
+        `apiVersion: ${api}
 kind: FluxClaim
 metadata: {name: infra, namespace: ${t.ns}}
 spec: {kustomizationRef: {name: infra, namespace: flux-system}}
----
-apiVersion: ${api}
-kind: GitTarget
-metadata: {name: infra, namespace: ${t.ns}}
-spec:
-  providerRef: {name: repo}
-  branch: main
-  path: apps/team
-  claimRef: {kind: FluxClaim, name: infra}
 `,
+        gitTargetYaml(t.ns, {
+          name: "infra",
+          folder: "apps/team",
+          claim: { kind: "FluxClaim", name: "infra" },
+        }),
+      ].join("---\n"),
     });
     const claim = async () =>
-      (await custom.getNamespacedCustomObject({
+      (await d.custom.getNamespacedCustomObject({
         group: "applygate.dev",
         version: "v1alpha1",
         plural: "fluxclaims",
@@ -647,7 +537,7 @@ spec:
         name: "infra",
       })) as Obj;
     const ks = async () =>
-      (await custom.getNamespacedCustomObject({
+      (await d.custom.getNamespacedCustomObject({
         group: "kustomize.toolkit.fluxcd.io",
         version: "v1",
         plural: "kustomizations",
@@ -663,15 +553,8 @@ spec:
     expect((await ks()).spec?.suspend).toBeUndefined();
 
     // The namespace editor may not grant herself flux-system's applier.
-    const grant = `
-apiVersion: ${api}
-kind: ApplierGrant
-metadata: {name: ${t.ns}, namespace: flux-system}
-spec:
-  from: [{namespace: ${t.ns}, kind: FluxClaim}]
-  to: [{name: infra}]
-`;
-    const denied = await kubectl(cluster, ["apply", "-f", "-"], { kubeconfig: t.kubeconfig, input: grant });
+    const grant = applierGrantYaml("flux-system", { from: t.ns, kind: "FluxClaim", name: "infra" });
+    const denied = await kubectl(d.cluster, ["apply", "-f", "-"], { kubeconfig: t.kubeconfig, input: grant });
     expect(denied.code).not.toBe(0);
     expect(denied.err).toMatch(/forbidden/i);
 

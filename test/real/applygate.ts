@@ -29,6 +29,7 @@ import { AppsV1Api, CoreV1Api } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { gatewaySettings } from "../../gateway/main.js";
 import type { Settings } from "../../queue/config.js";
+import { connectRedis } from "../../queue/redis.js";
 import { workerSettings } from "../../queue/worker-main.js";
 import { sidecarSettings } from "../../sidecar/main.js";
 import { mirrorSettings } from "../../sidecar/mirror/main.js";
@@ -263,6 +264,16 @@ async function kubectlOk(cluster: RealCluster, args: string[], o?: Parameters<ty
   return r;
 }
 
+/** kubectl's arguments that wait until every CRD of applygate is established. */
+export const WAIT_CRDS_ESTABLISHED = [
+  "wait",
+  "--for=condition=Established",
+  "crd",
+  "-l",
+  "app.kubernetes.io/part-of=applygate",
+  "--timeout=60s",
+];
+
 /**
  * Installs applygate as docs/install.md does: the Secret applygate-redis in each namespace that
  * reads it, then `kubectl apply --server-side -k` of the base and of each applier's overlay.
@@ -293,15 +304,20 @@ export async function installApplygate(cluster: RealCluster, o: InstallOptions):
     const r = await kubectlOk(cluster, ["apply", "--server-side", "-k", overlay]);
     applied[overlay] = `${r.out}${r.err}`;
   }
-  await kubectlOk(cluster, [
-    "wait",
-    "--for=condition=Established",
-    "crd",
-    "-l",
-    "app.kubernetes.io/part-of=applygate",
-    "--timeout=60s",
-  ]);
+  await kubectlOk(cluster, WAIT_CRDS_ESTABLISHED);
   return { cluster, app, prefix, redisUrl: o.redisUrl, applied, dir, appliers };
+}
+
+/** Deletes the install's keys (under its prefix: others may share the Redis). */
+export async function deleteInstallKeys(installed: Pick<Installed, "redisUrl" | "prefix">): Promise<void> {
+  const client = connectRedis(installed.redisUrl);
+  let cursor = "0";
+  do {
+    const [next, keys] = await client.scan(cursor, "MATCH", `${installed.prefix}*`, "COUNT", 1000);
+    cursor = next;
+    if (keys.length) await client.del(...keys);
+  } while (cursor !== "0");
+  client.disconnect();
 }
 
 // ---------------------------------------------------------------------------------------------

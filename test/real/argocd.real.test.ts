@@ -8,14 +8,8 @@ import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { untilWith } from "../support/wait.js";
-import {
-  ARGOCD_BINARIES,
-  argoApplication,
-  createApplication,
-  type RealArgoCD,
-  startRealArgoCD,
-} from "./argocd.js";
-import { CONTROL_PLANE, findRealBinaries } from "./binaries.js";
+import { argoApplication, createApplication, type RealArgoCD, startRealArgoCD } from "./argocd.js";
+import { ARGOCD_BINARIES, CONTROL_PLANE, findRealBinaries } from "./binaries.js";
 import { type RealCluster, startRealCluster } from "./cluster.js";
 
 const bins = findRealBinaries([...CONTROL_PLANE, ...ARGOCD_BINARIES]);

@@ -21,17 +21,8 @@ import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from
 import { parseAllDocuments, stringify } from "yaml";
 import { type RestartableRedis, restartableRedis } from "../redis/restartable.js";
 import { until } from "../support/wait.js";
-import { findRealBinaries, type RealBinary } from "./binaries.js";
-import {
-  freePort,
-  kubeconfigYaml,
-  logTail,
-  type Proc,
-  probeQuietly,
-  type RealCluster,
-  readyOrExit,
-  startProcess,
-} from "./cluster.js";
+import { ARGOCD_BINARIES, findRealBinaries } from "./binaries.js";
+import { kubeconfigYaml, logTail, type Proc, type RealCluster, startReady, stopProcess } from "./cluster.js";
 import { upstreamModule } from "./upstream.js";
 
 const execFileAsync = promisify(execFile);
@@ -41,14 +32,6 @@ export const ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3";
 const GROUP = "argoproj.io";
 const VERSION = "v1alpha1";
 const HOST = "127.0.0.1";
-
-/** What the real tier needs built to run Argo CD. */
-export const ARGOCD_BINARIES: RealBinary[] = [
-  "argocd-application-controller",
-  "argocd-repo-server",
-  "kustomize",
-  "kubectl",
-];
 
 /** The install objects we create; the workloads and their network objects we run ourselves. */
 const INSTALLED_KINDS = new Set([
@@ -152,6 +135,28 @@ async function kubectl(bin: string, kubeconfig: string, args: string[]): Promise
   }
 }
 
+/** A kubeconfig holding a 6 h TokenRequest token of ServiceAccount `name` in argocd. */
+export async function serviceAccountKubeconfig(
+  cluster: RealCluster,
+  name: string,
+  file: string,
+): Promise<void> {
+  const namespace = ARGOCD_NAMESPACE;
+  const issued = await cluster
+    .kubeConfig()
+    .makeApiClient(CoreV1Api)
+    .createNamespacedServiceAccountToken({
+      name,
+      namespace,
+      body: { spec: { audiences: [], expirationSeconds: 6 * 3600 } },
+    });
+  const token = issued.status?.token;
+  if (!token) throw new Error(`TokenRequest for ${name} returned no token`);
+  await writeFile(file, kubeconfigYaml(cluster.server, cluster.caPem, name, token, namespace), {
+    mode: 0o600,
+  });
+}
+
 export async function startRealArgoCD(
   cluster: RealCluster,
   options: RealArgoCDOptions = {},
@@ -164,13 +169,7 @@ export async function startRealArgoCD(
   const procs: Proc[] = [];
   let redis: RestartableRedis | undefined;
   const stop = async (): Promise<void> => {
-    for (const p of [...procs].reverse()) {
-      if (p.child.exitCode !== null || p.child.signalCode !== null) continue;
-      p.child.kill("SIGTERM");
-      const killer = setTimeout(() => p.child.kill("SIGKILL"), 10_000);
-      await p.exited;
-      clearTimeout(killer);
-    }
+    for (const p of [...procs].reverse()) await stopProcess(p, 10_000);
     procs.length = 0;
     await redis?.remove();
     redis = undefined;
@@ -238,19 +237,8 @@ export async function startRealArgoCD(
       });
 
     // The controller's identity: its ServiceAccount's token, as a projected token would give it.
-    const issued = await core.createNamespacedServiceAccountToken({
-      name: "argocd-application-controller",
-      namespace,
-      body: { spec: { audiences: [], expirationSeconds: 6 * 3600 } },
-    });
-    const token = issued.status?.token;
-    if (!token) throw new Error("TokenRequest for argocd-application-controller returned no token");
     const controllerKubeconfigPath = join(dir, "argocd-application-controller.kubeconfig");
-    await writeFile(
-      controllerKubeconfigPath,
-      kubeconfigYaml(cluster.server, cluster.caPem, "argocd-application-controller", token, namespace),
-      { mode: 0o600 },
-    );
+    await serviceAccountKubeconfig(cluster, "argocd-application-controller", controllerKubeconfigPath);
     const installMs = Date.now() - t0;
 
     redis = await restartableRedis({ persist: false });
@@ -273,14 +261,15 @@ export async function startRealArgoCD(
     };
 
     let repoServer = "";
-    let repoServerProc: Proc | undefined;
-    for (let attempt = 1; !repoServerProc; attempt++) {
-      const [port, metricsPort] = [await freePort(), await freePort()];
-      repoServer = `${HOST}:${port}`;
-      const p = startProcess(
-        "argocd-repo-server",
-        bins.path("argocd-repo-server"),
-        [
+    const repoServerProc = await startReady({
+      name: "argocd-repo-server",
+      bin: bins.path("argocd-repo-server"),
+      dir,
+      env,
+      ports: 2,
+      args: ([port, metricsPort]) => {
+        repoServer = `${HOST}:${port}`;
+        return [
           `--address=${HOST}`,
           `--port=${port}`,
           `--metrics-address=${HOST}`,
@@ -293,24 +282,13 @@ export async function startRealArgoCD(
           ...(options.revisionCacheSeconds !== undefined
             ? [`--revision-cache-expiration=${options.revisionCacheSeconds}s`]
             : []),
-        ],
-        dir,
-        env,
-      );
-      try {
-        await readyOrExit(
-          p,
-          probeQuietly(async () => (await fetch(`http://${HOST}:${metricsPort}/healthz?full=true`)).ok),
-          timeoutMs,
-        );
-        repoServerProc = p;
-      } catch (err) {
-        if (attempt < 3 && /address already in use/i.test(logTail(p, 200))) continue;
-        procs.push(p);
-        throw err;
-      }
-    }
-    procs.push(repoServerProc);
+        ];
+      },
+      ready: async ([, metricsPort]) => (await fetch(`http://${HOST}:${metricsPort}/healthz?full=true`)).ok,
+      timeoutMs,
+      killAfterMs: 10_000,
+    });
+    procs.push(repoServerProc.proc);
     const repoServerMs = Date.now() - t0;
 
     // The controller's metrics listener binds 0.0.0.0 whatever we ask (controller/appcontroller.go
@@ -318,14 +296,15 @@ export async function startRealArgoCD(
     let controllerMetrics = "";
     let controllerOptions: ControllerOptions = options;
     const startController = async (): Promise<void> => {
-      let controllerProc: Proc | undefined;
-      for (let attempt = 1; !controllerProc; attempt++) {
-        const metricsPort = await freePort();
-        controllerMetrics = `http://${HOST}:${metricsPort}`;
-        const p = startProcess(
-          "argocd-application-controller",
-          bins.path("argocd-application-controller"),
-          [
+      const controller = await startReady({
+        name: "argocd-application-controller",
+        bin: bins.path("argocd-application-controller"),
+        dir,
+        env: { ...env, ARGOCD_FAKE_IN_CLUSTER: "true", KUBECONFIG: controllerKubeconfigPath },
+        ports: 1,
+        args: ([metricsPort]) => {
+          controllerMetrics = `http://${HOST}:${metricsPort}`;
+          return [
             `--kubeconfig=${controllerKubeconfigPath}`,
             `--namespace=${namespace}`,
             `--repo-server=${repoServer}`,
@@ -334,34 +313,19 @@ export async function startRealArgoCD(
             `--metrics-port=${metricsPort}`,
             "--loglevel=info",
             ...controllerArgs(controllerOptions),
-          ],
-          dir,
-          { ...env, ARGOCD_FAKE_IN_CLUSTER: "true", KUBECONFIG: controllerKubeconfigPath },
-        );
-        try {
-          await readyOrExit(
-            p,
-            probeQuietly(async () => (await fetch(`${controllerMetrics}/healthz`)).ok),
-            timeoutMs,
-          );
-          controllerProc = p;
-        } catch (err) {
-          if (attempt < 3 && /address already in use/i.test(logTail(p, 200))) continue;
-          procs.push(p);
-          throw err;
-        }
-      }
-      procs.push(controllerProc);
+          ];
+        },
+        ready: async () => (await fetch(`${controllerMetrics}/healthz`)).ok,
+        timeoutMs,
+        killAfterMs: 10_000,
+      });
+      procs.push(controller.proc);
     };
     const stopController = async (): Promise<void> => {
       const p = procs.find((x) => x.name === "argocd-application-controller");
       if (!p) return;
       procs.splice(procs.indexOf(p), 1);
-      if (p.child.exitCode !== null || p.child.signalCode !== null) return;
-      p.child.kill("SIGTERM");
-      const killer = setTimeout(() => p.child.kill("SIGKILL"), 10_000);
-      await p.exited;
-      clearTimeout(killer);
+      await stopProcess(p, 10_000);
     };
     await startController();
     const readyMs = { install: installMs, repoServer: repoServerMs, controller: Date.now() - t0 };

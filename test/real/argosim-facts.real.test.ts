@@ -12,8 +12,8 @@ import {
 } from "../cluster/argosim/facts.js";
 import { DEFAULT_KNOBS } from "../cluster/argosim/index.js";
 import { until } from "../support/wait.js";
-import { ARGOCD_BINARIES, type RealArgoCD, startRealArgoCD } from "./argocd.js";
-import { CONTROL_PLANE, findRealBinaries } from "./binaries.js";
+import { type RealArgoCD, startRealArgoCD } from "./argocd.js";
+import { ARGOCD_BINARIES, CONTROL_PLANE, findRealBinaries } from "./binaries.js";
 import { type RealCluster, startRealCluster } from "./cluster.js";
 
 const GROUP = "argoproj.io";

@@ -33,6 +33,26 @@ export type RealBinaries =
 
 export const CONTROL_PLANE: RealBinary[] = ["etcd", "kube-apiserver", "kube-controller-manager"];
 
+/** What the real tier needs built to run Flux (test/real/flux.ts). */
+export const FLUX_BINARIES: RealBinary[] = ["source-controller", "kustomize-controller", "kubectl"];
+
+/** What the real tier needs built to run Argo CD (test/real/argocd.ts). */
+export const ARGOCD_BINARIES: RealBinary[] = [
+  "argocd-application-controller",
+  "argocd-repo-server",
+  "kustomize",
+  "kubectl",
+];
+
+/** Every receiver's setup beside applygate (test/real/push-to-applied.ts). */
+export const RECEIVERS_BINARIES: RealBinary[] = [
+  ...CONTROL_PLANE,
+  ...FLUX_BINARIES,
+  "notification-controller",
+  ...ARGOCD_BINARIES,
+  "argocd-server",
+];
+
 /**
  * The binaries of the current build, or which of those `needed` (default: all) are missing and the
  * one command that builds them.

@@ -151,6 +151,57 @@ export async function readyOrExit(p: Proc, probe: () => Promise<boolean>, timeou
 
 export const probeQuietly = (probe: () => Promise<boolean>) => () => probe().catch(() => false);
 
+/** SIGTERM, then SIGKILL after `killAfterMs`; nothing for a process that has ended. */
+export async function stopProcess(p: Proc, killAfterMs: number): Promise<void> {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+  p.child.kill("SIGTERM");
+  const killer = setTimeout(() => p.child.kill("SIGKILL"), killAfterMs);
+  await p.exited;
+  clearTimeout(killer);
+}
+
+const isPortClash = (p: Proc): boolean => /address already in use/i.test(logTail(p, 200));
+
+export interface ReadyStart {
+  name: string;
+  bin: string;
+  dir: string;
+  env?: NodeJS.ProcessEnv;
+  /** How many fresh loopback ports `args` and `ready` are given. */
+  ports: number;
+  args: (ports: number[]) => string[];
+  /** Whether it is ready (an error counts as not yet). */
+  ready: (ports: number[], p: Proc) => Promise<boolean>;
+  timeoutMs: number;
+  /** How long a stop waits after SIGTERM before SIGKILL. */
+  killAfterMs: number;
+}
+
+/**
+ * Starts a process on fresh ports and waits until it is ready; when another process took one of
+ * its ports between our look and its bind, again on others (three attempts in all). A process
+ * that does not get ready is stopped, and the error thrown names its log's tail.
+ */
+export async function startReady(o: ReadyStart): Promise<{ proc: Proc; ports: number[] }> {
+  for (let attempt = 1; ; attempt++) {
+    const ports: number[] = [];
+    for (let i = 0; i < o.ports; i++) ports.push(await freePort());
+    const p = startProcess(o.name, o.bin, o.args(ports), o.dir, o.env);
+    try {
+      await readyOrExit(
+        p,
+        probeQuietly(() => o.ready(ports, p)),
+        o.timeoutMs,
+      );
+      return { proc: p, ports };
+    } catch (err) {
+      await stopProcess(p, o.killAfterMs);
+      if (attempt < 3 && isPortClash(p)) continue;
+      throw err;
+    }
+  }
+}
+
 function httpsGet(url: string, ca: string, token: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { ca, headers: { authorization: `Bearer ${token}` }, timeout: 5_000 }, (res) => {
@@ -192,8 +243,6 @@ async function clusterDir(): Promise<string> {
   return mkdtemp(join(base, "applygate-real-"));
 }
 
-const isPortClash = (p: Proc): boolean => /address already in use/i.test(logTail(p, 200));
-
 export async function startRealCluster(options: RealClusterOptions = {}): Promise<RealCluster> {
   const bins = findRealBinaries(CONTROL_PLANE);
   if (!bins.built) throw new Error(bins.message);
@@ -201,13 +250,7 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
   const dir = await clusterDir();
   const procs: Proc[] = [];
   const stop = async (): Promise<void> => {
-    for (const p of [...procs].reverse()) {
-      if (p.child.exitCode !== null || p.child.signalCode !== null) continue;
-      p.child.kill("SIGTERM");
-      const killer = setTimeout(() => p.child.kill("SIGKILL"), 15_000);
-      await p.exited;
-      clearTimeout(killer);
-    }
+    for (const p of [...procs].reverse()) await stopProcess(p, 15_000);
     if (!options.keep) await rm(dir, { recursive: true, force: true });
   };
 
@@ -228,16 +271,16 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
     await mkdir(join(dir, "pki"));
 
     // etcd: a port another process grabbed between our look and etcd's bind is retried on others.
-    let etcd: Proc | undefined;
     let etcdUrl = "";
-    for (let attempt = 1; !etcd; attempt++) {
-      const [client, peer] = [await freePort(), await freePort()];
-      etcdUrl = `http://${HOST}:${client}`;
-      const peerUrl = `http://${HOST}:${peer}`;
-      const p = startProcess(
-        "etcd",
-        bins.path("etcd"),
-        [
+    const etcd = await startReady({
+      name: "etcd",
+      bin: bins.path("etcd"),
+      dir,
+      ports: 2,
+      args: ([client, peer]) => {
+        etcdUrl = `http://${HOST}:${client}`;
+        const peerUrl = `http://${HOST}:${peer}`;
+        return [
           "--name=default",
           `--data-dir=${join(dir, "etcd")}`,
           `--listen-client-urls=${etcdUrl}`,
@@ -247,29 +290,18 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
           `--initial-cluster=default=${peerUrl}`,
           "--unsafe-no-fsync",
           "--log-level=warn",
-        ],
-        dir,
-      );
-      try {
-        await readyOrExit(
-          p,
-          probeQuietly(async () => {
-            const res = await fetch(`${etcdUrl}/health`);
-            return res.ok && ((await res.json()) as { health?: string }).health === "true";
-          }),
-          timeoutMs,
-        );
-        etcd = p;
-      } catch (err) {
-        if (attempt < 3 && isPortClash(p)) continue;
-        procs.push(p);
-        throw err;
-      }
-    }
-    procs.push(etcd);
+        ];
+      },
+      ready: async () => {
+        const res = await fetch(`${etcdUrl}/health`);
+        return res.ok && ((await res.json()) as { health?: string }).health === "true";
+      },
+      timeoutMs,
+      killAfterMs: 15_000,
+    });
+    procs.push(etcd.proc);
     const etcdReady = Date.now() - t0;
 
-    let apiserver: Proc | undefined;
     let server = "";
     let caPem = "";
     const apiserverArgs = (port: number): string[] => [
@@ -292,31 +324,28 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
       "--profiling=false",
     ];
     const certFile = join(dir, "pki", "apiserver.crt");
-    const apiserverReady = (p: Proc) =>
-      readyOrExit(
-        p,
-        probeQuietly(async () => {
-          if (!existsSync(certFile)) return false;
-          // The self-signed serving certificate is written followed by its CA: a CA bundle.
-          caPem = await readFile(certFile, "utf8");
-          const res = await httpsGet(`${server}/readyz`, caPem, adminToken);
-          return res.status === 200;
-        }),
+    const apiserverServes = async () => {
+      if (!existsSync(certFile)) return false;
+      // The self-signed serving certificate is written followed by its CA: a CA bundle.
+      caPem = await readFile(certFile, "utf8");
+      const res = await httpsGet(`${server}/readyz`, caPem, adminToken);
+      return res.status === 200;
+    };
+    let apiserver = (
+      await startReady({
+        name: "kube-apiserver",
+        bin: bins.path("kube-apiserver"),
+        dir,
+        ports: 1,
+        args: ([port]) => {
+          server = `https://${HOST}:${port}`;
+          return apiserverArgs(port!);
+        },
+        ready: apiserverServes,
         timeoutMs,
-      );
-    for (let attempt = 1; !apiserver; attempt++) {
-      const port = await freePort();
-      server = `https://${HOST}:${port}`;
-      const p = startProcess("kube-apiserver", bins.path("kube-apiserver"), apiserverArgs(port), dir);
-      try {
-        await apiserverReady(p);
-        apiserver = p;
-      } catch (err) {
-        if (attempt < 3 && isPortClash(p)) continue;
-        procs.push(p);
-        throw err;
-      }
-    }
+        killAfterMs: 15_000,
+      })
+    ).proc;
     procs.push(apiserver);
     const apiserverReadyMs = Date.now() - t0;
 
@@ -385,7 +414,7 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
       processes: procs.map((p) => ({ name: p.name, pid: p.child.pid ?? 0 })),
       kubeConfig,
       restartApiServer: async () => {
-        const old = apiserver!;
+        const old = apiserver;
         // Killed, as in a crash: a graceful stop waits up to a minute for the open watches.
         old.child.kill("SIGKILL");
         await old.exited;
@@ -398,7 +427,7 @@ export async function startRealCluster(options: RealClusterOptions = {}): Promis
         );
         procs.splice(procs.indexOf(old), 1, p);
         apiserver = p;
-        await apiserverReady(p);
+        await readyOrExit(p, probeQuietly(apiserverServes), timeoutMs);
       },
       stop,
     };

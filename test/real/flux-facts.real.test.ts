@@ -5,19 +5,12 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { describeFluxFacts } from "../cluster/fluxsim/facts.js";
 import { startGitServer } from "../git/server.js";
 import { until } from "../support/wait.js";
-import { findRealBinaries } from "./binaries.js";
+import { CONTROL_PLANE, FLUX_BINARIES, findRealBinaries } from "./binaries.js";
 import { startRealCluster } from "./cluster.js";
 import { startRealFlux } from "./flux.js";
 import { type FluxLog, readFluxLog } from "./flux-log.js";
 
-const bins = findRealBinaries([
-  "etcd",
-  "kube-apiserver",
-  "kube-controller-manager",
-  "kubectl",
-  "source-controller",
-  "kustomize-controller",
-]);
+const bins = findRealBinaries([...CONTROL_PLANE, ...FLUX_BINARIES]);
 if (!bins.built) console.warn(`\n!!! SKIPPED test/real/flux-facts.real.test.ts: ${bins.message}\n`);
 
 describeFluxFacts({

@@ -7,19 +7,12 @@ import { GitPeer } from "../git/peer.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { processAlive } from "../support/machine-lock.js";
 import { until } from "../support/wait.js";
-import { findRealBinaries } from "./binaries.js";
+import { CONTROL_PLANE, FLUX_BINARIES, findRealBinaries } from "./binaries.js";
 import { type RealCluster, startRealCluster } from "./cluster.js";
 import { createGitSource, GIT_REPOSITORIES, KUSTOMIZATIONS, type RealFlux, startRealFlux } from "./flux.js";
 import { readFluxLog } from "./flux-log.js";
 
-const bins = findRealBinaries([
-  "etcd",
-  "kube-apiserver",
-  "kube-controller-manager",
-  "kubectl",
-  "source-controller",
-  "kustomize-controller",
-]);
+const bins = findRealBinaries([...CONTROL_PLANE, ...FLUX_BINARIES]);
 if (!bins.built) console.warn(`\n!!! SKIPPED test/real/flux.real.test.ts: ${bins.message}\n`);
 
 const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);

@@ -17,16 +17,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from "@kubernetes/client-node";
 import { parseAllDocuments, stringify } from "yaml";
-import { findRealBinaries } from "./binaries.js";
-import {
-  freePort,
-  kubeconfigYaml,
-  type Proc,
-  probeQuietly,
-  type RealCluster,
-  readyOrExit,
-  startProcess,
-} from "./cluster.js";
+import { FLUX_BINARIES, findRealBinaries } from "./binaries.js";
+import { kubeconfigYaml, type Proc, type RealCluster, startReady, stopProcess } from "./cluster.js";
 import { type UpstreamModule, upstreamModule } from "./upstream.js";
 
 const execFileAsync = promisify(execFile);
@@ -129,6 +121,50 @@ export async function serviceAccountKubeconfig(
   await writeFile(file, kubeconfigYaml(cluster.server, cluster.caPem, user, token), { mode: 0o600 });
 }
 
+/**
+ * A Flux controller as Flux's install runs it: under its ServiceAccount in flux-system (a
+ * TokenRequest token), leader election off, watching every namespace, JSON logs, on fresh loopback
+ * ports (metrics and health first, then those of `args`); ready once it answers /readyz and
+ * `controller`'s workers run.
+ */
+export async function startFluxController(
+  cluster: RealCluster,
+  o: {
+    name: string;
+    bin: string;
+    dir: string;
+    ports: number;
+    args: (ports: number[]) => string[];
+    controller: string;
+    timeoutMs: number;
+  },
+): Promise<{ proc: Proc; ports: number[] }> {
+  const kubeconfig = join(o.dir, `${o.name}.kubeconfig`);
+  await serviceAccountKubeconfig(cluster, o.name, kubeconfig);
+  return startReady({
+    name: o.name,
+    bin: o.bin,
+    dir: o.dir,
+    env: { KUBECONFIG: kubeconfig, RUNTIME_NAMESPACE: FLUX_NAMESPACE },
+    ports: o.ports,
+    args: (ports) => [
+      `--metrics-addr=${HOST}:${ports[0]}`,
+      `--health-addr=${HOST}:${ports[1]}`,
+      "--enable-leader-election=false",
+      "--watch-all-namespaces=true",
+      "--log-encoding=json",
+      "--log-level=info",
+      ...o.args(ports),
+    ],
+    ready: async (ports, p) => {
+      const res = await fetch(`http://${HOST}:${ports[1]}/readyz`);
+      return res.ok && (await workersStarted(p.logPath, o.controller)());
+    },
+    timeoutMs: o.timeoutMs,
+    killAfterMs: 15_000,
+  });
+}
+
 /** True once controller-runtime logged that `controller`'s workers run (its caches synced). */
 export const workersStarted = (logPath: string, controller: string) => async (): Promise<boolean> => {
   const text = await readFile(logPath, "utf8");
@@ -138,7 +174,7 @@ export const workersStarted = (logPath: string, controller: string) => async ():
 };
 
 export async function startRealFlux(cluster: RealCluster, options: RealFluxOptions = {}): Promise<RealFlux> {
-  const bins = findRealBinaries(["source-controller", "kustomize-controller", "kubectl"]);
+  const bins = findRealBinaries(FLUX_BINARIES);
   if (!bins.built) throw new Error(bins.message);
   const timeoutMs = options.readyTimeoutMs ?? 120_000;
   const t0 = Date.now();
@@ -184,59 +220,25 @@ export async function startRealFlux(cluster: RealCluster, options: RealFluxOptio
 
   const procs: Proc[] = [];
   const stop = async (): Promise<void> => {
-    for (const p of [...procs].reverse()) {
-      if (p.child.exitCode !== null || p.child.signalCode !== null) continue;
-      p.child.kill("SIGTERM");
-      const killer = setTimeout(() => p.child.kill("SIGKILL"), 15_000);
-      await p.exited;
-      clearTimeout(killer);
-    }
+    for (const p of [...procs].reverse()) await stopProcess(p, 15_000);
   };
-
-  /** Starts a controller on fresh ports, again on others when one was taken meanwhile. */
   const launch = async (
     name: FluxController,
     args: (ports: number[]) => string[],
-    portCount: number,
+    ports: number,
     controller: string,
-  ): Promise<Proc> => {
-    const kubeconfig = join(dir, `${name}.kubeconfig`);
-    await serviceAccountKubeconfig(cluster, name, kubeconfig);
-    for (let attempt = 1; ; attempt++) {
-      const ports = await Promise.all(Array.from({ length: portCount }, () => freePort()));
-      const p = startProcess(
+  ) =>
+    (
+      await startFluxController(cluster, {
         name,
-        bins.path(name),
-        [
-          `--metrics-addr=${HOST}:${ports[0]}`,
-          `--health-addr=${HOST}:${ports[1]}`,
-          "--enable-leader-election=false",
-          "--watch-all-namespaces=true",
-          "--log-encoding=json",
-          "--log-level=info",
-          ...args(ports),
-        ],
+        bin: bins.path(name),
         dir,
-        { KUBECONFIG: kubeconfig, RUNTIME_NAMESPACE: FLUX_NAMESPACE },
-      );
-      try {
-        await readyOrExit(
-          p,
-          probeQuietly(async () => {
-            const res = await fetch(`http://${HOST}:${ports[1]}/readyz`);
-            return res.ok && (await workersStarted(p.logPath, controller)());
-          }),
-          timeoutMs,
-        );
-        return p;
-      } catch (err) {
-        const clash = /address already in use/i.test(await readFile(p.logPath, "utf8").catch(() => ""));
-        if (attempt < 3 && clash) continue;
-        procs.push(p);
-        throw err;
-      }
-    }
-  };
+        ports,
+        args,
+        controller,
+        timeoutMs,
+      })
+    ).proc;
 
   try {
     let storageUrl = "";

@@ -38,8 +38,10 @@ import { type ContainerSpec, containerEnv, httpProbes } from "../manifests/pod-e
 import { DEPLOYER_FIELD_MANAGER, type Deployer, startDeployer } from "../playground/deployer.js";
 import { type RestartableRedis, restartableRedis } from "../redis/restartable.js";
 import { until } from "../support/wait.js";
+import { WAIT_CRDS_ESTABLISHED } from "./applygate.js";
 import { CONTROL_PLANE, findRealBinaries } from "./binaries.js";
 import { kubeconfigYaml, type RealCluster, startRealCluster } from "./cluster.js";
+import { teamTokens, webhookTeamYaml } from "./tenant.js";
 
 const run = promisify(execFile);
 const bins = findRealBinaries([...CONTROL_PLANE, "helm", "kubectl"]);
@@ -147,14 +149,7 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
     await writeFile(file, await helm("get", "manifest", "applygate", "--namespace", NS));
     const names = (await kubectl("get", "-f", file, "-o", "name")).trim().split("\n");
     expect(names).toHaveLength(objects.length);
-    const crds = await kubectl(
-      "wait",
-      "--for=condition=Established",
-      "crd",
-      "-l",
-      "app.kubernetes.io/part-of=applygate",
-      "--timeout=60s",
-    );
+    const crds = await kubectl(...WAIT_CRDS_ESTABLISHED);
     expect(crds.trim().split("\n")).toHaveLength(9);
   });
 
@@ -459,9 +454,7 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
     });
     git = await startGitServer();
     const repoUrl = await git.createRepo("shop", { [file]: objectYaml(web("hello")) });
-    const hookToken = randomBytes(16).toString("hex");
-    const intakeToken = randomBytes(16).toString("hex");
-    const hmacKey = randomBytes(16).toString("hex");
+    const tokens = teamTokens();
     /** A kubeconfig holding a token of ServiceAccount `ns/name`. */
     const identity = async (name: string) => {
       const token = (
@@ -508,7 +501,7 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
     deployerKc.loadFromFile(await identity("deployer"));
     const gateway = gatewayUrl;
     deployer = await startDeployer({
-      key: hmacKey,
+      key: tokens.hmacKey,
       folder,
       repoUrl,
       gatewayUrl: () => gateway,
@@ -518,49 +511,7 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
     const resources = join(dir, `${ns}.yaml`);
     await writeFile(
       resources,
-      `
-apiVersion: v1
-kind: Secret
-metadata: {name: hook, namespace: ${ns}}
-stringData: {token: ${hookToken}}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: intake, namespace: ${ns}}
-stringData: {token: ${intakeToken}}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: deployer-hmac, namespace: ${ns}}
-stringData: {hmacKey: ${hmacKey}}
----
-apiVersion: applygate.dev/v1alpha1
-kind: GitProvider
-metadata: {name: repo, namespace: ${ns}}
-spec: {url: "${repoUrl}", type: gitea, webhookSecretRef: {name: hook}}
----
-apiVersion: applygate.dev/v1alpha1
-kind: WebhookClaim
-metadata: {name: deployer, namespace: ${ns}}
-spec:
-  url: ${deployer.url}
-  insecure: true
-  secretRef: {name: deployer-hmac}
-  signature: generic-hmac
-  completion: {mode: callback, budgetSeconds: 60}
-  fieldManagers: [${DEPLOYER_FIELD_MANAGER}]
----
-apiVersion: applygate.dev/v1alpha1
-kind: GitTarget
-metadata: {name: web, namespace: ${ns}}
-spec:
-  providerRef: {name: repo}
-  branch: main
-  path: ${folder}
-  claimRef: {kind: WebhookClaim, name: deployer}
-  intakeSecretRef: {name: intake}
-  commitWindow: {idleSeconds: 1, maxSeconds: 10}
-`,
+      webhookTeamYaml(ns, { repoUrl, folder, deployerUrl: deployer.url, ...tokens }),
     );
     await kubectl("apply", "-f", resources);
     type Claim = {
@@ -591,7 +542,7 @@ spec:
       "GitProvider shop/repo's webhook path",
       patience,
     );
-    git.addWebhook({ url: `${gatewayUrl}${webhookPath}`, secret: hookToken });
+    git.addWebhook({ url: `${gatewayUrl}${webhookPath}`, secret: tokens.hookToken });
     const greeting = async () =>
       (await core.readNamespacedConfigMap({ name: "web", namespace: ns }).catch(() => undefined))?.data
         ?.greeting;
@@ -657,7 +608,7 @@ spec:
     const editedAt = written.metadata?.managedFields?.find((m) => m.manager === USER)?.time;
     const res = await fetch(`${gatewayUrl}/v1/targets/${ns}/web/writes?wait=published&timeout=30`, {
       method: "POST",
-      headers: { authorization: `Bearer ${intakeToken}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${tokens.intakeToken}`, "content-type": "application/json" },
       body: JSON.stringify({
         changes: [{ op: "upsert", object: web("edited") }],
         author: { name: USER, email: `${USER}@example.com` },

@@ -12,15 +12,27 @@ import {
   type KubeConfig,
   RbacAuthorizationV1Api,
 } from "@kubernetes/client-node";
-import { connectRedis } from "../../queue/redis.js";
 import { GitPeer } from "../git/peer.js";
 import type { GitServer } from "../git/server.js";
 import { until } from "../support/wait.js";
-import { installApplygate, type Running, startComponent, startSidecar } from "./applygate.js";
-import { argoApplication, createApplication } from "./argocd.js";
+import {
+  deleteInstallKeys,
+  installApplygate,
+  type Running,
+  startComponent,
+  startSidecar,
+} from "./applygate.js";
+import { argoApplication, createApplication, type RealArgoCD, startRealArgoCD } from "./argocd.js";
 import type { RealCluster } from "./cluster.js";
-import { createGitSource, KUSTOMIZATIONS } from "./flux.js";
-import { deliverGithubPush, githubPush } from "./receivers.js";
+import { createGitSource, KUSTOMIZATIONS, type RealFlux, startRealFlux } from "./flux.js";
+import {
+  type ArgoCDServer,
+  deliverGithubPush,
+  githubPush,
+  type NotificationController,
+  startArgoCDServer,
+  startNotificationController,
+} from "./receivers.js";
 
 /** How often the applier's status is read while waiting (the figures' resolution). */
 export const POLL_MS = 20;
@@ -135,6 +147,68 @@ export const applicationApplied = (kc: KubeConfig, namespace: string, name: stri
   };
 };
 
+/** Waits until the applier applied the repository's first commit. */
+async function firstApplied(
+  ctx: SetupContext,
+  namespace: string,
+  applied: (sha: string) => Promise<string | undefined>,
+  label: string,
+) {
+  const first = await ctx.git.tip(namespace);
+  await until(() => applied(first ?? ""), `${label}: first commit applied`, {
+    timeoutMs: 120_000,
+    everyMs: 100,
+    retryErrors: true,
+  });
+}
+
+/** The namespace's repository, applied by GitRepository and Kustomization `apps` there. */
+async function fluxSource(ctx: SetupContext, namespace: string) {
+  const { url, peer } = await repository(ctx, namespace);
+  await createGitSource(ctx.kc, { namespace, url, path: "./apps", targetNamespace: namespace });
+  const applied = kustomizationApplied(ctx.kc, namespace);
+  await firstApplied(ctx, namespace, applied, namespace);
+  return { url, peer, applied };
+}
+
+/** The namespace's repository, synced by Application `appName` in argocd, automated sync on. */
+async function argoSource(ctx: SetupContext, namespace: string, appName: string) {
+  const { url, peer } = await repository(ctx, namespace);
+  await createApplication(
+    ctx.kc,
+    argoApplication({
+      name: appName,
+      repoURL: url,
+      path: "apps",
+      destinationNamespace: namespace,
+      syncPolicy: { automated: { prune: true, selfHeal: false } },
+    }),
+  );
+  const applied = applicationApplied(ctx.kc, "argocd", appName);
+  await firstApplied(ctx, namespace, applied, appName);
+  return { url, peer, applied };
+}
+
+/** A setup whose pushes are delivered, signed with `secret`, to `hookUrl`. */
+function setup(
+  ctx: SetupContext,
+  name: string,
+  namespace: string,
+  source: Awaited<ReturnType<typeof fluxSource>>,
+  hookUrl: string,
+  secret: string,
+): Setup {
+  const deliver = async (payload: Record<string, unknown>) => {
+    await deliverGithubPush(hookUrl, secret, payload);
+  };
+  return {
+    name,
+    namespace,
+    push: pusher(ctx, namespace, source.url, source.peer, deliver, source.applied),
+    remove: () => source.peer.remove(),
+  };
+}
+
 /**
  * Plain Flux with a Receiver: the push goes to notification-controller, which asks
  * source-controller to fetch (requestedAt on the GitRepository); kustomize-controller applies the
@@ -149,36 +223,9 @@ export async function fluxReceiverSetup(
     secret: string;
   },
 ): Promise<Setup> {
-  const { url, peer } = await repository(ctx, o.namespace);
-  await createGitSource(ctx.kc, {
-    namespace: o.namespace,
-    url,
-    path: "./apps",
-    targetNamespace: o.namespace,
-  });
-  const applied = kustomizationApplied(ctx.kc, o.namespace);
-  const first = await ctx.git.tip(o.namespace);
-  await until(() => applied(first ?? ""), `${o.namespace}: first commit applied`, {
-    timeoutMs: 120_000,
-    everyMs: 100,
-    retryErrors: true,
-  });
+  const source = await fluxSource(ctx, o.namespace);
   const hookPath = await o.createReceiver(o.namespace);
-  return {
-    name: "flux-receiver",
-    namespace: o.namespace,
-    push: pusher(
-      ctx,
-      o.namespace,
-      url,
-      peer,
-      async (payload) => {
-        await deliverGithubPush(o.receiverUrl + hookPath, o.secret, payload);
-      },
-      applied,
-    ),
-    remove: () => peer.remove(),
-  };
+  return setup(ctx, "flux-receiver", o.namespace, source, o.receiverUrl + hookPath, o.secret);
 }
 
 /**
@@ -189,44 +236,27 @@ export async function argoWebhookSetup(
   ctx: SetupContext,
   o: { namespace: string; appName: string; webhookUrl: string; secret: string },
 ): Promise<Setup> {
-  const { url, peer } = await repository(ctx, o.namespace);
-  await createApplication(
-    ctx.kc,
-    argoApplication({
-      name: o.appName,
-      repoURL: url,
-      path: "apps",
-      destinationNamespace: o.namespace,
-      syncPolicy: { automated: { prune: true, selfHeal: false } },
-    }),
-  );
-  const applied = applicationApplied(ctx.kc, "argocd", o.appName);
-  const first = await ctx.git.tip(o.namespace);
-  await until(() => applied(first ?? ""), `${o.appName}: first commit applied`, {
-    timeoutMs: 120_000,
-    everyMs: 100,
-    retryErrors: true,
-  });
-  return {
-    name: "argocd-webhook",
-    namespace: o.namespace,
-    push: pusher(
-      ctx,
-      o.namespace,
-      url,
-      peer,
-      async (payload) => {
-        await deliverGithubPush(o.webhookUrl, o.secret, payload);
-      },
-      applied,
-    ),
-    remove: () => peer.remove(),
-  };
+  const source = await argoSource(ctx, o.namespace, o.appName);
+  return setup(ctx, "argocd-webhook", o.namespace, source, o.webhookUrl, o.secret);
 }
 
 // ---- through applygate -------------------------------------------------------------------------
 
 const APPLYGATE = { group: "applygate.dev", version: "v1alpha1" };
+
+/** Creates applygate's object `kind` `namespace/name` (its plural: the kind's name, lower case, with an s). */
+const createObject = (
+  ctx: SetupContext,
+  kind: string,
+  metadata: { namespace: string; name: string },
+  spec: Record<string, unknown>,
+) =>
+  ctx.kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+    ...APPLYGATE,
+    plural: `${kind.toLowerCase()}s`,
+    namespace: metadata.namespace,
+    body: { apiVersion: `${APPLYGATE.group}/${APPLYGATE.version}`, kind, metadata, spec },
+  });
 
 /**
  * applygate installed as test/real/applygate.ts installs it (kubectl apply -k of the base and of
@@ -240,14 +270,7 @@ export async function startApplygate(cluster: RealCluster, redisUrl: string) {
   const stop = async () => {
     for (const r of running.reverse()) await r.stop();
     // Its keys live under the install's prefix in a Redis others may share.
-    const client = connectRedis(redisUrl);
-    let cursor = "0";
-    do {
-      const [next, keys] = await client.scan(cursor, "MATCH", `${installed.prefix}*`, "COUNT", 1000);
-      cursor = next;
-      if (keys.length) await client.del(...keys);
-    } while (cursor !== "0");
-    client.disconnect();
+    await deleteInstallKeys(installed);
   };
   try {
     running.push(await startComponent(installed, "gateway"));
@@ -291,29 +314,19 @@ async function applygateTarget(
     namespace: o.namespace,
     body: { metadata: { name: "push-secret", namespace: o.namespace }, stringData: { token: o.secret } },
   });
+  const metadata = (name: string) => ({ name, namespace: o.namespace });
+  await createObject(ctx, "GitProvider", metadata("repo"), {
+    url: o.url,
+    type: "github",
+    webhookSecretRef: { name: "push-secret" },
+  });
+  await createObject(ctx, "GitTarget", metadata("apps"), {
+    providerRef: { name: "repo" },
+    branch: "main",
+    path: "apps",
+    claimRef: o.claim,
+  });
   const custom = ctx.kc.makeApiClient(CustomObjectsApi);
-  await custom.createNamespacedCustomObject({
-    ...APPLYGATE,
-    plural: "gitproviders",
-    namespace: o.namespace,
-    body: {
-      apiVersion: `${APPLYGATE.group}/${APPLYGATE.version}`,
-      kind: "GitProvider",
-      metadata: { name: "repo", namespace: o.namespace },
-      spec: { url: o.url, type: "github", webhookSecretRef: { name: "push-secret" } },
-    },
-  });
-  await custom.createNamespacedCustomObject({
-    ...APPLYGATE,
-    plural: "gittargets",
-    namespace: o.namespace,
-    body: {
-      apiVersion: `${APPLYGATE.group}/${APPLYGATE.version}`,
-      kind: "GitTarget",
-      metadata: { name: "apps", namespace: o.namespace },
-      spec: { providerRef: { name: "repo" }, branch: "main", path: "apps", claimRef: o.claim },
-    },
-  });
   return until(
     async () => {
       const p = (await custom.getNamespacedCustomObject({
@@ -345,6 +358,30 @@ async function inControl(ctx: SetupContext, namespace: string, plural: string, n
 }
 
 /**
+ * A claim of `kind` named after its applier, beside it in `namespace`, holding it, and the
+ * GitTarget naming the claim (no ApplierGrant needed); pushes go to applygate's gateway.
+ */
+async function heldSetup(
+  ctx: SetupContext,
+  name: string,
+  o: { namespace: string; gatewayUrl: string; secret: string },
+  source: Awaited<ReturnType<typeof fluxSource>>,
+  kind: "FluxClaim" | "ArgoCDClaim",
+  claim: { namespace: string; name: string },
+): Promise<Setup> {
+  const ref = kind === "FluxClaim" ? "kustomizationRef" : "applicationRef";
+  await createObject(ctx, kind, claim, { [ref]: claim });
+  const hookPath = await applygateTarget(ctx, {
+    namespace: claim.namespace,
+    url: source.url,
+    secret: o.secret,
+    claim: { kind, name: claim.name },
+  });
+  await inControl(ctx, claim.namespace, `${kind.toLowerCase()}s`, claim.name);
+  return setup(ctx, name, o.namespace, source, o.gatewayUrl + hookPath, o.secret);
+}
+
+/**
  * Flux with applygate: the push goes to applygate's gateway; the branch worker asks the sidecar
  * beside kustomize-controller to apply the commit (a fetch of the GitRepository and one resume of
  * the Kustomization the FluxClaim holds suspended).
@@ -353,114 +390,62 @@ export async function fluxApplygateSetup(
   ctx: SetupContext,
   o: { namespace: string; gatewayUrl: string; secret: string },
 ): Promise<Setup> {
-  const { url, peer } = await repository(ctx, o.namespace);
-  await createGitSource(ctx.kc, {
-    namespace: o.namespace,
-    url,
-    path: "./apps",
-    targetNamespace: o.namespace,
-  });
-  const applied = kustomizationApplied(ctx.kc, o.namespace);
-  const first = await ctx.git.tip(o.namespace);
-  await until(() => applied(first ?? ""), `${o.namespace}: first commit applied`, {
-    timeoutMs: 120_000,
-    everyMs: 100,
-    retryErrors: true,
-  });
-  await ctx.kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-    ...APPLYGATE,
-    plural: "fluxclaims",
-    namespace: o.namespace,
-    body: {
-      apiVersion: `${APPLYGATE.group}/${APPLYGATE.version}`,
-      kind: "FluxClaim",
-      metadata: { name: "apps", namespace: o.namespace },
-      spec: { kustomizationRef: { name: "apps", namespace: o.namespace } },
-    },
-  });
-  const hookPath = await applygateTarget(ctx, {
-    namespace: o.namespace,
-    url,
-    secret: o.secret,
-    claim: { kind: "FluxClaim", name: "apps" },
-  });
-  await inControl(ctx, o.namespace, "fluxclaims", "apps");
-  return {
-    name: "flux-applygate",
-    namespace: o.namespace,
-    push: pusher(
-      ctx,
-      o.namespace,
-      url,
-      peer,
-      async (payload) => {
-        await deliverGithubPush(o.gatewayUrl + hookPath, o.secret, payload);
-      },
-      applied,
-    ),
-    remove: () => peer.remove(),
-  };
+  const source = await fluxSource(ctx, o.namespace);
+  return heldSetup(ctx, "flux-applygate", o, source, "FluxClaim", { namespace: o.namespace, name: "apps" });
 }
 
 /**
  * Argo CD with applygate: the push goes to applygate's gateway; the branch worker asks the sidecar
  * beside argocd-application-controller to sync the Application, pinned to the commit (the
- * ArgoCDClaim holds its automated sync off).
+ * ArgoCDClaim, in argocd, holds its automated sync off).
  */
 export async function argoApplygateSetup(
   ctx: SetupContext,
   o: { namespace: string; appName: string; gatewayUrl: string; secret: string },
 ): Promise<Setup> {
-  const { url, peer } = await repository(ctx, o.namespace);
-  await createApplication(
-    ctx.kc,
-    argoApplication({
-      name: o.appName,
-      repoURL: url,
-      path: "apps",
-      destinationNamespace: o.namespace,
-      syncPolicy: { automated: { prune: true, selfHeal: false } },
-    }),
-  );
-  const applied = applicationApplied(ctx.kc, "argocd", o.appName);
-  const first = await ctx.git.tip(o.namespace);
-  await until(() => applied(first ?? ""), `${o.appName}: first commit applied`, {
-    timeoutMs: 120_000,
-    everyMs: 100,
-    retryErrors: true,
-  });
-  // The claim and the GitTarget live beside the Application (no ApplierGrant needed).
-  await ctx.kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-    ...APPLYGATE,
-    plural: "argocdclaims",
+  const source = await argoSource(ctx, o.namespace, o.appName);
+  return heldSetup(ctx, "argocd-applygate", o, source, "ArgoCDClaim", {
     namespace: "argocd",
-    body: {
-      apiVersion: `${APPLYGATE.group}/${APPLYGATE.version}`,
-      kind: "ArgoCDClaim",
-      metadata: { name: o.appName, namespace: "argocd" },
-      spec: { applicationRef: { name: o.appName, namespace: "argocd" } },
-    },
+    name: o.appName,
   });
-  const hookPath = await applygateTarget(ctx, {
-    namespace: "argocd",
-    url,
-    secret: o.secret,
-    claim: { kind: "ArgoCDClaim", name: o.appName },
-  });
-  await inControl(ctx, "argocd", "argocdclaims", o.appName);
-  return {
-    name: "argocd-applygate",
-    namespace: o.namespace,
-    push: pusher(
-      ctx,
-      o.namespace,
-      url,
-      peer,
-      async (payload) => {
-        await deliverGithubPush(o.gatewayUrl + hookPath, o.secret, payload);
-      },
-      applied,
-    ),
-    remove: () => peer.remove(),
+}
+
+// ---- every component, on one cluster ------------------------------------------------------------
+
+/**
+ * Every component the four setups need: applygate first (its install makes flux-system and argocd
+ * with the Secret its sidecars read), real Flux and notification-controller, real Argo CD with no
+ * timed refresh (only a push makes the controller look at Git) and argocd-server taking GitHub
+ * pushes signed with `secret`, then applygate's sidecars. What started is stopped when a start
+ * fails, and by `stop`.
+ */
+export async function startReceiverComponents(
+  cluster: RealCluster,
+  o: { redisUrl: string; secret: string; quiet?: boolean },
+) {
+  const quiet = Boolean(o.quiet);
+  let applygate: Awaited<ReturnType<typeof startApplygate>> | undefined;
+  let flux: RealFlux | undefined;
+  let nc: NotificationController | undefined;
+  let argocd: RealArgoCD | undefined;
+  let server: ArgoCDServer | undefined;
+  const stop = async () => {
+    await applygate?.stop();
+    await server?.stop();
+    await argocd?.stop();
+    await nc?.stop();
+    await flux?.stop();
   };
+  try {
+    applygate = await startApplygate(cluster, o.redisUrl);
+    flux = await startRealFlux(cluster, { quiet });
+    nc = await startNotificationController(cluster, { quiet });
+    argocd = await startRealArgoCD(cluster, { appResyncSeconds: 0, quiet });
+    server = await startArgoCDServer(cluster, argocd, { githubSecret: o.secret, quiet });
+    await applygate.startSidecars();
+    return { applygate, flux, nc, argocd, server, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }

@@ -8,40 +8,23 @@ import { type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { ensureRedisServer } from "../redis/install.js";
 import { until } from "../support/wait.js";
-import { type RealArgoCD, startRealArgoCD } from "./argocd.js";
-import { findRealBinaries } from "./binaries.js";
+import { findRealBinaries, RECEIVERS_BINARIES } from "./binaries.js";
 import { type RealCluster, startRealCluster } from "./cluster.js";
-import { GIT_REPOSITORIES, type RealFlux, startRealFlux } from "./flux.js";
+import { GIT_REPOSITORIES } from "./flux.js";
 import {
   argoApplygateSetup,
   argoWebhookSetup,
   fluxApplygateSetup,
   fluxReceiverSetup,
   type Setup,
-  startApplygate,
+  startReceiverComponents,
 } from "./push-to-applied.js";
-import {
-  type ArgoCDServer,
-  createGithubReceiver,
-  type NotificationController,
-  startArgoCDServer,
-  startNotificationController,
-} from "./receivers.js";
+import { createGithubReceiver } from "./receivers.js";
 
-const bins = findRealBinaries([
-  "etcd",
-  "kube-apiserver",
-  "kube-controller-manager",
-  "kubectl",
-  "source-controller",
-  "kustomize-controller",
-  "notification-controller",
-  "argocd-application-controller",
-  "argocd-repo-server",
-  "argocd-server",
-  "kustomize",
-]);
+const bins = findRealBinaries(RECEIVERS_BINARIES);
 if (!bins.built) console.warn(`\n!!! SKIPPED test/real/receivers.real.test.ts: ${bins.message}\n`);
+
+type Components = Awaited<ReturnType<typeof startReceiverComponents>>;
 
 const PUSHES = 3;
 const SECRET = "receivers-test-secret";
@@ -49,32 +32,22 @@ const SECRET = "receivers-test-secret";
 describe.skipIf(!bins.built)("push → applied through each receiver, on the real components", () => {
   let cluster: RealCluster;
   let git: GitServer;
-  let flux: RealFlux;
-  let nc: NotificationController;
-  let argocd: RealArgoCD;
-  let server: ArgoCDServer;
   let redis: EmbeddedRedis;
-  let applygate: Awaited<ReturnType<typeof startApplygate>>;
+  let nc: Components["nc"];
+  let server: Components["server"];
+  let applygate: Components["applygate"];
+  let stopComponents: Components["stop"] | undefined;
 
   beforeAll(async () => {
     cluster = await startRealCluster();
     git = await startGitServer();
     redis = await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
-    // applygate first: its install makes flux-system and argocd with the Secret its sidecars read.
-    applygate = await startApplygate(cluster, redis.url);
-    flux = await startRealFlux(cluster);
-    nc = await startNotificationController(cluster);
-    // No timed refresh: only the webhook makes the controller look at Git.
-    argocd = await startRealArgoCD(cluster, { appResyncSeconds: 0 });
-    server = await startArgoCDServer(cluster, argocd, { githubSecret: SECRET });
-    await applygate.startSidecars();
+    const components = await startReceiverComponents(cluster, { redisUrl: redis.url, secret: SECRET });
+    ({ nc, server, applygate } = components);
+    stopComponents = components.stop;
   }, 420_000);
   afterAll(async () => {
-    await applygate?.stop();
-    await server?.stop();
-    await argocd?.stop();
-    await nc?.stop();
-    await flux?.stop();
+    await stopComponents?.();
     await cluster?.stop();
     await git?.close();
     await redis?.stop();

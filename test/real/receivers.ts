@@ -13,30 +13,20 @@
 // argocd-server is the same `argocd` binary as Argo CD's other components, plain HTTP on loopback
 // (--insecure), its webhook secret in argocd-secret as Argo CD documents.
 import { createHmac, randomUUID } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { until } from "../support/wait.js";
-import type { RealArgoCD } from "./argocd.js";
+import { serviceAccountKubeconfig as argoServiceAccountKubeconfig, type RealArgoCD } from "./argocd.js";
 import { findRealBinaries } from "./binaries.js";
-import {
-  freePort,
-  kubeconfigYaml,
-  logTail,
-  type Proc,
-  probeQuietly,
-  type RealCluster,
-  readyOrExit,
-  startProcess,
-} from "./cluster.js";
+import { logTail, type RealCluster, startReady, stopProcess } from "./cluster.js";
 import {
   controllerRbac,
   FLUX_NAMESPACE,
   GIT_REPOSITORIES,
   kubectlApply,
-  serviceAccountKubeconfig,
-  workersStarted,
+  startFluxController,
 } from "./flux.js";
 import { upstreamModule } from "./upstream.js";
 
@@ -184,61 +174,30 @@ export async function startNotificationController(
     ["-f", "-"],
     install.map((o) => stringify(o)).join("---\n"),
   );
-  const kubeconfig = join(dir, `${name}.kubeconfig`);
-  await serviceAccountKubeconfig(cluster, name, kubeconfig);
-  for (let attempt = 1; ; attempt++) {
-    const [metrics, health, events, receiver] = await Promise.all([1, 2, 3, 4].map(() => freePort()));
-    const p: Proc = startProcess(
-      name,
-      bins.path(name),
-      [
-        `--metrics-addr=${HOST}:${metrics}`,
-        `--health-addr=${HOST}:${health}`,
-        `--events-addr=${HOST}:${events}`,
-        `--receiverAddr=${HOST}:${receiver}`,
-        "--enable-leader-election=false",
-        "--watch-all-namespaces=true",
-        "--log-encoding=json",
-        "--log-level=info",
-      ],
-      dir,
-      { KUBECONFIG: kubeconfig, RUNTIME_NAMESPACE: FLUX_NAMESPACE },
+  const { proc: p, ports } = await startFluxController(cluster, {
+    name,
+    bin: bins.path(name),
+    dir,
+    ports: 4,
+    args: ([, , events, receiver]) => [
+      `--events-addr=${HOST}:${events}`,
+      `--receiverAddr=${HOST}:${receiver}`,
+    ],
+    controller: "receiver",
+    timeoutMs: options.readyTimeoutMs ?? 120_000,
+  });
+  if (!options.quiet) {
+    console.log(
+      `real notification-controller ${mod.version} ready in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
     );
-    const stop = async () => {
-      if (p.child.exitCode !== null || p.child.signalCode !== null) return;
-      p.child.kill("SIGTERM");
-      const killer = setTimeout(() => p.child.kill("SIGKILL"), 15_000);
-      await p.exited;
-      clearTimeout(killer);
-    };
-    try {
-      await readyOrExit(
-        p,
-        probeQuietly(async () => {
-          const res = await fetch(`http://${HOST}:${health}/readyz`);
-          return res.ok && (await workersStarted(p.logPath, "receiver")());
-        }),
-        options.readyTimeoutMs ?? 120_000,
-      );
-    } catch (err) {
-      await stop();
-      const clash = /address already in use/i.test(await readFile(p.logPath, "utf8").catch(() => ""));
-      if (attempt < 3 && clash) continue;
-      throw err;
-    }
-    if (!options.quiet) {
-      console.log(
-        `real notification-controller ${mod.version} ready in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
-      );
-    }
-    return {
-      receiverUrl: `http://${HOST}:${receiver}`,
-      version: mod.version,
-      logPath: p.logPath,
-      pid: p.child.pid ?? 0,
-      stop,
-    };
   }
+  return {
+    receiverUrl: `http://${HOST}:${ports[3]}`,
+    version: mod.version,
+    logPath: p.logPath,
+    pid: p.child.pid ?? 0,
+    stop: () => stopProcess(p, 15_000),
+  };
 }
 
 export interface GithubReceiverSpec {
@@ -334,21 +293,8 @@ export async function startArgoCDServer(
   for (const sub of ["home", "tmp", "tls", "ssh", "gnupg", "static"]) {
     await mkdir(join(ownDir, sub), { recursive: true });
   }
-  const issued = await core.createNamespacedServiceAccountToken({
-    name: "argocd-server",
-    namespace,
-    body: { spec: { audiences: [], expirationSeconds: 6 * 3600 } },
-  });
-  const token = issued.status?.token;
-  if (!token) throw new Error("TokenRequest for argocd-server returned no token");
   const kubeconfig = join(ownDir, "argocd-server.kubeconfig");
-  await writeFile(
-    kubeconfig,
-    kubeconfigYaml(cluster.server, cluster.caPem, "argocd-server", token, namespace),
-    {
-      mode: 0o600,
-    },
-  );
+  await argoServiceAccountKubeconfig(cluster, "argocd-server", kubeconfig);
   const env: NodeJS.ProcessEnv = {
     HOME: join(ownDir, "home"),
     TMPDIR: join(ownDir, "tmp"),
@@ -359,57 +305,40 @@ export async function startArgoCDServer(
     ARGOCD_FAKE_IN_CLUSTER: "true",
     KUBECONFIG: kubeconfig,
   };
-  for (let attempt = 1; ; attempt++) {
-    const [port, metricsPort] = [await freePort(), await freePort()];
-    const p = startProcess(
-      "argocd-server",
-      bins.path("argocd-server"),
-      [
-        `--kubeconfig=${kubeconfig}`,
-        `--namespace=${namespace}`,
-        "--insecure",
-        `--address=${HOST}`,
-        `--port=${port}`,
-        `--metrics-address=${HOST}`,
-        `--metrics-port=${metricsPort}`,
-        `--repo-server=${argocd.repoServer}`,
-        "--repo-server-plaintext",
-        `--redis=${new URL(argocd.redisUrl).host}`,
-        // No Dex: the webhook needs no login, and no UI is served.
-        "--dex-server=",
-        `--staticassets=${join(ownDir, "static")}`,
-        "--loglevel=info",
-      ],
-      ownDir,
-      env,
-    );
-    const stop = async () => {
-      if (p.child.exitCode !== null || p.child.signalCode !== null) return;
-      p.child.kill("SIGTERM");
-      const killer = setTimeout(() => p.child.kill("SIGKILL"), 10_000);
-      await p.exited;
-      clearTimeout(killer);
-    };
-    try {
-      await readyOrExit(
-        p,
-        probeQuietly(async () => (await fetch(`http://${HOST}:${port}/healthz?full=true`)).ok),
-        options.readyTimeoutMs ?? 120_000,
-      );
-    } catch (err) {
-      await stop();
-      if (attempt < 3 && /address already in use/i.test(logTail(p, 200))) continue;
-      throw err;
-    }
-    if (!options.quiet) {
-      console.log(`real argocd-server (webhook) ready in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
-    }
-    return {
-      webhookUrl: `http://${HOST}:${port}/api/webhook`,
-      logPath: p.logPath,
-      pid: p.child.pid ?? 0,
-      logTail: (lines) => logTail(p, lines),
-      stop,
-    };
+  const { proc: p, ports } = await startReady({
+    name: "argocd-server",
+    bin: bins.path("argocd-server"),
+    dir: ownDir,
+    env,
+    ports: 2,
+    args: ([port, metricsPort]) => [
+      `--kubeconfig=${kubeconfig}`,
+      `--namespace=${namespace}`,
+      "--insecure",
+      `--address=${HOST}`,
+      `--port=${port}`,
+      `--metrics-address=${HOST}`,
+      `--metrics-port=${metricsPort}`,
+      `--repo-server=${argocd.repoServer}`,
+      "--repo-server-plaintext",
+      `--redis=${new URL(argocd.redisUrl).host}`,
+      // No Dex: the webhook needs no login, and no UI is served.
+      "--dex-server=",
+      `--staticassets=${join(ownDir, "static")}`,
+      "--loglevel=info",
+    ],
+    ready: async ([port]) => (await fetch(`http://${HOST}:${port}/healthz?full=true`)).ok,
+    timeoutMs: options.readyTimeoutMs ?? 120_000,
+    killAfterMs: 10_000,
+  });
+  if (!options.quiet) {
+    console.log(`real argocd-server (webhook) ready in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   }
+  return {
+    webhookUrl: `http://${HOST}:${ports[0]}/api/webhook`,
+    logPath: p.logPath,
+    pid: p.child.pid ?? 0,
+    logTail: (lines) => logTail(p, lines),
+    stop: () => stopProcess(p, 10_000),
+  };
 }

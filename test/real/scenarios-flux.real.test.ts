@@ -1,62 +1,26 @@
 // applygate beside real Flux (test/real/flux.ts) on the real control plane, every component as
-// deployed (test/real/applygate.ts): a Git push applied exactly once with the right revision on the
-// Kustomization's status, and the two-edit race with and without applygate, commits counted. After
-// each test the audit check: no 403 and no 422 for any product component.
-import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1ConfigMap,
-} from "@kubernetes/client-node";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { objectPath, objectYaml } from "../../queue/git/layout.js";
-import { connectRedis, type EmbeddedRedis, resolveEmbeddedRedis } from "../../queue/redis.js";
+// deployed (test/real/deployed.ts): a Git push applied exactly once with the right revision on the
+// Kustomization's status, the two-edit race with and without applygate, commits counted, a sidecar
+// killed mid-apply, a worker restart, and a release approved by a signed tag. After each test the
+// audit check: no 403 and no 422 for any product component.
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
 import { gitOk } from "../git/cli.js";
-import { type GitServer, startGitServer } from "../git/server.js";
-import { ensureRedisServer } from "../redis/install.js";
+import { type SshSigner, sshKey } from "../support/signing.js";
 import { untilWith } from "../support/wait.js";
-import {
-  auditByComponent,
-  auditProblems,
-  auditTable,
-  type ComponentName,
-  type Installed,
-  identitiesOf,
-  installApplygate,
-  kubectl,
-  type Running,
-  readAudit,
-  type SidecarKind,
-  startComponent,
-  startSidecar,
-} from "./applygate.js";
-import { findRealBinaries } from "./binaries.js";
-import { type RealCluster, startRealCluster } from "./cluster.js";
-import { FLUX_NAMESPACE, GIT_REPOSITORIES, KUSTOMIZATIONS, type RealFlux, startRealFlux } from "./flux.js";
+import { startSidecar } from "./applygate.js";
+import { CONTROL_PLANE, FLUX_BINARIES, findRealBinaries } from "./binaries.js";
+import { FLUX_NAMESPACE, GIT_REPOSITORIES, KUSTOMIZATIONS } from "./flux.js";
 import { readFluxLog } from "./flux-log.js";
+import { applierScenes, type Scene } from "./scenes.js";
+import { heldYaml } from "./tenant.js";
 
-const bins = findRealBinaries([
-  "etcd",
-  "kube-apiserver",
-  "kube-controller-manager",
-  "kubectl",
-  "source-controller",
-  "kustomize-controller",
-]);
+const bins = findRealBinaries([...CONTROL_PLANE, ...FLUX_BINARIES]);
 if (!bins.built) console.warn(`\n!!! SKIPPED test/real/scenarios-flux.real.test.ts: ${bins.message}\n`);
 
+const run = promisify(execFile);
 const until = untilWith({ timeoutMs: 90_000, everyMs: 100, retryErrors: true });
-const COMPONENTS: ComponentName[] = ["gateway", "worker"];
-const SIDECARS: SidecarKind[] = ["flux"];
-const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-const APPLY = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
-const USER = "user";
-const api = "applygate.dev/v1alpha1";
 
 type Obj = {
   metadata: { name: string; annotations?: Record<string, string> };
@@ -65,165 +29,14 @@ type Obj = {
 };
 
 describe.skipIf(!bins.built)("applygate beside real Flux", () => {
-  let cluster: RealCluster;
-  let redis: EmbeddedRedis;
-  let git: GitServer;
-  let flux: RealFlux;
-  let installed: Installed;
-  let identities: Record<string, string>;
-  let custom: CustomObjectsApi;
-  let core: CoreV1Api;
-  let auditMark = 0;
-  let work: string;
-  const running: Partial<Record<ComponentName | SidecarKind, Running>> = {};
-  const cleanups: (() => Promise<void>)[] = [];
-
-  beforeAll(async () => {
-    redis = await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
-    git = await startGitServer();
-    cluster = await startRealCluster({ keep: Boolean(process.env.REAL_KEEP) });
-    if (process.env.REAL_KEEP) console.log(`keeping ${cluster.dir}`);
-    custom = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
-    core = cluster.kubeConfig().makeApiClient(CoreV1Api);
-    flux = await startRealFlux(cluster);
-    installed = await installApplygate(cluster, { redisUrl: redis.url, appliers: SIDECARS });
-    for (const c of COMPONENTS) running[c] = await startComponent(installed, c);
-    for (const k of SIDECARS) running[k] = await startSidecar(installed, k);
-    identities = await identitiesOf(installed, [...COMPONENTS, ...SIDECARS]);
-    work = await mkdtemp(join(tmpdir(), "applygate-real-flux-"));
-  }, 300_000);
-
-  afterAll(async () => {
-    for (const r of Object.values(running)) await r?.stop();
-    await flux?.stop();
-    await cluster?.stop();
-    await git?.close();
-    if (redis && installed) {
-      const client = connectRedis(redis.url);
-      let cursor = "0";
-      do {
-        const [next, keys] = await client.scan(cursor, "MATCH", `${installed.prefix}*`, "COUNT", 1000);
-        cursor = next;
-        if (keys.length) await client.del(...keys);
-      } while (cursor !== "0");
-      client.disconnect();
-    }
-    await redis?.stop();
-    if (work) await rm(work, { recursive: true, force: true });
-  }, 120_000);
-
-  beforeEach(() => {
-    auditMark = readAudit(cluster.auditLogPath).end;
-  });
-
-  afterEach(async (ctx) => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-    const audit = auditByComponent(readAudit(cluster.auditLogPath, auditMark).events, identities);
-    console.log(`API requests per component during "${ctx.task.name}":\n${auditTable(audit)}`);
-    const problems = auditProblems(audit);
-    expect(problems, `the audit log shows refusals of product components:\n${problems.join("\n")}`).toEqual(
-      [],
-    );
-    for (const [name, r] of Object.entries(running))
-      expect(r!.exitCodeNow(), `${name} is still running`).toBeNull();
-  }, 180_000);
-
-  async function kubectlOk(args: string[], input?: string) {
-    const r = await kubectl(cluster, args, input === undefined ? {} : { input });
-    if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.out}${r.err}`);
-    return r.out;
-  }
-
-  interface Scene {
-    ns: string;
-    repo: string;
-    repoUrl: string;
-    /** Name of the GitRepository and Kustomization in flux-system. */
-    applier: string;
-    intakeToken: string;
-    file: string;
-    /** The tip when the scene was ready. */
-    start: string;
-  }
-
   /**
-   * A namespace's repository applied by a Kustomization in flux-system on Flux's own timers
-   * (Kustomization every second, GitRepository every 20 s), applygate's GitTarget on its folder,
-   * and, `held`, a FluxClaim holding the Kustomization (with flux-system's ApplierGrant).
+   * The namespace's repository applied by a Kustomization in flux-system on Flux's own timers
+   * (Kustomization every second, GitRepository every 20 s) and, `held`, a FluxClaim holding it
+   * (with flux-system's ApplierGrant).
    */
-  async function scene(held: boolean): Promise<Scene> {
-    const ns = `race-${randomBytes(3).toString("hex")}`;
-    const repo = ns;
-    const folder = "apps/web";
-    const file = objectPath(folder, { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "web" });
-    const repoUrl = await git.createRepo(repo, {
-      [file]: objectYaml({
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        metadata: { name: "web", namespace: ns },
-        data: { greeting: "hello" },
-      }),
-    });
-    const hookToken = randomBytes(12).toString("hex");
-    const intakeToken = randomBytes(12).toString("hex");
-    await kubectlOk(["create", "namespace", ns]);
-    cleanups.push(async () => {
-      await kubectl(cluster, ["-n", ns, "delete", "fluxclaims", "--all", "--wait=true", "--timeout=60s"]);
-      for (const kind of ["kustomization", "gitrepository", "appliergrant"])
-        await kubectl(cluster, [
-          "-n",
-          FLUX_NAMESPACE,
-          "delete",
-          kind,
-          ns,
-          "--ignore-not-found",
-          "--wait=true",
-        ]);
-      await kubectl(cluster, ["delete", "namespace", ns, "--wait=true", "--timeout=90s"]);
-    });
-    for (const [role, sa] of [
-      ["applygate-secret-reader", "applygate-gateway"],
-      ["applygate-secret-watcher", "applygate-worker"],
-    ])
-      await kubectlOk([
-        "-n",
-        ns,
-        "create",
-        "rolebinding",
-        role!,
-        `--clusterrole=${role}`,
-        `--serviceaccount=applygate-system:${sa}`,
-      ]);
-    await kubectlOk(
-      ["apply", "-f", "-"],
-      `
-apiVersion: v1
-kind: Secret
-metadata: {name: hook, namespace: ${ns}}
-stringData: {token: ${hookToken}}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: intake, namespace: ${ns}}
-stringData: {token: ${intakeToken}}
----
-apiVersion: ${api}
-kind: GitProvider
-metadata: {name: repo, namespace: ${ns}}
-spec: {url: "${repoUrl}", type: gitea, webhookSecretRef: {name: hook}}
----
-apiVersion: ${api}
-kind: GitTarget
-metadata: {name: web, namespace: ${ns}}
-spec:
-  providerRef: {name: repo}
-  branch: main
-  path: ${folder}
-  claimRef: {kind: FluxClaim, name: web}
-  intakeSecretRef: {name: intake}
-  commitWindow: {idleSeconds: 1, maxSeconds: 10}
----
-apiVersion: source.toolkit.fluxcd.io/v1
+  const scene = applierScenes(
+    "flux",
+    ({ ns, repoUrl, folder, held }) => `apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}
 spec: {interval: 20s, url: "${repoUrl}", ref: {branch: main}}
@@ -236,198 +49,68 @@ spec:
   prune: true
   path: ./${folder}
   sourceRef: {kind: GitRepository, name: ${ns}}
-${
-  held
-    ? `---
-apiVersion: ${api}
-kind: ApplierGrant
-metadata: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}
-spec:
-  from: [{namespace: ${ns}, kind: FluxClaim}]
-  to: [{name: ${ns}}]
----
-apiVersion: ${api}
-kind: FluxClaim
-metadata: {name: web, namespace: ${ns}}
-spec: {kustomizationRef: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}}
-`
-    : ""
-}`,
-    );
-    const webhookPath = await until(async () => {
-      const p = (await custom.getNamespacedCustomObject({
-        group: "applygate.dev",
-        version: "v1alpha1",
-        plural: "gitproviders",
-        namespace: ns,
-        name: "repo",
-      })) as Obj;
-      return typeof p.status?.webhookPath === "string" && (p.status.webhookPath as string);
-    }, "the GitProvider's webhook path");
-    const remove = git.addWebhook({
-      url: `${running.gateway!.url("http")}${webhookPath}`,
-      secret: hookToken,
-    });
-    cleanups.push(async () => remove());
-    await until(async () => (await greeting(ns)) === "hello", "the first apply of the tip");
+${held ? `---\n${heldYaml(ns, FLUX_NAMESPACE, "FluxClaim")}` : ""}`,
+  );
+  const { d } = scene;
+  const { running } = d;
+
+  const { greeting, commitsSince, edit, record, foreignPush, attemptsSent } = scene;
+
+  const claim = async (s: Scene) => (await scene.claim(s)) as Obj;
+
+  /** A scene (scenes.ts); `held`, once the claim holds the Kustomization. */
+  async function open(held: boolean): Promise<Scene> {
+    const s = await scene.open(held);
     if (held)
-      await until(async () => {
-        const c = (await custom.getNamespacedCustomObject({
-          group: "applygate.dev",
-          version: "v1alpha1",
-          plural: "fluxclaims",
-          namespace: ns,
-          name: "web",
-        })) as Obj;
-        return c.status?.conditions?.find((x) => x.type === "InControl")?.status === "True";
-      }, "the claim to hold the Kustomization");
-    const start = (await git.tip(repo))!;
-    return { ns, repo, repoUrl, applier: ns, intakeToken, file, start };
+      await until(
+        async () =>
+          (await claim(s)).status?.conditions?.find((x) => x.type === "InControl")?.status === "True",
+        "the claim to hold the Kustomization",
+      );
+    return s;
   }
 
-  const greeting = async (ns: string) =>
-    (await core.readNamespacedConfigMap({ name: "web", namespace: ns }).catch(() => undefined))?.data
-      ?.greeting;
-  const ks = async (s: Scene) =>
-    (await custom.getNamespacedCustomObject({
-      ...KUSTOMIZATIONS,
-      namespace: FLUX_NAMESPACE,
-      name: s.applier,
-    })) as Obj;
+  const ks = async (s: Scene) => (await scene.read(s, KUSTOMIZATIONS)) as Obj;
   const artifactRevision = async (s: Scene) =>
-    (
-      (
-        (await custom.getNamespacedCustomObject({
-          ...GIT_REPOSITORIES,
-          namespace: FLUX_NAMESPACE,
-          name: s.applier,
-        })) as Obj
-      ).status?.artifact as { revision?: string } | undefined
-    )?.revision;
+    (((await scene.read(s, GIT_REPOSITORIES)) as Obj).status?.artifact as { revision?: string } | undefined)
+      ?.revision;
   /** Asks source-controller to fetch now, as `flux reconcile source git` does. */
   const fetchNow = (s: Scene) =>
-    custom.patchNamespacedCustomObject(
-      {
-        ...GIT_REPOSITORIES,
-        namespace: FLUX_NAMESPACE,
-        name: s.applier,
-        body: { metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": new Date().toISOString() } } },
-      },
-      MERGE,
-    );
+    scene.annotate(s, GIT_REPOSITORIES, { "reconcile.fluxcd.io/requestedAt": new Date().toISOString() });
+  /** The claim's ApplyAllowed condition: why an apply may start or waits. */
+  const gate = async (s: Scene) =>
+    (
+      (await claim(s)).status?.conditions as { type: string; reason: string; message: string }[] | undefined
+    )?.find((c) => c.type === "ApplyAllowed");
+  /** Until the claim lists `commit` as awaiting approval, its signature refused for `reason`. */
+  const waitsWith = (s: Scene, commit: string, reason: string, message: RegExp) =>
+    until(async () => {
+      const governance = (await claim(s)).status?.governance as
+        | {
+            awaitingApproval?: {
+              commit: string;
+              missing: string[];
+              signature?: { reason: string; message: string };
+            }[];
+          }
+        | undefined;
+      return governance?.awaitingApproval?.some(
+        (a) =>
+          a.commit === commit &&
+          a.missing.includes("Signature") &&
+          a.signature?.reason === reason &&
+          message.test(a.signature.message),
+      );
+    }, `the claim to wait for approval of ${commit}: ${reason}`);
   const appliedRevisions = (s: Scene) =>
-    readFluxLog(flux.logPaths).appliedRevisions({ namespace: FLUX_NAMESPACE, name: s.applier });
-  const commitsSince = async (s: Scene) =>
-    (await gitOk(["--git-dir", join(git.root, `${s.repo}.git`), "log", "--format=%H", `${s.start}..main`]))
-      .split("\n")
-      .filter(Boolean);
-
-  /** An API edit: the ConfigMap's greeting set by "user", reported to the intake API as a save. */
-  async function edit(s: Scene, value: string): Promise<string> {
-    const written: V1ConfigMap = await core.patchNamespacedConfigMap(
-      {
-        name: "web",
-        namespace: s.ns,
-        body: {
-          apiVersion: "v1",
-          kind: "ConfigMap",
-          metadata: { name: "web", namespace: s.ns },
-          data: { greeting: value },
-        },
-        fieldManager: USER,
-        force: true,
-      },
-      APPLY,
-    );
-    const time = written.metadata?.managedFields?.find((m) => m.manager === USER)?.time;
-    const res = await fetch(
-      `${running.gateway!.url("http")}/v1/targets/${s.ns}/web/writes?wait=published&timeout=30`,
-      {
-        method: "POST",
-        headers: { authorization: `Bearer ${s.intakeToken}`, "content-type": "application/json" },
-        body: JSON.stringify({
-          changes: [
-            {
-              op: "upsert",
-              object: {
-                apiVersion: "v1",
-                kind: "ConfigMap",
-                metadata: { name: "web", namespace: s.ns },
-                data: { greeting: value },
-              },
-            },
-          ],
-          author: { name: USER, email: `${USER}@example.com` },
-          message: `web: greeting ${value}`,
-          save: true,
-          editedAt: time ? new Date(time).toISOString() : new Date().toISOString(),
-        }),
-      },
-    );
-    const body = (await res.json()) as { commit?: string; published?: boolean };
-    expect({ status: res.status, published: body.published }).toEqual({ status: 200, published: true });
-    return body.commit!;
-  }
-
-  /** Every value the ConfigMap's greeting takes, with the manager of its field, until stopped. */
-  function record(s: Scene) {
-    const seen: { value: string | undefined; manager: string | undefined }[] = [];
-    let on = true;
-    const loop = (async () => {
-      while (on) {
-        const cm = await core
-          .readNamespacedConfigMap({ name: "web", namespace: s.ns })
-          .catch(() => undefined);
-        const value = cm?.data?.greeting;
-        const manager = cm?.metadata?.managedFields?.find((m) =>
-          JSON.stringify(m.fieldsV1 ?? {}).includes('"f:greeting"'),
-        )?.manager;
-        if (seen.at(-1)?.value !== value || seen.at(-1)?.manager !== manager) seen.push({ value, manager });
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })();
-    return {
-      seen,
-      async stop() {
-        on = false;
-        await loop;
-      },
-      /** Whether "green" was replaced by something an applier wrote. */
-      revertedBy: () => {
-        const i = seen.findIndex((x) => x.value === "green");
-        return i < 0
-          ? []
-          : seen
-              .slice(i + 1)
-              .filter((x) => x.value !== "green")
-              .map((x) => x.manager);
-      },
-    };
-  }
-
-  /** A commit by somebody else, pushed with git to the branch. */
-  async function foreignPush(s: Scene, value: string): Promise<string> {
-    const dir = join(work, `${s.ns}-${randomBytes(2).toString("hex")}`);
-    await gitOk(["clone", "-q", s.repoUrl, dir]);
-    const path = join(dir, s.file);
-    await writeFile(path, (await readFile(path, "utf8")).replace(/greeting: \S+/, `greeting: ${value}`));
-    await gitOk(
-      ["-c", "user.name=Bob", "-c", "user.email=bob@example.com", "commit", "-qam", `greeting ${value}`],
-      {
-        cwd: dir,
-      },
-    );
-    await gitOk(["push", "-q", "origin", "HEAD:main"], { cwd: dir });
-    return (await gitOk(["rev-parse", "HEAD"], { cwd: dir })).trim();
-  }
-
-  // -------------------------------------------------------------------------------------------
-
-  it("applies a Git push exactly once through the held Kustomization, its revision on Flux's status", async () => {
-    const s = await scene(true);
-    const before = appliedRevisions(s).length;
-    const pushed = await foreignPush(s, "pushed");
-    await until(async () => (await greeting(s.ns)) === "pushed", "Flux to apply the push");
+    readFluxLog(d.applier.logPaths).appliedRevisions({ namespace: FLUX_NAMESPACE, name: s.applier });
+  /**
+   * Flux applies `pushed` (`value` on the cluster, the Kustomization's lastAppliedRevision), the
+   * sidecar holds the Kustomization again, and a few of its one-second intervals later that is the
+   * one apply since `before` (how many applies kustomize-controller had logged).
+   */
+  async function appliedOnce(s: Scene, before: number, pushed: string, value: string) {
+    await until(async () => (await greeting(s.ns)) === value, `Flux to apply ${value}`);
     await until(
       async () => (await ks(s)).status?.lastAppliedRevision === `main@sha1:${pushed}`,
       "the Kustomization's lastAppliedRevision",
@@ -436,13 +119,21 @@ spec: {kustomizationRef: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}}
     await until(async () => (await ks(s)).spec?.suspend === true, "the Kustomization held again");
     // A few of the Kustomization's one-second intervals more: nothing applies it again.
     await new Promise((r) => setTimeout(r, 5_000));
-    const applied = appliedRevisions(s).slice(before);
-    expect(applied).toEqual([`main@sha1:${pushed}`]);
+    expect(appliedRevisions(s).slice(before)).toEqual([`main@sha1:${pushed}`]);
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  it("applies a Git push exactly once through the held Kustomization, its revision on Flux's status", async () => {
+    const s = await open(true);
+    const before = appliedRevisions(s).length;
+    const pushed = await foreignPush(s, "pushed");
+    await appliedOnce(s, before, pushed, "pushed");
     expect(await commitsSince(s)).toEqual([pushed]);
   });
 
   it("the two-edit race held by applygate: the later edit wins, one commit per save, no apply", async () => {
-    const s = await scene(true);
+    const s = await open(true);
     const before = appliedRevisions(s).length;
     const rec = record(s);
     const first = await edit(s, "blue");
@@ -468,7 +159,7 @@ spec: {kustomizationRef: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}}
   });
 
   it("the two-edit race on Flux's own timers: the first commit reverts the later edit", async () => {
-    const s = await scene(false);
+    const s = await open(false);
     const rec = record(s);
     const first = await edit(s, "blue");
     await fetchNow(s);
@@ -491,7 +182,7 @@ spec: {kustomizationRef: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}}
   });
 
   it("a Flux sidecar killed while the Kustomization is resumed: the next one follows the operation to Succeeded, once", async () => {
-    const s = await scene(true);
+    const s = await open(true);
     const pushed = await foreignPush(s, "while-killed");
     await until(
       async () => (await ks(s)).spec?.suspend === false,
@@ -502,18 +193,10 @@ spec: {kustomizationRef: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}}
     // SIGKILL, as an OOM kill ends the container: nothing suspends the Kustomization, which Flux
     // reconciles every second meanwhile (each reconcile shows Ready Unknown while it runs).
     await running.flux!.kill();
-    running.flux = await startSidecar(installed, "flux");
+    running.flux = await startSidecar(d.installed, "flux");
     const ended = async () =>
       (
-        (
-          (await custom.getNamespacedCustomObject({
-            group: "applygate.dev",
-            version: "v1alpha1",
-            plural: "fluxclaims",
-            namespace: s.ns,
-            name: "web",
-          })) as Obj
-        ).status?.history as { commit: string; phase: string; outcome?: string }[] | undefined
+        (await claim(s)).status?.history as { commit: string; phase: string; outcome?: string }[] | undefined
       )?.filter((h) => h.commit === pushed) ?? [];
     await until(async () => (await ended()).length > 0, "the operation for the push to end");
     await until(async () => (await ks(s)).spec?.suspend === true, "the Kustomization held again");
@@ -525,18 +208,88 @@ spec: {kustomizationRef: {name: ${ns}, namespace: ${FLUX_NAMESPACE}}}
   });
 
   it("a worker restart: a push made while no worker runs is applied exactly once by the next", async () => {
-    const s = await scene(true);
+    const s = await open(true);
     const before = appliedRevisions(s).length;
-    // SIGTERM, as a rollout stops the pod: the branch is given back.
-    expect(await running.worker!.stop()).toBe(0);
-    const pushed = await foreignPush(s, "while-down");
-    // The gateway acknowledges the push notice with no worker running; nothing applies it yet.
-    await new Promise((r) => setTimeout(r, 3_000));
-    expect(await greeting(s.ns)).toBe("hello");
-    running.worker = await startComponent(installed, "worker");
+    const pushed = await scene.pushWhileNoWorker(s, "while-down");
     await until(async () => (await greeting(s.ns)) === "while-down", "the new worker's apply of the push");
     await until(async () => (await ks(s)).spec?.suspend === true, "the Kustomization held again");
     await new Promise((r) => setTimeout(r, 5_000));
     expect(appliedRevisions(s).slice(before)).toEqual([`main@sha1:${pushed}`]);
+  });
+
+  it("a release approved by a signed tag: an untagged commit, a lightweight tag and a tag by an untrusted key apply nothing; the tag of a trusted key applies it exactly once", async () => {
+    const s = await open(true);
+    // The rule is set once the claim's converge of the tip ended: the last applied commit is the
+    // tip, so nothing awaits approval before the push.
+    await until(
+      async () => (await claim(s)).status?.lastAppliedCommit === s.start,
+      "the converge of the tip",
+    );
+    const ada = sshKey(d.work, "ed25519", "ada@release");
+    const eve = sshKey(d.work, "ed25519", "eve@laptop");
+    // The keys Secret, read by the worker (applygate-secret-watcher, which the scene binds) and, at
+    // the write, by the Flux sidecar as kustomize-controller (docs/governance.md, "RBAC").
+    const keys = `--from-literal=authorized_keys=${ada.publicKey}`;
+    await d.kubectlOk(["-n", s.ns, "create", "secret", "generic", "release-keys", keys]);
+    await d.kubectlOk([
+      "-n",
+      s.ns,
+      "create",
+      "rolebinding",
+      "applygate-secret-reader-flux",
+      "--clusterrole=applygate-secret-reader",
+      `--serviceaccount=${FLUX_NAMESPACE}:kustomize-controller`,
+    ]);
+    const rule = { signature: { secretRef: { name: "release-keys" }, mode: "Tag", tagPattern: "v*" } };
+    const patch = JSON.stringify({ spec: { approval: rule } });
+    await d.kubectlOk(["-n", s.ns, "patch", "fluxclaim", "web", "--type=merge", "-p", patch]);
+    await until(
+      async () => (await gate(s))?.reason === "Approved",
+      "the claim to find nothing awaiting approval",
+    );
+    const before = appliedRevisions(s).length;
+
+    const pushed = await foreignPush(s, "released");
+    await waitsWith(s, pushed, "CommitNotTagged", /no annotated tag matching "v\*"/);
+    // Tags pushed by the real git CLI, as a release manager pushes them (the worker reads the tags
+    // again every commit-status poll, 15 s as deployed, while a commit waits).
+    const clone = await scene.clone(s);
+    const tag = async (args: string[], signer?: SshSigner) => {
+      const signing = signer ? ["-c", "gpg.format=ssh", "-c", `user.signingkey=${signer.keyPath}`] : [];
+      await gitOk([...signing, "tag", ...args, pushed], { cwd: clone });
+      await gitOk(["push", "-q", "origin", args.at(-1)!], { cwd: clone });
+    };
+    await tag(["v0"]);
+    await waitsWith(s, pushed, "CommitUnsigned", /tag v0 is a lightweight tag/);
+    await tag(["-s", "-m", "release by eve", "v0.9"], eve);
+    await waitsWith(s, pushed, "SignatureUntrusted", /^tag v0\.9: /);
+    // Nothing applied it: no attempt sent, the Kustomization still held, the cluster unchanged.
+    expect(attemptsSent(pushed)).toEqual([]);
+    expect((await ks(s)).spec?.suspend).toBe(true);
+    expect(await greeting(s.ns)).toBe("hello");
+    expect(appliedRevisions(s).slice(before)).toEqual([]);
+
+    // The release manager tags the release: no new commit, the next read of the tags approves it.
+    await tag(["-s", "-m", "release 1.0.0", "v1.0.0"], ada);
+    await appliedOnce(s, before, pushed, "released");
+    expect(attemptsSent(pushed)).toHaveLength(1);
+    const adaKey = (await run("ssh-keygen", ["-l", "-f", `${ada.keyPath}.pub`])).stdout.split(" ")[1];
+    const history = (await claim(s)).status?.history as
+      | { commit: string; phase: string; approvals?: unknown[] }[]
+      | undefined;
+    expect(history?.filter((h) => h.commit === pushed)).toEqual([
+      expect.objectContaining({
+        phase: "Succeeded",
+        approvals: [
+          expect.objectContaining({
+            commit: pushed,
+            sources: ["Signature"],
+            tag: { name: "v1.0.0", signedBy: adaKey },
+          }),
+        ],
+      }),
+    ]);
+    expect((await gate(s))?.reason).toBe("Approved");
+    expect(await commitsSince(s)).toEqual([pushed]);
   });
 });
