@@ -49,11 +49,24 @@ edits are exactly two commits.
 export const RACE_HINT =
   "  npm start -- race               (the two-edit race, with and without applygate; npx applygate playground race too)";
 
+const REAL_HELP = `
+  --real   run on the real components instead (kube-apiserver, etcd, Flux and Argo CD built from
+           their Go modules by \`npm run real:build\`, all on 127.0.0.1; docs/playground.md)`;
+
 export async function run(argv: string[]): Promise<number> {
   if (argv[0] === "race") return race(argv.slice(1));
   if (argv.includes("--help") || argv.includes("-h")) {
-    process.stdout.write(`${helpText("playground", SUMMARY, settings)}\n`);
+    process.stdout.write(`${helpText("playground", SUMMARY, settings)}${REAL_HELP}\n`);
     return 0;
+  }
+  if (argv.includes("--real")) {
+    const others = argv.filter((a) => a !== "--real");
+    if (others.length > 0) {
+      process.stderr.write(`applygate playground --real: takes no other flag (${others.join(" ")})\n`);
+      return 2;
+    }
+    const { runReal } = await import("./real.js");
+    return runReal((line) => process.stdout.write(`${line}\n`), stopSignal());
   }
   const { config } = loadConfig(settings, argv);
   const log = createLogger({
