@@ -38,10 +38,20 @@ export function deepEqual(a: unknown, b: unknown): boolean {
   return canonical(a) === canonical(b);
 }
 
-function keyElement(item: Record<string, unknown>, keys: string[]): PathElement {
+type MapList = Extract<ListKind, { type: "map" }>;
+
+/** The key fields of a map list's item, a left-out one at its default. */
+function keyOf(item: Record<string, unknown>, kind: MapList): Record<string, unknown> {
   const picked: Record<string, unknown> = {};
-  for (const k of keys) picked[k] = item[k];
-  return `k:${canonical(picked)}`;
+  for (const k of kind.keys) {
+    const v = item[k] ?? kind.keyDefaults[k];
+    if (v !== undefined) picked[k] = v;
+  }
+  return picked;
+}
+
+function keyElement(item: Record<string, unknown>, kind: MapList): PathElement {
+  return `k:${canonical(keyOf(item, kind))}`;
 }
 
 /**
@@ -112,7 +122,7 @@ function walk(
         if (kind.type === "set") {
           visit({ path: [...path, `v:${canonical(item)}`], value: item, leaf: true });
         } else if (kind.type === "map" && isPlainObject(item)) {
-          const itemPath = [...path, keyElement(item, kind.keys)];
+          const itemPath = [...path, keyElement(item, kind)];
           visit({ path: itemPath, value: item, leaf: false });
           for (const key of Object.keys(item)) {
             go(item[key], childSchema(itemSchema(node), key), [...itemPath, `f:${key}`], depth + 2);
@@ -154,6 +164,9 @@ export function nodesOf(
   return nodes;
 }
 
+const isEmptyContainer = (v: unknown) =>
+  v === null || (Array.isArray(v) && v.length === 0) || (isPlainObject(v) && Object.keys(v).length === 0);
+
 /**
  * What an Update changed: leaves that are new or hold a new value, and containers that did not
  * exist before (owned with ".", as the real server records them). Also the paths removed.
@@ -172,7 +185,9 @@ export function updateDiff(
     if (!prev) {
       if (key !== "f:metadata") changed.add(key); // metadata always exists; it is never owned itself
     } else if (node.leaf && !deepEqual(prev.value, node.value)) changed.add(key);
-    else if (node.leaf !== prev.leaf) changed.add(key);
+    else if (node.leaf !== prev.leaf && !isEmptyContainer(prev.value)) changed.add(key);
+    // An empty (or null) map or list that gains members was there already: only the members are
+    // new (a Go struct or list that is never left out, `spec.strategy: {}`, is not owned when filled).
   }
   const removed: FieldSet = new Set();
   for (const key of old.keys()) if (!now.has(key)) removed.add(key);
@@ -320,7 +335,8 @@ export function mergeApplied(
       if (kind.type === "set") {
         if (!out.some((x) => deepEqual(x, item))) out.push(item);
       } else if (isPlainObject(item)) {
-        const i = findItem(out, keyElement(item, kind.keys));
+        const key = canonical(keyOf(item, kind));
+        const i = out.findIndex((x) => isPlainObject(x) && canonical(keyOf(x, kind)) === key);
         if (i < 0) out.push(structuredClone(item));
         else out[i] = mergeApplied(out[i], item, itemSchema(schema), depth + 1);
       }

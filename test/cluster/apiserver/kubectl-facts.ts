@@ -1,7 +1,9 @@
 /**
  * kubectl facts: what the real `kubectl` does against an API server — server-side apply and its
- * conflicts, printer columns, wait and watch, the generators' protobuf, every everyday verb, one
- * Event under both groups, and a restricted identity's 403.
+ * conflicts, printer columns, wait and watch, the generators' protobuf, every everyday verb,
+ * workloads as they are stored (defaults, and who owns which field), managedFields through the
+ * scale subresource, one Event under both groups and the server's Table of Events, and a
+ * restricted identity's 403.
  *
  * Written once and run against two backends: the simulated API server with the kubectl on PATH
  * (kubectl.test.ts, the default suite) and a real kube-apiserver with etcd and the kubectl the real
@@ -9,6 +11,7 @@
  * (test/real/RESULTS.md lists what was found).
  */
 import { execFile, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -61,6 +64,113 @@ spec:
     kind: GitRepository
     name: repo
 `;
+
+/** A one-container Deployment's spec as the real server stores it (apps/v1 and core/v1 defaults). */
+function defaultedSpec(app: string, container: Record<string, unknown>, replicas = 1) {
+  return {
+    progressDeadlineSeconds: 600,
+    replicas,
+    revisionHistoryLimit: 10,
+    selector: { matchLabels: { app } },
+    strategy: { rollingUpdate: { maxSurge: "25%", maxUnavailable: "25%" }, type: "RollingUpdate" },
+    template: {
+      metadata: { labels: { app } },
+      spec: {
+        containers: [
+          {
+            name: "c",
+            resources: {},
+            terminationMessagePath: "/dev/termination-log",
+            terminationMessagePolicy: "File",
+            ...container,
+          },
+        ],
+        dnsPolicy: "ClusterFirst",
+        restartPolicy: "Always",
+        schedulerName: "default-scheduler",
+        securityContext: {},
+        terminationGracePeriodSeconds: 30,
+      },
+    },
+  };
+}
+
+/** Workloads as sent: defaults of every kind, and the pull policy's three cases. */
+const WORKLOADS_YAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: rich, namespace: workloads}
+spec:
+  selector: {matchLabels: {app: rich}}
+  template:
+    metadata: {labels: {app: rich}}
+    spec:
+      initContainers:
+      - {name: init, image: "registry.local:5000/tools/init", command: [sh]}
+      containers:
+      - name: c
+        image: nginx:1.27
+        ports: [{containerPort: 80, name: http}, {containerPort: 53, protocol: UDP}]
+        env:
+        - {name: A, value: "1"}
+        - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+        volumeMounts: [{name: cfg, mountPath: /cfg}]
+        livenessProbe: {httpGet: {port: 80}}
+        readinessProbe: {tcpSocket: {port: 80}, periodSeconds: 5}
+        resources: {limits: {cpu: 100m}}
+      - name: d
+        image: "ghcr.io/x/y@sha256:0123456789012345678901234567890123456789012345678901234567890123"
+      - name: e
+        image: "busybox:latest"
+        imagePullPolicy: Never
+      volumes:
+      - {name: cfg, configMap: {name: cm}}
+      - {name: sec, secret: {secretName: s}}
+      - {name: tmp}
+      - {name: proj, projected: {sources: [{serviceAccountToken: {path: t}}, {downwardAPI: {items: [{path: "nm", fieldRef: {fieldPath: metadata.name}}]}}]}}
+      - {name: dapi, downwardAPI: {items: [{path: "nm", fieldRef: {fieldPath: metadata.name}}]}}
+      - {name: hp, hostPath: {path: /x}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: workloads}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: c, image: "postgres:16"}]}
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+`;
+
+/** What the real server (v1.36.3) stored for WORKLOADS_YAML, and what `kubectl create` owns of it. */
+const WORKLOADS_STORED = JSON.parse(
+  readFileSync(fileURLToPath(new URL("./kubectl-facts.workloads.json", import.meta.url)), "utf8"),
+);
+const RICH_POD_SPEC = WORKLOADS_STORED.richPodSpec;
+const RICH_CREATED_FIELDS = WORKLOADS_STORED.richCreatedFields;
+const DB_SPEC = WORKLOADS_STORED.dbSpec;
+const DB_STATUS = WORKLOADS_STORED.dbStatus;
+const DB_CREATED_FIELDS = WORKLOADS_STORED.dbCreatedFields;
+
+/**
+ * How the server's printers write the time since `ts` when it is days or years ago (k8s.io
+ * apimachinery duration.HumanDuration from 8 days on): `702d`, then `2y10d`, `2y`, from 8 years
+ * `8y`. `accepts` takes the text for the time before or after the check, so a day's turn between
+ * the server's clock and this one does not matter.
+ */
+function agoSince(ts: string): { accepts: (text: string) => boolean } {
+  const text = (now: number) => {
+    const days = Math.floor((now - Date.parse(ts)) / 86_400_000);
+    const years = Math.floor(days / 365);
+    if (days < 730) return `${days}d`;
+    if (years < 8) return days % 365 === 0 ? `${years}y` : `${years}y${days % 365}d`;
+    return `${years}y`;
+  };
+  const before = text(Date.now());
+  return { accepts: (t) => t === before || t === text(Date.now()) };
+}
 
 export const KUSTOMIZATION_CRD = fileURLToPath(new URL("../crds/flux-kustomization.yaml", import.meta.url));
 
@@ -323,19 +433,55 @@ spec:
       );
       const deployed = await kubectl("apply", "--server-side", "-f", join(dir, "deploy.yaml"));
       expect(deployed.code, deployed.out).toBe(0);
+      const getDeploy = async () =>
+        JSON.parse((await kubectl(...ns, "get", "deploy", "web", "-o", "json", "--show-managed-fields")).out);
+      const applied = await getDeploy();
+      // Stored defaulted, as its Go type writes it; the apply owns only what it sent, the selector
+      // whole (a LabelSelector is atomic) and the container as an item of a list keyed by name.
+      expect(applied.spec).toEqual(defaultedSpec("web", { image: "busybox", imagePullPolicy: "Always" }));
+      expect(applied.status).toEqual({});
+      const appliedFields = {
+        "f:spec": {
+          "f:replicas": {},
+          "f:selector": {},
+          "f:template": {
+            "f:metadata": { "f:labels": { "f:app": {} } },
+            "f:spec": {
+              "f:containers": { 'k:{"name":"c"}': { ".": {}, "f:image": {}, "f:name": {} } },
+            },
+          },
+        },
+      };
+      expect(applied.metadata.managedFields).toEqual([
+        {
+          manager: "kubectl",
+          operation: "Apply",
+          apiVersion: "apps/v1",
+          time: expect.any(String),
+          fieldsType: "FieldsV1",
+          fieldsV1: appliedFields,
+        },
+      ]);
       expect((await kubectl(...ns, "scale", "deploy/web", "--replicas=3")).out).toBe(
         "deployment.apps/web scaled\n",
       );
-      const deploy = JSON.parse(
-        (await kubectl(...ns, "get", "deploy", "web", "-o", "json", "--show-managed-fields")).out,
-      );
+      const deploy = await getDeploy();
       expect(deploy.spec.replicas).toBe(3);
       expect(deploy.metadata.generation).toBe(2);
-      const scaler = deploy.metadata.managedFields.find(
-        (e: { subresource?: string }) => e.subresource === "scale",
-      );
-      expect(scaler).toMatchObject({ manager: "kubectl", operation: "Update", apiVersion: "apps/v1" });
-      expect(scaler.fieldsV1).toEqual({ "f:spec": { "f:replicas": {} } });
+      // The scale writer takes the replicas from the apply, which keeps its time; its own entry,
+      // carried back from the Scale, has none (scale-facts below hold the whole rule).
+      const { "f:replicas": _taken, ...rest } = appliedFields["f:spec"];
+      expect(deploy.metadata.managedFields).toEqual([
+        { ...applied.metadata.managedFields[0], fieldsV1: { "f:spec": rest } },
+        {
+          manager: "kubectl",
+          operation: "Update",
+          apiVersion: "apps/v1",
+          fieldsType: "FieldsV1",
+          fieldsV1: { "f:spec": { "f:replicas": {} } },
+          subresource: "scale",
+        },
+      ]);
       const scale = JSON.parse(
         // --raw takes a path from the server's root: the token path prefix of the kubeconfig's server
         // (kubectl sends no bearer token over plain HTTP) goes in front of it.
@@ -347,13 +493,155 @@ spec:
       const explained = await kubectl("explain", "kustomization.spec.prune");
       expect(explained).toMatchObject({ code: 0 });
       expect(explained.out).toMatch(/FIELD: +prune <boolean>/);
-      expect((await kubectl("explain", "configmap")).out).toContain("KIND:       ConfigMap");
+      const configmap = (await kubectl("explain", "configmap")).out;
+      expect(configmap).toContain("KIND:       ConfigMap");
+      expect(configmap).toContain("ConfigMap holds configuration data for pods to consume.");
+      expect(configmap.match(/^ {2}\w+\t<[^>]+>$/gm)).toEqual([
+        "  apiVersion\t<string>",
+        "  binaryData\t<map[string]string>",
+        "  data\t<map[string]string>",
+        "  immutable\t<boolean>",
+        "  kind\t<string>",
+        "  metadata\t<ObjectMeta>",
+      ]);
+      expect((await kubectl("explain", "kustomization")).out).toMatch(/^ {2}metadata\t<ObjectMeta>$/m);
 
       expect((await kubectl(...ns, "delete", "cm", "app")).out).toBe(deletedLine('configmap "app"', "verbs"));
       expect((await kubectl(...ns, "delete", "-f", join(dir, "deploy.yaml"))).out).toBe(
         deletedLine('deployment.apps "web"', "verbs"),
       );
       expect(await kubectl(...ns, "get", "cm,deploy", "-o", "name")).toEqual({ code: 0, out: "" });
+    });
+
+    it("stores workloads defaulted as the real server does, and kubectl create owns them field by field", async () => {
+      expect(await kubectl("create", "namespace", "workloads")).toMatchObject({ code: 0 });
+      await writeFile(join(dir, "workloads.yaml"), WORKLOADS_YAML);
+      const created = await kubectl("create", "-f", join(dir, "workloads.yaml"));
+      expect(created.code, created.out).toBe(0);
+      const get = async (what: string) =>
+        JSON.parse(
+          (await kubectl("-n", "workloads", "get", what, "-o", "json", "--show-managed-fields")).out,
+        );
+      // A Deployment: apps/v1 and core/v1 defaults, the pull policy by tag (none or :latest: Always;
+      // another tag or a digest: IfNotPresent; one given is kept), and the structs Go always writes.
+      const rich = await get("deploy/rich");
+      expect(rich.spec).toEqual({
+        ...defaultedSpec("rich", {}),
+        template: { metadata: { labels: { app: "rich" } }, spec: RICH_POD_SPEC },
+      });
+      expect(rich.status).toEqual({});
+      // An Update owns every field it sent after defaulting; lists keyed as k8s.io/api declares them
+      // (containers and volumes by name, ports by containerPort and protocol, env by name, mounts by
+      // path); a field selector, an atomic list, the selector whole.
+      expect(rich.metadata.managedFields).toEqual([
+        {
+          manager: "kubectl-create",
+          operation: "Update",
+          apiVersion: "apps/v1",
+          time: expect.any(String),
+          fieldsType: "FieldsV1",
+          fieldsV1: RICH_CREATED_FIELDS,
+        },
+      ]);
+      const db = await get("statefulset/db");
+      expect(db.spec).toEqual(DB_SPEC);
+      expect(db.status).toEqual(DB_STATUS);
+      expect(db.metadata.managedFields).toEqual([expect.objectContaining({ fieldsV1: DB_CREATED_FIELDS })]);
+
+      // An update that leaves a default out changes nothing: it is defaulted again.
+      const { imagePullPolicy: _p, ...bare } = rich.spec.template.spec.containers[1];
+      const patched = await kubectl(
+        "-n",
+        "workloads",
+        "patch",
+        "deploy/rich",
+        "--type",
+        "json",
+        "-p",
+        JSON.stringify([{ op: "replace", path: "/spec/template/spec/containers/1", value: bare }]),
+      );
+      expect(patched.code, patched.out).toBe(0);
+      const after = await get("deploy/rich");
+      expect(after.metadata.resourceVersion).toBe(rich.metadata.resourceVersion);
+      expect(after.metadata.generation).toBe(1);
+    });
+
+    it("kubectl scale: managedFields as the scale subresource carries them to the Scale and back", async () => {
+      const ns = ["-n", "scaled"];
+      expect(await kubectl("create", "namespace", "scaled")).toMatchObject({ code: 0 });
+      const manifest = (name: string, replicas?: number) =>
+        `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ${name}, namespace: scaled}
+spec:
+${replicas === undefined ? "" : `  replicas: ${replicas}\n`}  selector: {matchLabels: {app: ${name}}}
+  template:
+    metadata: {labels: {app: ${name}}}
+    spec: {containers: [{name: c, image: busybox}]}
+`;
+      type Entry = {
+        manager: string;
+        operation: string;
+        subresource?: string;
+        time?: string;
+        fieldsV1: Record<string, Record<string, unknown>>;
+      };
+      const entries = async (name: string) => {
+        const o = JSON.parse(
+          (await kubectl(...ns, "get", "deploy", name, "-o", "json", "--show-managed-fields")).out,
+        );
+        return {
+          rv: o.metadata.resourceVersion as string,
+          replicas: o.spec.replicas as number,
+          // manager/operation/subresource, whether it has a time, whether it owns the replicas
+          owners: (o.metadata.managedFields as Entry[]).map((e) => [
+            `${e.manager}/${e.operation}/${e.subresource ?? ""}`,
+            e.time === undefined ? "no time" : "time",
+            "f:replicas" in (e.fieldsV1["f:spec"] ?? {}) ? "replicas" : "-",
+          ]),
+        };
+      };
+
+      // Nobody owns the replicas (applied without them, defaulted to 1): the Scale has no
+      // managedFields, and an update of an object without them is not tracked.
+      await writeFile(join(dir, "unowned.yaml"), manifest("unowned"));
+      expect((await kubectl("apply", "--server-side", "-f", join(dir, "unowned.yaml"))).code).toBe(0);
+      expect((await kubectl(...ns, "scale", "deploy/unowned", "--replicas=3")).code).toBe(0);
+      expect(await entries("unowned")).toMatchObject({
+        replicas: 3,
+        owners: [["kubectl/Apply/", "time", "-"]],
+      });
+      // An Update that owns them (kubectl patch) hands them to the scale writer, whose entry has no time.
+      expect((await kubectl(...ns, "patch", "deploy/unowned", "-p", '{"spec":{"replicas":5}}')).code).toBe(0);
+      expect((await kubectl(...ns, "scale", "deploy/unowned", "--replicas=6")).code).toBe(0);
+      expect(await entries("unowned")).toMatchObject({
+        replicas: 6,
+        owners: [
+          ["kubectl/Apply/", "time", "-"],
+          ["kubectl/Update/scale", "no time", "replicas"],
+        ],
+      });
+
+      // A scale to the replicas an Update entry owns changes no value, yet the entry comes back from
+      // the Scale split: the replicas under the same identity with no time, the rest with its time.
+      await writeFile(join(dir, "csa.yaml"), manifest("csa", 1));
+      expect((await kubectl("apply", "-f", join(dir, "csa.yaml"))).code).toBe(0);
+      const before = await entries("csa");
+      expect(before.owners).toEqual([["kubectl-client-side-apply/Update/", "time", "replicas"]]);
+      expect((await kubectl(...ns, "scale", "deploy/csa", "--replicas=1")).code).toBe(0);
+      const split = await entries("csa");
+      expect(split.rv).not.toBe(before.rv);
+      expect(split.owners).toEqual([
+        ["kubectl-client-side-apply/Update/", "no time", "replicas"],
+        ["kubectl-client-side-apply/Update/", "time", "-"],
+      ]);
+      // The next write reads one entry per identity, the later: the replicas have no owner now, so
+      // this scale is not tracked either.
+      expect((await kubectl(...ns, "scale", "deploy/csa", "--replicas=2")).code).toBe(0);
+      expect(await entries("csa")).toMatchObject({
+        replicas: 2,
+        owners: [["kubectl-client-side-apply/Update/", "time", "-"]],
+      });
     });
 
     it("serves one Event under both groups: kubectl get events and describe show what events.k8s.io/v1 recorded", async () => {
@@ -401,35 +689,117 @@ count: 1
       );
       expect((await kubectl("create", "-f", join(dir, "event-core.yaml"))).code).toBe(0);
 
-      // kubectl get events reads core v1: both are there, the newer one's note as its message.
+      // kubectl get events prints the server's Table: no NAME column first; LAST SEEN from
+      // lastTimestamp, else the first time (firstTimestamp, else eventTime); OBJECT as kind/name.
+      const ago = agoSince("2025-01-01T00:00:00Z");
       const core = await kubectl(...ns, "get", "events");
       expect(core.code, core.out).toBe(0);
-      expect(core.out).toMatch(/Adopted\s+.*held by its claim/);
-      expect(core.out).toMatch(/ReconciliationSucceeded\s+.*applied revision main@sha1:0123/);
-      const held = JSON.parse((await kubectl(...ns, "get", "events", "held.suspended", "-o", "json")).out);
-      expect(held).toMatchObject({
-        apiVersion: "v1",
-        message: "held by its claim",
-        action: "Suspend",
-        reportingComponent: "applygate.dev/sidecar",
-        involvedObject: { kind: "Kustomization", name: "held", uid },
-      });
-      // ...and events.k8s.io/v1 shows the core one in its own shape, at the same resourceVersion.
-      const v1 = JSON.parse(
-        (await kubectl(...ns, "get", "events.v1.events.k8s.io", "held.reconciled", "-o", "json")).out,
+      const rows = core.out.split("\n");
+      expect(rows[0]).toMatch(/^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE$/);
+      const seen = (row: string | undefined) => row?.split(/\s+/)[0] ?? "";
+      const adopted = rows.find((r) => r.includes("Adopted"));
+      expect(adopted).toMatch(/^\S+\s+Normal\s+Adopted\s+kustomization\/held\s+held by its claim$/);
+      expect(ago.accepts(seen(adopted))).toBe(true);
+      const reconciled = rows.find((r) => r.includes("ReconciliationSucceeded"));
+      expect(reconciled).toMatch(
+        /^\S+\s+Normal\s+ReconciliationSucceeded\s+kustomization\/held\s+applied revision main@sha1:0123$/,
       );
-      expect(v1).toMatchObject({
-        apiVersion: "events.k8s.io/v1",
-        note: "applied revision main@sha1:0123",
-        regarding: { kind: "Kustomization", name: "held" },
-        deprecatedSource: { component: "kustomize-controller" },
-        deprecatedCount: 1,
+      expect(ago.accepts(seen(reconciled))).toBe(true);
+      // -o wide shows the columns of priority 1: the source (component, else the reporting
+      // controller and instance), the first time, the count (1 for a singleton), the name.
+      const wide = (await kubectl(...ns, "get", "events", "-o", "wide")).out;
+      expect(wide).toMatch(
+        /^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+SUBOBJECT\s+SOURCE\s+MESSAGE\s+FIRST SEEN\s+COUNT\s+NAME\n/,
+      );
+      expect(wide).toMatch(
+        /\n\S+\s+Normal\s+Adopted\s+kustomization\/held\s+applygate\.dev\/sidecar, sidecar-0\s+held by its claim\s+\S+\s+1\s+held\.suspended\n/,
+      );
+      expect(wide).toMatch(
+        /\n\S+\s+Normal\s+ReconciliationSucceeded\s+kustomization\/held\s+kustomize-controller\s+applied revision main@sha1:0123\s+\S+\s+1\s+held\.reconciled\n/,
+      );
+      expect((await kubectl(...ns, "get", "events.v1.events.k8s.io")).out.split("\n")[0]).toMatch(
+        /^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE$/,
+      );
+
+      // Each Event through each group, as the group's Go type writes it: the core view of the
+      // events.k8s.io one has null first and last times and an empty source, the events.k8s.io view
+      // of the core one a null eventTime, and so on. The shared resourceVersion shows one object.
+      const read = async (resource: string, name: string) => {
+        const o = JSON.parse((await kubectl(...ns, "get", resource, name, "-o", "json")).out);
+        const { metadata, ...rest } = o;
+        return { rv: metadata.resourceVersion as string, body: rest };
+      };
+      const reference = {
+        apiVersion: "kustomize.toolkit.fluxcd.io/v1",
+        kind: "Kustomization",
+        namespace: "evented",
+        name: "held",
+        uid,
+      };
+      const coreOfV1 = await read("events", "held.suspended");
+      expect(coreOfV1.body).toEqual({
+        apiVersion: "v1",
+        kind: "Event",
+        action: "Suspend",
+        eventTime: "2025-01-01T00:00:00.000000Z",
+        firstTimestamp: null,
+        lastTimestamp: null,
+        involvedObject: reference,
+        message: "held by its claim",
+        reason: "Adopted",
+        reportingComponent: "applygate.dev/sidecar",
+        reportingInstance: "sidecar-0",
+        source: {},
+        type: "Normal",
       });
-      expect(v1.message).toBeUndefined();
-      const coreRv = (
-        await kubectl(...ns, "get", "events", "held.reconciled", "-o", "jsonpath={.metadata.resourceVersion}")
-      ).out;
-      expect(v1.metadata.resourceVersion).toBe(coreRv);
+      const v1OfV1 = await read("events.v1.events.k8s.io", "held.suspended");
+      expect(v1OfV1.body).toEqual({
+        apiVersion: "events.k8s.io/v1",
+        kind: "Event",
+        action: "Suspend",
+        eventTime: "2025-01-01T00:00:00.000000Z",
+        deprecatedFirstTimestamp: null,
+        deprecatedLastTimestamp: null,
+        deprecatedSource: {},
+        note: "held by its claim",
+        reason: "Adopted",
+        regarding: reference,
+        reportingController: "applygate.dev/sidecar",
+        reportingInstance: "sidecar-0",
+        type: "Normal",
+      });
+      expect(v1OfV1.rv).toBe(coreOfV1.rv);
+      const coreOfCore = await read("events", "held.reconciled");
+      expect(coreOfCore.body).toEqual({
+        apiVersion: "v1",
+        kind: "Event",
+        count: 1,
+        eventTime: null,
+        firstTimestamp: "2025-01-01T00:00:01Z",
+        lastTimestamp: "2025-01-01T00:00:01Z",
+        involvedObject: reference,
+        message: "applied revision main@sha1:0123",
+        reason: "ReconciliationSucceeded",
+        reportingComponent: "",
+        reportingInstance: "",
+        source: { component: "kustomize-controller" },
+        type: "Normal",
+      });
+      const v1OfCore = await read("events.v1.events.k8s.io", "held.reconciled");
+      expect(v1OfCore.body).toEqual({
+        apiVersion: "events.k8s.io/v1",
+        kind: "Event",
+        deprecatedCount: 1,
+        deprecatedFirstTimestamp: "2025-01-01T00:00:01Z",
+        deprecatedLastTimestamp: "2025-01-01T00:00:01Z",
+        deprecatedSource: { component: "kustomize-controller" },
+        eventTime: null,
+        note: "applied revision main@sha1:0123",
+        reason: "ReconciliationSucceeded",
+        regarding: reference,
+        type: "Normal",
+      });
+      expect(v1OfCore.rv).toBe(coreOfCore.rv);
 
       // kubectl describe finds a custom resource's Events with involvedObject field selectors.
       const described = await kubectl(...ns, "describe", "ks", "held");
@@ -499,6 +869,10 @@ count: 1
         (await kubectl(...ns, "get", "events", "held.suspended", "-o", "json")).out,
       ).series;
       expect(series).toEqual({ count: 2, lastObservedTime: "2025-01-01T00:01:00.000000Z" });
+      // A series is printed with its count and its last observation.
+      expect((await kubectl(...ns, "get", "events", "-o", "wide")).out).toMatch(
+        /\n\S+\s+Normal\s+Adopted\s+kustomization\/held\s+.*held by its claim\s+\S+\s+2\s+held\.suspended\n/,
+      );
       expect((await kubectl(...ns, "delete", "events", "held.suspended")).code).toBe(0);
       expect((await kubectl(...ns, "get", "events.v1.events.k8s.io", "held.suspended")).out).toContain(
         "NotFound",

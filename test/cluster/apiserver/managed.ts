@@ -13,6 +13,7 @@ import {
   isUnder,
   mergeApplied,
   type PathKey,
+  pathKey,
   pathOf,
   removeAt,
   toFieldsV1,
@@ -25,10 +26,14 @@ export interface Owner {
   manager: string;
   operation: "Apply" | "Update";
   apiVersion: string;
-  time: string;
+  /** undefined where the real server writes none (entries made through the scale subresource). */
+  time?: string;
   subresource?: string;
   fields: FieldSet;
 }
+
+/** The schema ownership and merging read: a custom resource's, or a built-in kind's merge schema. */
+const schemaOf = (t: ResourceType) => t.schema ?? t.mergeSchema;
 
 /** The server keeps one entry per manager, operation and subresource (and version for Update). */
 function sameEntry(a: Omit<Owner, "fields" | "time">, b: Omit<Owner, "fields" | "time">): boolean {
@@ -40,15 +45,27 @@ function sameEntry(a: Omit<Owner, "fields" | "time">, b: Omit<Owner, "fields" | 
   );
 }
 
+/**
+ * The entries as the real server decodes them: one per identity (manager, operation, subresource,
+ * and apiVersion for Update), the later in the stored order winning where two share one (a
+ * write through the scale subresource can store such a pair; the next write keeps one).
+ */
 export function readOwners(obj: KObject): Owner[] {
-  return (obj.metadata.managedFields ?? []).map((e) => ({
-    manager: e.manager,
-    operation: e.operation,
-    apiVersion: e.apiVersion,
-    time: e.time,
-    ...(e.subresource ? { subresource: e.subresource } : {}),
-    fields: fromFieldsV1(e.fieldsV1),
-  }));
+  const owners: Owner[] = [];
+  for (const e of obj.metadata.managedFields ?? []) {
+    const o: Owner = {
+      manager: e.manager,
+      operation: e.operation,
+      apiVersion: e.apiVersion,
+      ...(e.time !== undefined ? { time: e.time } : {}),
+      ...(e.subresource ? { subresource: e.subresource } : {}),
+      fields: fromFieldsV1(e.fieldsV1),
+    };
+    const same = owners.findIndex((x) => sameEntry(x, o));
+    if (same >= 0) owners.splice(same, 1);
+    owners.push(o);
+  }
+  return owners;
 }
 
 /**
@@ -78,7 +95,7 @@ export function writeOwners(owners: Owner[]): ManagedFieldsEntry[] {
         manager: o.manager,
         operation: o.operation,
         apiVersion: o.apiVersion,
-        time: o.time,
+        ...(o.time !== undefined ? { time: o.time } : {}),
         fieldsType: "FieldsV1",
         fieldsV1: toFieldsV1(o.fields),
       };
@@ -122,10 +139,15 @@ export function ownersAfterUpdate(
   before: KObject | undefined,
   after: KObject,
   who: Actor,
+  /** For a create: the kind's empty object as its Go type writes it, which is what a create changed. */
+  zero: object = {},
 ): Owner[] {
   const owners = before ? readOwners(before) : [];
+  // An update of an object that has no managedFields is not tracked (structured-merge-diff's
+  // skip-non-applied manager: tracking starts again with an apply); a create always is.
+  if (before && owners.length === 0) return owners;
   const scope = scopeOf(type, who.subresource);
-  const { changed, removed } = updateDiff(before ?? {}, after, type.schema, scope);
+  const { changed, removed } = updateDiff(before ?? zero, after, schemaOf(type), scope);
   for (const o of owners) {
     for (const f of [...o.fields]) {
       if ([...removed].some((r) => isUnder(f, r))) o.fields.delete(f);
@@ -164,7 +186,7 @@ export function serverSideApply(
 ): ApplyResult {
   const scope = scopeOf(type, who.subresource);
   const owners = live ? readOwners(live) : [];
-  const appliedSet = appliedFieldSet(applied, type.schema, scope);
+  const appliedSet = appliedFieldSet(applied, schemaOf(type), scope);
   const me = { ...who, operation: "Apply" as const };
   const previous = owners.find((o) => sameEntry(o, me))?.fields ?? new Set<PathKey>();
 
@@ -211,9 +233,83 @@ export function serverSideApply(
     if (!ownedElsewhere) removeAt(base, field);
   }
   if (!live) base = { apiVersion: applied.apiVersion, kind: applied.kind, metadata: { ...applied.metadata } };
-  const merged = mergeApplied(base, applied, type.schema) as KObject;
+  const merged = mergeApplied(base, applied, schemaOf(type)) as KObject;
 
   const mine = upsert(owners, me);
   mine.fields = new Set(appliedSet);
   return { object: merged, owners: owners.filter((o) => o.fields.size > 0) };
+}
+
+/** How an entry is told apart on the Scale: Update entries there are all of autoscaling/v1. */
+const scaleIdentity = (o: Pick<Owner, "manager" | "operation" | "subresource">) =>
+  `${o.manager}\u0000${o.operation}\u0000${o.subresource ?? ""}`;
+
+/**
+ * Ownership after a write through the scale subresource, as k8s.io/apimachinery's ScaleHandler
+ * carries managedFields to the Scale and back:
+ * - The Scale shows the parent's entries that own the replicas, as autoscaling/v1 entries owning
+ *   its `spec.replicas`. When none does, the Scale has no managedFields and its update is not
+ *   tracked: the writer gets no entry.
+ * - The write is an Update of the Scale under subresource `scale`: the writer takes the replicas
+ *   when it changed them, from every entry there.
+ * - Back on the parent, an Apply entry (identity without apiVersion) the Scale still has owning the
+ *   replicas is kept whole, with its time. Every other parent entry loses the replicas: an Update
+ *   entry's identity carries its apiVersion, and none of the parent's is autoscaling/v1. Each
+ *   Update entry of the Scale still owning the replicas (the writer's, and those of a write that
+ *   left the replicas as they were) returns as an entry of the parent's apiVersion with the time
+ *   the parent has under the Scale's identity: none, so it has no `time`. Such an entry can share
+ *   its identity with the parent entry it came from; the next write keeps one of the two.
+ */
+export function ownersAfterScale(type: ResourceType, before: KObject, after: KObject, who: Actor): Owner[] {
+  const owners = readOwners(before);
+  const replicasPath = type.scale?.specReplicasPath ?? ".spec.replicas";
+  const replicas = pathKey(
+    replicasPath
+      .replace(/^\./, "")
+      .split(".")
+      .map((k) => `f:${k}`),
+  );
+  const holders = owners.filter((o) => o.fields.has(replicas));
+  if (holders.length === 0) return owners;
+
+  // The Scale's entries: identity -> whether it owns the replicas after the write.
+  const onScale = new Map<
+    string,
+    { owner: Pick<Owner, "manager" | "operation" | "subresource">; holds: boolean }
+  >();
+  for (const o of holders) onScale.set(scaleIdentity(o), { owner: o, holds: true });
+  const changed = !deepEqual(getAt(before, replicas), getAt(after, replicas));
+  if (changed) {
+    for (const e of onScale.values()) e.holds = false;
+    const writer = { manager: who.manager, operation: "Update" as const, subresource: "scale" };
+    onScale.set(scaleIdentity(writer), { owner: writer, holds: true });
+  }
+
+  const out: Owner[] = [];
+  const keptWhole = new Set<string>();
+  for (const o of owners) {
+    if (!o.fields.has(replicas)) {
+      out.push(o);
+      continue;
+    }
+    const id = scaleIdentity(o);
+    if (o.operation === "Apply" && onScale.get(id)?.holds) {
+      out.push(o);
+      keptWhole.add(id);
+      continue;
+    }
+    const rest = new Set([...o.fields].filter((f) => f !== replicas));
+    if (rest.size > 0) out.push({ ...o, fields: rest });
+  }
+  for (const [id, e] of onScale) {
+    if (!e.holds || keptWhole.has(id)) continue;
+    out.push({
+      manager: e.owner.manager,
+      operation: e.owner.operation,
+      apiVersion: who.apiVersion,
+      ...(e.owner.subresource ? { subresource: e.owner.subresource } : {}),
+      fields: new Set([replicas]),
+    });
+  }
+  return out;
 }

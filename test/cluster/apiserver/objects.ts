@@ -8,9 +8,10 @@ import { parse as parseYaml } from "yaml";
 import { wireTime } from "../clock.js";
 import { type AdmissionRequest, admit, type Operation } from "./admission.js";
 import type { User } from "./auth.js";
+import { defaultWorkload, zeroWorkload } from "./defaults.js";
 import { errors } from "./errors.js";
 import { deepEqual } from "./fieldset.js";
-import { type Actor, ownersAfterUpdate, serverSideApply, writeOwners } from "./managed.js";
+import { type Actor, ownersAfterScale, ownersAfterUpdate, serverSideApply, writeOwners } from "./managed.js";
 import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.js";
 import type { Policy } from "./rbac.js";
 import {
@@ -294,7 +295,7 @@ export class Objects {
     this.admit("CREATE", target, o, null, opts);
     if (!meta.managedFields?.length) {
       const who = this.actor(t, target, opts);
-      meta.managedFields = writeOwners(ownersAfterUpdate(t, undefined, o, who));
+      meta.managedFields = writeOwners(ownersAfterUpdate(t, undefined, o, who, this.zeroOf(t)));
     }
     if (opts.dryRun) return { object: o, warnings, created: true };
     const stored = this.put(t, o, undefined);
@@ -311,6 +312,12 @@ export class Objects {
         { group: t.group, plural: t.plural, kind: t.kind, name: o.metadata.name ?? "" },
         causes,
       );
+  }
+
+  /** A kind's empty object as its Go type writes it: what a create changed, for ownership. */
+  private zeroOf(t: ResourceType): object {
+    if (t.encode) return t.encode({ apiVersion: "", kind: "", metadata: {} });
+    return zeroWorkload(t.group, t.kind);
   }
 
   private actor(t: ResourceType, target: Target, opts: WriteOptions): Actor {
@@ -330,6 +337,8 @@ export class Objects {
     }
     if (t.kind === "Secret" && t.group === "" && !o.type) o.type = "Opaque";
     this.foldStringData(t, o);
+    if (t.statusSubresource && !t.crdName && t.kind !== "Namespace") delete o.status; // a create sets no status
+    defaultWorkload(t.group, t.kind, o);
   }
 
   private foldStringData(t: ResourceType, o: KObject): void {
@@ -455,6 +464,8 @@ export class Objects {
     }
     o.apiVersion = apiVersionOf(t);
     o.kind = t.kind;
+    // Every write is defaulted as it is decoded, so a body that leaves a default out changes nothing.
+    defaultWorkload(t.group, t.kind, o);
     if (t.kind === "CustomResourceDefinition") this.prepareCrd(o);
     dropEmptyMetadata(o);
     if (old.metadata.deletionTimestamp) {
@@ -524,7 +535,9 @@ export class Objects {
     const replicas = requestedReplicas(scale, target.name!);
     const rv = (scale as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
     this.precondition(target, old, rv);
-    const r = this.commit(target, old, withReplicas(t, old, replicas), opts);
+    const next = withReplicas(t, old, replicas);
+    const owners = ownersAfterScale(t, old, next, this.actor(t, target, opts));
+    const r = this.commit(target, old, next, opts, owners);
     return { ...r, object: scaleOf(t, r.object) };
   }
 

@@ -4,7 +4,17 @@
  */
 import { RE2JS } from "re2js";
 import { errors } from "./errors.js";
-import { CORE_EVENT_FIELDS, eventFromCore, eventToCore, V1_EVENT_FIELDS } from "./events.js";
+import {
+  CORE_EVENT_FIELDS,
+  CORE_EVENT_TABLE,
+  coreEventShape,
+  eventFromCore,
+  eventToCore,
+  V1_EVENT_FIELDS,
+  V1_EVENT_TABLE,
+  v1EventShape,
+} from "./events.js";
+import { mergeSchemaOf } from "./merge-schemas.js";
 import type { KObject, PrinterColumn, ResourceType, ScaleSubresource, SchemaNode } from "./types.js";
 import { apiVersionOf } from "./types.js";
 
@@ -13,7 +23,9 @@ const allVerbs = ["create", "delete", "deletecollection", "get", "list", "patch"
 function builtin(
   t: Partial<ResourceType> & Pick<ResourceType, "group" | "version" | "plural" | "kind">,
 ): ResourceType {
+  const mergeSchema = mergeSchemaOf(t.group, t.version, t.kind);
   return {
+    ...(mergeSchema ? { mergeSchema } : {}),
     singular: t.kind.toLowerCase(),
     listKind: `${t.kind}List`,
     namespaced: true,
@@ -67,11 +79,8 @@ const builtins: ResourceType[] = [
     plural: "events",
     kind: "Event",
     shortNames: ["ev"],
-    printerColumns: [
-      { name: "Type", type: "string", jsonPath: ".type" },
-      { name: "Reason", type: "string", jsonPath: ".reason" },
-      { name: "Message", type: "string", jsonPath: ".message" },
-    ],
+    encode: coreEventShape,
+    table: CORE_EVENT_TABLE,
     fieldLabels: CORE_EVENT_FIELDS,
   }),
   // The same Events as core v1 (one storage, converted each way), as on a real API server.
@@ -81,15 +90,13 @@ const builtins: ResourceType[] = [
     plural: "events",
     kind: "Event",
     shortNames: ["ev"],
-    printerColumns: [
-      { name: "Type", type: "string", jsonPath: ".type" },
-      { name: "Reason", type: "string", jsonPath: ".reason" },
-      { name: "Note", type: "string", jsonPath: ".note" },
-    ],
+    encode: v1EventShape,
+    table: V1_EVENT_TABLE,
     storage: { key: "/events", fromStored: eventFromCore, toStored: eventToCore },
     fieldLabels: V1_EVENT_FIELDS,
   }),
-  // Workloads and the rest of what manifests hold: stored as given (no controller runs them).
+  // Workloads and the rest of what manifests hold (no controller runs them): Deployments and
+  // StatefulSets defaulted as kube-apiserver defaults them (defaults.ts), the rest stored as given.
   builtin({
     group: "apps",
     version: "v1",
@@ -202,7 +209,8 @@ export const storageKeyOf = (t: ResourceType) => t.storage?.key ?? typeKeyOf(t);
 
 /** A stored object as the type serves it (its own apiVersion, converted where it is a view). */
 export function servedShape(t: ResourceType, stored: KObject): KObject {
-  const o = t.storage ? t.storage.fromStored(stored) : stored;
+  const viewed = t.storage ? t.storage.fromStored(stored) : stored;
+  const o = t.encode ? t.encode(viewed) : viewed;
   o.apiVersion = apiVersionOf(t);
   return o;
 }

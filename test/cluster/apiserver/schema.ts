@@ -42,12 +42,28 @@ export function itemSchema(node: SchemaNode | undefined): SchemaNode | undefined
   return node?.items;
 }
 
-export type ListKind = { type: "atomic" } | { type: "set" } | { type: "map"; keys: string[] };
+/**
+ * How a list merges. A map list's key fields may have schema defaults (a container port's
+ * `protocol: TCP`): an item that leaves one out is keyed by the default, as structured-merge-diff
+ * keys it (`k:{"containerPort":80,"protocol":"TCP"}` for an applied `{containerPort: 80}`).
+ */
+export type ListKind =
+  | { type: "atomic" }
+  | { type: "set" }
+  | { type: "map"; keys: string[]; keyDefaults: Record<string, unknown> };
 
 export function listKind(node: SchemaNode | undefined): ListKind {
   const t = node?.["x-kubernetes-list-type"];
   if (t === "set") return { type: "set" };
-  if (t === "map") return { type: "map", keys: node?.["x-kubernetes-list-map-keys"] ?? ["name"] };
+  if (t === "map") {
+    const keys = node?.["x-kubernetes-list-map-keys"] ?? ["name"];
+    const keyDefaults: Record<string, unknown> = {};
+    for (const k of keys) {
+      const d = node?.items?.properties?.[k]?.default;
+      if (d !== undefined) keyDefaults[k] = d;
+    }
+    return { type: "map", keys, keyDefaults };
+  }
   return { type: "atomic" };
 }
 

@@ -42,7 +42,8 @@ export interface ManagedFieldsEntry {
   manager: string;
   operation: "Apply" | "Update";
   apiVersion: string;
-  time: string;
+  /** Left out where the real server leaves it out (an entry written through the scale subresource). */
+  time?: string;
   fieldsType: "FieldsV1";
   fieldsV1: JsonObject;
   subresource?: string;
@@ -92,6 +93,18 @@ export interface ResourceType {
   hasGeneration: boolean;
   /** undefined: no schema (built-in kinds we accept loosely). */
   schema?: SchemaNode;
+  /**
+   * A built-in kind's merge semantics for server-side apply and managedFields (list keys, atomic
+   * maps; merge-schemas.ts), never used to validate or prune.
+   */
+  mergeSchema?: SchemaNode;
+  /**
+   * The object as the kind's Go type writes it (fields never left out: an Event's `source: {}`,
+   * `eventTime: null`), applied to every object served; not part of what ownership compares.
+   */
+  encode?: (o: KObject) => KObject;
+  /** The server's own Table for the kind (kubectl get's columns), instead of Name + printer columns. */
+  table?: TablePrinter;
   printerColumns: PrinterColumn[];
   /** Set for resources that come from a CRD (the CRD's name). */
   crdName?: string;
@@ -102,6 +115,20 @@ export interface ResourceType {
   storage?: StorageView;
   /** Field selector labels beyond metadata.name and metadata.namespace, read from the served shape. */
   fieldLabels?: Record<string, (o: KObject) => string | undefined>;
+}
+
+export interface TableColumn {
+  name: string;
+  type: string;
+  format?: string;
+  description?: string;
+  priority?: number;
+}
+
+export interface TablePrinter {
+  columns: TableColumn[];
+  /** One row's cells, in the order of `columns`; `now` in milliseconds. */
+  cells(o: KObject, now: number): unknown[];
 }
 
 export interface StorageView {
