@@ -1,9 +1,3 @@
-/**
- * Redis key layout shared by the gateway (which appends) and the worker (which drains and owns).
- * Every key starts with the configured prefix, so tests isolate themselves with a unique one.
- */
-import type { Redis } from "ioredis";
-
 export const branchKeys = (prefix: string, branchKey: string) => {
   const base = `${prefix}:branch:${branchKey}`;
   return {

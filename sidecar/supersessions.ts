@@ -10,7 +10,7 @@ import type { SupersededNotice } from "../queue/contract.js";
 import { supersededChannel } from "../queue/keys.js";
 import type { Logger } from "../queue/log.js";
 import { parseSuperseded, readSuperseded, readTip } from "../queue/records.js";
-import { connectRedis, connectSubscriber } from "../queue/redis.js";
+import { connectSubscriber } from "../queue/redis.js";
 
 /** What an executor reads of supersession: the notice kept for an operation, and the tip now. */
 export interface SupersessionSource {

@@ -13,14 +13,7 @@ import {
   signatureRequired,
   windowsOf,
 } from "../governance/judge.js";
-import type {
-  ApplyAllowedReason,
-  ApprovalGate,
-  ClaimGate,
-  MissingApproval,
-  SyncWindowSpec,
-  TargetGovernance,
-} from "../governance/model.js";
+import type { ApprovalGate, ClaimGate, MissingApproval, SyncWindowSpec } from "../governance/model.js";
 import type { ApplierState, TargetState } from "./model.js";
 import { kindsPending, reasonOf } from "./reasons.js";
 import { judgeSyncWindows, type SyncWindowVerdict } from "./sync-windows.js";
