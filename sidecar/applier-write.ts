@@ -56,12 +56,24 @@ function removedEntry(before: unknown[], after: Entry[]): boolean {
   return timed(before).some((e) => !now.has(entryKey(e)));
 }
 
-/** The entries a write touched, from the entries before it to those after. */
+/** Two entries' times are the same: both unreadable (no time) or the same millisecond. */
+function sameTime(a: unknown, b: unknown): boolean {
+  const x = ms(a);
+  const y = ms(b);
+  return Number.isNaN(x) ? Number.isNaN(y) : x === y;
+}
+
+/**
+ * The entries a write touched, from the entries before it to those after. An entry without a
+ * time counts too: the real API server keeps none on an Update made through the scale
+ * subresource (`kubectl scale`), so a person's scale shows only as a new entry, or as one that
+ * gained the replicas.
+ */
 export function writersBetween(before: unknown[], after: unknown[]): Entry[] {
   const prev = new Map(((before ?? []) as Entry[]).map((e) => [entryKey(e), e]));
-  return timed(after).filter((e) => {
+  return ((after ?? []) as Entry[]).filter((e) => {
     const p = prev.get(entryKey(e));
-    return !p || ms(p.time) !== ms(e.time) || gained(e.fieldsV1, p.fieldsV1);
+    return !p || !sameTime(p.time, e.time) || gained(e.fieldsV1, p.fieldsV1);
   });
 }
 
@@ -77,7 +89,8 @@ export function applierWriteOf(
     return entries.filter((e) => ms(e.time) === newest);
   };
   const entries = timed(obj.metadata?.managedFields);
-  const touched = previous === undefined ? undefined : writersBetween(previous, entries);
+  const touched =
+    previous === undefined ? undefined : writersBetween(previous, obj.metadata?.managedFields ?? []);
   // With a previous version: the entries the write touched. A write that touched none but took an
   // entry away is an update that removed every field its writer owned: not the applier's apply,
   // which touches its own entry. One that touched none and took none away (its manager wrote again
@@ -88,7 +101,8 @@ export function applierWriteOf(
   const by =
     touched !== undefined && touched.length > 0 ? touched : entries.length > 0 ? latest(entries) : [];
   if (by.length === 0 || !by.every(mine)) return undefined;
-  const [top] = latest(by);
+  const [top] = latest(timed(by));
+  if (!top) return undefined; // the applier's writes carry a time; one without is not taken for theirs
   const t = top!.time!;
   return { manager: top!.manager!, writtenAt: typeof t === "string" ? t : t.toISOString(), resourceVersion };
 }

@@ -47,6 +47,48 @@ describe("authorship of a watched write", () => {
     });
   });
 
+  it("a kubectl scale is an edit by kubectl, though the real API server gives its entry no time", () => {
+    // The shapes kube-apiserver v1.36 writes (test/real/RESULTS.md, kubectl facts): the applier's
+    // Apply entry loses the replicas; the scale's Update entry (subresource scale) has no time.
+    const applied = { "f:spec": { "f:replicas": {}, "f:template": {} } };
+    const before = {
+      metadata: {
+        ...cm().metadata,
+        managedFields: [entry("kustomize-controller", "2026-03-01T10:00:00Z", applied, "Apply")],
+      },
+    };
+    const scale = {
+      manager: "kubectl",
+      operation: "Update",
+      subresource: "scale",
+      apiVersion: "apps/v1",
+      fieldsType: "FieldsV1",
+      fieldsV1: { "f:spec": { "f:replicas": {} } },
+    };
+    const after = {
+      metadata: {
+        ...cm().metadata,
+        resourceVersion: "10",
+        managedFields: [
+          entry("kustomize-controller", "2026-03-01T10:00:00Z", { "f:spec": { "f:template": {} } }, "Apply"),
+          scale,
+        ],
+      },
+    };
+    expect(authorshipOf(after, FLUX, before)).toEqual({ kind: "edit", manager: "kubectl" });
+    // The scale entry gaining the replicas again (scaled back after an apply took them) is an edit too.
+    const taken = {
+      metadata: {
+        ...after.metadata,
+        managedFields: [
+          entry("kustomize-controller", "2026-03-01T10:01:00Z", applied, "Apply"),
+          { ...scale, fieldsV1: { "f:spec": {} } },
+        ],
+      },
+    };
+    expect(authorshipOf(after, FLUX, taken)).toEqual({ kind: "edit", manager: "kubectl" });
+  });
+
   it("a tie with another manager in the same second is an edit (only proof withholds)", () => {
     const after = cm(
       entry("kustomize-controller", "2026-03-01T10:00:09Z", { "f:data": { "f:a": {} } }, "Apply"),

@@ -10,7 +10,7 @@ export type Authorship =
   | { kind: "applier"; write: ApplierWrite }
   | {
       kind: "edit";
-      /** The field manager of the entry the write touched, or "unknown" when none is timed. */
+      /** The field manager of the entry the write touched, or "unknown" when none says. */
       manager: string;
       /** That entry's time (RFC 3339); undefined when no entry says (the intake time is used). */
       editedAt?: string;
@@ -53,8 +53,12 @@ export function authorshipOf(
   const touched = before === undefined ? after : (writersBetween(before, after) as Entry[]);
   const others = (entries: Entry[]) =>
     entries.filter((e) => e.manager === undefined || !applierManagers.includes(e.manager));
-  const by = newest(others(touched)) ?? newest(others(after));
+  // A touched entry without a time (an Update through the scale subresource: the real API server
+  // keeps none) names its manager; the intake time stands for when.
+  const untimed = others(touched).find((e) => e.subresource !== "status" && Number.isNaN(timeOf(e)));
+  const by = newest(others(touched)) ?? untimed ?? newest(others(after));
   if (!by) return { kind: "edit", manager: "unknown" };
+  if (Number.isNaN(timeOf(by))) return { kind: "edit", manager: by.manager ?? "unknown" };
   const t = by.time as string | Date;
   return {
     kind: "edit",
