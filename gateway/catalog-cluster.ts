@@ -19,6 +19,7 @@ import {
   type WebhookClaim,
   webhookClaim,
 } from "../queue/crds/index.js";
+import { errorMessage } from "../queue/errors.js";
 import {
   apiFailure,
   type InformerHandle,
@@ -44,7 +45,7 @@ import {
   type SecretData,
   secretValues,
 } from "./catalog.js";
-import { type ProviderCondition, providerStatus, statusDiffers } from "./provider-status.js";
+import { providerStatus, statusDiffers } from "./provider-status.js";
 import {
   DEFAULT_SECRET_REFRESH_MS,
   dropsValue,
@@ -313,7 +314,7 @@ export class ClusterCatalog implements Catalog {
       const namespace = p.metadata.namespace ?? "default";
       const name = p.metadata.name;
       const entry = this.#snapshot.providers.find((e) => e.namespace === namespace && e.name === name);
-      const current = raw.status as Record<string, unknown> | undefined;
+      const current = p.status;
       const generation = raw.metadata.generation;
       const secret = this.#secrets.get(secretKey(namespace, p.spec.webhookSecretRef.name))?.outcome;
       const next = providerStatus(
@@ -325,7 +326,7 @@ export class ClusterCatalog implements Catalog {
           ...(secret ? { secret } : {}),
           ...(entry?.refused ? { refused: entry.refused } : {}),
         },
-        current?.conditions as ProviderCondition[] | undefined,
+        current?.conditions,
         now,
       );
       if (!statusDiffers(current, next)) continue;
@@ -340,7 +341,7 @@ export class ClusterCatalog implements Catalog {
         if (this.#statusFailures.has(key)) continue;
         this.#statusFailures.add(key);
         this.#log.warn(
-          { gitProvider: `${namespace}/${name}`, status: code, err: (err as Error).message },
+          { gitProvider: `${namespace}/${name}`, status: code, err: errorMessage(err) },
           "cannot write the GitProvider's status (retried on each change)",
         );
       }

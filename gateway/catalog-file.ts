@@ -19,6 +19,8 @@ import {
   type ScopeGrant,
   scopeGrant,
 } from "../queue/crds/index.js";
+import { errorMessage } from "../queue/errors.js";
+import { isRecord } from "../queue/kube/readers.js";
 import type { Logger } from "../queue/log.js";
 import {
   buildSnapshot,
@@ -28,8 +30,6 @@ import {
   type SecretData,
   secretValues,
 } from "./catalog.js";
-
-type Obj = Record<string, unknown>;
 
 /** Parses the text of a catalog file. Throws an Error whose message names the bad document. Pure. */
 export function parseCatalogText(text: string): CatalogObjects {
@@ -41,16 +41,15 @@ export function parseCatalogText(text: string): CatalogObjects {
     if (doc.errors.length > 0) throw new Error(`document ${i + 1}: ${doc.errors[0]!.message.split("\n")[0]}`);
     const obj = doc.toJS() as unknown;
     if (obj === null || obj === undefined) return;
-    const o = obj as Obj;
-    if (o.kind === "List" && Array.isArray(o.items)) {
-      o.items.forEach((item, j) => {
+    if (isRecord(obj) && obj.kind === "List" && Array.isArray(obj.items)) {
+      obj.items.forEach((item, j) => {
         items.push({ obj: item, where: `document ${i + 1} item ${j + 1}` });
       });
     } else items.push({ obj, where: `document ${i + 1}` });
   });
   for (const { obj, where } of items) {
-    const o = (obj ?? {}) as Obj;
-    const meta = (o.metadata ?? {}) as Obj;
+    const o = isRecord(obj) ? obj : {};
+    const meta = isRecord(o.metadata) ? o.metadata : {};
     const label = `${where} (${String(o.kind)} ${String(meta.name ?? "?")})`;
     if (o.kind === "Secret" && o.apiVersion === "v1") {
       if (typeof meta.name !== "string") throw new Error(`${label}: metadata.name is required`);
@@ -89,7 +88,7 @@ export function loadCatalogFile(path: string): CatalogObjects {
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
-    throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`);
   }
   return parseCatalogText(text);
 }
@@ -110,7 +109,7 @@ export class FileCatalog implements Catalog {
     try {
       this.#snapshot = buildSnapshot(loadCatalogFile(full));
     } catch (err) {
-      throw new ConfigError(`invalid setting --config: ${(err as Error).message.split("\n")[0]}`);
+      throw new ConfigError(`invalid setting --config: ${errorMessage(err).split("\n")[0]}`);
     }
     // Watch the folder: editors and Kubernetes ConfigMap mounts replace the file rather than write it.
     this.#watcher = watch(dirname(full), (_event, file) => {
@@ -130,7 +129,7 @@ export class FileCatalog implements Catalog {
       return true;
     } catch (err) {
       this.log?.error(
-        { path: this.path, error: (err as Error).message },
+        { path: this.path, error: errorMessage(err) },
         "catalog file rejected; keeping the last good one",
       );
       return false;

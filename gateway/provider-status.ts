@@ -18,6 +18,9 @@ export interface ProviderCondition {
   observedGeneration?: number;
 }
 
+/** A condition as read back from the GitProvider (its type any the object holds). */
+export type SeenCondition = Omit<ProviderCondition, "type"> & { type: string };
+
 export interface ProviderStatus {
   conditions: ProviderCondition[];
   /** null clears a path the provider no longer has (a merge patch keeps what it does not mention). */
@@ -39,7 +42,7 @@ export interface ProviderFacts {
 
 export function providerStatus(
   f: ProviderFacts,
-  previous: readonly ProviderCondition[] | undefined,
+  previous: readonly SeenCondition[] | undefined,
   now: Date,
 ): ProviderStatus {
   const secret = `Secret ${f.namespace}/${f.webhookSecretName}`;
@@ -91,11 +94,16 @@ export function providerStatus(
 }
 
 /** Whether writing `next` over `current` would change anything (lastTransitionTime follows the rest). */
-export function statusDiffers(current: Record<string, unknown> | undefined, next: ProviderStatus): boolean {
+export function statusDiffers(
+  current:
+    | { webhookPath?: string | null; observedGeneration?: number; conditions?: readonly SeenCondition[] }
+    | undefined,
+  next: ProviderStatus,
+): boolean {
   const have = current ?? {};
   if ((have.webhookPath ?? null) !== next.webhookPath) return true;
   if (have.observedGeneration !== next.observedGeneration) return true;
-  const conds = (have.conditions as ProviderCondition[] | undefined) ?? [];
+  const conds = have.conditions ?? [];
   if (conds.length !== next.conditions.length) return true;
   return next.conditions.some((n) => {
     const c = conds.find((x) => x.type === n.type);

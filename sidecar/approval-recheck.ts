@@ -16,12 +16,13 @@
 import type { Redis } from "ioredis";
 import { type Attempt, branchKey } from "../queue/contract.js";
 import type { GitProvider } from "../queue/crds/index.js";
+import { errorMessage } from "../queue/errors.js";
 import { readForeign } from "../queue/governance/approval-walk.js";
 import { approvalRequired } from "../queue/governance/judge.js";
 import { governanceOf } from "../queue/governance/objects.js";
 import { SignatureReader } from "../queue/governance/signatures.js";
 import { tagMatches } from "../queue/governance/tag-approval.js";
-import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import { claimStatusField, type KObject, type Kube, RESOURCES, targetField } from "../queue/kube/index.js";
 import { type OwnPublication, readOwnPublications } from "../queue/records.js";
 import { commitStatusesAtWrite } from "./commit-status-check.js";
 import type { GitAncestry } from "./git-ancestry.js";
@@ -66,8 +67,8 @@ export function approvalRecheck(d: ApprovalRecheckDeps): BroughtReader {
     if (sources.length === 0) return undefined;
     try {
       const repo = await repositoryOf(d.kube, attempt, targets);
-      const last = (claim.status as { lastAppliedCommit?: unknown } | undefined)?.lastAppliedCommit;
-      const since = typeof last === "string" && SHA.test(last) ? last : null;
+      const last = claimStatusField(claim, "lastAppliedCommit");
+      const since = last !== undefined && SHA.test(last) ? last : null;
       const source = await d.git.holding(
         { repoUrl: repo.url, branch: attempt.branch, claim: attempt.claim },
         attempt.commit,
@@ -112,7 +113,7 @@ export function approvalRecheck(d: ApprovalRecheckDeps): BroughtReader {
       }
       return read;
     } catch (err) {
-      return { ok: false, message: (err as Error).message };
+      return { ok: false, message: errorMessage(err) };
     }
   };
 }
@@ -128,19 +129,18 @@ async function repositoryOf(
   targets: readonly KObject[],
 ): Promise<{ url: string; key: string }> {
   for (const t of targets) {
-    const spec = (t.spec ?? {}) as {
-      branch?: unknown;
-      claimRef?: { kind?: unknown; name?: unknown; namespace?: unknown };
-      providerRef?: { name?: unknown; namespace?: unknown };
-    };
     const ns = t.metadata.namespace ?? "";
-    const ref = spec.claimRef;
-    if (spec.branch !== attempt.branch || ref?.kind !== attempt.claim.kind || ref.name !== attempt.claim.name)
+    const ref = targetField(t, "claimRef");
+    if (
+      targetField(t, "branch") !== attempt.branch ||
+      ref?.kind !== attempt.claim.kind ||
+      ref.name !== attempt.claim.name
+    )
       continue;
-    if ((typeof ref.namespace === "string" ? ref.namespace : ns) !== attempt.claim.namespace) continue;
-    const p = spec.providerRef;
-    if (typeof p?.name !== "string") continue;
-    const pns = typeof p.namespace === "string" ? p.namespace : ns;
+    if ((ref.namespace ?? ns) !== attempt.claim.namespace) continue;
+    const p = targetField(t, "providerRef");
+    if (!p) continue;
+    const pns = p.namespace ?? ns;
     const provider = await kube.get<GitProvider>(RESOURCES.gitProvider, pns, p.name);
     if (!provider) continue;
     return {

@@ -12,7 +12,7 @@ import type { GitProvider } from "../queue/crds/index.js";
 import { secretValue } from "../queue/directory.js";
 import { readStatusOf, statusAccess } from "../queue/git/commit-status.js";
 import { governanceOf } from "../queue/governance/objects.js";
-import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import { type KObject, type Kube, RESOURCES, targetField } from "../queue/kube/index.js";
 
 /** Undefined when the claim requires no commit status (or there is no commit to read). */
 export async function commitStatusesAtWrite(
@@ -36,8 +36,7 @@ export async function commitStatusesAtWrite(
   if (!spec || !target) return undefined;
   const out: Record<string, string> = {};
   try {
-    const ref = (target.spec as { providerRef?: { name?: string; namespace?: string } } | undefined)
-      ?.providerRef;
+    const ref = targetField(target, "providerRef");
     const pns = ref?.namespace ?? target.metadata.namespace ?? "default";
     const provider = ref?.name
       ? await kube.get<GitProvider>(RESOURCES.gitProvider, pns, ref.name)

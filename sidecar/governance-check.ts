@@ -16,12 +16,12 @@
  * one naming it.
  */
 import type { Attempt } from "../queue/contract.js";
-import { StatusReason } from "../queue/crds/index.js";
+import { governanceStatus, StatusReason } from "../queue/crds/index.js";
 import { judgeChangeWindows } from "../queue/governance/change-windows.js";
 import { approvalConflict, approvalRequired, judgeCommits, windowsOf } from "../queue/governance/judge.js";
 import type { ApprovalSource, CommitApproval, SignatureRead } from "../queue/governance/model.js";
 import { approvalsFor, approvedCommits, governanceOf } from "../queue/governance/objects.js";
-import type { KObject } from "../queue/kube/index.js";
+import { claimStatusFields, fieldOf, type KObject, partOf } from "../queue/kube/index.js";
 
 /**
  * What an apply of the attempt's commit would bring, read by the executor at the write: the
@@ -68,9 +68,11 @@ export function judgeGovernance(
   if (verdict.state === "Unrestricted" || verdict.state === "Open") return undefined;
   const offered = named.find((t) => t.governance?.override)?.governance?.override?.value;
   const carried = attempt.override?.changeWindow;
-  const used = (
-    claim.status as { governance?: { overrideUsed?: { value?: string; token?: string } } } | undefined
-  )?.governance?.overrideUsed;
+  const used = fieldOf(
+    governanceStatus,
+    partOf(claimStatusFields, claim.status, "governance"),
+    "overrideUsed",
+  );
   const usedElsewhere = used?.value === carried && used?.token !== attempt.token;
   if (carried !== undefined && offered === carried && !usedElsewhere) return undefined;
   const why =

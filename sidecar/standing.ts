@@ -10,17 +10,24 @@
  * (`judgeGovernance`; the read: approval-recheck.ts). The pure judgement is `judgeStanding`.
  */
 import type { Attempt } from "../queue/contract.js";
-import {
-  type AccessFrom,
-  type GrantView,
-  mayHold,
-  notAllowedMessage,
-  providerRefusal,
-} from "../queue/crds/index.js";
+import { type GrantView, mayHold, notAllowedMessage, providerRefusal } from "../queue/crds/index.js";
 import { StatusReason } from "../queue/crds/reasons.js";
-import { claimTypeOf, type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import {
+  applierRefOf,
+  claimSpecFields,
+  claimTypeOf,
+  conditionIn,
+  fieldOf,
+  grantViewOf,
+  isRecord,
+  type KObject,
+  type Kube,
+  providerSpecFields,
+  RESOURCES,
+  storedConditionsOf,
+  targetField,
+} from "../queue/kube/index.js";
 import type { BroughtReader } from "./approval-recheck.js";
-import { type Condition, findCondition } from "./claims/conditions.js";
 import type { EventRecorder } from "./events.js";
 import { type BroughtRead, judgeGovernance } from "./governance-check.js";
 
@@ -49,12 +56,10 @@ export interface StandingInput {
 
 /** The GitProvider a GitTarget names, as `namespace/name` (its namespace by default). */
 export function providerKeyOf(target: KObject): string | undefined {
-  const ref = ((target.spec ?? {}) as { providerRef?: { name?: unknown; namespace?: unknown } }).providerRef;
-  if (typeof ref?.name !== "string") return undefined;
-  return `${str(ref.namespace) ?? target.metadata.namespace ?? ""}/${ref.name}`;
+  const ref = targetField(target, "providerRef");
+  if (!ref) return undefined;
+  return `${ref.namespace ?? target.metadata.namespace ?? ""}/${ref.name}`;
 }
-
-const str = (v: unknown) => (typeof v === "string" ? v : undefined);
 
 /** The judgement (pure). */
 export function judgeStanding(i: StandingInput): Standing {
@@ -74,14 +79,11 @@ export function judgeStanding(i: StandingInput): Standing {
       reason: StatusReason.ClaimDeleting,
       message: `${who} is being deleted`,
     };
-  const spec = (claim.spec ?? {}) as Record<string, { name?: string; namespace?: string } | undefined>;
   // A WebhookClaim's applier is its own endpoint: the claim names itself.
   const ref =
-    attempt.claim.kind === "FluxClaim"
-      ? spec.kustomizationRef
-      : attempt.claim.kind === "ArgoCDClaim"
-        ? spec.applicationRef
-        : { name: claim.metadata.name, namespace: claim.metadata.namespace };
+    attempt.claim.kind === "WebhookClaim"
+      ? { name: claim.metadata.name, namespace: claim.metadata.namespace }
+      : applierRefOf(attempt.claim.kind, claim);
   if (
     ref?.name !== attempt.applier.name ||
     (ref?.namespace ?? claim.metadata.namespace) !== attempt.applier.namespace
@@ -106,10 +108,7 @@ export function judgeStanding(i: StandingInput): Standing {
       reason: StatusReason.ApplierNamespaceNotAllowed,
       message: notAllowedMessage(hold),
     };
-  const inControl = findCondition(
-    (claim.status as { conditions?: Condition[] } | undefined)?.conditions,
-    "InControl",
-  );
+  const inControl = conditionIn(storedConditionsOf(claim), "InControl");
   if (inControl?.status !== "True") {
     const waiting = inControl?.reason === StatusReason.HeldByAnotherClaim;
     return {
@@ -124,11 +123,14 @@ export function judgeStanding(i: StandingInput): Standing {
   const standing = attempt.targets.filter((t) => {
     const o = i.targets.get(`${t.namespace}/${t.name}`);
     if (!o || o.metadata.uid !== t.uid || o.metadata.deletionTimestamp) return false;
-    const s = (o.spec ?? {}) as Record<string, unknown>;
-    if (s.suspend === true || s.branch !== attempt.branch) return false;
-    const c = (s.claimRef ?? {}) as Record<string, unknown>;
-    const claimNs = str(c.namespace) ?? t.namespace;
-    if (c.kind !== attempt.claim.kind || c.name !== attempt.claim.name || claimNs !== attempt.claim.namespace)
+    if (targetField(o, "suspend") === true || targetField(o, "branch") !== attempt.branch) return false;
+    const c = targetField(o, "claimRef");
+    const claimNs = c?.namespace ?? t.namespace;
+    if (
+      c?.kind !== attempt.claim.kind ||
+      c.name !== attempt.claim.name ||
+      claimNs !== attempt.claim.namespace
+    )
       return false;
     // A GitProvider in another namespace must still be there and admit the GitTarget's namespace
     // (the worker's rule); one in the GitTarget's own namespace always admits it.
@@ -136,16 +138,15 @@ export function judgeStanding(i: StandingInput): Standing {
     if (providerKey !== undefined && !providerKey.startsWith(`${t.namespace}/`)) {
       const provider = i.providers?.get(providerKey);
       if (!provider) return false;
-      const accessFrom = (provider.spec as { accessFrom?: AccessFrom } | undefined)?.accessFrom;
+      const accessFrom = fieldOf(providerSpecFields, provider.spec, "accessFrom");
       const at = { namespace: provider.metadata.namespace ?? "", name: provider.metadata.name, accessFrom };
       if (providerRefusal({ namespace: t.namespace }, at)) return false;
     }
     if (t.namespace !== attempt.claim.namespace) {
-      const from = ((claim.spec as { accessFrom?: { namespaces?: unknown } })?.accessFrom?.namespaces ??
-        []) as unknown[];
+      const from = fieldOf(claimSpecFields, claim.spec, "accessFrom")?.namespaces ?? [];
       if (!from.some((ns) => ns === "*" || ns === t.namespace)) return false;
     }
-    return t.reason !== "Refusal" || s.onRefusal === "Reapply";
+    return t.reason !== "Refusal" || targetField(o, "onRefusal") === "Reapply";
   });
   if (standing.length === 0) {
     return {
@@ -177,10 +178,12 @@ export interface RecheckOptions {
   brought?: BroughtReader;
 }
 
-/** Whether an object sets rules an Approval can satisfy or override. */
+/**
+ * Whether an object sets rules an Approval can satisfy or override: whether it has them at all,
+ * well formed or not (governance-check.ts judges what they say).
+ */
 function governed(o: KObject): boolean {
-  const spec = o.spec as { approval?: unknown; changeWindows?: unknown } | undefined;
-  return spec?.approval !== undefined || spec?.changeWindows !== undefined;
+  return isRecord(o.spec) && (o.spec.approval !== undefined || o.spec.changeWindows !== undefined);
 }
 
 /** Reads what `judgeStanding` needs, uncached, and judges. */
@@ -197,12 +200,9 @@ export async function recheckStanding(
     kube.get<KObject>(claimType, attempt.claim.namespace, attempt.claim.name),
     attempt.applier.namespace === attempt.claim.namespace
       ? Promise.resolve([] as GrantView[])
-      : kube.list<KObject>(RESOURCES.applierGrant, attempt.applier.namespace).then((l) =>
-          l.items.map((g) => ({
-            namespace: g.metadata.namespace ?? attempt.applier.namespace,
-            ...(g.spec ? { spec: g.spec as GrantView["spec"] } : {}),
-          })),
-        ),
+      : kube
+          .list<KObject>(RESOURCES.applierGrant, attempt.applier.namespace)
+          .then((l) => l.items.map((g) => grantViewOf(g, attempt.applier.namespace))),
     Promise.all(
       keys.map((key) => {
         const [namespace, name] = key.split("/") as [string, string];

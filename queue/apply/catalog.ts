@@ -7,7 +7,7 @@
 import { readFile } from "node:fs/promises";
 import { parseAllDocuments } from "yaml";
 import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
-import { type GrantView, mayHold, RECONCILE_REQUESTED_ANNOTATION } from "../crds/index.js";
+import { mayHold, objectMeta, RECONCILE_REQUESTED_ANNOTATION } from "../crds/index.js";
 import {
   type ClaimStatusSnapshot,
   type FolderRead,
@@ -16,6 +16,7 @@ import {
   type SyncWindowSpec,
 } from "../decide/index.js";
 import { governanceOf } from "../governance/objects.js";
+import { fieldOf, grantViewOf } from "../kube/readers.js";
 import { applierOf, claimOf } from "../references.js";
 
 /** The kinds the catalog reads (entries of the layer's one table, queue/kube/resources.ts). */
@@ -140,10 +141,9 @@ export async function standsGranted(
     if (!admitted) return false;
   }
   if (applier.namespace === claim.namespace) return true;
-  const grants: GrantView[] = (await source.list("ApplierGrant", applier.namespace)).map((g) => ({
-    namespace: g.metadata.namespace ?? applier.namespace,
-    ...(g.spec ? { spec: g.spec as GrantView["spec"] } : {}),
-  }));
+  const grants = (await source.list("ApplierGrant", applier.namespace)).map((g) =>
+    grantViewOf(g, applier.namespace),
+  );
   return mayHold(
     {
       claimKind: claim.kind,
@@ -157,7 +157,7 @@ export async function standsGranted(
 
 /** The claim's reconcile request (its annotation) and the value its status says was taken. */
 export function reconcileOf(c: KubeLike): ListedTarget["reconcile"] | undefined {
-  const annotations = obj((c.metadata as { annotations?: unknown }).annotations);
+  const annotations = fieldOf(objectMeta, c.metadata, "annotations");
   const requestedAt = str(annotations?.[RECONCILE_REQUESTED_ANNOTATION]);
   const handled = str(c.status?.lastHandledReconcileAt);
   if (requestedAt === undefined && handled === undefined) return undefined;

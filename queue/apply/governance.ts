@@ -3,7 +3,7 @@
  * a `ClaimGate` (`ApplyAllowed`, `status.governance`), and which appliers' approvals the core asks
  * to be read. What the objects say of governance is read by queue/governance/objects.ts.
  */
-import type { Condition } from "../crds/common.js";
+import { type Condition, objectMeta } from "../crds/common.js";
 import { APPLY_ALLOWED_CONDITION } from "../crds/governance.js";
 import {
   approvalConflict,
@@ -16,15 +16,15 @@ import {
   type TargetGovernance,
   targetsNaming,
 } from "../decide/index.js";
+import { claimStatusField, conditionIn, fieldOf, storedConditionsOf } from "../kube/readers.js";
 import type { KubeLike } from "./catalog.js";
 
 function stampedCondition(
-  previous: readonly Condition[] | undefined,
+  prev: Condition | undefined,
   wanted: { status: "True" | "False"; reason: string; message: string },
   now: number,
   generation: number | undefined,
 ): Condition {
-  const prev = previous?.find((p) => p.type === APPLY_ALLOWED_CONDITION);
   return {
     type: APPLY_ALLOWED_CONDITION,
     ...wanted,
@@ -43,13 +43,24 @@ export function gatePatch(
   gate: ClaimGate,
   now: number,
 ): Record<string, unknown> | undefined {
-  const status = (current.status ?? {}) as { conditions?: Condition[]; governance?: Record<string, unknown> };
+  const status = {
+    conditions: storedConditionsOf(current),
+    governance: claimStatusField(current, "governance"),
+  };
   const others = (status.conditions ?? []).filter((c) => c.type !== APPLY_ALLOWED_CONDITION);
-  const generation = (current.metadata as { generation?: number }).generation;
+  const generation = fieldOf(objectMeta, current.metadata, "generation");
   const conditions =
     gate.condition === null
       ? others
-      : [...others, stampedCondition(status.conditions, gate.condition, now, generation)];
+      : [
+          ...others,
+          stampedCondition(
+            conditionIn(status.conditions, APPLY_ALLOWED_CONDITION),
+            gate.condition,
+            now,
+            generation,
+          ),
+        ];
   const governance: Record<string, unknown> = {};
   if (gate.changeWindow) governance.changeWindow = gate.changeWindow;
   if (gate.syncWindow) governance.syncWindow = gate.syncWindow;
@@ -62,9 +73,7 @@ export function gatePatch(
     ...(gate.syncWindow ? { syncWindow: { nextOpening: null, closesAt: null, ...gate.syncWindow } } : {}),
   };
   const used: OverrideUse | null | undefined =
-    gate.overrideUsed !== undefined
-      ? gate.overrideUsed
-      : (status.governance?.overrideUsed as OverrideUse | undefined);
+    gate.overrideUsed !== undefined ? gate.overrideUsed : status.governance?.overrideUsed;
   if (used) governance.overrideUsed = used;
   const same =
     JSON.stringify(conditions) === JSON.stringify(status.conditions ?? []) &&

@@ -5,9 +5,10 @@
  * operation), False once nothing is waited for. Written by the branch worker only; the sidecar's
  * conditions are kept as they are.
  */
-import type { Condition } from "../crds/common.js";
+import { type Condition, objectMeta } from "../crds/common.js";
 import { StatusReason } from "../crds/reasons.js";
 import { type RetryView, retryMessage } from "../decide/index.js";
+import { conditionIn, fieldOf, storedConditionsOf } from "../kube/readers.js";
 import type { KubeLike } from "./catalog.js";
 
 export const RETRYING_CONDITION = "Retrying";
@@ -40,15 +41,14 @@ export function retryPatch(
   retry: RetryView | null,
   now: number,
 ): Record<string, unknown> | undefined {
-  const status = (current.status ?? {}) as { conditions?: Condition[] };
-  const list = status.conditions ?? [];
-  const prev = list.find((c) => c.type === RETRYING_CONDITION);
+  const list = storedConditionsOf(current) ?? [];
+  const prev = conditionIn(list, RETRYING_CONDITION);
   // A claim that never waited gets no condition: nothing to say.
   if (retry === null && !prev) return undefined;
   const wanted = retryCondition(retry, now);
   if (prev && prev.status === wanted.status && prev.reason === wanted.reason && retry === null)
     return undefined;
-  const generation = (current.metadata as { generation?: number }).generation;
+  const generation = fieldOf(objectMeta, current.metadata, "generation");
   const next: Condition = {
     ...wanted,
     lastTransitionTime:

@@ -8,7 +8,8 @@
  */
 import { ConfigError } from "../config.js";
 import { RECONCILE_REQUESTED_ANNOTATION } from "../crds/index.js";
-import { type ClaimType, claimTypeOf, type KObject, Kube } from "../kube/index.js";
+import { errorMessage } from "../errors.js";
+import { type ClaimType, claimStatusField, claimTypeOf, type KObject, Kube } from "../kube/index.js";
 import { KUBE_HELP, KUBE_OPTIONS, kubeTarget, parseFlags } from "./kube-flags.js";
 import { type CommandIo, processIo } from "./status.js";
 
@@ -108,7 +109,7 @@ export async function run(argv: string[], io: CommandIo = processIo()): Promise<
     const deadline = Date.now() + timeout * 1000;
     while (Date.now() < deadline) {
       const c = await kube.get(type, ns, name);
-      const handled = (c?.status as { lastHandledReconcileAt?: string } | undefined)?.lastHandledReconcileAt;
+      const handled = claimStatusField(c, "lastHandledReconcileAt");
       if (handled === requestedAt) {
         io.stdout(
           `✔ the branch worker took the request; it applies when every rule allows (applygate status -n ${ns})\n`,
@@ -122,7 +123,7 @@ export async function run(argv: string[], io: CommandIo = processIo()): Promise<
     );
     return 1;
   } catch (err) {
-    io.stderr(`applygate reconcile: ${(err as Error).message}\n`);
+    io.stderr(`applygate reconcile: ${errorMessage(err)}\n`);
     return 1;
   }
 }

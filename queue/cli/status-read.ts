@@ -7,8 +7,9 @@
  */
 import type { Redis } from "ioredis";
 import type { DecisionState } from "../decide/index.js";
+import { errorMessage } from "../errors.js";
 import { branchKeys, knownBranchesKey } from "../keys.js";
-import { claimTypeOf, type KObject, Kube, RESOURCES } from "../kube/index.js";
+import { claimTypeOf, type KObject, Kube, RESOURCES, targetField } from "../kube/index.js";
 import { connectRedis } from "../redis.js";
 import { compareEntryIds } from "../worker/inbox.js";
 
@@ -49,9 +50,8 @@ const claimKeyOf = (kind: string, namespace: string, name: string) => `${kind}/$
 
 /** The claim a GitTarget names, as the decision core keys it; undefined when it names none. */
 export function targetClaimKey(t: KObject): string | undefined {
-  const ref = (t.spec as { claimRef?: { kind?: string; name?: string; namespace?: string } } | undefined)
-    ?.claimRef;
-  if (!ref?.kind || !ref.name) return undefined;
+  const ref = targetField(t, "claimRef");
+  if (!ref) return undefined;
   return claimKeyOf(ref.kind, ref.namespace ?? t.metadata.namespace ?? "default", ref.name);
 }
 
@@ -165,7 +165,7 @@ export async function readDecisionsView(
   try {
     return { branches: await readDecisions(redis, prefix, uids) };
   } catch (err) {
-    return { unread: `Redis did not answer: ${(err as Error).message}` };
+    return { unread: `Redis did not answer: ${errorMessage(err)}` };
   }
 }
 

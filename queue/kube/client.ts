@@ -9,6 +9,7 @@ import { FIELD_MANAGER } from "../contract.js";
 import { findKubeConfig } from "../startup-check.js";
 import { apiFailure, isNotFound, KubeError } from "./errors.js";
 import { type InformerHandle, type InformerHandler, type InformerOptions, Informers } from "./informer.js";
+import { isRecord } from "./readers.js";
 import { collectionPath, type KObject, type ResourceType } from "./resources.js";
 
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
@@ -133,7 +134,7 @@ export class Kube {
       ? {
           ...patch,
           metadata: {
-            ...((patch.metadata as Record<string, unknown>) ?? {}),
+            ...(isRecord(patch.metadata) ? patch.metadata : {}),
             resourceVersion: opts.resourceVersion,
           },
         }

@@ -3,19 +3,35 @@
  * schemas the CRDs are generated from (queue/crds/), instead of cast. The API server enforces the
  * same schema, so a failure means a version skew or a hand-edited object: the reader says which
  * field and skips the object, it never guesses.
+ *
+ * Code that reads a few fields of an object it does not otherwise parse (an uncached read at the
+ * write, a tenant's object, a patch built from the object as read) reads each field on its own
+ * (`fieldOf`): a field that does not fit its schema is absent, as a missing one is, and does not
+ * hide the object's other fields.
  */
-import type { z } from "zod";
+import { z } from "zod";
 import {
   type ApplierGrant,
   type ArgoCDClaim,
   applierGrant,
+  applierGrantSpec,
+  approvalSpec,
   argoCDClaim,
+  argoCDClaimSpec,
+  type ClaimKind,
+  type Condition,
+  condition,
   type FluxClaim,
   fluxClaim,
+  fluxClaimSpec,
+  fluxClaimStatus,
   type GitProvider,
   type GitTarget,
+  type GrantView,
   gitProvider,
+  gitProviderSpec,
   gitTarget,
+  gitTargetSpec,
   type WebhookClaim,
   webhookClaim,
 } from "../crds/index.js";
@@ -126,4 +142,123 @@ export class TypedCache<T> {
     }
     return r;
   }
+}
+
+/** Whether `v` is a JSON object (what an object's spec, status and metadata are made of). */
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Whether `v` fits `schema` as it is. */
+function fits<S extends z.ZodTypeAny>(schema: S, v: unknown): v is z.input<S> {
+  return schema.safeParse(v).success;
+}
+
+/**
+ * The field `key` of a part of an object (its spec, status or metadata, or a part of those), read
+ * with the field's schema in `schema`: the value as stored (nothing stripped, defaulted or
+ * reordered, so what is compared or written back is what was read), or undefined when the part or
+ * the field is absent or the field does not fit.
+ */
+export function fieldOf<Shape extends z.ZodRawShape, K extends keyof Shape & string>(
+  schema: z.ZodObject<Shape>,
+  part: unknown,
+  key: K,
+): z.input<Shape[K]> | undefined {
+  const field: Shape[K] | undefined = schema.shape[key];
+  const v = isRecord(part) ? part[key] : undefined;
+  return field !== undefined && v !== undefined && fits(field, v) ? v : undefined;
+}
+
+/** The field `key` of a part, unread: a part whose own fields are read one at a time (`fieldOf`). */
+export function partOf<Shape extends z.ZodRawShape>(
+  _schema: z.ZodObject<Shape>,
+  part: unknown,
+  key: keyof Shape & string,
+): unknown {
+  return isRecord(part) ? part[key] : undefined;
+}
+
+/** The fields of a GitTarget's spec. */
+export const targetSpecFields = gitTargetSpec;
+/** The fields of a GitProvider's spec (its checks across fields are the API server's to hold). */
+export const providerSpecFields = gitProviderSpec.innerType().innerType();
+/** The fields of an Approval's spec. */
+export const approvalSpecFields = approvalSpec.innerType();
+/** The spec fields every claim kind has. */
+export const claimSpecFields = fluxClaimSpec.pick({ accessFrom: true });
+/** The status fields every claim kind has (all but previousSuspendState, whose values are per kind). */
+export const claimStatusFields = fluxClaimStatus.omit({ previousSuspendState: true });
+
+/** A field of a GitTarget's spec (`fieldOf`). */
+export function targetField<K extends keyof typeof targetSpecFields.shape & string>(
+  target: { spec?: unknown } | undefined,
+  key: K,
+) {
+  return fieldOf(targetSpecFields, target?.spec, key);
+}
+
+/** A field of a claim's status, of any claim kind (`fieldOf`). */
+export function claimStatusField<K extends keyof typeof claimStatusFields.shape & string>(
+  claim: { status?: unknown } | undefined,
+  key: K,
+) {
+  return fieldOf(claimStatusFields, claim?.status, key);
+}
+
+/** A condition as its writer stored it: read for its `type` only, the rest kept as it is. */
+const storedCondition = condition.pick({ type: true }).passthrough();
+export type StoredCondition = z.input<typeof storedCondition>;
+const storedConditions = z.object({ conditions: z.array(storedCondition) });
+
+/**
+ * An object's conditions as stored, for a writer that sets its own and writes the list back whole:
+ * each read for its `type` only, so the other writers' conditions are kept as they are.
+ */
+export function storedConditionsOf(o: { status?: unknown } | undefined): StoredCondition[] | undefined {
+  return fieldOf(storedConditions, o?.status, "conditions");
+}
+
+/** The condition of `type` in a stored list, read whole; undefined when there is none or it does not fit. */
+export function conditionIn(
+  list: readonly StoredCondition[] | undefined,
+  type: string,
+): Condition | undefined {
+  const c = list?.find((x) => x.type === type);
+  return c !== undefined && fits(condition, c) ? c : undefined;
+}
+
+/** Applier references, read with the namespace optional: readers take a missing one to be the claim's. */
+const kustomizationRef = fluxClaimSpec.shape.kustomizationRef.partial({ namespace: true });
+const applicationRef = argoCDClaimSpec.shape.applicationRef.partial({ namespace: true });
+
+/** The applier a Flux or Argo CD claim names (`spec.kustomizationRef`, `spec.applicationRef`). */
+export function applierRefOf(
+  kind: ClaimKind | (string & {}),
+  claim: { spec?: unknown },
+): z.input<typeof kustomizationRef> | undefined {
+  const ref =
+    kind === RESOURCES.fluxClaim.kind
+      ? partOf(fluxClaimSpec, claim.spec, "kustomizationRef")
+      : kind === RESOURCES.argoCDClaim.kind
+        ? partOf(argoCDClaimSpec, claim.spec, "applicationRef")
+        : undefined;
+  return ref !== undefined && fits(kind === RESOURCES.fluxClaim.kind ? kustomizationRef : applicationRef, ref)
+    ? ref
+    : undefined;
+}
+
+/**
+ * An ApplierGrant as the grant rule reads it. Its spec is read whole: a spec that does not fit
+ * grants nothing (a `to` that does not fit must not read as absent, which grants every applier).
+ */
+export function grantViewOf(
+  g: { metadata: { namespace?: string | undefined }; spec?: unknown },
+  namespace: string,
+): GrantView {
+  const spec = g.spec;
+  return {
+    namespace: g.metadata.namespace ?? namespace,
+    ...(fits(applierGrantSpec, spec) ? { spec } : {}),
+  };
 }

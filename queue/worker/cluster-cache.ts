@@ -16,12 +16,17 @@
 import type * as k8s from "@kubernetes/client-node";
 import { branchKey } from "../contract.js";
 import { type GitProvider, type GitTarget, type ScopeGrant, scopeGrant } from "../crds/index.js";
+import { errorMessage } from "../errors.js";
 import {
   apiFailure,
+  applierRefOf,
+  approvalSpecFields,
   collectionPath,
+  fieldOf,
   type InformerHandle,
   isForbidden,
   isNotFound,
+  isRecord,
   type KObject,
   Kube,
   RESOURCES,
@@ -49,7 +54,7 @@ export const APPLIER_TYPES = {
 
 /** What the cache keeps of an applier: its identity and the spec fields naming its source. Pure. */
 export function applierView(o: KObject): KObject {
-  const spec = (o.spec ?? {}) as Record<string, unknown>;
+  const spec = isRecord(o.spec) ? o.spec : {};
   const kept: Record<string, unknown> = {};
   // An Application's project and destination say which sync windows of its AppProject are its own.
   for (const f of ["sourceRef", "source", "sources", "project", "destination", "syncWindows"])
@@ -146,7 +151,7 @@ export class ClusterCache {
    */
   version = 0;
   /** GitTargets by the claim they name, at the version they were indexed for. */
-  private byClaim: { version: number; targets: Map<string, KObject[]> } | undefined;
+  private byClaim: { version: number; targets: Map<string, GitTarget[]> } | undefined;
 
   constructor(kc: k8s.KubeConfig | Kube, log?: Logger, opts: ClusterCacheOptions = {}) {
     this.kube = kc instanceof Kube ? kc : new Kube(kc, log ? { log } : {});
@@ -167,16 +172,16 @@ export class ClusterCache {
     this.providers = new TypedCache(providers.informer, readGitProvider, log);
     this.targets = new TypedCache(targets.informer, readGitTarget, log);
     for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim])
-      this.acquire(t, (o, prev) => this.tell(this.keysOfClaim(t.kind, o, prev)));
+      this.acquire(t, (o) => this.tell(this.keysOfClaim(t.kind, o)));
     this.acquire(RESOURCES.applierGrant, () => this.tell("all"));
     // An approval or override given or withdrawn concerns the branches of the claim it names.
     this.acquire(RESOURCES.approval, (o, prev) => {
       const keys = new Set<string>();
       for (const a of [o, prev]) {
-        const ref = (a?.spec as { claimRef?: { kind?: unknown; name?: unknown } } | undefined)?.claimRef;
-        if (!a || typeof ref?.kind !== "string" || typeof ref.name !== "string") continue;
-        const claim = { metadata: { namespace: nsOf(a), name: ref.name } } as KObject;
-        for (const k of this.keysOfClaim(ref.kind, claim, undefined)) keys.add(k);
+        const ref = fieldOf(approvalSpecFields, a?.spec, "claimRef");
+        if (!a || !ref) continue;
+        for (const k of this.keysOfClaim(ref.kind, { metadata: { namespace: nsOf(a), name: ref.name } }))
+          keys.add(k);
       }
       this.tell(keys);
     });
@@ -284,10 +289,7 @@ export class ClusterCache {
           this.tell(keys);
         }
       } catch (err) {
-        this.log?.debug(
-          { kind: k.t.kind, err: (err as Error).message },
-          "looking for an applier kind failed",
-        );
+        this.log?.debug({ kind: k.t.kind, err: errorMessage(err) }, "looking for an applier kind failed");
       } finally {
         k.probing = false;
       }
@@ -431,14 +433,14 @@ export class ClusterCache {
 
   /** The branch key of every GitTarget whose GitProvider is there: every branch a GitTarget writes. */
   branchKeys(): string[] {
-    return [...this.keysOfTargets(this.targets.list() as unknown as KObject[])];
+    return [...this.keysOfTargets(this.targets.list())];
   }
 
-  /** The branch keys of GitTargets (as they were and as they are). */
-  private keysOfTargets(targets: Array<KObject | undefined>): Set<string> {
+  /** The branch keys of GitTargets (as they were and as they are), each read as a GitTarget. */
+  private keysOfTargets(targets: readonly unknown[]): Set<string> {
     const keys = new Set<string>();
     for (const o of targets) {
-      const t = o && readGitTarget(o);
+      const t = o ? readGitTarget(o) : undefined;
       if (!t?.ok) continue;
       const pns = t.value.spec.providerRef.namespace ?? nsOf(t.value);
       const p = this.providers.get(t.value.spec.providerRef.name, pns);
@@ -470,7 +472,7 @@ export class ClusterCache {
   }
 
   private targetsOf(match: (t: GitTarget) => boolean): Set<string> {
-    return this.keysOfTargets(this.targets.list().filter(match) as unknown as KObject[]);
+    return this.keysOfTargets(this.targets.list().filter(match));
   }
 
   /**
@@ -522,21 +524,21 @@ export class ClusterCache {
       const h = this.handles.find((x) => x.informer.path === collectionPath(t));
       for (const c of h?.informer.list(ns) ?? [])
         if (signatureSecretOf(c.spec) === s.metadata.name)
-          for (const k of this.keysOfClaim(t.kind, c, undefined)) keys.add(k);
+          for (const k of this.keysOfClaim(t.kind, c)) keys.add(k);
     }
     this.tell(keys);
   }
 
   /** The branch keys of the GitTargets naming this claim, from an index kept per version. */
-  private keysOfClaim(kind: string, o: KObject, _prev: KObject | undefined): Set<string> {
+  private keysOfClaim(kind: string, o: { metadata: { namespace?: string; name: string } }): Set<string> {
     if (this.byClaim?.version !== this.version) {
-      const targets = new Map<string, KObject[]>();
-      for (const raw of this.targets.list()) {
-        const ref = raw.spec.claimRef;
+      const targets = new Map<string, GitTarget[]>();
+      for (const t of this.targets.list()) {
+        const ref = t.spec.claimRef;
         if (!ref) continue;
-        const key = `${ref.kind}/${ref.namespace ?? nsOf(raw)}/${ref.name}`;
+        const key = `${ref.kind}/${ref.namespace ?? nsOf(t)}/${ref.name}`;
         const list = targets.get(key) ?? [];
-        list.push(raw as unknown as KObject);
+        list.push(t);
         targets.set(key, list);
       }
       this.byClaim = { version: this.version, targets };
@@ -548,15 +550,12 @@ export class ClusterCache {
   private keysOfApplier(kind: string, o: KObject): Set<string> {
     const ns = nsOf(o);
     const claimType = kind === "Kustomization" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim;
-    const field = kind === "Kustomization" ? "kustomizationRef" : "applicationRef";
     const h = this.handles.find((x) => x.informer.path === collectionPath(claimType));
     const keys = new Set<string>();
     for (const c of h?.informer.list() ?? []) {
-      const ref = ((c.spec ?? {}) as Record<string, { name?: string; namespace?: string } | undefined>)[
-        field
-      ];
+      const ref = applierRefOf(claimType.kind, c);
       if (ref?.name !== o.metadata.name || (ref.namespace ?? nsOf(c)) !== ns) continue;
-      for (const k of this.keysOfClaim(claimType.kind, c, undefined)) keys.add(k);
+      for (const k of this.keysOfClaim(claimType.kind, c)) keys.add(k);
     }
     return keys;
   }

@@ -4,13 +4,17 @@
  */
 import {
   type ClaimType,
+  claimStatusField,
+  conditionIn,
+  isRecord,
   type KObject,
   type Kube,
   retryOnConflict,
   statusWriter,
+  storedConditionsOf,
 } from "../../queue/kube/index.js";
 import type { ClaimMetrics } from "../metrics.js";
-import { type ConditionInput, findCondition, sameConditions, setConditions } from "./conditions.js";
+import { type ConditionInput, sameConditions, setConditions } from "./conditions.js";
 
 /** Held from before the first write to the applier until it is handed back or over. */
 export const CLAIM_FINALIZER = "applygate.dev/claim";
@@ -59,18 +63,17 @@ export class ClaimWrites {
       () => this.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
       (current) => {
         if (!current) return undefined;
-        const status = (current.status ?? {}) as Record<string, unknown> & {
-          conditions?: Parameters<typeof setConditions>[0];
-        };
-        const next = setConditions(status.conditions, [...byType.values()], this.now());
-        ready = { status: findCondition(next, "Ready")?.status };
+        const status = isRecord(current.status) ? current.status : {};
+        const conditions = storedConditionsOf(current);
+        const next = setConditions(conditions, [...byType.values()], this.now());
+        ready = { status: conditionIn(next, "Ready")?.status };
         const changedFields = Object.entries(fields).filter(
           ([k, v]) => JSON.stringify(status[k]) !== JSON.stringify(v),
         );
         const generation = current.metadata.generation;
-        const genChanged = generation !== undefined && status.observedGeneration !== generation;
-        if (sameConditions(status.conditions, next) && changedFields.length === 0 && !genChanged)
-          return undefined;
+        const genChanged =
+          generation !== undefined && claimStatusField(current, "observedGeneration") !== generation;
+        if (sameConditions(conditions, next) && changedFields.length === 0 && !genChanged) return undefined;
         return {
           conditions: next,
           ...Object.fromEntries(changedFields),

@@ -5,6 +5,7 @@
  */
 import type { Condition, ConditionStatus } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { conditionIn, type StoredCondition } from "../../queue/kube/index.js";
 
 export type { Condition, ConditionStatus } from "../../queue/crds/index.js";
 
@@ -30,15 +31,18 @@ export function safeReason(reason: string): string {
 
 const iso = (now: Date | string) => (typeof now === "string" ? now : now.toISOString());
 
-/** Returns the list with `input` set: same status keeps its lastTransitionTime, a new status takes `now`. */
-export function setCondition(
-  conditions: readonly Condition[] | undefined,
+/**
+ * Returns the list with `input` set: same status keeps its lastTransitionTime, a new status takes
+ * `now`. The other conditions are kept as stored (queue/kube's `storedConditionsOf`).
+ */
+export function setCondition<C extends StoredCondition>(
+  conditions: readonly C[] | undefined,
   input: ConditionInput,
   now: Date | string,
-): Condition[] {
-  const list = [...(conditions ?? [])];
+): (C | Condition)[] {
+  const list: (C | Condition)[] = [...(conditions ?? [])];
   const i = list.findIndex((c) => c.type === input.type);
-  const previous = i >= 0 ? list[i] : undefined;
+  const previous = i >= 0 ? conditionIn(list, input.type) : undefined;
   const next: Condition = {
     type: input.type,
     status: input.status,
@@ -53,12 +57,12 @@ export function setCondition(
 }
 
 /** Sets several conditions at once, in order. */
-export function setConditions(
-  conditions: readonly Condition[] | undefined,
+export function setConditions<C extends StoredCondition>(
+  conditions: readonly C[] | undefined,
   inputs: readonly ConditionInput[],
   now: Date | string,
-): Condition[] {
-  let list = [...(conditions ?? [])];
+): (C | Condition)[] {
+  let list: (C | Condition)[] = [...(conditions ?? [])];
   for (const c of inputs) list = setCondition(list, c, now);
   return list;
 }
@@ -76,8 +80,8 @@ export function isConditionTrue(conditions: readonly Condition[] | undefined, ty
 
 /** True when both lists say the same (times included), ignoring order. */
 export function sameConditions(
-  a: readonly Condition[] | undefined,
-  b: readonly Condition[] | undefined,
+  a: readonly StoredCondition[] | undefined,
+  b: readonly StoredCondition[] | undefined,
 ): boolean {
   const x = sortConditions([...(a ?? [])]);
   const y = sortConditions([...(b ?? [])]);
@@ -95,7 +99,7 @@ export function sameConditions(
   });
 }
 
-function sortConditions(list: Condition[]): Condition[] {
+function sortConditions<C extends StoredCondition>(list: C[]): C[] {
   const rank = (t: string) => {
     const i = CONDITION_ORDER.indexOf(t);
     return i < 0 ? CONDITION_ORDER.length : i;

@@ -5,9 +5,15 @@
  */
 
 import { type ApplierRef, applierManagersOf, branchKey } from "../../queue/contract.js";
-import type { GitProvider, GitTarget, ScopeGrant } from "../../queue/crds/index.js";
+import { type GitProvider, type GitTarget, operation, type ScopeGrant } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import type { KObject } from "../../queue/kube/index.js";
+import {
+  claimStatusField,
+  claimStatusFields,
+  fieldOf,
+  type KObject,
+  partOf,
+} from "../../queue/kube/index.js";
 import { applierOf, claimOf } from "../../queue/references.js";
 import { type Scope, scopeOf } from "../../queue/scope.js";
 import { judgeHolding, providerFacts, targetFacts } from "../../queue/tenancy.js";
@@ -91,27 +97,22 @@ export function lookupTarget(src: TargetSources, namespace: string, name: string
   };
 }
 
-/** The GitTarget's claim's status, read from the cache when asked (an apply is not a change of the target). */
-function claimStatusOf(
-  src: TargetSources,
-  namespace: string,
-  name: string,
-): { lastAppliedCommit?: unknown; operation?: { commit?: unknown; phase?: unknown } } | undefined {
+/** The GitTarget's claim, read from the cache when asked (an apply is not a change of the target). */
+function claimOfTarget(src: TargetSources, namespace: string, name: string): KObject | undefined {
   const t = src.target(namespace, name);
   const claimRef = t ? claimOf(t) : null;
-  const claim = claimRef ? src.claim(claimRef.kind, claimRef.namespace, claimRef.name) : undefined;
-  return claim?.status as ReturnType<typeof claimStatusOf>;
+  return claimRef ? src.claim(claimRef.kind, claimRef.namespace, claimRef.name) : undefined;
 }
 
-const commitOrUndefined = (v: unknown): string | undefined =>
-  typeof v === "string" && v.length > 0 ? v : undefined;
+const commitOrUndefined = (v: string | undefined): string | undefined =>
+  v !== undefined && v.length > 0 ? v : undefined;
 
 /**
  * The commit the GitTarget's applier last applied, read from its claim's status when asked (not
  * part of the resolved target: an apply must not count as a change of the target).
  */
 export function appliedCommitOf(src: TargetSources, namespace: string, name: string): string | undefined {
-  return commitOrUndefined(claimStatusOf(src, namespace, name)?.lastAppliedCommit);
+  return commitOrUndefined(claimStatusField(claimOfTarget(src, namespace, name), "lastAppliedCommit"));
 }
 
 /**
@@ -121,9 +122,13 @@ export function appliedCommitOf(src: TargetSources, namespace: string, name: str
  * a claim or an applied commit.
  */
 export function clusterCommitsOf(src: TargetSources, namespace: string, name: string): string[] {
-  const status = claimStatusOf(src, namespace, name);
-  const applied = commitOrUndefined(status?.lastAppliedCommit);
-  const op = status?.operation;
-  const opCommit = op?.phase !== "Succeeded" ? commitOrUndefined(op?.commit) : undefined;
+  const claim = claimOfTarget(src, namespace, name);
+  const applied = commitOrUndefined(claimStatusField(claim, "lastAppliedCommit"));
+  // The operation's fields one by one: its commit counts whatever else it holds.
+  const op = partOf(claimStatusFields, claim?.status, "operation");
+  const opCommit =
+    fieldOf(operation, op, "phase") !== "Succeeded"
+      ? commitOrUndefined(fieldOf(operation, op, "commit"))
+      : undefined;
   return [...new Set([applied, opCommit].filter((c): c is string => c !== undefined))];
 }
