@@ -24,7 +24,7 @@ import { ARGOCD_NAMESPACE, type RealArgoCD, startRealArgoCD } from "../real/argo
 import { ARGOCD_BINARIES, CONTROL_PLANE, FLUX_BINARIES, findRealBinaries } from "../real/binaries.js";
 import { type RealCluster, startRealCluster } from "../real/cluster.js";
 import { FLUX_NAMESPACE, type RealFlux, startRealFlux } from "../real/flux.js";
-import { gitProviderYaml, gitTargetYaml, heldYaml, secretYaml } from "../real/tenant.js";
+import { gitProviderYaml, gitTargetYaml, heldYaml, secretYaml, webhookPathOf } from "../real/tenant.js";
 import { ensureRedisServer } from "../redis/install.js";
 import { untilWith } from "../support/wait.js";
 
@@ -116,11 +116,12 @@ export async function runReal(say: (line: string) => void, stopAsked: Promise<un
     const installed = await installApplygate(cluster, { redisUrl: redis.url, appliers: ["flux", "argocd"] });
     s.stops.push(() => deleteInstallKeys(installed));
     step("applygate installed (kubectl apply -k of its overlays)");
-    for (const c of ["gateway", "worker"] as const) {
-      const r = await startComponent(installed, c);
-      s.stops.push(() => r.stop());
-      s.running.push(r);
-    }
+    const run = async (r: Promise<Running>) => {
+      const started = await r;
+      s.stops.push(() => started.stop());
+      s.running.push(started);
+    };
+    for (const c of ["gateway", "worker"] as const) await run(startComponent(installed, c));
     step("gateway and worker running as deployed");
     const flux = await startRealFlux(cluster, { quiet: true });
     s.stops.push(() => flux.stop());
@@ -128,11 +129,7 @@ export async function runReal(say: (line: string) => void, stopAsked: Promise<un
     const argocd = await startRealArgoCD(cluster, { quiet: true });
     s.stops.push(() => argocd.stop());
     step("Argo CD's repo-server and application-controller ready");
-    for (const k of ["flux", "argocd"] as const) {
-      const r = await startSidecar(installed, k);
-      s.stops.push(() => r.stop());
-      s.running.push(r);
-    }
+    for (const k of ["flux", "argocd"] as const) await run(startSidecar(installed, k));
     step("the Flux and Argo CD sidecars running beside them");
 
     const hookToken = randomBytes(12).toString("hex");
@@ -183,17 +180,10 @@ export async function runReal(say: (line: string) => void, stopAsked: Promise<un
         appliersYaml(repoUrl),
       ].join("---\n"),
     );
-    const custom = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
-    const webhookPath = await until(async () => {
-      const p = (await custom.getNamespacedCustomObject({
-        group: "applygate.dev",
-        version: "v1alpha1",
-        plural: "gitproviders",
-        namespace: NAMESPACE,
-        name: "repo",
-      })) as { status?: { webhookPath?: string } };
-      return p.status?.webhookPath;
-    }, "the gateway to give the GitProvider its webhook path");
+    const webhookPath = await until(
+      () => webhookPathOf(cluster.kubeConfig().makeApiClient(CustomObjectsApi), NAMESPACE),
+      "the gateway to give the GitProvider its webhook path",
+    );
     const gateway = s.running[0] as Running;
     const unhook = git.addWebhook({ url: `${gateway.url("http")}${webhookPath}`, secret: hookToken });
     s.stops.push(async () => unhook());

@@ -16,7 +16,7 @@ import { ARGOCD_NAMESPACE, type RealArgoCD, startRealArgoCD } from "./argocd.js"
 import type { RealCluster } from "./cluster.js";
 import { type Deployed, deployedSuite } from "./deployed.js";
 import { FLUX_NAMESPACE, type RealFlux, startRealFlux } from "./flux.js";
-import { gitProviderYaml, gitTargetYaml, secretYaml } from "./tenant.js";
+import { gitProviderYaml, gitTargetYaml, secretYaml, webhookPathOf } from "./tenant.js";
 
 export interface Scene {
   ns: string;
@@ -185,16 +185,7 @@ export function applierScenes<K extends keyof Appliers>(applier: K, objects: Sce
         objects({ ns, repoUrl, folder, held }),
       ].join("---\n"),
     });
-    const webhookPath = await until(async () => {
-      const p = (await d.custom.getNamespacedCustomObject({
-        group: "applygate.dev",
-        version: "v1alpha1",
-        plural: "gitproviders",
-        namespace: ns,
-        name: "repo",
-      })) as { status?: { webhookPath?: string } };
-      return p.status?.webhookPath;
-    }, "the GitProvider's webhook path");
+    const webhookPath = await until(() => webhookPathOf(d.custom, ns), "the GitProvider's webhook path");
     const remove = d.git.addWebhook({
       url: `${d.running.gateway!.url("http")}${webhookPath}`,
       secret: hookToken,

@@ -2,6 +2,7 @@
 // object each; join them with `---`): the Secrets, GitProvider and GitTarget of a repository's
 // folder, the consent of an applier's namespace, a claim, a team's webhook applier.
 import { randomBytes } from "node:crypto";
+import type { CustomObjectsApi } from "@kubernetes/client-node";
 import { DEPLOYER_FIELD_MANAGER } from "../playground/deployer.js";
 
 export const API = "applygate.dev/v1alpha1";
@@ -13,6 +14,18 @@ stringData: {${Object.entries(data)
   .map(([k, v]) => `${k}: ${v}`)
   .join(", ")}}
 `;
+
+/** The receiver path the gateway wrote on GitProvider `repo` of `ns`; undefined until it did. */
+export async function webhookPathOf(custom: CustomObjectsApi, ns: string): Promise<string | undefined> {
+  const p = (await custom.getNamespacedCustomObject({
+    group: "applygate.dev",
+    version: "v1alpha1",
+    plural: "gitproviders",
+    namespace: ns,
+    name: "repo",
+  })) as { status?: { webhookPath?: string } };
+  return p.status?.webhookPath;
+}
 
 /** GitProvider `repo` of type gitea, its webhook secret in Secret `hook`. */
 export const gitProviderYaml = (ns: string, repoUrl: string) => `apiVersion: ${API}
