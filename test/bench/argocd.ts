@@ -6,9 +6,7 @@
  */
 
 import { Kube } from "../../queue/kube/index.js";
-import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
-import { cm, startCluster } from "../sidecar-argocd/harness.js";
-import { unrecordedChecks } from "../support/safety-checks.js";
+import { startCluster } from "../sidecar-argocd/harness.js";
 import type { Figure } from "./figure.js";
 import { median, sidecarRig, type Timeline } from "./send-to-apply.js";
 
@@ -40,25 +38,18 @@ export async function run(): Promise<Figure[]> {
       rig.applyStarted();
       return own.replace(...args);
     }) as Kube["replace"];
-    const executor = new ArgoCDExecutor({
-      kube,
-      log: c.log,
-      events: c.events,
-      now: () => new Date(),
-      options: { pollMs: 50 },
-      checks: unrecordedChecks(c.kube, rig.checks),
-    });
+    const executor = c.executor({ pollMs: 50 }, { kube, standingKube: c.kube, checks: rig.checks });
     rig.host("argocd", executor);
     const branchKey = `${repo.url}@main`;
     c.api.faults.latency(API_LATENCY_MS);
     const runs: Timeline[] = [];
     const requests: number[] = [];
     for (let i = 0; i < RUNS; i++) {
-      const commit = await repo.push("cm.yaml", cm("settings", `b${i}`));
+      const [commit] = await repo.settings(`b${i}`);
       await rig.record(branchKey, commit);
       const before = c.api.requestsBy(user);
       const t = await rig.run({
-        ...c.attempt(name, name, commit, `bench-${i}-${Date.now()}`),
+        ...c.attempt(name, commit, `bench-${i}-${Date.now()}`),
         branchKey,
         editsAfter: { mark: "0-0", folders: [`apps/${name}`] },
       });
@@ -82,6 +73,6 @@ export async function run(): Promise<Figure[]> {
     ];
   } finally {
     await rig.close();
-    await c.close();
+    await c.stop();
   }
 }

@@ -36,10 +36,7 @@ export async function run(): Promise<Figure[]> {
         await until(() => w.sidecar.following.forClaim(`team-a/${claim}`) === undefined, "released");
         const t0 = performance.now();
         const a = await w.send(claim);
-        await until(async () => {
-          const op = await w.operation(claim);
-          return op?.token === a.token && op.phase === "Succeeded";
-        }, `${claim} run ${i}`);
+        await w.reaches(claim, "Succeeded", a.token);
         out.push(performance.now() - t0);
       }
       return out;
@@ -61,6 +58,6 @@ export async function run(): Promise<Figure[]> {
       },
     ];
   } finally {
-    await w.close();
+    await w.stop();
   }
 }

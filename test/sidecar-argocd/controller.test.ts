@@ -3,42 +3,36 @@
  * Argo CD), switching it off again, each Configured reason, hand-back as it stood before, and the
  * window observer reporting Argo CD's own writes.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { KObject } from "../../queue/kube/index.js";
 import { RESOURCES } from "../../queue/kube/index.js";
-import { silentLogger } from "../../queue/log.js";
 import type { ClaimContext } from "../../sidecar/applier-kind.js";
 import { APPLICATION, isAutomatedSyncEnabled, weHoldSwitch } from "../../sidecar/argocd/application.js";
 import { ArgoCDClaimController } from "../../sidecar/argocd/controller.js";
-import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import { ArgoCDWindowObserver } from "../../sidecar/argocd/observer.js";
 import { memoryEvents } from "../../sidecar/events.js";
 import { Following } from "../../sidecar/following.js";
 import { memoryReporter } from "../../sidecar/reporter.js";
-import { unrecordedChecks } from "../support/safety-checks.js";
-import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { type Repo, startCluster, until } from "./harness.js";
 
-let c: Cluster;
 let repo: Repo;
 let n = 0;
 let controller: ArgoCDClaimController;
 
-beforeAll(async () => {
-  c = await startCluster();
-  await c.startArgo();
+const c = fileWorld(async () => {
+  const c = await startCluster({ argo: {} });
   repo = await c.repo();
-  controller = new ArgoCDClaimController({ kube: c.kube, log: silentLogger(), watch: false });
-});
-afterAll(async () => {
-  await c?.close();
+  controller = new ArgoCDClaimController({ kube: c.kube, log: c.log, watch: false });
+  return c;
 });
 
 const ctx = (events = memoryEvents()): ClaimContext & { events: ReturnType<typeof memoryEvents> } => ({
   kube: c.kube,
-  log: silentLogger(),
+  log: c.log,
   events,
   following: new Following(),
-  now: () => new Date(),
+  now: c.now,
   // Argo CD records no operation of its own to follow.
   follow: () => false,
 });
@@ -92,7 +86,7 @@ describe("holding automated sync off", () => {
     expect((await claimOf(name)).status).toMatchObject({ previousSuspendState: "AutomatedOn" });
     expect(events.events.map((e) => [e.reason, e.action])).toEqual([["Adopted", "HoldAutomatedSyncOff"]]);
     // a push and a refresh: Argo CD compares, and starts no sync of its own
-    await repo.push("cm.yaml", cm("settings", `held-${name}`));
+    await repo.settings(`held-${name}`);
     await c.kube.mergePatch(APPLICATION, "argocd", name, {
       metadata: { annotations: { "argocd.argoproj.io/refresh": "normal" } },
     });
@@ -213,7 +207,7 @@ describe("Configured reasons", () => {
       const r = await old.repo();
       await old.createApp("legacy", r, { syncPolicy: { automated: { prune: true } } });
       await old.createClaim("legacy", "legacy");
-      const ctl = new ArgoCDClaimController({ kube: old.kube, log: silentLogger(), watch: false });
+      const ctl = new ArgoCDClaimController({ kube: old.kube, log: old.log, watch: false });
       const claim = (await old.kube.get<KObject>(RESOURCES.argoCDClaim, "argocd", "legacy"))!;
       const before = await old.getApp("legacy");
       expect(await ctl.checkExternal(claim, { namespace: "argocd", name: "legacy" }, ctx())).toMatchObject({
@@ -224,7 +218,7 @@ describe("Configured reasons", () => {
       expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
       expect(weHoldSwitch(after)).toBe(false);
     } finally {
-      await old.close();
+      await old.stop();
     }
   });
 });
@@ -240,7 +234,7 @@ describe("hand-back", () => {
     expect(weHoldSwitch(await c.getApp(name))).toBe(false);
     expect((await claimOf(name)).status).not.toHaveProperty("previousSuspendState");
     // Argo CD's automated sync is back: a push is synced without us
-    await repo.push("cm.yaml", cm("settings", `back-${name}`));
+    await repo.settings(`back-${name}`);
     await c.kube.mergePatch(APPLICATION, "argocd", name, {
       metadata: { annotations: { "argocd.argoproj.io/refresh": "normal" } },
     });
@@ -284,17 +278,8 @@ describe("hand-back", () => {
 
 describe("the window observer", () => {
   /** A window observer of ConfigMaps, started, reporting to `reporter`. */
-  const startObserver = async (reporter: ReturnType<typeof memoryReporter>) => {
-    const observer = new ArgoCDWindowObserver({
-      kube: c.kube,
-      reporter,
-      log: silentLogger(),
-      now: () => new Date(),
-      kinds: [{ apiVersion: "v1", kind: "ConfigMap" }],
-    });
-    await observer.start();
-    return observer;
-  };
+  const startObserver = (reporter: ReturnType<typeof memoryReporter>) =>
+    c.startObserver(ArgoCDWindowObserver, reporter);
 
   it("reports Argo CD's own writes to objects carrying the Application's tracking annotation", async () => {
     const { name, ns } = await setup({ syncPolicy: { automated: { enabled: false } } });
@@ -302,19 +287,9 @@ describe("the window observer", () => {
     const reporter = memoryReporter();
     const observer = await startObserver(reporter);
     try {
-      const exec = new ArgoCDExecutor({
-        kube: c.kube,
-        log: silentLogger(),
-        events: memoryEvents(),
-        now: () => new Date(),
-        options: { pollMs: 20 },
-        checks: unrecordedChecks(c.kube),
-        windows: observer,
-      });
-      const tip = await repo.push("cm.yaml", cm("settings", `observed-${name}`));
-      const r = recorder();
+      const [tip] = await repo.settings(`observed-${name}`);
       const token = `t-${name}`;
-      await exec.execute(c.attempt(name, name, tip, token), r.report, new AbortController().signal);
+      const r = await c.run(c.executor({ pollMs: 20 }, { windows: observer }), c.attempt(name, tip));
       expect(r.phases().at(-1)).toBe("Succeeded");
       const write = await until(
         async () => reporter.reports.find((x) => x.type === "applierWrite" && x.object.namespace === ns),
@@ -329,18 +304,7 @@ describe("the window observer", () => {
       });
       // an edit by somebody else to that object is no applier write
       const before = reporter.reports.length;
-      await c.kube.core.patchNamespacedConfigMap(
-        {
-          name: "settings",
-          namespace: ns,
-          body: { data: { value: "edited" } },
-          fieldManager: "kubectl-edit",
-        },
-        (await import("@kubernetes/client-node")).setHeaderOptions(
-          "Content-Type",
-          "application/merge-patch+json" as never,
-        ),
-      );
+      await c.editConfigMap(ns, "settings", { value: "edited" });
       // An absence, so it is waited out: the observer would report the edit within this.
       await new Promise((res) => setTimeout(res, 300));
       expect(reporter.reports.slice(before).filter((x) => x.type === "applierWrite")).toEqual([]);
@@ -353,18 +317,9 @@ describe("the window observer", () => {
     const { name, ns } = await setup({ syncPolicy: { automated: { enabled: false } } });
     await c.markHeld(name);
     // The sync runs with no window observer at all: the process that would have watched is gone.
-    const exec = new ArgoCDExecutor({
-      kube: c.kube,
-      log: silentLogger(),
-      events: memoryEvents(),
-      now: () => new Date(),
-      options: { pollMs: 20 },
-      checks: unrecordedChecks(c.kube),
-    });
     const startedAt = new Date().toISOString();
-    const tip = await repo.push("cm.yaml", cm("settings", `unwatched-${name}`));
-    const r = recorder();
-    await exec.execute(c.attempt(name, name, tip, `t-${name}`), r.report, new AbortController().signal);
+    const [tip] = await repo.settings(`unwatched-${name}`);
+    const r = await c.run(c.executor({ pollMs: 20 }), c.attempt(name, tip));
     expect(r.phases().at(-1)).toBe("Succeeded");
 
     const reporter = memoryReporter();

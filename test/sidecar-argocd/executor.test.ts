@@ -3,18 +3,16 @@
  * one pinned sync per attempt, followed by its token; waiting out another operation; the lost
  * update; sync windows; an operation removed mid-run; restart recovery; seed 002's stale table.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
 import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
 import { APPLICATION, tokenOf } from "../../sidecar/argocd/application.js";
-import { ArgoCDExecutor, type ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
+import type { ArgoCDExecutor, ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
 import { buildSyncOperation, startSyncUpdate } from "../../sidecar/argocd/sync.js";
 import { readOperation, recordOperation } from "../../sidecar/operation-record.js";
-import { unrecordedChecks } from "../support/safety-checks.js";
-import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { type Held, type Repo, recorder, startCluster, until } from "./harness.js";
 
-let c: Cluster;
-let n = 0;
 let repo: Repo;
 /** c1 ← c2 ← c3 on main: values v1, v2, v3. */
 let c1: string;
@@ -22,29 +20,14 @@ let c2: string;
 let c3: string;
 const FAST: ArgoCDExecutorOptions = { pollMs: 20, busyWaitMs: 10_000, budgetMs: 10_000, maxPollMs: 100 };
 
-beforeAll(async () => {
-  c = await startCluster();
-  await c.startArgo();
-  repo = await c.repo();
-  [c1, c2, c3] = (await repo.pushAll([
-    ["cm.yaml", cm("settings", "v1")],
-    ["cm.yaml", cm("settings", "v2")],
-    ["cm.yaml", cm("settings", "v3")],
-  ])) as [string, string, string];
-});
-afterAll(async () => {
-  await c?.close();
+const c = fileWorld(async () => {
+  const c = await startCluster({ argo: {} });
+  [repo, c1, c2, c3] = await c.history("v1", "v2", "v3");
+  return c;
 });
 
-const executor = (options: ArgoCDExecutorOptions = {}, kube: Kube = c.kube) =>
-  new ArgoCDExecutor({
-    kube,
-    log: c.log,
-    events: c.events,
-    now: () => new Date(),
-    options: { ...FAST, ...options },
-    checks: unrecordedChecks(kube),
-  });
+const executor = (options: ArgoCDExecutorOptions = {}, kube?: Kube) =>
+  c.executor({ ...FAST, ...options }, kube ? { kube } : {});
 
 /**
  * Waits until the executor's watch shows the Application with an operation set: a test about an
@@ -57,12 +40,7 @@ async function watched(e: ArgoCDExecutor, ref: { namespace: string; name: string
 }
 
 /** A fresh Application held off (automated enabled: false, prune on) with its claim. */
-async function setup(spec: Record<string, unknown> = {}) {
-  const name = `app${++n}`;
-  const { ns, ref } = await c.heldApp(name, repo, spec);
-  const claim = { type: RESOURCES.argoCDClaim, namespace: "argocd", name };
-  return { name, ns, ref, claim };
-}
+const setup = (spec: Record<string, unknown> = {}) => c.held("app", repo, spec);
 
 const configValue = async (namespace: string) => {
   const res = (await c.kube.core
@@ -71,50 +49,15 @@ const configValue = async (namespace: string) => {
   return res?.data?.value;
 };
 
-/** Another sync (by admin) held running on the Application; release the hold to let it end. */
-async function foreignSyncRunning(name: string, ref: { namespace: string; name: string }) {
-  const hold = c.argo!.holdSync(ref);
-  const app = await c.getApp(name);
-  await setOperation(name, {
-    ...buildSyncOperation(app, { commit: c1, token: "x" }),
-    initiatedBy: { username: "admin" },
-    info: [],
-  });
-  await until(
-    async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
-    "foreign sync running",
-  );
-  return hold;
-}
-
-/** Sets an operation on the Application directly, as another sync (or our earlier one) would. */
-async function setOperation(name: string, op: ReturnType<typeof buildSyncOperation>) {
-  // Argo CD's own refresh may write between our read and our update: read again, as any writer does.
-  for (let attempt = 0; ; attempt++) {
-    const app = await c.getApp(name);
-    try {
-      await c.kube.replace(APPLICATION, startSyncUpdate(app, op));
-      return;
-    } catch (err) {
-      if (!(err instanceof KubeError) || err.code !== 409 || attempt >= 10) throw err;
-    }
-  }
-}
-
 describe("one sync per attempt", () => {
   it("syncs the checked commit, pinned, as automated sync would, and follows the token to Succeeded", async () => {
     const { name, ns, ref, claim } = await setup();
     const hold = c.argo!.holdSync(ref);
-    const r = recorder();
-    const done = executor().execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = c.start(executor(), c.attempt(name, c1));
     await until(async () => r.phases().includes("Running"), "Running reported");
     expect((await readOperation(c.kube, claim))?.phase).toBe("Running");
     hold.release();
-    await done;
+    await r.done;
     expect(r.phases()).toEqual(["Requested", "Running", "Succeeded"]);
     const syncs = c.argo!.syncs(ref);
     expect(syncs).toHaveLength(1);
@@ -150,8 +93,7 @@ describe("one sync per attempt", () => {
       },
       undefined,
     );
-    const r = recorder();
-    await executor().execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    const r = await c.run(executor(), c.attempt(name, c1));
     expect(r.phases().at(-1)).toBe("RequestFailed");
     expect(r.reports.at(-1)?.extra.reason).toBe("HeldByAnotherClaim");
     expect(c.argo!.syncs(ref)).toEqual([]);
@@ -161,11 +103,10 @@ describe("one sync per attempt", () => {
 
   it("an attempt whose GitTargets no longer stand (recreated) is Dropped, nothing synced", async () => {
     const { name, ref } = await setup();
-    const attempt = c.attempt(name, name, c1, `t-${name}`);
+    const attempt = c.attempt(name, c1);
     await c.kube.delete(RESOURCES.gitTarget, "argocd", `${name}-target`);
     await c.createClaim(name, name); // the GitTarget is made again: another uid
-    const r = recorder();
-    await executor().execute(attempt, r.report, new AbortController().signal);
+    const r = await c.run(executor(), attempt);
     expect(r.phases().at(-1)).toBe("Dropped");
     expect(r.reports.at(-1)?.extra.reason).toBe("NoTargetStands");
     expect(c.argo!.syncs(ref)).toEqual([]);
@@ -180,19 +121,11 @@ describe("one sync per attempt", () => {
       calls.push("replace");
       return c.kube.replace(t, o);
     };
-    const r = recorder();
-    await new ArgoCDExecutor({
-      kube,
-      log: c.log,
-      events: c.events,
-      now: () => new Date(),
-      options: FAST,
-      checks: unrecordedChecks(kube),
-      windows: {
-        open: async (w) => void calls.push(`opened ${w.token}`),
-        close: (t) => void calls.push(`closed ${t}`),
-      },
-    }).execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    const windows = {
+      open: async (w: { token: string }) => void calls.push(`opened ${w.token}`),
+      close: (t: string) => void calls.push(`closed ${t}`),
+    };
+    const r = await c.run(c.executor(FAST, { kube, windows }), c.attempt(name, c1));
     expect(r.phases().at(-1)).toBe("Succeeded");
     // Argo CD may apply before the update's answer arrives: the window is already open then. (An
     // update that conflicts is made again from a fresh read; the window stays open meanwhile.)
@@ -211,8 +144,7 @@ describe("one sync per attempt", () => {
     });
     c.argo!.failNextSync(ref);
     c.argo!.failNextSync(ref);
-    const r = recorder();
-    await executor().execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    const r = await c.run(executor(), c.attempt(name, c1));
     expect(r.phases().at(-1)).toBe("Failed");
     expect(r.reports.at(-1)?.extra.reason).toBe("SyncFailed");
     // the retry was still running (Running with finishedAt) until it failed too
@@ -227,19 +159,14 @@ describe("one sync per attempt", () => {
 
   it("waits out another operation, never replacing it, then syncs", async () => {
     const { name, ref } = await setup();
-    const hold = await foreignSyncRunning(name, ref);
-    const r = recorder();
-    const done = executor().execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const hold = await c.syncRunning(name, { commit: c1, token: "x", foreign: true });
+    const r = c.start(executor(), c.attempt(name, c1));
     // An absence while the other operation runs, so it is waited out: the executor must not act.
     await new Promise((res) => setTimeout(res, 200));
     expect(r.phases()).toEqual([]);
     expect((await c.getApp(name)).operation?.initiatedBy?.username).toBe("admin");
     hold.release();
-    await done;
+    await r.done;
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => s.initiatedBy?.username)).toEqual(["admin", "applygate"]);
   });
@@ -248,17 +175,12 @@ describe("one sync per attempt", () => {
     const { name, ref, claim } = await setup();
     const hold = c.argo!.holdSync(ref);
     const app = await c.getApp(name);
-    await setOperation(name, {
+    await c.setOperation(name, {
       ...buildSyncOperation(app, { commit: c1, token: "x" }),
       initiatedBy: { username: "admin" },
       info: [],
     });
-    const r = recorder();
-    await (await watched(executor({ busyWaitMs: 300 }), ref)).execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = await c.run(await watched(executor({ busyWaitMs: 300 }), ref), c.attempt(name, c1));
     expect(r.reports).toEqual([
       {
         phase: "RequestFailed",
@@ -271,8 +193,7 @@ describe("one sync per attempt", () => {
 
   it("a stop before the sync started says so (RequestFailed, SidecarStopping): no record is left for a restart to find", async () => {
     const { name, ref, claim } = await setup();
-    const hold = await foreignSyncRunning(name, ref);
-    const r = recorder();
+    const hold = await c.syncRunning(name, { commit: c1, token: "x", foreign: true });
     const stop = new AbortController();
     let reads = 0;
     // The watch's safety net short, so the wait reads the API server again and again.
@@ -282,11 +203,11 @@ describe("one sync per attempt", () => {
       reads++;
       return read(ref);
     };
-    const done = e.execute(c.attempt(name, name, c1, `t-${name}`), r.report, stop.signal);
+    const r = c.start(e, c.attempt(name, c1), { signal: stop.signal });
     // Waiting out the other operation (reading the Application again and again): nothing recorded.
     await until(() => reads >= 3, "the executor to wait out the other operation");
     stop.abort();
-    await done;
+    await r.done;
     expect(r.reports).toEqual([
       { phase: "RequestFailed", extra: { reason: "SidecarStopping", message: expect.any(String) } },
     ]);
@@ -315,12 +236,7 @@ describe("sync windows", () => {
         },
       },
     );
-    const r = recorder();
-    const done = executor().execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = c.start(executor(), c.attempt(name, c1));
     await until(async () => r.reports.find((x) => x.extra.reason === "SyncWindow"), "blocked reported");
     const blocked = r.reports.find((x) => x.extra.reason === "SyncWindow")!;
     expect(blocked.phase).toBe("Running");
@@ -342,7 +258,7 @@ describe("sync windows", () => {
       ref.name,
       { metadata: { annotations: { "argocd.argoproj.io/refresh": "normal" } } },
     );
-    await done;
+    await r.done;
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => s.revision)).toEqual([c1]);
   });
@@ -373,12 +289,7 @@ describe("the lost update", () => {
   it("follows an update whose answer was lost by its token when it landed", async () => {
     const { name, ref } = await setup();
     const kube = new LosingAnswer(c.kc);
-    const r = recorder();
-    await executor({}, kube).execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = await c.run(executor({}, kube), c.attempt(name, c1));
     expect(kube.lost).toBe(1);
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => s.revision)).toEqual([c1]);
@@ -387,12 +298,7 @@ describe("the lost update", () => {
   it("fences an update that did not land with a refresh write at the version read, so it never lands, and fails", async () => {
     const { name, ref, claim } = await setup();
     const kube = new LateUpdate(c.kc);
-    const r = recorder();
-    await executor({}, kube).execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = await c.run(executor({}, kube), c.attempt(name, c1));
     expect(r.reports.at(-1)).toMatchObject({ phase: "Failed", extra: { reason: "UpdateLost" } });
     expect(await readOperation(c.kube, claim)).toMatchObject({ phase: "Failed", outcome: "UpdateLost" });
     // the update arrives late: it was made from the version read, which the refresh write moved past
@@ -411,8 +317,7 @@ describe("the lost update", () => {
       status: 422,
       message: "invalid",
     });
-    const r = recorder();
-    await executor().execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    const r = await c.run(executor(), c.attempt(name, c1));
     expect(r.phases()).toEqual(["Requested", "RequestFailed"]);
     expect(await readOperation(c.kube, claim)).toBeUndefined();
   });
@@ -422,15 +327,10 @@ describe("an operation removed mid-run", () => {
   it("is Unresolved after the budget and then Failed, since Argo CD never finishes it", async () => {
     const { name, ref, claim } = await setup();
     const hold = c.argo!.holdSync(ref);
-    const r = recorder();
-    const done = executor({ budgetMs: 400 }).execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = c.start(executor({ budgetMs: 400 }), c.attempt(name, c1));
     await until(async () => r.phases().includes("Running"), "Running");
     await c.kube.mergePatch(APPLICATION, "argocd", name, { operation: null }); // the stuck-hook workaround
-    await done;
+    await r.done;
     expect(r.phases()).toEqual(["Requested", "Running", "Unresolved", "Failed"]);
     expect(r.reports.at(-1)?.extra.reason).toBe("OperationRemoved");
     expect((await readOperation(c.kube, claim))?.phase).toBe("Failed");
@@ -439,31 +339,35 @@ describe("an operation removed mid-run", () => {
 });
 
 describe("restart recovery", () => {
-  it("follows a recorded operation that reached the Application, asking for nothing new", async () => {
-    const { name, ref, claim } = await setup();
-    const token = `t-${name}`;
-    const rec = await recordOperation(c.kube, claim, {
-      token,
+  /** An operation of ours (token `t-<name>`, for c1) recorded on the claim, as a process that died left it. */
+  const recorded = (h: Held) =>
+    recordOperation(c.kube, h.claim, {
+      token: `t-${h.name}`,
       commit: c1,
       targets: [{ uid: "gt", reason: "CatchUp" }],
     });
-    await setOperation(name, buildSyncOperation(await c.getApp(name), { commit: c1, token }));
+  /** A new process's restart recovery of that operation: what it reported. */
+  async function recover(e: ArgoCDExecutor, h: Held, rec: Awaited<ReturnType<typeof recorded>>) {
     const r = recorder();
-    const opened: Array<{ token: string; missedSince?: string }> = [];
-    const recovering = new ArgoCDExecutor({
-      kube: c.kube,
-      log: c.log,
-      events: c.events,
-      now: () => new Date(),
-      options: FAST,
-      checks: unrecordedChecks(c.kube),
-      windows: { open: async (w) => void opened.push(w), close: () => {} },
-    });
-    await recovering.recover!(
-      { claim, applier: ref, operation: rec.operation, branchKey: "git/r@main" },
+    await e.recover!(
+      { claim: h.claim, applier: h.ref, operation: rec.operation, branchKey: "git/r@main" },
       r.report,
       new AbortController().signal,
     );
+    return r;
+  }
+
+  it("follows a recorded operation that reached the Application, asking for nothing new", async () => {
+    const held = await setup();
+    const { name, ref } = held;
+    const token = `t-${name}`;
+    const rec = await recorded(held);
+    await c.setOperation(name, buildSyncOperation(await c.getApp(name), { commit: c1, token }));
+    const opened: Array<{ token: string; missedSince?: string }> = [];
+    const recovering = c.executor(FAST, {
+      windows: { open: async (w) => void opened.push(w), close: () => {} },
+    });
+    const r = await recover(recovering, held, rec);
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => s.token)).toEqual([token]);
     // Its window opens again from the operation's start: Argo CD's writes while nobody watched count.
@@ -473,20 +377,12 @@ describe("restart recovery", () => {
   });
 
   it("fails a recorded operation that never reached the Application, fencing any update still on its way", async () => {
-    const { name, ref, claim } = await setup();
+    const held = await setup();
+    const { name, ref } = held;
     const token = `t-${name}`;
-    const rec = await recordOperation(c.kube, claim, {
-      token,
-      commit: c1,
-      targets: [{ uid: "gt", reason: "CatchUp" }],
-    });
+    const rec = await recorded(held);
     const before = await c.getApp(name);
-    const r = recorder();
-    await executor().recover!(
-      { claim, applier: ref, operation: rec.operation, branchKey: "git/r@main" },
-      r.report,
-      new AbortController().signal,
-    );
+    const r = await recover(executor(), held, rec);
     expect(r.reports.at(-1)).toMatchObject({ phase: "Failed", extra: { reason: "UpdateLost" } });
     const late = await c.kube
       .replace(APPLICATION, startSyncUpdate(before, buildSyncOperation(before, { commit: c1, token })))
@@ -498,20 +394,8 @@ describe("restart recovery", () => {
 
 describe("seed 002: stale operations of ours", () => {
   /** Our earlier sync of `revision`, held Running by argosim. */
-  async function ourRunning(
-    name: string,
-    ref: { namespace: string; name: string },
-    revision: string,
-    token = "old",
-  ) {
-    const hold = c.argo!.holdSync(ref);
-    await setOperation(name, buildSyncOperation(await c.getApp(name), { commit: revision, token }));
-    await until(
-      async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
-      "old sync running",
-    );
-    return hold;
-  }
+  const ourRunning = (name: string, revision: string) =>
+    c.syncRunning(name, { commit: revision, token: "old" });
   const state = async (name: string) => (await c.getApp(name)).status?.operationState;
 
   let ancestryOf: ReturnType<typeof cloneAncestry> | undefined;
@@ -523,13 +407,8 @@ describe("seed 002: stale operations of ours", () => {
   it("terminates our running operation for a proven ancestor, then syncs the newer commit", async () => {
     const { name, ref } = await setup();
     const h = await history();
-    const hold = await ourRunning(name, ref, h.c1);
-    const r = recorder();
-    await executor({ ancestry: h.ancestry }).execute(
-      c.attempt(name, name, h.c2, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const hold = await ourRunning(name, h.c1);
+    const r = await c.run(executor({ ancestry: h.ancestry }), c.attempt(name, h.c2));
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => [s.token, s.revision])).toEqual([[`t-${name}`, h.c2]]);
     expect(
@@ -545,13 +424,12 @@ describe("seed 002: stale operations of ours", () => {
   it("retries a conflicting terminate on the next poll, the watch running", async () => {
     const { name, ref } = await setup();
     const h = await history();
-    const hold = await ourRunning(name, ref, h.c1.slice(0, 10)); // abbreviated, proven through the clone
+    const hold = await ourRunning(name, h.c1.slice(0, 10)); // abbreviated, proven through the clone
     c.api.faults.failNext(1, {
       method: "PATCH",
       pathPrefix: `/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/${name}`,
       status: 409,
     });
-    const r = recorder();
     const e = await watched(executor({ ancestry: h.ancestry }), ref);
     // The cache holds the Application as the server does now: no event is still on its way.
     const version = (await c.getApp(name)).metadata.resourceVersion;
@@ -559,7 +437,7 @@ describe("seed 002: stale operations of ours", () => {
       async () => e.applications.cached(ref)?.metadata.resourceVersion === version,
       "the watch to catch up",
     );
-    await e.execute(c.attempt(name, name, h.c2, `t-${name}`), r.report, new AbortController().signal);
+    const r = await c.run(e, c.attempt(name, h.c2));
     expect(r.phases().at(-1)).toBe("Succeeded");
     hold.release();
   });
@@ -579,15 +457,10 @@ describe("seed 002: stale operations of ours", () => {
       const { name, ref } = await setup();
       const h = await history();
       const { revision, commit, foreign } = pick(h);
-      const hold = c.argo!.holdSync(ref);
-      const op = buildSyncOperation(await c.getApp(name), { commit: revision, token: "old" });
-      await setOperation(name, foreign ? { ...op, initiatedBy: { username: "admin" } } : op);
-      await until(async () => (await state(name))?.phase === "Running", "old sync running");
-      const r = recorder();
-      await (await watched(executor({ ancestry: h.ancestry, busyWaitMs: 300 }), ref)).execute(
-        c.attempt(name, name, commit, `t-${name}`),
-        r.report,
-        new AbortController().signal,
+      const hold = await c.syncRunning(name, { commit: revision, token: "old", foreign });
+      const r = await c.run(
+        await watched(executor({ ancestry: h.ancestry, busyWaitMs: 300 }), ref),
+        c.attempt(name, commit),
       );
       expect(r.reports.map((x) => [x.phase, x.extra.reason])).toEqual([
         ["RequestFailed", "OperationInProgress"],
@@ -598,9 +471,9 @@ describe("seed 002: stale operations of ours", () => {
   }
 
   it("never terminates one already terminating", async () => {
-    const { name, ref } = await setup();
+    const { name } = await setup();
     const h = await history();
-    const hold = await ourRunning(name, ref, h.c1);
+    const hold = await ourRunning(name, h.c1);
     await c.argo!.idle();
     await c.kube.mergePatch(APPLICATION, "argocd", name, {
       status: { operationState: { phase: "Terminating" } },
@@ -625,12 +498,7 @@ describe("seed 002: stale operations of ours", () => {
         return super.replace<T>(...args);
       }
     })(c.kc);
-    const r = recorder();
-    const done = executor({ ancestry: h.ancestry }, kube).execute(
-      c.attempt(name, name, h.c2, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = c.start(executor({ ancestry: h.ancestry }, kube), c.attempt(name, h.c2));
     // Argo CD's Failed stands only until our sync replaces it (SetAppOperation clears the state),
     // which can be a few milliseconds: either one shows the terminating operation ended.
     await until(async () => {
@@ -640,7 +508,7 @@ describe("seed 002: stale operations of ours", () => {
     }, "terminated by Argo CD, or our sync set after its end");
     c.api.faults.latency(0);
     hold.release();
-    await done;
+    await r.done;
     expect(patches.filter((p) => p.includes("Terminating"))).toEqual([]);
     // Set only once Argo CD had ended the old one (a 409 and a second try may come between).
     expect(new Set(replacedStates)).toEqual(new Set(["Failed"]));
@@ -651,17 +519,15 @@ describe("seed 002: stale operations of ours", () => {
   it("treats Forbidden on the terminate as fatal, reported", async () => {
     const { name, ref } = await setup();
     const h = await history();
-    const hold = await ourRunning(name, ref, h.c1);
+    const hold = await ourRunning(name, h.c1);
     c.api.addUser("no-patch", "no-patch-token", [
       { verbs: ["get", "list", "watch", "update"], groups: ["argoproj.io"], resources: ["applications"] },
       { verbs: ["*"], groups: ["applygate.dev"], resources: ["*"] },
     ]);
     const kube = new Kube(c.api.kubeConfig("no-patch"));
-    const r = recorder();
-    await (await watched(executor({ ancestry: h.ancestry }, kube), ref)).execute(
-      c.attempt(name, name, h.c2, `t-${name}`),
-      r.report,
-      new AbortController().signal,
+    const r = await c.run(
+      await watched(executor({ ancestry: h.ancestry }, kube), ref),
+      c.attempt(name, h.c2),
     );
     expect(r.reports).toEqual([
       {

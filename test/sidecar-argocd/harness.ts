@@ -1,20 +1,22 @@
 /**
- * A cluster for the Argo CD applier's tests: the simulated API server with Argo CD's CRDs and
- * ours, argosim syncing from the real Git server, and helpers to make Applications, claims and
- * attempts. Tests wait on conditions, never on fixed sleeps.
+ * The Argo CD applier's tests: the sidecar world (test/support/sidecar-world.ts) with Argo CD's
+ * CRDs and argosim syncing from the real Git server, and what makes Applications, claims, held
+ * Applications, executors and attempts.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import * as k8s from "@kubernetes/client-node";
 import type { Attempt, ReportPhase } from "../../queue/contract.js";
-import { crdFiles } from "../../queue/crds/files.js";
-import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
-import { silentLogger } from "../../queue/log.js";
-import type { ReportExtra, ReportFn } from "../../sidecar/applier-kind.js";
+import { type Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
+import type { SafetyChecks } from "../../sidecar/applier-kind.js";
 import { APPLICATION, type Application } from "../../sidecar/argocd/application.js";
-import { memoryEvents } from "../../sidecar/events.js";
-import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
+import {
+  ArgoCDExecutor,
+  type ArgoCDExecutorDeps,
+  type ArgoCDExecutorOptions,
+} from "../../sidecar/argocd/executor.js";
+import { buildSyncOperation, startSyncUpdate } from "../../sidecar/argocd/sync.js";
+import type { ClaimLocator } from "../../sidecar/operation-record.js";
 import {
   type ArgoSim,
   type ArgoSimOptions,
@@ -23,39 +25,51 @@ import {
 } from "../cluster/argosim/index.js";
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
-import { type GitServer, startGitServer } from "../git/server.js";
-import { untilWith } from "../support/wait.js";
+import { unrecordedChecks } from "../support/safety-checks.js";
+import {
+  attemptFor,
+  configMapYaml,
+  createTarget,
+  recorder,
+  type SidecarWorld,
+  startSidecarWorld,
+  until,
+} from "../support/sidecar-world.js";
+
+export { recorder, until };
 
 const crd = (file: string) => new URL(`../cluster/crds/${file}`, import.meta.url).pathname;
 
-export const until = untilWith({ timeoutMs: 15_000, everyMs: 15, retryErrors: true });
+export const cm = (name: string, value: string) => configMapYaml(name, "value", value);
 
-export interface Reported {
-  phase: ReportPhase;
-  extra: ReportExtra;
+type Ref = { namespace: string; name: string };
+type Recorder = ReturnType<typeof recorder>;
+
+/** A held Application and its claim, both named `name` in argocd. */
+export interface Held {
+  name: string;
+  /** The namespace it deploys into. */
+  ns: string;
+  ref: Ref;
+  claim: ClaimLocator;
+  /** The claim's status subresource, for faults injected on its writes. */
+  statusPath: string;
 }
 
-export function recorder(): { report: ReportFn; reports: Reported[]; phases: () => ReportPhase[] } {
-  const reports: Reported[] = [];
-  return {
-    reports,
-    report: async (phase, extra = {}) => {
-      reports.push({ phase, extra });
-    },
-    phases: () => reports.map((r) => r.phase),
-  };
+/** What an executor is built with beyond its options: all but the kube have the world's defaults. */
+export interface ExecutorParts extends Partial<Omit<ArgoCDExecutorDeps, "options" | "checks">> {
+  /** Replaces safety checks of `unrecordedChecks`. */
+  checks?: Partial<SafetyChecks>;
+  /** The client the standing recheck reads the claim with (default the executor's). */
+  standingKube?: Kube;
 }
 
-export interface Cluster {
-  api: ApiServer;
-  git: GitServer;
-  kube: Kube;
-  kc: k8s.KubeConfig;
+export interface Cluster extends SidecarWorld {
   argo?: ArgoSim;
-  log: ReturnType<typeof silentLogger>;
-  events: ReturnType<typeof memoryEvents>;
   startArgo(opts?: Partial<ArgoSimOptions>): Promise<ArgoSim>;
   repo(): Promise<Repo>;
+  /** A new repository whose ConfigMap `settings` takes `values` in turn: it, then the commits in order. */
+  history<V extends string[]>(...values: V): Promise<[Repo, ...{ [K in keyof V]: string }]>;
   createApp(
     name: string,
     repo: Repo,
@@ -74,82 +88,96 @@ export interface Cluster {
    * of its own (`ns-<name>`), with its claim marked held. `spec` adds to the Application's spec;
    * its `syncPolicy` merges into the held-off one.
    */
-  heldApp(
+  heldApp(name: string, repo: Repo, spec?: Record<string, unknown>): Promise<{ ns: string; ref: Ref }>;
+  /** `heldApp` under the next free name `<prefix><n>`. */
+  held(prefix: string, repo: Repo, spec?: Record<string, unknown>): Promise<Held>;
+  /** An attempt of the claim `name` for the Application `name` (token `t-<name>` unless given). */
+  attempt(name: string, commit: string, token?: string): Attempt;
+  /** The Argo CD executor on the world's client, log, Events and clock, with no recorded tip. */
+  executor(options?: ArgoCDExecutorOptions, parts?: ExecutorParts): ArgoCDExecutor;
+  /**
+   * Starts `attempt`: what it reports, and its end. `on` is called as each phase is reported,
+   * before the executor goes on.
+   */
+  start(e: ArgoCDExecutor, attempt: Attempt, o?: RunOptions): Recorder & { done: Promise<void> };
+  /** Carries `attempt` out to its end: what it reported. */
+  run(e: ArgoCDExecutor, attempt: Attempt, o?: RunOptions): Promise<Recorder>;
+  /** Sets an operation on the Application directly, as another sync (or our earlier one) would. */
+  setOperation(name: string, op: ReturnType<typeof buildSyncOperation>): Promise<void>;
+  /**
+   * A sync of `commit` set on the Application (ours, or `foreign`: admin's) and held Running by
+   * argosim: release the hold to let it end.
+   */
+  syncRunning(
     name: string,
-    repo: Repo,
-    spec?: Record<string, unknown>,
-  ): Promise<{ ns: string; ref: { namespace: string; name: string } }>;
-  attempt(claim: string, app: string, commit: string, token: string): Attempt;
-  close(): Promise<void>;
+    o: { commit: string; token: string; foreign?: boolean },
+  ): Promise<{ release(): void }>;
+}
+
+export interface RunOptions {
+  signal?: AbortSignal;
+  on?: (phase: ReportPhase) => void;
 }
 
 export interface Repo {
   name: string;
   url: string;
   tip(): Promise<string>;
-  push(file: string, content: string): Promise<string>;
-  /** Several commits in one clone, one push each; returns their ids in order. */
-  pushAll(changes: [file: string, content: string][]): Promise<string[]>;
+  /**
+   * Commits the ConfigMap `settings` (deploy/cm.yaml) at each value in turn, one push each, from
+   * one clone; answers the commits in order.
+   */
+  settings<V extends string[]>(...values: V): Promise<{ [K in keyof V]: string }>;
   /** A local clone holding every commit, for ancestry. */
   clone(): Promise<string>;
 }
 
-export const cm = (name: string, value: string) =>
-  `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\ndata:\n  value: "${value}"\n`;
+export interface ClusterOptions {
+  argoVersion?: "3.5" | "pre-3.1";
+  /** Starts argosim at once, with these options. */
+  argo?: Partial<ArgoSimOptions>;
+}
 
-export async function startCluster(opts: { argoVersion?: "3.5" | "pre-3.1" } = {}): Promise<Cluster> {
-  const api = await startApiServer({ bookmarkIntervalMs: 50 });
-  await api.installCrdFile(argocdApplicationCrd(opts.argoVersion ?? "3.5"));
-  for (const f of ["argocd-appproject.yaml", "argocd-applicationset.yaml"]) await api.installCrdFile(crd(f));
-  for (const f of crdFiles()) await api.installCrdFile(f);
-  const kc = api.kubeConfig();
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  for (const name of ["argocd", "apps", "web"]) await core.createNamespace({ body: { metadata: { name } } });
-  const git = await startGitServer();
-  const kube = new Kube(kc);
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
+  const base = await startSidecarWorld({
+    crds: [
+      argocdApplicationCrd(opts.argoVersion ?? "3.5"),
+      crd("argocd-appproject.yaml"),
+      crd("argocd-applicationset.yaml"),
+    ],
+    namespaces: ["argocd", "apps", "web"],
+    label: "argocd",
+  });
+  const { kube, git } = base;
   const dirs: string[] = [];
-  let seq = 0;
+  let repos = 0;
+  let apps = 0;
   const targetUids = new Map<string, string>();
-  const c: Cluster = {
-    api,
-    git,
-    kube,
-    kc,
-    log: silentLogger(),
-    events: memoryEvents(),
-    async startArgo(o = {}) {
+  const c: Cluster = Object.assign(base, {
+    async startArgo(o: Partial<ArgoSimOptions> = {}) {
       c.argo = await startArgoSim({
-        kubeConfig: kc,
+        kubeConfig: base.kc,
         version: opts.argoVersion ?? "3.5",
         ...o,
         knobs: { refreshIntervalMs: 3_600_000, ...o.knobs },
       });
       return c.argo;
     },
-    async repo() {
-      const name = `r${++seq}`;
+    async repo(): Promise<Repo> {
+      const name = `r${++repos}`;
       await git.createRepo(name, { "deploy/cm.yaml": cm("settings", "v0") });
       const url = git.repoUrl(name);
       return {
         name,
         url,
         tip: async () => (await git.tip(name, "main")) as string,
-        async push(file, content) {
-          const peer = await GitPeer.clone(url, "main");
-          try {
-            return await peer.commitAndPush(`deploy/${file}`, content, `change ${file}`);
-          } finally {
-            await peer.remove();
-          }
-        },
-        async pushAll(changes) {
+        async settings<V extends string[]>(...values: V) {
           const peer = await GitPeer.clone(url, "main");
           try {
             const out: string[] = [];
-            for (const [file, content] of changes) {
-              out.push(await peer.commitAndPush(`deploy/${file}`, content, `change ${file}`));
-            }
-            return out;
+            for (const v of values)
+              out.push(await peer.commitAndPush("deploy/cm.yaml", cm("settings", v), "change cm.yaml"));
+            return out as { [K in keyof V]: string };
           } finally {
             await peer.remove();
           }
@@ -162,7 +190,11 @@ export async function startCluster(opts: { argoVersion?: "3.5" | "pre-3.1" } = {
         },
       };
     },
-    async createApp(name, repo, spec = {}, meta = {}) {
+    async history<V extends string[]>(...values: V): Promise<[Repo, ...{ [K in keyof V]: string }]> {
+      const repo = await c.repo();
+      return [repo, ...(await repo.settings(...values))];
+    },
+    async createApp(name: string, repo: Repo, spec = {}, meta = {}) {
       return kube.apply<Application>(
         APPLICATION,
         {
@@ -179,37 +211,31 @@ export async function startCluster(opts: { argoVersion?: "3.5" | "pre-3.1" } = {
         { fieldManager: "argocd-cli" },
       );
     },
-    async namespace(name) {
-      await core.createNamespace({ body: { metadata: { name } } });
+    async namespace(name: string) {
+      await kube.core.createNamespace({ body: { metadata: { name } } });
       return name;
     },
-    async getApp(name) {
+    async getApp(name: string) {
       return (await kube.get<Application>(APPLICATION, "argocd", name))!;
     },
-    async createClaim(name, app) {
+    async createClaim(name: string, app: string) {
       await kube.apply(RESOURCES.argoCDClaim, {
         apiVersion: "applygate.dev/v1alpha1",
         kind: "ArgoCDClaim",
         metadata: { name, namespace: "argocd" },
         spec: { applicationRef: { name: app, namespace: "argocd" } },
       });
-      const t = await kube.apply<KObject>(RESOURCES.gitTarget, {
-        apiVersion: "applygate.dev/v1alpha1",
-        kind: "GitTarget",
-        metadata: { name: `${name}-target`, namespace: "argocd" },
-        spec: {
-          providerRef: { name: "repo" },
-          branch: "main",
-          path: `apps/${name}`,
-          claimRef: { kind: "ArgoCDClaim", name },
-        },
+      const uid = await createTarget(kube, {
+        namespace: "argocd",
+        name: `${name}-target`,
+        path: `apps/${name}`,
+        claim: { kind: "ArgoCDClaim", name },
       });
-      targetUids.set(name, t.metadata.uid ?? "");
+      targetUids.set(name, uid);
     },
-    async markHeld(name) {
-      const claim = await kube.get<KObject>(RESOURCES.argoCDClaim, "argocd", name);
+    async markHeld(name: string) {
+      const claim = await kube.get(RESOURCES.argoCDClaim, "argocd", name);
       if (!claim) throw new Error(`no claim ${name}`);
-      const now = new Date().toISOString();
       await kube.patchStatus(
         RESOURCES.argoCDClaim,
         "argocd",
@@ -221,51 +247,107 @@ export async function startCluster(opts: { argoVersion?: "3.5" | "pre-3.1" } = {
               status: "True",
               reason: "AutomatedSyncOff",
               message: "held",
-              lastTransitionTime: now,
+              lastTransitionTime: new Date().toISOString(),
             },
           ],
         },
         undefined,
       );
     },
-    async heldApp(name, repo, spec = {}) {
-      const ns = await this.namespace(`ns-${name}`);
+    async heldApp(name: string, repo: Repo, spec: Record<string, unknown> = {}) {
+      const ns = await c.namespace(`ns-${name}`);
       const { syncPolicy, ...rest } = spec;
-      await this.createApp(name, repo, {
+      await c.createApp(name, repo, {
         destination: { server: "https://kubernetes.default.svc", namespace: ns },
         syncPolicy: { automated: { enabled: false, prune: true }, ...((syncPolicy as object) ?? {}) },
         ...rest,
       });
-      await this.createClaim(name, name);
-      await this.markHeld(name);
+      await c.createClaim(name, name);
+      await c.markHeld(name);
       return { ns, ref: { namespace: "argocd", name } };
     },
-    attempt(claim, app, commit, token) {
+    async held(prefix: string, repo: Repo, spec?: Record<string, unknown>): Promise<Held> {
+      const name = `${prefix}${++apps}`;
+      const { ns, ref } = await c.heldApp(name, repo, spec);
       return {
+        name,
+        ns,
+        ref,
+        claim: { type: RESOURCES.argoCDClaim, namespace: "argocd", name },
+        statusPath: `/apis/applygate.dev/v1alpha1/namespaces/argocd/argocdclaims/${name}/status`,
+      };
+    },
+    attempt(name: string, commit: string, token = `t-${name}`) {
+      return attemptFor({
         token,
-        claim: { kind: "ArgoCDClaim", namespace: "argocd", name: claim },
-        applier: { kind: "argocd", namespace: "argocd", name: app },
+        claim: { kind: "ArgoCDClaim", namespace: "argocd", name },
+        applier: { kind: "argocd", namespace: "argocd", name },
         branchKey: "git/r@main",
         repository: "git/r",
-        branch: "main",
         commit,
         targets: [
           {
-            uid: targetUids.get(claim) ?? "",
+            uid: targetUids.get(name) ?? "",
             namespace: "argocd",
-            name: `${claim}-target`,
+            name: `${name}-target`,
             reason: "ForeignCommit",
           },
         ],
-        sentAt: new Date().toISOString(),
+      });
+    },
+    executor(options: ArgoCDExecutorOptions = {}, parts: ExecutorParts = {}) {
+      const { checks, standingKube, ...deps } = parts;
+      const client = deps.kube ?? kube;
+      return new ArgoCDExecutor({
+        log: base.log,
+        events: base.events,
+        now: base.now,
+        ...deps,
+        kube: client,
+        options,
+        checks: unrecordedChecks(standingKube ?? client, checks),
+      });
+    },
+    start(e: ArgoCDExecutor, attempt: Attempt, o: RunOptions = {}) {
+      const r = recorder();
+      const report: typeof r.report = async (phase, extra) => {
+        await r.report(phase, extra);
+        o.on?.(phase);
       };
+      return { ...r, done: e.execute(attempt, report, o.signal ?? new AbortController().signal) };
     },
-    async close() {
-      await c.argo?.stop();
-      await git.close();
-      await api.close();
-      for (const d of dirs) await rm(d, { recursive: true, force: true });
+    async run(e: ArgoCDExecutor, attempt: Attempt, o?: RunOptions) {
+      const r = c.start(e, attempt, o);
+      await r.done;
+      return r;
     },
-  };
+    async setOperation(name: string, op: ReturnType<typeof buildSyncOperation>) {
+      // Argo CD's own refresh may write between our read and our update: read again, as any writer does.
+      for (let attempt = 0; ; attempt++) {
+        const app = await c.getApp(name);
+        try {
+          await kube.replace(APPLICATION, startSyncUpdate(app, op));
+          return;
+        } catch (err) {
+          if (!(err instanceof KubeError) || err.code !== 409 || attempt >= 10) throw err;
+        }
+      }
+    },
+    async syncRunning(name: string, o: { commit: string; token: string; foreign?: boolean }) {
+      const hold = c.argo!.holdSync({ namespace: "argocd", name });
+      const op = buildSyncOperation(await c.getApp(name), { commit: o.commit, token: o.token });
+      await c.setOperation(name, o.foreign ? { ...op, initiatedBy: { username: "admin" }, info: [] } : op);
+      await until(
+        async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
+        `the sync ${o.token} running`,
+      );
+      return hold;
+    },
+  });
+  base.onStop(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+  base.onStop(() => c.argo?.stop());
+  if (opts.argo) await c.startArgo(opts.argo);
   return c;
 }

@@ -13,21 +13,16 @@
  * The standing recheck reads the claim uncached by rule; it runs under another user, not counted.
  * `npm run bench -- argocd` measures the same through the executor host.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Kube } from "../../queue/kube/index.js";
-import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
-import { unrecordedChecks } from "../support/safety-checks.js";
-import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { type Repo, startCluster, until } from "./harness.js";
 
-let c: Cluster;
 let repo: Repo;
-beforeAll(async () => {
-  c = await startCluster();
-  await c.startArgo();
+const c = fileWorld(async () => {
+  const c = await startCluster({ argo: {} });
   repo = await c.repo();
-});
-afterAll(async () => {
-  await c?.close();
+  return c;
 });
 
 /** Requests of one sync, the namespace's list and watch (made once, on the first sync) apart. */
@@ -42,31 +37,19 @@ describe("the API requests of one Argo CD sync", () => {
     const kube = new Kube(c.api.kubeConfig(user));
     const apps = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
     try {
-      const executor = new ArgoCDExecutor({
-        kube,
-        log: c.log,
-        events: c.events,
-        now: () => new Date(),
-        // Polling every 50 ms would read the Application a dozen times while a sync is held.
-        options: { pollMs: 50 },
-        checks: unrecordedChecks(c.kube),
-      });
+      // Polling every 50 ms would read the Application a dozen times while a sync is held.
+      const executor = c.executor({ pollMs: 50 }, { kube, standingKube: c.kube });
       for (let i = 0; i < 3; i++) {
-        const [commit] = (await repo.pushAll([["cm.yaml", cm("settings", `n${i}`)]])) as [string];
-        const r = recorder();
+        const [commit] = await repo.settings(`n${i}`);
         const trace = c.api.traceRequests(user);
         // The later syncs are held running until Running is reported: a longer sync costs nothing more.
         const hold = i > 0 ? c.argo!.holdSync({ namespace: "argocd", name }) : undefined;
-        const done = executor.execute(
-          c.attempt(name, name, commit, `count-${i}`),
-          r.report,
-          new AbortController().signal,
-        );
+        const r = c.start(executor, c.attempt(name, commit, `count-${i}`));
         if (hold) {
           await until(async () => r.phases().includes("Running"), "Running reported");
           hold.release();
         }
-        await done;
+        await r.done;
         trace.stop();
         const all = trace.requests.join("\n");
         expect(r.phases().at(-1)).toBe("Succeeded");

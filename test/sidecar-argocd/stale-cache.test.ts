@@ -5,41 +5,28 @@
  * old version of the Application for the whole operation (a watch that lags), while argosim and
  * the API server move on; every wait then ends on the safety net's read of the server.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Kube } from "../../queue/kube/index.js";
 import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
-import { APPLICATION, type Application } from "../../sidecar/argocd/application.js";
-import { ArgoCDExecutor, type ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
-import { buildSyncOperation, startSyncUpdate } from "../../sidecar/argocd/sync.js";
-import { unrecordedChecks } from "../support/safety-checks.js";
-import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+import type { Application } from "../../sidecar/argocd/application.js";
+import type { ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
+import { fileWorld } from "../support/file-world.js";
+import { type Repo, startCluster, until } from "./harness.js";
 
-let c: Cluster;
 let repo: Repo;
-let n = 0;
 /** c1 ← c2 on main. */
 let c1: string;
 let c2: string;
 let ancestry: ReturnType<typeof cloneAncestry>;
 
-beforeAll(async () => {
-  c = await startCluster();
-  await c.startArgo();
-  repo = await c.repo();
-  [c1, c2] = (await repo.pushAll([
-    ["cm.yaml", cm("settings", "v1")],
-    ["cm.yaml", cm("settings", "v2")],
-  ])) as [string, string];
+const c = fileWorld(async () => {
+  const c = await startCluster({ argo: {} });
+  [repo, c1, c2] = await c.history("v1", "v2");
   ancestry = cloneAncestry(await repo.clone());
-});
-afterAll(async () => {
-  await c?.close();
+  return c;
 });
 
-async function setup() {
-  const name = `lag${++n}`;
-  return { name, ref: (await c.heldApp(name, repo)).ref };
-}
+const setup = () => c.held("lag", repo);
 
 /**
  * An executor whose watch shows `snapshot` for the Application whatever the server holds, and
@@ -52,15 +39,11 @@ function lagging(snapshot: Application, options: ArgoCDExecutorOptions, terminat
       return super.mergePatch<T>(...args);
     }
   })(c.kc);
-  const e = new ArgoCDExecutor({
-    kube,
-    log: c.log,
-    events: c.events,
-    now: () => new Date(),
+  const e = c.executor(
     // The safety net short: the lagging cache is never the only thing the executor reads.
-    options: { pollMs: 20, resyncMs: 100, busyWaitMs: 10_000, budgetMs: 10_000, maxPollMs: 100, ...options },
-    checks: unrecordedChecks(kube),
-  });
+    { pollMs: 20, resyncMs: 100, busyWaitMs: 10_000, budgetMs: 10_000, maxPollMs: 100, ...options },
+    { kube },
+  );
   e.applications.cached = (ref) => (ref.name === snapshot.metadata.name ? snapshot : undefined);
   return e;
 }
@@ -70,28 +53,14 @@ const syncedBy = (name: string) =>
 
 describe("an Argo CD watch cache behind the API server", () => {
   it("our older operation still Running in the cache, ended on the server: nothing terminated, the newer commit synced", async () => {
-    const { name, ref } = await setup();
-    const hold = c.argo!.holdSync(ref);
-    const app = await c.getApp(name);
-    await c.kube.replace(
-      APPLICATION,
-      startSyncUpdate(app, buildSyncOperation(app, { commit: c1, token: "old" })),
-    );
-    await until(
-      async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
-      "old sync running",
-    );
+    const { name } = await setup();
+    const hold = await c.syncRunning(name, { commit: c1, token: "old" });
     // A proven-stale operation of ours, as the cache keeps showing it.
     const snapshot = await c.getApp(name);
     hold.release();
     await until(async () => !(await c.getApp(name)).operation, "the old sync to end on the server");
     const terminates: string[] = [];
-    const r = recorder();
-    await lagging(snapshot, { ancestry }, terminates).execute(
-      c.attempt(name, name, c2, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = await c.run(lagging(snapshot, { ancestry }, terminates), c.attempt(name, c2));
     expect(terminates).toEqual([]);
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(syncedBy(name)).toEqual([
@@ -109,12 +78,7 @@ describe("an Argo CD watch cache behind the API server", () => {
     const snapshot = structuredClone(await c.getApp(name));
     snapshot.spec!.syncPolicy!.automated = { enabled: true, prune: true };
     const terminates: string[] = [];
-    const r = recorder();
-    await lagging(snapshot, {}, terminates).execute(
-      c.attempt(name, name, c2, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = await c.run(lagging(snapshot, {}, terminates), c.attempt(name, c2));
     expect(r.reports.map((x) => x.phase)).not.toContain("Rejected");
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(syncedBy(name)).toEqual([[`t-${name}`, c2]]);
@@ -126,15 +90,10 @@ describe("an Argo CD watch cache behind the API server", () => {
     const snapshot = await c.getApp(name);
     const hold = c.argo!.holdSync(ref);
     const terminates: string[] = [];
-    const r = recorder();
-    const done = lagging(snapshot, { budgetMs: 300 }, terminates).execute(
-      c.attempt(name, name, c2, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = c.start(lagging(snapshot, { budgetMs: 300 }, terminates), c.attempt(name, c2));
     await until(async () => r.phases().includes("Unresolved") || r.phases().includes("Failed"), "Unresolved");
     hold.release();
-    await done;
+    await r.done;
     expect(r.reports.filter((x) => x.extra.reason === "OperationRemoved")).toEqual([]);
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(syncedBy(name)).toEqual([[`t-${name}`, c2]]);

@@ -5,62 +5,37 @@
  * now, terminated at the version read — and it is recorded and reported Superseded, never
  * Succeeded or Failed. A tip forced back, or one the clone does not know, ends nothing.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { SupersededNotice } from "../../queue/contract.js";
 import { branchKeys, SUPERSEDED_TTL_SECONDS, supersededKey } from "../../queue/keys.js";
-import { RESOURCES } from "../../queue/kube/index.js";
 import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
-import { APPLICATION } from "../../sidecar/argocd/application.js";
-import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import type { Ancestry } from "../../sidecar/argocd/stale.js";
-import { buildSyncOperation, startSyncUpdate } from "../../sidecar/argocd/sync.js";
+import { buildSyncOperation } from "../../sidecar/argocd/sync.js";
 import { readOperation, recordOperation } from "../../sidecar/operation-record.js";
 import { redisSupersessions } from "../../sidecar/supersessions.js";
-import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { fileWorld } from "../support/file-world.js";
 import { capturingLogger } from "../support/log-lines.js";
-import { unrecordedChecks } from "../support/safety-checks.js";
-import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+import { type Repo, recorder, startCluster, until } from "./harness.js";
 
-let c: Cluster;
-let redis: IsolatedRedis;
 let repo: Repo;
-let n = 0;
 /** c1 ← c2 ← c3 on main. */
 let c1: string;
 let c2: string;
 let c3: string;
 const BRANCH = "git/r@main";
 
-beforeAll(async () => {
-  c = await startCluster();
-  await c.startArgo();
-  redis = await isolatedRedis("supersede");
-  repo = await c.repo();
-  [c1, c2, c3] = (await repo.pushAll([
-    ["cm.yaml", cm("settings", "v1")],
-    ["cm.yaml", cm("settings", "v2")],
-    ["cm.yaml", cm("settings", "v3")],
-  ])) as [string, string, string];
-});
-afterAll(async () => {
-  await redis?.cleanup();
-  await c?.close();
+const c = fileWorld(async () => {
+  const c = await startCluster({ argo: {} });
+  [repo, c1, c2, c3] = await c.history("v1", "v2", "v3");
+  return c;
 });
 
-async function executor(
-  log: ReturnType<typeof capturingLogger>["log"] = c.log,
-  ancestry: Ancestry | undefined = undefined,
-) {
+async function executor(log = c.log, ancestry: Ancestry | undefined = undefined) {
   ancestry ??= cloneAncestry(await repo.clone());
-  return new ArgoCDExecutor({
-    kube: c.kube,
-    log,
-    events: c.events,
-    now: () => new Date(),
-    options: { pollMs: 20, busyWaitMs: 10_000, budgetMs: 60_000, maxPollMs: 100, ancestry },
-    checks: unrecordedChecks(c.kube),
-    supersessions: redisSupersessions(redis.client, redis.prefix),
-  });
+  return c.executor(
+    { pollMs: 20, busyWaitMs: 10_000, budgetMs: 60_000, maxPollMs: 100, ancestry },
+    { log, supersessions: redisSupersessions(c.redis.client, c.redis.prefix) },
+  );
 }
 
 /**
@@ -68,15 +43,14 @@ async function executor(
  * (a `10s` duration, doubled once): an operation of ours sits in that wait.
  */
 async function failing() {
-  const name = `sup${++n}`;
-  const { ref } = await c.heldApp(name, repo, {
+  const held = await c.held("sup", repo, {
     syncPolicy: { retry: { limit: 5, backoff: { duration: "10s", factor: 2, maxDuration: "3m" } } },
   });
-  for (let i = 0; i < 6; i++) c.argo!.failNextSync(ref);
-  return { name, ref, claim: { type: RESOURCES.argoCDClaim, namespace: "argocd", name } };
+  for (let i = 0; i < 6; i++) c.argo!.failNextSync(held.ref);
+  return held;
 }
 
-const tipIs = (sha: string) => redis.client.set(branchKeys(redis.prefix, BRANCH).tip, sha);
+const tipIs = (sha: string) => c.redis.client.set(branchKeys(c.redis.prefix, BRANCH).tip, sha);
 const notice = (name: string, token: string, commit: string, tip: string): SupersededNotice => ({
   token,
   claim: { kind: "ArgoCDClaim", namespace: "argocd", name },
@@ -94,10 +68,9 @@ describe("an Argo CD operation a newer tip supersedes", () => {
   it("is terminated within its retry wait and reported Superseded, its retry never run", async () => {
     const { name, ref, claim } = await failing();
     const e = await executor();
-    const r = recorder();
     const token = `t-${name}`;
     await tipIs(c1);
-    const done = e.execute(c.attempt(name, name, c1, token), r.report, new AbortController().signal);
+    const r = c.start(e, c.attempt(name, c1));
     await waitingForRetry(r);
     // The claim is told which attempt comes next, of how many, and when: Argo CD's own arithmetic.
     const wait = r.reports.find((x) => x.extra.retry)?.extra.retry;
@@ -111,7 +84,7 @@ describe("an Argo CD operation a newer tip supersedes", () => {
     // The worker proved c1 an ancestor of c2; the branch has moved on to c3 since: proven here.
     await tipIs(c3);
     e.supersede(notice(name, token, c1, c2));
-    await done;
+    await r.done;
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(r.phases().at(-1)).toBe("Superseded");
     expect(r.phases()).not.toContain("Succeeded");
@@ -137,11 +110,10 @@ describe("an Argo CD operation a newer tip supersedes", () => {
       const { name } = await failing();
       const logs = capturingLogger();
       const e = await executor(logs.log);
-      const r = recorder();
       const token = `t-${name}`;
       await tipIs(c2);
       const abort = new AbortController();
-      const done = e.execute(c.attempt(name, name, c2, token), r.report, abort.signal);
+      const r = c.start(e, c.attempt(name, c2), { signal: abort.signal });
       await waitingForRetry(r);
       // The worker saw c3 over c2; the branch is back at c1 (or somewhere unknown) by now.
       await tipIs(tip);
@@ -158,7 +130,7 @@ describe("an Argo CD operation a newer tip supersedes", () => {
       expect(s?.phase, tip).toBe("Running");
       expect((await c.getApp(name)).metadata.resourceVersion).toBe(before);
       abort.abort();
-      await done;
+      await r.done;
       expect(r.phases(), tip).not.toContain("Superseded");
     }
   });
@@ -171,22 +143,11 @@ describe("an Argo CD operation a newer tip supersedes", () => {
       commit: c2,
       targets: [{ uid: "gt", reason: "ForeignCommit" }],
     });
-    for (let i = 0; ; i++) {
-      try {
-        const app = await c.getApp(name);
-        await c.kube.replace(
-          APPLICATION,
-          startSyncUpdate(app, buildSyncOperation(app, { commit: c2, token })),
-        );
-        break;
-      } catch (err) {
-        if (i > 10) throw err;
-      }
-    }
+    await c.setOperation(name, buildSyncOperation(await c.getApp(name), { commit: c2, token }));
     await until(async () => !!(await opState(name))?.finishedAt, "the first attempt failed, its retry waits");
     await tipIs(c3);
-    await redis.client.set(
-      supersededKey(redis.prefix, token),
+    await c.redis.client.set(
+      supersededKey(c.redis.prefix, token),
       JSON.stringify(notice(name, token, c2, c3)),
       "EX",
       SUPERSEDED_TTL_SECONDS,

@@ -6,21 +6,17 @@
  * the refresh request the executor sends once the sync ended, the status stays OutOfSync at the
  * commit resolved before the push.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
-import { unrecordedChecks } from "../support/safety-checks.js";
-import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { fileWorld } from "../support/file-world.js";
+import { type Repo, startCluster, until } from "./harness.js";
 
-let c: Cluster;
 let repo: Repo;
-beforeAll(async () => {
-  c = await startCluster();
+const c = fileWorld(async () => {
+  const c = await startCluster();
   // The branch resolution is cached far longer than the test runs, and no timed refresh comes.
   await c.startArgo({ knobs: { revisionCacheMs: 3_600_000, refreshIntervalMs: 3_600_000 } });
   repo = await c.repo();
-});
-afterAll(async () => {
-  await c?.close();
+  return c;
 });
 
 const syncOf = async (name: string) =>
@@ -29,21 +25,12 @@ const syncOf = async (name: string) =>
 describe("Argo CD's view of an application applygate synced", () => {
   it("is Synced at the synced commit, not OutOfSync at the branch resolved before the push", async () => {
     const name = "viewed";
-    await repo.pushAll([["cm.yaml", cm("settings", "old")]]);
+    await repo.settings("old");
     await c.heldApp(name, repo);
     // The controller has compared once: the branch is resolved (and cached) at the first commit.
     await until(async () => Boolean((await syncOf(name))?.revision), "first compare");
-    const [commit] = (await repo.pushAll([["cm.yaml", cm("settings", "new")]])) as [string];
-    const executor = new ArgoCDExecutor({
-      kube: c.kube,
-      log: c.log,
-      events: c.events,
-      now: () => new Date(),
-      options: { pollMs: 50 },
-      checks: unrecordedChecks(c.kube),
-    });
-    const r = recorder();
-    await executor.execute(c.attempt(name, name, commit, "viewed-1"), r.report, new AbortController().signal);
+    const [commit] = await repo.settings("new");
+    const r = await c.run(c.executor({ pollMs: 50 }), c.attempt(name, commit, "viewed-1"));
     expect(r.phases().at(-1)).toBe("Succeeded");
     await until(async () => {
       const sync = await syncOf(name);

@@ -8,12 +8,11 @@
  * - an operation set at the exact instant an allow window fires is held (the window is not active
  *   at that instant), and runs from the next millisecond: the opening the core computes.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { judgeSyncWindows } from "../../queue/decide/index.js";
-import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import type { Clock } from "../cluster/clock.js";
-import { unrecordedChecks } from "../support/safety-checks.js";
-import { type Cluster, cm, type Repo, recorder, startCluster, until } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { type Repo, startCluster, until } from "./harness.js";
 
 /** A wall clock the test sets; timers are real. `frozen`: it stands still where it was set. */
 class WallClock implements Clock {
@@ -33,35 +32,23 @@ class WallClock implements Clock {
 const at = (iso: string) => Date.parse(iso);
 const PROJECT = { group: "argoproj.io", version: "v1alpha1", plural: "appprojects", kind: "AppProject" };
 
-let c: Cluster;
 let repo: Repo;
 let c1: string;
-let n = 0;
 const clock = new WallClock();
 
-beforeAll(async () => {
+const c = fileWorld(async () => {
   clock.set(at("2026-12-01T12:00:00Z"));
-  c = await startCluster();
+  const c = await startCluster();
   // A refresh requeues a held operation quickly; each object write takes 400 ms, so the clock can
   // be moved between an operation's writes and its next pass.
   await c.startArgo({ clock, knobs: { refreshIntervalMs: 100, perObjectApplyMs: 400 } });
-  repo = await c.repo();
-  [c1] = (await repo.pushAll([["cm.yaml", cm("settings", "v1")]])) as [string];
-});
-afterAll(async () => {
-  await c?.close();
+  [repo, c1] = await c.history("v1");
+  return c;
 });
 
-const executor = () =>
-  new ArgoCDExecutor({
-    kube: c.kube,
-    log: c.log,
-    events: c.events,
-    now: () => new Date(),
-    options: { pollMs: 20, busyWaitMs: 10_000, budgetMs: 30_000, maxPollMs: 100 },
-    checks: unrecordedChecks(c.kube),
-  });
+const executor = () => c.executor({ pollMs: 20, busyWaitMs: 10_000, budgetMs: 30_000, maxPollMs: 100 });
 
+let n = 0;
 async function setup(syncWindows: unknown[]) {
   const name = `edge${++n}`;
   await c.kube.apply(PROJECT, {
@@ -99,8 +86,7 @@ describe("sync window edges through argosim (injected clock)", () => {
     // The decision core, one second before: open, closing the instant after the firing.
     expect(judgeSyncWindows([deny], clock.now())).toMatchObject({ state: "Open" });
 
-    const r = recorder();
-    const done = e.execute(c.attempt(name, name, c1, `t-${name}`), r.report, new AbortController().signal);
+    const r = c.start(e, c.attempt(name, c1));
     // Argo CD checked the windows at the first pass (before the window) and started writing...
     await until(async () => c.argo!.syncs(ref).length === 1, "the sync to start writing");
     // ...and the window begins while its writes are under way.
@@ -122,7 +108,7 @@ describe("sync window edges through argosim (injected clock)", () => {
     const end = judgeSyncWindows([deny], F + 1000);
     expect(end).toEqual({ state: "Blocked", by: "deny", opensAt: F + 3_600_000 });
     clock.set(F + 3_600_000);
-    await done;
+    await r.done;
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => s.revision)).toEqual([c1]);
   });
@@ -135,12 +121,7 @@ describe("sync window edges through argosim (injected clock)", () => {
     const v = judgeSyncWindows([allow], F);
     expect(v).toEqual({ state: "Blocked", by: "outside-allow", opensAt: F + 1 });
 
-    const r = recorder();
-    const done = executor().execute(
-      c.attempt(name, name, c1, `t-${name}`),
-      r.report,
-      new AbortController().signal,
-    );
+    const r = c.start(executor(), c.attempt(name, c1));
     await until(
       async () => (await opState(name))?.message === "Sync operation blocked by sync window",
       "argosim to hold the sync at the firing instant",
@@ -148,7 +129,7 @@ describe("sync window edges through argosim (injected clock)", () => {
     expect(c.argo!.syncs(ref)).toHaveLength(0);
     // At the opening the core computes, Argo CD runs it (not at tomorrow's firing).
     clock.set(F + 1, true);
-    await done;
+    await r.done;
     expect(r.phases().at(-1)).toBe("Succeeded");
     expect(c.argo!.syncs(ref).map((s) => s.revision)).toEqual([c1]);
   });

@@ -1,59 +1,43 @@
 /**
- * The real Flux sidecar (startSidecar: claim reconciler, executor host, Flux kind) over fluxsim,
- * the simulated API server and real Redis, with the safety-net pass set far off, and helpers that
- * create claims and GitTargets and wait for their status. Shared by the claim-timing test and the
- * `claims` benchmark.
+ * The real Flux sidecar (startSidecar: claim reconciler, executor host, Flux kind) in the Flux
+ * world, with the safety-net pass set far off, and helpers that create claims and GitTargets and
+ * wait for their status. Shared by the claim-timing tests and the `claims` benchmark.
  */
 import { randomBytes } from "node:crypto";
 import { API_VERSION } from "../../queue/crds/index.js";
-import { type KObject, RESOURCES } from "../../queue/kube/index.js";
-import { silentLogger } from "../../queue/log.js";
-import { findCondition } from "../../sidecar/claims/conditions.js";
-import { type Sidecar, type SidecarOptions, startSidecar } from "../../sidecar/main.js";
-import { isolatedRedis } from "../redis/isolated.js";
-import { configMap, startWorld, until, type World } from "./harness.js";
+import { RESOURCES } from "../../queue/kube/index.js";
+import type { Sidecar, SidecarOptions } from "../../sidecar/main.js";
+import {
+  claimCondition,
+  claimConditionReaches,
+  createProvider,
+  createTarget,
+} from "../support/sidecar-world.js";
+import { configMap, startWorld, type World } from "./harness.js";
 
 export const SAFETY_NET_MS = 10 * 60_000;
 
-type Conditions = Parameters<typeof findCondition>[0];
+type Condition = NonNullable<Awaited<ReturnType<typeof claimCondition>>>;
 
 export interface ClaimWorld {
   world: World;
   sidecar: Sidecar;
   /** A namespace with a repository, its GitRepository and GitProvider, and a Kustomization `apps`. */
   namespaceWithApplier(): Promise<string>;
-  /** Creates the claim `claim` holding `apps` (with the GitTarget naming it when asked). */
+  /** Creates the claim `claim` holding `apps` (with the GitTarget `apps` naming it when asked). */
   createClaim(ns: string, withTarget?: boolean): Promise<void>;
   /** The claim's condition of this type, once it has one. */
-  condition(ns: string, type: string): Promise<ReturnType<typeof findCondition>>;
+  condition(ns: string, type: string): Promise<Condition | undefined>;
   /** Waits until the claim's condition of this type satisfies `ok`; returns the ms it took from `since`. */
-  waitFor(
-    ns: string,
-    type: string,
-    ok: (c: NonNullable<ReturnType<typeof findCondition>>) => boolean,
-    since: number,
-  ): Promise<number>;
+  waitFor(ns: string, type: string, ok: (c: Condition) => boolean, since: number): Promise<number>;
   stop(): Promise<void>;
 }
 
 /** `over`: settings of the sidecar beyond the world's (a test's own deadlines, say). */
 export async function startClaimWorld(over: Partial<SidecarOptions<"flux">> = {}): Promise<ClaimWorld> {
   const world = await startWorld();
-  const redis = await isolatedRedis("claims");
-  const sidecar = await startSidecar({
-    applier: "flux",
-    kubeConfig: world.api.kubeConfig(),
-    redisUrl: redis.url,
-    redisPrefix: redis.prefix,
-    log: silentLogger(),
-    resyncMs: SAFETY_NET_MS,
-    ...over,
-    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200, ...over.options },
-  });
-  const condition = async (ns: string, type: string) => {
-    const c = await world.kube.get<KObject>(RESOURCES.fluxClaim, ns, "claim");
-    return findCondition((c?.status as { conditions?: Conditions } | undefined)?.conditions, type);
-  };
+  const sidecar = await world.startFluxSidecar({ resyncMs: SAFETY_NET_MS, ...over });
+  const claim = (ns: string) => ({ namespace: ns, name: "claim" });
   return {
     world,
     sidecar,
@@ -71,40 +55,29 @@ apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {name: apps, namespace: ${ns}}
 spec: {interval: 100h, prune: true, path: ./apps, targetNamespace: ${ns}, sourceRef: {kind: GitRepository, name: repo}}
----
-apiVersion: ${API_VERSION}
-kind: GitProvider
-metadata: {name: repo, namespace: ${ns}}
-spec: {url: "${url}", type: gitea, webhookSecretRef: {name: hook}}
 `);
+      await createProvider(world.kube, ns, url);
       return ns;
     },
     async createClaim(ns, withTarget = false) {
-      const claim = `apiVersion: ${API_VERSION}
+      await world.api.applyYaml(`apiVersion: ${API_VERSION}
 kind: FluxClaim
 metadata: {name: claim, namespace: ${ns}}
 spec: {kustomizationRef: {name: apps, namespace: ${ns}}}
-`;
-      const target = `---
-apiVersion: ${API_VERSION}
-kind: GitTarget
-metadata: {name: apps, namespace: ${ns}}
-spec: {providerRef: {name: repo}, branch: main, path: apps, claimRef: {kind: FluxClaim, name: claim}}
-`;
-      await world.api.applyYaml(withTarget ? `${claim}${target}` : claim);
+`);
+      if (withTarget)
+        await createTarget(world.kube, {
+          namespace: ns,
+          name: "apps",
+          path: "apps",
+          claim: { kind: "FluxClaim", name: "claim" },
+        });
     },
-    condition,
+    condition: (ns, type) => claimCondition(world.kube, RESOURCES.fluxClaim, claim(ns), type),
     async waitFor(ns, type, ok, since) {
-      await until(async () => {
-        const c = await condition(ns, type);
-        return c !== undefined && ok(c);
-      }, `${type} of the claim in ${ns}`);
+      await claimConditionReaches(world.kube, RESOURCES.fluxClaim, claim(ns), type, ok);
       return Date.now() - since;
     },
-    async stop() {
-      await sidecar.stop();
-      await world.stop();
-      await redis.cleanup();
-    },
+    stop: () => world.stop(),
   };
 }

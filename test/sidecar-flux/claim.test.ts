@@ -3,57 +3,41 @@
  * an operation nobody follows, hand-back (released, or left suspended as it was), a shared
  * GitRepository, and the window observer's reports.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RESOURCES } from "../../queue/kube/index.js";
-import { silentLogger } from "../../queue/log.js";
+import { describe, expect, it } from "vitest";
+import { readFluxClaim } from "../../queue/kube/index.js";
 import { judgeEligibility } from "../../sidecar/claims/eligibility.js";
-import { memoryEvents } from "../../sidecar/events.js";
 import { FluxClient } from "../../sidecar/flux/client.js";
 import { FluxExecutor } from "../../sidecar/flux/executor.js";
-import { KUSTOMIZATION } from "../../sidecar/flux/resources.js";
+import { GIT_REPOSITORY } from "../../sidecar/flux/resources.js";
 import { appliesSuspend } from "../../sidecar/flux/suspend-owner.js";
+import { fileWorld } from "../support/file-world.js";
 import { unrecordedChecks } from "../support/safety-checks.js";
-import { configMap, ctxOf, scene, startWorld, until, type World } from "./harness.js";
+import { adopted, configMap, type Scene, scene, startWorld, until } from "./harness.js";
 
-let world: World;
-beforeAll(async () => {
-  world = await startWorld();
-});
-afterAll(async () => {
-  await world?.stop();
-});
+const world = fileWorld(() => startWorld());
 
-const statusOf = async (s: { readClaim(): Promise<{ status?: unknown }> }) =>
-  ((await s.readClaim()).status ?? {}) as {
-    previousSuspendState?: string;
-    operation?: Record<string, string>;
-    conditions?: { type: string; status: string; reason: string }[];
-  };
+const statusOf = async (s: Scene) => {
+  const r = readFluxClaim(await s.readClaim());
+  return r.ok ? r.value.status : undefined;
+};
 
 describe.concurrent("holding a Kustomization", () => {
   it("adopts: suspends by server-side apply under applygate, InControl=True (Suspended) once handled", async () => {
-    const s = await scene(world);
-    await s.adopt();
+    const s = await adopted(world);
     const ks = await s.readKs();
     expect(ks.spec?.suspend).toBe(true);
     expect(appliesSuspend(ks, "applygate")).toBe(true);
     const st = await statusOf(s);
-    expect(st.previousSuspendState).toBe("Resumed");
-    expect(st.conditions?.find((c) => c.type === "InControl")).toMatchObject({
+    expect(st?.previousSuspendState).toBe("Resumed");
+    expect(st?.conditions?.find((c) => c.type === "InControl")).toMatchObject({
       status: "True",
       reason: "Suspended",
     });
     expect(s.events.find((e) => e.reason === "Adopted")).toMatchObject({ type: "Normal", action: "Suspend" });
     // Held: a new commit fetched by the source is not applied.
     const applied = world.sim.appliedRevisions(s.ks).length;
-    await s.push({ "apps/cm.yaml": configMap("app-config", "2") });
-    await world.kube.mergePatch(
-      { group: "source.toolkit.fluxcd.io", version: "v1", plural: "gitrepositories", kind: "GitRepository" },
-      s.ns,
-      "repo",
-      { metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": "fetch" } } },
-    );
-    await until(async () => world.sim.fetches(s.source) >= 2, "the fetch");
+    const commit = await s.pushConfig("2");
+    await s.fetch("fetch", commit);
     await world.sim.idle();
     expect(world.sim.appliedRevisions(s.ks).length).toBe(applied);
     expect(await s.configValue()).toBe("1");
@@ -61,30 +45,15 @@ describe.concurrent("holding a Kustomization", () => {
 
   it("refuses to hold a Kustomization whose spec.suspend another manager applies, naming it", async () => {
     const s = await scene(world);
-    await world.kube.apply(
-      KUSTOMIZATION,
-      {
-        apiVersion: "kustomize.toolkit.fluxcd.io/v1",
-        kind: "Kustomization",
-        metadata: { name: "apps", namespace: s.ns },
-        spec: { suspend: false },
-      },
-      { fieldManager: "parent-kustomization", force: true },
-    );
+    await s.applyKs({ suspend: false }, "parent-kustomization");
     const claim = await s.readClaim();
-    const r = await s.kind.controller.checkExternal(claim, s.ks, await ctxOf(s, world));
+    const r = await s.kind.controller.checkExternal(claim, s.ks, await s.ctx());
     expect(r).toMatchObject({ configured: false, reason: "SuspendOwnedElsewhere" });
     expect(r.configured === false && r.message).toContain("parent-kustomization");
     // A flux resume (an Update) is no refusal.
     const t = await scene(world);
-    await world.kube.mergePatch(
-      KUSTOMIZATION,
-      t.ns,
-      "apps",
-      { spec: { suspend: false } },
-      { fieldManager: "flux" },
-    );
-    expect(await t.kind.controller.checkExternal(await t.readClaim(), t.ks, await ctxOf(t, world))).toEqual({
+    await t.patchKs({ spec: { suspend: false } }, "flux");
+    expect(await t.kind.controller.checkExternal(await t.readClaim(), t.ks, await t.ctx())).toEqual({
       configured: true,
     });
   });
@@ -92,7 +61,7 @@ describe.concurrent("holding a Kustomization", () => {
   it("a source on another repository or branch is SourceMismatch; one pinned to a tag is not supported", async () => {
     const s = await scene(world);
     const claim = await s.readClaim();
-    const source = await s.kind.controller.source(claim, s.ks, await ctxOf(s, world));
+    const source = await s.kind.controller.source(claim, s.ks, await s.ctx());
     expect(source).toEqual({ state: "Known", url: s.url, branch: "main" });
     const target = {
       uid: "u",
@@ -110,58 +79,34 @@ describe.concurrent("holding a Kustomization", () => {
       source,
     });
     expect(e).toMatchObject({ state: "Refused", reason: "SourceMismatch" });
-    await world.kube.mergePatch(
-      { group: "source.toolkit.fluxcd.io", version: "v1", plural: "gitrepositories", kind: "GitRepository" },
-      s.ns,
-      "repo",
-      { spec: { ref: { branch: "main", tag: "v1" } } },
-    );
-    expect(await s.kind.controller.source(claim, s.ks, await ctxOf(s, world))).toMatchObject({
+    await world.kube.mergePatch(GIT_REPOSITORY, s.ns, "repo", {
+      spec: { ref: { branch: "main", tag: "v1" } },
+    });
+    expect(await s.kind.controller.source(claim, s.ks, await s.ctx())).toMatchObject({
       state: "Unsupported",
       reason: "SourceNotABranch",
     });
   });
 
   it("somebody else's resume is suspended again, recorded Unresolved and completed, with an Event every time", async () => {
-    const s = await scene(world);
-    await s.adopt();
+    const s = await adopted(world);
     for (const round of [1, 2]) {
-      const commit = await s.push({ "apps/cm.yaml": configMap("app-config", `r${round}`) });
-      await world.kube.mergePatch(
-        {
-          group: "source.toolkit.fluxcd.io",
-          version: "v1",
-          plural: "gitrepositories",
-          kind: "GitRepository",
-        },
-        s.ns,
-        "repo",
-        { metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": `fetch-${round}` } } },
-      );
-      await until(async () => {
-        const src = await s.kind.executor["d"].client.source(s.source);
-        return src?.status?.artifact?.revision === `main@sha1:${commit}`;
-      }, "the source to fetch the commit");
+      const commit = await s.pushConfig(`r${round}`);
+      await s.fetch(`fetch-${round}`, commit);
       // flux resume: a merge patch of spec.suspend=false.
-      await world.kube.mergePatch(
-        KUSTOMIZATION,
-        s.ns,
-        "apps",
-        { spec: { suspend: false } },
-        { fieldManager: "flux" },
-      );
+      await s.patchKs({ spec: { suspend: false } }, "flux");
       const claim = await s.readClaim();
-      const r = await s.kind.controller.hold(claim, s.ks, await ctxOf(s, world));
+      const r = await s.kind.controller.hold(claim, s.ks, await s.ctx());
       expect(r.conditions.find((c) => c.type === "InControl")).toMatchObject({
         status: "True",
         reason: "Applying",
       });
-      const op = (await statusOf(s)).operation;
+      const op = await s.operation();
       expect(op).toMatchObject({ phase: "Unresolved" });
       expect(op?.resumeToken).toBeUndefined();
       // Followed to its end: completed once the suspend is handled, with what the resume applied.
       const done = await until(async () => {
-        const o = (await statusOf(s)).operation;
+        const o = await s.operation();
         return o && o.phase !== "Unresolved" && o;
       }, "the external resume's record to complete");
       // Whether Flux started a reconcile before our suspend landed is its own timing: a resume it
@@ -174,9 +119,7 @@ describe.concurrent("holding a Kustomization", () => {
   });
 
   it("an operation nobody follows is suspended, with a Warning OperationUnfollowed", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const c = await s.readClaim();
+    const s = await adopted(world);
     const op = {
       token: "orphan",
       phase: "Running" as const,
@@ -185,21 +128,9 @@ describe.concurrent("holding a Kustomization", () => {
       requestedAt: new Date().toISOString(),
       resumeToken: "T1",
     };
-    await world.kube.patchStatus(
-      RESOURCES.fluxClaim,
-      s.ns,
-      "claim",
-      { operation: op },
-      c.metadata.resourceVersion,
-    );
-    await world.kube.mergePatch(
-      KUSTOMIZATION,
-      s.ns,
-      "apps",
-      { spec: { suspend: false } },
-      { fieldManager: "flux" },
-    );
-    const ctx = await ctxOf(s, world);
+    await s.recordOperation(op);
+    await s.patchKs({ spec: { suspend: false } }, "flux");
+    const ctx = await s.ctx();
     const settled = await until(async () => {
       const claim = await s.readClaim();
       return (await s.kind.controller.settleUnfollowed!(claim, s.ks, op, ctx)) || undefined;
@@ -212,11 +143,10 @@ describe.concurrent("holding a Kustomization", () => {
 
 describe.concurrent("handing back", () => {
   it("releases spec.suspend, so Flux applies on its own again", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "back") });
+    const s = await adopted(world);
+    const commit = await s.pushConfig("back");
     const r = await until(async () => {
-      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await ctxOf(s, world));
+      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await s.ctx());
       if (res.status) await s.writeResult("claim", { status: res.status });
       return res.done && res;
     }, "the hand-back");
@@ -224,7 +154,7 @@ describe.concurrent("handing back", () => {
     const ks = await s.readKs();
     expect(ks.spec?.suspend).toBeFalsy();
     expect(appliesSuspend(ks, "applygate")).toBe(false);
-    expect((await statusOf(s)).previousSuspendState).toBeUndefined();
+    expect((await statusOf(s))?.previousSuspendState).toBeUndefined();
     // The reconciler records the one Event of the outcome, its note this condition's message.
     expect(r.conditions?.find((c) => c.type === "InControl")).toMatchObject({
       status: "False",
@@ -233,27 +163,15 @@ describe.concurrent("handing back", () => {
     });
     expect(s.events.filter((e) => e.action === "Release")).toEqual([]);
     // Flux owns it again: the tip gets applied by Flux itself.
-    await world.kube.mergePatch(
-      { group: "source.toolkit.fluxcd.io", version: "v1", plural: "gitrepositories", kind: "GitRepository" },
-      s.ns,
-      "repo",
-      { metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": "after-release" } } },
-    );
+    await s.fetch("after-release");
     await until(async () => (await s.configValue()) === "back", "Flux to apply the tip");
     expect(world.sim.appliedRevisions(s.ks).at(-1)).toBe(`main@sha1:${commit}`);
   });
 
   it("suspends an apply in flight first, then releases", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    await world.kube.mergePatch(
-      KUSTOMIZATION,
-      s.ns,
-      "apps",
-      { spec: { suspend: false } },
-      { fieldManager: "flux" },
-    );
-    const first = await s.kind.controller.handBack(await s.readClaim(), s.ks, await ctxOf(s, world));
+    const s = await adopted(world);
+    await s.patchKs({ spec: { suspend: false } }, "flux");
+    const first = await s.kind.controller.handBack(await s.readClaim(), s.ks, await s.ctx());
     expect(first.done).toBe(false);
     expect(first.conditions?.find((c) => c.type === "InControl")).toMatchObject({
       status: "False",
@@ -261,18 +179,17 @@ describe.concurrent("handing back", () => {
     });
     expect((await s.readKs()).spec?.suspend).toBe(true);
     const done = await until(async () => {
-      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await ctxOf(s, world));
+      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await s.ctx());
       return res.done && res;
     }, "the hand-back");
     expect(done.done).toBe(true);
   });
 
   it("a Kustomization suspended before the claim held it stays suspended (previousSuspendState: Suspended)", async () => {
-    const s = await scene(world, { suspendedBefore: true });
-    await s.adopt();
-    expect((await statusOf(s)).previousSuspendState).toBe("Suspended");
+    const s = await adopted(world, { suspendedBefore: true });
+    expect((await statusOf(s))?.previousSuspendState).toBe("Suspended");
     const r = await until(async () => {
-      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await ctxOf(s, world));
+      const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await s.ctx());
       return res.done && res;
     }, "the hand-back");
     expect(r.done).toBe(true);
@@ -282,12 +199,11 @@ describe.concurrent("handing back", () => {
   });
 
   it("with a successor in line, leaves it suspended for that one", async () => {
-    const s = await scene(world);
-    await s.adopt();
+    const s = await adopted(world);
     const r = await s.kind.controller.handBack(
       await s.readClaim(),
       s.ks,
-      await ctxOf(s, world, { successor: `${s.ns}/next` }),
+      await s.ctx({ successor: `${s.ns}/next` }),
     );
     expect(r.done).toBe(true);
     expect((await s.readKs()).spec?.suspend).toBe(true);
@@ -296,8 +212,7 @@ describe.concurrent("handing back", () => {
 
 describe.concurrent("a shared GitRepository and the apply window", () => {
   it("applies only the consumer asked, though the source fetched a commit both read", async () => {
-    const s = await scene(world, { extra: { infra: "infra" } });
-    await s.adopt();
+    const s = await adopted(world, { extra: { infra: "infra" } });
     await s.adopt("infra-claim");
     const infra = { namespace: s.ns, name: "infra" };
     const infraApplied = world.sim.appliedRevisions(infra).length;
@@ -315,15 +230,14 @@ describe.concurrent("a shared GitRepository and the apply window", () => {
   });
 
   it("resumes only once the window is open and watching", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "watched") });
+    const s = await adopted(world);
+    const commit = await s.pushConfig("watched");
     const seen: string[] = [];
     const executor = new FluxExecutor({
-      client: new FluxClient(world.kube, { log: silentLogger(), pollMs: 50 }),
-      log: silentLogger(),
-      events: memoryEvents(),
-      now: () => new Date(),
+      client: new FluxClient(world.kube, { log: world.log, pollMs: 50 }),
+      log: world.log,
+      events: world.events,
+      now: world.now,
       checks: unrecordedChecks(world.kube),
       window: {
         // A slow list: the resume must wait for it, or the apply could land before the watch.
@@ -347,9 +261,8 @@ describe.concurrent("a shared GitRepository and the apply window", () => {
   });
 
   it("reports kustomize-controller's own writes while the window is open, with time and resourceVersion", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "w") });
+    const s = await adopted(world);
+    const commit = await s.pushConfig("w");
     const attempt = s.attempt(commit);
     const r = await s.run(attempt);
     expect(r.last.phase).toBe("Succeeded");
@@ -366,13 +279,7 @@ describe.concurrent("a shared GitRepository and the apply window", () => {
     });
     if (write.type === "applierWrite") expect(Date.parse(write.writtenAt)).not.toBeNaN();
     // An edit by somebody else in the window is not the applier's.
-    await world.kube.core.patchNamespacedConfigMap(
-      { namespace: s.ns, name: "app-config", body: { data: { v: "edited" } }, fieldManager: "kubectl-edit" },
-      (await import("@kubernetes/client-node")).setHeaderOptions(
-        "Content-Type",
-        "application/merge-patch+json" as never,
-      ),
-    );
+    await world.editConfigMap(s.ns, "app-config", { v: "edited" });
     // An absence, so it is waited out: the observer would report the edit within this.
     await new Promise((res) => setTimeout(res, 150));
     expect(s.reports.filter((x) => x.type === "applierWrite")).toHaveLength(1);

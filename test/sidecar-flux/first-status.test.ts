@@ -4,16 +4,11 @@
  * GitTarget naming it is bound and held, with the safety-net pass ten minutes away. A claim whose
  * applier is slow to read holds up no other claim. (`npm run bench -- claims` prints the times.)
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { type ClaimWorld, startClaimWorld } from "./claim-world.js";
+import { expect, it } from "vitest";
+import { fileWorld } from "../support/file-world.js";
+import { startClaimWorld } from "./claim-world.js";
 
-let w: ClaimWorld;
-beforeAll(async () => {
-  w = await startClaimWorld();
-});
-afterAll(async () => {
-  await w?.stop();
-});
+const w = fileWorld(() => startClaimWorld());
 
 it("a claim created alone gets its first status from the event, not the safety-net pass", async () => {
   const ns = await w.namespaceWithApplier();

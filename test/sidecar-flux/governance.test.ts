@@ -5,15 +5,12 @@
  * applied; inside the window, with its Approval, the same attempt applies, and the operation's end
  * joins the claim's history with it.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { RESOURCES } from "../../queue/kube/index.js";
-import { configMap, type Scene, scene, startWorld, type World } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { adopted, configMap, type Scene, startWorld } from "./harness.js";
 
-let world: World;
-beforeAll(async () => {
-  world = await startWorld();
-});
-afterAll(async () => world?.stop());
+const world = fileWorld(() => startWorld());
 
 const always = (kind: "allow" | "deny") => ({ kind, schedule: "0 0 * * *", duration: "24h" });
 
@@ -42,9 +39,8 @@ async function approve(s: Scene, name: string, spec: Record<string, unknown>) {
 
 describe("governance at the Flux executor's write", () => {
   it("a deny window in force at the write: RequestFailed (OutsideChangeWindow), nothing resumed; an override the attempt carries lets it through once, recorded", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "2") });
+    const s = await adopted(world);
+    const commit = await s.pushConfig("2");
     const applied = world.sim.appliedRevisions(s.ks).length;
     await claimSpec(s, { changeWindows: [always("deny")] });
     const before = (await s.readKs()).metadata.resourceVersion;
@@ -72,9 +68,8 @@ describe("governance at the Flux executor's write", () => {
   });
 
   it("with approval required, an attempt whose approval was withdrawn starts nothing; approved, it applies", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "3") });
+    const s = await adopted(world);
+    const commit = await s.pushConfig("3");
     await claimSpec(s, { changeWindows: [always("allow")], approval: { manual: true } });
     const carrying = s.attempt(commit, { approvals: [{ commit, sources: ["Manual"] }] });
     const r = await s.run(carrying);
@@ -90,12 +85,11 @@ describe("governance at the Flux executor's write", () => {
   });
 
   it("an attempt listing approvals for its tip only, over an unapproved commit, is refused at the write and nothing is applied", async () => {
-    const s = await scene(world);
-    await s.adopt();
+    const s = await adopted(world);
     // Applied once through the claim: its last applied commit is where what an apply brings starts.
-    const base = await s.push({ "apps/cm.yaml": configMap("app-config", "base") });
+    const base = await s.pushConfig("base");
     expect((await s.run(s.attempt(base))).last.phase).toBe("Succeeded");
-    const under = await s.push({ "apps/cm.yaml": configMap("app-config", "4") });
+    const under = await s.pushConfig("4");
     const tip = await s.push({ "apps/other.yaml": configMap("other", "1") });
     await claimSpec(s, { approval: { manual: true } });
     await approve(s, "tip", { commit: tip });

@@ -1,7 +1,8 @@
 /**
- * A simulated cluster for the Flux applier: the API server over HTTP with our CRDs and Flux's,
- * fluxsim, and a real Git server. Each test gets a namespace and repository of its own, with a
- * GitRepository, a Kustomization applied once by Flux, and a FluxClaim naming it.
+ * The Flux applier's tests: the sidecar world (test/support/sidecar-world.ts) with Flux's CRDs
+ * and fluxsim. Each test gets a scene: a namespace and repository of its own, with a
+ * GitRepository, a Kustomization applied once by Flux, a FluxClaim naming it, and the GitProvider
+ * and GitTarget an attempt stands on.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -9,89 +10,97 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Attempt, Report } from "../../queue/contract.js";
-import { crdFiles } from "../../queue/crds/files.js";
-import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
+import { claimStatusOf, type KObject, type Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
-import type { ClaimContext, OperationExecutor, ReportFn, SafetyChecks } from "../../sidecar/applier-kind.js";
+import type { ClaimContext, OperationExecutor, SafetyChecks } from "../../sidecar/applier-kind.js";
 import { approvalRecheck } from "../../sidecar/approval-recheck.js";
-import { setConditions } from "../../sidecar/claims/conditions.js";
+import { isConditionTrue, setConditions } from "../../sidecar/claims/conditions.js";
 import { type EventSpec, memoryEvents } from "../../sidecar/events.js";
 import type { FluxKindOptions } from "../../sidecar/flux/index.js";
-import { createApplierKind } from "../../sidecar/flux/index.js";
-import { GIT_REPOSITORY, KUSTOMIZATION, type Kustomization } from "../../sidecar/flux/resources.js";
+import * as flux from "../../sidecar/flux/index.js";
+import {
+  GIT_REPOSITORY,
+  type GitRepository,
+  KUSTOMIZATION,
+  type Kustomization,
+  REQUESTED_AT,
+} from "../../sidecar/flux/resources.js";
 import { Following } from "../../sidecar/following.js";
 import { GitAncestry, remoteFromCluster } from "../../sidecar/git-ancestry.js";
+import type { Sidecar, SidecarOptions } from "../../sidecar/main.js";
+import { type Operation, operationOf } from "../../sidecar/operation-record.js";
 import { memoryReporter } from "../../sidecar/reporter.js";
-import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { type FluxKnobs, type FluxSim, startFluxSim } from "../cluster/fluxsim/index.js";
 import { GitPeer } from "../git/peer.js";
-import { type GitServer, startGitServer } from "../git/server.js";
 import { unrecordedChecks } from "../support/safety-checks.js";
-import { untilWith } from "../support/wait.js";
+import {
+  attemptFor,
+  configMapYaml,
+  createProvider,
+  createTarget,
+  inControl,
+  type Reported,
+  recorder,
+  type SidecarWorld,
+  startSidecarWorld,
+  until,
+} from "../support/sidecar-world.js";
+
+export { until };
 
 const crd = (file: string) => fileURLToPath(new URL(`../cluster/crds/${file}`, import.meta.url));
 
-export const configMap = (name: string, value: string) =>
-  `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\ndata:\n  v: "${value}"\n`;
+export const configMap = (name: string, value: string) => configMapYaml(name, "v", value);
 
-export const until = untilWith({ timeoutMs: 30_000, everyMs: 20 });
+/** The Flux kind's settings in these tests: quick polls, requeues and window grace. */
+export const FLUX_TEST_OPTIONS: FluxKindOptions = { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200 };
 
-export interface World {
-  api: ApiServer;
-  git: GitServer;
+export interface World extends SidecarWorld {
   /** The executor's own clones (what an apply would bring, for a claim that requires approval). */
   clones: GitAncestry;
   sim: FluxSim;
-  kube: Kube;
   /** Stops fluxsim and starts a fresh one (to hold the controllers still for a moment). */
   restartSim(paused?: () => Promise<void>): Promise<void>;
-  stop(): Promise<void>;
+  /** The real sidecar with the Flux kind (FLUX_TEST_OPTIONS unless `over.options` says otherwise). */
+  startFluxSidecar(over?: Partial<SidecarOptions<"flux">>): Promise<Sidecar>;
 }
 
 export const DEFAULT_TEST_KNOBS: Partial<FluxKnobs> = { defaultIntervalScale: 0.001, perObjectApplyMs: 1 };
 
 export async function startWorld(knobs: Partial<FluxKnobs> = DEFAULT_TEST_KNOBS): Promise<World> {
-  const api = await startApiServer({ bookmarkIntervalMs: 100 });
-  for (const f of crdFiles()) await api.installCrdFile(f);
-  await api.installCrdFile(crd("flux-gitrepository.yaml"));
-  await api.installCrdFile(crd("flux-kustomization.yaml"));
-  const git = await startGitServer();
-  const kc = api.kubeConfig();
-  let sim = await startFluxSim({ kubeConfig: kc, knobs });
-  const kube = new Kube(kc);
+  const base = await startSidecarWorld({
+    crds: [crd("flux-gitrepository.yaml"), crd("flux-kustomization.yaml")],
+    label: "flux",
+  });
   const cacheDir = await mkdtemp(join(tmpdir(), "flux-clones-"));
-  const world: World = {
-    api,
-    git,
-    clones: new GitAncestry({ cacheDir, remoteFor: remoteFromCluster(kube) }),
-    sim,
-    kube,
-    async restartSim(paused) {
+  const world: World = Object.assign(base, {
+    clones: new GitAncestry({ cacheDir, remoteFor: remoteFromCluster(base.kube) }),
+    sim: await startFluxSim({ kubeConfig: base.kc, knobs }),
+    async restartSim(paused?: () => Promise<void>) {
       await world.sim.stop();
       await paused?.();
-      sim = await startFluxSim({ kubeConfig: kc, knobs: world.sim.knobs });
-      world.sim = sim;
+      world.sim = await startFluxSim({ kubeConfig: base.kc, knobs: world.sim.knobs });
     },
-    async stop() {
-      await world.sim.stop();
-      await api.close();
-      await git.close();
-      await rm(cacheDir, { recursive: true, force: true });
-    },
-  };
+    startFluxSidecar: (over: Partial<SidecarOptions<"flux">> = {}) =>
+      base.startSidecar({ applier: "flux", ...over, options: { ...FLUX_TEST_OPTIONS, ...over.options } }),
+  });
+  base.onStop(() => rm(cacheDir, { recursive: true, force: true }));
+  base.onStop(() => world.sim.stop());
   return world;
 }
 
 let seq = 0;
 
+type Ref = { namespace: string; name: string };
+
 export interface Scene {
   ns: string;
   url: string;
   peer: GitPeer;
-  claim: { namespace: string; name: string };
-  ks: { namespace: string; name: string };
-  source: { namespace: string; name: string };
-  kind: ReturnType<typeof createApplierKind>;
+  claim: Ref;
+  ks: Ref;
+  source: Ref;
+  kind: ReturnType<typeof flux.createApplierKind>;
   /** ClaimContext.follow: the kind's recovery, registered as followed, as the executor host runs it. */
   follow: ClaimContext["follow"];
   events: EventSpec[];
@@ -99,9 +108,25 @@ export interface Scene {
   following: Following;
   readKs(name?: string): Promise<Kustomization>;
   readClaim(): Promise<KObject>;
+  /** The claim's recorded operation. */
+  operation(): Promise<Operation | undefined>;
+  /** Puts `op` on the claim's status, as an earlier process (or another writer) left it. */
+  recordOperation(op: Operation): Promise<void>;
   configValue(name?: string): Promise<string | undefined>;
   /** Commits files and pushes; returns the new commit. */
   push(files: Record<string, string>, message?: string): Promise<string>;
+  /** Pushes a commit that sets app-config's value (apps/cm.yaml); returns it. */
+  pushConfig(value: string): Promise<string>;
+  /** Asks the GitRepository to fetch (as `flux reconcile source` does); with `commit`, waits until its artifact holds it. */
+  fetch(label: string, commit?: string): Promise<void>;
+  /** The GitRepository's last fetch request (its requestedAt annotation), the executor's or `fetch`'s. */
+  fetchRequested(): Promise<string | undefined>;
+  /** A merge patch of the Kustomization `apps` by `fieldManager` (`flux` for `flux resume`/`suspend`). */
+  patchKs(patch: Record<string, unknown>, fieldManager: string): Promise<void>;
+  /** Server-side applies `spec` on the Kustomization `apps` as `fieldManager`, taking what others own. */
+  applyKs(spec: Record<string, unknown>, fieldManager: string): Promise<void>;
+  /** A ClaimContext for calling the controller's hooks directly, as the reconciler does. */
+  ctx(over?: Partial<ClaimContext>, claimName?: string): Promise<ClaimContext>;
   /** Drives the claim's hold until InControl=True, as the reconciler would (finalizer first). */
   adopt(claimName?: string): Promise<KObject>;
   /** Writes a hook result's conditions and status onto the claim, as the reconciler does. */
@@ -113,11 +138,21 @@ export interface Scene {
     },
   ): Promise<KObject>;
   attempt(commit: string, over?: Partial<Attempt>): Attempt;
-  /** Runs one attempt; returns the phases reported in order. */
+  /**
+   * Runs one attempt; returns the phases reported in order, the last (its reason and revision
+   * mismatch) and every report. `on` is called as each phase is reported, before the executor goes on.
+   */
   run(
     attempt: Attempt,
     signal?: AbortSignal,
-  ): Promise<{ phases: string[]; last: { phase: string; reason?: string; revisionMismatch?: boolean } }>;
+    on?: (phase: string) => void,
+  ): Promise<{
+    phases: string[];
+    last: { phase: string; reason?: string; revisionMismatch?: boolean };
+    reports: Reported[];
+  }>;
+  /** Waits until the claim is in control as the sidecar's reconciler makes it. */
+  inControl(): Promise<unknown>;
 }
 
 export interface SceneOptions {
@@ -175,12 +210,7 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
       ...(name === "apps" ? (o.ksSpec ?? {}) : {}),
     },
   });
-  await kube.custom.createNamespacedCustomObject({
-    ...KUSTOMIZATION,
-    namespace: ns,
-    body: ksBody("apps", "apps"),
-  });
-  for (const [name, folder] of Object.entries(o.extra ?? {}))
+  for (const [name, folder] of [["apps", "apps"] as const, ...Object.entries(o.extra ?? {})])
     await kube.custom.createNamespacedCustomObject({
       ...KUSTOMIZATION,
       namespace: ns,
@@ -192,109 +222,87 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
   }
   for (const name of Object.keys(o.extra ?? {}))
     await until(async () => (await readKs(name)).status?.lastAppliedRevision, `the first apply of ${name}`);
-  const claimBody = (name: string, ks: string) => ({
-    apiVersion: "applygate.dev/v1alpha1",
-    kind: "FluxClaim",
-    metadata: { name, namespace: ns },
-    spec: { kustomizationRef: { name: ks, namespace: ns } },
-  });
-  await kube.custom.createNamespacedCustomObject({
-    ...RESOURCES.fluxClaim,
-    namespace: ns,
-    body: claimBody("claim", "apps"),
-  });
-  for (const name of Object.keys(o.extra ?? {}))
+  // Each claim (`claim` holding apps, `<name>-claim` each extra one), and a GitTarget naming it
+  // in the repository's GitProvider: an attempt's targets must still stand at the write.
+  const claims = [
+    { claim: "claim", ks: "apps", target: "target" },
+    ...Object.keys(o.extra ?? {}).map((n) => ({ claim: `${n}-claim`, ks: n, target: `${n}-target` })),
+  ];
+  for (const c of claims)
     await kube.custom.createNamespacedCustomObject({
       ...RESOURCES.fluxClaim,
       namespace: ns,
-      body: claimBody(`${name}-claim`, name),
-    });
-
-  // The GitProvider the GitTargets name: the repository whose commits an apply would bring.
-  await kube.custom.createNamespacedCustomObject({
-    ...RESOURCES.gitProvider,
-    namespace: ns,
-    body: {
-      apiVersion: "applygate.dev/v1alpha1",
-      kind: "GitProvider",
-      metadata: { name: "repo", namespace: ns },
-      spec: { url, type: "gitea", webhookSecretRef: { name: "hook" } },
-    },
-  });
-  // A GitTarget naming each claim: an attempt's targets must still stand at the write.
-  const targetUids = new Map<string, string>();
-  for (const [claimName, targetName] of [
-    ["claim", "target"],
-    ...Object.keys(o.extra ?? {}).map((n) => [`${n}-claim`, `${n}-target`]),
-  ] as const) {
-    const t = await kube.custom.createNamespacedCustomObject({
-      ...RESOURCES.gitTarget,
-      namespace: ns,
       body: {
         apiVersion: "applygate.dev/v1alpha1",
-        kind: "GitTarget",
-        metadata: { name: targetName, namespace: ns },
-        spec: {
-          providerRef: { name: "repo" },
-          branch: "main",
-          path: targetName,
-          claimRef: { kind: "FluxClaim", name: claimName },
-        },
+        kind: "FluxClaim",
+        metadata: { name: c.claim, namespace: ns },
+        spec: { kustomizationRef: { name: c.ks, namespace: ns } },
       },
     });
-    targetUids.set(claimName, (t as KObject).metadata.uid ?? "");
-  }
+  await createProvider(kube, ns, url);
+  const targetUids = new Map<string, string>();
+  for (const c of claims)
+    targetUids.set(
+      c.claim,
+      await createTarget(kube, {
+        namespace: ns,
+        name: c.target,
+        path: c.target,
+        claim: { kind: "FluxClaim", name: c.claim },
+      }),
+    );
 
   const events = memoryEvents();
   const reporter = memoryReporter();
   const following = new Following();
   const log = silentLogger();
-  const kind = createApplierKind({
+  const now = () => new Date();
+  const kind = flux.createApplierKind({
     kind: "flux",
     kube: o.executorKube ?? kube,
     log,
     events,
     following,
     reporter,
-    now: () => new Date(),
+    now,
     // The tip is the branch's head on the Git server, as the worker would have recorded it.
     checks: unrecordedChecks(
       kube,
       { tip: async (a) => (await world.git.tip(ns)) === a.commit, ...o.checks },
       approvalRecheck({ kube, git: world.clones }),
     ),
-    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200, ...o.options },
+    options: { ...FLUX_TEST_OPTIONS, ...o.options },
   });
   await kind.controller.start?.({ requeueApplier: () => {} });
 
   const readClaim = async (name = "claim") => (await kube.get<KObject>(RESOURCES.fluxClaim, ns, name))!;
   const writeResult: Scene["writeResult"] = async (name, r) => {
     const c = await readClaim(name);
-    const st = (c.status ?? {}) as { conditions?: never[] };
+    const conditions = claimStatusOf(c)?.conditions;
     return kube.patchStatus(
       RESOURCES.fluxClaim,
       ns,
       name,
       {
-        ...(r.conditions ? { conditions: setConditions(st.conditions, r.conditions, new Date()) } : {}),
+        ...(r.conditions ? { conditions: setConditions(conditions, r.conditions, new Date()) } : {}),
         ...(r.status ?? {}),
       },
       c.metadata.resourceVersion,
     );
   };
   const follow = followLikeHost(kind.executor, following);
-  const ctxFor = async (name: string) => {
-    const c = await readClaim(name);
-    const op = (c.status as { operation?: never } | undefined)?.operation;
+  const ctx: Scene["ctx"] = async (over = {}, claimName = "claim") => {
+    const op = operationOf(await readClaim(claimName));
     return {
       kube,
       log,
       events,
       following,
-      now: () => new Date(),
+      now,
       follow,
       ...(op ? { operation: op } : {}),
       branchKey: `${url}@main`,
+      ...over,
     };
   };
   const s: Scene = {
@@ -311,6 +319,11 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
     following,
     readKs,
     readClaim: () => readClaim(),
+    operation: async () => operationOf(await readClaim()),
+    async recordOperation(op) {
+      const c = await readClaim();
+      await kube.patchStatus(RESOURCES.fluxClaim, ns, "claim", { operation: op }, c.metadata.resourceVersion);
+    },
     async configValue(name = "app-config") {
       try {
         const cm = await kube.core.readNamespacedConfigMap({ namespace: ns, name });
@@ -326,6 +339,38 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
       if (!out.ok) throw new Error(out.stderr);
       return (await world.git.tip(ns))!;
     },
+    pushConfig: (value) => s.push({ "apps/cm.yaml": configMap("app-config", value) }),
+    async fetch(label, commit) {
+      await kube.mergePatch(GIT_REPOSITORY, ns, "repo", {
+        metadata: { annotations: { [REQUESTED_AT]: label } },
+      });
+      if (commit)
+        await until(async () => {
+          const src = await kube.get<GitRepository>(GIT_REPOSITORY, ns, "repo");
+          return src?.status?.artifact?.revision === `main@sha1:${commit}`;
+        }, `the source to fetch ${commit}`);
+    },
+    async fetchRequested() {
+      return (await kube.get<GitRepository>(GIT_REPOSITORY, ns, "repo"))?.metadata.annotations?.[
+        REQUESTED_AT
+      ];
+    },
+    async patchKs(patch, fieldManager) {
+      await kube.mergePatch(KUSTOMIZATION, ns, "apps", patch, { fieldManager });
+    },
+    async applyKs(spec, fieldManager) {
+      await kube.apply(
+        KUSTOMIZATION,
+        {
+          apiVersion: "kustomize.toolkit.fluxcd.io/v1",
+          kind: "Kustomization",
+          metadata: { name: "apps", namespace: ns },
+          spec,
+        },
+        { fieldManager, force: true },
+      );
+    },
+    ctx,
     writeResult,
     async adopt(name = "claim") {
       const c0 = await readClaim(name);
@@ -333,65 +378,68 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
       return until(async () => {
         const c = await readClaim(name);
         const applier = kind.controller.applierOf(c);
-        const r = await kind.controller.hold(c, applier, await ctxFor(name));
+        const r = await kind.controller.hold(c, applier, await ctx({}, name));
         const written = await writeResult(name, r);
-        const ic = (written.status as { conditions?: { type: string; status: string }[] }).conditions?.find(
-          (x) => x.type === "InControl",
-        );
-        return ic?.status === "True" && written;
+        return isConditionTrue(claimStatusOf(written)?.conditions, "InControl") && written;
       }, "adoption");
     },
     attempt(commit, over = {}) {
       const claimName = over.claim?.name ?? "claim";
-      const targetName = claimName === "claim" ? "target" : claimName.replace(/-claim$/, "-target");
+      const targetName = claims.find((c) => c.claim === claimName)?.target ?? "target";
       return {
-        token: `op-${randomBytes(4).toString("hex")}`,
-        claim: { kind: "FluxClaim", namespace: ns, name: "claim" },
-        applier: { kind: "flux", namespace: ns, name: "apps" },
-        branchKey: `${url}@main`,
-        repository: url,
-        branch: "main",
-        commit,
-        targets: [
-          { uid: targetUids.get(claimName) ?? "", namespace: ns, name: targetName, reason: "ForeignCommit" },
-        ],
-        sentAt: new Date().toISOString(),
+        ...attemptFor({
+          claim: { kind: "FluxClaim", namespace: ns, name: "claim" },
+          applier: { kind: "flux", namespace: ns, name: "apps" },
+          branchKey: `${url}@main`,
+          repository: url,
+          commit,
+          targets: [
+            {
+              uid: targetUids.get(claimName) ?? "",
+              namespace: ns,
+              name: targetName,
+              reason: "ForeignCommit",
+            },
+          ],
+        }),
         ...over,
       };
     },
-    async run(attempt, signal = new AbortController().signal) {
-      const phases: { phase: string; reason?: string; revisionMismatch?: boolean }[] = [];
-      const report: ReportFn = async (phase, extra = {}) => {
-        phases.push({
-          phase,
-          ...(extra.reason ? { reason: extra.reason } : {}),
-          ...(extra.revisionMismatch !== undefined ? { revisionMismatch: extra.revisionMismatch } : {}),
-        });
+    async run(attempt, signal = new AbortController().signal, on = () => {}) {
+      const r = recorder();
+      await kind.executor.execute(
+        attempt,
+        async (phase, extra) => {
+          await r.report(phase, extra);
+          on(phase);
+        },
+        signal,
+      );
+      const last = r.reports.at(-1);
+      return {
+        phases: r.phases(),
+        last: last
+          ? {
+              phase: last.phase,
+              ...(last.extra.reason ? { reason: last.extra.reason } : {}),
+              ...(last.extra.revisionMismatch !== undefined
+                ? { revisionMismatch: last.extra.revisionMismatch }
+                : {}),
+            }
+          : { phase: "none" },
+        reports: r.reports,
       };
-      await kind.executor.execute(attempt, report, signal);
-      return { phases: phases.map((p) => p.phase), last: phases.at(-1) ?? { phase: "none" } };
     },
+    inControl: () => inControl(kube, RESOURCES.fluxClaim, { namespace: ns, name: "claim" }),
   };
   return s;
 }
 
-export { ctxOf };
-
-/** A ClaimContext for calling the controller's hooks directly, as the reconciler does. */
-async function ctxOf(s: Scene, world: World, over: Record<string, unknown> = {}) {
-  const c = await s.readClaim();
-  const op = (c.status as { operation?: never } | undefined)?.operation;
-  return {
-    kube: world.kube,
-    log: silentLogger(),
-    events: { emit: async (e: EventSpec) => void s.events.push(e) },
-    following: s.following,
-    now: () => new Date(),
-    follow: s.follow,
-    ...(op ? { operation: op } : {}),
-    branchKey: `${s.url}@main`,
-    ...over,
-  };
+/** A scene whose claim holds its Kustomization already (adopted). */
+export async function adopted(world: SceneWorld, o: SceneOptions = {}): Promise<Scene> {
+  const s = await scene(world, o);
+  await s.adopt();
+  return s;
 }
 
 /**

@@ -4,72 +4,25 @@
  * keeps one at random), and `claim` and `applier` in the shape every process writes them.
  * Through startSidecar with the Flux kind, one apply to its end, over real Redis and fluxsim.
  */
-import { Queue } from "bullmq";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { attemptsQueue, QUEUES, type Report } from "../../queue/contract.js";
-import { API_VERSION } from "../../queue/crds/index.js";
-import { isConditionTrue } from "../../sidecar/claims/conditions.js";
+import { expect, it } from "vitest";
 import * as flux from "../../sidecar/flux/index.js";
-import { startSidecar } from "../../sidecar/main.js";
-import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { fileWorld } from "../support/file-world.js";
 import { capturingLogger, repeatedKeys, topLevelKeys } from "../support/log-lines.js";
-import { configMap, scene, startWorld, until, type World } from "./harness.js";
+import { scene, startWorld } from "./harness.js";
 
-let world: World;
-let redis: IsolatedRedis;
-beforeAll(async () => {
-  world = await startWorld();
-  redis = await isolatedRedis("flux-log-keys");
-});
-afterAll(async () => {
-  await world?.stop();
-  await redis?.cleanup();
-});
+const world = fileWorld(() => startWorld());
 
 it("a sidecar line holds each key once, and claim and applier as <kind>/<namespace>/<name>", async () => {
   const s = await scene(world);
-  await world.api.applyYaml(`
-apiVersion: ${API_VERSION}
-kind: GitProvider
-metadata: {name: repo, namespace: ${s.ns}}
-spec: {url: "${s.url}", type: gitea, webhookSecretRef: {name: hook}}
----
-apiVersion: ${API_VERSION}
-kind: GitTarget
-metadata: {name: apps, namespace: ${s.ns}}
-spec: {providerRef: {name: repo}, branch: main, path: apps, claimRef: {kind: FluxClaim, name: claim}}
-`);
   const { log, lines } = capturingLogger({ component: "sidecar" });
-  const sidecar = await startSidecar({
-    applier: "flux",
-    kubeConfig: world.api.kubeConfig(),
-    redisUrl: redis.url,
-    redisPrefix: redis.prefix,
-    log,
-    resyncMs: 200,
-    kindModule: flux,
-    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200 },
-  });
-  const attempts = new Queue(attemptsQueue("flux"), { connection: { url: redis.url }, prefix: redis.prefix });
-  const reports = new Queue(QUEUES.reports, { connection: { url: redis.url }, prefix: redis.prefix });
-  const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "logged") });
+  const sidecar = await world.startFluxSidecar({ log, resyncMs: 200, kindModule: flux });
+  const commit = await s.pushConfig("logged");
   const attempt = s.attempt(commit);
   try {
-    await until(async () => {
-      const c = await s.readClaim();
-      return isConditionTrue((c.status as { conditions?: never[] })?.conditions, "InControl");
-    }, "the claim in control");
-    await attempts.add("attempt", attempt, { jobId: attempt.token, attempts: 1 });
-    await until(async () => {
-      const jobs = await reports.getJobs(["waiting", "active", "completed", "delayed"]);
-      return jobs.some((j) => {
-        const r = j.data as Report;
-        return r.type === "phase" && r.token === attempt.token && r.phase === "Succeeded";
-      });
-    }, "the Succeeded report");
+    await s.inControl();
+    await world.queues.send(attempt);
+    await world.queues.reported(attempt.token, "Succeeded");
   } finally {
-    await attempts.close();
-    await reports.close();
     await sidecar.stop();
   }
   const ofTheAttempt = lines.filter((l) => (JSON.parse(l) as { token?: string }).token === attempt.token);

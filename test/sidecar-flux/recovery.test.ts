@@ -5,40 +5,26 @@
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Attempt } from "../../queue/contract.js";
 import { RESOURCES } from "../../queue/kube/index.js";
-import type { ReportFn } from "../../sidecar/applier-kind.js";
 import type { Operation } from "../../sidecar/operation-record.js";
-import { configMap, type Scene, scene, startWorld, until, type World } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { recorder } from "../support/sidecar-world.js";
+import { adopted, DEFAULT_TEST_KNOBS, type Scene, startWorld, until } from "./harness.js";
 
-let world: World;
-beforeAll(async () => {
-  // Slow builds, so a kill lands between the resume and the suspend.
-  world = await startWorld({ defaultIntervalScale: 0.001, perObjectApplyMs: 1, buildMs: 1500 });
-});
-afterAll(async () => {
-  await world?.stop();
-});
-
-const operationOf = async (s: { readClaim(): Promise<{ status?: unknown }> }) =>
-  ((await s.readClaim()).status as { operation?: Operation }).operation;
-
-function collect() {
-  const phases: string[] = [];
-  const report: ReportFn = async (phase) => void phases.push(phase);
-  return { phases, report };
-}
+// Slow builds, so a kill lands between the resume and the suspend.
+const world = fileWorld(() => startWorld({ ...DEFAULT_TEST_KNOBS, buildMs: 1500 }));
 
 /** A new process's restart recovery of `operation`: the phases it reports, once it returns. */
 async function recovered(s: Scene, operation: Operation, branchKey: string): Promise<string[]> {
-  const { phases, report } = collect();
+  const r = recorder();
   await s.kind.executor.recover!(
     { claim: { type: RESOURCES.fluxClaim, ...s.claim }, applier: s.ks, operation, branchKey },
-    report,
+    r.report,
     new AbortController().signal,
   );
-  return phases;
+  return r.phases();
 }
 
 /** Runs the attempt in a child sidecar process, SIGKILLed once it reported Running. */
@@ -79,19 +65,18 @@ async function killedAtRunning(attempt: Attempt): Promise<void> {
 
 describe.sequential("restart recovery", () => {
   it("a sidecar killed mid-apply: the next one completes the same operation and leaves it suspended", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "recovered") });
+    const s = await adopted(world);
+    const commit = await s.pushConfig("recovered");
     const attempt = s.attempt(commit);
     await killedAtRunning(attempt);
-    const recorded = (await operationOf(s))!;
+    const recorded = (await s.operation())!;
     expect(recorded).toMatchObject({ token: attempt.token, phase: "Running" });
     expect((await s.readKs()).spec?.suspend).toBe(false); // resumed, nobody suspended it
 
     // The new process follows the same operation by its recorded tokens.
     const phases = await recovered(s, recorded, attempt.branchKey);
     expect(phases).toEqual(["Settling", "Succeeded"]);
-    const done = (await operationOf(s))!;
+    const done = (await s.operation())!;
     expect(done).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
     const ks = await s.readKs();
     expect(ks.spec?.suspend).toBe(true);
@@ -102,12 +87,11 @@ describe.sequential("restart recovery", () => {
 
   it("a sidecar killed mid-apply, the next one starting while a later reconcile runs: it waits for that reconcile's end (real Flux, 2 runs in 4)", async () => {
     // A 10 min interval is 600 ms at this world's scale: reconciles follow each other closely.
-    const s = await scene(world, { ksSpec: { interval: "10m" } });
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "reconciling") });
+    const s = await adopted(world, { ksSpec: { interval: "10m" } });
+    const commit = await s.pushConfig("reconciling");
     const attempt = s.attempt(commit);
     await killedAtRunning(attempt);
-    const recorded = (await operationOf(s))!;
+    const recorded = (await s.operation())!;
     // Left resumed, the Kustomization reconciles on its interval: the reconcile that handled the
     // resume's token has ended, and the next one, holding the same token, runs (Ready Unknown).
     await until(async () => {
@@ -118,15 +102,14 @@ describe.sequential("restart recovery", () => {
 
     const phases = await recovered(s, recorded, attempt.branchKey);
     expect(phases).toEqual(["Settling", "Succeeded"]);
-    expect(await operationOf(s)).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
+    expect(await s.operation()).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
     expect((await s.readKs()).spec?.suspend).toBe(true);
     expect(await s.configValue()).toBe("reconciling");
   });
 
   it("an apply that landed while no sidecar watched is reported by the next one's window (soak seed 152052)", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "unwatched") });
+    const s = await adopted(world);
+    const commit = await s.pushConfig("unwatched");
     const attempt = s.attempt(commit);
     await killedAtRunning(attempt);
     // The apply lands while no sidecar process runs: no watch saw its write.
@@ -135,7 +118,7 @@ describe.sequential("restart recovery", () => {
       "the apply to land unwatched",
     );
     const cm = await world.kube.core.readNamespacedConfigMap({ namespace: s.ns, name: "app-config" });
-    const phases = await recovered(s, (await operationOf(s))!, attempt.branchKey);
+    const phases = await recovered(s, (await s.operation())!, attempt.branchKey);
     expect(phases.at(-1)).toBe("Succeeded");
     // The next process's window judged the object as listed: the applier's write, in the window.
     const write = await until(
@@ -150,24 +133,23 @@ describe.sequential("restart recovery", () => {
   });
 
   it("a graceful stop suspends what it resumed; the next process completes the operation", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "graceful") });
+    const s = await adopted(world);
+    const commit = await s.pushConfig("graceful");
     const attempt = s.attempt(commit);
     const stop = new AbortController();
-    const { phases, report } = collect();
+    const r = recorder();
     const running = s.kind.executor.execute(
       attempt,
       async (p, e) => {
-        await report(p, e);
+        await r.report(p, e);
         if (p === "Running") stop.abort();
       },
       stop.signal,
     );
     await expect(running).rejects.toThrow();
-    expect(phases).toEqual(["Requested", "Running"]);
+    expect(r.phases()).toEqual(["Requested", "Running"]);
     expect((await s.readKs()).spec?.suspend).toBe(true);
-    const recorded = (await operationOf(s))!;
+    const recorded = (await s.operation())!;
     expect(recorded).toMatchObject({ phase: "Settling" });
     expect(recorded.suspendToken).toBeDefined();
     expect((await recovered(s, recorded, attempt.branchKey)).at(-1)).toBe("Succeeded");
@@ -175,9 +157,7 @@ describe.sequential("restart recovery", () => {
   });
 
   it("recorded but never resumed: suspended, and the operation ends Failed", async () => {
-    const s = await scene(world);
-    await s.adopt();
-    const c = await s.readClaim();
+    const s = await adopted(world);
     const op: Operation = {
       token: "never-resumed",
       phase: "Requested",
@@ -186,18 +166,12 @@ describe.sequential("restart recovery", () => {
       requestedAt: new Date().toISOString(),
       resumeToken: "T1-never-written",
     };
-    await world.kube.patchStatus(
-      RESOURCES.fluxClaim,
-      s.ns,
-      "claim",
-      { operation: op },
-      c.metadata.resourceVersion,
-    );
+    await s.recordOperation(op);
     const phases = await recovered(s, op, `${s.url}@main`);
     expect(phases.at(-1)).toBe("Failed");
-    expect(await operationOf(s)).toMatchObject({ phase: "Failed", outcome: "NotResumed" });
+    expect(await s.operation()).toMatchObject({ phase: "Failed", outcome: "NotResumed" });
     const ks = await s.readKs();
     expect(ks.spec?.suspend).toBe(true);
-    expect(ks.status?.lastHandledReconcileAt).toBe((await operationOf(s))?.suspendToken);
+    expect(ks.status?.lastHandledReconcileAt).toBe((await s.operation())?.suspendToken);
   });
 });

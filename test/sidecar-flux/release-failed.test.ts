@@ -4,22 +4,17 @@
  * Past the release deadline the claim lets go with exactly one Event, a Warning ReleaseFailed, and
  * its InControl condition says where the applier was left; it never also says Released.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, expect, it } from "vitest";
 import { type KObject, RESOURCES } from "../../queue/kube/index.js";
 import { CLAIM_FINALIZER } from "../../sidecar/claims/reconciler.js";
-import { type ClaimWorld, startClaimWorld } from "./claim-world.js";
+import { fileWorld } from "../support/file-world.js";
+import { startClaimWorld } from "./claim-world.js";
 import { until } from "./harness.js";
 
 const RELEASE_DEADLINE_MS = 400;
 
-let w: ClaimWorld;
-beforeAll(async () => {
-  w = await startClaimWorld({ releaseTimeoutMs: RELEASE_DEADLINE_MS });
-});
-afterAll(async () => {
-  w?.world.api.faults.reset();
-  await w?.stop();
-});
+const w = fileWorld(() => startClaimWorld({ releaseTimeoutMs: RELEASE_DEADLINE_MS }));
+afterAll(() => w.world.api.faults.reset());
 
 interface EventObject {
   type: string;

@@ -5,29 +5,14 @@
  * to the in-flight check, and the pass then offers the operation — as it read it — to restart
  * recovery. Recovery must not follow an operation this process already ended.
  */
-import { Queue } from "bullmq";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { attemptsQueue, QUEUES, type Report } from "../../queue/contract.js";
-import { API_VERSION } from "../../queue/crds/index.js";
-import { silentLogger } from "../../queue/log.js";
+import { expect, it } from "vitest";
 import type { ApplierDeps, ApplierKindModule, ReportFn } from "../../sidecar/applier-kind.js";
-import { isConditionTrue } from "../../sidecar/claims/conditions.js";
 import { createApplierKind, type FluxKindOptions } from "../../sidecar/flux/index.js";
-import { type Sidecar, startSidecar } from "../../sidecar/main.js";
 import { isInFlight, operationOf } from "../../sidecar/operation-record.js";
-import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
-import { configMap, scene, startWorld, until, type World } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { scene, startWorld, until } from "./harness.js";
 
-let world: World;
-let redis: IsolatedRedis;
-beforeAll(async () => {
-  world = await startWorld();
-  redis = await isolatedRedis("flux-once");
-});
-afterAll(async () => {
-  await world?.stop();
-  await redis?.cleanup();
-});
+const world = fileWorld(() => startWorld());
 
 /** Resolves when `probe` holds, polling; rejects after `ms`. */
 const within = (probe: () => boolean, what: string, ms = 15_000) =>
@@ -81,56 +66,22 @@ it("a pass that read the operation before the executor completed it does not rep
       };
     },
   };
-  await world.api.applyYaml(`
-apiVersion: ${API_VERSION}
-kind: GitProvider
-metadata: {name: repo, namespace: ${s.ns}}
-spec: {url: "${s.url}", type: gitea, webhookSecretRef: {name: hook}}
----
-apiVersion: ${API_VERSION}
-kind: GitTarget
-metadata: {name: apps, namespace: ${s.ns}}
-spec: {providerRef: {name: repo}, branch: main, path: apps, claimRef: {kind: FluxClaim, name: claim}}
-`);
-  const sidecar: Sidecar = await startSidecar({
-    applier: "flux",
-    kubeConfig: world.api.kubeConfig(),
-    redisUrl: redis.url,
-    redisPrefix: redis.prefix,
-    log: silentLogger(),
-    resyncMs: 200,
-    kindModule,
-    options: { pollMs: 50, shortRequeueMs: 20, windowGraceMs: 200 },
-  });
-  const attempts = new Queue(attemptsQueue("flux"), { connection: { url: redis.url }, prefix: redis.prefix });
-  const reports = new Queue(QUEUES.reports, { connection: { url: redis.url }, prefix: redis.prefix });
+  const sidecar = await world.startFluxSidecar({ resyncMs: 200, kindModule });
   try {
-    await until(async () => {
-      const c = await s.readClaim();
-      return isConditionTrue((c.status as { conditions?: never[] })?.conditions, "InControl");
-    }, "the claim in control");
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "once") });
-    await attempts.add("attempt", s.attempt(commit, { token }), { jobId: token, attempts: 1 });
-
-    const phasesOf = async () =>
-      (await reports.getJobs(["waiting", "active", "completed", "delayed"]))
-        .sort((a, b) => Number(a.id) - Number(b.id))
-        .map((j) => j.data as Report)
-        .filter((r) => r.type === "phase" && r.token === token)
-        .map((r) => (r.type === "phase" ? r.phase : ""));
-    await until(async () => (await phasesOf()).includes("Succeeded"), "the Succeeded report");
+    await s.inControl();
+    const commit = await s.pushConfig("once");
+    await world.queues.send(s.attempt(commit, { token }));
+    await world.queues.reported(token, "Succeeded");
     await within(() => passWaited, "the pass that read the Settling operation to go on");
     // That pass and the next have run, and nothing here follows the operation any more.
     const after = sidecar.reconciler.passCount() + 2;
     await within(() => sidecar.reconciler.passCount() >= after, "two more passes");
     await within(() => sidecar.executor.running().length === 0, "nothing followed");
 
-    expect(await phasesOf()).toEqual(["Requested", "Running", "Settling", "Succeeded"]);
+    expect(await world.queues.phases(token)).toEqual(["Requested", "Running", "Settling", "Succeeded"]);
     expect(await s.configValue()).toBe("once");
     expect((await s.readKs()).spec?.suspend).toBe(true);
   } finally {
-    await attempts.close();
-    await reports.close();
     await sidecar.stop();
   }
 });

@@ -5,11 +5,11 @@
  * included. Counts are deterministic where times are not, so the bound is what the executor
  * reaches today: a change that adds a request fails here, and must say why in docs/flux.md.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Kube } from "../../queue/kube/index.js";
-import { GIT_REPOSITORY, type GitRepository } from "../../sidecar/flux/resources.js";
 import { recheckStanding } from "../../sidecar/standing.js";
-import { configMap, scene, startWorld, until, type World } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { adopted, configMap, startWorld } from "./harness.js";
 
 /**
  * One apply: the claim read before the record; the window's list and watch of the inventory's
@@ -19,13 +19,7 @@ import { configMap, scene, startWorld, until, type World } from "./harness.js";
  */
 const REQUESTS_PER_APPLY = 11;
 
-let world: World;
-beforeAll(async () => {
-  world = await startWorld();
-});
-afterAll(async () => {
-  await world?.stop();
-});
+const world = fileWorld(() => startWorld());
 
 describe("the API requests of one Flux apply", () => {
   for (const objects of [1, 50]) {
@@ -38,25 +32,18 @@ describe("the API requests of one Flux apply", () => {
           Array.from({ length: objects }, (_, i) => [`apps/cm-${i}.yaml`, configMap(`cm-${i}`, v)]),
         );
       try {
-        const s = await scene(world, {
+        const s = await adopted(world, {
           objects,
           executorKube: kube,
           // Every read while following is woken by a watch event: no poll re-read within an apply.
           options: { pollMs: 60_000 },
           checks: { standing: (a) => recheckStanding(kube, a) },
         });
-        await s.adopt();
         // The first apply of a client also asks discovery once for the inventory's kind: not counted.
         for (let i = 0; i < 3; i++) {
           const commit = await s.push(files(`c${i}`));
           // The artifact holds the commit beforehand: the source fetch is the same as without applygate.
-          await world.kube.mergePatch(GIT_REPOSITORY, s.ns, "repo", {
-            metadata: { annotations: { "reconcile.fluxcd.io/requestedAt": `fetch-${i}` } },
-          });
-          await until(async () => {
-            const src = await world.kube.get<GitRepository>(GIT_REPOSITORY, s.ns, "repo");
-            return src?.status?.artifact?.revision === `main@sha1:${commit}`;
-          }, "the fetch");
+          await s.fetch(`fetch-${i}`, commit);
           const trace = world.api.traceRequests(user);
           const r = await s.run(s.attempt(commit));
           trace.stop();

@@ -5,7 +5,7 @@
  * a 409 on the guarded resume that reads again. Here the cache is held at an old version for the
  * whole operation.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { FluxClient } from "../../sidecar/flux/client.js";
 import {
   GIT_REPOSITORY,
@@ -13,26 +13,20 @@ import {
   KUSTOMIZATION,
   type Kustomization,
 } from "../../sidecar/flux/resources.js";
-import { configMap, type Scene, scene, startWorld, type World } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { adopted, type Scene, startWorld } from "./harness.js";
 
-let world: World;
-beforeAll(async () => {
-  world = await startWorld();
-});
-afterAll(async () => {
-  await world?.stop();
-});
+const world = fileWorld(() => startWorld());
 
 const clientOf = (s: Scene) => (s.kind.executor as unknown as { d: { client: FluxClient } }).d.client;
 
 describe("a watch cache behind the API server", () => {
   it("a GitRepository whose fetch the cache has not seen: read again, resumed once, Succeeded", async () => {
-    const s = await scene(world);
-    await s.adopt();
+    const s = await adopted(world);
     const stale = (await world.kube.get<GitRepository>(GIT_REPOSITORY, s.ns, "repo"))!;
     const client = clientOf(s);
     client.observedSource = async () => stale;
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "stale-src") });
+    const commit = await s.pushConfig("stale-src");
     const before = world.sim.appliedRevisions(s.ks).length;
     const r = await s.run(s.attempt(commit));
     expect(r.last.phase).toBe("Succeeded");
@@ -41,13 +35,12 @@ describe("a watch cache behind the API server", () => {
   });
 
   it("a Kustomization changed since the cache's version: the resume's 409 reads again, Succeeded once", async () => {
-    const s = await scene(world);
-    await s.adopt();
+    const s = await adopted(world);
     const stale = (await world.kube.get<Kustomization>(KUSTOMIZATION, s.ns, "apps"))!;
     await world.kube.mergePatch(KUSTOMIZATION, s.ns, "apps", { metadata: { labels: { moved: "yes" } } });
     const client = clientOf(s);
     client.cachedKustomization = () => stale;
-    const commit = await s.push({ "apps/cm.yaml": configMap("app-config", "stale-ks") });
+    const commit = await s.pushConfig("stale-ks");
     const before = world.sim.appliedRevisions(s.ks).length;
     const r = await s.run(s.attempt(commit));
     expect(r.last.phase).toBe("Succeeded");

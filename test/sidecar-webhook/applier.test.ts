@@ -4,17 +4,14 @@
  */
 import { createHmac } from "node:crypto";
 import * as k8s from "@kubernetes/client-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { RESOURCES } from "../../queue/kube/index.js";
 import { callbackKeys } from "../../queue/webhook-callback.js";
 import { redisCallbacks } from "../../sidecar/webhook/callbacks.js";
-import { COMMIT, NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { COMMIT, NS, startWebhookWorld, until } from "./harness.js";
 
-let w: WebhookWorld;
-beforeAll(async () => {
-  w = await startWebhookWorld();
-});
-afterAll(async () => w?.close());
+const w = fileWorld(() => startWebhookWorld());
 
 /** Flux's generic-hmac check as its documentation gives it: `X-Signature: <algo>=<hex>`, HMAC of the body. */
 function fluxGenericHmacAccepts(key: string, header: string | undefined, body: Buffer): boolean {
@@ -52,7 +49,7 @@ describe("mode response", () => {
     await w.createClaim("resp", { url: `${w.endpoint.url}/deploy` }, "k-resp");
     const before = w.endpoint.received.length;
     const a = await w.send("resp");
-    await until(async () => (await w.operation("resp"))?.phase === "Succeeded", "Succeeded");
+    await w.reaches("resp", "Succeeded");
     const req = w.endpoint.received[before]!;
     expect(req.path).toBe("/deploy");
     expect(req.body).toEqual({
@@ -67,8 +64,8 @@ describe("mode response", () => {
     expect(req.headers["x-applygate-delivery"]).toMatch(/^[0-9a-f-]{36}$/);
     expect(fluxGenericHmacAccepts("k-resp", req.headers["x-signature"] as string, req.raw)).toBe(true);
     expect(fluxGenericHmacAccepts("other", req.headers["x-signature"] as string, req.raw)).toBe(false);
-    await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
-    expect(await w.phases(a.token)).toEqual(["Requested", "Succeeded"]);
+    await w.queues.reported(a.token, "Succeeded");
+    expect(await w.queues.phases(a.token)).toEqual(["Requested", "Succeeded"]);
     const claim = await w.claim("resp");
     expect((claim?.status as { lastAppliedCommit?: string } | undefined)?.lastAppliedCommit).toBe(COMMIT);
     // Finished: the token takes no report any longer.
@@ -82,17 +79,13 @@ describe("mode response", () => {
       res.end(`kubectl apply failed: ${secret}`);
     });
     const a = await w.send("resp");
-    await until(
-      async () =>
-        (await w.operation("resp"))?.token === a.token && (await w.operation("resp"))?.phase === "Failed",
-      "Failed",
-    );
+    await w.reaches("resp", "Failed", a.token);
     const op = await w.operation("resp");
     expect(op?.outcome).toBe("HTTP500");
     expect(op?.message).toBe("the endpoint answered 500 Internal Server Error");
-    await until(async () => (await w.phases(a.token)).includes("Failed"), "reported");
+    await w.queues.reported(a.token, "Failed");
     expect(JSON.stringify(await w.claim("resp"))).not.toContain("wJalrXUtnFEMI");
-    expect(JSON.stringify(await w.reports(a.token))).not.toContain("wJalrXUtnFEMI");
+    expect(JSON.stringify(await w.queues.reports(a.token))).not.toContain("wJalrXUtnFEMI");
     const ofThis = async () =>
       (await w.kube.list<{ note?: string }>(RESOURCES.event, NS)).items.filter((e) =>
         e.note?.includes(a.token),
@@ -114,11 +107,7 @@ describe("mode response", () => {
       res.end();
     });
     const a = await w.send("resp");
-    await until(
-      async () =>
-        (await w.operation("resp"))?.token === a.token && (await w.operation("resp"))?.phase === "Failed",
-      "Failed",
-    );
+    await w.reaches("resp", "Failed", a.token);
     expect((await w.operation("resp"))?.outcome).toBe("HTTP307");
     expect(w.endpoint.received.slice(before).map((r) => r.path)).toEqual(["/deploy"]);
   });
@@ -128,10 +117,10 @@ describe("mode response", () => {
     const before = w.endpoint.received.length;
     w.endpoint.handle(() => {}); // never answers
     const a = await w.send("slow");
-    await until(async () => (await w.operation("slow"))?.phase === "Failed", "Failed");
+    await w.reaches("slow", "Failed");
     expect((await w.operation("slow"))?.outcome).toBe("Timeout");
     expect(w.endpoint.received.length - before).toBe(1);
-    await until(async () => (await w.phases(a.token)).includes("Failed"), "reported");
+    await w.queues.reported(a.token, "Failed");
     answerApplied();
   });
 
@@ -139,7 +128,7 @@ describe("mode response", () => {
     await w.createClaim("gh", { url: `${w.endpoint.url}/gh`, signature: "github" }, "k-gh");
     const before = w.endpoint.received.length;
     await w.send("gh");
-    await until(async () => (await w.operation("gh"))?.phase === "Succeeded", "Succeeded");
+    await w.reaches("gh", "Succeeded");
     const req = w.endpoint.received[before]!;
     const expected = `sha256=${createHmac("sha256", "k-gh").update(req.raw).digest("hex")}`;
     expect(req.headers["x-hub-signature-256"]).toBe(expected);
@@ -153,11 +142,7 @@ describe("mode response", () => {
     await until(async () => {
       const before = w.endpoint.received.length;
       const a = await w.send("gh");
-      await until(
-        async () =>
-          (await w.operation("gh"))?.token === a.token && (await w.operation("gh"))?.phase === "Succeeded",
-        "Succeeded",
-      );
+      await w.reaches("gh", "Succeeded", a.token);
       const req = w.endpoint.received[before]!;
       return (
         req.headers["x-hub-signature-256"] ===
@@ -172,35 +157,31 @@ describe("mode callback", () => {
     await w.createClaim("cb", { url: `${w.endpoint.url}/cb`, mode: "callback" });
     answerQueued();
     const a = await w.send("cb");
-    await until(async () => (await w.operation("cb"))?.phase === "Running", "Running");
+    await w.reaches("cb", "Running");
     expect(await w.redis.client.exists(callbackKeys(w.redis.prefix, a.token).record)).toBe(1);
     await report(a.token, "Running", "applying 3 objects");
     await until(async () => (await w.operation("cb"))?.message === "applying 3 objects", "progress");
     await report(a.token, "Succeeded", "applied");
-    await until(async () => (await w.operation("cb"))?.phase === "Succeeded", "Succeeded");
-    await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
-    expect(await w.phases(a.token)).toEqual(["Requested", "Running", "Running", "Succeeded"]);
+    await w.reaches("cb", "Succeeded");
+    await w.queues.reported(a.token, "Succeeded");
+    expect(await w.queues.phases(a.token)).toEqual(["Requested", "Running", "Running", "Succeeded"]);
     expect(await w.redis.client.exists(callbackKeys(w.redis.prefix, a.token).record)).toBe(0);
     answerApplied();
   });
 
   it("a reported Failed ends it Failed", async () => {
     const a = await w.send("cb");
-    await until(
-      async () =>
-        (await w.operation("cb"))?.token === a.token && (await w.operation("cb"))?.phase === "Running",
-      "Running",
-    );
+    await w.reaches("cb", "Running", a.token);
     await report(a.token, "Failed", "helm upgrade failed");
-    await until(async () => (await w.operation("cb"))?.phase === "Failed", "Failed");
+    await w.reaches("cb", "Failed");
     expect((await w.operation("cb"))?.message).toBe("helm upgrade failed");
   });
 
   it("without a report within the budget it is Unresolved, still followed, and a late report ends it", async () => {
     await w.createClaim("quiet", { url: `${w.endpoint.url}/quiet`, mode: "callback", budgetSeconds: 1 });
     const a = await w.send("quiet");
-    await until(async () => (await w.operation("quiet"))?.phase === "Unresolved", "Unresolved");
-    await until(async () => (await w.phases(a.token)).includes("Unresolved"), "reported Unresolved");
+    await w.reaches("quiet", "Unresolved");
+    await w.queues.reported(a.token, "Unresolved");
     expect(w.sidecar.executor.running()).toContain(a.token);
     // The same gauge and Event as the other kinds.
     expect(await unresolvedGauge()).toBe(1);
@@ -214,7 +195,7 @@ describe("mode callback", () => {
     expect(event).toMatchObject({ type: "Warning", action: "Follow", regarding: { kind: "WebhookClaim" } });
     expect(event.note).toContain(a.token);
     await report(a.token, "Succeeded", "done at last");
-    await until(async () => (await w.operation("quiet"))?.phase === "Succeeded", "Succeeded");
+    await w.reaches("quiet", "Succeeded");
     // The gauge moves when the phase is reported, just after the claim's status is written.
     await until(async () => (await unresolvedGauge()) === 0, "the gauge back at 0");
   });
@@ -232,7 +213,7 @@ describe("restart", () => {
     await w.restart();
     await until(() => w.sidecar.executor.running().includes(a.token), "followed by the next process");
     await report(a.token, "Succeeded", "it had applied");
-    await until(async () => (await w.operation("rs"))?.phase === "Succeeded", "Succeeded");
+    await w.reaches("rs", "Succeeded");
     expect(w.endpoint.received.length - before).toBe(1);
     answerApplied();
   });
@@ -260,13 +241,10 @@ describe("restart", () => {
       claim!.metadata.resourceVersion,
     );
     await w.restart();
-    await until(
-      async () => (await w.operation("rs"))?.phase === "Unresolved",
-      "Unresolved after the restart",
-    );
+    await w.reaches("rs", "Unresolved");
     expect((await w.operation("rs"))?.message).toContain("not sent again");
     await report(token, "Failed", "it had failed");
-    await until(async () => (await w.operation("rs"))?.phase === "Failed", "Failed");
+    await w.reaches("rs", "Failed");
     expect(w.endpoint.received.length).toBe(before);
   });
 });
@@ -283,17 +261,17 @@ describe("the claim's status failing after the request (soak --mirror seed 10102
     await w.createClaim("storm", { url: `${w.endpoint.url}/storm`, mode: "callback" });
     answerQueued();
     const a = await w.send("storm");
-    await until(async () => (await w.operation("storm"))?.phase === "Running", "Running");
+    await w.reaches("storm", "Running");
     w.api.faults.failNext(12, { pathPrefix: statusPath("storm"), status: 409 });
     await report(a.token, "Succeeded", "applied");
-    await until(async () => (await w.operation("storm"))?.phase === "Succeeded", "Succeeded recorded");
-    await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
+    await w.reaches("storm", "Succeeded");
+    await w.queues.reported(a.token, "Succeeded");
     expect(w.api.faults.pending(statusPath("storm"))).toBe(0);
-    expect(await w.phases(a.token)).toEqual(["Requested", "Running", "Succeeded"]);
+    expect(await w.queues.phases(a.token)).toEqual(["Requested", "Running", "Succeeded"]);
     const next = await w.send("storm");
     await until(async () => (await w.operation("storm"))?.token === next.token, "the next attempt recorded");
     await report(next.token, "Succeeded", "applied");
-    await until(async () => (await w.phases(next.token)).includes("Succeeded"), "the next attempt ended");
+    await w.queues.reported(next.token, "Succeeded");
     answerApplied();
   });
 
@@ -302,7 +280,7 @@ describe("the claim's status failing after the request (soak --mirror seed 10102
     answerQueued();
     const before = w.endpoint.received.length;
     const a = await w.send("halt");
-    await until(async () => (await w.operation("halt"))?.phase === "Running", "Running");
+    await w.reaches("halt", "Running");
     const refusals = 10_000;
     w.api.faults.failNext(refusals, { pathPrefix: statusPath("halt"), status: 500 });
     await report(a.token, "Succeeded", "applied");
@@ -311,12 +289,9 @@ describe("the claim's status failing after the request (soak --mirror seed 10102
     w.api.faults.reset();
     expect((await w.operation("halt"))?.phase).toBe("Running");
     await w.restart();
-    await until(
-      async () => (await w.operation("halt"))?.phase === "Succeeded",
-      "Succeeded after the restart",
-    );
-    await until(async () => (await w.phases(a.token)).includes("Succeeded"), "reported");
-    const phases = await w.phases(a.token);
+    await w.reaches("halt", "Succeeded");
+    await w.queues.reported(a.token, "Succeeded");
+    const phases = await w.queues.phases(a.token);
     expect(phases.filter((p) => p === "Succeeded")).toHaveLength(1);
     expect(phases).not.toContain("RequestFailed");
     expect(w.endpoint.received.length - before).toBe(1);
@@ -344,16 +319,19 @@ describe("a failure before the request", () => {
     try {
       const before = w.endpoint.received.length;
       const a = await w.send("unsent");
-      await until(async () => (await w.phases(a.token)).includes("RequestFailed"), "RequestFailed");
-      expect((await w.reports(a.token)).at(-1)).toMatchObject({ phase: "RequestFailed", reason: "NotSent" });
+      await w.queues.reported(a.token, "RequestFailed");
+      expect((await w.queues.reports(a.token)).at(-1)).toMatchObject({
+        phase: "RequestFailed",
+        reason: "NotSent",
+      });
       expect(w.endpoint.received.length).toBe(before);
       // The record is withdrawn: no operation stays in flight for recovery to take as sent.
       await until(async () => (await w.operation("unsent")) === undefined, "the record withdrawn");
       // The next attempt is sent and runs, not refused OperationInFlight.
       const b = await w.send("unsent");
-      await until(async () => (await w.phases(b.token)).includes("Running"), "the next attempt running");
+      await w.queues.reported(b.token, "Running");
       await report(b.token, "Succeeded", "applied");
-      await until(async () => (await w.operation("unsent"))?.phase === "Succeeded", "Succeeded");
+      await w.reaches("unsent", "Succeeded");
       expect(w.endpoint.received.length - before).toBe(1);
     } finally {
       await w.sidecar.stop();
@@ -394,8 +372,8 @@ describe("SSRF", () => {
     await w.restart({ allowInternal: false });
     const before = w.endpoint.received.length;
     const a = await w.send("resp");
-    await until(async () => (await w.phases(a.token)).includes("RequestFailed"), "RequestFailed");
-    const r = (await w.reports(a.token)).find((x) => x.phase === "RequestFailed");
+    await w.queues.reported(a.token, "RequestFailed");
+    const r = (await w.queues.reports(a.token)).find((x) => x.phase === "RequestFailed");
     expect(r?.reason).toBe("AddressRefused");
     expect(r?.message).toContain("loopback");
     expect(w.endpoint.received.length).toBe(before);
@@ -406,8 +384,8 @@ describe("SSRF", () => {
     const port = new URL(w.endpoint.url).port;
     await w.createClaim("mapped", { url: `http://[::ffff:127.0.0.1]:${port}/deploy` });
     const m = await w.send("mapped");
-    await until(async () => (await w.phases(m.token)).includes("RequestFailed"), "RequestFailed");
-    const rm = (await w.reports(m.token)).find((x) => x.phase === "RequestFailed");
+    await w.queues.reported(m.token, "RequestFailed");
+    const rm = (await w.queues.reports(m.token)).find((x) => x.phase === "RequestFailed");
     expect(rm?.reason).toBe("AddressRefused");
     expect(rm?.message).toContain("IPv4-mapped 127.0.0.1, loopback");
     expect(w.endpoint.received.length).toBe(before);

@@ -3,27 +3,27 @@
  * cluster catalog under the gateway's ServiceAccount, reading the WebhookClaim and its Secret)
  * and the webhook applier ends the operation from that report.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { MISS_STATUS } from "../../gateway/answers.js";
 import { type StartedGateway, startGateway } from "../../gateway/app.js";
 import { ClusterCatalog } from "../../gateway/catalog-cluster.js";
 import { signBody } from "../../queue/webhook-callback.js";
 import { secretReaderYaml } from "../playground/demo.js";
 import { deployedIdentities } from "../playground/identities.js";
-import { NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { NS, startWebhookWorld, until } from "./harness.js";
 
-let w: WebhookWorld;
-let catalog: ClusterCatalog;
 let gw: StartedGateway;
-beforeAll(async () => {
-  w = await startWebhookWorld();
+const w = fileWorld(async () => {
+  const w = await startWebhookWorld();
   const sa = deployedIdentities().serviceAccounts.gateway;
   await w.api.applyYaml(secretReaderYaml(NS, [sa]));
-  catalog = await ClusterCatalog.start({
+  const catalog = await ClusterCatalog.start({
     kubeConfig: w.api.kubeConfig(w.api.addServiceAccount(sa.namespace, sa.name)),
     secretRefreshMs: 200,
     writeStatus: false,
   });
+  w.onStop(() => catalog.close());
   gw = await startGateway({
     redisUrl: w.redis.url,
     prefix: w.redis.prefix,
@@ -31,11 +31,8 @@ beforeAll(async () => {
     queueEvents: false,
     processMetrics: false,
   });
-});
-afterAll(async () => {
-  await gw?.close();
-  await catalog?.close();
-  await w?.close();
+  w.onStop(() => gw.close());
+  return w;
 });
 
 describe("callback through the gateway", () => {
@@ -50,7 +47,7 @@ describe("callback through the gateway", () => {
       res.end();
     });
     const a = await w.send("tool");
-    await until(async () => (await w.operation("tool"))?.phase === "Running", "Running");
+    await w.reaches("tool", "Running");
     const post = (body: string, key: string) =>
       fetch(`${gw.url}/v1/operations/${a.token}`, {
         method: "POST",
@@ -61,7 +58,7 @@ describe("callback through the gateway", () => {
     expect((await post(done, "not-the-key")).status).toBe(MISS_STATUS);
     // The gateway reads the claim's Secret by name once it sees the claim.
     await until(async () => (await post(done, "tool-key")).status === 202, "report accepted");
-    await until(async () => (await w.operation("tool"))?.phase === "Succeeded", "Succeeded");
+    await w.reaches("tool", "Succeeded");
     expect((await w.operation("tool"))?.message).toBe("deployed by the tool");
     expect((await post(done, "tool-key")).status).toBe(MISS_STATUS);
     w.endpoint.handle((_r, res) => res.end("applied"));

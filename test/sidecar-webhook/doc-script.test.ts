@@ -9,13 +9,12 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import * as k8s from "@kubernetes/client-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { objectPath, objectYaml } from "../../queue/git/layout.js";
 import { gitOk } from "../git/cli.js";
-import { type GitServer, startGitServer } from "../git/server.js";
 import { KUBECTL_AVAILABLE } from "../manifests/kustomize.js";
-import { NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { NS, startWebhookWorld, until } from "./harness.js";
 
 const FOLDER = "apps/web";
 const MANAGER = "team-a-deployer";
@@ -36,21 +35,18 @@ async function scriptFromGuide(): Promise<string> {
   return block;
 }
 
-let w: WebhookWorld;
-let git: GitServer;
-let work: string;
 let script: ChildProcess | undefined;
 let port = 0;
 let commit = "";
 const output: string[] = [];
 
-beforeAll(async () => {
-  w = await startWebhookWorld();
-  work = await mkdtemp(join(tmpdir(), "applygate-doc-script-"));
-  git = await startGitServer();
+const w = fileWorld(async () => {
+  const w = await startWebhookWorld();
+  const work = await mkdtemp(join(tmpdir(), "applygate-doc-script-"));
+  w.onStop(() => rm(work, { recursive: true, force: true }));
   const ref = { apiVersion: "v1", kind: "ConfigMap", namespace: NS, name: "web-config" };
-  const url = await git.createRepo("web", { [objectPath(FOLDER, ref)]: objectYaml(configMap("from-git")) });
-  commit = (await git.tip("web")) as string;
+  const url = await w.git.createRepo("web", { [objectPath(FOLDER, ref)]: objectYaml(configMap("from-git")) });
+  commit = (await w.git.tip("web")) as string;
   const repoDir = join(work, "repo.git");
   await gitOk(["clone", "-q", "--bare", url, repoDir]);
   const kubeconfig = join(work, "kubeconfig");
@@ -71,16 +67,12 @@ beforeAll(async () => {
     stdio: ["ignore", "pipe", "pipe"],
   });
   script = child;
+  w.onStop(() => script?.kill());
   child.stdout?.on("data", (c: Buffer) => output.push(c.toString()));
   child.stderr?.on("data", (c: Buffer) => output.push(c.toString()));
   await until(async () => /listening on \d+/.test(output.join("")), "the script to listen");
   port = Number(/listening on (\d+)/.exec(output.join(""))?.[1]);
-}, 60_000);
-afterAll(async () => {
-  script?.kill();
-  await git?.close();
-  await w?.close();
-  if (work) await rm(work, { recursive: true, force: true });
+  return w;
 });
 
 describe.skipIf(!KUBECTL_AVAILABLE)(
@@ -93,18 +85,9 @@ describe.skipIf(!KUBECTL_AVAILABLE)(
         "script-key",
       );
       const a = await w.send("script", undefined, commit);
-      await until(
-        async () =>
-          (await w.operation("script"))?.token === a.token &&
-          ["Succeeded", "Failed"].includes((await w.operation("script"))?.phase ?? ""),
-        "the operation to end",
-        30_000,
-      );
+      await w.reaches("script", ["Succeeded", "Failed"], a.token);
       expect(await w.operation("script"), output.join("")).toMatchObject({ phase: "Succeeded", commit });
-      const cm = await w.api
-        .kubeConfig()
-        .makeApiClient(k8s.CoreV1Api)
-        .readNamespacedConfigMap({ name: "web-config", namespace: NS });
+      const cm = await w.kube.core.readNamespacedConfigMap({ name: "web-config", namespace: NS });
       expect(cm.data?.greeting).toBe("from-git");
       expect(cm.metadata?.managedFields?.map((f) => f.manager)).toContain(MANAGER);
     });
@@ -116,12 +99,7 @@ describe.skipIf(!KUBECTL_AVAILABLE)(
         "other-key",
       );
       const a = await w.send("script-wrong", undefined, commit);
-      await until(
-        async () =>
-          (await w.operation("script-wrong"))?.token === a.token &&
-          (await w.operation("script-wrong"))?.phase === "Failed",
-        "Failed",
-      );
+      await w.reaches("script-wrong", "Failed", a.token);
       expect(await w.operation("script-wrong")).toMatchObject({
         outcome: "HTTP401",
         message: "the endpoint answered 401 Unauthorized",

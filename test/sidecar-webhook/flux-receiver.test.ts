@@ -8,14 +8,11 @@
  */
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { fileWorld } from "../support/file-world.js";
+import { NS, startWebhookWorld } from "./harness.js";
 
-let w: WebhookWorld;
-beforeAll(async () => {
-  w = await startWebhookWorld();
-});
-afterAll(async () => w?.close());
+const w = fileWorld(() => startWebhookWorld());
 
 /** The documented HMAC: `printf '<body>' | openssl dgst -<fn> -r -hmac "<token>" | awk '{print $1}'`. */
 function opensslHmac(fn: string, token: string, body: Buffer): Promise<string> {
@@ -53,62 +50,49 @@ function fluxReceiver(name: string, namespace: string, token: string) {
   return { webhookPath, reconciles, handler };
 }
 
+/**
+ * A Receiver `receiver` (token receiver-token) behind the endpoint, and the claim `claim` calling
+ * it in mode response with `signature` and `key`: one attempt sent, waited to `phase`.
+ */
+async function sendThrough(
+  receiver: string,
+  claim: string,
+  o: { signature: "generic-hmac" | "github"; key: string; phase: "Succeeded" | "Failed" },
+) {
+  const rx = fluxReceiver(receiver, NS, "receiver-token");
+  w.endpoint.handle((r, res) => void rx.handler(r, res));
+  const url = `${w.endpoint.url}${rx.webhookPath}`;
+  await w.createClaim(claim, { url, signature: o.signature, mode: "response" }, o.key);
+  const a = await w.send(claim);
+  return { rx, a, op: await w.reaches(claim, o.phase, a.token) };
+}
+
 describe("a Flux-style generic-hmac Receiver", () => {
   it("accepts the applier's generic-hmac request signed with the Receiver's token: Succeeded", async () => {
-    const rx = fluxReceiver("webapp", NS, "receiver-token");
-    w.endpoint.handle((r, res) => void rx.handler(r, res));
-    await w.createClaim(
-      "flux-rx",
-      { url: `${w.endpoint.url}${rx.webhookPath}`, signature: "generic-hmac", mode: "response" },
-      "receiver-token",
-    );
-    const a = await w.send("flux-rx");
-    await until(
-      async () =>
-        (await w.operation("flux-rx"))?.token === a.token &&
-        (await w.operation("flux-rx"))?.phase === "Succeeded",
-      "Succeeded",
-    );
+    const { rx, a } = await sendThrough("webapp", "flux-rx", {
+      signature: "generic-hmac",
+      key: "receiver-token",
+      phase: "Succeeded",
+    });
     expect(rx.reconciles).toEqual([a.commit]);
   });
 
   it("refuses a request signed with another key, and the operation is Failed with its status", async () => {
-    const rx = fluxReceiver("webapp-other", NS, "receiver-token");
-    w.endpoint.handle((r, res) => void rx.handler(r, res));
-    await w.createClaim(
-      "flux-rx-wrong",
-      { url: `${w.endpoint.url}${rx.webhookPath}`, signature: "generic-hmac", mode: "response" },
-      "not-the-receiver-token",
-    );
-    const a = await w.send("flux-rx-wrong");
-    await until(
-      async () =>
-        (await w.operation("flux-rx-wrong"))?.token === a.token &&
-        (await w.operation("flux-rx-wrong"))?.phase === "Failed",
-      "Failed",
-    );
-    expect(await w.operation("flux-rx-wrong")).toMatchObject({
-      outcome: "HTTP400",
-      message: "the endpoint answered 400 Bad Request",
+    const { rx, op } = await sendThrough("webapp-other", "flux-rx-wrong", {
+      signature: "generic-hmac",
+      key: "not-the-receiver-token",
+      phase: "Failed",
     });
+    expect(op).toMatchObject({ outcome: "HTTP400", message: "the endpoint answered 400 Bad Request" });
     expect(rx.reconciles).toEqual([]);
   });
 
   it("a github-style claim does not satisfy it (no X-Signature): the style must be generic-hmac", async () => {
-    const rx = fluxReceiver("webapp-gh", NS, "receiver-token");
-    w.endpoint.handle((r, res) => void rx.handler(r, res));
-    await w.createClaim(
-      "flux-rx-gh",
-      { url: `${w.endpoint.url}${rx.webhookPath}`, signature: "github", mode: "response" },
-      "receiver-token",
-    );
-    const a = await w.send("flux-rx-gh");
-    await until(
-      async () =>
-        (await w.operation("flux-rx-gh"))?.token === a.token &&
-        (await w.operation("flux-rx-gh"))?.phase === "Failed",
-      "Failed",
-    );
+    const { rx } = await sendThrough("webapp-gh", "flux-rx-gh", {
+      signature: "github",
+      key: "receiver-token",
+      phase: "Failed",
+    });
     expect(rx.reconciles).toEqual([]);
   });
 });

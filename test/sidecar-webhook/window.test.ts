@@ -4,33 +4,21 @@
  * newer edit becomes a Repair, queue/decide); writes by any other manager are edits, not reported.
  */
 
-import { Queue } from "bullmq";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ApplierWriteReport } from "../../queue/contract.js";
-import { QUEUES } from "../../queue/contract.js";
-import { silentLogger } from "../../queue/log.js";
-import { bullConnection } from "../../queue/redis.js";
 import { memoryReporter } from "../../sidecar/reporter.js";
 import { WebhookWindowObserver } from "../../sidecar/webhook/observer.js";
-import { NS, startWebhookWorld, until, type WebhookWorld } from "./harness.js";
+import { fileWorld } from "../support/file-world.js";
+import { NS, startWebhookWorld, until } from "./harness.js";
 
-let w: WebhookWorld;
-let reports: Queue;
-beforeAll(async () => {
-  w = await startWebhookWorld({ windowGraceMs: 200 });
-  reports = new Queue(QUEUES.reports, { connection: bullConnection(w.redis.url), prefix: w.redis.prefix });
-});
-afterAll(async () => {
-  await reports?.close();
-  await w?.close();
-});
+const w = fileWorld(() => startWebhookWorld({ windowGraceMs: 200 }));
 
 const applyConfigMap = async (name: string, value: string, manager: string) => {
   const res = await fetch(
     `${w.api.url}/api/v1/namespaces/${NS}/configmaps/${name}?fieldManager=${manager}&force=true`,
     {
       method: "PATCH",
-      headers: { "content-type": "application/apply-patch+yaml", authorization: `Bearer ${adminToken()}` },
+      headers: { "content-type": "application/apply-patch+yaml", authorization: `Bearer ${w.api.token()}` },
       body: JSON.stringify({
         apiVersion: "v1",
         kind: "ConfigMap",
@@ -41,12 +29,6 @@ const applyConfigMap = async (name: string, value: string, manager: string) => {
   );
   if (!res.ok) throw new Error(`apply ${name}: ${res.status} ${await res.text()}`);
 };
-const adminToken = () => (w.api.kubeConfig().getCurrentUser()?.token as string | undefined) ?? "";
-
-const applierWrites = async (token: string) =>
-  (await reports.getJobs(["waiting", "active", "completed"]))
-    .map((j) => j.data as ApplierWriteReport)
-    .filter((r) => r.type === "applierWrite" && r.token === token);
 
 describe("the webhook applier's apply window", () => {
   it("reports the deployer's own writes during the operation, and no other manager's", async () => {
@@ -60,9 +42,12 @@ describe("the webhook applier's apply window", () => {
       })();
     });
     const a = await w.send("win");
-    await until(async () => (await w.operation("win"))?.phase === "Succeeded", "Succeeded");
-    await until(async () => (await applierWrites(a.token)).length > 0, "the deployer's write reported");
-    const writes = await applierWrites(a.token);
+    await w.reaches("win", "Succeeded");
+    await until(
+      async () => (await w.queues.applierWrites(a.token)).length > 0,
+      "the deployer's write reported",
+    );
+    const writes = await w.queues.applierWrites(a.token);
     expect(writes.map((r) => [r.object.name, r.manager])).toEqual([["deployed", "playground-deployer"]]);
     expect(writes[0]?.claim).toEqual({ kind: "WebhookClaim", namespace: NS, name: "win" });
     w.endpoint.handle((_r, res) => res.end("applied"));
@@ -73,14 +58,7 @@ describe("the webhook applier's apply window", () => {
     // The tool applies while no process watches.
     await applyConfigMap("unwatched", "v1", "playground-deployer");
     const reporter = memoryReporter();
-    const observer = new WebhookWindowObserver({
-      kube: w.kube,
-      reporter,
-      log: silentLogger(),
-      now: () => new Date(),
-      kinds: [{ apiVersion: "v1", kind: "ConfigMap" }],
-    });
-    await observer.start();
+    const observer = await w.startObserver(WebhookWindowObserver, reporter);
     const window = (token: string, missedSince: string) =>
       observer.open({
         token,
