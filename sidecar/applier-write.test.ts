@@ -21,27 +21,15 @@ describe("applierWriteOf", () => {
       resourceVersion: "42",
     });
   });
-  it("a tie with another manager in the same second is not the applier's alone", () => {
-    expect(
-      applierWriteOf(
-        obj([
-          { manager: "kubectl-edit", time: "2026-01-01T00:00:02Z" },
-          { manager: "kustomize-controller", time: "2026-01-01T00:00:02Z" },
-        ]),
-        M,
-      ),
-    ).toBeUndefined();
-  });
-  it("another manager newer than the applier: not the applier's write", () => {
-    expect(
-      applierWriteOf(
-        obj([
-          { manager: "kustomize-controller", time: "2026-01-01T00:00:01Z" },
-          { manager: "kubectl-edit", time: "2026-01-01T00:00:02Z" },
-        ]),
-        M,
-      ),
-    ).toBeUndefined();
+  it.each([
+    ["a tie with another manager in the same second is not the applier's alone", "02", "02"],
+    ["another manager newer than the applier: not the applier's write", "02", "01"],
+  ])("%s", (_, edited, applied) => {
+    const entries = [
+      { manager: "kubectl-edit", time: `2026-01-01T00:00:${edited}Z` },
+      { manager: "kustomize-controller", time: `2026-01-01T00:00:${applied}Z` },
+    ];
+    expect(applierWriteOf(obj(entries), M)).toBeUndefined();
   });
   it("no timed entries: nothing to say", () => {
     expect(applierWriteOf(obj([{ manager: "kustomize-controller" }]), M)).toBeUndefined();

@@ -23,6 +23,7 @@ import { GitPeer } from "../test/git/peer.js";
 import { type GitServer, startGitServer } from "../test/git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { makeAttempt } from "../test/support/attempts.js";
+import { inControlStatus } from "../test/support/claims.js";
 import { commitFile, sshKey } from "../test/support/signing.js";
 import { approvalRecheck, publishedFromRedis } from "./approval-recheck.js";
 import { GitAncestry, remoteFromCluster } from "./git-ancestry.js";
@@ -42,17 +43,7 @@ const cache = mkdtempSync(join(tmpdir(), "approval-recheck-"));
 const keysDir = mkdtempSync(join(tmpdir(), "approval-keys-"));
 const ada = sshKey(keysDir, "ed25519", "ada");
 
-const inControl = {
-  conditions: [
-    {
-      type: "InControl",
-      status: "True",
-      reason: "Suspended",
-      message: "",
-      lastTransitionTime: "2026-01-01T00:00:00Z",
-    },
-  ],
-};
+const inControl = inControlStatus();
 
 /** Sets the claim's approval rule, its manual approvals (its Approvals) and its last applied commit. */
 async function claimWith(approval: Record<string, unknown>, approved: readonly string[]): Promise<void> {

@@ -1,8 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { crdFiles } from "../queue/crds/files.js";
+import { describe, expect, it } from "vitest";
 import { HISTORY_LIMIT, type HistoryEntry } from "../queue/crds/index.js";
-import { type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
-import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
+import { type KObject, type Kube, RESOURCES } from "../queue/kube/index.js";
+import { COMMIT } from "../test/support/attempts.js";
+import { fileWorld } from "../test/support/file-world.js";
+import { startSidecarWorld } from "../test/support/sidecar-world.js";
 import { historyEntry, startedBy, withHistory } from "./audit.js";
 import {
   type ClaimLocator,
@@ -11,24 +12,20 @@ import {
   updateOperation,
 } from "./operation-record.js";
 
-const COMMIT = "a".repeat(40);
 const FOREIGN = "f".repeat(40);
-let server: ApiServer;
 let kube: Kube;
 
-beforeAll(async () => {
-  server = await startApiServer();
-  for (const f of crdFiles()) await server.installCrdFile(f);
-  kube = new Kube(server.kubeConfig());
-  await kube.core.createNamespace({ body: { metadata: { name: "apps" } } });
+fileWorld(async () => {
+  const w = await startSidecarWorld({ namespaces: ["apps"] });
+  kube = w.kube;
   await kube.apply(RESOURCES.fluxClaim, {
     apiVersion: "applygate.dev/v1alpha1",
     kind: "FluxClaim",
     metadata: { name: "prod", namespace: "apps" },
     spec: { kustomizationRef: { name: "web", namespace: "apps" } },
   });
+  return w;
 });
-afterAll(async () => server?.close());
 
 const claim: ClaimLocator = { type: RESOURCES.fluxClaim, namespace: "apps", name: "prod" };
 const history = async () => {

@@ -13,6 +13,7 @@ import { type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { type StatusHost, startStatusHost } from "../test/git/status-host.js";
 import { makeAttempt } from "../test/support/attempts.js";
+import { inControlStatus } from "../test/support/claims.js";
 import { commitStatusesAtWrite } from "./commit-status-check.js";
 import type { BroughtRead } from "./governance-check.js";
 import { judgeStanding } from "./standing.js";
@@ -29,17 +30,7 @@ function claim(approval: Record<string, unknown>): KObject {
   return {
     metadata: { name: "web", namespace: "team-a" },
     spec: { kustomizationRef: { name: "web" }, approval },
-    status: {
-      conditions: [
-        {
-          type: "InControl",
-          status: "True",
-          reason: "Suspended",
-          message: "",
-          lastTransitionTime: "2026-01-01T00:00:00Z",
-        },
-      ],
-    },
+    status: inControlStatus(),
   };
 }
 const target: KObject = {

@@ -1,23 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { crdFiles } from "../queue/crds/files.js";
-import { Kube } from "../queue/kube/index.js";
-import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
-import { KubeEventRecorder, memoryEvents, REPORTING_CONTROLLER } from "./events.js";
+import { describe, expect, it } from "vitest";
+import { fileWorld } from "../test/support/file-world.js";
+import { startSidecarWorld } from "../test/support/sidecar-world.js";
+import { type EventSpec, KubeEventRecorder, memoryEvents, REPORTING_CONTROLLER } from "./events.js";
+
+/** The Event a claim's hold makes. */
+const adopted: EventSpec = {
+  type: "Normal",
+  reason: "Adopted",
+  action: "Hold",
+  note: "suspended the Kustomization",
+  regarding: { apiVersion: "applygate.dev/v1alpha1", kind: "FluxClaim", namespace: "apps", name: "web" },
+};
 
 describe("KubeEventRecorder", () => {
-  let server: ApiServer;
-  let kube: Kube;
-  beforeAll(async () => {
-    server = await startApiServer({ bookmarkIntervalMs: 100 });
-    for (const f of crdFiles()) await server.installCrdFile(f);
-    kube = new Kube(server.kubeConfig());
-    await kube.core.createNamespace({ body: { metadata: { name: "apps" } } });
-  });
-  afterAll(async () => server?.close());
+  const world = fileWorld(() => startSidecarWorld({ namespaces: ["apps"] }));
 
   const list = async () =>
     (
-      (await kube.custom.listNamespacedCustomObject({
+      (await world.kube.custom.listNamespacedCustomObject({
         group: "events.k8s.io",
         version: "v1",
         plural: "events",
@@ -26,16 +26,9 @@ describe("KubeEventRecorder", () => {
     ).items;
 
   it("writes action and reason on every Event, and a repeat joins its series", async () => {
-    const recorder = new KubeEventRecorder(kube, { instance: "sidecar-0" });
-    const spec = {
-      type: "Normal" as const,
-      reason: "Adopted",
-      action: "Hold",
-      note: "suspended the Kustomization",
-      regarding: { apiVersion: "applygate.dev/v1alpha1", kind: "FluxClaim", namespace: "apps", name: "web" },
-    };
-    await recorder.emit(spec);
-    await recorder.emit(spec);
+    const recorder = new KubeEventRecorder(world.kube, { instance: "sidecar-0" });
+    await recorder.emit(adopted);
+    await recorder.emit(adopted);
     const events = await list();
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({
@@ -51,14 +44,7 @@ describe("KubeEventRecorder", () => {
 
   it("the memory recorder refuses an Event without action, as the API server does", async () => {
     const m = memoryEvents();
-    const e = {
-      type: "Normal" as const,
-      reason: "Released",
-      action: "",
-      note: "x",
-      regarding: { apiVersion: "v1", kind: "ConfigMap", namespace: "apps", name: "x" },
-    };
-    await expect(m.emit(e)).rejects.toThrow(/action/);
+    await expect(m.emit({ ...adopted, action: "" })).rejects.toThrow(/action/);
     expect(m.events).toEqual([]);
   });
 });

@@ -6,12 +6,12 @@
  * finds the job stalled once its lock runs out and reports it RequestFailed, unless the claim
  * records it (then restart recovery follows it).
  */
-import { Queue, Worker } from "bullmq";
+import { Worker } from "bullmq";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contract.js";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { type Attempt, attemptsQueue } from "../queue/contract.js";
 import { recoveredOperation } from "../test/support/attempts.js";
+import { hostAttempt as attempt, type HostQueues, hostQueues } from "../test/support/executor-host.js";
 import { untilWith } from "../test/support/wait.js";
 import type { OperationExecutor } from "./applier-kind.js";
 import {
@@ -21,64 +21,34 @@ import {
   startExecutorHost,
 } from "./executor.js";
 import { Following } from "./following.js";
-import { queueReporter, type Reporter } from "./reporter.js";
+import { queueReporter } from "./reporter.js";
 
 const until = untilWith({ timeoutMs: 15_000, everyMs: 20 });
 
-const attempt = (token: string): Attempt => ({
-  token,
-  claim: { kind: "FluxClaim", namespace: "apps", name: "web" },
-  applier: { kind: "flux", namespace: "flux-system", name: "web" },
-  branchKey: "git.example/org/repo@main",
-  repository: "https://git.example/org/repo",
-  branch: "main",
-  commit: "c".repeat(40),
-  targets: [{ uid: "u1", namespace: "apps", name: "t1", reason: "ForeignCommit" }],
-  sentAt: new Date().toISOString(),
-});
-
 describe("an attempt whose sidecar died", () => {
-  let redis: IsolatedRedis;
+  let q: HostQueues | undefined;
   let host: ExecutorHost | undefined;
-  let reporter: Reporter | undefined;
-  let sender: Queue | undefined;
-  let collector: Worker | undefined;
-  const reports: Report[] = [];
   /** Attempts the next process carried out: a stalled one must never run again (no retry). */
   const executedAgain: string[] = [];
   /** The next process's bookkeeping of followed and ended operations. */
   let following = new Following();
   /** What the next process logged. */
   const logLines: string[] = [];
-  let markers = 0;
 
   /**
    * No report beyond those collected: once the next process logged `line` (its last word on the
-   * stalled attempt), a marker sent now is collected after anything it sent before (one queue,
-   * one collector, in order).
+   * stalled attempt), everything it sent before is collected.
    */
   async function nothingMoreAfter(line: string) {
     await until(() => logLines.includes(line), `the next process to log "${line}"`);
-    const token = `marker-${++markers}`;
-    const a = attempt(token);
-    await reporter!.phase({
-      token,
-      claim: a.claim,
-      branchKey: a.branchKey,
-      phase: "Running",
-      at: new Date().toISOString(),
-      commit: a.commit,
-    });
-    await until(() => phases(token).length > 0, "the reports sent so far to be collected");
+    await q!.collectedSoFar();
   }
 
   afterEach(async () => {
     await host?.stop();
     host = undefined;
-    await collector?.close();
-    await sender?.close();
-    await reporter?.close();
-    await redis?.cleanup();
+    await q?.close();
+    q = undefined;
   });
 
   /**
@@ -93,17 +63,11 @@ describe("an attempt whose sidecar died", () => {
   ) {
     const lock = defaults ? ATTEMPT_LOCK_MS : 1_000;
     const check = defaults ? ATTEMPT_STALLED_CHECK_MS : 300;
-    redis = await isolatedRedis("stalled");
+    q = await hostQueues("stalled");
+    const { redis } = q;
     const connection = { url: redis.url, maxRetriesPerRequest: null };
-    reports.length = 0;
     executedAgain.length = 0;
     logLines.length = 0;
-    reporter = queueReporter({ redisUrl: redis.url, prefix: redis.prefix });
-    sender = new Queue(attemptsQueue("flux"), { connection, prefix: redis.prefix });
-    collector = new Worker(QUEUES.reports, async (job) => void reports.push(job.data as Report), {
-      connection,
-      prefix: redis.prefix,
-    });
     let taken = false;
     const dying = new Worker(
       attemptsQueue("flux"),
@@ -113,7 +77,7 @@ describe("an attempt whose sidecar died", () => {
       },
       { connection, prefix: redis.prefix, lockDuration: lock, stalledInterval: check, maxStalledCount: 0 },
     );
-    const job = await sender.add("attempt", attempt(token), { attempts: 1 });
+    const job = await q.sender.add("attempt", attempt(token), { attempts: 1 });
     await until(() => taken, "the first process to take the attempt");
     await dying.close(true); // its lock is no longer renewed, as after a SIGKILL
     following = new Following();
@@ -125,7 +89,7 @@ describe("an attempt whose sidecar died", () => {
         },
         ...(recover ? { recover } : {}),
       },
-      reporter,
+      reporter: q.reporter,
       following,
       log: pino({ level: "info" }, { write: (line: string) => void logLines.push(JSON.parse(line).msg) }),
       redisUrl: redis.url,
@@ -136,8 +100,7 @@ describe("an attempt whose sidecar died", () => {
     return job;
   }
 
-  const phases = (token: string) =>
-    reports.filter((r) => r.type === "phase" && r.token === token) as Array<Report & { reason?: string }>;
+  const phases = (token: string) => q!.reportsOf(token);
 
   it("recorded nothing: reported RequestFailed (SidecarLost), once", async () => {
     const job = await diedHolding("t1", async () => false);
@@ -222,7 +185,7 @@ describe("an attempt whose sidecar died", () => {
     let claimRecords = "t8";
     const job = await diedHolding("t8", async (a) => claimRecords === a.token);
     // The second process's end: its own reporter, its own memory, gone with it.
-    const second = queueReporter({ redisUrl: redis.url, prefix: redis.prefix });
+    const second = queueReporter({ redisUrl: q!.redis.url, prefix: q!.redis.prefix });
     const sent = await second.phase({
       token: "t8",
       claim: attempt("t8").claim,

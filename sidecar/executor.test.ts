@@ -1,59 +1,33 @@
-import { Queue, Worker } from "bullmq";
 import { afterEach, describe, expect, it } from "vitest";
-import { type Attempt, attemptsQueue, QUEUES, type Report } from "../queue/contract.js";
+import type { Attempt } from "../queue/contract.js";
 import { silentLogger } from "../queue/log.js";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { recoveredOperation } from "../test/support/attempts.js";
+import { hostAttempt as attempt, type HostQueues, hostQueues } from "../test/support/executor-host.js";
 import { untilWith } from "../test/support/wait.js";
 import type { OperationExecutor } from "./applier-kind.js";
 import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
-import { queueReporter, type Reporter } from "./reporter.js";
 
 const until = untilWith({ timeoutMs: 5000, everyMs: 10 });
 
-const attempt = (token: string, claim = "web"): Attempt => ({
-  token,
-  claim: { kind: "FluxClaim", namespace: "apps", name: claim },
-  applier: { kind: "flux", namespace: "flux-system", name: claim },
-  branchKey: "git.example/org/repo@main",
-  repository: "https://git.example/org/repo",
-  branch: "main",
-  commit: "c".repeat(40),
-  targets: [{ uid: "u1", namespace: "apps", name: "t1", reason: "ForeignCommit" }],
-  sentAt: new Date().toISOString(),
-});
-
 describe("executor host", () => {
-  let redis: IsolatedRedis;
+  let q: HostQueues | undefined;
   let host: ExecutorHost | undefined;
-  let reporter: Reporter;
-  let sender: Queue;
-  let collector: Worker;
-  const reports: Report[] = [];
 
   async function setup(
     executor: OperationExecutor,
     following = new Following(),
     recorded?: (a: Attempt) => Promise<boolean>,
   ) {
-    redis = await isolatedRedis("exec");
-    const connection = { url: redis.url, maxRetriesPerRequest: null };
-    reports.length = 0;
-    reporter = queueReporter({ redisUrl: redis.url, prefix: redis.prefix });
-    sender = new Queue(attemptsQueue("flux"), { connection, prefix: redis.prefix });
-    collector = new Worker(QUEUES.reports, async (job) => void reports.push(job.data as Report), {
-      connection,
-      prefix: redis.prefix,
-    });
+    q = await hostQueues("exec");
     host = startExecutorHost({
       kind: "flux",
       executor,
-      reporter,
+      reporter: q.reporter,
       following,
       log: silentLogger(),
-      redisUrl: redis.url,
-      prefix: redis.prefix,
+      redisUrl: q.redis.url,
+      prefix: q.redis.prefix,
       ...(recorded ? { recorded } : {}),
     });
     return { following };
@@ -62,33 +36,12 @@ describe("executor host", () => {
   afterEach(async () => {
     await host?.stop();
     host = undefined;
-    await collector?.close();
-    await sender?.close();
-    await reporter?.close();
-    await redis?.cleanup();
+    await q?.close();
+    q = undefined;
   });
 
-  const phases = (token: string) =>
-    reports.filter((r) => r.type === "phase" && r.token === token).map((r) => (r as { phase: string }).phase);
-
-  let markers = 0;
-  /**
-   * After a stop, every report the host sent is in the queue (the stop waits for its operations):
-   * a marker sent now is collected after them all (one queue, one collector, in order).
-   */
-  async function collectedSoFar() {
-    const token = `marker-${++markers}`;
-    const a = attempt(token);
-    await reporter.phase({
-      token,
-      claim: a.claim,
-      branchKey: a.branchKey,
-      phase: "Running",
-      at: new Date().toISOString(),
-      commit: a.commit,
-    });
-    await until(() => phases(token).length > 0, "the reports sent so far to be collected");
-  }
+  const phases = (token: string) => q!.phases(token);
+  const collectedSoFar = () => q!.collectedSoFar();
 
   it("reports every phase of an operation with claim, branch key, token and commit", async () => {
     await setup({
@@ -99,10 +52,10 @@ describe("executor host", () => {
         await report("Succeeded", { revisionMismatch: false });
       },
     });
-    await sender.add("attempt", attempt("t1"), { attempts: 1 });
+    await q!.sender.add("attempt", attempt("t1"), { attempts: 1 });
     await until(() => phases("t1").length === 4, "four reports");
     expect(phases("t1")).toEqual(["Requested", "Running", "Settling", "Succeeded"]);
-    expect(reports[0]).toMatchObject({
+    expect(q!.reports[0]).toMatchObject({
       type: "phase",
       claim: { kind: "FluxClaim", namespace: "apps", name: "web" },
       branchKey: "git.example/org/repo@main",
@@ -118,9 +71,9 @@ describe("executor host", () => {
         throw new Error("GitRepository not found");
       },
     });
-    const job = await sender.add("attempt", attempt("t2"), { attempts: 3 });
+    const job = await q!.sender.add("attempt", attempt("t2"), { attempts: 3 });
     await until(() => phases("t2").length === 1, "a report");
-    expect(reports[0]).toMatchObject({ phase: "RequestFailed", message: "GitRepository not found" });
+    expect(q!.reports[0]).toMatchObject({ phase: "RequestFailed", message: "GitRepository not found" });
     // A retry would put the job back in line: it ends for good after one call.
     await until(async () => ["completed", "failed"].includes(await job.getState()), "the job to end");
     expect(calls).toBe(1);
@@ -132,7 +85,7 @@ describe("executor host", () => {
         await report("Requested");
       },
     });
-    await sender.add("attempt", attempt("t3"), { attempts: 1 });
+    await q!.sender.add("attempt", attempt("t3"), { attempts: 1 });
     await until(() => phases("t3").length === 2, "two reports");
     expect(phases("t3")).toEqual(["Requested", "RequestFailed"]);
   });
@@ -147,16 +100,16 @@ describe("executor host", () => {
         await report("Succeeded");
       },
     });
-    await sender.add("attempt", attempt("first"), { attempts: 1 });
+    await q!.sender.add("attempt", attempt("first"), { attempts: 1 });
     await until(() => following.isFollowed("first"), "first followed");
     expect(following.forClaim("apps/web")).toBe("first");
-    await sender.add("attempt", attempt("second"), { attempts: 1 });
+    await q!.sender.add("attempt", attempt("second"), { attempts: 1 });
     await until(() => phases("second").length === 1, "second refused");
-    expect(reports.find((r) => r.token === "second")).toMatchObject({
+    expect(q!.reports.find((r) => r.token === "second")).toMatchObject({
       phase: "RequestFailed",
       reason: "OperationInFlight",
     });
-    await sender.add("attempt", attempt("other", "api"), { attempts: 1 });
+    await q!.sender.add("attempt", attempt("other", "api"), { attempts: 1 });
     await until(() => phases("other").includes("Succeeded"), "another claim runs alongside");
     release();
     await until(() => phases("first").includes("Succeeded"), "first done");
@@ -175,7 +128,7 @@ describe("executor host", () => {
         order.push("shutdown");
       },
     });
-    await sender.add("attempt", attempt("t5"), { attempts: 1 });
+    await q!.sender.add("attempt", attempt("t5"), { attempts: 1 });
     await until(() => phases("t5").length === 1, "running");
     await host!.stop();
     host = undefined;
@@ -207,7 +160,7 @@ describe("executor host", () => {
           return recordedNow();
         },
       );
-      await sender.add("attempt", attempt(token), { attempts: 1 });
+      await q!.sender.add("attempt", attempt(token), { attempts: 1 });
       await inExecute;
       await host!.stop();
       host = undefined;
@@ -221,7 +174,7 @@ describe("executor host", () => {
       expect(asked).toEqual(["s1"]);
       await reported("s1");
       expect(phases("s1")).toEqual(["RequestFailed"]);
-      expect(reports.find((r) => r.token === "s1")).toMatchObject({ reason: "SidecarStopping" });
+      expect(q!.reports.find((r) => r.token === "s1")).toMatchObject({ reason: "SidecarStopping" });
     });
 
     it("also when the executor returned on the abort without an end", async () => {
@@ -272,7 +225,7 @@ describe("executor host", () => {
     const started = host!.recover(recoveredOperation("rec", "d".repeat(40)));
     expect(started).toBe(true);
     await until(() => phases("rec").length === 2, "recovered reports");
-    expect(reports.find((r) => r.token === "rec")).toMatchObject({
+    expect(q!.reports.find((r) => r.token === "rec")).toMatchObject({
       commit: "d".repeat(40),
       phase: "Settling",
     });
@@ -291,13 +244,13 @@ describe("executor host", () => {
           await report("Succeeded");
         },
       });
-      const job = await sender.add("attempt", attempt("j1"), { attempts: 1 });
+      const job = await q!.sender.add("attempt", attempt("j1"), { attempts: 1 });
       await ended(job);
-      const done = await sender.getJob(job.id as string);
+      const done = await q!.sender.getJob(job.id as string);
       expect(await done?.getState()).toBe("completed");
       expect(done?.returnvalue).toMatchObject({ phase: "Succeeded", commit: "c".repeat(40) });
       expect(done?.progress).toMatchObject({ phase: "Succeeded" });
-      const { logs } = await sender.getJobLogs(job.id as string);
+      const { logs } = await q!.sender.getJobLogs(job.id as string);
       expect(logs.map((l) => l.split(" ")[1])).toEqual(["Requested", "Running", "Succeeded"]);
     });
 
@@ -310,9 +263,9 @@ describe("executor host", () => {
           await report("Failed", { reason: "HealthCheckFailed", message: "deployment web not ready" });
         },
       });
-      const job = await sender.add("attempt", attempt("j2"), { attempts: 3 });
+      const job = await q!.sender.add("attempt", attempt("j2"), { attempts: 3 });
       await ended(job);
-      const done = await sender.getJob(job.id as string);
+      const done = await q!.sender.getJob(job.id as string);
       expect(await done?.getState()).toBe("failed");
       expect(done?.failedReason).toBe("Failed: HealthCheckFailed: deployment web not ready");
       expect(phases("j2")).toEqual(["Running", "Failed"]);
@@ -331,19 +284,19 @@ describe("executor host", () => {
           await report("Succeeded");
         },
       });
-      const job = await sender.add("attempt", attempt("j3"), { attempts: 1 });
+      const job = await q!.sender.add("attempt", attempt("j3"), { attempts: 1 });
       await until(
-        async () => (await sender.getJob(job.id as string))?.progress?.toString() !== "0",
+        async () => (await q!.sender.getJob(job.id as string))?.progress?.toString() !== "0",
         "progress",
       );
       await until(
         async () =>
-          ((await sender.getJob(job.id as string))?.progress as { stuck?: boolean } | undefined)?.stuck ===
+          ((await q!.sender.getJob(job.id as string))?.progress as { stuck?: boolean } | undefined)?.stuck ===
           true,
         "stuck",
       );
       expect(await job.getState()).toBe("active");
-      const { logs } = await sender.getJobLogs(job.id as string);
+      const { logs } = await q!.sender.getJobLogs(job.id as string);
       expect(logs.at(-1)).toMatch(
         / STUCK Unresolved — OperationTimeout: no end observed in 10m \(past its deadline/,
       );
@@ -360,16 +313,16 @@ describe("executor host", () => {
           await report(a.token === "j4" ? "Failed" : "Succeeded", { message: "boom" });
         },
       });
-      const failed = await sender.add("attempt", attempt("j4"), { attempts: 1 });
-      const completed = await sender.add("attempt", attempt("j5", "api"), { attempts: 1 });
+      const failed = await q!.sender.add("attempt", attempt("j4"), { attempts: 1 });
+      const completed = await q!.sender.add("attempt", attempt("j5", "api"), { attempts: 1 });
       await ended(failed);
       await ended(completed);
       expect(calls).toBe(2);
-      await (await sender.getJob(failed.id as string))?.retry("failed");
-      await (await sender.getJob(completed.id as string))?.retry("completed");
+      await (await q!.sender.getJob(failed.id as string))?.retry("failed");
+      await (await q!.sender.getJob(completed.id as string))?.retry("completed");
       for (const id of [failed.id, completed.id])
         await until(
-          async () => (await sender.getJob(id as string))?.failedReason?.includes("ran before") === true,
+          async () => (await q!.sender.getJob(id as string))?.failedReason?.includes("ran before") === true,
           "refused",
         );
       expect(calls).toBe(2);

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { Attempt } from "../queue/contract.js";
 import type { KObject } from "../queue/kube/index.js";
 import { makeAttempt } from "../test/support/attempts.js";
+import { inControlStatus } from "../test/support/claims.js";
 import type { BroughtRead } from "./governance-check.js";
 import { judgeStanding } from "./standing.js";
 
@@ -24,18 +25,7 @@ function claim(o: { windows?: unknown[]; used?: { value: string; token: string }
       namespace: "team-a",
     },
     spec: { kustomizationRef: { name: "web" }, ...(o.windows ? { changeWindows: o.windows } : {}) },
-    status: {
-      conditions: [
-        {
-          type: "InControl",
-          status: "True",
-          reason: "Suspended",
-          message: "",
-          lastTransitionTime: "2026-01-01T00:00:00Z",
-        },
-      ],
-      ...(o.used ? { governance: { overrideUsed: o.used } } : {}),
-    },
+    status: { ...inControlStatus(), ...(o.used ? { governance: { overrideUsed: o.used } } : {}) },
   };
 }
 const target = (windows?: unknown[]): KObject => ({

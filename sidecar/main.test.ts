@@ -1,21 +1,13 @@
-import { Queue } from "bullmq";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadConfig } from "../queue/config.js";
-import { type Attempt, attemptsQueue } from "../queue/contract.js";
-import { crdFiles } from "../queue/crds/files.js";
-import { silentLogger } from "../queue/log.js";
-import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
-import { isolatedRedis } from "../test/redis/isolated.js";
+import { hostAttempt } from "../test/support/executor-host.js";
+import { fileWorld } from "../test/support/file-world.js";
+import { startSidecarWorld } from "../test/support/sidecar-world.js";
 import { until } from "../test/support/wait.js";
 import type { ApplierKindModule } from "./applier-kind.js";
-import { ApplierNotAvailable, loadApplierKind, sidecarSettings, startSidecar } from "./main.js";
+import { ApplierNotAvailable, loadApplierKind, sidecarSettings } from "./main.js";
 
-let server: ApiServer;
-beforeAll(async () => {
-  server = await startApiServer();
-  for (const f of crdFiles()) await server.installCrdFile(f);
-});
-afterAll(async () => server?.close());
+const world = fileWorld(() => startSidecarWorld({ label: "sidecar" }));
 
 describe("sidecar wiring", () => {
   it("the webhook address guard: internal addresses refused and private ones allowed unless a flag or the environment says otherwise", () => {
@@ -41,7 +33,6 @@ describe("sidecar wiring", () => {
   });
 
   it("startSidecar runs attempts through the kind's executor and stops gracefully (shutdown hook)", async () => {
-    const redis = await isolatedRedis("sidecar");
     const log: string[] = [];
     const kind: ApplierKindModule = {
       createApplierKind: (deps) => ({
@@ -68,34 +59,13 @@ describe("sidecar wiring", () => {
         },
       }),
     };
-    const sidecar = await startSidecar({
-      applier: "flux",
-      kubeConfig: server.kubeConfig(),
-      redisUrl: redis.url,
-      redisPrefix: redis.prefix,
-      log: silentLogger(),
-      kindModule: kind,
-    });
-    const q = new Queue(attemptsQueue("flux"), { connection: { url: redis.url }, prefix: redis.prefix });
-    const attempt: Attempt = {
-      token: "t1",
-      claim: { kind: "FluxClaim", namespace: "apps", name: "web" },
-      applier: { kind: "flux", namespace: "flux-system", name: "web" },
-      branchKey: "git.example/org/repo@main",
-      repository: "https://git.example/org/repo",
-      branch: "main",
-      commit: "f".repeat(40),
-      targets: [{ uid: "u", namespace: "apps", name: "t", reason: "CatchUp" }],
-      sentAt: new Date().toISOString(),
-    };
-    await q.add("attempt", attempt, { attempts: 1 });
+    const sidecar = await world.startSidecar({ applier: "flux", kindModule: kind });
+    await world.queues.send(hostAttempt("t1"));
     await until(() => log.includes("execute:t1:flux"), "the attempt executed", {
       timeoutMs: 5000,
       everyMs: 10,
     });
     await sidecar.stop();
     expect(log).toEqual(["execute:t1:flux", "shutdown", "observer stopped"]);
-    await q.close();
-    await redis.cleanup();
   });
 });

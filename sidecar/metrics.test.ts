@@ -7,10 +7,11 @@ import { RESOURCES } from "../queue/kube/index.js";
 import { silentLogger } from "../queue/log.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { isolatedRedis } from "../test/redis/isolated.js";
+import { makeAttempt } from "../test/support/attempts.js";
 import { untilWith } from "../test/support/wait.js";
 import type { ApplierKindModule, ClaimController, ExternalCheck } from "./applier-kind.js";
 import { readiness } from "./http.js";
-import { startSidecar } from "./main.js";
+import { type SidecarOptions, startSidecar } from "./main.js";
 import { createSidecarMetrics } from "./metrics.js";
 
 /** Value of the series `name` whose labels are exactly `labels`; undefined when absent. */
@@ -143,19 +144,16 @@ function testKind() {
   return { kind, state, release };
 }
 
-function sampleAttempt(token: string): Attempt {
-  return {
+const sampleAttempt = (token: string): Attempt =>
+  makeAttempt({
     token,
-    claim: { kind: "FluxClaim", namespace: "metrics-apps", name: "web" },
+    namespace: "metrics-apps",
     applier: { kind: "flux", namespace: "flux-system", name: "web" },
     branchKey: "git.example/org/repo@main",
     repository: REPO,
-    branch: "main",
-    commit: "a".repeat(40),
     targets: [{ uid: "u", namespace: "metrics-apps", name: "site", reason: "CatchUp" }],
     sentAt: new Date().toISOString(),
-  };
-}
+  });
 
 /** A TCP relay to the test Redis that can be cut and restored on the same port. */
 async function redisRelay(target: URL) {
@@ -207,19 +205,27 @@ describe("sidecar HTTP endpoints", () => {
   });
   afterAll(async () => server?.close());
 
-  it("serves claim Ready, Unresolved operations and counters on /metrics, and health", async () => {
-    const redis = await isolatedRedis("sidecar-metrics");
-    const { kind, state, release } = testKind();
-    const sidecar = await startSidecar({
+  /** The sidecar with `kind`, on the API server and Redis given, serving its endpoints on 127.0.0.1. */
+  const serving = (
+    redis: { url: string; prefix: string },
+    kind: ApplierKindModule,
+    over: Partial<SidecarOptions<"flux">> = {},
+  ) =>
+    startSidecar({
       applier: "flux",
       kubeConfig: server.kubeConfig(),
       redisUrl: redis.url,
       redisPrefix: redis.prefix,
       log: silentLogger(),
       kindModule: kind,
-      resyncMs: 200,
       serve: { port: 0, host: "127.0.0.1" },
+      ...over,
     });
+
+  it("serves claim Ready, Unresolved operations and counters on /metrics, and health", async () => {
+    const redis = await isolatedRedis("sidecar-metrics");
+    const { kind, state, release } = testKind();
+    const sidecar = await serving(redis, kind, { resyncMs: 200 });
     const q = new Queue(attemptsQueue("flux"), { connection: { url: redis.url }, prefix: redis.prefix });
     try {
       const base = sidecar.http?.url;
@@ -317,15 +323,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
   }, async () => {
     const redis = await isolatedRedis("sidecar-ready-watch");
     const { kind } = testKind();
-    const sidecar = await startSidecar({
-      applier: "flux",
-      kubeConfig: server.kubeConfig(),
-      redisUrl: redis.url,
-      redisPrefix: redis.prefix,
-      log: silentLogger(),
-      kindModule: kind,
-      serve: { port: 0, host: "127.0.0.1" },
-    });
+    const sidecar = await serving(redis, kind);
     const readyz = async () => {
       const res = await fetch(`${sidecar.http?.url}/readyz`);
       return { status: res.status, body: await res.text() };
@@ -363,15 +361,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/site, claimRef: {kind
     const redis = await isolatedRedis("sidecar-ready");
     const relay = await redisRelay(new URL(redis.url));
     const { kind, release } = testKind();
-    const sidecar = await startSidecar({
-      applier: "flux",
-      kubeConfig: server.kubeConfig(),
-      redisUrl: relay.url,
-      redisPrefix: redis.prefix,
-      log: silentLogger(),
-      kindModule: kind,
-      serve: { port: 0, host: "127.0.0.1" },
-    });
+    const sidecar = await serving({ url: relay.url, prefix: redis.prefix }, kind);
     const q = new Queue(attemptsQueue("flux"), { connection: { url: redis.url }, prefix: redis.prefix });
     const readyz = async () => {
       const res = await fetch(`${sidecar.http?.url}/readyz`);

@@ -1,13 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { crdFiles } from "../queue/crds/files.js";
+import { describe, expect, it } from "vitest";
 import {
   ConflictRetriesExhausted,
   type KObject,
-  Kube,
+  type Kube,
   RESOURCES,
   statusWriter,
 } from "../queue/kube/index.js";
-import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
+import { COMMIT } from "../test/support/attempts.js";
+import { fileWorld } from "../test/support/file-world.js";
+import { startSidecarWorld } from "../test/support/sidecar-world.js";
 import {
   type ClaimLocator,
   completeOperation,
@@ -19,9 +20,7 @@ import {
   withdrawOperation,
 } from "./operation-record.js";
 
-const COMMIT = "a".repeat(40);
 const OTHER = "b".repeat(40);
-let server: ApiServer;
 let kube: Kube;
 let n = 0;
 
@@ -42,13 +41,21 @@ const op = (token: string, commit = COMMIT) => ({
   targets: [{ uid: "u1", reason: "ForeignCommit" as const }],
 });
 
-beforeAll(async () => {
-  server = await startApiServer();
-  for (const f of crdFiles()) await server.installCrdFile(f);
-  kube = new Kube(server.kubeConfig());
-  await kube.core.createNamespace({ body: { metadata: { name: "apps" } } });
+fileWorld(async () => {
+  const w = await startSidecarWorld({ namespaces: ["apps"] });
+  kube = w.kube;
+  return w;
 });
-afterAll(async () => server?.close());
+
+/** Another writer's change to the claim's status (a repair made due). */
+const otherWrite = (claim: ClaimLocator) =>
+  kube.mergePatch(
+    claim.type,
+    claim.namespace,
+    claim.name,
+    { status: { repairPending: true } },
+    { status: true },
+  );
 
 describe("operation record", () => {
   it("records a Requested operation through the status subresource", async () => {
@@ -201,13 +208,7 @@ describe("operation record", () => {
     racing.mergePatch = async <T>(...args: Parameters<Kube["mergePatch"]>) => {
       if (!interfered && args[4]?.status) {
         interfered = true;
-        await kube.mergePatch(
-          claim.type,
-          claim.namespace,
-          claim.name,
-          { status: { repairPending: true } },
-          { status: true },
-        );
+        await otherWrite(claim);
       }
       return kube.mergePatch<T>(...args);
     };
@@ -276,13 +277,7 @@ describe("operation record", () => {
       const claim = await newClaim();
       const seen = { claim: (await kube.get<KObject>(claim.type, claim.namespace, claim.name))! };
       await recordOperation(kube, claim, op("t1"), { seen });
-      await kube.mergePatch(
-        claim.type,
-        claim.namespace,
-        claim.name,
-        { status: { repairPending: true } },
-        { status: true },
-      );
+      await otherWrite(claim);
       await kube.mergePatch(claim.type, claim.namespace, claim.name, { metadata: { labels: { x: "1" } } });
       const k = counting();
       await updateOperation(k, claim, "t1", { phase: "Running" }, { seen });

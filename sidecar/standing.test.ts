@@ -1,22 +1,18 @@
 import { describe, expect, it } from "vitest";
 import type { Attempt } from "../queue/contract.js";
 import type { KObject } from "../queue/kube/index.js";
+import { makeAttempt } from "../test/support/attempts.js";
 import { judgeStanding, type StandingInput } from "./standing.js";
 
-const attempt: Attempt = {
-  token: "t1",
+const attempt = makeAttempt({
   claim: { kind: "ArgoCDClaim", namespace: "team-a", name: "web" },
   applier: { kind: "argocd", namespace: "argocd", name: "web" },
-  branchKey: "git.example/r@main",
-  repository: "https://git.example/r",
-  branch: "main",
-  commit: "a".repeat(40),
   targets: [
     { uid: "u1", namespace: "team-a", name: "one", reason: "ForeignCommit" },
     { uid: "u2", namespace: "team-a", name: "two", reason: "Refusal" },
   ],
   sentAt: "2026-01-01T00:00:00Z",
-};
+});
 
 const inControl = (status: string, reason = "AutomatedSyncOff", message = "") => ({
   conditions: [{ type: "InControl", status, reason, message, lastTransitionTime: "2026-01-01T00:00:00Z" }],

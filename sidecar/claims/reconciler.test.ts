@@ -1,8 +1,9 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { crdFiles } from "../../queue/crds/files.js";
-import { type KObject, Kube, RESOURCES } from "../../queue/kube/index.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { claimStatusOf, type KObject, type Kube, RESOURCES } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
-import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
+import type { ApiServer } from "../../test/cluster/apiserver/index.js";
+import { fileWorld } from "../../test/support/file-world.js";
+import { startSidecarWorld } from "../../test/support/sidecar-world.js";
 import { untilWith } from "../../test/support/wait.js";
 import type { ClaimController, ExternalCheck } from "../applier-kind.js";
 import { memoryEvents } from "../events.js";
@@ -63,13 +64,12 @@ describe("claim reconciler", () => {
   let reconciler: ClaimReconciler | undefined;
   let namespace: string;
 
-  beforeAll(async () => {
-    server = await startApiServer({ bookmarkIntervalMs: 100 });
-    for (const f of crdFiles()) await server.installCrdFile(f);
-    kube = new Kube(server.kubeConfig());
-    await kube.core.createNamespace({ body: { metadata: { name: "flux-system" } } });
+  fileWorld(async () => {
+    const w = await startSidecarWorld({ namespaces: ["flux-system"] });
+    server = w.api;
+    kube = w.kube;
+    return w;
   });
-  afterAll(async () => server?.close());
   afterEach(async () => {
     await reconciler?.stop();
     reconciler = undefined;
@@ -138,15 +138,29 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
 `;
   const get = (name: string) => kube.get<KObject>(RESOURCES.fluxClaim, namespace, name);
   const cond = async (name: string, type: string) =>
-    findCondition(((await get(name))?.status as { conditions?: never } | undefined)?.conditions, type);
+    findCondition(claimStatusOf(await get(name))?.conditions, type);
+  /** Waits until the claim's condition of `type` says `reason`; answers it. */
+  const condSays = (name: string, type: string, reason: string) =>
+    until(async () => {
+      const c = await cond(name, type);
+      return c?.reason === reason && c;
+    }, `${type} ${reason} on ${name}`);
+  /** The claim `name` and the GitTarget `target` naming it. */
+  const named = async (name: string, target: string) => {
+    await server.applyYaml(claimYaml(name));
+    await server.applyYaml(targetYaml(target, name));
+  };
+  /** The claim `web` named by the GitTarget `t1`, once the reconciler holds its applier; its locator. */
+  const heldWeb = async () => {
+    await named("web", "t1");
+    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    return { type: RESOURCES.fluxClaim, namespace, name: "web" };
+  };
 
   it("an unreferenced claim is Ready=True NotReferenced, holds nothing and carries no finalizer", async () => {
     const { state } = await setup();
     await server.applyYaml(claimYaml("idle"));
-    const ready = await until(async () => {
-      const c = await cond("idle", "Ready");
-      return c?.reason === "NotReferenced" && c;
-    }, "NotReferenced");
+    const ready = await condSays("idle", "Ready", "NotReferenced");
     expect(ready.status).toBe("True");
     expect((await cond("idle", "Configured"))?.status).toBe("Unknown");
     expect((await get("idle"))?.metadata.finalizers ?? []).not.toContain(CLAIM_FINALIZER);
@@ -155,8 +169,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
 
   it("a claim an eligible GitTarget references gets the finalizer first, then is held", async () => {
     const { state } = await setup();
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
+    await named("web", "t1");
     await until(async () => (await cond("web", "InControl"))?.reason === "Suspended", "held");
     const claim = await get("web");
     expect(claim?.metadata.finalizers).toContain(CLAIM_FINALIZER);
@@ -169,15 +182,10 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
 
   it("a second claim for the same applier waits in line: HeldByAnotherClaim, never held", async () => {
     const { state } = await setup();
-    await server.applyYaml(claimYaml("first"));
-    await server.applyYaml(targetYaml("t1", "first"));
+    await named("first", "t1");
     await until(async () => (await cond("first", "InControl"))?.status === "True", "first held");
-    await server.applyYaml(claimYaml("second"));
-    await server.applyYaml(targetYaml("t2", "second"));
-    const c = await until(async () => {
-      const x = await cond("second", "Configured");
-      return x?.reason === "HeldByAnotherClaim" && x;
-    }, "second waits");
+    await named("second", "t2");
+    const c = await condSays("second", "Configured", "HeldByAnotherClaim");
     expect(c.status).toBe("False");
     expect(c.message).toContain(`${namespace}/first`);
     expect(state.calls).not.toContain(`hold:${namespace}/second`);
@@ -186,12 +194,8 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
   it("a source on another branch refuses: SourceMismatch, nothing held", async () => {
     const { state } = await setup();
     state.branch = "release";
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    const c = await until(async () => {
-      const x = await cond("web", "Configured");
-      return x?.reason === "SourceMismatch" && x;
-    }, "SourceMismatch");
+    await named("web", "t1");
+    const c = await condSays("web", "Configured", "SourceMismatch");
     expect(c.status).toBe("False");
     expect(state.calls.filter((c) => c.includes(`${namespace}/`))).toEqual([]);
   });
@@ -203,8 +207,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
       reason: "SuspendOwnedElsewhere",
       message: "flux-operator applies spec.suspend",
     };
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
+    await named("web", "t1");
     await until(async () => (await cond("web", "Configured"))?.reason === "SuspendOwnedElsewhere", "refused");
     expect((await cond("web", "Ready"))?.status).toBe("False");
     expect(state.calls.filter((c) => c.includes(`${namespace}/`))).toEqual([]);
@@ -212,9 +215,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
 
   it("no GitTarget referencing it anymore hands back, then drops the finalizer (Released Event)", async () => {
     const { state, events } = await setup();
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    await heldWeb();
     await kube.delete(RESOURCES.gitTarget, namespace, "t1");
     await until(
       async () => !((await get("web"))?.metadata.finalizers ?? []).includes(CLAIM_FINALIZER),
@@ -231,9 +232,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
 
   it("a hand-back not done keeps the finalizer and shows InControl=False Releasing", async () => {
     const { state } = await setup();
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    await heldWeb();
     state.handBackDone = false;
     await kube.delete(RESOURCES.fluxClaim, namespace, "web");
     await until(async () => (await cond("web", "InControl"))?.reason === "Releasing", "releasing");
@@ -245,10 +244,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
 
   it("an operation in flight nobody follows is completed Failed (OperationUnfollowed) after the grace period", async () => {
     const { events, reporter } = await setup({ unfollowedGraceMs: 200 });
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
-    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const loc = await heldWeb();
     await recordOperation(kube, loc, {
       token: "lost",
       commit: "e".repeat(40),
@@ -274,10 +270,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
     // Requested, refused the next attempts (OperationInFlight), and a minute later the record was
     // settled as unfollowed and reported Failed: two ends for one operation.
     const { reporter, following, events } = await setup({ unfollowedGraceMs: 200 });
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
-    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const loc = await heldWeb();
     const endedHere = async (token: string, phase: "Stale" | "Succeeded", resumed = false) => {
       await recordOperation(kube, loc, {
         token,
@@ -315,10 +308,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
     // Succeeded on the claim and queuing the report. The next sidecar saw nothing in flight, and
     // the worker waited for that attempt's end forever.
     const { reporter, following } = await setup();
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
-    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const loc = await heldWeb();
     const earlier = () => new Date(Date.now() - 3_600_000);
     await recordOperation(
       kube,
@@ -359,10 +349,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
 
   it("an operation this process follows is left alone", async () => {
     const { following } = await setup({ unfollowedGraceMs: 50 });
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
-    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const loc = await heldWeb();
     const unfollow = following.follow("mine", `${namespace}/web`);
     await recordOperation(kube, loc, {
       token: "mine",
@@ -380,9 +367,7 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
 
   it("a restarted reconciler judges a held claim only once it has listed everything: it is never handed back", async () => {
     const { state } = await setup();
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
+    await heldWeb();
     await reconciler!.stop();
     // A fresh start: its informers list again, and the GitTargets' list lands last.
     expect(kube.informers.running()).toEqual([]);
@@ -405,18 +390,14 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
   it("a reconcile that fails is retried after its own backoff, not at the next safety-net pass", async () => {
     const { state } = await setup({ resyncMs: 600_000, retryBackoffMs: () => 20 });
     state.holdFailures = 3;
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
+    await named("web", "t1");
     await until(async () => (await cond("web", "InControl"))?.status === "True", "held after the failures");
     expect(state.holdFailures).toBe(0);
   });
 
   it("an operation's end is an Event on the claim: Normal OperationSucceeded, Warning OperationFailed", async () => {
     const { events, following } = await setup();
-    await server.applyYaml(claimYaml("web"));
-    await server.applyYaml(targetYaml("t1", "web"));
-    await until(async () => (await cond("web", "InControl"))?.status === "True", "held");
-    const loc = { type: RESOURCES.fluxClaim, namespace, name: "web" };
+    const loc = await heldWeb();
     const ends = () =>
       events.events.filter((e) => e.regarding.namespace === namespace && e.action === "Apply");
     const run = async (token: string, phase: "Succeeded" | "Failed", outcome?: string) => {
@@ -465,12 +446,8 @@ spec: {providerRef: {name: repo}, branch: main, path: apps/${namespace}/${name},
   describe("who may hold an applier in another namespace", () => {
     it("without an ApplierGrant there: Ready=False ApplierNamespaceNotAllowed, nothing held, no finalizer", async () => {
       const { state } = await setup({ grant: false });
-      await server.applyYaml(claimYaml("web"));
-      await server.applyYaml(targetYaml("t1", "web"));
-      const ready = await until(async () => {
-        const c = await cond("web", "Ready");
-        return c?.reason === "ApplierNamespaceNotAllowed" && c;
-      }, "ApplierNamespaceNotAllowed");
+      await named("web", "t1");
+      const ready = await condSays("web", "Ready", "ApplierNamespaceNotAllowed");
       expect(ready.status).toBe("False");
       expect(ready.message).toContain(`flux-system/web-${namespace}`);
       expect(ready.message).toContain(namespace);
@@ -488,8 +465,7 @@ spec: {from: [{namespace: ${namespace}, kind: ArgoCDClaim}]}
 `);
       await server.applyYaml(grantYaml(`other-ns-${namespace}`, `not-${namespace}`));
       await server.applyYaml(grantYaml(`other-applier-${namespace}`, namespace, "someone-else"));
-      await server.applyYaml(claimYaml("web"));
-      await server.applyYaml(targetYaml("t1", "web"));
+      await named("web", "t1");
       await until(
         async () => (await cond("web", "Ready"))?.reason === "ApplierNamespaceNotAllowed",
         "refused",
@@ -504,8 +480,7 @@ spec: {from: [{namespace: ${namespace}, kind: ArgoCDClaim}]}
 
     it("the grant made, the claim holds; the grant removed, the applier is handed back as on deletion", async () => {
       const { state, events } = await setup({ grant: false });
-      await server.applyYaml(claimYaml("web"));
-      await server.applyYaml(targetYaml("t1", "web"));
+      await named("web", "t1");
       await until(
         async () => (await cond("web", "Ready"))?.reason === "ApplierNamespaceNotAllowed",
         "refused",

@@ -1,68 +1,57 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { WatchRule } from "../../queue/crds/index.js";
 import { scopeOf } from "../../queue/scope.js";
-import { kindRefusal, matchesSelector, outOfScope, type ResolvedKind, selects } from "./rules.js";
+import { CONFIG_MAP, NAMESPACE, watchRule } from "../../test/support/watch-rules.js";
+import { kindRefusal, matchesSelector, outOfScope, selects } from "./rules.js";
 
-const CM: ResolvedKind = {
-  group: "",
-  version: "v1",
-  kind: "ConfigMap",
-  resource: "configmaps",
-  namespaced: true,
-};
-const NS: ResolvedKind = {
-  group: "",
-  version: "v1",
-  kind: "Namespace",
-  resource: "namespaces",
-  namespaced: false,
-};
-
-function rule(spec: Partial<WatchRule["spec"]> = {}): WatchRule {
-  return {
-    apiVersion: "applygate.dev/v1alpha1",
-    kind: "WatchRule",
-    metadata: { name: "r", namespace: "team" },
-    spec: { targetRef: { name: "site" }, kinds: [{ group: "", version: "v1", kind: "ConfigMap" }], ...spec },
-  };
-}
 const own = scopeOf({ namespace: "team", name: "site" }, []);
+/** The GitTarget's scope with a ScopeGrant giving it `spec` (namespaces or kinds) beyond its own. */
+const grantedBy = (spec: Record<string, unknown>) =>
+  scopeOf({ namespace: "team", name: "site" }, [
+    {
+      apiVersion: "applygate.dev/v1alpha1",
+      kind: "ScopeGrant",
+      metadata: { name: "g" },
+      spec: { targets: [{ namespace: "team" }], ...spec },
+    },
+  ]);
 const obj = (namespace: string | undefined, labels: Record<string, string> = {}) => ({
   metadata: { name: "c", ...(namespace ? { namespace } : {}), labels },
 });
 
 describe("which rules select an object", () => {
   it("its own namespace by default, by kind or by resource", () => {
-    expect(selects(rule(), own, CM, obj("team"))).toEqual({ selected: true });
+    expect(selects(watchRule(), own, CONFIG_MAP, obj("team"))).toEqual({ selected: true });
     expect(
-      selects(rule({ kinds: [{ group: "", version: "v1", resource: "configmaps" }] }), own, CM, obj("team")),
+      selects(
+        watchRule({ kinds: [{ group: "", version: "v1", resource: "configmaps" }] }),
+        own,
+        CONFIG_MAP,
+        obj("team"),
+      ),
     ).toEqual({
       selected: true,
     });
-    expect(selects(rule(), own, CM, obj("other"))).toEqual({ selected: false });
+    expect(selects(watchRule(), own, CONFIG_MAP, obj("other"))).toEqual({ selected: false });
     expect(
-      selects(rule({ kinds: [{ group: "apps", version: "v1", kind: "ConfigMap" }] }), own, CM, obj("team"))
-        .selected,
+      selects(
+        watchRule({ kinds: [{ group: "apps", version: "v1", kind: "ConfigMap" }] }),
+        own,
+        CONFIG_MAP,
+        obj("team"),
+      ).selected,
     ).toBe(false);
   });
 
   it("another namespace only with a ScopeGrant: a namespace editor's rule naming it selects nothing there, and its status says so by namespace alone", () => {
-    const r = rule({ namespaces: ["other"] });
-    expect(selects(r, own, CM, obj("other"))).toEqual({ selected: false });
-    expect(outOfScope(r, own, [CM])).toEqual([
+    const r = watchRule({ namespaces: ["other"] });
+    expect(selects(r, own, CONFIG_MAP, obj("other"))).toEqual({ selected: false });
+    expect(outOfScope(r, own, [CONFIG_MAP])).toEqual([
       "ConfigMap in namespace other: GitTarget team/site holds namespaced objects in team only unless a ScopeGrant names namespace other (ForeignNamespace)",
     ]);
-    const granted = scopeOf({ namespace: "team", name: "site" }, [
-      {
-        apiVersion: "applygate.dev/v1alpha1",
-        kind: "ScopeGrant",
-        metadata: { name: "g" },
-        spec: { targets: [{ namespace: "team" }], namespaces: ["other"] },
-      },
-    ]);
-    expect(selects(r, granted, CM, obj("other"))).toEqual({ selected: true });
-    expect(outOfScope(r, granted, [CM])).toEqual([]);
+    const granted = grantedBy({ namespaces: ["other"] });
+    expect(selects(r, granted, CONFIG_MAP, obj("other"))).toEqual({ selected: true });
+    expect(outOfScope(r, granted, [CONFIG_MAP])).toEqual([]);
   });
 
   it("the scope before the selector: whether an out-of-scope object matches the selector makes no difference anywhere (no label oracle)", () => {
@@ -71,29 +60,22 @@ describe("which rules select an object", () => {
         fc.dictionary(fc.constantFrom("app", "tier", "secret"), fc.constantFrom("a", "b")),
         fc.dictionary(fc.constantFrom("app", "tier", "secret"), fc.constantFrom("a", "b")),
         (matchLabels, labels) => {
-          const r = rule({ namespaces: ["team", "other"], selector: { matchLabels } });
+          const r = watchRule({ namespaces: ["team", "other"], selector: { matchLabels } });
           const foreign = { metadata: { name: "x", namespace: "other", labels } };
-          expect(selects(r, own, CM, foreign)).toEqual({ selected: false });
+          expect(selects(r, own, CONFIG_MAP, foreign)).toEqual({ selected: false });
         },
       ),
     );
   });
 
   it("a cluster-scoped kind only with a ScopeGrant of that kind", () => {
-    const r = rule({ kinds: [{ group: "", version: "v1", kind: "Namespace" }] });
-    expect(selects(r, own, NS, obj(undefined)).selected).toBe(false);
-    expect(outOfScope(r, own, [NS])).toEqual([
+    const r = watchRule({ kinds: [{ group: "", version: "v1", kind: "Namespace" }] });
+    expect(selects(r, own, NAMESPACE, obj(undefined)).selected).toBe(false);
+    expect(outOfScope(r, own, [NAMESPACE])).toEqual([
       "Namespace (cluster-scoped): GitTarget team/site holds no cluster-scoped objects (no namespace) unless a ScopeGrant names kind Namespace (ClusterScoped)",
     ]);
-    const granted = scopeOf({ namespace: "team", name: "site" }, [
-      {
-        apiVersion: "applygate.dev/v1alpha1",
-        kind: "ScopeGrant",
-        metadata: { name: "g" },
-        spec: { targets: [{ namespace: "team" }], kinds: [{ group: "", kind: "Namespace" }] },
-      },
-    ]);
-    expect(selects(r, granted, NS, obj(undefined))).toEqual({ selected: true });
+    const granted = grantedBy({ kinds: [{ group: "", kind: "Namespace" }] });
+    expect(selects(r, granted, NAMESPACE, obj(undefined))).toEqual({ selected: true });
   });
 
   it("Secrets are never watched, whatever the rule or the RBAC", () => {
@@ -103,10 +85,10 @@ describe("which rules select an object", () => {
   });
 
   it("the label selector and suspend", () => {
-    const r = rule({ selector: { matchLabels: { app: "web" } } });
-    expect(selects(r, own, CM, obj("team", { app: "web" })).selected).toBe(true);
-    expect(selects(r, own, CM, obj("team", { app: "db" })).selected).toBe(false);
-    expect(selects(rule({ suspend: true }), own, CM, obj("team")).selected).toBe(false);
+    const r = watchRule({ selector: { matchLabels: { app: "web" } } });
+    expect(selects(r, own, CONFIG_MAP, obj("team", { app: "web" })).selected).toBe(true);
+    expect(selects(r, own, CONFIG_MAP, obj("team", { app: "db" })).selected).toBe(false);
+    expect(selects(watchRule({ suspend: true }), own, CONFIG_MAP, obj("team")).selected).toBe(false);
   });
 });
 

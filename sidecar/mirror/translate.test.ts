@@ -2,38 +2,18 @@ import { describe, expect, it } from "vitest";
 import type { WatchRule } from "../../queue/crds/index.js";
 import type { KObject } from "../../queue/kube/index.js";
 import { scopeOf } from "../../queue/scope.js";
-import type { ResolvedKind } from "./rules.js";
+import { CONFIG_MAP, SECRET, watchRule } from "../../test/support/watch-rules.js";
 import type { ResolvedTarget } from "./targets.js";
 import { type TranslateInput, translate } from "./translate.js";
 
-const CM: ResolvedKind = {
-  group: "",
-  version: "v1",
-  kind: "ConfigMap",
-  resource: "configmaps",
-  namespaced: true,
-};
-const SECRET: ResolvedKind = {
-  group: "",
-  version: "v1",
-  kind: "Secret",
-  resource: "secrets",
-  namespaced: true,
-};
-
-const rule = (spec: Partial<WatchRule["spec"]> = {}): WatchRule => ({
-  apiVersion: "applygate.dev/v1alpha1",
-  kind: "WatchRule",
-  metadata: { name: "r", namespace: "team" },
-  spec: {
-    targetRef: { name: "site" },
+const rule = (spec: Partial<WatchRule["spec"]> = {}): WatchRule =>
+  watchRule({
     kinds: [
       { group: "", version: "v1", kind: "ConfigMap" },
       { group: "", version: "v1", kind: "Secret" },
     ],
     ...spec,
-  },
-});
+  });
 const target: ResolvedTarget = {
   namespace: "team",
   name: "site",
@@ -73,7 +53,7 @@ const cm = (
 const input = (over: Partial<TranslateInput>): TranslateInput => ({
   rule: rule(),
   target,
-  kind: CM,
+  kind: CONFIG_MAP,
   type: "add",
   obj: cm({ a: "1" }),
   controllerManagers: [],

@@ -1,19 +1,19 @@
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { Attempt } from "../../queue/contract.js";
+import { makeAttempt } from "../../test/support/attempts.js";
 import { requestBody, signedRequest } from "./request.js";
 
-const attempt = (reasons: Attempt["targets"][number]["reason"][]): Attempt => ({
-  token: "op-1",
-  claim: { kind: "WebhookClaim", namespace: "team-a", name: "deployer" },
-  applier: { kind: "webhook", namespace: "team-a", name: "deployer" },
-  branchKey: "git.example/org/repo@main",
-  repository: "https://git.example/org/repo.git",
-  branch: "main",
-  commit: "a".repeat(40),
-  targets: reasons.map((reason, i) => ({ uid: `u${i}`, namespace: "team-a", name: `t${i}`, reason })),
-  sentAt: "2026-01-01T00:00:00Z",
-});
+const attempt = (reasons: Attempt["targets"][number]["reason"][]): Attempt =>
+  makeAttempt({
+    token: "op-1",
+    claim: { kind: "WebhookClaim", namespace: "team-a", name: "deployer" },
+    applier: { kind: "webhook", namespace: "team-a", name: "deployer" },
+    branchKey: "git.example/org/repo@main",
+    repository: "https://git.example/org/repo.git",
+    targets: reasons.map((reason, i) => ({ uid: `u${i}`, namespace: "team-a", name: `t${i}`, reason })),
+    sentAt: "2026-01-01T00:00:00Z",
+  });
 
 describe("requestBody", () => {
   it("names the attempt's first reason by precedence, CatchUp included", () => {

@@ -9,6 +9,9 @@ import type { Attempt, ReportPhase } from "../../queue/contract.js";
 import { TERMINAL_PHASES } from "../../queue/contract.js";
 import type { RecoveredOperation } from "../../sidecar/applier-kind.js";
 
+/** The commit an attempt is for unless a test says otherwise. */
+export const COMMIT = "a".repeat(40);
+
 export interface AttemptFixture extends Partial<Attempt> {
   /**
    * Namespace of the claim, of its applier and of its one GitTarget (default `team-a`), where
@@ -31,7 +34,7 @@ export function makeAttempt(fixture: AttemptFixture = {}): Attempt {
     branchKey: "git.example/r@main",
     repository: "https://git.example/r",
     branch: "main",
-    commit: "a".repeat(40),
+    commit: COMMIT,
     targets: [{ uid: "u1", namespace, name: "one", reason: "ForeignCommit" }],
     sentAt: "2026-12-01T11:59:59Z",
     ...over,
