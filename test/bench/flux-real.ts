@@ -12,7 +12,8 @@
  * requestedAt on an unsuspended Kustomization whose one ConfigMap was edited out of band, until
  * the token is handled with Ready=True (the same build and the apply of one changed object). One
  * of each back to back per run, so a drifting load weighs on both. Needs `npm run real:build`;
- * without it prints why and measures nothing. `FLUX_REAL_BENCH_RUNS` (default 15).
+ * without it prints why and measures nothing. `FLUX_REAL_BENCH_RUNS` (default 15);
+ * `FLUX_REAL_BENCH_OBJECTS` (default 1) objects in the folder, of which each run changes one.
  */
 
 import { execFile } from "node:child_process";
@@ -37,6 +38,11 @@ import { median } from "./send-to-apply.js";
 
 const execFileAsync = promisify(execFile);
 const RUNS = Number(process.env.FLUX_REAL_BENCH_RUNS ?? 15);
+/** Objects in the Kustomization's folder (`FLUX_REAL_BENCH_OBJECTS`, default 1); one of them changes each run. */
+const OBJECTS = Number(process.env.FLUX_REAL_BENCH_OBJECTS ?? 1);
+/** The object each run changes, and its file. */
+const CHANGED = OBJECTS > 1 ? "cm-0" : "app-config";
+const CHANGED_FILE = OBJECTS > 1 ? "apps/cm-0.yaml" : "apps/cm.yaml";
 const REQUESTED_AT = "reconcile.fluxcd.io/requestedAt";
 const SIDECAR_RBAC = fileURLToPath(new URL("../../manifests/flux/rbac.yaml", import.meta.url));
 
@@ -93,8 +99,10 @@ export async function run(): Promise<Figure[]> {
     kubes.push(kube, executorKube);
     const world = { kube, git, clones: new GitAncestry({ cacheDir, remoteFor: remoteFromCluster(kube) }) };
 
-    const plain = await scene(world);
+    const objects = OBJECTS > 1 ? { objects: OBJECTS } : {};
+    const plain = await scene(world, objects);
     const held = await scene(world, {
+      ...objects,
       options: { pollMs: 1000 },
       executorKube,
       checks: { standing: (a) => recheckStanding(executorKube, a) },
@@ -108,7 +116,7 @@ export async function run(): Promise<Figure[]> {
       await kube.core.patchNamespacedConfigMap(
         {
           namespace: plain.ns,
-          name: "app-config",
+          name: CHANGED,
           body: { data: { v: `drift-${i}` } },
           fieldManager: "kubectl-edit",
         },
@@ -125,15 +133,17 @@ export async function run(): Promise<Figure[]> {
         return ks?.status?.lastHandledReconcileAt === token && ready?.status === "True";
       }, "the plain reconcile");
       const plainRun = performance.now() - t0;
-      if ((await plain.configValue()) !== "1") throw new Error("the plain reconcile did not revert the edit");
+      if ((await plain.configValue(CHANGED)) !== "1")
+        throw new Error("the plain reconcile did not revert the edit");
 
-      const commit = await held.push({ "apps/cm.yaml": configMap("app-config", `o${i}`) });
+      const commit = await held.push({ [CHANGED_FILE]: configMap(CHANGED, `o${i}`) });
       await prefetch(kube, held, commit, `fetch-${i}`);
       const t1 = performance.now();
       const r = await held.run(held.attempt(commit));
       const oursRun = performance.now() - t1;
       if (r.last.phase !== "Succeeded") throw new Error(`operation ended ${r.last.phase} (${r.last.reason})`);
-      if ((await held.configValue()) !== `o${i}`) throw new Error("the operation did not apply the commit");
+      if ((await held.configValue(CHANGED)) !== `o${i}`)
+        throw new Error("the operation did not apply the commit");
       if (i < 0) continue;
       plainMs.push(plainRun);
       oursMs.push(oursRun);
@@ -143,19 +153,19 @@ export async function run(): Promise<Figure[]> {
     const added = oursMs.map((o, i) => o - plainMs[i]!);
     const note =
       `real kube-apiserver, source-controller ${flux.versions["source-controller"]}, kustomize-controller ` +
-      `${flux.versions["kustomize-controller"]}; 1 object, ${RUNS} runs (a plain reconcile and an operation back to ` +
+      `${flux.versions["kustomize-controller"]}; ${OBJECTS} object${OBJECTS > 1 ? "s" : ""}, ${RUNS} runs (a plain reconcile and an operation back to ` +
       `back in each), load average ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} cores at the end`;
     return [
       {
-        bench: "flux-real.apply.held.1",
+        bench: `flux-real.apply.held.${OBJECTS}`,
         value: Math.round(ours),
         unit: "ms",
         baseline: Math.round(base),
         ratio: Number((ours / base).toFixed(2)),
-        note: `${note}; ours: attempt to Succeeded, artifact fetched beforehand, ${spread(oursMs)}; baseline: requestedAt on an unsuspended Kustomization reverting one edited ConfigMap, ${spread(plainMs)}`,
+        note: `${note}; ours: attempt to Succeeded, artifact fetched beforehand, ${spread(oursMs)}; baseline: requestedAt on an unsuspended Kustomization reverting one edited ConfigMap of ${OBJECTS}, ${spread(plainMs)}`,
       },
       {
-        bench: "flux-real.apply.fixed-cost.1",
+        bench: `flux-real.apply.fixed-cost.${OBJECTS}`,
         value: Math.round(ours - base),
         unit: "ms",
         note: `${note}; median operation minus median plain reconcile; per pair: median ${Math.round(median(added))} (${added.map(Math.round).join(", ")})`,
