@@ -24,7 +24,14 @@ import { ARGOCD_NAMESPACE, type RealArgoCD, startRealArgoCD } from "../real/argo
 import { ARGOCD_BINARIES, CONTROL_PLANE, FLUX_BINARIES, findRealBinaries } from "../real/binaries.js";
 import { type RealCluster, startRealCluster } from "../real/cluster.js";
 import { FLUX_NAMESPACE, type RealFlux, startRealFlux } from "../real/flux.js";
-import { gitProviderYaml, gitTargetYaml, heldYaml, secretYaml, webhookPathOf } from "../real/tenant.js";
+import {
+  gitProviderYaml,
+  gitTargetYaml,
+  heldYaml,
+  secretAccessBindings,
+  secretYaml,
+  webhookPathOf,
+} from "../real/tenant.js";
 import { ensureRedisServer } from "../redis/install.js";
 import { untilWith } from "../support/wait.js";
 
@@ -35,11 +42,14 @@ const FOLDERS = { flux: "apps/flux", argocd: "apps/argocd" } as const;
 
 const until = untilWith({ timeoutMs: 300_000, everyMs: 200, retryErrors: true });
 
+/** Where the ConfigMap `name` each applier applies stands in the repository's layout. */
+const configMapPath = (folder: string, name: string) =>
+  objectPath(folder, { apiVersion: "v1", kind: "ConfigMap", namespace: NAMESPACE, name });
+
 /** The ConfigMap each applier applies, in the repository's layout. */
 function configMapFile(folder: string, name: string, greeting: string): [string, string] {
-  const ref = { apiVersion: "v1", kind: "ConfigMap", namespace: NAMESPACE, name };
   return [
-    objectPath(folder, ref),
+    configMapPath(folder, name),
     objectYaml({
       apiVersion: "v1",
       kind: "ConfigMap",
@@ -146,19 +156,7 @@ export async function runReal(say: (line: string) => void, stopAsked: Promise<un
       if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.err}`);
     };
     await ok(["create", "namespace", NAMESPACE]);
-    for (const [role, sa] of [
-      ["applygate-secret-reader", "applygate-gateway"],
-      ["applygate-secret-watcher", "applygate-worker"],
-    ] as const)
-      await ok([
-        "-n",
-        NAMESPACE,
-        "create",
-        "rolebinding",
-        role,
-        `--clusterrole=${role}`,
-        `--serviceaccount=applygate-system:${sa}`,
-      ]);
+    for (const args of secretAccessBindings(NAMESPACE)) await ok(args);
     await ok(
       ["apply", "-f", "-"],
       [
@@ -211,7 +209,7 @@ export async function runReal(say: (line: string) => void, stopAsked: Promise<un
         `  export KUBECONFIG=${cluster.kubeconfigPath}`,
         "  kubectl get fluxclaims,argocdclaims,gittargets -n demo",
         `  git clone ${repoUrl} demo && cd demo`,
-        `    edit ${configMapFile(FOLDERS.flux, "flux-app", "")[0]} (or the argocd one), then git commit -am edit && git push`,
+        `    edit ${configMapPath(FOLDERS.flux, "flux-app")} (or the argocd one), then git commit -am edit && git push`,
         "    (real Flux or real Argo CD applies it once, through applygate)",
         "  kubectl get kustomization -n flux-system demo -o jsonpath='{.status.lastAppliedRevision}'",
         "  kubectl get application -n argocd demo -o jsonpath='{.status.operationState.syncResult.revision}'",

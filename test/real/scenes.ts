@@ -16,7 +16,7 @@ import { ARGOCD_NAMESPACE, type RealArgoCD, startRealArgoCD } from "./argocd.js"
 import type { RealCluster } from "./cluster.js";
 import { type Deployed, deployedSuite } from "./deployed.js";
 import { FLUX_NAMESPACE, type RealFlux, startRealFlux } from "./flux.js";
-import { gitProviderYaml, gitTargetYaml, secretYaml, webhookPathOf } from "./tenant.js";
+import { gitProviderYaml, gitTargetYaml, secretAccessBindings, secretYaml, webhookPathOf } from "./tenant.js";
 
 export interface Scene {
   ns: string;
@@ -163,19 +163,7 @@ export function applierScenes<K extends keyof Appliers>(applier: K, objects: Sce
         ]);
       await kubectl(d.cluster, ["delete", "namespace", ns, "--wait=true", "--timeout=90s"]);
     });
-    for (const [role, sa] of [
-      ["applygate-secret-reader", "applygate-gateway"],
-      ["applygate-secret-watcher", "applygate-worker"],
-    ])
-      await d.kubectlOk([
-        "-n",
-        ns,
-        "create",
-        "rolebinding",
-        role!,
-        `--clusterrole=${role}`,
-        `--serviceaccount=applygate-system:${sa}`,
-      ]);
+    for (const args of secretAccessBindings(ns)) await d.kubectlOk(args);
     await d.kubectlOk(["apply", "-f", "-"], {
       input: [
         secretYaml(ns, "hook", { token: hookToken }),

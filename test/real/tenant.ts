@@ -27,6 +27,25 @@ export async function webhookPathOf(custom: CustomObjectsApi, ns: string): Promi
   return p.status?.webhookPath;
 }
 
+/**
+ * The kubectl arguments of the RoleBindings by which namespace `ns` lets applygate read its
+ * Secrets (docs/install.md step 4): the gateway the webhook and intake secrets, the worker the
+ * push credentials.
+ */
+export const secretAccessBindings = (ns: string): string[][] =>
+  [
+    ["applygate-secret-reader", "applygate-gateway"],
+    ["applygate-secret-watcher", "applygate-worker"],
+  ].map(([role, sa]) => [
+    "-n",
+    ns,
+    "create",
+    "rolebinding",
+    role as string,
+    `--clusterrole=${role}`,
+    `--serviceaccount=applygate-system:${sa}`,
+  ]);
+
 /** GitProvider `repo` of type gitea, its webhook secret in Secret `hook`. */
 export const gitProviderYaml = (ns: string, repoUrl: string) => `apiVersion: ${API}
 kind: GitProvider
