@@ -55,8 +55,9 @@ export function authorshipOf(
     entries.filter((e) => e.manager === undefined || !applierManagers.includes(e.manager));
   // A touched entry without a time (an Update through the scale subresource: the real API server
   // keeps none) names its manager; the intake time stands for when.
-  const untimed = others(touched).find((e) => e.subresource !== "status" && Number.isNaN(timeOf(e)));
-  const by = newest(others(touched)) ?? untimed ?? newest(others(after));
+  const touchedByOthers = others(touched);
+  const untimed = touchedByOthers.find((e) => e.subresource !== "status" && Number.isNaN(timeOf(e)));
+  const by = newest(touchedByOthers) ?? untimed ?? newest(others(after));
   if (!by) return { kind: "edit", manager: "unknown" };
   if (Number.isNaN(timeOf(by))) return { kind: "edit", manager: by.manager ?? "unknown" };
   const t = by.time as string | Date;
