@@ -78,6 +78,11 @@ async function describe(tool: ToolSet, bin: string): Promise<string[]> {
 }
 
 const budget = new AbortController();
+// CI starts the build in a process group of its own and ends that group when the run ends early;
+// the compilers, each in a group of their own, are stopped with it.
+for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  process.once(signal, () => budget.abort(`stopped by ${signal}`));
+}
 
 async function build(tool: ToolSet): Promise<void> {
   if (budget.signal.aborted) throw new Error(`${tool.set} not started: ${budget.signal.reason}`);
