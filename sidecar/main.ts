@@ -5,24 +5,19 @@
  */
 import { hostname } from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { stopSignal } from "../queue/cli/stop-signal.js";
 import {
   allowHttpCredentialsSetting,
   ConfigError,
-  commonSettings,
   helpSetting,
-  helpText,
-  kubeconfigSetting,
-  loadConfig,
   metricsHostSetting,
   parsers,
   type Setting,
 } from "../queue/config.js";
 import { FIELD_MANAGER } from "../queue/contract.js";
-import { Kube, loadKubeConfig } from "../queue/kube/index.js";
+import { Kube } from "../queue/kube/index.js";
 import { createLogger, type Logger } from "../queue/log.js";
 import { connectRedis } from "../queue/redis.js";
-import { apiServerAnswers, redisAnswersAt, startupWaitSetting, Unreachable } from "../queue/startup-check.js";
+import { redisAnswersAt, Unreachable } from "../queue/startup-check.js";
 import type {
   ApplierDeps,
   ApplierKindModule,
@@ -32,6 +27,7 @@ import type {
 } from "./applier-kind.js";
 import { approvalRecheck, publishedFromRedis } from "./approval-recheck.js";
 import { ClaimReconciler } from "./claims/reconciler.js";
+import { clusterCommandSettings, startClusterCommand, stopOnSignal } from "./cluster-command.js";
 import { KubeEventRecorder } from "./events.js";
 import { type ExecutorHost, startExecutorHost } from "./executor.js";
 import { Following } from "./following.js";
@@ -300,9 +296,7 @@ export const sidecarSettings = {
     help: "the applier kind this sidecar runs beside: flux or argocd; webhook runs on its own and calls the endpoints WebhookClaims name",
     parse: parsers.oneOf("flux", "argocd", "webhook"),
   } as Setting<SidecarApplier>,
-  kubeconfig: kubeconfigSetting,
-  startupWait: startupWaitSetting,
-  ...commonSettings,
+  ...clusterCommandSettings,
   resync: {
     flag: "resync",
     env: "APPLYGATE_RESYNC",
@@ -375,21 +369,16 @@ export const sidecarSettings = {
   help: helpSetting,
 };
 
+const SUMMARY = "Execute and follow apply operations beside Flux or Argo CD, or through webhook endpoints.";
+
 export async function run(argv: string[]): Promise<number> {
-  if (argv.includes("--help") || argv.includes("-h")) {
-    process.stdout.write(
-      `${helpText("sidecar", "Execute and follow apply operations beside Flux or Argo CD, or through webhook endpoints.", sidecarSettings)}\n`,
-    );
-    return 0;
-  }
-  const { config } = loadConfig(sidecarSettings, argv);
-  const log = createLogger({ name: "sidecar", level: config.logLevel });
-  const kc = loadKubeConfig(config.kubeconfig);
-  // What it needs answers before it starts: the API server, then Redis. Beside Flux or Argo CD,
-  // in the applier's own pod, it starts without Redis all the same (not ready, its applier's
-  // claims held until Redis answers: docs/operations.md), saying so once; the webhook applier, a
-  // Deployment of its own, stops like every other component.
-  await apiServerAnswers(kc, config.startupWait);
+  const started = await startClusterCommand("sidecar", SUMMARY, sidecarSettings, argv);
+  if (!started) return 0;
+  const { config, log, kc } = started;
+  // What it needs answers before it starts: the API server (answered above), then Redis. Beside
+  // Flux or Argo CD, in the applier's own pod, it starts without Redis all the same (not ready, its
+  // applier's claims held until Redis answers: docs/operations.md), saying so once; the webhook
+  // applier, a Deployment of its own, stops like every other component.
   if (config.applier === "webhook") await redisAnswersAt(config.redisUrl, config.startupWait);
   else
     await redisAnswersAt(config.redisUrl, 0).catch((err: unknown) => {
@@ -420,8 +409,6 @@ export async function run(argv: string[]): Promise<number> {
           }
         : {}),
   });
-  const signal = await stopSignal();
-  log.info({ signal }, "stopping");
-  await sidecar.stop().catch((err) => log.error({ err: (err as Error).message }, "stop failed"));
+  await stopOnSignal(log, sidecar);
   return 0;
 }

@@ -1,8 +1,7 @@
 /** ArgoCDClaim: holds one Argo CD Application's automated sync off and syncs it for each apply. */
 import { z } from "zod";
-import { applierRef, claimAccessFromDescription, claimPrinterColumns, claimStatus } from "./claim.js";
-import { accessFrom, type KindInfo, kindObject } from "./common.js";
-import { approval, changeWindows, commitStatusReport } from "./governance.js";
+import { applierRef, claimPrinterColumns, claimStatus, heldApplierClaimFields } from "./claim.js";
+import { type KindInfo, kindObject } from "./common.js";
 
 export const ARGOCD_CLAIM_KIND = "ArgoCDClaim";
 export const ARGOCD_CLAIM_PLURAL = "argocdclaims";
@@ -12,10 +11,7 @@ export type ArgoCDPreviousSuspendState = (typeof ARGOCD_PREVIOUS_SUSPEND_STATES)
 
 export const argoCDClaimSpec = z.object({
   applicationRef: applierRef("applicationRef", "The Argo CD Application this claim holds."),
-  accessFrom: accessFrom.optional().describe(claimAccessFromDescription),
-  changeWindows: changeWindows.optional(),
-  approval: approval.optional(),
-  commitStatusReport: commitStatusReport.optional(),
+  ...heldApplierClaimFields,
 });
 export type ArgoCDClaimSpec = z.infer<typeof argoCDClaimSpec>;
 

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { OPERATION_PHASES, Reason } from "../contract.js";
 import {
+  accessFrom,
   ageColumn,
   conditions,
   namespaceName,
@@ -11,7 +12,15 @@ import {
   readyColumn,
   timestamp,
 } from "./common.js";
-import { governanceStatus, history, operationApprovals, operationOverride } from "./governance.js";
+import {
+  approval,
+  changeWindows,
+  commitStatusReport,
+  governanceStatus,
+  history,
+  operationApprovals,
+  operationOverride,
+} from "./governance.js";
 import { immutable } from "./k8s-ext.js";
 
 /**
@@ -82,8 +91,21 @@ export function claimStatus<const S extends readonly [string, ...string[]]>(prev
   });
 }
 
-export const claimAccessFromDescription =
-  "GitTargets in these namespaces (besides the claim's own) may name this claim.";
+/** Who may name a claim, besides GitTargets of its own namespace: every claim kind has it. */
+export const claimAccessFrom = accessFrom
+  .optional()
+  .describe("GitTargets in these namespaces (besides the claim's own) may name this claim.");
+
+/**
+ * What a FluxClaim and an ArgoCDClaim have after the reference to the applier object they hold:
+ * who may name them, and the governance of their applies. A WebhookClaim has accessFrom alone.
+ */
+export const heldApplierClaimFields = {
+  accessFrom: claimAccessFrom,
+  changeWindows: changeWindows.optional(),
+  approval: approval.optional(),
+  commitStatusReport: commitStatusReport.optional(),
+};
 
 export const claimPrinterColumns: PrinterColumn[] = [
   readyColumn,

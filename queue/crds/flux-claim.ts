@@ -1,8 +1,7 @@
 /** FluxClaim: holds one Flux Kustomization suspended and resumes it for each apply. */
 import { z } from "zod";
-import { applierRef, claimAccessFromDescription, claimPrinterColumns, claimStatus } from "./claim.js";
-import { accessFrom, type KindInfo, kindObject } from "./common.js";
-import { approval, changeWindows, commitStatusReport } from "./governance.js";
+import { applierRef, claimPrinterColumns, claimStatus, heldApplierClaimFields } from "./claim.js";
+import { type KindInfo, kindObject } from "./common.js";
 
 export const FLUX_CLAIM_KIND = "FluxClaim";
 export const FLUX_CLAIM_PLURAL = "fluxclaims";
@@ -12,10 +11,7 @@ export type FluxPreviousSuspendState = (typeof FLUX_PREVIOUS_SUSPEND_STATES)[num
 
 export const fluxClaimSpec = z.object({
   kustomizationRef: applierRef("kustomizationRef", "The Flux Kustomization this claim holds."),
-  accessFrom: accessFrom.optional().describe(claimAccessFromDescription),
-  changeWindows: changeWindows.optional(),
-  approval: approval.optional(),
-  commitStatusReport: commitStatusReport.optional(),
+  ...heldApplierClaimFields,
 });
 export type FluxClaimSpec = z.infer<typeof fluxClaimSpec>;
 

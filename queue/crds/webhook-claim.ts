@@ -5,8 +5,8 @@
  * branch worker started.
  */
 import { z } from "zod";
-import { claimAccessFromDescription, claimPrinterColumns, claimStatus } from "./claim.js";
-import { accessFrom, type KindInfo, kindObject, objectName } from "./common.js";
+import { claimAccessFrom, claimPrinterColumns, claimStatus } from "./claim.js";
+import { type KindInfo, kindObject, objectName } from "./common.js";
 import { checked, k8s } from "./k8s-ext.js";
 
 export const WEBHOOK_CLAIM_KIND = "WebhookClaim";
@@ -86,7 +86,7 @@ export const webhookClaimSpec = checked(
       .describe(
         "The field managers the tool writes the cluster with: its writes within the apply window are its apply, not an edit.",
       ),
-    accessFrom: accessFrom.optional().describe(claimAccessFromDescription),
+    accessFrom: claimAccessFrom,
   }),
   {
     rule: "self.url.startsWith('https://') || (has(self.insecure) && self.insecure)",

@@ -2,20 +2,9 @@
  * `applygate mirror`: the watch plane, in the cluster whose objects it watches, under its own
  * ServiceAccount (get, list and watch on the kinds WatchRules select; see docs/mirror.md).
  */
-import { stopSignal } from "../../queue/cli/stop-signal.js";
-import {
-  commonSettings,
-  helpSetting,
-  helpText,
-  kubeconfigSetting,
-  loadConfig,
-  metricsHostSetting,
-  parsers,
-  type Setting,
-} from "../../queue/config.js";
-import { loadKubeConfig } from "../../queue/kube/index.js";
-import { createLogger } from "../../queue/log.js";
-import { apiServerAnswers, redisAnswersAt, startupWaitSetting } from "../../queue/startup-check.js";
+import { helpSetting, metricsHostSetting, parsers, type Setting } from "../../queue/config.js";
+import { redisAnswersAt } from "../../queue/startup-check.js";
+import { clusterCommandSettings, startClusterCommand, stopOnSignal } from "../cluster-command.js";
 import { createMirrorMetrics, startMirrorHttp } from "./http.js";
 import { Mirror } from "./mirror.js";
 import { DEFAULT_CONTROLLER_MANAGERS } from "./sanitize.js";
@@ -29,9 +18,7 @@ const list = (raw: string) =>
         .filter((s) => s !== "");
 
 export const mirrorSettings = {
-  kubeconfig: kubeconfigSetting,
-  startupWait: startupWaitSetting,
-  ...commonSettings,
+  ...clusterCommandSettings,
   controllerManagers: {
     flag: "controller-managers",
     env: "APPLYGATE_MIRROR_CONTROLLER_MANAGERS",
@@ -66,18 +53,13 @@ export const mirrorSettings = {
   help: helpSetting,
 };
 
+const SUMMARY = "Mirror API edits that WatchRules select into Git.";
+
 export async function run(argv: string[]): Promise<number> {
-  if (argv.includes("--help") || argv.includes("-h")) {
-    process.stdout.write(
-      `${helpText("mirror", "Mirror API edits that WatchRules select into Git.", mirrorSettings)}\n`,
-    );
-    return 0;
-  }
-  const { config } = loadConfig(mirrorSettings, argv);
-  const log = createLogger({ name: "mirror", level: config.logLevel });
-  const kc = loadKubeConfig(config.kubeconfig);
-  // What it needs answers before it starts: the API server, then Redis.
-  await apiServerAnswers(kc, config.startupWait);
+  const started = await startClusterCommand("mirror", SUMMARY, mirrorSettings, argv);
+  if (!started) return 0;
+  const { config, log, kc } = started;
+  // What it needs answers before it starts: the API server (answered above), then Redis.
   await redisAnswersAt(config.redisUrl, config.startupWait);
   const metrics = createMirrorMetrics(true);
   const mirror = new Mirror({
@@ -98,9 +80,7 @@ export async function run(argv: string[]): Promise<number> {
     checks: () => mirror.checks(),
   });
   await mirror.start();
-  const signal = await stopSignal();
-  log.info({ signal }, "stopping");
-  await mirror.stop().catch((err) => log.error({ err: (err as Error).message }, "stop failed"));
+  await stopOnSignal(log, mirror);
   await http.close();
   return 0;
 }
