@@ -1,9 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { API_VERSION, type WebhookClaim } from "../queue/crds/index.js";
 import { callbackKeys, signBody } from "../queue/webhook-callback.js";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { fileWorld } from "../test/support/file-world.js";
+import { gatewayWorld } from "../test/support/gateway-world.js";
 import { MISS_BODY, MISS_STATUS } from "./answers.js";
-import { createGateway, type Gateway } from "./app.js";
+import { createGateway } from "./app.js";
 import { type CatalogObjects, StaticCatalog } from "./catalog.js";
 
 const KEY = "deployer-hmac-key";
@@ -26,39 +27,23 @@ const objects = (key = KEY): CatalogObjects => ({
   secrets: [{ namespace: "team-a", name: "deployer-key", data: { hmacKey: key } }],
 });
 
-let redis: IsolatedRedis;
-let gw: Gateway;
-let catalog: StaticCatalog;
-beforeAll(async () => {
-  redis = await isolatedRedis("callbacks");
-  catalog = new StaticCatalog(objects());
-  gw = await createGateway({
-    redisUrl: redis.url,
-    prefix: redis.prefix,
-    catalog,
-    queueEvents: false,
-    processMetrics: false,
-  });
-});
-afterAll(async () => {
-  await gw?.close();
-  await redis?.cleanup();
-});
+const catalog = new StaticCatalog(objects());
+const w = fileWorld(() => gatewayWorld("callbacks", createGateway, { catalog }));
 
 const open = (token: string) =>
-  redis.client.set(
-    callbackKeys(redis.prefix, token).record,
+  w.redis.client.set(
+    callbackKeys(w.redis.prefix, token).record,
     JSON.stringify({ claim: { namespace: "team-a", name: "deployer" }, signature: "generic-hmac" }),
   );
 const post = (token: string, body: string, headers: Record<string, string>) =>
-  gw.app.inject({
+  w.gw.app.inject({
     method: "POST",
     url: `/v1/operations/${token}`,
     payload: body,
     headers: { "content-type": "application/json", ...headers },
   });
 const reports = async (token: string) =>
-  (await redis.client.lrange(callbackKeys(redis.prefix, token).reports, 0, -1)).map((s) => JSON.parse(s));
+  (await w.redis.client.lrange(callbackKeys(w.redis.prefix, token).reports, 0, -1)).map((s) => JSON.parse(s));
 
 describe("POST /v1/operations/{token}", () => {
   it("a report signed with the claim's key is kept for the sidecar, in order (202)", async () => {
@@ -78,10 +63,10 @@ describe("POST /v1/operations/{token}", () => {
       await post("op-2", body, { "x-signature": signBody("wrong-key", body) }),
       await post("op-2", body, {}),
       await post("op-unknown", body, { "x-signature": signBody(KEY, body) }),
-      await gw.app.inject({ method: "GET", url: "/no/such/path" }),
+      await w.gw.app.inject({ method: "GET", url: "/no/such/path" }),
     ];
     // Finished: the sidecar closed it.
-    await redis.client.del(callbackKeys(redis.prefix, "op-2").record);
+    await w.redis.client.del(callbackKeys(w.redis.prefix, "op-2").record);
     answers.push(await post("op-2", body, { "x-signature": signBody(KEY, body) }));
     for (const a of answers) {
       expect(a.statusCode).toBe(MISS_STATUS);

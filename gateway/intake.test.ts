@@ -4,17 +4,18 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AcceptedWrite, branchKey, QUEUES, RefusalNotice } from "../queue/contract.js";
 import { branchKeys, knownBranchesKey, publishedChannel, writePublishedKey } from "../queue/keys.js";
 import { connectRedis } from "../queue/redis.js";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
 import { type RestartableRedis, restartableRedis } from "../test/redis/restartable.js";
+import { fileWorld } from "../test/support/file-world.js";
 import {
-  branchPushExample,
   fixtureObjects,
   hmacHex,
   NS,
-  pathOf,
   SECRETS,
+  signedGithubPush,
   URLS,
+  webConfigMapWrite,
 } from "../test/support/gateway.js";
+import { fixtureGatewayOptions, gatewayWorld } from "../test/support/gateway-world.js";
 import { until } from "../test/support/wait.js";
 import { createGateway, type Gateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
@@ -24,48 +25,38 @@ const REFUSALS = `/v1/targets/${NS}/infra/refusals`;
 const BK = branchKey({ namespace: NS, name: "generic" }, URLS.generic, "main");
 const bearer = { authorization: `Bearer ${SECRETS.intakeToken}`, "content-type": "application/json" };
 
-const write = {
-  changes: [
-    {
-      op: "upsert",
-      object: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        metadata: { name: "web", namespace: "apps" },
-        data: { a: "1" },
-      },
-    },
-  ],
-  author: { name: "Dev", email: "dev@example.com" },
-  message: "scale web",
-};
+const write = webConfigMapWrite("apps", { a: "1" }, "scale web");
 
 describe("intake", () => {
-  let redis: IsolatedRedis;
-  let gw: Gateway;
-  beforeAll(async () => {
-    redis = await isolatedRedis("intake");
-    gw = await createGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog: new StaticCatalog(fixtureObjects()),
-      processMetrics: false,
-      queueEvents: false,
-      maxWaitMs: 5000,
-    });
-  });
-  afterAll(async () => {
-    await gw.close();
-    await redis.cleanup();
-  });
+  const w = fileWorld(() => gatewayWorld("intake", createGateway, { maxWaitMs: 5000 }));
 
   const inbox = async () => {
-    const entries = await redis.client.xrange(branchKeys(redis.prefix, BK).inbox, "-", "+");
+    const entries = await w.redis.client.xrange(branchKeys(w.redis.prefix, BK).inbox, "-", "+");
     return entries.map(([, fields]) => ({ kind: fields[1], data: JSON.parse(fields[3]!) }));
   };
+  /** The id of the write the inbox holds after its first `known` entries, once it is there. */
+  const nextWriteId = async (known: number) => {
+    const entries = await until(
+      async () => {
+        const now = await inbox();
+        return now.length > known && now;
+      },
+      "the write in the inbox",
+      { timeoutMs: 5000, everyMs: 10 },
+    );
+    return (entries.at(-1)!.data as { id: string }).id;
+  };
+  /** Posts the write to `g` with `objects` upserted in place of its own changes. */
+  const upsertTo = (g: Gateway, ...objects: unknown[]) =>
+    g.app.inject({
+      method: "POST",
+      url: WRITES,
+      headers: bearer,
+      payload: { ...write, changes: objects.map((object) => ({ op: "upsert", object })) },
+    });
 
   it("appends an authorised write to its branch inbox and signals the branch", async () => {
-    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
+    const r = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
     expect(r.statusCode).toBe(202);
     expect(r.json().branchKey).toBe(BK);
     const entries = await inbox();
@@ -73,15 +64,15 @@ describe("intake", () => {
     expect(entries[0]!.kind).toBe("write");
     const accepted = AcceptedWrite.parse(entries[0]!.data);
     expect(accepted).toMatchObject({ id: r.json().id, path: "clusters/infra", target: { name: "infra" } });
-    expect(await redis.client.sismember(knownBranchesKey(redis.prefix), BK)).toBe(1);
-    const branches = new Queue(QUEUES.branches, { connection: redis.client, prefix: redis.prefix });
+    expect(await w.redis.client.sismember(knownBranchesKey(w.redis.prefix), BK)).toBe(1);
+    const branches = new Queue(QUEUES.branches, { connection: w.redis.client, prefix: w.redis.prefix });
     const jobs = await branches.getJobs(["waiting"]);
     expect(jobs.map((j) => j.data)).toEqual([{ branchKey: BK }]);
   });
 
   it("accepts an HMAC-signed write and refuses bad or missing credentials alike", async () => {
     const body = JSON.stringify(write);
-    const signed = await gw.app.inject({
+    const signed = await w.gw.app.inject({
       method: "POST",
       url: WRITES,
       headers: {
@@ -99,7 +90,7 @@ describe("intake", () => {
         { url: `/v1/targets/${NS}/hello/writes`, headers: bearer }, // target without an intake Secret
         { url: `/v1/targets/${NS}/missing/writes`, headers: bearer },
       ].map((c) =>
-        gw.app.inject({
+        w.gw.app.inject({
           method: "POST",
           url: c.url,
           headers: { "content-type": "application/json", ...c.headers },
@@ -117,17 +108,17 @@ describe("intake", () => {
       ...write,
       changes: [{ op: "upsert", object: { apiVersion: "v1", metadata: { name: "x" } } }],
     };
-    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: bad });
+    const r = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: bad });
     expect(r.statusCode).toBe(400);
     expect(r.json().error).toMatch(/^changes\.0\.object\.kind: /);
-    const noAuthor = await gw.app.inject({
+    const noAuthor = await w.gw.app.inject({
       method: "POST",
       url: WRITES,
       headers: bearer,
       payload: { changes: write.changes },
     });
     expect(noAuthor.json().error).toMatch(/^author: Required/);
-    const notJson = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: "{" });
+    const notJson = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: "{" });
     expect(notJson.statusCode).toBe(400);
   });
 
@@ -167,7 +158,7 @@ describe("intake", () => {
         { op: "delete", ref: { apiVersion: "v1", kind: "Secret", namespace: "kube-system", name: "s" } },
       ],
     };
-    const a = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: foreign });
+    const a = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: foreign });
     expect(a.statusCode).toBe(403);
     expect(a.json()).toMatchObject({
       field: "changes.1",
@@ -175,13 +166,13 @@ describe("intake", () => {
       rule: "ForeignNamespace",
     });
     expect(a.json().error).toMatch(/GitTarget apps\/infra holds namespaced objects in apps only/);
-    const b = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: clusterRole });
+    const b = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: clusterRole });
     expect(b.statusCode).toBe(403);
     expect(b.json()).toMatchObject({ object: "ClusterRole escalate", rule: "ClusterScoped" });
-    const c = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: deleteForeign });
+    const c = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: deleteForeign });
     expect(c.statusCode).toBe(403);
     expect((await inbox()).length).toBe(before);
-    const metrics = await gw.metrics.registry.getSingleMetricAsString(
+    const metrics = await w.gw.metrics.registry.getSingleMetricAsString(
       "applygate_gateway_refused_writes_total",
     );
     expect(metrics).toContain(
@@ -194,13 +185,7 @@ describe("intake", () => {
 
   it("refuses with 403 a Secret in clear text and a ServiceAccount, as a namespace's scope never holds them, and queues nothing", async () => {
     const before = (await inbox()).length;
-    const post = (object: Record<string, unknown>) =>
-      gw.app.inject({
-        method: "POST",
-        url: WRITES,
-        headers: bearer,
-        payload: { ...write, changes: [{ op: "upsert", object }] },
-      });
+    const post = (object: Record<string, unknown>) => upsertTo(w.gw, object);
     const secret = await post({
       apiVersion: "v1",
       kind: "Secret",
@@ -247,50 +232,41 @@ describe("intake", () => {
       metadata: { name: "web", namespace: NS },
       spec: { template: { spec: { containers: [{ name: "web", image: "nginx" }] } } },
     };
-    const post = (g: Gateway, ...objects: Record<string, unknown>[]) =>
-      g.app.inject({
-        method: "POST",
-        url: WRITES,
-        headers: bearer,
-        payload: { ...write, changes: objects.map((object) => ({ op: "upsert", object })) },
-      });
     // No label on the namespace: baseline.
-    const pod = await post(gw, plain, hostPid);
+    const pod = await upsertTo(w.gw, plain, hostPid);
     expect(pod.statusCode).toBe(403);
     expect(pod.json()).toMatchObject({ field: "changes.1", object: "Pod apps/debug", rule: "PodSecurity" });
     expect(pod.json().error).toBe(
       'Pod apps/debug: violates PodSecurity "baseline:latest" of namespace apps: host namespaces (hostPID=true); privileged (container "sh" must not set securityContext.privileged=true)',
     );
-    expect((await post(gw, daemonSet)).json()).toMatchObject({
+    expect((await upsertTo(w.gw, daemonSet)).json()).toMatchObject({
       rule: "PodSecurity",
       object: "DaemonSet apps/agent",
     });
     expect((await inbox()).length).toBe(before);
-    expect((await post(gw, plain)).statusCode).toBe(202);
+    expect((await upsertTo(w.gw, plain)).statusCode).toBe(202);
 
     const labelled = (level: string) =>
-      createGateway({
-        redisUrl: redis.url,
-        prefix: redis.prefix,
-        catalog: new StaticCatalog({
-          ...fixtureObjects(),
-          namespaces: [{ name: NS, labels: { "pod-security.kubernetes.io/enforce": level } }],
+      createGateway(
+        fixtureGatewayOptions(w.redis, {
+          catalog: new StaticCatalog({
+            ...fixtureObjects(),
+            namespaces: [{ name: NS, labels: { "pod-security.kubernetes.io/enforce": level } }],
+          }),
         }),
-        processMetrics: false,
-        queueEvents: false,
-      });
+      );
     const privileged = await labelled("privileged");
     const restricted = await labelled("restricted");
     try {
-      expect((await post(privileged, hostPid)).statusCode).toBe(202);
-      const r = await post(restricted, plain);
+      expect((await upsertTo(privileged, hostPid)).statusCode).toBe(202);
+      const r = await upsertTo(restricted, plain);
       expect(r.statusCode).toBe(403);
       expect(r.json().error).toMatch(/violates PodSecurity "restricted:latest"/);
     } finally {
       await privileged.close();
       await restricted.close();
     }
-    const metrics = await gw.metrics.registry.getSingleMetricAsString(
+    const metrics = await w.gw.metrics.registry.getSingleMetricAsString(
       "applygate_gateway_refused_writes_total",
     );
     expect(metrics).toContain(
@@ -300,13 +276,7 @@ describe("intake", () => {
 
   it("refuses with 422 naming the field whatever the worker could not store, and queues nothing", async () => {
     const before = (await inbox()).length;
-    const post = (object: unknown) =>
-      gw.app.inject({
-        method: "POST",
-        url: WRITES,
-        headers: bearer,
-        payload: { ...write, changes: [{ op: "upsert", object }] },
-      });
+    const post = (object: unknown) => upsertTo(w.gw, object);
     const gitName = await post({
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "ClusterRole",
@@ -334,7 +304,7 @@ describe("intake", () => {
   it("keeps a change's base for the worker, and refuses with 422 a base that names another object", async () => {
     const object = write.changes[0]!.object;
     const post = (base: unknown) =>
-      gw.app.inject({
+      w.gw.app.inject({
         method: "POST",
         url: WRITES,
         headers: bearer,
@@ -358,7 +328,7 @@ describe("intake", () => {
   it("answers 4xx, not 503, for a body nested deeper than serializing it allows", async () => {
     const levels = 200_000;
     const body = `{"author":{"name":"a","email":"a@b"},"changes":[{"op":"upsert","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"${NS}"},"data":${"[".repeat(levels)}${"]".repeat(levels)}}}]}`;
-    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: body });
+    const r = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: body });
     expect(r.statusCode).toBe(422);
   });
 
@@ -397,7 +367,7 @@ describe("intake", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(change, { minLength: 1, maxLength: 3 }), async (changes) => {
         const before = (await inbox()).length;
-        const r = await gw.app.inject({
+        const r = await w.gw.app.inject({
           method: "POST",
           url: WRITES,
           headers: bearer,
@@ -422,50 +392,37 @@ describe("intake", () => {
         kinds: [{ group: "rbac.authorization.k8s.io", kind: "ClusterRole" }],
       },
     };
-    const granted = await createGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog: new StaticCatalog({ ...objects, grants: [grant] }),
-      processMetrics: false,
-      queueEvents: false,
-    });
-    const narrowed = await createGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog: new StaticCatalog({
-        ...objects,
-        targets: objects.targets.map((t) =>
-          t.metadata.name === "infra"
-            ? { ...t, spec: { ...t.spec, allowedKinds: [{ group: "", kind: "Secret" }] } }
-            : t,
-        ),
+    const granted = await createGateway(
+      fixtureGatewayOptions(w.redis, { catalog: new StaticCatalog({ ...objects, grants: [grant] }) }),
+    );
+    const narrowed = await createGateway(
+      fixtureGatewayOptions(w.redis, {
+        catalog: new StaticCatalog({
+          ...objects,
+          targets: objects.targets.map((t) =>
+            t.metadata.name === "infra"
+              ? { ...t, spec: { ...t.spec, allowedKinds: [{ group: "", kind: "Secret" }] } }
+              : t,
+          ),
+        }),
       }),
-      processMetrics: false,
-      queueEvents: false,
-    });
+    );
     try {
-      const post = (g: Gateway, object: Record<string, unknown>) =>
-        g.app.inject({
-          method: "POST",
-          url: WRITES,
-          headers: bearer,
-          payload: { ...write, changes: [{ op: "upsert", object }] },
-        });
       const cr = {
         apiVersion: "rbac.authorization.k8s.io/v1",
         kind: "ClusterRole",
         metadata: { name: "reader" },
       };
       const ks = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", namespace: "kube-system" } };
-      expect((await post(granted, cr)).statusCode).toBe(202);
-      expect((await post(granted, ks)).statusCode).toBe(202);
+      expect((await upsertTo(granted, cr)).statusCode).toBe(202);
+      expect((await upsertTo(granted, ks)).statusCode).toBe(202);
       const crb = {
         apiVersion: "rbac.authorization.k8s.io/v1",
         kind: "ClusterRoleBinding",
         metadata: { name: "b" },
       };
-      expect((await post(granted, crb)).statusCode).toBe(403);
-      const own = await post(narrowed, write.changes[0]!.object);
+      expect((await upsertTo(granted, crb)).statusCode).toBe(403);
+      const own = await upsertTo(narrowed, write.changes[0]!.object);
       expect(own.statusCode).toBe(403);
       expect(own.json().rule).toBe("KindNotAllowed");
     } finally {
@@ -476,17 +433,17 @@ describe("intake", () => {
 
   it("answers 429 with Retry-After while the worker pauses the branch's intake, and writes nothing", async () => {
     const before = (await inbox()).length;
-    await redis.client.hset(branchKeys(redis.prefix, BK).intake, { paused: "1", retryAfter: "17" });
-    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
+    await w.redis.client.hset(branchKeys(w.redis.prefix, BK).intake, { paused: "1", retryAfter: "17" });
+    const r = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
     expect(r.statusCode).toBe(429);
     expect(r.headers["retry-after"]).toBe("17");
     expect((await inbox()).length).toBe(before);
-    await redis.client.hdel(branchKeys(redis.prefix, BK).intake, "paused");
+    await w.redis.client.hdel(branchKeys(w.redis.prefix, BK).intake, "paused");
   });
 
   it("with wait=published answers the commit the worker published", async () => {
     const known = (await inbox()).length;
-    const pending = gw.app.inject({
+    const pending = w.gw.app.inject({
       method: "POST",
       url: `${WRITES}?wait=published`,
       headers: bearer,
@@ -494,17 +451,9 @@ describe("intake", () => {
     });
     // Play the worker: find the new write in the inbox, record and announce its publication.
     const commit = "e".repeat(40);
-    const entries = await until(
-      async () => {
-        const now = await inbox();
-        return now.length > known && now;
-      },
-      "the write in the inbox",
-      { timeoutMs: 5000, everyMs: 10 },
-    );
-    const id = (entries.at(-1)!.data as { id: string }).id;
-    await redis.client.set(writePublishedKey(redis.prefix, id!), commit, "EX", 3600);
-    await redis.client.publish(publishedChannel(redis.prefix), JSON.stringify({ id, commit }));
+    const id = await nextWriteId(known);
+    await w.redis.client.set(writePublishedKey(w.redis.prefix, id!), commit, "EX", 3600);
+    await w.redis.client.publish(publishedChannel(w.redis.prefix), JSON.stringify({ id, commit }));
     const r = await pending;
     expect(r.statusCode).toBe(200);
     expect(r.json()).toEqual({ id, branchKey: BK, published: true, commit });
@@ -513,25 +462,22 @@ describe("intake", () => {
   it("with wait=published answers at once when the worker settles the write as refused", async () => {
     const known = (await inbox()).length;
     const started = Date.now();
-    const pending = gw.app.inject({
+    const pending = w.gw.app.inject({
       method: "POST",
       url: `${WRITES}?wait=published&timeout=30`,
       headers: bearer,
       payload: write,
     });
-    const entries = await until(
-      async () => {
-        const now = await inbox();
-        return now.length > known && now;
-      },
-      "the write in the inbox",
-      { timeoutMs: 5000, everyMs: 10 },
-    );
-    const id = (entries.at(-1)!.data as { id: string }).id;
+    const id = await nextWriteId(known);
     // What the worker's fenced settle does for a refused write.
-    await redis.client.set(writePublishedKey(redis.prefix, id), "refused: CommitFailed: boom", "EX", 3600);
-    await redis.client.publish(
-      publishedChannel(redis.prefix),
+    await w.redis.client.set(
+      writePublishedKey(w.redis.prefix, id),
+      "refused: CommitFailed: boom",
+      "EX",
+      3600,
+    );
+    await w.redis.client.publish(
+      publishedChannel(w.redis.prefix),
       JSON.stringify({ id, refused: "CommitFailed: boom" }),
     );
     const r = await pending;
@@ -541,7 +487,7 @@ describe("intake", () => {
   });
 
   it("with wait=published answers 202 unpublished when the bound passes", async () => {
-    const r = await gw.app.inject({
+    const r = await w.gw.app.inject({
       method: "POST",
       url: `${WRITES}?wait=published&timeout=0.2`,
       headers: bearer,
@@ -557,18 +503,18 @@ describe("intake", () => {
       reason: "field owned by a policy",
     };
     const headers = { ...bearer, "idempotency-key": "k-1" };
-    const a = await gw.app.inject({ method: "POST", url: REFUSALS, headers, payload: refusal });
-    const b = await gw.app.inject({ method: "POST", url: REFUSALS, headers, payload: refusal });
+    const a = await w.gw.app.inject({ method: "POST", url: REFUSALS, headers, payload: refusal });
+    const b = await w.gw.app.inject({ method: "POST", url: REFUSALS, headers, payload: refusal });
     expect(a.statusCode).toBe(202);
     expect(b.json().id).toBe(a.json().id);
-    const notices = new Queue(QUEUES.notices, { connection: redis.client, prefix: redis.prefix });
+    const notices = new Queue(QUEUES.notices, { connection: w.redis.client, prefix: w.redis.prefix });
     const jobs = await notices.getJobs(["waiting"]);
     expect(jobs).toHaveLength(1);
     expect(RefusalNotice.parse(jobs[0]!.data)).toMatchObject({
       branchKey: BK,
       reason: "field owned by a policy",
     });
-    const bad = await gw.app.inject({
+    const bad = await w.gw.app.inject({
       method: "POST",
       url: REFUSALS,
       headers: bearer,
@@ -578,10 +524,10 @@ describe("intake", () => {
   });
 
   it("refuses a refusal notice naming an object its GitTarget may not hold, or no storable object, and queues nothing", async () => {
-    const notices = new Queue(QUEUES.notices, { connection: redis.client, prefix: redis.prefix });
+    const notices = new Queue(QUEUES.notices, { connection: w.redis.client, prefix: w.redis.prefix });
     const before = (await notices.getJobs(["waiting"])).length;
     const post = (object: Record<string, unknown>) =>
-      gw.app.inject({ method: "POST", url: REFUSALS, headers: bearer, payload: { object, reason: "r" } });
+      w.gw.app.inject({ method: "POST", url: REFUSALS, headers: bearer, payload: { object, reason: "r" } });
     const foreign = await post({ apiVersion: "v1", kind: "ConfigMap", namespace: "kube-system", name: "x" });
     expect(foreign.statusCode).toBe(403);
     expect(foreign.json()).toMatchObject({
@@ -604,20 +550,20 @@ describe("intake", () => {
   });
 
   it("answers 429 to a write that would take a retrying branch past its budget, latching the pause; a refusal notice still passes", async () => {
-    const intake = branchKeys(redis.prefix, BK).intake;
+    const intake = branchKeys(w.redis.prefix, BK).intake;
     const before = (await inbox()).length;
     // What the worker tells the gate during an outage, and what earlier writes were charged.
-    await redis.client.hset(intake, { retrying: "1", retryAfter: "9", budget: "4096", charged: "3500" });
-    const r = await gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
+    await w.redis.client.hset(intake, { retrying: "1", retryAfter: "9", budget: "4096", charged: "3500" });
+    const r = await w.gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
     expect(r.statusCode).toBe(429);
     expect(r.headers["retry-after"]).toBe("9");
     expect(r.json().error).toBe("intake paused for this branch until retained writes are published");
     expect((await inbox()).length).toBe(before);
-    expect(await redis.client.hmget(intake, "paused", "charged")).toEqual(["1", "3500"]);
+    expect(await w.redis.client.hmget(intake, "paused", "charged")).toEqual(["1", "3500"]);
     // A refusal notice for the same branch is not a write: the gate never sees it.
-    const notices = new Queue(QUEUES.notices, { connection: redis.client, prefix: redis.prefix });
+    const notices = new Queue(QUEUES.notices, { connection: w.redis.client, prefix: w.redis.prefix });
     const waiting = (await notices.getJobs(["waiting"])).length;
-    const refusal = await gw.app.inject({
+    const refusal = await w.gw.app.inject({
       method: "POST",
       url: REFUSALS,
       headers: bearer,
@@ -628,7 +574,7 @@ describe("intake", () => {
     });
     expect(refusal.statusCode).toBe(202);
     expect((await notices.getJobs(["waiting"])).length).toBe(waiting + 1);
-    await redis.client.del(intake);
+    await w.redis.client.del(intake);
   });
 });
 
@@ -640,14 +586,9 @@ describe("Redis stopped mid-test", () => {
 
   beforeAll(async () => {
     redis = await restartableRedis({ persist: false });
-    gw = await createGateway({
-      redisUrl: redis.url,
-      prefix: "down",
-      catalog: new StaticCatalog(fixtureObjects()),
-      processMetrics: false,
-      queueEvents: false,
-      redisTimeoutMs: 1000,
-    });
+    gw = await createGateway(
+      fixtureGatewayOptions({ url: redis.url, prefix: "down" }, { redisTimeoutMs: 1000 }),
+    );
   });
   afterAll(async () => {
     await gw.close();
@@ -655,19 +596,7 @@ describe("Redis stopped mid-test", () => {
   });
 
   it("answers 503 with Retry-After while Redis is gone, loses nothing, and accepts once it is back", async () => {
-    const body = JSON.stringify(branchPushExample());
-    const push = (delivery: string) =>
-      gw.app.inject({
-        method: "POST",
-        url: pathOf(SECRETS.github, "github"),
-        headers: {
-          "content-type": "application/json",
-          "x-github-event": "push",
-          "x-github-delivery": delivery,
-          "x-hub-signature-256": `sha256=${hmacHex("sha256", SECRETS.github, body)}`,
-        },
-        payload: body,
-      });
+    const push = (delivery: string) => gw.app.inject(signedGithubPush(delivery));
     const writeCall = () => gw.app.inject({ method: "POST", url: WRITES, headers: bearer, payload: write });
     expect((await push("before")).statusCode).toBe(202);
 

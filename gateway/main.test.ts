@@ -3,14 +3,16 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Queue } from "bullmq";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { main } from "../queue/cli/main.js";
 import { loadConfig } from "../queue/config.js";
 import { bullConnection } from "../queue/redis.js";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { isolatedRedis } from "../test/redis/isolated.js";
 import { makeAttempt } from "../test/support/attempts.js";
+import { fileWorld } from "../test/support/file-world.js";
 import { fixtureObjects, fixtureYaml } from "../test/support/gateway.js";
-import { createGateway, type Gateway, startGateway } from "./app.js";
+import { gatewayWorld } from "../test/support/gateway-world.js";
+import { createGateway, startGateway } from "./app.js";
 import { StaticCatalog } from "./catalog.js";
 import { dashboardAllows } from "./dashboard.js";
 import { dashboardAuth, dashboardSetting, gatewaySettings } from "./main.js";
@@ -95,35 +97,23 @@ describe("applygate gateway command", () => {
 });
 
 describe("dashboard", () => {
-  let redis: IsolatedRedis;
-  let gw: Gateway;
-  beforeAll(async () => {
-    redis = await isolatedRedis("dash");
-    gw = await createGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog: new StaticCatalog(fixtureObjects()),
-      processMetrics: false,
-      queueEvents: false,
+  const w = fileWorld(() =>
+    gatewayWorld("dash", createGateway, {
       dashboard: { auth: { basic: { user: "ops", password: "pw" }, bearer: "tok" }, readOnly: true },
-    });
-  });
-  afterAll(async () => {
-    await gw.close();
-    await redis.cleanup();
-  });
+    }),
+  );
 
   it("asks for credentials, and serves every applygate queue read-only to those who have them", async () => {
-    const anon = await gw.app.inject({ method: "GET", url: "/queues/api/queues" });
+    const anon = await w.gw.app.inject({ method: "GET", url: "/queues/api/queues" });
     expect(anon.statusCode).toBe(401);
     expect(anon.headers["www-authenticate"]).toBe('Basic realm="queues"');
-    const wrong = await gw.app.inject({
+    const wrong = await w.gw.app.inject({
       method: "GET",
       url: "/queues/api/queues",
       headers: { authorization: `Basic ${Buffer.from("ops:nope").toString("base64")}` },
     });
     expect(wrong.statusCode).toBe(401);
-    const basic = await gw.app.inject({
+    const basic = await w.gw.app.inject({
       method: "GET",
       url: "/queues/api/queues",
       headers: { authorization: `Basic ${Buffer.from("ops:pw").toString("base64")}` },
@@ -134,7 +124,7 @@ describe("dashboard", () => {
       ["attempts-argocd", "attempts-flux", "attempts-webhook", "branches", "notices", "reports"].sort(),
     );
     expect(queues.every((q) => q.readOnlyMode)).toBe(true);
-    const bearer = await gw.app.inject({
+    const bearer = await w.gw.app.inject({
       method: "GET",
       url: "/queues",
       headers: { authorization: "Bearer tok" },
@@ -204,28 +194,21 @@ describe("the dashboard as its flags make it, over HTTP", () => {
   const NOT_FRAMED = { frame: "DENY", csp: expect.stringMatching(/(^|; )frame-ancestors 'none'(;|$)/) };
 
   async function withGateway(flags: string[], body: (url: string, attempts: Queue) => Promise<void>) {
-    const redis = await isolatedRedis("dash-flags");
     const { config } = loadConfig(gatewaySettings, [...credentials, ...flags], {});
-    const gw = await startGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog: new StaticCatalog(fixtureObjects()),
-      processMetrics: false,
-      queueEvents: false,
+    // Any free port for each server: startGateway's default port, and metricsPort 0.
+    const world = await gatewayWorld("dash-flags", startGateway, {
       dashboard: dashboardSetting(config),
-      port: 0,
       metricsPort: 0,
     });
     const attempts = new Queue("attempts-flux", {
-      connection: bullConnection(redis.url),
-      prefix: redis.prefix,
+      connection: bullConnection(world.redis.url),
+      prefix: world.redis.prefix,
     });
     try {
-      await body(gw.url, attempts);
+      await body(world.gw.url, attempts);
     } finally {
       await attempts.close();
-      await gw.close();
-      await redis.cleanup();
+      await world.stop();
     }
   }
 

@@ -2,12 +2,13 @@
  * The door: a write for a GitTarget naming a GitProvider in another namespace is refused unless the
  * provider admits the GitTarget's namespace (`spec.accessFrom`), by the rule the worker applies.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { branchKey } from "../queue/contract.js";
 import { branchKeys } from "../queue/keys.js";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
-import { fixtureObjects, NS, URLS } from "../test/support/gateway.js";
-import { createGateway, type Gateway } from "./app.js";
+import { fileWorld } from "../test/support/file-world.js";
+import { fixtureObjects, NS, URLS, webConfigMapWrite } from "../test/support/gateway.js";
+import { gatewayWorld } from "../test/support/gateway-world.js";
+import { createGateway } from "./app.js";
 import { type CatalogObjects, StaticCatalog } from "./catalog.js";
 
 const TEAM = "team-b";
@@ -39,49 +40,20 @@ function objects(accessFrom?: string[]): CatalogObjects {
   return o;
 }
 
-const write = {
-  changes: [
-    {
-      op: "upsert",
-      object: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        metadata: { name: "web", namespace: TEAM },
-        data: { a: "1" },
-      },
-    },
-  ],
-  author: { name: "Dev", email: "dev@example.com" },
-};
+const write = webConfigMapWrite(TEAM, { a: "1" });
 
 describe("intake: a GitProvider in another namespace", () => {
-  let redis: IsolatedRedis;
-  let gw: Gateway;
   const catalog = new StaticCatalog(objects());
-  beforeAll(async () => {
-    redis = await isolatedRedis("provider-ns");
-    gw = await createGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog,
-      processMetrics: false,
-      queueEvents: false,
-      maxWaitMs: 5000,
-    });
-  });
-  afterAll(async () => {
-    await gw.close();
-    await redis.cleanup();
-  });
+  const w = fileWorld(() => gatewayWorld("provider-ns", createGateway, { catalog, maxWaitMs: 5000 }));
 
   const post = () =>
-    gw.app.inject({
+    w.gw.app.inject({
       method: "POST",
       url: WRITES,
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
       payload: write,
     });
-  const inboxLength = () => redis.client.xlen(branchKeys(redis.prefix, BK).inbox);
+  const inboxLength = () => w.redis.client.xlen(branchKeys(w.redis.prefix, BK).inbox);
 
   it("refuses the write at the door, queueing nothing, while the provider does not admit the namespace", async () => {
     for (const accessFrom of [undefined, ["team-c"]]) {

@@ -6,10 +6,9 @@ import { branchKey, PushNotice, QUEUES } from "../queue/contract.js";
 import { noticeJobId } from "../queue/intake.js";
 import { branchKeys } from "../queue/keys.js";
 import { connectRedis } from "../queue/redis.js";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
+import { fileWorld } from "../test/support/file-world.js";
 import {
   branchPushExample,
-  fixtureObjects,
   githubPushExamples,
   hmacHex,
   NS,
@@ -17,36 +16,24 @@ import {
   SECRETS,
   URLS,
 } from "../test/support/gateway.js";
-import { createGateway, type Gateway, MISS_BODY, MISS_STATUS } from "./app.js";
-import { StaticCatalog } from "./catalog.js";
+import { gatewayWorld } from "../test/support/gateway-world.js";
+import { createGateway, MISS_BODY, MISS_STATUS } from "./app.js";
 import { verifyDelivery } from "./verify.js";
 
-let redis: IsolatedRedis;
-let gw: Gateway;
+const w = fileWorld(() => gatewayWorld("recv", createGateway, { bodyLimit: 64 * 1024 }));
 let notices: Queue;
 
-beforeAll(async () => {
-  redis = await isolatedRedis("recv");
-  gw = await createGateway({
-    redisUrl: redis.url,
-    prefix: redis.prefix,
-    catalog: new StaticCatalog(fixtureObjects()),
-    bodyLimit: 64 * 1024,
-    processMetrics: false,
-    queueEvents: false,
-  });
-  notices = new Queue(QUEUES.notices, { connection: connectRedis(redis.url), prefix: redis.prefix });
+beforeAll(() => {
+  notices = new Queue(QUEUES.notices, { connection: connectRedis(w.redis.url), prefix: w.redis.prefix });
 });
 
 afterAll(async () => {
-  await gw.close();
   await notices.close();
-  await redis.cleanup();
 });
 
 type Headers = Record<string, string>;
 const post = (url: string, body: string | Buffer, headers: Headers = {}) =>
-  gw.app.inject({
+  w.gw.app.inject({
     method: "POST",
     url,
     payload: body,
@@ -120,10 +107,10 @@ describe("GitHub receiver", () => {
 
   it("queues a push for a branch whose intake is paused over its budget: notices never pass the intake gate", async () => {
     const intake = branchKeys(
-      redis.prefix,
+      w.redis.prefix,
       branchKey({ namespace: NS, name: "github" }, URLS.github, "master"),
     ).intake;
-    await redis.client.hset(intake, { paused: "1", retrying: "1", budget: "1", charged: "999999" });
+    await w.redis.client.hset(intake, { paused: "1", retrying: "1", budget: "1", charged: "999999" });
     try {
       const body = JSON.stringify(branchPushExample());
       const r = await post(pathOf(SECRETS.github, "github"), body, githubHeaders(SECRETS.github, body));
@@ -133,7 +120,7 @@ describe("GitHub receiver", () => {
         branchKey({ namespace: NS, name: "github" }, URLS.github, "master"),
       ]);
     } finally {
-      await redis.client.del(intake);
+      await w.redis.client.del(intake);
     }
   });
 
@@ -382,7 +369,7 @@ describe("misses", () => {
     const before = await jobCount();
     const prints = new Set<string>();
     for (const [label, url, headers, method] of table) {
-      const r = await gw.app.inject({
+      const r = await w.gw.app.inject({
         method: (method as "GET") ?? "POST",
         url,
         headers: { "content-type": "application/json", ...headers },
@@ -447,7 +434,7 @@ describe("misses", () => {
           fc.string({ maxLength: 200 }).map((s) => Buffer.from(`payload=${s}`)),
         ),
         async (url, headers, payload) => {
-          const r = await gw.app.inject({ method: "POST", url, headers, payload });
+          const r = await w.gw.app.inject({ method: "POST", url, headers, payload });
           expect(r.statusCode).toBeLessThan(500);
         },
       ),
@@ -459,7 +446,7 @@ describe("misses", () => {
 
 describe("metrics", () => {
   it("counts deliveries by provider type and outcome and exposes the queue gauges", async () => {
-    const r = await gw.app.inject({ method: "GET", url: "/metrics" });
+    const r = await w.gw.app.inject({ method: "GET", url: "/metrics" });
     expect(r.statusCode).toBe(200);
     expect(r.body).toMatch(
       /applygate_gateway_deliveries_total\{provider_type="github",outcome="accepted"\} [1-9]/,
@@ -475,8 +462,8 @@ describe("metrics", () => {
   });
 
   it("answers /healthz and /readyz", async () => {
-    expect((await gw.app.inject({ method: "GET", url: "/healthz" })).statusCode).toBe(200);
-    const ready = await gw.app.inject({ method: "GET", url: "/readyz" });
+    expect((await w.gw.app.inject({ method: "GET", url: "/healthz" })).statusCode).toBe(200);
+    const ready = await w.gw.app.inject({ method: "GET", url: "/readyz" });
     expect(ready.statusCode).toBe(200);
     expect(ready.json()).toEqual({ redis: true, catalog: true });
   });

@@ -5,11 +5,11 @@
  * uniform miss without echoing the path; /metrics does not tell a real receiver path from a fake.
  */
 import { connect } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
-import { fixtureObjects, pathOf, SECRETS } from "../test/support/gateway.js";
-import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, MISS_BODY, type StartedGateway, startGateway } from "./app.js";
-import { StaticCatalog } from "./catalog.js";
+import { describe, expect, it } from "vitest";
+import { fileWorld } from "../test/support/file-world.js";
+import { pathOf, SECRETS } from "../test/support/gateway.js";
+import { fixtureGatewayOptions, gatewayWorld } from "../test/support/gateway-world.js";
+import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, MISS_BODY, startGateway } from "./app.js";
 
 /**
  * Writes `raw` on a fresh connection; resolves with what came back, how long until it closed, and
@@ -36,30 +36,18 @@ function exchange(url: string, raw: string): Promise<{ text: string; ms: number;
 }
 
 describe("slow and malformed clients", () => {
-  let redis: IsolatedRedis;
-  let gw: StartedGateway;
-  beforeAll(async () => {
-    redis = await isolatedRedis("slow");
-    gw = await startGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog: new StaticCatalog(fixtureObjects()),
-      processMetrics: false,
-      queueEvents: false,
+  const w = fileWorld(() =>
+    gatewayWorld("slow", startGateway, {
       headersTimeoutMs: 1000,
       requestTimeoutMs: 1500,
       keepAliveTimeoutMs: 1000,
-    });
-  });
-  afterAll(async () => {
-    await gw.close();
-    await redis.cleanup();
-  });
+    }),
+  );
 
   it("cuts a client that sends headers and then nothing, within the request timeout", async () => {
     const path = pathOf(SECRETS.github, "github");
     const r = await exchange(
-      gw.url,
+      w.gw.url,
       `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"ref":`,
     );
     expect(r.ms).toBeLessThan(4000);
@@ -67,20 +55,13 @@ describe("slow and malformed clients", () => {
   });
 
   it("closes a keep-alive connection left idle after an answer, after the keep-alive timeout (5 s by default, not fastify's 72 s)", async () => {
-    const r = await exchange(gw.url, "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
+    const r = await exchange(w.gw.url, "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
     expect(r.text).toMatch(/^HTTP\/1\.1 200 /);
     expect(r.text.toLowerCase()).toContain("connection: keep-alive");
     expect(r.idleMs).toBeGreaterThanOrEqual(900);
     expect(r.idleMs).toBeLessThan(4000);
     expect(DEFAULT_KEEP_ALIVE_TIMEOUT_MS).toBe(5000);
-    const plain = await startGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog: new StaticCatalog(fixtureObjects()),
-      processMetrics: false,
-      queueEvents: false,
-      metricsPort: 0,
-    });
+    const plain = await startGateway(fixtureGatewayOptions(w.redis, { metricsPort: 0 }));
     try {
       // The default reaches both ports' servers, the receivers' and the metrics'.
       expect(plain.app.server.keepAliveTimeout).toBe(DEFAULT_KEEP_ALIVE_TIMEOUT_MS);
@@ -93,7 +74,7 @@ describe("slow and malformed clients", () => {
   });
 
   it("cuts a client that never finishes its headers, within the headers timeout", async () => {
-    const r = await exchange(gw.url, `POST /hook/${"a".repeat(64)} HTTP/1.1\r\nhost: x\r\nx-slow: `);
+    const r = await exchange(w.gw.url, `POST /hook/${"a".repeat(64)} HTTP/1.1\r\nhost: x\r\nx-slow: `);
     expect(r.ms).toBeLessThan(4000);
   });
 
@@ -105,7 +86,7 @@ describe("slow and malformed clients", () => {
       `POST /hook/%00-secret-probe HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}`,
     ];
     for (const raw of probes) {
-      const r = await exchange(gw.url, raw);
+      const r = await exchange(w.gw.url, raw);
       expect(r.text, raw.slice(0, 40)).toMatch(/^HTTP\/1\.1 404 /);
       expect(r.text.endsWith(MISS_BODY), raw.slice(0, 40)).toBe(true);
       expect(r.text).not.toContain("secret-probe");
@@ -115,7 +96,7 @@ describe("slow and malformed clients", () => {
   it("refuses non-UTF-8 and non-JSON bodies as misses, and labels no miss by provider type", async () => {
     const real = pathOf(SECRETS.gitea, "gitea");
     for (const payload of [Buffer.from([0xff, 0xfe, 0x00, 0x80]), Buffer.from("not json"), Buffer.alloc(0)]) {
-      const r = await gw.app.inject({
+      const r = await w.gw.app.inject({
         method: "POST",
         url: real,
         headers: { "content-type": "application/json", "x-gitea-event": "push" },
@@ -123,8 +104,13 @@ describe("slow and malformed clients", () => {
       });
       expect(r.body).toBe(MISS_BODY);
     }
-    await gw.app.inject({ method: "POST", url: real, headers: { "x-gitea-signature": "00" }, payload: "{}" });
-    const text = await gw.metrics.registry.getSingleMetricAsString("applygate_gateway_deliveries_total");
+    await w.gw.app.inject({
+      method: "POST",
+      url: real,
+      headers: { "x-gitea-signature": "00" },
+      payload: "{}",
+    });
+    const text = await w.gw.metrics.registry.getSingleMetricAsString("applygate_gateway_deliveries_total");
     expect(text).toMatch(/provider_type="unknown",outcome="miss"\} [1-9]/);
     expect(text).not.toMatch(/provider_type="gitea",outcome="miss"/);
   });

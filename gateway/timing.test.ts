@@ -10,11 +10,11 @@
  * unknown path's median (the difference this test was written against was fivefold).
  */
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type IsolatedRedis, isolatedRedis } from "../test/redis/isolated.js";
-import { fixtureObjects, pathOf, SECRETS } from "../test/support/gateway.js";
-import { createGateway, type Gateway, MISS_STATUS } from "./app.js";
-import { StaticCatalog } from "./catalog.js";
+import { describe, expect, it } from "vitest";
+import { fileWorld } from "../test/support/file-world.js";
+import { pathOf, SECRETS } from "../test/support/gateway.js";
+import { gatewayWorld } from "../test/support/gateway-world.js";
+import { createGateway, MISS_STATUS } from "./app.js";
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -22,22 +22,7 @@ const median = (xs: number[]) => {
 };
 
 describe("timing of misses", () => {
-  let redis: IsolatedRedis;
-  let gw: Gateway;
-  beforeAll(async () => {
-    redis = await isolatedRedis("timing");
-    gw = await createGateway({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      catalog: new StaticCatalog(fixtureObjects()),
-      processMetrics: false,
-      queueEvents: false,
-    });
-  });
-  afterAll(async () => {
-    await gw.close();
-    await redis.cleanup();
-  });
+  const w = fileWorld(() => gatewayWorld("timing", createGateway));
 
   // 1.5 MiB of JSON: large enough that hashing it dominates a request.
   const body = Buffer.from(
@@ -72,7 +57,7 @@ describe("timing of misses", () => {
       // The request is handled in this process (inject): its CPU time is the cost of the path.
       const timed = async (url: string) => {
         const started = process.cpuUsage();
-        const r = await gw.app.inject({
+        const r = await w.gw.app.inject({
           method: "POST",
           url,
           headers: { "content-type": "application/json", ...c.headers },

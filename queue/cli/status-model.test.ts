@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Driver, listed, report as phase, sends, sha } from "../../test/support/decisions.js";
+import { A, B, Driver, listed, report as phase, sends } from "../../test/support/decisions.js";
 import type { DecisionState } from "../decide/index.js";
 import type { KObject } from "../kube/index.js";
 import { changeKey } from "./status.js";
@@ -7,8 +7,6 @@ import { age, redact, statusReport, whyText } from "./status-model.js";
 import type { BranchView, ClusterView } from "./status-read.js";
 import { render, tableRows } from "./status-render.js";
 
-const A = sha("a");
-const B = sha("b");
 const NOW = Date.parse("2026-03-01T10:00:00Z");
 
 /** A GitTarget as the API server returns it, for the decision core's `listed(uid, claim)`. */

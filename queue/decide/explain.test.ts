@@ -1,10 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { Driver, listed, report, sends, sha } from "../../test/support/decisions.js";
+import { A, B, Driver, listed, report, sends, sha } from "../../test/support/decisions.js";
 import type { ChangeWindowSpec, TargetGovernance } from "../governance/model.js";
 import { explainBranch } from "./explain.js";
 
-const A = sha("a");
-const B = sha("b");
 const KEY = "FluxClaim/apps/app";
 const at = (iso: string) => Date.parse(iso);
 

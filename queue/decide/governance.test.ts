@@ -1,13 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { Driver, flushes, listed, report, sends, sha } from "../../test/support/decisions.js";
+import { A, B, Driver, flushes, listed, report, sends, sha } from "../../test/support/decisions.js";
 import { approvalReadsAsked } from "../apply/governance.js";
 import type { ChangeWindowSpec, TargetGovernance } from "../governance/model.js";
 import { targetsNaming } from "./due.js";
 import { approvalGate } from "./governance.js";
 import type { DecisionAction } from "./model.js";
 
-const A = sha("a");
-const B = sha("b");
 const KEY = "FluxClaim/apps/app";
 
 /** 10:00-12:00 UTC every day. */

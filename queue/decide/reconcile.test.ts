@@ -1,10 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { Driver, flushes, listed, report, sends, sha } from "../../test/support/decisions.js";
+import { A, Driver, flushes, listed, report, sends } from "../../test/support/decisions.js";
 import type { ChangeWindowSpec } from "../governance/model.js";
 import { whyNotDue } from "./due.js";
 import type { DecisionAction, ListedTarget } from "./model.js";
 
-const A = sha("a");
 const KEY = "FluxClaim/apps/app";
 const asked = (requestedAt: string, handled?: string, opts: Partial<ListedTarget> = {}) =>
   listed("u1", "app", { reconcile: { requestedAt, ...(handled ? { handled } : {}) }, ...opts });

@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
 import {
+  A,
   argoClaim,
   argoListed,
+  B,
+  C,
   cm,
   Driver,
   flushes,
@@ -14,10 +17,6 @@ import {
 import type { ApplierWriteReport } from "../contract.js";
 import { BACKOFF_MAX_MS, backoffDelay } from "./backoff.js";
 import { isGitAhead } from "./due.js";
-
-const A = sha("a");
-const B = sha("b");
-const C = sha("c");
 
 function applierWrite(
   claimName: string,

@@ -4,12 +4,20 @@
  * The window edges with an injected clock.
  */
 import { describe, expect, it } from "vitest";
-import { argoClaim, argoListed, Driver, flushes, report, sends, sha } from "../../test/support/decisions.js";
+import {
+  A,
+  argoClaim,
+  argoListed,
+  B,
+  Driver,
+  flushes,
+  report,
+  sends,
+  sha,
+} from "../../test/support/decisions.js";
 import type { ChangeWindowSpec, SyncWindowSpec, TargetGovernance } from "../governance/model.js";
 import type { DecisionAction } from "./model.js";
 
-const A = sha("a");
-const B = sha("b");
 const KEY = "ArgoCDClaim/apps/web";
 const at = (iso: string) => Date.parse(iso);
 

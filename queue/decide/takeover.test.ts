@@ -5,24 +5,23 @@
  */
 import { describe, expect, it } from "vitest";
 import {
+  A,
   argoClaim,
   argoListed,
+  B,
+  C,
   Driver,
   flushes,
   fluxClaim,
   listed,
   report,
   sends,
-  sha,
 } from "../../test/support/decisions.js";
 import { OPERATION_PHASES } from "../contract.js";
 import type { ClaimStatusSnapshot, DecisionState, PendingKind } from "./model.js";
 import { inheritedOut, type SavedOperationFate, savedOperationFate } from "./step.js";
 import { ancestryReadsAsked } from "./supersede.js";
 
-const A = sha("a");
-const B = sha("b");
-const C = sha("c");
 const KEY = "FluxClaim/apps/app";
 
 type Record = NonNullable<ClaimStatusSnapshot["operation"]>;

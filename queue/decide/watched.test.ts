@@ -4,20 +4,19 @@
  */
 import { describe, expect, it } from "vitest";
 import {
+  A,
   argoClaim,
+  B,
+  C,
   cm,
   Driver,
   fluxClaim,
   listed,
   report,
   sends,
-  sha,
 } from "../../test/support/decisions.js";
 import type { DecisionAction, DecisionEvent } from "./model.js";
 
-const A = sha("a");
-const B = sha("b");
-const C = sha("c");
 const iso = (ms: number) => new Date(ms).toISOString();
 
 function watched(

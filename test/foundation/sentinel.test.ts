@@ -23,7 +23,6 @@ import { Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGateway, type Gateway } from "../../gateway/app.js";
-import { StaticCatalog } from "../../gateway/catalog.js";
 import { gatewaySettings } from "../../gateway/main.js";
 import { loadConfig } from "../../queue/config.js";
 import { branchKey, QUEUES } from "../../queue/contract.js";
@@ -37,7 +36,8 @@ import { scopeOf } from "../../queue/scope.js";
 import { BranchLease, fencedWrite } from "../../queue/worker/lease.js";
 import { Replica } from "../../queue/worker/replica.js";
 import { type GitServer, startGitServer } from "../git/server.js";
-import { branchPushExample, fixtureObjects, hmacHex, NS, pathOf, SECRETS, URLS } from "../support/gateway.js";
+import { NS, SECRETS, signedGithubPush, URLS, webConfigMapWrite } from "../support/gateway.js";
+import { fixtureGatewayOptions } from "../support/gateway-world.js";
 import { until } from "../support/wait.js";
 import { configMapWrite, FOLDER, TARGET, WEB_GRANT } from "../worker/harness.js";
 
@@ -45,21 +45,7 @@ const MASTER = "applygate";
 const WRITES = `/v1/targets/${NS}/infra/writes`;
 const BK = branchKey({ namespace: NS, name: "generic" }, URLS.generic, "main");
 const bearer = { authorization: `Bearer ${SECRETS.intakeToken}`, "content-type": "application/json" };
-const write = (n: number) => ({
-  changes: [
-    {
-      op: "upsert",
-      object: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        metadata: { name: "web", namespace: "apps" },
-        data: { n: String(n) },
-      },
-    },
-  ],
-  author: { name: "Dev", email: "dev@example.com" },
-  message: `write ${n}`,
-});
+const write = (n: number) => webConfigMapWrite("apps", { n: String(n) }, `write ${n}`);
 const patience = { timeoutMs: 30_000, everyMs: 50 };
 
 const children: ChildProcess[] = [];
@@ -167,15 +153,9 @@ describe("Redis through Sentinel, primary killed", () => {
       );
     }
     url = `redis+sentinel://${sentinelPorts.map((p) => `127.0.0.1:${p}`).join(",")}/${MASTER}`;
-    const options = {
-      prefix,
-      catalog: new StaticCatalog(fixtureObjects()),
-      processMetrics: false,
-      queueEvents: false,
-      redisTimeoutMs: 1000,
-    };
-    gw = await createGateway({ redisUrl: url, ...options });
-    gwWait = await createGateway({ redisUrl: url, ...options, redisWaitReplicas: 1 });
+    const options = fixtureGatewayOptions({ url, prefix }, { redisTimeoutMs: 1000 });
+    gw = await createGateway(options);
+    gwWait = await createGateway({ ...options, redisWaitReplicas: 1 });
     // The gateways asked the sentinels for the primary and connected: ready to accept.
     for (const g of [gw, gwWait])
       await until(
@@ -203,18 +183,7 @@ describe("Redis through Sentinel, primary killed", () => {
     return { status: r.statusCode, id: r.statusCode === 202 ? (r.json().id as string) : undefined };
   };
   const push = async (delivery: string) => {
-    const body = JSON.stringify(branchPushExample());
-    const r = await gw.app.inject({
-      method: "POST",
-      url: pathOf(SECRETS.github, "github"),
-      headers: {
-        "content-type": "application/json",
-        "x-github-event": "push",
-        "x-github-delivery": delivery,
-        "x-hub-signature-256": `sha256=${hmacHex("sha256", SECRETS.github, body)}`,
-      },
-      payload: body,
-    });
+    const r = await gw.app.inject(signedGithubPush(delivery));
     return { status: r.statusCode, id: r.statusCode === 202 ? (r.json().id as string) : undefined };
   };
   /** Ids of the writes in the branch inbox of whichever node is primary now. */

@@ -28,10 +28,9 @@ import { RECOLLECT_AGAIN_MS } from "../../queue/decide/snapshots.js";
 import { objectYaml } from "../../queue/git/layout.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, recollectChannel, watchedTargetKey } from "../../queue/keys.js";
-import { createLogger, silentLogger } from "../../queue/log.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
-import { Replica } from "../../queue/worker/replica.js";
+import type { Replica } from "../../queue/worker/replica.js";
 import { Mirror } from "../../sidecar/mirror/mirror.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { gitOk } from "../git/cli.js";
@@ -39,11 +38,10 @@ import { type GitServer, startGitServer } from "../git/server.js";
 import { deployedIdentities } from "../playground/identities.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { reportPhase } from "../support/attempts.js";
+import { CLAIM_KEY, FOLDER, GROUP, log, NS } from "../worker/decisions-world.js";
+import { claimAppliedAt, fluxSite } from "../worker/flux-site.js";
 import { foreignCommit } from "../worker/foreign.js";
-import { waitFor } from "../worker/harness.js";
-
-const NS = "team";
-const FOLDER = "clusters/dev";
+import { testReplica, waitFor } from "../worker/harness.js";
 
 /** A write of GitTarget `site` on branch `key` as the watch plane hands it, accepted now. */
 const mirrorWrite = (key: string, id: string, over: Partial<AcceptedWrite> = {}): AcceptedWrite => ({
@@ -57,13 +55,7 @@ const mirrorWrite = (key: string, id: string, over: Partial<AcceptedWrite> = {})
   ...over,
 });
 const CM_FILE = `${FOLDER}/core/configmap/${NS}/app.yaml`;
-const CLAIM_KEY = `FluxClaim/${NS}/claim`;
-const GROUP = { group: "applygate.dev", version: "v1alpha1" };
 const merge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
-const log = () =>
-  process.env.APPLYGATE_TEST_LOG
-    ? createLogger({ level: process.env.APPLYGATE_TEST_LOG, pretty: false })
-    : silentLogger();
 const yaml = (...objs: object[]) => objs.map((o) => JSON.stringify(o)).join("\n---\n");
 const cmObject = (value: string) => ({
   apiVersion: "v1",
@@ -178,56 +170,9 @@ beforeAll(async () => {
     ),
   );
   await api.applyYaml(yaml(...deployed.rbac));
-  await api.applyYaml(
-    yaml(
-      {
-        apiVersion: "kustomize.toolkit.fluxcd.io/v1",
-        kind: "Kustomization",
-        metadata: { name: "apps", namespace: NS },
-        spec: {
-          interval: "100h",
-          prune: true,
-          path: `./${FOLDER}`,
-          sourceRef: { kind: "GitRepository", name: "repo" },
-        },
-      },
-      {
-        apiVersion: "applygate.dev/v1alpha1",
-        kind: "FluxClaim",
-        metadata: { name: "claim", namespace: NS },
-        spec: { kustomizationRef: { name: "apps", namespace: NS } },
-      },
-      {
-        apiVersion: "applygate.dev/v1alpha1",
-        kind: "GitProvider",
-        metadata: { name: "gp", namespace: NS },
-        spec: { url, type: "gitea", webhookSecretRef: { name: "hook" } },
-      },
-      {
-        apiVersion: "applygate.dev/v1alpha1",
-        kind: "GitTarget",
-        metadata: { name: "site", namespace: NS },
-        spec: {
-          providerRef: { name: "gp" },
-          branch: "main",
-          path: FOLDER,
-          claimRef: { kind: "FluxClaim", name: "claim" },
-          commitWindow: { idleSeconds: 1, maxSeconds: 30 },
-        },
-      },
-      { ...cmObject("1") },
-    ),
-  );
-  await custom.patchNamespacedCustomObjectStatus(
-    {
-      ...GROUP,
-      plural: "fluxclaims",
-      namespace: NS,
-      name: "claim",
-      body: { status: { lastAppliedCommit: initial } },
-    },
-    merge,
-  );
+  const site = fluxSite(url);
+  await api.applyYaml(yaml(site.kustomization, site.claim, site.provider, site.target, { ...cmObject("1") }));
+  await claimAppliedAt(custom, initial);
   const target = (await custom.getNamespacedCustomObject({
     ...GROUP,
     plural: "gittargets",
@@ -277,17 +222,7 @@ beforeAll(async () => {
     listIntervalMs: 600_000,
     metrics: { collision() {}, echo() {}, staleSnapshot: (outcome) => stale.push(outcome) },
   });
-  replica = new Replica({
-    redisUrl: redis.url,
-    prefix: redis.prefix,
-    directory,
-    cacheDir,
-    log: log(),
-    status,
-    leaseMs: 3000,
-    attach: decisions.attach,
-    branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
-  });
+  replica = testReplica(redis, { directory, cacheDir, log: log(), status, attach: decisions.attach });
   await redis.client.sadd(knownBranchesKey(redis.prefix), key);
   await replica.start();
   await waitFor("the branch taken with decisions on", () => driver()?.state.observed);
@@ -483,16 +418,12 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     const cacheDir = await mkdtemp(join(tmpdir(), "applygate-snapshots-"));
     cacheDirs.push(cacheDir);
     const status = new KubeStatusSink(api.kubeConfig(), log(), Date.now, 8, cache);
-    replica = new Replica({
-      redisUrl: redis.url,
-      prefix: redis.prefix,
+    replica = testReplica(redis, {
       directory: new KubeDirectory(cache, { log: log(), status }),
       cacheDir,
       log: log(),
       status,
-      leaseMs: 3000,
       attach: decisions.attach,
-      branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
     });
     await replica.start();
     git.faults.setDown(false);

@@ -2,7 +2,7 @@
 // each component run as its manifests run it under its ServiceAccount's real token (test/real/
 // applygate.ts), a tenant's objects made by a namespace editor. After each test the API server's
 // own audit.log is read: no 403 and no 422 for any product component, and its requests printed.
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { chmod, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -10,13 +10,14 @@ import { Queue } from "bullmq";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { type AcceptedWrite, branchKey, QUEUES } from "../../queue/contract.js";
+import { branchKey, QUEUES } from "../../queue/contract.js";
 import { objectPath } from "../../queue/git/layout.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { writePublishedKey } from "../../queue/keys.js";
 import { connectRedis } from "../../queue/redis.js";
 import { gitOk } from "../git/cli.js";
 import { type Deployer, startDeployer } from "../playground/deployer.js";
+import { unstorableWrite } from "../support/unstorable-write.js";
 import { untilWith } from "../support/wait.js";
 import { identityKubeconfig, installFluxCrds, kubectl, listeningAddresses, readAudit } from "./applygate.js";
 import { CONTROL_PLANE, findRealBinaries } from "./binaries.js";
@@ -427,25 +428,12 @@ data: {greeting: hello}
     ).toMatchObject({ status: 200 });
     const client = connectRedis(d.redis.url);
     const branches = new Queue(QUEUES.branches, { connection: client, prefix: d.installed.prefix });
-    const poison: AcceptedWrite = {
-      id: `w-${randomUUID()}`,
+    const poison = unstorableWrite({
       target: { namespace: t.ns, name: "web" },
       branchKey: branchKey({ namespace: t.ns, name: "repo" }, t.repoUrl, "main"),
       path: t.folder,
-      acceptedAt: new Date().toISOString(),
       author,
-      save: true,
-      changes: [
-        {
-          op: "upsert",
-          object: {
-            apiVersion: "rbac.authorization.k8s.io/v1",
-            kind: "ClusterRole",
-            metadata: { name: ".git:x" },
-          },
-        },
-      ],
-    };
+    });
     try {
       expect((await acceptWrite(client, d.installed.prefix, poison, branches)).accepted).toBe(true);
       const later = await postWrite(t, {

@@ -3,15 +3,15 @@
  * Git cannot store) is put straight into the branch's inbox between two good writes. The worker
  * settles it as refused, both good writes publish, and the appliers still apply a later push.
  */
-import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AcceptedWrite, QUEUES } from "../../queue/contract.js";
+import { QUEUES } from "../../queue/contract.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { writePublishedKey } from "../../queue/keys.js";
 import { connectRedis } from "../../queue/redis.js";
 import { clusterValue, foreignPush, postWrite, until } from "../playground/actors.js";
 import { DEMO_APPS, DEMO_NAMESPACE, demoConfigMap } from "../playground/demo.js";
+import { unstorableWrite } from "../support/unstorable-write.js";
 import { type Scene, startScene } from "./harness.js";
 
 describe("a poison write past the door", () => {
@@ -34,25 +34,12 @@ describe("a poison write past the door", () => {
     const redis = connectRedis(s.a.redis.url);
     const branches = new Queue(QUEUES.branches, { connection: redis, prefix: s.a.prefix });
     const key = s.a.demo.key;
-    const poison: AcceptedWrite = {
-      id: `w-${randomUUID()}`,
+    const poison = unstorableWrite({
       target: { namespace: DEMO_NAMESPACE, name: "flux-app" },
       branchKey: key,
       path: DEMO_APPS.flux.folder,
-      acceptedAt: new Date().toISOString(),
       author,
-      save: true,
-      changes: [
-        {
-          op: "upsert",
-          object: {
-            apiVersion: "rbac.authorization.k8s.io/v1",
-            kind: "ClusterRole",
-            metadata: { name: ".git:x" },
-          },
-        },
-      ],
-    };
+    });
     try {
       expect((await acceptWrite(redis, s.a.prefix, poison, branches)).accepted).toBe(true);
       const after = await postWrite(s.a, "flux", write("after"));

@@ -13,11 +13,9 @@
  * ApplygateJobStuck's `for:` is 5 s instead of 5 m, in the rule file this test renders; every
  * expression is the shipped one.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { createInterface } from "node:readline";
-import type * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { attemptsQueue } from "../../queue/contract.js";
 import { ATTEMPT_LOCK_MS } from "../../sidecar/executor.js";
@@ -27,6 +25,7 @@ import { PROMETHEUS_AVAILABLE, ruleFile, shippedRuleGroups } from "../manifests/
 import { foreignPush, readClaim, until } from "../playground/actors.js";
 import { type Prometheus, startPrometheus, type TargetGroup } from "../support/prometheus.js";
 import { type Scene, startScene, unique } from "./harness.js";
+import { fluxSidecarProcess } from "./sidecar-process.js";
 
 const STUCK_FOR = "5s";
 const STUCK_FOR_MS = 5_000;
@@ -71,37 +70,6 @@ function labelsOf(t: Target): Record<string, string> {
     // A ServiceMonitor's job is the Service's name, a PodMonitor's `<its namespace>/<its name>`.
     job: t.kind === "ServiceMonitor" ? `${workload}-metrics` : `${t.monitorNamespace}/${t.monitor}`,
   };
-}
-
-/** A Flux sidecar in a process of its own, serving its metrics; answers the process and its port. */
-async function sidecarProcess(s: Scene): Promise<{ child: ChildProcess; port: number }> {
-  const kc = s.a.identities.flux.kubeConfig;
-  const cluster = kc.getCurrentCluster() as k8s.Cluster;
-  const user = kc.getCurrentUser() as k8s.User & { token: string };
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", new URL("./sidecar-child.ts", import.meta.url).pathname],
-    {
-      stdio: ["ignore", "pipe", "inherit"],
-      env: {
-        ...process.env,
-        APPLYGATE_SERVER: cluster.server,
-        APPLYGATE_TOKEN: user.token,
-        APPLYGATE_USER: user.name,
-        REDIS_URL: s.a.redis.url,
-        REDIS_PREFIX: s.a.prefix,
-        APPLIER: "flux",
-        SIDECAR_OPTIONS: JSON.stringify(s.a.timers.sidecar.flux),
-        RESYNC_MS: String(s.a.timers.sidecar.resyncMs),
-        SERVE_METRICS: "1",
-      },
-    },
-  );
-  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const first = await lines.next();
-  const m = /^ready (\d+)$/.exec(String(first.value ?? "").trim());
-  if (first.done || !m) throw new Error("the sidecar process did not start");
-  return { child, port: Number(m[1]) };
 }
 
 describe.skipIf(!PROMETHEUS_AVAILABLE || !KUBECTL_AVAILABLE)("the alerts in a real Prometheus", () => {
@@ -164,7 +132,7 @@ describe.skipIf(!PROMETHEUS_AVAILABLE || !KUBECTL_AVAILABLE)("the alerts in a re
   }, async () => {
     // The playground runs its own Flux sidecar in-process; this one runs in a process to kill.
     await s.a.stopSidecar("flux");
-    const sidecar = await sidecarProcess(s);
+    const sidecar = await fluxSidecarProcess(s, { serveMetrics: true });
     child = sidecar.child;
     await refreshTargets(`127.0.0.1:${sidecar.port}`);
 

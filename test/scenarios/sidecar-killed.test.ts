@@ -5,8 +5,7 @@
  * Kustomization ends suspended, the pushed value is on the cluster, no second attempt is sent, and
  * the worker gets exactly one terminal report for that token.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { createInterface } from "node:readline";
+import type { ChildProcess } from "node:child_process";
 import * as k8s from "@kubernetes/client-node";
 import { type Job, Queue, QueueEvents } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,37 +13,7 @@ import { QUEUES, type Report, TERMINAL_PHASES } from "../../queue/contract.js";
 import { clusterValue, foreignPush, readClaim, until } from "../playground/actors.js";
 import { DEMO_APPLIERS, FLUX_NAMESPACE } from "../playground/demo.js";
 import { operationsOf, type Scene, startScene, unique } from "./harness.js";
-
-/** Starts a Flux sidecar in a child process on the scene's cluster and Redis. */
-async function sidecarProcess(s: Scene): Promise<ChildProcess> {
-  // The Flux sidecar's own identity: the ServiceAccount its patch runs under, with only its rules.
-  const kc = s.a.identities.flux.kubeConfig;
-  const cluster = kc.getCurrentCluster() as k8s.Cluster;
-  const user = kc.getCurrentUser() as k8s.User & { token: string };
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", new URL("./sidecar-child.ts", import.meta.url).pathname],
-    {
-      stdio: ["ignore", "pipe", "inherit"],
-      env: {
-        ...process.env,
-        APPLYGATE_SERVER: cluster.server,
-        APPLYGATE_TOKEN: user.token,
-        APPLYGATE_USER: user.name,
-        REDIS_URL: s.a.redis.url,
-        REDIS_PREFIX: s.a.prefix,
-        APPLIER: "flux",
-        SIDECAR_OPTIONS: JSON.stringify(s.a.timers.sidecar.flux),
-        RESYNC_MS: String(s.a.timers.sidecar.resyncMs),
-      },
-    },
-  );
-  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const first = await lines.next();
-  if (first.done || String(first.value).trim() !== "ready")
-    throw new Error("the sidecar process did not start");
-  return child;
-}
+import { fluxSidecarProcess } from "./sidecar-process.js";
 
 /** Every report the worker receives, duplicates included (read as jobs are added). */
 async function watchReports(s: Scene) {
@@ -96,7 +65,7 @@ describe("a sidecar killed between resume and suspend", () => {
     const watch = await watchReports(s);
     try {
       await s.a.stopSidecar("flux");
-      child = await sidecarProcess(s);
+      child = (await fluxSidecarProcess(s)).child;
       expect(await kustomizationSuspended(s)).toBe(true);
 
       // A slow build keeps the Kustomization resumed for a while once the apply starts.

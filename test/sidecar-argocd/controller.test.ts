@@ -68,6 +68,15 @@ async function handBack(name: string, ref: { namespace: string; name: string }) 
   return r;
 }
 const automated = async (name: string) => (await c.getApp(name)).spec?.syncPolicy?.automated;
+/** Somebody sets the Application's automated block by hand, as `fieldManager`. */
+const editAutomated = (name: string, block: Record<string, unknown>, fieldManager: string) =>
+  c.kube.mergePatch(
+    APPLICATION,
+    "argocd",
+    name,
+    { spec: { syncPolicy: { automated: block } } },
+    { fieldManager },
+  );
 
 describe("holding automated sync off", () => {
   it("adopts: owns enabled: false, keeps prune, records how it stood; Argo CD then only compares", async () => {
@@ -106,13 +115,7 @@ describe("holding automated sync off", () => {
   it("switches it off again when somebody switches it on (ClaimedResourceReconciled)", async () => {
     const { name, ref } = await setup({ syncPolicy: { automated: { prune: true } } });
     await hold(name, ref);
-    await c.kube.mergePatch(
-      APPLICATION,
-      "argocd",
-      name,
-      { spec: { syncPolicy: { automated: { enabled: true } } } },
-      { fieldManager: "kubectl-patch" },
-    );
+    await editAutomated(name, { enabled: true }, "kubectl-patch");
     const events = memoryEvents();
     await hold(name, ref, events);
     expect(await automated(name)).toEqual({ prune: true, enabled: false });
@@ -254,15 +257,7 @@ describe("hand-back", () => {
     const { name, ref } = await setup({});
     await hold(name, ref);
     // meanwhile somebody adds prune (an Update): letting go would leave automated sync on
-    await c.kube.mergePatch(
-      APPLICATION,
-      "argocd",
-      name,
-      { spec: { syncPolicy: { automated: { prune: true } } } },
-      {
-        fieldManager: "kubectl-edit",
-      },
-    );
+    await editAutomated(name, { prune: true }, "kubectl-edit");
     await handBack(name, ref);
     expect(await automated(name)).toEqual({ prune: true, enabled: false });
   });

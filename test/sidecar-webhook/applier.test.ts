@@ -371,24 +371,24 @@ describe("SSRF", () => {
     await w.sidecar.stop();
     await w.restart({ allowInternal: false });
     const before = w.endpoint.received.length;
-    const a = await w.send("resp");
-    await w.queues.reported(a.token, "RequestFailed");
-    const r = (await w.queues.reports(a.token)).find((x) => x.phase === "RequestFailed");
-    expect(r?.reason).toBe("AddressRefused");
-    expect(r?.message).toContain("loopback");
-    expect(w.endpoint.received.length).toBe(before);
+    /** An attempt for `claim`, refused as AddressRefused naming `why`; the endpoint is never called. */
+    const refused = async (claim: string, why: string) => {
+      const a = await w.send(claim);
+      await w.queues.reported(a.token, "RequestFailed");
+      const r = (await w.queues.reports(a.token)).find((x) => x.phase === "RequestFailed");
+      expect(r?.reason).toBe("AddressRefused");
+      expect(r?.message).toContain(why);
+      expect(w.endpoint.received.length).toBe(before);
+      return a;
+    };
+    const a = await refused("resp", "loopback");
     // Nothing started: the record is taken back.
     expect((await w.operation("resp"))?.token).not.toBe(a.token);
 
     // The same listener named as IPv4-mapped IPv6, which the URL parser rewrites to [::ffff:7f00:1].
     const port = new URL(w.endpoint.url).port;
     await w.createClaim("mapped", { url: `http://[::ffff:127.0.0.1]:${port}/deploy` });
-    const m = await w.send("mapped");
-    await w.queues.reported(m.token, "RequestFailed");
-    const rm = (await w.queues.reports(m.token)).find((x) => x.phase === "RequestFailed");
-    expect(rm?.reason).toBe("AddressRefused");
-    expect(rm?.message).toContain("IPv4-mapped 127.0.0.1, loopback");
-    expect(w.endpoint.received.length).toBe(before);
+    await refused("mapped", "IPv4-mapped 127.0.0.1, loopback");
     await w.sidecar.stop();
     await w.restart();
   });

@@ -14,6 +14,11 @@ export function sha(n: number | string): string {
   return typeof n === "string" ? n.repeat(40).slice(0, 40) : n.toString(16).padStart(40, "0");
 }
 
+/** The commits the decision core's tests name A, B and C (in the order they are made). */
+export const A = sha("a");
+export const B = sha("b");
+export const C = sha("c");
+
 export function fluxClaim(name: string): { claim: ClaimRef; applier: ApplierRef } {
   return {
     claim: { kind: "FluxClaim", namespace: "apps", name },

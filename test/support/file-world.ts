@@ -1,6 +1,7 @@
 /**
- * One world for the tests of a file: started before the first, stopped after the last. What it
- * answers stands for the world itself (read it inside tests and hooks, not at the file's top).
+ * One world for the tests of a file, or of the describe block it is called in: started before the
+ * first, stopped after the last. What it answers stands for the world itself (read it inside
+ * tests and hooks, not at the file's top).
  */
 import { afterAll, beforeAll } from "vitest";
 

@@ -113,6 +113,39 @@ export function branchPushExample(): Record<string, any> {
   return githubPushExamples().find((e) => String(e.ref).startsWith("refs/heads/"))!;
 }
 
+/** A write as a client posts it to the intake: ConfigMap `web` in `namespace` upserted with `data`, by Dev. */
+export function webConfigMapWrite(namespace: string, data: Record<string, string>, message?: string) {
+  return {
+    changes: [
+      {
+        op: "upsert",
+        object: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "web", namespace }, data },
+      },
+    ],
+    author: { name: "Dev", email: "dev@example.com" },
+    ...(message === undefined ? {} : { message }),
+  };
+}
+
+/**
+ * The recorded branch push, signed for the fixture's github receiver, as a request to inject:
+ * `delivery` is its X-GitHub-Delivery id.
+ */
+export function signedGithubPush(delivery: string) {
+  const body = JSON.stringify(branchPushExample());
+  return {
+    method: "POST" as const,
+    url: pathOf(SECRETS.github, "github"),
+    headers: {
+      "content-type": "application/json",
+      "x-github-event": "push",
+      "x-github-delivery": delivery,
+      "x-hub-signature-256": `sha256=${hmacHex("sha256", SECRETS.github, body)}`,
+    },
+    payload: body,
+  };
+}
+
 /** The fixture objects as a multi-document YAML file, Secrets with base64 `data`. */
 export function fixtureYaml(objects: CatalogObjects = fixtureObjects()): string {
   const docs: unknown[] = [

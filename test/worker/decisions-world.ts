@@ -5,7 +5,6 @@
  * records the operation on the claim's status and reports each phase on `reports`, as the sidecar
  * does. The tests are decisions.test.ts (the flow) and decisions-governance.test.ts.
  */
-import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,7 +33,7 @@ import type { BranchWorker } from "../../queue/worker/branch-worker.js";
 import type { Clock } from "../../queue/worker/clock.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
-import { Replica } from "../../queue/worker/replica.js";
+import type { Replica } from "../../queue/worker/replica.js";
 import {
   completeOperation,
   RecordRefused,
@@ -46,11 +45,13 @@ import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { reportPhase } from "../support/attempts.js";
+import { claimAppliedAt, fluxClaimHolding, fluxSite, kustomization } from "./flux-site.js";
 import { foreignCommit } from "./foreign.js";
-import { waitFor } from "./harness.js";
+import { configMapWrite, FOLDER, TARGET, testReplica, waitFor } from "./harness.js";
 
-export const NS = "team";
-export const FOLDER = "clusters/dev";
+// The harness's GitTarget namespace and folder: the writes configMapWrite makes are this world's.
+export const NS = TARGET.namespace;
+export { FOLDER };
 export const CLAIM_KEY = `FluxClaim/${NS}/claim`;
 export const GROUP = { group: "applygate.dev", version: "v1alpha1" };
 export const log = () =>
@@ -162,7 +163,6 @@ export async function world(o: {
   const key = branchKey({ namespace: NS, name: "gp" }, url, "main");
   const kc = api.kubeConfig();
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  const merge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
   await kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
   if (o.providerToken)
     await kc.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
@@ -170,78 +170,39 @@ export async function world(o: {
       body: { metadata: { name: "creds" }, stringData: { token: o.providerToken } },
     });
 
+  const site = fluxSite(url, {
+    claimSpec: o.claimSpec,
+    providerSpec: {
+      ...(o.providerToken ? { credentialsSecretRef: { name: "creds" } } : {}),
+      ...o.providerSpec,
+    },
+    windowSeconds: o.windowSeconds,
+  });
   await custom.createNamespacedCustomObject({
     group: "kustomize.toolkit.fluxcd.io",
     version: "v1",
     plural: "kustomizations",
     namespace: NS,
-    body: {
-      apiVersion: "kustomize.toolkit.fluxcd.io/v1",
-      kind: "Kustomization",
-      metadata: { name: "apps", namespace: NS },
-      spec: {
-        interval: "100h",
-        prune: true,
-        path: `./${FOLDER}`,
-        sourceRef: { kind: "GitRepository", name: "repo" },
-      },
-    },
+    body: site.kustomization,
   });
   await custom.createNamespacedCustomObject({
     ...GROUP,
     plural: "fluxclaims",
     namespace: NS,
-    body: {
-      apiVersion: "applygate.dev/v1alpha1",
-      kind: "FluxClaim",
-      metadata: { name: "claim", namespace: NS },
-      spec: { kustomizationRef: { name: "apps", namespace: NS }, ...o.claimSpec },
-    },
+    body: site.claim,
   });
-  if (o.appliedInitial)
-    await custom.patchNamespacedCustomObjectStatus(
-      {
-        ...GROUP,
-        plural: "fluxclaims",
-        namespace: NS,
-        name: "claim",
-        body: { status: { lastAppliedCommit: initial } },
-      },
-      merge,
-    );
+  if (o.appliedInitial) await claimAppliedAt(custom, initial);
   await custom.createNamespacedCustomObject({
     ...GROUP,
     plural: "gitproviders",
     namespace: NS,
-    body: {
-      apiVersion: "applygate.dev/v1alpha1",
-      kind: "GitProvider",
-      metadata: { name: "gp", namespace: NS },
-      spec: {
-        url,
-        type: "gitea",
-        webhookSecretRef: { name: "hook" },
-        ...(o.providerToken ? { credentialsSecretRef: { name: "creds" } } : {}),
-        ...o.providerSpec,
-      },
-    },
+    body: site.provider,
   });
   const target = (await custom.createNamespacedCustomObject({
     ...GROUP,
     plural: "gittargets",
     namespace: NS,
-    body: {
-      apiVersion: "applygate.dev/v1alpha1",
-      kind: "GitTarget",
-      metadata: { name: "site", namespace: NS },
-      spec: {
-        providerRef: { name: "gp" },
-        branch: "main",
-        path: FOLDER,
-        claimRef: { kind: "FluxClaim", name: "claim" },
-        commitWindow: { idleSeconds: o.windowSeconds ?? 1, maxSeconds: 30 },
-      },
-    },
+    body: site.target,
   })) as GitTarget;
   // The writes hold ConfigMaps in namespace web: a ScopeGrant gives the target that namespace.
   await custom.createClusterCustomObject({
@@ -320,16 +281,12 @@ export async function world(o: {
           staleSnapshot() {},
         },
       });
-      const replica = new Replica({
-        redisUrl: redis.url,
-        prefix: redis.prefix,
+      const replica = testReplica(redis, {
         directory,
         cacheDir,
         log: log(),
         status,
-        leaseMs: 3000,
         attach: decisions.attach,
-        branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
       });
       await redis.client.sadd(knownBranchesKey(redis.prefix), key);
       await replica.start();
@@ -347,26 +304,7 @@ export async function world(o: {
     worker: () => running?.replica.branch(key) as BranchWorker,
     driver: () => running?.decisions.drivers.get(key) as ReturnType<World["driver"]>,
     async accept(name, value, extra = {}) {
-      const write: AcceptedWrite = {
-        id: randomUUID(),
-        target: { namespace: NS, name: "site" },
-        branchKey: key,
-        path: FOLDER,
-        acceptedAt: new Date().toISOString(),
-        author: { name: "Ada", email: "ada@example.com" },
-        changes: [
-          {
-            op: "upsert",
-            object: {
-              apiVersion: "v1",
-              kind: "ConfigMap",
-              metadata: { name, namespace: "web" },
-              data: { value },
-            },
-          },
-        ],
-        ...extra,
-      };
+      const write = configMapWrite(key, name, value, extra);
       expect((await acceptWrite(redis.client, redis.prefix, write, branches)).accepted).toBe(true);
       return write;
     },
@@ -408,28 +346,13 @@ export async function secondTarget(
     version: "v1",
     plural: "kustomizations",
     namespace: ns,
-    body: {
-      apiVersion: "kustomize.toolkit.fluxcd.io/v1",
-      kind: "Kustomization",
-      metadata: { name: "extra", namespace: ns },
-      spec: {
-        interval: "100h",
-        prune: true,
-        path: `./${path}`,
-        sourceRef: { kind: "GitRepository", name: "repo2" },
-      },
-    },
+    body: kustomization(ns, "extra", path, "repo2"),
   });
   await w.custom.createNamespacedCustomObject({
     ...GROUP,
     plural: "fluxclaims",
     namespace: ns,
-    body: {
-      apiVersion: "applygate.dev/v1alpha1",
-      kind: "FluxClaim",
-      metadata: { name: "claim2", namespace: ns },
-      spec: { kustomizationRef: { name: "extra", namespace: ns }, ...o.claimSpec },
-    },
+    body: fluxClaimHolding(ns, "claim2", "extra", o.claimSpec),
   });
   return (await w.custom.createNamespacedCustomObject({
     ...GROUP,

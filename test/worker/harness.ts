@@ -17,6 +17,7 @@ import { createLogger, silentLogger } from "../../queue/log.js";
 import { scopeOf } from "../../queue/scope.js";
 import { BranchWorker, type BranchWorkerOptions } from "../../queue/worker/branch-worker.js";
 import { BranchLease } from "../../queue/worker/lease.js";
+import { Replica, type ReplicaOptions } from "../../queue/worker/replica.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
@@ -63,6 +64,23 @@ export function configMapWrite(
 
 export function fileOf(name: string): string {
   return `${FOLDER}/core/configmap/web/${name}.yaml`;
+}
+
+/**
+ * A replica as the tests beside a simulated cluster run one, the decisions attached: a 3 s lease,
+ * its branches polled every 50 ms and their remote fetched hourly (never within a test).
+ */
+export function testReplica(
+  redis: { url: string; prefix: string },
+  parts: Pick<ReplicaOptions, "directory" | "cacheDir" | "log" | "status" | "attach">,
+): Replica {
+  return new Replica({
+    redisUrl: redis.url,
+    prefix: redis.prefix,
+    ...parts,
+    leaseMs: 3000,
+    branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
+  });
 }
 
 const until = untilWith({ timeoutMs: 30_000, everyMs: 20 });

@@ -22,12 +22,12 @@ import { acceptWrite } from "../../queue/intake.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import { ClusterCache } from "../../queue/worker/cluster-cache.js";
 import { KubeDirectory, KubeStatusSink } from "../../queue/worker/kube.js";
-import { Replica } from "../../queue/worker/replica.js";
+import type { Replica } from "../../queue/worker/replica.js";
 import { type ApiServer, startApiServer } from "../cluster/apiserver/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
-import { waitFor } from "./harness.js";
+import { testReplica, waitFor } from "./harness.js";
 
 const A = "team-a";
 /** Sorts before team-a: the order of a listing gives it nothing. */
@@ -166,17 +166,7 @@ describe("tenants and repositories: a GitProvider holds its repository and its c
       keys: (namespace, name) => cache.secret(namespace, name),
       listIntervalMs: 600_000,
     });
-    replica = new Replica({
-      attach: decisions.attach,
-      redisUrl: redis.url,
-      prefix: redis.prefix,
-      directory,
-      cacheDir,
-      log: log(),
-      status,
-      leaseMs: 3000,
-      branch: { fetchIntervalMs: 3_600_000, pollMs: 50 },
-    });
+    replica = testReplica(redis, { directory, cacheDir, log: log(), status, attach: decisions.attach });
     await replica.start();
   }, 60_000);
 
