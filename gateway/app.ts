@@ -108,11 +108,15 @@ export function applygateQueueNames(): string[] {
 
 /**
  * Connection for request-path commands: fail at once while disconnected instead of queueing the
- * command, so a request answers 503 rather than hanging.
+ * command, so a request answers 503 rather than hanging. A command sent just before the
+ * connection dropped is not sent again once it is back (ioredis resends such commands by
+ * default): its request has answered 503 by then, and a 503 means the call was not taken, so
+ * the client's retry is the only copy that may land.
  */
 function requestConnection(url: string): Redis {
   return connectRedis(url, {
     enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 1,
   });
 }
