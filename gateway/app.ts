@@ -15,6 +15,7 @@ import Fastify, {
 import metricsModule from "fastify-metrics";
 import type { Redis } from "ioredis";
 import { APPLIER_KINDS, attemptsQueue, QUEUES } from "../queue/contract.js";
+import { errorMessage } from "../queue/errors.js";
 import { replicated } from "../queue/intake.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import { registerQueueMetrics, stuckDeadlines } from "../queue/queue-metrics.js";
@@ -136,7 +137,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const publications = new PublicationWaiter(redis, opts.prefix, (channel, onMessage) =>
     connectSubscriber(opts.redisUrl, channel, {
       onMessage,
-      onError: (err) => log.warn({ err: err.message }, "could not subscribe to publications again"),
+      onError: (err) => log.warn({ err: errorMessage(err) }, "could not subscribe to publications again"),
       extra: { maxRetriesPerRequest: 1 },
     }),
   );
@@ -154,7 +155,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
             return c;
           },
         }),
-    onError: (err) => log.debug({ err: (err as Error).message }, "queue metrics unavailable"),
+    onError: (err) => log.debug({ err: errorMessage(err) }, "queue metrics unavailable"),
   });
 
   // Commands fail at once while disconnected; give the first connection a moment before serving.

@@ -19,6 +19,7 @@ import {
   type Setting,
 } from "../queue/config.js";
 import { FIELD_MANAGER } from "../queue/contract.js";
+import { errorMessage } from "../queue/errors.js";
 import { Kube, loadKubeConfig } from "../queue/kube/index.js";
 import { createLogger, type Logger } from "../queue/log.js";
 import { connectRedis } from "../queue/redis.js";
@@ -422,6 +423,6 @@ export async function run(argv: string[]): Promise<number> {
   });
   const signal = await stopSignal();
   log.info({ signal }, "stopping");
-  await sidecar.stop().catch((err) => log.error({ err: (err as Error).message }, "stop failed"));
+  await sidecar.stop().catch((err) => log.error({ err: errorMessage(err) }, "stop failed"));
   return 0;
 }

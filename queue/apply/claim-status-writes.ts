@@ -5,6 +5,7 @@
  */
 import type { ClaimRef } from "../contract.js";
 import type { ClaimGate, RetryView } from "../decide/index.js";
+import { errorMessage } from "../errors.js";
 import { claimField, type Logger } from "../log.js";
 import type { KubeLike, ObjectSource } from "./catalog.js";
 import { gatePatch } from "./governance.js";
@@ -55,7 +56,7 @@ export class ClaimStatusWrites {
       .then(() => this.objects.patchClaimStatus(claim, patch))
       .then(
         () => undefined,
-        (err) => this.log.warn({ claim: claimField(claim), err: (err as Error).message }, what),
+        (err) => this.log.warn({ claim: claimField(claim), err: errorMessage(err) }, what),
       );
     this.chains.set(key, next);
     void next.then(() => {

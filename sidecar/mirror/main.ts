@@ -13,6 +13,7 @@ import {
   parsers,
   type Setting,
 } from "../../queue/config.js";
+import { errorMessage } from "../../queue/errors.js";
 import { loadKubeConfig } from "../../queue/kube/index.js";
 import { createLogger } from "../../queue/log.js";
 import { apiServerAnswers, redisAnswersAt, startupWaitSetting } from "../../queue/startup-check.js";
@@ -100,7 +101,7 @@ export async function run(argv: string[]): Promise<number> {
   await mirror.start();
   const signal = await stopSignal();
   log.info({ signal }, "stopping");
-  await mirror.stop().catch((err) => log.error({ err: (err as Error).message }, "stop failed"));
+  await mirror.stop().catch((err) => log.error({ err: errorMessage(err) }, "stop failed"));
   await http.close();
   return 0;
 }
