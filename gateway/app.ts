@@ -15,6 +15,7 @@ import Fastify, {
 import metricsModule from "fastify-metrics";
 import type { Redis } from "ioredis";
 import { APPLIER_KINDS, attemptsQueue, QUEUES } from "../queue/contract.js";
+import { errorMessage } from "../queue/errors.js";
 import { replicated } from "../queue/intake.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import { registerQueueMetrics, stuckDeadlines } from "../queue/queue-metrics.js";
@@ -108,11 +109,15 @@ export function applygateQueueNames(): string[] {
 
 /**
  * Connection for request-path commands: fail at once while disconnected instead of queueing the
- * command, so a request answers 503 rather than hanging.
+ * command, so a request answers 503 rather than hanging. A command sent just before the
+ * connection dropped is not sent again once it is back (ioredis resends such commands by
+ * default): its request has answered 503 by then, and a 503 means the call was not taken, so
+ * the client's retry is the only copy that may land.
  */
 function requestConnection(url: string): Redis {
   return connectRedis(url, {
     enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 1,
   });
 }
@@ -132,7 +137,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const publications = new PublicationWaiter(redis, opts.prefix, (channel, onMessage) =>
     connectSubscriber(opts.redisUrl, channel, {
       onMessage,
-      onError: (err) => log.warn({ err: err.message }, "could not subscribe to publications again"),
+      onError: (err) => log.warn({ err: errorMessage(err) }, "could not subscribe to publications again"),
       extra: { maxRetriesPerRequest: 1 },
     }),
   );
@@ -150,7 +155,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
             return c;
           },
         }),
-    onError: (err) => log.debug({ err: (err as Error).message }, "queue metrics unavailable"),
+    onError: (err) => log.debug({ err: errorMessage(err) }, "queue metrics unavailable"),
   });
 
   // Commands fail at once while disconnected; give the first connection a moment before serving.

@@ -19,7 +19,7 @@ import {
   type ScopeGrant,
   scopeGrant,
 } from "../queue/crds/index.js";
-import { errorMessage } from "../queue/errors.js";
+import { errorCode, errorMessage } from "../queue/errors.js";
 import { isRecord } from "../queue/kube/readers.js";
 import type { Logger } from "../queue/log.js";
 import {
@@ -88,7 +88,7 @@ export function loadCatalogFile(path: string): CatalogObjects {
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
-    throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`);
+    throw new Error(`cannot read ${path}: ${errorCode(err) ?? errorMessage(err)}`);
   }
   return parseCatalogText(text);
 }

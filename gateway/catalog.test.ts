@@ -5,6 +5,7 @@ import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../queue/config.js";
 import { branchKey } from "../queue/contract.js";
+import { errorMessage } from "../queue/errors.js";
 import { fixtureObjects, fixtureYaml, NS, pathOf, SECRETS, URLS } from "../test/support/gateway.js";
 import { untilWith } from "../test/support/wait.js";
 import { buildSnapshot, type Catalog } from "./catalog.js";
@@ -81,8 +82,8 @@ describe("file catalog", () => {
       err = e;
     }
     expect(err).toBeInstanceOf(ConfigError);
-    expect((err as Error).message).toMatch(/^invalid setting --config: /);
-    expect((err as Error).message).not.toContain("\n");
+    expect(errorMessage(err)).toMatch(/^invalid setting --config: /);
+    expect(errorMessage(err)).not.toContain("\n");
   });
 
   it("reloads on change: a rotated Secret moves the receiver path; a bad edit keeps the last good", async () => {

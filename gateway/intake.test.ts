@@ -609,7 +609,14 @@ describe("Redis stopped mid-test", () => {
     expect((await gw.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(503);
 
     await redis.start();
-    // Nothing of the refused calls reached the new server (it starts empty: no persistence).
+    // Nothing of the refused calls reached the new server (it starts empty: no persistence), not
+    // even once the gateway's connection is back: a command sent as the connection dropped (the
+    // push above) is not sent again then.
+    await until(
+      async () => (await gw.app.inject({ method: "GET", url: "/readyz" })).statusCode === 200,
+      "the gateway's connection to come back",
+      { timeoutMs: 10_000, everyMs: 50 },
+    );
     const check = connectRedis(redis.url);
     expect(await check.dbsize()).toBe(0);
     // The gateway's connection comes back on its own: it answers 503 until then.

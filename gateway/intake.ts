@@ -11,6 +11,7 @@ import type { Redis } from "ioredis";
 import type { ZodError, ZodType, ZodTypeDef } from "zod";
 import { type AcceptedWrite, RefusalNotice, RefusalRequest, WriteRequest } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/reasons.js";
+import { errorMessage } from "../queue/errors.js";
 import { acceptWrite, enqueueNotice } from "../queue/intake.js";
 import type { Logger } from "../queue/log.js";
 import { podSecurityRefusal } from "../queue/pod-security.js";
@@ -199,7 +200,7 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
   } catch (err) {
     // Not Redis's fault: the body is at fault, and 503 is for Redis alone.
     count("invalid");
-    return reply.code(400).send({ error: `body: cannot be serialized: ${(err as Error).message}` });
+    return reply.code(400).send({ error: `body: cannot be serialized: ${errorMessage(err)}` });
   }
   const started = performance.now();
   let result: Awaited<ReturnType<typeof acceptWrite>>;
@@ -214,7 +215,7 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
         deps.branches,
         (err) =>
           log.warn(
-            { err: (err as Error).message, writeId: write.id },
+            { err: errorMessage(err), writeId: write.id },
             "branch signal failed; the write waits for the owner's sweep",
           ),
         encoded,
@@ -227,7 +228,7 @@ async function writes(deps: IntakeDeps, req: Req, reply: FastifyReply): Promise<
     );
   } catch (err) {
     count("unavailable");
-    log.warn({ err: (err as Error).message }, "write not accepted: Redis unavailable");
+    log.warn({ err: errorMessage(err) }, "write not accepted: Redis unavailable");
     return sendUnavailable(reply);
   }
   deps.metrics.enqueueSeconds.observe({ kind: "write" }, (performance.now() - started) / 1000);
@@ -295,7 +296,7 @@ async function refusals(deps: IntakeDeps, req: Req, reply: FastifyReply): Promis
     );
   } catch (err) {
     count("unavailable");
-    deps.log.warn({ err: (err as Error).message, branch: target.branchKey }, "refusal not queued");
+    deps.log.warn({ err: errorMessage(err), branch: target.branchKey }, "refusal not queued");
     return sendUnavailable(reply);
   }
   deps.metrics.enqueueSeconds.observe({ kind: "refusal" }, (performance.now() - started) / 1000);

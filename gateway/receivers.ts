@@ -10,6 +10,7 @@ import { createHash } from "node:crypto";
 import type { Queue } from "bullmq";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { PushNotice } from "../queue/contract.js";
+import { errorMessage } from "../queue/errors.js";
 import { enqueueNotice } from "../queue/intake.js";
 import type { Logger } from "../queue/log.js";
 import { sendMiss, sendUnavailable, withTimeout } from "./answers.js";
@@ -121,7 +122,7 @@ async function receive(
     );
     return reply.code(202).send({ status: "queued", id: jobId });
   } catch (err) {
-    log.warn({ err: (err as Error).message, deliveryId: notice.deliveryId }, "push notice not queued");
+    log.warn({ err: errorMessage(err), deliveryId: notice.deliveryId }, "push notice not queued");
     return sendUnavailable(reply);
   }
 }

@@ -4,6 +4,7 @@
  * the setting, never a stack trace.
  */
 import { parseArgs } from "node:util";
+import { errorMessage } from "./errors.js";
 import { parseRedisUrl } from "./redis-url.js";
 
 export class ConfigError extends Error {
@@ -98,7 +99,7 @@ export function loadConfig<S extends Settings>(
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new ConfigError((err as Error).message.split("\n")[0] ?? "invalid arguments");
+    throw new ConfigError(errorMessage(err).split("\n")[0] ?? "invalid arguments");
   }
   const out: Record<string, unknown> = {};
   for (const [key, s] of Object.entries(settings)) {
@@ -115,7 +116,7 @@ export function loadConfig<S extends Settings>(
     try {
       out[key] = s.parse(raw);
     } catch (err) {
-      throw new ConfigError(`invalid setting ${name}: ${(err as Error).message}`);
+      throw new ConfigError(`invalid setting ${name}: ${errorMessage(err)}`);
     }
   }
   return { config: out as Loaded<S>, positionals: parsed.positionals };

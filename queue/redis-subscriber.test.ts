@@ -12,6 +12,7 @@ import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { testRedisUrl } from "../test/redis/isolated.js";
 import { until } from "../test/support/wait.js";
+import { errorMessage } from "./errors.js";
 import { connectRedis, connectSubscriber } from "./redis.js";
 
 const URL = testRedisUrl();
@@ -73,7 +74,7 @@ describe("a subscriber connection", () => {
     const admin = connectRedis(URL);
     opened.push(admin);
     const got: string[] = [];
-    const errors: Error[] = [];
+    const errors: unknown[] = [];
     const { connection: sub, subscribed } = connectSubscriber(proxy.url, ch, {
       onMessage: (m) => got.push(m),
       onError: (e) => errors.push(e),
@@ -104,7 +105,7 @@ describe("a subscriber connection", () => {
       );
       await new Promise((r) => setTimeout(r, 50));
       expect(unhandled).toEqual([]);
-      expect(errors.map((e) => e.message)).toEqual(["Connection is closed."]);
+      expect(errors.map(errorMessage)).toEqual(["Connection is closed."]);
     } finally {
       await proxy.close();
     }

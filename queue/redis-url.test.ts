@@ -1,12 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, commonSettings, loadConfig } from "./config.js";
+import { errorMessage } from "./errors.js";
 import { demotedPrimary, parseRedisUrl, redact, redisTargetOptions } from "./redis-url.js";
 
 const bad = (raw: string) => {
   try {
     parseRedisUrl(raw);
   } catch (err) {
-    return (err as Error).message;
+    return errorMessage(err);
   }
   throw new Error(`"${raw}" was accepted`);
 };
@@ -111,10 +112,8 @@ describe("--redis-url", () => {
       err = e;
     }
     expect(err).toBeInstanceOf(ConfigError);
-    expect((err as Error).message).toMatch(
-      /^invalid setting --redis-url \(REDIS_URL\): expected the master name/,
-    );
-    expect((err as Error).message).not.toContain("\n");
+    expect(errorMessage(err)).toMatch(/^invalid setting --redis-url \(REDIS_URL\): expected the master name/);
+    expect(errorMessage(err)).not.toContain("\n");
   });
 });
 

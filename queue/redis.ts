@@ -52,7 +52,7 @@ export function connectRedis(url: string, extra: RedisOptions = {}): Redis {
 export function connectSubscriber(
   url: string,
   channel: string,
-  o: { onMessage(message: string): void; onError?(err: Error): void; extra?: RedisOptions },
+  o: { onMessage(message: string): void; onError?(err: unknown): void; extra?: RedisOptions },
 ): { connection: Redis; subscribed: Promise<unknown> } {
   const sub = connectRedis(url, { ...o.extra, autoResubscribe: false });
   sub.on("message", (from: string, message: string) => {
@@ -67,7 +67,7 @@ export function connectSubscriber(
   let readies = 0;
   sub.on("ready", () => {
     if (readies++ === 0 && !firstFailed) return;
-    sub.subscribe(channel).catch((err: Error) => o.onError?.(err));
+    sub.subscribe(channel).catch((err: unknown) => o.onError?.(err));
   });
   return { connection: sub, subscribed };
 }

@@ -13,6 +13,7 @@ import * as k8s from "@kubernetes/client-node";
 import { Redis } from "ioredis";
 import { backoffMs } from "./backoff.js";
 import { ConfigError, parsers, type Setting } from "./config.js";
+import { errorMessage } from "./errors.js";
 import { parseRedisUrl, redact, redisTargetOptions } from "./redis-url.js";
 
 /** Something a process needs did not answer at start: the one line says what, where, and its answer. */
@@ -109,7 +110,7 @@ export function findKubeConfig(file: string, env: NodeJS.ProcessEnv = process.en
     if (file) kc.loadFromFile(file);
     else kc.loadFromDefault();
   } catch (err) {
-    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${(err as Error).message}`);
+    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${errorMessage(err)}`);
   }
   if (!kc.getCurrentCluster())
     throw new ConfigError("invalid setting --kubeconfig (KUBECONFIG): its current context names no cluster");
@@ -158,7 +159,7 @@ export async function redisAnswersAt(url: string, waitMs: number): Promise<void>
         const reply = await withTimeout(client.ping(), timeoutMs);
         if (reply !== "PONG") throw new Error(`answered ${reply} to PING`);
       } catch (err) {
-        throw last && (err as Error).message?.includes("Connection is closed") ? last : err;
+        throw last && errorMessage(err).includes("Connection is closed") ? last : err;
       } finally {
         client.disconnect();
       }

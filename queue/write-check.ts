@@ -6,6 +6,8 @@
  * dots and spaces, no NTFS short names or streams), and each object is bounded in nesting depth
  * and size. Pure; names the first bad field.
  */
+
+import { errorMessage } from "./errors.js";
 import { groupOfApiVersion } from "./scope.js";
 
 /** Deepest nesting an object may have (the deepest real CRD schemas stay well under 40). */
@@ -165,7 +167,7 @@ function boundsProblem(o: unknown, at: string): WriteProblem | undefined {
   try {
     bytes = Buffer.byteLength(JSON.stringify(o));
   } catch (err) {
-    return { field: at, message: `cannot be serialized: ${(err as Error).message}` };
+    return { field: at, message: `cannot be serialized: ${errorMessage(err)}` };
   }
   if (bytes > MAX_OBJECT_BYTES)
     return { field: at, message: `${bytes} bytes as JSON; at most ${MAX_OBJECT_BYTES}` };

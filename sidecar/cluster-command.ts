@@ -14,6 +14,7 @@ import {
   loadConfig,
   type Settings,
 } from "../queue/config.js";
+import { errorMessage } from "../queue/errors.js";
 import { loadKubeConfig } from "../queue/kube/index.js";
 import { createLogger, type Logger } from "../queue/log.js";
 import { apiServerAnswers, startupWaitSetting } from "../queue/startup-check.js";
@@ -55,5 +56,5 @@ export async function startClusterCommand<S extends StartSettings>(
 export async function stopOnSignal(log: Logger, running: { stop(): Promise<unknown> }): Promise<void> {
   const signal = await stopSignal();
   log.info({ signal }, "stopping");
-  await running.stop().catch((err) => log.error({ err: (err as Error).message }, "stop failed"));
+  await running.stop().catch((err) => log.error({ err: errorMessage(err) }, "stop failed"));
 }

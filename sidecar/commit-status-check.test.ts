@@ -9,6 +9,7 @@ import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Attempt } from "../queue/contract.js";
 import { crdFiles } from "../queue/crds/files.js";
+import { errorMessage } from "../queue/errors.js";
 import { type KObject, Kube, RESOURCES } from "../queue/kube/index.js";
 import { type ApiServer, startApiServer } from "../test/cluster/apiserver/index.js";
 import { type StatusHost, startStatusHost } from "../test/git/status-host.js";
@@ -167,9 +168,9 @@ describe("commit status read at the write, from the Git host", () => {
       body: KObject,
       field: string,
     ) => {
-      const err = (await kube.apply(type, body).catch((e: unknown) => e)) as Error & { code?: number };
-      expect(err.code, field).toBe(422);
-      expect(err.message).toContain(`${field} is set on the GitProvider (spec.commitStatus.${field})`);
+      const err = await kube.apply(type, body).catch((e: unknown) => e);
+      expect(err, field).toMatchObject({ code: 422 });
+      expect(errorMessage(err)).toContain(`${field} is set on the GitProvider (spec.commitStatus.${field})`);
     };
     for (const [field, value] of [
       ["apiURL", "http://127.0.0.1:9/api/v1"],

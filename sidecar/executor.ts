@@ -23,6 +23,7 @@ import {
   TERMINAL_PHASES,
 } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/reasons.js";
+import { errorMessage } from "../queue/errors.js";
 import { ATTEMPT_TAKEN_TTL_SECONDS, attemptTakenKey } from "../queue/keys.js";
 import { applierField, claimField, type Logger } from "../queue/log.js";
 import { bullConnection, CONSUMER_CLOSE_MS, closedWithin } from "../queue/redis.js";
@@ -104,7 +105,7 @@ async function isRecorded(recordedOnClaim: () => Promise<boolean>, log: Logger):
   try {
     return await retried(recordedOnClaim, 6);
   } catch (err) {
-    log.error({ err: (err as Error).message }, "cannot read whether the stopped operation was recorded");
+    log.error({ err: errorMessage(err) }, "cannot read whether the stopped operation was recorded");
     return true;
   }
 }
@@ -180,13 +181,13 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         if ((await retried(() => o.reporter.phase(r), 5)) === "alreadyEnded")
           log.info({ phase }, "this operation's end was reported before; dropped");
       } catch (err) {
-        log.error({ err: (err as Error).message, phase }, "could not send a report");
+        log.error({ err: errorMessage(err), phase }, "could not send a report");
       }
       const shown = attemptProgress(phase, r.at, r.commit, extra);
       state.shown = shown;
       if (job)
         await Promise.all([job.updateProgress({ ...shown }), job.log(attemptLogLine(shown))]).catch((err) =>
-          log.debug({ err: (err as Error).message }, "could not show the phase on the attempt's job"),
+          log.debug({ err: errorMessage(err) }, "could not show the phase on the attempt's job"),
         );
     };
     return { report, state };
@@ -214,12 +215,12 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     // record never landed (its write failed as the stop came, seed 82057) or was taken back has
     // nothing to follow, and its job ends with this graceful stop, so no stalled check finds it
     // either: it is reported here, or the worker would wait for it forever.
-    const leftOnStop = async (err?: Error) => {
+    const leftOnStop = async (err?: string) => {
       if (!recordedOnClaim || (await isRecorded(recordedOnClaim, log))) {
-        log.info({ err: err?.message }, "operation left for restart recovery on stop");
+        log.info({ err }, "operation left for restart recovery on stop");
         return;
       }
-      log.info({ err: err?.message }, "stopped before the operation was recorded; nothing was started");
+      log.info({ err }, "stopped before the operation was recorded; nothing was started");
       await report("RequestFailed", {
         reason: StatusReason.SidecarStopping,
         message: "the sidecar stopped before it recorded the operation; nothing was started",
@@ -237,13 +238,13 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
         }
       } catch (err) {
         if (abort.signal.aborted && !state.terminal) {
-          await leftOnStop(err as Error);
+          await leftOnStop(errorMessage(err));
         } else if (!state.terminal) {
-          log.warn({ err: (err as Error).message }, "operation failed");
-          await report("RequestFailed", { message: (err as Error).message });
+          log.warn({ err: errorMessage(err) }, "operation failed");
+          await report("RequestFailed", { message: errorMessage(err) });
         } else {
           reportedItsEnd = true;
-          log.warn({ err: (err as Error).message }, "error after the operation ended");
+          log.warn({ err: errorMessage(err) }, "error after the operation ended");
         }
       } finally {
         // Remembered as ended only when the executor itself reported its end (and so wrote it on
@@ -389,7 +390,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
           "the sidecar carrying out the attempt ended before it recorded anything; nothing was started",
       });
     } catch (err) {
-      o.log.warn({ job: jobId, err: (err as Error).message }, "could not end a stalled attempt");
+      o.log.warn({ job: jobId, err: errorMessage(err) }, "could not end a stalled attempt");
     }
   }
 
@@ -433,7 +434,7 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
       try {
         await o.executor.shutdown?.();
       } catch (err) {
-        o.log.error({ err: (err as Error).message }, "executor shutdown failed");
+        o.log.error({ err: errorMessage(err) }, "executor shutdown failed");
       }
       // Past the bound the consumer's connections are dropped without waiting: the operations
       // are recorded on their claims (restart recovery follows them) and a job taken but not

@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { branchKey, normalizeRepoUrl } from "../queue/contract.js";
 import type { GitProvider, GitTarget } from "../queue/crds/index.js";
 import { type DirectoryOptions, directoryFromObjects } from "../queue/directory.js";
+import { errorMessage } from "../queue/errors.js";
 import { BareRepo, type RemoteTag } from "../queue/git/repo.js";
 import type { Remote } from "../queue/git/smart-http.js";
 import { type Kube, RESOURCES } from "../queue/kube/index.js";
@@ -135,7 +136,7 @@ export class GitAncestry {
       if (!remote) log?.info("ancestry: commit unknown and no GitProvider to fetch it from");
       return remote;
     } catch (err) {
-      log?.warn({ err: (err as Error).message }, "ancestry: could not find the repository's GitProvider");
+      log?.warn({ err: errorMessage(err) }, "ancestry: could not find the repository's GitProvider");
       return undefined;
     }
   }
@@ -183,7 +184,7 @@ export class GitAncestry {
       }
       return true;
     } catch (err) {
-      log?.warn({ err: (err as Error).message }, "ancestry: fetch failed; commit unknown");
+      log?.warn({ err: errorMessage(err) }, "ancestry: fetch failed; commit unknown");
       return false;
     } finally {
       clearTimeout(timer);
@@ -237,7 +238,7 @@ export function remoteFromCluster(kube: Kube, log?: Logger, options: DirectoryOp
           });
         } catch (err) {
           log?.warn(
-            { secret: `${pns}/${secretRef.name}`, err: (err as Error).message },
+            { secret: `${pns}/${secretRef.name}`, err: errorMessage(err) },
             "ancestry: credentials unreadable; fetching anonymously",
           );
         }

@@ -5,6 +5,7 @@
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { errorMessage } from "../queue/errors.js";
 import type { Logger } from "../queue/log.js";
 import type { SidecarMetrics } from "./metrics.js";
 
@@ -63,7 +64,7 @@ export async function startSidecarHttp(o: SidecarHttpOptions): Promise<SidecarHt
           const r = readiness(checks);
           send(r.ready ? 200 : 503, r.body);
         },
-        (err) => send(503, `readiness check failed: ${(err as Error).message}\n`),
+        (err) => send(503, `readiness check failed: ${errorMessage(err)}\n`),
       );
       return;
     }
@@ -71,7 +72,7 @@ export async function startSidecarHttp(o: SidecarHttpOptions): Promise<SidecarHt
       void o.metrics.text().then(
         (text) => send(200, text, o.metrics.registry.contentType),
         (err) => {
-          o.log.warn({ err: (err as Error).message }, "metrics collection failed");
+          o.log.warn({ err: errorMessage(err) }, "metrics collection failed");
           send(500, "metrics collection failed\n");
         },
       );

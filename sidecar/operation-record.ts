@@ -22,6 +22,7 @@ import { ConflictRetriesExhausted } from "../queue/kube/retry.js";
 
 export type { Operation, OperationPhase, OperationTarget } from "../queue/crds/index.js";
 
+import { errorMessage } from "../queue/errors.js";
 import type { Logger } from "../queue/log.js";
 import { historyEntry, withHistory } from "./audit.js";
 import { sleepUnlessAborted } from "./sleep.js";
@@ -415,7 +416,7 @@ export async function completeUntilWritten(
         return "gone";
       }
       if (!writeFailed(err)) throw err;
-      o.log.warn({ err: (err as Error).message }, "could not record the end on the claim; writing it again");
+      o.log.warn({ err: errorMessage(err) }, "could not record the end on the claim; writing it again");
       await sleepUnlessAborted(o.pollMs, o.signal);
       if (o.signal.aborted) return "stopped";
     }

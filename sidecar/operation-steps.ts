@@ -7,6 +7,7 @@
  */
 import type { Attempt } from "../queue/contract.js";
 import { StatusReason } from "../queue/crds/reasons.js";
+import { errorMessage } from "../queue/errors.js";
 import type { Kube } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 import { type NotStarted, notStarted, type ReportFn, type SafetyChecks } from "./applier-kind.js";
@@ -63,7 +64,7 @@ export async function endNotStarted(
   o.closeWindow?.();
   await o
     .withdraw?.()
-    .catch((err) => o.log.warn({ err: (err as Error).message }, "could not withdraw the operation record"));
+    .catch((err) => o.log.warn({ err: errorMessage(err) }, "could not withdraw the operation record"));
   o.log.info({ phase: r.phase, reason: r.reason }, r.message);
   await o.report(r.phase, { reason: r.reason, message: r.message });
 }
@@ -116,7 +117,7 @@ export async function moveRecord(
     return true;
   } catch (err) {
     if (writeFailed(err)) {
-      r.log.warn({ err: (err as Error).message }, "could not move the operation on the claim; following on");
+      r.log.warn({ err: errorMessage(err) }, "could not move the operation on the claim; following on");
       return true;
     }
     if (!(err instanceof OperationNotFound)) throw err;

@@ -7,6 +7,7 @@
  */
 import type { Redis } from "ioredis";
 import type { SupersededNotice } from "../queue/contract.js";
+import { errorMessage } from "../queue/errors.js";
 import { supersededChannel } from "../queue/keys.js";
 import type { Logger } from "../queue/log.js";
 import { parseSuperseded, readSuperseded, readTip } from "../queue/records.js";
@@ -38,8 +39,8 @@ export function subscribeSupersessions(o: {
   log: Logger;
   onNotice(notice: SupersededNotice): void;
 }): () => Promise<void> {
-  const couldNot = (err: Error) =>
-    o.log.warn({ err: err.message }, "could not subscribe to supersession notices");
+  const couldNot = (err: unknown) =>
+    o.log.warn({ err: errorMessage(err) }, "could not subscribe to supersession notices");
   const { connection: sub, subscribed } = connectSubscriber(o.redisUrl, supersededChannel(o.prefix), {
     onMessage: (message) => {
       const notice = parseSuperseded(message);

@@ -11,6 +11,7 @@
  * webhook applier: the claim's field managers), and which managers are the applier's.
  */
 import { WINDOW_GRACE_MS } from "../queue/contract.js";
+import { errorMessage } from "../queue/errors.js";
 import type { InformerHandle, KObject, Kube } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 import type { WindowHooks, WindowObserver, WindowOpening } from "./applier-kind.js";
@@ -148,10 +149,7 @@ export abstract class WindowObserverBase<W extends WindowOpening = WindowOpening
         observedAt: this.base.now().toISOString(),
       });
     } catch (err) {
-      this.base.log.warn(
-        { err: (err as Error).message, token: win.token },
-        "could not report an applier write",
-      );
+      this.base.log.warn({ err: errorMessage(err), token: win.token }, "could not report an applier write");
     }
     return write;
   }

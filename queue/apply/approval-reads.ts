@@ -9,6 +9,7 @@ import type { PhaseReport } from "../contract.js";
 import type { AncestryAsked, DecisionState, ForeignRead } from "../decide/index.js";
 import { targetsNaming } from "../decide/index.js";
 import type { BranchSpec } from "../directory.js";
+import { errorMessage } from "../errors.js";
 import {
   type CommitStatusApi,
   postStatus,
@@ -51,7 +52,7 @@ export async function readApprovals(
       reads[q.key] = r.read;
       waiting ||= r.waiting;
     } catch (err) {
-      const message = (err as Error).message.slice(0, 512);
+      const message = errorMessage(err).slice(0, 512);
       src.log.warn({ claim: q.key, err: message }, "reading the commits awaiting approval failed");
       reads[q.key] = {
         tip: q.tip,
@@ -131,7 +132,7 @@ async function readStatuses(
       out[c] = await readStatusOf(o, c, spec.context);
     } catch (err) {
       out[c] = "error";
-      src.log.warn({ commit: c, err: (err as Error).message }, "reading a commit status failed");
+      src.log.warn({ commit: c, err: errorMessage(err) }, "reading a commit status failed");
     }
   }
   return out;
@@ -143,7 +144,7 @@ async function readStatuses(
  */
 export async function readAncestry(history: BranchHistory, q: AncestryAsked, log: Logger) {
   const ancestry = await history.ancestry(q.commit, q.tip).catch((err: unknown) => {
-    log.warn({ token: q.token, err: (err as Error).message }, "reading an operation's ancestry failed");
+    log.warn({ token: q.token, err: errorMessage(err) }, "reading an operation's ancestry failed");
     return "unknown" as const;
   });
   log.info(
@@ -168,10 +169,10 @@ export function postReportStatus(s: DecisionState, r: PhaseReport, spec: BranchS
   try {
     o = statusOptions(spec, report.api);
   } catch (err) {
-    log.warn({ claim: r.claim, commit, err: (err as Error).message }, "posting the commit status failed");
+    log.warn({ claim: r.claim, commit, err: errorMessage(err) }, "posting the commit status failed");
     return;
   }
   void postStatus(o, commit, post).catch((err) =>
-    log.warn({ claim: r.claim, commit, err: (err as Error).message }, "posting the commit status failed"),
+    log.warn({ claim: r.claim, commit, err: errorMessage(err) }, "posting the commit status failed"),
   );
 }

@@ -6,6 +6,7 @@
 import type { ApplierKind, Attempt, PhaseReport } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import type { DecisionState } from "../decide/index.js";
+import { errorMessage } from "../errors.js";
 import { applierField, claimField, type Logger } from "../log.js";
 
 /** Puts an attempt on its applier kind's queue. */
@@ -39,7 +40,7 @@ export async function sendAttempt(
     } catch (err) {
       if (i < 3) continue;
       // Nothing was started: the attempt ends RequestFailed, which gives its reasons back.
-      log.warn({ err: (err as Error).message }, "apply attempt could not be queued");
+      log.warn({ err: errorMessage(err) }, "apply attempt could not be queued");
       return {
         type: "phase",
         token: attempt.token,
@@ -71,7 +72,7 @@ export async function queuedAttempts(
       if (await sender.queued(a.applier.kind, op.token)) queued.push(op.token);
     } catch (err) {
       log.warn(
-        { claim: claimField(a.claim), token: op.token, err: (err as Error).message },
+        { claim: claimField(a.claim), token: op.token, err: errorMessage(err) },
         "could not read whether the last owner's attempt is still queued; its reasons are given back",
       );
     }

@@ -1,19 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { initialState, step } from "../decide/index.js";
-import { type KubeLike, listBranch, MemoryObjects } from "./catalog.js";
+import type { KObject } from "../kube/resources.js";
+import { listBranch, MemoryObjects } from "./catalog.js";
 
 const target = (
   name: string,
   claim?: { kind: string; name: string },
-  extra: Partial<KubeLike> = {},
-): KubeLike => ({
+  extra: Partial<KObject> = {},
+): KObject => ({
   kind: "GitTarget",
   metadata: { name, namespace: "team", uid: `uid-${name}` },
   spec: { path: name, branch: "main", ...(claim ? { claimRef: claim } : {}), onRefusal: "Reapply" },
   ...extra,
 });
 
-const argoGrant: KubeLike = {
+const argoGrant: KObject = {
   kind: "ApplierGrant",
   metadata: { name: "team", namespace: "argocd" },
   spec: { from: [{ namespace: "team", kind: "ArgoCDClaim" }], to: [{ name: "web" }] },
@@ -93,7 +94,7 @@ describe("catalog: GitTargets, claims, appliers and sources of a branch", () => 
     const names = [{ namespace: "other", name: "x" }];
     expect((await listBranch(o, names)).targets[0]?.claim).toBeNull();
     const fc = o.objects.find((x) => x.kind === "FluxClaim")!;
-    fc.spec = { ...fc.spec, accessFrom: { namespaces: ["other"] } };
+    fc.spec = { ...(fc.spec as Record<string, unknown>), accessFrom: { namespaces: ["other"] } };
     expect((await listBranch(o, names)).targets[0]?.claim).toEqual({
       kind: "FluxClaim",
       namespace: "team",
@@ -171,6 +172,42 @@ describe("catalog: GitTargets, claims, appliers and sources of a branch", () => 
   });
 });
 
+describe("listBranch: fields a tenant wrote ill-typed", () => {
+  it("read as absent, and hide none of the object's other fields", async () => {
+    const o = objects();
+    const t = o.objects.find((x) => x.metadata.name === "a")!;
+    t.spec = { ...(t.spec as Record<string, unknown>), suspend: "yes", onRefusal: 5, path: ["a"] };
+    const fc = o.objects.find((x) => x.kind === "FluxClaim")!;
+    fc.status = {
+      lastAppliedCommit: 7,
+      repairPending: "true",
+      operation: { token: "t", phase: 2, commit: "c" },
+    };
+    const ks = o.objects.find((x) => x.kind === "Kustomization")!;
+    ks.spec = { sourceRef: { name: 5 } };
+    const l = await listBranch(o, [{ namespace: "team", name: "a" }]);
+    expect(l.targets).toEqual([
+      {
+        uid: "uid-a",
+        namespace: "team",
+        name: "a",
+        claim: { kind: "FluxClaim", namespace: "team", name: "fc" },
+        applier: { kind: "flux", namespace: "team", name: "apps" },
+        source: "claim/FluxClaim/team/fc",
+        onRefusal: "Ignore",
+        suspended: false,
+      },
+    ]);
+    expect(l.claims).toEqual([
+      {
+        claim: { kind: "FluxClaim", namespace: "team", name: "fc" },
+        applier: { kind: "flux", namespace: "team", name: "apps" },
+        source: "claim/FluxClaim/team/fc",
+      },
+    ]);
+  });
+});
+
 describe("listBranch: a GitTarget naming a WebhookClaim", () => {
   it("applies through the claim's own endpoint: the applier is the claim, the source the claim", async () => {
     const listing = await listBranch(
@@ -195,15 +232,15 @@ describe("listBranch: a GitTarget naming a WebhookClaim", () => {
 });
 
 describe("catalog: the sync windows of an Argo CD Application's AppProject", () => {
-  const project = (name: string, namespace: string, syncWindows: unknown[]): KubeLike => ({
+  const project = (name: string, namespace: string, syncWindows: unknown[]): KObject => ({
     kind: "AppProject",
     metadata: { name, namespace },
     spec: { syncWindows },
   });
-  const withApp = (spec: Record<string, unknown>, ...more: KubeLike[]) => {
+  const withApp = (spec: Record<string, unknown>, ...more: KObject[]) => {
     const o = objects();
     const app = o.objects.find((x) => x.kind === "Application")!;
-    app.spec = { ...app.spec, ...spec };
+    app.spec = { ...(app.spec as Record<string, unknown>), ...spec };
     o.objects.push(...more);
     return o;
   };

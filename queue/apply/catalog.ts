@@ -6,8 +6,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { parseAllDocuments } from "yaml";
-import { type ApplierRef, type ClaimRef, normalizeRepoUrl, type ReportPhase } from "../contract.js";
-import { mayHold, objectMeta, RECONCILE_REQUESTED_ANNOTATION } from "../crds/index.js";
+import { type ApplierRef, type ClaimRef, normalizeRepoUrl } from "../contract.js";
+import { admitsNamespace, mayHold, objectMeta, RECONCILE_REQUESTED_ANNOTATION } from "../crds/index.js";
 import {
   type ClaimStatusSnapshot,
   type FolderRead,
@@ -16,40 +16,41 @@ import {
   type SyncWindowSpec,
 } from "../decide/index.js";
 import { governanceOf } from "../governance/objects.js";
-import { fieldOf, grantViewOf } from "../kube/readers.js";
+import {
+  applicationDestinationOf,
+  applicationRepoOf,
+  applicationSpecFields,
+  appProjectSpecFields,
+  claimOperationOf,
+  claimSpecFields,
+  claimStatusField,
+  fieldOf,
+  grantViewOf,
+  isKObject,
+  isRecord,
+  kustomizationSourceOf,
+  stringsIn,
+  syncWindowFields,
+  targetField,
+} from "../kube/readers.js";
+import type { KObject, ResourceKind } from "../kube/resources.js";
 import { applierOf, claimOf } from "../references.js";
 
-/** The kinds the catalog reads (entries of the layer's one table, queue/kube/resources.ts). */
-export type ResourceKind =
-  | "GitTarget"
-  | "FluxClaim"
-  | "ArgoCDClaim"
-  | "WebhookClaim"
-  | "ApplierGrant"
-  | "Kustomization"
-  | "Application"
-  | "AppProject"
-  | "Approval";
-
-export interface KubeLike {
-  apiVersion?: string;
-  kind?: string;
-  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string };
-  spec?: Record<string, unknown>;
-  status?: Record<string, unknown>;
-}
-
+/**
+ * Where the catalog reads objects from, by a kind of the layer's one table (queue/kube/resources.ts).
+ * Objects are as the API server returns them (`KObject`): their fields are read through readers.
+ */
 export interface ObjectSource {
-  get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined>;
+  get(kind: ResourceKind, namespace: string, name: string): Promise<KObject | undefined>;
   /** Every object of a kind in one namespace. */
-  list(kind: ResourceKind, namespace: string): Promise<KubeLike[]>;
+  list(kind: ResourceKind, namespace: string): Promise<KObject[]>;
   /**
    * Merge-patches a claim's status with what `patch` returns for the current object; a lost
    * optimistic-concurrency race re-reads and retries. Resolves false when the claim is gone.
    */
   patchClaimStatus(
     claim: ClaimRef,
-    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+    patch: (current: KObject) => Record<string, unknown> | undefined,
   ): Promise<boolean>;
 }
 
@@ -60,12 +61,11 @@ export interface BranchListing {
   folders?: FolderRead;
 }
 
-const str = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+/** A string read as given only when it is not empty. */
+const nonEmpty = (v: string | undefined): string | undefined => (v === "" ? undefined : v);
 
 /** The uid a GitTarget is known by; `namespace/name` when the source gives none (a file). */
-export function targetUid(t: KubeLike): string {
+export function targetUid(t: KObject): string {
   return t.metadata.uid ?? `${t.metadata.namespace ?? "default"}/${t.metadata.name}`;
 }
 
@@ -74,16 +74,14 @@ export function targetUid(t: KubeLike): string {
  * Kustomization's `spec.sourceRef` (GitRepository namespace/name), an Argo CD Application's
  * `spec.source.repoURL`. Unknown (the applier not found) is null: the core then uses the claim.
  */
-export function sourceOf(applier: ApplierRef, a: KubeLike | undefined): string | null {
+export function sourceOf(applier: ApplierRef, a: KObject | undefined): string | null {
   if (!a || applier.kind === "webhook") return null;
   if (applier.kind === "flux") {
-    const ref = obj(a.spec?.sourceRef);
-    const name = str(ref?.name);
-    if (!name) return null;
-    return `flux/${str(ref?.kind) ?? "GitRepository"}/${str(ref?.namespace) ?? applier.namespace}/${name}`;
+    const ref = kustomizationSourceOf(a);
+    if (!ref) return null;
+    return `flux/${ref.kind ?? "GitRepository"}/${ref.namespace ?? applier.namespace}/${ref.name}`;
   }
-  const src = obj(a.spec?.source) ?? obj((a.spec?.sources as unknown[] | undefined)?.[0]);
-  const url = str(src?.repoURL);
+  const url = applicationRepoOf(a);
   return url ? `argocd/${normalizeRepoUrl(url)}` : null;
 }
 
@@ -92,32 +90,14 @@ export function snapshotOf(
   claim: ClaimRef,
   applier: ApplierRef,
   source: string,
-  c: KubeLike,
+  c: KObject,
 ): ClaimStatusSnapshot {
   const s: ClaimStatusSnapshot = { claim, applier, source };
-  const status = c.status ?? {};
-  const last = str(status.lastAppliedCommit);
+  const last = nonEmpty(claimStatusField(c, "lastAppliedCommit"));
   if (last) s.lastAppliedCommit = last;
-  if (status.repairPending === true) s.repairPending = true;
-  const op = obj(status.operation);
-  const token = str(op?.token);
-  const phase = str(op?.phase);
-  const commit = str(op?.commit);
-  if (op && token && phase && commit) {
-    const targets = Array.isArray(op.targets) ? (op.targets as unknown[]) : [];
-    s.operation = {
-      token,
-      phase: phase as ReportPhase,
-      commit,
-      targets: targets.flatMap((t) => {
-        const uid = str(obj(t)?.uid);
-        const reason = str(obj(t)?.reason);
-        return uid && reason ? [{ uid, reason }] : [];
-      }),
-    };
-    const requestedAt = str(op.requestedAt);
-    if (requestedAt) s.operation.requestedAt = requestedAt;
-  }
+  if (claimStatusField(c, "repairPending") === true) s.repairPending = true;
+  const operation = claimOperationOf(c);
+  if (operation) s.operation = operation;
   return s;
 }
 
@@ -129,17 +109,14 @@ export function snapshotOf(
  */
 export async function standsGranted(
   source: ObjectSource,
-  target: KubeLike,
+  target: KObject,
   claim: ClaimRef,
-  c: KubeLike,
+  c: KObject,
   applier: ApplierRef,
 ): Promise<boolean> {
   const targetNs = target.metadata.namespace ?? "default";
-  if (claim.namespace !== targetNs) {
-    const from = obj(c.spec?.accessFrom)?.namespaces;
-    const admitted = Array.isArray(from) && from.some((ns) => ns === "*" || ns === targetNs);
-    if (!admitted) return false;
-  }
+  if (!admitsNamespace(claim.namespace, fieldOf(claimSpecFields, c.spec, "accessFrom"), targetNs))
+    return false;
   if (applier.namespace === claim.namespace) return true;
   const grants = (await source.list("ApplierGrant", applier.namespace)).map((g) =>
     grantViewOf(g, applier.namespace),
@@ -156,10 +133,10 @@ export async function standsGranted(
 }
 
 /** The claim's reconcile request (its annotation) and the value its status says was taken. */
-export function reconcileOf(c: KubeLike): ListedTarget["reconcile"] | undefined {
+export function reconcileOf(c: KObject): ListedTarget["reconcile"] | undefined {
   const annotations = fieldOf(objectMeta, c.metadata, "annotations");
-  const requestedAt = str(annotations?.[RECONCILE_REQUESTED_ANNOTATION]);
-  const handled = str(c.status?.lastHandledReconcileAt);
+  const requestedAt = nonEmpty(annotations?.[RECONCILE_REQUESTED_ANNOTATION]);
+  const handled = nonEmpty(claimStatusField(c, "lastHandledReconcileAt"));
   if (requestedAt === undefined && handled === undefined) return undefined;
   return {
     ...(requestedAt !== undefined ? { requestedAt } : {}),
@@ -168,25 +145,24 @@ export function reconcileOf(c: KubeLike): ListedTarget["reconcile"] | undefined 
 }
 
 /** The AppProject's sync windows, as stored (entries without a kind, schedule or duration left out). */
-export function syncWindowsIn(project: KubeLike | undefined): SyncWindowSpec[] {
-  const list = project?.spec?.syncWindows;
-  if (!Array.isArray(list)) return [];
-  const strs = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+export function syncWindowsIn(project: KObject | undefined): SyncWindowSpec[] {
+  const list = fieldOf(appProjectSpecFields, project?.spec, "syncWindows") ?? [];
   return list.flatMap((w) => {
-    const o = obj(w);
-    const kind = str(o?.kind);
-    const schedule = typeof o?.schedule === "string" ? o.schedule : undefined;
-    const duration = typeof o?.duration === "string" ? o.duration : undefined;
-    if (!o || !kind || schedule === undefined || duration === undefined) return [];
+    const field = <K extends keyof typeof syncWindowFields.shape & string>(key: K) =>
+      fieldOf(syncWindowFields, w, key);
+    const kind = field("kind");
+    const schedule = field("schedule");
+    const duration = field("duration");
+    if (kind === undefined || schedule === undefined || duration === undefined) return [];
     const out: SyncWindowSpec = { kind, schedule, duration };
     for (const f of ["applications", "namespaces", "clusters"] as const) {
-      const v = strs(o[f]);
+      const v = stringsIn(field(f));
       if (v.length > 0) out[f] = v;
     }
-    if (o.manualSync === true) out.manualSync = true;
-    if (o.andOperator === true) out.andOperator = true;
-    const tz = str(o.timeZone);
-    if (tz) out.timeZone = tz;
+    if (field("manualSync") === true) out.manualSync = true;
+    if (field("andOperator") === true) out.andOperator = true;
+    const tz = field("timeZone");
+    if (tz !== undefined) out.timeZone = tz;
     return [out];
   });
 }
@@ -197,22 +173,17 @@ export function syncWindowsIn(project: KubeLike | undefined): SyncWindowSpec[] {
  */
 async function syncWindowsOfApplication(
   source: ObjectSource,
-  app: KubeLike,
+  app: KObject,
   argocdNamespace: string,
 ): Promise<SyncWindowSpec[]> {
-  const name = str(app.spec?.project) ?? "default";
-  let project: KubeLike | undefined;
+  const name = fieldOf(applicationSpecFields, app.spec, "project") ?? "default";
+  let project: KObject | undefined;
   try {
     project = await source.get("AppProject", argocdNamespace, name);
   } catch {
     return [];
   }
-  const d = obj(app.spec?.destination);
-  const destination = {
-    ...(str(d?.namespace) ? { namespace: str(d?.namespace) } : {}),
-    ...(str(d?.server) ? { server: str(d?.server) } : {}),
-    ...(str(d?.name) ? { name: str(d?.name) } : {}),
-  };
+  const destination = applicationDestinationOf(app);
   return matchSyncWindows(syncWindowsIn(project), { name: app.metadata.name, destination });
 }
 
@@ -233,9 +204,9 @@ export async function listBranch(
   const projects = new Map<string, Promise<SyncWindowSpec[]>>();
   const targets: ListedTarget[] = [];
   const claims = new Map<string, ClaimStatusSnapshot>();
-  const appliers = new Map<string, Promise<KubeLike | undefined>>();
+  const appliers = new Map<string, Promise<KObject | undefined>>();
   // The Approvals of each claim namespace, read once per listing.
-  const approvals = new Map<string, Promise<KubeLike[]>>();
+  const approvals = new Map<string, Promise<KObject[]>>();
   const approvalsIn = (ns: string) => {
     let a = approvals.get(ns);
     if (!a) {
@@ -254,15 +225,15 @@ export async function listBranch(
       claim: null,
       applier: null,
       source: null,
-      onRefusal: t.spec?.onRefusal === "Reapply" ? "Reapply" : "Ignore",
-      suspended: t.spec?.suspend === true,
+      onRefusal: targetField(t, "onRefusal") === "Reapply" ? "Reapply" : "Ignore",
+      suspended: targetField(t, "suspend") === true,
     };
-    const path = str(t.spec?.path);
+    const path = targetField(t, "path");
     if (path !== undefined) listed.path = path;
     targets.push(listed);
     const claim = claimOf(t);
     if (!claim) continue;
-    const c = await source.get(claim.kind as ResourceKind, claim.namespace, claim.name);
+    const c = await source.get(claim.kind, claim.namespace, claim.name);
     const applier = c ? applierOf(claim, c) : null;
     if (!c || !applier) continue;
     if (!(await standsGranted(source, t, claim, c, applier))) continue;
@@ -301,20 +272,20 @@ export async function listBranch(
 
 /** Objects held in memory (from a YAML file, or a test): status patches change them in place. */
 export class MemoryObjects implements ObjectSource {
-  constructor(readonly objects: KubeLike[] = []) {}
+  constructor(readonly objects: KObject[] = []) {}
 
-  private find(kind: string, namespace: string, name: string): KubeLike | undefined {
+  private find(kind: string, namespace: string, name: string): KObject | undefined {
     return this.objects.find(
       (o) => o.kind === kind && o.metadata.name === name && (o.metadata.namespace ?? "default") === namespace,
     );
   }
 
-  async get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
+  async get(kind: ResourceKind, namespace: string, name: string): Promise<KObject | undefined> {
     const o = this.find(kind, namespace, name);
     return o ? structuredClone(o) : undefined;
   }
 
-  async list(kind: ResourceKind, namespace: string): Promise<KubeLike[]> {
+  async list(kind: ResourceKind, namespace: string): Promise<KObject[]> {
     return this.objects
       .filter((o) => o.kind === kind && (o.metadata.namespace ?? "default") === namespace)
       .map((o) => structuredClone(o));
@@ -322,18 +293,18 @@ export class MemoryObjects implements ObjectSource {
 
   async patchClaimStatus(
     claim: ClaimRef,
-    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+    patch: (current: KObject) => Record<string, unknown> | undefined,
   ): Promise<boolean> {
     const o = this.find(claim.kind, claim.namespace, claim.name);
     if (!o) return false;
     const p = patch(structuredClone(o));
-    if (p) o.status = { ...(o.status ?? {}), ...p };
+    if (p) o.status = { ...(isRecord(o.status) ? o.status : {}), ...p };
     return true;
   }
 }
 
 /** Objects from a multi-document YAML file (GitTargets, claims, Kustomizations, Applications). */
 export async function loadObjectsFile(path: string): Promise<MemoryObjects> {
-  const docs = parseAllDocuments(await readFile(path, "utf8")).map((d) => d.toJSON() as KubeLike | null);
-  return new MemoryObjects(docs.filter((d): d is KubeLike => !!d && typeof d.metadata?.name === "string"));
+  const docs: unknown[] = parseAllDocuments(await readFile(path, "utf8")).map((d) => d.toJSON());
+  return new MemoryObjects(docs.filter(isKObject));
 }

@@ -5,8 +5,11 @@
  */
 import type { ClaimRef } from "../contract.js";
 import type { ClaimGate, RetryView } from "../decide/index.js";
+import { errorMessage } from "../errors.js";
+import { claimStatusField } from "../kube/readers.js";
+import type { KObject } from "../kube/resources.js";
 import { claimField, type Logger } from "../log.js";
-import type { KubeLike, ObjectSource } from "./catalog.js";
+import type { ObjectSource } from "./catalog.js";
 import { gatePatch } from "./governance.js";
 import { retryPatch } from "./retry-condition.js";
 
@@ -21,7 +24,7 @@ export class ClaimStatusWrites {
 
   repairPending(claim: ClaimRef, pending: boolean): void {
     this.write(claim, "writing repairPending failed", (c) =>
-      (c.status?.repairPending === true) === pending ? undefined : { repairPending: pending },
+      (claimStatusField(c, "repairPending") === true) === pending ? undefined : { repairPending: pending },
     );
   }
 
@@ -31,7 +34,9 @@ export class ClaimStatusWrites {
 
   reconcileHandled(claim: ClaimRef, requestedAt: string): void {
     this.write(claim, "writing lastHandledReconcileAt failed", (c) =>
-      c.status?.lastHandledReconcileAt === requestedAt ? undefined : { lastHandledReconcileAt: requestedAt },
+      claimStatusField(c, "lastHandledReconcileAt") === requestedAt
+        ? undefined
+        : { lastHandledReconcileAt: requestedAt },
     );
   }
 
@@ -47,7 +52,7 @@ export class ClaimStatusWrites {
   private write(
     claim: ClaimRef,
     what: string,
-    patch: (current: KubeLike) => Record<string, unknown> | undefined,
+    patch: (current: KObject) => Record<string, unknown> | undefined,
   ): void {
     const key = `${claim.kind}/${claim.namespace}/${claim.name}`;
     const prev = this.chains.get(key) ?? Promise.resolve();
@@ -55,7 +60,7 @@ export class ClaimStatusWrites {
       .then(() => this.objects.patchClaimStatus(claim, patch))
       .then(
         () => undefined,
-        (err) => this.log.warn({ claim: claimField(claim), err: (err as Error).message }, what),
+        (err) => this.log.warn({ claim: claimField(claim), err: errorMessage(err) }, what),
       );
     this.chains.set(key, next);
     void next.then(() => {

@@ -23,6 +23,7 @@ import {
   step,
 } from "../decide/index.js";
 import type { BranchSpec } from "../directory.js";
+import { errorMessage } from "../errors.js";
 import { type KeysSecrets, SignatureReader } from "../governance/signatures.js";
 import { applierField, claimField, type Logger } from "../log.js";
 import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
@@ -295,7 +296,7 @@ export class DecisionDriver {
         try {
           listing = await this.o.list();
         } catch (err) {
-          this.log.warn({ err: (err as Error).message }, "listing GitTargets failed; keeping the last list");
+          this.log.warn({ err: errorMessage(err) }, "listing GitTargets failed; keeping the last list");
           return;
         }
         this.remember(listing);
@@ -466,7 +467,7 @@ export class DecisionDriver {
           .supersede?.(notice)
           .catch((err: unknown) =>
             this.log.warn(
-              { token: a.token, err: (err as Error).message },
+              { token: a.token, err: errorMessage(err) },
               "could not tell the sidecars the operation is superseded; it runs to its end",
             ),
           );
@@ -522,7 +523,7 @@ export class DecisionDriver {
           .recollect?.({ namespace: t.namespace, name: t.name })
           .catch((err: unknown) =>
             this.log.warn(
-              { target: `${t.namespace}/${t.name}`, err: (err as Error).message },
+              { target: `${t.namespace}/${t.name}`, err: errorMessage(err) },
               "could not ask for a recollection",
             ),
           );

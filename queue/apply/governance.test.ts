@@ -1,17 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { approvalsFor, approvedCommits, governanceOf } from "../governance/objects.js";
-import type { KubeLike } from "./catalog.js";
+import { approvalsFor, approvedCommits, type GovernanceObject, governanceOf } from "../governance/objects.js";
+import type { KObject } from "../kube/resources.js";
 import { gatePatch } from "./governance.js";
 
 const morning = { kind: "allow", schedule: "0 10 * * *", duration: "2h" } as const;
 
-const claim = (o: Partial<KubeLike> = {}): KubeLike => ({
+const claim = (o: Partial<KObject> = {}): KObject => ({
   kind: "FluxClaim",
   metadata: { name: "c", namespace: "ns" },
   spec: o.spec ?? {},
   ...(o.status ? { status: o.status } : {}),
 });
-const target = (spec: Record<string, unknown> = {}): KubeLike => ({
+const target = (spec: Record<string, unknown> = {}): KObject => ({
   kind: "GitTarget",
   metadata: { name: "t", namespace: "ns" },
   spec,
@@ -22,9 +22,9 @@ const approval = (
   spec: Record<string, unknown>,
   at = "2026-12-01T10:00:00Z",
   o: { namespace?: string; claim?: { kind: string; name: string } } = {},
-): KubeLike => ({
+): GovernanceObject => ({
   kind: "Approval",
-  metadata: { name, namespace: o.namespace ?? "ns", creationTimestamp: at } as KubeLike["metadata"],
+  metadata: { name, namespace: o.namespace ?? "ns", creationTimestamp: at },
   spec: { claimRef: o.claim ?? { kind: "FluxClaim", name: "c" }, ...spec },
 });
 
@@ -84,7 +84,7 @@ describe("approvals of the claim", () => {
         namespace: "ns",
         annotations: { [`approve.applygate.dev/${"d".repeat(40)}`]: "eve: self-approved" },
       },
-    } as KubeLike;
+    } as KObject;
     const given = [
       approval("two", { commit: sha, approver: "grace", note: "CAB-13" }, "2026-12-01T10:00:02Z"),
       approval("one", { commit: sha, approver: "ada", note: "CAB-12" }, "2026-12-01T10:00:01Z"),

@@ -17,7 +17,7 @@ import {
   targetsNaming,
 } from "../decide/index.js";
 import { claimStatusField, conditionIn, fieldOf, storedConditionsOf } from "../kube/readers.js";
-import type { KubeLike } from "./catalog.js";
+import type { KObject } from "../kube/resources.js";
 
 function stampedCondition(
   prev: Condition | undefined,
@@ -39,7 +39,7 @@ function stampedCondition(
  * when it already does. Other conditions are kept as they are (the sidecar owns them).
  */
 export function gatePatch(
-  current: KubeLike,
+  current: KObject,
   gate: ClaimGate,
   now: number,
 ): Record<string, unknown> | undefined {

@@ -3,18 +3,20 @@
  * `--targets-file`, and each one's digest put into the listing the decision core is fed.
  */
 import { type KeysSecrets, keysDigest } from "../governance/signatures.js";
-import type { BranchListing, KubeLike } from "./catalog.js";
+import { fieldOf, secretFields } from "../kube/readers.js";
+import type { KObject } from "../kube/resources.js";
+import type { BranchListing } from "./catalog.js";
 
 /** Keys Secrets from objects held in memory (a `--targets-file`): `data` as is, `stringData` encoded. */
-export function keysFromObjects(objects: readonly KubeLike[]): KeysSecrets {
+export function keysFromObjects(objects: readonly KObject[]): KeysSecrets {
   return async (namespace, name) => {
     const s = objects.find(
       (o) =>
         o.kind === "Secret" && o.metadata.name === name && (o.metadata.namespace ?? "default") === namespace,
-    ) as (KubeLike & { data?: Record<string, string>; stringData?: Record<string, string> }) | undefined;
+    );
     if (!s) return { ok: false, code: 404, message: `Secret ${name} does not exist` };
-    const data = { ...(s.data ?? {}) };
-    for (const [k, v] of Object.entries(s.stringData ?? {}))
+    const data = { ...(fieldOf(secretFields, s, "data") ?? {}) };
+    for (const [k, v] of Object.entries(fieldOf(secretFields, s, "stringData") ?? {}))
       data[k] = Buffer.from(v, "utf8").toString("base64");
     return { ok: true, data };
   };

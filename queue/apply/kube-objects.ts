@@ -18,15 +18,18 @@ import {
   type StatusParty,
   statusFieldManager,
 } from "../kube/index.js";
+import type { KObject, ResourceKind } from "../kube/resources.js";
 import { claimField, type Logger } from "../log.js";
-import type { KubeLike, ObjectSource, ResourceKind } from "./catalog.js";
+import type { ObjectSource } from "./catalog.js";
 
 /** What KubeObjects needs of a cache of the kinds it reads (queue/worker/cluster-cache.ts). */
 export interface CachedKinds {
   start(): Promise<void>;
-  objects(kind: string): { get(name: string, ns: string): unknown; list(ns: string): unknown[] } | undefined;
+  objects(
+    kind: string,
+  ): { get(name: string, ns: string): KObject | undefined; list(ns: string): KObject[] } | undefined;
   /** A read of a kind not cached that the cache still answers (kept a short while), if it does. */
-  readUncached?(kind: string, namespace: string, name: string): Promise<unknown> | undefined;
+  readUncached?(kind: string, namespace: string, name: string): Promise<KObject | undefined> | undefined;
 }
 
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
@@ -44,11 +47,11 @@ export class KubeObjects implements ObjectSource {
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
   }
 
-  async get(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
+  async get(kind: ResourceKind, namespace: string, name: string): Promise<KObject | undefined> {
     const cached = await this.cached(kind);
-    if (cached) return cached.get(name, namespace) as KubeLike | undefined;
+    if (cached) return cached.get(name, namespace);
     const kept = this.cache?.readUncached?.(kind, namespace, name);
-    if (kept) return (await kept) as KubeLike | undefined;
+    if (kept) return kept;
     return this.read(kind, namespace, name);
   }
 
@@ -59,13 +62,15 @@ export class KubeObjects implements ObjectSource {
   }
 
   /** Always from the API server: a status write computes from the object as it is. */
-  private async read(kind: ResourceKind, namespace: string, name: string): Promise<KubeLike | undefined> {
+  private async read(kind: ResourceKind, namespace: string, name: string): Promise<KObject | undefined> {
     try {
-      return (await this.custom.getNamespacedCustomObject({
+      // The API server's answer is an object of the kind: a KObject, its fields read through readers.
+      const o: KObject = await this.custom.getNamespacedCustomObject({
         ...addressOf(resourceOf(kind)),
         namespace,
         name,
-      })) as KubeLike;
+      });
+      return o;
     } catch (err) {
       // A missing object, or a kind this cluster does not serve (no Argo CD installed).
       if (isNotFound(err)) return undefined;
@@ -73,16 +78,14 @@ export class KubeObjects implements ObjectSource {
     }
   }
 
-  async list(kind: ResourceKind, namespace: string): Promise<KubeLike[]> {
+  async list(kind: ResourceKind, namespace: string): Promise<KObject[]> {
     const cached = await this.cached(kind);
-    if (cached) return cached.list(namespace) as KubeLike[];
+    if (cached) return cached.list(namespace);
     try {
-      const out = (await this.custom.listNamespacedCustomObject({
+      const out: { items?: KObject[] } = await this.custom.listNamespacedCustomObject({
         ...addressOf(resourceOf(kind)),
         namespace,
-      })) as {
-        items?: KubeLike[];
-      };
+      });
       return out.items ?? [];
     } catch (err) {
       if (isNotFound(err)) return [];
@@ -96,7 +99,7 @@ export class KubeObjects implements ObjectSource {
    */
   async patchClaimStatus<P extends StatusParty<"claim"> = "branch-worker">(
     claim: ClaimRef,
-    patch: (current: KubeLike) => OwnedStatus<"claim", P> | undefined,
+    patch: (current: KObject) => OwnedStatus<"claim", P> | undefined,
     party: P = "branch-worker" as P,
   ): Promise<boolean> {
     const kind = claim.kind;

@@ -9,7 +9,7 @@ import { type Condition, objectMeta } from "../crds/common.js";
 import { StatusReason } from "../crds/reasons.js";
 import { type RetryView, retryMessage } from "../decide/index.js";
 import { conditionIn, fieldOf, storedConditionsOf } from "../kube/readers.js";
-import type { KubeLike } from "./catalog.js";
+import type { KObject } from "../kube/resources.js";
 
 export const RETRYING_CONDITION = "Retrying";
 
@@ -37,7 +37,7 @@ export function retryCondition(retry: RetryView | null, now: number): Omit<Condi
  * when it already does (same status, reason and message). Other conditions are kept as they are.
  */
 export function retryPatch(
-  current: KubeLike,
+  current: KObject,
   retry: RetryView | null,
   now: number,
 ): Record<string, unknown> | undefined {

@@ -8,6 +8,7 @@ import { type ParseArgsConfig, parseArgs } from "node:util";
 import * as k8s from "@kubernetes/client-node";
 import { ConfigError } from "../config.js";
 import { DEFAULT_REDIS_PREFIX } from "../contract.js";
+import { errorMessage } from "../errors.js";
 import { parseRedisUrl } from "../redis-url.js";
 
 export const KUBE_OPTIONS = {
@@ -36,7 +37,7 @@ export function parseFlags<O extends ParseArgsConfig["options"]>(argv: string[],
   try {
     return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new ConfigError((err as Error).message.split("\n")[0] ?? "invalid arguments");
+    throw new ConfigError(errorMessage(err).split("\n")[0] ?? "invalid arguments");
   }
 }
 
@@ -63,7 +64,7 @@ export function kubeTarget(values: {
       kc.setCurrentContext(values.context);
     }
   } catch (err) {
-    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${(err as Error).message}`);
+    throw new ConfigError(`invalid setting --kubeconfig (KUBECONFIG): ${errorMessage(err)}`);
   }
   if (!kc.getCurrentCluster())
     throw new ConfigError("the kubeconfig names no cluster (set KUBECONFIG or --kubeconfig)");
@@ -81,7 +82,7 @@ export function redisTarget(
     try {
       parseRedisUrl(url);
     } catch (err) {
-      throw new ConfigError(`invalid setting --redis-url (REDIS_URL): ${(err as Error).message}`);
+      throw new ConfigError(`invalid setting --redis-url (REDIS_URL): ${errorMessage(err)}`);
     }
   }
   const prefix = values["redis-prefix"] ?? env.APPLYGATE_REDIS_PREFIX ?? DEFAULT_REDIS_PREFIX;

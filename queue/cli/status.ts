@@ -6,6 +6,7 @@
  */
 import type { Redis } from "ioredis";
 import { ConfigError } from "../config.js";
+import { errorMessage } from "../errors.js";
 import { Kube } from "../kube/index.js";
 import { KUBE_HELP, KUBE_OPTIONS, kubeTarget, parseFlags, redisTarget } from "./kube-flags.js";
 import { statusReport, type TargetStatus } from "./status-model.js";
@@ -106,7 +107,7 @@ export async function run(argv: string[], io: CommandIo = processIo()): Promise<
     try {
       report = await once();
     } catch (err) {
-      io.stderr(`applygate status: ${(err as Error).message}\n`);
+      io.stderr(`applygate status: ${errorMessage(err)}\n`);
       return 1;
     }
     if (named && report.targets.length === 0) {
@@ -125,7 +126,7 @@ export async function run(argv: string[], io: CommandIo = processIo()): Promise<
       try {
         report = await once();
       } catch (err) {
-        io.stderr(`applygate status: ${(err as Error).message}\n`);
+        io.stderr(`applygate status: ${errorMessage(err)}\n`);
         continue;
       }
       const keys = new Map(report.targets.map((t) => [`${t.namespace}/${t.name}`, changeKey(t)]));

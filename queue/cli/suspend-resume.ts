@@ -5,6 +5,7 @@
  * waited goes through the usual rules. The kubeconfig's identity needs patch on gittargets.
  */
 import { ConfigError } from "../config.js";
+import { errorMessage } from "../errors.js";
 import { Kube, RESOURCES } from "../kube/index.js";
 import { KUBE_HELP, KUBE_OPTIONS, kubeTarget, parseFlags } from "./kube-flags.js";
 import { type CommandIo, processIo } from "./status.js";
@@ -50,7 +51,7 @@ export async function setSuspend(
       spec: { suspend: suspend ? true : null },
     });
   } catch (err) {
-    io.stderr(`applygate ${verb}: ${(err as Error).message}\n`);
+    io.stderr(`applygate ${verb}: ${errorMessage(err)}\n`);
     return 1;
   }
   io.stdout(`gittarget ${target.namespace}/${name} ${suspend ? "suspended" : "resumed"}\n`);

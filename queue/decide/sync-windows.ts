@@ -25,6 +25,7 @@
  * blocked by sync window") until the window ends.
  */
 import { CronExpressionParser } from "cron-parser";
+import { errorMessage } from "../errors.js";
 import { isTimeZone, OPENING_HORIZON_MS } from "../governance/change-windows.js";
 import type { SyncWindowSpec } from "../governance/model.js";
 
@@ -122,7 +123,7 @@ function read(w: SyncWindowSpec): Readable | { error: string } {
   try {
     CronExpressionParser.parse(w.schedule, { tz: "UTC" });
   } catch (err) {
-    return { error: `cannot parse schedule '${w.schedule}': ${(err as Error).message}` };
+    return { error: `cannot parse schedule '${w.schedule}': ${errorMessage(err)}` };
   }
   const durationMs = parseGoDuration(w.duration);
   if (durationMs === null) return { error: `cannot parse duration '${w.duration}'` };

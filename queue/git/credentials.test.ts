@@ -9,6 +9,7 @@ import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { type GitServer, startGitServer } from "../../test/git/server.js";
+import { errorMessage } from "../errors.js";
 import { credentialRefusal, credentialsIn, originOf, providerOrigins } from "./credentials.js";
 import { advertise, GitRemoteError } from "./smart-http.js";
 
@@ -216,7 +217,7 @@ describe("the Git client sends a provider's credentials to its own origin only",
     const err = await advertise({ url, auth }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GitRemoteError);
     expect((err as GitRemoteError).kind).toBe("auth");
-    expect((err as Error).message).toMatch(/--allow-http-credentials/);
+    expect(errorMessage(err)).toMatch(/--allow-http-credentials/);
     expect(git.counts()).toEqual({ advertisement: 0, fetch: 0, push: 0 });
     // With the flag, the same call is answered.
     const ad = await advertise({ url, auth, allowHttpCredentials: true });
@@ -234,7 +235,7 @@ describe("the Git client sends a provider's credentials to its own origin only",
       allowHttpCredentials: true,
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GitRemoteError);
-    expect((err as Error).message).toMatch(/not the GitProvider's own host/);
+    expect(errorMessage(err)).toMatch(/not the GitProvider's own host/);
     expect(front.seen.map((s) => s.authorization)).toEqual([
       `Basic ${Buffer.from("bot:s3cret").toString("base64")}`,
     ]);

@@ -6,6 +6,7 @@ import { gitOk } from "../../test/git/cli.js";
 import { GitPeer } from "../../test/git/peer.js";
 import { type GitServer, startGitServer } from "../../test/git/server.js";
 import { untilWith } from "../../test/support/wait.js";
+import { errorMessage } from "../errors.js";
 import { BareRepo } from "./repo.js";
 import { GitRemoteError, isContention, PushRejectedError } from "./smart-http.js";
 
@@ -201,7 +202,7 @@ describe("every Git call has its deadline", () => {
     const err = await what.catch((e) => e);
     expect(err).toBeInstanceOf(GitRemoteError);
     expect((err as GitRemoteError).kind).toBe("timeout");
-    expect((err as Error).message).toMatch(path);
+    expect(errorMessage(err)).toMatch(path);
     return err as GitRemoteError;
   };
 

@@ -17,6 +17,7 @@
 import { createHash, createPublicKey, verify as cryptoVerify, type KeyObject } from "node:crypto";
 import * as openpgp from "openpgp";
 import { StatusReason } from "../crds/reasons.js";
+import { errorMessage } from "../errors.js";
 
 /** Why a signature does not approve an object. */
 export type SignatureProblem =
@@ -82,7 +83,7 @@ export async function readTrustedKeys(texts: readonly string[]): Promise<Trusted
       try {
         out.openpgp.push(...(await openpgp.readKeys({ armoredKeys: block })));
       } catch (err) {
-        out.problems.push(`an OpenPGP key block cannot be read: ${(err as Error).message}`);
+        out.problems.push(`an OpenPGP key block cannot be read: ${errorMessage(err)}`);
       }
     }
     for (const raw of text.replace(PGP_KEY_BLOCK, "").split(/\r?\n/)) {
@@ -112,7 +113,7 @@ export function parseAuthorizedKey(line: string): SshKey | string {
     if (r.string().toString("latin1") !== type) return `an ${type} key whose blob names another type`;
     publicKeyOf(blob);
   } catch (err) {
-    return `an ${type} key that cannot be read: ${(err as Error).message}`;
+    return `an ${type} key that cannot be read: ${errorMessage(err)}`;
   }
   const comment = fields.slice(at + 2).join(" ");
   return { type, blob, fingerprint: sshFingerprint(blob), ...(comment ? { comment } : {}) };
@@ -227,7 +228,7 @@ async function verifyOpenPgp(
     return {
       ok: false,
       reason: StatusReason.SignatureInvalid,
-      message: `the OpenPGP signature cannot be read: ${(err as Error).message}`,
+      message: `the OpenPGP signature cannot be read: ${errorMessage(err)}`,
     };
   }
   const issuers = sig.getSigningKeyIDs();
@@ -258,7 +259,7 @@ async function verifyOpenPgp(
     return {
       ok: false,
       reason: StatusReason.SignatureInvalid,
-      message: `the OpenPGP signature by ${fingerprint} does not verify: ${(err as Error).message}`,
+      message: `the OpenPGP signature by ${fingerprint} does not verify: ${errorMessage(err)}`,
       key: fingerprint,
     };
   }
@@ -443,7 +444,7 @@ function verifySsh(payload: Uint8Array, armored: string, trusted: readonly SshKe
     good = sshVerify(fields.publicKey, fields.signature, signed);
   } catch (err) {
     return invalid(
-      `the SSH signature by ${fingerprint} cannot be checked: ${(err as Error).message}`,
+      `the SSH signature by ${fingerprint} cannot be checked: ${errorMessage(err)}`,
       fingerprint,
     );
   }

@@ -5,6 +5,8 @@
  * Written here rather than taken from isomorphic-git so that each call costs exactly one request,
  * carries its own deadline, and a push sends only the objects the worker knows it added.
  */
+
+import { errorMessage } from "../errors.js";
 import { credentialRefusal, originOf } from "./credentials.js";
 import { DELIM, FLUSH, lineText, pktLine, readPktLines } from "./pktline.js";
 
@@ -156,13 +158,14 @@ async function call(remote: Remote, url: string, init: RequestInit): Promise<Buf
     body = await res.arrayBuffer();
   } catch (err) {
     if (err instanceof GitRemoteError) throw err;
-    const e = err as Error;
     if (outer?.aborted && !ownDeadline)
       throw new GitRemoteError("timeout", `${redact(url)} abandoned: ${abortReason(outer)}`);
-    if (ownDeadline || e.name === "TimeoutError" || e.name === "AbortError")
+    const name = err instanceof Error ? err.name : undefined;
+    if (ownDeadline || name === "TimeoutError" || name === "AbortError")
       throw new GitRemoteError("timeout", `no answer from ${redact(url)} within ${timeout} ms`);
-    const cause = (e as { cause?: Error }).cause?.message ?? e.message;
-    throw new GitRemoteError("unreachable", `${redact(url)}: ${cause}`);
+    // fetch rejects with "fetch failed" and says why (a refused connection, a DNS miss) in its cause.
+    const cause = err instanceof Error && err.cause !== undefined ? err.cause : err;
+    throw new GitRemoteError("unreachable", `${redact(url)}: ${errorMessage(cause)}`);
   } finally {
     clearTimeout(timer);
     outer?.removeEventListener("abort", onOuter);
@@ -309,7 +312,7 @@ export async function lsRefs(
   try {
     lines = readPktLines(buf).lines;
   } catch (err) {
-    throw new GitRemoteError("protocol", `ls-refs: ${(err as Error).message}`);
+    throw new GitRemoteError("protocol", `ls-refs: ${errorMessage(err)}`);
   }
   const refs = new Map<string, string>();
   let flushed = false;

@@ -20,6 +20,7 @@
  */
 import { CronExpressionParser } from "cron-parser";
 import { DURATION_PATTERN } from "../crds/governance.js";
+import { errorMessage } from "../errors.js";
 import type { ChangeWindowKind, ChangeWindowSpec } from "./model.js";
 
 /** Milliseconds of a duration, or null when it is not one (or is zero). */
@@ -79,7 +80,7 @@ function read(w: ChangeWindowSpec): Readable {
   try {
     CronExpressionParser.parse(w.schedule, { tz });
   } catch (err) {
-    return { ok: false, why: `schedule ${JSON.stringify(w.schedule)}: ${(err as Error).message}` };
+    return { ok: false, why: `schedule ${JSON.stringify(w.schedule)}: ${errorMessage(err)}` };
   }
   return { ok: true, kind: w.kind, durationMs, tz, schedule: w.schedule, from: w.from ?? "" };
 }

@@ -4,9 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { commitFile, gitWith, rawCommit, sshKey, workRepo } from "../../test/support/signing.js";
-import type { BranchListing, KubeLike } from "../apply/catalog.js";
+import type { BranchListing } from "../apply/catalog.js";
 import { keysFromObjects, withKeyDigests } from "../apply/keys-secrets.js";
 import { StatusReason } from "../crds/reasons.js";
+import type { KObject } from "../kube/resources.js";
 import { governanceOf } from "./objects.js";
 import { type KeysSecretRead, keysDigest, SignatureReader } from "./signatures.js";
 
@@ -14,11 +15,11 @@ const b64 = (s: string) => Buffer.from(s).toString("base64");
 
 describe("governanceOf reads approval.signature", () => {
   const sig = { secretRef: { name: "release-keys" } };
-  const claim = (spec: Record<string, unknown>): KubeLike => ({
+  const claim = (spec: Record<string, unknown>): KObject => ({
     metadata: { name: "c", namespace: "prod" },
     spec,
   });
-  const target = (spec: Record<string, unknown>): KubeLike => ({
+  const target = (spec: Record<string, unknown>): KObject => ({
     metadata: { name: "t", namespace: "team" },
     spec,
   });
@@ -202,7 +203,7 @@ describe("SignatureReader", () => {
         kind: "Secret",
         metadata: { name: "k", namespace: "prod" },
         stringData: { x: "ssh-ed25519 A" },
-      } as KubeLike,
+      },
     ]);
     expect(await keys("prod", "k")).toEqual({ ok: true, data: { x: b64("ssh-ed25519 A") } });
     expect(await keys("prod", "other")).toMatchObject({ ok: false, code: 404 });

@@ -11,6 +11,7 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import { backoffMs } from "../backoff.js";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
 import { apiFailure } from "./errors.js";
 import { type KObject, objectKey } from "./resources.js";
@@ -262,7 +263,7 @@ export class Informer<T extends KObject = KObject> {
       try {
         h(type, obj, previous);
       } catch (err) {
-        this.opts.log?.error({ path: this.path, err: (err as Error).message }, "informer handler failed");
+        this.opts.log?.error({ path: this.path, err: errorMessage(err) }, "informer handler failed");
       }
     }
   }

@@ -1,14 +1,23 @@
 import { describe, expect, it } from "vitest";
 import { mayHold } from "../crds/index.js";
 import {
+  applicationDestinationOf,
+  applicationRepoOf,
   applierRefOf,
+  claimOperationOf,
   claimStatusField,
   conditionIn,
   fieldOf,
+  fieldsOf,
   grantViewOf,
+  isKObject,
   isRecord,
+  kustomizationSourceOf,
   partOf,
+  secretFields,
   storedConditionsOf,
+  stringsIn,
+  syncWindowFields,
   targetField,
   targetSpecFields,
 } from "./readers.js";
@@ -56,6 +65,12 @@ describe("field readers", () => {
     expect(targetField(undefined, "branch")).toBeUndefined();
     expect(claimStatusField({}, "lastAppliedCommit")).toBeUndefined();
     expect(partOf(targetSpecFields, "x", "claimRef")).toBeUndefined();
+  });
+
+  it("read several fields at once, each on its own: those that fit, the others absent", () => {
+    const spec = { branch: "main", suspend: "yes", path: "apps" };
+    expect(fieldsOf(targetSpecFields, spec, ["branch", "suspend", "claimRef"])).toEqual({ branch: "main" });
+    expect(fieldsOf(targetSpecFields, "x", ["branch"])).toEqual({});
   });
 
   it("hand on a part unread, for its fields to be read one at a time", () => {
@@ -130,5 +145,156 @@ describe("stored conditions", () => {
     expect(storedConditionsOf({ status: { conditions: [{ status: "True" }] } })).toBeUndefined();
     expect(storedConditionsOf({ status: { conditions: "Ready" } })).toBeUndefined();
     expect(storedConditionsOf({})).toBeUndefined();
+  });
+});
+
+describe("claimOperationOf", () => {
+  const op = {
+    token: "t-1",
+    phase: "Running",
+    commit: "c1",
+    targets: [{ uid: "u1", reason: "Repair" }],
+    requestedAt: T0,
+    startedAt: T0,
+  };
+
+  it("reads the operation a claim's status records: what a restart needs of it", () => {
+    expect(claimOperationOf({ status: { operation: op } })).toEqual({
+      token: "t-1",
+      phase: "Running",
+      commit: "c1",
+      targets: [{ uid: "u1", reason: "Repair" }],
+      requestedAt: T0,
+    });
+    const { requestedAt: _, ...before } = op;
+    expect(claimOperationOf({ status: { operation: before } })).not.toHaveProperty("requestedAt");
+  });
+
+  it("is absent without a token, phase and commit that fit", () => {
+    for (const bad of [{ token: "" }, { token: 7 }, { phase: "Sleeping" }, { phase: 1 }, { commit: null }])
+      expect(
+        claimOperationOf({ status: { operation: { ...op, ...bad } } }),
+        JSON.stringify(bad),
+      ).toBeUndefined();
+    for (const status of [undefined, "x", { operation: "Running" }, { operation: [op] }])
+      expect(claimOperationOf({ status })).toBeUndefined();
+    expect(claimOperationOf(undefined)).toBeUndefined();
+  });
+
+  it("leaves out each target and the requestedAt that do not fit, not the operation", () => {
+    const read = claimOperationOf({
+      status: {
+        operation: {
+          ...op,
+          targets: [{ uid: "u1", reason: "Repair", extra: 1 }, { uid: "" }, "u2", { uid: "u3", reason: 5 }],
+          requestedAt: "yesterday",
+        },
+      },
+    });
+    expect(read).toEqual({
+      token: "t-1",
+      phase: "Running",
+      commit: "c1",
+      targets: [{ uid: "u1", reason: "Repair" }],
+    });
+    expect(claimOperationOf({ status: { operation: { ...op, targets: "u1" } } })?.targets).toEqual([]);
+  });
+});
+
+describe("other controllers' objects", () => {
+  it("read a Kustomization's source: the name is needed, kind and namespace are given or absent", () => {
+    const sourceRef = { kind: "GitRepository", name: "repo", namespace: "flux-system" };
+    expect(kustomizationSourceOf({ spec: { sourceRef } })).toEqual(sourceRef);
+    expect(kustomizationSourceOf({ spec: { sourceRef: { name: "repo", kind: 3, namespace: "" } } })).toEqual({
+      name: "repo",
+    });
+    for (const spec of [
+      { sourceRef: { kind: "GitRepository" } },
+      { sourceRef: { name: 5 } },
+      { sourceRef: "repo" },
+      "x",
+    ])
+      expect(kustomizationSourceOf({ spec }), JSON.stringify(spec)).toBeUndefined();
+    expect(kustomizationSourceOf(undefined)).toBeUndefined();
+  });
+
+  it("read an Application's repository from its source, else the first of its sources", () => {
+    const url = "https://git.example/org/site.git";
+    expect(applicationRepoOf({ spec: { source: { repoURL: url } } })).toBe(url);
+    expect(applicationRepoOf({ spec: { sources: [{ repoURL: url }, { repoURL: "other" }] } })).toBe(url);
+    expect(applicationRepoOf({ spec: { source: "x", sources: [{ repoURL: url }] } })).toBe(url);
+    // A source object is the one read, even when its repoURL does not fit.
+    expect(
+      applicationRepoOf({ spec: { source: { repoURL: 5 }, sources: [{ repoURL: url }] } }),
+    ).toBeUndefined();
+    for (const spec of [
+      { source: { repoURL: "" } },
+      { sources: "x" },
+      { sources: [7, { repoURL: url }] },
+      {},
+      null,
+    ])
+      expect(applicationRepoOf({ spec }), JSON.stringify(spec)).toBeUndefined();
+  });
+
+  it("read an Application's destination field by field", () => {
+    const destination = { namespace: "prod", server: "https://kubernetes.default.svc", name: "in-cluster" };
+    expect(applicationDestinationOf({ spec: { destination } })).toEqual(destination);
+    expect(
+      applicationDestinationOf({ spec: { destination: { namespace: "prod", server: 1, name: "" } } }),
+    ).toEqual({
+      namespace: "prod",
+    });
+    expect(applicationDestinationOf({ spec: { destination: "prod" } })).toEqual({});
+    expect(applicationDestinationOf(undefined)).toEqual({});
+  });
+
+  it("read a sync window's fields each on its own, a list for its strings", () => {
+    const w = {
+      kind: "deny",
+      schedule: "",
+      duration: "1h",
+      manualSync: "yes",
+      timeZone: 2,
+      applications: ["a", 3, "b"],
+    };
+    expect(fieldOf(syncWindowFields, w, "kind")).toBe("deny");
+    expect(fieldOf(syncWindowFields, w, "schedule")).toBe("");
+    expect(fieldOf(syncWindowFields, w, "manualSync")).toBeUndefined();
+    expect(fieldOf(syncWindowFields, w, "timeZone")).toBeUndefined();
+    expect(stringsIn(fieldOf(syncWindowFields, w, "applications"))).toEqual(["a", "b"]);
+    expect(stringsIn(fieldOf(syncWindowFields, { namespaces: "prod" }, "namespaces"))).toEqual([]);
+  });
+
+  it("read a Secret's data and stringData, absent when not a map of strings", () => {
+    const secret = { data: { k: "YQ==" }, stringData: { k: 1 } };
+    expect(fieldOf(secretFields, secret, "data")).toBe(secret.data);
+    expect(fieldOf(secretFields, secret, "stringData")).toBeUndefined();
+    expect(fieldOf(secretFields, { data: "YQ==" }, "data")).toBeUndefined();
+  });
+});
+
+describe("isKObject", () => {
+  it("takes a document with a name, and a kind, namespace and uid when they are strings", () => {
+    expect(
+      isKObject({ kind: "GitTarget", metadata: { name: "a", namespace: "team", uid: "u" }, spec: 1 }),
+    ).toBe(true);
+    expect(isKObject({ metadata: { name: "a" } })).toBe(true);
+  });
+
+  it("leaves out every other document", () => {
+    for (const doc of [
+      null,
+      "x",
+      [],
+      {},
+      { metadata: {} },
+      { metadata: { name: 5 } },
+      { metadata: "a" },
+      { kind: 1, metadata: { name: "a" } },
+      { metadata: { name: "a", namespace: 2 } },
+      { metadata: { name: "a", uid: {} } },
+    ])
+      expect(isKObject(doc), JSON.stringify(doc)).toBe(false);
   });
 });

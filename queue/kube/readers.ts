@@ -1,6 +1,7 @@
 /**
  * Typed readers for our kinds: objects from the API server or an informer parsed with the zod
- * schemas the CRDs are generated from (queue/crds/), instead of cast. The API server enforces the
+ * schemas the CRDs are generated from (queue/crds/), instead of cast. The few fields read of other
+ * controllers' objects (Flux's, Argo CD's, Secrets) have schemas of their own here. The API server enforces the
  * same schema, so a failure means a version skew or a hand-edited object: the reader says which
  * field and skips the object, it never guesses.
  *
@@ -32,6 +33,8 @@ import {
   gitProviderSpec,
   gitTarget,
   gitTargetSpec,
+  operation,
+  operationTarget,
   type WebhookClaim,
   webhookClaim,
 } from "../crds/index.js";
@@ -149,6 +152,26 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
+/** The identity fields code reads of any object without a reader: the rest is read through readers. */
+const objectIdentity = z.object({
+  apiVersion: z.string().optional(),
+  kind: z.string().optional(),
+  metadata: z.object({
+    name: z.string(),
+    namespace: z.string().optional(),
+    uid: z.string().optional(),
+    resourceVersion: z.string().optional(),
+  }),
+});
+
+/**
+ * Whether `v` is an object as the API server would return it, as far as its identity goes: for
+ * objects no API server checked (a YAML file's documents).
+ */
+export function isKObject(v: unknown): v is KObject {
+  return objectIdentity.safeParse(v).success;
+}
+
 /** Whether `v` fits `schema` as it is. */
 function fits<S extends z.ZodTypeAny>(schema: S, v: unknown): v is z.input<S> {
   return schema.safeParse(v).success;
@@ -168,6 +191,20 @@ export function fieldOf<Shape extends z.ZodRawShape, K extends keyof Shape & str
   const field: Shape[K] | undefined = schema.shape[key];
   const v = isRecord(part) ? part[key] : undefined;
   return field !== undefined && v !== undefined && fits(field, v) ? v : undefined;
+}
+
+/** The fields `keys` of a part that fit their schemas, each read on its own (`fieldOf`); the others absent. */
+export function fieldsOf<Shape extends z.ZodRawShape, K extends keyof Shape & string>(
+  schema: z.ZodObject<Shape>,
+  part: unknown,
+  keys: readonly K[],
+): { [P in K]?: z.input<Shape[P]> } {
+  const out: { [P in K]?: z.input<Shape[P]> } = {};
+  for (const key of keys) {
+    const v = fieldOf(schema, part, key);
+    if (v !== undefined) out[key] = v;
+  }
+  return out;
 }
 
 /** The field `key` of a part, unread: a part whose own fields are read one at a time (`fieldOf`). */
@@ -204,6 +241,29 @@ export function claimStatusField<K extends keyof typeof claimStatusFields.shape 
   key: K,
 ) {
   return fieldOf(claimStatusFields, claim?.status, key);
+}
+
+/**
+ * The operation a claim's status records, each field read on its own: undefined unless its token,
+ * phase and commit fit; a target that does not fit is left out, as is a requestedAt that does not.
+ */
+export function claimOperationOf(claim: { status?: unknown } | undefined) {
+  const op = partOf(claimStatusFields, claim?.status, "operation");
+  const token = fieldOf(operation, op, "token");
+  const phase = fieldOf(operation, op, "phase");
+  const commit = fieldOf(operation, op, "commit");
+  if (token === undefined || phase === undefined || commit === undefined) return undefined;
+  const targets = partOf(operation, op, "targets");
+  const requestedAt = fieldOf(operation, op, "requestedAt");
+  return {
+    token,
+    phase,
+    commit,
+    targets: (Array.isArray(targets) ? targets : []).flatMap((t) =>
+      fits(operationTarget, t) ? [{ uid: t.uid, reason: t.reason }] : [],
+    ),
+    ...(requestedAt !== undefined ? { requestedAt } : {}),
+  };
 }
 
 /** A condition as its writer stored it: read for its `type` only, the rest kept as it is. */
@@ -262,3 +322,82 @@ export function grantViewOf(
     ...(fits(applierGrantSpec, spec) ? { spec } : {}),
   };
 }
+
+/*
+ * Other controllers' objects (Flux's, Argo CD's, Secrets) have no schema of ours: the fields the
+ * worker reads of them are described here, each read on its own as ours are.
+ */
+
+/** A name, a URL or a reference in another controller's object: read only as a non-empty string. */
+const given = z.string().min(1);
+/** A list read for its strings: entries of another type are left out, not the list. */
+const strings = z.array(z.unknown());
+
+/** The strings of a list read with `strings` (none when it is absent). */
+export const stringsIn = (list: readonly unknown[] | undefined): string[] =>
+  (list ?? []).filter((x): x is string => typeof x === "string");
+
+/** The fields of a Flux Kustomization's `spec.sourceRef`: kind and namespace default when absent. */
+export const sourceRefFields = z.object({ kind: given, name: given, namespace: given });
+/** The fields of a Flux Kustomization's spec the worker reads. */
+export const kustomizationSpecFields = z.object({ sourceRef: sourceRefFields });
+
+/** The source a Kustomization reads (`spec.sourceRef`); undefined when it names none. */
+export function kustomizationSourceOf(
+  ks: { spec?: unknown } | undefined,
+): { kind?: string; name: string; namespace?: string } | undefined {
+  const ref = partOf(kustomizationSpecFields, ks?.spec, "sourceRef");
+  const { name, ...rest } = fieldsOf(sourceRefFields, ref, ["kind", "name", "namespace"]);
+  return name !== undefined ? { name, ...rest } : undefined;
+}
+
+/** The fields of an Argo CD Application's source the worker reads. */
+export const applicationSourceFields = z.object({ repoURL: given });
+/** The fields of an Argo CD Application's `spec.destination`. */
+export const destinationFields = z.object({ namespace: given, server: given, name: given });
+/** The fields of an Argo CD Application's spec the worker reads. */
+export const applicationSpecFields = z.object({
+  source: applicationSourceFields,
+  sources: z.array(applicationSourceFields),
+  project: given,
+  destination: destinationFields,
+});
+
+/**
+ * The repository an Application reads: its `spec.source`'s repoURL, or (no source object) that of
+ * the first of its `spec.sources`.
+ */
+export function applicationRepoOf(app: { spec?: unknown } | undefined): string | undefined {
+  const source = partOf(applicationSpecFields, app?.spec, "source");
+  const sources = partOf(applicationSpecFields, app?.spec, "sources");
+  const first = isRecord(source) ? source : Array.isArray(sources) ? sources[0] : undefined;
+  return fieldOf(applicationSourceFields, first, "repoURL");
+}
+
+/** Where an Application deploys (`spec.destination`): the fields of it that are given. */
+export function applicationDestinationOf(app: { spec?: unknown } | undefined): {
+  namespace?: string;
+  server?: string;
+  name?: string;
+} {
+  const d = partOf(applicationSpecFields, app?.spec, "destination");
+  return fieldsOf(destinationFields, d, ["namespace", "server", "name"]);
+}
+
+/** The fields of one entry of an AppProject's `spec.syncWindows` (schedule and duration may be empty). */
+export const syncWindowFields = z.object({
+  kind: given,
+  schedule: z.string(),
+  duration: z.string(),
+  applications: strings,
+  namespaces: strings,
+  clusters: strings,
+  manualSync: z.boolean(),
+  andOperator: z.boolean(),
+  timeZone: given,
+});
+/** The fields of an AppProject's spec the worker reads: its sync windows, each read on its own. */
+export const appProjectSpecFields = z.object({ syncWindows: z.array(z.unknown()) });
+
+/** The fields of a Secret the worker reads: `data` (base64) and `stringData` (plain). */
+export const secretFields = z.object({ data: z.record(z.string()), stringData: z.record(z.string()) });

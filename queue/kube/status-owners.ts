@@ -7,6 +7,7 @@
  * docs/design/cluster-access.md has the reasons.
  */
 import type { Kube, PatchOptions } from "./client.js";
+import { isRecord } from "./readers.js";
 import type { KObject, ResourceType } from "./resources.js";
 
 export const STATUS_OWNERS = {
@@ -101,7 +102,7 @@ export function ownedStatus<O extends StatusObject, P extends StatusParty<O>>(
   object: O,
   party: P,
   status: OwnedStatus<O, P>,
-  current?: { status?: Record<string, unknown> },
+  current?: { status?: unknown },
 ): Record<string, unknown> {
   const own = ownedFields(object, party);
   for (const field of Object.keys(status)) {
@@ -166,11 +167,12 @@ function keepsOthersConditions(
   object: StatusObject,
   party: string,
   written: unknown,
-  current: { status?: Record<string, unknown> } | undefined,
+  current: { status?: unknown } | undefined,
 ): boolean {
   const mine = ownedConditionTypes(object, party);
   if (mine.length === 0 || current === undefined || !Array.isArray(written)) return false;
   const others = (list: ConditionLike[]) =>
     JSON.stringify(list.filter((c) => !mine.includes(String(c.type))));
-  return others(conditionList(written)) === others(conditionList(current.status?.conditions));
+  const before = isRecord(current.status) ? current.status.conditions : undefined;
+  return others(conditionList(written)) === others(conditionList(before));
 }

@@ -5,6 +5,7 @@
  * is the pure `decideHandover` (balance.ts); this carries it out, one presence round at a time.
  */
 import type { Redis } from "ioredis";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
 import { type BalanceSettings, decideHandover, takeBudget } from "./balance.js";
 import { announce, leave } from "./presence.js";
@@ -83,7 +84,7 @@ export class ReplicaBalance {
         await o.handOver(key);
       }
     } catch (err) {
-      o.log.warn({ err: (err as Error).message }, "presence round failed");
+      o.log.warn({ err: errorMessage(err) }, "presence round failed");
     }
   }
 }

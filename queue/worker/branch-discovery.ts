@@ -5,6 +5,7 @@
  * GitTarget's branch waited for its first write or push, and nothing applied the tip its claim held.
  */
 import type { Redis } from "ioredis";
+import { errorMessage } from "../errors.js";
 import { knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
 
@@ -24,7 +25,7 @@ export function discoverBranches(o: { source: BranchSource; redis: Redis; prefix
       const keys = o.source.branchKeys();
       if (keys.length === 0) return;
       const added = await o.redis.sadd(knownBranchesKey(o.prefix), ...keys).catch((err: unknown) => {
-        o.log.warn({ err: (err as Error).message }, "could not record the GitTargets' branches");
+        o.log.warn({ err: errorMessage(err) }, "could not record the GitTargets' branches");
         return 0;
       });
       if (added > 0) o.log.info({ added }, "branches of new GitTargets known");

@@ -34,6 +34,7 @@ import {
   readGitProvider,
   readGitTarget,
   readObject,
+  secretFields,
   TypedCache,
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
@@ -411,10 +412,10 @@ export class ClusterCache {
       this.secrets.set(key, p);
     }
     const h = await p;
-    const s = h.informer.get(name, namespace) as { data?: Record<string, string> } | undefined;
+    const s = h.informer.get(name, namespace);
     if (h.informer.isSynced())
       return s
-        ? { ok: true, data: s.data ?? {} }
+        ? { ok: true, data: fieldOf(secretFields, s, "data") ?? {} }
         : { ok: false, code: 404, message: `Secret ${name} does not exist` };
     const f = apiFailure(h.informer.lastError ?? {});
     return { ok: false, code: f.code, message: f.message };

@@ -7,6 +7,7 @@
  */
 import { parse as parseYaml } from "yaml";
 import type { AcceptedWrite, SnapshotSweep, WriteChange } from "../contract.js";
+import { errorMessage } from "../errors.js";
 import { cleanObject, objectPath, objectYaml, refOf } from "../git/layout.js";
 import type { BareRepo, FileChange } from "../git/repo.js";
 import { GitRemoteError, PushRejectedError } from "../git/smart-http.js";
@@ -135,7 +136,7 @@ export async function changesOf(
         try {
           mine.push(f());
         } catch (err) {
-          problem ??= (err as Error).message;
+          problem ??= errorMessage(err);
         }
       };
       if (change.op === "delete") {
@@ -147,7 +148,7 @@ export async function changesOf(
       try {
         path = objectPath(h.write.path, refOf(obj));
       } catch (err) {
-        problem ??= (err as Error).message;
+        problem ??= errorMessage(err);
         continue;
       }
       const named = change.base as Record<string, unknown> | undefined;

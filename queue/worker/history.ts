@@ -6,6 +6,7 @@
  */
 
 import type { TargetSpec } from "../directory.js";
+import { errorMessage } from "../errors.js";
 import { type AncestryOf, cloneAncestry } from "../git/ancestry.js";
 import type { BareRepo, RemoteTag } from "../git/repo.js";
 import type { Remote } from "../git/smart-http.js";
@@ -84,7 +85,7 @@ export async function foldersAt(
     );
   } catch (err) {
     // Unreadable is not proven: the barrier holds, as for a folder that is not there.
-    log.warn({ err: (err as Error).message, commit: tip }, "could not read the tip's tree");
+    log.warn({ err: errorMessage(err), commit: tip }, "could not read the tip's tree");
   }
   const present = targets
     .filter((_, i) => has[i] === true)

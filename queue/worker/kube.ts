@@ -15,6 +15,7 @@ import {
   directoryFromObjects,
   insecureCredentials,
 } from "../directory.js";
+import { errorMessage } from "../errors.js";
 import {
   addressOf,
   ConflictRetriesExhausted,
@@ -161,7 +162,7 @@ export class KubeStatusSink implements StatusSink {
       });
     } catch (err) {
       this.log.warn(
-        { err: (err as Error).message, target: `${t.namespace}/${t.name}` },
+        { err: errorMessage(err), target: `${t.namespace}/${t.name}` },
         "could not record the refusal Event",
       );
     }
@@ -300,7 +301,7 @@ export class KubeDirectory implements Directory {
       ?.credentials(refs, problem)
       .catch((err: unknown) =>
         this.reporter?.log.warn(
-          { err: (err as Error).message, provider: key },
+          { err: errorMessage(err), provider: key },
           "could not write CredentialsAvailable",
         ),
       );
@@ -337,7 +338,7 @@ export class KubeDirectory implements Directory {
       await accepted
         .call(this.reporter?.status, { namespace: ns, name: t.metadata.name }, problem)
         .catch((err: unknown) =>
-          this.reporter?.log.warn({ err: (err as Error).message, target }, "could not write Accepted"),
+          this.reporter?.log.warn({ err: errorMessage(err), target }, "could not write Accepted"),
         );
     }
   }

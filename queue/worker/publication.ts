@@ -5,6 +5,7 @@
  * write and schedules the next attempt on the one retry clock the intake gate is told of.
  */
 import { StatusReason } from "../crds/reasons.js";
+import { errorMessage } from "../errors.js";
 import type { BareRepo } from "../git/repo.js";
 import { advertise, GitRemoteError, PushRejectedError } from "../git/smart-http.js";
 import {
@@ -130,7 +131,7 @@ export async function publish(ctx: BranchContext, s: BranchState, flush: boolean
     if (err instanceof LostLeaseError) throw err;
     // The probe after a failed push fails too once the deadline passed: say why the cycle ended.
     const cause = cycle.signal.aborted && err instanceof GitRemoteError ? cycle.signal.reason : err;
-    if (s.stopped) return { ok: false, cause: (cause as Error).message };
+    if (s.stopped) return { ok: false, cause: errorMessage(cause) };
     return { ok: false, cause: failed(ctx, s, cause, flush ? "flush" : "publish") };
   } finally {
     clearTimeout(timer);
@@ -172,7 +173,7 @@ async function materialize(ctx: BranchContext, s: BranchState): Promise<string |
         // A commit that fails for a reason retrying cannot heal would block the branch for
         // good: the writes that fail are settled as refused and the rest committed.
         if (!cannotHeal(err)) throw err;
-        const message = `commit failed: ${(err as Error).message}`;
+        const message = `commit failed: ${errorMessage(err)}`;
         const culprits = await failingAlone(source, parent, p, committer);
         const blamed = culprits.length > 0 ? culprits : p.writes.filter((h) => s.held.has(h.write.id));
         if (blamed.length === 0) throw err;

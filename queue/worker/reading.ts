@@ -7,6 +7,7 @@
  */
 import { AcceptedWrite, PushNotice, RefusalNotice, Report } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
+import { errorMessage } from "../errors.js";
 import { checkChanges, checkScope } from "../scope.js";
 import { objectRefProblem, writeProblem } from "../write-check.js";
 import type { BranchContext, BranchState, HeldWrite, SnapshotMark } from "./branch-state.js";
@@ -216,7 +217,7 @@ async function judgedAfresh<T>(
         remote: fresh.remote,
       });
   } catch (err) {
-    ctx.log.warn({ err: (err as Error).message }, "could not read the branch's GitTargets again");
+    ctx.log.warn({ err: errorMessage(err) }, "could not read the branch's GitTargets again");
   }
   return verdict();
 }

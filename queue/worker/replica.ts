@@ -15,6 +15,7 @@ import { type Job, Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { branchKey, Notice, normalizeRepoUrl, QUEUES, Report } from "../contract.js";
 import type { BranchSpec, Directory } from "../directory.js";
+import { errorMessage } from "../errors.js";
 import { BareRepo } from "../git/repo.js";
 import { appendNotice, signalBranch } from "../intake.js";
 import { knownBranchesKey } from "../keys.js";
@@ -326,7 +327,7 @@ export class Replica {
               await worker.stop();
             }
           } catch (err) {
-            this.o.log.warn({ branch: key, err: (err as Error).message }, "lease renewal failed");
+            this.o.log.warn({ branch: key, err: errorMessage(err) }, "lease renewal failed");
           }
         }),
       );
@@ -352,7 +353,7 @@ export class Replica {
         this.workers.get(key)?.worker.wake();
       }
     } catch (err) {
-      this.o.log.warn({ err: (err as Error).message }, "inbox check failed");
+      this.o.log.warn({ err: errorMessage(err) }, "inbox check failed");
     } finally {
       this.checking = false;
     }
@@ -384,7 +385,7 @@ export class Replica {
     try {
       return await run;
     } catch (err) {
-      this.o.log.warn({ err: (err as Error).message }, "sweep of known branches failed");
+      this.o.log.warn({ err: errorMessage(err) }, "sweep of known branches failed");
       return [];
     } finally {
       this.sweeping = false;

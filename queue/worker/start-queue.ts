@@ -5,6 +5,8 @@
  * others (`starting`); one lost meanwhile leaves the queue, and one whose start failed is given
  * back for the next sweep, ours or another replica's, to take again at once.
  */
+
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { BranchLease } from "./lease.js";
 
@@ -116,7 +118,7 @@ export class StartQueue {
     try {
       if (lease.token) await this.o.start(key, lease);
     } catch (err) {
-      this.o.log.warn({ branch: key, err: (err as Error).message }, "starting the branch failed; leaving it");
+      this.o.log.warn({ branch: key, err: errorMessage(err) }, "starting the branch failed; leaving it");
       // Given back, so the next sweep (ours or another replica's) tries again at once.
       if (this.o.runningLease(key) !== lease) await lease.release().catch(() => {});
     } finally {

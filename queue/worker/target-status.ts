@@ -4,6 +4,8 @@
  * loop, one report at a time, and only when what a reader sees changed, or to a GitTarget listed
  * since the last write.
  */
+
+import { errorMessage } from "../errors.js";
 import type { BranchContext, BranchState, HeldWrite } from "./branch-state.js";
 import type { PublicationReport, TargetRef, WriteRefusal } from "./status.js";
 
@@ -75,7 +77,7 @@ async function writeStatus(ctx: BranchContext, s: BranchState): Promise<void> {
     for (const t of to) st.reportedTo.add(`${t.namespace}/${t.name}`);
   } catch (err) {
     st.lastReport = "";
-    ctx.log.warn({ err: (err as Error).message }, "status write failed; will write again");
+    ctx.log.warn({ err: errorMessage(err) }, "status write failed; will write again");
   }
 }
 
@@ -89,10 +91,7 @@ export async function recordRefusal(
   const key = `${target.namespace}/${target.name}`;
   s.status.refusedTargets.add(key);
   await ctx.o.status?.refused?.(target, refusal).catch((err: unknown) => {
-    ctx.log.warn(
-      { err: (err as Error).message, target: key },
-      "could not record the refusal on the GitTarget",
-    );
+    ctx.log.warn({ err: errorMessage(err), target: key }, "could not record the refusal on the GitTarget");
   });
 }
 

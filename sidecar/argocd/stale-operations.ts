@@ -1,5 +1,6 @@
 import type { SupersededNotice } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import { apiFailure, isConflict, isForbidden, type Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { EventRecorder } from "../events.js";
@@ -48,10 +49,7 @@ export class StaleOperations {
     try {
       tip = await this.d.supersessions?.tip(c.branchKey);
     } catch (err) {
-      c.log.warn(
-        { err: (err as Error).message },
-        "cannot read the tip to prove the supersession; trying again",
-      );
+      c.log.warn({ err: errorMessage(err) }, "cannot read the tip to prove the supersession; trying again");
       return "retry";
     }
     const leave = (why: string) => {

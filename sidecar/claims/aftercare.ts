@@ -5,6 +5,7 @@
  * It keeps what it needs to do each once per process.
  */
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import type { ClaimType, KObject, Kube } from "../../queue/kube/index.js";
 import { claimField, type Logger } from "../../queue/log.js";
 import type { ClaimContext, ClaimController } from "../applier-kind.js";
@@ -82,7 +83,7 @@ export class Aftercare {
     await this.o.events
       .emit(operationEndEvent(op, this.regarding(claim)))
       .catch((err) =>
-        this.o.log.warn({ err: (err as Error).message, token: op.token }, "could not record the Event"),
+        this.o.log.warn({ err: errorMessage(err), token: op.token }, "could not record the Event"),
       );
   }
 
@@ -109,7 +110,7 @@ export class Aftercare {
       ...(op.message ? { message: op.message } : {}),
     }).catch((err) => {
       this.endsResent.delete(op.token);
-      this.o.log.warn({ err: (err as Error).message }, "could not report a recorded end again");
+      this.o.log.warn({ err: errorMessage(err) }, "could not report a recorded end again");
     });
   }
 
@@ -192,9 +193,7 @@ export class Aftercare {
         phase: "Failed",
         reason: StatusReason.OperationUnfollowed,
         message,
-      }).catch((err) =>
-        this.o.log.warn({ err: (err as Error).message }, "could not report OperationUnfollowed"),
-      );
+      }).catch((err) => this.o.log.warn({ err: errorMessage(err) }, "could not report OperationUnfollowed"));
     }
     return undefined;
   }
@@ -221,7 +220,7 @@ export class Aftercare {
         });
     } catch (err) {
       this.o.log.warn(
-        { claim: this.field(claim), token: op.token, err: (err as Error).message },
+        { claim: this.field(claim), token: op.token, err: errorMessage(err) },
         "could not bring the record of an ended operation level; trying again",
       );
       return 2_000;

@@ -4,6 +4,7 @@
  * deadline and the one Event of the outcome (Released, HandedOver or ReleaseFailed) are kept here.
  */
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import type { Claim, KObject } from "../../queue/kube/index.js";
 import type { ClaimContext, ClaimController, HandBackResult } from "../applier-kind.js";
 import type { EventRecorder, EventRegarding } from "../events.js";
@@ -56,7 +57,7 @@ export async function handBack(
   } catch (err) {
     result = {
       done: false,
-      conditions: [{ ...releasing, message: `hand-back failed: ${(err as Error).message}` }],
+      conditions: [{ ...releasing, message: `hand-back failed: ${errorMessage(err)}` }],
     };
   }
   // One Event per outcome, recorded here alone: handed back (or over), or given up.

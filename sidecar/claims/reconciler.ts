@@ -18,6 +18,7 @@ import {
   notAllowedMessage,
 } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import {
   type Claim,
   type ClaimType,
@@ -139,7 +140,7 @@ export class ClaimReconciler {
       ...(o.retryBackoffMs ? { backoffMs: o.retryBackoffMs } : {}),
       onError: (key, err, retryInMs) =>
         this.o.log.warn(
-          { claim: this.claimField(key), err: (err as Error).message, retryInMs },
+          { claim: this.claimField(key), err: errorMessage(err), retryInMs },
           "claim reconcile failed",
         ),
     });
@@ -456,7 +457,7 @@ export class ClaimReconciler {
       } catch (err) {
         source = {
           state: "Unknown",
-          message: `reading the applier's source failed: ${(err as Error).message}`,
+          message: `reading the applier's source failed: ${errorMessage(err)}`,
         };
       }
     }

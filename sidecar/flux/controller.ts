@@ -6,6 +6,7 @@
  */
 
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import {
   ConflictRetriesExhausted,
   isConflict,
@@ -221,7 +222,7 @@ export class FluxClaimController implements ClaimController {
       await this.d.client.release(applier);
     } catch (err) {
       if (isConflict(err)) return releasing("the Kustomization changed; releasing again");
-      return releasing(`the release failed: ${(err as Error).message}`);
+      return releasing(`the release failed: ${errorMessage(err)}`);
     }
     const after = await this.d.client.kustomization(applier);
     const others = suspendAppliers(after);

@@ -9,6 +9,7 @@
 
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import { apiFailure, RESOURCES } from "../../queue/kube/index.js";
 import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
 import { applierField, claimField, type Logger } from "../../queue/log.js";
@@ -150,7 +151,7 @@ export class FluxExecutor implements OperationExecutor {
         // The apply runs whatever the API server answers: a failed write is no end. The record
         // still holds the resume token, which is all a restart needs to follow it.
         if (!writeFailed(err)) throw err;
-        log.warn({ err: (err as Error).message }, "could not record Running on the claim; following on");
+        log.warn({ err: errorMessage(err) }, "could not record Running on the claim; following on");
       }
       await report("Running");
       await this.follower.follow(
@@ -182,7 +183,7 @@ export class FluxExecutor implements OperationExecutor {
         );
       if (recorded)
         await withdraw().catch((e) =>
-          log.warn({ err: (e as Error).message }, "could not withdraw the operation record"),
+          log.warn({ err: errorMessage(e) }, "could not withdraw the operation record"),
         );
       if (err instanceof Aborted) await this.suspendOnStop(attempt.token, log);
       throw err;
@@ -380,8 +381,8 @@ export class FluxExecutor implements OperationExecutor {
       if (code === 404)
         return notStarted("RequestFailed", StatusReason.KustomizationNotFound, "the Kustomization is gone");
       if (code !== undefined && code >= 400 && code < 500)
-        return notStarted("RequestFailed", StatusReason.ResumeRefused, (err as Error).message);
-      log.warn({ err: (err as Error).message }, "the resume's answer was lost; following it as if it landed");
+        return notStarted("RequestFailed", StatusReason.ResumeRefused, errorMessage(err));
+      log.warn({ err: errorMessage(err) }, "the resume's answer was lost; following it as if it landed");
       return { mark: markOf(ks), at };
     }
   }
@@ -400,7 +401,7 @@ export class FluxExecutor implements OperationExecutor {
         "suspended on stop; the next process completes the operation",
       );
     } catch (err) {
-      log.error({ err: (err as Error).message }, "could not suspend on stop");
+      log.error({ err: errorMessage(err) }, "could not suspend on stop");
     }
   }
 }

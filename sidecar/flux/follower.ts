@@ -6,6 +6,7 @@
  */
 import { backoffMs } from "../../queue/backoff.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import type { Logger } from "../../queue/log.js";
 import type { ReportFn } from "../applier-kind.js";
 import {
@@ -160,7 +161,7 @@ export class FluxFollower {
           armed.cancel();
           throw err;
         }
-        f.log.warn({ err: (err as Error).message }, "an API call failed while following; reading again");
+        f.log.warn({ err: errorMessage(err) }, "an API call failed while following; reading again");
       }
       fromCache = await armed.wait;
       if (f.unresolved)
@@ -272,7 +273,7 @@ export class FluxFollower {
       // A failed call is written again: following reads again and completes from that read (a
       // claim left showing the operation in flight would refuse every later attempt).
       if (writeFailed(err)) throw err;
-      log.warn({ err: (err as Error).message }, "could not complete the operation on the claim");
+      log.warn({ err: errorMessage(err) }, "could not complete the operation on the claim");
     }
     log.info({ phase, reason }, "operation completed");
     await report(phase, {

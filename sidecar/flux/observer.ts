@@ -6,6 +6,7 @@
  */
 
 import { APPLIER_FIELD_MANAGERS } from "../../queue/contract.js";
+import { errorMessage } from "../../queue/errors.js";
 import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { WindowOpening } from "../applier-kind.js";
 import {
@@ -112,7 +113,7 @@ export class FluxWindowObserver extends WindowObserverBase<WindowOpening> {
         if (!win.watches.has(key)) await this.watch(win, key, ref.apiVersion, ref.kind, ref.namespace);
       }
     } catch (err) {
-      this.d.log.warn({ err: (err as Error).message, token: win.token }, "could not read the inventory");
+      this.d.log.warn({ err: errorMessage(err), token: win.token }, "could not read the inventory");
     }
     if (this.windows.get(win.token) !== win) return;
     win.refresh = setTimeout(() => void this.refresh(win), this.d.inventoryRefreshMs ?? 2_000);

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
+import { errorMessage } from "../../queue/errors.js";
 import { recollectChannel, WATCHED_TTL_MS, watchedTargetKey } from "../../queue/keys.js";
 import type { Logger } from "../../queue/log.js";
 import { connectSubscriber } from "../../queue/redis.js";
@@ -72,7 +73,7 @@ export class Coverage {
         {
           branch: target.branchKey,
           target: `${target.namespace}/${target.name}`,
-          err: (err as Error).message,
+          err: errorMessage(err),
         },
         "could not record the mirror's coverage of a GitTarget",
       );
@@ -96,7 +97,7 @@ export function listenForRecollections(
   redisUrl: string,
   prefix: string,
   onAsk: (m: Recollection) => void,
-  onResubscribeError: (err: Error) => void = () => {},
+  onResubscribeError: (err: unknown) => void = () => {},
 ): { connection: Redis; subscribed: Promise<unknown> } {
   return connectSubscriber(redisUrl, recollectChannel(prefix), {
     onMessage: (raw) => {

@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { AcceptedWrite } from "../../queue/contract.js";
+import { errorMessage } from "../../queue/errors.js";
 import { acceptWrite } from "../../queue/intake.js";
 import type { Logger } from "../../queue/log.js";
 import type { ResolvedTarget } from "./targets.js";
@@ -71,7 +72,7 @@ export class Delivery {
     for (let tries = 0; !this.o.stopping() || tries === 0; tries++) {
       try {
         const r = await acceptWrite(this.o.redis, this.o.redisPrefix, write, this.o.branches, (err) =>
-          log.warn({ err: (err as Error).message, branch: write.branchKey }, "branch signal failed"),
+          log.warn({ err: errorMessage(err), branch: write.branchKey }, "branch signal failed"),
         );
         if (r.accepted) {
           if (write.initialSnapshots) this.markers.push(write);
@@ -90,7 +91,7 @@ export class Delivery {
         }
         await new Promise((r2) => setTimeout(r2, r.retryAfterSeconds * 1000).unref?.());
       } catch (err) {
-        hooks.failed(`handing a write to ${write.branchKey}: ${(err as Error).message}`);
+        hooks.failed(`handing a write to ${write.branchKey}: ${errorMessage(err)}`);
         await new Promise((r2) => setTimeout(r2, 1000).unref?.());
       }
     }

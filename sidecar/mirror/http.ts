@@ -6,6 +6,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Counter, collectDefaultMetrics, Registry } from "prom-client";
+import { errorMessage } from "../../queue/errors.js";
 
 export interface MirrorMetrics {
   registry: Registry;
@@ -55,7 +56,7 @@ export async function startMirrorHttp(o: {
           const ready = c.redis && c.started && c.unsyncedWatches.length === 0;
           send(ready ? 200 : 503, `${lines.join("\n")}\n`);
         },
-        (err) => send(503, `readiness check failed: ${(err as Error).message}\n`),
+        (err) => send(503, `readiness check failed: ${errorMessage(err)}\n`),
       );
       return;
     }

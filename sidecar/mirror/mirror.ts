@@ -19,6 +19,7 @@ import {
   type WatchRule,
   watchRule,
 } from "../../queue/crds/index.js";
+import { errorMessage } from "../../queue/errors.js";
 import { WATCHED_TTL_MS } from "../../queue/keys.js";
 import {
   type InformerEvent,
@@ -256,7 +257,7 @@ export class Mirror {
         try {
           await this.reconcile();
         } catch (err) {
-          this.log.error({ err: (err as Error).message }, "reconciling WatchRules failed");
+          this.log.error({ err: errorMessage(err) }, "reconciling WatchRules failed");
         }
       } while (this.again && !this.stopped);
       this.reconciling = undefined;
@@ -374,7 +375,7 @@ export class Mirror {
         "collecting a GitTarget's snapshots again, as its branch worker asked",
       );
       void this.takeSnapshots(due.map((st) => ({ st, kinds: [...st.kinds.values()] }))).catch(
-        (err: unknown) => this.log.warn({ err: (err as Error).message }, "collecting snapshots again failed"),
+        (err: unknown) => this.log.warn({ err: errorMessage(err) }, "collecting snapshots again failed"),
       );
     });
     this.subscriber = listening.connection;
@@ -431,7 +432,7 @@ export class Mirror {
     try {
       applied = await readApplyState(this.redis, this.o.redisPrefix, target.branchKey);
     } catch (err) {
-      this.error(st, `reading the apply state of ${target.branchKey}: ${(err as Error).message}`);
+      this.error(st, `reading the apply state of ${target.branchKey}: ${errorMessage(err)}`);
       applied = undefined;
     }
     const w = this.kindWatches.get(kind);

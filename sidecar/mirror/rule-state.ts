@@ -9,6 +9,7 @@ import {
   type WatchRule,
   type WatchRuleStatus,
 } from "../../queue/crds/index.js";
+import { errorMessage } from "../../queue/errors.js";
 import { RESOURCES, type StatusWriter } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import { outOfScope, type ResolvedKind } from "./rules.js";
@@ -116,7 +117,7 @@ export async function writeRuleStatuses(
       st.lastStatus = text;
     } catch (err) {
       st.statusDirty = true;
-      log.warn({ rule: st.key, err: (err as Error).message }, "could not write the WatchRule's status");
+      log.warn({ rule: st.key, err: errorMessage(err) }, "could not write the WatchRule's status");
     }
   }
 }

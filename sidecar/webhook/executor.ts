@@ -12,6 +12,7 @@ import { backoffMs } from "../../queue/backoff.js";
 import type { Attempt } from "../../queue/contract.js";
 import { type WebhookClaim, type WebhookClaimSpec, webhookClaim } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import { type KObject, type Kube, RESOURCES, readObject } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type * as Kind from "../applier-kind.js";
@@ -188,11 +189,7 @@ export class WebhookExecutor implements Kind.OperationExecutor {
       });
     } catch (err) {
       return end(
-        notStarted(
-          "RequestFailed",
-          StatusReason.NotSent,
-          `the request was not sent: ${(err as Error).message}`,
-        ),
+        notStarted("RequestFailed", StatusReason.NotSent, `the request was not sent: ${errorMessage(err)}`),
       );
     }
     // The window opens before the request: the tool may apply before its answer is read.
@@ -312,7 +309,7 @@ export class WebhookExecutor implements Kind.OperationExecutor {
       try {
         read = await this.d.callbacks.read(c.token);
       } catch (err) {
-        c.log.warn({ err: (err as Error).message }, "cannot read the reports; following on");
+        c.log.warn({ err: errorMessage(err) }, "cannot read the reports; following on");
       }
       for (const r of read.reports) {
         const v = judgeReport(r);
@@ -333,9 +330,7 @@ export class WebhookExecutor implements Kind.OperationExecutor {
       // report only moves the record to where it is.
       await this.d.callbacks
         .drop(c.token, read.entries)
-        .catch((err) =>
-          c.log.warn({ err: (err as Error).message }, "cannot drop the reports read; following on"),
-        );
+        .catch((err) => c.log.warn({ err: errorMessage(err) }, "cannot drop the reports read; following on"));
       const now = this.d.now().getTime();
       if (now >= f.budgetEndsAt) {
         if (f.failAtBudget && unresolved)
@@ -413,7 +408,7 @@ export class WebhookExecutor implements Kind.OperationExecutor {
             .close(c.token)
             .catch((err) =>
               c.log.warn(
-                { err: (err as Error).message },
+                { err: errorMessage(err) },
                 "could not close the token for reports (expires on its own)",
               ),
             );

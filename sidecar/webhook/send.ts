@@ -11,6 +11,7 @@ import http from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { errorMessage } from "../../queue/errors.js";
 import { judgeUrl, pickAddress } from "./address.js";
 import type { SendResult } from "./outcome.js";
 
@@ -64,7 +65,7 @@ export async function sendRequest(o: SendOptions): Promise<SendResult> {
       return {
         kind: "notSent",
         reason: StatusReason.ResolveFailed,
-        message: `${host}: ${(err as Error).message}`,
+        message: `${host}: ${errorMessage(err)}`,
       };
     }
     const pick = pickAddress(

@@ -2,6 +2,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { errorMessage } from "../../queue/errors.js";
 import { readAuditLog } from "../cluster/apiserver/index.js";
 import { auditFindings } from "../playground/audit-check.js";
 import { type Component, deployedIdentities, usernameOf } from "../playground/identities.js";
@@ -83,7 +84,7 @@ describe("the playground", () => {
       "the playground to start",
       { timeoutMs: 60_000, everyMs: 100 },
     ).catch((err) => {
-      throw new Error(`${(err as Error).message}\n${out}`);
+      throw new Error(`${errorMessage(err)}\n${out}`);
     });
     expect(out).toMatch(/Redis\s+redis:\/\//);
     expect(out).toContain("kubectl edit cm -n flux-app app-config");

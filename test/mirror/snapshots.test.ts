@@ -362,10 +362,18 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     // after the apply reaches nobody.
     const sub = (m as unknown as { subscriber: Redis }).subscriber;
     await sub.unsubscribe(recollectChannel(redis.prefix));
+    // The test hears the asks itself: the mirror listens again only once the first ask went out
+    // (the worker records the ask before it publishes it).
+    const listener = redis.client.duplicate();
+    let asks = 0;
+    listener.on("message", () => asks++);
+    await listener.subscribe(recollectChannel(redis.prefix));
     const hold = () => driver()?.state.targets[targetUid]?.snapshots;
     const sentAfterDiscard = m.sent.length;
     await releaseHeld();
     const firstAsk = await waitFor("the first ask", () => hold()?.recollectAskedAt);
+    await waitFor("the first ask published", () => asks > 0);
+    listener.disconnect();
     await sub.subscribe(recollectChannel(redis.prefix));
     await waitFor(
       "collected again, on the repeated ask",

@@ -23,6 +23,7 @@ import {
   PatchStrategy,
 } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
+import { errorMessage } from "../../queue/errors.js";
 import type { Logger } from "../../queue/log.js";
 import { gitOk } from "../git/cli.js";
 
@@ -198,7 +199,7 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
     } catch (err) {
       if (closed) return;
       stats.failed++;
-      o.log.warn({ commit: after, err: (err as Error).message }, "deployer build failed");
+      o.log.warn({ commit: after, err: errorMessage(err) }, "deployer build failed");
     }
   }
 
@@ -247,8 +248,8 @@ export async function startDeployer(o: DeployerOptions): Promise<Deployer> {
       await report(r.token, "Succeeded", `applied ${n} object(s) of ${o.folder} at ${r.commit.slice(0, 7)}`);
     } catch (err) {
       stats.failed++;
-      o.log.warn({ commit: r.commit, token: r.token, err: (err as Error).message }, "deployer failed");
-      await report(r.token, "Failed", (err as Error).message);
+      o.log.warn({ commit: r.commit, token: r.token, err: errorMessage(err) }, "deployer failed");
+      await report(r.token, "Failed", errorMessage(err));
     }
   }
 

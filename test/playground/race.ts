@@ -20,6 +20,7 @@
  * it never disturbs a playground that is running.
  */
 import * as k8s from "@kubernetes/client-node";
+import { errorMessage } from "../../queue/errors.js";
 import type { Logger } from "../../queue/log.js";
 import {
   apiEdit,
@@ -265,7 +266,7 @@ async function raceOne(
       "the applier to apply the second commit",
       15_000,
     ).catch((err) => {
-      note(`(${(err as Error).message})`);
+      note(`(${errorMessage(err)})`);
     });
   } else {
     // Held: nothing may apply. Watch until the applier has seen the second commit and as long
@@ -292,7 +293,7 @@ async function raceOne(
       async () => (await commitsTouching(a, start, app)).length > 2,
       "the mirror to record the revert",
       15_000,
-    ).catch((err) => note(`(${(err as Error).message})`));
+    ).catch((err) => note(`(${errorMessage(err)})`));
     note(`Git: ${(await commitsTouching(a, start, app)).length} commits, ends "${await gitValue(a, app)}"`);
   }
   const commits = mirror

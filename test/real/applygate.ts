@@ -182,7 +182,7 @@ export async function buildApplygate(): Promise<string> {
     await writeFile(join(work, "package.json"), readFileSync(join(REPO_ROOT, "package.json")));
     await linkDependencies(work);
     await writeFile(join(work, ".complete"), "");
-    await rename(work, dir).catch(async (err: NodeJS.ErrnoException) => {
+    await rename(work, dir).catch(async (err: unknown) => {
       // Another run built the same sources meanwhile.
       if (!existsSync(join(dir, ".complete"))) throw err;
       await rm(work, { recursive: true, force: true });

@@ -11,6 +11,7 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { promisify } from "node:util";
+import { errorMessage } from "../../queue/errors.js";
 import { findGo, goEnv, goOutput, runGo, setDir } from "./tools/go.js";
 import { binDir, buildCommands, cacheRoot, type ModuleFacts, setCacheDir } from "./tools/recipe.js";
 import { TOOL_SETS, type ToolSet, toolSet } from "./tools/tools.js";
@@ -134,12 +135,12 @@ async function buildInto(tool: ToolSet, tmp: string, out: string): Promise<void>
 }
 
 /** Runs `jobs` at most `limit` at a time, in the order given; every failure is reported. */
-async function pool<T>(items: T[], limit: number, job: (item: T) => Promise<void>): Promise<Error[]> {
-  const failures: Error[] = [];
+async function pool<T>(items: T[], limit: number, job: (item: T) => Promise<void>): Promise<unknown[]> {
+  const failures: unknown[] = [];
   const queue = [...items];
   const worker = async (): Promise<void> => {
     for (let item = queue.shift(); item !== undefined; item = queue.shift()) {
-      await job(item).catch((e: Error) => failures.push(e));
+      await job(item).catch((e: unknown) => failures.push(e));
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
@@ -183,7 +184,8 @@ async function main(): Promise<number> {
     say(t.set, `modules downloaded (${elapsed(t0)})`);
   });
   if (downloads.length > 0) {
-    for (const e of downloads) console.error(`[real:build] NOT BUILT: modules not downloaded: ${e.message}`);
+    for (const e of downloads)
+      console.error(`[real:build] NOT BUILT: modules not downloaded: ${errorMessage(e)}`);
     return 4;
   }
   // Two at a time: on two cores one build's single-threaded link overlaps the other's compile.
@@ -199,7 +201,7 @@ async function main(): Promise<number> {
     );
     return 5;
   }
-  for (const e of failures) console.error(`[real:build] FAILED: ${e.message}`);
+  for (const e of failures) console.error(`[real:build] FAILED: ${errorMessage(e)}`);
   console.log(`[real:build ${elapsed(started)}] done; ${root} holds ${du}`);
   return failures.length > 0 ? 1 : 0;
 }

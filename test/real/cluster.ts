@@ -22,6 +22,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { stringify } from "yaml";
+import { errorMessage } from "../../queue/errors.js";
 import { until } from "../support/wait.js";
 import { CONTROL_PLANE, findRealBinaries } from "./binaries.js";
 
@@ -145,7 +146,7 @@ export async function readyOrExit(p: Proc, probe: () => Promise<boolean>, timeou
       { timeoutMs, everyMs: 100, retryErrors: false },
     );
   } catch (err) {
-    throw new Error(`${(err as Error).message}\n--- ${p.logPath} ---\n${logTail(p)}`);
+    throw new Error(`${errorMessage(err)}\n--- ${p.logPath} ---\n${logTail(p)}`);
   }
 }
 

@@ -27,6 +27,7 @@ import {
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
+import { errorMessage } from "../../queue/errors.js";
 import { objectPath, objectYaml } from "../../queue/git/layout.js";
 import { silentLogger } from "../../queue/log.js";
 import { freePort } from "../../queue/redis.js";
@@ -377,8 +378,10 @@ describe.skipIf(!bins.built)("the Helm chart installed into a real API server", 
         },
         `${name} ready (${url})`,
         { timeoutMs: 60_000, everyMs: 500 },
-      ).catch((err: Error) => {
-        throw new Error(`${err.message}: ${answer.code} ${answer.body}\n${name}'s last output:\n${logs}`);
+      ).catch((err: unknown) => {
+        throw new Error(
+          `${errorMessage(err)}: ${answer.code} ${answer.body}\n${name}'s last output:\n${logs}`,
+        );
       });
       started.push({ name, ready: url });
     }

@@ -7,8 +7,7 @@
  * a TCP front that holds the port for the whole test. A server restarted on its TCP port left that
  * port free while it was down: another process on the machine (a soak run, a test of another
  * clone) could be handed it as a free port, and the restarted server then failed to bind while
- * the other's server answered in its place (gateway/intake.test.ts found 6 foreign keys in its
- * "empty" new server, in two CI runs beside soaks).
+ * the other's server answered in its place.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";

@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse, parseAllDocuments } from "yaml";
+import { errorMessage } from "../../queue/errors.js";
 
 const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 
@@ -64,7 +65,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     writeFileSync(join(dir, "install.yaml"), text);
     process.stdout.write(`${join(dir, "install.yaml")}\n`);
   } catch (err) {
-    process.stderr.write(`release:install-yaml: ${(err as Error).message}\n`);
+    process.stderr.write(`release:install-yaml: ${errorMessage(err)}\n`);
     process.exitCode = 1;
   }
 }

@@ -10,6 +10,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { errorMessage } from "../../queue/errors.js";
 import { writePublishedKey } from "../../queue/keys.js";
 import { connectRedis } from "../../queue/redis.js";
 import { WRITE_TRAILER } from "../../queue/worker/commit-content.js";
@@ -136,8 +137,8 @@ describe("ten concurrent pushers", () => {
       "both appliers to apply a tip holding every push",
       120_000,
       3_000,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}; operations: ${summary()}`);
+    ).catch((err: unknown) => {
+      throw new Error(`${errorMessage(err)}; operations: ${summary()}`);
     });
     const head = await tip(a);
     watching = false;

@@ -1,7 +1,14 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { classLengths, exponentials, type Found, objectCasts, productFiles } from "./code-shapes.js";
+import {
+  classLengths,
+  errorCasts,
+  exponentials,
+  type Found,
+  objectCasts,
+  productFiles,
+} from "./code-shapes.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const files = productFiles(root);
@@ -32,6 +39,10 @@ describe("product code", () => {
     expect(each(objectCasts).map((c) => `${c.file}:${c.line} ${c.text}`)).toEqual([]);
   });
 
+  it("casts no caught value to Error: it is read through queue/errors.ts (errorMessage, errorCode)", () => {
+    expect(each(errorCasts).map((c) => `${c.file}:${c.line} ${c.text}`)).toEqual([]);
+  });
+
   it("has no class over 600 lines: a class that long holds more than one concern", () => {
     const long = files
       .flatMap((f) => classLengths(f, readFileSync(`${root}${f}`, "utf8")))
@@ -57,6 +68,24 @@ describe("the shape finders", () => {
       "const ok2 = { spec: 1 } as const; const ok3 = read(claim) as Claim; const ok4 = spec as Spec;",
     ].join("\n");
     expect(objectCasts("f.ts", code).map((c) => c.line)).toEqual([1, 2, 3, 6, 7]);
+  });
+
+  it("find a cast to Error however it is written", () => {
+    const code = [
+      "log.warn({ err: (err as Error).message });",
+      "const e = <Error>err;",
+      "const f = err as Error & { code?: number };",
+      "if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;",
+      "const g = (err as\n  | Error\n  | undefined)?.message;",
+      "const h = (err as { cause?: Error }).cause;",
+      "p.catch((err: Error) => log(err.message));",
+      "p.then(() => 1, function (err: NodeJS.ErrnoException) { return err.code; });",
+      "const ok = new Error('x'); if (err instanceof Error) throw err; const ok2: Error = ok;",
+      "const ok3 = err as GitRemoteError; const ok4 = x as ErrorReason; p.catch((err: unknown) => err);",
+      "p.then((v: Error) => v); const ok5 = errorMessage(err) as string;",
+      "const ok6 = (await pipeline.exec()) as [Error | null, string][]; const ok7 = x as Promise<Error>;",
+    ].join("\n");
+    expect(errorCasts("f.ts", code).map((c) => c.line)).toEqual([1, 2, 3, 4, 5, 8, 9, 10]);
   });
 
   it("measure a class from its line to its closing brace", () => {

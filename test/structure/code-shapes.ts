@@ -1,8 +1,9 @@
 /**
  * Shapes of product code a test holds the line on, found in the syntax tree (so a cast written
  * over several lines, or with other spacing, is found as well): casts of a Kubernetes object's
- * `spec`, `status` or `metadata` (read them through typed readers instead), and exponential
- * formulas (the product has one backoff function, queue/backoff.ts), and the length of classes.
+ * `spec`, `status` or `metadata` (read them through typed readers instead), casts to Error (a
+ * caught value is read through queue/errors.ts instead), exponential formulas (the product has one
+ * backoff function, queue/backoff.ts), and the length of classes.
  */
 import { execFileSync } from "node:child_process";
 import ts from "typescript";
@@ -49,6 +50,52 @@ export function objectCasts(fileName: string, text: string): Found[] {
     if (ts.isAsExpression(node) && ts.isConstTypeReference(node.type)) return;
     const operand = castOperand(node.expression);
     if (ts.isPropertyAccessExpression(operand) && OBJECT_PARTS.has(operand.name.text)) out.push(at(node));
+  });
+  return out;
+}
+
+/** The types a caught value is cast to when it is taken for an Error. */
+const ERROR_TYPES = new Set(["Error", "ErrnoException", "NodeJS.ErrnoException"]);
+
+/**
+ * Whether a type takes a value for an Error: `Error`, `Error & { code?: number }`,
+ * `Error | undefined`, `{ cause?: Error }`; not an Error inside a tuple, an array or a type
+ * argument (`[Error | null, string][]`, ioredis's pipeline replies, describes no caught value).
+ */
+function namesError(type: ts.Node): boolean {
+  if (ts.isTypeReferenceNode(type)) return ERROR_TYPES.has(type.typeName.getText());
+  const within =
+    ts.isUnionTypeNode(type) ||
+    ts.isIntersectionTypeNode(type) ||
+    ts.isParenthesizedTypeNode(type) ||
+    ts.isTypeLiteralNode(type) ||
+    ts.isPropertySignature(type);
+  return within && (ts.forEachChild(type, (child) => namesError(child) || undefined) ?? false);
+}
+
+/** The rejection handler of a `.catch(h)` or `.then(f, h)` call, when it is written there. */
+function rejectionHandler(call: ts.CallExpression): ts.SignatureDeclaration | undefined {
+  if (!ts.isPropertyAccessExpression(call.expression)) return undefined;
+  const method = call.expression.name.text;
+  const handler = method === "catch" ? call.arguments[0] : method === "then" ? call.arguments[1] : undefined;
+  return handler && (ts.isArrowFunction(handler) || ts.isFunctionExpression(handler)) ? handler : undefined;
+}
+
+/**
+ * Each cast to Error in a file — `x as Error`, `<Error>x`, `x as Error & {…}`,
+ * `x as NodeJS.ErrnoException` — and each rejection handler that takes an Error
+ * (`.catch((err: Error) => …)`), which casts the same way: a thrown value need not be an Error (a
+ * string, a rejection with a plain object).
+ */
+export function errorCasts(fileName: string, text: string): Found[] {
+  const out: Found[] = [];
+  visitAll(fileName, text, (node, at) => {
+    if ((ts.isAsExpression(node) || ts.isTypeAssertionExpression(node)) && namesError(node.type))
+      out.push(at(node));
+    else if (ts.isCallExpression(node)) {
+      const param = rejectionHandler(node)?.parameters[0];
+      if (param?.type && namesError(param.type)) out.push(at(param));
+    }
   });
   return out;
 }

@@ -9,6 +9,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { errorCode } from "../../queue/errors.js";
 
 /** Is a process with this pid alive on this machine (one of another user's counts)? */
 export function processAlive(pid: number): boolean {
@@ -16,7 +17,7 @@ export function processAlive(pid: number): boolean {
     process.kill(pid, 0);
     return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
+    return errorCode(err) === "EPERM";
   }
 }
 
@@ -31,7 +32,7 @@ export async function machineLock(name: string, timeoutMs = 300_000): Promise<()
       writeFileSync(pidFile, String(process.pid));
       return () => rmSync(dir, { recursive: true, force: true });
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      if (errorCode(err) !== "EEXIST") throw err;
     }
     let holder: number | undefined;
     try {

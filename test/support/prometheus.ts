@@ -10,6 +10,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { errorMessage } from "../../queue/errors.js";
 import { until } from "./wait.js";
 
 export interface ScrapeJob {
@@ -122,7 +123,7 @@ export async function startPrometheus(o: {
     );
     const outcome = await ready.catch((err) => {
       c.kill("SIGKILL");
-      throw new Error(`${(err as Error).message}\n${out}`);
+      throw new Error(`${errorMessage(err)}\n${out}`);
     });
     if (outcome === "ready") child = c;
     else {

@@ -27,7 +27,7 @@ import type { GitTarget } from "../../queue/crds/index.js";
 import { notDueBecause } from "../../queue/decide/index.js";
 import { acceptWrite } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey, writePublishedKey } from "../../queue/keys.js";
-import { Kube, RESOURCES } from "../../queue/kube/index.js";
+import { claimOperationOf, Kube, RESOURCES } from "../../queue/kube/index.js";
 import { createLogger, silentLogger } from "../../queue/log.js";
 import type { BranchWorker } from "../../queue/worker/branch-worker.js";
 import type { Clock } from "../../queue/worker/clock.js";
@@ -505,9 +505,7 @@ export async function takeoverBeforeRecord(w: World, o: { reportEnd: boolean }) 
       armed = false;
       recordGate.open();
       await waitFor("the operation Running in the worker's cache", async () => {
-        const op = (await get(kind, namespace, name))?.status?.operation as
-          | { token?: string; phase?: string }
-          | undefined;
+        const op = claimOperationOf(await get(kind, namespace, name));
         return op?.token === first.token && op.phase === "Running";
       });
     }

@@ -1,5 +1,6 @@
 /** HTTP routing: discovery, the REST verbs, auth, faults, Status bodies for errors. */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { errorMessage } from "../../../queue/errors.js";
 import type { AuditLog, AuditRecord } from "./audit.js";
 import type { User, Users } from "./auth.js";
 import { ApiError, errors } from "./errors.js";
@@ -227,7 +228,7 @@ export async function handle(ctx: Context, req: IncomingMessage, res: ServerResp
       audit?.end(res.statusCode, false);
       return;
     }
-    const err = e instanceof ApiError ? e : errors.internal((e as Error).message);
+    const err = e instanceof ApiError ? e : errors.internal(errorMessage(e));
     sendJson(res, err.code, err.toStatus());
     audit?.end(err.code, false, { reason: err.reason });
     return;
@@ -349,7 +350,7 @@ function parseJson(raw: string): unknown {
   try {
     return JSON.parse(raw);
   } catch (e) {
-    throw errors.badRequest(`error decoding request body: ${(e as Error).message}`);
+    throw errors.badRequest(`error decoding request body: ${errorMessage(e)}`);
   }
 }
 

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { parse as parseYaml } from "yaml";
+import { errorMessage } from "../../../queue/errors.js";
 import { wireTime } from "../clock.js";
 import { type AdmissionRequest, admit, type Operation } from "./admission.js";
 import type { User } from "./auth.js";
@@ -578,7 +579,7 @@ export class Objects {
     try {
       patch = JSON.parse(raw);
     } catch (e) {
-      throw errors.badRequest(`error decoding patch: ${(e as Error).message}`);
+      throw errors.badRequest(`error decoding patch: ${errorMessage(e)}`);
     }
     if (target.subresource === "scale") {
       const current = this.getScale(target);
@@ -619,7 +620,7 @@ export class Objects {
     try {
       applied = parseYaml(raw);
     } catch (e) {
-      throw errors.badRequest(`error decoding YAML: ${(e as Error).message}`);
+      throw errors.badRequest(`error decoding YAML: ${errorMessage(e)}`);
     }
     if (!isPlainObject(applied) || !applied.apiVersion || !applied.kind)
       throw errors.badRequest("apply configurations must set apiVersion and kind");

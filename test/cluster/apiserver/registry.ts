@@ -3,6 +3,7 @@
  * legacy discovery documents built from them.
  */
 import { RE2JS } from "re2js";
+import { errorMessage } from "../../../queue/errors.js";
 import { errors } from "./errors.js";
 import {
   CORE_EVENT_FIELDS,
@@ -289,7 +290,7 @@ function patternCauses(versions: CrdSpec["versions"]): { field: string; message:
       } catch (err) {
         causes.push({
           field: `${at}.pattern`,
-          message: `Invalid value: ${JSON.stringify(node.pattern)}: must be a valid regular expression, but isn't: ${(err as Error).message}`,
+          message: `Invalid value: ${JSON.stringify(node.pattern)}: must be a valid regular expression, but isn't: ${errorMessage(err)}`,
         });
       }
     }

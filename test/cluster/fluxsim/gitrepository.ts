@@ -7,6 +7,7 @@
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { errorMessage } from "../../../queue/errors.js";
 import { type Clock, sleep, wireTime } from "../clock.js";
 import { parseDuration } from "../duration.js";
 import { type ArtifactStore, ArtifactStore as Store } from "./artifacts.js";
@@ -145,7 +146,7 @@ export class GitRepositoryController {
       status.observedGeneration = generation;
       return { requeueAfterMs: interval };
     } catch (err) {
-      const message = `failed to checkout and determine revision: ${(err as Error).message}`;
+      const message = `failed to checkout and determine revision: ${errorMessage(err)}`;
       conditions = setCondition(
         conditions,
         {
@@ -169,7 +170,7 @@ export class GitRepositoryController {
         now(),
       );
       status.conditions = conditions;
-      this.d.log.warn({ gitrepository: key, err: (err as Error).message }, "fetch failed");
+      this.d.log.warn({ gitrepository: key, err: errorMessage(err) }, "fetch failed");
       // Upstream returns the error, so the retry is controller-runtime's backoff.
       throw Object.assign(new Error(message), { fetchFailed: true });
     }

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { errorMessage } from "../../../queue/errors.js";
 import { silentLogger } from "../../../queue/log.js";
 import { type Clock, realClock } from "../clock.js";
 import { ArtifactStore } from "./artifacts.js";
@@ -125,7 +126,7 @@ export async function startFluxSim(opts: FluxSimOptions): Promise<FluxSim> {
   });
 
   const onError = (controller: string) => (key: string, err: unknown) =>
-    log.warn({ controller, key, err: (err as Error)?.message }, "reconcile failed; retrying with backoff");
+    log.warn({ controller, key, err: errorMessage(err) }, "reconcile failed; retrying with backoff");
   // source-controller runs 2 workers and kustomize-controller 4 by default (--concurrent).
   const sourceQueue = new WorkQueue(
     clock,

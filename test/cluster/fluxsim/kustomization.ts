@@ -8,6 +8,7 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { errorMessage } from "../../../queue/errors.js";
 import { type Clock, sleep } from "../clock.js";
 import { formatDuration, parseDuration } from "../duration.js";
 import type { ArtifactStore } from "./artifacts.js";
@@ -258,7 +259,7 @@ export class KustomizationController {
       applied = await this.#apply(obj, built.objects);
     } catch (err) {
       history("ReconciliationFailed");
-      fail("ReconciliationFailed", (err as Error).message);
+      fail("ReconciliationFailed", errorMessage(err));
       return false;
     }
     this.d.applied(key, revision);
@@ -430,5 +431,5 @@ export function apiMessage(err: unknown): string {
       return body;
     }
   }
-  return (err as Error)?.message ?? String(err);
+  return errorMessage(err);
 }

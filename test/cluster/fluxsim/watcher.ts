@@ -5,6 +5,7 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { errorMessage } from "../../../queue/errors.js";
 import type { Clock } from "../clock.js";
 
 export type Obj = k8s.KubernetesObject & { spec?: any; status?: any };
@@ -67,7 +68,7 @@ export class Watcher {
     if (this.#stopped || this.#timer) return;
     this.#failures++;
     const delay = Math.min(2000, 50 * 2 ** (this.#failures - 1));
-    this.log.warn({ err: (err as Error)?.message, delayMs: delay }, "watch failed; restarting");
+    this.log.warn({ err: errorMessage(err), delayMs: delay }, "watch failed; restarting");
     this.#timer = this.clock.setTimeout(() => {
       this.#timer = undefined;
       if (this.#stopped) return;
