@@ -13,19 +13,46 @@ import { resolveEmbeddedRedis } from "../../queue/redis.js";
 import { ensureRedisServer } from "../redis/install.js";
 import { describeAction, describeRevert, playRun, type RunResult } from "./run.js";
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: "string" },
-    seed: { type: "string" },
-    minutes: { type: "string" },
-    actions: { type: "string", default: "12" },
-    replay: { type: "string" },
-    log: { type: "string" },
-    webhook: { type: "boolean", default: false },
-    mirror: { type: "boolean", default: false },
-    "run-minutes": { type: "string" },
-  },
-});
+const USAGE = `usage: npm run soak -- [--runs N] [--seed S] [--minutes M] [--actions K] [--replay SEED]
+       [--log LEVEL] [--webhook] [--mirror] [--run-minutes R]
+  --runs N         runs to play (default 10; unbounded with --minutes)
+  --seed S         seed of the first run; run i plays S + i (default from the clock)
+  --minutes M      stop starting runs after M minutes
+  --actions K      actions per run (default 12)
+  --replay SEED    play the one run of that seed again
+  --log LEVEL      pass the components' logs through at LEVEL
+  --webhook        the webhook applier beside Flux and Argo CD
+  --mirror         the mirror: edits made through the API reach Git
+  --run-minutes R  stop a run after R minutes as a violation (default 5)
+The last line on stdout is a JSON summary; the exit code is 0 only without a violation.
+`;
+
+const parsed = (() => {
+  try {
+    return parseArgs({
+      options: {
+        help: { type: "boolean", short: "h", default: false },
+        runs: { type: "string" },
+        seed: { type: "string" },
+        minutes: { type: "string" },
+        actions: { type: "string", default: "12" },
+        replay: { type: "string" },
+        log: { type: "string" },
+        webhook: { type: "boolean", default: false },
+        mirror: { type: "boolean", default: false },
+        "run-minutes": { type: "string" },
+      },
+    });
+  } catch (err) {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
+    process.exit(2);
+  }
+})();
+if (parsed.values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+const { values } = parsed;
 
 const int = (name: string, v: string | undefined, fallback: number): number => {
   if (v === undefined) return fallback;
