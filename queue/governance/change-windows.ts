@@ -6,7 +6,8 @@
  * any, an apply may start only inside one), `deny` windows close it, and deny wins over allow.
  * No window at all: always open.
  *
- * The schedule is read by `cron-parser`, but only its forward search (`next`) is used, so every
+ * The schedule is read by `cron-parser` on the zone's wall-clock times, in UTC where it has no
+ * clock changes to search through, and each fire is mapped to its instant (wall-time.ts), so every
  * question is answered from the same list of fire times:
  * - a wall-clock time skipped by a daylight-saving jump forward fires at the first moment after
  *   the jump with the same minutes (02:30 on a night that goes from 02:00 to 03:00 fires at 03:30);
@@ -22,6 +23,7 @@ import { CronExpressionParser } from "cron-parser";
 import { DURATION_PATTERN } from "../crds/governance.js";
 import { errorMessage } from "../errors.js";
 import type { ChangeWindowKind, ChangeWindowSpec } from "./model.js";
+import { instantOf, MAX_CLOCK_CHANGE_MS, wallTimeOf } from "./wall-time.js";
 
 /** Milliseconds of a duration, or null when it is not one (or is zero). */
 export function parseDuration(d: string): number | null {
@@ -41,32 +43,6 @@ export function isTimeZone(tz: string): boolean {
   }
 }
 
-const wallClocks = new Map<string, Intl.DateTimeFormat>();
-function wallClock(t: number, tz: string): string {
-  let f = wallClocks.get(tz);
-  if (!f) {
-    f = new Intl.DateTimeFormat("en-CA", {
-      timeZone: tz,
-      hourCycle: "h23",
-      year: "numeric",
-      month: "2-digit",
-      day: "2-digit",
-      hour: "2-digit",
-      minute: "2-digit",
-      second: "2-digit",
-    });
-    wallClocks.set(tz, f);
-  }
-  return f.format(new Date(t));
-}
-
-/** The second pass of a wall-clock time the clocks went back over (30 min or an hour). */
-function isRepeatedWallTime(t: number, tz: string): boolean {
-  if (tz === "UTC" || tz === "Etc/UTC") return false;
-  const here = wallClock(t, tz);
-  return wallClock(t - 3_600_000, tz) === here || wallClock(t - 1_800_000, tz) === here;
-}
-
 /** A window read into what the evaluation needs; an unreadable one is `invalid`. */
 type Readable =
   | { ok: true; kind: ChangeWindowKind; durationMs: number; tz: string; schedule: string; from: string }
@@ -78,26 +54,54 @@ function read(w: ChangeWindowSpec): Readable {
   if (durationMs === null) return { ok: false, why: `duration ${JSON.stringify(w.duration)} is not one` };
   if (!isTimeZone(tz)) return { ok: false, why: `time zone ${JSON.stringify(tz)} is unknown` };
   try {
-    CronExpressionParser.parse(w.schedule, { tz });
+    CronExpressionParser.parse(w.schedule, { tz: "UTC" });
   } catch (err) {
     return { ok: false, why: `schedule ${JSON.stringify(w.schedule)}: ${errorMessage(err)}` };
   }
   return { ok: true, kind: w.kind, durationMs, tz, schedule: w.schedule, from: w.from ?? "" };
 }
 
-/** Fire times strictly after `after` and at most `until`, in order (repeated wall times left out). */
+const isUtc = (tz: string) => tz === "UTC" || tz === "Etc/UTC";
+
+/**
+ * Fire times strictly after `after` and at most `until`, in order. Wall times follow each other,
+ * but the instants they name may not around a change of the clocks (a time the clocks jumped over
+ * moves later than the next ones): an instant is given once no later wall time can name an
+ * earlier one, a clock change's length further on.
+ */
 function* fires(w: Extract<Readable, { ok: true }>, after: number, until: number): Generator<number> {
-  const it = CronExpressionParser.parse(w.schedule, { tz: w.tz, currentDate: new Date(after) });
+  const slack = isUtc(w.tz) ? 0 : MAX_CLOCK_CHANGE_MS;
+  const it = CronExpressionParser.parse(w.schedule, {
+    tz: "UTC",
+    currentDate: new Date(wallTimeOf(after, w.tz) - slack),
+  });
+  const pending: number[] = [];
+  let last = Number.NEGATIVE_INFINITY;
+  const settled = function* (upTo: number): Generator<number> {
+    while (pending.length > 0 && pending[0]! <= upTo) {
+      const t = pending.shift()!;
+      if (t > last) {
+        last = t;
+        yield t;
+      }
+    }
+  };
   for (let i = 0; i < 100_000; i++) {
     let t: number;
     try {
-      t = it.next().getTime();
+      t = instantOf(it.next().getTime(), w.tz);
     } catch {
-      return; // a schedule that never fires again (e.g. a date that does not come)
+      break; // a schedule that never fires again (e.g. a date that does not come)
     }
-    if (t > until) return;
-    if (!isRepeatedWallTime(t, w.tz)) yield t;
+    if (t > after && t <= until) {
+      const at = pending.findIndex((p) => p >= t);
+      if (at < 0) pending.push(t);
+      else if (pending[at] !== t) pending.splice(at, 0, t);
+    }
+    yield* settled(t - slack);
+    if (t - slack > until) break;
   }
+  yield* settled(Number.POSITIVE_INFINITY);
 }
 
 /** The first fire time strictly after `after`, or null when there is none before `until`. */
@@ -109,15 +113,18 @@ function nextFire(w: Extract<Readable, { ok: true }>, after: number, until: numb
 /**
  * When the window covers `t` (a fire `f` with `f <= t < f + duration`): the latest end among the
  * fires covering it, else null. Only the latest fires can cover t: the search starts near the one
- * before t (`prev` may miss a fire a jump forward moved, hence two hours further back), so a
+ * before t (`prev` may miss a fire a jump forward moved, hence a clock change further back), so a
  * minutely schedule with a long duration stays cheap.
  */
 function coverEnd(w: Extract<Readable, { ok: true }>, t: number): number | null {
-  let from = t - w.durationMs - 7_200_000;
+  const slack = isUtc(w.tz) ? 1 : MAX_CLOCK_CHANGE_MS;
+  let from = t - w.durationMs - slack;
   try {
-    const it = CronExpressionParser.parse(w.schedule, { tz: w.tz, currentDate: new Date(t + 1) });
-    const slack = w.tz === "UTC" || w.tz === "Etc/UTC" ? 1 : 7_200_000;
-    from = Math.max(from, it.prev().getTime() - slack);
+    const it = CronExpressionParser.parse(w.schedule, {
+      tz: "UTC",
+      currentDate: new Date(wallTimeOf(t, w.tz) + 1),
+    });
+    from = Math.max(from, instantOf(it.prev().getTime(), w.tz) - slack);
   } catch {
     // no earlier fire: search from the start of the duration
   }
@@ -126,18 +133,32 @@ function coverEnd(w: Extract<Readable, { ok: true }>, t: number): number | null 
   return end;
 }
 
-/** Where the allow coverage holding `t` ends: fires that open before (or as) it ends chain on. */
+/**
+ * How many fires the search for the end of an allow coverage reads at most. Past that the end
+ * found so far is the next moment worth a look (the worker judges again then): a minutely window
+ * a day long would otherwise be read fire by fire for the whole horizon, seconds of CPU a
+ * question (200 fires are more than six months of a daily window).
+ */
+export const COVERAGE_FIRES = 200;
+
+/**
+ * Where the allow coverage holding `t` ends: fires that open before (or as) it ends chain on. The
+ * windows' fires are read once, merged in time order.
+ */
 function allowCoverageEnd(allows: Extract<Readable, { ok: true }>[], t: number): number {
   let end = Math.max(...allows.map((w) => coverEnd(w, t) ?? t));
-  let from = t;
-  for (let i = 0; i < 200; i++) {
-    let further = end;
-    for (const w of allows) {
-      for (const f of fires(w, from, end)) further = Math.max(further, f + w.durationMs);
+  const streams = allows.map((w) => {
+    const it = fires(w, t, t + OPENING_HORIZON_MS);
+    return { w, it, next: it.next() };
+  });
+  for (let read = 0; read < COVERAGE_FIRES; read++) {
+    let first: (typeof streams)[number] | undefined;
+    for (const s of streams) {
+      if (!s.next.done && (first === undefined || s.next.value < (first.next.value as number))) first = s;
     }
-    if (further === end) return end;
-    from = end;
-    end = further;
+    if (first === undefined || first.next.done || first.next.value > end) return end;
+    end = Math.max(end, first.next.value + first.w.durationMs);
+    first.next = first.it.next();
   }
   return end;
 }

@@ -1,0 +1,66 @@
+/**
+ * Wall-clock times of a time zone and the instants they name (pure, from the platform's time-zone
+ * data through Intl). A wall time is written as the instant it would be in UTC: 02:30 on
+ * 2026-03-29 is Date.UTC(2026, 2, 29, 2, 30).
+ *
+ * Change windows read their cron schedules on wall times and map each fire to an instant here,
+ * rather than asking a cron library to search in the zone: cron-parser's search in a zone whose
+ * clocks move by 30 minutes (Australia/Lord_Howe) runs to its loop limit, seconds of CPU per
+ * question, and then gives up.
+ */
+
+const formats = new Map<string, Intl.DateTimeFormat>();
+function format(tz: string): Intl.DateTimeFormat {
+  let f = formats.get(tz);
+  if (!f) {
+    f = new Intl.DateTimeFormat("en-US", {
+      timeZone: tz,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "numeric",
+      day: "numeric",
+      hour: "numeric",
+      minute: "numeric",
+      second: "numeric",
+    });
+    formats.set(tz, f);
+  }
+  return f;
+}
+
+const isUtc = (tz: string) => tz === "UTC" || tz === "Etc/UTC";
+
+/** The wall time of instant `t` in `tz`. */
+export function wallTimeOf(t: number, tz: string): number {
+  if (isUtc(tz)) return t;
+  const parts: Record<string, number> = {};
+  for (const p of format(tz).formatToParts(new Date(t))) {
+    if (p.type !== "literal") parts[p.type] = Number(p.value);
+  }
+  const ms = ((t % 1000) + 1000) % 1000;
+  return Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!) + ms;
+}
+
+/** The zone's offset from UTC at instant `t`, in ms. */
+const offsetAt = (t: number, tz: string): number => wallTimeOf(t, tz) - t;
+
+/** The longest a change of the clocks moves a wall time (no zone has moved them by more). */
+export const MAX_CLOCK_CHANGE_MS = 3 * 3_600_000;
+
+/**
+ * The instant wall time `wall` names in `tz`. Clocks change at most once within a day, so the
+ * offsets a day before and a day after are the only candidates:
+ * - a wall time that happens twice (the clocks went back over it) names its first occurrence;
+ * - a wall time the clocks jumped over names the instant the jump's length after it (02:30 on a
+ *   night that goes from 02:00 to 03:00 is 03:30).
+ */
+export function instantOf(wall: number, tz: string): number {
+  if (isUtc(tz)) return wall;
+  const before = offsetAt(wall - 86_400_000, tz);
+  const early = wall - before;
+  if (offsetAt(early, tz) === before) return early;
+  const after = offsetAt(wall + 86_400_000, tz);
+  const late = wall - after;
+  if (offsetAt(late, tz) === after) return late;
+  return early;
+}
