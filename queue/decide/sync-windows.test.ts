@@ -3,13 +3,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canSync as argosimCanSync } from "../../test/cluster/argosim/windows.js";
 import type { SyncWindowSpec } from "../governance/model.js";
-import {
-  globMatch,
-  judgeSyncWindows,
-  matchSyncWindows,
-  parseGoDuration,
-  zoneOffsetMs,
-} from "./sync-windows.js";
+import { zoneOffsetMs } from "../governance/wall-time.js";
+import { globMatch, judgeSyncWindows, matchSyncWindows, parseGoDuration } from "./sync-windows.js";
 
 const at = (iso: string) => Date.parse(iso);
 const deny10: SyncWindowSpec = { kind: "deny", schedule: "0 10 * * *", duration: "1h", applications: ["*"] };

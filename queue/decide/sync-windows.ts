@@ -28,6 +28,7 @@ import { CronExpressionParser } from "cron-parser";
 import { errorMessage } from "../errors.js";
 import { isTimeZone, OPENING_HORIZON_MS } from "../governance/change-windows.js";
 import type { SyncWindowSpec } from "../governance/model.js";
+import { zoneOffsetMs } from "../governance/wall-time.js";
 
 /** What the matching reads of an Application: its name and `spec.destination`. */
 export interface SyncWindowApp {
@@ -129,36 +130,6 @@ function read(w: SyncWindowSpec): Readable | { error: string } {
   if (durationMs === null) return { error: `cannot parse duration '${w.duration}'` };
   const tz = w.timeZone && isTimeZone(w.timeZone) ? w.timeZone : "UTC";
   return { kind: w.kind, durationMs, tz, schedule: w.schedule, manualSync: w.manualSync === true };
-}
-
-const offsets = new Map<string, Intl.DateTimeFormat>();
-/** The zone's offset from UTC at `t`, in ms (what Go's `time.Now().In(loc).Zone()` gives). */
-export function zoneOffsetMs(tz: string, t: number): number {
-  if (tz === "UTC" || tz === "Etc/UTC") return 0;
-  let f = offsets.get(tz);
-  if (!f) {
-    f = new Intl.DateTimeFormat("en-US", {
-      timeZone: tz,
-      hourCycle: "h23",
-      year: "numeric",
-      month: "numeric",
-      day: "numeric",
-      hour: "numeric",
-      minute: "numeric",
-      second: "numeric",
-    });
-    offsets.set(tz, f);
-  }
-  const p = Object.fromEntries(f.formatToParts(new Date(t)).map((x) => [x.type, x.value]));
-  const wall = Date.UTC(
-    Number(p.year),
-    Number(p.month) - 1,
-    Number(p.day),
-    Number(p.hour),
-    Number(p.minute),
-    Number(p.second),
-  );
-  return wall - (t - (t % 1000));
 }
 
 /** Argo CD's `CanSync`, given which of the windows are active. */

@@ -9,8 +9,12 @@
  * question, and then gives up.
  */
 
+const isUtc = (tz: string) => tz === "UTC" || tz === "Etc/UTC";
+
 const formats = new Map<string, Intl.DateTimeFormat>();
-function format(tz: string): Intl.DateTimeFormat {
+/** The zone's offset from UTC at instant `t`, in ms (what Go's `time.Now().In(loc).Zone()` gives). */
+export function zoneOffsetMs(tz: string, t: number): number {
+  if (isUtc(tz)) return 0;
   let f = formats.get(tz);
   if (!f) {
     f = new Intl.DateTimeFormat("en-US", {
@@ -25,24 +29,22 @@ function format(tz: string): Intl.DateTimeFormat {
     });
     formats.set(tz, f);
   }
-  return f;
+  const p = Object.fromEntries(f.formatToParts(new Date(t)).map((x) => [x.type, x.value]));
+  const wall = Date.UTC(
+    Number(p.year),
+    Number(p.month) - 1,
+    Number(p.day),
+    Number(p.hour),
+    Number(p.minute),
+    Number(p.second),
+  );
+  return wall - (t - (t % 1000));
 }
-
-const isUtc = (tz: string) => tz === "UTC" || tz === "Etc/UTC";
 
 /** The wall time of instant `t` in `tz`. */
-export function wallTimeOf(t: number, tz: string): number {
-  if (isUtc(tz)) return t;
-  const parts: Record<string, number> = {};
-  for (const p of format(tz).formatToParts(new Date(t))) {
-    if (p.type !== "literal") parts[p.type] = Number(p.value);
-  }
-  const ms = ((t % 1000) + 1000) % 1000;
-  return Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!) + ms;
-}
+export const wallTimeOf = (t: number, tz: string): number => t + zoneOffsetMs(tz, t);
 
-/** The zone's offset from UTC at instant `t`, in ms. */
-const offsetAt = (t: number, tz: string): number => wallTimeOf(t, tz) - t;
+const offsetAt = (t: number, tz: string): number => zoneOffsetMs(tz, t);
 
 /** The longest a change of the clocks moves a wall time (no zone has moved them by more). */
 export const MAX_CLOCK_CHANGE_MS = 3 * 3_600_000;
