@@ -35,6 +35,7 @@ import { startRealCluster } from "../real/cluster.js";
 import { unrecordedChecks } from "../support/safety-checks.js";
 import { attemptFor, configMapYaml, createTarget, recorder, until } from "../support/sidecar-world.js";
 import type { Figure } from "./figure.js";
+import { addedTime, spread } from "./paired.js";
 import { median } from "./send-to-apply.js";
 
 const execFileAsync = promisify(execFile);
@@ -43,11 +44,6 @@ const SIDECAR_RBAC = fileURLToPath(new URL("../../manifests/argocd/rbac.yaml", i
 const NS = "argocd";
 /** How often the Application is read while a sync is timed (the figures' resolution). */
 const READ_MS = 10;
-
-const spread = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return `min ${Math.round(s[0]!)}, max ${Math.round(s.at(-1)!)}`;
-};
 
 /** The operation of `commit` as Argo CD reports it on the Application: Running, Succeeded, … */
 const phaseAt = (app: Application | undefined, commit: string): string | undefined => {
@@ -228,7 +224,6 @@ export async function run(): Promise<Figure[]> {
     await executor.shutdown();
     const base = median(plainMs);
     const ours = median(oursMs);
-    const added = oursMs.map((o, i) => o - plainMs[i]!);
     const note =
       `real kube-apiserver, Argo CD ${argocd.version}; ${RUNS} runs (a plain sync and an operation ` +
       `back to back in each), reads every ${READ_MS} ms, load average ${loadavg()[0]!.toFixed(1)} on ` +
@@ -249,12 +244,7 @@ export async function run(): Promise<Figure[]> {
         ratio: Number((ours / base).toFixed(2)),
         note: `${note}; ours: attempt → the executor reports Succeeded, ${spread(oursMs)}; baseline: operation written → Argo CD reports Succeeded, ${spread(plainMs)}`,
       },
-      {
-        bench: "argocd-real.fixed-cost",
-        value: Math.round(ours - base),
-        unit: "ms",
-        note: `${note}; median operation minus median plain sync; per pair: median ${Math.round(median(added))} (${added.map(Math.round).join(", ")})`,
-      },
+      addedTime("argocd-real.fixed-cost", oursMs, plainMs, note, "plain sync"),
     ];
   } finally {
     for (const k of kubes) await k.close();

@@ -34,6 +34,7 @@ import { startRealCluster } from "../real/cluster.js";
 import { type RealFlux, startRealFlux } from "../real/flux.js";
 import { configMap, type Scene, scene, until } from "../sidecar-flux/harness.js";
 import type { Figure } from "./figure.js";
+import { addedTime, spread } from "./paired.js";
 import { median } from "./send-to-apply.js";
 
 const execFileAsync = promisify(execFile);
@@ -67,11 +68,6 @@ async function prefetch(kube: Kube, s: Scene, commit: string, token: string): Pr
     return src?.status?.artifact?.revision === `main@sha1:${commit}`;
   }, "the fetch");
 }
-
-const spread = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return `min ${Math.round(s[0]!)}, max ${Math.round(s.at(-1)!)}`;
-};
 
 export async function run(): Promise<Figure[]> {
   const bins = findRealBinaries([...CONTROL_PLANE, ...FLUX_BINARIES]);
@@ -150,7 +146,6 @@ export async function run(): Promise<Figure[]> {
     }
     const base = median(plainMs);
     const ours = median(oursMs);
-    const added = oursMs.map((o, i) => o - plainMs[i]!);
     const note =
       `real kube-apiserver, source-controller ${flux.versions["source-controller"]}, kustomize-controller ` +
       `${flux.versions["kustomize-controller"]}; ${OBJECTS} object${OBJECTS > 1 ? "s" : ""}, ${RUNS} runs (a plain reconcile and an operation back to ` +
@@ -164,12 +159,7 @@ export async function run(): Promise<Figure[]> {
         ratio: Number((ours / base).toFixed(2)),
         note: `${note}; ours: attempt to Succeeded, artifact fetched beforehand, ${spread(oursMs)}; baseline: requestedAt on an unsuspended Kustomization reverting one edited ConfigMap of ${OBJECTS}, ${spread(plainMs)}`,
       },
-      {
-        bench: `flux-real.apply.fixed-cost.${OBJECTS}`,
-        value: Math.round(ours - base),
-        unit: "ms",
-        note: `${note}; median operation minus median plain reconcile; per pair: median ${Math.round(median(added))} (${added.map(Math.round).join(", ")})`,
-      },
+      addedTime(`flux-real.apply.fixed-cost.${OBJECTS}`, oursMs, plainMs, note, "plain reconcile"),
     ];
   } finally {
     for (const k of kubes) await k.close();
