@@ -23,7 +23,7 @@ import { CronExpressionParser } from "cron-parser";
 import { DURATION_PATTERN } from "../crds/governance.js";
 import { errorMessage } from "../errors.js";
 import type { ChangeWindowKind, ChangeWindowSpec } from "./model.js";
-import { instantOf, MAX_CLOCK_CHANGE_MS, wallTimeOf } from "./wall-time.js";
+import { instantOf, isUtc, MAX_CLOCK_CHANGE_MS, wallTimeOf } from "./wall-time.js";
 
 /** Milliseconds of a duration, or null when it is not one (or is zero). */
 export function parseDuration(d: string): number | null {
@@ -60,8 +60,6 @@ function read(w: ChangeWindowSpec): Readable {
   }
   return { ok: true, kind: w.kind, durationMs, tz, schedule: w.schedule, from: w.from ?? "" };
 }
-
-const isUtc = (tz: string) => tz === "UTC" || tz === "Etc/UTC";
 
 /**
  * Fire times strictly after `after` and at most `until`, in order. Wall times follow each other,
@@ -149,16 +147,16 @@ function allowCoverageEnd(allows: Extract<Readable, { ok: true }>[], t: number):
   let end = Math.max(...allows.map((w) => coverEnd(w, t) ?? t));
   const streams = allows.map((w) => {
     const it = fires(w, t, t + OPENING_HORIZON_MS);
-    return { w, it, next: it.next() };
+    return { w, it, at: it.next().value };
   });
   for (let read = 0; read < COVERAGE_FIRES; read++) {
     let first: (typeof streams)[number] | undefined;
     for (const s of streams) {
-      if (!s.next.done && (first === undefined || s.next.value < (first.next.value as number))) first = s;
+      if (s.at !== undefined && (first?.at === undefined || s.at < first.at)) first = s;
     }
-    if (first === undefined || first.next.done || first.next.value > end) return end;
-    end = Math.max(end, first.next.value + first.w.durationMs);
-    first.next = first.it.next();
+    if (first?.at === undefined || first.at > end) return end;
+    end = Math.max(end, first.at + first.w.durationMs);
+    first.at = first.it.next().value;
   }
   return end;
 }

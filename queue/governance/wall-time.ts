@@ -9,7 +9,8 @@
  * question, and then gives up.
  */
 
-const isUtc = (tz: string) => tz === "UTC" || tz === "Etc/UTC";
+/** UTC under either of its names: no offset, no clock changes. */
+export const isUtc = (tz: string): boolean => tz === "UTC" || tz === "Etc/UTC";
 
 const formats = new Map<string, Intl.DateTimeFormat>();
 /** The zone's offset from UTC at instant `t`, in ms (what Go's `time.Now().In(loc).Zone()` gives). */
@@ -44,8 +45,6 @@ export function zoneOffsetMs(tz: string, t: number): number {
 /** The wall time of instant `t` in `tz`. */
 export const wallTimeOf = (t: number, tz: string): number => t + zoneOffsetMs(tz, t);
 
-const offsetAt = (t: number, tz: string): number => zoneOffsetMs(tz, t);
-
 /** The longest a change of the clocks moves a wall time (no zone has moved them by more). */
 export const MAX_CLOCK_CHANGE_MS = 3 * 3_600_000;
 
@@ -58,11 +57,11 @@ export const MAX_CLOCK_CHANGE_MS = 3 * 3_600_000;
  */
 export function instantOf(wall: number, tz: string): number {
   if (isUtc(tz)) return wall;
-  const before = offsetAt(wall - 86_400_000, tz);
+  const before = zoneOffsetMs(tz, wall - 86_400_000);
   const early = wall - before;
-  if (offsetAt(early, tz) === before) return early;
-  const after = offsetAt(wall + 86_400_000, tz);
+  if (zoneOffsetMs(tz, early) === before) return early;
+  const after = zoneOffsetMs(tz, wall + 86_400_000);
   const late = wall - after;
-  if (offsetAt(late, tz) === after) return late;
+  if (zoneOffsetMs(tz, late) === after) return late;
   return early;
 }
