@@ -32,6 +32,7 @@ import { startGitServer } from "../git/server.js";
 import { argoApplication, type RealArgoCD, startRealArgoCD } from "../real/argocd.js";
 import { ARGOCD_BINARIES, CONTROL_PLANE, findRealBinaries } from "../real/binaries.js";
 import { startRealCluster } from "../real/cluster.js";
+import { inControlStatus } from "../support/claims.js";
 import { unrecordedChecks } from "../support/safety-checks.js";
 import { attemptFor, configMapYaml, createTarget, recorder, until } from "../support/sidecar-world.js";
 import type { Figure } from "./figure.js";
@@ -130,23 +131,7 @@ export async function run(): Promise<Figure[]> {
       path: "held",
       claim: { kind: "ArgoCDClaim", name: "held" },
     });
-    await kube.patchStatus(
-      RESOURCES.argoCDClaim,
-      NS,
-      "held",
-      {
-        conditions: [
-          {
-            type: "InControl",
-            status: "True",
-            reason: "AutomatedSyncOff",
-            message: "held",
-            lastTransitionTime: new Date().toISOString(),
-          },
-        ],
-      },
-      undefined,
-    );
+    await kube.patchStatus(RESOURCES.argoCDClaim, NS, "held", inControlStatus("AutomatedSyncOff"), undefined);
     const executor = new ArgoCDExecutor({
       kube: executorKube,
       log: createLogger({ level: "silent" }),

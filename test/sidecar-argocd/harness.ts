@@ -25,6 +25,7 @@ import {
 } from "../cluster/argosim/index.js";
 import { gitOk } from "../git/cli.js";
 import { GitPeer } from "../git/peer.js";
+import { inControlStatus } from "../support/claims.js";
 import { unrecordedChecks } from "../support/safety-checks.js";
 import {
   attemptFor,
@@ -240,17 +241,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         RESOURCES.argoCDClaim,
         "argocd",
         name,
-        {
-          conditions: [
-            {
-              type: "InControl",
-              status: "True",
-              reason: "AutomatedSyncOff",
-              message: "held",
-              lastTransitionTime: new Date().toISOString(),
-            },
-          ],
-        },
+        inControlStatus("AutomatedSyncOff"),
         undefined,
       );
     },
