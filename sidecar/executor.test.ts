@@ -121,7 +121,11 @@ describe("executor host", () => {
     await setup({
       async execute(_a, report, signal) {
         await report("Running");
-        await new Promise<void>((r) => signal.addEventListener("abort", () => r()));
+        // The stop may come while the report is still being shown on the job: the test sees
+        // Running once it is sent, before this await returns.
+        await new Promise<void>((r) =>
+          signal.aborted ? r() : signal.addEventListener("abort", () => r(), { once: true }),
+        );
         order.push("aborted");
       },
       async shutdown() {
