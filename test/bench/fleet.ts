@@ -6,7 +6,7 @@
  * attempts from the attempts queues and reports Requested … Succeeded on `reports`, recording the
  * operation on the claim's status first, as a sidecar does.
  *
- * N comes from FLEET_N (comma-separated, default "1,10"; 100 and 1000 are asked for by name). Figures per N: API requests per
+ * N comes from FLEET_N (comma-separated, default "1,10,1000": the goals are set at 1,000). Figures per N: API requests per
  * second while every branch is idle and per branch woken (the worker's identity only, from the API
  * server's audit log), worker RSS and heap, Redis memory per branch, push notice accepted → first
  * attempt sent (p50/p99, all idle and with 10 % of branches busy), and the time a second replica
@@ -36,12 +36,13 @@ import { enqueueNotice } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey } from "../../queue/keys.js";
 import { silentLogger } from "../../queue/log.js";
 import { connectRedis } from "../../queue/redis.js";
-import { type ApiServer, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
+import { type ApiServer, type AuditEvent, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
 import { argocdApplicationCrd } from "../cluster/argosim/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { restartableRedis } from "../redis/restartable.js";
 import { reportPhase } from "../support/attempts.js";
+import { percentile } from "../support/percentile.js";
 import { until } from "../support/wait.js";
 import type { Figure } from "./figure.js";
 
@@ -69,7 +70,7 @@ export interface FleetOptions {
 
 export function fleetOptions(env: NodeJS.ProcessEnv = process.env): FleetOptions {
   return {
-    sizes: (env.FLEET_N ?? "1,10")
+    sizes: (env.FLEET_N ?? "1,10,1000")
       .split(",")
       .map((s) => Number(s.trim()))
       .filter((n) => n > 0),
@@ -90,12 +91,6 @@ const claimName = (i: number, j: number) => `c-${i}-${j}`;
 
 /** Progress on stderr, so a long run shows where it is. */
 const step = (what: string) => process.stderr.write(`fleet ${new Date().toISOString()} ${what}\n`);
-
-function percentile(xs: number[], p: number): number {
-  if (xs.length === 0) return Number.NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
-}
 
 /** A commit on `branch` of a served bare repository touching the given paths (no request counted). */
 async function commitTo(
@@ -457,6 +452,24 @@ async function usedMemory(world: World): Promise<number> {
 }
 
 /** Worker requests (not watches) in [from, to), and the watches it opened. */
+/**
+ * When each GitTarget's status was first written by `user` since `from` (ms since the epoch): the
+ * answer time of its first successful status write, by namespace/name. Pure over the audit events.
+ */
+export function firstStatusWrites(events: AuditEvent[], user: string, from: number): Map<string, number> {
+  const first = new Map<string, number>();
+  for (const e of events) {
+    const r = e.objectRef;
+    if (e.user.username !== user || r?.resource !== "gittargets" || r.subresource !== "status") continue;
+    if (e.verb !== "patch" && e.verb !== "update") continue;
+    if (e.responseStatus.code < 200 || e.responseStatus.code > 299) continue;
+    const at = Date.parse(e.stageTimestamp);
+    const key = `${r.namespace}/${r.name}`;
+    if (at >= from && !first.has(key)) first.set(key, at);
+  }
+  return first;
+}
+
 function workerRequests(world: World, from: number, to: number) {
   const events = readAuditLog(world.auditLog).filter((e) => e.user.username === WORKER_USER);
   const inWindow = events.filter((e) => {
@@ -547,13 +560,35 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
       );
     }
     // Startup ends when every GitTarget shows its first publication status: those first writes
-    // are no steady state.
-    await until(async () => (await world.reported()) === n * APPLIERS, "every GitTarget's first status", {
-      timeoutMs: 900_000,
-      // A list of every GitTarget is heavy at 10,000 of them: ask seldom.
-      everyMs: 10_000,
-    });
-    const settledSeconds = (Date.now() - t0) / 1000;
+    // are no steady state. When is read from the audit log (the time each GitTarget's first status
+    // write was answered), so the figure does not depend on how often the bench looks.
+    let firstWrites = new Map<string, number>();
+    await until(
+      () => {
+        firstWrites = firstStatusWrites(readAuditLog(world.auditLog), WORKER_USER, t0);
+        return firstWrites.size === n * APPLIERS;
+      },
+      "every GitTarget's first status write",
+      { timeoutMs: 900_000, everyMs: 2_000 },
+    );
+    const settledSeconds = (Math.max(...firstWrites.values()) - t0) / 1000;
+    // A first write could carry the acceptance alone: wait for every publication too (a list of
+    // every GitTarget is heavy at 10,000 of them: ask seldom).
+    await until(
+      async () => (await world.reported()) === n * APPLIERS,
+      "every GitTarget's publication status",
+      {
+        timeoutMs: 900_000,
+        everyMs: 2_000,
+      },
+    );
+    const publishedSeconds = (Date.now() - t0) / 1000;
+    fig(
+      "every GitTarget's first status after start",
+      settledSeconds,
+      "s",
+      `goal at 1,000 branches: ≤ 15 s, one or two replicas; the last GitTarget's first status write answered (audit log); every publication status seen by ${publishedSeconds.toFixed(1)} s (listed every 2 s)`,
+    );
     const split = ids.map((id) => `${id}`).join(", ");
     const shares = await (async () => {
       const holders = await leaseHolders(world);

@@ -26,6 +26,7 @@ import {
   startReceiverComponents,
 } from "../real/push-to-applied.js";
 import { createGithubReceiver } from "../real/receivers.js";
+import { percentile } from "../support/percentile.js";
 import type { Figure } from "./figure.js";
 
 const PUSHES = Number(process.env.RECEIVERS_BENCH_PUSHES ?? 20);
@@ -38,12 +39,6 @@ const IDENTITIES: Record<string, string[]> = {
   "flux-applygate": ["system:serviceaccount:flux-system:", "system:serviceaccount:applygate-system:"],
   "argocd-applygate": ["system:serviceaccount:argocd:", "system:serviceaccount:applygate-system:"],
 };
-
-export function percentile(xs: number[], p: number): number {
-  if (xs.length === 0) return Number.NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
-}
 
 const step = (what: string) => process.stderr.write(`receivers ${new Date().toISOString()} ${what}\n`);
 

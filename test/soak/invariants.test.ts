@@ -9,6 +9,7 @@ import {
   type EditRecord,
   type HandedWrite,
   type RunRecord,
+  repairDelay,
 } from "./invariants.js";
 
 const sha = (n: number) => n.toString(16).padStart(40, "0");
@@ -113,6 +114,33 @@ describe("soak invariants", () => {
     expect(reverts).toMatchObject([
       { from: "e3", to: "e2", residue: "after-last-look", lastedMs: 700, by: { token: "t1" } },
     ]);
+  });
+
+  it("no-revert: a revert names the next operation of its applier, the Repair, and how soon after the overwrite it came", () => {
+    const r = runOver(2490, 2510);
+    r.operations.push(
+      { token: "t0", app: "argocd", commit: sha(2), sentAt: 2950, reasons: ["ForeignCommit"], phases: [] },
+      {
+        token: "t2",
+        app: "flux",
+        commit: sha(3),
+        sentAt: 3100,
+        reasons: ["Repair"],
+        phases: [
+          { phase: "Requested", at: 3150 },
+          { phase: "Running", at: 3300 },
+          { phase: "Succeeded", at: 3450 },
+        ],
+      },
+    );
+    const [v] = checkRun(r).reverts;
+    expect(v?.repair).toEqual({ token: "t2", sentAt: 3100, runningAt: 3300, reasons: ["Repair"] });
+    // t1, the overwrite, ended at 2900.
+    expect(repairDelay(v!)).toEqual({ sentMs: 200, runningMs: 400 });
+    // None sent after the overwrite ended: no repair, no delay.
+    const none = checkRun(runOver(2490, 2510)).reverts[0]!;
+    expect(none.repair).toBeUndefined();
+    expect(repairDelay(none)).toBeUndefined();
   });
 
   it("no-revert: an edit whose write was in the inbox before the last look is a violation (the recheck must stop that apply)", () => {

@@ -174,6 +174,11 @@ export interface Revert {
     endedAt?: number;
     rechecksEdits?: boolean;
   };
+  /**
+   * The next operation of this applier sent after `by` ended (the one that puts the edit back, a
+   * Repair): when it was sent and when the applier started it, and its reasons.
+   */
+  repair?: { token: string; sentAt: number; runningAt?: number; reasons: string[] };
 }
 
 /** The two reverts the design accepts (docs/design/decisions.md, "The revert the design accepts"). */
@@ -287,6 +292,7 @@ export function findReverts(r: RunRecord): Revert[] {
         .slice(i + 1)
         .find((s) => s.value !== undefined && (rank.get(s.value) ?? Number.POSITIVE_INFINITY) >= was);
       const edit = r.edits.find((e) => e.app === app && e.value === prev.value) as EditRecord;
+      const by = byOperation(r, app, cur);
       const v: Revert = {
         app,
         from: prev.value,
@@ -295,7 +301,8 @@ export function findReverts(r: RunRecord): Revert[] {
         lastedMs: (back?.at ?? r.endedAt ?? cur.at) - cur.at,
         undone: back !== undefined,
         edit: { at: edit.at, ...(edit.acceptedAt !== undefined ? { acceptedAt: edit.acceptedAt } : {}) },
-        ...byOperation(r, app, cur),
+        ...by,
+        ...repairOf(r, app, by.by?.endedAt),
       };
       const residue = residueOf(v);
       out.push(residue ? { ...v, residue } : v);
@@ -361,6 +368,37 @@ function byOperation(r: RunRecord, app: DemoApp, sample: ClusterSample): Pick<Re
       ...(endedAt !== undefined ? { endedAt } : {}),
       ...(o.rechecksEdits !== undefined ? { rechecksEdits: o.rechecksEdits } : {}),
     },
+  };
+}
+
+/** The first operation of the applier sent once `endedAt` had passed: the one after the overwrite. */
+function repairOf(r: RunRecord, app: DemoApp, endedAt: number | undefined): Pick<Revert, "repair"> {
+  if (endedAt === undefined) return {};
+  const next = r.operations
+    .filter((o) => o.app === app && o.sentAt >= endedAt)
+    .sort((x, y) => x.sentAt - y.sentAt)[0];
+  if (!next) return {};
+  const runningAt = next.phases.find((p) => p.phase === "Running")?.at;
+  return {
+    repair: {
+      token: next.token,
+      sentAt: next.sentAt,
+      ...(runningAt !== undefined ? { runningAt } : {}),
+      reasons: next.reasons,
+    },
+  };
+}
+
+/**
+ * How long after the overwriting operation's end the Repair was sent and started (Running), in
+ * ms; undefined for a revert without both.
+ */
+export function repairDelay(v: Revert): { sentMs: number; runningMs?: number } | undefined {
+  const ended = v.by?.endedAt;
+  if (ended === undefined || !v.repair) return undefined;
+  return {
+    sentMs: v.repair.sentAt - ended,
+    ...(v.repair.runningAt !== undefined ? { runningMs: v.repair.runningAt - ended } : {}),
   };
 }
 

@@ -11,6 +11,8 @@
 import { parseArgs } from "node:util";
 import { resolveEmbeddedRedis } from "../../queue/redis.js";
 import { ensureRedisServer } from "../redis/install.js";
+import { percentile } from "../support/percentile.js";
+import { repairDelay } from "./invariants.js";
 import { describeAction, describeRevert, playRun, type RunResult } from "./run.js";
 
 const USAGE = `usage: npm run soak -- [--runs N] [--seed S] [--minutes M] [--actions K] [--replay SEED]
@@ -133,6 +135,15 @@ try {
 }
 
 const seconds = results.map((r) => r.seconds).sort((a, b) => a - b);
+const spreadOf = (xs: number[]) =>
+  xs.length
+    ? { n: xs.length, p50: percentile(xs, 50), p99: percentile(xs, 99), max: Math.max(...xs) }
+    : { n: 0 };
+const allReverts = results.flatMap((r) => r.reverts);
+const repairs = allReverts.flatMap((v) => {
+  const d = repairDelay(v);
+  return d ? [d] : [];
+});
 const summary = {
   runs: results.length,
   seed,
@@ -142,6 +153,12 @@ const summary = {
   reverts: results.reduce((n, r) => n + r.reverts.length, 0),
   revertsAccepted: results.reduce((n, r) => n + r.reverts.filter((v) => v.residue).length, 0),
   longestRevertMs: Math.max(0, ...results.map(longestRevert)),
+  runsWithReverts: results.filter((r) => r.reverts.length > 0).length,
+  // How long the older value stayed, and how soon after the overwriting operation's end the next
+  // operation (the Repair) was sent and started: docs/design/decisions.md, "The revert the design accepts".
+  revertMs: spreadOf(allReverts.map((v) => v.lastedMs)),
+  repairSentMs: spreadOf(repairs.map((d) => d.sentMs)),
+  repairRunningMs: spreadOf(repairs.flatMap((d) => (d.runningMs !== undefined ? [d.runningMs] : []))),
   revertsPerRun: results.map((r) => ({
     seed: r.seed,
     reverts: r.reverts.length,

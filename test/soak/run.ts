@@ -1062,6 +1062,10 @@ export function describeRevert(v: Revert, t0: number): string {
     v.undone ? "" : " (never undone)"
   } [${kind}]; edit at ${ms(v.edit.at)}, accepted ${ms(v.edit.acceptedAt)}; ${by}${
     v.by?.rechecksEdits === false ? ", no recheck" : ""
+  }${
+    v.repair
+      ? `; next ${v.repair.token} (${v.repair.reasons.join(", ")}): sent ${ms(v.repair.sentAt)}, Running ${ms(v.repair.runningAt)}`
+      : "; no operation after it"
   }`;
 }
 
