@@ -39,6 +39,7 @@ import {
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
 import { repositoryOf } from "../tenancy.js";
+import { SharedBranchIndex } from "./shared-branches.js";
 
 /**
  * The appliers a claim holds, and Argo CD's AppProjects. The decisions read only which source an
@@ -133,6 +134,8 @@ export class ClusterCache {
   readonly kube: Kube;
   readonly providers: TypedCache<GitProvider>;
   readonly targets: TypedCache<GitTarget>;
+  /** GitTargets by the repository branch they write. */
+  private readonly shared: SharedBranchIndex;
   readonly grantsCache: TypedCache<ScopeGrant>;
   /** Paths of the kinds the cluster does not serve. */
   private readonly absent = new Set<string>();
@@ -162,16 +165,24 @@ export class ClusterCache {
     this.now = opts.now ?? Date.now;
     const providers = this.acquire(RESOURCES.gitProvider, (o, prev) => {
       this.version++;
+      this.shared.reset();
       this.providerChanged(o, prev);
     });
     const targets = this.acquire(RESOURCES.gitTarget, (o, prev, type) => {
       // A status write (ours, at every publication) changes nothing a branch reads of it.
       if (type === "update" && prev && sameSpec(prev, o)) return;
       this.version++;
+      const read = type === "delete" ? undefined : this.targets.of(o);
+      this.shared.changed(`${nsOf(o)}/${o.metadata.name}`, read?.ok ? read.value : undefined);
       this.tell(this.keysOfSharedBranches([o, prev]));
     });
     this.providers = new TypedCache(providers.informer, readGitProvider, log);
     this.targets = new TypedCache(targets.informer, readGitTarget, log);
+    this.shared = new SharedBranchIndex({
+      targets: () => this.targets.list(),
+      target: (ns, name) => this.targets.get(name, ns),
+      provider: (t) => this.providers.get(t.spec.providerRef.name, t.spec.providerRef.namespace ?? nsOf(t)),
+    });
     for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim])
       this.acquire(t, (o) => this.tell(this.keysOfClaim(t.kind, o)));
     this.acquire(RESOURCES.applierGrant, () => this.tell("all"));
@@ -456,19 +467,13 @@ export class ClusterCache {
    */
   private keysOfSharedBranches(targets: Array<KObject | undefined>): Set<string> {
     const keys = this.keysOfTargets(targets);
-    const shared = new Set<string>();
-    const where = (t: GitTarget) => {
-      const p = this.providers.get(t.spec.providerRef.name, t.spec.providerRef.namespace ?? nsOf(t));
-      const repo = p && repositoryOf(p.spec.url);
-      return repo === undefined ? undefined : `${repo}@${t.spec.branch}`;
-    };
+    const places = new Set<string>();
     for (const o of targets) {
       const t = o && readGitTarget(o);
-      const at = t?.ok ? where(t.value) : undefined;
-      if (at !== undefined) shared.add(at);
+      const at = t?.ok ? this.shared.placeOfTarget(t.value) : undefined;
+      if (at !== undefined) places.add(at);
     }
-    if (shared.size === 0) return keys;
-    for (const k of this.targetsOf((t) => shared.has(where(t) ?? ""))) keys.add(k);
+    for (const place of places) for (const k of this.keysOfTargets(this.shared.at(place))) keys.add(k);
     return keys;
   }
 
@@ -492,7 +497,7 @@ export class ClusterCache {
     const concerned = new Set(
       this.providers
         .list()
-        .filter((p) => repos.has(repositoryOf(p.spec.url) ?? ""))
+        .filter((p) => repos.has(this.shared.repositoryOf(p) ?? ""))
         .map((p) => `${nsOf(p)}/${p.metadata.name}`),
     );
     concerned.add(`${ns}/${name}`);
