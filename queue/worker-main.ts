@@ -33,6 +33,7 @@ import type { Directory } from "./directory.js";
 import { loadDirectoryFile, withGitTimeout } from "./directory.js";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./git/smart-http.js";
 import type { KeysSecrets } from "./governance/signatures.js";
+import { Kube } from "./kube/index.js";
 import { createLogger } from "./log.js";
 import { connectRedis, redisAnswersPing } from "./redis.js";
 import { apiServerAnswers, findKubeConfig, redisAnswersAt, startupWaitSetting } from "./startup-check.js";
@@ -223,16 +224,17 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     const kc = findKubeConfig(config.kubeconfig);
     await apiServerAnswers(kc, config.startupWait);
-    // One set of informers for the process: branch lookups and listings make no requests.
-    cache = new ClusterCache(kc, log);
+    // One client and one set of informers for the process: branch lookups and listings make no requests.
+    const kube = new Kube(kc, { log });
+    cache = new ClusterCache(kube, log);
     await cache.start();
-    const sink = new KubeStatusSink(kc, log, Date.now, 8, cache);
+    const sink = new KubeStatusSink(kube, log, Date.now, 8, cache);
     directory = withGitTimeout(
       new KubeDirectory(cache, { log, status: sink }, { allowHttpCredentials: config.allowHttpCredentials }),
       config.gitTimeout,
     );
     status = sink;
-    objects = new KubeObjects(kc, log, {}, cache);
+    objects = new KubeObjects(kube, log, {}, cache);
     const watched = cache;
     keys = (namespace, name) => watched.secret(namespace, name);
   }

@@ -4,20 +4,12 @@
  * a few minutes updates its series count instead of creating another object.
  */
 import { randomBytes } from "node:crypto";
-import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
-import { addressOf, apiFailure, isNotFound, type Kube, RESOURCES } from "../queue/kube/index.js";
+import { apiFailure, type EventReference, type Kube, microTime } from "../queue/kube/index.js";
 import type { Logger } from "../queue/log.js";
 
 export const REPORTING_CONTROLLER = "applygate.dev/sidecar";
 
-export interface EventRegarding {
-  apiVersion: string;
-  kind: string;
-  namespace: string;
-  name: string;
-  uid?: string;
-  resourceVersion?: string;
-}
+export type EventRegarding = EventReference;
 
 export interface EventSpec {
   type: "Normal" | "Warning";
@@ -43,23 +35,6 @@ export interface KubeEventRecorderOptions {
   /** A repeat within this time joins the series (default 6 minutes, as client-go). */
   seriesWindowMs?: number;
 }
-
-/** MicroTime as the API server writes it: RFC 3339 with six fractional digits. */
-export function microTime(d: Date): string {
-  return d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
-}
-
-const ref = (r: EventRegarding) => ({
-  apiVersion: r.apiVersion,
-  kind: r.kind,
-  namespace: r.namespace,
-  name: r.name,
-  ...(r.uid ? { uid: r.uid } : {}),
-  ...(r.resourceVersion ? { resourceVersion: r.resourceVersion } : {}),
-});
-
-const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-const EVENTS = addressOf(RESOURCES.event);
 
 export class KubeEventRecorder implements EventRecorder {
   private readonly series = new Map<string, { name: string; count: number; last: number }>();
@@ -89,40 +64,17 @@ export class KubeEventRecorder implements EventRecorder {
       if (seen && at.getTime() - seen.last <= window) {
         seen.count++;
         seen.last = at.getTime();
-        try {
-          await this.kube.custom.patchNamespacedCustomObject(
-            {
-              ...EVENTS,
-              namespace: e.regarding.namespace,
-              name: seen.name,
-              body: { series: { count: seen.count, lastObservedTime: microTime(at) } },
-            },
-            MERGE,
-          );
-          return;
-        } catch (err) {
-          if (!isNotFound(err)) throw err;
-          // the Event expired: start a new one
-        }
+        const series = { count: seen.count, lastObservedTime: microTime(at) };
+        if (await this.kube.patchEvent(e.regarding.namespace, seen.name, { series })) return;
+        // the Event expired: start a new one
       }
       const name = `${e.regarding.name}.${randomBytes(8).toString("hex")}`;
-      await this.kube.custom.createNamespacedCustomObject({
-        ...EVENTS,
-        namespace: e.regarding.namespace,
-        body: {
-          apiVersion: "events.k8s.io/v1",
-          kind: "Event",
-          metadata: { name, namespace: e.regarding.namespace },
-          eventTime: microTime(at),
-          type: e.type,
-          reason: e.reason,
-          action: e.action,
-          note: e.note.slice(0, 1024),
-          regarding: ref(e.regarding),
-          ...(e.related ? { related: ref(e.related) } : {}),
-          reportingController: REPORTING_CONTROLLER,
-          reportingInstance: this.opts.instance,
-        },
+      await this.kube.createEvent({
+        ...e,
+        name,
+        eventTime: at,
+        reportingController: REPORTING_CONTROLLER,
+        reportingInstance: this.opts.instance,
       });
       this.series.set(key, { name, count: 1, last: at.getTime() });
       this.prune(at.getTime(), window);

@@ -4,19 +4,17 @@
  * (queue/kube/retry.ts): a lost race re-reads and retries, so a conflict with the sidecar's own
  * status writes never wedges the claim.
  */
-import * as k8s from "@kubernetes/client-node";
 import type { ClaimRef } from "../contract.js";
 import {
-  addressOf,
   ConflictRetriesExhausted,
   isNotFound,
+  type Kube,
   type OwnedStatus,
-  ownedStatus,
   type RetryOptions,
   resourceOf,
   retryOnConflict,
   type StatusParty,
-  statusFieldManager,
+  statusWriter,
 } from "../kube/index.js";
 import type { KObject, ResourceKind } from "../kube/resources.js";
 import { claimField, type Logger } from "../log.js";
@@ -32,20 +30,14 @@ export interface CachedKinds {
   readUncached?(kind: string, namespace: string, name: string): Promise<KObject | undefined> | undefined;
 }
 
-const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
-
 export class KubeObjects implements ObjectSource {
-  private readonly custom: k8s.CustomObjectsApi;
-
   constructor(
-    kc: k8s.KubeConfig,
+    private readonly kube: Kube,
     private readonly log: Logger,
     private readonly retry: RetryOptions = {},
     /** Shared informers (the worker's ClusterCache): kinds it caches are read from it, not the API. */
     private readonly cache?: CachedKinds,
-  ) {
-    this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  }
+  ) {}
 
   async get(kind: ResourceKind, namespace: string, name: string): Promise<KObject | undefined> {
     const cached = await this.cached(kind);
@@ -62,31 +54,16 @@ export class KubeObjects implements ObjectSource {
   }
 
   /** Always from the API server: a status write computes from the object as it is. */
-  private async read(kind: ResourceKind, namespace: string, name: string): Promise<KObject | undefined> {
-    try {
-      // The API server's answer is an object of the kind: a KObject, its fields read through readers.
-      const o: KObject = await this.custom.getNamespacedCustomObject({
-        ...addressOf(resourceOf(kind)),
-        namespace,
-        name,
-      });
-      return o;
-    } catch (err) {
-      // A missing object, or a kind this cluster does not serve (no Argo CD installed).
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+  private read(kind: ResourceKind, namespace: string, name: string): Promise<KObject | undefined> {
+    // Undefined for a missing object, or a kind this cluster does not serve (no Argo CD installed).
+    return this.kube.get(resourceOf(kind), namespace, name);
   }
 
   async list(kind: ResourceKind, namespace: string): Promise<KObject[]> {
     const cached = await this.cached(kind);
     if (cached) return cached.list(namespace);
     try {
-      const out: { items?: KObject[] } = await this.custom.listNamespacedCustomObject({
-        ...addressOf(resourceOf(kind)),
-        namespace,
-      });
-      return out.items ?? [];
+      return (await this.kube.list(resourceOf(kind), namespace)).items;
     } catch (err) {
       if (isNotFound(err)) return [];
       throw err;
@@ -103,7 +80,7 @@ export class KubeObjects implements ObjectSource {
     party: P = "branch-worker" as P,
   ): Promise<boolean> {
     const kind = claim.kind;
-    const ref = { ...addressOf(resourceOf(kind)), namespace: claim.namespace, name: claim.name };
+    const writer = statusWriter(this.kube, "claim", party);
     let found = true;
     try {
       await retryOnConflict(
@@ -114,16 +91,13 @@ export class KubeObjects implements ObjectSource {
           return status ? { current, status } : undefined;
         },
         (_c, { current, status }) =>
-          this.custom.patchNamespacedCustomObjectStatus(
-            {
-              ...ref,
-              body: {
-                metadata: { resourceVersion: current.metadata.resourceVersion },
-                status: ownedStatus("claim", party, status, current),
-              },
-              fieldManager: statusFieldManager(party),
-            },
-            MERGE,
+          writer.patch(
+            resourceOf(kind),
+            claim.namespace,
+            claim.name,
+            status,
+            current.metadata.resourceVersion,
+            current,
           ),
         { ...this.retry, what: `status of ${kind} ${claim.namespace}/${claim.name}` },
       );

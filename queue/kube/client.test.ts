@@ -14,6 +14,8 @@ import {
   loadKubeConfig,
   RESOURCES,
   retryOnConflict,
+  StatusFieldNotOwned,
+  statusWriter,
 } from "./index.js";
 
 let server: ApiServer;
@@ -80,6 +82,68 @@ describe("kube helpers", () => {
         { max: 2, sleep: async () => {} },
       ),
     ).rejects.toBeInstanceOf(ConflictRetriesExhausted);
+  });
+
+  it("a party writes condition types of a list it does not own only given the object it read", async () => {
+    const c = await kube.apply(RESOURCES.fluxClaim, claim("conditions"));
+    const writer = statusWriter(kube, "claim", "branch-worker");
+    const conditions = [
+      {
+        type: "ApplyAllowed",
+        status: "True",
+        reason: "Open",
+        message: "",
+        lastTransitionTime: "2026-03-01T00:00:00Z",
+      },
+    ];
+    const rv = c.metadata.resourceVersion;
+    // Without the object, whether the other types are kept cannot be told: refused, nothing sent.
+    expect(() => writer.patch(RESOURCES.fluxClaim, "k", "conditions", { conditions }, rv)).toThrow(
+      StatusFieldNotOwned,
+    );
+    const out = await writer.patch(RESOURCES.fluxClaim, "k", "conditions", { conditions }, rv, c);
+    expect(out.status).toMatchObject({ conditions });
+    expect(out.metadata.managedFields?.find((f) => f.subresource === "status")?.manager).toBe(
+      "applygate-branch-worker",
+    );
+  });
+
+  it("createEvent makes an Event under no field manager of ours; patchEvent joins its series, undefined once it is gone", async () => {
+    const regarding = { apiVersion: "applygate.dev/v1alpha1", kind: "FluxClaim", namespace: "k", name: "a" };
+    const event = {
+      name: "a.e1",
+      eventTime: new Date("2026-03-01T00:00:00.123Z"),
+      type: "Normal" as const,
+      reason: "Adopted",
+      action: "Hold",
+      note: "n".repeat(2000),
+      regarding: { ...regarding, uid: undefined },
+      reportingController: "applygate.dev/test",
+      reportingInstance: "test-0",
+    };
+    const made = await kube.createEvent(event);
+    const stored = await kube.get<KObject & Record<string, unknown>>(RESOURCES.event, "k", "a.e1");
+    expect(stored).toMatchObject({
+      eventTime: "2026-03-01T00:00:00.123000Z",
+      type: "Normal",
+      reason: "Adopted",
+      action: "Hold",
+      regarding,
+      reportingController: "applygate.dev/test",
+      reportingInstance: "test-0",
+    });
+    expect(stored?.regarding).not.toHaveProperty("uid");
+    expect(stored?.note).toHaveLength(1024);
+    // The server records the client's own manager (its user agent), never one of ours.
+    const notOurs = [expect.not.stringMatching(/^applygate/)];
+    expect(made.metadata.managedFields?.map((f) => f.manager)).toEqual(notOurs);
+    const series = { count: 2, lastObservedTime: "2026-03-01T00:01:00.000000Z" };
+    const patched = await kube.patchEvent("k", "a.e1", { series });
+    expect(patched).toMatchObject({ series, note: stored?.note });
+    expect(patched?.metadata.managedFields?.map((f) => f.manager)).toEqual(notOurs);
+    expect(await kube.patchEvent("k", "gone", { series })).toBeUndefined();
+    // A name taken is the API's 409.
+    await expect(kube.createEvent(event)).rejects.toMatchObject({ code: 409 });
   });
 
   it("the informer comes back after its connection breaks and keeps its cache in step", async () => {

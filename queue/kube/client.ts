@@ -8,9 +8,10 @@ import * as k8s from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../contract.js";
 import { findKubeConfig } from "../startup-check.js";
 import { apiFailure, isNotFound, KubeError } from "./errors.js";
+import { eventBody, type NewEvent } from "./events.js";
 import { type InformerHandle, type InformerHandler, type InformerOptions, Informers } from "./informer.js";
 import { isRecord } from "./readers.js";
-import { collectionPath, type KObject, type ResourceType } from "./resources.js";
+import { addressOf, collectionPath, type KObject, RESOURCES, type ResourceType } from "./resources.js";
 
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
 const APPLY = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.ServerSideApply);
@@ -20,6 +21,8 @@ export interface ApplyOptions {
   /** Take fields other managers own (default true: we apply only fields we are meant to own). */
   force?: boolean;
   dryRun?: boolean;
+  /** "Strict": a field the schema does not declare is refused (400) instead of dropped. */
+  fieldValidation?: "Strict";
 }
 
 export interface PatchOptions {
@@ -114,6 +117,7 @@ export class Kube {
           fieldManager: opts.fieldManager ?? FIELD_MANAGER,
           force: opts.force ?? true,
           ...(opts.dryRun ? { dryRun: "All" } : {}),
+          ...(opts.fieldValidation ? { fieldValidation: opts.fieldValidation } : {}),
         },
         APPLY,
       )) as T;
@@ -204,6 +208,43 @@ export class Kube {
     } catch (err) {
       if (isNotFound(err)) return;
       throw new KubeError(`delete ${ref(t, namespace, name)}`, apiFailure(err));
+    }
+  }
+
+  /**
+   * Creates an Event in the namespace of the object it is about. Events name no field manager (as
+   * client-go's recorders make them): the server records the client's own.
+   */
+  async createEvent(e: NewEvent): Promise<KObject> {
+    const body = eventBody(e);
+    try {
+      return (await this.custom.createNamespacedCustomObject({
+        ...addressOf(RESOURCES.event),
+        namespace: body.metadata.namespace,
+        body,
+      })) as KObject;
+    } catch (err) {
+      throw new KubeError(`create ${ref(RESOURCES.event, body.metadata.namespace, e.name)}`, apiFailure(err));
+    }
+  }
+
+  /**
+   * JSON merge patch of an Event (a repeat's `series`), under no field manager as `createEvent`;
+   * undefined when the Event is gone (expired).
+   */
+  async patchEvent(
+    namespace: string,
+    name: string,
+    patch: Record<string, unknown>,
+  ): Promise<KObject | undefined> {
+    try {
+      return (await this.custom.patchNamespacedCustomObject(
+        { ...addressOf(RESOURCES.event), namespace, name, body: patch },
+        MERGE,
+      )) as KObject;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new KubeError(`patch ${ref(RESOURCES.event, namespace, name)}`, apiFailure(err));
     }
   }
 

@@ -5,6 +5,7 @@
  */
 export * from "./client.js";
 export * from "./errors.js";
+export * from "./events.js";
 export * from "./informer.js";
 export * from "./readers.js";
 export * from "./resources.js";

@@ -94,7 +94,7 @@ describe("the conflict-retry policy", () => {
   it("the worker's claim status patch rides it through a storm", async () => {
     await claim("worker");
     server.faults.failNext(3, { method: "PATCH", pathPrefix: statusPath("worker"), status: 409 });
-    const objects = new KubeObjects(server.kubeConfig(), silentLogger(), noSleep);
+    const objects = new KubeObjects(kube, silentLogger(), noSleep);
     const ok = await objects.patchClaimStatus({ kind: "FluxClaim", namespace: NS, name: "worker" }, () => ({
       repairPending: true,
     }));

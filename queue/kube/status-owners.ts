@@ -123,13 +123,18 @@ export function ownedStatus<O extends StatusObject, P extends StatusParty<O>>(
 export interface StatusWriter<O extends StatusObject, P extends StatusParty<O>> {
   readonly party: P;
   readonly fieldManager: string;
-  /** Merge patch of the status subresource with the party's own fields, guarded by the resourceVersion read. */
+  /**
+   * Merge patch of the status subresource with the party's own fields, guarded by the
+   * resourceVersion read. `current`, the object the patch was made from, is needed when the party
+   * writes condition types in a list another party owns (CONDITION_TYPE_OWNERS).
+   */
   patch<T = KObject>(
     t: ResourceType,
     namespace: string,
     name: string,
     status: OwnedStatus<O, P>,
     resourceVersion: string | undefined,
+    current?: { status?: unknown },
   ): Promise<T>;
 }
 
@@ -149,9 +154,11 @@ export function statusWriter<O extends StatusObject, P extends StatusParty<O>>(
       name: string,
       status: OwnedStatus<O, P>,
       resourceVersion: string | undefined,
+      current?: { status?: unknown },
     ): Promise<T> {
       const opts: PatchOptions = { status: true, resourceVersion, fieldManager };
-      return kube.mergePatch<T>(t, namespace, name, { status: ownedStatus(object, party, status) }, opts);
+      const owned = ownedStatus(object, party, status, current);
+      return kube.mergePatch<T>(t, namespace, name, { status: owned }, opts);
     },
   };
 }

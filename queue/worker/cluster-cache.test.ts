@@ -208,7 +208,7 @@ status: {lastAttemptedRevision: ${status}}`;
   });
 
   it("lists a branch's appliers from the cache, keeps only their source, and tells the branch only when the source changes", async () => {
-    const objects = new KubeObjects(server.kubeConfig(), silentLogger(), {}, cache);
+    const objects = new KubeObjects(cache.kube, silentLogger(), {}, cache);
     const names = [{ namespace: "team", name: "web" }];
     const first = await listBranch(objects, names);
     expect(first.targets[0]?.source).toBe("flux/GitRepository/team/repo");
@@ -310,7 +310,7 @@ ${project("1h")}`,
   });
 
   it("lists an Application's sync windows from the cached AppProject, and a change of them tells every branch", async () => {
-    const objects = new KubeObjects(server.kubeConfig(), silentLogger(), {}, cache);
+    const objects = new KubeObjects(cache.kube, silentLogger(), {}, cache);
     const names = [{ namespace: "team", name: "web" }];
     const first = await listBranch(objects, names);
     expect(first.targets[0]?.governance?.syncWindows).toEqual([
@@ -400,7 +400,7 @@ spec:
     server.addUser("worker", "worker-token", "all");
     const cache = new ClusterCache(server.kubeConfig("worker"), silentLogger(), { rediscoverMs: 200 });
     try {
-      const objects = new KubeObjects(server.kubeConfig("worker"), silentLogger(), {}, cache);
+      const objects = new KubeObjects(cache.kube, silentLogger(), {}, cache);
       await cache.start();
       const trace = server.traceRequests("worker");
       const t0 = Date.now();
@@ -456,7 +456,7 @@ spec:
       now: () => now,
     });
     try {
-      const objects = new KubeObjects(server.kubeConfig("old-worker"), silentLogger(), {}, cache);
+      const objects = new KubeObjects(cache.kube, silentLogger(), {}, cache);
       await cache.start();
       const trace = server.traceRequests("old-worker");
       const listings = await listAll(objects);

@@ -9,6 +9,7 @@ import { type ApiServer, readAuditLog, startApiServer } from "../../test/cluster
 import { waitFor } from "../../test/worker/harness.js";
 import { API_VERSION, GROUP, VERSION } from "../crds/index.js";
 import type { DirectoryOptions } from "../directory.js";
+import { Kube } from "../kube/index.js";
 import { silentLogger } from "../log.js";
 import { ClusterCache } from "./cluster-cache.js";
 import { type CredentialsReporter, KubeDirectory, KubeStatusSink, patchChangesNothing } from "./kube.js";
@@ -65,7 +66,7 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
   };
 
   it("writes publication and conditions on the status subresource, retrying a lost race", async () => {
-    const sink = new KubeStatusSink(server.kubeConfig(), silentLogger());
+    const sink = new KubeStatusSink(new Kube(server.kubeConfig()), silentLogger());
     // Every status PATCH conflicts twice before it can land.
     server.faults.failNext(2, {
       method: "PATCH",
@@ -121,7 +122,7 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
     const first = new ClusterCache(kc);
     caches.push(first);
     await first.start();
-    const sink = new KubeStatusSink(kc, silentLogger(), Date.now, 8, first);
+    const sink = new KubeStatusSink(first.kube, silentLogger(), Date.now, 8, first);
     await sink.report(target, published);
     const once = patches();
     // Once the cache holds our write, the same report costs nothing.
@@ -136,10 +137,10 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
     const second = new ClusterCache(kc);
     caches.push(second);
     await second.start();
-    await new KubeStatusSink(kc, silentLogger(), Date.now, 8, second).report(target, published);
+    await new KubeStatusSink(second.kube, silentLogger(), Date.now, 8, second).report(target, published);
     expect(patches()).toBe(once);
     // A change is written.
-    await new KubeStatusSink(kc, silentLogger(), Date.now, 8, second).report(target, {
+    await new KubeStatusSink(second.kube, silentLogger(), Date.now, 8, second).report(target, {
       ...published,
       commit: "c".repeat(40),
     });
@@ -165,7 +166,7 @@ spec: {providerRef: {name: repo}, branch: main, path: clusters/dev, commitWindow
   });
 
   it("records a refused write as condition WriteRefused and an Event with an action, kept by later reports", async () => {
-    const sink = new KubeStatusSink(server.kubeConfig(), silentLogger());
+    const sink = new KubeStatusSink(new Kube(server.kubeConfig()), silentLogger());
     const target = { namespace: "team", name: "site" };
     await sink.refused(target, {
       writeId: "w-1",
@@ -276,7 +277,7 @@ spec: {providerRef: {name: locked}, branch: main, path: clusters/dev}
       { verbs: ["get", "patch"], groups: ["applygate.dev"], resources: ["gittargets/status"] },
     ]);
     const restricted = server.kubeConfig("no-secrets");
-    const forbidden = directoryOf(restricted, { log, status: new KubeStatusSink(restricted, log) });
+    const forbidden = directoryOf(restricted, { log, status: new KubeStatusSink(new Kube(restricted), log) });
     await forbidden.branch(key);
     await forbidden.branch(key);
     expect(await condition()).toMatchObject({ status: "False", reason: "SecretForbidden" });
@@ -284,7 +285,7 @@ spec: {providerRef: {name: locked}, branch: main, path: clusters/dev}
 
     // Missing, then created: the condition follows.
     const admin = server.kubeConfig();
-    const directory = directoryOf(admin, { log, status: new KubeStatusSink(admin, log) });
+    const directory = directoryOf(admin, { log, status: new KubeStatusSink(new Kube(admin), log) });
     await directory.branch(key);
     expect(await condition()).toMatchObject({ status: "False", reason: "SecretNotFound" });
     await admin.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
@@ -325,7 +326,7 @@ stringData: {username: u, password: p}
           status?: { conditions?: Array<{ type: string; status: string; reason: string; message: string }> };
         }
       ).status?.conditions?.find((c) => c.type === "CredentialsAvailable");
-    const refused = directoryOf(admin, { log, status: new KubeStatusSink(admin, log) });
+    const refused = directoryOf(admin, { log, status: new KubeStatusSink(new Kube(admin), log) });
     expect((await refused.branch(key))?.remote).toEqual({ url: "http://git.example.com/org/clear.git" });
     expect(await condition()).toMatchObject({
       status: "False",
@@ -334,7 +335,7 @@ stringData: {username: u, password: p}
     });
     const allowed = directoryOf(
       admin,
-      { log, status: new KubeStatusSink(admin, log) },
+      { log, status: new KubeStatusSink(new Kube(admin), log) },
       { allowHttpCredentials: true },
     );
     expect((await allowed.branch(key))?.remote).toEqual({

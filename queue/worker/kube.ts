@@ -6,7 +6,6 @@
  */
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import * as k8s from "@kubernetes/client-node";
 import { API_VERSION, GIT_TARGET_KIND, type GitProvider, type GitTarget } from "../crds/index.js";
 import { StatusReason } from "../crds/reasons.js";
 import {
@@ -17,12 +16,14 @@ import {
 } from "../directory.js";
 import { errorMessage } from "../errors.js";
 import {
-  addressOf,
   ConflictRetriesExhausted,
-  ownedStatus,
+  isNotFound,
+  type Kube,
+  type OwnedStatus,
   RESOURCES,
   retryOnConflict,
-  statusFieldManager,
+  type StatusWriter,
+  statusWriter,
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
 import { judgeHolding, providerFacts, targetFacts } from "../tenancy.js";
@@ -43,12 +44,7 @@ import {
   type WriteRefusal,
 } from "./status.js";
 
-const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
-
-function statusCode(err: unknown): number | undefined {
-  const e = err as { code?: number; statusCode?: number };
-  return e.code ?? e.statusCode;
-}
+type TargetStatus = OwnedStatus<"gitTarget", "branch-worker">;
 
 /** A merge patch keeps fields it does not mention: say null for those that no longer apply. */
 function withNulls(p: Record<string, unknown>): Record<string, unknown> {
@@ -73,19 +69,19 @@ export function patchChangesNothing(current: unknown, patch: unknown): boolean {
 }
 
 export class KubeStatusSink implements StatusSink {
-  private readonly custom: k8s.CustomObjectsApi;
+  private readonly status: StatusWriter<"gitTarget", "branch-worker">;
   /** The resourceVersion each of our status writes left, by GitTarget: the cache shows it once it has it. */
   private readonly written = new Map<string, string>();
 
   constructor(
-    kc: k8s.KubeConfig,
+    private readonly kube: Kube,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
     private readonly maxAttempts = 8,
     /** Where the first read of a status write comes from (a lost race reads the API server). */
     private readonly cache?: Pick<ClusterCache, "targets">,
   ) {
-    this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    this.status = statusWriter(kube, "gitTarget", "branch-worker");
   }
 
   /** Writes every GitTarget of the branch at once (a report is one state, shown on each). */
@@ -132,33 +128,23 @@ export class KubeStatusSink implements StatusSink {
       return { conditions: [...(previous ?? []).filter((c) => c.type !== condition.type), condition] };
     });
     if (!refusal) return;
-    const at = new Date(this.now());
     try {
-      await this.custom.createNamespacedCustomObject({
-        ...addressOf(RESOURCES.event),
-        namespace: t.namespace,
-        body: {
-          apiVersion: "events.k8s.io/v1",
-          kind: "Event",
-          metadata: { name: `${t.name}.${randomBytes(8).toString("hex")}`, namespace: t.namespace },
-          eventTime: at.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z"),
-          type: "Warning",
-          reason: StatusReason.WriteRefused,
-          action: "Refuse",
-          note: `write ${refusal.writeId}${refusal.object ? ` (${refusal.object})` : ""} refused (${refusal.reason}): ${refusal.message}`.slice(
-            0,
-            1024,
-          ),
-          regarding: {
-            apiVersion: API_VERSION,
-            kind: GIT_TARGET_KIND,
-            namespace: t.namespace,
-            name: t.name,
-            ...(uid ? { uid } : {}),
-          },
-          reportingController: "applygate.dev/worker",
-          reportingInstance: hostname(),
+      await this.kube.createEvent({
+        name: `${t.name}.${randomBytes(8).toString("hex")}`,
+        eventTime: new Date(this.now()),
+        type: "Warning",
+        reason: StatusReason.WriteRefused,
+        action: "Refuse",
+        note: `write ${refusal.writeId}${refusal.object ? ` (${refusal.object})` : ""} refused (${refusal.reason}): ${refusal.message}`,
+        regarding: {
+          apiVersion: API_VERSION,
+          kind: GIT_TARGET_KIND,
+          namespace: t.namespace,
+          name: t.name,
+          uid,
         },
+        reportingController: "applygate.dev/worker",
+        reportingInstance: hostname(),
       });
     } catch (err) {
       this.log.warn(
@@ -174,13 +160,8 @@ export class KubeStatusSink implements StatusSink {
    */
   private async write(
     t: TargetRef,
-    build: (current: GitTarget, generation: number | undefined) => Record<string, unknown>,
+    build: (current: GitTarget, generation: number | undefined) => TargetStatus,
   ): Promise<void> {
-    const ref = {
-      ...addressOf(RESOURCES.gitTarget),
-      namespace: t.namespace,
-      name: t.name,
-    };
     let attempt = 0;
     const key = `${t.namespace}/${t.name}`;
     // What a read shows is to be trusted for "unchanged" only when it is the server's, or a cached
@@ -195,12 +176,8 @@ export class KubeStatusSink implements StatusSink {
         return cached;
       }
       trusted = true;
-      try {
-        return (await this.custom.getNamespacedCustomObject(ref)) as GitTarget;
-      } catch (err) {
-        if (statusCode(err) === 404) return undefined; // the GitTarget is gone: nothing to report on
-        throw err;
-      }
+      // Undefined when the GitTarget is gone: nothing to report on.
+      return this.kube.get<GitTarget>(RESOURCES.gitTarget, t.namespace, t.name);
     };
     try {
       await retryOnConflict(
@@ -208,27 +185,24 @@ export class KubeStatusSink implements StatusSink {
         (current) => {
           if (!current) return undefined;
           const generation = current.metadata.generation as number | undefined;
-          const status = {
+          const status: TargetStatus = {
             ...build(current, generation),
             ...(generation !== undefined ? { observedGeneration: generation } : {}),
           };
           // A status that already shows this costs no request: a replica taking over a thousand
           // branches would otherwise patch every GitTarget with what it says already.
           if (trusted && patchChangesNothing(current.status ?? {}, status)) return undefined;
-          return { metadata: { resourceVersion: current.metadata.resourceVersion }, status };
+          return status;
         },
         // Seed 003: a lost optimistic-concurrency race is re-read and retried, never a wedge.
-        async (_current, body) => {
-          const out = (await this.custom.patchNamespacedCustomObjectStatus(
-            {
-              ...ref,
-              body: { ...body, status: ownedStatus("gitTarget", "branch-worker", body.status) },
-              fieldManager: statusFieldManager("branch-worker"),
-            },
-            MERGE,
-          )) as {
-            metadata?: { resourceVersion?: string };
-          };
+        async (current, status) => {
+          const out = await this.status.patch<GitTarget>(
+            RESOURCES.gitTarget,
+            t.namespace,
+            t.name,
+            status,
+            current?.metadata.resourceVersion,
+          );
           const rv = out?.metadata?.resourceVersion;
           if (rv) this.written.set(key, rv);
           else this.written.delete(key);
@@ -237,7 +211,7 @@ export class KubeStatusSink implements StatusSink {
         { max: this.maxAttempts, what: `status of GitTarget ${t.namespace}/${t.name}` },
       );
     } catch (err) {
-      if (statusCode(err) === 404) return; // deleted between the read and the write
+      if (isNotFound(err)) return; // deleted between the read and the write
       if (err instanceof ConflictRetriesExhausted)
         this.log.warn({ target: `${t.namespace}/${t.name}` }, err.message);
       throw err;

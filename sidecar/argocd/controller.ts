@@ -4,7 +4,6 @@
  * spec.syncPolicy.automated.enabled: false, switch it off again when somebody switches it on, and
  * hand it back as it stood before.
  */
-import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
@@ -13,6 +12,7 @@ import {
   type InformerHandle,
   type KObject,
   type Kube,
+  KubeError,
   RESOURCES,
   readArgoCDClaim,
   retryOnConflict,
@@ -37,7 +37,6 @@ import {
 import { desiredAfterHandBack, judgeSwitch, planHandBack, planHold } from "./switch.js";
 
 const CLAIM_API = "applygate.dev/v1alpha1";
-const APPLY = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
 
 const cond = (
   type: "InControl" | "Ready",
@@ -300,24 +299,14 @@ export class ArgoCDClaimController implements Kind.ClaimController {
    */
   private async probeSwitch(app: Application): Promise<"ok" | "missing" | "error"> {
     try {
-      await this.d.kube.custom.patchNamespacedCustomObject(
-        {
-          group: APPLICATION.group,
-          version: APPLICATION.version,
-          namespace: app.metadata.namespace ?? "",
-          plural: APPLICATION.plural,
-          name: app.metadata.name,
-          body: switchApply(app, false),
-          fieldManager: FIELD_MANAGER,
-          force: true,
-          dryRun: "All",
-          fieldValidation: "Strict",
-        },
-        APPLY,
-      );
+      await this.d.kube.apply(APPLICATION, switchApply(app, false), {
+        dryRun: true,
+        fieldValidation: "Strict",
+      });
       return "ok";
     } catch (err) {
-      const f = apiFailure(err);
+      // The API's own answer, without the name of the call kube.apply puts around it.
+      const f = err instanceof KubeError ? err.failure : apiFailure(err);
       if (f.code === 400 && /enabled/.test(f.message) && /unknown field|not declared/.test(f.message))
         return "missing";
       this.d.log.warn({ err: f.message }, "dry run of the switch failed");

@@ -34,6 +34,7 @@ import {
 import { crdFiles } from "../../queue/crds/files.js";
 import { enqueueNotice } from "../../queue/intake.js";
 import { branchKeys, knownBranchesKey } from "../../queue/keys.js";
+import { Kube } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import { connectRedis } from "../../queue/redis.js";
 import { type ApiServer, type AuditEvent, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
@@ -381,7 +382,7 @@ type World = Awaited<ReturnType<typeof fleetWorld>>;
 function scriptedExecutor(world: World) {
   const connection = { url: world.redisServer.url, maxRetriesPerRequest: null };
   const reports = new Queue(QUEUES.reports, { connection, prefix: world.prefix });
-  const objects = new KubeObjects(world.api.kubeConfig(EXECUTOR_USER), silentLogger());
+  const objects = new KubeObjects(new Kube(world.api.kubeConfig(EXECUTOR_USER)), silentLogger());
   const sent = new Map<string, number[]>();
   const report = (a: Attempt, phase: ReportPhase) => reportPhase(objects, reports, a, phase);
   const workers = (["flux", "argocd"] as const).map(

@@ -184,9 +184,9 @@ beforeAll(async () => {
   // The sidecar's part: record the operation on the claim, apply the commit's ConfigMap to the
   // cluster (as kustomize-controller), and report each phase.
   cache = new ClusterCache(kc, log());
-  const status = new KubeStatusSink(kc, log(), Date.now, 8, cache);
+  const status = new KubeStatusSink(cache.kube, log(), Date.now, 8, cache);
   const directory = new KubeDirectory(cache, { log: log(), status });
-  const objects = new KubeObjects(kc, log(), {}, cache);
+  const objects = new KubeObjects(cache.kube, log(), {}, cache);
   const connection = { url: redis.url, maxRetriesPerRequest: null };
   reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
   const report = (a: Attempt, phase: "Requested" | "Running" | "Succeeded") =>
@@ -425,7 +425,7 @@ describe("the watch plane's snapshots and the barrier, through the mirror, the w
     await replica.stop();
     const cacheDir = await mkdtemp(join(tmpdir(), "applygate-snapshots-"));
     cacheDirs.push(cacheDir);
-    const status = new KubeStatusSink(api.kubeConfig(), log(), Date.now, 8, cache);
+    const status = new KubeStatusSink(cache.kube, log(), Date.now, 8, cache);
     replica = testReplica(redis, {
       directory: new KubeDirectory(cache, { log: log(), status }),
       cacheDir,

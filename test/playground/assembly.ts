@@ -388,12 +388,12 @@ export async function startAssembly(opts: AssemblyOptions = {}): Promise<Assembl
           return b ? [b.snapshot()] : [];
         }),
       );
-      const status = new KubeStatusSink(kc, wlog, Date.now, 8, cache);
+      const status = new KubeStatusSink(cache.kube, wlog, Date.now, 8, cache);
       const directory = new KubeDirectory(cache, { log: wlog, status });
       const decisions = createDecisions({
         redisUrl: redis.url,
         prefix,
-        objects: new KubeObjects(kc, wlog, {}, cache),
+        objects: new KubeObjects(cache.kube, wlog, {}, cache),
         changes: cache,
         keys: (namespace, name) => cache.secret(namespace, name),
         directory,

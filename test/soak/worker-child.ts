@@ -26,12 +26,12 @@ const redisUrl = process.env.REDIS_URL as string;
 const prefix = process.env.REDIS_PREFIX as string;
 const cache = new ClusterCache(kc, wlog);
 await cache.start();
-const status = new KubeStatusSink(kc, wlog, Date.now, 8, cache);
+const status = new KubeStatusSink(cache.kube, wlog, Date.now, 8, cache);
 const directory = new KubeDirectory(cache, { log: wlog, status });
 const decisions = createDecisions({
   redisUrl,
   prefix,
-  objects: new KubeObjects(kc, wlog, {}, cache),
+  objects: new KubeObjects(cache.kube, wlog, {}, cache),
   changes: cache,
   keys: (namespace, name) => cache.secret(namespace, name),
   directory,

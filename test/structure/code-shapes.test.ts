@@ -6,6 +6,7 @@ import {
   errorCasts,
   exponentials,
   type Found,
+  kubeClients,
   objectCasts,
   productFiles,
 } from "./code-shapes.js";
@@ -54,6 +55,13 @@ describe("product code", () => {
   it("has one exponential backoff: queue/backoff.ts", () => {
     expect(perFile(each(exponentials))).toEqual(OTHER_EXPONENTIALS);
   });
+
+  it("builds Kubernetes API clients only in queue/kube/: every request goes through Kube", () => {
+    const outside = each(kubeClients).filter((c) => !c.file.startsWith("queue/kube/"));
+    // The startup check's discovery probe (GET /api), made from the kubeconfig before the process
+    // builds anything, to say that the API server answers.
+    expect(perFile(outside)).toEqual({ "queue/startup-check.ts": 1 });
+  });
 });
 
 describe("the shape finders", () => {
@@ -95,6 +103,16 @@ describe("the shape finders", () => {
       { name: "f.ts:B", line: 6, lines: 1 },
       { name: "f.ts:(anonymous)", line: 7, lines: 2 },
     ]);
+  });
+
+  it("find an API client or request header built by hand", () => {
+    const code = [
+      "const custom = kc.makeApiClient(k8s.CustomObjectsApi);",
+      'const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);',
+      "const core = new k8s.CoreV1Api(config); const events = new EventsV1Api(config);",
+      "const ok = new Kube(kc); const ok2 = kube.apply(t, o); const ok3 = new Map();",
+    ].join("\n");
+    expect(kubeClients("f.ts", code).map((c) => c.line)).toEqual([1, 2, 3, 3]);
   });
 
   it("find an exponential", () => {

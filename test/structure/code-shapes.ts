@@ -3,7 +3,8 @@
  * over several lines, or with other spacing, is found as well): casts of a Kubernetes object's
  * `spec`, `status` or `metadata` (read them through typed readers instead), casts to Error (a
  * caught value is read through queue/errors.ts instead), exponential formulas (the product has one
- * backoff function, queue/backoff.ts), and the length of classes.
+ * backoff function, queue/backoff.ts), Kubernetes API clients and request headers built by hand
+ * (every request goes through `Kube`, queue/kube/client.ts), and the length of classes.
  */
 import { execFileSync } from "node:child_process";
 import ts from "typescript";
@@ -112,6 +113,20 @@ export function exponentials(fileName: string, text: string): Found[] {
       node.expression.getText() === "Math.pow"
     )
       out.push(at(node));
+  });
+  return out;
+}
+
+const CLIENT_FACTORIES = new Set(["makeApiClient", "setHeaderOptions"]);
+
+/** Each API client or request option built by hand: `makeApiClient(…)`, `setHeaderOptions(…)`, `new …Api(…)`. */
+export function kubeClients(fileName: string, text: string): Found[] {
+  const out: Found[] = [];
+  const nameOf = (e: ts.Expression) =>
+    ts.isPropertyAccessExpression(e) ? e.name.text : ts.isIdentifier(e) ? e.text : "";
+  visitAll(fileName, text, (node, at) => {
+    if (ts.isCallExpression(node) && CLIENT_FACTORIES.has(nameOf(node.expression))) out.push(at(node));
+    else if (ts.isNewExpression(node) && /Api$/.test(nameOf(node.expression))) out.push(at(node));
   });
   return out;
 }

@@ -217,10 +217,10 @@ export async function world(o: {
   });
   // The worker's caches: a change (a new GitTarget) wakes the branch's listing at once.
   const cache = new ClusterCache(kc, log());
-  const status = new KubeStatusSink(kc, log(), Date.now, 8, cache);
+  const status = new KubeStatusSink(cache.kube, log(), Date.now, 8, cache);
   // The test's Git server and status hosts speak plain http: the operator's flag lets the token go.
   const directory = new KubeDirectory(cache, { log: log(), status }, { allowHttpCredentials: true });
-  const objects = new KubeObjects(kc, log(), {}, cache);
+  const objects = new KubeObjects(cache.kube, log(), {}, cache);
   const connection = { url: redis.url, maxRetriesPerRequest: null };
   const reports = new Queue(QUEUES.reports, { connection, prefix: redis.prefix });
   const branches = new Queue(QUEUES.branches, { connection, prefix: redis.prefix });

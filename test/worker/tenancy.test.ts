@@ -147,7 +147,7 @@ describe("tenants and repositories: a GitProvider holds its repository and its c
     });
     cache = new ClusterCache(kc, silentLogger());
     await cache.start();
-    const status = new KubeStatusSink(kc, silentLogger(), Date.now, 8, cache);
+    const status = new KubeStatusSink(cache.kube, silentLogger(), Date.now, 8, cache);
     // The Git server speaks plain http: the operator's flag lets credentials go over it.
     const directory = new KubeDirectory(
       cache,
@@ -159,7 +159,7 @@ describe("tenants and repositories: a GitProvider holds its repository and its c
     decisions = createDecisions({
       redisUrl: redis.url,
       prefix: redis.prefix,
-      objects: new KubeObjects(kc, silentLogger(), {}, cache),
+      objects: new KubeObjects(cache.kube, silentLogger(), {}, cache),
       directory,
       log: silentLogger(),
       changes: cache,
