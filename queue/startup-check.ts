@@ -73,26 +73,36 @@ const HTTP_WORDS: Record<number, string> = {
 };
 const httpWord = (code: number) => (HTTP_WORDS[code] ? ` ${HTTP_WORDS[code]}` : "");
 
-/** Asks `probe` until it succeeds or `waitMs` ran out; then throws its last failure as one line. */
+/**
+ * Asks `probe` until it succeeds or `waitMs` ran out; then throws its last failure as one line. The
+ * pauses back off, the last one cut to end at the deadline, so the process gives up neither before
+ * the wait ran out nor a whole pause after it; a probe gets at least a second, so one started just
+ * before the deadline may end up to a second after it. Time is read on the monotonic clock: a step
+ * of the wall clock (a VM restored from a snapshot, NTP) neither ends the wait early nor stretches it.
+ */
 export async function untilAnswered(
   what: (answer: string) => string,
   probe: (timeoutMs: number) => Promise<void>,
   waitMs: number,
-  now: () => number = Date.now,
+  clock: { now(): number; sleep(ms: number): Promise<void> } = monotonicClock,
 ): Promise<void> {
-  const deadline = now() + waitMs;
+  const deadline = clock.now() + waitMs;
   for (let attempt = 0; ; attempt++) {
-    const left = deadline - now();
     try {
-      await probe(Math.max(1_000, Math.min(5_000, left)));
+      await probe(Math.max(1_000, Math.min(5_000, deadline - clock.now())));
       return;
     } catch (err) {
-      const pause = backoffMs({ initialMs: 250, maxMs: 2_000 }, attempt + 1);
-      if (now() + pause >= deadline) throw new Unreachable(what(describeAnswer(err)));
-      await new Promise((r) => setTimeout(r, pause));
+      const left = deadline - clock.now();
+      if (left <= 0) throw new Unreachable(what(describeAnswer(err)));
+      await clock.sleep(Math.min(left, backoffMs({ initialMs: 250, maxMs: 2_000 }, attempt + 1)));
     }
   }
 }
+
+const monotonicClock = {
+  now: () => performance.now(),
+  sleep: (ms: number) => new Promise<void>((r) => setTimeout(r, ms)),
+};
 
 /**
  * The kubeconfig a process uses, as kubectl finds it: `--kubeconfig`, else KUBECONFIG (a list of

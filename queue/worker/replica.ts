@@ -100,6 +100,12 @@ export class Replica {
   >();
   /** Branches being handed over: stopping, their lease not given back yet. */
   private readonly handing = new Set<string>();
+  /**
+   * Leases held while no branch worker of ours runs on them: a claim starting one, a hand-over
+   * stopping one. Renewed with the others: a slow start or stop must not let the lease lapse while
+   * we still go on to run, or still run, the branch.
+   */
+  private readonly between = new Map<string, BranchLease>();
   /** Presence and balancing: the heartbeat, the fair share, the hand-overs. */
   private readonly balance: ReplicaBalance;
   private readonly repos = new Map<string, Promise<BareRepo>>();
@@ -116,6 +122,8 @@ export class Replica {
   private bull: Worker[] = [];
   private branchesQueue: Queue | undefined;
   private timers: NodeJS.Timeout[] = [];
+  /** Runs until the last lease is given back, so a stop that takes long keeps them. */
+  private renewTimer: NodeJS.Timeout | undefined;
   private stopping = false;
   private renewing = false;
   private sweeping = false;
@@ -191,7 +199,7 @@ export class Replica {
       new Worker(QUEUES.notices, async (job: Job) => this.routeNotice(job.data), opts).on("error", onError),
       new Worker(QUEUES.reports, async (job: Job) => this.routeReport(job.data), opts).on("error", onError),
     );
-    this.timers.push(setInterval(() => void this.renewAll(), this.renewMs));
+    this.renewTimer = setInterval(() => void this.renewAll(), this.renewMs);
     this.timers.push(setInterval(() => void this.sweep(), this.sweepMs));
     this.timers.push(setInterval(() => void this.balance.presence(), this.balanceSettings.periodMs));
     const checkEvery = this.o.inboxCheckMs ?? this.o.branch?.pollMs ?? DEFAULT_INBOX_CHECK_MS;
@@ -232,8 +240,19 @@ export class Replica {
   /** Starts the branch's worker, with `taken` when a sweep took its lease already. */
   private async takeBranch(key: string, taken?: BranchLease): Promise<void> {
     const lease = taken ?? new BranchLease(this.redis, this.o.prefix, key, this.id, this.leaseMs);
+    if (taken) return this.startBranch(key, lease);
     // Counted before this branch is (its claim is recorded once this call returns its promise).
-    if (!taken && !(await lease.acquire(this.balance.room(this.ownedCount()) > 0))) return;
+    if (!(await lease.acquire(this.balance.room(this.ownedCount()) > 0))) return;
+    this.between.set(key, lease);
+    try {
+      await this.startBranch(key, lease);
+    } finally {
+      if (this.between.get(key) === lease) this.between.delete(key);
+    }
+  }
+
+  /** Starts the branch's worker on a lease taken (by a claim or a sweep) and renewed meanwhile. */
+  private async startBranch(key: string, lease: BranchLease): Promise<void> {
     if (this.stopping) {
       await lease.release().catch(() => {});
       return;
@@ -274,6 +293,7 @@ export class Replica {
       refreshSpec: () => this.o.directory.branch(key),
     });
     this.workers.set(key, { worker, lease, ...(attached ? { attached } : {}), takenAt: Date.now() });
+    this.between.delete(key);
     this.starts.started(key, lease);
     this.o.log.info({ branch: key, fence: lease.fence, replica: this.id }, "took the branch");
     attached?.start(worker);
@@ -318,12 +338,23 @@ export class Replica {
           this.starts.drop(key);
         }),
       );
+      // Leases of branches being started by a claim or stopped by a hand-over: one lost makes the
+      // start stop short of the worker (its token is gone) and the hand-over give nothing back.
+      await Promise.all(
+        [...this.between].map(async ([key, lease]) => {
+          // Given back meanwhile (the hand-over's own script): not lost.
+          if ((await lease.renew().catch(() => true)) || this.between.get(key) !== lease) return;
+          this.between.delete(key);
+          this.o.log.warn({ branch: key }, "lost the lease of a branch starting or stopping here");
+        }),
+      );
       await Promise.all(
         [...this.workers].map(async ([key, { worker, lease }]) => {
           try {
-            if (!(await lease.renew())) {
+            // One given back meanwhile (a stop releasing it) is not ours to speak of.
+            if (!(await lease.renew()) && this.workers.get(key)?.worker === worker) {
               this.o.log.warn({ branch: key }, "lost the branch's lease; stopping its worker");
-              if (this.workers.get(key)?.worker === worker) this.workers.delete(key);
+              this.workers.delete(key);
               await worker.stop();
             }
           } catch (err) {
@@ -465,11 +496,13 @@ export class Replica {
     if (!mine || this.handing.has(key)) return;
     if (!quiet(mine)) return;
     this.handing.add(key);
+    this.between.set(key, mine.lease);
     try {
       this.workers.delete(key);
       await mine.worker.stop();
       await mine.attached?.stop();
       const fence = mine.lease.fence;
+      this.between.delete(key);
       const given = await mine.lease.handOver(this.handoffMs);
       this.o.log.info(
         { branch: key, fence, replica: this.id, given },
@@ -477,6 +510,7 @@ export class Replica {
       );
       if (given && this.branchesQueue) await signalBranch(this.branchesQueue, key).catch(() => {});
     } finally {
+      this.between.delete(key);
       this.handing.delete(key);
     }
   }
@@ -518,7 +552,11 @@ export class Replica {
     else if (this.branchesQueue) await signalBranch(this.branchesQueue, key);
   }
 
-  /** Stops every branch worker and gives their leases back, so another replica takes them at once. */
+  /**
+   * Stops every branch worker and gives their leases back, so another replica takes them at once.
+   * The leases are renewed until then: stopping many branch workers one after another outlasts a
+   * lease, and one lapsed meanwhile would let another replica run the branch beside ours.
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
@@ -533,12 +571,13 @@ export class Replica {
     await Promise.all(this.claiming.values());
     await Promise.all(this.bull.map((w) => closeConsumer(w, this.o.log)));
     await this.branchesQueue?.close();
-    for (const { worker, lease, attached } of this.workers.values()) {
+    for (const [key, { worker, lease, attached }] of this.workers) {
       await worker.stop();
       await attached?.stop();
+      this.workers.delete(key);
       await lease.release().catch(() => {});
     }
-    this.workers.clear();
+    clearInterval(this.renewTimer);
     this.redis.disconnect();
   }
 }

@@ -35,7 +35,8 @@ function run(
   args: string[],
   env: NodeJS.ProcessEnv = {},
 ): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
-  const started = Date.now();
+  // On the monotonic clock: a step of the wall clock (a VM restored from a snapshot) is no wait.
+  const started = performance.now();
   return new Promise((resolve) => {
     execFile(
       process.execPath,
@@ -46,7 +47,7 @@ function run(
           code: err ? (typeof err.code === "number" ? err.code : -1) : 0,
           stdout,
           stderr,
-          ms: Date.now() - started,
+          ms: performance.now() - started,
         }),
     );
   });
@@ -190,7 +191,8 @@ describe("a component started without what it needs", () => {
     const file = kubeconfig("closed-wait", closedApi);
     const r = await run(bin, ["worker", "--kubeconfig", file, "--startup-wait", "3s", "--metrics-port", "0"]);
     expect(r.code).toBe(1);
-    expect(r.ms).toBeGreaterThanOrEqual(2_500);
+    // The wait is measured from within the process: its start-up comes on top, never off it.
+    expect(r.ms).toBeGreaterThanOrEqual(3_000);
     expect(r.ms).toBeLessThan(30_000);
   });
 });

@@ -37,9 +37,11 @@ export function repeatedKeys(line: string): string[] {
   return [...new Set(keys.filter((k, i) => keys.indexOf(k) !== i))];
 }
 
-/** A pino logger at debug level whose lines are kept, raw, in `lines`. */
-export function capturingLogger(base: Record<string, unknown> = {}): { log: Logger; lines: string[] } {
-  const lines: string[] = [];
+/** A pino logger at debug level whose lines are kept, raw, in `lines` (shared by several loggers if given). */
+export function capturingLogger(
+  base: Record<string, unknown> = {},
+  lines: string[] = [],
+): { log: Logger; lines: string[] } {
   let rest = "";
   const sink = new Writable({
     write(chunk, _enc, done) {
