@@ -68,4 +68,43 @@ spec:
       await cache.close();
     }
   });
+
+  it("reads the branches once for a burst of changes, and sends a list already recorded no more", async () => {
+    const listeners = new Set<(keys: Set<string> | "all") => void>();
+    let keys = ["a", "b"];
+    let reads = 0;
+    const source = {
+      branchKeys: () => {
+        reads++;
+        return keys;
+      },
+      onChange: (l: (keys: Set<string> | "all") => void) => {
+        listeners.add(l);
+        return () => listeners.delete(l);
+      },
+    };
+    const prefix = `${redis.prefix}burst:`;
+    const discovery = discoverBranches({ source, redis: redis.client, prefix, log: silentLogger() });
+    const tell = () => {
+      for (const l of listeners) l("all");
+    };
+    try {
+      await discovery.settled();
+      expect(reads).toBe(1);
+      const sent = await redis.client.info("commandstats");
+      const sadds = (info: string) => Number(/cmdstat_sadd:calls=(\d+)/.exec(info)?.[1] ?? 0);
+      // A first listing tells every object: a thousand changes, one read of the keys.
+      for (let i = 0; i < 1000; i++) tell();
+      await discovery.settled();
+      expect(reads).toBe(2);
+      // The same list (the source builds it once per version) was recorded already: no SADD.
+      expect(sadds(await redis.client.info("commandstats"))).toBe(sadds(sent));
+      keys = ["a", "b", "c"];
+      tell();
+      await discovery.settled();
+      expect((await redis.client.smembers(knownBranchesKey(prefix))).sort()).toEqual(["a", "b", "c"]);
+    } finally {
+      discovery.stop();
+    }
+  });
 });

@@ -20,15 +20,24 @@ export function discoverBranches(o: { source: BranchSource; redis: Redis; prefix
   settled(): Promise<void>;
 } {
   let running: Promise<void> = Promise.resolve();
+  // Changes come in bursts (a first listing tells every object, claims move at every apply): one
+  // add queued at a time reads the keys when it runs, and a list already recorded is not sent again.
+  let queued = false;
+  let recorded: string[] | undefined;
   const add = () => {
+    if (queued) return;
+    queued = true;
     running = running.then(async () => {
+      queued = false;
       const keys = o.source.branchKeys();
-      if (keys.length === 0) return;
-      const added = await o.redis.sadd(knownBranchesKey(o.prefix), ...keys).catch((err: unknown) => {
+      if (keys.length === 0 || keys === recorded) return;
+      try {
+        const added = await o.redis.sadd(knownBranchesKey(o.prefix), ...keys);
+        recorded = keys;
+        if (added > 0) o.log.info({ added }, "branches of new GitTargets known");
+      } catch (err) {
         o.log.warn({ err: errorMessage(err) }, "could not record the GitTargets' branches");
-        return 0;
-      });
-      if (added > 0) o.log.info({ added }, "branches of new GitTargets known");
+      }
     });
   };
   const stop = o.source.onChange(add);

@@ -154,6 +154,8 @@ export class ClusterCache {
    * a ScopeGrant, a credentials Secret), never by a status write: lookups rebuild only then.
    */
   version = 0;
+  /** Every branch key GitTargets write, at the version it was built for. */
+  private branchKeyList: { version: number; keys: string[] } | undefined;
   /** GitTargets by the claim they name, at the version they were indexed for. */
   private byClaim: { version: number; targets: Map<string, GitTarget[]> } | undefined;
 
@@ -445,18 +447,29 @@ export class ClusterCache {
 
   /** The branch key of every GitTarget whose GitProvider is there: every branch a GitTarget writes. */
   branchKeys(): string[] {
-    return [...this.keysOfTargets(this.targets.list())];
+    // Asked at every change told (a claim's status moves at every apply): built once per version.
+    if (this.branchKeyList?.version !== this.version)
+      this.branchKeyList = { version: this.version, keys: [...this.keysOf(this.targets.list())] };
+    return this.branchKeyList.keys;
   }
 
   /** The branch keys of GitTargets (as they were and as they are), each read as a GitTarget. */
   private keysOfTargets(targets: readonly unknown[]): Set<string> {
-    const keys = new Set<string>();
+    const read: GitTarget[] = [];
     for (const o of targets) {
       const t = o ? readGitTarget(o) : undefined;
-      if (!t?.ok) continue;
-      const pns = t.value.spec.providerRef.namespace ?? nsOf(t.value);
-      const p = this.providers.get(t.value.spec.providerRef.name, pns);
-      if (p) keys.add(branchKey({ namespace: pns, name: p.metadata.name }, p.spec.url, t.value.spec.branch));
+      if (t?.ok) read.push(t.value);
+    }
+    return this.keysOf(read);
+  }
+
+  /** The branch keys of GitTargets the cache holds, read already. */
+  private keysOf(targets: readonly GitTarget[]): Set<string> {
+    const keys = new Set<string>();
+    for (const t of targets) {
+      const pns = t.spec.providerRef.namespace ?? nsOf(t);
+      const p = this.providers.get(t.spec.providerRef.name, pns);
+      if (p) keys.add(branchKey({ namespace: pns, name: p.metadata.name }, p.spec.url, t.spec.branch));
     }
     return keys;
   }
@@ -473,12 +486,12 @@ export class ClusterCache {
       const at = t?.ok ? this.shared.placeOfTarget(t.value) : undefined;
       if (at !== undefined) places.add(at);
     }
-    for (const place of places) for (const k of this.keysOfTargets(this.shared.at(place))) keys.add(k);
+    for (const place of places) for (const k of this.keysOf(this.shared.at(place))) keys.add(k);
     return keys;
   }
 
   private targetsOf(match: (t: GitTarget) => boolean): Set<string> {
-    return this.keysOfTargets(this.targets.list().filter(match));
+    return this.keysOf(this.targets.list().filter(match));
   }
 
   /**
@@ -549,7 +562,7 @@ export class ClusterCache {
       }
       this.byClaim = { version: this.version, targets };
     }
-    return this.keysOfTargets(this.byClaim.targets.get(`${kind}/${nsOf(o)}/${o.metadata.name}`) ?? []);
+    return this.keysOf(this.byClaim.targets.get(`${kind}/${nsOf(o)}/${o.metadata.name}`) ?? []);
   }
 
   /** The branch keys of GitTargets whose claim holds this applier. */
