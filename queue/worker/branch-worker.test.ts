@@ -70,6 +70,24 @@ describe("branch worker: pending writes become commits", () => {
     ]);
   });
 
+  it("tells its decisions of a write waiting in an open window before the window closes; a save only once decided", async () => {
+    h = await harness();
+    const told: string[] = [];
+    await h.newWorker({
+      hooks: {
+        onWriteGathered: (w) => void told.push(`gathered ${w.editedObjects.map((e) => e.ref.name).join()}`),
+        onWriteDecided: (w) => void told.push(`decided ${w.editedObjects.map((e) => e.ref.name).join()}`),
+      },
+    });
+    const waits = configMapWrite(h.key, "a", "1");
+    expect(await h.accept(waits)).toBe(true);
+    await waitFor("publication", () => h.published(waits.id));
+    const saved = configMapWrite(h.key, "b", "2", { save: true });
+    expect(await h.accept(saved)).toBe(true);
+    await waitFor("publication", () => h.published(saved.id));
+    expect(told).toEqual(["gathered a", "decided a", "decided b"]);
+  });
+
   it("answers a flush while a status write is still waiting on the API server", async () => {
     h = await harness();
     // A sink whose writes hang until released: an API server that does not answer.
