@@ -86,6 +86,13 @@ describe("branch worker: pending writes become commits", () => {
     expect(await h.accept(saved)).toBe(true);
     await waitFor("publication", () => h.published(saved.id));
     expect(told).toEqual(["gathered a", "decided a", "decided b"]);
+    // Each write waiting in a window is told once, in order (those read together in one announcement).
+    told.length = 0;
+    const burst = [configMapWrite(h.key, "c", "3"), configMapWrite(h.key, "d", "4")];
+    for (const w of burst) expect(await h.accept(w)).toBe(true);
+    await waitFor("publication", () => h.published(burst[1]!.id));
+    const gathered = told.filter((t) => t.startsWith("gathered ")).flatMap((t) => t.slice(9).split(","));
+    expect(gathered).toEqual(["c", "d"]);
   });
 
   it("answers a flush while a status write is still waiting on the API server", async () => {

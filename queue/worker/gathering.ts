@@ -61,8 +61,19 @@ function editedObjects(h: HeldWrite): WriteDecided["editedObjects"] {
  */
 export async function announceDecided(ctx: BranchContext, s: BranchState): Promise<void> {
   const gathered = ctx.hooks.onWriteGathered;
-  for (const h of s.gathered.splice(0))
-    await gathered?.({ target: h.write.target, editedObjects: editedObjects(h) });
+  // One announcement per GitTarget for the writes read since the last call (a burst is one event).
+  const byTarget = new Map<string, HeldWrite[]>();
+  for (const h of s.gathered.splice(0)) {
+    const t = `${h.write.target.namespace}/${h.write.target.name}`;
+    const writes = byTarget.get(t) ?? [];
+    writes.push(h);
+    byTarget.set(t, writes);
+  }
+  for (const writes of byTarget.values())
+    await gathered?.({
+      target: (writes[0] as HeldWrite).write.target,
+      editedObjects: writes.flatMap(editedObjects),
+    });
   const hook = ctx.hooks.onWriteDecided;
   if (!hook) return;
   for (const p of s.decided.splice(0)) {
