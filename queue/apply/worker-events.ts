@@ -7,9 +7,9 @@
  */
 import type { PhaseReport } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
-import type { DecisionEvent } from "../decide/index.js";
+import type { DecisionEvent, EditedObject } from "../decide/index.js";
 import { claimField, type Logger } from "../log.js";
-import type { BranchHooks } from "../worker/branch-worker.js";
+import type { BranchHooks, WriteDecided } from "../worker/branch-worker.js";
 
 /** Where the hooks put what they are told: the driver's queue of events. */
 export interface EventSink {
@@ -39,6 +39,10 @@ const arrivalOf = (acceptedAt: string): { arrivedAt?: number } => {
   return Number.isFinite(arrivedAt) ? { arrivedAt } : {};
 };
 
+/** A write's edited objects as the decisions take them: its acceptance as its arrival. */
+const asEdited = (edited: WriteDecided["editedObjects"]): EditedObject[] =>
+  edited.map(({ ref, editedAt, acceptedAt }) => ({ ref, editedAt, ...arrivalOf(acceptedAt) }));
+
 export function decisionHooks(d: EventSink): BranchHooks {
   return {
     onObserved: (o) => {
@@ -56,11 +60,14 @@ export function decisionHooks(d: EventSink): BranchHooks {
         entryId: w.entryId,
         targetUid: d.uidOf(w.target),
         createdObjects: w.createdObjects,
-        editedObjects: w.editedObjects.map(({ ref, editedAt, acceptedAt }) => ({
-          ref,
-          editedAt,
-          ...arrivalOf(acceptedAt),
-        })),
+        editedObjects: asEdited(w.editedObjects),
+      }));
+    },
+    onWriteGathered: (w) => {
+      d.feed(() => ({
+        type: "WriteGathered",
+        targetUid: d.uidOf(w.target),
+        editedObjects: asEdited(w.editedObjects),
       }));
     },
     onPublished: (p) => {

@@ -313,6 +313,16 @@ export interface ClaimStatusSnapshot {
   };
 }
 
+/**
+ * An object a write changed, with when the edit happened on the cluster (RFC 3339) and when the
+ * write carrying it reached the inbox (epoch ms, when known).
+ */
+export interface EditedObject {
+  ref: ObjectRef;
+  editedAt: string;
+  arrivedAt?: number;
+}
+
 export type DecisionEvent =
   /**
    * News of the remote tip. `pushedByUs`: the tip is a push of this worker's. `folders`: the
@@ -332,12 +342,15 @@ export type DecisionEvent =
       targetUid: string;
       /** Objects the write created in the target's folder: an adopt is due for its applier. */
       createdObjects: ObjectRef[];
-      /**
-       * Every object the write changed, with when the edit happened on the cluster (RFC 3339) and
-       * when the write carrying it reached the inbox (epoch ms, when known).
-       */
-      editedObjects: { ref: ObjectRef; editedAt: string; arrivedAt?: number }[];
+      /** Every object the write changed. */
+      editedObjects: EditedObject[];
     }
+  /**
+   * A write joined a commit window that stays open (it is decided when the window closes): its
+   * edits are guarded by the apply windows open at its arrival from now on, so a late apply over
+   * it makes a Repair due before the window closes.
+   */
+  | { type: "WriteGathered"; targetUid: string; editedObjects: EditedObject[] }
   | { type: "RefusalReceived"; targetUid: string }
   /**
    * Pending writes up to `upToMark` (inclusive, in decided order) are in Git and `tip` is the

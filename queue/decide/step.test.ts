@@ -72,6 +72,14 @@ function windowed(target = listed("u1", "app")) {
   return { d, att, editAt };
 }
 
+/** Target u1 (naming claim "app") settled at A, then the ForeignCommit attempt for B sent; no edit yet. */
+function sentForB() {
+  const d = new Driver();
+  d.settle([listed("u1", "app")], A);
+  const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
+  return { d, att, editAt: d.now };
+}
+
 describe("observing", () => {
   it("the first observation after a start is a baseline: converge pending, never ForeignCommit", () => {
     const d = new Driver();
@@ -730,10 +738,7 @@ describe("the apply window", () => {
   });
 
   it("an edit that reaches the worker after the applier write over it is still a collision", () => {
-    const d = new Driver();
-    d.settle([listed("u1", "app")], A);
-    const [att] = sends(d.publish(d.on({ type: "Observed", tip: B, pushedByUs: false }), B));
-    const editAt = d.now;
+    const { d, att, editAt } = sentForB();
     const collided = (out: ReturnType<Driver["on"]>) => out.some((a) => a.type === "LogCollision");
     // The edit was made on the cluster, the apply landed over it, and its write was judged first.
     expect(collided(d.on(applierWrite("app", "x", iso(editAt + 1_000))))).toBe(false);
@@ -752,6 +757,42 @@ describe("the apply window", () => {
     expect(d.log.filter((a) => a.type === "LogCollision")).toHaveLength(1);
     const [repair] = sends(d.publish(d.on(report(att?.token ?? "", "app", "Succeeded", B)), C));
     expect(repair?.targets[0]?.reason).toBe("Repair");
+  });
+
+  // Soak seed 35006: an edit that is no save waits in its commit window (5 s idle). Its applier's
+  // apply ran over it; only once the window closed was the edit decided, the collision found and
+  // the Repair sent: 4.8 s after the apply ended, while the cluster showed the older value.
+  it("an edit still in its open commit window is guarded as the worker reads it: the apply's end flushes at once", () => {
+    const { d, att, editAt } = sentForB();
+    const edited = [{ ref: cm("x"), editedAt: iso(editAt), arrivedAt: editAt }];
+    // The apply landed over the edit and was judged before the worker read the edit.
+    expect(d.on(applierWrite("app", "x", iso(editAt + 1_000)))).toEqual([]);
+    d.advance(200);
+    const gathered = d.on({ type: "WriteGathered", targetUid: "u1", editedObjects: edited });
+    expect(gathered).toContainEqual(collisionOf(att?.token));
+    expect(gathered).toContainEqual({
+      type: "RecordRepairPending",
+      claim: fluxClaim("app").claim,
+      pending: true,
+    });
+    d.advance(300);
+    const done = d.on(report(att?.token ?? "", "app", "Succeeded", B));
+    expect(flushes(done)).toHaveLength(1);
+    // The flush closes the commit window: the edit decided is the one already guarded, not a second collision.
+    d.on({ type: "WriteDecided", entryId: "w", targetUid: "u1", createdObjects: [], editedObjects: edited });
+    expect(d.log.filter((a) => a.type === "LogCollision")).toHaveLength(1);
+    const [repair] = sends(d.publish(done, C, "w"));
+    expect(repair?.targets[0]?.reason).toBe("Repair");
+  });
+
+  it("an applier write over an edit waiting in its commit window is a collision", () => {
+    const { d, att, editAt } = sentForB();
+    d.on({
+      type: "WriteGathered",
+      targetUid: "u1",
+      editedObjects: [{ ref: cm("x"), editedAt: iso(editAt), arrivedAt: editAt }],
+    });
+    expect(d.on(applierWrite("app", "x", iso(editAt + 1_000)))).toContainEqual(collisionOf(att?.token));
   });
 
   // Soak --mirror seed 81039: the worker was killed just after an Argo CD apply ran over an edit

@@ -23,6 +23,7 @@ import type {
   DecisionAction,
   DecisionEvent,
   DecisionState,
+  EditedObject,
   FolderRead,
   GuardedEdit,
   ListedTarget,
@@ -113,6 +114,9 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       break;
     case "WriteDecided":
       decideWrite(s, event, now, actions);
+      break;
+    case "WriteGathered":
+      guardEdits(s, event.targetUid, event.editedObjects, now, actions);
       break;
     case "RefusalReceived":
       receiveRefusal(s, event.targetUid, now);
@@ -326,15 +330,7 @@ function decideWrite(
   actions: DecisionAction[],
 ): void {
   s.writeSeq += 1;
-  const arrivals = e.editedObjects.map((o) => asOfArrival(o.arrivedAt, now));
-  const edits = e.editedObjects.map((o) => {
-    const sec = toSeconds(o.editedAt);
-    return {
-      object: objectKey(o.ref),
-      targetUid: e.targetUid,
-      editedAtSec: Number.isFinite(sec) ? sec : Math.floor(now / 1000),
-    };
-  });
+  const edits = guardedEdits(e.targetUid, e.editedObjects, now);
   s.unpublished.push({
     entryId: e.entryId,
     seq: s.writeSeq,
@@ -342,12 +338,50 @@ function decideWrite(
     created: e.createdObjects.length > 0,
     edits,
   });
-  const key = s.targets[e.targetUid]?.claim;
+  guardEdits(s, e.targetUid, e.editedObjects, now, actions);
+}
+
+/** A write's edits as apply windows record them (whole seconds; `now` when unreadable). */
+function guardedEdits(targetUid: string, edited: readonly EditedObject[], now: number): GuardedEdit[] {
+  return edited.map((o) => {
+    const sec = toSeconds(o.editedAt);
+    return {
+      object: objectKey(o.ref),
+      targetUid,
+      editedAtSec: Number.isFinite(sec) ? sec : Math.floor(now / 1000),
+    };
+  });
+}
+
+/**
+ * Records a write's edits in its applier's apply windows open at the write's arrival, each judged
+ * against the applier writes the window remembers (a late apply over it: a Repair). Called when
+ * the write joins a commit window (`WriteGathered`) and again when it is decided: an edit a window
+ * holds already is not recorded or judged twice, so the Repair is due as soon as the worker reads
+ * the edit, not only once its commit window closes (5 s idle by default).
+ */
+function guardEdits(
+  s: DecisionState,
+  targetUid: string,
+  edited: readonly EditedObject[],
+  now: number,
+  actions: DecisionAction[],
+): void {
+  const key = s.targets[targetUid]?.claim;
   const a = key ? s.appliers[key] : undefined;
   if (!a || !key) return;
+  const edits = guardedEdits(targetUid, edited, now);
+  const arrivals = edited.map((o) => asOfArrival(o.arrivedAt, now));
   for (const w of a.windows) {
     for (const [i, edit] of edits.entries()) {
       if (!windowOpen(w, arrivals[i] as number)) continue;
+      if (
+        w.edits.some(
+          (x) =>
+            x.object === edit.object && x.targetUid === edit.targetUid && x.editedAtSec === edit.editedAtSec,
+        )
+      )
+        continue;
       w.edits.push(edit);
       const over = (w.writes ?? []).find(
         (x) => x.object === edit.object && isOver(x.writtenAtSec, edit.editedAtSec),

@@ -93,6 +93,11 @@ export interface BranchHooks {
   onObserved?(o: Observation): void | Promise<void>;
   /** A window closed into a pending write (called before any publication carrying it). */
   onWriteDecided?(w: WriteDecided): void | Promise<void>;
+  /**
+   * A write joined a commit window that stays open: what it edits, known before the window closes
+   * (a save, which closes its window at once, is only decided).
+   */
+  onWriteGathered?(w: Pick<WriteDecided, "target" | "editedObjects">): void | Promise<void>;
   /** A push carrying pending writes landed, or found the remote already at our head. */
   onPublished?(p: PublishedWrites): void | Promise<void>;
   /**
@@ -303,6 +308,8 @@ export interface BranchState {
   seq: number;
   /** Windows closed since the last announcement to onWriteDecided. */
   decided: PendingWrite[];
+  /** Writes that joined a window still open since the last announcement to onWriteGathered. */
+  gathered: HeldWrite[];
   built: Built;
   remoteTip: string | undefined;
   /** The first read of the remote is done. */
@@ -360,6 +367,7 @@ export function newBranchState(spec: BranchSpec): BranchState {
     pending: [],
     seq: 0,
     decided: [],
+    gathered: [],
     built: { base: undefined, commits: [] },
     remoteTip: undefined,
     baselined: false,

@@ -70,6 +70,31 @@ describe("branch worker: pending writes become commits", () => {
     ]);
   });
 
+  it("tells its decisions of a write waiting in an open window before the window closes; a save only once decided", async () => {
+    h = await harness();
+    const told: string[] = [];
+    await h.newWorker({
+      hooks: {
+        onWriteGathered: (w) => void told.push(`gathered ${w.editedObjects.map((e) => e.ref.name).join()}`),
+        onWriteDecided: (w) => void told.push(`decided ${w.editedObjects.map((e) => e.ref.name).join()}`),
+      },
+    });
+    const waits = configMapWrite(h.key, "a", "1");
+    expect(await h.accept(waits)).toBe(true);
+    await waitFor("publication", () => h.published(waits.id));
+    const saved = configMapWrite(h.key, "b", "2", { save: true });
+    expect(await h.accept(saved)).toBe(true);
+    await waitFor("publication", () => h.published(saved.id));
+    expect(told).toEqual(["gathered a", "decided a", "decided b"]);
+    // Each write waiting in a window is told once, in order (those read together in one announcement).
+    told.length = 0;
+    const burst = [configMapWrite(h.key, "c", "3"), configMapWrite(h.key, "d", "4")];
+    for (const w of burst) expect(await h.accept(w)).toBe(true);
+    await waitFor("publication", () => h.published(burst[1]!.id));
+    const gathered = told.filter((t) => t.startsWith("gathered ")).flatMap((t) => t.slice(9).split(","));
+    expect(gathered).toEqual(["c", "d"]);
+  });
+
   it("answers a flush while a status write is still waiting on the API server", async () => {
     h = await harness();
     // A sink whose writes hang until released: an API server that does not answer.

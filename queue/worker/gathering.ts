@@ -28,6 +28,8 @@ export function addWrite(ctx: BranchContext, s: BranchState, h: HeldWrite, now: 
   const spec = s.targets.find((x) => x.namespace === t.namespace && x.name === t.name);
   const saved = addToWindow(s.windows, target, h, now, spec?.window ?? DEFAULT_WINDOW, h.write.save === true);
   if (saved) closeWindow(ctx, s, saved, now);
+  // Waiting in an open window: the decisions guard its edits now, not only once the window closes.
+  else if (ctx.hooks.onWriteGathered) s.gathered.push(h);
 }
 
 /** Closes the windows due at `now`, or every window (`all`: a flush). */
@@ -43,8 +45,35 @@ function closeWindow(ctx: BranchContext, s: BranchState, w: OpenWindow<HeldWrite
   if (ctx.hooks.onWriteDecided) s.decided.push(p);
 }
 
-/** Tells the decisions of the windows closed since the last call, before anything publishes them. */
+/** What a write changes, with when the edit happened and when the write was accepted. */
+function editedObjects(h: HeldWrite): WriteDecided["editedObjects"] {
+  const editedAt = h.write.editedAt ?? h.write.acceptedAt;
+  return h.write.changes.map((c) => ({
+    ref: c.op === "upsert" ? (refOf(c.object as Parameters<typeof refOf>[0]) as ObjectRef) : c.ref,
+    editedAt,
+    acceptedAt: h.write.acceptedAt,
+  }));
+}
+
+/**
+ * Tells the decisions of the writes that joined a window still open, then of the windows closed
+ * since the last call, before anything publishes them.
+ */
 export async function announceDecided(ctx: BranchContext, s: BranchState): Promise<void> {
+  const gathered = ctx.hooks.onWriteGathered;
+  // One announcement per GitTarget for the writes read since the last call (a burst is one event).
+  const byTarget = new Map<string, HeldWrite[]>();
+  for (const h of s.gathered.splice(0)) {
+    const t = `${h.write.target.namespace}/${h.write.target.name}`;
+    const writes = byTarget.get(t) ?? [];
+    writes.push(h);
+    byTarget.set(t, writes);
+  }
+  for (const writes of byTarget.values())
+    await gathered?.({
+      target: (writes[0] as HeldWrite).write.target,
+      editedObjects: writes.flatMap(editedObjects),
+    });
   const hook = ctx.hooks.onWriteDecided;
   if (!hook) return;
   for (const p of s.decided.splice(0)) {
@@ -52,11 +81,10 @@ export async function announceDecided(ctx: BranchContext, s: BranchState): Promi
     const created: ObjectRef[] = [];
     const edited: WriteDecided["editedObjects"] = [];
     for (const h of p.writes) {
-      const editedAt = h.write.editedAt ?? h.write.acceptedAt;
+      edited.push(...editedObjects(h));
       for (const c of h.write.changes) {
-        const ref = c.op === "upsert" ? (refOf(c.object as Parameters<typeof refOf>[0]) as ObjectRef) : c.ref;
-        edited.push({ ref, editedAt, acceptedAt: h.write.acceptedAt });
         if (c.op !== "upsert") continue;
+        const ref = refOf(c.object as Parameters<typeof refOf>[0]) as ObjectRef;
         let known: Buffer | undefined;
         try {
           if (s.remoteTip) known = await ctx.o.repo.readFile(s.remoteTip, objectPath(h.write.path, ref));
