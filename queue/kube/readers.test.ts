@@ -202,20 +202,45 @@ describe("claimOperationOf", () => {
 });
 
 describe("other controllers' objects", () => {
-  it("read a Kustomization's source: the name is needed, kind and namespace are given or absent", () => {
-    const sourceRef = { kind: "GitRepository", name: "repo", namespace: "flux-system" };
-    expect(kustomizationSourceOf({ spec: { sourceRef } })).toEqual(sourceRef);
-    expect(kustomizationSourceOf({ spec: { sourceRef: { name: "repo", kind: 3, namespace: "" } } })).toEqual({
-      name: "repo",
+  describe("a Kustomization's source", () => {
+    const ks = (sourceRef: unknown, namespace: string | null = "apps") => ({
+      metadata: { name: "web", ...(namespace !== null ? { namespace } : {}) },
+      spec: { sourceRef },
     });
-    for (const spec of [
-      { sourceRef: { kind: "GitRepository" } },
-      { sourceRef: { name: 5 } },
-      { sourceRef: "repo" },
-      "x",
-    ])
-      expect(kustomizationSourceOf({ spec }), JSON.stringify(spec)).toBeUndefined();
-    expect(kustomizationSourceOf(undefined)).toBeUndefined();
+    const repo = (namespace = "apps") => ({ kind: "GitRepository", name: "repo", namespace });
+
+    it("is read with the kind and name given, the namespace the Kustomization's when not given", () => {
+      const cases: [string, unknown, object][] = [
+        ["all given", { kind: "GitRepository", name: "repo", namespace: "flux-system" }, repo("flux-system")],
+        ["no namespace", { kind: "GitRepository", name: "repo" }, repo()],
+        // Flux takes an empty namespace for none, as it does a missing one.
+        ["an empty namespace", { kind: "GitRepository", name: "repo", namespace: "" }, repo()],
+        ["a namespace that is no string", { kind: "GitRepository", name: "repo", namespace: 5 }, repo()],
+        ["another kind", { kind: "OCIRepository", name: "repo" }, { ...repo(), kind: "OCIRepository" }],
+      ];
+      for (const [what, ref, want] of cases)
+        for (const missing of ["none", "GitRepository"] as const)
+          expect(kustomizationSourceOf(ks(ref), missing), `${what} (${missing})`).toEqual(want);
+      expect(kustomizationSourceOf(ks({ kind: "GitRepository", name: "repo" }, null), "none")).toEqual(
+        repo("default"),
+      );
+    });
+
+    it("without a kind names no source, unless the caller reads it as a GitRepository", () => {
+      for (const ref of [{ name: "repo" }, { name: "repo", kind: "" }, { name: "repo", kind: 3 }]) {
+        expect(kustomizationSourceOf(ks(ref), "none"), JSON.stringify(ref)).toBeUndefined();
+        expect(kustomizationSourceOf(ks(ref), "GitRepository"), JSON.stringify(ref)).toEqual(repo());
+      }
+    });
+
+    it("without a name that fits names no source, whatever the caller makes of a kind", () => {
+      for (const ref of [{ kind: "GitRepository" }, { kind: "GitRepository", name: "" }, { name: 5 }, "repo"])
+        for (const missing of ["none", "GitRepository"] as const)
+          expect(kustomizationSourceOf(ks(ref), missing), JSON.stringify(ref)).toBeUndefined();
+      for (const spec of ["x", null, undefined])
+        expect(kustomizationSourceOf({ metadata: {}, spec }, "GitRepository")).toBeUndefined();
+      expect(kustomizationSourceOf(undefined, "GitRepository")).toBeUndefined();
+    });
   });
 
   it("read an Application's repository from its source, else the first of its sources", () => {

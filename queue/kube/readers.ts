@@ -337,18 +337,38 @@ const strings = z.array(z.unknown());
 export const stringsIn = (list: readonly unknown[] | undefined): string[] =>
   (list ?? []).filter((x): x is string => typeof x === "string");
 
-/** The fields of a Flux Kustomization's `spec.sourceRef`: kind and namespace default when absent. */
+/** The fields of a Flux Kustomization's `spec.sourceRef` (Flux's CrossNamespaceSourceReference). */
 export const sourceRefFields = z.object({ kind: given, name: given, namespace: given });
 /** The fields of a Flux Kustomization's spec the worker reads. */
 export const kustomizationSpecFields = z.object({ sourceRef: sourceRefFields });
 
-/** The source a Kustomization reads (`spec.sourceRef`); undefined when it names none. */
+/**
+ * What a caller makes of a `spec.sourceRef` without a kind. Flux does not default it: its v1 API
+ * requires the kind (CrossNamespaceSourceReference, `+required`: the API server refuses a
+ * Kustomization without one) and kustomize-controller's getSource reads no source for a kind it
+ * does not know ("source kind not supported"). So a kind-less reference, only possible where no API
+ * server checked the object, names no source Flux reads:
+ * - "none": it names no source (what Flux does; for a caller that reads or stamps the source);
+ * - "GitRepository": it reads as a GitRepository (for a caller that only groups appliers by their
+ *   source, where a group too wide only orders more, never less).
+ */
+export type MissingSourceKind = "none" | "GitRepository";
+
+/**
+ * The source a Kustomization reads (`spec.sourceRef`), its namespace the Kustomization's when not
+ * given (empty is not given, as for Flux; "default" for a YAML document without one); undefined
+ * when it names none: no name, or no kind and `missingKind` "none".
+ */
 export function kustomizationSourceOf(
-  ks: { spec?: unknown } | undefined,
-): { kind?: string; name: string; namespace?: string } | undefined {
+  ks: { metadata: { namespace?: string | undefined }; spec?: unknown } | undefined,
+  missingKind: MissingSourceKind,
+): { kind: string; name: string; namespace: string } | undefined {
   const ref = partOf(kustomizationSpecFields, ks?.spec, "sourceRef");
-  const { name, ...rest } = fieldsOf(sourceRefFields, ref, ["kind", "name", "namespace"]);
-  return name !== undefined ? { name, ...rest } : undefined;
+  const { kind, name, namespace } = fieldsOf(sourceRefFields, ref, ["kind", "name", "namespace"]);
+  if (name === undefined) return undefined;
+  const k = kind ?? (missingKind === "GitRepository" ? missingKind : undefined);
+  if (k === undefined) return undefined;
+  return { kind: k, name, namespace: namespace ?? ks?.metadata.namespace ?? "default" };
 }
 
 /** The fields of an Argo CD Application's source the worker reads. */

@@ -12,6 +12,7 @@ import {
   isConflict,
   type KObject,
   KubeError,
+  kustomizationSourceOf,
   RESOURCES,
   readFluxClaim,
 } from "../../queue/kube/index.js";
@@ -37,7 +38,7 @@ import {
 } from "../operation-record.js";
 import { type FluxClient, newToken } from "./client.js";
 import { commitOfRevision, tokenHandled } from "./outcome.js";
-import { type Kustomization, keyOf, type ObjectKey, requestedAtOf, sourceRefOf } from "./resources.js";
+import { type Kustomization, keyOf, type ObjectKey, requestedAtOf } from "./resources.js";
 import { appliesSuspend, checkSuspendOwnership, suspendAppliers } from "./suspend-owner.js";
 
 export interface FluxControllerDeps {
@@ -107,7 +108,7 @@ export class FluxClaimController implements ClaimController {
   async source(_claim: KObject, applier: ObjectKey, _ctx?: ClaimContext): Promise<ApplierSource> {
     const ks = await this.d.client.kustomization(applier);
     if (!ks) return { state: "Unknown", message: `Kustomization ${keyOf(applier)} was not found` };
-    const ref = sourceRefOf(ks);
+    const ref = kustomizationSourceOf(ks, "none");
     if (ref?.kind !== "GitRepository") {
       return {
         state: "Unsupported",
@@ -330,7 +331,7 @@ export class FluxClaimController implements ClaimController {
     ctx: ClaimContext,
   ): Promise<HoldResult> {
     const suspendToken = newToken(ctx.now());
-    const ref = sourceRefOf(ks);
+    const ref = kustomizationSourceOf(ks, "none");
     const source = ref ? await this.d.client.source(ref) : undefined;
     const commit =
       commitOfRevision(source?.status?.artifact?.revision) ?? statusOf(claim).lastAppliedCommit ?? "unknown";

@@ -7,6 +7,7 @@
 import { backoffMs } from "../../queue/backoff.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { errorMessage } from "../../queue/errors.js";
+import { kustomizationSourceOf } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { ReportFn } from "../applier-kind.js";
 import {
@@ -20,14 +21,7 @@ import { unresolvedEvent } from "../operation-steps.js";
 import { Aborted, ksWakeKey, newToken } from "./client.js";
 import type { FluxExecutorDeps, FluxTimings } from "./executor-deps.js";
 import { commitOfRevision, type Outcome, type ReconcileMark, readOutcome, tokenHandled } from "./outcome.js";
-import {
-  type Kustomization,
-  keyOf,
-  type ObjectKey,
-  readyOf,
-  requestedAtOf,
-  sourceRefOf,
-} from "./resources.js";
+import { type Kustomization, keyOf, type ObjectKey, readyOf, requestedAtOf } from "./resources.js";
 
 /** What following an operation needs to know. */
 export interface Followed {
@@ -102,7 +96,7 @@ export class FluxFollower {
         }
         if (f.suspendToken === undefined) {
           // 5. T1 handled and a reconcile ran since the resume: the outcome.
-          const source = sourceRefOf(ks);
+          const source = kustomizationSourceOf(ks, "none");
           const outcome = readOutcome(ks, {
             resumeToken: f.resumeToken,
             commit: f.commit,

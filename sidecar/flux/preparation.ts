@@ -1,6 +1,6 @@
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import { type KObject, KubeError, readFluxClaim } from "../../queue/kube/index.js";
+import { type KObject, KubeError, kustomizationSourceOf, readFluxClaim } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import { isNotStarted, notStarted, type SafetyChecks } from "../applier-kind.js";
 import { isConditionTrue } from "../claims/conditions.js";
@@ -8,7 +8,7 @@ import { sameRepository } from "../claims/eligibility.js";
 import type { ClaimLocator } from "../operation-record.js";
 import { type FluxClient, newToken, srcWakeKey } from "./client.js";
 import { artifactHolds, tokenHandled } from "./outcome.js";
-import { keyOf, type ObjectKey, sourceRefOf } from "./resources.js";
+import { keyOf, type ObjectKey } from "./resources.js";
 import { checkSuspendOwnership } from "./suspend-owner.js";
 
 export interface PreparationDeps {
@@ -208,7 +208,7 @@ export async function checkApplier(
     );
   const owner = checkSuspendOwnership(ks);
   if (!owner.ok) return notStarted("Rejected", owner.reason, owner.message);
-  const sourceRef = sourceRefOf(ks);
+  const sourceRef = kustomizationSourceOf(ks, "none");
   if (sourceRef?.kind !== "GitRepository") {
     return notStarted(
       "Rejected",

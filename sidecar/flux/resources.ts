@@ -86,12 +86,3 @@ export const requestedAtOf = (o: KObject | undefined): string | undefined =>
 
 export const readyOf = (o: { status?: { conditions?: FluxCondition[] } } | undefined) =>
   o?.status?.conditions?.find((c) => c.type === "Ready");
-
-/** The GitRepository a Kustomization reads, when its sourceRef names one. */
-export function sourceRefOf(
-  ks: Kustomization,
-): { kind: string; namespace: string; name: string } | undefined {
-  const ref = ks.spec?.sourceRef;
-  if (!ref?.name || !ref.kind) return undefined;
-  return { kind: ref.kind, name: ref.name, namespace: ref.namespace ?? ks.metadata.namespace ?? "" };
-}

@@ -88,6 +88,16 @@ describe.concurrent("holding a Kustomization", () => {
     });
   });
 
+  it("reads a sourceRef with an empty namespace as in the Kustomization's, as Flux does", async () => {
+    const s = await scene(world);
+    await s.patchKs(
+      { spec: { sourceRef: { kind: "GitRepository", name: "repo", namespace: "" } } },
+      "tenant",
+    );
+    const source = await s.kind.controller.source(await s.readClaim(), s.ks, await s.ctx());
+    expect(source).toEqual({ state: "Known", url: s.url, branch: "main" });
+  });
+
   it("somebody else's resume is suspended again, recorded Unresolved and completed, with an Event every time", async () => {
     const s = await adopted(world);
     for (const round of [1, 2]) {
