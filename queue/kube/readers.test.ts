@@ -4,12 +4,22 @@ import {
   applicationDestinationOf,
   applicationRepoOf,
   applierRefOf,
+  artifactRevisionOf,
   claimOperationOf,
   claimStatusField,
   conditionIn,
+  fieldAppliers,
   fieldOf,
+  fieldSetHolds,
   fieldsOf,
+  fluxHistoryHeadOf,
+  fluxReadyOf,
+  fluxSpecField,
+  fluxStatusField,
+  fluxSuspended,
+  gitRepositoryRefOf,
   grantViewOf,
+  inventoryEntriesOf,
   isKObject,
   isRecord,
   kustomizationSourceOf,
@@ -240,6 +250,140 @@ describe("other controllers' objects", () => {
       for (const spec of ["x", null, undefined])
         expect(kustomizationSourceOf({ metadata: {}, spec }, "GitRepository")).toBeUndefined();
       expect(kustomizationSourceOf(undefined, "GitRepository")).toBeUndefined();
+    });
+  });
+
+  describe("Flux objects, as the sidecar reads them", () => {
+    it("read spec.suspend as true only when it is the boolean true", () => {
+      const cases: [unknown, boolean][] = [
+        [{ suspend: true }, true],
+        [{ suspend: false }, false],
+        [{ suspend: "true" }, false],
+        [{ suspend: 1 }, false],
+        [{}, false],
+        ["suspend", false],
+      ];
+      for (const [spec, want] of cases) expect(fluxSuspended({ spec }), JSON.stringify(spec)).toBe(want);
+      expect(fluxSuspended(undefined)).toBe(false);
+      expect(fluxSpecField({ spec: { suspend: "yes" } }, "suspend")).toBeUndefined();
+    });
+
+    it("read a GitRepository's url, ref and artifact, each field on its own", () => {
+      const src = {
+        spec: {
+          url: "https://git.example/a.git",
+          ref: { branch: "main", tag: 5, semver: "", commit: "abc" },
+        },
+        status: { artifact: { revision: "main@sha1:abc" } },
+      };
+      expect(fluxSpecField(src, "url")).toBe("https://git.example/a.git");
+      expect(gitRepositoryRefOf(src)).toEqual({ branch: "main", commit: "abc" });
+      expect(artifactRevisionOf(src)).toBe("main@sha1:abc");
+      for (const bad of [
+        { spec: { url: 7, ref: "main" }, status: { artifact: { revision: 1 } } },
+        { status: { artifact: "x" } },
+        {},
+      ]) {
+        expect(fluxSpecField(bad, "url"), JSON.stringify(bad)).toBeUndefined();
+        expect(gitRepositoryRefOf(bad), JSON.stringify(bad)).toEqual({});
+        expect(artifactRevisionOf(bad), JSON.stringify(bad)).toBeUndefined();
+      }
+    });
+
+    it("read the Ready condition field by field, absent when there is none", () => {
+      const ready = {
+        type: "Ready",
+        status: "False",
+        reason: "BuildFailed",
+        message: "m",
+        lastTransitionTime: "t",
+      };
+      const other = { type: "Reconciling", status: "True" };
+      expect(fluxReadyOf({ status: { conditions: [7, other, ready] } })).toEqual({
+        status: "False",
+        reason: "BuildFailed",
+        message: "m",
+        lastTransitionTime: "t",
+      });
+      expect(fluxReadyOf({ status: { conditions: [{ type: "Ready", status: "Yes", reason: 3 }] } })).toEqual(
+        {},
+      );
+      for (const status of [
+        { conditions: [other] },
+        { conditions: "Ready" },
+        { conditions: [{ type: 1 }] },
+        "x",
+        undefined,
+      ])
+        expect(fluxReadyOf({ status }), JSON.stringify(status)).toBeUndefined();
+    });
+
+    it("read the status fields the outcome reads, absent when they do not fit", () => {
+      const status = { lastHandledReconcileAt: "T1", lastAppliedRevision: "main@sha1:abc" };
+      expect(fluxStatusField({ status }, "lastHandledReconcileAt")).toBe("T1");
+      expect(fluxStatusField({ status }, "lastAppliedRevision")).toBe("main@sha1:abc");
+      const bad = { lastHandledReconcileAt: 1, lastAppliedRevision: "" };
+      expect(fluxStatusField({ status: bad }, "lastHandledReconcileAt")).toBeUndefined();
+      expect(fluxStatusField({ status: bad }, "lastAppliedRevision")).toBeUndefined();
+    });
+
+    it("read the newest history entry and the inventory, entry by entry", () => {
+      const head = {
+        digest: "d",
+        lastReconciled: "t",
+        lastReconciledStatus: "ok",
+        totalReconciliations: "2",
+      };
+      expect(fluxHistoryHeadOf({ status: { history: [head, { digest: "older" }] } })).toEqual({
+        digest: "d",
+        lastReconciled: "t",
+        lastReconciledStatus: "ok",
+      });
+      for (const history of [[], ["d"], "d", undefined])
+        expect(fluxHistoryHeadOf({ status: { history } }), JSON.stringify(history)).toBeUndefined();
+      const entry = { id: "apps_web_apps_Deployment", v: "v1" };
+      expect(
+        inventoryEntriesOf({ status: { inventory: { entries: [entry, { id: 5, v: "v1" }, "x"] } } }),
+      ).toEqual([entry]);
+      for (const inventory of [{ entries: "x" }, [entry], undefined])
+        expect(inventoryEntriesOf({ status: { inventory } }), JSON.stringify(inventory)).toEqual([]);
+    });
+  });
+
+  describe("managedFields", () => {
+    const suspend = { "f:spec": { "f:suspend": {} } };
+    it("tell whether a field set holds a path", () => {
+      expect(fieldSetHolds(suspend, ["spec", "suspend"])).toBe(true);
+      expect(fieldSetHolds(suspend, ["spec"])).toBe(true);
+      for (const set of [
+        { "f:spec": {} },
+        { "f:spec": ["f:suspend"] },
+        { "f:spec": "f:suspend" },
+        "x",
+        undefined,
+      ])
+        expect(fieldSetHolds(set, ["spec", "suspend"]), JSON.stringify(set)).toBe(false);
+      expect(fieldSetHolds(suspend, [])).toBe(false);
+    });
+
+    it("name the managers that apply a field, each entry read on its own", () => {
+      const managedFields = [
+        { manager: "helm", operation: "Apply", fieldsV1: suspend },
+        { operation: "Apply", fieldsV1: suspend },
+        { manager: "flux", operation: "Update", fieldsV1: suspend },
+        { manager: "status", operation: "Apply", subresource: "status", fieldsV1: suspend },
+        { manager: "other", operation: "Apply", fieldsV1: { "f:spec": { "f:path": {} } } },
+        { manager: 5, operation: "Apply", fieldsV1: suspend },
+        { manager: "bad", operation: "Apply", fieldsV1: "f:spec" },
+        "helm",
+      ];
+      expect(fieldAppliers({ metadata: { managedFields } }, ["spec", "suspend"])).toEqual([
+        "helm",
+        undefined,
+        undefined,
+      ]);
+      expect(fieldAppliers({ metadata: { managedFields: "x" } }, ["spec", "suspend"])).toEqual([]);
+      expect(fieldAppliers(undefined, ["spec", "suspend"])).toEqual([]);
     });
   });
 

@@ -325,7 +325,7 @@ export function grantViewOf(
 
 /*
  * Other controllers' objects (Flux's, Argo CD's, Secrets) have no schema of ours: the fields the
- * worker reads of them are described here, each read on its own as ours are.
+ * worker and the sidecar read of them are described here, each read on its own as ours are.
  */
 
 /** A name, a URL or a reference in another controller's object: read only as a non-empty string. */
@@ -369,6 +369,148 @@ export function kustomizationSourceOf(
   const k = kind ?? (missingKind === "GitRepository" ? missingKind : undefined);
   if (k === undefined) return undefined;
   return { kind: k, name, namespace: namespace ?? ks?.metadata.namespace ?? "default" };
+}
+
+/** The fields of a Flux Kustomization's or GitRepository's spec the sidecar reads. */
+export const fluxSpecFields = z.object({ suspend: z.boolean(), url: given, ref: z.record(z.unknown()) });
+/** The fields of a GitRepository's `spec.ref`: a branch, or what pins it elsewhere. */
+export const gitRepositoryRefFields = z.object({
+  branch: given,
+  tag: given,
+  semver: given,
+  name: given,
+  commit: given,
+});
+/** The fields of a Flux Kustomization's or GitRepository's status the sidecar reads. */
+export const fluxStatusFields = z.object({
+  lastHandledReconcileAt: z.string(),
+  lastAppliedRevision: given,
+  conditions: z.array(z.unknown()),
+  history: z.array(z.unknown()),
+  inventory: z.record(z.unknown()),
+  artifact: z.record(z.unknown()),
+});
+/** The fields of a Flux condition (a metav1.Condition) the sidecar reads. */
+export const fluxConditionFields = z.object({
+  type: z.string(),
+  status: z.enum(["True", "False", "Unknown"]),
+  reason: z.string(),
+  message: z.string(),
+  lastTransitionTime: z.string(),
+});
+/** The fields of a Kustomization's `status.history` entry (kustomize-controller v1.7+). */
+export const fluxHistoryFields = z.object({
+  digest: z.string(),
+  lastReconciled: z.string(),
+  lastReconciledStatus: z.string(),
+  totalReconciliations: z.number(),
+});
+/** One entry of a Kustomization's `status.inventory.entries`: an object's id and its version. */
+const inventoryEntry = z.object({ id: z.string(), v: z.string() });
+
+/** A field of a Flux object's spec (`fieldOf`). */
+export function fluxSpecField<K extends keyof typeof fluxSpecFields.shape & string>(
+  o: { spec?: unknown } | undefined,
+  key: K,
+) {
+  return fieldOf(fluxSpecFields, o?.spec, key);
+}
+
+/** A field of a Flux object's status (`fieldOf`). */
+export function fluxStatusField<K extends keyof typeof fluxStatusFields.shape & string>(
+  o: { status?: unknown } | undefined,
+  key: K,
+) {
+  return fieldOf(fluxStatusFields, o?.status, key);
+}
+
+/** Whether a Flux object's `spec.suspend` is true. */
+export const fluxSuspended = (o: { spec?: unknown } | undefined): boolean =>
+  fluxSpecField(o, "suspend") === true;
+
+/**
+ * A Flux object's Ready condition, each field read on its own (one that does not fit is absent);
+ * undefined when the object has none.
+ */
+export function fluxReadyOf(o: { status?: unknown } | undefined) {
+  const ready = fluxStatusField(o, "conditions")?.find(
+    (c) => fieldOf(fluxConditionFields, c, "type") === "Ready",
+  );
+  return ready === undefined
+    ? undefined
+    : fieldsOf(fluxConditionFields, ready, ["status", "reason", "message", "lastTransitionTime"]);
+}
+
+/** The newest entry of a Kustomization's `status.history`, each field read on its own. */
+export function fluxHistoryHeadOf(ks: { status?: unknown } | undefined) {
+  const head = fluxStatusField(ks, "history")?.[0];
+  return isRecord(head)
+    ? fieldsOf(fluxHistoryFields, head, [
+        "digest",
+        "lastReconciledStatus",
+        "totalReconciliations",
+        "lastReconciled",
+      ])
+    : undefined;
+}
+
+/** The objects a Kustomization's `status.inventory` lists, entry by entry. */
+export function inventoryEntriesOf(ks: { status?: unknown } | undefined): { id: string; v: string }[] {
+  const entries = partOf(fluxStatusFields, ks?.status, "inventory");
+  const list = isRecord(entries) ? entries.entries : undefined;
+  return (Array.isArray(list) ? list : []).flatMap((e) =>
+    fits(inventoryEntry, e) ? [{ id: e.id, v: e.v }] : [],
+  );
+}
+
+/** The revision a GitRepository's artifact holds (`status.artifact.revision`). */
+export function artifactRevisionOf(src: { status?: unknown } | undefined): string | undefined {
+  return fieldOf(z.object({ revision: given }), fluxStatusField(src, "artifact"), "revision");
+}
+
+/** A GitRepository's `spec.ref`: the fields of it that are given. */
+export function gitRepositoryRefOf(src: { spec?: unknown } | undefined) {
+  return fieldsOf(gitRepositoryRefFields, fluxSpecField(src, "ref"), [
+    "branch",
+    "tag",
+    "semver",
+    "name",
+    "commit",
+  ]);
+}
+
+/** The fields of a managedFields entry read here. */
+export const managedFieldsEntryFields = z.object({
+  manager: given,
+  operation: z.string(),
+  subresource: z.string(),
+  fieldsV1: z.record(z.unknown()),
+});
+
+/** Whether a managedFields field set (`fieldsV1`) holds the field at `path` (`spec`, `suspend`). */
+export function fieldSetHolds(fieldsV1: unknown, path: readonly string[]): boolean {
+  let set = fieldsV1;
+  for (const [i, name] of path.entries()) {
+    if (!isRecord(set) || !(`f:${name}` in set)) return false;
+    if (i < path.length - 1) set = set[`f:${name}`];
+  }
+  return path.length > 0;
+}
+
+/**
+ * The managers that hold the field at `path` of an object (its main resource, not a subresource)
+ * by server-side apply: managedFields entries of operation Apply, each read on its own; undefined
+ * for an entry that names no manager.
+ */
+export function fieldAppliers(
+  o: { metadata: { managedFields?: unknown } } | undefined,
+  path: readonly string[],
+): (string | undefined)[] {
+  const entries = o?.metadata.managedFields;
+  return (Array.isArray(entries) ? entries : []).flatMap((e) => {
+    const f = fieldsOf(managedFieldsEntryFields, e, ["manager", "operation", "subresource", "fieldsV1"]);
+    return f.operation === "Apply" && !f.subresource && fieldSetHolds(f.fieldsV1, path) ? [f.manager] : [];
+  });
 }
 
 /** The fields of an Argo CD Application's source the worker reads. */
