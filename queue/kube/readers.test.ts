@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { mayHold } from "../crds/index.js";
 import {
+  applicationAutomatedOf,
   applicationDestinationOf,
+  applicationOperationOf,
   applicationRepoOf,
   applierRefOf,
+  argoOperationOf,
   artifactRevisionOf,
   claimOperationOf,
   claimStatusField,
@@ -23,6 +26,7 @@ import {
   isKObject,
   isRecord,
   kustomizationSourceOf,
+  operationStateOf,
   partOf,
   secretFields,
   storedConditionsOf,
@@ -384,6 +388,65 @@ describe("other controllers' objects", () => {
       ]);
       expect(fieldAppliers({ metadata: { managedFields: "x" } }, ["spec", "suspend"])).toEqual([]);
       expect(fieldAppliers(undefined, ["spec", "suspend"])).toEqual([]);
+    });
+  });
+
+  describe("Argo CD objects, as the sidecar reads them", () => {
+    it("read the automated-sync switch field by field, absent when it is absent or null", () => {
+      const spec = (automated: unknown) => ({ spec: { syncPolicy: { automated } } });
+      expect(applicationAutomatedOf(spec({ enabled: false, prune: true }))).toEqual({
+        enabled: false,
+        prune: true,
+      });
+      expect(applicationAutomatedOf(spec({ enabled: null, selfHeal: "yes" }))).toEqual({ enabled: null });
+      expect(applicationAutomatedOf(spec({}))).toEqual({});
+      for (const automated of [null, undefined, "on", true, []])
+        expect(applicationAutomatedOf(spec(automated)), JSON.stringify(automated)).toBeUndefined();
+      expect(applicationAutomatedOf({ spec: { syncPolicy: "auto" } })).toBeUndefined();
+      expect(applicationAutomatedOf(undefined)).toBeUndefined();
+    });
+
+    it("read an operation's fields each on its own, its info entry by entry", () => {
+      const op = {
+        sync: { revision: "c1", prune: true },
+        initiatedBy: { username: "applygate", automated: "yes" },
+        info: [{ name: "token", value: "t1" }, { name: "n", value: 2 }, "x"],
+        retry: { limit: 2, backoff: { duration: "5s", factor: "2" }, refresh: true },
+      };
+      expect(argoOperationOf(op)).toEqual({
+        sync: { revision: "c1" },
+        initiatedBy: { username: "applygate" },
+        info: [{ name: "token", value: "t1" }],
+        retry: { limit: 2, backoff: { duration: "5s" } },
+      });
+      expect(argoOperationOf({ sync: "c1", info: "t1", retry: [] })).toEqual({ info: [] });
+      for (const bad of [null, "sync", 3, undefined]) expect(argoOperationOf(bad)).toBeUndefined();
+      expect(
+        applicationOperationOf({ metadata: { name: "a" }, operation: { sync: { revision: 5 } } }),
+      ).toEqual({
+        sync: {},
+        info: [],
+      });
+    });
+
+    it("read the operation state each field on its own, the operation in it as `operation` is read", () => {
+      const state = {
+        phase: "Running",
+        message: 5,
+        startedAt: "t0",
+        finishedAt: null,
+        retryCount: "1",
+        syncResult: { revision: "c1" },
+        operation: { initiatedBy: { username: "applygate" } },
+      };
+      expect(operationStateOf({ status: { operationState: state } })).toEqual({
+        phase: "Running",
+        startedAt: "t0",
+        syncResult: { revision: "c1" },
+        operation: { initiatedBy: { username: "applygate" }, info: [] },
+      });
+      for (const status of [{ operationState: null }, { operationState: "Running" }, {}, "x", undefined])
+        expect(operationStateOf({ status }), JSON.stringify(status)).toBeUndefined();
     });
   });
 

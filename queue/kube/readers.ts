@@ -227,21 +227,23 @@ export const claimSpecFields = fluxClaimSpec.pick({ accessFrom: true });
 /** The status fields every claim kind has (all but previousSuspendState, whose values are per kind). */
 export const claimStatusFields = fluxClaimStatus.omit({ previousSuspendState: true });
 
-/** A field of a GitTarget's spec (`fieldOf`). */
-export function targetField<K extends keyof typeof targetSpecFields.shape & string>(
-  target: { spec?: unknown } | undefined,
-  key: K,
-) {
-  return fieldOf(targetSpecFields, target?.spec, key);
+/** A reader of one field of an object's spec, by the spec's fields (`fieldOf`). */
+export function specFieldReader<Shape extends z.ZodRawShape>(fields: z.ZodObject<Shape>) {
+  return <K extends keyof Shape & string>(o: { spec?: unknown } | undefined, key: K) =>
+    fieldOf(fields, o?.spec, key);
 }
 
-/** A field of a claim's status, of any claim kind (`fieldOf`). */
-export function claimStatusField<K extends keyof typeof claimStatusFields.shape & string>(
-  claim: { status?: unknown } | undefined,
-  key: K,
-) {
-  return fieldOf(claimStatusFields, claim?.status, key);
+/** A reader of one field of an object's status, by the status's fields (`fieldOf`). */
+export function statusFieldReader<Shape extends z.ZodRawShape>(fields: z.ZodObject<Shape>) {
+  return <K extends keyof Shape & string>(o: { status?: unknown } | undefined, key: K) =>
+    fieldOf(fields, o?.status, key);
 }
+
+/** A field of a GitTarget's spec. */
+export const targetField = specFieldReader(targetSpecFields);
+
+/** A field of a claim's status, of any claim kind. */
+export const claimStatusField = statusFieldReader(claimStatusFields);
 
 /**
  * The operation a claim's status records, each field read on its own: undefined unless its token,
@@ -408,21 +410,11 @@ export const fluxHistoryFields = z.object({
 /** One entry of a Kustomization's `status.inventory.entries`: an object's id and its version. */
 const inventoryEntry = z.object({ id: z.string(), v: z.string() });
 
-/** A field of a Flux object's spec (`fieldOf`). */
-export function fluxSpecField<K extends keyof typeof fluxSpecFields.shape & string>(
-  o: { spec?: unknown } | undefined,
-  key: K,
-) {
-  return fieldOf(fluxSpecFields, o?.spec, key);
-}
+/** A field of a Flux object's spec. */
+export const fluxSpecField = specFieldReader(fluxSpecFields);
 
-/** A field of a Flux object's status (`fieldOf`). */
-export function fluxStatusField<K extends keyof typeof fluxStatusFields.shape & string>(
-  o: { status?: unknown } | undefined,
-  key: K,
-) {
-  return fieldOf(fluxStatusFields, o?.status, key);
-}
+/** A field of a Flux object's status. */
+export const fluxStatusField = statusFieldReader(fluxStatusFields);
 
 /** Whether a Flux object's `spec.suspend` is true. */
 export const fluxSuspended = (o: { spec?: unknown } | undefined): boolean =>
@@ -513,16 +505,18 @@ export function fieldAppliers(
   });
 }
 
-/** The fields of an Argo CD Application's source the worker reads. */
-export const applicationSourceFields = z.object({ repoURL: given });
+/** The fields of an Argo CD Application's source the worker and the sidecar read. */
+export const applicationSourceFields = z.object({ repoURL: given, targetRevision: z.string() });
 /** The fields of an Argo CD Application's `spec.destination`. */
 export const destinationFields = z.object({ namespace: given, server: given, name: given });
 /** The fields of an Argo CD Application's spec the worker reads. */
 export const applicationSpecFields = z.object({
   source: applicationSourceFields,
   sources: z.array(applicationSourceFields),
+  sourceHydrator: z.unknown(),
   project: given,
   destination: destinationFields,
+  syncPolicy: z.record(z.unknown()),
 });
 
 /**
@@ -545,6 +539,95 @@ export function applicationDestinationOf(app: { spec?: unknown } | undefined): {
   const d = partOf(applicationSpecFields, app?.spec, "destination");
   return fieldsOf(destinationFields, d, ["namespace", "server", "name"]);
 }
+
+/** The fields of an Application's (or an ApplicationSet template's) `spec.syncPolicy` the sidecar reads. */
+export const syncPolicyFields = z.object({
+  automated: z.record(z.unknown()).nullable(),
+  syncOptions: strings,
+  retry: z.record(z.unknown()),
+});
+/** The fields of `spec.syncPolicy.automated`: Argo CD's switch (`enabled`) and its options. */
+export const automatedFields = z.object({
+  enabled: z.boolean().nullable(),
+  prune: z.boolean(),
+  selfHeal: z.boolean(),
+  allowEmpty: z.boolean(),
+});
+/** The fields of an Argo CD operation (`operation`, or the one its state copies) the sidecar reads. */
+export const argoOperationFields = z.object({
+  sync: z.record(z.unknown()),
+  initiatedBy: z.record(z.unknown()),
+  info: z.array(z.unknown()),
+  retry: z.record(z.unknown()),
+});
+const syncOperationFields = z.object({ revision: z.string() });
+const initiatedByFields = z.object({ username: z.string(), automated: z.boolean() });
+const infoEntry = z.object({ name: z.string(), value: z.string() });
+const retryFields = z.object({ limit: z.number(), backoff: z.record(z.unknown()) });
+const backoffFields = z.object({ duration: z.string(), factor: z.number(), maxDuration: z.string() });
+/** The fields of an Application's `status.operationState` the sidecar reads. */
+export const operationStateFields = z.object({
+  operation: z.record(z.unknown()),
+  phase: z.string(),
+  message: z.string(),
+  syncResult: z.record(z.unknown()),
+  startedAt: z.string(),
+  finishedAt: z.string(),
+  retryCount: z.number(),
+});
+
+/** The fields of an ApplicationSet's spec the sidecar reads: the template of its Applications. */
+export const applicationSetSpecFields = z.object({ template: z.record(z.unknown()) });
+
+/** The `syncPolicy.automated` of an Application's (or an ApplicationSet template's) spec; undefined when absent or null. */
+export function applicationAutomatedOf(o: { spec?: unknown } | undefined) {
+  const a = fieldOf(syncPolicyFields, fieldOf(applicationSpecFields, o?.spec, "syncPolicy"), "automated");
+  return a ? fieldsOf(automatedFields, a, ["enabled", "prune", "selfHeal", "allowEmpty"]) : undefined;
+}
+
+/** An Argo CD operation, each field read on its own; undefined when it is not an object. */
+export function argoOperationOf(op: unknown) {
+  if (!isRecord(op)) return undefined;
+  const f = fieldsOf(argoOperationFields, op, ["sync", "initiatedBy", "info", "retry"]);
+  const backoff = f.retry && fieldOf(retryFields, f.retry, "backoff");
+  const retry = f.retry && {
+    ...fieldsOf(retryFields, f.retry, ["limit"]),
+    ...(backoff ? { backoff: fieldsOf(backoffFields, backoff, ["duration", "factor", "maxDuration"]) } : {}),
+  };
+  return {
+    ...(f.sync ? { sync: fieldsOf(syncOperationFields, f.sync, ["revision"]) } : {}),
+    ...(f.initiatedBy
+      ? { initiatedBy: fieldsOf(initiatedByFields, f.initiatedBy, ["username", "automated"]) }
+      : {}),
+    info: (f.info ?? []).flatMap((i) => (fits(infoEntry, i) ? [{ name: i.name, value: i.value }] : [])),
+    ...(retry ? { retry } : {}),
+  };
+}
+export type ArgoOperationView = NonNullable<ReturnType<typeof argoOperationOf>>;
+
+/** An Application's `operation` (the one asked for), read with `argoOperationOf`. */
+export const applicationOperationOf = (app: KObject | undefined) => argoOperationOf(app?.operation);
+
+/** An Application's `status.operationState`, each field read on its own; undefined when absent. */
+export function operationStateOf(app: { status?: unknown } | undefined) {
+  const state = isRecord(app?.status) ? app.status.operationState : undefined;
+  if (!isRecord(state)) return undefined;
+  const f = fieldsOf(operationStateFields, state, [
+    "phase",
+    "message",
+    "startedAt",
+    "finishedAt",
+    "retryCount",
+  ]);
+  const operation = argoOperationOf(state.operation);
+  const syncResult = fieldOf(operationStateFields, state, "syncResult");
+  return {
+    ...f,
+    ...(operation ? { operation } : {}),
+    ...(syncResult ? { syncResult: fieldsOf(syncOperationFields, syncResult, ["revision"]) } : {}),
+  };
+}
+export type OperationStateView = NonNullable<ReturnType<typeof operationStateOf>>;
 
 /** The fields of one entry of an AppProject's `spec.syncWindows` (schedule and duration may be empty). */
 export const syncWindowFields = z.object({
