@@ -77,9 +77,9 @@ export function targetUid(t: KObject): string {
 export function sourceOf(applier: ApplierRef, a: KObject | undefined): string | null {
   if (!a || applier.kind === "webhook") return null;
   if (applier.kind === "flux") {
-    const ref = kustomizationSourceOf(a);
-    if (!ref) return null;
-    return `flux/${ref.kind ?? "GitRepository"}/${ref.namespace ?? applier.namespace}/${ref.name}`;
+    // A key only: a kind-less sourceRef grouped with the GitRepository of its name orders more, never less.
+    const ref = kustomizationSourceOf(a, "GitRepository");
+    return ref ? `flux/${ref.kind}/${ref.namespace}/${ref.name}` : null;
   }
   const url = applicationRepoOf(a);
   return url ? `argocd/${normalizeRepoUrl(url)}` : null;

@@ -1,18 +1,32 @@
 import { describe, expect, it } from "vitest";
 import { mayHold } from "../crds/index.js";
 import {
+  applicationAutomatedOf,
   applicationDestinationOf,
+  applicationOperationOf,
   applicationRepoOf,
   applierRefOf,
+  argoOperationOf,
+  artifactRevisionOf,
   claimOperationOf,
   claimStatusField,
   conditionIn,
+  fieldAppliers,
   fieldOf,
+  fieldSetHolds,
   fieldsOf,
+  fluxHistoryHeadOf,
+  fluxReadyOf,
+  fluxSpecField,
+  fluxStatusField,
+  fluxSuspended,
+  gitRepositoryRefOf,
   grantViewOf,
+  inventoryEntriesOf,
   isKObject,
   isRecord,
   kustomizationSourceOf,
+  operationStateOf,
   partOf,
   secretFields,
   storedConditionsOf,
@@ -202,20 +216,238 @@ describe("claimOperationOf", () => {
 });
 
 describe("other controllers' objects", () => {
-  it("read a Kustomization's source: the name is needed, kind and namespace are given or absent", () => {
-    const sourceRef = { kind: "GitRepository", name: "repo", namespace: "flux-system" };
-    expect(kustomizationSourceOf({ spec: { sourceRef } })).toEqual(sourceRef);
-    expect(kustomizationSourceOf({ spec: { sourceRef: { name: "repo", kind: 3, namespace: "" } } })).toEqual({
-      name: "repo",
+  describe("a Kustomization's source", () => {
+    const ks = (sourceRef: unknown, namespace: string | null = "apps") => ({
+      metadata: { name: "web", ...(namespace !== null ? { namespace } : {}) },
+      spec: { sourceRef },
     });
-    for (const spec of [
-      { sourceRef: { kind: "GitRepository" } },
-      { sourceRef: { name: 5 } },
-      { sourceRef: "repo" },
-      "x",
-    ])
-      expect(kustomizationSourceOf({ spec }), JSON.stringify(spec)).toBeUndefined();
-    expect(kustomizationSourceOf(undefined)).toBeUndefined();
+    const repo = (namespace = "apps") => ({ kind: "GitRepository", name: "repo", namespace });
+
+    it("is read with the kind and name given, the namespace the Kustomization's when not given", () => {
+      const cases: [string, unknown, object][] = [
+        ["all given", { kind: "GitRepository", name: "repo", namespace: "flux-system" }, repo("flux-system")],
+        ["no namespace", { kind: "GitRepository", name: "repo" }, repo()],
+        // Flux takes an empty namespace for none, as it does a missing one.
+        ["an empty namespace", { kind: "GitRepository", name: "repo", namespace: "" }, repo()],
+        ["a namespace that is no string", { kind: "GitRepository", name: "repo", namespace: 5 }, repo()],
+        ["another kind", { kind: "OCIRepository", name: "repo" }, { ...repo(), kind: "OCIRepository" }],
+      ];
+      for (const [what, ref, want] of cases)
+        for (const missing of ["none", "GitRepository"] as const)
+          expect(kustomizationSourceOf(ks(ref), missing), `${what} (${missing})`).toEqual(want);
+      expect(kustomizationSourceOf(ks({ kind: "GitRepository", name: "repo" }, null), "none")).toEqual(
+        repo("default"),
+      );
+    });
+
+    it("without a kind names no source, unless the caller reads it as a GitRepository", () => {
+      for (const ref of [{ name: "repo" }, { name: "repo", kind: "" }, { name: "repo", kind: 3 }]) {
+        expect(kustomizationSourceOf(ks(ref), "none"), JSON.stringify(ref)).toBeUndefined();
+        expect(kustomizationSourceOf(ks(ref), "GitRepository"), JSON.stringify(ref)).toEqual(repo());
+      }
+    });
+
+    it("without a name that fits names no source, whatever the caller makes of a kind", () => {
+      for (const ref of [{ kind: "GitRepository" }, { kind: "GitRepository", name: "" }, { name: 5 }, "repo"])
+        for (const missing of ["none", "GitRepository"] as const)
+          expect(kustomizationSourceOf(ks(ref), missing), JSON.stringify(ref)).toBeUndefined();
+      for (const spec of ["x", null, undefined])
+        expect(kustomizationSourceOf({ metadata: {}, spec }, "GitRepository")).toBeUndefined();
+      expect(kustomizationSourceOf(undefined, "GitRepository")).toBeUndefined();
+    });
+  });
+
+  describe("Flux objects, as the sidecar reads them", () => {
+    it("read spec.suspend as true only when it is the boolean true", () => {
+      const cases: [unknown, boolean][] = [
+        [{ suspend: true }, true],
+        [{ suspend: false }, false],
+        [{ suspend: "true" }, false],
+        [{ suspend: 1 }, false],
+        [{}, false],
+        ["suspend", false],
+      ];
+      for (const [spec, want] of cases) expect(fluxSuspended({ spec }), JSON.stringify(spec)).toBe(want);
+      expect(fluxSuspended(undefined)).toBe(false);
+      expect(fluxSpecField({ spec: { suspend: "yes" } }, "suspend")).toBeUndefined();
+    });
+
+    it("read a GitRepository's url, ref and artifact, each field on its own", () => {
+      const src = {
+        spec: {
+          url: "https://git.example/a.git",
+          ref: { branch: "main", tag: 5, semver: "", commit: "abc" },
+        },
+        status: { artifact: { revision: "main@sha1:abc" } },
+      };
+      expect(fluxSpecField(src, "url")).toBe("https://git.example/a.git");
+      expect(gitRepositoryRefOf(src)).toEqual({ branch: "main", commit: "abc" });
+      expect(artifactRevisionOf(src)).toBe("main@sha1:abc");
+      for (const bad of [
+        { spec: { url: 7, ref: "main" }, status: { artifact: { revision: 1 } } },
+        { status: { artifact: "x" } },
+        {},
+      ]) {
+        expect(fluxSpecField(bad, "url"), JSON.stringify(bad)).toBeUndefined();
+        expect(gitRepositoryRefOf(bad), JSON.stringify(bad)).toEqual({});
+        expect(artifactRevisionOf(bad), JSON.stringify(bad)).toBeUndefined();
+      }
+    });
+
+    it("read the Ready condition field by field, absent when there is none", () => {
+      const ready = {
+        type: "Ready",
+        status: "False",
+        reason: "BuildFailed",
+        message: "m",
+        lastTransitionTime: "t",
+      };
+      const other = { type: "Reconciling", status: "True" };
+      expect(fluxReadyOf({ status: { conditions: [7, other, ready] } })).toEqual({
+        status: "False",
+        reason: "BuildFailed",
+        message: "m",
+        lastTransitionTime: "t",
+      });
+      expect(fluxReadyOf({ status: { conditions: [{ type: "Ready", status: "Yes", reason: 3 }] } })).toEqual(
+        {},
+      );
+      for (const status of [
+        { conditions: [other] },
+        { conditions: "Ready" },
+        { conditions: [{ type: 1 }] },
+        "x",
+        undefined,
+      ])
+        expect(fluxReadyOf({ status }), JSON.stringify(status)).toBeUndefined();
+    });
+
+    it("read the status fields the outcome reads, absent when they do not fit", () => {
+      const status = { lastHandledReconcileAt: "T1", lastAppliedRevision: "main@sha1:abc" };
+      expect(fluxStatusField({ status }, "lastHandledReconcileAt")).toBe("T1");
+      expect(fluxStatusField({ status }, "lastAppliedRevision")).toBe("main@sha1:abc");
+      const bad = { lastHandledReconcileAt: 1, lastAppliedRevision: "" };
+      expect(fluxStatusField({ status: bad }, "lastHandledReconcileAt")).toBeUndefined();
+      expect(fluxStatusField({ status: bad }, "lastAppliedRevision")).toBeUndefined();
+    });
+
+    it("read the newest history entry and the inventory, entry by entry", () => {
+      const head = {
+        digest: "d",
+        lastReconciled: "t",
+        lastReconciledStatus: "ok",
+        totalReconciliations: "2",
+      };
+      expect(fluxHistoryHeadOf({ status: { history: [head, { digest: "older" }] } })).toEqual({
+        digest: "d",
+        lastReconciled: "t",
+        lastReconciledStatus: "ok",
+      });
+      for (const history of [[], ["d"], "d", undefined])
+        expect(fluxHistoryHeadOf({ status: { history } }), JSON.stringify(history)).toBeUndefined();
+      const entry = { id: "apps_web_apps_Deployment", v: "v1" };
+      expect(
+        inventoryEntriesOf({ status: { inventory: { entries: [entry, { id: 5, v: "v1" }, "x"] } } }),
+      ).toEqual([entry]);
+      for (const inventory of [{ entries: "x" }, [entry], undefined])
+        expect(inventoryEntriesOf({ status: { inventory } }), JSON.stringify(inventory)).toEqual([]);
+    });
+  });
+
+  describe("managedFields", () => {
+    const suspend = { "f:spec": { "f:suspend": {} } };
+    it("tell whether a field set holds a path", () => {
+      expect(fieldSetHolds(suspend, ["spec", "suspend"])).toBe(true);
+      expect(fieldSetHolds(suspend, ["spec"])).toBe(true);
+      for (const set of [
+        { "f:spec": {} },
+        { "f:spec": ["f:suspend"] },
+        { "f:spec": "f:suspend" },
+        "x",
+        undefined,
+      ])
+        expect(fieldSetHolds(set, ["spec", "suspend"]), JSON.stringify(set)).toBe(false);
+      expect(fieldSetHolds(suspend, [])).toBe(false);
+    });
+
+    it("name the managers that apply a field, each entry read on its own", () => {
+      const managedFields = [
+        { manager: "helm", operation: "Apply", fieldsV1: suspend },
+        { operation: "Apply", fieldsV1: suspend },
+        { manager: "flux", operation: "Update", fieldsV1: suspend },
+        { manager: "status", operation: "Apply", subresource: "status", fieldsV1: suspend },
+        { manager: "other", operation: "Apply", fieldsV1: { "f:spec": { "f:path": {} } } },
+        { manager: 5, operation: "Apply", fieldsV1: suspend },
+        { manager: "bad", operation: "Apply", fieldsV1: "f:spec" },
+        "helm",
+      ];
+      expect(fieldAppliers({ metadata: { managedFields } }, ["spec", "suspend"])).toEqual([
+        "helm",
+        undefined,
+        undefined,
+      ]);
+      expect(fieldAppliers({ metadata: { managedFields: "x" } }, ["spec", "suspend"])).toEqual([]);
+      expect(fieldAppliers(undefined, ["spec", "suspend"])).toEqual([]);
+    });
+  });
+
+  describe("Argo CD objects, as the sidecar reads them", () => {
+    it("read the automated-sync switch field by field, absent when it is absent or null", () => {
+      const spec = (automated: unknown) => ({ spec: { syncPolicy: { automated } } });
+      expect(applicationAutomatedOf(spec({ enabled: false, prune: true }))).toEqual({
+        enabled: false,
+        prune: true,
+      });
+      expect(applicationAutomatedOf(spec({ enabled: null, selfHeal: "yes" }))).toEqual({ enabled: null });
+      expect(applicationAutomatedOf(spec({}))).toEqual({});
+      for (const automated of [null, undefined, "on", true, []])
+        expect(applicationAutomatedOf(spec(automated)), JSON.stringify(automated)).toBeUndefined();
+      expect(applicationAutomatedOf({ spec: { syncPolicy: "auto" } })).toBeUndefined();
+      expect(applicationAutomatedOf(undefined)).toBeUndefined();
+    });
+
+    it("read an operation's fields each on its own, its info entry by entry", () => {
+      const op = {
+        sync: { revision: "c1", prune: true },
+        initiatedBy: { username: "applygate", automated: "yes" },
+        info: [{ name: "token", value: "t1" }, { name: "n", value: 2 }, "x"],
+        retry: { limit: 2, backoff: { duration: "5s", factor: "2" }, refresh: true },
+      };
+      expect(argoOperationOf(op)).toEqual({
+        sync: { revision: "c1" },
+        initiatedBy: { username: "applygate" },
+        info: [{ name: "token", value: "t1" }],
+        retry: { limit: 2, backoff: { duration: "5s" } },
+      });
+      expect(argoOperationOf({ sync: "c1", info: "t1", retry: [] })).toEqual({ info: [] });
+      for (const bad of [null, "sync", 3, undefined]) expect(argoOperationOf(bad)).toBeUndefined();
+      expect(
+        applicationOperationOf({ metadata: { name: "a" }, operation: { sync: { revision: 5 } } }),
+      ).toEqual({
+        sync: {},
+        info: [],
+      });
+    });
+
+    it("read the operation state each field on its own, the operation in it as `operation` is read", () => {
+      const state = {
+        phase: "Running",
+        message: 5,
+        startedAt: "t0",
+        finishedAt: null,
+        retryCount: "1",
+        syncResult: { revision: "c1" },
+        operation: { initiatedBy: { username: "applygate" } },
+      };
+      expect(operationStateOf({ status: { operationState: state } })).toEqual({
+        phase: "Running",
+        startedAt: "t0",
+        syncResult: { revision: "c1" },
+        operation: { initiatedBy: { username: "applygate" }, info: [] },
+      });
+      for (const status of [{ operationState: null }, { operationState: "Running" }, {}, "x", undefined])
+        expect(operationStateOf({ status }), JSON.stringify(status)).toBeUndefined();
+    });
   });
 
   it("read an Application's repository from its source, else the first of its sources", () => {

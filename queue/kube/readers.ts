@@ -227,21 +227,23 @@ export const claimSpecFields = fluxClaimSpec.pick({ accessFrom: true });
 /** The status fields every claim kind has (all but previousSuspendState, whose values are per kind). */
 export const claimStatusFields = fluxClaimStatus.omit({ previousSuspendState: true });
 
-/** A field of a GitTarget's spec (`fieldOf`). */
-export function targetField<K extends keyof typeof targetSpecFields.shape & string>(
-  target: { spec?: unknown } | undefined,
-  key: K,
-) {
-  return fieldOf(targetSpecFields, target?.spec, key);
+/** A reader of one field of an object's spec, by the spec's fields (`fieldOf`). */
+export function specFieldReader<Shape extends z.ZodRawShape>(fields: z.ZodObject<Shape>) {
+  return <K extends keyof Shape & string>(o: { spec?: unknown } | undefined, key: K) =>
+    fieldOf(fields, o?.spec, key);
 }
 
-/** A field of a claim's status, of any claim kind (`fieldOf`). */
-export function claimStatusField<K extends keyof typeof claimStatusFields.shape & string>(
-  claim: { status?: unknown } | undefined,
-  key: K,
-) {
-  return fieldOf(claimStatusFields, claim?.status, key);
+/** A reader of one field of an object's status, by the status's fields (`fieldOf`). */
+export function statusFieldReader<Shape extends z.ZodRawShape>(fields: z.ZodObject<Shape>) {
+  return <K extends keyof Shape & string>(o: { status?: unknown } | undefined, key: K) =>
+    fieldOf(fields, o?.status, key);
 }
+
+/** A field of a GitTarget's spec. */
+export const targetField = specFieldReader(targetSpecFields);
+
+/** A field of a claim's status, of any claim kind. */
+export const claimStatusField = statusFieldReader(claimStatusFields);
 
 /**
  * The operation a claim's status records, each field read on its own: undefined unless its token,
@@ -325,7 +327,7 @@ export function grantViewOf(
 
 /*
  * Other controllers' objects (Flux's, Argo CD's, Secrets) have no schema of ours: the fields the
- * worker reads of them are described here, each read on its own as ours are.
+ * worker and the sidecar read of them are described here, each read on its own as ours are.
  */
 
 /** A name, a URL or a reference in another controller's object: read only as a non-empty string. */
@@ -337,30 +339,184 @@ const strings = z.array(z.unknown());
 export const stringsIn = (list: readonly unknown[] | undefined): string[] =>
   (list ?? []).filter((x): x is string => typeof x === "string");
 
-/** The fields of a Flux Kustomization's `spec.sourceRef`: kind and namespace default when absent. */
+/** The fields of a Flux Kustomization's `spec.sourceRef` (Flux's CrossNamespaceSourceReference). */
 export const sourceRefFields = z.object({ kind: given, name: given, namespace: given });
 /** The fields of a Flux Kustomization's spec the worker reads. */
 export const kustomizationSpecFields = z.object({ sourceRef: sourceRefFields });
 
-/** The source a Kustomization reads (`spec.sourceRef`); undefined when it names none. */
+/**
+ * What a caller makes of a `spec.sourceRef` without a kind. Flux does not default it: its v1 API
+ * requires the kind (CrossNamespaceSourceReference, `+required`: the API server refuses a
+ * Kustomization without one) and kustomize-controller's getSource reads no source for a kind it
+ * does not know ("source kind not supported"). So a kind-less reference, only possible where no API
+ * server checked the object, names no source Flux reads:
+ * - "none": it names no source (what Flux does; for a caller that reads or stamps the source);
+ * - "GitRepository": it reads as a GitRepository (for a caller that only groups appliers by their
+ *   source, where a group too wide only orders more, never less).
+ */
+export type MissingSourceKind = "none" | "GitRepository";
+
+/**
+ * The source a Kustomization reads (`spec.sourceRef`), its namespace the Kustomization's when not
+ * given (empty is not given, as for Flux; "default" for a YAML document without one); undefined
+ * when it names none: no name, or no kind and `missingKind` "none".
+ */
 export function kustomizationSourceOf(
-  ks: { spec?: unknown } | undefined,
-): { kind?: string; name: string; namespace?: string } | undefined {
+  ks: { metadata: { namespace?: string | undefined }; spec?: unknown } | undefined,
+  missingKind: MissingSourceKind,
+): { kind: string; name: string; namespace: string } | undefined {
   const ref = partOf(kustomizationSpecFields, ks?.spec, "sourceRef");
-  const { name, ...rest } = fieldsOf(sourceRefFields, ref, ["kind", "name", "namespace"]);
-  return name !== undefined ? { name, ...rest } : undefined;
+  const { kind, name, namespace } = fieldsOf(sourceRefFields, ref, ["kind", "name", "namespace"]);
+  if (name === undefined) return undefined;
+  const k = kind ?? (missingKind === "GitRepository" ? missingKind : undefined);
+  if (k === undefined) return undefined;
+  return { kind: k, name, namespace: namespace ?? ks?.metadata.namespace ?? "default" };
 }
 
-/** The fields of an Argo CD Application's source the worker reads. */
-export const applicationSourceFields = z.object({ repoURL: given });
+/** The fields of a Flux Kustomization's or GitRepository's spec the sidecar reads. */
+export const fluxSpecFields = z.object({ suspend: z.boolean(), url: given, ref: z.record(z.unknown()) });
+/** The fields of a GitRepository's `spec.ref`: a branch, or what pins it elsewhere. */
+export const gitRepositoryRefFields = z.object({
+  branch: given,
+  tag: given,
+  semver: given,
+  name: given,
+  commit: given,
+});
+/** The fields of a Flux Kustomization's or GitRepository's status the sidecar reads. */
+export const fluxStatusFields = z.object({
+  lastHandledReconcileAt: z.string(),
+  lastAppliedRevision: given,
+  conditions: z.array(z.unknown()),
+  history: z.array(z.unknown()),
+  inventory: z.record(z.unknown()),
+  artifact: z.record(z.unknown()),
+});
+/** The fields of a Flux condition (a metav1.Condition) the sidecar reads. */
+export const fluxConditionFields = z.object({
+  type: z.string(),
+  status: z.enum(["True", "False", "Unknown"]),
+  reason: z.string(),
+  message: z.string(),
+  lastTransitionTime: z.string(),
+});
+/** The fields of a Kustomization's `status.history` entry (kustomize-controller v1.7+). */
+export const fluxHistoryFields = z.object({
+  digest: z.string(),
+  lastReconciled: z.string(),
+  lastReconciledStatus: z.string(),
+  totalReconciliations: z.number(),
+});
+/** One entry of a Kustomization's `status.inventory.entries`: an object's id and its version. */
+const inventoryEntry = z.object({ id: z.string(), v: z.string() });
+
+/** A field of a Flux object's spec. */
+export const fluxSpecField = specFieldReader(fluxSpecFields);
+
+/** A field of a Flux object's status. */
+export const fluxStatusField = statusFieldReader(fluxStatusFields);
+
+/** Whether a Flux object's `spec.suspend` is true. */
+export const fluxSuspended = (o: { spec?: unknown } | undefined): boolean =>
+  fluxSpecField(o, "suspend") === true;
+
+/**
+ * A Flux object's Ready condition, each field read on its own (one that does not fit is absent);
+ * undefined when the object has none.
+ */
+export function fluxReadyOf(o: { status?: unknown } | undefined) {
+  const ready = fluxStatusField(o, "conditions")?.find(
+    (c) => fieldOf(fluxConditionFields, c, "type") === "Ready",
+  );
+  return ready === undefined
+    ? undefined
+    : fieldsOf(fluxConditionFields, ready, ["status", "reason", "message", "lastTransitionTime"]);
+}
+
+/** The newest entry of a Kustomization's `status.history`, each field read on its own. */
+export function fluxHistoryHeadOf(ks: { status?: unknown } | undefined) {
+  const head = fluxStatusField(ks, "history")?.[0];
+  return isRecord(head)
+    ? fieldsOf(fluxHistoryFields, head, [
+        "digest",
+        "lastReconciledStatus",
+        "totalReconciliations",
+        "lastReconciled",
+      ])
+    : undefined;
+}
+
+/** The objects a Kustomization's `status.inventory` lists, entry by entry. */
+export function inventoryEntriesOf(ks: { status?: unknown } | undefined): { id: string; v: string }[] {
+  const entries = partOf(fluxStatusFields, ks?.status, "inventory");
+  const list = isRecord(entries) ? entries.entries : undefined;
+  return (Array.isArray(list) ? list : []).flatMap((e) =>
+    fits(inventoryEntry, e) ? [{ id: e.id, v: e.v }] : [],
+  );
+}
+
+/** The revision a GitRepository's artifact holds (`status.artifact.revision`). */
+export function artifactRevisionOf(src: { status?: unknown } | undefined): string | undefined {
+  return fieldOf(z.object({ revision: given }), fluxStatusField(src, "artifact"), "revision");
+}
+
+/** A GitRepository's `spec.ref`: the fields of it that are given. */
+export function gitRepositoryRefOf(src: { spec?: unknown } | undefined) {
+  return fieldsOf(gitRepositoryRefFields, fluxSpecField(src, "ref"), [
+    "branch",
+    "tag",
+    "semver",
+    "name",
+    "commit",
+  ]);
+}
+
+/** The fields of a managedFields entry read here. */
+export const managedFieldsEntryFields = z.object({
+  manager: given,
+  operation: z.string(),
+  subresource: z.string(),
+  fieldsV1: z.record(z.unknown()),
+});
+
+/** Whether a managedFields field set (`fieldsV1`) holds the field at `path` (`spec`, `suspend`). */
+export function fieldSetHolds(fieldsV1: unknown, path: readonly string[]): boolean {
+  let set = fieldsV1;
+  for (const [i, name] of path.entries()) {
+    if (!isRecord(set) || !(`f:${name}` in set)) return false;
+    if (i < path.length - 1) set = set[`f:${name}`];
+  }
+  return path.length > 0;
+}
+
+/**
+ * The managers that hold the field at `path` of an object (its main resource, not a subresource)
+ * by server-side apply: managedFields entries of operation Apply, each read on its own; undefined
+ * for an entry that names no manager.
+ */
+export function fieldAppliers(
+  o: { metadata: { managedFields?: unknown } } | undefined,
+  path: readonly string[],
+): (string | undefined)[] {
+  const entries = o?.metadata.managedFields;
+  return (Array.isArray(entries) ? entries : []).flatMap((e) => {
+    const f = fieldsOf(managedFieldsEntryFields, e, ["manager", "operation", "subresource", "fieldsV1"]);
+    return f.operation === "Apply" && !f.subresource && fieldSetHolds(f.fieldsV1, path) ? [f.manager] : [];
+  });
+}
+
+/** The fields of an Argo CD Application's source the worker and the sidecar read. */
+export const applicationSourceFields = z.object({ repoURL: given, targetRevision: z.string() });
 /** The fields of an Argo CD Application's `spec.destination`. */
 export const destinationFields = z.object({ namespace: given, server: given, name: given });
 /** The fields of an Argo CD Application's spec the worker reads. */
 export const applicationSpecFields = z.object({
   source: applicationSourceFields,
   sources: z.array(applicationSourceFields),
+  sourceHydrator: z.unknown(),
   project: given,
   destination: destinationFields,
+  syncPolicy: z.record(z.unknown()),
 });
 
 /**
@@ -383,6 +539,95 @@ export function applicationDestinationOf(app: { spec?: unknown } | undefined): {
   const d = partOf(applicationSpecFields, app?.spec, "destination");
   return fieldsOf(destinationFields, d, ["namespace", "server", "name"]);
 }
+
+/** The fields of an Application's (or an ApplicationSet template's) `spec.syncPolicy` the sidecar reads. */
+export const syncPolicyFields = z.object({
+  automated: z.record(z.unknown()).nullable(),
+  syncOptions: strings,
+  retry: z.record(z.unknown()),
+});
+/** The fields of `spec.syncPolicy.automated`: Argo CD's switch (`enabled`) and its options. */
+export const automatedFields = z.object({
+  enabled: z.boolean().nullable(),
+  prune: z.boolean(),
+  selfHeal: z.boolean(),
+  allowEmpty: z.boolean(),
+});
+/** The fields of an Argo CD operation (`operation`, or the one its state copies) the sidecar reads. */
+export const argoOperationFields = z.object({
+  sync: z.record(z.unknown()),
+  initiatedBy: z.record(z.unknown()),
+  info: z.array(z.unknown()),
+  retry: z.record(z.unknown()),
+});
+const syncOperationFields = z.object({ revision: z.string() });
+const initiatedByFields = z.object({ username: z.string(), automated: z.boolean() });
+const infoEntry = z.object({ name: z.string(), value: z.string() });
+const retryFields = z.object({ limit: z.number(), backoff: z.record(z.unknown()) });
+const backoffFields = z.object({ duration: z.string(), factor: z.number(), maxDuration: z.string() });
+/** The fields of an Application's `status.operationState` the sidecar reads. */
+export const operationStateFields = z.object({
+  operation: z.record(z.unknown()),
+  phase: z.string(),
+  message: z.string(),
+  syncResult: z.record(z.unknown()),
+  startedAt: z.string(),
+  finishedAt: z.string(),
+  retryCount: z.number(),
+});
+
+/** The fields of an ApplicationSet's spec the sidecar reads: the template of its Applications. */
+export const applicationSetSpecFields = z.object({ template: z.record(z.unknown()) });
+
+/** The `syncPolicy.automated` of an Application's (or an ApplicationSet template's) spec; undefined when absent or null. */
+export function applicationAutomatedOf(o: { spec?: unknown } | undefined) {
+  const a = fieldOf(syncPolicyFields, fieldOf(applicationSpecFields, o?.spec, "syncPolicy"), "automated");
+  return a ? fieldsOf(automatedFields, a, ["enabled", "prune", "selfHeal", "allowEmpty"]) : undefined;
+}
+
+/** An Argo CD operation, each field read on its own; undefined when it is not an object. */
+export function argoOperationOf(op: unknown) {
+  if (!isRecord(op)) return undefined;
+  const f = fieldsOf(argoOperationFields, op, ["sync", "initiatedBy", "info", "retry"]);
+  const backoff = f.retry && fieldOf(retryFields, f.retry, "backoff");
+  const retry = f.retry && {
+    ...fieldsOf(retryFields, f.retry, ["limit"]),
+    ...(backoff ? { backoff: fieldsOf(backoffFields, backoff, ["duration", "factor", "maxDuration"]) } : {}),
+  };
+  return {
+    ...(f.sync ? { sync: fieldsOf(syncOperationFields, f.sync, ["revision"]) } : {}),
+    ...(f.initiatedBy
+      ? { initiatedBy: fieldsOf(initiatedByFields, f.initiatedBy, ["username", "automated"]) }
+      : {}),
+    info: (f.info ?? []).flatMap((i) => (fits(infoEntry, i) ? [{ name: i.name, value: i.value }] : [])),
+    ...(retry ? { retry } : {}),
+  };
+}
+export type ArgoOperationView = NonNullable<ReturnType<typeof argoOperationOf>>;
+
+/** An Application's `operation` (the one asked for), read with `argoOperationOf`. */
+export const applicationOperationOf = (app: KObject | undefined) => argoOperationOf(app?.operation);
+
+/** An Application's `status.operationState`, each field read on its own; undefined when absent. */
+export function operationStateOf(app: { status?: unknown } | undefined) {
+  const state = isRecord(app?.status) ? app.status.operationState : undefined;
+  if (!isRecord(state)) return undefined;
+  const f = fieldsOf(operationStateFields, state, [
+    "phase",
+    "message",
+    "startedAt",
+    "finishedAt",
+    "retryCount",
+  ]);
+  const operation = argoOperationOf(state.operation);
+  const syncResult = fieldOf(operationStateFields, state, "syncResult");
+  return {
+    ...f,
+    ...(operation ? { operation } : {}),
+    ...(syncResult ? { syncResult: fieldsOf(syncOperationFields, syncResult, ["revision"]) } : {}),
+  };
+}
+export type OperationStateView = NonNullable<ReturnType<typeof operationStateOf>>;
 
 /** The fields of one entry of an AppProject's `spec.syncWindows` (schedule and duration may be empty). */
 export const syncWindowFields = z.object({

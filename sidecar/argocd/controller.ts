@@ -9,6 +9,9 @@ import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   apiFailure,
+  applicationAutomatedOf,
+  applicationSetSpecFields,
+  fieldOf,
   type InformerHandle,
   type KObject,
   type Kube,
@@ -24,10 +27,7 @@ import type { ApplierSource } from "../claims/eligibility.js";
 import {
   APPLICATION,
   APPLICATION_SET,
-  type Application,
-  type ApplicationSet,
   type Automated,
-  automatedOf,
   owningApplicationSet,
   releaseApply,
   sourceOf,
@@ -70,7 +70,7 @@ export interface ArgoCDClaimControllerDeps {
 }
 
 export class ArgoCDClaimController implements Kind.ClaimController {
-  private watcher: InformerHandle<Application> | undefined;
+  private watcher: InformerHandle<KObject> | undefined;
 
   constructor(private readonly d: ArgoCDClaimControllerDeps) {}
 
@@ -83,7 +83,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
     applier: { namespace: string; name: string },
     _ctx?: Kind.ClaimContext,
   ): Promise<ApplierSource> {
-    const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
+    const app = await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
     if (!app)
       return { state: "Unknown", message: `Application ${applier.namespace}/${applier.name} not found` };
     return sourceOf(app);
@@ -94,7 +94,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
     applier: { namespace: string; name: string },
     _ctx?: Kind.ClaimContext,
   ): Promise<Kind.ExternalCheck> {
-    const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
+    const app = await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
     if (!app) {
       return {
         configured: "Unknown",
@@ -122,7 +122,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
     applier: { namespace: string; name: string },
     ctx: Kind.ClaimContext,
   ): Promise<Kind.HoldResult> {
-    const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
+    const app = await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
     const name = `${applier.namespace}/${applier.name}`;
     if (!app) {
       const msg = `Application ${name} not found`;
@@ -139,7 +139,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
     if (plan.write) {
       if (previous === undefined) {
         // Recorded before the first write: a restart after it must not read our own switch as the user's.
-        previous = switchState(automatedOf(app));
+        previous = switchState(applicationAutomatedOf(app));
         await this.recordPrevious(claim, previous);
       }
       await this.d.kube.apply(APPLICATION, switchApply(app, false), {
@@ -224,7 +224,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
         status: { previousSuspendState: null },
       };
     }
-    const app = await this.d.kube.get<Application>(APPLICATION, applier.namespace, applier.name);
+    const app = await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
     if (!app) return { done: true, status: { previousSuspendState: null } };
     const previous = previousOf(claim);
     const appSet = await this.applicationSetSwitch(app);
@@ -233,7 +233,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
       appSet.applicationSetAutomated,
       owningApplicationSet(app) !== undefined,
     );
-    const released = await this.d.kube.apply<Application>(APPLICATION, releaseApply(app), {
+    const released = await this.d.kube.apply(APPLICATION, releaseApply(app), {
       fieldManager: FIELD_MANAGER,
       dryRun: true,
     });
@@ -263,7 +263,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
 
   async start(hooks: { requeueApplier(namespace: string, name: string): void }): Promise<void> {
     if (this.d.watch === false) return;
-    this.watcher = this.d.kube.informer<Application>(APPLICATION, {
+    this.watcher = this.d.kube.informer(APPLICATION, {
       log: this.d.log,
       onChange: (_type, app) => {
         if (app.metadata.namespace) hooks.requeueApplier(app.metadata.namespace, app.metadata.name);
@@ -297,7 +297,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
    * Argo CD before 3.1 has no `enabled`: a strict server-side dry run of the switch is refused for
    * an unknown field there, and accepted (writing nothing) from 3.1 on.
    */
-  private async probeSwitch(app: Application): Promise<"ok" | "missing" | "error"> {
+  private async probeSwitch(app: KObject): Promise<"ok" | "missing" | "error"> {
     try {
       await this.d.kube.apply(APPLICATION, switchApply(app, false), {
         dryRun: true,
@@ -315,16 +315,14 @@ export class ArgoCDClaimController implements Kind.ClaimController {
   }
 
   /** The generating ApplicationSet's template switch, when there is one and it can be read. */
-  private async applicationSetSwitch(
-    app: Application,
-  ): Promise<{ applicationSetAutomated?: Automated | null }> {
+  private async applicationSetSwitch(app: KObject): Promise<{ applicationSetAutomated?: Automated | null }> {
     const owner = owningApplicationSet(app);
     if (!owner) return {};
     try {
-      const set = await this.d.kube.get<ApplicationSet>(APPLICATION_SET, app.metadata.namespace ?? "", owner);
-      const template = set?.spec?.template;
+      const set = await this.d.kube.get(APPLICATION_SET, app.metadata.namespace ?? "", owner);
+      const template = fieldOf(applicationSetSpecFields, set?.spec, "template");
       if (!template) return {};
-      return { applicationSetAutomated: template.spec?.syncPolicy?.automated ?? null };
+      return { applicationSetAutomated: applicationAutomatedOf(template) ?? null };
     } catch {
       return {};
     }

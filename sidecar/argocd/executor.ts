@@ -15,7 +15,7 @@
 import { backoffMs } from "../../queue/backoff.js";
 import type { Attempt, SupersededNotice } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import { apiFailure, RESOURCES } from "../../queue/kube/index.js";
+import { apiFailure, applicationAutomatedOf, type KObject, RESOURCES } from "../../queue/kube/index.js";
 import { applierField, claimField, type Logger } from "../../queue/log.js";
 import type * as Kind from "../applier-kind.js";
 import { notStarted } from "../applier-kind.js";
@@ -38,13 +38,7 @@ import {
   recordOf,
 } from "../operation-steps.js";
 import { sleepUnlessAborted } from "../sleep.js";
-import {
-  APPLICATION,
-  type Application,
-  automatedOf,
-  isAutomatedSyncEnabled,
-  sourceOf,
-} from "./application.js";
+import { APPLICATION, isAutomatedSyncEnabled, sourceOf } from "./application.js";
 import type { ArgoCDExecutorDeps } from "./executor-deps.js";
 import { afterLostUpdate } from "./lost-update.js";
 import { StaleOperations } from "./stale-operations.js";
@@ -53,9 +47,9 @@ import { ApplicationWatch, type AppRef, appKey } from "./watch.js";
 
 export type { ArgoCDExecutorDeps, ArgoCDExecutorOptions } from "./executor-deps.js";
 
-/** A read of the Application, and whether the watch's cache answered it (a cache may lag). */
+/** A read of the KObject, and whether the watch's cache answered it (a cache may lag). */
 interface Read {
-  app: Application | undefined;
+  app: KObject | undefined;
   cached: boolean;
 }
 
@@ -232,7 +226,7 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
           }
           return end(notStarted("Rejected", source.reason, source.message));
         }
-        if (isAutomatedSyncEnabled(automatedOf(app))) {
+        if (isAutomatedSyncEnabled(applicationAutomatedOf(app))) {
           if (read.cached) {
             confirm();
             continue;
@@ -258,7 +252,7 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
             return end(notStarted("Rejected", StatusReason.TerminateForbidden, terminate.fatal));
           }
           if (terminate.retry && now() < waitUntil) {
-            // A terminate that conflicted or failed changed nothing on the Application, so no watch
+            // A terminate that conflicted or failed changed nothing on the KObject, so no watch
             // event would end the wait: tried again after a poll interval, on the server's answer.
             armed.cancel();
             await sleepUnlessAborted(Math.min(this.pollMs, Math.max(0, waitUntil - now())), signal);
@@ -273,7 +267,7 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
             armed.cancel();
             return end(notStarted("RequestFailed", StatusReason.OperationInProgress, busy.message));
           }
-          // Waited out on the watch: its next event about the Application, else a read of the server.
+          // Waited out on the watch: its next event about the KObject, else a read of the server.
           fromCache = await armed.wait;
           continue;
         }
@@ -373,7 +367,7 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
         recovered: true,
       }),
     };
-    const app = await this.d.kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+    const app = await this.d.kube.get(APPLICATION, c.app.namespace, c.app.name);
     if (!app)
       return this.complete(c, "Failed", StatusReason.ApplicationDeleted, "the Application was deleted");
     if (syncProgress(app, c.token).stage === "Absent") {
@@ -437,7 +431,7 @@ export class ArgoCDExecutor implements Kind.OperationExecutor {
         try {
           read = await this.readApp(c.app, fromCache);
         } catch (err) {
-          c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; following on");
+          c.log.warn({ err: apiFailure(err).message }, "cannot read the KObject; following on");
           fromCache = await armed.wait;
           continue;
         }

@@ -4,10 +4,10 @@
  * the version the update was made from then makes sure it never lands (a conflict on that write
  * reads again). Read and written on the API server, retried after `pollMs` until it is decided.
  */
-import { apiFailure, isConflict, type Kube } from "../../queue/kube/index.js";
+import { apiFailure, isConflict, type KObject, type Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import { sleepUnlessAborted } from "../sleep.js";
-import { APPLICATION, type Application } from "./application.js";
+import { APPLICATION } from "./application.js";
 import { refreshPatch, syncProgress } from "./sync.js";
 
 export type LostUpdate = "Landed" | "Fenced" | "Deleted" | "Aborted";
@@ -20,11 +20,11 @@ export async function afterLostUpdate(
 ): Promise<LostUpdate> {
   for (;;) {
     if (c.signal.aborted) return "Aborted";
-    let app: Application | undefined;
+    let app: KObject | undefined;
     try {
-      app = await kube.get<Application>(APPLICATION, c.app.namespace, c.app.name);
+      app = await kube.get(APPLICATION, c.app.namespace, c.app.name);
     } catch (err) {
-      c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; retrying");
+      c.log.warn({ err: apiFailure(err).message }, "cannot read the KObject; retrying");
       await sleepUnlessAborted(pollMs, c.signal);
       continue;
     }

@@ -1,12 +1,12 @@
 import type { SupersededNotice } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { errorMessage } from "../../queue/errors.js";
-import { apiFailure, isConflict, isForbidden, type Kube } from "../../queue/kube/index.js";
+import { apiFailure, isConflict, isForbidden, type KObject, type Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { EventRecorder } from "../events.js";
 import type { ClaimLocator } from "../operation-record.js";
 import type { SupersessionSource } from "../supersessions.js";
-import { APPLICATION, type Application } from "./application.js";
+import { APPLICATION } from "./application.js";
 import { type Ancestry, decideStale, terminatePatch } from "./stale.js";
 import type { ApplicationWatch } from "./watch.js";
 
@@ -91,7 +91,7 @@ export class StaleOperations {
     c: OperationOf,
     o: {
       commit: string;
-      seen?: Application;
+      seen?: KObject;
       cached?: boolean;
       only?: string;
       fatalOnForbidden: boolean;
@@ -106,7 +106,7 @@ export class StaleOperations {
     let app = o.seen;
     if (!app || o.cached) {
       const fresh = await this.d.applications.read(c.app).catch((err: unknown) => {
-        c.log.warn({ err: apiFailure(err).message }, "cannot read the Application; trying on the next poll");
+        c.log.warn({ err: apiFailure(err).message }, "cannot read the KObject; trying on the next poll");
         return null;
       });
       if (fresh === null) return { retry: true };

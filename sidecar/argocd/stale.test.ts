@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import type { Application, ArgoOperation, OperationState } from "./application.js";
+import type { KObject } from "../../queue/kube/index.js";
+import type { ArgoOperation } from "./application.js";
+
+type OperationState = Record<string, unknown>;
+
 import { type AncestryAnswer, decideStale } from "./stale.js";
 import { buildSyncOperation } from "./sync.js";
 
@@ -7,7 +11,7 @@ const OLD = "1".repeat(40);
 const NEW = "2".repeat(40);
 const NEWER = "3".repeat(40);
 
-function app(op: ArgoOperation | undefined, state: OperationState | undefined): Application {
+function app(op: ArgoOperation | undefined, state: OperationState | undefined): KObject {
   return {
     metadata: { name: "web", namespace: "argocd", resourceVersion: "42" },
     spec: { source: { repoURL: "r", targetRevision: "main" } },
@@ -29,7 +33,7 @@ const running = (op: ArgoOperation, extra: Partial<OperationState> = {}): Operat
 });
 
 /** Decides as the executor does: ask the clone only when the decision asks for proof. */
-function decide(a: Application, commit: string, graph: Record<string, AncestryAnswer>) {
+function decide(a: KObject, commit: string, graph: Record<string, AncestryAnswer>) {
   const first = decideStale(a, commit);
   if (first.action !== "prove") return first;
   return decideStale(a, commit, graph[first.revision] ?? "unknown");
@@ -72,7 +76,7 @@ describe("seed 002: terminate only a proven-stale operation", () => {
     });
   });
 
-  const leave: [string, Application, string][] = [
+  const leave: [string, KObject, string][] = [
     ["released (the commit we must sync)", app(ours(NEW), running(ours(NEW))), "SameCommit"],
     ["released, abbreviated", app(ours(NEW.slice(0, 8)), running(ours(NEW.slice(0, 8)))), "SameCommit"],
     ["symbolic", app(ours("main"), running(ours("main"))), "Symbolic"],

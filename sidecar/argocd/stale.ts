@@ -8,8 +8,9 @@
  * tag name can move), the very commit we must sync, and a commit the clone does not know or that
  * is not an ancestor (a descendant is newer than what we were asked for).
  */
+import type { KObject } from "../../queue/kube/index.js";
 import { type Ancestry as AncestryAnswer, judgeSupersession } from "../../queue/supersession.js";
-import { type Application, isCompletedPhase, operationOf, stateOf, tokenOf } from "./application.js";
+import { isCompletedPhase, operationOf, stateOf, tokenOf } from "./application.js";
 
 /** What a Git clone says of `revision` against the newer commit (`queue/decide/supersede.ts`). */
 export type { AncestryAnswer };
@@ -22,7 +23,7 @@ export type Ancestry = (revision: string, commit: string, about?: AncestryAbout)
 
 /** Which repository the question is about: the Application being synced and the claim holding it. */
 export interface AncestryAbout {
-  application: Application;
+  application: KObject;
   claim: { namespace: string; name: string };
 }
 
@@ -47,7 +48,7 @@ export type StaleDecision =
   | { action: "terminate"; revision: string; token: string; resourceVersion: string };
 
 /** The revision the running operation syncs: its pinned revision, else the resolved one. */
-export function runningRevision(app: Application): string | undefined {
+export function runningRevision(app: KObject): string | undefined {
   const state = stateOf(app);
   const pinned = state?.operation?.sync?.revision ?? operationOf(app)?.sync?.revision;
   const resolved = state?.syncResult?.revision;
@@ -55,7 +56,7 @@ export function runningRevision(app: Application): string | undefined {
   return rev === "" ? undefined : rev;
 }
 
-export function decideStale(app: Application, commit: string, proof?: AncestryAnswer): StaleDecision {
+export function decideStale(app: KObject, commit: string, proof?: AncestryAnswer): StaleDecision {
   const op = operationOf(app);
   if (!op) return { action: "leave", why: "NoOperation" };
   const token = tokenOf(op);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import type { KObject } from "../../queue/kube/index.js";
 import { applierWriteOf as ownWriteOf } from "../applier-write.js";
 import { windowLive } from "../window-observer.js";
-import type { Application, ManagedFieldsEntry } from "./application.js";
 import { appInstance } from "./application.js";
 import { desiredAfterHandBack, judgeSwitch, planHandBack, planHold } from "./switch.js";
 import { ARGO_MANAGERS, trackedInstance } from "./window-writes.js";
@@ -10,21 +10,18 @@ const applierWriteOf = (o: Parameters<typeof ownWriteOf>[0], previous?: unknown[
   ownWriteOf(o, ARGO_MANAGERS, previous);
 
 const enabledFields = { "f:spec": { "f:syncPolicy": { "f:automated": { "f:enabled": {} } } } };
-const entry = (manager: string, operation: string, fieldsV1: Record<string, unknown> = enabledFields) =>
-  ({
-    manager,
-    operation,
-    fieldsType: "FieldsV1",
-    fieldsV1,
-    time: "2026-01-01T00:00:00Z",
-  }) as ManagedFieldsEntry as any;
+const entry = (manager: string, operation: string, fieldsV1: Record<string, unknown> = enabledFields) => ({
+  manager,
+  operation,
+  fieldsType: "FieldsV1",
+  fieldsV1,
+  time: "2026-01-01T00:00:00Z",
+});
 
-function app(
-  automated: Record<string, unknown> | undefined,
-  meta: Partial<Application["metadata"]> = {},
-): Application {
+function app(automated: Record<string, unknown> | undefined, meta: Record<string, unknown> = {}): KObject {
   return {
-    metadata: { name: "web", namespace: "argocd", ...meta },
+    // managedFields as the API server returns them (times as strings), not as the client types them.
+    metadata: { name: "web", namespace: "argocd", ...meta } as KObject["metadata"],
     spec: {
       source: { repoURL: "http://git/repo", targetRevision: "main" },
       ...(automated ? { syncPolicy: { automated } } : {}),
@@ -145,7 +142,7 @@ describe("handing it back", () => {
 });
 
 describe("the applier's own writes", () => {
-  const obj = (entries: ManagedFieldsEntry[], tracking?: string) => ({
+  const obj = (entries: ReturnType<typeof entry>[], tracking?: string) => ({
     apiVersion: "v1",
     kind: "ConfigMap",
     metadata: {

@@ -4,12 +4,12 @@
  * `automated`. A switch an ApplicationSet or another applying manager owns is never written, only
  * checked, and refused while it is on. A hand-back puts the switch back as it stood before.
  */
+
 import type { ArgoCDPreviousSuspendState } from "../../queue/crds/index.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
+import { applicationAutomatedOf, type KObject } from "../../queue/kube/index.js";
 import {
-  type Application,
   type Automated,
-  automatedOf,
   isAutomatedSyncEnabled,
   otherSwitchAppliers,
   owningApplicationSet,
@@ -38,7 +38,7 @@ export interface SwitchInputs {
 }
 
 /** Whether the claim may hold the Application's switch. */
-export function judgeSwitch(app: Application, inputs: SwitchInputs): SwitchVerdict {
+export function judgeSwitch(app: KObject, inputs: SwitchInputs): SwitchVerdict {
   if (inputs.enabledFieldMissing) {
     return {
       configured: false,
@@ -50,7 +50,7 @@ export function judgeSwitch(app: Application, inputs: SwitchInputs): SwitchVerdi
   const source = sourceOf(app);
   if (source.state === "Unsupported")
     return { configured: false, reason: source.reason, message: source.message };
-  const on = isAutomatedSyncEnabled(automatedOf(app));
+  const on = isAutomatedSyncEnabled(applicationAutomatedOf(app));
   const appSet = owningApplicationSet(app);
   if (appSet !== undefined) {
     const templateOn =
@@ -86,8 +86,8 @@ export type HoldPlan =
  * Whether to apply the switch off. `adopted`: the claim already recorded how the switch stood
  * before (status.previousSuspendState), so a switch found on now was switched on by somebody.
  */
-export function planHold(app: Application, adopted: boolean): HoldPlan {
-  const automated = automatedOf(app);
+export function planHold(app: KObject, adopted: boolean): HoldPlan {
+  const automated = applicationAutomatedOf(app);
   const on = isAutomatedSyncEnabled(automated);
   if (!on && automated?.enabled === false && weHoldSwitch(app)) return { write: false };
   if (!adopted) return { write: true, event: StatusReason.Adopted, wasOn: on };
@@ -120,14 +120,10 @@ export type HandBackPlan =
  * `released` is the Application as a dry run of giving the field up returns it. With no record of
  * how it stood, the field is given up as it is.
  */
-export function planHandBack(
-  app: Application,
-  desiredOn: boolean | undefined,
-  released: Application,
-): HandBackPlan {
+export function planHandBack(app: KObject, desiredOn: boolean | undefined, released: KObject): HandBackPlan {
   if (!weHoldSwitch(app)) return { action: "none" };
   if (desiredOn === undefined) return { action: "release" };
-  const after = isAutomatedSyncEnabled(automatedOf(released));
+  const after = isAutomatedSyncEnabled(applicationAutomatedOf(released));
   if (after === desiredOn) return { action: "release" };
   return { action: "set", enabled: desiredOn };
 }

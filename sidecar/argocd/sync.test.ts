@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { type Application, isAutomatedSyncEnabled, sourceOf, switchState, tokenOf } from "./application.js";
+import type { KObject } from "../../queue/kube/index.js";
+import { isAutomatedSyncEnabled, sourceOf, switchState, tokenOf } from "./application.js";
 import { buildSyncOperation, busyWith, SYNC_WINDOW_MESSAGE, startSyncUpdate, syncProgress } from "./sync.js";
 
 const C = "c".repeat(40);
 
-function app(over: Partial<Application> = {}, spec: Application["spec"] = {}): Application {
+function app(over: Partial<KObject> = {}, spec: Record<string, unknown> = {}): KObject {
   return {
     apiVersion: "argoproj.io/v1alpha1",
     kind: "Application",
@@ -49,7 +50,7 @@ describe("the source", () => {
       { source: { repoURL: "x", targetRevision: C } },
       { source: { repoURL: "x", targetRevision: "refs/tags/v1" } },
     ]) {
-      expect(sourceOf(app({}, spec as Application["spec"]))).toMatchObject({
+      expect(sourceOf(app({}, spec))).toMatchObject({
         state: "Unsupported",
         reason: "UnsupportedSource",
       });
@@ -86,7 +87,7 @@ describe("the operation a request builds (autoSync's, pinned)", () => {
       // refresh dropped: a retry must stay pinned to the commit
       retry: { limit: 2, backoff: { duration: "1s" } },
     });
-    expect(a.spec?.syncPolicy?.retry?.refresh).toBe(true);
+    expect(a.spec).toMatchObject({ syncPolicy: { retry: { refresh: true } } });
     expect(tokenOf(op)).toBe("t1");
   });
 
@@ -96,15 +97,27 @@ describe("the operation a request builds (autoSync's, pinned)", () => {
     expect(op.retry).toEqual({ limit: 5 });
   });
 
+  it("leaves out what a tenant wrote ill-typed: a prune that is no boolean, options that are no strings", () => {
+    const a = app(
+      {},
+      { syncPolicy: { automated: { prune: "true" }, syncOptions: ["Prune=false", 5], retry: "x" } },
+    );
+    const op = buildSyncOperation(a, { commit: C, token: "t" });
+    expect(op.sync).toMatchObject({ prune: false, syncOptions: ["Prune=false"] });
+    expect(op.retry).toEqual({ limit: 5 });
+    expect(sourceOf(app({}, { source: { repoURL: "x", targetRevision: 7 } }))).toMatchObject({
+      state: "Unsupported",
+    });
+  });
+
   it("starts by setting operation and clearing the operation state, at the version read", () => {
     const a = app({ status: { operationState: { phase: "Succeeded" }, sync: { status: "Synced" } } });
     const op = buildSyncOperation(a, { commit: C, token: "t" });
     const u = startSyncUpdate(a, op);
     expect(u.operation).toEqual(op);
-    expect(u.status?.operationState).toBeUndefined();
-    expect(u.status?.sync).toEqual({ status: "Synced" });
+    expect(u.status).toEqual({ sync: { status: "Synced" } });
     expect(u.metadata.resourceVersion).toBe("7");
-    expect(a.status?.operationState).toEqual({ phase: "Succeeded" });
+    expect(a.status).toMatchObject({ operationState: { phase: "Succeeded" } });
   });
 });
 

@@ -5,14 +5,23 @@
  * update clears status.operationState, the controller copies the operation (info included) into
  * status.operationState, and clears `operation` once the operation completed.
  */
+
 import { parseGoDuration } from "../../queue/go-duration.js";
 import {
-  type Application,
+  applicationAutomatedOf,
+  applicationSpecFields,
+  fieldOf,
+  isRecord,
+  type KObject,
+  type OperationStateView,
+  partOf,
+  stringsIn,
+  syncPolicyFields,
+} from "../../queue/kube/index.js";
+import {
   type ArgoOperation,
-  automatedOf,
   INITIATOR,
   isCompletedPhase,
-  type OperationState,
   operationOf,
   REASON_INFO,
   REFRESH_ANNOTATION,
@@ -39,18 +48,21 @@ export interface SyncRequest {
  * retry is the policy's, without `refresh`, which would drop the revision on a retry and sync the
  * newest commit instead.
  */
-export function buildSyncOperation(app: Application, req: SyncRequest): ArgoOperation {
-  const policy = app.spec?.syncPolicy ?? {};
-  const automated = automatedOf(app);
-  const retry: RetryStrategy = structuredClone(policy.retry ?? DEFAULT_RETRY);
+export function buildSyncOperation(app: KObject, req: SyncRequest): ArgoOperation {
+  const policy = fieldOf(applicationSpecFields, app.spec, "syncPolicy");
+  const automated = applicationAutomatedOf(app);
+  // The policy's retry and the source are handed on to Argo CD as stored: Argo CD reads them.
+  const retry = structuredClone(fieldOf(syncPolicyFields, policy, "retry") ?? DEFAULT_RETRY);
   delete retry.refresh;
+  const syncOptions = stringsIn(fieldOf(syncPolicyFields, policy, "syncOptions"));
+  const source = partOf(applicationSpecFields, app.spec, "source");
   const reasons = [...new Set(req.reasons ?? [])];
   return {
     sync: {
       revision: req.commit,
       prune: automated?.prune === true,
-      ...(policy.syncOptions?.length ? { syncOptions: [...policy.syncOptions] } : {}),
-      ...(app.spec?.source ? { source: structuredClone(app.spec.source) } : {}),
+      ...(syncOptions.length ? { syncOptions } : {}),
+      ...(isRecord(source) ? { source: structuredClone(source) } : {}),
     },
     initiatedBy: { username: INITIATOR, automated: true },
     info: [
@@ -65,10 +77,10 @@ export function buildSyncOperation(app: Application, req: SyncRequest): ArgoOper
  * The whole Application with `operation` set and status.operationState cleared, as read (its
  * resourceVersion included, so the update lands only on exactly what was judged).
  */
-export function startSyncUpdate(app: Application, op: ArgoOperation): Application {
+export function startSyncUpdate(app: KObject, op: ArgoOperation): KObject {
   const next = structuredClone(app);
   next.operation = op;
-  if (next.status) {
+  if (isRecord(next.status)) {
     delete next.status.operationState;
   }
   return next;
@@ -88,7 +100,7 @@ export type Busy = { busy: false } | { busy: true; token?: string; phase?: strin
  * Another operation is set: never replaced, waited out. A stuck state with no operation (somebody
  * removed `operation` mid-run) is no operation in progress; a sync goes over it.
  */
-export function busyWith(app: Application): Busy {
+export function busyWith(app: KObject): Busy {
   const op = operationOf(app);
   if (!op) return { busy: false };
   const state = stateOf(app);
@@ -133,7 +145,7 @@ export type SyncProgress =
   /** The operation state carrying it completed and `operation` is cleared. */
   | { stage: "Completed"; phase: "Succeeded" | "Failed" | "Error"; message?: string; revision?: string };
 
-export function syncProgress(app: Application, token: string): SyncProgress {
+export function syncProgress(app: KObject, token: string): SyncProgress {
   const op = operationOf(app);
   const state = stateOf(app);
   const inOperation = tokenOf(op) === token;
@@ -189,7 +201,7 @@ export interface PendingRetry {
  * the count after the failure (processRequestedAppOperation asks NextRetryAt with it), so the
  * waits are 10 s, 20 s, 40 s … by default, not the 5 s … its message's time names.
  */
-export function pendingRetry(state: OperationState): PendingRetry | undefined {
+export function pendingRetry(state: OperationStateView): PendingRetry | undefined {
   if (state.phase !== "Running" || !state.finishedAt) return undefined;
   const finished = Date.parse(state.finishedAt);
   if (!Number.isFinite(finished)) return undefined;

@@ -5,10 +5,10 @@
  * progress and outcomes; anything that could refuse or terminate is read again from the API server
  * by the caller (`read`), since a cache may lag behind it.
  */
-import type { InformerHandle, Kube } from "../../queue/kube/index.js";
+import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import { Wakeups } from "../wakeups.js";
-import { APPLICATION, type Application } from "./application.js";
+import { APPLICATION } from "./application.js";
 
 export interface AppRef {
   namespace: string;
@@ -19,7 +19,7 @@ export const appKey = (r: AppRef) => `${r.namespace}/${r.name}`;
 
 export class ApplicationWatch {
   readonly wakeups = new Wakeups();
-  private readonly handles = new Map<string, InformerHandle<Application>>();
+  private readonly handles = new Map<string, InformerHandle<KObject>>();
 
   constructor(
     private readonly kube: Kube,
@@ -33,7 +33,7 @@ export class ApplicationWatch {
   async serve(namespace: string): Promise<void> {
     let h = this.handles.get(namespace);
     if (!h) {
-      h = this.kube.informer<Application>(APPLICATION, {
+      h = this.kube.informer(APPLICATION, {
         namespace,
         log: this.log,
         onChange: (_type, app) =>
@@ -53,15 +53,15 @@ export class ApplicationWatch {
    * The Application as the watch last delivered it; undefined while the watch is not synced or
    * does not hold it (not delivered yet, or gone): then only `read` can tell.
    */
-  cached(ref: AppRef): Application | undefined {
+  cached(ref: AppRef): KObject | undefined {
     const h = this.handles.get(ref.namespace);
     if (!h?.informer.isSynced()) return undefined;
     return h.informer.get(ref.name, ref.namespace);
   }
 
   /** The Application read from the API server (uncached). */
-  read(ref: AppRef): Promise<Application | undefined> {
-    return this.kube.get<Application>(APPLICATION, ref.namespace, ref.name);
+  read(ref: AppRef): Promise<KObject | undefined> {
+    return this.kube.get(APPLICATION, ref.namespace, ref.name);
   }
 
   async stop(): Promise<void> {

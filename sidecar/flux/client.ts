@@ -7,18 +7,16 @@
  */
 import { randomBytes } from "node:crypto";
 import { FIELD_MANAGER } from "../../queue/contract.js";
-import { type InformerHandle, type Kube, KubeError, retryOnConflict } from "../../queue/kube/index.js";
+import {
+  type InformerHandle,
+  type KObject,
+  type Kube,
+  KubeError,
+  retryOnConflict,
+} from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import { Wakeups } from "../wakeups.js";
-import {
-  GIT_REPOSITORY,
-  type GitRepository,
-  KUSTOMIZATION,
-  type Kustomization,
-  keyOf,
-  type ObjectKey,
-  REQUESTED_AT,
-} from "./resources.js";
+import { GIT_REPOSITORY, KUSTOMIZATION, keyOf, type ObjectKey, REQUESTED_AT } from "./resources.js";
 
 /** A requestedAt token: the time first (as flux reconcile writes it), then a random tail so two never match. */
 export function newToken(now: Date): string {
@@ -39,7 +37,7 @@ export interface FluxClientOptions {
 
 export class FluxClient {
   readonly wakeups = new Wakeups();
-  private handles: InformerHandle<Kustomization | GitRepository>[] = [];
+  private handles: InformerHandle<KObject>[] = [];
   readonly pollMs: number;
   private readonly now: () => number;
 
@@ -53,20 +51,20 @@ export class FluxClient {
   }
 
   /** Starts the watches that wake waiters (optional: without them waits fall back to re-reads). */
-  async start(onKustomization?: (ks: Kustomization) => void): Promise<void> {
+  async start(onKustomization?: (ks: KObject) => void): Promise<void> {
     if (this.handles.length) return;
-    const ks = this.kube.informer<Kustomization>(KUSTOMIZATION, {
+    const ks = this.kube.informer(KUSTOMIZATION, {
       log: this.opts.log,
       onChange: (_t, o) => {
         this.wakeups.notify(ksWakeKey(objectKeyOf(o)));
         onKustomization?.(o);
       },
     });
-    const src = this.kube.informer<GitRepository>(GIT_REPOSITORY, {
+    const src = this.kube.informer(GIT_REPOSITORY, {
       log: this.opts.log,
       onChange: (_t, o) => this.wakeups.notify(srcWakeKey(objectKeyOf(o))),
     });
-    this.handles = [ks, src] as InformerHandle<Kustomization | GitRepository>[];
+    this.handles = [ks, src];
     await Promise.all(this.handles.map((h) => h.informer.start()));
   }
 
@@ -75,30 +73,30 @@ export class FluxClient {
     this.handles = [];
   }
 
-  kustomization(ref: ObjectKey): Promise<Kustomization | undefined> {
-    return this.kube.get<Kustomization>(KUSTOMIZATION, ref.namespace, ref.name);
+  kustomization(ref: ObjectKey): Promise<KObject | undefined> {
+    return this.kube.get(KUSTOMIZATION, ref.namespace, ref.name);
   }
 
-  source(ref: ObjectKey): Promise<GitRepository | undefined> {
-    return this.kube.get<GitRepository>(GIT_REPOSITORY, ref.namespace, ref.name);
+  source(ref: ObjectKey): Promise<KObject | undefined> {
+    return this.kube.get(GIT_REPOSITORY, ref.namespace, ref.name);
   }
 
   /**
    * The Kustomization as the watch last delivered it: undefined while the watch is not running or
    * has not listed since its last failure, or does not hold the object (not delivered yet, or gone).
    */
-  cachedKustomization(ref: ObjectKey): Kustomization | undefined {
-    return this.cached(0, ref) as Kustomization | undefined;
+  cachedKustomization(ref: ObjectKey): KObject | undefined {
+    return this.cached(0, ref);
   }
 
   /** From the watch's cache when it holds the Kustomization, else read from the API server. */
-  async observedKustomization(ref: ObjectKey): Promise<Kustomization | undefined> {
+  async observedKustomization(ref: ObjectKey): Promise<KObject | undefined> {
     return this.cachedKustomization(ref) ?? this.kustomization(ref);
   }
 
   /** From the watch's cache when it holds the GitRepository, else read from the API server. */
-  async observedSource(ref: ObjectKey): Promise<GitRepository | undefined> {
-    return (this.cached(1, ref) as GitRepository | undefined) ?? this.source(ref);
+  async observedSource(ref: ObjectKey): Promise<KObject | undefined> {
+    return this.cached(1, ref) ?? this.source(ref);
   }
 
   private cached(i: 0 | 1, ref: ObjectKey) {
@@ -117,8 +115,8 @@ export class FluxClient {
     suspend: boolean,
     token: string | undefined,
     guard: { uid?: string; resourceVersion?: string } = {},
-  ): Promise<Kustomization> {
-    return this.kube.apply<Kustomization>(
+  ): Promise<KObject> {
+    return this.kube.apply(
       KUSTOMIZATION,
       {
         apiVersion: `${KUSTOMIZATION.group}/${KUSTOMIZATION.version}`,
@@ -142,7 +140,7 @@ export class FluxClient {
    * Kustomization as the caller just observed it: the first try is guarded by it instead of a read
    * (a change since is a 409 that reads again). Undefined when it is gone.
    */
-  async suspend(ref: ObjectKey, token: string, from?: Kustomization): Promise<Kustomization | undefined> {
+  async suspend(ref: ObjectKey, token: string, from?: KObject): Promise<KObject | undefined> {
     let first = from;
     try {
       return await retryOnConflict(
@@ -169,12 +167,12 @@ export class FluxClient {
    * Gives spec.suspend back: first a forced `suspend: false` (so a field shared with a flux suspend's
    * Update entry is ours alone), then an empty apply that releases every field we own.
    */
-  async release(ref: ObjectKey): Promise<Kustomization | undefined> {
+  async release(ref: ObjectKey): Promise<KObject | undefined> {
     const ks = await this.kustomization(ref);
     if (!ks) return undefined;
     const guard = { uid: ks.metadata.uid, resourceVersion: ks.metadata.resourceVersion };
     await this.applySuspend(ref, false, undefined, guard);
-    return this.kube.apply<Kustomization>(
+    return this.kube.apply(
       KUSTOMIZATION,
       {
         apiVersion: `${KUSTOMIZATION.group}/${KUSTOMIZATION.version}`,
@@ -186,8 +184,8 @@ export class FluxClient {
   }
 
   /** Stamps the GitRepository with a token, as `flux reconcile source git` does. */
-  async stampSource(ref: ObjectKey, token: string): Promise<GitRepository> {
-    return this.kube.mergePatch<GitRepository>(GIT_REPOSITORY, ref.namespace, ref.name, {
+  async stampSource(ref: ObjectKey, token: string): Promise<KObject> {
+    return this.kube.mergePatch(GIT_REPOSITORY, ref.namespace, ref.name, {
       metadata: { annotations: { [REQUESTED_AT]: token } },
     });
   }

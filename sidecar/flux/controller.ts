@@ -8,10 +8,15 @@
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { errorMessage } from "../../queue/errors.js";
 import {
+  artifactRevisionOf,
   ConflictRetriesExhausted,
+  fluxSpecField,
+  fluxSuspended,
+  gitRepositoryRefOf,
   isConflict,
   type KObject,
   KubeError,
+  kustomizationSourceOf,
   RESOURCES,
   readFluxClaim,
 } from "../../queue/kube/index.js";
@@ -37,7 +42,7 @@ import {
 } from "../operation-record.js";
 import { type FluxClient, newToken } from "./client.js";
 import { commitOfRevision, tokenHandled } from "./outcome.js";
-import { type Kustomization, keyOf, type ObjectKey, requestedAtOf, sourceRefOf } from "./resources.js";
+import { keyOf, type ObjectKey, requestedAtOf } from "./resources.js";
 import { appliesSuspend, checkSuspendOwnership, suspendAppliers } from "./suspend-owner.js";
 
 export interface FluxControllerDeps {
@@ -83,8 +88,8 @@ const ready = (status: ConditionInput["status"], reason: string, message: string
 });
 
 /** The suspend on the Kustomization is handled: it is suspended and its current token was seen. */
-function suspendSettled(ks: Kustomization): boolean {
-  if (ks.spec?.suspend !== true) return false;
+function suspendSettled(ks: KObject): boolean {
+  if (!fluxSuspended(ks)) return false;
   const token = requestedAtOf(ks);
   return token === undefined || tokenHandled(ks, token);
 }
@@ -107,7 +112,7 @@ export class FluxClaimController implements ClaimController {
   async source(_claim: KObject, applier: ObjectKey, _ctx?: ClaimContext): Promise<ApplierSource> {
     const ks = await this.d.client.kustomization(applier);
     if (!ks) return { state: "Unknown", message: `Kustomization ${keyOf(applier)} was not found` };
-    const ref = sourceRefOf(ks);
+    const ref = kustomizationSourceOf(ks, "none");
     if (ref?.kind !== "GitRepository") {
       return {
         state: "Unsupported",
@@ -117,9 +122,8 @@ export class FluxClaimController implements ClaimController {
     }
     const src = await this.d.client.source(ref);
     if (!src) return { state: "Unknown", message: `GitRepository ${keyOf(ref)} was not found` };
-    const branch = src.spec?.ref?.branch;
-    const pinned =
-      src.spec?.ref?.commit || src.spec?.ref?.tag || src.spec?.ref?.semver || src.spec?.ref?.name;
+    const { branch, ...pins } = gitRepositoryRefOf(src);
+    const pinned = Object.keys(pins).length > 0;
     if (!branch || pinned) {
       return {
         state: "Unsupported",
@@ -127,7 +131,7 @@ export class FluxClaimController implements ClaimController {
         message: `GitRepository ${keyOf(ref)} does not follow a branch (spec.ref.branch alone)`,
       };
     }
-    return { state: "Known", url: src.spec?.url ?? "", branch };
+    return { state: "Known", url: fluxSpecField(src, "url") ?? "", branch };
   }
 
   async checkExternal(_claim: KObject, applier: ObjectKey, _ctx?: ClaimContext): Promise<ExternalCheck> {
@@ -161,7 +165,7 @@ export class FluxClaimController implements ClaimController {
     const status = statusOf(claim);
     if (status.previousSuspendState === undefined) return this.adopt(claim, applier, ks, ctx);
 
-    if (ks.spec?.suspend !== true) {
+    if (!fluxSuspended(ks)) {
       // Read the operation again after the Kustomization: one recorded meanwhile is no external resume.
       const op = await readOperation(ctx.kube, locator(claim));
       if (isInFlight(op)) return this.applying(claim, applier, op, ctx);
@@ -196,10 +200,10 @@ export class FluxClaimController implements ClaimController {
         ready("Unknown", StatusReason.Releasing, message),
       ],
       requeueAfterMs: this.short,
-      leftAs: `${ks.spec?.suspend === true ? "suspended under applygate" : "resumed"} (Kustomization ${keyOf(applier)}: ${message})`,
+      leftAs: `${fluxSuspended(ks) ? "suspended under applygate" : "resumed"} (Kustomization ${keyOf(applier)}: ${message})`,
     });
     // An apply in flight is suspended first, and its token handled.
-    if (ks.spec?.suspend !== true) {
+    if (!fluxSuspended(ks)) {
       await this.writeSuspend(applier, ks, newToken(ctx.now()), ctx.log);
       return releasing("suspending the apply in flight before handing back");
     }
@@ -244,7 +248,7 @@ export class FluxClaimController implements ClaimController {
     const ks = await this.d.client.kustomization(applier);
     if (!ks) return true;
     if (suspendSettled(ks) && requestedAtOf(ks) !== undefined) return true;
-    if (ks.spec?.suspend === true && requestedAtOf(ks) === operation.suspendToken) return false;
+    if (fluxSuspended(ks) && requestedAtOf(ks) === operation.suspendToken) return false;
     const token = newToken(ctx.now());
     await updateOperation(ctx.kube, locator(claim), operation.token, { suspendToken: token }).catch(
       () => undefined,
@@ -304,10 +308,10 @@ export class FluxClaimController implements ClaimController {
   private async adopt(
     claim: KObject,
     applier: ObjectKey,
-    ks: Kustomization,
+    ks: KObject,
     ctx: ClaimContext,
   ): Promise<HoldResult> {
-    const previous = ks.spec?.suspend === true && !appliesSuspend(ks) ? "Suspended" : "Resumed";
+    const previous = fluxSuspended(ks) && !appliesSuspend(ks) ? "Suspended" : "Resumed";
     const token = newToken(ctx.now());
     await this.writeSuspend(applier, ks, token, ctx.log);
     await ctx.events.emit({
@@ -326,14 +330,14 @@ export class FluxClaimController implements ClaimController {
   private async resuspendExternal(
     claim: KObject,
     applier: ObjectKey,
-    ks: Kustomization,
+    ks: KObject,
     ctx: ClaimContext,
   ): Promise<HoldResult> {
     const suspendToken = newToken(ctx.now());
-    const ref = sourceRefOf(ks);
+    const ref = kustomizationSourceOf(ks, "none");
     const source = ref ? await this.d.client.source(ref) : undefined;
     const commit =
-      commitOfRevision(source?.status?.artifact?.revision) ?? statusOf(claim).lastAppliedCommit ?? "unknown";
+      commitOfRevision(artifactRevisionOf(source)) ?? statusOf(claim).lastAppliedCommit ?? "unknown";
     const token = `external-${newToken(ctx.now())}`;
     let op: Operation;
     try {
@@ -373,7 +377,7 @@ export class FluxClaimController implements ClaimController {
    * Suspend with a token, guarded by a fresh read (a conflict reads again, as the retry policy says);
    * one still conflicting, or a Kustomization gone meanwhile, is left to the next pass.
    */
-  private async writeSuspend(applier: ObjectKey, _read: Kustomization, token: string, log: Logger) {
+  private async writeSuspend(applier: ObjectKey, _read: KObject, token: string, log: Logger) {
     try {
       await this.d.client.suspend(applier, token);
     } catch (err) {

@@ -10,7 +10,13 @@
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { errorMessage } from "../../queue/errors.js";
-import { apiFailure, RESOURCES } from "../../queue/kube/index.js";
+import {
+  apiFailure,
+  fluxStatusField,
+  type KObject,
+  kustomizationSourceOf,
+  RESOURCES,
+} from "../../queue/kube/index.js";
 import { ConflictRetriesExhausted, retryOnConflict } from "../../queue/kube/retry.js";
 import { applierField, claimField, type Logger } from "../../queue/log.js";
 import {
@@ -38,7 +44,7 @@ import { DEFAULT_TIMINGS, type FluxExecutorDeps, type FluxTimings } from "./exec
 import { FluxFollower } from "./follower.js";
 import { markOf } from "./outcome.js";
 import { prepare } from "./preparation.js";
-import { type Kustomization, keyOf, type ObjectKey, requestedAtOf, sourceRefOf } from "./resources.js";
+import { keyOf, type ObjectKey, requestedAtOf } from "./resources.js";
 import { checkSuspendOwnership } from "./suspend-owner.js";
 
 export { DEFAULT_TIMINGS, type FluxExecutorDeps, type FluxTimings } from "./executor-deps.js";
@@ -226,7 +232,7 @@ export class FluxExecutor implements OperationExecutor {
     });
     try {
       const on = requestedAtOf(current);
-      const handled = current.status?.lastHandledReconcileAt;
+      const handled = fluxStatusField(current, "lastHandledReconcileAt");
       const seen = (t: string | undefined) => t !== undefined && (on === t || handled === t);
       const seenClaim: SeenClaim = {};
       const recorded = { claim, token: op.token, ks, commit: op.commit, since, report, log, seen: seenClaim };
@@ -310,7 +316,7 @@ export class FluxExecutor implements OperationExecutor {
    */
   private async resume(
     ref: ObjectKey,
-    read: Kustomization,
+    read: KObject,
     token: string,
     log: Logger,
   ): Promise<NotStarted | { mark: ReturnType<typeof markOf>; at: number }> {
@@ -341,8 +347,8 @@ export class FluxExecutor implements OperationExecutor {
             return undefined;
           }
           if (
-            keyOf(sourceRefOf(next) ?? { namespace: "", name: "" }) !==
-            keyOf(sourceRefOf(ks) ?? { namespace: "", name: "" })
+            keyOf(kustomizationSourceOf(next, "none") ?? { namespace: "", name: "" }) !==
+            keyOf(kustomizationSourceOf(ks, "none") ?? { namespace: "", name: "" })
           ) {
             refused = notStarted(
               "RequestFailed",

@@ -7,6 +7,14 @@
 import { backoffMs } from "../../queue/backoff.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
 import { errorMessage } from "../../queue/errors.js";
+import {
+  artifactRevisionOf,
+  fluxReadyOf,
+  fluxStatusField,
+  fluxSuspended,
+  type KObject,
+  kustomizationSourceOf,
+} from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import type { ReportFn } from "../applier-kind.js";
 import {
@@ -20,14 +28,7 @@ import { unresolvedEvent } from "../operation-steps.js";
 import { Aborted, ksWakeKey, newToken } from "./client.js";
 import type { FluxExecutorDeps, FluxTimings } from "./executor-deps.js";
 import { commitOfRevision, type Outcome, type ReconcileMark, readOutcome, tokenHandled } from "./outcome.js";
-import {
-  type Kustomization,
-  keyOf,
-  type ObjectKey,
-  readyOf,
-  requestedAtOf,
-  sourceRefOf,
-} from "./resources.js";
+import { keyOf, type ObjectKey, requestedAtOf } from "./resources.js";
 
 /** What following an operation needs to know. */
 export interface Followed {
@@ -102,7 +103,7 @@ export class FluxFollower {
         }
         if (f.suspendToken === undefined) {
           // 5. T1 handled and a reconcile ran since the resume: the outcome.
-          const source = sourceRefOf(ks);
+          const source = kustomizationSourceOf(ks, "none");
           const outcome = readOutcome(ks, {
             resumeToken: f.resumeToken,
             commit: f.commit,
@@ -129,7 +130,7 @@ export class FluxFollower {
             fromCache = true;
             continue;
           }
-          if (tokenHandled(ks, f.suspendToken) && ks.spec?.suspend === true) {
+          if (tokenHandled(ks, f.suspendToken) && fluxSuspended(ks)) {
             this.resumed.delete(f.token);
             const outcome =
               f.outcome ??
@@ -143,7 +144,7 @@ export class FluxFollower {
             return;
           }
           if (
-            ks.spec?.suspend !== true ||
+            !fluxSuspended(ks) ||
             (requestedAtOf(ks) !== f.suspendToken && !tokenHandled(ks, f.suspendToken))
           ) {
             f.log.info("the Kustomization was resumed before the suspend was handled; suspending again");
@@ -179,10 +180,7 @@ export class FluxFollower {
    * be written again) waits for the next event instead. Read from the API server otherwise: the
    * poll interval's re-read, and whenever the watch does not run or does not hold the object.
    */
-  private async readFollowed(
-    f: Followed,
-    fromCache: boolean,
-  ): Promise<Kustomization | undefined | typeof NOT_YET> {
+  private async readFollowed(f: Followed, fromCache: boolean): Promise<KObject | undefined | typeof NOT_YET> {
     const client = this.d.client;
     if (!fromCache) return client.kustomization(f.ks);
     const cached = client.cachedKustomization(f.ks);
@@ -192,24 +190,24 @@ export class FluxFollower {
     const shows =
       token === undefined ||
       requestedAtOf(cached) === token ||
-      cached.status?.lastHandledReconcileAt === token;
+      fluxStatusField(cached, "lastHandledReconcileAt") === token;
     return shows ? cached : NOT_YET;
   }
 
   /** Only the mismatch row needs the source: read it when Ready=True at another revision. */
-  private async sourceRevisionIfNeeded(ks: Kustomization, commit: string, ref: ObjectKey | undefined) {
+  private async sourceRevisionIfNeeded(ks: KObject, commit: string, ref: ObjectKey | undefined) {
     if (
-      readyOf(ks)?.status !== "True" ||
-      commitOfRevision(ks.status?.lastAppliedRevision) === commit ||
+      fluxReadyOf(ks)?.status !== "True" ||
+      commitOfRevision(fluxStatusField(ks, "lastAppliedRevision")) === commit ||
       !ref
     ) {
       return undefined;
     }
-    return (await this.d.client.observedSource(ref))?.status?.artifact?.revision;
+    return artifactRevisionOf(await this.d.client.observedSource(ref));
   }
 
   /** Records T2 (Settling or Unresolved), then writes the suspend that carries it. */
-  private async startSuspend(f: Followed, phase: "Settling" | "Unresolved", ks: Kustomization) {
+  private async startSuspend(f: Followed, phase: "Settling" | "Unresolved", ks: KObject) {
     const token = newToken(this.d.now());
     await updateOperation(
       this.d.client.kube,

@@ -7,7 +7,7 @@
 
 import { APPLIER_FIELD_MANAGERS } from "../../queue/contract.js";
 import { errorMessage } from "../../queue/errors.js";
-import type { InformerHandle, KObject, Kube } from "../../queue/kube/index.js";
+import { type InformerHandle, inventoryEntriesOf, type KObject, type Kube } from "../../queue/kube/index.js";
 import type { WindowOpening } from "../applier-kind.js";
 import {
   type OpenWindow,
@@ -15,7 +15,7 @@ import {
   WindowObserverBase,
   type WindowObserverDeps,
 } from "../window-observer.js";
-import { KUSTOMIZATION, type Kustomization, type ObjectKey } from "./resources.js";
+import { KUSTOMIZATION, type ObjectKey } from "./resources.js";
 
 const OWNER_NAME = "kustomize.toolkit.fluxcd.io/name";
 const OWNER_NAMESPACE = "kustomize.toolkit.fluxcd.io/namespace";
@@ -52,7 +52,7 @@ export interface FluxWindowObserverDeps extends WindowObserverDeps {
    * Reads the Kustomization whose inventory is watched (default: from the API server; the kind
    * passes its client's watch cache, so a window's refreshes cost no request).
    */
-  readKustomization?: (ref: ObjectKey) => Promise<Kustomization | undefined>;
+  readKustomization?: (ref: ObjectKey) => Promise<KObject | undefined>;
 }
 
 export class FluxWindowObserver extends WindowObserverBase<WindowOpening> {
@@ -104,8 +104,8 @@ export class FluxWindowObserver extends WindowObserverBase<WindowOpening> {
       const ref = win.applier;
       const ks = this.d.readKustomization
         ? await this.d.readKustomization(ref)
-        : await this.d.kube.get<Kustomization>(KUSTOMIZATION, ref.namespace, ref.name);
-      for (const e of ks?.status?.inventory?.entries ?? []) {
+        : await this.d.kube.get(KUSTOMIZATION, ref.namespace, ref.name);
+      for (const e of inventoryEntriesOf(ks)) {
         const ref = parseInventoryId(e.id, e.v);
         if (!ref) continue;
         win.ids.add(`${ref.namespace}/${ref.name}/${ref.kind}`);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { KObject } from "../../queue/kube/index.js";
 import {
   artifactHolds,
   commitOfRevision,
@@ -7,7 +8,6 @@ import {
   reconcileRanSince,
   tokenHandled,
 } from "./outcome.js";
-import type { FluxCondition, HistoryEntry, Kustomization } from "./resources.js";
 
 const A = "a".repeat(40);
 const B = "b".repeat(40);
@@ -16,10 +16,10 @@ const C = "c".repeat(40);
 function ks(opts: {
   requestedAt?: string;
   handled?: string;
-  ready?: Partial<FluxCondition>;
+  ready?: Record<string, unknown>;
   applied?: string;
-  history?: HistoryEntry[];
-}): Kustomization {
+  history?: Record<string, unknown>[];
+}): KObject & { status: Record<string, unknown> } {
   return {
     metadata: {
       name: "app",
@@ -36,7 +36,7 @@ function ks(opts: {
               status: "True",
               lastTransitionTime: "2026-01-01T00:00:00Z",
               ...opts.ready,
-            } as FluxCondition,
+            },
           ]
         : [],
       ...(opts.history ? { history: opts.history } : {}),
@@ -115,7 +115,7 @@ describe("reconcileRanSince", () => {
             status: "False",
             reason: "BuildFailed",
             lastTransitionTime: "2026-01-01T00:00:00Z",
-          } as FluxCondition,
+          },
         ],
       },
     };
@@ -130,6 +130,29 @@ describe("reconcileRanSince", () => {
       history: [{ lastReconciled: "2026-01-01T00:00:09Z" }],
     });
     expect(reconcileRanSince(h, { at: "2026-01-01T00:00:08Z" })).toBe(true);
+  });
+});
+
+describe("fields a tenant or a skewed controller wrote ill-typed", () => {
+  it("read as absent: a Ready status that is no condition status gives no outcome of it", () => {
+    const k = ks({
+      requestedAt: "T1",
+      handled: "T1",
+      ready: { status: true, reason: 5 },
+      applied: `main@sha1:${B}`,
+    });
+    expect(markOf(k).ready).toEqual({ lastTransitionTime: "2026-01-01T00:00:00Z" });
+    expect(
+      readOutcome(k, { resumeToken: "T1", commit: B, since: { at: "2026-01-01T00:00:00Z" } }),
+    ).toMatchObject({
+      state: "Failed",
+      reason: "NotReady",
+    });
+  });
+  it("a lastHandledReconcileAt that is no string handles no token", () => {
+    const k = ks({ requestedAt: "T1" });
+    expect(tokenHandled({ ...k, status: { lastHandledReconcileAt: 1 } }, "T1")).toBe(false);
+    expect(tokenHandled({ ...k, status: "T1" }, "T1")).toBe(false);
   });
 });
 

@@ -6,13 +6,13 @@
 
 import { StatusReason } from "../../queue/crds/reasons.js";
 import {
-  type FluxCondition,
-  type GitRepository,
-  type HistoryEntry,
-  type Kustomization,
-  readyOf,
-  requestedAtOf,
-} from "./resources.js";
+  artifactRevisionOf,
+  fluxHistoryHeadOf,
+  fluxReadyOf,
+  fluxStatusField,
+  type KObject,
+} from "../../queue/kube/index.js";
+import { requestedAtOf } from "./resources.js";
 
 /** The commit a Flux revision names: `main@sha1:<hex>`, `sha1:<hex>`, or the legacy `main/<hex>`. */
 export function commitOfRevision(revision: string | undefined): string | undefined {
@@ -25,36 +25,31 @@ export const revisionHolds = (revision: string | undefined, commit: string) =>
   commitOfRevision(revision) === commit;
 
 /** Whether the source's artifact holds the commit. */
-export const artifactHolds = (source: GitRepository | undefined, commit: string) =>
-  revisionHolds(source?.status?.artifact?.revision, commit);
+export const artifactHolds = (source: KObject | undefined, commit: string) =>
+  revisionHolds(artifactRevisionOf(source), commit);
 
 /**
  * Whether `token` was handled: the controller copied it to status.lastHandledReconcileAt, or a
  * token stamped over it later (flux reconcile, our own suspend) was handled, which proves the
  * reconcile that would have handled ours has ended too (reconciles of one object never overlap).
  */
-export function tokenHandled(
-  obj:
-    | { metadata: { annotations?: Record<string, string> }; status?: { lastHandledReconcileAt?: string } }
-    | undefined,
-  token: string,
-): boolean {
-  const handled = obj?.status?.lastHandledReconcileAt;
+export function tokenHandled(obj: KObject | undefined, token: string): boolean {
+  const handled = fluxStatusField(obj, "lastHandledReconcileAt");
   if (handled === undefined) return false;
   if (handled === token) return true;
-  const current = requestedAtOf(obj as Kustomization);
+  const current = requestedAtOf(obj);
   return current !== undefined && current !== token && handled === current;
 }
 
 /** What a reconcile moves: the Ready condition and the newest history entry. */
 export interface ReconcileMark {
-  ready?: Pick<FluxCondition, "status" | "reason" | "message" | "lastTransitionTime">;
-  history?: Pick<HistoryEntry, "digest" | "lastReconciledStatus" | "totalReconciliations" | "lastReconciled">;
+  ready?: ReturnType<typeof fluxReadyOf>;
+  history?: ReturnType<typeof fluxHistoryHeadOf>;
 }
 
-export function markOf(ks: Kustomization | undefined): ReconcileMark {
-  const r = readyOf(ks);
-  const h = ks?.status?.history?.[0];
+export function markOf(ks: KObject | undefined): ReconcileMark {
+  const r = fluxReadyOf(ks);
+  const h = fluxHistoryHeadOf(ks);
   return {
     ...(r
       ? {
@@ -91,7 +86,7 @@ const floorSecond = (iso: string) => Math.floor(Date.parse(iso) / 1000) * 1000;
  * Without a mark (restart recovery), a Ready transition or a history entry at or after `at`
  * (whole seconds) counts.
  */
-export function reconcileRanSince(ks: Kustomization, since: { mark?: ReconcileMark; at?: string }): boolean {
+export function reconcileRanSince(ks: KObject, since: { mark?: ReconcileMark; at?: string }): boolean {
   const now = markOf(ks);
   if (since.mark) return !same(now.ready, since.mark.ready) || !same(now.history, since.mark.history);
   if (!since.at) return false;
@@ -118,12 +113,12 @@ export interface OutcomeInput {
 }
 
 /** The outcome table, read once T1 is handled and no reconcile runs. */
-export function readOutcome(ks: Kustomization, input: OutcomeInput): Outcome {
+export function readOutcome(ks: KObject, input: OutcomeInput): Outcome {
   if (!tokenHandled(ks, input.resumeToken)) return { state: "Pending" };
   // A reconcile runs now (Ready goes Unknown at its start). Resumed, the Kustomization reconciles
   // on its interval and each reconcile handles T1 again, so this one's end is the outcome: a
   // follower that missed the first one's end (a sidecar restarted meanwhile) reads the next running.
-  if (readyOf(ks)?.status === "Unknown") return { state: "Pending" };
+  if (fluxReadyOf(ks)?.status === "Unknown") return { state: "Pending" };
   if (!reconcileRanSince(ks, input.since)) {
     return {
       state: "Failed",
@@ -131,8 +126,8 @@ export function readOutcome(ks: Kustomization, input: OutcomeInput): Outcome {
       message: "the resume's token was handled without a reconcile (suspended again before it ran)",
     };
   }
-  const ready = readyOf(ks);
-  const applied = ks.status?.lastAppliedRevision;
+  const ready = fluxReadyOf(ks);
+  const applied = fluxStatusField(ks, "lastAppliedRevision");
   if (ready?.status === "True") {
     if (revisionHolds(applied, input.commit)) {
       return {

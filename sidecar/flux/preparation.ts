@@ -1,6 +1,15 @@
 import type { Attempt } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import { type KObject, KubeError, readFluxClaim } from "../../queue/kube/index.js";
+import {
+  artifactRevisionOf,
+  fluxSpecField,
+  fluxSuspended,
+  gitRepositoryRefOf,
+  type KObject,
+  KubeError,
+  kustomizationSourceOf,
+  readFluxClaim,
+} from "../../queue/kube/index.js";
 import type { Logger } from "../../queue/log.js";
 import { isNotStarted, notStarted, type SafetyChecks } from "../applier-kind.js";
 import { isConditionTrue } from "../claims/conditions.js";
@@ -8,7 +17,7 @@ import { sameRepository } from "../claims/eligibility.js";
 import type { ClaimLocator } from "../operation-record.js";
 import { type FluxClient, newToken, srcWakeKey } from "./client.js";
 import { artifactHolds, tokenHandled } from "./outcome.js";
-import { keyOf, type ObjectKey, sourceRefOf } from "./resources.js";
+import { keyOf, type ObjectKey } from "./resources.js";
 import { checkSuspendOwnership } from "./suspend-owner.js";
 
 export interface PreparationDeps {
@@ -67,7 +76,7 @@ export async function prepare(
     ? first.source
     : ((await d.client.source(first.sourceRef)) ?? first.source);
   if (!artifactHolds(source, attempt.commit)) {
-    if (source.spec?.suspend) {
+    if (fluxSuspended(source)) {
       return notStarted(
         "RequestFailed",
         StatusReason.SourceSuspended,
@@ -106,7 +115,7 @@ export async function prepare(
     }
     source = fetched;
     if (!artifactHolds(source, attempt.commit)) {
-      const got = source.status?.artifact?.revision ?? "no artifact";
+      const got = artifactRevisionOf(source) ?? "no artifact";
       if (!(await d.checks.tip(attempt))) {
         return notStarted(
           "Stale",
@@ -162,7 +171,7 @@ export async function prepare(
     return notStarted(
       "RequestFailed",
       StatusReason.ArtifactMoved,
-      `the artifact moved to ${again.source.status?.artifact?.revision}`,
+      `the artifact moved to ${artifactRevisionOf(again.source)}`,
     );
   }
   if (!(await d.checks.tip(attempt))) {
@@ -208,7 +217,7 @@ export async function checkApplier(
     );
   const owner = checkSuspendOwnership(ks);
   if (!owner.ok) return notStarted("Rejected", owner.reason, owner.message);
-  const sourceRef = sourceRefOf(ks);
+  const sourceRef = kustomizationSourceOf(ks, "none");
   if (sourceRef?.kind !== "GitRepository") {
     return notStarted(
       "Rejected",
@@ -226,8 +235,8 @@ export async function checkApplier(
       StatusReason.SourceNotFound,
       `GitRepository ${keyOf(sourceRef)} does not exist`,
     );
-  const url = source.spec?.url ?? "";
-  const branch = source.spec?.ref?.branch;
+  const url = fluxSpecField(source, "url") ?? "";
+  const branch = gitRepositoryRefOf(source).branch;
   if (!sameRepository(url, attempt.repository) || branch !== attempt.branch) {
     return notStarted(
       "Rejected",

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import type { Kustomization, ManagedFieldsEntry } from "./resources.js";
+import type { KObject } from "../../queue/kube/index.js";
 import { appliesSuspend, checkSuspendOwnership, suspendAppliers } from "./suspend-owner.js";
 
 const withSuspend = { "f:spec": { "f:suspend": {} } };
 const withoutSuspend = { "f:spec": { "f:interval": {}, "f:path": {} } };
-const ks = (managedFields: ManagedFieldsEntry[]): Kustomization => ({
+const ks = (managedFields: unknown[]): KObject => ({
   metadata: { name: "app", namespace: "apps", managedFields: managedFields as never },
 });
 
@@ -34,5 +34,16 @@ describe("who owns spec.suspend", () => {
     expect(checkSuspendOwnership(k)).toEqual({ ok: true });
     expect(appliesSuspend(k)).toBe(true);
     expect(appliesSuspend(ks([]))).toBe(false);
+  });
+  it("an entry that does not fit is no owner; a manager that is no string names none", () => {
+    const k = ks([
+      "helm",
+      { manager: "helm", operation: "Apply", fieldsV1: "f:spec" },
+      { manager: "kustomize", operation: "Apply", fieldsV1: { "f:spec": ["f:suspend"] } },
+      { manager: 7, operation: "Apply", fieldsV1: withSuspend },
+      { manager: "tenant", operation: 1, fieldsV1: withSuspend },
+    ]);
+    expect(suspendAppliers(k)).toEqual([]);
+    expect(checkSuspendOwnership(k)).toEqual({ ok: true });
   });
 });

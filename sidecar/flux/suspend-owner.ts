@@ -6,32 +6,18 @@
  */
 import { FIELD_MANAGER } from "../../queue/contract.js";
 import { StatusReason } from "../../queue/crds/reasons.js";
-import type { Kustomization, ManagedFieldsEntry } from "./resources.js";
+import { fieldAppliers, type KObject } from "../../queue/kube/index.js";
 
-export const entriesOf = (ks: Kustomization | undefined): ManagedFieldsEntry[] =>
-  (ks?.metadata.managedFields ?? []) as ManagedFieldsEntry[];
-
-/** Whether the entry's field set holds spec.suspend. */
-export function ownsSuspendField(entry: ManagedFieldsEntry): boolean {
-  const spec = entry.fieldsV1?.["f:spec"];
-  return typeof spec === "object" && spec !== null && "f:suspend" in spec;
-}
+const SUSPEND = ["spec", "suspend"];
 
 /** Managers other than `self` that apply spec.suspend (main resource only). */
-export function suspendAppliers(ks: Kustomization | undefined, self: string = FIELD_MANAGER): string[] {
-  return entriesOf(ks)
-    .filter(
-      (e) =>
-        e.operation === "Apply" && !e.subresource && e.manager && e.manager !== self && ownsSuspendField(e),
-    )
-    .map((e) => e.manager as string);
+export function suspendAppliers(ks: KObject | undefined, self: string = FIELD_MANAGER): string[] {
+  return fieldAppliers(ks, SUSPEND).filter((m): m is string => m !== undefined && m !== self);
 }
 
 /** Whether `manager` holds spec.suspend by server-side apply. */
-export function appliesSuspend(ks: Kustomization | undefined, manager: string = FIELD_MANAGER): boolean {
-  return entriesOf(ks).some(
-    (e) => e.operation === "Apply" && !e.subresource && e.manager === manager && ownsSuspendField(e),
-  );
+export function appliesSuspend(ks: KObject | undefined, manager: string = FIELD_MANAGER): boolean {
+  return fieldAppliers(ks, SUSPEND).includes(manager);
 }
 
 export type SuspendOwnership =
@@ -39,7 +25,7 @@ export type SuspendOwnership =
   | { ok: false; reason: typeof StatusReason.SuspendOwnedElsewhere; managers: string[]; message: string };
 
 export function checkSuspendOwnership(
-  ks: Kustomization | undefined,
+  ks: KObject | undefined,
   self: string = FIELD_MANAGER,
 ): SuspendOwnership {
   const managers = suspendAppliers(ks, self);

@@ -2,7 +2,7 @@
  * `npm run bench -- argocd-real`: one Argo CD sync through applygate, send → sync started →
  * Succeeded, on real kube-apiserver and real Argo CD (repo-server and application-controller,
  * test/real/argocd.ts), next to the sync a user starts by hand (`argocd app sync`: an `operation`
- * written on an Application) in the same run.
+ * written on an KObject) in the same run.
  *
  * Ours: the Argo CD sidecar's executor (sidecar/argocd, in this process) under the
  * application-controller's ServiceAccount token with the ClusterRole of manifests/argocd bound, as
@@ -22,9 +22,9 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { crdFiles } from "../../queue/crds/files.js";
-import { Kube, RESOURCES } from "../../queue/kube/index.js";
+import { type KObject, Kube, operationStateOf, RESOURCES } from "../../queue/kube/index.js";
 import { createLogger } from "../../queue/log.js";
-import { APPLICATION, type Application } from "../../sidecar/argocd/application.js";
+import { APPLICATION } from "../../sidecar/argocd/application.js";
 import { ArgoCDExecutor } from "../../sidecar/argocd/executor.js";
 import { memoryEvents } from "../../sidecar/events.js";
 import { GitPeer } from "../git/peer.js";
@@ -47,8 +47,8 @@ const NS = "argocd";
 const READ_MS = 10;
 
 /** The operation of `commit` as Argo CD reports it on the Application: Running, Succeeded, … */
-const phaseAt = (app: Application | undefined, commit: string): string | undefined => {
-  const op = app?.status?.operationState;
+const phaseAt = (app: KObject | undefined, commit: string): string | undefined => {
+  const op = operationStateOf(app);
   const revision = op?.operation?.sync?.revision ?? op?.syncResult?.revision;
   return revision === commit ? op?.phase : undefined;
 };
@@ -67,7 +67,7 @@ async function follow(
 ): Promise<{ started: number; succeeded: number }> {
   let started = Number.NaN;
   for (;;) {
-    const phase = phaseAt(await kube.get<Application>(APPLICATION, NS, name), commit);
+    const phase = phaseAt(await kube.get(APPLICATION, NS, name), commit);
     const at = performance.now() - t0;
     if (phase && Number.isNaN(started)) started = at;
     if (phase === "Succeeded") return { started, succeeded: at };
@@ -115,7 +115,7 @@ export async function run(): Promise<Figure[]> {
           repoURL: url,
           path: name,
           destinationNamespace: `bench-${name}`,
-        }) as Application,
+        }) as KObject,
         { fieldManager: "argocd-cli" },
       );
     }
@@ -154,7 +154,7 @@ export async function run(): Promise<Figure[]> {
           configMapYaml("settings", "value", `p${i}`),
           "plain",
         );
-        const app = await kube.get<Application>(APPLICATION, NS, "plain");
+        const app = await kube.get(APPLICATION, NS, "plain");
         if (!app) throw new Error("the plain Application is gone");
         const t0 = performance.now();
         const stop = { done: false };

@@ -11,7 +11,7 @@
  */
 
 import { availableParallelism, loadavg } from "node:os";
-import { Kube } from "../../queue/kube/index.js";
+import { fluxReadyOf, fluxStatusField, Kube } from "../../queue/kube/index.js";
 import type { FluxClient } from "../../sidecar/flux/client.js";
 import { GIT_REPOSITORY, KUSTOMIZATION } from "../../sidecar/flux/resources.js";
 import { recheckStanding } from "../../sidecar/standing.js";
@@ -139,8 +139,10 @@ export async function run(): Promise<Figure[]> {
         await until(
           async () => {
             const ks = await plain.readKs();
-            const ready = ks.status?.conditions?.find((c) => c.type === "Ready");
-            return ready?.status === "True" && ks.status?.lastAppliedRevision === `main@sha1:${pc}`;
+            return (
+              fluxReadyOf(ks)?.status === "True" &&
+              fluxStatusField(ks, "lastAppliedRevision") === `main@sha1:${pc}`
+            );
           },
           "the plain apply",
           60_000,

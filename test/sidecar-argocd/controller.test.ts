@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { KObject } from "../../queue/kube/index.js";
-import { RESOURCES } from "../../queue/kube/index.js";
+import { applicationAutomatedOf, RESOURCES } from "../../queue/kube/index.js";
 import type { ClaimContext } from "../../sidecar/applier-kind.js";
 import { APPLICATION, isAutomatedSyncEnabled, weHoldSwitch } from "../../sidecar/argocd/application.js";
 import { ArgoCDClaimController } from "../../sidecar/argocd/controller.js";
@@ -67,7 +67,7 @@ async function handBack(name: string, ref: { namespace: string; name: string }) 
   await writeStatus(name, r.status);
   return r;
 }
-const automated = async (name: string) => (await c.getApp(name)).spec?.syncPolicy?.automated;
+const automated = async (name: string) => applicationAutomatedOf(await c.getApp(name));
 /** Somebody sets the Application's automated block by hand, as `fieldManager`. */
 const editAutomated = (name: string, block: Record<string, unknown>, fieldManager: string) =>
   c.kube.mergePatch(
@@ -105,7 +105,7 @@ describe("holding automated sync off", () => {
     );
     await c.argo!.idle();
     expect(c.argo!.syncs(ref)).toHaveLength(1);
-    expect((await c.getApp(name)).status?.sync).toMatchObject({ status: "OutOfSync" });
+    expect((await c.getApp(name)).status).toMatchObject({ sync: { status: "OutOfSync" } });
     // held: another pass writes nothing
     const rv = (await c.getApp(name)).metadata.resourceVersion;
     await hold(name, ref);

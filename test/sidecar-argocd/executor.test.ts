@@ -4,7 +4,14 @@
  * update; sync windows; an operation removed mid-run; restart recovery; seed 002's stale table.
  */
 import { describe, expect, it } from "vitest";
-import { Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
+import {
+  applicationAutomatedOf,
+  applicationOperationOf,
+  Kube,
+  KubeError,
+  operationStateOf,
+  RESOURCES,
+} from "../../queue/kube/index.js";
 import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
 import { APPLICATION, tokenOf } from "../../sidecar/argocd/application.js";
 import type { ArgoCDExecutor, ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
@@ -70,7 +77,7 @@ describe("one sync per attempt", () => {
     const op = await readOperation(c.kube, claim);
     expect(op).toMatchObject({ phase: "Succeeded", commit: c1 });
     const app = await c.getApp(name);
-    expect(app.spec?.syncPolicy?.automated).toEqual({ enabled: false, prune: true });
+    expect(applicationAutomatedOf(app)).toEqual({ enabled: false, prune: true });
     expect(app.operation ?? undefined).toBeUndefined();
   });
 
@@ -150,9 +157,13 @@ describe("one sync per attempt", () => {
     // the retry was still running (Running with finishedAt) until it failed too
     expect(r.reports.some((x) => x.phase === "Running" && x.extra.reason === "Retrying")).toBe(true);
     // with retry.refresh the retry would have dropped the revision and synced the tip
-    const state = (await c.getApp(name)).status?.operationState;
-    expect(state).toMatchObject({ phase: "Failed", retryCount: 1, operation: { sync: { revision: c1 } } });
-    expect(state?.operation?.retry?.refresh).toBeUndefined();
+    const app = await c.getApp(name);
+    expect(operationStateOf(app)).toMatchObject({
+      phase: "Failed",
+      retryCount: 1,
+      operation: { sync: { revision: c1 } },
+    });
+    expect(app).not.toHaveProperty("status.operationState.operation.retry.refresh");
     expect(c.argo!.syncs(ref)).toEqual([]); // both attempts failed before any write
     expect((await readOperation(c.kube, claim))?.phase).toBe("Failed");
   });
@@ -164,7 +175,7 @@ describe("one sync per attempt", () => {
     // An absence while the other operation runs, so it is waited out: the executor must not act.
     await new Promise((res) => setTimeout(res, 200));
     expect(r.phases()).toEqual([]);
-    expect((await c.getApp(name)).operation?.initiatedBy?.username).toBe("admin");
+    expect(applicationOperationOf(await c.getApp(name))?.initiatedBy?.username).toBe("admin");
     hold.release();
     await r.done;
     expect(r.phases().at(-1)).toBe("Succeeded");
@@ -396,7 +407,7 @@ describe("seed 002: stale operations of ours", () => {
   /** Our earlier sync of `revision`, held Running by argosim. */
   const ourRunning = (name: string, revision: string) =>
     c.syncRunning(name, { commit: revision, token: "old" });
-  const state = async (name: string) => (await c.getApp(name)).status?.operationState;
+  const state = async (name: string) => operationStateOf(await c.getApp(name));
 
   let ancestryOf: ReturnType<typeof cloneAncestry> | undefined;
   async function history() {
@@ -494,7 +505,7 @@ describe("seed 002: stale operations of ours", () => {
       override async replace<T>(...args: Parameters<Kube["replace"]>): Promise<T> {
         const now = await c.getApp(name);
         if (now.metadata?.resourceVersion === args[1].metadata?.resourceVersion)
-          replacedStates.push(now.status?.operationState?.phase ?? "none");
+          replacedStates.push(operationStateOf(now)?.phase ?? "none");
         return super.replace<T>(...args);
       }
     })(c.kc);
@@ -503,8 +514,8 @@ describe("seed 002: stale operations of ours", () => {
     // which can be a few milliseconds: either one shows the terminating operation ended.
     await until(async () => {
       const app = await c.getApp(name);
-      const s = app.status?.operationState;
-      return s?.phase === "Failed" || tokenOf(app.operation) === `t-${name}`;
+      const s = operationStateOf(app);
+      return s?.phase === "Failed" || tokenOf(applicationOperationOf(app)) === `t-${name}`;
     }, "terminated by Argo CD, or our sync set after its end");
     c.api.faults.latency(0);
     hold.release();

@@ -7,9 +7,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Attempt, ReportPhase } from "../../queue/contract.js";
-import { type Kube, KubeError, RESOURCES } from "../../queue/kube/index.js";
+import { type KObject, type Kube, KubeError, operationStateOf, RESOURCES } from "../../queue/kube/index.js";
 import type { SafetyChecks } from "../../sidecar/applier-kind.js";
-import { APPLICATION, type Application } from "../../sidecar/argocd/application.js";
+import { APPLICATION } from "../../sidecar/argocd/application.js";
 import {
   ArgoCDExecutor,
   type ArgoCDExecutorDeps,
@@ -76,10 +76,10 @@ export interface Cluster extends SidecarWorld {
     repo: Repo,
     spec?: Record<string, unknown>,
     meta?: Record<string, unknown>,
-  ): Promise<Application>;
-  /** A namespace to deploy into (one per Application, so their objects never meet). */
+  ): Promise<KObject>;
+  /** A namespace to deploy into (one per KObject, so their objects never meet). */
   namespace(name: string): Promise<string>;
-  getApp(name: string): Promise<Application>;
+  getApp(name: string): Promise<KObject>;
   /** Creates the claim and a GitTarget `<name>-target` naming it (what an attempt's target is). */
   createClaim(name: string, app: string): Promise<void>;
   /** Marks the claim InControl=True, as the reconciler does once it holds the Application. */
@@ -196,7 +196,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       return [repo, ...(await repo.settings(...values))];
     },
     async createApp(name: string, repo: Repo, spec = {}, meta = {}) {
-      return kube.apply<Application>(
+      return kube.apply(
         APPLICATION,
         {
           apiVersion: "argoproj.io/v1alpha1",
@@ -217,7 +217,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       return name;
     },
     async getApp(name: string) {
-      return (await kube.get<Application>(APPLICATION, "argocd", name))!;
+      return (await kube.get(APPLICATION, "argocd", name))!;
     },
     async createClaim(name: string, app: string) {
       await kube.apply(RESOURCES.argoCDClaim, {
@@ -329,7 +329,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       const op = buildSyncOperation(await c.getApp(name), { commit: o.commit, token: o.token });
       await c.setOperation(name, o.foreign ? { ...op, initiatedBy: { username: "admin" }, info: [] } : op);
       await until(
-        async () => (await c.getApp(name)).status?.operationState?.phase === "Running",
+        async () => operationStateOf(await c.getApp(name))?.phase === "Running",
         `the sync ${o.token} running`,
       );
       return hold;

@@ -6,9 +6,9 @@
  * the API server move on; every wait then ends on the safety net's read of the server.
  */
 import { describe, expect, it } from "vitest";
-import { Kube } from "../../queue/kube/index.js";
+import { type KObject, Kube } from "../../queue/kube/index.js";
 import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
-import type { Application } from "../../sidecar/argocd/application.js";
+
 import type { ArgoCDExecutorOptions } from "../../sidecar/argocd/executor.js";
 import { fileWorld } from "../support/file-world.js";
 import { type Repo, startCluster, until } from "./harness.js";
@@ -32,7 +32,7 @@ const setup = () => c.held("lag", repo);
  * An executor whose watch shows `snapshot` for the Application whatever the server holds, and
  * which writes down every terminate it sends.
  */
-function lagging(snapshot: Application, options: ArgoCDExecutorOptions, terminates: string[]) {
+function lagging(snapshot: KObject, options: ArgoCDExecutorOptions, terminates: string[]) {
   const kube = new (class extends Kube {
     override mergePatch<T>(...args: Parameters<Kube["mergePatch"]>): Promise<T> {
       if (JSON.stringify(args[3]).includes("Terminating")) terminates.push(args[2]);
@@ -76,7 +76,10 @@ describe("an Argo CD watch cache behind the API server", () => {
     const { name } = await setup();
     // The Application as the cache showed it before the claim switched automated sync off.
     const snapshot = structuredClone(await c.getApp(name));
-    snapshot.spec!.syncPolicy!.automated = { enabled: true, prune: true };
+    (snapshot.spec as { syncPolicy: Record<string, unknown> }).syncPolicy.automated = {
+      enabled: true,
+      prune: true,
+    };
     const terminates: string[] = [];
     const r = await c.run(lagging(snapshot, {}, terminates), c.attempt(name, c2));
     expect(r.reports.map((x) => x.phase)).not.toContain("Rejected");

@@ -5,9 +5,11 @@
  * now, terminated at the version read — and it is recorded and reported Superseded, never
  * Succeeded or Failed. A tip forced back, or one the clone does not know, ends nothing.
  */
+
 import { describe, expect, it } from "vitest";
 import type { SupersededNotice } from "../../queue/contract.js";
 import { branchKeys, SUPERSEDED_TTL_SECONDS, supersededKey } from "../../queue/keys.js";
+import { operationStateOf } from "../../queue/kube/index.js";
 import { cloneAncestry } from "../../sidecar/argocd/ancestry.js";
 import type { Ancestry } from "../../sidecar/argocd/stale.js";
 import { buildSyncOperation } from "../../sidecar/argocd/sync.js";
@@ -59,7 +61,7 @@ const notice = (name: string, token: string, commit: string, tip: string): Super
   tip,
   at: new Date().toISOString(),
 });
-const opState = async (name: string) => (await c.getApp(name)).status?.operationState;
+const opState = async (name: string) => operationStateOf(await c.getApp(name));
 /** Waits until the operation waits for Argo CD's retry, and the executor reported it so. */
 const waitingForRetry = (r: ReturnType<typeof recorder>) =>
   until(async () => r.reports.some((x) => x.phase === "Running" && x.extra.retry), "the retry wait reported");

@@ -6,7 +6,9 @@
  * the refresh request the executor sends once the sync ended, the status stays OutOfSync at the
  * commit resolved before the push.
  */
+
 import { describe, expect, it } from "vitest";
+import { isRecord } from "../../queue/kube/index.js";
 import { fileWorld } from "../support/file-world.js";
 import { type Repo, startCluster, until } from "./harness.js";
 
@@ -19,8 +21,10 @@ const c = fileWorld(async () => {
   return c;
 });
 
-const syncOf = async (name: string) =>
-  (await c.getApp(name)).status?.sync as { status?: string; revision?: string } | undefined;
+const syncOf = async (name: string) => {
+  const status = (await c.getApp(name)).status;
+  return (isRecord(status) ? status.sync : undefined) as { status?: string; revision?: string } | undefined;
+};
 
 describe("Argo CD's view of an application applygate synced", () => {
   it("is Synced at the synced commit, not OutOfSync at the branch resolved before the push", async () => {

@@ -8,8 +8,10 @@
  * - an operation set at the exact instant an allow window fires is held (the window is not active
  *   at that instant), and runs from the next millisecond: the opening the core computes.
  */
+
 import { describe, expect, it } from "vitest";
 import { judgeSyncWindows } from "../../queue/decide/index.js";
+import { operationStateOf } from "../../queue/kube/index.js";
 import type { Clock } from "../cluster/clock.js";
 import { fileWorld } from "../support/file-world.js";
 import { type Repo, startCluster, until } from "./harness.js";
@@ -61,7 +63,7 @@ async function setup(syncWindows: unknown[]) {
   return { name, ns, ref };
 }
 
-const opState = async (name: string) => (await c.getApp(name)).status?.operationState;
+const opState = async (name: string) => operationStateOf(await c.getApp(name));
 const value = async (namespace: string) =>
   (
     (await c.kube.core.readNamespacedConfigMap({ name: "settings", namespace }).catch(() => undefined)) as

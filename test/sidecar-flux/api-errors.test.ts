@@ -6,7 +6,7 @@
  * executor follows on and reports the end it observes, once.
  */
 import { describe, expect, it } from "vitest";
-import { claimStatusOf } from "../../queue/kube/index.js";
+import { claimStatusOf, fluxSpecField } from "../../queue/kube/index.js";
 import type { FluxClient } from "../../sidecar/flux/client.js";
 import { fileWorld } from "../support/file-world.js";
 import { adopted, type Scene, startWorld } from "./harness.js";
@@ -60,7 +60,7 @@ describe.concurrent("a 500 from the API server", () => {
     });
     expect(await s.fetchRequested()).toBe(before);
     expect((await s.readClaim()).status).not.toHaveProperty("operation");
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     expect(await s.configValue()).toBe("1");
     // The worker's retry is a new attempt of the same commit, taken like the first.
     const second = await s.run(s.attempt(commit));
@@ -81,7 +81,7 @@ describe.concurrent("a 500 from the API server", () => {
     expect(ends(phases)).toEqual(["Succeeded"]);
     expect(phases.at(-1)).toBe("Succeeded");
     expect(await s.configValue()).toBe("f1");
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
   });
 
   it("on the claim's status write that records Running: the apply followed on from the record, Succeeded once", async () => {
@@ -90,7 +90,7 @@ describe.concurrent("a 500 from the API server", () => {
     expect(ends(phases)).toEqual(["Succeeded"]);
     expect(phases).toContain("Running");
     expect(await s.configValue()).toBe("r1");
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
   });
 
   it("on the claim's status write that records the end: written again, Succeeded once, recorded", async () => {
@@ -107,7 +107,7 @@ describe.concurrent("a 500 from the API server", () => {
     expect(ends(phases)).toEqual(["Succeeded"]);
     expect(await s.configValue()).toBe("c1");
     const ks = await s.readKs();
-    expect(ks.spec?.suspend).toBe(true);
+    expect(fluxSpecField(ks, "suspend")).toBe(true);
     // The claim records the operation's end, and its suspend token was recorded before the suspend.
     const status = claimStatusOf(await s.readClaim());
     expect(status?.operation?.phase).toBe("Succeeded");

@@ -4,7 +4,7 @@
  * GitRepository, and the window observer's reports.
  */
 import { describe, expect, it } from "vitest";
-import { readFluxClaim } from "../../queue/kube/index.js";
+import { fluxSpecField, readFluxClaim } from "../../queue/kube/index.js";
 import { judgeEligibility } from "../../sidecar/claims/eligibility.js";
 import { FluxClient } from "../../sidecar/flux/client.js";
 import { FluxExecutor } from "../../sidecar/flux/executor.js";
@@ -25,7 +25,7 @@ describe.concurrent("holding a Kustomization", () => {
   it("adopts: suspends by server-side apply under applygate, InControl=True (Suspended) once handled", async () => {
     const s = await adopted(world);
     const ks = await s.readKs();
-    expect(ks.spec?.suspend).toBe(true);
+    expect(fluxSpecField(ks, "suspend")).toBe(true);
     expect(appliesSuspend(ks, "applygate")).toBe(true);
     const st = await statusOf(s);
     expect(st?.previousSuspendState).toBe("Resumed");
@@ -88,6 +88,16 @@ describe.concurrent("holding a Kustomization", () => {
     });
   });
 
+  it("reads a sourceRef with an empty namespace as in the Kustomization's, as Flux does", async () => {
+    const s = await scene(world);
+    await s.patchKs(
+      { spec: { sourceRef: { kind: "GitRepository", name: "repo", namespace: "" } } },
+      "tenant",
+    );
+    const source = await s.kind.controller.source(await s.readClaim(), s.ks, await s.ctx());
+    expect(source).toEqual({ state: "Known", url: s.url, branch: "main" });
+  });
+
   it("somebody else's resume is suspended again, recorded Unresolved and completed, with an Event every time", async () => {
     const s = await adopted(world);
     for (const round of [1, 2]) {
@@ -113,7 +123,7 @@ describe.concurrent("holding a Kustomization", () => {
       // acted on completes Succeeded with the commit it applied, one it never acted on Failed.
       expect(["Succeeded", "Failed"]).toContain(done.phase);
       if (done.phase === "Succeeded") expect(done.commit).toBe(commit);
-      expect((await s.readKs()).spec?.suspend).toBe(true);
+      expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
       expect(s.events.filter((e) => e.reason === "ClaimedResourceReconciled")).toHaveLength(round);
     }
   });
@@ -136,7 +146,7 @@ describe.concurrent("holding a Kustomization", () => {
       return (await s.kind.controller.settleUnfollowed!(claim, s.ks, op, ctx)) || undefined;
     }, "the unfollowed operation to be made safe");
     expect(settled).toBe(true);
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     expect(s.events.find((e) => e.reason === "OperationUnfollowed")).toMatchObject({ type: "Warning" });
   });
 });
@@ -152,7 +162,7 @@ describe.concurrent("handing back", () => {
     }, "the hand-back");
     expect(r.done).toBe(true);
     const ks = await s.readKs();
-    expect(ks.spec?.suspend).toBeFalsy();
+    expect(fluxSpecField(ks, "suspend")).toBeFalsy();
     expect(appliesSuspend(ks, "applygate")).toBe(false);
     expect((await statusOf(s))?.previousSuspendState).toBeUndefined();
     // The reconciler records the one Event of the outcome, its note this condition's message.
@@ -177,7 +187,7 @@ describe.concurrent("handing back", () => {
       status: "False",
       reason: "Releasing",
     });
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     const done = await until(async () => {
       const res = await s.kind.controller.handBack(await s.readClaim(), s.ks, await s.ctx());
       return res.done && res;
@@ -193,7 +203,7 @@ describe.concurrent("handing back", () => {
       return res.done && res;
     }, "the hand-back");
     expect(r.done).toBe(true);
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     await world.sim.idle();
     expect(world.sim.appliedRevisions(s.ks)).toEqual([]);
   });
@@ -206,7 +216,7 @@ describe.concurrent("handing back", () => {
       await s.ctx({ successor: `${s.ns}/next` }),
     );
     expect(r.done).toBe(true);
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
   });
 });
 
@@ -226,7 +236,7 @@ describe.concurrent("a shared GitRepository and the apply window", () => {
     expect(await s.configValue()).toBe("2");
     expect(await s.configValue("infra-config")).toBe("1");
     expect(world.sim.appliedRevisions(infra).length).toBe(infraApplied);
-    expect((await s.readKs("infra")).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs("infra"), "suspend")).toBe(true);
   });
 
   it("resumes only once the window is open and watching", async () => {
@@ -243,7 +253,7 @@ describe.concurrent("a shared GitRepository and the apply window", () => {
         // A slow list: the resume must wait for it, or the apply could land before the watch.
         async open() {
           await new Promise((r) => setTimeout(r, 300));
-          seen.push(`opened, suspend ${(await s.readKs()).spec?.suspend}`);
+          seen.push(`opened, suspend ${fluxSpecField(await s.readKs(), "suspend")}`);
         },
         close: () => seen.push("closed"),
       },

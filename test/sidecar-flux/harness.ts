@@ -10,7 +10,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Attempt, Report } from "../../queue/contract.js";
-import { claimStatusOf, type KObject, type Kube, RESOURCES } from "../../queue/kube/index.js";
+import {
+  artifactRevisionOf,
+  claimStatusOf,
+  fluxStatusField,
+  type KObject,
+  type Kube,
+  RESOURCES,
+} from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import type { ClaimContext, OperationExecutor, SafetyChecks } from "../../sidecar/applier-kind.js";
 import { approvalRecheck } from "../../sidecar/approval-recheck.js";
@@ -18,13 +25,7 @@ import { isConditionTrue, setConditions } from "../../sidecar/claims/conditions.
 import { type EventSpec, memoryEvents } from "../../sidecar/events.js";
 import type { FluxKindOptions } from "../../sidecar/flux/index.js";
 import * as flux from "../../sidecar/flux/index.js";
-import {
-  GIT_REPOSITORY,
-  type GitRepository,
-  KUSTOMIZATION,
-  type Kustomization,
-  REQUESTED_AT,
-} from "../../sidecar/flux/resources.js";
+import { GIT_REPOSITORY, KUSTOMIZATION, REQUESTED_AT } from "../../sidecar/flux/resources.js";
 import { Following } from "../../sidecar/following.js";
 import { GitAncestry, remoteFromCluster } from "../../sidecar/git-ancestry.js";
 import type { Sidecar, SidecarOptions } from "../../sidecar/main.js";
@@ -106,7 +107,7 @@ export interface Scene {
   events: EventSpec[];
   reports: Report[];
   following: Following;
-  readKs(name?: string): Promise<Kustomization>;
+  readKs(name?: string): Promise<KObject>;
   readClaim(): Promise<KObject>;
   /** The claim's recorded operation. */
   operation(): Promise<Operation | undefined>;
@@ -216,12 +217,15 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
       namespace: ns,
       body: ksBody(name, folder),
     });
-  const readKs = async (name = "apps") => (await kube.get<Kustomization>(KUSTOMIZATION, ns, name))!;
+  const readKs = async (name = "apps") => (await kube.get(KUSTOMIZATION, ns, name))!;
   if (!o.suspendedBefore) {
-    await until(async () => (await readKs()).status?.lastAppliedRevision, "the first apply");
+    await until(async () => fluxStatusField(await readKs(), "lastAppliedRevision"), "the first apply");
   }
   for (const name of Object.keys(o.extra ?? {}))
-    await until(async () => (await readKs(name)).status?.lastAppliedRevision, `the first apply of ${name}`);
+    await until(
+      async () => fluxStatusField(await readKs(name), "lastAppliedRevision"),
+      `the first apply of ${name}`,
+    );
   // Each claim (`claim` holding apps, `<name>-claim` each extra one), and a GitTarget naming it
   // in the repository's GitProvider: an attempt's targets must still stand at the write.
   const claims = [
@@ -346,14 +350,12 @@ export async function scene(world: SceneWorld, o: SceneOptions = {}): Promise<Sc
       });
       if (commit)
         await until(async () => {
-          const src = await kube.get<GitRepository>(GIT_REPOSITORY, ns, "repo");
-          return src?.status?.artifact?.revision === `main@sha1:${commit}`;
+          const src = await kube.get(GIT_REPOSITORY, ns, "repo");
+          return artifactRevisionOf(src) === `main@sha1:${commit}`;
         }, `the source to fetch ${commit}`);
     },
     async fetchRequested() {
-      return (await kube.get<GitRepository>(GIT_REPOSITORY, ns, "repo"))?.metadata.annotations?.[
-        REQUESTED_AT
-      ];
+      return (await kube.get(GIT_REPOSITORY, ns, "repo"))?.metadata.annotations?.[REQUESTED_AT];
     },
     async patchKs(patch, fieldManager) {
       await kube.mergePatch(KUSTOMIZATION, ns, "apps", patch, { fieldManager });

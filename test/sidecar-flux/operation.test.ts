@@ -3,7 +3,7 @@
  * per outcome row the simulated controllers can produce, and each way an attempt starts nothing.
  */
 import { describe, expect, it } from "vitest";
-import { claimStatusOf, RESOURCES } from "../../queue/kube/index.js";
+import { claimStatusOf, fluxSpecField, fluxStatusField, RESOURCES } from "../../queue/kube/index.js";
 import type { SafetyChecks } from "../../sidecar/applier-kind.js";
 import { fileWorld } from "../support/file-world.js";
 import { adopted, scene, startWorld, until } from "./harness.js";
@@ -20,10 +20,10 @@ describe.concurrent("one operation", () => {
     expect(r.last).toMatchObject({ revisionMismatch: false });
     expect(await s.configValue()).toBe("2");
     const ks = await s.readKs();
-    expect(ks.spec?.suspend).toBe(true);
+    expect(fluxSpecField(ks, "suspend")).toBe(true);
     const op = await s.operation();
     expect(op).toMatchObject({ phase: "Succeeded", commit, outcome: "Applied" });
-    expect(ks.status?.lastHandledReconcileAt).toBe(op?.suspendToken);
+    expect(fluxStatusField(ks, "lastHandledReconcileAt")).toBe(op?.suspendToken);
     expect(claimStatusOf(await s.readClaim())?.lastAppliedCommit).toBe(commit);
     // Exactly one apply, of this commit.
     expect(world.sim.appliedRevisions(s.ks).slice(before)).toEqual([`main@sha1:${commit}`]);
@@ -38,7 +38,7 @@ describe.concurrent("one operation", () => {
     const before = world.sim.appliedRevisions(s.ks).length;
     const r = await s.run(s.attempt(commit));
     expect(r.last).toMatchObject({ phase: "Failed", reason: "BuildFailed" });
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     expect(await s.operation()).toMatchObject({ phase: "Failed", outcome: "BuildFailed" });
     // An absence, so it is waited out: four retry intervals.
     await new Promise((r) => setTimeout(r, 4 * 1200));
@@ -66,7 +66,7 @@ describe.concurrent("one operation", () => {
     const r = await s.run(attempt);
     expect(r.last).toMatchObject({ phase: "Dropped", reason: "NoTargetStands" });
     expect(r.phases).not.toContain("Running");
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     expect(await s.operation()).toBeUndefined();
     expect(world.sim.appliedRevisions(s.ks).slice(before)).toEqual([]);
     expect(await s.configValue()).toBe("1");
@@ -78,7 +78,7 @@ describe.concurrent("one operation", () => {
     world.sim.failNextApply(s.ks, "health");
     const r = await s.run(s.attempt(commit));
     expect(r.last).toMatchObject({ phase: "Failed", reason: "HealthCheckFailed" });
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
   });
 
   it("a dependency not ready is Failed with DependencyNotReady", async () => {
@@ -87,7 +87,7 @@ describe.concurrent("one operation", () => {
     const commit = await s.pushConfig("5");
     const r = await s.run(s.attempt(commit));
     expect(r.last).toMatchObject({ phase: "Failed", reason: "DependencyNotReady" });
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     expect(await s.configValue()).toBe("1");
   });
 
@@ -131,7 +131,7 @@ describe.concurrent("an attempt that starts nothing", () => {
     const r = await s.run(s.attempt(commit));
     expect(r.phases).toEqual(["Requested", "Stale"]);
     expect(await s.operation()).toBeUndefined();
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
   });
 
   it("a Kustomization whose spec.suspend another manager applies is Rejected (SuspendOwnedElsewhere)", async () => {
@@ -154,7 +154,7 @@ describe.concurrent("an attempt that starts nothing", () => {
     const commit = await s.pushConfig("15");
     const r = await s.run(s.attempt(commit));
     expect(r.last).toMatchObject({ phase: "RequestFailed", reason: "NotInControl" });
-    expect((await s.readKs()).spec?.suspend).toBeFalsy();
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBeFalsy();
   });
 
   it("another operation in flight refuses the record (RequestFailed), and nothing is resumed", async () => {
@@ -170,7 +170,7 @@ describe.concurrent("an attempt that starts nothing", () => {
     const commit = await s.pushConfig("16");
     const r = await s.run(s.attempt(commit));
     expect(r.last).toMatchObject({ phase: "RequestFailed", reason: "OperationInFlight" });
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
   });
 });
 
@@ -185,7 +185,7 @@ describe.sequential("with the controllers held still or slowed", () => {
     let resumed!: Promise<unknown>;
     await world.restartSim(async () => {
       resumed = s.run(s.attempt(commit));
-      await until(async () => (await s.readKs()).spec?.suspend === false, "the resume");
+      await until(async () => fluxSpecField(await s.readKs(), "suspend") === false, "the resume");
       await s.patchKs({ spec: { suspend: true } }, "flux");
     });
     const r = (await resumed) as { last: { phase: string; reason?: string } };
@@ -202,7 +202,7 @@ describe.sequential("with the controllers held still or slowed", () => {
       expect(r.phases).toEqual(["Requested", "Running", "Unresolved", "Succeeded"]);
       expect(s.events.some((e) => e.reason === "OperationUnresolved" && e.type === "Warning")).toBe(true);
       expect(await s.configValue()).toBe("9");
-      expect((await s.readKs()).spec?.suspend).toBe(true);
+      expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     } finally {
       world.sim.knobs.buildMs = 0;
     }

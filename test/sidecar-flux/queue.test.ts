@@ -3,6 +3,7 @@
  * attempts-flux in, PhaseReports on the reports queue out, as the branch worker sees them.
  */
 import { expect, it } from "vitest";
+import { fluxSpecField } from "../../queue/kube/index.js";
 import { startExecutorHost } from "../../sidecar/executor.js";
 import { queueReporter } from "../../sidecar/reporter.js";
 import { fileWorld } from "../support/file-world.js";
@@ -31,7 +32,7 @@ it("an attempt queued on attempts-flux is carried out and every phase reported o
     expect(reports.map((r) => r.phase)).toEqual(["Requested", "Running", "Settling", "Succeeded"]);
     expect(reports.every((r) => r.branchKey === attempt.branchKey && r.commit === commit)).toBe(true);
     expect(await s.configValue()).toBe("queued");
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
   } finally {
     await host.stop();
     await reporter.close();

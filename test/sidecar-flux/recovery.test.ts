@@ -7,7 +7,7 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import type { Attempt } from "../../queue/contract.js";
-import { RESOURCES } from "../../queue/kube/index.js";
+import { fluxReadyOf, fluxSpecField, fluxStatusField, RESOURCES } from "../../queue/kube/index.js";
 import type { Operation } from "../../sidecar/operation-record.js";
 import { fileWorld } from "../support/file-world.js";
 import { recorder } from "../support/sidecar-world.js";
@@ -71,7 +71,7 @@ describe.sequential("restart recovery", () => {
     await killedAtRunning(attempt);
     const recorded = (await s.operation())!;
     expect(recorded).toMatchObject({ token: attempt.token, phase: "Running" });
-    expect((await s.readKs()).spec?.suspend).toBe(false); // resumed, nobody suspended it
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(false); // resumed, nobody suspended it
 
     // The new process follows the same operation by its recorded tokens.
     const phases = await recovered(s, recorded, attempt.branchKey);
@@ -79,8 +79,8 @@ describe.sequential("restart recovery", () => {
     const done = (await s.operation())!;
     expect(done).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
     const ks = await s.readKs();
-    expect(ks.spec?.suspend).toBe(true);
-    expect(ks.status?.lastHandledReconcileAt).toBe(done.suspendToken);
+    expect(fluxSpecField(ks, "suspend")).toBe(true);
+    expect(fluxStatusField(ks, "lastHandledReconcileAt")).toBe(done.suspendToken);
     expect(await s.configValue()).toBe("recovered");
     expect(world.sim.appliedRevisions(s.ks).filter((r) => r.endsWith(commit))).toHaveLength(1);
   });
@@ -96,14 +96,16 @@ describe.sequential("restart recovery", () => {
     // resume's token has ended, and the next one, holding the same token, runs (Ready Unknown).
     await until(async () => {
       const ks = await s.readKs();
-      const ready = ks.status?.conditions?.find((c) => c.type === "Ready");
-      return ks.status?.lastHandledReconcileAt === recorded.resumeToken && ready?.status === "Unknown";
+      return (
+        fluxStatusField(ks, "lastHandledReconcileAt") === recorded.resumeToken &&
+        fluxReadyOf(ks)?.status === "Unknown"
+      );
     }, "a later reconcile running, the resume's token handled");
 
     const phases = await recovered(s, recorded, attempt.branchKey);
     expect(phases).toEqual(["Settling", "Succeeded"]);
     expect(await s.operation()).toMatchObject({ token: attempt.token, phase: "Succeeded", commit });
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     expect(await s.configValue()).toBe("reconciling");
   });
 
@@ -148,7 +150,7 @@ describe.sequential("restart recovery", () => {
     );
     await expect(running).rejects.toThrow();
     expect(r.phases()).toEqual(["Requested", "Running"]);
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     const recorded = (await s.operation())!;
     expect(recorded).toMatchObject({ phase: "Settling" });
     expect(recorded.suspendToken).toBeDefined();
@@ -171,7 +173,7 @@ describe.sequential("restart recovery", () => {
     expect(phases.at(-1)).toBe("Failed");
     expect(await s.operation()).toMatchObject({ phase: "Failed", outcome: "NotResumed" });
     const ks = await s.readKs();
-    expect(ks.spec?.suspend).toBe(true);
-    expect(ks.status?.lastHandledReconcileAt).toBe((await s.operation())?.suspendToken);
+    expect(fluxSpecField(ks, "suspend")).toBe(true);
+    expect(fluxStatusField(ks, "lastHandledReconcileAt")).toBe((await s.operation())?.suspendToken);
   });
 });

@@ -6,6 +6,7 @@
  * recovery. Recovery must not follow an operation this process already ended.
  */
 import { expect, it } from "vitest";
+import { fluxSpecField } from "../../queue/kube/index.js";
 import type { ApplierDeps, ApplierKindModule, ReportFn } from "../../sidecar/applier-kind.js";
 import { createApplierKind, type FluxKindOptions } from "../../sidecar/flux/index.js";
 import { isInFlight, operationOf } from "../../sidecar/operation-record.js";
@@ -80,7 +81,7 @@ it("a pass that read the operation before the executor completed it does not rep
 
     expect(await world.queues.phases(token)).toEqual(["Requested", "Running", "Settling", "Succeeded"]);
     expect(await s.configValue()).toBe("once");
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
   } finally {
     await sidecar.stop();
   }

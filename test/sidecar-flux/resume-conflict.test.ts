@@ -3,6 +3,7 @@
  * and writes again, on the shared conflict-retry policy, a bounded number of times.
  */
 import { describe, expect, it } from "vitest";
+import { fluxSpecField } from "../../queue/kube/index.js";
 import { fileWorld } from "../support/file-world.js";
 import { adopted, startWorld } from "./harness.js";
 
@@ -26,7 +27,7 @@ describe.concurrent("a resume that conflicts", () => {
     world.api.faults.failNext(5, { method: "PATCH", pathPrefix: ksPath(s.ns), status: 409 });
     const r = await s.run(s.attempt(commit));
     expect(r.last).toMatchObject({ phase: "RequestFailed", reason: "ResumeConflict" });
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     expect(await s.configValue()).toBe("1");
   });
 });

@@ -4,6 +4,7 @@
  * executor must say so with a terminal report, or the worker would wait for the attempt forever.
  */
 import { describe, expect, it } from "vitest";
+import { fluxSpecField } from "../../queue/kube/index.js";
 import { fileWorld } from "../support/file-world.js";
 import { adopted, DEFAULT_TEST_KNOBS, startWorld, until } from "./harness.js";
 
@@ -27,7 +28,7 @@ describe("a stop before the apply started", () => {
     expect(r.phases).toEqual(["RequestFailed"]);
     expect(r.last).toMatchObject({ reason: "SidecarStopping" });
     expect(await s.operation()).toBeUndefined();
-    expect((await s.readKs()).spec?.suspend).toBe(true);
+    expect(fluxSpecField(await s.readKs(), "suspend")).toBe(true);
     expect(world.sim.appliedRevisions(s.ks).slice(before)).toEqual([]);
   });
 });

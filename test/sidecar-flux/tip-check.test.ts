@@ -4,7 +4,8 @@
  * attempt's commit, so the artifact alone would let it resume, but the branch has moved on.
  */
 import { describe, expect, it } from "vitest";
-import { GIT_REPOSITORY, type GitRepository } from "../../sidecar/flux/resources.js";
+import { artifactRevisionOf, fluxSpecField } from "../../queue/kube/index.js";
+import { GIT_REPOSITORY } from "../../sidecar/flux/resources.js";
 import { redisTipCheck } from "../../sidecar/tip-check.js";
 import { fileWorld } from "../support/file-world.js";
 import { type Scene, scene, startWorld } from "./harness.js";
@@ -15,8 +16,7 @@ const world = fileWorld(() => startWorld());
 const recordedTipScene = () =>
   scene(world, { checks: { tip: redisTipCheck(world.redis.client, world.redis.prefix) } });
 
-const artifactOf = async (s: Scene) =>
-  (await world.kube.get<GitRepository>(GIT_REPOSITORY, s.ns, "repo"))?.status?.artifact?.revision;
+const artifactOf = async (s: Scene) => artifactRevisionOf(await world.kube.get(GIT_REPOSITORY, s.ns, "repo"));
 
 describe.concurrent("the recorded tip decides Stale", () => {
   it("a commit the artifact holds but that is no longer the recorded tip ends Stale, nothing resumed", async () => {
@@ -39,7 +39,7 @@ describe.concurrent("the recorded tip decides Stale", () => {
     expect(r.phases).toEqual(["Stale"]);
     expect(r.last.reason).toBe("Stale");
     const ks = await s.readKs();
-    expect(ks.spec?.suspend).toBe(true);
+    expect(fluxSpecField(ks, "suspend")).toBe(true);
     expect(ks.metadata.resourceVersion).toBe(resumesBefore); // never written, so never resumed
     expect(world.sim.appliedRevisions(s.ks).length).toBe(applied);
     expect(await s.operation()).toMatchObject({ phase: "Succeeded", commit: old }); // the first one, untouched

@@ -148,7 +148,8 @@ export class KustomizationController {
     this.d.started(key);
 
     const ref = obj.spec?.sourceRef ?? {};
-    const srcNs = ref.namespace ?? obj.metadata?.namespace;
+    // Flux takes an empty namespace for none (getSource: `if Namespace != ""`).
+    const srcNs = ref.namespace || obj.metadata?.namespace;
     const src = ref.kind === "GitRepository" ? this.d.sources().get(srcNs, ref.name) : undefined;
     if (!src) {
       fail("ArtifactFailed", `Source '${ref.kind}/${srcNs}/${ref.name}' not found`);
@@ -401,7 +402,7 @@ export class KustomizationController {
       const sameSource =
         depRef.kind === src.kind &&
         depRef.name === src.metadata?.name &&
-        (depRef.namespace ?? d.metadata?.namespace) === src.metadata?.namespace;
+        (depRef.namespace || d.metadata?.namespace) === src.metadata?.namespace;
       if (sameSource && d.status?.lastAppliedRevision !== revision)
         return `dependency '${id}' revision is not up to date`;
     }
