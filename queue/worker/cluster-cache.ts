@@ -19,7 +19,6 @@ import { type GitProvider, type GitTarget, type ScopeGrant, scopeGrant } from ".
 import { errorMessage } from "../errors.js";
 import {
   apiFailure,
-  applierRefOf,
   approvalSpecFields,
   collectionPath,
   fieldOf,
@@ -39,6 +38,7 @@ import {
 } from "../kube/index.js";
 import type { Logger } from "../log.js";
 import { repositoryOf } from "../tenancy.js";
+import { ClaimsByApplier } from "./claims-by-applier.js";
 import { SharedBranchIndex } from "./shared-branches.js";
 
 /**
@@ -154,6 +154,8 @@ export class ClusterCache {
    * a ScopeGrant, a credentials Secret), never by a status write: lookups rebuild only then.
    */
   version = 0;
+  /** FluxClaims and ArgoCDClaims by the applier they name. */
+  private readonly claimsByApplier = new Map<string, ClaimsByApplier>();
   /** Every branch key GitTargets write, at the version it was built for. */
   private branchKeyList: { version: number; keys: string[] } | undefined;
   /** GitTargets by the claim they name, at the version they were indexed for. */
@@ -185,8 +187,14 @@ export class ClusterCache {
       target: (ns, name) => this.targets.get(name, ns),
       provider: (t) => this.providers.get(t.spec.providerRef.name, t.spec.providerRef.namespace ?? nsOf(t)),
     });
-    for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim])
-      this.acquire(t, (o) => this.tell(this.keysOfClaim(t.kind, o)));
+    for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim]) {
+      const h = this.acquire(t, (o, _prev, type) => {
+        this.claimsByApplier.get(t.kind)?.changed(o, type === "delete");
+        this.tell(this.keysOfClaim(t.kind, o));
+      });
+      if (t !== RESOURCES.webhookClaim)
+        this.claimsByApplier.set(t.kind, new ClaimsByApplier(t.kind, h.informer));
+    }
     this.acquire(RESOURCES.applierGrant, () => this.tell("all"));
     // An approval or override given or withdrawn concerns the branches of the claim it names.
     this.acquire(RESOURCES.approval, (o, prev) => {
@@ -567,15 +575,10 @@ export class ClusterCache {
 
   /** The branch keys of GitTargets whose claim holds this applier. */
   private keysOfApplier(kind: string, o: KObject): Set<string> {
-    const ns = nsOf(o);
     const claimType = kind === "Kustomization" ? RESOURCES.fluxClaim : RESOURCES.argoCDClaim;
-    const h = this.handles.find((x) => x.informer.path === collectionPath(claimType));
     const keys = new Set<string>();
-    for (const c of h?.informer.list() ?? []) {
-      const ref = applierRefOf(claimType.kind, c);
-      if (ref?.name !== o.metadata.name || (ref.namespace ?? nsOf(c)) !== ns) continue;
+    for (const c of this.claimsByApplier.get(claimType.kind)?.naming(nsOf(o), o.metadata.name) ?? [])
       for (const k of this.keysOfClaim(claimType.kind, c)) keys.add(k);
-    }
     return keys;
   }
 
