@@ -7,13 +7,13 @@
  */
 import { applierRefOf } from "../kube/readers.js";
 import { type KObject, objectKey } from "../kube/resources.js";
+import { GroupIndex, splitKey } from "./group-index.js";
 
 const nsOf = (o: { metadata: { namespace?: string } }) => o.metadata.namespace ?? "default";
 
 export class ClaimsByApplier {
   /** Claim keys (objectKey) by applier; undefined: to be built from the informer's list. */
-  private byApplier: Map<string, Set<string>> | undefined;
-  private readonly applierOf = new Map<string, string>();
+  private byApplier: GroupIndex | undefined;
 
   constructor(
     private readonly claimKind: string,
@@ -25,45 +25,29 @@ export class ClaimsByApplier {
 
   /** A claim was added or changed, or deleted. */
   changed(claim: KObject, deleted: boolean): void {
-    if (!this.byApplier) return;
-    const key = objectKey(claim);
-    const old = this.applierOf.get(key);
-    if (old !== undefined) {
-      const group = this.byApplier.get(old);
-      group?.delete(key);
-      if (group?.size === 0) this.byApplier.delete(old);
-      this.applierOf.delete(key);
-    }
-    if (!deleted) this.add(this.byApplier, claim);
+    this.byApplier?.set(objectKey(claim), deleted ? undefined : this.applierOf(claim));
   }
 
   /** The claims naming the applier `namespace/name`, as the informer holds them. */
   naming(namespace: string, name: string): KObject[] {
     this.byApplier ??= this.build();
     const out: KObject[] = [];
-    for (const key of this.byApplier.get(`${namespace}/${name}`) ?? []) {
-      const slash = key.indexOf("/");
-      const c = this.claims.get(key.slice(slash + 1), key.slice(0, slash));
+    for (const key of this.byApplier.of(`${namespace}/${name}`)) {
+      const at = splitKey(key);
+      const c = this.claims.get(at.name, at.namespace);
       if (c) out.push(c);
     }
     return out;
   }
 
-  private build(): Map<string, Set<string>> {
-    const byApplier = new Map<string, Set<string>>();
-    this.applierOf.clear();
-    for (const c of this.claims.list()) this.add(byApplier, c);
+  private build(): GroupIndex {
+    const byApplier = new GroupIndex();
+    for (const c of this.claims.list()) byApplier.set(objectKey(c), this.applierOf(c));
     return byApplier;
   }
 
-  private add(byApplier: Map<string, Set<string>>, claim: KObject): void {
+  private applierOf(claim: KObject): string | undefined {
     const ref = applierRefOf(this.claimKind, claim);
-    if (!ref) return;
-    const applier = `${ref.namespace ?? nsOf(claim)}/${ref.name}`;
-    const key = objectKey(claim);
-    let group = byApplier.get(applier);
-    if (!group) byApplier.set(applier, (group = new Set()));
-    group.add(key);
-    this.applierOf.set(key, applier);
+    return ref ? `${ref.namespace ?? nsOf(claim)}/${ref.name}` : undefined;
   }
 }

@@ -9,6 +9,7 @@
  */
 import type { GitProvider, GitTarget } from "../crds/index.js";
 import { repositoryOf } from "../tenancy.js";
+import { GroupIndex, splitKey } from "./group-index.js";
 
 export interface SharedBranchSource {
   /** Every GitTarget, as the cache holds them. */
@@ -23,8 +24,7 @@ const keyOf = (t: GitTarget) => `${t.metadata.namespace ?? "default"}/${t.metada
 
 export class SharedBranchIndex {
   /** namespace/name of the GitTargets by place; undefined: to be built from the cache. */
-  private groups: Map<string, Set<string>> | undefined;
-  private readonly placeOf = new Map<string, string>();
+  private groups: GroupIndex | undefined;
   /** A parsed GitProvider's repository, once per object (the cache keeps one object per version). */
   private readonly repositories = new WeakMap<GitProvider, string | undefined>();
 
@@ -45,50 +45,29 @@ export class SharedBranchIndex {
 
   /** A GitTarget was added or changed (`t`), or deleted (`t` undefined; `key` is namespace/name). */
   changed(key: string, t: GitTarget | undefined): void {
-    if (!this.groups) return;
-    const old = this.placeOf.get(key);
-    if (old !== undefined) {
-      const group = this.groups.get(old);
-      group?.delete(key);
-      if (group?.size === 0) this.groups.delete(old);
-      this.placeOf.delete(key);
-    }
-    const place = t && this.placeOfTarget(t);
-    if (place !== undefined) this.add(this.groups, key, place);
+    this.groups?.set(key, t && this.placeOfTarget(t));
   }
 
   /** A GitProvider changed: any GitTarget may write another place now. */
   reset(): void {
     this.groups = undefined;
-    this.placeOf.clear();
   }
 
   /** The GitTargets writing this repository branch. */
   at(place: string): GitTarget[] {
     this.groups ??= this.build();
     const out: GitTarget[] = [];
-    for (const key of this.groups.get(place) ?? []) {
-      const slash = key.indexOf("/");
-      const t = this.source.target(key.slice(0, slash), key.slice(slash + 1));
+    for (const key of this.groups.of(place)) {
+      const { namespace, name } = splitKey(key);
+      const t = this.source.target(namespace, name);
       if (t) out.push(t);
     }
     return out;
   }
 
-  private build(): Map<string, Set<string>> {
-    const groups = new Map<string, Set<string>>();
-    this.placeOf.clear();
-    for (const t of this.source.targets()) {
-      const place = this.placeOfTarget(t);
-      if (place !== undefined) this.add(groups, keyOf(t), place);
-    }
+  private build(): GroupIndex {
+    const groups = new GroupIndex();
+    for (const t of this.source.targets()) groups.set(keyOf(t), this.placeOfTarget(t));
     return groups;
-  }
-
-  private add(groups: Map<string, Set<string>>, key: string, place: string): void {
-    let group = groups.get(place);
-    if (!group) groups.set(place, (group = new Set()));
-    group.add(key);
-    this.placeOf.set(key, place);
   }
 }
