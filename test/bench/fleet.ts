@@ -643,7 +643,11 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     // Each wake is also split where the worker records the tip it read (`…:tip`): before it, the
     // notice's way to the branch worker and the read of the remote (Git); after it, the decision,
     // the flush and the queueing of the attempt.
-    const segments = { read: [] as number[], decide: [] as number[] };
+    const segments = { read: [] as number[], decide: [] as number[], gitFetch: [] as number[] };
+    // Git's own share: after each wake, the git CLI fetches the same branch from the same server
+    // into a scratch repository, timed beside the worker's read of the tip.
+    const probe = join(world.dir, `fetch-probe-${count}.git`);
+    await gitOk(["init", "--bare", "-q", probe]);
     const latency = async (candidates: number[]) => {
       const out: number[] = [];
       for (const i of candidates) {
@@ -667,15 +671,20 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
           );
         segments.read.push(Math.min(readAt, sent) - w.noticedAt);
         segments.decide.push(Math.max(0, sent - readAt));
+        const f0 = Date.now();
+        await gitOk(["fetch", "-q", world.url, `refs/heads/${branchName(i)}`], { cwd: probe });
+        segments.gitFetch.push(Date.now() - f0);
       }
       return out;
     };
     const segmentNote = () => {
       const r = `notice → tip read p50 ${percentile(segments.read, 50)} / p99 ${percentile(segments.read, 99)} ms`;
       const d = `tip read → attempt sent p50 ${percentile(segments.decide, 50)} / p99 ${percentile(segments.decide, 99)} ms`;
+      const g = `git fetch of the same branch from the same server p50 ${percentile(segments.gitFetch, 50)} / p99 ${percentile(segments.gitFetch, 99)} ms`;
       segments.read.length = 0;
       segments.decide.length = 0;
-      return `${r}; ${d} (tip read seen by polling Redis every 2 ms)`;
+      segments.gitFetch.length = 0;
+      return `${r}; ${d} (tip read seen by polling Redis every 2 ms); beside it, ${g}`;
     };
     const sample = (from: number[]) => from.slice(0, Math.min(o.samples, from.length));
     const all = Array.from({ length: n }, (_, i) => i);
