@@ -7,7 +7,7 @@
  */
 import { applierRefOf } from "../kube/readers.js";
 import { type KObject, objectKey } from "../kube/resources.js";
-import { GroupIndex, splitKey } from "./group-index.js";
+import { GroupIndex } from "./group-index.js";
 
 const nsOf = (o: { metadata: { namespace?: string } }) => o.metadata.namespace ?? "default";
 
@@ -31,13 +31,7 @@ export class ClaimsByApplier {
   /** The claims naming the applier `namespace/name`, as the informer holds them. */
   naming(namespace: string, name: string): KObject[] {
     this.byApplier ??= this.build();
-    const out: KObject[] = [];
-    for (const key of this.byApplier.of(`${namespace}/${name}`)) {
-      const at = splitKey(key);
-      const c = this.claims.get(at.name, at.namespace);
-      if (c) out.push(c);
-    }
-    return out;
+    return this.byApplier.objects(`${namespace}/${name}`, (ns, n) => this.claims.get(n, ns));
   }
 
   private build(): GroupIndex {

@@ -461,16 +461,6 @@ export class ClusterCache {
     return this.branchKeyList.keys;
   }
 
-  /** The branch keys of GitTargets (as they were and as they are), each read as a GitTarget. */
-  private keysOfTargets(targets: readonly unknown[]): Set<string> {
-    const read: GitTarget[] = [];
-    for (const o of targets) {
-      const t = o ? readGitTarget(o) : undefined;
-      if (t?.ok) read.push(t.value);
-    }
-    return this.keysOf(read);
-  }
-
   /** The branch keys of GitTargets the cache holds, read already. */
   private keysOf(targets: readonly GitTarget[]): Set<string> {
     const keys = new Set<string>();
@@ -487,11 +477,15 @@ export class ClusterCache {
    * (through any GitProvider): which of them holds a folder may have moved (queue/tenancy.ts).
    */
   private keysOfSharedBranches(targets: Array<KObject | undefined>): Set<string> {
-    const keys = this.keysOfTargets(targets);
-    const places = new Set<string>();
+    const read: GitTarget[] = [];
     for (const o of targets) {
       const t = o && readGitTarget(o);
-      const at = t?.ok ? this.shared.placeOfTarget(t.value) : undefined;
+      if (t?.ok) read.push(t.value);
+    }
+    const keys = this.keysOf(read);
+    const places = new Set<string>();
+    for (const t of read) {
+      const at = this.shared.placeOfTarget(t);
       if (at !== undefined) places.add(at);
     }
     for (const place of places) for (const k of this.keysOf(this.shared.at(place))) keys.add(k);

@@ -24,14 +24,17 @@ export class GroupIndex {
     this.groupOf.set(key, group);
   }
 
-  /** The keys of a group. */
-  of(group: string): Iterable<string> {
-    return this.members.get(group) ?? [];
+  /**
+   * The objects of a group, each key (`namespace/name`) looked up in the cache that holds them;
+   * one the cache no longer holds is left out.
+   */
+  objects<T>(group: string, get: (namespace: string, name: string) => T | undefined): T[] {
+    const out: T[] = [];
+    for (const key of this.members.get(group) ?? []) {
+      const slash = key.indexOf("/");
+      const o = get(key.slice(0, slash), key.slice(slash + 1));
+      if (o !== undefined) out.push(o);
+    }
+    return out;
   }
-}
-
-/** `namespace/name` split at its first slash. */
-export function splitKey(key: string): { namespace: string; name: string } {
-  const slash = key.indexOf("/");
-  return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
 }

@@ -9,7 +9,7 @@
  */
 import type { GitProvider, GitTarget } from "../crds/index.js";
 import { repositoryOf } from "../tenancy.js";
-import { GroupIndex, splitKey } from "./group-index.js";
+import { GroupIndex } from "./group-index.js";
 
 export interface SharedBranchSource {
   /** Every GitTarget, as the cache holds them. */
@@ -56,13 +56,7 @@ export class SharedBranchIndex {
   /** The GitTargets writing this repository branch. */
   at(place: string): GitTarget[] {
     this.groups ??= this.build();
-    const out: GitTarget[] = [];
-    for (const key of this.groups.of(place)) {
-      const { namespace, name } = splitKey(key);
-      const t = this.source.target(namespace, name);
-      if (t) out.push(t);
-    }
-    return out;
+    return this.groups.objects(place, (namespace, name) => this.source.target(namespace, name));
   }
 
   private build(): GroupIndex {
