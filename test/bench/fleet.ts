@@ -16,6 +16,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { Session } from "node:inspector";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -37,7 +38,13 @@ import { branchKeys, knownBranchesKey } from "../../queue/keys.js";
 import { Kube } from "../../queue/kube/index.js";
 import { silentLogger } from "../../queue/log.js";
 import { connectRedis } from "../../queue/redis.js";
-import { type ApiServer, type AuditEvent, readAuditLog, startApiServer } from "../cluster/apiserver/index.js";
+import {
+  type ApiServer,
+  type AuditEvent,
+  auditTail,
+  readAuditLog,
+  startApiServer,
+} from "../cluster/apiserver/index.js";
 import { argocdApplicationCrd } from "../cluster/argosim/index.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
@@ -136,6 +143,29 @@ interface Child {
   memory(): Promise<{ rss: number; heapUsed: number; heapTotal: number }>;
   /** Starts a CPU profile of the replica (FLEET_PROFILE); `stop` writes it to `file`. */
   profile(what: "start" | "stop", file?: string): Promise<void>;
+}
+
+/**
+ * Starts CPU profiles of the replica and of this process; the function returned stops both and
+ * writes `<base>-worker.cpuprofile` and `<base>-bench.cpuprofile`.
+ */
+async function startupProfiles(worker: Child, base: string): Promise<() => Promise<void>> {
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))),
+    );
+  await post("Profiler.enable");
+  await post("Profiler.setSamplingInterval", { interval: 500 });
+  await post("Profiler.start");
+  await worker.profile("start");
+  return async () => {
+    await worker.profile("stop", `${base}-worker.cpuprofile`);
+    const { profile } = (await post("Profiler.stop")) as { profile: unknown };
+    await writeFile(`${base}-bench.cpuprofile`, JSON.stringify(profile));
+    session.disconnect();
+  };
 }
 
 function startReplica(o: {
@@ -523,6 +553,12 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     const first = replicas[0] as Child;
     const t0 = Date.now();
     step(`N=${n} replicas=${count}: replicas started`);
+    // FLEET_PROFILE: the start-up (until every first status) is profiled apart from the wakes, in
+    // the first replica and in this process, which serves the simulated API server.
+    const profileDir = process.env.FLEET_PROFILE;
+    const stopStartupProfiles = profileDir
+      ? await startupProfiles(first, join(profileDir, `fleet-N${n}-r${count}-${t0}-startup`))
+      : undefined;
     const ownedBy = async (owners: string[]) =>
       (await leaseHolders(world)).every((h) => owners.some((id) => h?.startsWith(`${id}:`)));
     await until(() => ownedBy(ids), "the replicas to own every branch", { timeoutMs: 900_000, everyMs: 250 });
@@ -563,16 +599,19 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     // Startup ends when every GitTarget shows its first publication status: those first writes
     // are no steady state. When is read from the audit log (the time each GitTarget's first status
     // write was answered), so the figure does not depend on how often the bench looks.
-    let firstWrites = new Map<string, number>();
+    const firstWrites = new Map<string, number>();
+    const newEvents = auditTail(world.auditLog);
     await until(
       () => {
-        firstWrites = firstStatusWrites(readAuditLog(world.auditLog), WORKER_USER, t0);
+        for (const [k, at] of firstStatusWrites(newEvents(), WORKER_USER, t0))
+          if (!firstWrites.has(k)) firstWrites.set(k, at);
         return firstWrites.size === n * APPLIERS;
       },
       "every GitTarget's first status write",
       { timeoutMs: 900_000, everyMs: 2_000 },
     );
     const settledSeconds = (Math.max(...firstWrites.values()) - t0) / 1000;
+    await stopStartupProfiles?.();
     // A first write could carry the acceptance alone: wait for every publication too (a list of
     // every GitTarget is heavy at 10,000 of them: ask seldom).
     await until(
@@ -688,7 +727,6 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     };
     const sample = (from: number[]) => from.slice(0, Math.min(o.samples, from.length));
     const all = Array.from({ length: n }, (_, i) => i);
-    const profileDir = process.env.FLEET_PROFILE;
     if (profileDir) await first.profile("start");
     step(`N=${n}: idle latency`);
     const w0 = Date.now();

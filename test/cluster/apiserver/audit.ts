@@ -5,7 +5,7 @@
  * ResponseStarted). Lines are appended synchronously, so a line is on disk when its answer is.
  */
 import { randomUUID } from "node:crypto";
-import { appendFileSync, readFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
 import type { IncomingMessage } from "node:http";
 import type { User } from "./auth.js";
 import type { Decision } from "./rbac.js";
@@ -116,6 +116,9 @@ export class AuditRecord {
 }
 
 export class AuditLog {
+  /** Opened at the first line and kept open: one write per request, not an open and a close too. */
+  private fd: number | undefined;
+
   constructor(
     private readonly path: string,
     readonly now: () => number,
@@ -126,7 +129,13 @@ export class AuditLog {
   }
 
   write(event: AuditEvent): void {
-    appendFileSync(this.path, `${JSON.stringify(event)}\n`);
+    this.fd ??= openSync(this.path, "a");
+    writeSync(this.fd, `${JSON.stringify(event)}\n`);
+  }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
   }
 }
 
@@ -147,4 +156,42 @@ export function readAuditLog(path: string): AuditEvent[] {
     .split("\n")
     .filter(Boolean)
     .map((l) => JSON.parse(l) as AuditEvent);
+}
+
+/**
+ * Reads an audit log as it grows: each call returns the events written since the last one, so a
+ * caller polling a long log parses each line once.
+ */
+export function auditTail(path: string): () => AuditEvent[] {
+  let offset = 0;
+  // Bytes after the last newline read: a line still being written (or a character cut in two).
+  let partial = Buffer.alloc(0);
+  return () => {
+    let fd: number;
+    try {
+      fd = openSync(path, "r");
+    } catch {
+      return [];
+    }
+    const parts = [partial];
+    try {
+      for (;;) {
+        const chunk = Buffer.alloc(1 << 20);
+        const n = readSync(fd, chunk, 0, chunk.length, offset);
+        if (n === 0) break;
+        offset += n;
+        parts.push(chunk.subarray(0, n));
+      }
+    } finally {
+      closeSync(fd);
+    }
+    const bytes = Buffer.concat(parts);
+    const end = bytes.lastIndexOf(0x0a);
+    partial = Buffer.from(bytes.subarray(end + 1));
+    return bytes
+      .toString("utf8", 0, end + 1)
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as AuditEvent);
+  };
 }

@@ -4,6 +4,8 @@
  * k8s.io/kubernetes pkg/apis/events/v1). An Event recorded through either group is listed,
  * watched, selected and described through both, at the same resourceVersion. Pure.
  */
+
+import { clone } from "./clone.js";
 import { since } from "./table.js";
 import type { KObject, TableColumn, TablePrinter } from "./types.js";
 
@@ -38,7 +40,7 @@ export function eventFromCore(o: KObject): KObject {
 function withZero(o: KObject, zero: Record<string, unknown>, omitEmpty: readonly string[]): KObject {
   const out: KObject = { ...o };
   for (const [k, v] of Object.entries(zero))
-    if (out[k] === undefined || (out[k] === null && v !== null)) out[k] = structuredClone(v);
+    if (out[k] === undefined || (out[k] === null && v !== null)) out[k] = clone(v);
   for (const k of omitEmpty) if (out[k] === "" || out[k] === 0 || out[k] === null) delete out[k];
   return out;
 }

@@ -3,6 +3,9 @@
  * FieldsV1 elements (`f:name`, `k:{"type":"Ready"}`, `v:"value"`). Conversion to and from the
  * FieldsV1 tree stored in managedFields, and the object walks SSA needs. Pure functions.
  */
+
+import { isDeepStrictEqual } from "node:util";
+import { clone } from "./clone.js";
 import { childSchema, isAtomicMap, itemSchema, type ListKind, listKind } from "./schema.js";
 import type { JsonObject, SchemaNode } from "./types.js";
 
@@ -34,8 +37,9 @@ function canonical(v: unknown): string {
   return JSON.stringify(v);
 }
 
+/** Equal as JSON values: same keys and values, in any key order. */
 export function deepEqual(a: unknown, b: unknown): boolean {
-  return canonical(a) === canonical(b);
+  return isDeepStrictEqual(a, b);
 }
 
 type MapList = Extract<ListKind, { type: "map" }>;
@@ -316,7 +320,7 @@ export function mergeApplied(
   depth = 0,
 ): unknown {
   if (isPlainObject(applied)) {
-    if (!isPlainObject(live) || (depth > 0 && isAtomicMap(schema))) return structuredClone(applied);
+    if (!isPlainObject(live) || (depth > 0 && isAtomicMap(schema))) return clone(applied);
     const out: Record<string, unknown> = { ...live };
     for (const [k, v] of Object.entries(applied)) {
       if (v === null) {
@@ -329,7 +333,7 @@ export function mergeApplied(
   }
   if (Array.isArray(applied)) {
     const kind: ListKind = listKind(schema);
-    if (kind.type === "atomic" || !Array.isArray(live)) return structuredClone(applied);
+    if (kind.type === "atomic" || !Array.isArray(live)) return clone(applied);
     const out = [...live];
     for (const item of applied) {
       if (kind.type === "set") {
@@ -337,7 +341,7 @@ export function mergeApplied(
       } else if (isPlainObject(item)) {
         const key = canonical(keyOf(item, kind));
         const i = out.findIndex((x) => isPlainObject(x) && canonical(keyOf(x, kind)) === key);
-        if (i < 0) out.push(structuredClone(item));
+        if (i < 0) out.push(clone(item));
         else out[i] = mergeApplied(out[i], item, itemSchema(schema), depth + 1);
       }
     }

@@ -19,7 +19,7 @@ import { Registry } from "./registry.js";
 import { Store } from "./store.js";
 
 export type { AuditEvent } from "./audit.js";
-export { readAuditLog } from "./audit.js";
+export { auditTail, readAuditLog } from "./audit.js";
 export type { AuthRule, UserRules } from "./auth.js";
 export type { FailSpec } from "./faults.js";
 export type { KObject } from "./types.js";
@@ -206,7 +206,10 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
-        server.close(() => resolve());
+        server.close(() => {
+          ctx.audit?.close();
+          resolve();
+        });
       }),
   };
 }

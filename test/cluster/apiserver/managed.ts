@@ -2,6 +2,8 @@
  * managedFields bookkeeping: who owns which field, how an Update takes ownership, how an Apply
  * merges, conflicts and drops fields. Pure functions over objects and the clock value given.
  */
+
+import { clone } from "./clone.js";
 import { ApiError } from "./errors.js";
 import {
   appliedFieldSet,
@@ -224,7 +226,7 @@ export function serverSideApply(
   for (const c of conflicts) c.owner.fields.delete(c.field);
 
   // Fields this manager applied last time and not now go away unless somebody else owns them.
-  let base: KObject = structuredClone(live ?? applied);
+  let base: KObject = clone(live ?? applied);
   for (const field of previous) {
     if (appliedSet.has(field)) continue;
     const ownedElsewhere = owners.some(

@@ -9,6 +9,7 @@ import { errorMessage } from "../../../queue/errors.js";
 import { wireTime } from "../clock.js";
 import { type AdmissionRequest, admit, type Operation } from "./admission.js";
 import type { User } from "./auth.js";
+import { clone } from "./clone.js";
 import { defaultWorkload, zeroWorkload } from "./defaults.js";
 import { errors } from "./errors.js";
 import { deepEqual } from "./fieldset.js";
@@ -72,7 +73,7 @@ export function managerName(opts: WriteOptions): string {
 }
 
 function withoutVolatile(o: KObject): unknown {
-  const c = structuredClone(o);
+  const c = clone(o);
   delete c.metadata.resourceVersion;
   c.metadata.managedFields = c.metadata.managedFields?.map((e) => ({ ...e, time: "" }));
   return c;
@@ -212,7 +213,7 @@ export class Objects {
     if (!type.schema) return [];
     const mode = opts.fieldValidation ?? "Warn";
     if (mode === "Strict") {
-      const unknown = unknownFields(structuredClone(o), type.schema, false);
+      const unknown = unknownFields(clone(o), type.schema, false);
       if (unknown.length)
         throw errors.badRequest(
           `${type.kind} in version "${type.version}" cannot be handled as a ${type.kind}: strict decoding error: ${unknown
@@ -251,7 +252,7 @@ export class Objects {
   create(target: Target, body: unknown, opts: WriteOptions): WriteResult {
     const t = target.type;
     this.checkBody(target, body);
-    const o = structuredClone(body) as KObject;
+    const o = clone(body) as KObject;
     o.apiVersion = apiVersionOf(t);
     o.kind = t.kind;
     const meta = o.metadata;
@@ -444,11 +445,11 @@ export class Objects {
     this.foldStringData(t, next);
     let o = next;
     if (target.subresource === "status") {
-      o = { ...structuredClone(old), status: next.status };
+      o = { ...clone(old), status: next.status };
       if (next.status === undefined) delete o.status;
     } else if (t.statusSubresource) {
       if (old.status === undefined) delete o.status;
-      else o.status = structuredClone(old.status);
+      else o.status = clone(old.status);
     }
     const keep = [
       "uid",
@@ -556,7 +557,7 @@ export class Objects {
     this.checkBody(target, body);
     const t = target.type;
     const old = this.get(target);
-    const next = structuredClone(body) as KObject;
+    const next = clone(body) as KObject;
     const rv = next.metadata.resourceVersion;
     if (t.crdName && !rv)
       throw errors.invalid({ group: t.group, plural: t.plural, kind: t.kind, name: target.name! }, [
@@ -727,7 +728,7 @@ export class Objects {
     if (current.metadata.deletionTimestamp) return storedShape(t, current);
     const isNamespace = t.group === "" && t.kind === "Namespace";
     if (current.metadata.finalizers?.length || isNamespace) {
-      const o = structuredClone(current);
+      const o = clone(current);
       o.metadata.deletionTimestamp = wireTime(this.now());
       o.metadata.deletionGracePeriodSeconds = 0;
       if (t.hasGeneration) o.metadata.generation = (o.metadata.generation ?? 0) + 1;

@@ -1,4 +1,6 @@
 /** The three non-apply patch formats. Pure functions; they throw ApiError on a bad patch. */
+
+import { clone } from "./clone.js";
 import { errors } from "./errors.js";
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -7,7 +9,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 
 /** RFC 7386 JSON merge patch. */
 export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (!isPlainObject(patch)) return structuredClone(patch);
+  if (!isPlainObject(patch)) return clone(patch);
   const out: Record<string, unknown> = isPlainObject(target) ? { ...target } : {};
   for (const [k, v] of Object.entries(patch)) {
     if (v === null) delete out[k];
@@ -71,11 +73,11 @@ function read(doc: unknown, path: string): unknown {
 /** RFC 6902 JSON patch. A failed `test` or missing path is an error, as on the real server. */
 export function jsonPatch(target: unknown, ops: unknown): unknown {
   if (!Array.isArray(ops)) throw errors.badRequest("the JSON patch must be an array of operations");
-  let doc = structuredClone(target);
+  let doc = clone(target);
   for (const raw of ops as Op[]) {
     const tokens = pointer(raw.path);
     if (tokens.length === 0) {
-      if (raw.op === "add" || raw.op === "replace") doc = structuredClone(raw.value);
+      if (raw.op === "add" || raw.op === "replace") doc = clone(raw.value);
       continue;
     }
     const remove = (path: string) => {
@@ -98,8 +100,8 @@ export function jsonPatch(target: unknown, ops: unknown): unknown {
         const i = key === "-" ? parent.length : Number(key);
         if (!(i >= 0 && i <= parent.length))
           throw errors.internal(`jsonpatch add: index out of range "${path}"`);
-        parent.splice(i, 0, structuredClone(value));
-      } else if (isPlainObject(parent)) parent[key] = structuredClone(value);
+        parent.splice(i, 0, clone(value));
+      } else if (isPlainObject(parent)) parent[key] = clone(value);
       else throw errors.internal(`jsonpatch add operation does not apply: doc is missing path: "${path}"`);
     };
     switch (raw.op) {

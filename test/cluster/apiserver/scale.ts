@@ -2,6 +2,8 @@
  * The scale subresource (`…/<name>/scale`, kind `autoscaling/v1` Scale): a view of an object's
  * replicas and selector at the paths its type declares. `kubectl scale` patches it. Pure functions.
  */
+
+import { clone } from "./clone.js";
 import { errors } from "./errors.js";
 import type { KObject, ResourceType, ScaleSubresource } from "./types.js";
 
@@ -73,7 +75,7 @@ export function requestedReplicas(body: unknown, name: string): number {
 
 /** The object with its replicas set to `n`. */
 export function withReplicas(t: ResourceType, o: KObject, n: number): KObject {
-  const out = structuredClone(o);
+  const out = clone(o);
   const keys = pathOf(spec(t).specReplicasPath);
   let cur = out as Record<string, unknown>;
   for (const k of keys.slice(0, -1)) {

@@ -2,6 +2,8 @@
  * In-memory object storage with one global resourceVersion counter, a bounded history of
  * changes for watches to resume from, and subscribers that hear every change.
  */
+
+import { clone } from "./clone.js";
 import { errors } from "./errors.js";
 import type { KObject } from "./types.js";
 
@@ -41,7 +43,7 @@ export class Store {
 
   get(typeKey: string, namespace: string | undefined, name: string): KObject | undefined {
     const o = this.objects.get(typeKey)?.get(objectKey(namespace, name));
-    return o ? structuredClone(o) : undefined;
+    return o ? clone(o) : undefined;
   }
 
   /** All objects of a type, optionally in one namespace, sorted by namespace then name. */
@@ -49,7 +51,7 @@ export class Store {
     const all = [...(this.objects.get(typeKey)?.entries() ?? [])]
       .filter(([, o]) => namespace === undefined || o.metadata.namespace === namespace)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return all.map(([, o]) => structuredClone(o));
+    return all.map(([, o]) => clone(o));
   }
 
   /** Every object in a namespace, any type (for namespace deletion). */
@@ -57,7 +59,7 @@ export class Store {
     const out: { typeKey: string; object: KObject }[] = [];
     for (const [typeKey, objs] of this.objects) {
       for (const o of objs.values()) {
-        if (o.metadata.namespace === namespace) out.push({ typeKey, object: structuredClone(o) });
+        if (o.metadata.namespace === namespace) out.push({ typeKey, object: clone(o) });
       }
     }
     return out;
@@ -68,8 +70,7 @@ export class Store {
     const out: { typeKey: string; object: KObject }[] = [];
     for (const [typeKey, objs] of this.objects) {
       for (const o of objs.values()) {
-        if (o.metadata.ownerReferences?.some((r) => r.uid === uid))
-          out.push({ typeKey, object: structuredClone(o) });
+        if (o.metadata.ownerReferences?.some((r) => r.uid === uid)) out.push({ typeKey, object: clone(o) });
       }
     }
     return out;
@@ -77,14 +78,14 @@ export class Store {
 
   /** Stores a new or changed object under a fresh resourceVersion and tells every listener. */
   put(typeKey: string, object: KObject, previous: KObject | undefined): KObject {
-    const stored = structuredClone(object);
+    const stored = clone(object);
     const rv = this.nextRv();
     stored.metadata.resourceVersion = String(rv);
     let bucket = this.objects.get(typeKey);
     if (!bucket) this.objects.set(typeKey, (bucket = new Map()));
     bucket.set(objectKey(stored.metadata.namespace, stored.metadata.name!), stored);
     this.record({ type: previous ? "MODIFIED" : "ADDED", typeKey, rv, object: stored, previous });
-    return structuredClone(stored);
+    return clone(stored);
   }
 
   remove(typeKey: string, object: KObject): KObject {
@@ -99,10 +100,10 @@ export class Store {
       });
     bucket!.delete(key);
     const rv = this.nextRv();
-    const gone = structuredClone(previous);
+    const gone = clone(previous);
     gone.metadata.resourceVersion = String(rv);
     this.record({ type: "DELETED", typeKey, rv, object: gone, previous });
-    return structuredClone(gone);
+    return clone(gone);
   }
 
   /** Drops every object of a type (its CRD was deleted), with DELETED events. */

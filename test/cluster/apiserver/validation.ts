@@ -6,10 +6,11 @@
  * (`spec.type: Unsupported value: "x": supported values: "github", "gitea"`). Rules see the object
  * with the schema's defaults filled in, as on a real server; the stored object is not defaulted.
  */
-import { isCelError, run } from "@bufbuild/cel";
+import { celEnv, celError, isCelError, parse, plan } from "@bufbuild/cel";
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
 import { RE2JS } from "re2js";
+import { clone } from "./clone.js";
 import type { StatusCause } from "./errors.js";
 import type { SchemaNode } from "./types.js";
 
@@ -186,7 +187,7 @@ export function withDefaults(value: unknown, node: SchemaNode | undefined): unkn
     out[k] = withDefaults(v, child);
   }
   for (const [k, child] of Object.entries(node.properties ?? {}))
-    if (out[k] === undefined && child.default !== undefined) out[k] = structuredClone(child.default);
+    if (out[k] === undefined && child.default !== undefined) out[k] = clone(child.default);
   return out;
 }
 
@@ -232,6 +233,25 @@ interface CelRule {
   reason?: string;
 }
 
+/**
+ * Each rule parsed and planned once: a CRD's rules are few and fixed, and parsing one costs more
+ * than running it many times over.
+ */
+const programs = new Map<string, (bindings: Record<string, unknown>) => unknown>();
+const env = celEnv();
+function runRule(rule: string, bindings: Record<string, unknown>): unknown {
+  try {
+    let program = programs.get(rule);
+    if (!program) {
+      program = plan(env, parse(rule)) as (bindings: Record<string, unknown>) => unknown;
+      programs.set(rule, program);
+    }
+    return program(bindings);
+  } catch (e) {
+    return celError(e);
+  }
+}
+
 /** Evaluates every `x-kubernetes-validations` rule on the new object (and the old, for transition rules). */
 function celCauses(root: unknown, oldRoot: unknown, schema: SchemaNode): StatusCause[] {
   const causes: StatusCause[] = [];
@@ -242,7 +262,7 @@ function celCauses(root: unknown, oldRoot: unknown, schema: SchemaNode): StatusC
       if (transition && old === undefined) continue;
       const bindings: Record<string, unknown> = { self: celValue(v, node) };
       if (transition) bindings.oldSelf = celValue(old, node);
-      const result = run(r.rule, bindings as never);
+      const result = runRule(r.rule, bindings);
       const field = `${path}${r.fieldPath ?? ""}`.replace(/^\./, "");
       if (isCelError(result))
         causes.push({
