@@ -7,6 +7,7 @@
 import * as k8s from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../contract.js";
 import { findKubeConfig } from "../startup-check.js";
+import { shareAgents } from "./agent.js";
 import { apiFailure, isNotFound, KubeError } from "./errors.js";
 import { eventBody, type NewEvent } from "./events.js";
 import { type InformerHandle, type InformerHandler, type InformerOptions, Informers } from "./informer.js";
@@ -57,6 +58,8 @@ export class Kube {
     readonly kubeConfig: k8s.KubeConfig,
     opts: InformerOptions = {},
   ) {
+    // Every request and watch of this client shares one keep-alive pool (agent.ts).
+    shareAgents(kubeConfig);
     this.custom = kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     this.objects = k8s.KubernetesObjectApi.makeApiClient(kubeConfig);
     this.events = kubeConfig.makeApiClient(k8s.EventsV1Api);

@@ -69,6 +69,8 @@ export interface ApiServer {
   writeKubeconfig(path: string, user?: string): Promise<void>;
   /** A user with rules of its own, or "all" (a superuser, group system:masters). */
   addUser(name: string, token: string, rules: AuthRule[] | "all" | "rbac"): void;
+  /** TCP connections the server has accepted so far (whether clients reuse theirs). */
+  connectionsAccepted(): number;
   /** How many requests `user` has made so far (a watch counts once): what a component costs the server. */
   requestsBy(user: string): number;
   /**
@@ -129,7 +131,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   // on a loaded machine, or after a synchronous step blocked the event loop) got ECONNRESET on a
   // request it cannot retry.
   server.keepAliveTimeout = 0;
+  let accepted = 0;
   server.on("connection", (s) => {
+    accepted++;
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
@@ -181,6 +185,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     writeKubeconfig: (path, user) => writeKubeconfigFile(path, identity(user)),
     addUser: (name, token, rules) => users.add(name, token, rules),
     requestsBy: (user) => ctx.requests.get(user) ?? 0,
+    connectionsAccepted: () => accepted,
     traceRequests(user) {
       const requests: string[] = [];
       ctx.traces.set(user, requests);
