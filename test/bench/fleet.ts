@@ -552,6 +552,8 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     for (const id of ids) replicas.push(replica(id));
     const first = replicas[0] as Child;
     const t0 = Date.now();
+    // The requests from the start on (the setup's are many and none is the worker's).
+    const newEvents = auditTail(world.auditLog, "end");
     step(`N=${n} replicas=${count}: replicas started`);
     // FLEET_PROFILE: the start-up (until every first status) is profiled apart from the wakes, in
     // the first replica and in this process, which serves the simulated API server.
@@ -600,7 +602,6 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     // are no steady state. When is read from the audit log (the time each GitTarget's first status
     // write was answered), so the figure does not depend on how often the bench looks.
     const firstWrites = new Map<string, number>();
-    const newEvents = auditTail(world.auditLog);
     await until(
       () => {
         for (const [k, at] of firstStatusWrites(newEvents(), WORKER_USER, t0))

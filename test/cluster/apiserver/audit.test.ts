@@ -23,6 +23,12 @@ describe("auditTail", () => {
     expect(next()).toEqual([]);
     appendFileSync(path, whole.subarray(cut));
     expect(next().map((e) => e.objectRef?.name)).toEqual(["é-name"]);
+    // A tail from the end skips what is written already.
+    const later = auditTail(path, "end");
+    expect(later()).toEqual([]);
+    appendFileSync(path, line("delete", "c"));
+    expect(later().map((e) => e.verb)).toEqual(["delete"]);
+    expect(next().map((e) => e.verb)).toEqual(["delete"]);
   });
 
   describe("over a running server", () => {

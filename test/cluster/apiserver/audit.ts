@@ -5,7 +5,7 @@
  * ResponseStarted). Lines are appended synchronously, so a line is on disk when its answer is.
  */
 import { randomUUID } from "node:crypto";
-import { closeSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
+import { closeSync, openSync, readFileSync, readSync, statSync, writeSync } from "node:fs";
 import type { IncomingMessage } from "node:http";
 import type { User } from "./auth.js";
 import type { Decision } from "./rbac.js";
@@ -160,10 +160,11 @@ export function readAuditLog(path: string): AuditEvent[] {
 
 /**
  * Reads an audit log as it grows: each call returns the events written since the last one, so a
- * caller polling a long log parses each line once.
+ * caller polling a long log parses each line once. With `from: "end"` the lines already written
+ * are skipped (a phase that starts now).
  */
-export function auditTail(path: string): () => AuditEvent[] {
-  let offset = 0;
+export function auditTail(path: string, from: "start" | "end" = "start"): () => AuditEvent[] {
+  let offset = from === "end" ? sizeOf(path) : 0;
   // Bytes after the last newline read: a line still being written (or a character cut in two).
   let partial = Buffer.alloc(0);
   return () => {
@@ -194,4 +195,12 @@ export function auditTail(path: string): () => AuditEvent[] {
       .filter(Boolean)
       .map((l) => JSON.parse(l) as AuditEvent);
   };
+}
+
+function sizeOf(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
 }
