@@ -47,6 +47,7 @@ import {
 } from "../cluster/apiserver/index.js";
 import { argocdApplicationCrd } from "../cluster/argosim/index.js";
 import { gitOk } from "../git/cli.js";
+import { serveGitApart } from "../git/apart.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { restartableRedis } from "../redis/restartable.js";
 import { reportPhase } from "../support/attempts.js";
@@ -268,13 +269,18 @@ async function fleetWorld(n: number) {
     { mode: 0o600 },
   );
 
-  const git: GitServer = await startGitServer({ root: join(dir, "git") });
+  // The repository is made by the Git server in this process, then served by one of its own:
+  // this process's event loop is busy with the API server, the executor and polling.
+  const seed: GitServer = await startGitServer({ root: join(dir, "git") });
   const files = Object.fromEntries(
     Array.from({ length: APPLIERS }, (_, j) => [`${folder(j)}/README.md`, `a${j}\n`]),
   );
-  const url = await git.createRepo("fleet", files);
-  const bare = join(git.root, "fleet.git");
-  const initial = (await git.tip("fleet")) as string;
+  const repoPath = new URL(await seed.createRepo("fleet", files)).pathname;
+  const bare = join(seed.root, "fleet.git");
+  const initial = (await seed.tip("fleet")) as string;
+  await seed.close();
+  const git = await serveGitApart(join(dir, "git"));
+  const url = `${git.url}${repoPath}`;
   const refs = Array.from({ length: n }, (_, i) => `create refs/heads/${branchName(i)} ${initial}\n`).join(
     "",
   );
