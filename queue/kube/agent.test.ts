@@ -63,9 +63,9 @@ describe("agentKey", () => {
     expect(agentKey({ ...cluster }, { rejectUnauthorized: true, ca: Buffer.from("ca-1") })).toBe(base);
     expect(agentKey(cluster, { ca: Buffer.from("ca-2"), rejectUnauthorized: true })).not.toBe(base);
     expect(agentKey(cluster, { ca, rejectUnauthorized: true, cert: Buffer.from("cert") })).not.toBe(base);
-    expect(agentKey({ ...cluster, server: "https://127.0.0.1:6444" }, { ca, rejectUnauthorized: true })).not.toBe(
-      base,
-    );
+    expect(
+      agentKey({ ...cluster, server: "https://127.0.0.1:6444" }, { ca, rejectUnauthorized: true }),
+    ).not.toBe(base);
     expect(agentKey({ ...cluster, tlsServerName: "kubernetes" }, { ca, rejectUnauthorized: true })).not.toBe(
       base,
     );

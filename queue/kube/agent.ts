@@ -38,7 +38,8 @@ export function agentKey(cluster: Cluster | null, options: AgentOptions): string
     else if (Array.isArray(v)) for (const x of v) add(x);
     else hash.update(`\0s${String(v)}`);
   };
-  for (const v of [cluster?.server, cluster?.proxyUrl, cluster?.skipTLSVerify, cluster?.tlsServerName]) add(v);
+  for (const v of [cluster?.server, cluster?.proxyUrl, cluster?.skipTLSVerify, cluster?.tlsServerName])
+    add(v);
   for (const k of Object.keys(options).sort()) {
     hash.update(`\0k${k}`);
     add(options[k]);

@@ -46,8 +46,8 @@ import {
   startApiServer,
 } from "../cluster/apiserver/index.js";
 import { argocdApplicationCrd } from "../cluster/argosim/index.js";
-import { gitOk } from "../git/cli.js";
 import { serveGitApart } from "../git/apart.js";
+import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { restartableRedis } from "../redis/restartable.js";
 import { reportPhase } from "../support/attempts.js";
