@@ -273,11 +273,11 @@ export class BareRepo {
     for (const oid of extra) if (oid && (await this.hasObject(oid))) out.add(oid);
     if (out.size > 0) return [...out].slice(0, HAVES_MAX);
     const branches = await git.listBranches({ fs: this.fs, gitdir: this.gitdir });
-    for (const ref of branches.slice(0, Math.max(0, HAVES_MAX - out.size))) {
+    for (const ref of branches.slice(0, HAVES_MAX)) {
       const oid = await this.readRef(`refs/heads/${ref}`);
       if (oid) out.add(oid);
     }
-    return [...out].slice(0, HAVES_MAX);
+    return [...out];
   }
 
   private async storePack(pack: Buffer): Promise<void> {

@@ -5,7 +5,7 @@
  * ResponseStarted). Lines are appended synchronously, so a line is on disk when its answer is.
  */
 import { randomUUID } from "node:crypto";
-import { closeSync, openSync, readFileSync, readSync, statSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync, statSync, writeSync } from "node:fs";
 import type { IncomingMessage } from "node:http";
 import type { User } from "./auth.js";
 import type { Decision } from "./rbac.js";
@@ -144,18 +144,9 @@ function micro(ms: number): string {
   return new Date(ms).toISOString().replace(/Z$/, "000Z");
 }
 
-/** Every event of an audit log file (empty when there is none yet). */
+/** Every event of an audit log file (empty when there is none yet; a line not yet ended is left out). */
 export function readAuditLog(path: string): AuditEvent[] {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as AuditEvent);
+  return auditTail(path)();
 }
 
 /**
@@ -174,19 +165,15 @@ export function auditTail(path: string, from: "start" | "end" = "start"): () => 
     } catch {
       return [];
     }
-    const parts = [partial];
+    let bytes: Buffer;
     try {
-      for (;;) {
-        const chunk = Buffer.alloc(1 << 20);
-        const n = readSync(fd, chunk, 0, chunk.length, offset);
-        if (n === 0) break;
-        offset += n;
-        parts.push(chunk.subarray(0, n));
-      }
+      const added = Buffer.alloc(Math.max(0, fstatSync(fd).size - offset));
+      const n = readSync(fd, added, 0, added.length, offset);
+      offset += n;
+      bytes = Buffer.concat([partial, added.subarray(0, n)]);
     } finally {
       closeSync(fd);
     }
-    const bytes = Buffer.concat(parts);
     const end = bytes.lastIndexOf(0x0a);
     partial = Buffer.from(bytes.subarray(end + 1));
     return bytes

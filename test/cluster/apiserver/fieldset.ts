@@ -3,7 +3,6 @@
  * FieldsV1 elements (`f:name`, `k:{"type":"Ready"}`, `v:"value"`). Conversion to and from the
  * FieldsV1 tree stored in managedFields, and the object walks SSA needs. Pure functions.
  */
-
 import { isDeepStrictEqual } from "node:util";
 import { clone } from "./clone.js";
 import { childSchema, isAtomicMap, itemSchema, type ListKind, listKind } from "./schema.js";
