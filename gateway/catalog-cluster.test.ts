@@ -4,7 +4,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { promisify } from "node:util";
-import { ApiException, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+} from "@kubernetes/client-node";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crdFiles } from "../queue/crds/files.js";
@@ -295,6 +301,57 @@ describe("cluster catalog with only get on Secrets", () => {
     await until(() => catalog.snapshot().podSecurityLevel(NS) === "restricted", "the new label read");
     expect(catalog.snapshot().podSecurityLevel("team-b")).toBe("baseline");
     expect(catalog.snapshot().podSecurityLevel("no-such-namespace")).toBe("baseline");
+  });
+
+  it("reads no Secret of a namespace being deleted, whose RoleBindings go in no set order, and keeps its last value", async () => {
+    const access = [
+      ...LEAST_PRIVILEGE,
+      { verbs: ["get"], groups: [""], resources: ["secrets"], namespaces: ["team-b", "team-c"] },
+    ];
+    server.addUser("gateway", GATEWAY_TOKEN, access);
+    await server.applyYaml(`apiVersion: v1\nkind: Namespace\nmetadata: {name: team-c}\n`);
+    await server.applyYaml(secretYaml("team-c", "hook", "c-token"));
+    // A finalizer keeps the provider, and so the namespace, while the rest of its content goes.
+    await server.applyYaml(
+      providerYaml("team-c", "c", "hook").replace(
+        "metadata: {",
+        "metadata: {finalizers: [example.com/hold], ",
+      ),
+    );
+    await until(() => ready("c-token", "c", "team-c"), "team-c's provider ready");
+
+    const admin = server.kubeConfig();
+    await admin.makeApiClient(CoreV1Api).deleteNamespace({ name: "team-c" });
+    // The namespace's RoleBinding goes with the rest of its content.
+    server.addUser("gateway", GATEWAY_TOKEN, access.slice(0, -1));
+    const namespaces = catalog.kube.namespaceInformer();
+    try {
+      await until(
+        () => namespaces.informer.get("team-c")?.metadata.deletionTimestamp !== undefined,
+        "the catalog to see team-c terminating",
+      );
+    } finally {
+      await namespaces.release();
+    }
+    await timer.fire();
+    expect(unreadableLogs("team-c/hook")).toEqual([]);
+    expect(ready("c-token", "c", "team-c")).toBe(true);
+
+    // The provider goes once its finalizer does, and the namespace with it.
+    const custom = admin.makeApiClient(CustomObjectsApi);
+    await custom.patchNamespacedCustomObject(
+      {
+        group: "applygate.dev",
+        version: "v1alpha1",
+        plural: "gitproviders",
+        namespace: "team-c",
+        name: "c",
+        body: [{ op: "remove", path: "/metadata/finalizers" }],
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
+    );
+    await until(() => !ready("c-token", "c", "team-c"), "team-c's provider gone");
+    expect(unreadableLogs("team-c/hook")).toEqual([]);
   });
 });
 

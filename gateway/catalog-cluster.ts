@@ -208,6 +208,9 @@ export class ClusterCatalog implements Catalog {
   async #readOnce(key: string): Promise<void> {
     const ref = this.#refs.get(key);
     if (!ref || this.#stopping) return;
+    // A namespace being deleted loses its RoleBindings and Secrets in no set order: a read there
+    // meets a 403 or 404 that says nothing. The last value read stays until what names it goes.
+    if (this.#namespaces.informer.get(ref.namespace)?.metadata.deletionTimestamp) return;
     let outcome: ReadOutcome;
     let data: Record<string, string> | undefined;
     try {
