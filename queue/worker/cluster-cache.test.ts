@@ -180,6 +180,37 @@ spec: {providerRef: {name: repo3}, branch: main, path: clusters/late}`);
     });
     off();
   });
+
+  it("stops watching a Secret once nothing names it (its provider deleted), and watches it again when named again", async () => {
+    const watched = () => cache.kube.informers.running().filter((p) => p.endsWith("/secrets")).length;
+    const directory = () => new KubeDirectory(cache);
+    await directory().branch(keyOf(11));
+    const before = watched();
+    expect(before).toBeGreaterThan(0);
+    const custom = server.kubeConfig().makeApiClient(k8s.CustomObjectsApi);
+    const provider = {
+      group: "applygate.dev",
+      version: "v1alpha1",
+      plural: "gitproviders",
+      namespace: "team",
+    };
+    await custom.deleteNamespacedCustomObject({ ...provider, name: "repo11" });
+    await waitFor("the Secret's watch stopped", () => watched() === before - 1);
+    // A status write to another provider sweeps too, and keeps every Secret still named.
+    await custom.patchNamespacedCustomObjectStatus(
+      { ...provider, name: "repo12", body: { status: { webhookPath: "/hook/x" } } },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
+    await new Promise((r) => setImmediate(r));
+    expect(watched()).toBe(before - 1);
+
+    await server.applyYaml(`apiVersion: ${API_VERSION}
+kind: GitProvider
+metadata: {name: repo11, namespace: team}
+spec: {url: "https://git.example.com/org/repo11.git", type: github, webhookSecretRef: {name: hook}, credentialsSecretRef: {name: creds11}}`);
+    await waitFor("the provider back", async () => (await directory().branch(keyOf(11))) !== undefined);
+    expect(watched()).toBe(before);
+  });
 });
 
 describe("the worker's cache of appliers", () => {

@@ -147,6 +147,8 @@ export class ClusterCache {
   private readonly now: () => number;
   private rediscovery: NodeJS.Timeout | undefined;
   private readonly secrets = new Map<string, Promise<InformerHandle<KObject>>>();
+  private sweepPending = false;
+  private closed = false;
   private readonly listeners = new Set<ChangeListener>();
   private started: Promise<void> | undefined;
   /**
@@ -171,6 +173,7 @@ export class ClusterCache {
       this.version++;
       this.shared.reset();
       this.providerChanged(o, prev);
+      this.sweepSecrets();
     });
     const targets = this.acquire(RESOURCES.gitTarget, (o, prev, type) => {
       // A status write (ours, at every publication) changes nothing a branch reads of it.
@@ -179,6 +182,7 @@ export class ClusterCache {
       const read = type === "delete" ? undefined : this.targets.of(o);
       this.shared.changed(`${nsOf(o)}/${o.metadata.name}`, read?.ok ? read.value : undefined);
       this.tell(this.keysOfSharedBranches([o, prev]));
+      this.sweepSecrets();
     });
     this.providers = new TypedCache(providers.informer, readGitProvider, log);
     this.targets = new TypedCache(targets.informer, readGitTarget, log);
@@ -188,9 +192,11 @@ export class ClusterCache {
       provider: (t) => this.providers.get(t.spec.providerRef.name, t.spec.providerRef.namespace ?? nsOf(t)),
     });
     for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim]) {
-      const h = this.acquire(t, (o, _prev, type) => {
+      const h = this.acquire(t, (o, prev, type) => {
         this.claimsByApplier.get(t.kind)?.changed(o, type === "delete");
         this.tell(this.keysOfClaim(t.kind, o));
+        if (type === "delete" || signatureSecretOf(prev?.spec) !== signatureSecretOf(o.spec))
+          this.sweepSecrets();
       });
       if (t !== RESOURCES.webhookClaim)
         this.claimsByApplier.set(t.kind, new ClaimsByApplier(t.kind, h.informer));
@@ -442,6 +448,46 @@ export class ClusterCache {
     return { ok: false, code: f.code, message: f.message };
   }
 
+  /**
+   * Soon after a change, stops watching every Secret nothing names any more (a reference changed,
+   * its namespace deleted): such a watch would otherwise run for the process's life, and once the
+   * namespace's RoleBinding is gone its relists would be refused for ever.
+   */
+  private sweepSecrets(): void {
+    if (this.sweepPending || this.secrets.size === 0) return;
+    this.sweepPending = true;
+    setImmediate(() => {
+      this.sweepPending = false;
+      if (this.closed) return;
+      const named = this.namedSecrets();
+      for (const [key, p] of this.secrets) {
+        if (named.has(key)) continue;
+        this.secrets.delete(key);
+        void p.then((h) => h.release());
+      }
+    });
+  }
+
+  /** The Secrets our objects name, as namespace/name: providers' credentials, signature keys. */
+  private namedSecrets(): Set<string> {
+    const named = new Set<string>();
+    for (const p of this.providers.list()) {
+      const ref = p.spec.credentialsSecretRef;
+      if (ref) named.add(`${nsOf(p)}/${ref.name}`);
+    }
+    const signed = [
+      ...this.targets.list(),
+      ...[RESOURCES.fluxClaim, RESOURCES.argoCDClaim].flatMap(
+        (t) => this.handles.find((x) => x.informer.path === collectionPath(t))?.informer.list() ?? [],
+      ),
+    ];
+    for (const o of signed) {
+      const name = signatureSecretOf(o.spec);
+      if (name) named.add(`${nsOf(o)}/${name}`);
+    }
+    return named;
+  }
+
   /** Calls `listener` for every change; returns the function that stops it. */
   onChange(listener: ChangeListener): () => void {
     this.listeners.add(listener);
@@ -577,6 +623,7 @@ export class ClusterCache {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     if (this.rediscovery) clearInterval(this.rediscovery);
     this.rediscovery = undefined;
     this.listeners.clear();
