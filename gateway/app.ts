@@ -19,7 +19,7 @@ import { errorMessage } from "../queue/errors.js";
 import { replicated } from "../queue/intake.js";
 import { type Logger, silentLogger } from "../queue/log.js";
 import { registerQueueMetrics, stuckDeadlines } from "../queue/queue-metrics.js";
-import { connectRedis, connectSubscriber } from "../queue/redis.js";
+import { connectRedis, connectSubscriber, TurnBatchedRedis } from "../queue/redis.js";
 import { redact } from "../queue/redis-url.js";
 import { MISS_BODY, MISS_STATUS, sendMiss, withTimeout } from "./answers.js";
 import { callbackRoutes } from "./callbacks.js";
@@ -115,11 +115,12 @@ export function applygateQueueNames(): string[] {
  * the client's retry is the only copy that may land.
  */
 function requestConnection(url: string): Redis {
-  return connectRedis(url, {
-    enableOfflineQueue: false,
-    autoResendUnfulfilledCommands: false,
-    maxRetriesPerRequest: 1,
-  });
+  return connectRedis(
+    url,
+    { enableOfflineQueue: false, autoResendUnfulfilledCommands: false, maxRetriesPerRequest: 1 },
+    // Under load, the commands of every request handled in one turn go to Redis in one write.
+    TurnBatchedRedis,
+  );
 }
 
 export async function createGateway(opts: GatewayOptions): Promise<Gateway> {

@@ -97,6 +97,36 @@ const GITHUB_REPOSITORY_URLS: readonly (keyof GitHubPush["repository"])[] = [
   "url",
 ];
 
+/** The fields of a `repository` or `project` object that may hold its URL, on any host. */
+const REPOSITORY_URL_FIELDS: readonly string[] = [
+  ...GITHUB_REPOSITORY_URLS,
+  "git_http_url",
+  "git_ssh_url",
+  "web_url",
+  "http_url",
+  "homepage",
+];
+
+/**
+ * normalizeRepoUrl, remembered: every push of a repository carries the same few URLs, and each
+ * costs a URL parse. Null for what is not a URL. At most 1,024 kept, all forgotten when full.
+ */
+const normalised = new Map<string, string | null>();
+function normalisedOnce(url: string): string | null {
+  let n = normalised.get(url);
+  if (n === undefined) {
+    try {
+      n = normalizeRepoUrl(url);
+    } catch {
+      // Not a URL (a host may report a bare name); other fields identify the repository.
+      n = null;
+    }
+    if (normalised.size >= 1024) normalised.clear();
+    normalised.set(url, n);
+  }
+  return n;
+}
+
 /** Every URL a host reports for the repository, normalised and without duplicates. */
 function repositoryUrls(payload: Obj): string[] {
   const candidates: unknown[] = [];
@@ -104,27 +134,15 @@ function repositoryUrls(payload: Obj): string[] {
     const r = payload[key];
     if (typeof r === "string") candidates.push(r);
     else if (isObj(r)) {
-      for (const f of [
-        ...GITHUB_REPOSITORY_URLS,
-        "git_http_url",
-        "git_ssh_url",
-        "web_url",
-        "http_url",
-        "homepage",
-      ]) {
-        candidates.push(r[f]);
-      }
+      for (const f of REPOSITORY_URL_FIELDS) candidates.push(r[f]);
     }
   }
   const out = new Set<string>();
   for (const c of candidates) {
     const s = str(c);
     if (!s || s.length > 2048) continue;
-    try {
-      out.add(normalizeRepoUrl(s));
-    } catch {
-      // Not a URL (a host may report a bare name); other fields identify the repository.
-    }
+    const n = normalisedOnce(s);
+    if (n !== null) out.add(n);
   }
   return [...out];
 }

@@ -68,10 +68,12 @@ async function receive(
   if (!verified || !provider) return miss();
 
   const event = deliveryEvent(provider.type, req.headers);
-  const log = deps.log.child({ provider: `${provider.namespace}/${provider.name}` });
+  // The provider on every line, as a child logger's binding would put it (first, the same bytes),
+  // without building a child per delivery.
+  const who = `${provider.namespace}/${provider.name}`;
   const ignored = (code: number, status: string, detail?: string) => {
     deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "ignored" });
-    log.debug({ status, detail, event }, "delivery ignored");
+    deps.log.debug({ provider: who, status, detail, event }, "delivery ignored");
     return reply.code(code).send(detail ? { status, detail } : { status });
   };
   // A verified ping (sent when a hook is created) or any other event is the provider's own host
@@ -116,13 +118,22 @@ async function receive(
     );
     deps.metrics.enqueueSeconds.observe({ kind: "push" }, (performance.now() - started) / 1000);
     deps.metrics.deliveries.inc({ provider_type: providerType, outcome: "accepted" });
-    log.info(
-      { branch: notice.branchKeys[0], commit: notice.after, deliveryId: notice.deliveryId, jobId },
+    deps.log.info(
+      {
+        provider: who,
+        branch: notice.branchKeys[0],
+        commit: notice.after,
+        deliveryId: notice.deliveryId,
+        jobId,
+      },
       "push notice queued",
     );
     return reply.code(202).send({ status: "queued", id: jobId });
   } catch (err) {
-    log.warn({ err: errorMessage(err), deliveryId: notice.deliveryId }, "push notice not queued");
+    deps.log.warn(
+      { provider: who, err: errorMessage(err), deliveryId: notice.deliveryId },
+      "push notice not queued",
+    );
     return sendUnavailable(reply);
   }
 }
