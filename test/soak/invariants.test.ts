@@ -141,6 +141,10 @@ describe("soak invariants", () => {
     const none = checkRun(runOver(2490, 2510)).reverts[0]!;
     expect(none.repair).toBeUndefined();
     expect(repairDelay(none)).toBeUndefined();
+    // One sent after the edit's value was back (at 3500) repaired nothing: not counted.
+    const late = runOver(2490, 2510);
+    late.operations.push({ token: "t3", app: "flux", commit: sha(3), sentAt: 3600, reasons: [], phases: [] });
+    expect(checkRun(late).reverts[0]!.repair).toBeUndefined();
   });
 
   it("no-revert: an edit whose write was in the inbox before the last look is a violation (the recheck must stop that apply)", () => {

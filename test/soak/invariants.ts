@@ -302,7 +302,7 @@ export function findReverts(r: RunRecord): Revert[] {
         undone: back !== undefined,
         edit: { at: edit.at, ...(edit.acceptedAt !== undefined ? { acceptedAt: edit.acceptedAt } : {}) },
         ...by,
-        ...repairOf(r, app, by.by?.endedAt),
+        ...repairOf(r, app, by.by?.endedAt, back?.at),
       };
       const residue = residueOf(v);
       out.push(residue ? { ...v, residue } : v);
@@ -371,13 +371,22 @@ function byOperation(r: RunRecord, app: DemoApp, sample: ClusterSample): Pick<Re
   };
 }
 
-/** The first operation of the applier sent once `endedAt` had passed: the one after the overwrite. */
-function repairOf(r: RunRecord, app: DemoApp, endedAt: number | undefined): Pick<Revert, "repair"> {
+/**
+ * The first operation of the applier sent once `endedAt` had passed: the one after the overwrite.
+ * It is the Repair only while the older value still stood: one sent after the cluster held the
+ * edit's value again (`undoneAt`) repaired nothing, and its delay says nothing of the Repair's.
+ */
+function repairOf(
+  r: RunRecord,
+  app: DemoApp,
+  endedAt: number | undefined,
+  undoneAt: number | undefined,
+): Pick<Revert, "repair"> {
   if (endedAt === undefined) return {};
   const next = r.operations
     .filter((o) => o.app === app && o.sentAt >= endedAt)
     .sort((x, y) => x.sentAt - y.sentAt)[0];
-  if (!next) return {};
+  if (!next || (undoneAt !== undefined && next.sentAt > undoneAt)) return {};
   const runningAt = next.phases.find((p) => p.phase === "Running")?.at;
   return {
     repair: {
