@@ -132,6 +132,30 @@ export async function standsGranted(
   );
 }
 
+/**
+ * Everything a branch's listing reads of a claim, as one string: its spec, annotations and
+ * deletion, and of its status the fields `snapshotOf`, `reconcileOf` and `governanceOf` read. Two
+ * versions of a claim that agree here list alike, so a change elsewhere (conditions, history, the
+ * rest of the governance status: most of the status writes of an apply) need not relist its
+ * branch. Whoever makes the listing read another field of a claim adds it here.
+ */
+export function claimListingView(c: KObject): string {
+  const status = isRecord(c.status) ? c.status : {};
+  const governance = isRecord(status.governance) ? status.governance : {};
+  return JSON.stringify([
+    c.metadata.name,
+    c.metadata.namespace,
+    c.metadata.annotations,
+    c.metadata.deletionTimestamp,
+    c.spec,
+    status.operation,
+    status.lastAppliedCommit,
+    status.repairPending,
+    status.lastHandledReconcileAt,
+    governance.overrideUsed,
+  ]);
+}
+
 /** The claim's reconcile request (its annotation) and the value its status says was taken. */
 export function reconcileOf(c: KObject): ListedTarget["reconcile"] | undefined {
   const annotations = fieldOf(objectMeta, c.metadata, "annotations");

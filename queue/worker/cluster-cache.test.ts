@@ -280,6 +280,63 @@ status: {lastAttemptedRevision: ${status}}`;
     off();
   });
 
+  it("tells a claim's branch of a status write only when it changes what the listing reads", async () => {
+    await cache.start();
+    const custom = server.kubeConfig().makeApiClient(k8s.CustomObjectsApi);
+    const claim = {
+      group: "applygate.dev",
+      version: "v1alpha1",
+      plural: "fluxclaims",
+      namespace: "team",
+      name: "web",
+    };
+    const writeStatus = async (status: Record<string, unknown>) => {
+      const written = (await custom.patchNamespacedCustomObjectStatus(
+        { ...claim, body: { status } },
+        k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+      )) as { metadata: { resourceVersion: string } };
+      await waitFor(
+        "the write cached",
+        () =>
+          cache.objects("FluxClaim")?.get("web", "team")?.metadata.resourceVersion ===
+          written.metadata.resourceVersion,
+      );
+    };
+    const told: Array<Set<string> | "all"> = [];
+    const off = cache.onChange((keys) => told.push(keys));
+    const condition = (status: string) => ({
+      conditions: [
+        {
+          type: "Retrying",
+          status,
+          reason: "Backoff",
+          message: "",
+          lastTransitionTime: "2026-01-01T00:00:00Z",
+        },
+      ],
+    });
+    await writeStatus(condition("True"));
+    await writeStatus(condition("False"));
+    expect(told).toEqual([]);
+    const listed = await listBranch(new KubeObjects(cache.kube, silentLogger(), {}, cache), [
+      { namespace: "team", name: "web" },
+    ]);
+    expect(listed.claims[0]?.operation).toBeUndefined();
+    await writeStatus({
+      operation: {
+        token: "t1",
+        phase: "Requested",
+        commit: "a".repeat(40),
+        targets: [],
+        requestedAt: "2026-01-01T00:00:00Z",
+      },
+    });
+    expect(told).toEqual([new Set([KEY])]);
+    await writeStatus({ repairPending: true });
+    expect(told).toHaveLength(2);
+    off();
+  });
+
   it("tells the branch of a claim whose signature approval names a keys Secret, when that Secret changes", async () => {
     await cache.start();
     const told: Array<Set<string> | "all"> = [];

@@ -14,6 +14,7 @@
  * the API server, each object's answer kept 30 s and shared by the readers meanwhile.
  */
 import type * as k8s from "@kubernetes/client-node";
+import { claimListingView } from "../apply/catalog.js";
 import { branchKey } from "../contract.js";
 import { type GitProvider, type GitTarget, type ScopeGrant, scopeGrant } from "../crds/index.js";
 import { errorMessage } from "../errors.js";
@@ -194,6 +195,9 @@ export class ClusterCache {
     for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim, RESOURCES.webhookClaim]) {
       const h = this.acquire(t, (o, prev, type) => {
         this.claimsByApplier.get(t.kind)?.changed(o, type === "delete");
+        // Most status writes of an apply (conditions, history, the Retrying condition this worker
+        // writes itself) change nothing a listing reads: its branch is not relisted for them.
+        if (type === "update" && prev && claimListingView(prev) === claimListingView(o)) return;
         this.tell(this.keysOfClaim(t.kind, o));
         if (type === "delete" || signatureSecretOf(prev?.spec) !== signatureSecretOf(o.spec))
           this.sweepSecrets();
