@@ -63,6 +63,13 @@ const readsOf = (auditLog: string, resource: string) =>
   readAuditLog(auditLog).filter(
     (e) => (e.verb === "get" || e.verb === "list") && e.objectRef?.resource === resource,
   );
+/** A collection of one of our kinds in namespace `team`, as the custom objects API names it. */
+const inTeam = (plural: string) => ({
+  group: "applygate.dev",
+  version: "v1alpha1",
+  plural,
+  namespace: "team",
+});
 const BRANCHES = 20;
 const keyOf = (i: number) => `team/repo${i}:git.example.com/org/repo${i}@main`;
 
@@ -188,12 +195,7 @@ spec: {providerRef: {name: repo3}, branch: main, path: clusters/late}`);
     const before = watched();
     expect(before).toBeGreaterThan(0);
     const custom = server.kubeConfig().makeApiClient(k8s.CustomObjectsApi);
-    const provider = {
-      group: "applygate.dev",
-      version: "v1alpha1",
-      plural: "gitproviders",
-      namespace: "team",
-    };
+    const provider = inTeam("gitproviders");
     await custom.deleteNamespacedCustomObject({ ...provider, name: "repo11" });
     await waitFor("the Secret's watch stopped", () => watched() === before - 1);
     // A status write to another provider sweeps too, and keeps every Secret still named.
@@ -283,13 +285,7 @@ status: {lastAttemptedRevision: ${status}}`;
   it("tells a claim's branch of a status write only when it changes what the listing reads", async () => {
     await cache.start();
     const custom = server.kubeConfig().makeApiClient(k8s.CustomObjectsApi);
-    const claim = {
-      group: "applygate.dev",
-      version: "v1alpha1",
-      plural: "fluxclaims",
-      namespace: "team",
-      name: "web",
-    };
+    const claim = { ...inTeam("fluxclaims"), name: "web" };
     const writeStatus = async (status: Record<string, unknown>) => {
       const written = (await custom.patchNamespacedCustomObjectStatus(
         { ...claim, body: { status } },
