@@ -198,7 +198,7 @@ spec: {providerRef: {name: repo3}, branch: main, path: clusters/late}`);
     const provider = inTeam("gitproviders");
     await custom.deleteNamespacedCustomObject({ ...provider, name: "repo11" });
     await waitFor("the Secret's watch stopped", () => watched() === before - 1);
-    // A status write to another provider sweeps too, and keeps every Secret still named.
+    // A status write to another provider keeps every Secret still named.
     await custom.patchNamespacedCustomObjectStatus(
       { ...provider, name: "repo12", body: { status: { webhookPath: "/hook/x" } } },
       k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),

@@ -120,6 +120,10 @@ export type ChangeListener = (keys: Set<string> | "all") => void;
 
 const nsOf = (o: { metadata: { namespace?: string } }) => o.metadata.namespace ?? "default";
 
+/** The credentials Secret a GitProvider names, if any. */
+const credentialsSecretOf = (p: KObject | undefined): unknown =>
+  (p?.spec as { credentialsSecretRef?: { name?: unknown } } | undefined)?.credentialsSecretRef?.name;
+
 /** The keys Secret a spec's `approval.signature` names, if any. */
 function signatureSecretOf(spec: unknown): string | undefined {
   const name = (spec as { approval?: { signature?: { secretRef?: { name?: unknown } } } } | undefined)
@@ -170,11 +174,12 @@ export class ClusterCache {
     this.rediscoverMs = opts.rediscoverMs ?? REDISCOVER_MS;
     this.readTtlMs = opts.readTtlMs ?? UNLISTABLE_READ_TTL_MS;
     this.now = opts.now ?? Date.now;
-    const providers = this.acquire(RESOURCES.gitProvider, (o, prev) => {
+    const providers = this.acquire(RESOURCES.gitProvider, (o, prev, type) => {
       this.version++;
       this.shared.reset();
       this.providerChanged(o, prev);
-      this.sweepSecrets();
+      // The gateway's status writes keep the credentials named: only a delete or a new name sweeps.
+      if (type === "delete" || credentialsSecretOf(prev) !== credentialsSecretOf(o)) this.sweepSecrets();
     });
     const targets = this.acquire(RESOURCES.gitTarget, (o, prev, type) => {
       // A status write (ours, at every publication) changes nothing a branch reads of it.
@@ -418,7 +423,7 @@ export class ClusterCache {
       return { get: (name, ns) => h.informer.get(name, ns), list: (ns) => h.informer.list(ns) };
     }
     const t = Object.values(RESOURCES).find((r) => r.kind === kind);
-    const h = t && this.handles.find((x) => x.informer.path === `/apis/${t.group}/${t.version}/${t.plural}`);
+    const h = t && this.handleOf(t);
     if (!h) return undefined;
     if (this.absent.has(h.informer.path)) return { get: () => undefined, list: () => [] };
     return { get: (name, ns) => h.informer.get(name, ns), list: (ns) => h.informer.list(ns) };
@@ -481,15 +486,18 @@ export class ClusterCache {
     }
     const signed = [
       ...this.targets.list(),
-      ...[RESOURCES.fluxClaim, RESOURCES.argoCDClaim].flatMap(
-        (t) => this.handles.find((x) => x.informer.path === collectionPath(t))?.informer.list() ?? [],
-      ),
+      ...[RESOURCES.fluxClaim, RESOURCES.argoCDClaim].flatMap((t) => this.handleOf(t)?.informer.list() ?? []),
     ];
     for (const o of signed) {
       const name = signatureSecretOf(o.spec);
       if (name) named.add(`${nsOf(o)}/${name}`);
     }
     return named;
+  }
+
+  /** The informer of one of the kinds this cache lists, once acquired. */
+  private handleOf(t: ResourceType): InformerHandle<KObject> | undefined {
+    return this.handles.find((x) => x.informer.path === collectionPath(t));
   }
 
   /** Calls `listener` for every change; returns the function that stops it. */
@@ -592,8 +600,7 @@ export class ClusterCache {
     );
     // A keys Secret of signature approval concerns the branches of the claims naming it.
     for (const t of [RESOURCES.fluxClaim, RESOURCES.argoCDClaim]) {
-      const h = this.handles.find((x) => x.informer.path === collectionPath(t));
-      for (const c of h?.informer.list(ns) ?? [])
+      for (const c of this.handleOf(t)?.informer.list(ns) ?? [])
         if (signatureSecretOf(c.spec) === s.metadata.name)
           for (const k of this.keysOfClaim(t.kind, c)) keys.add(k);
     }
