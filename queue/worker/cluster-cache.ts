@@ -121,8 +121,10 @@ export type ChangeListener = (keys: Set<string> | "all") => void;
 const nsOf = (o: { metadata: { namespace?: string } }) => o.metadata.namespace ?? "default";
 
 /** The credentials Secret a GitProvider names, if any. */
-const credentialsSecretOf = (p: KObject | undefined): unknown =>
-  (p?.spec as { credentialsSecretRef?: { name?: unknown } } | undefined)?.credentialsSecretRef?.name;
+function credentialsSecretOf(o: KObject | undefined): string | undefined {
+  const p = o && readGitProvider(o);
+  return p?.ok ? p.value.spec.credentialsSecretRef?.name : undefined;
+}
 
 /** The keys Secret a spec's `approval.signature` names, if any. */
 function signatureSecretOf(spec: unknown): string | undefined {
