@@ -86,6 +86,12 @@ const _arrivalOf = (acceptedAt: string): { arrivedAt?: number } => {
 
 /** Why a wake-up timer was dropped: a newer one replaced it. */
 const REPLACED = new Error("replaced by a newer wake-up");
+/**
+ * Why the listing's wait was cut short. Given as the reason, so a branch told of many changes at
+ * once does not build (and capture the stack of) a DOMException at each: `abort()` without a
+ * reason makes one even when the signal has already aborted.
+ */
+const RELIST = new Error("what the listing reads changed");
 
 const folders = (l: BranchListing) => (l.folders ? { folders: l.folders } : {});
 
@@ -279,7 +285,7 @@ export class DecisionDriver {
 
   /** Lists again now: a GitTarget, claim, GitProvider or Secret of the branch changed. */
   relistSoon(): void {
-    (this.nudge ??= new AbortController()).abort();
+    (this.nudge ??= new AbortController()).abort(RELIST);
   }
 
   private async listLoop(): Promise<void> {

@@ -18,6 +18,7 @@
  * until a snapshot ends the hold.
  */
 import type { SnapshotStamp } from "../contract.js";
+import { copy } from "./copy.js";
 import type { DecisionState, SnapshotHold, SnapshotVerdict, TargetState } from "./model.js";
 
 export type { SnapshotHold, SnapshotVerdict };
@@ -56,7 +57,7 @@ export function judgeSnapshot(
   view: { epoch: number; gitAhead: boolean; triggered: boolean },
   now: number,
 ): SnapshotJudgement {
-  const h = structuredClone(hold ?? emptyHold());
+  const h = copy(hold ?? emptyHold());
   if (h.discarded.includes(stamp.id)) return { verdict: "discarded", hold: h, counted: false };
   if (h.used.includes(stamp.id)) return { verdict: "used", hold: h, counted: false };
   if (stamp.initial || !view.triggered) return { verdict: "exempt", hold: h, counted: false };

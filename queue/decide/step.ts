@@ -13,6 +13,7 @@ import {
 } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import { backoffDelay } from "./backoff.js";
+import { copy } from "./copy.js";
 import { branchHold, claimKey, dueAppliers, isGitAhead, targetsNaming } from "./due.js";
 import { approvalGate, claimGate, governanceWakeAt, windowGate } from "./governance.js";
 import type {
@@ -101,7 +102,7 @@ function newApplier(claim: ClaimRef, applier: ApplierRef, source: string): Appli
 
 /** Applies one event at `now` (epoch ms). */
 export function step(state: DecisionState, event: DecisionEvent, now: number): StepResult {
-  const s = structuredClone(state);
+  const s = copy(state);
   const actions: DecisionAction[] = [];
   switch (event.type) {
     case "Observed":
@@ -493,7 +494,7 @@ export function sendAttempt(
   a.lastTurnAt = now;
   raiseEpoch(s);
   const edits = s.unpublished.filter((w) => namedUids.has(w.targetUid)).flatMap((w) => w.edits);
-  a.windows.push({ token, commit: s.tip, sentAt: now, completedAt: null, edits: structuredClone(edits) });
+  a.windows.push({ token, commit: s.tip, sentAt: now, completedAt: null, edits: copy(edits) });
   // The edit recheck watches the folders of every GitTarget naming the claim, not only those with a reason.
   const folders = [...new Set(named.flatMap((t) => (t.path === undefined ? [] : [t.path])))];
   const recheck =
@@ -863,8 +864,7 @@ const RETIRED_FIELDS = ["epoch", "collisions", "saves", "dirty"] as const;
  * that id (the same inbox entry id), and retired fields are dropped.
  */
 function fromSaved(saved: DecisionState): DecisionState {
-  const s = structuredClone(saved) as DecisionState &
-    Partial<Record<(typeof RETIRED_FIELDS)[number], unknown>>;
+  const s = copy(saved) as DecisionState & Partial<Record<(typeof RETIRED_FIELDS)[number], unknown>>;
   for (const f of RETIRED_FIELDS) delete s[f];
   s.unpublished = s.unpublished.map((w) => {
     const old = w as PendingWrite & { writeId?: string };
