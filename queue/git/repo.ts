@@ -55,6 +55,9 @@ export type GitFsPromises = Pick<
   | "chmod"
 >;
 
+/** What a `readFile()` without a path answers: a promise, so the caller knows reads return promises. */
+const PROMISES_YES: Promise<undefined> = Promise.resolve(undefined);
+
 /**
  * The clone's file system: every file is written whole or not at all (into a temporary name
  * beside it, then renamed). isomorphic-git writes an object straight to its final name and never
@@ -64,7 +67,11 @@ export type GitFsPromises = Pick<
  */
 export function wholeWritesFs(base: GitFsPromises = nodeFs.promises): { promises: GitFsPromises } {
   const promises: GitFsPromises = {
-    readFile: base.readFile,
+    // isomorphic-git wraps the file system anew at every call and, to learn whether it returns
+    // promises, calls `readFile()` without a path, twice: node answers with a TypeError whose stack
+    // capture was a tenth of a tip read's cost. A read without a path is only ever that question.
+    readFile: ((path: Parameters<GitFsPromises["readFile"]>[0] | undefined, options?: never) =>
+      path === undefined ? PROMISES_YES : base.readFile(path, options)) as GitFsPromises["readFile"],
     unlink: base.unlink,
     readdir: base.readdir,
     mkdir: base.mkdir,
