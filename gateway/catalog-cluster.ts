@@ -214,7 +214,9 @@ export class ClusterCatalog implements Catalog {
     let outcome: ReadOutcome;
     let data: Record<string, string> | undefined;
     try {
-      const s = await this.kube.core.readNamespacedSecret({ name: ref.name, namespace: ref.namespace });
+      const s = await this.kube.request(() =>
+        this.kube.core.readNamespacedSecret({ name: ref.name, namespace: ref.namespace }),
+      );
       outcome = { ok: true, resourceVersion: s.metadata?.resourceVersion ?? "" };
       data = secretValues({ data: s.data ?? null, stringData: s.stringData ?? null });
     } catch (err) {

@@ -230,7 +230,9 @@ export function remoteFromCluster(kube: Kube, log?: Logger, options: DirectoryOp
       const secretRef = provider.spec.credentialsSecretRef;
       if (secretRef) {
         try {
-          const s = await kube.core.readNamespacedSecret({ name: secretRef.name, namespace: pns });
+          const s = await kube.request(() =>
+            kube.core.readNamespacedSecret({ name: secretRef.name, namespace: pns }),
+          );
           secrets.push({
             kind: "Secret" as const,
             metadata: { name: secretRef.name, namespace: pns },

@@ -24,7 +24,10 @@ export function signatureSpecOf(claim: KObject, targets: readonly KObject[]): Si
 export function keysFromKube(kube: Kube): KeysSecrets {
   return async (namespace, name) => {
     try {
-      return { ok: true, data: (await kube.core.readNamespacedSecret({ namespace, name })).data ?? {} };
+      return {
+        ok: true,
+        data: (await kube.request(() => kube.core.readNamespacedSecret({ namespace, name }))).data ?? {},
+      };
     } catch (err) {
       const f = apiFailure(err);
       // The worker's words for a 403 name its own binding: the executor's is another.

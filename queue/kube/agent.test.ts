@@ -2,6 +2,7 @@ import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
 import { agentKey, shareAgents } from "./agent.js";
+import { REQUESTS_IN_FLIGHT } from "./client.js";
 import { Kube, RESOURCES } from "./index.js";
 
 let server: ApiServer;
@@ -52,6 +53,30 @@ describe("shared agents", () => {
         await core.listNamespace();
       }),
     ).toBe(0);
+  });
+});
+
+describe("requests in flight", () => {
+  it("a burst wider than the bound waits its turn on the pooled connections instead of opening one per request", async () => {
+    const kube = new Kube(server.kubeConfig());
+    const wide = REQUESTS_IN_FLIGHT * 5;
+    let most = 0;
+    const opened = await connectionsFor(() =>
+      Promise.all(
+        Array.from({ length: wide }, async () => {
+          const read = kube.get(RESOURCES.gitProvider, "default", "none");
+          most = Math.max(most, kube.requests.held);
+          return read;
+        }),
+      ),
+    );
+    expect(most).toBe(REQUESTS_IN_FLIGHT);
+    expect(kube.requests).toEqual({ held: 0, waiting: 0 });
+    expect(opened).toBeGreaterThan(0);
+    expect(opened).toBeLessThanOrEqual(REQUESTS_IN_FLIGHT);
+    // A request that fails gives its turn back.
+    await expect(kube.request(() => Promise.reject(new Error("refused")))).rejects.toThrow("refused");
+    expect(kube.requests).toEqual({ held: 0, waiting: 0 });
   });
 });
 

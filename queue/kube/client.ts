@@ -6,6 +6,7 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../contract.js";
+import { Slots } from "../slots.js";
 import { findKubeConfig } from "../startup-check.js";
 import { shareAgents } from "./agent.js";
 import { apiFailure, isNotFound, KubeError } from "./errors.js";
@@ -42,6 +43,15 @@ export function loadKubeConfig(file: string): k8s.KubeConfig {
   return findKubeConfig(file);
 }
 
+/**
+ * Requests of one client in flight at once; the others wait their turn. Past the pool's idle
+ * sockets every request opens a connection and closes it after (Node's agent keeps 256 idle), so
+ * a burst wider than that churned: a replica taking a thousand branches opened 6,198 connections
+ * for its 10,000 first status writes, a TLS handshake each on a real cluster. Watches hold
+ * connections of their own and are not counted.
+ */
+export const REQUESTS_IN_FLIGHT = 64;
+
 const ref = (t: ResourceType, namespace: string, name: string) =>
   `${t.plural}.${t.group} ${namespace}/${name}`;
 
@@ -53,6 +63,7 @@ export class Kube {
 
   /** The informers of this process, one per collection, shared by every user of this client. */
   readonly informers: Informers;
+  private readonly inFlight = new Slots(REQUESTS_IN_FLIGHT);
 
   constructor(
     readonly kubeConfig: k8s.KubeConfig,
@@ -67,16 +78,37 @@ export class Kube {
     this.informers = new Informers(kubeConfig, opts);
   }
 
+  /**
+   * Runs one request to the API server within the bound of requests in flight (`REQUESTS_IN_FLIGHT`).
+   * Every request of this class goes through it; a caller using the generated APIs directly wraps
+   * its call too.
+   */
+  async request<T>(call: () => Promise<T>): Promise<T> {
+    const release = await this.inFlight.acquire();
+    try {
+      return await call();
+    } finally {
+      release();
+    }
+  }
+
+  /** Requests in flight and waiting for their turn (for tests and metrics). */
+  get requests(): { held: number; waiting: number } {
+    return this.inFlight.usage;
+  }
+
   /** The object, or undefined when it does not exist. Always uncached. */
   async get<T = KObject>(t: ResourceType, namespace: string, name: string): Promise<T | undefined> {
     try {
-      return (await this.custom.getNamespacedCustomObject({
-        group: t.group,
-        version: t.version,
-        namespace,
-        plural: t.plural,
-        name,
-      })) as T;
+      return (await this.request(() =>
+        this.custom.getNamespacedCustomObject({
+          group: t.group,
+          version: t.version,
+          namespace,
+          plural: t.plural,
+          name,
+        }),
+      )) as T;
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw new KubeError(`get ${ref(t, namespace, name)}`, apiFailure(err));
@@ -93,8 +125,8 @@ export class Kube {
       const base = { group: t.group, version: t.version, plural: t.plural, labelSelector };
       const res = (
         namespace === undefined
-          ? await this.custom.listClusterCustomObject(base)
-          : await this.custom.listNamespacedCustomObject({ ...base, namespace })
+          ? await this.request(() => this.custom.listClusterCustomObject(base))
+          : await this.request(() => this.custom.listNamespacedCustomObject({ ...base, namespace }))
       ) as { items: T[]; metadata?: { resourceVersion?: string } };
       return { items: res.items ?? [], resourceVersion: res.metadata?.resourceVersion ?? "" };
     } catch (err) {
@@ -109,20 +141,22 @@ export class Kube {
   async apply<T = KObject>(t: ResourceType, obj: KObject, opts: ApplyOptions = {}): Promise<T> {
     const namespace = obj.metadata.namespace ?? "";
     try {
-      return (await this.custom.patchNamespacedCustomObject(
-        {
-          group: t.group,
-          version: t.version,
-          namespace,
-          plural: t.plural,
-          name: obj.metadata.name,
-          body: obj,
-          fieldManager: opts.fieldManager ?? FIELD_MANAGER,
-          force: opts.force ?? true,
-          ...(opts.dryRun ? { dryRun: "All" } : {}),
-          ...(opts.fieldValidation ? { fieldValidation: opts.fieldValidation } : {}),
-        },
-        APPLY,
+      return (await this.request(() =>
+        this.custom.patchNamespacedCustomObject(
+          {
+            group: t.group,
+            version: t.version,
+            namespace,
+            plural: t.plural,
+            name: obj.metadata.name,
+            body: obj,
+            fieldManager: opts.fieldManager ?? FIELD_MANAGER,
+            force: opts.force ?? true,
+            ...(opts.dryRun ? { dryRun: "All" } : {}),
+            ...(opts.fieldValidation ? { fieldValidation: opts.fieldValidation } : {}),
+          },
+          APPLY,
+        ),
       )) as T;
     } catch (err) {
       throw new KubeError(`apply ${ref(t, namespace, obj.metadata.name)}`, apiFailure(err));
@@ -158,8 +192,8 @@ export class Kube {
     try {
       return (
         opts.status
-          ? await this.custom.patchNamespacedCustomObjectStatus(req, MERGE)
-          : await this.custom.patchNamespacedCustomObject(req, MERGE)
+          ? await this.request(() => this.custom.patchNamespacedCustomObjectStatus(req, MERGE))
+          : await this.request(() => this.custom.patchNamespacedCustomObject(req, MERGE))
       ) as T;
     } catch (err) {
       throw new KubeError(
@@ -184,15 +218,17 @@ export class Kube {
   async replace<T = KObject>(t: ResourceType, obj: KObject): Promise<T> {
     const namespace = obj.metadata.namespace ?? "";
     try {
-      return (await this.custom.replaceNamespacedCustomObject({
-        group: t.group,
-        version: t.version,
-        namespace,
-        plural: t.plural,
-        name: obj.metadata.name,
-        body: obj,
-        fieldManager: FIELD_MANAGER,
-      })) as T;
+      return (await this.request(() =>
+        this.custom.replaceNamespacedCustomObject({
+          group: t.group,
+          version: t.version,
+          namespace,
+          plural: t.plural,
+          name: obj.metadata.name,
+          body: obj,
+          fieldManager: FIELD_MANAGER,
+        }),
+      )) as T;
     } catch (err) {
       throw new KubeError(`update ${ref(t, namespace, obj.metadata.name)}`, apiFailure(err));
     }
@@ -201,13 +237,15 @@ export class Kube {
   /** Deletes; a missing object is not an error. */
   async delete(t: ResourceType, namespace: string, name: string): Promise<void> {
     try {
-      await this.custom.deleteNamespacedCustomObject({
-        group: t.group,
-        version: t.version,
-        namespace,
-        plural: t.plural,
-        name,
-      });
+      await this.request(() =>
+        this.custom.deleteNamespacedCustomObject({
+          group: t.group,
+          version: t.version,
+          namespace,
+          plural: t.plural,
+          name,
+        }),
+      );
     } catch (err) {
       if (isNotFound(err)) return;
       throw new KubeError(`delete ${ref(t, namespace, name)}`, apiFailure(err));
@@ -221,11 +259,13 @@ export class Kube {
   async createEvent(e: NewEvent): Promise<KObject> {
     const body = eventBody(e);
     try {
-      return (await this.custom.createNamespacedCustomObject({
-        ...addressOf(RESOURCES.event),
-        namespace: body.metadata.namespace,
-        body,
-      })) as KObject;
+      return (await this.request(() =>
+        this.custom.createNamespacedCustomObject({
+          ...addressOf(RESOURCES.event),
+          namespace: body.metadata.namespace,
+          body,
+        }),
+      )) as KObject;
     } catch (err) {
       throw new KubeError(`create ${ref(RESOURCES.event, body.metadata.namespace, e.name)}`, apiFailure(err));
     }
@@ -241,9 +281,11 @@ export class Kube {
     patch: Record<string, unknown>,
   ): Promise<KObject | undefined> {
     try {
-      return (await this.custom.patchNamespacedCustomObject(
-        { ...addressOf(RESOURCES.event), namespace, name, body: patch },
-        MERGE,
+      return (await this.request(() =>
+        this.custom.patchNamespacedCustomObject(
+          { ...addressOf(RESOURCES.event), namespace, name, body: patch },
+          MERGE,
+        ),
       )) as KObject;
     } catch (err) {
       if (isNotFound(err)) return undefined;
@@ -311,10 +353,12 @@ export class Kube {
         path: `/api/v1/namespaces/${namespace}/secrets`,
         fieldSelector: `metadata.name=${name}`,
         list: async () => {
-          const out = await this.core.listNamespacedSecret({
-            namespace,
-            fieldSelector: `metadata.name=${name}`,
-          });
+          const out = await this.request(() =>
+            this.core.listNamespacedSecret({
+              namespace,
+              fieldSelector: `metadata.name=${name}`,
+            }),
+          );
           const items = out.items.map((s) => ({ ...s, kind: "Secret" }) as unknown as KObject);
           return { items, resourceVersion: out.metadata?.resourceVersion ?? "" };
         },
@@ -332,7 +376,7 @@ export class Kube {
       {
         path: "/api/v1/namespaces",
         list: async () => {
-          const out = await this.core.listNamespace();
+          const out = await this.request(() => this.core.listNamespace());
           const items = out.items.map((n) => ({ ...n, kind: "Namespace" }) as unknown as KObject);
           return { items, resourceVersion: out.metadata?.resourceVersion ?? "" };
         },
@@ -354,7 +398,7 @@ export class Kube {
     const objects = this.objects as unknown as {
       resource(apiVersion: string, kind: string): Promise<k8s.V1APIResource | undefined>;
     };
-    const res = await objects.resource(apiVersion, kind);
+    const res = await this.request(() => objects.resource(apiVersion, kind));
     if (!res) return undefined;
     const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
     const ns = res.namespaced ? namespace : undefined;
@@ -363,7 +407,7 @@ export class Kube {
       {
         path: collectionPath(t, ns),
         list: async () => {
-          const out = (await this.objects.list(apiVersion, kind, ns)) as {
+          const out = (await this.request(() => this.objects.list(apiVersion, kind, ns))) as {
             items?: T[];
             metadata?: { resourceVersion?: string };
           };

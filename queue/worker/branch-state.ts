@@ -11,12 +11,12 @@ import type { BranchSpec, RefusedTarget, TargetSpec } from "../directory.js";
 import type { BareRepo } from "../git/repo.js";
 import type { Remote } from "../git/smart-http.js";
 import type { Logger } from "../log.js";
+import type { Slots } from "../slots.js";
 import type { Clock } from "./clock.js";
 import type { Inbox, SettledEntry } from "./inbox.js";
 import type { BranchLease } from "./lease.js";
 import type { FetchReason, WorkerMetrics } from "./metrics.js";
 import type { RetryState } from "./retry.js";
-import type { Slots } from "./slots.js";
 import type { StatusSink } from "./status.js";
 import type { OpenWindow } from "./windows.js";
 

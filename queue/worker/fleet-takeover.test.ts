@@ -10,9 +10,9 @@ import { capturingLogger } from "../../test/support/log-lines.js";
 import { untilWith } from "../../test/support/wait.js";
 import { branchKeys, knownBranchesKey } from "../keys.js";
 import { silentLogger } from "../log.js";
+import { Slots } from "../slots.js";
 import { acquireLeases, BranchLease } from "./lease.js";
 import { Replica } from "./replica.js";
-import { Slots } from "./slots.js";
 
 const until = untilWith({ timeoutMs: 10_000, everyMs: 5 });
 

@@ -21,6 +21,7 @@ import { appendNotice, signalBranch } from "../intake.js";
 import { knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
 import { bullConnection, CONSUMER_CLOSE_MS, closedWithin, connectRedis, within } from "../redis.js";
+import { Slots } from "../slots.js";
 import { type BalanceSettings, DEFAULT_BALANCE } from "./balance.js";
 import { ReplicaBalance } from "./balancing.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
@@ -28,7 +29,6 @@ import { DEFAULT_IDLE_POLL_MS, DEFAULT_INBOX_CHECK_MS } from "./idle.js";
 import { unreadInboxes } from "./inbox.js";
 import { acquireLeases, BranchLease, DEFAULT_LEASE_MS } from "./lease.js";
 import type { WorkerMetrics } from "./metrics.js";
-import { Slots } from "./slots.js";
 import { StartQueue } from "./start-queue.js";
 import type { StatusSink } from "./status.js";
 

@@ -18,11 +18,12 @@ export async function resolveKind(kube: Kube, k: WatchedKind): Promise<ResolvedK
   const apiVersion = apiVersionOf(k);
   let found: k8s.V1APIResource | undefined;
   try {
-    if (k.kind !== undefined) found = await objects.resource(apiVersion, k.kind);
+    const kind = k.kind;
+    if (kind !== undefined) found = await kube.request(() => objects.resource(apiVersion, kind));
     else {
       // The client's discovery finds by kind only; asking for no kind fills its cache of the
       // group version's resources, which are then searched by name.
-      await objects.resource(apiVersion, "\u0000");
+      await kube.request(() => objects.resource(apiVersion, "\u0000"));
       found = objects.apiVersionResourceCache?.[apiVersion]?.resources.find((r) => r.name === k.resource);
     }
   } catch {

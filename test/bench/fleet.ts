@@ -558,6 +558,7 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
     for (const id of ids) replicas.push(replica(id));
     const first = replicas[0] as Child;
     const t0 = Date.now();
+    const connectionsBefore = world.api.connectionsAccepted();
     // The requests from the start on (the setup's are many and none is the worker's).
     const newEvents = auditTail(world.auditLog, "end");
     step(`N=${n} replicas=${count}: replicas started`);
@@ -618,6 +619,12 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
       { timeoutMs: 900_000, everyMs: 2_000 },
     );
     const settledSeconds = (Math.max(...firstWrites.values()) - t0) / 1000;
+    // Whether the last ones came with the rest or trailed behind (a retry, a backoff).
+    const firstWriteSeconds = [...firstWrites.values()].map((at) => (at - t0) / 1000).sort((a, b) => a - b);
+    const firstWritesSpread = [50, 90, 99]
+      .map((q) => `${q} % by ${percentile(firstWriteSeconds, q).toFixed(1)} s`)
+      .join(", ");
+    const startupConnections = world.api.connectionsAccepted() - connectionsBefore;
     await stopStartupProfiles?.();
     // A first write could carry the acceptance alone: wait for every publication too (a list of
     // every GitTarget is heavy at 10,000 of them: ask seldom).
@@ -634,7 +641,7 @@ async function runSize(n: number, count: number, o: FleetOptions): Promise<Figur
       "every GitTarget's first status after start",
       settledSeconds,
       "s",
-      `goal at 1,000 branches: ≤ 15 s, one or two replicas; the last GitTarget's first status write answered (audit log); every publication status seen by ${publishedSeconds.toFixed(1)} s (listed every 2 s)`,
+      `goal at 1,000 branches: ≤ 15 s, one or two replicas; the last GitTarget's first status write answered (audit log); ${firstWritesSpread}; every publication status seen by ${publishedSeconds.toFixed(1)} s (listed every 2 s); ${startupConnections} connections opened to the API server meanwhile (every client)`,
     );
     const split = ids.map((id) => `${id}`).join(", ");
     const shares = await (async () => {

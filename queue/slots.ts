@@ -1,7 +1,8 @@
 /**
- * A counting bound shared by the branch workers of one replica: at most `size` holders at once,
- * the others waiting in arrival order. The replica bounds its branches' first reads of the remote
- * with it (`--baseline-concurrency`), so taking a thousand branches does not stampede the Git host.
+ * A counting bound: at most `size` holders at once, the others waiting in arrival order. A worker
+ * replica bounds its branches' first reads of the remote with it (`--baseline-concurrency`), so
+ * taking a thousand branches does not stampede the Git host; every Kube client bounds its requests
+ * in flight (kube/client.ts).
  */
 export class Slots {
   private held = 0;
