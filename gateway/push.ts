@@ -3,7 +3,7 @@
  * another ref, or build a branch push. Pure: headers and parsed payload in, a decision out.
  */
 import type { EmitterWebhookEvent } from "@octokit/webhooks";
-import { normalizeRepoUrl } from "../queue/contract.js";
+import { normalizeRepoUrl, remembered } from "../queue/contract.js";
 import type { GitProviderType } from "../queue/crds/index.js";
 import { type Headers, header } from "./verify.js";
 
@@ -108,24 +108,16 @@ const REPOSITORY_URL_FIELDS: readonly string[] = [
 ];
 
 /**
- * normalizeRepoUrl, remembered: every push of a repository carries the same few URLs, and each
- * costs a URL parse. Null for what is not a URL. At most 1,024 kept, all forgotten when full.
+ * normalizeRepoUrl, null for what is not a URL (a host may report a bare name; other fields
+ * identify the repository), remembered (every push of a repository carries the same few URLs).
  */
-const normalised = new Map<string, string | null>();
-function normalisedOnce(url: string): string | null {
-  let n = normalised.get(url);
-  if (n === undefined) {
-    try {
-      n = normalizeRepoUrl(url);
-    } catch {
-      // Not a URL (a host may report a bare name); other fields identify the repository.
-      n = null;
-    }
-    if (normalised.size >= 1024) normalised.clear();
-    normalised.set(url, n);
+const normalisedOnce = remembered((url: string): string | null => {
+  try {
+    return normalizeRepoUrl(url);
+  } catch {
+    return null;
   }
-  return n;
-}
+});
 
 /** Every URL a host reports for the repository, normalised and without duplicates. */
 function repositoryUrls(payload: Obj): string[] {

@@ -35,11 +35,35 @@ export const WINDOW_GRACE_MS = 10_000;
 // Repository and branch identity
 
 /**
+ * A pure function of one string, remembered. Repository URLs are parsed again and again with the
+ * same few values (a replica's start reads each of 10,000 GitTargets' URLs several times; every
+ * push of a repository carries the same few), and a parse is a `new URL` or two. Arguments can
+ * come from outside (a webhook's payload), so at most `max` answers are kept, all forgotten at
+ * once when full. A call that throws is not remembered.
+ */
+export function remembered<R>(fn: (s: string) => R, max = 1024): (s: string) => R {
+  const known = new Map<string, R>();
+  return (s) => {
+    if (known.has(s)) return known.get(s) as R;
+    const r = fn(s);
+    if (known.size >= max) known.clear();
+    known.set(s, r);
+    return r;
+  };
+}
+
+/**
  * Normalises a repository URL so that every form a Git host reports matches: lower-case host,
  * no credentials, no port for the default schemes, no trailing `.git` or `/`, and ssh forms
  * (`git@host:owner/repo`, `ssh://git@host/owner/repo`) mapped to the same `host/owner/repo`.
  */
 export function normalizeRepoUrl(url: string): string {
+  return normalizedUrls(url);
+}
+
+const normalizedUrls = remembered(normalizeUncached);
+
+function normalizeUncached(url: string): string {
   let s = url.trim();
   const scp = /^[\w.-]+@([^:/]+):(.+)$/.exec(s);
   let host: string;

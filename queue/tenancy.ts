@@ -24,6 +24,7 @@
  * slashes, percent-encoding, path case) is one repository here. Pure: the gateway, the worker and
  * the sidecars judge with the same function.
  */
+import { remembered } from "./contract.js";
 import { type AccessFrom, admitsNamespace, providerRefusal } from "./crds/common.js";
 import { StatusReason } from "./crds/reasons.js";
 
@@ -85,6 +86,12 @@ function decoded(path: string): string | undefined {
  * `https://host/owner/repo`. Undefined for what is not a repository URL.
  */
 export function repositoryOf(url: string): string | undefined {
+  return repositories(url);
+}
+
+const repositories = remembered(repositoryUncached);
+
+function repositoryUncached(url: string): string | undefined {
   const s = url.trim();
   let rawHost: string;
   let rawPath: string;
