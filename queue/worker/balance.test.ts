@@ -5,6 +5,7 @@ import {
   DEFAULT_BALANCE,
   decideHandover,
   fairShare,
+  handoverRate,
   type OwnedBranch,
   slackOf,
   takeBudget,
@@ -36,8 +37,8 @@ describe("the fair share and its slack", () => {
 });
 
 describe("decideHandover, every small fleet", () => {
-  it("starts over share + slack, goes on down to the share, never below it, at most maxPerRound a round", () => {
-    const settings: BalanceSettings = { maxPerRound: 3, minHoldMs: 0 };
+  it("starts over share + slack, goes on down to the share, never below it, at most its rate a round", () => {
+    const settings: BalanceSettings = { perRound: 3, sharePerRound: 0.2, minHoldMs: 0 };
     let cases = 0;
     for (let known = 0; known <= 40; known++)
       for (let live = 0; live <= 5; live++)
@@ -52,7 +53,8 @@ describe("decideHandover, every small fleet", () => {
             const on = owned > share + slack || (was && owned > share);
             expect(d.share).toBe(share);
             expect(d.handingOver).toBe(on);
-            expect(d.handOver.length).toBe(on ? Math.min(3, owned - share) : 0);
+            const rate = Math.max(3, Math.ceil(share / 5));
+            expect(d.handOver.length).toBe(on ? Math.min(rate, owned - share) : 0);
             expect(owned - d.handOver.length).toBeGreaterThanOrEqual(Math.min(owned, share));
             expect(new Set(d.handOver).size).toBe(d.handOver.length);
             cases++;
@@ -91,7 +93,7 @@ describe("decideHandover, every small fleet", () => {
     // Fewer quiet ones than the excess: those there are; the rest wait for a later round.
     const d2 = decideHandover(
       { known: 20, live: 2, owned: owned.filter((b) => b.key !== "old"), now: NOW, handingOver: false },
-      { ...DEFAULT_BALANCE, maxPerRound: 2 },
+      { ...DEFAULT_BALANCE, perRound: 2 },
     );
     expect(d2.handOver).toEqual(["a", "b"]);
     expect(d2.handingOver).toBe(true);
@@ -106,10 +108,36 @@ describe("decideHandover, every small fleet", () => {
   it("a negative or zero round limit hands over nothing", () => {
     const d = decideHandover(
       { known: 20, live: 2, owned: branches(20), now: NOW, handingOver: false },
-      { maxPerRound: 0, minHoldMs: 0 },
+      { perRound: 0, sharePerRound: 0, minHoldMs: 0 },
     );
     expect(d.handOver).toEqual([]);
     expect(d.handingOver).toBe(true);
+  });
+});
+
+describe("handoverRate", () => {
+  it("is perRound for a small share and a tenth of a large one", () => {
+    const rate = (share: number) => handoverRate(share, DEFAULT_BALANCE);
+    expect([0, 10, 80, 81, 500, 5000].map(rate)).toEqual([8, 8, 8, 9, 50, 500]);
+    expect(handoverRate(500, { ...DEFAULT_BALANCE, perRound: -1, sharePerRound: -1 })).toBe(0);
+  });
+
+  it("evens a thousand branches out between two replicas in ten rounds (20 s at the default period)", () => {
+    let owned = 1000;
+    let rounds = 0;
+    let handing = false;
+    while (rounds < 100) {
+      const d = decideHandover(
+        { known: 1000, live: 2, owned: branches(owned), now: NOW, handingOver: handing },
+        DEFAULT_BALANCE,
+      );
+      if (d.handOver.length === 0) break;
+      handing = d.handingOver;
+      owned -= d.handOver.length;
+      rounds++;
+    }
+    expect(owned).toBe(500);
+    expect(rounds).toBe(10);
   });
 });
 
@@ -137,7 +165,7 @@ function simulate(o: {
   order: (round: number) => number[];
   rounds: number;
 }) {
-  const settings: BalanceSettings = { maxPerRound: 4, minHoldMs: 2 };
+  const settings: BalanceSettings = { perRound: 4, sharePerRound: 0.1, minHoldMs: 2 };
   const owner = new Map<string, { replica: number; takenAt: number }>();
   for (let i = 0; i < o.known; i++) owner.set(`b${i}`, { replica: 0, takenAt: 0 });
   const handing = new Map<number, boolean>();

@@ -7,13 +7,21 @@
  */
 
 export interface BalanceSettings {
-  /** Branches handed over at most per round (one round per balance period). */
-  maxPerRound: number;
+  /**
+   * Branches handed over at most per round (one round per balance period): this many, or
+   * `sharePerRound` of the share when that is more.
+   */
+  perRound: number;
+  /**
+   * The part of its share a replica may hand over in one round: a replica of any size evens out
+   * in about as many rounds (a tenth: ten rounds, 20 s at the default period).
+   */
+  sharePerRound: number;
   /** A branch this replica took less than this long ago is not handed over (no ping-pong). */
   minHoldMs: number;
 }
 
-export const DEFAULT_BALANCE: BalanceSettings = { maxPerRound: 8, minHoldMs: 5_000 };
+export const DEFAULT_BALANCE: BalanceSettings = { perRound: 8, sharePerRound: 0.1, minHoldMs: 5_000 };
 
 /** A branch the replica owns, as the decision sees it. */
 export interface OwnedBranch {
@@ -57,7 +65,7 @@ export function slackOf(share: number): number {
 /**
  * Which branches to hand over this round. A replica owning more than its share plus the slack
  * starts handing over and goes on, round after round, until it owns its share (a band, so a
- * replica at the edge does not flap); each round hands over at most `maxPerRound`, only quiet
+ * replica at the edge does not flap); each round hands over at most `handoverRate`, only quiet
  * branches held at least `minHoldMs`, the longest held first (then by key).
  */
 export function decideHandover(
@@ -69,13 +77,18 @@ export function decideHandover(
   const share = fairShare(Math.max(input.known, owned), input.live);
   const handingOver = owned > share + slackOf(share) || (input.handingOver && owned > share);
   if (!handingOver) return { share, handingOver, handOver: [] };
-  const room = Math.min(owned - share, Math.max(0, settings.maxPerRound));
+  const room = Math.min(owned - share, handoverRate(share, settings));
   const handOver = input.owned
     .filter((b) => b.quiet && input.now - b.takenAt >= settings.minHoldMs)
     .sort((a, b) => a.takenAt - b.takenAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
     .slice(0, room)
     .map((b) => b.key);
   return { share, handingOver, handOver };
+}
+
+/** Branches handed over at most in one round: `perRound`, or `sharePerRound` of the share when more. */
+export function handoverRate(share: number, settings: BalanceSettings): number {
+  return Math.max(0, settings.perRound, Math.ceil(share * Math.max(0, settings.sharePerRound)));
 }
 
 /**

@@ -79,10 +79,9 @@ export class ReplicaBalance {
           d.handingOver ? "over the fair share: handing branches over" : "down to the fair share",
         );
       this.handingOver = d.handingOver;
-      for (const key of d.handOver) {
-        if (o.stopping()) return;
-        await o.handOver(key);
-      }
+      // Each hand-over stops its own branch worker: a round of fifty goes at once, not one by one.
+      if (o.stopping()) return;
+      await Promise.all(d.handOver.map((key) => o.handOver(key)));
     } catch (err) {
       o.log.warn({ err: errorMessage(err) }, "presence round failed");
     }
