@@ -102,10 +102,8 @@ export class Kube {
     try {
       return (await this.request(() =>
         this.custom.getNamespacedCustomObject({
-          group: t.group,
-          version: t.version,
+          ...addressOf(t),
           namespace,
-          plural: t.plural,
           name,
         }),
       )) as T;
@@ -144,10 +142,8 @@ export class Kube {
       return (await this.request(() =>
         this.custom.patchNamespacedCustomObject(
           {
-            group: t.group,
-            version: t.version,
+            ...addressOf(t),
             namespace,
-            plural: t.plural,
             name: obj.metadata.name,
             body: obj,
             fieldManager: opts.fieldManager ?? FIELD_MANAGER,
@@ -181,10 +177,8 @@ export class Kube {
         }
       : patch;
     const req = {
-      group: t.group,
-      version: t.version,
+      ...addressOf(t),
       namespace,
-      plural: t.plural,
       name,
       body,
       fieldManager: opts.fieldManager ?? FIELD_MANAGER,
@@ -220,10 +214,8 @@ export class Kube {
     try {
       return (await this.request(() =>
         this.custom.replaceNamespacedCustomObject({
-          group: t.group,
-          version: t.version,
+          ...addressOf(t),
           namespace,
-          plural: t.plural,
           name: obj.metadata.name,
           body: obj,
           fieldManager: FIELD_MANAGER,
@@ -239,10 +231,8 @@ export class Kube {
     try {
       await this.request(() =>
         this.custom.deleteNamespacedCustomObject({
-          group: t.group,
-          version: t.version,
+          ...addressOf(t),
           namespace,
-          plural: t.plural,
           name,
         }),
       );
