@@ -2,8 +2,8 @@ import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "../../test/cluster/apiserver/index.js";
 import { agentKey, shareAgents } from "./agent.js";
-import { REQUESTS_IN_FLIGHT } from "./client.js";
 import { Kube, RESOURCES } from "./index.js";
+import { REQUESTS_IN_FLIGHT } from "./request-turns.js";
 
 let server: ApiServer;
 beforeAll(async () => {

@@ -6,13 +6,13 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import { FIELD_MANAGER } from "../contract.js";
-import { Slots } from "../slots.js";
 import { findKubeConfig } from "../startup-check.js";
 import { shareAgents } from "./agent.js";
 import { apiFailure, isNotFound, KubeError } from "./errors.js";
 import { eventBody, type NewEvent } from "./events.js";
 import { type InformerHandle, type InformerHandler, type InformerOptions, Informers } from "./informer.js";
 import { isRecord } from "./readers.js";
+import { RequestTurns } from "./request-turns.js";
 import { addressOf, collectionPath, type KObject, RESOURCES, type ResourceType } from "./resources.js";
 
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
@@ -43,15 +43,6 @@ export function loadKubeConfig(file: string): k8s.KubeConfig {
   return findKubeConfig(file);
 }
 
-/**
- * Requests of one client in flight at once; the others wait their turn. Past the pool's idle
- * sockets every request opens a connection and closes it after (Node's agent keeps 256 idle), so
- * a burst wider than that churned: a replica taking a thousand branches opened 6,198 connections
- * for its 10,000 first status writes, a TLS handshake each on a real cluster. Watches hold
- * connections of their own and are not counted.
- */
-export const REQUESTS_IN_FLIGHT = 64;
-
 const ref = (t: ResourceType, namespace: string, name: string) =>
   `${t.plural}.${t.group} ${namespace}/${name}`;
 
@@ -63,7 +54,7 @@ export class Kube {
 
   /** The informers of this process, one per collection, shared by every user of this client. */
   readonly informers: Informers;
-  private readonly inFlight = new Slots(REQUESTS_IN_FLIGHT);
+  private readonly turns = new RequestTurns();
 
   constructor(
     readonly kubeConfig: k8s.KubeConfig,
@@ -79,22 +70,17 @@ export class Kube {
   }
 
   /**
-   * Runs one request to the API server within the bound of requests in flight (`REQUESTS_IN_FLIGHT`).
-   * Every request of this class goes through it; a caller using the generated APIs directly wraps
-   * its call too.
+   * Runs one request to the API server in its turn (request-turns.ts: at most 64 in flight). Every
+   * request of this class goes through it; a caller using the generated APIs directly wraps its
+   * call too.
    */
-  async request<T>(call: () => Promise<T>): Promise<T> {
-    const release = await this.inFlight.acquire();
-    try {
-      return await call();
-    } finally {
-      release();
-    }
+  request<T>(call: () => Promise<T>): Promise<T> {
+    return this.turns.run(call);
   }
 
   /** Requests in flight and waiting for their turn (for tests and metrics). */
   get requests(): { held: number; waiting: number } {
-    return this.inFlight.usage;
+    return this.turns.usage;
   }
 
   /** The object, or undefined when it does not exist. Always uncached. */
