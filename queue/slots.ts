@@ -2,7 +2,7 @@
  * A counting bound: at most `size` holders at once, the others waiting in arrival order. A worker
  * replica bounds its branches' first reads of the remote with it (`--baseline-concurrency`), so
  * taking a thousand branches does not stampede the Git host; every Kube client bounds its requests
- * in flight (kube/client.ts).
+ * in flight with it (kube/request-turns.ts).
  */
 export class Slots {
   private held = 0;

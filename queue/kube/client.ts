@@ -106,7 +106,7 @@ export class Kube {
     labelSelector?: string,
   ): Promise<{ items: T[]; resourceVersion: string }> {
     try {
-      const base = { group: t.group, version: t.version, plural: t.plural, labelSelector };
+      const base = { ...addressOf(t), labelSelector };
       const res = (
         namespace === undefined
           ? await this.request(() => this.custom.listClusterCustomObject(base))

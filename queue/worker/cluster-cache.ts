@@ -19,6 +19,7 @@ import { branchKey } from "../contract.js";
 import { type GitProvider, type GitTarget, type ScopeGrant, scopeGrant } from "../crds/index.js";
 import { errorMessage } from "../errors.js";
 import {
+  addressOf,
   apiFailure,
   approvalSpecFields,
   collectionPath,
@@ -342,14 +343,7 @@ export class ClusterCache {
   /** Whether a kind is served and listable now: one `list ?limit=1` of its collection. */
   private async probe(t: ResourceType): Promise<"found" | "absent" | "unlistable"> {
     try {
-      await this.kube.request(() =>
-        this.kube.custom.listClusterCustomObject({
-          group: t.group,
-          version: t.version,
-          plural: t.plural,
-          limit: 1,
-        }),
-      );
+      await this.kube.request(() => this.kube.custom.listClusterCustomObject({ ...addressOf(t), limit: 1 }));
       return "found";
     } catch (err) {
       if (isNotFound(err)) return "absent";
