@@ -6,57 +6,16 @@
  * ioredis's ready handler).
  */
 
-import type { AddressInfo } from "node:net";
-import { createServer, type Server, Socket } from "node:net";
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { testRedisUrl } from "../test/redis/isolated.js";
+import { redisProxy } from "../test/support/redis-proxy.js";
 import { until } from "../test/support/wait.js";
 import { errorMessage } from "./errors.js";
 import { connectRedis, connectSubscriber } from "./redis.js";
 
 const URL = testRedisUrl();
 const patience = { timeoutMs: 10_000, everyMs: 20 };
-
-/** A TCP proxy to the test Redis that can drop its clients and hold back a SUBSCRIBE. */
-async function stallingProxy() {
-  const target = new globalThis.URL(URL);
-  const clients = new Set<Socket>();
-  const state = { holdSubscribe: false, held: false };
-  const server: Server = createServer((client) => {
-    clients.add(client);
-    const upstream = new Socket();
-    upstream.connect(Number(target.port || 6379), target.hostname);
-    upstream.on("data", (b) => client.write(b));
-    client.on("data", (b) => {
-      if (state.holdSubscribe && /subscribe/i.test(b.toString("latin1"))) {
-        state.held = true;
-        return;
-      }
-      upstream.write(b);
-    });
-    const close = () => {
-      clients.delete(client);
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("end", close);
-    client.on("close", close);
-    client.on("error", close);
-    upstream.on("close", close);
-    upstream.on("error", close);
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `redis://127.0.0.1:${port}${target.pathname}`,
-    state,
-    dropClients: () => {
-      for (const c of clients) c.destroy();
-    },
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
-}
 
 describe("a subscriber connection", () => {
   const opened: Redis[] = [];
@@ -69,7 +28,7 @@ describe("a subscriber connection", () => {
 
   it("is subscribed again after a reconnect, and closing it during that SUBSCRIBE leaves nothing unhandled", async () => {
     process.on("unhandledRejection", onUnhandled);
-    const proxy = await stallingProxy();
+    const proxy = await redisProxy(URL);
     const ch = `subscriber-test-${process.pid}-${Date.now()}`;
     const admin = connectRedis(URL);
     opened.push(admin);

@@ -4,6 +4,7 @@
  * each job once (a stalled job is not run again), a thrown error is reported as RequestFailed,
  * and every retry is the branch worker's decision. One operation per claim at a time.
  */
+import { randomUUID } from "node:crypto";
 import { Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import {
@@ -282,14 +283,12 @@ export function startExecutorHost(o: ExecutorHostOptions): ExecutorHost {
     // An attempt runs once. A job run again (retried by hand) carried out its attempt before, and
     // reported its end: it is refused and reports nothing; a retry is the branch worker's to send.
     const redis = (await worker.backend.client) as unknown as Redis;
-    const first = await redis.set(
-      attemptTakenKey(o.prefix, attempt.token),
-      job.id ?? attempt.token,
-      "EX",
-      ATTEMPT_TAKEN_TTL_SECONDS,
-      "NX",
-    );
-    if (first === null) {
+    const takenKey = attemptTakenKey(o.prefix, attempt.token);
+    // The mark names this take: a mark whose answer was lost with the connection is sent again when
+    // ioredis reconnects, and finds this take's own mark, which is no earlier run (seed 49061).
+    const take = `${job.id ?? attempt.token}:${randomUUID()}`;
+    const first = await redis.set(takenKey, take, "EX", ATTEMPT_TAKEN_TTL_SECONDS, "NX");
+    if (first === null && (await redis.get(takenKey)) !== take) {
       o.log.warn({ token: attempt.token, branch: attempt.branchKey }, "an attempt's job ran again; refused");
       throw new UnrecoverableError(
         "this attempt ran before: an attempt runs once, and every retry is the branch worker's decision (a new attempt)",

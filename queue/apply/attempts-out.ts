@@ -79,3 +79,20 @@ export async function queuedAttempts(
   }
   return queued;
 }
+
+/**
+ * Of the operations a check reads (`operationsToCheck`), those whose attempt the queues still hold
+ * unfinished; one that cannot be read counts as unfinished (nothing is taken for lost on a failed
+ * read). Undefined when the sender cannot tell: no attempt is then taken for lost.
+ */
+export async function unfinishedAttempts(
+  checks: { kind: ApplierKind; token: string }[],
+  sender: AttemptSender,
+): Promise<string[] | undefined> {
+  const queued = sender.queued?.bind(sender);
+  if (!queued) return undefined;
+  const read = await Promise.all(
+    checks.map(async ({ kind, token }) => ((await queued(kind, token).catch(() => true)) ? [token] : [])),
+  );
+  return read.flat();
+}

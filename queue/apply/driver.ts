@@ -18,8 +18,8 @@ import {
   type DecisionEvent,
   type DecisionState,
   decisionsQuiet,
-  inheritedOut,
   initialState,
+  operationsToCheck,
   step,
 } from "../decide/index.js";
 import type { BranchSpec } from "../directory.js";
@@ -30,13 +30,16 @@ import type { BranchHooks, BranchWorker } from "../worker/branch-worker.js";
 import { type Clock, systemClock } from "../worker/clock.js";
 import type { BranchHistory } from "../worker/history.js";
 import { postReportStatus, readAncestry, readApprovals } from "./approval-reads.js";
-import { type AttemptSender, queuedAttempts, sendAttempt } from "./attempts-out.js";
+import { type AttemptSender, queuedAttempts, sendAttempt, unfinishedAttempts } from "./attempts-out.js";
 import type { BranchListing, ObjectSource } from "./catalog.js";
 import { ClaimStatusWrites } from "./claim-status-writes.js";
 import { approvalReadsAsked } from "./governance.js";
 import { type ApplyMetrics, noApplyMetrics } from "./metrics.js";
 import type { DecisionStore } from "./store.js";
 import { decisionHooks } from "./worker-events.js";
+
+/** How often operations out are checked (`operationsToCheck`): a lost attempt ends within two. */
+export const ATTEMPT_CHECK_MS = 5_000;
 
 /** How often commit statuses awaited for approval are read again, by default. */
 export const COMMIT_STATUS_POLL_MS = 15_000;
@@ -178,6 +181,7 @@ export class DecisionDriver {
     this.tasks.unshift(() => this.restore());
     this.pump();
     void this.listLoop();
+    void this.checkLoop();
   }
 
   /** Stops after the event being handled (its state saved); pending timers are dropped. */
@@ -298,6 +302,9 @@ export class DecisionDriver {
       if (nudge.signal.aborted) this.nudge = undefined;
       if (this.stopped) return;
       this.tasks.push(async () => {
+        // The queues are read before the claims: an attempt that ends between shows its end there.
+        const checks = operationsToCheck(this.s, this.clock.now());
+        const queued = checks.length > 0 ? await unfinishedAttempts(checks, this.o.sender) : undefined;
         let listing: BranchListing;
         try {
           listing = await this.o.list();
@@ -306,14 +313,26 @@ export class DecisionDriver {
           return;
         }
         this.remember(listing);
-        // An operation an earlier owner sent is followed on its claim's record too (`readClaims`).
-        if (inheritedOut(this.s)) await this.handle({ type: "ClaimsRead", claims: listing.claims });
+        // Operations out that a check reads (`readClaims`): an earlier owner's, or out long.
+        if (checks.length > 0)
+          await this.handle({ type: "ClaimsRead", claims: listing.claims, ...(queued ? { queued } : {}) });
         const sig = JSON.stringify([listing.targets, listing.folders]);
         if (sig === this.listed) return;
         this.listed = sig;
         await this.handle({ type: "TargetsListed", targets: listing.targets, ...folders(listing) });
       });
       this.pump();
+    }
+  }
+
+  /**
+   * Every `ATTEMPT_CHECK_MS`, while an operation out is due for a check (`operationsToCheck`), the
+   * listing comes now: it reads the attempts queues and the claims for it.
+   */
+  private async checkLoop(): Promise<void> {
+    while (!this.stopped) {
+      await this.clock.sleep(ATTEMPT_CHECK_MS, this.life.signal);
+      if (!this.stopped && operationsToCheck(this.s, this.clock.now()).length > 0) this.relistSoon();
     }
   }
 

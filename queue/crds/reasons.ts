@@ -132,6 +132,7 @@ export const StatusReason = {
   ResumeConflict: "ResumeConflict",
   ResumeRefused: "ResumeRefused",
   SidecarLost: "SidecarLost",
+  AttemptLost: "AttemptLost",
   NotApproved: "NotApproved",
   ResolveFailed: "ResolveFailed",
   AddressRefused: "AddressRefused",

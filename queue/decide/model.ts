@@ -102,10 +102,15 @@ export interface OperationOut {
    */
   inherited?: true;
   /**
-   * The end its claim's record showed at a listing while no end report had come: the next listing
-   * still showing it ends the operation from the record (its report was lost). Inherited only.
+   * The end its claim's record showed at a check while no end report had come: the next check
+   * still showing it ends the operation from the record (its report was lost).
    */
   recordedEnd?: "Succeeded" | "Failed" | "Superseded";
+  /**
+   * At the last check no queue held its attempt unfinished and its claim recorded nothing of it:
+   * the next check finding the same ends it RequestFailed (`AttemptLost`).
+   */
+  missing?: true;
 }
 
 /** An applier's own retry inside one operation: which attempt comes next, of how many, and when. */
@@ -410,10 +415,11 @@ export type DecisionEvent =
   /** The timer of the last ScheduleWake fired (the shell holds no timer until the next one). */
   | { type: "Tick" }
   /**
-   * The claims' status as a listing read it again, for the operations an earlier owner sent
-   * (`inheritedOut`): fed at every listing while one is out.
+   * A check of the operations out it reads (`operationsToCheck`): the claims' status, and
+   * `queued`, the tokens of those whose attempt the attempts queues still hold unfinished (read
+   * before the claims; absent when the queues cannot tell).
    */
-  | { type: "ClaimsRead"; claims: ClaimStatusSnapshot[] }
+  | { type: "ClaimsRead"; claims: ClaimStatusSnapshot[]; queued?: string[] }
   /**
    * The worker (re)started: a fresh baseline, operations and repairPending from claim status.
    * `queued`: tokens of the saved state's operations out whose attempt the attempts queue still

@@ -4,6 +4,7 @@
  * tokens come from a counter in the state.
  */
 import {
+  type ApplierKind,
   type ApplierRef,
   type Attempt,
   applierManagersOf,
@@ -169,7 +170,7 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       s.wakeAt = null;
       break;
     case "ClaimsRead":
-      readClaims(s, event.claims, now);
+      readClaims(s, event.claims, event.queued, now);
       break;
     case "Restarted":
       return finish(restart(s, event, now), now, actions);
@@ -798,11 +799,6 @@ export function savedOperationFate(
   return queued ? "follow" : "giveBack";
 }
 
-/** An operation out was sent by an earlier owner of the branch: listings read its claim again. */
-export function inheritedOut(s: DecisionState): boolean {
-  return Object.values(s.appliers).some((a) => a.operation?.inherited === true);
-}
-
 /**
  * A start (or a move of the branch to another replica). What was saved keeps its reasons and
  * backoffs; an operation is out again when its claim records it in flight, or when its attempt is
@@ -907,28 +903,77 @@ function restoreClaim(s: DecisionState, c: ClaimStatusSnapshot, now: number): vo
 }
 
 /**
- * The claims' status read again while an operation an earlier owner sent is out (`inheritedOut`).
- * Its end report may never reach this owner: the last owner read it from the inbox and stopped
- * before its state was saved, or the restart's listing read the claim from a cache a moment behind
- * the end. So the claim's record ends it too, as its report would have: a record showing it ended
- * at two listings in a row (none between showing it otherwise), with no report between. The first
- * sighting waits for the report, which says more (a reason, a revision mismatch) and is normally
- * there within milliseconds; the next listing (on the next change, else the listing period) bounds
- * the wait. A record in flight moves an operation no executor reported on yet out of `Sent`.
+ * How long an operation this owner sent is out before a check reads its attempt and its claim: its
+ * executor's first report comes within milliseconds of taking it, and an attempt still waiting
+ * for an executor shows as queued.
  */
-export function readClaims(s: DecisionState, claims: ClaimStatusSnapshot[], now: number): void {
+export const ATTEMPT_CHECK_AFTER_MS = 15_000;
+
+/**
+ * The operations out a check reads (`readClaims`): one an earlier owner sent, whose end report may
+ * have reached that owner only, and one this owner sent at least `ATTEMPT_CHECK_AFTER_MS` ago.
+ */
+export function operationsToCheck(s: DecisionState, now: number): { kind: ApplierKind; token: string }[] {
+  const out: { kind: ApplierKind; token: string }[] = [];
+  for (const a of Object.values(s.appliers)) {
+    const op = a.operation;
+    if (op && (op.inherited || now - op.sentAt >= ATTEMPT_CHECK_AFTER_MS))
+      out.push({ kind: a.applier.kind, token: op.token });
+  }
+  return out;
+}
+
+/**
+ * The claims' status read again, with which attempts the attempts queues still hold unfinished
+ * (read before the claims), for the operations out a check reads (`operationsToCheck`). Every
+ * attempt sent ends, whatever was lost on the way:
+ * - **An end report lost.** The last owner read it from the inbox and stopped before its state was
+ *   saved, the restart's listing read the claim from a cache a moment behind the end, or the
+ *   report never left its sidecar. The claim's record ends the operation as its report would
+ *   have: a record showing it ended at two checks in a row (none between showing it otherwise),
+ *   with no report between. The first sighting waits for the report, which says more (a reason, a
+ *   revision mismatch) and is normally there within milliseconds.
+ * - **The attempt lost.** No queue holds it unfinished and its claim records nothing of it, at two
+ *   checks in a row: it was refused or dropped without a report (its job's mark or the stalled
+ *   check answered into a connection Redis closed, seed 49061), and nothing will ever report it.
+ *   It ends RequestFailed (`AttemptLost`), which gives its reasons back. `queued` absent: nothing
+ *   is known of the queues, and no attempt is taken for lost.
+ * A record in flight moves an operation no executor reported on yet out of `Sent`.
+ */
+export function readClaims(
+  s: DecisionState,
+  claims: ClaimStatusSnapshot[],
+  queued: string[] | undefined,
+  now: number,
+): void {
+  const checked = new Set(operationsToCheck(s, now).map((o) => o.token));
   for (const c of claims) {
     const a = s.appliers[claimKey(c.claim)];
     const op = a?.operation;
     const rec = c.operation;
-    if (!a || !op?.inherited) continue;
-    if (
-      rec?.token !== op.token ||
-      (rec.phase !== "Succeeded" && rec.phase !== "Failed" && rec.phase !== "Superseded")
-    ) {
+    if (!a || !op || !checked.has(op.token)) continue;
+    if (rec?.token !== op.token) {
       delete op.recordedEnd;
-      if (rec?.token === op.token && op.phase === "Sent" && !TERMINAL_PHASES.includes(rec.phase))
-        op.phase = rec.phase;
+      if (queued === undefined || queued.includes(op.token)) delete op.missing;
+      else if (!op.missing) op.missing = true;
+      else
+        settleReport(
+          s,
+          {
+            token: op.token,
+            claim: a.claim,
+            phase: "RequestFailed",
+            reason: StatusReason.AttemptLost,
+            message: "no queue held the attempt and its claim recorded nothing of it, at two checks in a row",
+          },
+          now,
+        );
+      continue;
+    }
+    delete op.missing;
+    if (rec.phase !== "Succeeded" && rec.phase !== "Failed" && rec.phase !== "Superseded") {
+      delete op.recordedEnd;
+      if (op.phase === "Sent" && !TERMINAL_PHASES.includes(rec.phase)) op.phase = rec.phase;
       continue;
     }
     if (op.recordedEnd !== rec.phase) {

@@ -19,7 +19,12 @@ import {
 } from "../../test/support/decisions.js";
 import { OPERATION_PHASES } from "../contract.js";
 import type { ClaimStatusSnapshot, DecisionState, PendingKind } from "./model.js";
-import { inheritedOut, type SavedOperationFate, savedOperationFate } from "./step.js";
+import {
+  ATTEMPT_CHECK_AFTER_MS,
+  operationsToCheck,
+  type SavedOperationFate,
+  savedOperationFate,
+} from "./step.js";
 import { ancestryReadsAsked } from "./supersede.js";
 
 const KEY = "FluxClaim/apps/app";
@@ -111,7 +116,7 @@ describe("a takeover while the last owner's attempt is out", () => {
     const out = takeOver(d, saved, [claimOf()], [att.token]);
     const a = d.state.appliers[KEY];
     expect(a?.operation).toMatchObject({ token: att.token, commit: B, phase: "Sent", inherited: true });
-    expect(inheritedOut(d.state)).toBe(true);
+    expect(operationsToCheck(d.state, d.now).length > 0).toBe(true);
     // Its window stays open from its send, guarding what it guarded.
     expect(a?.windows.find((w) => w.token === att.token)?.completedAt).toBeNull();
     expect(flushes(out)).toEqual([]);
@@ -125,7 +130,7 @@ describe("a takeover while the last owner's attempt is out", () => {
     // The baseline's converge of B asks nothing: B is what it applied.
     expect(pendingOf(d)).toEqual([]);
     expect(sends(d.log.slice(from))).toEqual([]);
-    expect(inheritedOut(d.state)).toBe(false);
+    expect(operationsToCheck(d.state, d.now).length > 0).toBe(false);
   });
 
   it("ended without a record after all (Stale): what it carried is decided again at once", () => {
@@ -313,13 +318,13 @@ describe("the claim's record of an inherited operation, read at each listing", (
     expect(d.state.appliers[KEY]?.lastAppliedCommit).toBe(B);
   });
 
-  it("never ends an operation this owner sent, nor reads a record of another token", () => {
+  it("never ends an operation this owner sent a moment ago, nor reads a record of another token", () => {
     const { d } = inherited();
     d.on(report(d.state.appliers[KEY]?.operation?.token ?? "", "app", "Succeeded", B));
     // The owner's own attempt for C.
     const [own] = sends(d.publish(d.on({ type: "Observed", tip: C, pushedByUs: false }), C));
     if (!own) throw new Error("no attempt");
-    expect(inheritedOut(d.state)).toBe(false);
+    expect(operationsToCheck(d.state, d.now).length > 0).toBe(false);
     read(d, recordOf(own.token, "Succeeded", C));
     read(d, recordOf(own.token, "Succeeded", C));
     expect(d.state.appliers[KEY]?.operation?.token).toBe(own.token);
@@ -328,5 +333,91 @@ describe("the claim's record of an inherited operation, read at each listing", (
     read(other.d, recordOf("someone-else", "Succeeded"));
     read(other.d, recordOf("someone-else", "Succeeded"));
     expect(other.d.state.appliers[KEY]?.operation?.token).toBe(other.att.token);
+  });
+});
+
+describe("a check of an operation this owner sent long ago: every attempt sent ends", () => {
+  /** Target u1 on claim "app" applied at A; a foreign push B sent as `att`, then `ms` pass. */
+  const sentAgo = (ms: number) => {
+    const { d, att } = sentByLastOwner();
+    d.advance(ms);
+    return { d, att };
+  };
+  const check = (d: Driver, queued: string[] | undefined, record?: Record) =>
+    d.on({ type: "ClaimsRead", claims: [claimOf(record)], ...(queued ? { queued } : {}) });
+  const op = (d: Driver) => d.state.appliers[KEY]?.operation;
+
+  it("is checked from ATTEMPT_CHECK_AFTER_MS after its send", () => {
+    const young = sentAgo(ATTEMPT_CHECK_AFTER_MS - 1);
+    expect(operationsToCheck(young.d.state, young.d.now)).toEqual([]);
+    check(young.d, []);
+    check(young.d, []);
+    expect(op(young.d)?.token).toBe(young.att.token);
+    const old = sentAgo(ATTEMPT_CHECK_AFTER_MS);
+    expect(operationsToCheck(old.d.state, old.d.now)).toEqual([{ kind: "flux", token: old.att.token }]);
+  });
+
+  it("neither queued nor recorded at two checks in a row: ended RequestFailed (AttemptLost), its reasons given back", () => {
+    const { d, att } = sentAgo(ATTEMPT_CHECK_AFTER_MS);
+    check(d, []);
+    expect(op(d)).toMatchObject({ token: att.token, missing: true });
+    check(d, [], recordOf("someone-else", "Succeeded", A));
+    expect(op(d)).toBeNull();
+    expect(d.state.appliers[KEY]?.lastEnd).toMatchObject({
+      phase: "RequestFailed",
+      reason: "AttemptLost",
+      commit: B,
+    });
+    expect(pendingOf(d)).toContain("ForeignCommit");
+    // After the backoff of a first failure, it goes again.
+    const [again] = sends(d.publish(d.advance(2_000), B));
+    expect(again?.commit).toBe(B);
+    expect(again?.token).not.toBe(att.token);
+  });
+
+  it("queued at either check, recorded at either, or nothing known of the queues: never taken for lost", () => {
+    for (const between of [
+      { queued: [] as string[] | undefined, record: recordOf("other", "Running") },
+      { queued: ["x"], record: undefined },
+    ]) {
+      // Queued (waiting behind other attempts, or taken and not yet recorded) between two misses.
+      const q = sentAgo(ATTEMPT_CHECK_AFTER_MS);
+      check(q.d, between.queued);
+      check(q.d, [q.att.token]);
+      expect(op(q.d)?.missing).toBeUndefined();
+      check(q.d, []);
+      expect(op(q.d)?.token).toBe(q.att.token);
+      // Recorded in flight between two misses.
+      const r = sentAgo(ATTEMPT_CHECK_AFTER_MS);
+      check(r.d, []);
+      check(r.d, [], recordOf(r.att.token, "Running"));
+      expect(op(r.d)).toMatchObject({ token: r.att.token, phase: "Running" });
+      check(r.d, []);
+      expect(op(r.d)?.token).toBe(r.att.token);
+    }
+    const unknown = sentAgo(ATTEMPT_CHECK_AFTER_MS);
+    for (let i = 0; i < 4; i++) check(unknown.d, undefined);
+    expect(op(unknown.d)?.token).toBe(unknown.att.token);
+  });
+
+  it("its end recorded at two checks while its report never comes: ended as the report would have", () => {
+    const { d, att } = sentAgo(ATTEMPT_CHECK_AFTER_MS);
+    check(d, [], recordOf(att.token, "Succeeded"));
+    expect(op(d)?.token).toBe(att.token);
+    check(d, [], recordOf(att.token, "Succeeded"));
+    expect(op(d)).toBeNull();
+    expect(d.state.appliers[KEY]?.lastAppliedCommit).toBe(B);
+    expect(pendingOf(d)).toEqual([]);
+  });
+
+  it("an earlier owner's attempt followed because it was queued, gone from the queue and never recorded: lost too", () => {
+    const { d, att, saved } = sentByLastOwner();
+    takeOver(d, saved, [claimOf()], [att.token]);
+    expect(op(d)).toMatchObject({ token: att.token, inherited: true });
+    check(d, [att.token]);
+    check(d, []);
+    check(d, []);
+    expect(op(d)).toBeNull();
+    expect(d.state.appliers[KEY]?.lastEnd).toMatchObject({ phase: "RequestFailed", reason: "AttemptLost" });
   });
 });

@@ -312,6 +312,55 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
     expect(race.ends).toEqual([`${race.first.token} Succeeded`]);
   });
 
+  // Found by the soak (seed 49061, --webhook): an attempt the executor refused without a report
+  // (its taken mark's answer lost as Redis went down) kept the branch waiting forever.
+  it("an attempt that ends with no report and no record (its job gone from the queue): ended AttemptLost at the second check, and its reasons sent again", {
+    timeout: 60_000,
+  }, async () => {
+    const clock = new ManualClock(Date.parse("2026-12-01T13:00:00Z"));
+    w = await world({ appliedInitial: true, clock });
+    await w.startReplica();
+    await waitFor("baseline", () => w.driver().state.observed);
+    w.scripts.push(async () => {}); // taken, and ended without a record or a report
+    const foreign = await foreignCommit(w.bare, `${FOLDER}/f.txt`, "1\n");
+    w.worker().observeSoon();
+    await waitFor("the attempt sent", () => w.attempts.length === 1);
+    const lost = w.attempts[0] as Attempt;
+    const op = () => w.driver().state.appliers[CLAIM_KEY]?.operation;
+    // Its job completes; nothing reports it. Young, it is not checked.
+    const attemptsFlux = new Queue("attempts-flux", {
+      connection: { url: w.redis.url },
+      prefix: w.redis.prefix,
+    });
+    await waitFor(
+      "its job finished",
+      async () => (await attemptsFlux.getJobState(lost.token)) === "completed",
+    );
+    await attemptsFlux.close();
+    clock.advance(10_000);
+    await w.driver().idle();
+    expect(op()).toMatchObject({ token: lost.token, phase: "Sent" });
+    expect(op()?.missing).toBeUndefined();
+    // Past ATTEMPT_CHECK_AFTER_MS, the first check finds it missing; the second ends it.
+    clock.advance(10_000);
+    await waitFor("found missing at one check", () => op()?.missing === true);
+    expect(op()?.token).toBe(lost.token);
+    clock.advance(5_000);
+    await waitFor("ended AttemptLost", () => op()?.token !== lost.token);
+    expect(w.driver().state.appliers[CLAIM_KEY]?.lastEnd).toMatchObject({
+      phase: "RequestFailed",
+      reason: "AttemptLost",
+      commit: foreign,
+    });
+    // After the first failure's backoff (2 s), its ForeignCommit goes again, and is applied.
+    clock.advance(2_000);
+    await waitFor("the retry applied", async () => (await w.claim()).status?.lastAppliedCommit === foreign);
+    expect(w.attempts.map((a) => [a.commit, a.targets.map((t) => t.reason)])).toEqual([
+      [foreign, ["ForeignCommit"]],
+      [foreign, ["ForeignCommit"]],
+    ]);
+  });
+
   it("an applier write newer than an edit in the apply window makes a Repair due", {
     timeout: 60_000,
   }, async () => {
