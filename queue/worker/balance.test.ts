@@ -62,6 +62,45 @@ describe("decideHandover, every small fleet", () => {
     expect(cases).toBeGreaterThan(10_000);
   });
 
+  it("branches still waiting to start count as owned and go back first, all that are over the share, whatever the rate", () => {
+    const settings: BalanceSettings = { perRound: 3, sharePerRound: 0.2, minHoldMs: 0 };
+    let cases = 0;
+    for (let known = 0; known <= 40; known++)
+      for (let live = 1; live <= 4; live++)
+        for (let running = 0; running <= known; running++)
+          for (let waiting = 0; running + waiting <= known + 1; waiting++)
+            for (const was of [false, true]) {
+              const owned = running + waiting;
+              const d = decideHandover(
+                { known, live, owned: branches(running), waiting, now: NOW, handingOver: was },
+                settings,
+              );
+              const share = fairShare(Math.max(known, owned), live);
+              const on = owned > share + slackOf(share) || (was && owned > share);
+              expect(d.handingOver).toBe(on);
+              const back = on ? Math.min(waiting, owned - share) : 0;
+              expect(d.giveBack).toBe(back);
+              const rate = Math.max(3, Math.ceil(share / 5));
+              expect(d.handOver.length).toBe(on ? Math.min(rate, owned - share - back) : 0);
+              // Never below the share.
+              expect(owned - back - d.handOver.length).toBeGreaterThanOrEqual(Math.min(owned, share));
+              cases++;
+            }
+    expect(cases).toBeGreaterThan(10_000);
+    // Two replicas started together, the first to sweep took all 1,000 and started 100: it gives
+    // back 500 waiting at once, and hands over no running branch.
+    expect(
+      decideHandover({
+        known: 1000,
+        live: 2,
+        owned: branches(100),
+        waiting: 900,
+        now: NOW,
+        handingOver: false,
+      }),
+    ).toMatchObject({ share: 500, handingOver: true, giveBack: 500, handOver: [] });
+  });
+
   it("hands over nothing at its share or within the slack unless a hand-over is under way", () => {
     const at = (owned: number, was: boolean) =>
       decideHandover({ known: 20, live: 2, owned: branches(owned), now: NOW, handingOver: was });
@@ -69,12 +108,12 @@ describe("decideHandover, every small fleet", () => {
     expect(at(11, false).handOver).toEqual([]); // share 10, slack 1
     expect(at(12, false).handOver).toHaveLength(2);
     expect(at(11, true).handOver).toHaveLength(1);
-    expect(at(10, true)).toEqual({ share: 10, handingOver: false, handOver: [] });
+    expect(at(10, true)).toEqual({ share: 10, handingOver: false, handOver: [], giveBack: 0 });
   });
 
   it("a lone replica keeps everything", () => {
     const d = decideHandover({ known: 1000, live: 1, owned: branches(1000), now: NOW, handingOver: true });
-    expect(d).toEqual({ share: 1000, handingOver: false, handOver: [] });
+    expect(d).toEqual({ share: 1000, handingOver: false, handOver: [], giveBack: 0 });
   });
 
   it("chooses only quiet branches held long enough, the longest held first, then by key", () => {

@@ -38,6 +38,11 @@ export interface BalanceInput {
   /** Replicas whose heartbeat lives, this one included. */
   live: number;
   owned: readonly OwnedBranch[];
+  /**
+   * Branches this replica took whose branch workers have not started yet (its start queue): they
+   * count as owned, and go back first, all at once, as nothing runs on them.
+   */
+  waiting?: number;
   now: number;
   /** Whether the previous round was handing over (the band's memory). */
   handingOver: boolean;
@@ -50,6 +55,8 @@ export interface BalanceDecision {
   handingOver: boolean;
   /** Branches to hand over now, in order. */
   handOver: string[];
+  /** How many waiting branches to give back now (with a hand-over marker, never started here). */
+  giveBack: number;
 }
 
 /** ceil(known / live), with at least one replica (this one) alive. */
@@ -65,25 +72,30 @@ export function slackOf(share: number): number {
 /**
  * Which branches to hand over this round. A replica owning more than its share plus the slack
  * starts handing over and goes on, round after round, until it owns its share (a band, so a
- * replica at the edge does not flap); each round hands over at most `handoverRate`, only quiet
- * branches held at least `minHoldMs`, the longest held first (then by key).
+ * replica at the edge does not flap). Branches still waiting to start go back first, all of them
+ * that are over the share; then each round hands over at most `handoverRate` running ones, only
+ * quiet branches held at least `minHoldMs`, the longest held first (then by key).
  */
 export function decideHandover(
   input: BalanceInput,
   settings: BalanceSettings = DEFAULT_BALANCE,
 ): BalanceDecision {
-  const owned = input.owned.length;
+  const waiting = Math.max(0, input.waiting ?? 0);
+  const owned = input.owned.length + waiting;
   // A replica cannot own more than is known; a count read before the set grew is a floor.
   const share = fairShare(Math.max(input.known, owned), input.live);
   const handingOver = owned > share + slackOf(share) || (input.handingOver && owned > share);
-  if (!handingOver) return { share, handingOver, handOver: [] };
-  const room = Math.min(owned - share, handoverRate(share, settings));
+  if (!handingOver) return { share, handingOver, handOver: [], giveBack: 0 };
+  // Replicas started together: the first to sweep took every branch, most of them still waiting
+  // to start. Those go back at once (no rate: nothing runs on them to stop).
+  const giveBack = Math.min(waiting, owned - share);
+  const room = Math.min(owned - share - giveBack, handoverRate(share, settings));
   const handOver = input.owned
     .filter((b) => b.quiet && input.now - b.takenAt >= settings.minHoldMs)
     .sort((a, b) => a.takenAt - b.takenAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
     .slice(0, room)
     .map((b) => b.key);
-  return { share, handingOver, handOver };
+  return { share, handingOver, handOver, giveBack };
 }
 
 /** Branches handed over at most in one round: `perRound`, or `sharePerRound` of the share when more. */

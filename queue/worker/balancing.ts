@@ -24,6 +24,10 @@ export interface ReplicaBalanceOptions {
   owned(): Array<{ key: string; takenAt: number; quiet: boolean }>;
   /** Hands one branch over: its worker stopped, its lease given back with a marker. */
   handOver(key: string): Promise<void>;
+  /** How many branches taken here wait to start (the start queue). */
+  waiting(): number;
+  /** Gives `count` waiting branches back with a marker, never started here. */
+  giveBack(count: number): Promise<void>;
   stopping(): boolean;
   log: Logger;
 }
@@ -68,19 +72,34 @@ export class ReplicaBalance {
       const now = Date.now();
       const owned = o.owned();
       const d = decideHandover(
-        { known: fleet.known, live: fleet.live, owned, now, handingOver: this.handingOver },
+        {
+          known: fleet.known,
+          live: fleet.live,
+          owned,
+          waiting: o.waiting(),
+          now,
+          handingOver: this.handingOver,
+        },
         o.settings,
       );
       this.share = d.share;
       if (!o.enabled) return;
       if (d.handingOver !== this.handingOver)
         o.log.info(
-          { replica: o.replicaId, owned: owned.length, share: d.share, live: fleet.live, known: fleet.known },
+          {
+            replica: o.replicaId,
+            owned: owned.length,
+            waiting: o.waiting(),
+            share: d.share,
+            live: fleet.live,
+            known: fleet.known,
+          },
           d.handingOver ? "over the fair share: handing branches over" : "down to the fair share",
         );
       this.handingOver = d.handingOver;
-      // Each hand-over stops its own branch worker: a round of fifty goes at once, not one by one.
       if (o.stopping()) return;
+      if (d.giveBack > 0) await o.giveBack(d.giveBack);
+      // Each hand-over stops its own branch worker: a round of fifty goes at once, not one by one.
       await Promise.all(d.handOver.map((key) => o.handOver(key)));
     } catch (err) {
       o.log.warn({ err: errorMessage(err) }, "presence round failed");

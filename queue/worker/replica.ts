@@ -144,8 +144,14 @@ export class Replica {
       enabled: this.balancing,
       settings: this.balanceSettings,
       running: () => this.workers.size,
-      owned: () => [...this.workers].map(([key, w]) => ({ key, takenAt: w.takenAt, quiet: quiet(w) })),
+      // A branch starting now is owned, and cannot move until it runs.
+      owned: () => [
+        ...[...this.workers].map(([key, w]) => ({ key, takenAt: w.takenAt, quiet: quiet(w) })),
+        ...this.starts.underway().map((key) => ({ key, takenAt: Date.now(), quiet: false })),
+      ],
       handOver: (key) => this.handOver(key),
+      waiting: () => this.starts.waiting,
+      giveBack: (count) => this.giveBackWaiting(count),
       stopping: () => this.stopping,
       log: o.log,
     });
@@ -513,6 +519,28 @@ export class Replica {
       this.between.delete(key);
       this.handing.delete(key);
     }
+  }
+
+  /**
+   * Gives back branches a sweep took that have not started here, with a hand-over marker, and
+   * tells the others through the branches queue: replicas started together split the branches
+   * within a presence round, where the first to sweep would otherwise start them all and hand
+   * them over a few at a time.
+   */
+  private async giveBackWaiting(count: number): Promise<void> {
+    const leases = this.starts.takeBack(count);
+    const given = await Promise.all(
+      leases.map(async (lease) => {
+        const ok = await lease.handOver(this.handoffMs).catch(() => false);
+        if (ok && this.branchesQueue) await signalBranch(this.branchesQueue, lease.branchKey).catch(() => {});
+        return ok;
+      }),
+    );
+    if (leases.length > 0)
+      this.o.log.info(
+        { replica: this.id, count: leases.length, given: given.filter(Boolean).length },
+        "gave back branches not started here to balance the replicas",
+      );
   }
 
   /** Moves a notice into the inbox of each branch it concerns, in arrival order with the writes. */

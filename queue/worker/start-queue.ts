@@ -88,6 +88,27 @@ export class StartQueue {
     this.settle(queued);
   }
 
+  /** How many branches wait to start. */
+  get waiting(): number {
+    return this.queue.length;
+  }
+
+  /** The branches whose branch workers are starting now (out of the queue, not running yet). */
+  underway(): string[] {
+    const queued = new Set(this.queue.map((q) => q.lease.branchKey));
+    return [...this.starting.keys()].filter((k) => !queued.has(k));
+  }
+
+  /**
+   * Takes up to `count` branches out of the queue, the last queued first, and answers their
+   * leases, still held: the caller gives them back (balancing, before they ever started here).
+   */
+  takeBack(count: number): BranchLease[] {
+    const back = this.queue.splice(Math.max(0, this.queue.length - Math.max(0, count)));
+    for (const q of back) this.settle(q);
+    return back.map((q) => q.lease);
+  }
+
   /** The replica stops: the leases of branches never started go back now, for another replica. */
   async releaseAll(): Promise<void> {
     const never = this.queue.splice(0);

@@ -1,0 +1,128 @@
+/**
+ * Replicas started together, with real Redis and the real Git server: the first to sweep takes
+ * every free branch, and starts them a few at a time. Those still waiting to start go back, with a
+ * hand-over marker, at its next presence round once the other replica counts, and the other starts
+ * them: the fleet splits within a round or two, not a few branches per round (the fleet bench's
+ * two replicas showed every GitTarget's first status after 24 s where one replica took 14 s).
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { branchKey } from "../../queue/contract.js";
+import type { BranchSpec } from "../../queue/directory.js";
+import { branchKeys, knownBranchesKey } from "../../queue/keys.js";
+import { scopeOf } from "../../queue/scope.js";
+import { Replica } from "../../queue/worker/replica.js";
+import { gitOk } from "../git/cli.js";
+import { type GitServer, startGitServer } from "../git/server.js";
+import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
+import { capturingLogger } from "../support/log-lines.js";
+import { until } from "../support/wait.js";
+import { FOLDER, TARGET, WEB_GRANT } from "./harness.js";
+
+const N = 80;
+
+describe("replicas started together", () => {
+  let git: GitServer | undefined;
+  let r: IsolatedRedis | undefined;
+  let dir: string | undefined;
+  const replicas: Replica[] = [];
+  let letGo = () => {};
+  afterEach(async () => {
+    letGo();
+    for (const x of replicas.splice(0)) await x.stop();
+    await git?.close();
+    await r?.cleanup();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("the first to sweep gives back the branches it has not started, and the other starts them", {
+    timeout: 120_000,
+  }, async () => {
+    git = await startGitServer();
+    r = await isolatedRedis("balance-start");
+    dir = await mkdtemp(join(tmpdir(), "applygate-balance-start-"));
+    const url = await git.createRepo("site", { [`${FOLDER}/README.md`]: "dev\n" });
+    const initial = (await git.tip("site")) as string;
+    const specs = new Map<string, BranchSpec>();
+    for (let i = 0; i < N; i++) {
+      const name = `b${i}`;
+      await gitOk(["update-ref", `refs/heads/${name}`, initial], { cwd: join(git.root, "site.git") });
+      const key = branchKey({ namespace: "team", name: "gp" }, url, name);
+      const target = {
+        ...TARGET,
+        path: FOLDER,
+        window: { idleMs: 30, maxMs: 200 },
+        scope: scopeOf(TARGET, [WEB_GRANT]),
+      };
+      specs.set(key, { key, remote: { url }, branch: name, targets: [target] });
+    }
+    await r.client.sadd(knownBranchesKey(r.prefix), ...specs.keys());
+    const redis = r;
+    const lines: string[] = [];
+    /** Where each branch's worker started, once each. */
+    const startedBy = new Map<string, string[]>();
+    // The first replica's starts hang until let go: what it took waits in its start queue.
+    const gate = new Promise<void>((res) => {
+      letGo = res;
+    });
+    const start = (id: string, gated: boolean) => {
+      const { log } = capturingLogger({ replica: id }, lines);
+      log.level = process.env.APPLYGATE_TEST_LOG ?? "info";
+      const replica = new Replica({
+        replicaId: id,
+        redisUrl: redis.url,
+        prefix: redis.prefix,
+        cacheDir: join(dir as string, id),
+        leaseMs: 3000,
+        sweepMs: 500,
+        directory: {
+          branch: async (k) => {
+            if (gated) await gate;
+            return specs.get(k);
+          },
+        },
+        log,
+        attach: (ctx) => ({
+          hooks: {},
+          quiet: () => true,
+          start() {
+            startedBy.set(ctx.key, [...(startedBy.get(ctx.key) ?? []), id]);
+          },
+          async stop() {},
+        }),
+      });
+      replicas.push(replica);
+      return replica;
+    };
+
+    const r1 = start("r1", true);
+    // Its start resolves once the branches its first sweep took are started: not awaited here.
+    const r1Started = r1.start();
+    // Every lease is r1's (its starts hang); then r2 starts beside it.
+    const holders = async () =>
+      redis.client.mget(...[...specs.keys()].map((k) => branchKeys(redis.prefix, k).lease));
+    await until(async () => (await holders()).every((h) => h?.startsWith("r1:")), "r1 to hold every lease", {
+      timeoutMs: 30_000,
+      everyMs: 20,
+    });
+    const r2 = start("r2", false);
+    await r2.start();
+    await until(() => r2.owned().length >= N / 2, "r2 to start the half r1 gave back", {
+      timeoutMs: 30_000,
+      everyMs: 20,
+    });
+    letGo();
+    await r1Started;
+    await until(() => r1.owned().length + r2.owned().length === N, "every branch running", {
+      timeoutMs: 60_000,
+      everyMs: 20,
+    });
+    // Split at once, each branch started on one replica only: none was handed over after it ran.
+    expect(r2.owned().length).toBeGreaterThanOrEqual(N / 2);
+    expect(r1.owned().length).toBeGreaterThanOrEqual(N / 2 - Math.floor(N / 20));
+    expect([...startedBy.values()].filter((by) => by.length > 1)).toEqual([]);
+    expect(lines.some((l) => l.includes("gave back branches not started here"))).toBe(true);
+  });
+});
