@@ -314,6 +314,8 @@ export interface BranchState {
   remoteTip: string | undefined;
   /** The first read of the remote is done. */
   baselined: boolean;
+  /** The first read of the remote has begun (it holds a baseline slot, or reads). */
+  firstReadBegun: boolean;
   readonly pushedByUs: Set<string>;
   retry: RetryState | undefined;
   /** Why publication retries, when it is something the GitTargets should say (BaseBranchMissing). */
@@ -371,6 +373,7 @@ export function newBranchState(spec: BranchSpec): BranchState {
     built: { base: undefined, commits: [] },
     remoteTip: undefined,
     baselined: false,
+    firstReadBegun: false,
     pushedByUs: new Set(),
     retry: undefined,
     retryReason: undefined,

@@ -127,6 +127,15 @@ export class BranchWorker {
   }
 
   /**
+   * Nothing done yet but waiting for its first read of the remote (for a baseline slot): a
+   * hand-over now costs no read, and balancing gives such a branch back at once.
+   */
+  awaitingFirstRead(): boolean {
+    const busy = underWay(this.s);
+    return !this.s.firstReadBegun && busy.length === 1 && !this.s.baselined;
+  }
+
+  /**
    * The last inbox entry id this worker read ("0" before its first read): an entry after it is
    * news the worker has not seen, which the replica's inbox check wakes it for.
    */

@@ -26,6 +26,7 @@ export async function observe(ctx: BranchContext, s: BranchState, reason: FetchR
   ctx.log.debug({ reason, haves }, "reading the remote tip");
   const release =
     reason === "baseline" && o.baselineSlots ? await o.baselineSlots.acquire(ctx.stopSignal) : undefined;
+  s.firstReadBegun = true;
   let read: Awaited<ReturnType<BareRepo["fetchBranch"]>>;
   try {
     const hint = s.noticeHint;

@@ -144,13 +144,16 @@ export class Replica {
       enabled: this.balancing,
       settings: this.balanceSettings,
       running: () => this.workers.size,
-      // A branch starting now is owned, and cannot move until it runs.
+      // A branch starting now is owned, and cannot move until it runs; one waiting for its first
+      // read counts as waiting (given back at once).
       owned: () => [
-        ...[...this.workers].map(([key, w]) => ({ key, takenAt: w.takenAt, quiet: quiet(w) })),
+        ...[...this.workers]
+          .filter(([, w]) => !unread(w))
+          .map(([key, w]) => ({ key, takenAt: w.takenAt, quiet: quiet(w) })),
         ...this.starts.underway().map((key) => ({ key, takenAt: Date.now(), quiet: false })),
       ],
       handOver: (key) => this.handOver(key),
-      waiting: () => this.starts.waiting,
+      waiting: () => this.starts.waiting + [...this.workers.values()].filter(unread).length,
       giveBack: (count) => this.giveBackWaiting(count),
       stopping: () => this.stopping,
       log: o.log,
@@ -497,10 +500,10 @@ export class Replica {
    * this one does not take it back. The worker is asked again right before: only a quiet branch
    * moves. Nothing is lost either way: what the inbox holds waits there for the next owner.
    */
-  private async handOver(key: string): Promise<void> {
+  private async handOver(key: string, movable: (w: Owned) => boolean = quiet): Promise<void> {
     const mine = this.workers.get(key);
     if (!mine || this.handing.has(key)) return;
-    if (!quiet(mine)) return;
+    if (!movable(mine)) return;
     this.handing.add(key);
     this.between.set(key, mine.lease);
     try {
@@ -529,6 +532,13 @@ export class Replica {
    */
   private async giveBackWaiting(count: number): Promise<void> {
     const leases = this.starts.takeBack(count);
+    // Then branch workers still waiting for their first read, the last taken first.
+    const unreadKeys = [...this.workers]
+      .filter(([, w]) => unread(w))
+      .sort(([, a], [, b]) => b.takenAt - a.takenAt)
+      .slice(0, Math.max(0, count - leases.length))
+      .map(([key]) => key);
+    await Promise.all(unreadKeys.map((key) => this.handOver(key, unread)));
     const given = await Promise.all(
       leases.map(async (lease) => {
         const ok = await lease.handOver(this.handoffMs).catch(() => false);
@@ -536,10 +546,15 @@ export class Replica {
         return ok;
       }),
     );
-    if (leases.length > 0)
+    if (leases.length + unreadKeys.length > 0)
       this.o.log.info(
-        { replica: this.id, count: leases.length, given: given.filter(Boolean).length },
-        "gave back branches not started here to balance the replicas",
+        {
+          replica: this.id,
+          notStarted: leases.length,
+          given: given.filter(Boolean).length,
+          unread: unreadKeys.length,
+        },
+        "gave back branches not started or not read here to balance the replicas",
       );
   }
 
@@ -626,8 +641,10 @@ async function closeConsumer(w: Worker, log: Logger): Promise<void> {
 }
 
 /** Whether a branch may be handed over: its worker and what runs beside it are both quiet. */
-const quiet = (w: { worker: BranchWorker; attached?: BranchAttachment }) =>
-  w.worker.quiet() && (w.attached?.quiet?.() ?? true);
+type Owned = { worker: BranchWorker; attached?: BranchAttachment };
+const quiet = (w: Owned) => w.worker.quiet() && (w.attached?.quiet?.() ?? true);
+/** Waiting for its first read, its decisions at rest: a hand-over now interrupts nothing. */
+const unread = (w: Owned) => w.worker.awaitingFirstRead() && (w.attached?.quiet?.() ?? true);
 
 /** Calls both sets of hooks, the replica's first. */
 function mergeHooks(a: BranchHooks | undefined, b: BranchHooks | undefined): BranchHooks | undefined {

@@ -37,9 +37,12 @@ describe("replicas started together", () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it("the first to sweep gives back the branches it has not started, and the other starts them", {
-    timeout: 120_000,
-  }, async () => {
+  /**
+   * N branches on one repository, and replicas r1 then r2: r1 is held up, by `hold`, before it
+   * has done anything for most of what it took; r2 starts once r1 holds every lease, then `hold`
+   * lets go. Answers where each branch's worker started and the replicas' log lines.
+   */
+  async function startedTogether(hold: "starts" | "firstReads") {
     git = await startGitServer();
     r = await isolatedRedis("balance-start");
     dir = await mkdtemp(join(tmpdir(), "applygate-balance-start-"));
@@ -63,11 +66,15 @@ describe("replicas started together", () => {
     const lines: string[] = [];
     /** Where each branch's worker started, once each. */
     const startedBy = new Map<string, string[]>();
-    // The first replica's starts hang until let go: what it took waits in its start queue.
+    // "starts": r1's starts hang until let go, so what it took waits in its start queue.
+    // "firstReads": r1 reads the remote two at a time, and its first two reads hang until let
+    // go, so its other branch workers wait for their first read.
     const gate = new Promise<void>((res) => {
       letGo = res;
     });
-    const start = (id: string, gated: boolean) => {
+    const stalled = hold === "firstReads" ? git.faults.stallNext(2) : undefined;
+    if (stalled) void gate.then(() => stalled.release());
+    const start = (id: string, held: boolean) => {
       const { log } = capturingLogger({ replica: id }, lines);
       log.level = process.env.APPLYGATE_TEST_LOG ?? "info";
       const replica = new Replica({
@@ -77,9 +84,10 @@ describe("replicas started together", () => {
         cacheDir: join(dir as string, id),
         leaseMs: 3000,
         sweepMs: 500,
+        ...(held && hold === "firstReads" ? { baselineConcurrency: 2 } : {}),
         directory: {
           branch: async (k) => {
-            if (gated) await gate;
+            if (held && hold === "starts") await gate;
             return specs.get(k);
           },
         },
@@ -100,7 +108,7 @@ describe("replicas started together", () => {
     const r1 = start("r1", true);
     // Its start resolves once the branches its first sweep took are started: not awaited here.
     const r1Started = r1.start();
-    // Every lease is r1's (its starts hang); then r2 starts beside it.
+    // Every lease is r1's; then r2 starts beside it.
     const holders = async () =>
       redis.client.mget(...[...specs.keys()].map((k) => branchKeys(redis.prefix, k).lease));
     await until(async () => (await holders()).every((h) => h?.startsWith("r1:")), "r1 to hold every lease", {
@@ -109,7 +117,7 @@ describe("replicas started together", () => {
     });
     const r2 = start("r2", false);
     await r2.start();
-    await until(() => r2.owned().length >= N / 2, "r2 to start the half r1 gave back", {
+    await until(() => r2.owned().length >= N / 2 - 2, "r2 to start the half r1 gave back", {
       timeoutMs: 30_000,
       everyMs: 20,
     });
@@ -119,10 +127,30 @@ describe("replicas started together", () => {
       timeoutMs: 60_000,
       everyMs: 20,
     });
+    return { r1, r2, startedBy, lines };
+  }
+
+  it("the first to sweep gives back the branches it has not started, and the other starts them", {
+    timeout: 120_000,
+  }, async () => {
+    const { r1, r2, startedBy, lines } = await startedTogether("starts");
     // Split at once, each branch started on one replica only: none was handed over after it ran.
     expect(r2.owned().length).toBeGreaterThanOrEqual(N / 2);
     expect(r1.owned().length).toBeGreaterThanOrEqual(N / 2 - Math.floor(N / 20));
     expect([...startedBy.values()].filter((by) => by.length > 1)).toEqual([]);
-    expect(lines.some((l) => l.includes("gave back branches not started here"))).toBe(true);
+    expect(lines.some((l) => l.includes("gave back branches not started or not read here"))).toBe(true);
+  });
+
+  it("the first to sweep gives back the branch workers still waiting for their first read", {
+    timeout: 120_000,
+  }, async () => {
+    const { r1, r2, startedBy, lines } = await startedTogether("firstReads");
+    // The two reading (and any that read before r2 counted) stay; the rest split at once.
+    expect(r2.owned().length).toBeGreaterThanOrEqual(N / 2 - 2);
+    expect(r1.owned().length).toBeGreaterThanOrEqual(N / 2 - Math.floor(N / 20));
+    const moved = [...startedBy.values()].filter((by) => by.length > 1);
+    expect(moved.length).toBeGreaterThanOrEqual(N / 2 - 2);
+    expect(moved.every((by) => by.join() === "r1,r2")).toBe(true);
+    expect(lines.some((l) => l.includes('"unread":'))).toBe(true);
   });
 });
