@@ -8,6 +8,8 @@ export const APPLY_WINDOW_COLLISIONS_TOTAL = METRIC_NAMES.applyWindowCollisionsT
 export const APPLY_ECHOES_TOTAL = "applygate_apply_echoes_total";
 /** Snapshots judged stale: `discarded`, or `used` when the 5-minute bound let one through. */
 export const STALE_SNAPSHOTS_TOTAL = "applygate_stale_snapshots_total";
+/** Attempts the worker ended `AttemptLost`: no queue held them and no claim recorded them. */
+export const ATTEMPTS_LOST_TOTAL = "applygate_attempts_lost_total";
 
 export interface ApplyMetrics {
   /** A late apply over a newer API edit was withheld in an apply window. */
@@ -16,9 +18,16 @@ export interface ApplyMetrics {
   echo(kind: ApplierKind | "none", outcome: string): void;
   /** A stale snapshot was discarded, or used under the 5-minute bound (once per snapshot). */
   staleSnapshot(outcome: "discarded" | "used"): void;
+  /** An attempt nothing reported was ended `AttemptLost`. */
+  attemptLost(kind: ApplierKind): void;
 }
 
-export const noApplyMetrics: ApplyMetrics = { collision() {}, echo() {}, staleSnapshot() {} };
+export const noApplyMetrics: ApplyMetrics = {
+  collision() {},
+  echo() {},
+  staleSnapshot() {},
+  attemptLost() {},
+};
 
 export function createApplyMetrics(registry: Registry): ApplyMetrics {
   const collisions = new Counter({
@@ -41,7 +50,15 @@ export function createApplyMetrics(registry: Registry): ApplyMetrics {
     labelNames: ["outcome"],
     registers: [registry],
   });
+  const lost = new Counter({
+    name: ATTEMPTS_LOST_TOTAL,
+    help: "Attempts the worker ended AttemptLost: no queue held them and no claim recorded them at two checks",
+    labelNames: ["applier_kind"],
+    registers: [registry],
+  });
+  for (const kind of APPLIER_KINDS) lost.inc({ applier_kind: kind }, 0);
   return {
+    attemptLost: (kind) => lost.inc({ applier_kind: kind }),
     staleSnapshot: (outcome) => stale.inc({ outcome }),
     collision: (kind) => collisions.inc({ applier_kind: kind }),
     echo: (kind, outcome) => echoes.inc({ applier_kind: kind, outcome }),

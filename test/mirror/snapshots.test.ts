@@ -220,7 +220,7 @@ beforeAll(async () => {
     changes: cache,
     // Only a safety net: the watch plane's markers tell the worker what it needs at once.
     listIntervalMs: 600_000,
-    metrics: { collision() {}, echo() {}, staleSnapshot: (outcome) => stale.push(outcome) },
+    metrics: { collision() {}, echo() {}, staleSnapshot: (outcome) => stale.push(outcome), attemptLost() {} },
   });
   replica = testReplica(redis, { directory, cacheDir, log: log(), status, attach: decisions.attach });
   await redis.client.sadd(knownBranchesKey(redis.prefix), key);

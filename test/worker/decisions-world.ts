@@ -86,6 +86,8 @@ export interface World {
   collisions: { kind: string }[];
   /** Watched applier writes judged, as the echo metric counts them. */
   echoes: { kind: string; outcome: string }[];
+  /** The applier kinds of the attempts the decisions ended AttemptLost, in order. */
+  lost: string[];
   /** Scripts for the next attempts, in order; the default plays Requested … Succeeded. */
   scripts: Script[];
   startReplica(): Promise<{ replica: Replica; decisions: Decisions }>;
@@ -259,6 +261,7 @@ export async function world(o: {
     attempts,
     collisions: [],
     echoes: [],
+    lost: [],
     scripts,
     async startReplica() {
       const cacheDir = await mkdtemp(join(tmpdir(), "applygate-decisions-"));
@@ -279,6 +282,7 @@ export async function world(o: {
           collision: (kind) => w.collisions.push({ kind }),
           echo: (kind, outcome) => w.echoes.push({ kind, outcome }),
           staleSnapshot() {},
+          attemptLost: (kind) => w.lost.push(kind),
         },
       });
       const replica = testReplica(redis, {

@@ -352,6 +352,7 @@ describe("decisions shell: the branch worker decides and sends applies", () => {
       reason: "AttemptLost",
       commit: foreign,
     });
+    expect(w.lost).toEqual(["flux"]);
     // After the first failure's backoff (2 s), its ForeignCommit goes again, and is applied.
     clock.advance(2_000);
     await waitFor("the retry applied", async () => (await w.claim()).status?.lastAppliedCommit === foreign);
