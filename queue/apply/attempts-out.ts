@@ -3,7 +3,7 @@
  * (three tries; one that cannot be queued ends RequestFailed, which gives its reasons back), and,
  * at a takeover, which attempts the last owner sent are still unfinished there.
  */
-import type { ApplierKind, Attempt, PhaseReport } from "../contract.js";
+import type { ApplierKind, Attempt, ClaimRef, PhaseReport } from "../contract.js";
 import { StatusReason } from "../crds/reasons.js";
 import type { DecisionState } from "../decide/index.js";
 import { errorMessage } from "../errors.js";
@@ -54,6 +54,33 @@ export async function sendAttempt(
   }
 }
 
+/** An operation out, as the attempts queues know it. */
+interface OutAttempt {
+  kind: ApplierKind;
+  token: string;
+  claim?: ClaimRef;
+}
+
+/**
+ * The tokens of `ops` whose attempt the attempts queues still hold unfinished (waiting for an
+ * executor, or taken by one); `unreadable` answers for one whose queue could not be read.
+ * Undefined when the sender cannot tell.
+ */
+async function stillQueued(
+  ops: OutAttempt[],
+  sender: AttemptSender,
+  unreadable: (op: OutAttempt, err: unknown) => boolean,
+): Promise<string[] | undefined> {
+  const queued = sender.queued?.bind(sender);
+  if (!queued) return undefined;
+  const read = await Promise.all(
+    ops.map(async (op) =>
+      (await queued(op.kind, op.token).catch((err) => unreadable(op, err))) ? [op.token] : [],
+    ),
+  );
+  return read.flat();
+}
+
 /**
  * The saved operations out whose attempt the attempts queue still holds unfinished. One that
  * cannot be read counts as not queued: its reasons are given back, as before the queue was read,
@@ -64,20 +91,17 @@ export async function queuedAttempts(
   sender: AttemptSender,
   log: Logger,
 ): Promise<string[]> {
-  const queued: string[] = [];
-  for (const a of Object.values(saved.appliers)) {
-    const op = a.operation;
-    if (!op || !sender.queued) continue;
-    try {
-      if (await sender.queued(a.applier.kind, op.token)) queued.push(op.token);
-    } catch (err) {
-      log.warn(
-        { claim: claimField(a.claim), token: op.token, err: errorMessage(err) },
-        "could not read whether the last owner's attempt is still queued; its reasons are given back",
-      );
-    }
-  }
-  return queued;
+  const ops = Object.values(saved.appliers).flatMap((a) =>
+    a.operation ? [{ kind: a.applier.kind, token: a.operation.token, claim: a.claim }] : [],
+  );
+  const queued = await stillQueued(ops, sender, (op, err) => {
+    log.warn(
+      { claim: op.claim && claimField(op.claim), token: op.token, err: errorMessage(err) },
+      "could not read whether the last owner's attempt is still queued; its reasons are given back",
+    );
+    return false;
+  });
+  return queued ?? [];
 }
 
 /**
@@ -85,14 +109,9 @@ export async function queuedAttempts(
  * unfinished; one that cannot be read counts as unfinished (nothing is taken for lost on a failed
  * read). Undefined when the sender cannot tell: no attempt is then taken for lost.
  */
-export async function unfinishedAttempts(
+export function unfinishedAttempts(
   checks: { kind: ApplierKind; token: string }[],
   sender: AttemptSender,
 ): Promise<string[] | undefined> {
-  const queued = sender.queued?.bind(sender);
-  if (!queued) return undefined;
-  const read = await Promise.all(
-    checks.map(async ({ kind, token }) => ((await queued(kind, token).catch(() => true)) ? [token] : [])),
-  );
-  return read.flat();
+  return stillQueued(checks, sender, () => true);
 }

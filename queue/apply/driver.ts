@@ -12,7 +12,6 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Attempt, PhaseReport, Report, SupersededNotice } from "../contract.js";
-import { StatusReason } from "../crds/reasons.js";
 import {
   ancestryReadsAsked,
   type DecisionAction,
@@ -315,11 +314,8 @@ export class DecisionDriver {
         }
         this.remember(listing);
         // Operations out that a check reads (`readClaims`): an earlier owner's, or out long.
-        if (checks.length > 0) {
-          const out = this.checkedOut(checks);
+        if (checks.length > 0)
           await this.handle({ type: "ClaimsRead", claims: listing.claims, ...(queued ? { queued } : {}) });
-          this.tellLost(out);
-        }
         const sig = JSON.stringify([listing.targets, listing.folders]);
         if (sig === this.listed) return;
         this.listed = sig;
@@ -337,34 +333,6 @@ export class DecisionDriver {
     while (!this.stopped) {
       await this.clock.sleep(ATTEMPT_CHECK_MS, this.life.signal);
       if (!this.stopped && operationsToCheck(this.s, this.clock.now()).length > 0) this.relistSoon();
-    }
-  }
-
-  /** The checked operations out now, by applier. */
-  private checkedOut(checks: { token: string }[]): Map<string, { token: string; commit: string }> {
-    const checked = new Set(checks.map((c) => c.token));
-    const out = new Map<string, { token: string; commit: string }>();
-    for (const [key, a] of Object.entries(this.s.appliers))
-      if (a.operation && checked.has(a.operation.token))
-        out.set(key, { token: a.operation.token, commit: a.operation.commit });
-    return out;
-  }
-
-  /** Says which of the checked operations the check ended `AttemptLost`: a warning and a count. */
-  private tellLost(out: Map<string, { token: string; commit: string }>): void {
-    for (const [key, was] of out) {
-      const a = this.s.appliers[key];
-      if (!a || a.operation?.token === was.token || a.lastEnd?.reason !== StatusReason.AttemptLost) continue;
-      this.metrics.attemptLost(a.applier.kind);
-      this.log.warn(
-        {
-          claim: claimField(a.claim),
-          applier: applierField(a.applier),
-          token: was.token,
-          commit: was.commit,
-        },
-        "an attempt no queue held and no claim recorded ended AttemptLost; its reasons go again",
-      );
     }
   }
 
@@ -530,6 +498,13 @@ export class DecisionDriver {
           );
         return;
       }
+      case "LogAttemptLost":
+        this.metrics.attemptLost(a.applier.kind);
+        this.log.warn(
+          { claim: claimField(a.claim), applier: applierField(a.applier), token: a.token, commit: a.commit },
+          "an attempt no queue held and no claim recorded ended AttemptLost; its reasons go again",
+        );
+        return;
       case "LogCollision":
         this.metrics.collision(a.applier.kind);
         this.log.warn(

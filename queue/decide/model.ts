@@ -449,6 +449,8 @@ export type DecisionAction =
   | { type: "SendAttempt"; attempt: Attempt }
   /** Write `status.repairPending` on the claim. */
   | { type: "RecordRepairPending"; claim: ClaimRef; pending: boolean }
+  /** An attempt nothing reported ended `AttemptLost` at a check (`readClaims`): log it and count it. */
+  | { type: "LogAttemptLost"; claim: ClaimRef; applier: ApplierRef; token: string; commit: string }
   /** A late apply over a newer edit was withheld: log it and count it. */
   | {
       type: "LogCollision";

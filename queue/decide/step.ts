@@ -170,7 +170,7 @@ export function step(state: DecisionState, event: DecisionEvent, now: number): S
       s.wakeAt = null;
       break;
     case "ClaimsRead":
-      readClaims(s, event.claims, event.queued, now);
+      readClaims(s, event.claims, event.queued, now, actions);
       break;
     case "Restarted":
       return finish(restart(s, event, now), now, actions);
@@ -945,6 +945,7 @@ export function readClaims(
   claims: ClaimStatusSnapshot[],
   queued: string[] | undefined,
   now: number,
+  actions: DecisionAction[],
 ): void {
   const checked = new Set(operationsToCheck(s, now).map((o) => o.token));
   for (const c of claims) {
@@ -956,7 +957,7 @@ export function readClaims(
       delete op.recordedEnd;
       if (queued === undefined || queued.includes(op.token)) delete op.missing;
       else if (!op.missing) op.missing = true;
-      else
+      else {
         settleReport(
           s,
           {
@@ -968,6 +969,14 @@ export function readClaims(
           },
           now,
         );
+        actions.push({
+          type: "LogAttemptLost",
+          claim: a.claim,
+          applier: a.applier,
+          token: op.token,
+          commit: op.commit,
+        });
+      }
       continue;
     }
     delete op.missing;

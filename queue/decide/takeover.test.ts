@@ -361,8 +361,17 @@ describe("a check of an operation this owner sent long ago: every attempt sent e
     const { d, att } = sentAgo(ATTEMPT_CHECK_AFTER_MS);
     check(d, []);
     expect(op(d)).toMatchObject({ token: att.token, missing: true });
-    check(d, [], recordOf("someone-else", "Succeeded", A));
+    const ended = check(d, [], recordOf("someone-else", "Succeeded", A));
     expect(op(d)).toBeNull();
+    expect(ended.filter((x) => x.type === "LogAttemptLost")).toEqual([
+      {
+        type: "LogAttemptLost",
+        claim: fluxClaim("app").claim,
+        applier: fluxClaim("app").applier,
+        token: att.token,
+        commit: B,
+      },
+    ]);
     expect(d.state.appliers[KEY]?.lastEnd).toMatchObject({
       phase: "RequestFailed",
       reason: "AttemptLost",
