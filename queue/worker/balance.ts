@@ -39,8 +39,9 @@ export interface BalanceInput {
   live: number;
   owned: readonly OwnedBranch[];
   /**
-   * Branches this replica took whose branch workers have not started yet (its start queue): they
-   * count as owned, and go back first, all at once, as nothing runs on them.
+   * Branches this replica took and has read nothing for yet: not started (its start queue), or
+   * whose branch workers wait for their first read. They count as owned, and go back first, all at
+   * once, as nothing was read for them.
    */
   waiting?: number;
   now: number;
@@ -55,7 +56,7 @@ export interface BalanceDecision {
   handingOver: boolean;
   /** Branches to hand over now, in order. */
   handOver: string[];
-  /** How many waiting branches to give back now (with a hand-over marker, never started here). */
+  /** How many waiting branches to give back now (with a hand-over marker, nothing read for them here). */
   giveBack: number;
 }
 
@@ -72,9 +73,9 @@ export function slackOf(share: number): number {
 /**
  * Which branches to hand over this round. A replica owning more than its share plus the slack
  * starts handing over and goes on, round after round, until it owns its share (a band, so a
- * replica at the edge does not flap). Branches still waiting to start go back first, all of them
- * that are over the share; then each round hands over at most `handoverRate` running ones, only
- * quiet branches held at least `minHoldMs`, the longest held first (then by key).
+ * replica at the edge does not flap). Waiting branches (nothing read for them yet) go back first,
+ * all of them that are over the share; then each round hands over at most `handoverRate` running
+ * ones, only quiet branches held at least `minHoldMs`, the longest held first (then by key).
  */
 export function decideHandover(
   input: BalanceInput,
@@ -86,8 +87,8 @@ export function decideHandover(
   const share = fairShare(Math.max(input.known, owned), input.live);
   const handingOver = owned > share + slackOf(share) || (input.handingOver && owned > share);
   if (!handingOver) return { share, handingOver, handOver: [], giveBack: 0 };
-  // Replicas started together: the first to sweep took every branch, most of them still waiting
-  // to start. Those go back at once (no rate: nothing runs on them to stop).
+  // Replicas started together: the first to sweep took every branch, most of them not read yet.
+  // Those go back at once (no rate: nothing was read for them).
   const giveBack = Math.min(waiting, owned - share);
   const room = Math.min(owned - share - giveBack, handoverRate(share, settings));
   const handOver = input.owned

@@ -7,7 +7,7 @@
 import type { Redis } from "ioredis";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
-import { type BalanceSettings, decideHandover, takeBudget } from "./balance.js";
+import { type BalanceSettings, decideHandover, type OwnedBranch, takeBudget } from "./balance.js";
 import { announce, leave } from "./presence.js";
 
 export interface ReplicaBalanceOptions {
@@ -20,13 +20,14 @@ export interface ReplicaBalanceOptions {
   settings: BalanceSettings & { periodMs: number };
   /** How many branch workers run here now. */
   running(): number;
-  /** The branches owned now: when each was taken, and whether it may move (quiet). */
-  owned(): Array<{ key: string; takenAt: number; quiet: boolean }>;
+  /**
+   * The branches owned now: those running or starting (when each was taken, and whether it may
+   * move: quiet), and how many wait, not started or not read yet (`BalanceInput.waiting`).
+   */
+  owned(): { running: OwnedBranch[]; waiting: number };
   /** Hands one branch over: its worker stopped, its lease given back with a marker. */
   handOver(key: string): Promise<void>;
-  /** How many branches taken here wait to start (the start queue). */
-  waiting(): number;
-  /** Gives `count` waiting branches back with a marker, never started here. */
+  /** Gives `count` waiting branches back with a marker, before anything was read for them here. */
   giveBack(count: number): Promise<void>;
   stopping(): boolean;
   log: Logger;
@@ -70,16 +71,9 @@ export class ReplicaBalance {
       const fleet = await announce(o.redis, o.prefix, o.replicaId, ttl, o.running());
       if (o.stopping()) return;
       const now = Date.now();
-      const owned = o.owned();
+      const { running: owned, waiting } = o.owned();
       const d = decideHandover(
-        {
-          known: fleet.known,
-          live: fleet.live,
-          owned,
-          waiting: o.waiting(),
-          now,
-          handingOver: this.handingOver,
-        },
+        { known: fleet.known, live: fleet.live, owned, waiting, now, handingOver: this.handingOver },
         o.settings,
       );
       this.share = d.share;
@@ -89,7 +83,7 @@ export class ReplicaBalance {
           {
             replica: o.replicaId,
             owned: owned.length,
-            waiting: o.waiting(),
+            waiting,
             share: d.share,
             live: fleet.live,
             known: fleet.known,

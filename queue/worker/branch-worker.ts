@@ -131,8 +131,8 @@ export class BranchWorker {
    * hand-over now costs no read, and balancing gives such a branch back at once.
    */
   awaitingFirstRead(): boolean {
-    const busy = underWay(this.s);
-    return !this.s.firstReadBegun && busy.length === 1 && !this.s.baselined;
+    // Before its first read begins, the one thing under way is that read.
+    return !this.s.firstReadBegun && underWay(this.s).length === 1;
   }
 
   /**

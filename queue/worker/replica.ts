@@ -22,7 +22,7 @@ import { knownBranchesKey } from "../keys.js";
 import type { Logger } from "../log.js";
 import { bullConnection, CONSUMER_CLOSE_MS, closedWithin, connectRedis, within } from "../redis.js";
 import { Slots } from "../slots.js";
-import { type BalanceSettings, DEFAULT_BALANCE } from "./balance.js";
+import { type BalanceSettings, DEFAULT_BALANCE, type OwnedBranch } from "./balance.js";
 import { ReplicaBalance } from "./balancing.js";
 import { type BranchHooks, BranchWorker, type BranchWorkerOptions } from "./branch-worker.js";
 import { DEFAULT_IDLE_POLL_MS, DEFAULT_INBOX_CHECK_MS } from "./idle.js";
@@ -144,16 +144,8 @@ export class Replica {
       enabled: this.balancing,
       settings: this.balanceSettings,
       running: () => this.workers.size,
-      // A branch starting now is owned, and cannot move until it runs; one waiting for its first
-      // read counts as waiting (given back at once).
-      owned: () => [
-        ...[...this.workers]
-          .filter(([, w]) => !unread(w))
-          .map(([key, w]) => ({ key, takenAt: w.takenAt, quiet: quiet(w) })),
-        ...this.starts.underway().map((key) => ({ key, takenAt: Date.now(), quiet: false })),
-      ],
+      owned: () => this.ownedForBalance(),
       handOver: (key) => this.handOver(key),
-      waiting: () => this.starts.waiting + [...this.workers.values()].filter(unread).length,
       giveBack: (count) => this.giveBackWaiting(count),
       stopping: () => this.stopping,
       log: o.log,
@@ -512,16 +504,31 @@ export class Replica {
       await mine.attached?.stop();
       const fence = mine.lease.fence;
       this.between.delete(key);
-      const given = await mine.lease.handOver(this.handoffMs);
+      const given = await this.giveLease(mine.lease);
       this.o.log.info(
         { branch: key, fence, replica: this.id, given },
         "handed the branch over to balance the replicas",
       );
-      if (given && this.branchesQueue) await signalBranch(this.branchesQueue, key).catch(() => {});
     } finally {
       this.between.delete(key);
       this.handing.delete(key);
     }
+  }
+
+  /**
+   * What balancing counts as owned: a branch starting now cannot move until it runs; one in the
+   * start queue, or whose worker waits for its first read, is waiting (given back at once).
+   */
+  private ownedForBalance(): { running: OwnedBranch[]; waiting: number } {
+    const running: OwnedBranch[] = this.starts
+      .underway()
+      .map((key) => ({ key, takenAt: Date.now(), quiet: false }));
+    let waiting = this.starts.waiting;
+    for (const [key, w] of this.workers) {
+      if (unread(w)) waiting++;
+      else running.push({ key, takenAt: w.takenAt, quiet: quiet(w) });
+    }
+    return { running, waiting };
   }
 
   /**
@@ -539,13 +546,7 @@ export class Replica {
       .slice(0, Math.max(0, count - leases.length))
       .map(([key]) => key);
     await Promise.all(unreadKeys.map((key) => this.handOver(key, unread)));
-    const given = await Promise.all(
-      leases.map(async (lease) => {
-        const ok = await lease.handOver(this.handoffMs).catch(() => false);
-        if (ok && this.branchesQueue) await signalBranch(this.branchesQueue, lease.branchKey).catch(() => {});
-        return ok;
-      }),
-    );
+    const given = await Promise.all(leases.map((lease) => this.giveLease(lease).catch(() => false)));
     if (leases.length + unreadKeys.length > 0)
       this.o.log.info(
         {
@@ -556,6 +557,16 @@ export class Replica {
         },
         "gave back branches not started or not read here to balance the replicas",
       );
+  }
+
+  /**
+   * Gives a lease back with a hand-over marker and, when given, tells the others through the
+   * branches queue, so a replica under its share takes it at once.
+   */
+  private async giveLease(lease: BranchLease): Promise<boolean> {
+    const given = await lease.handOver(this.handoffMs);
+    if (given && this.branchesQueue) await signalBranch(this.branchesQueue, lease.branchKey).catch(() => {});
+    return given;
   }
 
   /** Moves a notice into the inbox of each branch it concerns, in arrival order with the writes. */

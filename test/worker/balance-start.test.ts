@@ -13,13 +13,13 @@ import { branchKey } from "../../queue/contract.js";
 import type { BranchSpec } from "../../queue/directory.js";
 import { branchKeys, knownBranchesKey } from "../../queue/keys.js";
 import { scopeOf } from "../../queue/scope.js";
-import { Replica } from "../../queue/worker/replica.js";
+import type { Replica } from "../../queue/worker/replica.js";
 import { gitOk } from "../git/cli.js";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { type IsolatedRedis, isolatedRedis } from "../redis/isolated.js";
 import { capturingLogger } from "../support/log-lines.js";
 import { until } from "../support/wait.js";
-import { FOLDER, TARGET, WEB_GRANT } from "./harness.js";
+import { FOLDER, TARGET, testReplica, WEB_GRANT } from "./harness.js";
 
 const N = 80;
 
@@ -77,12 +77,9 @@ describe("replicas started together", () => {
     const start = (id: string, held: boolean) => {
       const { log } = capturingLogger({ replica: id }, lines);
       log.level = process.env.APPLYGATE_TEST_LOG ?? "info";
-      const replica = new Replica({
+      const replica = testReplica(redis, {
         replicaId: id,
-        redisUrl: redis.url,
-        prefix: redis.prefix,
         cacheDir: join(dir as string, id),
-        leaseMs: 3000,
         sweepMs: 500,
         ...(held && hold === "firstReads" ? { baselineConcurrency: 2 } : {}),
         directory: {

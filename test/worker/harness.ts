@@ -72,7 +72,8 @@ export function fileOf(name: string): string {
  */
 export function testReplica(
   redis: { url: string; prefix: string },
-  parts: Pick<ReplicaOptions, "directory" | "cacheDir" | "log" | "status" | "attach">,
+  parts: Pick<ReplicaOptions, "directory" | "cacheDir" | "log" | "status" | "attach"> &
+    Partial<Pick<ReplicaOptions, "replicaId" | "sweepMs" | "baselineConcurrency">>,
 ): Replica {
   return new Replica({
     redisUrl: redis.url,
