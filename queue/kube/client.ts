@@ -14,6 +14,7 @@ import { type InformerHandle, type InformerHandler, type InformerOptions, Inform
 import { isRecord } from "./readers.js";
 import { RequestTurns } from "./request-turns.js";
 import { addressOf, collectionPath, type KObject, RESOURCES, type ResourceType } from "./resources.js";
+import { SeenVersions } from "./seen-versions.js";
 
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
 const APPLY = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.ServerSideApply);
@@ -55,6 +56,8 @@ export class Kube {
   /** The informers of this process, one per collection, shared by every user of this client. */
   readonly informers: Informers;
   private readonly turns = new RequestTurns();
+  /** The newest version of each object read or written here (`isCurrent`). */
+  private readonly seen = new SeenVersions();
 
   constructor(
     readonly kubeConfig: k8s.KubeConfig,
@@ -83,18 +86,31 @@ export class Kube {
     return this.turns.usage;
   }
 
+  /**
+   * Whether a watch cache's copy is the newest version of the object this client has read or
+   * written: it then shows every write made through this client whose answer came back.
+   */
+  isCurrent(t: ResourceType, cached: KObject | undefined): boolean {
+    return this.seen.current(t, cached);
+  }
+
   /** The object, or undefined when it does not exist. Always uncached. */
   async get<T = KObject>(t: ResourceType, namespace: string, name: string): Promise<T | undefined> {
     try {
-      return (await this.request(() =>
+      const got = (await this.request(() =>
         this.custom.getNamespacedCustomObject({
           ...addressOf(t),
           namespace,
           name,
         }),
-      )) as T;
+      )) as KObject;
+      this.seen.saw(t, namespace, name, got);
+      return got as T;
     } catch (err) {
-      if (isNotFound(err)) return undefined;
+      if (isNotFound(err)) {
+        this.seen.saw(t, namespace, name, undefined);
+        return undefined;
+      }
       throw new KubeError(`get ${ref(t, namespace, name)}`, apiFailure(err));
     }
   }
@@ -125,7 +141,7 @@ export class Kube {
   async apply<T = KObject>(t: ResourceType, obj: KObject, opts: ApplyOptions = {}): Promise<T> {
     const namespace = obj.metadata.namespace ?? "";
     try {
-      return (await this.request(() =>
+      const applied = (await this.request(() =>
         this.custom.patchNamespacedCustomObject(
           {
             ...addressOf(t),
@@ -139,7 +155,9 @@ export class Kube {
           },
           APPLY,
         ),
-      )) as T;
+      )) as KObject;
+      if (!opts.dryRun) this.seen.saw(t, namespace, obj.metadata.name, applied);
+      return applied as T;
     } catch (err) {
       throw new KubeError(`apply ${ref(t, namespace, obj.metadata.name)}`, apiFailure(err));
     }
@@ -170,11 +188,13 @@ export class Kube {
       fieldManager: opts.fieldManager ?? FIELD_MANAGER,
     };
     try {
-      return (
+      const patched = (
         opts.status
           ? await this.request(() => this.custom.patchNamespacedCustomObjectStatus(req, MERGE))
           : await this.request(() => this.custom.patchNamespacedCustomObject(req, MERGE))
-      ) as T;
+      ) as KObject;
+      this.seen.saw(t, namespace, name, patched);
+      return patched as T;
     } catch (err) {
       throw new KubeError(
         `patch ${opts.status ? "status of " : ""}${ref(t, namespace, name)}`,
@@ -198,7 +218,7 @@ export class Kube {
   async replace<T = KObject>(t: ResourceType, obj: KObject): Promise<T> {
     const namespace = obj.metadata.namespace ?? "";
     try {
-      return (await this.request(() =>
+      const replaced = (await this.request(() =>
         this.custom.replaceNamespacedCustomObject({
           ...addressOf(t),
           namespace,
@@ -206,7 +226,9 @@ export class Kube {
           body: obj,
           fieldManager: FIELD_MANAGER,
         }),
-      )) as T;
+      )) as KObject;
+      this.seen.saw(t, namespace, obj.metadata.name, replaced);
+      return replaced as T;
     } catch (err) {
       throw new KubeError(`update ${ref(t, namespace, obj.metadata.name)}`, apiFailure(err));
     }

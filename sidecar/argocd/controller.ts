@@ -67,12 +67,31 @@ export interface ArgoCDClaimControllerDeps {
   log: Logger;
   /** Watch Applications to re-run their claims at once when somebody switches automated sync on. */
   watch?: boolean;
+  /** The clock the switch probe's answers age on (default the wall clock). */
+  now?: () => Date;
 }
+
+/** How long the switch probe's answer stands (an upgrade of Argo CD's CRD is caught within it). */
+const PROBE_TTL_MS = 60_000;
 
 export class ArgoCDClaimController implements Kind.ClaimController {
   private watcher: InformerHandle<KObject> | undefined;
+  /** The switch probe's last answer, and when it was asked. */
+  private probe: { at: number; answer: "ok" | "missing" } | undefined;
 
   constructor(private readonly d: ArgoCDClaimControllerDeps) {}
+
+  /**
+   * A pass reads the Application from the watch's cache when it runs (each event of it queues a
+   * pass, so a cache behind the server is caught up by the pass its event brings); the API server
+   * is read before anything is written.
+   */
+  private async observed(applier: { namespace: string; name: string }): Promise<KObject | undefined> {
+    const cached = this.watcher?.informer.isSynced()
+      ? this.watcher.informer.get(applier.name, applier.namespace)
+      : undefined;
+    return cached ?? this.d.kube.get(APPLICATION, applier.namespace, applier.name);
+  }
 
   applierOf(claim: KObject) {
     return refOf(claim);
@@ -83,7 +102,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
     applier: { namespace: string; name: string },
     _ctx?: Kind.ClaimContext,
   ): Promise<ApplierSource> {
-    const app = await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
+    const app = await this.observed(applier);
     if (!app)
       return { state: "Unknown", message: `Application ${applier.namespace}/${applier.name} not found` };
     return sourceOf(app);
@@ -94,7 +113,7 @@ export class ArgoCDClaimController implements Kind.ClaimController {
     applier: { namespace: string; name: string },
     _ctx?: Kind.ClaimContext,
   ): Promise<Kind.ExternalCheck> {
-    const app = await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
+    const app = await this.observed(applier);
     if (!app) {
       return {
         configured: "Unknown",
@@ -122,7 +141,13 @@ export class ArgoCDClaimController implements Kind.ClaimController {
     applier: { namespace: string; name: string },
     ctx: Kind.ClaimContext,
   ): Promise<Kind.HoldResult> {
-    const app = await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
+    const recorded = previousOf(claim);
+    const seen = await this.observed(applier);
+    // A write is decided on the API server's answer, not on the cache.
+    const app =
+      seen && !planHold(seen, recorded !== undefined).write
+        ? seen
+        : await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
     const name = `${applier.namespace}/${applier.name}`;
     if (!app) {
       const msg = `Application ${name} not found`;
@@ -133,7 +158,6 @@ export class ArgoCDClaimController implements Kind.ClaimController {
         ],
       };
     }
-    const recorded = previousOf(claim);
     const plan = planHold(app, recorded !== undefined);
     let previous = recorded;
     if (plan.write) {
@@ -183,7 +207,8 @@ export class ArgoCDClaimController implements Kind.ClaimController {
             "InControl",
             "True",
             StatusReason.Applying,
-            `operation ${op.token} (${op.phase}) for ${op.commit}`,
+            // No phase here: each phase would be a status write, and each write a pass of its own.
+            `operation ${op.token} for ${op.commit}`,
           ),
           cond("Ready", "True", StatusReason.Applying, `operation ${op.token} is in flight`),
         ]
@@ -298,17 +323,26 @@ export class ArgoCDClaimController implements Kind.ClaimController {
    * an unknown field there, and accepted (writing nothing) from 3.1 on.
    */
   private async probeSwitch(app: KObject): Promise<"ok" | "missing" | "error"> {
+    // The answer is the Application CRD's, not the Application's: asked once a minute, not on
+    // every pass (each status write of Argo CD's brings one, and, the CRD having no status
+    // subresource, moves the generation too).
+    const now = (this.d.now?.() ?? new Date()).getTime();
+    if (this.probe && now - this.probe.at < PROBE_TTL_MS) return this.probe.answer;
+    const remember = (answer: "ok" | "missing") => {
+      this.probe = { at: now, answer };
+      return answer;
+    };
     try {
       await this.d.kube.apply(APPLICATION, switchApply(app, false), {
         dryRun: true,
         fieldValidation: "Strict",
       });
-      return "ok";
+      return remember("ok");
     } catch (err) {
       // The API's own answer, without the name of the call kube.apply puts around it.
       const f = err instanceof KubeError ? err.failure : apiFailure(err);
       if (f.code === 400 && /enabled/.test(f.message) && /unknown field|not declared/.test(f.message))
-        return "missing";
+        return remember("missing");
       this.d.log.warn({ err: f.message }, "dry run of the switch failed");
       return "error";
     }

@@ -87,6 +87,7 @@ export function createApplierKind(deps: ApplierDeps<ArgoCDKindOptions>) {
     kube: deps.kube,
     log,
     watch: o.watchApplications !== false,
+    now: deps.now,
   });
   return { executor, controller, windowObserver };
 }

@@ -48,19 +48,31 @@ export class ClaimWrites {
     );
   }
 
-  /** Merges conditions (and kind status fields) onto a fresh read; writes only a change. */
+  /**
+   * Merges conditions (and kind status fields) onto the claim; writes only a change. `claim` is
+   * the claim as this pass just read it from the API server: the first try decides on it instead
+   * of reading again (the write is guarded by its resourceVersion, so a claim changed since is a
+   * 409 that reads again, and a change made since is queued as a pass of its own).
+   */
   async status(
     claim: KObject,
     inputs: ConditionInput[],
     fields: Record<string, unknown> = {},
   ): Promise<void> {
     const t = this.type;
+    let first: KObject | undefined = claim;
     // Later inputs of one type win (e.g. Waiting overrides eligibility's Configured).
     const byType = new Map<string, ConditionInput>();
     for (const c of inputs) byType.set(c.type, c);
     let ready: { status: string | undefined } | undefined;
     await retryOnConflict(
-      () => this.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name),
+      async () => {
+        const given = first;
+        first = undefined;
+        return (
+          given ?? (await this.kube.get<KObject>(t, claim.metadata.namespace ?? "", claim.metadata.name))
+        );
+      },
       (current) => {
         if (!current) return undefined;
         const status = isRecord(current.status) ? current.status : {};

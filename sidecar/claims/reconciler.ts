@@ -476,12 +476,16 @@ export class ClaimReconciler {
     successor: string | undefined,
   ): Promise<number | undefined> {
     const { eligibility } = j;
-    // Decide on the claim as it is now (the cache can lag our own writes and the executor's record).
-    const claim = await this.o.kube.get<KObject>(
-      this.o.claimType,
-      j.claim.metadata.namespace ?? "",
-      j.claim.metadata.name,
-    );
+    // Decide on the claim as it is now. The cache can lag our own writes and the executor's record:
+    // it answers only when it holds the newest version this process read or wrote.
+    const cached = this.claims.get(j.claim.metadata.name, j.claim.metadata.namespace);
+    const claim = this.o.kube.isCurrent(this.o.claimType, cached)
+      ? cached
+      : await this.o.kube.get<KObject>(
+          this.o.claimType,
+          j.claim.metadata.namespace ?? "",
+          j.claim.metadata.name,
+        );
     if (!claim) return undefined;
     const read = readClaim(this.o.claimType, claim);
     if (!read.ok) {

@@ -193,13 +193,15 @@ export class FluxClient {
   /**
    * Re-reads with `read` until `check` returns a value, waking on watch events of `wakeKey` and at
    * least every `intervalMs(n)` (n = re-reads so far). Undefined once `deadline` (epoch ms, on the
-   * injected clock) passes.
+   * injected clock) passes. `read` is told whether the watch's cache may answer: at the first read
+   * and after an event, not after a wait that no event ended.
    */
   async until<T, R>(
-    read: () => Promise<T>,
+    read: (fromCache: boolean) => Promise<T>,
     check: (value: T) => R | undefined,
     o: { wakeKey: string; signal?: AbortSignal; deadline?: number; intervalMs?: (n: number) => number },
   ): Promise<R | undefined> {
+    let fromCache = true;
     for (let n = 0; ; n++) {
       if (o.signal?.aborted) throw new Aborted("stopping");
       const wait = o.intervalMs?.(n) ?? this.pollMs;
@@ -207,7 +209,7 @@ export class FluxClient {
       const armed = this.wakeups.arm(o.wakeKey, Math.min(wait, left), o.signal);
       let r: R | undefined;
       try {
-        r = check(await read());
+        r = check(await read(fromCache));
       } catch (err) {
         armed.cancel();
         throw err;
@@ -216,7 +218,7 @@ export class FluxClient {
         armed.cancel();
         return r;
       }
-      await armed.wait;
+      fromCache = await armed.wait;
     }
   }
 }

@@ -87,6 +87,11 @@ const ready = (status: ConditionInput["status"], reason: string, message: string
   message,
 });
 
+/** Held by us and settled: suspended under our field manager, its token handled. */
+function heldSettled(ks: KObject): boolean {
+  return fluxSuspended(ks) && appliesSuspend(ks) && suspendSettled(ks);
+}
+
 /** The suspend on the Kustomization is handled: it is suspended and its current token was seen. */
 function suspendSettled(ks: KObject): boolean {
   if (!fluxSuspended(ks)) return false;
@@ -109,8 +114,13 @@ export class FluxClaimController implements ClaimController {
     return { namespace: ref?.namespace ?? claim.metadata.namespace ?? "", name: ref?.name ?? "" };
   }
 
+  // A pass reads the Kustomization and its GitRepository from the watch's cache (every event of
+  // either queues a pass, so a cache behind the server is caught up by the pass its event brings);
+  // the API server is read before anything is written (hold), and the executor rechecks before a
+  // resume.
+
   async source(_claim: KObject, applier: ObjectKey, _ctx?: ClaimContext): Promise<ApplierSource> {
-    const ks = await this.d.client.kustomization(applier);
+    const ks = await this.d.client.observedKustomization(applier);
     if (!ks) return { state: "Unknown", message: `Kustomization ${keyOf(applier)} was not found` };
     const ref = kustomizationSourceOf(ks, "none");
     if (ref?.kind !== "GitRepository") {
@@ -120,7 +130,7 @@ export class FluxClaimController implements ClaimController {
         message: `Kustomization ${keyOf(applier)} reads a ${ref?.kind ?? "missing"} source; only a GitRepository is supported`,
       };
     }
-    const src = await this.d.client.source(ref);
+    const src = await this.d.client.observedSource(ref);
     if (!src) return { state: "Unknown", message: `GitRepository ${keyOf(ref)} was not found` };
     const { branch, ...pins } = gitRepositoryRefOf(src);
     const pinned = Object.keys(pins).length > 0;
@@ -135,7 +145,7 @@ export class FluxClaimController implements ClaimController {
   }
 
   async checkExternal(_claim: KObject, applier: ObjectKey, _ctx?: ClaimContext): Promise<ExternalCheck> {
-    const ks = await this.d.client.kustomization(applier);
+    const ks = await this.d.client.observedKustomization(applier);
     if (!ks) {
       return {
         configured: "Unknown",
@@ -149,6 +159,12 @@ export class FluxClaimController implements ClaimController {
   }
 
   async hold(claim: KObject, applier: ObjectKey, ctx: ClaimContext): Promise<HoldResult> {
+    // Held and settled, or an operation in flight, as the cache shows it: nothing to write.
+    const cached = this.d.client.cachedKustomization(applier);
+    if (cached && isInFlight(ctx.operation)) return this.applying(claim, applier, ctx.operation, ctx);
+    if (cached && statusOf(claim).previousSuspendState !== undefined && heldSettled(cached))
+      return this.held(applier);
+    // Anything else may write: decided on the API server's answer.
     const ks = await this.d.client.kustomization(applier);
     if (!ks) {
       const msg = `Kustomization ${keyOf(applier)} was not found`;
@@ -177,6 +193,10 @@ export class FluxClaimController implements ClaimController {
       return this.suspending("taking spec.suspend back");
     }
     if (!suspendSettled(ks)) return this.suspending("waiting for the suspend's token to be handled");
+    return this.held(applier);
+  }
+
+  private held(applier: ObjectKey): HoldResult {
     return {
       conditions: [
         inControl(
@@ -282,7 +302,8 @@ export class FluxClaimController implements ClaimController {
     const unresolved = op.phase === "Unresolved";
     return {
       conditions: [
-        inControl("True", StatusReason.Applying, `operation ${op.token} (${op.phase}) for ${op.commit}`),
+        // No phase here: each phase would be a status write, and each write a pass of its own.
+        inControl("True", StatusReason.Applying, `operation ${op.token} for ${op.commit}`),
         unresolved
           ? ready(
               "False",

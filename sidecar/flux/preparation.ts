@@ -3,6 +3,7 @@ import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   artifactRevisionOf,
   fluxSpecField,
+  fluxStatusField,
   fluxSuspended,
   gitRepositoryRefOf,
   type KObject,
@@ -17,8 +18,15 @@ import { sameRepository } from "../claims/eligibility.js";
 import type { ClaimLocator } from "../operation-record.js";
 import { type FluxClient, newToken, srcWakeKey } from "./client.js";
 import { artifactHolds, tokenHandled } from "./outcome.js";
-import { keyOf, type ObjectKey } from "./resources.js";
+import { keyOf, type ObjectKey, requestedAtOf } from "./resources.js";
 import { checkSuspendOwnership } from "./suspend-owner.js";
+
+/** A cached GitRepository that does not show our stamp yet. */
+const BEHIND = Symbol("behind");
+
+/** The object carries `token`, as its requestedAt or as the last one it handled. */
+const showsToken = (o: KObject, token: string) =>
+  requestedAtOf(o) === token || fluxStatusField(o, "lastHandledReconcileAt") === token;
 
 export interface PreparationDeps {
   client: FluxClient;
@@ -97,9 +105,16 @@ export async function prepare(
       );
     }
     log.debug({ sourceToken: token }, "stamped the GitRepository");
+    // From the watch's cache after an event (the fetch's end is one), from the API server when
+    // the interval passed without one. A cached copy without our stamp is behind it (it would show
+    // ours as stamped over and handled): the next event is waited for.
     const fetched = await d.client.until(
-      () => d.client.source(first.sourceRef),
-      (s) => (!s ? null : tokenHandled(s, token) ? s : undefined),
+      async (fromCache) => {
+        if (!fromCache) return d.client.source(first.sourceRef);
+        const cached = await d.client.observedSource(first.sourceRef);
+        return cached && !showsToken(cached, token) ? BEHIND : cached;
+      },
+      (s) => (s === BEHIND ? undefined : !s ? null : tokenHandled(s, token) ? s : undefined),
       {
         wakeKey: srcWakeKey(first.sourceRef),
         signal,

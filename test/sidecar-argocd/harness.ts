@@ -30,7 +30,9 @@ import { unrecordedChecks } from "../support/safety-checks.js";
 import {
   attemptFor,
   configMapYaml,
+  createProvider,
   createTarget,
+  inControl,
   recorder,
   type SidecarWorld,
   startSidecarWorld,
@@ -341,4 +343,28 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   base.onStop(() => c.argo?.stop());
   if (opts.argo) await c.startArgo(opts.argo);
   return c;
+}
+
+/**
+ * An Application `name` in argocd with automated sync off, and the GitProvider, GitTarget and
+ * ArgoCDClaim that make the sidecar hold it; resolves once the claim is InControl.
+ */
+export async function heldApplication(c: Cluster, name: string): Promise<{ repo: Repo; ns: string }> {
+  const repo = await c.repo();
+  const ns = await c.namespace(`ns-${name}`);
+  await c.createApp(name, repo, {
+    destination: { server: "https://kubernetes.default.svc", namespace: ns },
+    syncPolicy: { automated: { enabled: false, prune: true } },
+  });
+  // The GitProvider and a GitTarget naming the claim (the sidecar's clone fetches through them).
+  await createProvider(c.kube, "argocd", repo.url);
+  await createTarget(c.kube, {
+    namespace: "argocd",
+    name,
+    path: "deploy",
+    claim: { kind: "ArgoCDClaim", name },
+  });
+  await c.createClaim(name, name);
+  await inControl(c.kube, RESOURCES.argoCDClaim, { namespace: "argocd", name });
+  return { repo, ns };
 }

@@ -8,10 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { expect, it } from "vitest";
-import { RESOURCES } from "../../queue/kube/index.js";
 import { fileWorld } from "../support/file-world.js";
-import { createProvider, createTarget, inControl } from "../support/sidecar-world.js";
-import { startCluster, until } from "./harness.js";
+import { heldApplication, startCluster, until } from "./harness.js";
 
 let cacheDir: string;
 
@@ -29,23 +27,8 @@ const c = fileWorld(async () => {
 });
 
 it("terminates our running operation for a proven ancestor and syncs the newer commit", async () => {
-  const repo = await c.repo();
   const name = "web";
-  const ns = await c.namespace("ns-web");
-  await c.createApp(name, repo, {
-    destination: { server: "https://kubernetes.default.svc", namespace: ns },
-    syncPolicy: { automated: { enabled: false, prune: true } },
-  });
-  // The GitProvider and a GitTarget naming the claim: its own clone fetches through them.
-  await createProvider(c.kube, "argocd", repo.url);
-  await createTarget(c.kube, {
-    namespace: "argocd",
-    name: "web",
-    path: "deploy",
-    claim: { kind: "ArgoCDClaim", name: "web" },
-  });
-  await c.createClaim(name, name);
-  await inControl(c.kube, RESOURCES.argoCDClaim, { namespace: "argocd", name });
+  const { repo } = await heldApplication(c, name);
   // Pushed after the sidecar started, so its clone can only learn them by fetching.
   const [c1, c2] = await repo.settings("v1", "v2");
 

@@ -33,10 +33,22 @@ export interface ClaimWorld {
   stop(): Promise<void>;
 }
 
-/** `over`: settings of the sidecar beyond the world's (a test's own deadlines, say). */
-export async function startClaimWorld(over: Partial<SidecarOptions<"flux">> = {}): Promise<ClaimWorld> {
+/**
+ * `over`: settings of the sidecar beyond the world's (a test's own deadlines, say); `user`: the
+ * sidecar talks to the API server as this user of its own (all rights), whose requests a test can
+ * trace.
+ */
+export async function startClaimWorld(
+  over: Partial<SidecarOptions<"flux">> = {},
+  o: { user?: string } = {},
+): Promise<ClaimWorld> {
   const world = await startWorld();
-  const sidecar = await world.startFluxSidecar({ resyncMs: SAFETY_NET_MS, ...over });
+  if (o.user) world.api.addUser(o.user, `token-${o.user}`, "all");
+  const sidecar = await world.startFluxSidecar({
+    resyncMs: SAFETY_NET_MS,
+    ...(o.user ? { kubeConfig: world.api.kubeConfig(o.user) } : {}),
+    ...over,
+  });
   const claim = (ns: string) => ({ namespace: ns, name: "claim" });
   return {
     world,
