@@ -18,7 +18,8 @@ export interface ApartGitServer {
 
 export async function serveGitApart(root: string): Promise<ApartGitServer> {
   const child = spawn(process.execPath, ["--import", "tsx", MAIN, root], {
-    stdio: ["ignore", "pipe", "inherit"],
+    // stdin stays open while this process lives: its end tells the server we are gone.
+    stdio: ["pipe", "pipe", "inherit"],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const lines = createInterface({ input: child.stdout });
