@@ -8,10 +8,14 @@
  * each meets the same machine load. Per setup: p50, p99 and the API requests per apply the
  * components made (kube-apiserver's audit.log, by the setup's ServiceAccounts, during its pushes).
  *
+ * Then verified pushes per second through notification-controller's Receiver and through
+ * applygate's gateway (`RECEIVERS_THROUGHPUT_SECONDS`, default 5, each).
+ *
  * `RECEIVERS_BENCH_PUSHES` (default 20) pushes per setup; `RECEIVERS_KEEP=1` keeps the logs and audit.log. Skipped with a notice naming what is
  * missing when the real components are not built (`npm run real:build`).
  */
 import { availableParallelism, loadavg } from "node:os";
+import autocannon from "autocannon";
 import { type GitServer, startGitServer } from "../git/server.js";
 import { readAudit } from "../real/applygate.js";
 import { findRealBinaries, RECEIVERS_BINARIES } from "../real/binaries.js";
@@ -25,11 +29,13 @@ import {
   type Setup,
   startReceiverComponents,
 } from "../real/push-to-applied.js";
-import { createGithubReceiver } from "../real/receivers.js";
+import { createGithubReceiver, githubHeaders } from "../real/receivers.js";
 import { percentile } from "../support/percentile.js";
 import type { Figure } from "./figure.js";
 
 const PUSHES = Number(process.env.RECEIVERS_BENCH_PUSHES ?? 20);
+const THROUGHPUT_SECONDS = Number(process.env.RECEIVERS_THROUGHPUT_SECONDS ?? 5);
+const THROUGHPUT_CONNECTIONS = 16;
 const SECRET = "receivers-bench-secret";
 
 /** Whose requests count for a setup: the ServiceAccounts of the namespaces its components run in. */
@@ -39,6 +45,49 @@ const IDENTITIES: Record<string, string[]> = {
   "flux-applygate": ["system:serviceaccount:flux-system:", "system:serviceaccount:applygate-system:"],
   "argocd-applygate": ["system:serviceaccount:argocd:", "system:serviceaccount:applygate-system:"],
 };
+
+/**
+ * Verified pushes per second through notification-controller's Receiver and through applygate's
+ * gateway, each saturated in turn with its setup's last push delivered again (a fresh delivery id
+ * and signature per request): the same payload, the same machine. A Receiver answers once it
+ * asked for the fetch (an annotation written through the API server), the gateway once Redis
+ * holds the notice.
+ */
+async function verifiedPushesPerSecond(setups: Setup[], note: (extra: string) => string): Promise<Figure[]> {
+  const figures: Figure[] = [];
+  const rates: Record<string, number> = {};
+  for (const name of ["flux-receiver", "flux-applygate"]) {
+    const last = setups.find((s) => s.name === name)?.lastDelivery();
+    if (!last) continue;
+    step(`${name}: ${THROUGHPUT_SECONDS} s of the same push, ${THROUGHPUT_CONNECTIONS} connections`);
+    const body = JSON.stringify(last.payload);
+    const result = await autocannon({
+      url: last.url,
+      method: "POST",
+      connections: THROUGHPUT_CONNECTIONS,
+      duration: THROUGHPUT_SECONDS,
+      body,
+      requests: [{ setupRequest: (req: any) => ({ ...req, headers: githubHeaders(last.secret, body) }) }],
+    });
+    const ok = result["2xx"];
+    rates[name] = ok / result.duration;
+    figures.push({
+      bench: `receivers.${name}.verified_pushes_per_s`,
+      value: Math.round(ok / result.duration),
+      unit: "pushes/s",
+      ...(name === "flux-applygate" && rates["flux-receiver"]
+        ? {
+            baseline: Math.round(rates["flux-receiver"]),
+            ratio: Number((ok / result.duration / rates["flux-receiver"]).toFixed(2)),
+          }
+        : {}),
+      note: note(
+        `${THROUGHPUT_CONNECTIONS} connections for ${THROUGHPUT_SECONDS} s, the last push again; p99 ${result.latency.p99} ms, ${result.non2xx} answered non-2xx, ${result.errors} errors`,
+      ),
+    });
+  }
+  return figures;
+}
 
 const step = (what: string) => process.stderr.write(`receivers ${new Date().toISOString()} ${what}\n`);
 
@@ -160,6 +209,7 @@ export async function run(): Promise<Figure[]> {
         ),
       });
     }
+    figures.push(...(await verifiedPushesPerSecond(setups, note)));
     return figures;
   } finally {
     for (const s of setups) await s.remove().catch(() => undefined);

@@ -52,6 +52,8 @@ export interface Setup {
   namespace: string;
   /** Commits value `v` to the watched file, delivers the push, waits until it is applied. */
   push(v: string, timeoutMs?: number): Promise<PushTiming>;
+  /** Where the last push went and what it carried (for delivering the same push again). */
+  lastDelivery(): { url: string; secret: string; payload: Record<string, unknown> } | undefined;
   remove(): Promise<void>;
 }
 
@@ -198,13 +200,16 @@ function setup(
   hookUrl: string,
   secret: string,
 ): Setup {
+  let last: Record<string, unknown> | undefined;
   const deliver = async (payload: Record<string, unknown>) => {
+    last = payload;
     await deliverGithubPush(hookUrl, secret, payload);
   };
   return {
     name,
     namespace,
     push: pusher(ctx, namespace, source.url, source.peer, deliver, source.applied),
+    lastDelivery: () => (last ? { url: hookUrl, secret, payload: last } : undefined),
     remove: () => source.peer.remove(),
   };
 }
