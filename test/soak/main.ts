@@ -87,10 +87,19 @@ process.on("unhandledRejection", (err) => {
   unhandled.push(err instanceof Error ? (err.stack ?? err.message) : String(err));
 });
 
+// Ctrl-C (or SIGTERM) ends the soak after the run under way: the summary of the runs so far is
+// printed and its Redis stopped, where the default would leave a redis-server running.
+let interrupted = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const)
+  process.once(signal, () => {
+    interrupted = true;
+    say(`${signal}: stopping after the run under way`);
+  });
+
 const redis = await resolveEmbeddedRedis(process.env, { ensureServer: ensureRedisServer });
 const results: RunResult[] = [];
 try {
-  for (let i = 0; i < runs && Date.now() < deadline; i++) {
+  for (let i = 0; i < runs && Date.now() < deadline && !interrupted; i++) {
     const runSeed = seed + i;
     const r = await playRun({
       seed: runSeed,
