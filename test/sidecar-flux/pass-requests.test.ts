@@ -24,10 +24,11 @@ const APPLY_USER = "apply-count";
  * beforehand here), a discovery read, the Event of the operation's end, the claim passes' own
  * condition writes (Applying, then Suspended again), and the passes' reads of the claim when its
  * watch delivered a version before the answer to the write that made it, or a write of theirs met
- * a 409: 17 to 23 in ten applies. Before passes decided on the caches each of them also read the
- * Kustomization three times and the GitRepository once.
+ * a 409: 17 to 23 in ten applies on a quiet machine. Those last reads are races, more of them
+ * under load, so the bound leaves room for one per pass. Before passes decided on the caches each
+ * of them also read the Kustomization three times and the GitRepository once.
  */
-const REQUESTS_PER_APPLY = 24;
+const REQUESTS_PER_APPLY = 30;
 
 describe("a claim reconciler pass with nothing to change", () => {
   let cw: ClaimWorld;
