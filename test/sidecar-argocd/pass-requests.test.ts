@@ -6,9 +6,11 @@
  * caches, and the switch's dry run (the CRD's answer) is asked once a minute.
  */
 import { expect, it } from "vitest";
+import { RESOURCES } from "../../queue/kube/index.js";
 import { APPLICATION } from "../../sidecar/argocd/application.js";
 import type { Sidecar } from "../../sidecar/main.js";
 import { fileWorld } from "../support/file-world.js";
+import { claimWatchCaughtUp } from "../support/sidecar-world.js";
 import { heldApplication, startCluster, until } from "./harness.js";
 
 const USER = "argocd-pass-count";
@@ -30,7 +32,8 @@ it("a pass with nothing to change reads neither the Application nor the claim, d
   const name = "web";
   await heldApplication(c, name);
   const reconciler = sidecar?.reconciler;
-  if (!reconciler) throw new Error("no sidecar");
+  if (!reconciler || !sidecar) throw new Error("no sidecar");
+  await claimWatchCaughtUp(sidecar.kube, RESOURCES.argoCDClaim, { namespace: "argocd", name });
   await reconciler.whenIdle();
 
   // Label 0 untraced: its pass comes after every event of the adoption (one watch, in order).

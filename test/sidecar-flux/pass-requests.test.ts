@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RESOURCES } from "../../queue/kube/index.js";
 import { KUSTOMIZATION } from "../../sidecar/flux/resources.js";
 import { GitPeer } from "../git/peer.js";
-import { attemptFor, until } from "../support/sidecar-world.js";
+import { attemptFor, claimWatchCaughtUp, until } from "../support/sidecar-world.js";
 import { type ClaimWorld, startClaimWorld } from "./claim-world.js";
 import { configMap } from "./harness.js";
 
@@ -42,6 +42,7 @@ describe("a claim reconciler pass with nothing to change", () => {
     await cw.createClaim(ns, true);
     await cw.waitFor(ns, "InControl", (c) => c.status === "True" && c.reason === "Suspended", Date.now());
     const reconciler = cw.sidecar.reconciler;
+    await claimWatchCaughtUp(cw.sidecar.kube, RESOURCES.fluxClaim, { namespace: ns, name: "claim" });
     await reconciler.whenIdle();
 
     // Label 0 untraced: its pass comes after every event of the adoption (one watch, in order).

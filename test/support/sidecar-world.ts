@@ -337,3 +337,19 @@ export async function startSidecarWorld(o: WorldOptions = {}): Promise<SidecarWo
   };
   return world;
 }
+
+/**
+ * Waits until a started sidecar's claim watch holds the newest version of the claim it read or
+ * wrote (`Kube.isCurrent`): from then on a pass decides on the cached claim without a read.
+ */
+export async function claimWatchCaughtUp(kube: Kube, type: ClaimType, ref: Ref): Promise<void> {
+  const h = kube.informer<KObject>(type, {});
+  try {
+    await until(
+      async () => kube.isCurrent(type, h.informer.get(ref.name, ref.namespace)),
+      `the sidecar's watch of ${type.kind} ${ref.namespace}/${ref.name} to hold its newest version`,
+    );
+  } finally {
+    await h.release();
+  }
+}
