@@ -87,10 +87,14 @@ export class ArgoCDClaimController implements Kind.ClaimController {
    * is read before anything is written.
    */
   private async observed(applier: { namespace: string; name: string }): Promise<KObject | undefined> {
-    const cached = this.watcher?.informer.isSynced()
+    return this.cached(applier) ?? this.d.kube.get(APPLICATION, applier.namespace, applier.name);
+  }
+
+  /** The Application as the watch last delivered it; undefined while it does not run or hold it. */
+  private cached(applier: { namespace: string; name: string }): KObject | undefined {
+    return this.watcher?.informer.isSynced()
       ? this.watcher.informer.get(applier.name, applier.namespace)
       : undefined;
-    return cached ?? this.d.kube.get(APPLICATION, applier.namespace, applier.name);
   }
 
   applierOf(claim: KObject) {
@@ -142,11 +146,11 @@ export class ArgoCDClaimController implements Kind.ClaimController {
     ctx: Kind.ClaimContext,
   ): Promise<Kind.HoldResult> {
     const recorded = previousOf(claim);
-    const seen = await this.observed(applier);
+    const cached = this.cached(applier);
     // A write is decided on the API server's answer, not on the cache.
     const app =
-      seen && !planHold(seen, recorded !== undefined).write
-        ? seen
+      cached && !planHold(cached, recorded !== undefined).write
+        ? cached
         : await this.d.kube.get(APPLICATION, applier.namespace, applier.name);
     const name = `${applier.namespace}/${applier.name}`;
     if (!app) {

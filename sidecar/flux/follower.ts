@@ -27,7 +27,14 @@ import {
 import { unresolvedEvent } from "../operation-steps.js";
 import { Aborted, ksWakeKey, newToken } from "./client.js";
 import type { FluxExecutorDeps, FluxTimings } from "./executor-deps.js";
-import { commitOfRevision, type Outcome, type ReconcileMark, readOutcome, tokenHandled } from "./outcome.js";
+import {
+  commitOfRevision,
+  type Outcome,
+  type ReconcileMark,
+  readOutcome,
+  showsToken,
+  tokenHandled,
+} from "./outcome.js";
 import { keyOf, type ObjectKey, requestedAtOf } from "./resources.js";
 
 /** What following an operation needs to know. */
@@ -187,11 +194,7 @@ export class FluxFollower {
     if (!cached) return client.kustomization(f.ks);
     const token =
       f.suspendToken === undefined ? f.resumeToken : f.suspendWritten ? f.suspendToken : undefined;
-    const shows =
-      token === undefined ||
-      requestedAtOf(cached) === token ||
-      fluxStatusField(cached, "lastHandledReconcileAt") === token;
-    return shows ? cached : NOT_YET;
+    return token === undefined || showsToken(cached, token) ? cached : NOT_YET;
   }
 
   /** Only the mismatch row needs the source: read it when Ready=True at another revision. */

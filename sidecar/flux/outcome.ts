@@ -41,6 +41,15 @@ export function tokenHandled(obj: KObject | undefined, token: string): boolean {
   return current !== undefined && current !== token && handled === current;
 }
 
+/**
+ * Whether the object carries `token`, as its requestedAt or as the last one it handled: a watch
+ * cache's copy that does not is behind the write of it, and judging it would take that write for
+ * one not made (or stamped over).
+ */
+export function showsToken(obj: KObject, token: string): boolean {
+  return requestedAtOf(obj) === token || fluxStatusField(obj, "lastHandledReconcileAt") === token;
+}
+
 /** What a reconcile moves: the Ready condition and the newest history entry. */
 export interface ReconcileMark {
   ready?: ReturnType<typeof fluxReadyOf>;

@@ -3,7 +3,6 @@ import { StatusReason } from "../../queue/crds/reasons.js";
 import {
   artifactRevisionOf,
   fluxSpecField,
-  fluxStatusField,
   fluxSuspended,
   gitRepositoryRefOf,
   type KObject,
@@ -17,16 +16,12 @@ import { isConditionTrue } from "../claims/conditions.js";
 import { sameRepository } from "../claims/eligibility.js";
 import type { ClaimLocator } from "../operation-record.js";
 import { type FluxClient, newToken, srcWakeKey } from "./client.js";
-import { artifactHolds, tokenHandled } from "./outcome.js";
-import { keyOf, type ObjectKey, requestedAtOf } from "./resources.js";
+import { artifactHolds, showsToken, tokenHandled } from "./outcome.js";
+import { keyOf, type ObjectKey } from "./resources.js";
 import { checkSuspendOwnership } from "./suspend-owner.js";
 
 /** A cached GitRepository that does not show our stamp yet. */
 const BEHIND = Symbol("behind");
-
-/** The object carries `token`, as its requestedAt or as the last one it handled. */
-const showsToken = (o: KObject, token: string) =>
-  requestedAtOf(o) === token || fluxStatusField(o, "lastHandledReconcileAt") === token;
 
 export interface PreparationDeps {
   client: FluxClient;

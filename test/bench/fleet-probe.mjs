@@ -44,9 +44,8 @@ process.on("message", (m) => {
 });
 
 // The benchmark gone (stopped with a signal, crashed), its IPC channel closes: stop as the worker
-// stops on SIGTERM, rather than run on beside the next benchmark.
-// The graceful stop gives branches back through an API server that may have gone with the
-// benchmark: past 10 s it exits anyway.
+// stops on SIGTERM, rather than run on beside the next benchmark. That stop gives branches back
+// through an API server that may have gone with the benchmark: past 10 s it exits anyway.
 process.on("disconnect", () => {
   setTimeout(() => process.exit(1), 10_000).unref();
   process.kill(process.pid, "SIGTERM");
