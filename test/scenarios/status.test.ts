@@ -97,7 +97,13 @@ subjects: [{kind: ServiceAccount, name: status-editor, namespace: ${DEMO_NAMESPA
   }
 
   it("lists every GitTarget of the namespace with its branch, folder, claim and nothing pending once settled", async () => {
-    const rep = await report();
+    // The scene starts once the claims record their applies; a sidecar writes the end on the claim
+    // before it reports it, and the worker's decisions follow the report (CI, 2026-12-05: the
+    // webhook applier's Succeeded was still on its way when this read them).
+    const rep = await until(async () => {
+      const r = await report();
+      return r.targets.every((t) => t.state === "idle") && r;
+    }, "every GitTarget idle");
     expect(rep.targets.map((t) => t.name)).toEqual(["argo-app", "flux-app", "webhook-app"]);
     for (const t of rep.targets) {
       expect(t).toMatchObject({ branch: "main", decisions: "read", state: "idle", why: "nothing to apply" });
